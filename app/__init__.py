@@ -1,0 +1,1 @@
+"""gpuledger's app layer."""

@@ -1,0 +1,497 @@
+"""The `gpuledger` command line: one click group, one subcommand per pipeline step.
+
+Each command imports its layer inside the function, so `gpuledger --help` and the light
+commands never load duckdb, polars or streamlit.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+
+from app.errors import AppError, reports_errors
+
+__all__ = ["cli", "main"]
+
+LAKE_HELP = "Lake root folder (default: $GPULEDGER_LAKE, else ./lake)."
+
+
+def lake_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--lake",
+        type=click.Path(file_okay=False, path_type=Path),
+        envvar="GPULEDGER_LAKE",
+        default=Path("lake"),
+        show_default=True,
+        help=LAKE_HELP,
+    )(func)
+
+
+@contextmanager
+def progress_bar(
+    label: str, total: int, enabled: bool = True
+) -> Iterator[Callable[[int, int], None]]:
+    """A click progress bar on stderr, driven by `(done, total)` callbacks."""
+    if not enabled:
+        yield lambda done, total: None
+        return
+    with click.progressbar(length=total, label=label, file=sys.stderr, show_pos=True) as bar:
+        last = [0]
+
+        def update(done: int, _total: int) -> None:
+            bar.update(done - last[0])
+            last[0] = done
+
+        yield update
+
+
+class Timestamp(click.ParamType):  # type: ignore[type-arg]  # generic only in newer click
+    """An ISO date or date-time, taken as UTC when no offset is given."""
+
+    name = "timestamp"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> dt.datetime:
+        if isinstance(value, dt.datetime):
+            return value
+        try:
+            parsed = dt.datetime.fromisoformat(str(value))
+        except ValueError:
+            self.fail(
+                f"{value!r} is not an ISO date or date-time (e.g. 2026-11-02 or 2026-11-02T08:00)"
+            )
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="gpuledger")
+def cli() -> None:
+    """gpuledger: where did our GPU-hours go, and what should we change?
+
+    \b
+    Typical first run (a simulated 256-GPU cluster, one week):
+      gpuledger simulate --lake ./lake
+      gpuledger attribute --lake ./lake
+      gpuledger query job_usage --lake ./lake --format csv > jobs.csv
+      gpuledger dashboard --lake ./lake
+    or all of it at once:  gpuledger demo
+    """
+
+
+# ---------------------------------------------------------------- simulate
+
+
+def _simulate(
+    lake: Path,
+    gpus: int,
+    days: int,
+    seed: int,
+    cluster: str,
+    interval: int,
+    start: dt.datetime | None,
+    quiet: bool,
+) -> None:
+    from collector.sim import SimConfig, simulate
+    from collector.sim.runner import DEFAULT_START
+
+    cfg = SimConfig(
+        cluster=cluster,
+        gpus=gpus,
+        days=days,
+        seed=seed,
+        interval_s=interval,
+        start=start or DEFAULT_START,
+    )
+    cfg.validate()
+    chunks = -(-max(gpus, 1) // 512)
+    with progress_bar("Simulating telemetry", days * chunks, not quiet) as update:
+        result = simulate(cfg, lake, progress=update)
+    click.echo(
+        f"Simulated cluster {cluster!r}: {result.gpus} GPUs, {result.jobs} jobs, "
+        f"{result.samples:,} samples over {days} day(s) into {lake}",
+        err=quiet,
+    )
+
+
+sim_options = [
+    click.option(
+        "--gpus",
+        type=click.IntRange(min=1),
+        default=256,
+        show_default=True,
+        help="GPUs in the fleet (rounded up to whole 8-GPU nodes).",
+    ),
+    click.option(
+        "--days",
+        type=click.IntRange(min=1, max=366),
+        default=7,
+        show_default=True,
+        help="Days of history to simulate.",
+    ),
+    click.option(
+        "--seed",
+        type=int,
+        default=42,
+        show_default=True,
+        help="Random seed; the same seed lands the same rows.",
+    ),
+]
+
+
+def with_sim_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed(sim_options):
+        func = option(func)
+    return func
+
+
+@cli.command()
+@lake_option
+@with_sim_options
+@click.option("--cluster", default="sim", show_default=True, help="Cluster name to land under.")
+@click.option(
+    "--interval",
+    type=click.IntRange(1, 3600),
+    default=30,
+    show_default=True,
+    help="Sampling interval in seconds (must divide a day).",
+)
+@click.option(
+    "--start",
+    type=Timestamp(),
+    default=None,
+    help="First simulated instant, UTC [default: 2026-11-02T00:00, a Monday].",
+)
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@reports_errors
+def simulate(
+    lake: Path,
+    gpus: int,
+    days: int,
+    seed: int,
+    cluster: str,
+    interval: int,
+    start: dt.datetime | None,
+    quiet: bool,
+) -> None:
+    """Simulate a GPU cluster with ground truth and land it in the lake.
+
+    \b
+    The fleet has nodes of 8 H100s (an A100 island above 128 GPUs), users in accounts with
+    fair-share entitlements, a FCFS scheduler with queue waits, and the workloads an operator
+    knows: LLM pre-training, fine-tuning, input-bound training, inference with a daily cycle,
+    notebooks, idle and partially idle jobs, hung NCCL jobs, memory holders, oversized time
+    limits, stragglers, a hot node and GPUs that degrade and fail. Every injected behaviour is
+    in the sim_truth table. Re-running with the same options changes nothing.
+    """
+    _simulate(lake, gpus, days, seed, cluster, interval, start, quiet)
+
+
+# ---------------------------------------------------------------- attribute
+
+
+def _attribute(lake: Path, idle_below: float, bucket: int, quiet: bool) -> None:
+    from warehouse.attribution import MART_ORDER, AttributionConfig, build_marts, reattribute
+    from warehouse.connection import connect
+
+    if 86400 % bucket:
+        raise click.BadParameter(f"{bucket!r} does not divide a day", param_hint="--bucket")
+    con = connect(lake, require=("gpu_samples",))
+    with progress_bar("Checking sample owners", 1, not quiet) as update:
+        checked, rewritten, changed = reattribute(con, lake, progress=update)
+    with progress_bar("Building marts", len(MART_ORDER), not quiet) as update:
+        done = iter(range(1, len(MART_ORDER) + 1))
+        counts = build_marts(
+            con,
+            lake,
+            AttributionConfig(idle_below=idle_below, bucket_s=bucket),
+            progress=lambda _mart: update(next(done), len(MART_ORDER)),
+        )
+    click.echo(
+        f"Attributed: {checked} sample file(s) checked, {rewritten} rewritten "
+        f"({changed:,} samples re-attributed); marts: "
+        + ", ".join(f"{name} {rows:,} rows" for name, rows in counts.items()),
+        err=quiet,
+    )
+
+
+@cli.command()
+@lake_option
+@click.option(
+    "--idle-below",
+    type=click.FloatRange(0, 1),
+    default=0.01,
+    show_default=True,
+    help="A sample is idle when its busy fraction is below this.",
+)
+@click.option(
+    "--bucket",
+    type=click.IntRange(60, 86400),
+    default=300,
+    show_default=True,
+    help="Occupancy bucket width in seconds (must divide a day).",
+)
+@click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
+@reports_errors
+def attribute(lake: Path, idle_below: float, bucket: int, quiet: bool) -> None:
+    """Attribute samples to jobs and (re)build the marts.
+
+    \b
+    Sample files are re-checked only when they or the scheduler's allocations (job_gpus)
+    changed since the last run, so late scheduler records re-attribute what they cover.
+    Marts: gpu_job_buckets, job_gpu_daily, job_usage, job_outcomes, usage_daily,
+    cluster_occupancy (definitions: DESIGN.md §4). Re-running changes nothing.
+    """
+    _attribute(lake, idle_below, bucket, quiet)
+
+
+# ---------------------------------------------------------------- query
+
+
+def _parse_param(raw: str) -> tuple[str, object]:
+    if "=" not in raw:
+        raise click.BadParameter(f"{raw!r} is not KEY=VALUE", param_hint="--param")
+    key, value = raw.split("=", 1)
+    parsed: object = value
+    if value.lower() in ("null", "none"):
+        parsed = None
+    else:
+        for kind in (int, float):
+            try:
+                parsed = kind(value)
+                break
+            except ValueError:
+                continue
+    return key.strip(), parsed
+
+
+@cli.command()
+@click.argument("name")
+@lake_option
+@click.option(
+    "--param",
+    "-p",
+    "params",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A $parameter of the query (repeatable); numbers are passed as numbers, 'null' as NULL.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "csv", "json", "parquet"]),
+    default="table",
+    show_default=True,
+    help="Output format.",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write to this file instead of standard output (required for parquet).",
+)
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=None, help="Show at most this many rows."
+)
+@reports_errors
+def query(
+    name: str, lake: Path, params: tuple[str, ...], fmt: str, out: Path | None, limit: int | None
+) -> None:
+    """Run a shipped query or read a table, and print the result.
+
+    \b
+    NAME is a table or view (job_usage, usage_daily, cluster_occupancy, jobs_latest, …) or a
+    shipped SQL file by its path under sql/ (dashboard/top_users_by_idle, …).
+    Examples:
+      gpuledger query job_usage --format csv --out jobs.csv
+      gpuledger query dashboard/top_users_by_idle -p cluster=sim -p limit=10
+    """
+    import sql
+    from warehouse import queries
+    from warehouse.connection import DERIVED_VIEWS, REFERENCE_VIEWS, connect, quote_ident
+    from warehouse.schema import TABLES
+
+    con = connect(lake)
+    values = dict(_parse_param(p) for p in params)
+    readable = set(TABLES) | set(DERIVED_VIEWS) | set(REFERENCE_VIEWS)
+    if name in readable:
+        if values:
+            raise click.BadParameter("tables take no --param", param_hint="--param")
+        frame = con.sql(f"SELECT * FROM {quote_ident(name)}").pl()  # name is from a closed set
+    elif name in sql.names():
+        frame = queries.run(con, name, **values)
+    else:
+        known = ", ".join(sorted(readable) + list(sql.names()))
+        raise click.BadParameter(
+            f"{name!r} is neither a table nor a shipped query; known: {known}", param_hint="NAME"
+        )
+    if limit is not None:
+        frame = frame.head(limit)
+    if fmt == "parquet":
+        if out is None:
+            raise click.BadParameter("parquet output needs --out FILE", param_hint="--out")
+        frame.write_parquet(out)
+        click.echo(f"Wrote {frame.height:,} rows to {out}", err=True)
+        return
+    if fmt == "csv":
+        text = frame.write_csv()
+    elif fmt == "json":
+        text = json.dumps(frame.to_dicts(), default=str, indent=1)
+    else:
+        import polars as pl
+
+        with pl.Config(
+            tbl_rows=50 if limit is None else limit,
+            tbl_cols=-1,
+            fmt_str_lengths=40,
+            tbl_width_chars=200,
+        ):
+            text = str(frame)
+    if out is not None:
+        out.write_text(text, encoding="utf-8")
+        click.echo(f"Wrote {frame.height:,} rows to {out}", err=True)
+    else:
+        click.echo(text)
+
+
+# ---------------------------------------------------------------- dashboard and demo
+
+
+def _serve_dashboard(lake: Path, port: int, address: str) -> None:
+    import importlib.util
+    import os
+    import subprocess
+    from importlib.resources import files
+
+    if importlib.util.find_spec("streamlit") is None:
+        raise AppError("the dashboard needs Streamlit: pip install 'gpuledger[dashboard]'")
+    entry = Path(str(files("app").joinpath("streamlit_app.py")))
+    env = dict(os.environ, GPULEDGER_LAKE=str(lake.resolve()))
+    click.echo(f"Dashboard on http://{address}:{port}  (Ctrl-C to stop)")
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(entry),
+        "--server.port",
+        str(port),
+        "--server.address",
+        address,
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+    ]
+    try:
+        subprocess.run(cmd, cwd=entry.parent, env=env, check=False)
+    except KeyboardInterrupt:
+        pass
+
+
+port_option = click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=8501,
+    show_default=True,
+    help="Port to serve the dashboard on.",
+)
+address_option = click.option(
+    "--address", default="127.0.0.1", show_default=True, help="Address to bind the dashboard to."
+)
+
+
+@cli.command()
+@lake_option
+@port_option
+@address_option
+@reports_errors
+def dashboard(lake: Path, port: int, address: str) -> None:
+    """Serve the Streamlit dashboard over the lake (needs the 'dashboard' extra)."""
+    _serve_dashboard(lake, port, address)
+
+
+@cli.command()
+@lake_option
+@with_sim_options
+@click.option("--no-dashboard", is_flag=True, help="Exit after the summary.")
+@port_option
+@address_option
+@reports_errors
+def demo(
+    lake: Path, gpus: int, days: int, seed: int, no_dashboard: bool, port: int, address: str
+) -> None:
+    """Simulate a cluster, attribute it, print a summary and open the dashboard.
+
+    The whole pipeline on an embedded default (256 simulated H100s, one week): re-running it
+    gives the same lake.
+    """
+    from app.summary import render_summary
+    from warehouse.connection import connect
+
+    _simulate(lake, gpus, days, seed, "sim", 30, None, quiet=False)
+    _attribute(lake, 0.01, 300, quiet=False)
+    click.echo()
+    click.echo(render_summary(connect(lake, require=("job_usage",))))
+    if not no_dashboard:
+        click.echo()
+        _serve_dashboard(lake, port, address)
+
+
+# ---------------------------------------------------------------- bench
+
+
+@cli.command()
+@click.option(
+    "--gpus",
+    type=click.IntRange(min=8),
+    default=256,
+    show_default=True,
+    help="GPUs in the simulated fleet.",
+)
+@click.option(
+    "--days", type=click.IntRange(min=1), default=7, show_default=True, help="Days of samples."
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("bench-results.json"),
+    show_default=True,
+    help="Where to write the results as JSON.",
+)
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Folder for the bench lake (default: a temporary folder, removed after).",
+)
+@reports_errors
+def bench(gpus: int, days: int, out: Path, workdir: Path | None) -> None:
+    """Measure simulation and attribution throughput against in-process baselines.
+
+    Prints samples/s for each step and the ratio of attribution to a plain DuckDB
+    scan-and-group-by of the same samples (the floor), both run in this process.
+    """
+    from app.bench import render_bench, run_bench
+
+    results = run_bench(
+        gpus=gpus, days=days, workdir=workdir, echo=lambda m: click.echo(m, err=True)
+    )
+    out.write_text(json.dumps(results, indent=2), encoding="utf-8")
+    click.echo(render_bench(results))
+    click.echo(f"Results written to {out}", err=True)
+
+
+def main() -> None:
+    """Console entry point."""
+    cli()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,34 @@
+"""Map the layers' typed errors to one clear line and exit code 1 at the command line."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
+
+import click
+
+from collector.errors import CollectorError
+from warehouse.errors import WarehouseError
+
+__all__ = ["AppError", "reports_errors"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class AppError(Exception):
+    """A problem the user can fix (bad input file, missing optional dependency)."""
+
+
+def reports_errors(func: Callable[P, R]) -> Callable[P, R]:
+    """Turn our errors into `Error: <message>` and exit 1; a usage error keeps exit 2."""
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return func(*args, **kwargs)
+        except (AppError, CollectorError, WarehouseError) as exc:
+            raise click.ClickException(str(exc)) from exc
+
+    return wrapper

@@ -1,0 +1,400 @@
+"""Run the simulator: draw the fleet, people, jobs and faults, schedule, and land every table."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from collector.errors import ConfigError
+from collector.sim.fleet import Fleet, make_fleet, make_population
+from collector.sim.health import Health, make_health
+from collector.sim.telemetry import (
+    EnergyState,
+    XidTimeline,
+    make_allocations,
+    make_samples,
+)
+from collector.sim.workload import DAY_S, Job, make_jobs, schedule
+from warehouse.attribution import record_attributed
+from warehouse.schema import TIMESTAMP
+from warehouse.writer import write_batch
+
+__all__ = ["SimConfig", "SimResult", "simulate"]
+
+DEFAULT_START = dt.datetime(2026, 11, 2, tzinfo=dt.UTC)  # a Monday
+GPUS_PER_CHUNK = 512
+_APP_XIDS = (13, 31, 43)  # application-class XIDs (graphics exception, page fault, GPU stopped)
+_EXIT = {
+    "COMPLETED": "0:0",
+    "FAILED": "1:0",
+    "CANCELLED": "0:15",
+    "TIMEOUT": "0:0",
+    "NODE_FAIL": "0:0",
+}
+_NAMES = {
+    "pretrain": ("llama-70b-pt", "moe-8x7b-pt", "gpt-13b-pretrain"),
+    "finetune": ("ft-lora", "sft-7b", "ft-vit-large", "dpo-13b"),
+    "input_bound": ("train-resnet", "train-asr", "imagenet-dali"),
+    "inference": ("vllm-serve", "triton-infer", "embed-svc"),
+    "notebook": ("jupyter", "sys/dashboard", "interactive"),
+    "idle": ("train", "run.sh", "job"),
+    "partial": ("ddp-train", "train-multi", "accelerate-run"),
+    "hung": ("train-ddp", "fsdp-train", "megatron-run"),
+    "memory_hold": ("jupyter", "serve", "cache-warm"),
+    "overallocated": ("eval-small", "bert-base-ft", "test-infer"),
+    "debug": ("test", "debug", "smoke"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SimConfig:
+    """What to simulate. `gpus` is rounded up to whole 8-GPU nodes."""
+
+    cluster: str = "sim"
+    gpus: int = 256
+    days: int = 7
+    seed: int = 42
+    interval_s: int = 30
+    start: dt.datetime = DEFAULT_START
+    load: float = 0.85
+
+    def validate(self) -> None:
+        if self.gpus < 1:
+            raise ConfigError(f"gpus must be at least 1, got {self.gpus!r}")
+        if self.days < 1:
+            raise ConfigError(f"days must be at least 1, got {self.days!r}")
+        if not 1 <= self.interval_s <= 3600 or 86400 % self.interval_s:
+            raise ConfigError(
+                f"interval_s must divide a day and be 1-3600 s, got {self.interval_s!r}"
+            )
+        if self.start.tzinfo is None:
+            raise ConfigError("start must be timezone-aware (UTC)")
+
+
+@dataclass(frozen=True, slots=True)
+class SimResult:
+    gpus: int
+    jobs: int
+    samples: int
+    files: int
+
+
+def _ts(t0_ms: int, seconds: list[float | None]) -> pa.Array:
+    ms = [None if s is None else t0_ms + round(s * 1000) for s in seconds]
+    return pa.array(ms, pa.int64()).cast(TIMESTAMP)
+
+
+def _jobs_table(
+    cfg: SimConfig, jobs: list[Job], fleet: Fleet, t0_ms: int, rng: np.random.Generator
+) -> pa.Table:
+    horizon = cfg.days * DAY_S
+    rows: dict[str, list[object]] = {
+        k: []
+        for k in (
+            "job_id",
+            "user",
+            "account",
+            "partition",
+            "job_name",
+            "state",
+            "exit_code",
+            "submit",
+            "start",
+            "end",
+            "time_limit_s",
+            "gpus",
+            "nodes",
+            "cpus",
+            "mem_req_mib",
+            "cpu_time_s",
+            "max_rss_mib",
+            "interactive",
+        )
+    }
+    for job in jobs:
+        running = job.start_s is not None and job.end_s is not None and job.end_s > horizon
+        if job.start_s is None:
+            state, end = "PENDING", None
+        elif running:
+            state, end = "RUNNING", None
+        else:
+            state, end = job.state, job.end_s
+        if state == "CANCELLED":
+            state = f"CANCELLED by {job.user.uid}"
+        cpus = fleet.gpus_per_node * 12 if job.stranding else job.gpus * 12
+        ran = 0.0 if job.start_s is None else min(job.end_s or horizon, horizon) - job.start_s
+        names = _NAMES[job.archetype.name]
+        rows["job_id"].append(str(job.job_id))
+        rows["user"].append(job.user.name)
+        rows["account"].append(job.user.account)
+        rows["partition"].append(job.archetype.partition)
+        rows["job_name"].append(names[job.job_id % len(names)])
+        rows["state"].append(state)
+        rows["exit_code"].append(_EXIT.get(job.state) if end is not None else None)
+        rows["submit"].append(job.submit_s)
+        rows["start"].append(job.start_s)
+        rows["end"].append(end)
+        rows["time_limit_s"].append(int(job.time_limit_s))
+        rows["gpus"].append(job.gpus)
+        rows["nodes"].append(sorted({fleet.nodes[int(fleet.node_of[g])] for g in job.placement}))
+        rows["cpus"].append(cpus)
+        rows["mem_req_mib"].append(cpus * 10_240)
+        rows["cpu_time_s"].append(ran * cpus * float(rng.uniform(0.2, 0.9)))
+        rows["max_rss_mib"].append(float(rng.uniform(0.1, 0.8)) * cpus * 10_240)
+        rows["interactive"].append(job.archetype.partition == "interactive")
+    n = len(jobs)
+    return pa.table(
+        {
+            "cluster": pa.repeat(pa.scalar(cfg.cluster), n),
+            "job_id": pa.array(rows["job_id"], pa.string()),
+            "job_id_raw": pa.array(rows["job_id"], pa.string()),
+            "user": pa.array(rows["user"], pa.string()),
+            "account": pa.array(rows["account"], pa.string()),
+            "partition": pa.array(rows["partition"], pa.string()),
+            "qos": pa.repeat(pa.scalar("normal"), n),
+            "job_name": pa.array(rows["job_name"], pa.string()),
+            "state": pa.array(rows["state"], pa.string()),
+            "exit_code": pa.array(rows["exit_code"], pa.string()),
+            "submit_ts": _ts(t0_ms, rows["submit"]),  # type: ignore[arg-type]
+            "start_ts": _ts(t0_ms, rows["start"]),  # type: ignore[arg-type]
+            "end_ts": _ts(t0_ms, rows["end"]),  # type: ignore[arg-type]
+            "time_limit_s": pa.array(rows["time_limit_s"], pa.int64()),
+            "gpus": pa.array(rows["gpus"], pa.int32()),
+            "gpus_requested": pa.array(rows["gpus"], pa.int32()),
+            "gpu_type": pa.repeat(pa.scalar("h100"), n),
+            "nodes": pa.array(rows["nodes"], pa.list_(pa.string())),
+            "cpus": pa.array(rows["cpus"], pa.int32()),
+            "mem_req_mib": pa.array(rows["mem_req_mib"], pa.int64()),
+            "cpu_time_s": pa.array(rows["cpu_time_s"], pa.float64()),
+            "max_rss_mib": pa.array(rows["max_rss_mib"], pa.float64()),
+            "interactive": pa.array(rows["interactive"], pa.bool_()),
+            "requeues": pa.array([0] * n, pa.int32()),
+            "source": pa.repeat(pa.scalar("sim"), n),
+            "updated_ts": _ts(t0_ms, [horizon] * n),
+        }
+    )
+
+
+def _job_gpus_table(cfg: SimConfig, jobs: list[Job], fleet: Fleet, t0_ms: int) -> pa.Table:
+    horizon = cfg.days * DAY_S
+    rows = [
+        (str(j.job_id), g, j.start_s, None if j.end_s > horizon else j.end_s)
+        for j in jobs
+        if j.start_s is not None and j.end_s is not None
+        for g in j.placement
+    ]
+    gpu = np.array([r[1] for r in rows], dtype=np.int64)
+    n = len(rows)
+    return pa.table(
+        {
+            "cluster": pa.repeat(pa.scalar(cfg.cluster), n),
+            "job_id": pa.array([r[0] for r in rows], pa.string()),
+            "node": pa.array([fleet.nodes[i] for i in fleet.node_of[gpu]], pa.string()),
+            "gpu_index": pa.array(fleet.index_of[gpu], pa.int16()),
+            "gpu_uuid": pa.array([fleet.uuids[g] for g in gpu], pa.string()),
+            "start_ts": _ts(t0_ms, [r[2] for r in rows]),
+            "end_ts": _ts(t0_ms, [r[3] for r in rows]),
+            "mapping": pa.repeat(pa.scalar("sim"), n),
+        }
+    )
+
+
+def _app_xids(jobs: list[Job], rng: np.random.Generator) -> list[tuple[int, float, int]]:
+    """Some failed jobs die with an application XID on one of their GPUs."""
+    out = []
+    for job in jobs:
+        if (
+            job.state == "FAILED"
+            and job.end_s is not None
+            and job.placement
+            and rng.random() < 0.08
+        ):
+            out.append((job.placement[0], job.end_s - 1.0, int(rng.choice(_APP_XIDS))))
+    return out
+
+
+def _events_table(
+    cfg: SimConfig, fleet: Fleet, health: Health, app_xids: list[tuple[int, float, int]], t0_ms: int
+) -> pa.Table:
+    rows: list[tuple[int, float, str, int | None, str]] = []
+    for f in health.failures:
+        rows.append((f.gpu, f.fail_s, "xid", f.xid, f"XID {f.xid}"))
+        if f.xid == 48:
+            rows.append((f.gpu, f.fail_s, "ecc_dbe", 1, "double-bit ECC error"))
+        if f.remap_failure:
+            rows.append((f.gpu, f.fail_s, "row_remap_failure", None, "row remapping failed"))
+        rows.append((f.gpu, f.fail_s, "offline", None, "node drained for repair"))
+    per = fleet.gpus_per_node
+    for span in health.thermal:
+        for i in range(per):
+            rows.append((span.node * per + i, span.start_s, "thermal", 0x40, "HW thermal slowdown"))
+    rows.extend((g, t, "xid", code, f"XID {code}") for g, t, code in app_xids)
+    rows.sort(key=lambda r: (r[1], r[0]))
+    gpu = np.array([r[0] for r in rows], dtype=np.int64)
+    return pa.table(
+        {
+            "cluster": pa.repeat(pa.scalar(cfg.cluster), len(rows)),
+            "node": pa.array([fleet.nodes[i] for i in fleet.node_of[gpu]], pa.string()),
+            "gpu_uuid": pa.array([fleet.uuids[g] for g in gpu], pa.string()),
+            "gpu_index": pa.array(fleet.index_of[gpu], pa.int16()),
+            "ts": _ts(t0_ms, [r[1] for r in rows]),
+            "kind": pa.array([r[2] for r in rows], pa.string()),
+            "code": pa.array([r[3] for r in rows], pa.int64()),
+            "detail": pa.array([r[4] for r in rows], pa.string()),
+        }
+    )
+
+
+def _xid_timeline(health: Health, app_xids: list[tuple[int, float, int]]) -> XidTimeline:
+    events = [(g, t, c) for g, t, c in app_xids]
+    for f in health.failures:
+        events.append((f.gpu, f.fail_s, f.xid))
+        events.append((f.gpu, f.repair_s, 0))  # the driver reload clears the gauge
+    events.sort()
+    key = np.array([(g << 42) | round(t * 1000) for g, t, _ in events], dtype=np.int64)
+    return XidTimeline(key=key, code=np.array([c for _, _, c in events], dtype=np.int32))
+
+
+def _gpus_table(cfg: SimConfig, fleet: Fleet, t0_ms: int) -> pa.Table:
+    n = fleet.n_gpus
+    models = [fleet.model(g) for g in range(n)]
+    return pa.table(
+        {
+            "cluster": pa.repeat(pa.scalar(cfg.cluster), n),
+            "node": pa.array([fleet.nodes[i] for i in fleet.node_of], pa.string()),
+            "gpu_index": pa.array(fleet.index_of, pa.int16()),
+            "gpu_uuid": pa.array(list(fleet.uuids), pa.string()),
+            "model": pa.array([m.name for m in models], pa.string()),
+            "fb_total_mib": pa.array([m.fb_total_mib for m in models], pa.float32()),
+            "power_limit_w": pa.array([m.power_limit_w for m in models], pa.float32()),
+            "first_seen": _ts(t0_ms, [0.0] * n),
+            "last_seen": _ts(t0_ms, [cfg.days * DAY_S] * n),
+        }
+    )
+
+
+def _truth_table(
+    cfg: SimConfig, jobs: list[Job], fleet: Fleet, health: Health, t0_ms: int
+) -> pa.Table:
+    horizon = cfg.days * DAY_S
+    rows: list[tuple[str, str, str, float, float | None]] = []
+    for j in jobs:
+        if j.start_s is None or j.end_s is None:
+            continue
+        end = min(j.end_s, horizon)
+        jid = str(j.job_id)
+        rows.append(("job", jid, f"workload:{j.archetype.name}", j.start_s, end))
+        rows.extend(("job", jid, label, j.start_s, end) for label in j.archetype.labels)
+        if j.hang_s is not None and j.start_s + j.hang_s < end:
+            rows.append(("job", jid, "hung", j.start_s + j.hang_s, end))
+        if j.straggler >= 0:
+            rows.append(("job", jid, "straggler", j.start_s, end))
+        if j.stranding:
+            rows.append(("job", jid, "stranded_gpus", j.start_s, end))
+        ran = j.end_s - j.start_s
+        if j.state == "COMPLETED" and j.end_s <= horizon and j.time_limit_s >= 5 * ran:
+            rows.append(("job", jid, "time_limit_excess", j.start_s, end))
+    for f in health.failures:
+        rows.append(("gpu", fleet.uuids[f.gpu], "failing_gpu", f.degrade_s, f.fail_s))
+        node = fleet.nodes[int(fleet.node_of[f.gpu])]
+        rows.append(("node", node, "drained", f.fail_s, min(f.repair_s, horizon)))
+    for span in health.thermal:
+        rows.append(("node", fleet.nodes[span.node], "thermal", span.start_s, span.end_s))
+    for gap in health.gaps:
+        rows.append(("node", fleet.nodes[gap.node], "telemetry_gap", gap.start_s, gap.end_s))
+    for n in sorted(health.no_profiling):
+        rows.append(("node", fleet.nodes[n], "no_profiling", 0.0, horizon))
+    users = {j.user.name: j.user for j in jobs}
+    rows.extend(
+        ("user", u.name, "wasteful_user", 0.0, horizon) for u in users.values() if u.wasteful
+    )
+    return pa.table(
+        {
+            "cluster": pa.repeat(pa.scalar(cfg.cluster), len(rows)),
+            "subject_kind": pa.array([r[0] for r in rows], pa.string()),
+            "subject_id": pa.array([r[1] for r in rows], pa.string()),
+            "label": pa.array([r[2] for r in rows], pa.string()),
+            "start_ts": _ts(t0_ms, [r[3] for r in rows]),
+            "end_ts": _ts(t0_ms, [r[4] for r in rows]),
+        }
+    )
+
+
+def simulate(
+    cfg: SimConfig,
+    root: Path,
+    progress: Callable[[int, int], None] | None = None,
+) -> SimResult:
+    """Simulate `cfg` and land it in the lake at `root`; the same config lands the same rows.
+
+    `progress(done, total)` is called after each day-slice of telemetry is landed.
+    """
+    cfg.validate()
+    rng = np.random.default_rng([cfg.seed, 1])
+    t0_ms = int(cfg.start.timestamp() * 1000)
+    horizon = cfg.days * DAY_S
+    fleet = make_fleet(cfg.cluster, cfg.gpus, rng)
+    accounts, users = make_population(np.random.default_rng([cfg.seed, 2]))
+    health = make_health(np.random.default_rng([cfg.seed, 3]), fleet, cfg.days)
+    jobs = make_jobs(
+        np.random.default_rng([cfg.seed, 4]),
+        fleet,
+        users,
+        {a.name for a in accounts if a.pretrain},
+        cfg.days,
+        cfg.load,
+    )
+    schedule(jobs, fleet, health.outages(fleet), horizon)
+    app_xids = _app_xids(jobs, np.random.default_rng([cfg.seed, 5]))
+
+    batch = f"sim-{cfg.cluster}"
+    files = 0
+    files += len(write_batch(root, "gpus", _gpus_table(cfg, fleet, t0_ms), batch))
+    files += len(write_batch(root, "jobs", _jobs_table(cfg, jobs, fleet, t0_ms, rng), batch))
+    files += len(write_batch(root, "job_gpus", _job_gpus_table(cfg, jobs, fleet, t0_ms), batch))
+    files += len(
+        write_batch(root, "gpu_events", _events_table(cfg, fleet, health, app_xids, t0_ms), batch)
+    )
+    files += len(
+        write_batch(root, "sim_truth", _truth_table(cfg, jobs, fleet, health, t0_ms), batch)
+    )
+
+    allocs = make_allocations(jobs)
+    xids = _xid_timeline(health, app_xids)
+    e_rng = np.random.default_rng([cfg.seed, 6])
+    energy = EnergyState(joules=e_rng.uniform(1e8, 5e9, size=fleet.n_gpus))
+    chunks = [
+        np.arange(s, min(s + GPUS_PER_CHUNK, fleet.n_gpus))
+        for s in range(0, fleet.n_gpus, GPUS_PER_CHUNK)
+    ]
+    total = cfg.days * len(chunks)
+    samples = 0
+    for day in range(cfg.days):
+        for c, gpus in enumerate(chunks):
+            table = make_samples(
+                fleet=fleet,
+                jobs=jobs,
+                allocs=allocs,
+                health=health,
+                xids=xids,
+                energy=energy,
+                gpus=gpus,
+                day=day,
+                t0_ms=t0_ms,
+                interval_s=cfg.interval_s,
+                horizon_s=horizon,
+                rng=np.random.default_rng([cfg.seed, 100, day, c]),
+            )
+            samples += table.num_rows
+            landed = write_batch(root, "gpu_samples", table, f"{batch}-d{day:03d}-g{c:03d}")
+            # the simulator owns the allocations, so its samples are attributed as they land
+            record_attributed(root, landed)
+            files += len(landed)
+            if progress:
+                progress(day * len(chunks) + c + 1, total)
+    return SimResult(gpus=fleet.n_gpus, jobs=len(jobs), samples=samples, files=files)

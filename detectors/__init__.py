@@ -1,0 +1,1 @@
+"""gpuledger's detectors layer."""

@@ -1,0 +1,27 @@
+-- top_jobs_by_idle: the jobs that left the most allocated GPU-hours idle.
+--
+-- Grain:   one row per (cluster, job_id)
+-- Reads:   job_usage
+-- Params:
+--   $cluster  the cluster to rank, or NULL for every cluster
+--   $limit    how many jobs to return
+-- Returns: cluster, job_id, user, account, state, gpus, alloc_gpu_h, idle_gpu_h, busy_mean,
+--          gpus_never_active, start_ts, end_ts
+
+SELECT
+    cluster,
+    job_id,
+    user,
+    account,
+    state,
+    gpus,
+    alloc_gpu_h,
+    idle_gpu_h,
+    busy_mean,
+    gpus_never_active,
+    start_ts,
+    end_ts
+FROM job_usage
+WHERE ($cluster IS NULL OR cluster = $cluster)
+ORDER BY idle_gpu_h DESC, cluster, job_id
+LIMIT $limit

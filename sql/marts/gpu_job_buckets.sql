@@ -1,0 +1,63 @@
+-- gpu_job_buckets: what each GPU (or MIG instance) did for each job (or for no job) per time bucket.
+--
+-- Grain:   one row per (cluster, device, mig_instance, job_id, bucket); job_id null = unallocated
+-- Reads:   sample_spans
+-- Params:
+--   $bucket_s    bucket width in seconds; must divide a day (e.g. 300)
+--   $idle_below  a sample is idle when busy < this (0-1; DESIGN §4 default 0.01)
+-- Returns: cluster, device, mig_instance, job_id, bucket, date, node, gpu_index, gpu_uuid, model,
+--          samples, share, first_e, last_end_e, gap_s, observed_s, carry_s, active_s, carry_active_s,
+--          idle_s, carry_idle_s, effective_s, busy_known_s, util_sum, util_known_s, sm_sum,
+--          sm_known_s, tensor_sum, tensor_known_s, dram_sum, dram_known_s,
+--          fb_used_mib_max, energy_j, power_sum, power_known_s, nvlink_bytes, pcie_bytes
+--
+-- The one pass over samples every other mart starts from. A sample counts in the bucket of its
+-- ts; carry_* hold the part of its span that runs past the bucket's end, so occupancy can move
+-- it to the next bucket and stay exact. The *_sum columns are time-weighted (value × span_s);
+-- divide by the matching *_known_s for a mean, so rows add up exactly.
+
+SELECT
+    s.cluster,
+    s.device,
+    s.mig_instance,
+    s.job_id,
+    to_timestamp(floor(epoch(s.ts) / $bucket_s) * $bucket_s) AS bucket,
+    any_value(s.date) AS date,
+    any_value(s.node) AS node,
+    any_value(s.gpu_index) AS gpu_index,
+    any_value(s.gpu_uuid) AS gpu_uuid,
+    any_value(s.model) AS model,
+    count(*) AS samples,
+    avg(s.share) AS share,
+    min(epoch(s.ts)) AS first_e,
+    max(epoch(s.ts) + s.span_s) AS last_end_e,
+    sum(s.gap_s) AS gap_s,
+    sum(s.span_s) AS observed_s,
+    sum(greatest(epoch(s.ts) + s.span_s - (floor(epoch(s.ts) / $bucket_s) + 1) * $bucket_s, 0))
+        AS carry_s,
+    coalesce(sum(s.span_s) FILTER (WHERE s.busy >= $idle_below), 0) AS active_s,
+    coalesce(sum(greatest(
+        epoch(s.ts) + s.span_s - (floor(epoch(s.ts) / $bucket_s) + 1) * $bucket_s, 0
+    )) FILTER (WHERE s.busy >= $idle_below), 0) AS carry_active_s,
+    coalesce(sum(s.span_s) FILTER (WHERE s.busy < $idle_below), 0) AS idle_s,
+    coalesce(sum(greatest(
+        epoch(s.ts) + s.span_s - (floor(epoch(s.ts) / $bucket_s) + 1) * $bucket_s, 0
+    )) FILTER (WHERE s.busy < $idle_below), 0) AS carry_idle_s,
+    coalesce(sum(s.busy * s.span_s), 0) AS effective_s,
+    coalesce(sum(s.span_s) FILTER (WHERE s.busy IS NOT NULL), 0) AS busy_known_s,
+    sum(s.gpu_util_pct * s.span_s) AS util_sum,
+    coalesce(sum(s.span_s) FILTER (WHERE s.gpu_util_pct IS NOT NULL), 0) AS util_known_s,
+    sum(s.sm_active * s.span_s) AS sm_sum,
+    coalesce(sum(s.span_s) FILTER (WHERE s.sm_active IS NOT NULL), 0) AS sm_known_s,
+    sum(s.tensor_active * s.span_s) AS tensor_sum,
+    coalesce(sum(s.span_s) FILTER (WHERE s.tensor_active IS NOT NULL), 0) AS tensor_known_s,
+    sum(s.dram_active * s.span_s) AS dram_sum,
+    coalesce(sum(s.span_s) FILTER (WHERE s.dram_active IS NOT NULL), 0) AS dram_known_s,
+    max(s.fb_used_mib) AS fb_used_mib_max,
+    sum(s.energy_step_j) AS energy_j,
+    sum(s.power_w * s.span_s) AS power_sum,
+    coalesce(sum(s.span_s) FILTER (WHERE s.power_w IS NOT NULL), 0) AS power_known_s,
+    sum(s.nvlink_bps * s.span_s) AS nvlink_bytes,
+    sum(s.pcie_bps * s.span_s) AS pcie_bytes
+FROM sample_spans AS s
+GROUP BY s.cluster, s.device, s.mig_instance, s.job_id, floor(epoch(s.ts) / $bucket_s)

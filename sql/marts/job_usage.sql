@@ -1,0 +1,153 @@
+-- job_usage: one line per job — what it was allocated, what it used, and what it drew.
+--
+-- Grain:   one row per (cluster, job_id)
+-- Reads:   jobs_latest, job_gpu_intervals, job_gpu_daily, gpu_samples
+-- Params:  none
+-- Returns: cluster, job_id, user, account, partition, state, start_ts, end_ts, gpus, alloc_gpu_h,
+--          observed_gpu_h, active_gpu_h, idle_gpu_h, effective_gpu_h, busy_mean,
+--          gpu_util_pct_mean, sm_active_mean, tensor_active_mean, dram_active_mean,
+--          fb_used_mib_max, energy_kwh, power_w_mean, est_tflops_mean, nvlink_gb, pcie_gb,
+--          gpus_never_active, samples, app_throughput
+--
+-- alloc_gpu_h comes from the scheduler's GPU intervals (job_gpus), overlapping intervals of one
+-- job on one GPU merged; a job still running is counted up to the end of the cluster's data.
+-- Without job_gpus rows it falls back to gpus × (end - start), then to the observed time.
+-- Means are time-weighted over the samples that carry the field (DESIGN §4).
+
+WITH data_end AS (
+    SELECT
+        cluster,
+        max(epoch(ts) + interval_s) AS end_e
+    FROM gpu_samples
+    GROUP BY cluster
+),
+alloc AS (
+    SELECT
+        cluster,
+        job_id,
+        sum(end_e - start_e) / 3600.0 AS alloc_gpu_h,
+        count(DISTINCT slot) AS slots
+    FROM job_gpu_intervals
+    GROUP BY cluster, job_id
+),
+used AS (
+    SELECT
+        cluster,
+        job_id,
+        sum(samples) AS samples,
+        sum(observed_s) / 3600.0 AS observed_gpu_h,
+        sum(active_s) / 3600.0 AS active_gpu_h,
+        sum(idle_s) / 3600.0 AS idle_gpu_h,
+        sum(effective_s) / 3600.0 AS effective_gpu_h,
+        sum(effective_s) / nullif(sum(busy_known_s), 0) AS busy_mean,
+        sum(util_sum) / nullif(sum(util_known_s), 0) AS gpu_util_pct_mean,
+        sum(sm_sum) / nullif(sum(sm_known_s), 0) AS sm_active_mean,
+        sum(tensor_sum) / nullif(sum(tensor_known_s), 0) AS tensor_active_mean,
+        sum(dram_sum) / nullif(sum(dram_known_s), 0) AS dram_active_mean,
+        max(fb_used_mib_max) AS fb_used_mib_max,
+        sum(energy_j) / 3600000.0 AS energy_kwh,
+        sum(power_sum) / nullif(sum(power_known_s), 0) AS power_w_mean,
+        sum(tflops_sum) / nullif(sum(tensor_known_s), 0) AS est_tflops_mean,
+        sum(nvlink_bytes) / 1e9 AS nvlink_gb,
+        sum(pcie_bytes) / 1e9 AS pcie_gb,
+        count(DISTINCT device || '#' || coalesce(CAST(mig_instance AS VARCHAR), '')) AS devices,
+        count(DISTINCT device || '#' || coalesce(CAST(mig_instance AS VARCHAR), ''))
+            FILTER (WHERE active_s > 0) AS devices_active
+    FROM (
+        SELECT
+            cluster,
+            job_id,
+            device,
+            mig_instance,
+            sum(samples) AS samples,
+            sum(observed_s) AS observed_s,
+            sum(active_s) AS active_s,
+            sum(idle_s) AS idle_s,
+            sum(effective_s) AS effective_s,
+            sum(busy_known_s) AS busy_known_s,
+            sum(util_sum) AS util_sum,
+            sum(util_known_s) AS util_known_s,
+            sum(sm_sum) AS sm_sum,
+            sum(sm_known_s) AS sm_known_s,
+            sum(tensor_sum) AS tensor_sum,
+            sum(tensor_known_s) AS tensor_known_s,
+            sum(dram_sum) AS dram_sum,
+            sum(dram_known_s) AS dram_known_s,
+            sum(tflops_sum) AS tflops_sum,
+            max(fb_used_mib_max) AS fb_used_mib_max,
+            sum(energy_j) AS energy_j,
+            sum(power_sum) AS power_sum,
+            sum(power_known_s) AS power_known_s,
+            sum(nvlink_bytes) AS nvlink_bytes,
+            sum(pcie_bytes) AS pcie_bytes
+        FROM job_gpu_daily
+        GROUP BY cluster, job_id, device, mig_instance
+    ) AS per_device
+    GROUP BY cluster, job_id
+),
+started AS (
+    SELECT
+        cluster,
+        job_id,
+        user,
+        account,
+        partition,
+        state,
+        start_ts,
+        end_ts,
+        gpus
+    FROM jobs_latest
+    WHERE start_ts IS NOT NULL
+),
+keys AS (
+    SELECT cluster, job_id FROM started
+    UNION
+    SELECT cluster, job_id FROM alloc
+    UNION
+    SELECT cluster, job_id FROM used
+)
+SELECT
+    k.cluster,
+    k.job_id,
+    j.user,
+    j.account,
+    j.partition,
+    j.state,
+    j.start_ts,
+    j.end_ts,
+    coalesce(j.gpus, a.slots, u.devices) AS gpus,
+    coalesce(
+        a.alloc_gpu_h,
+        j.gpus * greatest(coalesce(epoch(j.end_ts), e.end_e) - epoch(j.start_ts), 0) / 3600.0,
+        u.observed_gpu_h,
+        0
+    ) AS alloc_gpu_h,
+    coalesce(u.observed_gpu_h, 0) AS observed_gpu_h,
+    coalesce(u.active_gpu_h, 0) AS active_gpu_h,
+    coalesce(u.idle_gpu_h, 0) AS idle_gpu_h,
+    coalesce(u.effective_gpu_h, 0) AS effective_gpu_h,
+    u.busy_mean,
+    u.gpu_util_pct_mean,
+    u.sm_active_mean,
+    u.tensor_active_mean,
+    u.dram_active_mean,
+    u.fb_used_mib_max,
+    u.energy_kwh,
+    u.power_w_mean,
+    u.est_tflops_mean,
+    u.nvlink_gb,
+    u.pcie_gb,
+    greatest(coalesce(j.gpus, a.slots, u.devices, 0) - coalesce(u.devices_active, 0), 0)
+        AS gpus_never_active,
+    coalesce(u.samples, 0) AS samples,
+    CAST(NULL AS DOUBLE) AS app_throughput
+FROM keys AS k
+LEFT JOIN started AS j
+    ON j.cluster = k.cluster AND j.job_id = k.job_id
+LEFT JOIN alloc AS a
+    ON a.cluster = k.cluster AND a.job_id = k.job_id
+LEFT JOIN used AS u
+    ON u.cluster = k.cluster AND u.job_id = k.job_id
+LEFT JOIN data_end AS e
+    ON e.cluster = k.cluster
+ORDER BY k.cluster, k.job_id

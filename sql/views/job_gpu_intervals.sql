@@ -1,0 +1,76 @@
+-- job_gpu_intervals: when each job held each GPU, overlapping intervals of one job on one GPU merged.
+--
+-- Grain:   one row per (cluster, job_id, slot, island) — a slot is a GPU or MIG instance
+-- Reads:   job_gpus, gpu_samples
+-- Params:  none
+-- Returns: cluster, job_id, slot, node, gpu_index, start_e, end_e (epoch seconds)
+--
+-- A job still running (end_ts null) is counted up to the end of its cluster's data. Job steps
+-- that overlap on one GPU are merged so no GPU-second is counted twice for one job.
+
+WITH data_end AS (
+    SELECT
+        cluster,
+        max(epoch(ts) + interval_s) AS end_e
+    FROM gpu_samples
+    GROUP BY cluster
+),
+intervals AS (
+    SELECT
+        g.cluster,
+        g.job_id,
+        g.node,
+        g.gpu_index,
+        coalesce(g.gpu_uuid, g.node || '/' || coalesce(CAST(g.gpu_index AS VARCHAR), '*'))
+            || '#' || coalesce(CAST(g.mig_instance AS VARCHAR), '') AS slot,
+        epoch(g.start_ts) AS start_e,
+        greatest(epoch(g.start_ts), coalesce(epoch(g.end_ts), e.end_e, epoch(g.start_ts))) AS end_e
+    FROM job_gpus AS g
+    LEFT JOIN data_end AS e
+        ON e.cluster = g.cluster
+),
+flagged AS (
+    SELECT
+        cluster,
+        job_id,
+        slot,
+        node,
+        gpu_index,
+        start_e,
+        end_e,
+        CASE
+            WHEN start_e <= max(end_e) OVER (
+                PARTITION BY cluster, job_id, slot
+                ORDER BY start_e, end_e
+                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+            ) THEN 0
+            ELSE 1
+        END AS is_new
+    FROM intervals
+),
+islands AS (
+    SELECT
+        cluster,
+        job_id,
+        slot,
+        node,
+        gpu_index,
+        start_e,
+        end_e,
+        sum(is_new) OVER (
+            PARTITION BY cluster, job_id, slot
+            ORDER BY start_e, end_e
+            ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+        ) AS island
+    FROM flagged
+)
+SELECT
+    cluster,
+    job_id,
+    slot,
+    min(node) AS node,
+    min(gpu_index) AS gpu_index,
+    min(start_e) AS start_e,
+    max(end_e) AS end_e
+FROM islands
+GROUP BY cluster, job_id, slot, island

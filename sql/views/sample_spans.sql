@@ -1,0 +1,98 @@
+-- sample_spans: every GPU sample with the span of time it stands for, its busy fraction and energy.
+--
+-- Grain:   one row per gpu_samples row
+-- Reads:   gpu_samples
+-- Params:  none
+-- Returns: cluster, device, node, gpu_index, gpu_uuid, mig_instance, model, ts, job_id, date,
+--          span_s, gap_s, share, busy, gpu_util_pct, sm_active, tensor_active, dram_active,
+--          fb_used_mib, power_w, energy_step_j, nvlink_bps, pcie_bps
+--
+-- DESIGN §4: a sample stands for the time until the next sample of the same device when that
+-- comes within 2 × interval_s; otherwise for interval_s, and the rest of the gap is unobserved
+-- (gap_s). So per device, sum(span_s + gap_s) = last sample's end - first sample's ts exactly,
+-- and a duplicated sample stands for 0 s. `share` splits device-level fields (power, energy)
+-- among the MIG instances reporting at the same ts, so they are counted once per physical GPU.
+-- energy_step_j is the counter's increase over the span; where the counter reset, is missing,
+-- or the span ends in a gap, power × span is used instead.
+
+WITH mig_counts AS (
+    SELECT
+        cluster,
+        coalesce(gpu_uuid, node || '/' || CAST(gpu_index AS VARCHAR)) AS device,
+        ts,
+        count(*) AS instances
+    FROM gpu_samples
+    WHERE mig_instance IS NOT NULL
+    GROUP BY cluster, device, ts
+),
+ordered AS (
+    SELECT
+        cluster,
+        coalesce(gpu_uuid, node || '/' || CAST(gpu_index AS VARCHAR)) AS device,
+        node,
+        gpu_index,
+        gpu_uuid,
+        mig_instance,
+        model,
+        ts,
+        job_id,
+        interval_s,
+        gpu_util_pct,
+        coalesce(engine_active, sm_active, gpu_util_pct / 100.0) AS busy,
+        sm_active,
+        tensor_active,
+        dram_active,
+        fb_used_mib,
+        power_w,
+        energy_j,
+        coalesce(nvlink_tx_bps, 0) + coalesce(nvlink_rx_bps, 0) AS nvlink_bps,
+        coalesce(pcie_tx_bps, 0) + coalesce(pcie_rx_bps, 0) AS pcie_bps,
+        lead(ts) OVER device_time AS next_ts,
+        lead(energy_j) OVER device_time AS next_energy_j
+    FROM gpu_samples
+    WINDOW device_time AS (
+        PARTITION BY cluster, coalesce(gpu_uuid, node || '/' || CAST(gpu_index AS VARCHAR)), mig_instance
+        ORDER BY ts
+    )
+),
+spans AS (
+    SELECT
+        o.*,
+        CASE WHEN o.mig_instance IS NULL THEN 1.0 ELSE 1.0 / m.instances END AS share,
+        epoch(o.next_ts) - epoch(o.ts) AS step_s,
+        o.next_ts IS NOT NULL AND epoch(o.next_ts) - epoch(o.ts) <= 2 * o.interval_s AS continuous
+    FROM ordered AS o
+    LEFT JOIN mig_counts AS m
+        ON o.mig_instance IS NOT NULL
+        AND m.cluster = o.cluster
+        AND m.device = o.device
+        AND m.ts = o.ts
+)
+SELECT
+    cluster,
+    device,
+    node,
+    gpu_index,
+    gpu_uuid,
+    mig_instance,
+    model,
+    ts,
+    job_id,
+    CAST(ts AS DATE) AS date,
+    CASE WHEN continuous THEN step_s ELSE CAST(interval_s AS DOUBLE) END AS span_s,
+    CASE WHEN next_ts IS NOT NULL AND NOT continuous THEN step_s - interval_s ELSE 0.0 END AS gap_s,
+    share,
+    busy,
+    gpu_util_pct,
+    sm_active,
+    tensor_active,
+    dram_active,
+    fb_used_mib,
+    power_w * share AS power_w,
+    share * CASE
+        WHEN continuous AND next_energy_j >= energy_j THEN next_energy_j - energy_j
+        ELSE power_w * CASE WHEN continuous THEN step_s ELSE interval_s END
+    END AS energy_step_j,
+    nvlink_bps,
+    pcie_bps
+FROM spans

@@ -1,0 +1,188 @@
+"""connect(): one view per contract table, files of other tools, jobs_latest, gpu_models."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from warehouse import writer
+from warehouse.connection import WarehouseConfig, connect
+from warehouse.errors import EmptyWarehouse, WarehouseError
+from warehouse.schema import TABLES, TIMESTAMP
+
+UTC = dt.UTC
+
+
+def columns(con: duckdb.DuckDBPyConnection, view: str) -> list[tuple[str, str]]:
+    relation = con.table(view)
+    return [(name, str(kind)) for name, kind in zip(relation.columns, relation.types, strict=True)]
+
+
+def test_missing_lake_with_require_raises_naming_the_path(tmp_path):
+    root = tmp_path / "no-such-lake"
+
+    with pytest.raises(EmptyWarehouse) as info:
+        connect(root, require=("gpu_samples",))
+
+    assert str(root) in str(info.value)
+    assert "does not exist" in str(info.value)
+    assert info.value.root == root
+    assert isinstance(info.value, WarehouseError)
+    assert not root.exists()
+
+
+def test_empty_lake_with_require_raises_naming_path_and_table(lake, make_samples, t0):
+    writer.write_batch(
+        lake,
+        "jobs",
+        pa.table(
+            {
+                "cluster": ["della"],
+                "job_id": ["1"],
+                "source": ["slurm"],
+                "updated_ts": pa.array([t0], TIMESTAMP),
+            }
+        ),
+        "sacct",
+    )
+
+    with pytest.raises(EmptyWarehouse) as info:
+        connect(lake, require=("jobs", "gpu_samples"))
+
+    message = str(info.value)
+    assert str(lake) in message
+    assert "'gpu_samples'" in message
+    assert "'jobs'" not in message
+    assert "gpuledger simulate" in message  # says what to do about it
+
+
+def test_require_is_met_once_the_table_has_a_file(lake, make_samples, t0):
+    writer.write_batch(lake, "gpu_samples", make_samples([t0]), "w1")
+
+    with connect(lake, require=("gpu_samples",)) as con:
+        assert con.sql("SELECT count(*) FROM gpu_samples").fetchall() == [(1,)]
+
+
+def test_without_require_every_table_has_an_empty_view_with_the_contract_columns(tmp_path):
+    with connect(tmp_path / "nothing-here") as con:
+        for name, table_spec in TABLES.items():
+            assert con.table(name).columns == table_spec.schema.names, name
+            assert con.sql(f'SELECT count(*) FROM "{name}"').fetchall() == [(0,)], name
+    assert not (tmp_path / "nothing-here").exists()  # reading never creates the lake
+
+
+def test_views_over_files_have_the_same_types_as_empty_views(lake, make_samples, t0):
+    with connect(lake) as con:
+        empty = columns(con, "gpu_samples")
+    writer.write_batch(lake, "gpu_samples", make_samples([t0]), "w1")
+
+    with connect(lake) as con:
+        landed = columns(con, "gpu_samples")
+
+    assert landed == empty
+    assert dict(landed)["ts"] == "TIMESTAMP WITH TIME ZONE"
+    assert dict(landed)["gpu_index"] == "SMALLINT"
+    assert "_batch" not in dict(landed)
+
+
+def test_a_file_from_another_tool_is_read_extra_ignored_missing_null(lake, make_samples, t0):
+    ours = make_samples([t0], node="g001")
+    writer.write_batch(lake, "gpu_samples", ours, "w1")
+    theirs = (
+        make_samples([t0, t0 + dt.timedelta(minutes=1)], node="x001")
+        .drop_columns(["power_w", "gpu_uuid"])
+        .append_column("site_rack", pa.array(["r12", "r12"]))
+    )
+    partition = lake / "gpu_samples" / "cluster=della" / "date=2024-03-01"
+    pq.write_table(theirs, partition / "part-00000-c000.snappy.parquet")
+
+    with connect(lake, require=("gpu_samples",)) as con:
+        assert con.table("gpu_samples").columns == TABLES["gpu_samples"].schema.names
+        got = con.sql(
+            "SELECT node, gpu_uuid, power_w, gpu_util_pct FROM gpu_samples ORDER BY node, ts"
+        ).fetchall()
+
+    assert got == [
+        ("g001", "GPU-g001-0", 300.0, 0.0),
+        ("x001", None, None, 0.0),
+        ("x001", None, None, 1.0),
+    ]
+
+
+def test_jobs_latest_keeps_the_newest_version_of_each_job(lake, t0):
+    def versions(cluster, job_id, states_by_hour):
+        n = len(states_by_hour)
+        return pa.table(
+            {
+                "cluster": [cluster] * n,
+                "job_id": [job_id] * n,
+                "state": [s for _, s in states_by_hour],
+                "submit_ts": pa.array([t0] * n, TIMESTAMP),
+                "source": ["slurm"] * n,
+                "updated_ts": pa.array(
+                    [t0 + dt.timedelta(hours=h) for h, _ in states_by_hour], TIMESTAMP
+                ),
+            }
+        )
+
+    writer.write_batch(
+        lake, "jobs", versions("della", "7", [(0, "PENDING"), (5, "COMPLETED")]), "a"
+    )
+    writer.write_batch(lake, "jobs", versions("della", "7", [(2, "RUNNING")]), "b")  # older, later
+    writer.write_batch(lake, "jobs", versions("della", "8", [(1, "RUNNING")]), "b2")
+    writer.write_batch(lake, "jobs", versions("tiger", "7", [(1, "FAILED")]), "c")
+
+    with connect(lake) as con:
+        latest = con.sql(
+            "SELECT cluster, job_id, state, updated_ts FROM jobs_latest ORDER BY cluster, job_id"
+        ).fetchall()
+        assert con.sql("SELECT count(*) FROM jobs").fetchall() == [(5,)]
+
+    assert [(c, j, s) for c, j, s, _ in latest] == [
+        ("della", "7", "COMPLETED"),
+        ("della", "8", "RUNNING"),
+        ("tiger", "7", "FAILED"),
+    ]
+    assert latest[0][3] == t0 + dt.timedelta(hours=5)
+
+
+def test_jobs_latest_exists_on_an_empty_lake_with_the_jobs_columns(tmp_path):
+    with connect(tmp_path) as con:
+        assert con.table("jobs_latest").columns == TABLES["jobs"].schema.names
+        assert con.sql("SELECT count(*) FROM jobs_latest").fetchall() == [(0,)]
+
+
+def test_gpu_models_has_rows(tmp_path):
+    with connect(tmp_path) as con:
+        [(n,)] = con.sql("SELECT count(*) FROM gpu_models").fetchall()
+        [(h100,)] = con.sql(
+            "SELECT peak_bf16_dense_tflops FROM gpu_models WHERE model = 'NVIDIA H100 80GB HBM3'"
+        ).fetchall()
+        assert "fb_total_mib" in con.table("gpu_models").columns
+    assert n > 5
+    assert h100 > 0
+
+
+def test_a_config_object_sets_memory_limit_and_threads(tmp_path):
+    config = WarehouseConfig(root=tmp_path, memory_limit="1GB", threads=2)
+
+    with connect(config) as con:
+        [(threads,)] = con.sql("SELECT current_setting('threads')").fetchall()
+        [(zone,)] = con.sql("SELECT current_setting('TimeZone')").fetchall()
+        [(limit,)] = con.sql("SELECT current_setting('memory_limit')").fetchall()
+
+    assert threads == 2
+    assert zone == "UTC"
+    assert limit == "953.6 MiB"  # DuckDB shows 1GB (10^9 bytes) in MiB
+
+
+def test_temporary_spill_files_live_under_state(tmp_path):
+    with connect(tmp_path) as con:
+        [(spill,)] = con.sql("SELECT current_setting('temp_directory')").fetchall()
+
+    assert Path(spill) == tmp_path / "_state" / "duckdb_tmp"

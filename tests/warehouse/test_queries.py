@@ -1,0 +1,94 @@
+"""queries.run: the one runner of shipped SQL checks parameters before DuckDB sees them."""
+
+from __future__ import annotations
+
+import polars as pl
+import pyarrow as pa
+import pytest
+
+import sql
+from warehouse import queries
+from warehouse.connection import connect
+from warehouse.errors import QueryParameterError
+
+PROBE = "tests/probe_between"
+PROBE_SQL = """\
+-- probe_between: the integers in [$start, $end).
+--
+-- Params:
+--   $start  inclusive
+--   $end    exclusive
+
+SELECT
+    i
+FROM range($start, $end) AS r(i)
+"""
+
+
+@pytest.fixture
+def con(tmp_path):
+    with connect(tmp_path) as con:
+        yield con
+
+
+@pytest.fixture
+def probe(monkeypatch):
+    """Serve one extra query with two parameters; every other name goes to the real loader."""
+    real = sql.load
+
+    def load(name: str) -> str:
+        return PROBE_SQL if name == PROBE else real(name)
+
+    monkeypatch.setattr(sql, "load", load)
+    return PROBE
+
+
+@pytest.mark.parametrize(
+    ("params", "got"),
+    [
+        ({"start": 1}, "['start']"),  # one missing
+        ({"start": 1, "end": 3, "step": 1}, "['end', 'start', 'step']"),  # one extra
+        ({}, "[]"),  # none at all
+        ({"begin": 1, "end": 3}, "['begin', 'end']"),  # a misspelt name
+    ],
+)
+def test_wrong_parameters_name_what_was_expected_and_what_came(con, probe, params, got):
+    with pytest.raises(QueryParameterError) as info:
+        queries.run(con, probe, **params)
+
+    assert str(info.value) == f"{probe}: expects parameters ['end', 'start'], got {got}"
+
+
+def test_parameters_to_a_query_without_any_are_refused(con):
+    with pytest.raises(QueryParameterError) as info:
+        queries.run(con, "views/jobs_latest", cluster="della")
+
+    assert str(info.value) == "views/jobs_latest: expects parameters [], got ['cluster']"
+
+
+def test_run_arrow_checks_parameters_too(con, probe):
+    with pytest.raises(QueryParameterError, match=r"expects parameters \['end', 'start'\]"):
+        queries.run_arrow(con, probe, start=1)
+
+
+def test_right_parameters_return_polars_and_arrow(con, probe):
+    frame = queries.run(con, probe, start=1, end=4)
+    table = queries.run_arrow(con, probe, start=1, end=4)
+
+    assert isinstance(frame, pl.DataFrame)
+    assert frame["i"].to_list() == [1, 2, 3]
+    assert isinstance(table, pa.Table)
+    assert table.column("i").to_pylist() == [1, 2, 3]
+    assert queries.parameters(con, probe) == {"start", "end"}
+
+
+def test_a_query_without_parameters_runs_on_an_empty_lake(con):
+    frame = queries.run(con, "views/jobs_latest")
+
+    assert frame.height == 0
+    assert "updated_ts" in frame.columns
+
+
+def test_an_unknown_query_is_refused(con):
+    with pytest.raises(sql.UnknownQuery, match=r"No SQL file named 'views/nope'"):
+        queries.run(con, "views/nope")

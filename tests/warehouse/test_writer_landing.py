@@ -1,0 +1,199 @@
+"""Landing batches: partitioned by cluster and UTC date, atomic, idempotent, not world-readable."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from warehouse import writer
+from warehouse.connection import connect
+from warehouse.schema import TIMESTAMP
+
+UTC = dt.UTC
+
+
+def count(root: Path, view: str) -> int:
+    with connect(root) as con:
+        [(n,)] = con.sql(f"SELECT count(*) FROM {view}").fetchall()
+    return n
+
+
+def relative(root: Path, paths: list[Path]) -> list[str]:
+    return sorted(p.relative_to(root).as_posix() for p in paths)
+
+
+def test_same_batch_id_twice_gives_the_same_rows(lake, make_samples, t0):
+    batch = make_samples([t0 + dt.timedelta(seconds=30 * i) for i in range(5)])
+
+    writer.write_batch(lake, "gpu_samples", batch, "prom-della-2024-03-01T12")
+    writer.write_batch(lake, "gpu_samples", batch, "prom-della-2024-03-01T12")
+
+    assert count(lake, "gpu_samples") == 5
+
+
+def test_relanding_a_batch_replaces_its_rows(lake, make_samples, t0):
+    times = [t0 + dt.timedelta(seconds=30 * i) for i in range(3)]
+    writer.write_batch(lake, "gpu_samples", make_samples(times, power_w=100.0), "w1")
+
+    writer.write_batch(lake, "gpu_samples", make_samples(times, power_w=250.0), "w1")
+
+    with connect(lake) as con:
+        rows = con.sql("SELECT DISTINCT power_w FROM gpu_samples").fetchall()
+    assert rows == [(250.0,)]
+
+
+def test_a_different_batch_id_adds_rows(lake, make_samples, t0):
+    writer.write_batch(lake, "gpu_samples", make_samples([t0, t0]), "w1")
+    writer.write_batch(lake, "gpu_samples", make_samples([t0], node="g002"), "w2")
+
+    assert count(lake, "gpu_samples") == 3
+
+
+def test_rows_are_split_by_cluster_and_utc_date(lake, make_samples):
+    before_midnight = dt.datetime(2024, 3, 1, 23, 59, 59, 999_000, tzinfo=UTC)
+    midnight = dt.datetime(2024, 3, 2, tzinfo=UTC)
+    batch = pa.concat_tables(
+        [
+            make_samples([before_midnight, midnight, midnight]),
+            make_samples([midnight], cluster="tiger"),
+        ]
+    )
+
+    written = writer.write_batch(lake, "gpu_samples", batch, "w1")
+
+    expected = [
+        "gpu_samples/cluster=della/date=2024-03-01/w1.parquet",
+        "gpu_samples/cluster=della/date=2024-03-02/w1.parquet",
+        "gpu_samples/cluster=tiger/date=2024-03-02/w1.parquet",
+    ]
+    assert relative(lake, written) == expected
+    assert relative(lake, [p for p in lake.rglob("*") if p.is_file()]) == expected
+    rows = {p.relative_to(lake).parent.as_posix(): pq.read_table(p).num_rows for p in written}
+    assert rows == {
+        "gpu_samples/cluster=della/date=2024-03-01": 1,
+        "gpu_samples/cluster=della/date=2024-03-02": 2,
+        "gpu_samples/cluster=tiger/date=2024-03-02": 1,
+    }
+    day_one = pq.read_table(lake / expected[0])
+    assert day_one.column("ts").to_pylist() == [before_midnight]
+
+
+def test_batch_ids_and_cluster_names_become_safe_file_names(lake, make_samples, t0):
+    [path] = writer.write_batch(
+        lake, "gpu_samples", make_samples([t0], cluster="../etc"), "window 1/2"
+    )
+
+    assert lake in path.parents
+    assert path.relative_to(lake).as_posix() == (
+        "gpu_samples/cluster=etc/date=2024-03-01/window_1_2.parquet"
+    )
+
+
+def test_jobs_without_submit_time_are_placed_by_updated_time(lake):
+    batch = pa.table(
+        {
+            "cluster": ["della"],
+            "job_id": ["42"],
+            "submit_ts": pa.array([None], TIMESTAMP),
+            "source": ["slurm"],
+            "updated_ts": pa.array([dt.datetime(2024, 5, 6, 7, tzinfo=UTC)], TIMESTAMP),
+        }
+    )
+
+    [path] = writer.write_batch(lake, "jobs", batch, "sacct")
+
+    assert path.parent.name == "date=2024-05-06"
+
+
+def test_marts_without_date_column_are_partitioned_by_cluster_only(lake):
+    batch = pa.table({"cluster": ["della", "tiger"], "job_id": ["1", "2"]})
+
+    written = writer.write_batch(lake, "job_usage", batch, "mart")
+
+    assert relative(lake, written) == [
+        "job_usage/cluster=della/mart.parquet",
+        "job_usage/cluster=tiger/mart.parquet",
+    ]
+
+
+def test_no_temporary_files_are_left_behind(lake, make_samples, t0):
+    for i in range(3):
+        writer.write_batch(lake, "gpu_samples", make_samples([t0, t0 + dt.timedelta(days=1)]), "w")
+        writer.write_batch(lake, "gpu_samples", make_samples([t0]), f"w{i}")
+    writer.compact(lake, "gpu_samples")
+
+    leftovers = [p for p in lake.rglob("*") if p.name.startswith(".") or p.suffix == ".tmp"]
+    assert leftovers == []
+
+
+def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(
+    lake, make_samples, t0, monkeypatch
+):
+    [path] = writer.write_batch(lake, "gpu_samples", make_samples([t0]), "w1")
+    before = path.read_bytes()
+
+    def half_write(table, where, **kwargs):
+        where.write(b"PAR1 and then the disk filled up")
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(writer.pq, "write_table", half_write)
+    with pytest.raises(OSError, match="No space left"):
+        writer.write_batch(lake, "gpu_samples", make_samples([t0, t0]), "w1")
+
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in path.parent.iterdir()) == ["w1.parquet"]
+
+
+def test_files_and_folders_are_not_world_readable(lake, make_samples, t0):
+    old = os.umask(0o000)  # even under a permissive umask
+    try:
+        writer.write_batch(lake, "gpu_samples", make_samples([t0, t0 + dt.timedelta(days=1)]), "w1")
+        writer.write_batch(lake, "gpu_samples", make_samples([t0]), "w2")
+        writer.compact(lake, "gpu_samples")
+        with connect(lake):  # creates <root>/_state
+            pass
+    finally:
+        os.umask(old)
+
+    entries = [lake, *lake.rglob("*")]
+    assert sum(p.is_file() for p in entries) == 2  # one compacted file per date
+    assert (lake / "_state").is_dir()
+    loose = {
+        p.relative_to(lake.parent).as_posix(): oct(stat.S_IMODE(p.stat().st_mode))
+        for p in entries
+        if p.stat().st_mode & 0o007
+    }
+    assert loose == {}
+
+
+_instants = st.datetimes(
+    min_value=dt.datetime(2023, 12, 30), max_value=dt.datetime(2024, 1, 2), timezones=st.just(UTC)
+).map(lambda t: t.replace(microsecond=t.microsecond // 1000 * 1000))
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(times=st.lists(_instants, min_size=1, max_size=20), relandings=st.integers(1, 3))
+def test_every_row_lands_once_in_the_partition_of_its_utc_date(make_samples, times, relandings):
+    batch = make_samples(times)
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        for _ in range(relandings):
+            written = writer.write_batch(root, "gpu_samples", batch, "w")
+
+        assert sum(pq.read_table(p).num_rows for p in written) == len(times)
+        for path in written:
+            day = dt.date.fromisoformat(path.parent.name.removeprefix("date="))
+            stamps = pq.read_table(path).column("ts").to_pylist()
+            assert {t.astimezone(UTC).date() for t in stamps} == {day}
+        assert sorted(p.name for p in root.rglob("*") if p.is_file()) == ["w.parquet"] * len(
+            written
+        )

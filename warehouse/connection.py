@@ -1,0 +1,114 @@
+"""A DuckDB connection over the lake with one view per table of the contract.
+
+Every table gets a view even when the lake has no file for it (an empty view with the contract's
+columns), so queries never fail on a missing table. Files written by other tools are read the
+same way: extra columns are ignored and missing nullable columns read as null.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from importlib.resources import files
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+import sql
+from warehouse import layout
+from warehouse.errors import EmptyWarehouse
+from warehouse.schema import TABLES
+
+if TYPE_CHECKING:
+    import duckdb
+
+__all__ = ["DEFAULT_MEMORY_LIMIT", "WarehouseConfig", "connect", "quote_ident", "register_table"]
+
+DEFAULT_MEMORY_LIMIT = "3GB"
+# Views defined by shipped SQL on top of the table views (name -> query name).
+DERIVED_VIEWS = {
+    "jobs_latest": "views/jobs_latest",
+    "sample_spans": "views/sample_spans",
+    "job_gpu_intervals": "views/job_gpu_intervals",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class WarehouseConfig:
+    """Where the lake is and how much memory DuckDB may use before it spills to disk."""
+
+    root: Path
+    memory_limit: str = DEFAULT_MEMORY_LIMIT
+    threads: int | None = None
+
+
+def quote_ident(name: str) -> str:
+    """Quote an identifier from a closed set (the contract's column names) for DuckDB."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _duckdb_type(con: duckdb.DuckDBPyConnection, arrow_type: pa.DataType) -> str:
+    empty = pa.table({"x": pa.array([], arrow_type)})
+    return str(con.from_arrow(empty).types[0])
+
+
+def register_table(con: duckdb.DuckDBPyConnection, root: Path, name: str) -> bool:
+    """Create (or refresh) the view `name` over its files; return whether the lake has any."""
+    schema = TABLES[name].schema
+    paths = layout.table_files(root, name)
+    if not paths:
+        con.from_arrow(schema.empty_table()).create_view(name)
+        return False
+    rel = con.read_parquet([str(p) for p in paths], hive_partitioning=False, union_by_name=True)
+    present = set(rel.columns)
+    projection = []
+    for field in schema:
+        target = _duckdb_type(con, field.type)
+        source = quote_ident(field.name) if field.name in present else "NULL"
+        projection.append(f"CAST({source} AS {target}) AS {quote_ident(field.name)}")
+    rel.project(", ".join(projection)).create_view(name)
+    return True
+
+
+# Reference tables shipped with the package (view name -> file in warehouse/data/):
+# gpu_models: peak dense BF16 TFLOP/s (FP16 where a GPU has no BF16), memory and power per model;
+# xid_classes: NVIDIA's XID catalogue as NVSentinel maps it (action bucket, FATAL/NONFATAL).
+REFERENCE_VIEWS = {"gpu_models": "gpu_models.csv", "xid_classes": "xid_classes.csv"}
+
+
+def connect(
+    config: WarehouseConfig | Path,
+    *,
+    require: Iterable[str] = (),
+) -> duckdb.DuckDBPyConnection:
+    """Open an in-memory DuckDB with one view per lake table, `jobs_latest` and `gpu_models`.
+
+    Raises EmptyWarehouse if the lake is missing or has no data for a table in `require`.
+    """
+    import duckdb
+
+    if isinstance(config, Path):
+        config = WarehouseConfig(root=config)
+    root = config.root
+    required = list(require)
+    if required and not root.is_dir():
+        raise EmptyWarehouse(root, "any table (the folder does not exist)")
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute("SET memory_limit = $limit", {"limit": config.memory_limit})
+    if config.threads:
+        con.execute("SET threads = $n", {"n": config.threads})
+    if root.is_dir():
+        spill = layout.state_dir(root) / "duckdb_tmp"
+        con.execute("SET temp_directory = $dir", {"dir": str(spill)})
+    present = {name for name in TABLES if register_table(con, root, name)}
+    missing = [name for name in required if name not in present]
+    if missing:
+        raise EmptyWarehouse(root, " and ".join(repr(m) for m in missing))
+    for view, filename in REFERENCE_VIEWS.items():
+        path = str(files("warehouse").joinpath("data", filename))
+        con.read_csv(path, header=True).create_view(view)
+    for view, query in DERIVED_VIEWS.items():
+        con.sql(sql.load(query)).create_view(view)
+    return con

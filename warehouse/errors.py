@@ -1,0 +1,40 @@
+"""Typed errors of the warehouse layer; the CLI and the UI turn them into one clear line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = [
+    "EmptyWarehouse",
+    "QueryParameterError",
+    "SchemaMismatch",
+    "UnknownTable",
+    "WarehouseError",
+]
+
+
+class WarehouseError(Exception):
+    """Base of every error the warehouse raises on purpose."""
+
+
+class EmptyWarehouse(WarehouseError):
+    """The lake has no data for what was asked."""
+
+    def __init__(self, root: Path, what: str = "any table") -> None:
+        self.root = root
+        super().__init__(
+            f"The lake at {str(root)!r} has no data for {what}; "
+            "run `gpuledger simulate --lake DIR` or a `gpuledger collect` command first."
+        )
+
+
+class SchemaMismatch(WarehouseError):
+    """A batch does not match the contract's schema for its table."""
+
+
+class UnknownTable(WarehouseError):
+    """A table name that the contract does not define."""
+
+
+class QueryParameterError(WarehouseError):
+    """A shipped query was called with the wrong parameters."""

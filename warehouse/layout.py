@@ -1,0 +1,81 @@
+"""Where each table's files live: `<root>/<table>/cluster=<c>/date=<YYYY-MM-DD>/<batch>.parquet`.
+
+Marts with no date column are partitioned by cluster only. State that is updated in place lives
+under `<root>/_state/`, never beside the Parquet files.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+from pathlib import Path
+
+__all__ = [
+    "DIR_MODE",
+    "FILE_MODE",
+    "batch_path",
+    "ensure_dir",
+    "partition_dir",
+    "resolve_root",
+    "safe_name",
+    "state_dir",
+    "table_dir",
+    "table_files",
+]
+
+DIR_MODE = 0o750
+FILE_MODE = 0o640
+DEFAULT_ROOT = Path("lake")
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def resolve_root(lake: str | os.PathLike[str] | None) -> Path:
+    """Return the lake root: the given path, else the default `./lake` (env is read by the CLI)."""
+    return Path(lake) if lake else DEFAULT_ROOT
+
+
+def safe_name(value: str) -> str:
+    """Make `value` safe as one path component (cluster names and batch ids come from users)."""
+    cleaned = _SAFE.sub("_", value).strip("._")
+    return cleaned or "_"
+
+
+def table_dir(root: Path, table: str) -> Path:
+    return root / table
+
+
+def partition_dir(root: Path, table: str, cluster: str, date: dt.date | None) -> Path:
+    """Return the partition folder of `table` for `cluster` (and `date` where it has one)."""
+    folder = table_dir(root, table) / f"cluster={safe_name(cluster)}"
+    return folder / f"date={date.isoformat()}" if date is not None else folder
+
+
+def batch_path(partition: Path, batch_id: str) -> Path:
+    return partition / f"{safe_name(batch_id)}.parquet"
+
+
+def table_files(root: Path, table: str) -> list[Path]:
+    """Every committed Parquet file of `table` (temporary files start with a dot: skipped)."""
+    folder = table_dir(root, table)
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.rglob("*.parquet") if not p.name.startswith("."))
+
+
+def state_dir(root: Path) -> Path:
+    """Return `<root>/_state`, created with owner-and-group-only permissions."""
+    return ensure_dir(root / "_state")
+
+
+def ensure_dir(path: Path) -> Path:
+    """Create `path` and its parents with DIR_MODE (not world-readable)."""
+    missing = []
+    probe = path
+    while not probe.exists():
+        missing.append(probe)
+        probe = probe.parent
+    for folder in reversed(missing):
+        folder.mkdir(exist_ok=True)
+        os.chmod(folder, DIR_MODE)
+    return path

@@ -1,0 +1,47 @@
+"""The one runner of shipped SQL: `run(con, "marts/job_usage", cluster="a")` -> polars frame."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import sql
+from warehouse.errors import QueryParameterError
+
+if TYPE_CHECKING:
+    import duckdb
+    import polars as pl
+    import pyarrow as pa
+
+__all__ = ["parameters", "run", "run_arrow"]
+
+
+def parameters(con: duckdb.DuckDBPyConnection, name: str) -> set[str]:
+    """Return the `$params` that sql/<name>.sql expects."""
+    [statement] = con.extract_statements(sql.load(name))
+    return set(statement.named_parameters)
+
+
+def _relation(
+    con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any]
+) -> duckdb.DuckDBPyRelation:
+    text = sql.load(name)
+    statements = con.extract_statements(text)
+    if len(statements) != 1:
+        raise QueryParameterError(f"{name}: holds {len(statements)} statements, expected one")
+    expected = set(statements[0].named_parameters)
+    if set(params) != expected:
+        raise QueryParameterError(
+            f"{name}: expects parameters {sorted(expected)!r}, got {sorted(params)!r}"
+        )
+    return con.sql(text, params=params or None)
+
+
+def run(con: duckdb.DuckDBPyConnection, name: str, /, **params: Any) -> pl.DataFrame:
+    """Execute sql/<name>.sql with `params` bound by name and return the result as polars."""
+    frame: pl.DataFrame = _relation(con, name, params).pl()
+    return frame
+
+
+def run_arrow(con: duckdb.DuckDBPyConnection, name: str, /, **params: Any) -> pa.Table:
+    """Like `run`, but return an Arrow table (what the writer lands)."""
+    return _relation(con, name, params).to_arrow_table()

@@ -1,0 +1,403 @@
+"""Arrow schemas of every table in the lake (DESIGN §3 and §4.1), and how each is partitioned.
+
+This is the one place the contract's columns, types and units are written down. Raw tables are
+landed by collectors; marts are built from them by `warehouse.attribution`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+__all__ = [
+    "MARTS",
+    "RAW_TABLES",
+    "TABLES",
+    "TIMESTAMP",
+    "TableSpec",
+    "spec",
+]
+
+TIMESTAMP = pa.timestamp("ms", tz="UTC")
+_f32 = pa.float32()
+_f64 = pa.float64()
+_i16 = pa.int16()
+_i32 = pa.int32()
+_i64 = pa.int64()
+_str = pa.string()
+_bool = pa.bool_()
+
+
+def _schema(*fields: tuple[str, pa.DataType] | tuple[str, pa.DataType, bool]) -> pa.Schema:
+    """Build a schema; a field is nullable unless its third element says False."""
+    return pa.schema([pa.field(f[0], f[1], nullable=f[2] if len(f) == 3 else True) for f in fields])
+
+
+@dataclass(frozen=True, slots=True)
+class TableSpec:
+    """One table of the lake: its schema, the column whose UTC date names its partition, its key.
+
+    `key` is what identifies a row for deduplication (views keep one row per key where the
+    table is versioned, e.g. `jobs` → `jobs_latest`).
+    """
+
+    name: str
+    schema: pa.Schema
+    date_column: str | None
+    key: tuple[str, ...]
+    mart: bool = False
+
+
+GPU_SAMPLES = _schema(
+    ("ts", TIMESTAMP, False),
+    ("cluster", _str, False),
+    ("node", _str, False),
+    ("gpu_index", _i16),
+    ("gpu_uuid", _str),
+    ("mig_profile", _str),
+    ("mig_instance", _i16),
+    ("model", _str),
+    ("interval_s", _f32, False),
+    ("job_id", _str),
+    ("gpu_util_pct", _f32),
+    ("engine_active", _f32),
+    ("sm_active", _f32),
+    ("sm_occupancy", _f32),
+    ("tensor_active", _f32),
+    ("dram_active", _f32),
+    ("fb_used_mib", _f32),
+    ("fb_free_mib", _f32),
+    ("power_w", _f32),
+    ("energy_j", _f64),
+    ("temp_c", _f32),
+    ("mem_temp_c", _f32),
+    ("sm_clock_mhz", _f32),
+    ("mem_clock_mhz", _f32),
+    ("clock_event_reasons", _i64),
+    ("pcie_tx_bps", _f64),
+    ("pcie_rx_bps", _f64),
+    ("nvlink_tx_bps", _f64),
+    ("nvlink_rx_bps", _f64),
+    ("xid_last", _i32),
+    ("ecc_sbe_volatile", _i64),
+    ("ecc_dbe_volatile", _i64),
+    ("remap_pending", _bool),
+    ("remap_failure", _bool),
+    ("k8s_namespace", _str),
+    ("k8s_pod", _str),
+    ("k8s_container", _str),
+    ("hpc_job", _str),
+    ("source", _str, False),
+)
+
+JOBS = _schema(
+    ("cluster", _str, False),
+    ("job_id", _str, False),
+    ("job_id_raw", _str),
+    ("user", _str),
+    ("account", _str),
+    ("partition", _str),
+    ("qos", _str),
+    ("job_name", _str),
+    ("state", _str),
+    ("exit_code", _str),
+    ("submit_ts", TIMESTAMP),
+    ("start_ts", TIMESTAMP),
+    ("end_ts", TIMESTAMP),
+    ("time_limit_s", _i64),
+    ("gpus", _i32),
+    ("gpus_requested", _i32),
+    ("gpu_type", _str),
+    ("nodes", pa.list_(_str)),
+    ("cpus", _i32),
+    ("mem_req_mib", _i64),
+    ("cpu_time_s", _f64),
+    ("max_rss_mib", _f64),
+    ("interactive", _bool),
+    ("requeues", _i32),
+    ("source", _str, False),
+    ("updated_ts", TIMESTAMP, False),
+)
+
+# `mig_instance` is not in DESIGN §3.3; it is added (nullable) because a MIG allocation is
+# a (gpu_uuid, GPU_I_ID) pair and cannot be attributed from the parent GPU alone.
+JOB_GPUS = _schema(
+    ("cluster", _str, False),
+    ("job_id", _str, False),
+    ("node", _str, False),
+    ("gpu_index", _i16),
+    ("gpu_uuid", _str),
+    ("mig_instance", _i16),
+    ("start_ts", TIMESTAMP, False),
+    ("end_ts", TIMESTAMP),
+    ("mapping", _str, False),
+)
+
+GPU_EVENTS = _schema(
+    ("cluster", _str, False),
+    ("node", _str, False),
+    ("gpu_uuid", _str),
+    ("gpu_index", _i16),
+    ("ts", TIMESTAMP, False),
+    ("kind", _str, False),
+    ("code", _i64),
+    ("detail", _str),
+)
+
+GPUS = _schema(
+    ("cluster", _str, False),
+    ("node", _str, False),
+    ("gpu_index", _i16),
+    ("gpu_uuid", _str),
+    ("model", _str),
+    ("mig_profile", _str),
+    ("fb_total_mib", _f32),
+    ("power_limit_w", _f32),
+    ("first_seen", TIMESTAMP),
+    ("last_seen", TIMESTAMP),
+)
+
+SIM_TRUTH = _schema(
+    ("cluster", _str, False),
+    ("subject_kind", _str, False),
+    ("subject_id", _str, False),
+    ("label", _str, False),
+    ("start_ts", TIMESTAMP, False),
+    ("end_ts", TIMESTAMP),
+)
+
+FINDINGS = _schema(
+    ("cluster", _str, False),
+    ("finding_id", _str, False),
+    ("detector", _str, False),
+    ("severity", _str, False),
+    ("subject_kind", _str, False),
+    ("subject_id", _str, False),
+    ("job_id", _str),
+    ("user", _str),
+    ("account", _str),
+    ("node", _str),
+    ("gpu_uuid", _str),
+    ("start_ts", TIMESTAMP),
+    ("end_ts", TIMESTAMP),
+    ("detected_ts", TIMESTAMP, False),
+    ("predicted", _bool),
+    ("score", _f32),
+    ("gpu_h_at_stake", _f64),
+    ("message", _str),
+    ("evidence", _str),
+)
+
+RECOMMENDATIONS = _schema(
+    ("cluster", _str, False),
+    ("rec_id", _str, False),
+    ("kind", _str, False),
+    ("scope", _str),
+    ("target", _str),
+    ("evidence", _str),
+    ("expected_gain_gpu_h", _f64),
+    ("risk", _str),
+    ("config", _str),
+    ("created_ts", TIMESTAMP, False),
+)
+
+# ---- marts (built by `gpuledger attribute`; SQL in sql/marts/) ----
+
+JOB_USAGE = _schema(
+    ("cluster", _str, False),
+    ("job_id", _str, False),
+    ("user", _str),
+    ("account", _str),
+    ("partition", _str),
+    ("state", _str),
+    ("start_ts", TIMESTAMP),
+    ("end_ts", TIMESTAMP),
+    ("gpus", _i32),
+    ("alloc_gpu_h", _f64),
+    ("observed_gpu_h", _f64),
+    ("active_gpu_h", _f64),
+    ("idle_gpu_h", _f64),
+    ("effective_gpu_h", _f64),
+    ("busy_mean", _f64),
+    ("gpu_util_pct_mean", _f64),
+    ("sm_active_mean", _f64),
+    ("tensor_active_mean", _f64),
+    ("dram_active_mean", _f64),
+    ("fb_used_mib_max", _f64),
+    ("energy_kwh", _f64),
+    ("power_w_mean", _f64),
+    ("est_tflops_mean", _f64),
+    ("nvlink_gb", _f64),
+    ("pcie_gb", _f64),
+    ("gpus_never_active", _i32),
+    ("samples", _i64),
+    ("app_throughput", _f64),
+)
+
+JOB_OUTCOMES = _schema(
+    ("cluster", _str, False),
+    ("job_id", _str, False),
+    ("user", _str),
+    ("account", _str),
+    ("state", _str),
+    ("outcome", _str),
+    ("failed", _bool),
+    ("timed_out", _bool),
+    ("preempted", _bool),
+    ("requeued", _bool),
+    ("alloc_gpu_h", _f64),
+    ("gpu_h_lost", _f64),
+    ("hw_event_before_end", _bool),
+    ("hw_event_kinds", _str),
+)
+
+USAGE_DAILY = _schema(
+    ("cluster", _str, False),
+    ("date", pa.date32(), False),
+    ("account", _str),
+    ("user", _str),
+    ("jobs", _i64),
+    ("alloc_gpu_h", _f64),
+    ("observed_gpu_h", _f64),
+    ("active_gpu_h", _f64),
+    ("idle_gpu_h", _f64),
+    ("effective_gpu_h", _f64),
+    ("energy_kwh", _f64),
+)
+
+CLUSTER_OCCUPANCY = _schema(
+    ("cluster", _str, False),
+    ("bucket", TIMESTAMP, False),
+    ("gpus_total", _f64),
+    ("gpus_allocated", _f64),
+    ("gpus_active", _f64),
+    ("gpus_idle_allocated", _f64),
+    ("gpus_unallocated", _f64),
+    ("gpus_unobserved", _f64),
+)
+
+GPU_JOB_BUCKETS = _schema(
+    ("cluster", _str, False),
+    ("device", _str, False),
+    ("mig_instance", _i16),
+    ("job_id", _str),
+    ("bucket", TIMESTAMP, False),
+    ("date", pa.date32(), False),
+    ("node", _str),
+    ("gpu_index", _i16),
+    ("gpu_uuid", _str),
+    ("model", _str),
+    ("samples", _i64),
+    ("share", _f64),
+    ("first_e", _f64),
+    ("last_end_e", _f64),
+    ("gap_s", _f64),
+    ("observed_s", _f64),
+    ("carry_s", _f64),
+    ("active_s", _f64),
+    ("carry_active_s", _f64),
+    ("idle_s", _f64),
+    ("carry_idle_s", _f64),
+    ("effective_s", _f64),
+    ("busy_known_s", _f64),
+    ("util_sum", _f64),
+    ("util_known_s", _f64),
+    ("sm_sum", _f64),
+    ("sm_known_s", _f64),
+    ("tensor_sum", _f64),
+    ("tensor_known_s", _f64),
+    ("dram_sum", _f64),
+    ("dram_known_s", _f64),
+    ("fb_used_mib_max", _f64),
+    ("energy_j", _f64),
+    ("power_sum", _f64),
+    ("power_known_s", _f64),
+    ("nvlink_bytes", _f64),
+    ("pcie_bytes", _f64),
+)
+
+JOB_GPU_DAILY = _schema(
+    ("cluster", _str, False),
+    ("job_id", _str, False),
+    ("device", _str, False),
+    ("mig_instance", _i16),
+    ("date", pa.date32(), False),
+    ("node", _str),
+    ("gpu_index", _i16),
+    ("gpu_uuid", _str),
+    ("model", _str),
+    ("samples", _i64),
+    ("observed_s", _f64),
+    ("active_s", _f64),
+    ("idle_s", _f64),
+    ("effective_s", _f64),
+    ("busy_known_s", _f64),
+    ("util_sum", _f64),
+    ("util_known_s", _f64),
+    ("sm_sum", _f64),
+    ("sm_known_s", _f64),
+    ("tensor_sum", _f64),
+    ("tensor_known_s", _f64),
+    ("dram_sum", _f64),
+    ("dram_known_s", _f64),
+    ("tflops_sum", _f64),
+    ("fb_used_mib_max", _f64),
+    ("energy_j", _f64),
+    ("power_sum", _f64),
+    ("power_known_s", _f64),
+    ("nvlink_bytes", _f64),
+    ("pcie_bytes", _f64),
+)
+
+RAW_TABLES: dict[str, TableSpec] = {
+    s.name: s
+    for s in (
+        TableSpec("gpu_samples", GPU_SAMPLES, "ts", ("cluster", "gpu_uuid", "mig_instance", "ts")),
+        TableSpec("jobs", JOBS, "submit_ts", ("cluster", "job_id")),
+        TableSpec("job_gpus", JOB_GPUS, "start_ts", ("cluster", "job_id", "node", "gpu_index")),
+        TableSpec("gpu_events", GPU_EVENTS, "ts", ("cluster", "node", "gpu_index", "ts", "kind")),
+        TableSpec("gpus", GPUS, "first_seen", ("cluster", "node", "gpu_index")),
+        TableSpec("sim_truth", SIM_TRUTH, "start_ts", ("cluster", "subject_kind", "subject_id")),
+        TableSpec("findings", FINDINGS, "detected_ts", ("cluster", "finding_id")),
+        TableSpec("recommendations", RECOMMENDATIONS, "created_ts", ("cluster", "rec_id")),
+    )
+}
+
+MARTS: dict[str, TableSpec] = {
+    s.name: s
+    for s in (
+        TableSpec(
+            "gpu_job_buckets",
+            GPU_JOB_BUCKETS,
+            "bucket",
+            ("cluster", "device", "mig_instance", "job_id", "bucket"),
+            mart=True,
+        ),
+        TableSpec(
+            "job_gpu_daily",
+            JOB_GPU_DAILY,
+            "date",
+            ("cluster", "job_id", "device", "mig_instance", "date"),
+            mart=True,
+        ),
+        TableSpec("job_usage", JOB_USAGE, None, ("cluster", "job_id"), mart=True),
+        TableSpec("job_outcomes", JOB_OUTCOMES, None, ("cluster", "job_id"), mart=True),
+        TableSpec("usage_daily", USAGE_DAILY, "date", ("cluster", "date", "account", "user"), True),
+        TableSpec("cluster_occupancy", CLUSTER_OCCUPANCY, "bucket", ("cluster", "bucket"), True),
+    )
+}
+
+TABLES: dict[str, TableSpec] = {**RAW_TABLES, **MARTS}
+
+
+def spec(table: str) -> TableSpec:
+    """Return the spec of `table`, or raise UnknownTable naming the known ones."""
+    from warehouse.errors import UnknownTable
+
+    try:
+        return TABLES[table]
+    except KeyError:
+        raise UnknownTable(
+            f"No table named {table!r}; known: {', '.join(sorted(TABLES))}"
+        ) from None

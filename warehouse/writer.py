@@ -1,0 +1,229 @@
+"""Land Arrow batches in the lake: validated, partitioned, atomic and idempotent.
+
+A batch is identified by a `batch_id` that names its source window (e.g. `sim-s42-2026-01-05` or a
+hash of a Prometheus query window). Each partition it touches gets one file named after it, written
+to a temporary name, fsynced and renamed, so a reader never sees half a file and re-landing the same
+window replaces the file instead of adding rows. Every file carries a `_batch` column (ignored by
+views) so that compaction can merge files and a later re-landing can still replace its own rows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from warehouse import layout
+from warehouse.errors import SchemaMismatch
+from warehouse.schema import TableSpec, spec
+
+__all__ = [
+    "BATCH_COLUMN",
+    "atomic_write",
+    "compact",
+    "conform",
+    "replace_partitions",
+    "write_batch",
+]
+
+BATCH_COLUMN = "_batch"
+_BATCHES_KEY = b"gpuledger.batches"
+_MS_PER_DAY = 86_400_000
+_EPOCH = dt.date(1970, 1, 1)
+
+
+def conform(table_spec: TableSpec, batch: pa.Table | pa.RecordBatch) -> pa.Table:
+    """Return `batch` with exactly the contract's columns, in order, or raise SchemaMismatch.
+
+    Missing nullable columns are added as nulls (a source that lacks a field writes null, never 0).
+    A column of another type, an unknown column, a missing required column or a null in a required
+    column is refused with a message naming the field (and both types).
+    """
+    table = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
+    expected = table_spec.schema
+    unknown = [n for n in table.column_names if expected.get_field_index(n) < 0]
+    if unknown:
+        raise SchemaMismatch(
+            f"{table_spec.name}: unknown column(s) {unknown!r}; expected {expected.names!r}"
+        )
+    columns = []
+    for field in expected:
+        if field.name not in table.column_names:
+            if not field.nullable:
+                raise SchemaMismatch(f"{table_spec.name}: required column {field.name!r} missing")
+            columns.append(pa.nulls(table.num_rows, field.type))
+            continue
+        column = table.column(field.name)
+        if column.type != field.type:
+            raise SchemaMismatch(
+                f"{table_spec.name}.{field.name}: got type {column.type}, expected {field.type}"
+            )
+        if not field.nullable and column.null_count:
+            raise SchemaMismatch(
+                f"{table_spec.name}.{field.name}: {column.null_count} null value(s) "
+                "in a required column"
+            )
+        columns.append(column)
+    return pa.Table.from_arrays(columns, schema=expected)
+
+
+def _partition_keys(table_spec: TableSpec, table: pa.Table) -> pa.Table:
+    """Add `__date` (days since epoch, or -1 for date-less tables) for partitioning."""
+    if table_spec.date_column is None:
+        days = pa.array([-1] * table.num_rows, pa.int32())
+    else:
+        values = table.column(table_spec.date_column)
+        if pa.types.is_date32(values.type):
+            days = pc.cast(values, pa.int32())
+        else:
+            if values.null_count and "updated_ts" in table.column_names:
+                values = pc.coalesce(values, table.column("updated_ts"))
+            if values.null_count:
+                raise SchemaMismatch(
+                    f"{table_spec.name}.{table_spec.date_column}: null values cannot be placed in "
+                    "a date partition"
+                )
+            ms = pc.cast(pc.cast(values, pa.timestamp("ms")), pa.int64())
+            days = pc.cast(pc.floor(pc.divide(pc.cast(ms, pa.float64()), _MS_PER_DAY)), pa.int32())
+    return table.append_column("__date", days)
+
+
+def _day(days: int) -> dt.date | None:
+    return None if days < 0 else _EPOCH + dt.timedelta(days=days)
+
+
+def atomic_write(table: pa.Table, path: Path, batches: Iterable[str] | None) -> None:
+    """Write `table` to `path` via a temporary file, fsync, rename, fsync of the folder.
+
+    `batches` is recorded in the file's metadata; None keeps what `table` already carries.
+    """
+    layout.ensure_dir(path.parent)
+    meta = dict(table.schema.metadata or {})
+    if batches is not None:
+        meta[_BATCHES_KEY] = ",".join(sorted(set(batches))).encode()
+    table = table.replace_schema_metadata(meta)
+    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
+    try:
+        with open(tmp, "wb") as handle:
+            pq.write_table(table, handle, compression="zstd", row_group_size=256_000)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, layout.FILE_MODE)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _batches_in(path: Path) -> set[str]:
+    meta = pq.read_schema(path).metadata or {}
+    raw = meta.get(_BATCHES_KEY, b"")
+    return {b for b in raw.decode().split(",") if b}
+
+
+def _evict(partition: Path, batch_id: str, keep: Path) -> None:
+    """Remove rows of `batch_id` from other (compacted) files of a partition before re-landing."""
+    for other in sorted(partition.glob("*.parquet")):
+        if other == keep or other.name.startswith(".") or batch_id not in _batches_in(other):
+            continue
+        rows = pq.read_table(other)
+        # Rows from files of other tools have a null `_batch`: they belong to no batch, keep them.
+        others = pc.fill_null(pc.not_equal(rows.column(BATCH_COLUMN), batch_id), True)
+        remaining = rows.filter(others)
+        if remaining.num_rows:
+            atomic_write(remaining, other, _batches_in(other) - {batch_id})
+        else:
+            other.unlink()
+
+
+def write_batch(
+    root: Path, table: str, batch: pa.Table | pa.RecordBatch, batch_id: str
+) -> list[Path]:
+    """Validate `batch` against `table`'s contract and land it; return the files written.
+
+    Landing the same `batch_id` again replaces what it landed before, so retrying a source
+    window never duplicates rows.
+    """
+    table_spec = spec(table)
+    conformed = conform(table_spec, batch)
+    if conformed.num_rows == 0:
+        return []
+    batch_id = layout.safe_name(batch_id)
+    keyed = _partition_keys(table_spec, conformed)
+    groups = keyed.group_by(["cluster", "__date"]).aggregate([]).to_pylist()
+    written = []
+    for group in sorted(groups, key=lambda g: (g["cluster"], g["__date"])):
+        mask = pc.and_(
+            pc.equal(keyed.column("cluster"), group["cluster"]),
+            pc.equal(keyed.column("__date"), group["__date"]),
+        )
+        part = conformed.filter(mask)
+        part = part.append_column(BATCH_COLUMN, pa.repeat(pa.scalar(batch_id), part.num_rows))
+        folder = layout.partition_dir(root, table, group["cluster"], _day(group["__date"]))
+        path = layout.batch_path(folder, batch_id)
+        atomic_write(part, path, [batch_id])
+        _evict(folder, batch_id, keep=path)
+        written.append(path)
+    return written
+
+
+def replace_partitions(
+    root: Path, table: str, batch: pa.Table, cluster: str, batch_id: str = "mart"
+) -> list[Path]:
+    """Replace every partition of `table` for `cluster` by `batch` (marts are rebuilt whole).
+
+    New files are renamed into place first; partitions that no longer have rows are removed
+    after, so a reader sees either the old or the new rows of each partition.
+    """
+    batch = conform(spec(table), batch)
+    others = sorted(set(pc.unique(batch.column("cluster")).to_pylist()) - {cluster})
+    if others:
+        raise SchemaMismatch(
+            f"{table}: rebuilding cluster {cluster!r} but the batch has rows of {others!r}"
+        )
+    written = write_batch(root, table, batch, batch_id)
+    base = layout.table_dir(root, table) / f"cluster={layout.safe_name(cluster)}"
+    keep = set(written)
+    for path in layout.table_files(root, table):
+        if path not in keep and base in path.parents:
+            path.unlink()
+    return written
+
+
+def compact(root: Path, table: str, min_files: int = 2) -> int:
+    """Merge each partition of `table` that has at least `min_files` files into one file.
+
+    Returns the number of partitions compacted. Rows keep their `_batch`, so re-landing a batch
+    after compaction still replaces instead of duplicating.
+    """
+    by_partition: dict[Path, list[Path]] = {}
+    for path in layout.table_files(root, table):
+        by_partition.setdefault(path.parent, []).append(path)
+    compacted = 0
+    for folder, paths in sorted(by_partition.items()):
+        if len(paths) < min_files:
+            continue
+        merged = pa.concat_tables([pq.read_table(p) for p in paths], promote_options="default")
+        batches: set[str] = set()
+        for path in paths:
+            batches |= _batches_in(path)
+        digest = hashlib.sha1(",".join(sorted(batches)).encode()).hexdigest()[:16]
+        target = folder / f"compact-{digest}.parquet"
+        atomic_write(merged, target, batches)
+        for path in paths:
+            if path != target:
+                path.unlink()
+        compacted += 1
+    return compacted
