@@ -46,7 +46,7 @@ MART_ORDER: tuple[tuple[str, str], ...] = (
     ("usage_daily", "marts/usage_daily"),
     ("cluster_occupancy", "marts/cluster_occupancy"),
 )
-OWNED_SAMPLES = "attribution/owned_samples"
+OWNER_CHANGES = "attribution/owner_changes"
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +110,18 @@ def record_attributed(root: Path, paths: list[Path]) -> None:
             )
 
 
+def _rewrite_owners(path: Path, changes: pa.Table) -> None:
+    """Rewrite one sample file with new job_id values at the given row numbers."""
+    table = pq.read_table(path)
+    owners = table.column("job_id").to_pylist()
+    rows = changes.column("file_row_number").to_pylist()
+    for row, job_id in zip(rows, changes.column("job_id").to_pylist(), strict=True):
+        owners[row] = job_id
+    index = table.schema.get_field_index("job_id")
+    updated = table.set_column(index, table.schema.field(index), pa.array(owners, pa.string()))
+    atomic_write(updated, path, batches=None)
+
+
 def reattribute(
     con: duckdb.DuckDBPyConnection,
     root: Path,
@@ -132,14 +144,11 @@ def reattribute(
             if seen != (stat.st_size, stat.st_mtime_ns, allocations):
                 checked += 1
                 con.read_parquet(str(path), file_row_number=True).create_view("partition_samples")
-                owned = queries.run_arrow(con, OWNED_SAMPLES)
-                n_changed = int(pc.sum(owned.column("changed")).as_py() or 0)
-                if n_changed:
-                    original = pq.read_schema(path)
-                    keep = [n for n in original.names if n in owned.column_names]
-                    atomic_write(owned.select(keep).cast(original), path, batches=None)
+                changes = queries.run_arrow(con, OWNER_CHANGES)
+                if changes.num_rows:
+                    _rewrite_owners(path, changes)
                     rewritten += 1
-                    changed_rows += n_changed
+                    changed_rows += changes.num_rows
                     stat = path.stat()
                 db.execute(
                     "INSERT OR REPLACE INTO checked_files VALUES (?, ?, ?, ?)",

@@ -7,6 +7,7 @@ same way: extra columns are ignored and missing nullable columns read as null.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib.resources import files
@@ -99,7 +100,7 @@ def connect(
     con.execute("SET memory_limit = $limit", {"limit": config.memory_limit})
     if config.threads:
         con.execute("SET threads = $n", {"n": config.threads})
-    if root.is_dir():
+    if root.is_dir() and os.access(root, os.W_OK):  # a read-only lake is still readable
         spill = layout.state_dir(root) / "duckdb_tmp"
         con.execute("SET temp_directory = $dir", {"dir": str(spill)})
     present = {name for name in TABLES if register_table(con, root, name)}

@@ -24,7 +24,8 @@ class EmptyWarehouse(WarehouseError):
         self.root = root
         super().__init__(
             f"The lake at {str(root)!r} has no data for {what}; "
-            "run `gpuledger simulate --lake DIR` or a `gpuledger collect` command first."
+            "land data with `gpuledger simulate` or `gpuledger collect`, "
+            "then build the marts with `gpuledger attribute`."
         )
 
 

@@ -206,11 +206,13 @@ def compact(root: Path, table: str, min_files: int = 2) -> int:
     """Merge each partition of `table` that has at least `min_files` files into one file.
 
     Returns the number of partitions compacted. Rows keep their `_batch`, so re-landing a batch
-    after compaction still replaces instead of duplicating.
+    after compaction still replaces instead of duplicating. Only files this writer landed (they
+    carry their batch ids) are merged: a file another tool placed in the layout is its to rewrite.
     """
     by_partition: dict[Path, list[Path]] = {}
     for path in layout.table_files(root, table):
-        by_partition.setdefault(path.parent, []).append(path)
+        if _batches_in(path):
+            by_partition.setdefault(path.parent, []).append(path)
     compacted = 0
     for folder, paths in sorted(by_partition.items()):
         if len(paths) < min_files:

@@ -11,8 +11,9 @@ from warehouse.errors import WarehouseError
 
 st.title("GPU-hours at a glance")
 
+root = data.lake()
 try:
-    summary = data.summary()
+    summary = data.summary(root)
 except WarehouseError as exc:
     st.error(str(exc))
     st.stop()
@@ -20,7 +21,7 @@ if summary.is_empty():
     st.info("The lake has no samples yet. Run `gpuledger simulate` or a collector first.")
     st.stop()
 
-clusters = data.clusters()
+clusters = data.clusters(root)
 cluster = st.selectbox("Cluster", clusters, key="overview_cluster")
 row = summary.filter(pl.col("cluster") == cluster).row(0, named=True)
 first: dt.date = row["data_start"].date()
@@ -55,7 +56,7 @@ st.caption(
 )
 
 st.subheader("GPUs by state")
-series = data.occupancy_series(cluster, start, end)
+series = data.occupancy_series(root, cluster, start, end)
 if series.is_empty():
     st.info("No occupancy data in this window.")
 else:
@@ -83,7 +84,7 @@ else:
 left, right = st.columns(2)
 with left:
     st.subheader("Top users by idle GPU-hours")
-    st.dataframe(data.top_users(cluster, 10), hide_index=True)
+    st.dataframe(data.top_users(root, cluster, 10), hide_index=True)
 with right:
     st.subheader("Top jobs by idle GPU-hours")
-    st.dataframe(data.top_jobs(cluster, 10), hide_index=True)
+    st.dataframe(data.top_jobs(root, cluster, 10), hide_index=True)

@@ -74,6 +74,9 @@ class EnergyState:
 
 
 def _lookup(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Index of the last key <= each key, or -1 (also when there are no keys at all)."""
+    if sorted_keys.size == 0:
+        return np.full(keys.shape, -1, dtype=np.int64)
     return np.searchsorted(sorted_keys, keys, side="right") - 1
 
 
@@ -122,16 +125,22 @@ def make_samples(
     # --- which job owns each sample (the same rule as DESIGN §4: start <= ts < end) ---
     keys = (gpus[:, None].astype(np.int64) << 42) | np.maximum(t_ms, 0)
     a = _lookup(allocs.key, keys)
-    a_safe = np.maximum(a, 0)
-    owned = (a >= 0) & (allocs.gpu[a_safe] == gpus[:, None]) & (t_ms < allocs.end_ms[a_safe])
-    owned &= t_ms >= allocs.start_ms[a_safe]
-    job_idx = np.where(owned, allocs.job[a_safe], -1)
+    if allocs.key.size:
+        a_safe = np.maximum(a, 0)
+        owned = (a >= 0) & (allocs.gpu[a_safe] == gpus[:, None]) & (t_ms < allocs.end_ms[a_safe])
+        owned &= t_ms >= allocs.start_ms[a_safe]
+        start_ms = np.where(owned, allocs.start_ms[a_safe], 0)
+        rank = np.where(owned, allocs.rank[a_safe], -1)
+        job_idx = np.where(owned, allocs.job[a_safe], -1)
+    else:
+        owned = np.zeros(keys.shape, dtype=bool)
+        start_ms = np.zeros(keys.shape, dtype=np.int64)
+        rank = np.full(keys.shape, -1, dtype=np.int64)
+        job_idx = np.full(keys.shape, -1, dtype=np.int64)
     codes = np.array([j.archetype.code for j in jobs] + [-1], dtype=np.int8)
     code = codes[job_idx]
     level = np.array([j.level for j in jobs] + [0.5])[job_idx]
-    start_ms = np.where(owned, allocs.start_ms[a_safe], 0)
     since_s = (t_ms - start_ms) / 1000.0
-    rank = np.where(owned, allocs.rank[a_safe], -1)
     n_gpus_job = np.array([j.gpus for j in jobs] + [0])[job_idx]
 
     shape = (n_g, per_day)
@@ -293,10 +302,12 @@ def make_samples(
         if f.remap_failure:
             pending |= row_mask & (t_s >= f.fail_s - 6 * 3600) & (t_s < f.repair_s)
             remap_fail |= failed
-    x_idx = _lookup(xids.key, keys)
-    x_safe = np.maximum(x_idx, 0)
-    has_xid = (x_idx >= 0) & ((xids.key[x_safe] >> 42) == gpus[:, None])
-    xid_last = np.where(has_xid, xids.code[x_safe], 0).astype(np.int32)
+    xid_last = np.zeros(shape, dtype=np.int32)
+    if xids.key.size:
+        x_idx = _lookup(xids.key, keys)
+        x_safe = np.maximum(x_idx, 0)
+        has_xid = (x_idx >= 0) & ((xids.key[x_safe] >> 42) == gpus[:, None])
+        xid_last = np.where(has_xid, xids.code[x_safe], 0).astype(np.int32)
 
     # --- flatten the valid samples into Arrow ---
     flat = valid.ravel()

@@ -8,8 +8,10 @@
 -- Returns: cluster, bucket, gpus_total, gpus_allocated, gpus_active, gpus_idle_allocated,
 --          gpus_unallocated, gpus_unobserved
 --
--- The part of a sample's span that runs past its bucket's end is moved to the next bucket, so
--- every observed GPU-second lands in exactly one bucket. gpus_total counts physical GPUs (the
+-- The part of a sample's span that runs past its bucket's end is moved to the buckets it covers
+-- (the next one, and more when the span is longer than a bucket), so every observed GPU-second
+-- lands in the bucket it was in. Every bucket of the data's span has a row, also one where no GPU
+-- reported (all unobserved). gpus_total counts physical GPUs (the
 -- inventory, or the devices seen if more); MIG instances count as their share of one GPU.
 -- Buckets are clipped to the span of the cluster's data, so the first and last are not diluted;
 -- allocated + unallocated + unobserved = total in every bucket.
@@ -24,15 +26,19 @@ WITH moved AS (
         (idle_s - carry_idle_s) * share AS idle_s
     FROM gpu_job_buckets
     UNION ALL
+    -- Within one row only the device's last sample of the bucket can run past its end, so the
+    -- carry is one stretch starting at the next bucket: bucket + n gets its n-th bucket_s of it.
     SELECT
-        cluster,
-        bucket + to_seconds($bucket_s) AS bucket,
-        job_id IS NOT NULL AS allocated,
-        carry_s * share AS observed_s,
-        carry_active_s * share AS active_s,
-        carry_idle_s * share AS idle_s
-    FROM gpu_job_buckets
-    WHERE carry_s > 0
+        b.cluster,
+        b.bucket + to_seconds(k.n * $bucket_s) AS bucket,
+        b.job_id IS NOT NULL AS allocated,
+        least(greatest(b.carry_s - (k.n - 1) * $bucket_s, 0), $bucket_s) * b.share AS observed_s,
+        least(greatest(b.carry_active_s - (k.n - 1) * $bucket_s, 0), $bucket_s) * b.share
+            AS active_s,
+        least(greatest(b.carry_idle_s - (k.n - 1) * $bucket_s, 0), $bucket_s) * b.share AS idle_s
+    FROM gpu_job_buckets AS b,
+        unnest(generate_series(1, CAST(ceil(b.carry_s / $bucket_s) AS BIGINT))) AS k(n)
+    WHERE b.carry_s > 0
 ),
 per_bucket AS (
     SELECT
@@ -70,20 +76,34 @@ fleet AS (
     ) AS i
         ON i.cluster = d.cluster
 ),
+grid AS (
+    SELECT
+        f.cluster,
+        to_timestamp(g.bucket_n * $bucket_s) AS bucket,
+        f.first_e,
+        f.last_e,
+        f.gpus_total
+    FROM fleet AS f,
+        unnest(generate_series(
+            CAST(floor(f.first_e / $bucket_s) AS BIGINT),
+            CAST(ceil(f.last_e / $bucket_s) AS BIGINT) - 1
+        )) AS g(bucket_n)
+),
 sized AS (
     SELECT
-        p.cluster,
-        p.bucket,
-        p.allocated_s,
-        p.active_s,
-        p.idle_s,
-        p.unallocated_s,
-        f.gpus_total,
-        least(epoch(p.bucket) + $bucket_s, f.last_e) - greatest(epoch(p.bucket), f.first_e)
+        g.cluster,
+        g.bucket,
+        coalesce(p.allocated_s, 0) AS allocated_s,
+        coalesce(p.active_s, 0) AS active_s,
+        coalesce(p.idle_s, 0) AS idle_s,
+        coalesce(p.unallocated_s, 0) AS unallocated_s,
+        g.gpus_total,
+        least(epoch(g.bucket) + $bucket_s, g.last_e) - greatest(epoch(g.bucket), g.first_e)
             AS width_s
-    FROM per_bucket AS p
-    JOIN fleet AS f
-        ON f.cluster = p.cluster
+    FROM grid AS g
+    LEFT JOIN per_bucket AS p
+        ON p.cluster = g.cluster
+        AND p.bucket = g.bucket
 )
 SELECT
     cluster,

@@ -4,8 +4,39 @@
 -- Reads:   jobs
 -- Params:  none
 -- Returns: every column of jobs
+--
+-- Ties on updated_ts (two collectors saw the same instant) go to the later state in the
+-- job's life: an end time beats none.
 
 SELECT
-    *
+    cluster,
+    job_id,
+    job_id_raw,
+    user,
+    account,
+    partition,
+    qos,
+    job_name,
+    state,
+    exit_code,
+    submit_ts,
+    start_ts,
+    end_ts,
+    time_limit_s,
+    gpus,
+    gpus_requested,
+    gpu_type,
+    nodes,
+    cpus,
+    mem_req_mib,
+    cpu_time_s,
+    max_rss_mib,
+    interactive,
+    requeues,
+    source,
+    updated_ts
 FROM jobs
-QUALIFY row_number() OVER (PARTITION BY cluster, job_id ORDER BY updated_ts DESC) = 1
+QUALIFY row_number() OVER (
+    PARTITION BY cluster, job_id
+    ORDER BY updated_ts DESC, end_ts DESC NULLS LAST, start_ts DESC NULLS LAST, state
+) = 1

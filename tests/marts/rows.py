@@ -1,0 +1,152 @@
+"""Plain builders of hand-made lake rows for the mart tests, with the contract's exact types.
+
+Rows are dicts (only the columns a test cares about); `table(name, rows)` turns them into an
+Arrow table typed by `warehouse.schema`, so the writer accepts them. Times are given in seconds
+after T0 (midnight UTC, so a day and every 5-minute bucket start there).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from warehouse.schema import TABLES
+from warehouse.writer import write_batch
+
+UTC = dt.UTC
+T0 = dt.datetime(2024, 3, 1, tzinfo=UTC)
+T0_E = T0.timestamp()  # T0 in epoch seconds
+CLUSTER = "della"
+
+Row = dict[str, Any]
+
+
+def at(seconds: float) -> dt.datetime:
+    """The time `seconds` after T0 (millisecond precision, like the lake)."""
+    return T0 + dt.timedelta(milliseconds=round(seconds * 1000))
+
+
+def table(name: str, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
+    """An Arrow table of `rows` typed by the contract of table `name` (columns: union of keys)."""
+    schema = TABLES[name].schema
+    columns: list[str] = []
+    for row in rows:
+        columns.extend(c for c in row if c not in columns)
+    return pa.table(
+        {c: pa.array([row.get(c) for row in rows], schema.field(c).type) for c in columns}
+    )
+
+
+def uuid_of(node: str, gpu_index: int) -> str:
+    return f"GPU-{node}-{gpu_index}"
+
+
+def samples(
+    times: Iterable[float],
+    *,
+    node: str = "g001",
+    gpu_index: int = 0,
+    interval_s: float = 30.0,
+    **fields: Any,
+) -> list[Row]:
+    """gpu_samples rows of one GPU at `times` (seconds after T0).
+
+    Each keyword in `fields` is a column: a scalar is repeated, a list gives one value per time.
+    """
+    times = list(times)
+    rows = []
+    for i, t in enumerate(times):
+        row: Row = {
+            "ts": at(t),
+            "cluster": CLUSTER,
+            "node": node,
+            "gpu_index": gpu_index,
+            "gpu_uuid": uuid_of(node, gpu_index),
+            "model": "NVIDIA H100 80GB HBM3",
+            "interval_s": interval_s,
+            "source": "test",
+        }
+        for name, value in fields.items():
+            row[name] = value[i] if isinstance(value, list) else value
+        rows.append(row)
+    return rows
+
+
+def job(job_id: str, start: float, end: float | None, **fields: Any) -> Row:
+    """A `jobs` row that started at `start` and ended at `end` (seconds after T0)."""
+    row: Row = {
+        "cluster": CLUSTER,
+        "job_id": job_id,
+        "user": "alice",
+        "account": "physics",
+        "partition": "gpu",
+        "state": "COMPLETED",
+        "submit_ts": at(start),
+        "start_ts": at(start),
+        "end_ts": None if end is None else at(end),
+        "gpus": 1,
+        "source": "test",
+        "updated_ts": at(end if end is not None else start),
+    }
+    row.update(fields)
+    return row
+
+
+def job_gpu(
+    job_id: str,
+    start: float,
+    end: float | None,
+    *,
+    node: str = "g001",
+    gpu_index: int = 0,
+    with_uuid: bool = True,
+    **fields: Any,
+) -> Row:
+    """A `job_gpus` row: `job_id` held GPU `gpu_index` of `node` over [start, end)."""
+    row: Row = {
+        "cluster": CLUSTER,
+        "job_id": job_id,
+        "node": node,
+        "gpu_index": gpu_index,
+        "gpu_uuid": uuid_of(node, gpu_index) if with_uuid else None,
+        "start_ts": at(start),
+        "end_ts": None if end is None else at(end),
+        "mapping": "scontrol-idx",
+    }
+    row.update(fields)
+    return row
+
+
+def event(t: float, kind: str, code: int | None, *, node: str = "g001", gpu_index: int = 0) -> Row:
+    """A `gpu_events` row at `t` seconds after T0."""
+    return {
+        "cluster": CLUSTER,
+        "node": node,
+        "gpu_uuid": uuid_of(node, gpu_index),
+        "gpu_index": gpu_index,
+        "ts": at(t),
+        "kind": kind,
+        "code": code,
+    }
+
+
+def gpu(node: str = "g001", gpu_index: int = 0) -> Row:
+    """A `gpus` (inventory) row."""
+    return {
+        "cluster": CLUSTER,
+        "node": node,
+        "gpu_index": gpu_index,
+        "gpu_uuid": uuid_of(node, gpu_index),
+        "model": "NVIDIA H100 80GB HBM3",
+        "first_seen": T0,
+    }
+
+
+def land(root: Path, name: str, rows: Sequence[Mapping[str, Any]], batch_id: str = "test") -> None:
+    """Write `rows` into table `name` of the lake at `root` (nothing when there are none)."""
+    if rows:
+        write_batch(root, name, table(name, rows), batch_id)
