@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from app.commands import register
 from app.errors import AppError, reports_errors
 
 __all__ = ["cli", "main"]
@@ -491,6 +492,9 @@ def bench(gpus: int, days: int, out: Path, workdir: Path | None) -> None:
 def main() -> None:
     """Console entry point."""
     cli()
+
+
+register(cli)
 
 
 if __name__ == "__main__":

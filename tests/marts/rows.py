@@ -12,8 +12,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pyarrow as pa
 
+from warehouse.attribution import AttributionConfig, build_marts, reattribute
+from warehouse.connection import connect
 from warehouse.schema import TABLES
 from warehouse.writer import write_batch
 
@@ -150,3 +153,37 @@ def land(root: Path, name: str, rows: Sequence[Mapping[str, Any]], batch_id: str
     """Write `rows` into table `name` of the lake at `root` (nothing when there are none)."""
     if rows:
         write_batch(root, name, table(name, rows), batch_id)
+
+
+def build_lake(
+    root: Path,
+    *,
+    samples: Sequence[Mapping[str, Any]] = (),
+    jobs: Sequence[Mapping[str, Any]] = (),
+    job_gpus: Sequence[Mapping[str, Any]] = (),
+    events: Sequence[Mapping[str, Any]] = (),
+    gpus: Sequence[Mapping[str, Any]] = (),
+) -> duckdb.DuckDBPyConnection:
+    """Land the given rows, attribute the samples by `job_gpus`, build every mart; return `con`.
+
+    Samples are landed as given (usually with a null job_id), then `reattribute` sets owners.
+    """
+    land(root, "gpu_samples", samples)
+    land(root, "jobs", jobs)
+    land(root, "job_gpus", job_gpus)
+    land(root, "gpu_events", events)
+    land(root, "gpus", gpus)
+    con = connect(root)
+    reattribute(con, root)
+    build_marts(con, root, AttributionConfig())
+    return con
+
+
+def fetch(con: duckdb.DuckDBPyConnection, query: str) -> list[dict[str, Any]]:
+    """The rows of `query` as dicts (column name -> Python value)."""
+    return con.sql(query).pl().to_dicts()
+
+
+def by_job(con: duckdb.DuckDBPyConnection, mart: str = "job_usage") -> dict[str, dict[str, Any]]:
+    """Rows of a per-job mart keyed by job_id."""
+    return {row["job_id"]: row for row in fetch(con, f"SELECT * FROM {mart}")}

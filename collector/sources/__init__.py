@@ -1,0 +1,1 @@
+"""Sources that read real systems and traces into the lake's contract tables."""
