@@ -103,6 +103,8 @@ def _simulate(
     from collector.sim import SimConfig, simulate
     from collector.sim.runner import DEFAULT_START
 
+    if 86400 % interval:
+        raise click.BadParameter(f"{interval!r} s does not divide a day", param_hint="--interval")
     cfg = SimConfig(
         cluster=cluster,
         gpus=gpus,
@@ -198,7 +200,9 @@ def simulate(
 # ---------------------------------------------------------------- attribute
 
 
-def _attribute(lake: Path, idle_below: float, bucket: int, quiet: bool) -> None:
+def _attribute(
+    lake: Path, idle_below: float, bucket: int, quiet: bool, force: bool = False
+) -> None:
     from warehouse.attribution import MART_ORDER, AttributionConfig, build_marts, reattribute
     from warehouse.connection import connect
 
@@ -214,6 +218,7 @@ def _attribute(lake: Path, idle_below: float, bucket: int, quiet: bool) -> None:
             lake,
             AttributionConfig(idle_below=idle_below, bucket_s=bucket),
             progress=lambda _mart: update(next(done), len(MART_ORDER)),
+            force=force,
         )
     click.echo(
         f"Attributed: {checked} sample file(s) checked, {rewritten} rewritten "
@@ -239,18 +244,23 @@ def _attribute(lake: Path, idle_below: float, bucket: int, quiet: bool) -> None:
     show_default=True,
     help="Occupancy bucket width in seconds (must divide a day).",
 )
+@click.option(
+    "--force", is_flag=True, help="Rebuild the marts even if nothing they read has changed."
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
 @reports_errors
-def attribute(lake: Path, idle_below: float, bucket: int, quiet: bool) -> None:
+def attribute(lake: Path, idle_below: float, bucket: int, quiet: bool, force: bool) -> None:
     """Attribute samples to jobs and (re)build the marts.
 
     \b
     Sample files are re-checked only when they or the scheduler's allocations (job_gpus)
     changed since the last run, so late scheduler records re-attribute what they cover.
     Marts: gpu_job_buckets, job_gpu_daily, job_usage, job_outcomes, usage_daily,
-    cluster_occupancy (definitions: DESIGN.md §4). Re-running changes nothing.
+    cluster_occupancy (definitions: DESIGN.md §4). When neither the lake's raw files nor
+    the options changed since the last build, the marts are left as they are; re-running
+    changes nothing.
     """
-    _attribute(lake, idle_below, bucket, quiet)
+    _attribute(lake, idle_below, bucket, quiet, force)
 
 
 # ---------------------------------------------------------------- query
@@ -316,22 +326,26 @@ def query(
     import sql
     from warehouse import queries
     from warehouse.connection import DERIVED_VIEWS, REFERENCE_VIEWS, connect, quote_ident
+    from warehouse.errors import EmptyWarehouse
     from warehouse.schema import TABLES
 
-    con = connect(lake)
     values = dict(_parse_param(p) for p in params)
     readable = set(TABLES) | set(DERIVED_VIEWS) | set(REFERENCE_VIEWS)
-    if name in readable:
-        if values:
-            raise click.BadParameter("tables take no --param", param_hint="--param")
-        frame = con.sql(f"SELECT * FROM {quote_ident(name)}").pl()  # name is from a closed set
-    elif name in sql.names():
-        frame = queries.run(con, name, **values)
-    else:
+    if name not in readable and name not in sql.names():
         known = ", ".join(sorted(readable) + list(sql.names()))
         raise click.BadParameter(
             f"{name!r} is neither a table nor a shipped query; known: {known}", param_hint="NAME"
         )
+    if name in readable and values:
+        raise click.BadParameter("tables take no --param", param_hint="--param")
+    # a mistyped --lake would otherwise print an empty table and exit 0
+    if not lake.is_dir():
+        raise EmptyWarehouse(lake, "any table (the folder does not exist)")
+    con = connect(lake)
+    if name in readable:
+        frame = con.sql(f"SELECT * FROM {quote_ident(name)}").pl()  # name is from a closed set
+    else:
+        frame = queries.run(con, name, **values)
     if limit is not None:
         frame = frame.head(limit)
     if fmt == "parquet":
@@ -341,6 +355,12 @@ def query(
         click.echo(f"Wrote {frame.height:,} rows to {out}", err=True)
         return
     if fmt == "csv":
+        import polars as pl
+
+        # CSV holds no nested values: write lists (jobs.nodes) as comma-separated text
+        nested = [c for c, t in frame.schema.items() if isinstance(t, pl.List)]
+        if nested:
+            frame = frame.with_columns(pl.col(nested).cast(pl.List(pl.String)).list.join(","))
         text = frame.write_csv()
     elif fmt == "json":
         text = json.dumps(frame.to_dicts(), default=str, indent=1)
@@ -358,7 +378,7 @@ def query(
         out.write_text(text, encoding="utf-8")
         click.echo(f"Wrote {frame.height:,} rows to {out}", err=True)
     else:
-        click.echo(text)
+        click.echo(text, nl=not text.endswith("\n"))  # CSV already ends its last line
 
 
 # ---------------------------------------------------------------- dashboard and demo
@@ -467,10 +487,12 @@ def demo(
     help="Where to write the results as JSON.",
 )
 @click.option(
-    "--workdir",
+    "--lake",
+    "workdir",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Folder for the bench lake (default: a temporary folder, removed after).",
+    help="Folder to build the throw-away bench lake in (default: the system's temporary "
+    "folder); the lake is removed afterwards.",
 )
 @reports_errors
 def bench(gpus: int, days: int, out: Path, workdir: Path | None) -> None:

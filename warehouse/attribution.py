@@ -19,9 +19,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+import sql
 from warehouse import layout, queries
 from warehouse.connection import register_table
-from warehouse.schema import MARTS
+from warehouse.schema import MARTS, RAW_TABLES
 from warehouse.writer import atomic_write, replace_partitions
 
 if TYPE_CHECKING:
@@ -90,6 +91,7 @@ def _state(root: Path) -> sqlite3.Connection:
         "CREATE TABLE IF NOT EXISTS checked_files ("
         " path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, allocations TEXT)"
     )
+    db.execute("CREATE TABLE IF NOT EXISTS marts_built (fingerprint TEXT)")
     return db
 
 
@@ -133,6 +135,9 @@ def reattribute(
     A rewritten file keeps its name, rows, order and `_batch`; only `job_id` changes.
     """
     allocations = _fingerprint(layout.table_files(root, "job_gpus"))
+    # The files are checked against the allocations as they are now, not as they were when
+    # `con` was opened: a stale view would record files as checked against rows it never saw.
+    register_table(con, root, "job_gpus")
     files = layout.table_files(root, "gpu_samples")
     checked = rewritten = changed_rows = 0
     with _state(root) as db:
@@ -171,13 +176,47 @@ def _land_mart(root: Path, mart: str, result: pa.Table) -> int:
     return int(table.num_rows)
 
 
+def _inputs_fingerprint(root: Path, config: AttributionConfig) -> str:
+    """What the marts are a function of: every raw file, the SQL that builds them, the config."""
+    digest = hashlib.sha1(repr(config).encode())
+    for table in RAW_TABLES:
+        digest.update(_fingerprint(layout.table_files(root, table)).encode())
+    for _, query in MART_ORDER:
+        digest.update(sql.load(query).encode())
+    return digest.hexdigest()
+
+
+def _mart_rows(root: Path, mart: str) -> int:
+    return sum(pq.read_metadata(p).num_rows for p in layout.table_files(root, mart))
+
+
 def build_marts(
     con: duckdb.DuckDBPyConnection,
     root: Path,
     config: AttributionConfig,
     progress: Callable[[str], None] | None = None,
+    *,
+    force: bool = False,
 ) -> dict[str, int]:
-    """Rebuild every mart from the lake; return the row count of each."""
+    """Rebuild every mart from the lake; return the row count of each.
+
+    When nothing the marts depend on changed since the last build (same raw files, SQL and
+    config), the marts are left as they are, unless `force`.
+    """
+    fingerprint = _inputs_fingerprint(root, config)
+    with _state(root) as db:
+        built = db.execute("SELECT fingerprint FROM marts_built").fetchone()
+    if (
+        not force
+        and built == (fingerprint,)
+        and all(layout.table_files(root, mart) for mart, _ in MART_ORDER)
+    ):
+        if progress:
+            for mart, _ in MART_ORDER:
+                progress(mart)
+        return {mart: _mart_rows(root, mart) for mart, _ in MART_ORDER}
+    for table in RAW_TABLES:  # read what is in the lake now, not when `con` was opened
+        register_table(con, root, table)
     counts = {}
     for mart, query in MART_ORDER:
         if progress:
@@ -185,6 +224,9 @@ def build_marts(
         result = queries.run_arrow(con, query, **config.params(query, con))
         counts[mart] = _land_mart(root, mart, result)
         register_table(con, root, mart)
+    with _state(root) as db:
+        db.execute("DELETE FROM marts_built")
+        db.execute("INSERT INTO marts_built VALUES (?)", (fingerprint,))
     return counts
 
 
@@ -193,8 +235,10 @@ def attribute(
     root: Path,
     config: AttributionConfig,
     progress: Callable[[str], None] | None = None,
+    *,
+    force: bool = False,
 ) -> AttributionResult:
-    """Re-attribute what changed, then rebuild the marts."""
+    """Re-attribute what changed, then rebuild the marts (if anything they read changed)."""
     checked, rewritten, changed = reattribute(con, root)
-    counts = build_marts(con, root, config, progress)
+    counts = build_marts(con, root, config, progress, force=force)
     return AttributionResult(checked, rewritten, changed, counts)

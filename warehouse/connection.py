@@ -49,7 +49,24 @@ def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+_DUCKDB_TYPES = {
+    pa.string(): "VARCHAR",
+    pa.float32(): "FLOAT",
+    pa.float64(): "DOUBLE",
+    pa.int16(): "SMALLINT",
+    pa.int32(): "INTEGER",
+    pa.int64(): "BIGINT",
+    pa.bool_(): "BOOLEAN",
+    pa.date32(): "DATE",
+    pa.timestamp("ms", tz="UTC"): "TIMESTAMP WITH TIME ZONE",
+    pa.list_(pa.string()): "VARCHAR[]",
+}
+
+
 def _duckdb_type(con: duckdb.DuckDBPyConnection, arrow_type: pa.DataType) -> str:
+    known = _DUCKDB_TYPES.get(arrow_type)
+    if known is not None:
+        return known
     empty = pa.table({"x": pa.array([], arrow_type)})
     return str(con.from_arrow(empty).types[0])
 

@@ -214,7 +214,8 @@ def make_jobs(
 ) -> list[Job]:
     """Draw jobs until their GPU-time is `load` × the fleet's capacity, then give them submit times.
 
-    About a tenth of the demand is already queued when the window opens, so the cluster starts busy.
+    The first jobs, about 18 hours of the fleet's capacity, were queued in the 6 hours before the
+    window opens, so the cluster starts as busy as it is later, not empty.
     """
     capacity = fleet.n_gpus * days * DAY_S
     activity = np.array([u.activity for u in users])
@@ -227,7 +228,9 @@ def make_jobs(
         job = _draw_job(rng, 1000 + len(jobs), user, user.account in pretrain_accounts, max_gpus)
         jobs.append(job)
         demand += job.gpus * job.runtime_s
-    backlog = len(jobs) // 10
+    warm = 0.75 * fleet.n_gpus * DAY_S
+    queued = np.cumsum([j.gpus * j.runtime_s for j in jobs])
+    backlog = min(int(np.searchsorted(queued, warm)) + 1, len(jobs) // 3)
     times = np.concatenate(
         [
             np.sort(rng.uniform(-6 * HOUR_S, 0, size=backlog)),

@@ -56,6 +56,8 @@ claims AS (
         ON g.cluster = s.cluster
         AND g.node = s.node
     WHERE g.gpu_index IS NULL
+        AND (g.gpu_uuid IS NULL OR s.gpu_uuid IS NULL OR g.gpu_uuid = s.gpu_uuid)
+        AND (g.mig_instance IS NULL OR g.mig_instance = s.mig_instance)
         AND s.ts >= g.start_ts
         AND (g.end_ts IS NULL OR s.ts < g.end_ts)
 ),

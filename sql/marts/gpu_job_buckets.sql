@@ -15,6 +15,8 @@
 -- ts; carry_* hold the part of its span that runs past the bucket's end, so occupancy can move
 -- it to the next bucket and stay exact. The *_sum columns are time-weighted (value × span_s);
 -- divide by the matching *_known_s for a mean, so rows add up exactly.
+-- As DESIGN §4 defines it, a sample is active when it is observed and not idle, so a sample
+-- with no utilisation field at all counts as active (active_s + idle_s = observed_s).
 
 SELECT
     s.cluster,
@@ -35,10 +37,10 @@ SELECT
     sum(s.span_s) AS observed_s,
     sum(greatest(epoch(s.ts) + s.span_s - (floor(epoch(s.ts) / $bucket_s) + 1) * $bucket_s, 0))
         AS carry_s,
-    coalesce(sum(s.span_s) FILTER (WHERE s.busy >= $idle_below), 0) AS active_s,
+    coalesce(sum(s.span_s) FILTER (WHERE s.busy IS NULL OR s.busy >= $idle_below), 0) AS active_s,
     coalesce(sum(greatest(
         epoch(s.ts) + s.span_s - (floor(epoch(s.ts) / $bucket_s) + 1) * $bucket_s, 0
-    )) FILTER (WHERE s.busy >= $idle_below), 0) AS carry_active_s,
+    )) FILTER (WHERE s.busy IS NULL OR s.busy >= $idle_below), 0) AS carry_active_s,
     coalesce(sum(s.span_s) FILTER (WHERE s.busy < $idle_below), 0) AS idle_s,
     coalesce(sum(greatest(
         epoch(s.ts) + s.span_s - (floor(epoch(s.ts) / $bucket_s) + 1) * $bucket_s, 0

@@ -25,9 +25,18 @@ alloc AS (
     SELECT
         cluster,
         job_id,
-        sum(end_e - start_e) / 3600.0 AS alloc_gpu_h,
-        count(DISTINCT slot) AS slots
-    FROM job_gpu_intervals
+        sum((end_e - start_e) * gpus) / 3600.0 AS alloc_gpu_h,
+        sum(slot_gpus) AS slots
+    FROM (
+        SELECT
+            *,
+            CASE
+                WHEN row_number() OVER (PARTITION BY cluster, job_id, slot ORDER BY start_e) = 1
+                    THEN gpus
+                ELSE 0
+            END AS slot_gpus
+        FROM job_gpu_intervals
+    ) AS numbered
     GROUP BY cluster, job_id
 ),
 used AS (

@@ -14,7 +14,8 @@ WITH alloc_days AS (
         i.cluster,
         i.job_id,
         CAST(day_n AS BIGINT) AS day_n,
-        least(i.end_e, (day_n + 1) * 86400.0) - greatest(i.start_e, day_n * 86400.0) AS alloc_s
+        (least(i.end_e, (day_n + 1) * 86400.0) - greatest(i.start_e, day_n * 86400.0)) * i.gpus
+            AS alloc_s
     FROM job_gpu_intervals AS i,
         unnest(generate_series(
             CAST(floor(i.start_e / 86400.0) AS BIGINT),

@@ -1,14 +1,24 @@
 -- job_gpu_intervals: when each job held each GPU, overlapping intervals of one job on one GPU merged.
 --
 -- Grain:   one row per (cluster, job_id, slot, island) — a slot is a GPU or MIG instance
--- Reads:   job_gpus, gpu_samples
+-- Reads:   job_gpus, gpu_samples, gpus
 -- Params:  none
--- Returns: cluster, job_id, slot, node, gpu_index, start_e, end_e (epoch seconds)
+-- Returns: cluster, job_id, slot, node, gpu_index, gpus, start_e, end_e (epoch seconds)
 --
 -- A job still running (end_ts null) is counted up to the end of its cluster's data. Job steps
--- that overlap on one GPU are merged so no GPU-second is counted twice for one job.
+-- that overlap on one GPU are merged so no GPU-second is counted twice for one job. A
+-- whole-node allocation (no GPU index, no UUID) is one slot worth the node's GPUs in the
+-- inventory (`gpus`), or 1 where the inventory does not know the node.
 
-WITH data_end AS (
+WITH node_gpus AS (
+    SELECT
+        cluster,
+        node,
+        count(*) AS gpus
+    FROM gpus
+    GROUP BY cluster, node
+),
+data_end AS (
     SELECT
         cluster,
         max(epoch(ts) + interval_s) AS end_e
@@ -21,6 +31,10 @@ intervals AS (
         g.job_id,
         g.node,
         g.gpu_index,
+        CASE
+            WHEN g.gpu_index IS NULL AND g.gpu_uuid IS NULL THEN coalesce(n.gpus, 1)
+            ELSE 1
+        END AS gpus,
         coalesce(g.gpu_uuid, g.node || '/' || coalesce(CAST(g.gpu_index AS VARCHAR), '*'))
             || '#' || coalesce(CAST(g.mig_instance AS VARCHAR), '') AS slot,
         epoch(g.start_ts) AS start_e,
@@ -28,6 +42,8 @@ intervals AS (
     FROM job_gpus AS g
     LEFT JOIN data_end AS e
         ON e.cluster = g.cluster
+    LEFT JOIN node_gpus AS n
+        ON n.cluster = g.cluster AND n.node = g.node
 ),
 flagged AS (
     SELECT
@@ -36,6 +52,7 @@ flagged AS (
         slot,
         node,
         gpu_index,
+        gpus,
         start_e,
         end_e,
         CASE
@@ -55,6 +72,7 @@ islands AS (
         slot,
         node,
         gpu_index,
+        gpus,
         start_e,
         end_e,
         sum(is_new) OVER (
@@ -70,6 +88,7 @@ SELECT
     slot,
     min(node) AS node,
     min(gpu_index) AS gpu_index,
+    max(gpus) AS gpus,
     min(start_e) AS start_e,
     max(end_e) AS end_e
 FROM islands

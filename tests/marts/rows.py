@@ -14,6 +14,7 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pytest
 
 from warehouse.attribution import AttributionConfig, build_marts, reattribute
 from warehouse.connection import connect
@@ -155,6 +156,27 @@ def land(root: Path, name: str, rows: Sequence[Mapping[str, Any]], batch_id: str
         write_batch(root, name, table(name, rows), batch_id)
 
 
+def mixed_lake() -> dict[str, list[Row]]:
+    """Rows of a small lake with most of what attribution must handle, for build_lake(**..)."""
+    jitter = [0.0, 1.5, -2.0, 0.25, 3.0, -1.0]
+    # GPU 0: a gap, a duplicate, and back after every GPU was silent over [~1000, 1700).
+    g0 = [t for t in range(0, 900, 30) if not 300 <= t < 600] + [120, 1700, 1730, 1760]
+    g1 = [100 + 20 * i + jitter[i % len(jitter)] for i in range(45)]  # 20 s interval, jittered
+    return {
+        "samples": samples(g0, gpu_index=0, engine_active=0.4)
+        + samples(g1, gpu_index=1, interval_s=20.0, engine_active=0.0, gpu_util_pct=5.0)
+        + samples(range(0, 200, 30), node="g002", engine_active=1.0),
+        "jobs": [job("j1", 0, 700), job("j2", 50, 500), job("j3", 400, 900)],
+        "job_gpus": [
+            job_gpu("j1", 0, 700, gpu_index=0),
+            job_gpu("j2", 50, 500, gpu_index=1),
+            job_gpu("j3", 400, 900, gpu_index=1),  # shares GPU 1 with j2 over [400, 500)
+            job_gpu("j4", 0, 100, node="g002", with_uuid=False) | {"gpu_index": None},
+        ],
+        "gpus": [gpu(), gpu(gpu_index=1), gpu("g002"), gpu("g002", 1)],
+    }
+
+
 def build_lake(
     root: Path,
     *,
@@ -187,3 +209,8 @@ def fetch(con: duckdb.DuckDBPyConnection, query: str) -> list[dict[str, Any]]:
 def by_job(con: duckdb.DuckDBPyConnection, mart: str = "job_usage") -> dict[str, dict[str, Any]]:
     """Rows of a per-job mart keyed by job_id."""
     return {row["job_id"]: row for row in fetch(con, f"SELECT * FROM {mart}")}
+
+
+def approx_rows(expected: Sequence[Sequence[float]], rel: float = 1e-9, abs: float = 1e-6) -> list:
+    """`expected` rows (tuples of numbers) compared approximately: `got == approx_rows(...)`."""
+    return [pytest.approx(tuple(row), rel=rel, abs=abs) for row in expected]

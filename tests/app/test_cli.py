@@ -1,0 +1,258 @@
+"""The `gpuledger` command line (DESIGN §5): help, the simulate → attribute → query pipeline,
+demo and bench, and errors as one clear line with exit code 1 (2 for usage errors)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner, Result
+
+from app.cli import cli
+from warehouse.connection import connect
+
+SMALL = ["--gpus", "16", "--days", "1"]
+
+
+def _runner() -> CliRunner:
+    """A runner that does not see the developer's GPULEDGER_* settings."""
+    return CliRunner(env={k: None for k in os.environ if k.startswith("GPULEDGER_")})
+
+
+def invoke(*args: str) -> Result:
+    return _runner().invoke(cli, list(args))
+
+
+def _assert_one_line_error(result: Result, code: int, *fragments: str) -> str:
+    """The command failed with `code`, said why in one line, and printed no traceback."""
+    assert result.exit_code == code, result.output
+    assert isinstance(result.exception, SystemExit), result.exception
+    assert "Traceback" not in result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1, result.output
+    for fragment in fragments:
+        assert fragment in errors[0], result.output
+    return errors[0]
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small lake built through the CLI: simulate, then attribute."""
+    root = tmp_path_factory.mktemp("cli") / "lake"
+    simulated = invoke("simulate", "--lake", str(root), *SMALL, "--quiet")
+    assert simulated.exit_code == 0, simulated.output
+    assert "Simulated cluster 'sim': 16 GPUs" in simulated.output
+    attributed = invoke("attribute", "--lake", str(root), "--quiet")
+    assert attributed.exit_code == 0, attributed.output
+    assert "job_usage" in attributed.output
+    return root
+
+
+@pytest.fixture(scope="module")
+def job_usage(lake: Path) -> pl.DataFrame:
+    con = connect(lake, require=("job_usage",))
+    try:
+        frame: pl.DataFrame = con.sql("SELECT * FROM job_usage").pl()
+        return frame
+    finally:
+        con.close()
+
+
+# ---------------------------------------------------------------- help
+
+
+@pytest.mark.parametrize(
+    ("command", "mentions"),
+    [
+        ([], ["demo", "simulate", "attribute", "query", "dashboard", "bench"]),
+        (["simulate"], ["--lake", "--gpus", "--days", "--seed", "--cluster", "--interval"]),
+        (["attribute"], ["--lake", "--idle-below", "--bucket", "--quiet"]),
+        (["query"], ["NAME", "--lake", "--param", "--format", "--out", "--limit"]),
+        (["dashboard"], ["--lake", "--port", "--address"]),
+        (["demo"], ["--lake", "--gpus", "--days", "--seed", "--no-dashboard", "--port"]),
+        (["bench"], ["--gpus", "--days", "--out", "--lake"]),
+    ],
+)
+def test_help_exits_0_and_lists_the_options(command: list[str], mentions: list[str]) -> None:
+    result = invoke(*command, "--help")
+    assert result.exit_code == 0, result.output
+    for word in mentions:
+        assert word in result.output, f"{word} missing from {command} --help"
+
+
+# ---------------------------------------------------------------- simulate, attribute, query
+
+
+def test_query_writes_csv(lake: Path, job_usage: pl.DataFrame) -> None:
+    result = invoke("query", "job_usage", "--lake", str(lake), "--format", "csv")
+    assert result.exit_code == 0, result.output
+    frame = pl.read_csv(io.StringIO(result.stdout))
+    assert frame.columns == job_usage.columns
+    assert frame.height == job_usage.height > 0
+    assert sorted(frame["job_id"].cast(pl.String)) == sorted(job_usage["job_id"])
+
+
+def test_query_writes_lists_into_csv_as_comma_separated_text(lake: Path) -> None:
+    result = invoke("query", "jobs", "--lake", str(lake), "--format", "csv")
+    assert result.exit_code == 0, result.output
+    frame = pl.read_csv(io.StringIO(result.stdout))
+    nodes = frame.filter(pl.col("start_ts").is_not_null())["nodes"]
+    assert nodes.len() > 0
+    assert nodes.str.contains(r"^gpu-\d{3}(,gpu-\d{3})*$").all(), nodes
+
+
+def test_query_writes_json(lake: Path, job_usage: pl.DataFrame) -> None:
+    result = invoke("query", "job_usage", "--lake", str(lake), "--format", "json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert len(rows) == job_usage.height
+    assert set(rows[0]) == set(job_usage.columns)
+
+
+def test_query_writes_parquet_to_a_file(
+    lake: Path, job_usage: pl.DataFrame, tmp_path: Path
+) -> None:
+    out = tmp_path / "f.parquet"
+    result = invoke(
+        "query", "job_usage", "--lake", str(lake), "--format", "parquet", "--out", str(out)
+    )
+    assert result.exit_code == 0, result.output
+    frame = pl.read_parquet(out)
+    assert frame.columns == job_usage.columns
+    assert frame.height == job_usage.height
+
+
+def test_query_limits_rows(lake: Path) -> None:
+    result = invoke("query", "jobs", "--lake", str(lake), "--format", "json", "--limit", "2")
+    assert result.exit_code == 0, result.output
+    assert len(json.loads(result.stdout)) == 2
+
+
+def test_query_runs_a_shipped_query_with_params(lake: Path) -> None:
+    result = invoke(
+        "query",
+        "dashboard/top_users_by_idle",
+        "--lake",
+        str(lake),
+        "-p",
+        "cluster=sim",
+        "-p",
+        "limit=3",
+        "--format",
+        "json",
+    )
+    assert result.exit_code == 0, result.output
+    users = json.loads(result.stdout)
+    assert 1 <= len(users) <= 3
+    assert all(u["cluster"] == "sim" for u in users)
+    idle = [u["idle_gpu_h"] for u in users]
+    assert idle == sorted(idle, reverse=True)
+
+
+def test_query_prints_a_table_by_default(lake: Path) -> None:
+    result = invoke("query", "job_usage", "--lake", str(lake), "--limit", "3")
+    assert result.exit_code == 0, result.output
+    assert "shape: (3, " in result.stdout
+
+
+# ---------------------------------------------------------------- errors
+
+
+def test_attribute_on_an_empty_lake_names_it(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    _assert_one_line_error(invoke("attribute", "--lake", str(empty)), 1, str(empty))
+
+
+def test_attribute_on_a_missing_lake_names_it(tmp_path: Path) -> None:
+    missing = tmp_path / "missing"
+    _assert_one_line_error(invoke("attribute", "--lake", str(missing)), 1, str(missing))
+    assert not missing.exists()
+
+
+def test_query_on_a_missing_lake_names_it(tmp_path: Path) -> None:
+    missing = tmp_path / "missing"
+    result = invoke("query", "job_usage", "--lake", str(missing))
+    _assert_one_line_error(result, 1, str(missing))
+    assert not missing.exists()
+
+
+def test_query_of_an_unknown_name_is_a_usage_error_listing_known_names(lake: Path) -> None:
+    result = invoke("query", "nosuchthing", "--lake", str(lake))
+    _assert_one_line_error(result, 2, "'nosuchthing'", "job_usage", "dashboard/top_users_by_idle")
+
+
+def test_query_without_its_params_names_the_expected_ones(lake: Path) -> None:
+    result = invoke("query", "dashboard/top_users_by_idle", "--lake", str(lake))
+    _assert_one_line_error(result, 1, "dashboard/top_users_by_idle", "cluster", "limit")
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["-p", "cluster"], "KEY=VALUE"),  # not KEY=VALUE
+        (["-p", "cluster=sim"], "--param"),  # a table takes no params
+        (["--format", "parquet"], "--out"),  # parquet needs a file
+        (["--format", "xml"], "xml"),
+    ],
+)
+def test_bad_query_options_are_usage_errors(lake: Path, args: list[str], fragment: str) -> None:
+    result = invoke("query", "job_usage", "--lake", str(lake), *args)
+    _assert_one_line_error(result, 2, fragment)
+
+
+def test_simulate_refuses_zero_gpus(tmp_path: Path) -> None:
+    result = invoke("simulate", "--lake", str(tmp_path / "lake"), "--gpus", "0")
+    _assert_one_line_error(result, 2, "--gpus", "0")
+    assert not (tmp_path / "lake").exists()
+
+
+def test_simulate_refuses_an_interval_that_does_not_divide_a_day(tmp_path: Path) -> None:
+    result = invoke("simulate", "--lake", str(tmp_path / "lake"), "--interval", "7", *SMALL)
+    assert result.exit_code in (1, 2), result.output
+    _assert_one_line_error(result, result.exit_code, "7", "divide a day")
+    assert not (tmp_path / "lake").exists()
+
+
+def test_simulate_refuses_a_start_that_is_not_a_date(tmp_path: Path) -> None:
+    result = invoke("simulate", "--lake", str(tmp_path / "lake"), "--start", "yesterday")
+    _assert_one_line_error(result, 2, "'yesterday'", "ISO")
+
+
+# ---------------------------------------------------------------- demo and bench
+
+
+def test_demo_prints_the_summary(tmp_path: Path) -> None:
+    lake = tmp_path / "lake"
+    result = invoke("demo", "--lake", str(lake), "--no-dashboard", *SMALL)
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "Cluster sim: 16 GPUs" in out
+    assert "occupancy (allocated / capacity)" in out
+    assert "idle while allocated" in out
+    assert "top 5 users by idle GPU-hours:" in out
+    users = out.split("top 5 users by idle GPU-hours:")[1].split("top 5 jobs")[0]
+    assert "idle GPU-h" in users, "no user listed under the top idle users"
+    # the demo is deterministic: running it again over the same lake prints the same summary
+    again = invoke("demo", "--lake", str(lake), "--no-dashboard", *SMALL)
+    assert again.exit_code == 0, again.output
+    assert again.stdout.split("Cluster sim:")[1] == out.split("Cluster sim:")[1]
+
+
+def test_bench_writes_its_results_as_json(tmp_path: Path) -> None:
+    out = tmp_path / "b.json"
+    work = tmp_path / "work"
+    work.mkdir()
+    result = invoke("bench", *SMALL, "--out", str(out), "--lake", str(work))
+    assert result.exit_code == 0, result.output
+    assert "samples/s" in result.stdout
+    results = json.loads(out.read_text(encoding="utf-8"))
+    rates = {k: v for k, v in results.items() if k.endswith("samples_per_s")}
+    assert {"simulate_samples_per_s", "attribution_samples_per_s"} <= set(rates)
+    assert all(v > 0 for v in rates.values()), rates
+    assert results["samples"] > 0
+    assert list(work.iterdir()) == [], "bench left its lake behind"

@@ -1,0 +1,179 @@
+"""job_usage and usage_daily on hand-made rows: multi-GPU jobs, energy, MIG, midnight."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from tests.marts import rows as r
+
+H = 3600.0
+KWH = 3_600_000.0  # J per kWh
+
+
+def test_a_two_gpu_job_with_one_idle_gpu(tmp_path):
+    # j1 holds GPUs 0 and 1 over [0, 300); both sampled every 30 s, plus one sample at 300
+    # (after the job) so every job sample stands for 30 s.
+    times = range(0, 330, 30)
+    con = r.build_lake(
+        tmp_path,
+        samples=(
+            # GPU 0 idle: engine_active 0 wins over GPU_UTIL 97 % ("a kernel was running").
+            r.samples(times, gpu_index=0, engine_active=0.0, gpu_util_pct=97.0)
+            # GPU 1 busy at 0.8, no GPU_UTIL field.
+            + r.samples(times, gpu_index=1, engine_active=0.8)
+        ),
+        jobs=[r.job("j1", 0, 300, gpus=2)],
+        job_gpus=[r.job_gpu("j1", 0, 300, gpu_index=0), r.job_gpu("j1", 0, 300, gpu_index=1)],
+    )
+    job = r.by_job(con)["j1"]
+
+    assert job["gpus"] == 2
+    assert job["samples"] == 20  # 10 per GPU; the samples at 300 are nobody's
+    assert job["alloc_gpu_h"] == pytest.approx(2 * 300 / H)
+    assert job["observed_gpu_h"] == pytest.approx(2 * 300 / H)
+    assert job["idle_gpu_h"] == pytest.approx(300 / H)  # all of GPU 0
+    assert job["active_gpu_h"] == pytest.approx(300 / H)  # all of GPU 1
+    # Σ busy × interval = 0 × 300 + 0.8 × 300 = 240 s (0.8 as float32: rel 1e-7).
+    assert job["effective_gpu_h"] == pytest.approx(240 / H, rel=1e-6)
+    assert job["busy_mean"] == pytest.approx(240 / 600, rel=1e-6)
+    # Means are over the samples that carry the field: only GPU 0 has GPU_UTIL.
+    assert job["gpu_util_pct_mean"] == pytest.approx(97.0)
+    assert job["sm_active_mean"] is None
+    assert job["gpus_never_active"] == 1
+
+
+def test_energy_across_a_counter_reset_uses_power_over_the_reset_step(tmp_path):
+    # The counter climbs 300 J per 30 s, then the driver reloads between 60 s and 90 s.
+    con = r.build_lake(
+        tmp_path,
+        samples=r.samples(
+            [0, 30, 60, 90, 120, 150],
+            engine_active=0.5,
+            energy_j=[1000.0, 1300.0, 1600.0, 50.0, 350.0, 650.0],
+            power_w=[10.0, 10.0, 12.0, 10.0, 10.0, 10.0],
+        ),
+        jobs=[r.job("j1", 0, 150)],
+        job_gpus=[r.job_gpu("j1", 0, 150)],  # the sample at 150 is nobody's
+    )
+    job = r.by_job(con)["j1"]
+
+    # Before the reset: (1300 - 1000) + (1600 - 1300) = 600 J; over the reset step the
+    # sample at 60 s draws 12 W × 30 s = 360 J; after it: (350 - 50) + (650 - 350) = 600 J.
+    assert job["energy_kwh"] == pytest.approx((600 + 360 + 600) / KWH)
+    # Time-weighted power: (4 × 10 W + 12 W) × 30 s / 150 s = 10.4 W.
+    assert job["power_w_mean"] == pytest.approx(10.4)
+
+
+def test_energy_without_a_counter_is_power_times_interval(tmp_path):
+    con = r.build_lake(
+        tmp_path,
+        samples=r.samples([0, 30, 60], power_w=[100.0, 200.0, 300.0]),
+        job_gpus=[r.job_gpu("j1", 0, 90)],
+    )
+
+    # 100 W × 30 s + 200 W × 30 s + 300 W × 30 s (the last sample: its interval) = 18 000 J.
+    assert r.by_job(con)["j1"]["energy_kwh"] == pytest.approx(18_000 / KWH)
+
+
+def test_two_mig_instances_split_the_devices_energy_and_count_as_one_gpu(tmp_path):
+    # Instances 1 and 2 of one GPU both report the device's power (200 W) and energy counter
+    # (+6000 J per 30 s) at the same times; jA owns instance 1, jB instance 2, over [0, 120).
+    times = [0, 30, 60, 90, 120]
+    device = {
+        "mig_profile": "3g.40gb",
+        "power_w": 200.0,
+        "energy_j": [0.0, 6000.0, 12000.0, 18000.0, 24000.0],
+    }
+    con = r.build_lake(
+        tmp_path,
+        samples=r.samples(times, mig_instance=1, engine_active=0.9, **device)
+        + r.samples(times, mig_instance=2, engine_active=0.0, **device),
+        jobs=[r.job("jA", 0, 120), r.job("jB", 0, 120)],
+        job_gpus=[
+            r.job_gpu("jA", 0, 120, mig_instance=1, mapping="nvml-cgroup"),
+            r.job_gpu("jB", 0, 120, mig_instance=2, mapping="nvml-cgroup"),
+        ],
+        gpus=[r.gpu()],
+    )
+    usage = r.by_job(con)
+
+    # The device drew 24 000 J over [0, 120); each job gets half: 12 000 J.
+    assert usage["jA"]["energy_kwh"] == pytest.approx(12_000 / KWH)
+    assert usage["jB"]["energy_kwh"] == pytest.approx(12_000 / KWH)
+    assert usage["jA"]["power_w_mean"] == pytest.approx(100.0)  # its share of 200 W
+    # Busy and idle are the instance's own.
+    assert usage["jA"]["idle_gpu_h"] == 0.0
+    assert usage["jB"]["idle_gpu_h"] == pytest.approx(120 / H)
+    # One bucket, data over [0, 150): the GPU counts once. Each instance is half the GPU:
+    # allocated 2 × 120 s × 0.5 = 120 s; unallocated (the samples at 120) 2 × 30 s × 0.5 = 30 s.
+    assert r.fetch(
+        con,
+        "SELECT gpus_total, gpus_allocated, gpus_unallocated, gpus_unobserved "
+        "FROM cluster_occupancy",
+    ) == [
+        pytest.approx(
+            {
+                "gpus_total": 1.0,
+                "gpus_allocated": 120 / 150,
+                "gpus_unallocated": 30 / 150,
+                "gpus_unobserved": 0.0,
+            }
+        )
+    ]
+
+
+def test_a_job_crossing_midnight_is_split_between_the_two_dates(tmp_path):
+    # j1 runs 23:50 to 00:10 UTC (T0 is midnight). Busy before midnight, idle after; 100 W,
+    # no energy counter. Samples every 30 s, plus one at 00:10 that is nobody's.
+    times = list(range(-600, 630, 30))
+    con = r.build_lake(
+        tmp_path,
+        samples=r.samples(
+            times,
+            engine_active=[1.0 if t < 0 else 0.0 for t in times],
+            power_w=100.0,
+        ),
+        jobs=[r.job("j1", -600, 600)],
+        job_gpus=[r.job_gpu("j1", -600, 600)],
+    )
+
+    got = r.fetch(
+        con,
+        "SELECT date, account, user, jobs, alloc_gpu_h, observed_gpu_h, active_gpu_h, "
+        "idle_gpu_h, energy_kwh FROM usage_daily ORDER BY date",
+    )
+    # Each day: 600 s allocated, 20 samples × 30 s = 600 s observed, 100 W × 600 s = 60 000 J.
+    day = {
+        "account": "physics",
+        "user": "alice",
+        "jobs": 1,
+        "alloc_gpu_h": 600 / H,
+        "observed_gpu_h": 600 / H,
+        "energy_kwh": 60_000 / KWH,
+    }
+    assert got == [
+        pytest.approx(
+            day | {"date": dt.date(2024, 2, 29), "active_gpu_h": 600 / H, "idle_gpu_h": 0.0}
+        ),
+        pytest.approx(
+            day | {"date": dt.date(2024, 3, 1), "active_gpu_h": 0.0, "idle_gpu_h": 600 / H}
+        ),
+    ]
+    # And job_usage has the whole: 1200 s.
+    job = r.by_job(con)["j1"]
+    assert job["alloc_gpu_h"] == pytest.approx(1200 / H)
+    assert job["observed_gpu_h"] == pytest.approx(1200 / H)
+
+
+def test_a_running_job_is_allocated_up_to_the_end_of_the_data(tmp_path):
+    con = r.build_lake(
+        tmp_path,
+        samples=r.samples(range(0, 600, 30), engine_active=0.5),
+        jobs=[r.job("j1", 100, None, state="RUNNING")],
+        job_gpus=[r.job_gpu("j1", 100, None)],
+    )
+
+    # The data ends at the last sample's end: 570 + 30 = 600 s; allocated 600 - 100 = 500 s.
+    assert r.by_job(con)["j1"]["alloc_gpu_h"] == pytest.approx(500 / H)
