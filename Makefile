@@ -8,7 +8,11 @@ LAKE   ?= lake
 PORT   ?= 8501
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install demo test lint format bench clean
+.PHONY: install system-deps demo test lint format bench clean
+
+# Debian packages for the real services the tests start (Prometheus, Slurm, Chromium …).
+system-deps:
+	bash .ci/install-deps.sh
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,7 +31,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: lint
+test: system-deps lint
 	$(BIN)/python -m pytest
 
 format: $(STAMP)

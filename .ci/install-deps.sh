@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Install the Debian packages the test suite's real services need (idempotent: packages that are
+# already installed are skipped, so this is quick after the first run). Needs root and apt.
+set -euo pipefail
+
+# python3-venv: the Makefile's virtual environment.
+# Add a package here when a test starts a new real service.
+PACKAGES=(python3-venv)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+        missing+=("$pkg")
+    fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+    exit 0
+fi
+if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null; then
+    echo "install-deps: missing Debian packages: ${missing[*]} (run as root on Debian, or install them)" >&2
+    exit 1
+fi
+echo "install-deps: installing ${missing[*]}" >&2
+apt-get update -qq
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
