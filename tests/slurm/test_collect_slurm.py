@@ -1,0 +1,339 @@
+"""`collect_slurm`: incremental, idempotent landing of jobs and GPU allocations.
+
+Slurm is a fake runner answering from recorded outputs of a two-node cluster (see
+tests/fixtures/slurm/PROVENANCE.md): `early` while jobs 1–5 run and 6–7 wait, `final` after all
+of them ended. The lake is read back through `warehouse.connection.connect`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from collector.errors import ConfigError
+from collector.sources.slurm_collect import SlurmCommandError, collect_slurm
+from warehouse.connection import connect
+
+CLUSTER = "two-node"
+T1 = dt.datetime(2026, 12, 2, 13, 17, 31, tzinfo=dt.UTC)
+T2 = T1 + dt.timedelta(minutes=1)
+T3 = dt.datetime(2026, 12, 2, 13, 20, 0, tzinfo=dt.UTC)
+DB_DOWN = "sacct failed (exit 1): sacct: error: Problem talking to the database: Connection refused"
+
+
+def utc(text: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(text).replace(tzinfo=dt.UTC)
+
+
+@pytest.fixture
+def early(fake_slurm, fixture_text):
+    return fake_slurm(
+        fixture_text("collect/sacct-early.txt"), fixture_text("collect/scontrol-early.txt")
+    )
+
+
+@pytest.fixture
+def final(fake_slurm, fixture_text):
+    return fake_slurm(
+        fixture_text("collect/sacct-final.txt"), fixture_text("collect/scontrol-final.txt")
+    )
+
+
+_connections: dict[tuple, object] = {}
+
+
+def rows(root, query):
+    """The result of `query` over the lake; one connection per state of the lake's files."""
+    key = (root, tuple(sorted((p, p.stat().st_mtime_ns) for p in root.rglob("*.parquet"))))
+    if key not in _connections:
+        _connections.clear()
+        _connections[key] = connect(root)
+    return _connections[key].sql(query).fetchall()  # type: ignore[attr-defined]
+
+
+def window_of(call):
+    """(--starttime, --endtime) of a recorded sacct call."""
+    args = dict(a.split("=", 1) for a in call if a.startswith("--") and "=" in a)
+    return args.get("--starttime"), args.get("--endtime")
+
+
+def test_the_first_run_lands_every_job_and_the_gpus_of_running_ones(tmp_path, early):
+    result = collect_slurm(tmp_path, CLUSTER, early, now=T1)
+
+    assert (result.jobs_seen, result.jobs_new, result.jobs_updated) == (7, 7, 0)
+    assert (result.gpu_rows_opened, result.gpu_rows_closed) == (9, 0)
+    assert result.malformed == () and result.unmapped_jobs == ()
+    assert rows(tmp_path, "SELECT count(*) FROM jobs") == [(7,)]
+    assert rows(tmp_path, "SELECT job_id, state FROM jobs_latest ORDER BY job_id") == [
+        ("1", "RUNNING"),
+        ("2", "RUNNING"),
+        ("3", "RUNNING"),
+        ("4", "RUNNING"),
+        ("5", "RUNNING"),
+        ("6", "PENDING"),
+        ("7", "PENDING"),
+    ]
+    assert rows(
+        tmp_path,
+        "SELECT node, gpu_index, mapping, end_ts FROM job_gpus WHERE job_id = '2' ORDER BY 2",
+    ) == [("gpu-node01", i, "scontrol-idx", None) for i in (2, 3, 4, 5)]
+    assert rows(tmp_path, "SELECT DISTINCT cluster, source FROM jobs") == [(CLUSTER, "slurm")]
+
+
+def test_the_first_run_asks_slurm_three_times_for_the_last_day(tmp_path, early):
+    result = collect_slurm(tmp_path, CLUSTER, early, now=T1)
+
+    assert [c[:2] for c in early.calls] == [
+        ["sacct", "--helpformat"],
+        ["sacct", "--parsable2"],
+        ["scontrol", "show"],
+    ]
+    window = early.calls_of("sacct --allusers")[0]
+    assert {"--noheader", "--duplicates"} <= set(window)
+    assert window_of(window) == ("2026-12-01T13:17:31", "2026-12-02T13:17:31")
+    assert result.commands == 3
+
+
+def test_a_second_identical_run_lands_nothing(tmp_path, early):
+    collect_slurm(tmp_path, CLUSTER, early, now=T1)
+    files_before = sorted(p.name for p in tmp_path.rglob("*.parquet"))
+
+    again = collect_slurm(tmp_path, CLUSTER, early, now=T2)
+
+    assert (again.jobs_seen, again.jobs_landed) == (7, 0)
+    assert (again.gpu_rows_opened, again.gpu_rows_closed) == (0, 0)
+    assert sorted(p.name for p in tmp_path.rglob("*.parquet")) == files_before
+    assert rows(tmp_path, "SELECT count(*) FROM jobs") == [(7,)]
+    # The window starts at the checkpoint minus the 10-minute overlap.
+    assert window_of(early.calls_of("sacct --allusers")[-1]) == (
+        "2026-12-02T13:07:31",
+        "2026-12-02T13:18:31",
+    )
+    assert early.calls_of("sacct --jobs") == []  # the window listed every unfinished job
+
+
+def test_jobs_that_finish_between_runs_get_one_new_version_each(tmp_path, early, final):
+    collect_slurm(tmp_path, CLUSTER, early, now=T1)
+
+    result = collect_slurm(tmp_path, CLUSTER, final, now=T3)
+
+    assert (result.jobs_new, result.jobs_updated) == (0, 7)
+    assert rows(tmp_path, "SELECT count(*) FROM jobs") == [(14,)]  # versions are kept
+    latest = rows(
+        tmp_path,
+        "SELECT job_id, state, end_ts, updated_ts FROM jobs_latest WHERE job_id IN ('2', '6') "
+        "ORDER BY job_id",
+    )
+    assert latest == [
+        ("2", "CANCELLED by 1001", utc("2026-12-02T13:17:32"), T3),
+        ("6", "COMPLETED", utc("2026-12-02T13:19:12"), T3),
+    ]
+    assert rows(tmp_path, "SELECT count(*), count(DISTINCT job_id) FROM jobs_latest") == [(7, 7)]
+
+
+def test_gpu_rows_of_finished_jobs_are_closed_not_duplicated(tmp_path, early, final):
+    collect_slurm(tmp_path, CLUSTER, early, now=T1)
+
+    result = collect_slurm(tmp_path, CLUSTER, final, now=T3)
+
+    assert (result.gpu_rows_opened, result.gpu_rows_closed) == (8, 9)
+    assert rows(tmp_path, "SELECT count(*) FROM job_gpus WHERE end_ts IS NULL") == [(0,)]
+    assert rows(
+        tmp_path,
+        "SELECT gpu_index, start_ts, end_ts FROM job_gpus WHERE job_id = '2' ORDER BY 1",
+    ) == [(i, utc("2026-12-02T13:17:30"), utc("2026-12-02T13:17:32")) for i in (2, 3, 4, 5)]
+    # Job 6 ran between the two runs; scontrol still listed it, so its GPUs are known too.
+    assert rows(tmp_path, "SELECT count(*), min(end_ts) FROM job_gpus WHERE job_id = '6'") == [
+        (8, utc("2026-12-02T13:19:12"))
+    ]
+    assert rows(tmp_path, "SELECT count(*) FROM job_gpus") == [(17,)]
+
+
+def test_a_finished_jobs_mapping_is_left_alone_afterwards(tmp_path, early, final):
+    collect_slurm(tmp_path, CLUSTER, early, now=T1)
+    collect_slurm(tmp_path, CLUSTER, final, now=T3)
+    before = {p: p.stat().st_mtime_ns for p in (tmp_path / "job_gpus").rglob("*.parquet")}
+
+    again = collect_slurm(tmp_path, CLUSTER, final, now=T3 + dt.timedelta(minutes=5))
+
+    assert (again.jobs_landed, again.gpu_rows_opened, again.gpu_rows_closed) == (0, 0, 0)
+    after = {p: p.stat().st_mtime_ns for p in (tmp_path / "job_gpus").rglob("*.parquet")}
+    assert after == before
+
+
+def test_unfinished_jobs_the_window_misses_are_asked_for_in_one_call(
+    tmp_path, early, fake_slurm, fixture_text
+):
+    collect_slurm(tmp_path, CLUSTER, early, now=T1)
+    final_text = fixture_text("collect/sacct-final.txt")
+    # slurmdbd recorded the ends of jobs 1-5 late: the window lists only jobs 6 and 7.
+    window = "".join(
+        line + "\n" for line in final_text.splitlines() if line.split("|")[0][:1] in "67"
+    )
+    late = fake_slurm(window, fixture_text("collect/scontrol-final.txt"), by_id=final_text)
+
+    result = collect_slurm(tmp_path, CLUSTER, late, now=T3)
+
+    [by_id] = late.calls_of("sacct --parsable2")[1:]
+    assert "--jobs=1,2,3,4,5" in by_id
+    assert not any(a.startswith("--starttime") for a in by_id)
+    assert (result.jobs_seen, result.jobs_updated) == (7, 7)
+    assert rows(tmp_path, "SELECT state FROM jobs_latest WHERE job_id = '3'") == [("FAILED",)]
+    assert rows(tmp_path, "SELECT count(*) FROM job_gpus WHERE end_ts IS NULL") == [(0,)]
+
+
+def test_a_failing_command_lands_nothing_and_keeps_the_checkpoint(
+    tmp_path, early, final, fake_slurm, fixture_text
+):
+    collect_slurm(tmp_path, CLUSTER, early, now=T1)
+    final.fail = {"sacct": DB_DOWN}
+
+    with pytest.raises(SlurmCommandError, match="Problem talking to the database"):
+        collect_slurm(tmp_path, CLUSTER, final, now=T3)
+
+    assert rows(tmp_path, "SELECT count(*) FROM jobs") == [(7,)]
+    assert rows(tmp_path, "SELECT count(*) FROM job_gpus WHERE end_ts IS NULL") == [(9,)]
+    final.fail = {}
+    result = collect_slurm(tmp_path, CLUSTER, final, now=T3)
+    # The window still starts from the first run's end: the failed run moved nothing.
+    assert window_of(final.calls_of("sacct --allusers")[-1])[0] == "2026-12-02T13:07:31"
+    assert result.jobs_updated == 7
+
+
+def test_a_failing_scontrol_lands_nothing_either(tmp_path, early, final):
+    collect_slurm(tmp_path, CLUSTER, early, now=T1)
+    final.fail = {"scontrol": "scontrol failed (exit 1): slurm_load_jobs error: Unable to contact"}
+
+    with pytest.raises(SlurmCommandError, match="Unable to contact"):
+        collect_slurm(tmp_path, CLUSTER, final, now=T3)
+
+    assert rows(tmp_path, "SELECT count(*) FROM jobs") == [(7,)]
+
+
+def test_a_missing_sacct_on_the_first_run_is_a_clear_error(tmp_path, early):
+    early.fail = {"sacct --helpformat": "'sacct' not found on PATH"}
+
+    with pytest.raises(SlurmCommandError, match="'sacct' not found on PATH"):
+        collect_slurm(tmp_path, CLUSTER, early, now=T1)
+
+    assert not (tmp_path / "jobs").exists()
+
+
+def test_a_malformed_line_is_skipped_counted_and_reported(tmp_path, fake_slurm, fixture_text):
+    slurm = fake_slurm(
+        fixture_text("collect/sacct-early-with-bad-line.txt"),
+        fixture_text("collect/scontrol-early.txt"),
+    )
+
+    result = collect_slurm(tmp_path, CLUSTER, slurm, now=T1)
+
+    assert [(m.source, m.line_no) for m in result.malformed] == [("sacct", 5)]
+    assert "10 fields, expected 20" in result.malformed[0].reason
+    assert result.jobs_new == 7  # the rest landed
+    assert rows(tmp_path, "SELECT count(*) FROM jobs_latest") == [(7,)]
+
+
+def test_a_requeued_job_restarting_on_other_gpus_closes_its_old_rows(
+    tmp_path, early, fake_slurm, fixture_text
+):
+    collect_slurm(tmp_path, CLUSTER, early, now=T1)
+    # Job 2 (the first record with this start and projected end) restarted on GPUs 0-3.
+    before = "StartTime=2026-12-02T13:17:30 EndTime=2026-12-02T14:17:30"
+    after = "StartTime=2026-12-02T13:19:00 EndTime=2026-12-02T14:19:00"
+    restarted = (
+        fixture_text("collect/scontrol-early.txt")
+        .replace(before, after, 1)
+        .replace("GRES=gpu:h100:4(IDX:2-5)", "GRES=gpu:h100:4(IDX:0-3)")
+    )
+    slurm = fake_slurm(fixture_text("collect/sacct-early.txt"), restarted)
+
+    result = collect_slurm(tmp_path, CLUSTER, slurm, now=T3)
+
+    assert (result.gpu_rows_opened, result.gpu_rows_closed) == (4, 4)
+    assert rows(
+        tmp_path,
+        "SELECT gpu_index, start_ts, end_ts FROM job_gpus WHERE job_id = '2' ORDER BY 2, 1",
+    ) == [(i, utc("2026-12-02T13:17:30"), utc("2026-12-02T13:19:00")) for i in (2, 3, 4, 5)] + [
+        (i, utc("2026-12-02T13:19:00"), None) for i in (0, 1, 2, 3)
+    ]
+
+
+def test_requeues_never_go_back_when_the_earlier_run_leaves_the_window(tmp_path, fake_slurm):
+    fields = "JobID|JobIDRaw|State|Submit|Start|End|JobName"
+    first = (
+        f"{fields}\n"
+        "9|9|REQUEUED|2026-12-02T12:00:00|2026-12-02T12:00:01|2026-12-02T12:30:00|train\n"
+        "9|9|RUNNING|2026-12-02T12:30:01|2026-12-02T12:31:00|Unknown|train\n"
+    )
+    later = (
+        f"{fields}\n"
+        "9|9|COMPLETED|2026-12-02T12:30:01|2026-12-02T12:31:00|2026-12-02T13:10:00|train\n"
+    )
+    collect_slurm(tmp_path, CLUSTER, fake_slurm(first), now=T1)
+
+    collect_slurm(tmp_path, CLUSTER, fake_slurm(later), now=T3)
+
+    assert rows(tmp_path, "SELECT state, requeues, submit_ts FROM jobs_latest") == [
+        ("COMPLETED", 1, utc("2026-12-02T12:00:00"))
+    ]
+
+
+def test_since_sets_the_window_start(tmp_path, early):
+    collect_slurm(tmp_path, CLUSTER, early, now=T1, since=utc("2026-11-30T00:00:00"))
+
+    assert window_of(early.calls_of("sacct --allusers")[0])[0] == "2026-11-30T00:00:00"
+
+
+def test_the_window_is_printed_in_the_runners_time_zone(tmp_path, early):
+    collect_slurm(tmp_path, CLUSTER, early, now=T1, tz=dt.timezone(dt.timedelta(hours=1)))
+
+    assert window_of(early.calls_of("sacct --allusers")[0])[1] == "2026-12-02T14:17:31"
+
+
+def test_newer_sacct_is_asked_for_restarts_too(tmp_path, fake_slurm, fixture_text):
+    slurm = fake_slurm("", helpformat=fixture_text("handmade/sacct-helpformat-25.11.txt"))
+
+    collect_slurm(tmp_path, CLUSTER, slurm, now=T1)
+
+    fmt = next(a for a in slurm.calls_of("sacct --allusers")[0] if a.startswith("--format="))
+    assert fmt.endswith(",MaxRSS,Restarts,JobName")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"since": utc("2026-12-03T00:00:00")}, "not before its end"),
+        ({"since": dt.datetime(2026, 12, 1)}, "since must be timezone-aware"),
+    ],
+)
+def test_bad_windows_are_refused_before_asking_slurm(tmp_path, early, kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        collect_slurm(tmp_path, CLUSTER, early, now=T1, **kwargs)
+
+    assert early.calls == []
+
+
+def test_gpus_of_a_job_sacct_never_recorded_are_closed_once_it_is_gone(
+    tmp_path, fake_slurm, fixture_text
+):
+    running = fixture_text("two-node-cluster/scontrol_show_job_d_running.txt")
+    collect_slurm(tmp_path, CLUSTER, fake_slurm("", running), now=T1)
+    gone = fake_slurm("")
+
+    result = collect_slurm(tmp_path, CLUSTER, gone, now=T2)
+
+    assert any("--jobs=2" in call for call in gone.calls)  # asked by id first
+    assert result.gpu_rows_closed == 4
+    assert rows(tmp_path, "SELECT DISTINCT end_ts FROM job_gpus WHERE job_id = '2'") == [(T2,)]
+
+
+def test_jobs_sacct_no_longer_lists_are_asked_for_three_runs_only(tmp_path, early, fake_slurm):
+    collect_slurm(tmp_path, CLUSTER, early, now=T1)
+    asked = []
+    for minute in range(1, 6):
+        empty = fake_slurm("")
+        collect_slurm(tmp_path, CLUSTER, empty, now=T1 + dt.timedelta(minutes=minute))
+        asked.append(len(empty.calls_of("sacct --parsable2")) - 1)
+
+    assert asked == [1, 1, 1, 0, 0]
