@@ -5,34 +5,15 @@ from __future__ import annotations
 import datetime as dt
 import functools
 from pathlib import Path
-from typing import Any
 
 import click
 
 from app.errors import reports_errors
+from app.options import Timestamp, lake_option
 
 __all__ = ["command"]
 
 MAX_REASONS_SHOWN = 3
-
-
-class _Timestamp(click.ParamType):  # type: ignore[type-arg]  # generic only in newer click
-    """An ISO date or date-time, taken as UTC when no offset is given."""
-
-    name = "timestamp"
-
-    def convert(
-        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
-    ) -> dt.datetime:
-        if isinstance(value, dt.datetime):
-            return value
-        try:
-            parsed = dt.datetime.fromisoformat(str(value))
-        except ValueError:
-            self.fail(
-                f"{value!r} is not an ISO date or date-time (e.g. 2026-11-02 or 2026-11-02T08:00)"
-            )
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
 def _when(value: dt.datetime) -> str:
@@ -43,19 +24,12 @@ def _when(value: dt.datetime) -> str:
 @click.option("--cluster", required=True, help="Cluster name to land the jobs under.")
 @click.option(
     "--since",
-    type=_Timestamp(),
+    type=Timestamp(),
     default=None,
     help="Start of the window, UTC unless it has an offset [default: the last run's end minus "
     "10 minutes; on the first run, the last 24 hours].",
 )
-@click.option(
-    "--lake",
-    type=click.Path(file_okay=False, path_type=Path),
-    envvar="GPULEDGER_LAKE",
-    default=Path("lake"),
-    show_default=True,
-    help="Lake root folder (default: $GPULEDGER_LAKE, else ./lake).",
-)
+@lake_option
 @click.option(
     "--timeout",
     type=click.FloatRange(1, 3600),
