@@ -1,0 +1,306 @@
+"""Importing the real Philly sample (tests/fixtures/philly): per-job samples and utilisation in
+job_usage equal an independent computation from the raw files, re-imports add nothing, and a
+gzipped cluster_gpu_util imports the same rows."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import json
+import math
+import shutil
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+
+from app.commands.philly import command
+from collector.sources.philly import ImportResult, import_philly
+from warehouse.attribution import AttributionConfig, attribute
+from warehouse.connection import connect
+from warehouse.schema import RAW_TABLES
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "philly"
+CLUSTER = "philly"
+PACIFIC_OFFSET_H = {"PDT": 7, "PST": 8}  # local + offset = UTC
+
+
+# ---------------------------------------------------------------- the independent computation
+
+
+def _job_log_utc(text: str) -> dt.datetime:
+    return dt.datetime.strptime(text, "%Y-%m-%d %H:%M:%S").replace(tzinfo=dt.UTC)
+
+
+def _util_utc(text: str) -> dt.datetime:
+    local, zone = text.rsplit(" ", 1)
+    naive = dt.datetime.strptime(local, "%Y-%m-%d %H:%M:%S")
+    return (naive + dt.timedelta(hours=PACIFIC_OFFSET_H[zone])).replace(tzinfo=dt.UTC)
+
+
+def _value(cell: str) -> float | None:
+    """Empty and NA are no value; so is anything outside 0-100 (the trace writes -1.0)."""
+    if cell in ("", "NA"):
+        return None
+    value = float(cell)
+    return value if 0.0 <= value <= 100.0 else None
+
+
+def expected_usage() -> dict[str, dict[str, Any]]:
+    """Per job, from the raw files with plain Python: the machine-minute-GPU samples that fall in
+    [attempt start, attempt end) on the GPUs the attempt held, and their utilisation means.
+
+    `weighted` follows DESIGN §4: a sample stands for the time to the next sample of its GPU when
+    that comes within 2 × 60 s, else for 60 s.
+    """
+    times: dict[str, list[dt.datetime]] = defaultdict(list)
+    cells: dict[tuple[str, dt.datetime], list[str]] = {}
+    with open(FIXTURE / "cluster_gpu_util", newline="") as handle:
+        rows = csv.reader(handle)
+        next(rows)
+        for row in rows:
+            ts = _util_utc(row[0])
+            times[row[1]].append(ts)
+            cells[(row[1], ts)] = row[2:10]
+    span: dict[tuple[str, dt.datetime], float] = {}
+    for machine, seen in times.items():
+        seen.sort()
+        for ts, nxt in zip(seen, [*seen[1:], None], strict=True):
+            step = None if nxt is None else (nxt - ts).total_seconds()
+            span[(machine, ts)] = step if step is not None and step <= 120 else 60.0
+    jobs = json.loads((FIXTURE / "cluster_job_log").read_text())
+    out = {}
+    for job in jobs:
+        samples, values, weighted, weights = 0, [], 0.0, 0.0
+        for attempt in job["attempts"]:
+            start, end = _job_log_utc(attempt["start_time"]), _job_log_utc(attempt["end_time"])
+            for detail in attempt["detail"]:
+                machine = detail["ip"]
+                for ts in times.get(machine, []):
+                    if not start <= ts < end:
+                        continue
+                    for gpu in detail["gpus"]:
+                        samples += 1
+                        value = _value(cells[(machine, ts)][int(gpu.removeprefix("gpu"))])
+                        if value is not None:
+                            values.append(value)
+                            weighted += value * span[(machine, ts)]
+                            weights += span[(machine, ts)]
+        out[job["jobid"]] = {
+            "samples": samples,
+            "plain": sum(values) / len(values) if values else None,
+            "weighted": weighted / weights if weights else None,
+        }
+    return out
+
+
+def test_the_fixture_has_no_gpu_held_by_two_jobs_at_once():
+    """A precondition of the comparison below: every sample has at most one owner."""
+    held = defaultdict(list)
+    for job in json.loads((FIXTURE / "cluster_job_log").read_text()):
+        for a in job["attempts"]:
+            for d in a["detail"]:
+                for gpu in d["gpus"]:
+                    held[(d["ip"], gpu)].append((a["start_time"], a["end_time"]))
+    for spans in held.values():
+        spans.sort()
+        assert all(b[0] >= a[1] for a, b in zip(spans, spans[1:], strict=False))
+
+
+def test_util_suffixes_agree_with_us_pacific_time():
+    """The suffix of every util time is what America/Los_Angeles says for that instant."""
+    from zoneinfo import ZoneInfo
+
+    pacific = ZoneInfo("America/Los_Angeles")
+    with open(FIXTURE / "cluster_gpu_util", newline="") as handle:
+        rows = csv.reader(handle)
+        next(rows)
+        for row in rows:
+            assert _util_utc(row[0]).astimezone(pacific).tzname() == row[0][-3:], row[0]
+
+
+# ---------------------------------------------------------------- the import
+
+
+def _import(root: Path, directory: Path = FIXTURE) -> ImportResult:
+    return import_philly(directory, CLUSTER, root, lines_per_batch=500)
+
+
+def _one(con: duckdb.DuckDBPyConnection, query: str) -> tuple[Any, ...]:
+    row = con.execute(query).fetchone()
+    assert row is not None
+    return row
+
+
+def _counts(root: Path) -> dict[str, int]:
+    con = connect(root)
+    return {t: _one(con, f"SELECT count(*) FROM {t}")[0] for t in RAW_TABLES}
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("philly") / "lake"
+    result = _import(root)
+    assert result.malformed == {
+        "cluster_job_log": 0,
+        "cluster_gpu_util": 0,
+        "cluster_machine_list": 0,
+    }
+    attribute(connect(root), root, AttributionConfig())
+    return root
+
+
+def test_import_lands_every_job_allocation_and_sample(tmp_path):
+    result = _import(tmp_path / "lake")
+    assert (result.jobs, result.allocations, result.util_lines) == (86, 86, 1869)
+    # 708 GPUs held by the 86 attempts, as the job log lists them
+    jobs = json.loads((FIXTURE / "cluster_job_log").read_text())
+    held = sum(len(d["gpus"]) for j in jobs for a in j["attempts"] for d in a["detail"])
+    assert result.job_gpus == held == 708
+    assert result.invalid_values == 266  # the -1.0 cells
+    # 73 machines listed with 2 GPUs run gpu2..gpu7 (msr-fiddle/philly-traces#8)
+    assert result.machines_recounted == 73
+    counts = _counts(tmp_path / "lake")
+    assert counts["jobs"] == 86 and counts["job_gpus"] == 708
+    assert counts["gpu_samples"] == result.samples
+
+
+def test_job_usage_matches_an_independent_computation_from_the_raw_files(lake):
+    expected = expected_usage()
+    con = connect(lake, require=("job_usage",))
+    rows = con.execute("SELECT job_id, samples, gpu_util_pct_mean, gpus FROM job_usage").fetchall()
+    got = {row[0]: row[1:] for row in rows}
+    assert set(got) == set(expected)
+    assert sum(e["samples"] for e in expected.values()) > 5000  # the comparison is not vacuous
+    for job_id, want in expected.items():
+        samples, mean, _gpus = got[job_id]
+        assert samples == want["samples"], job_id
+        if want["weighted"] is None:
+            assert mean is None, job_id
+        else:
+            assert mean == pytest.approx(want["weighted"], rel=1e-6, abs=1e-6), job_id
+            # samples here are a regular minute apart (gaps are over 2 min): weighting by span
+            # changes nothing, so the mean is also the plain mean of the values
+            assert mean == pytest.approx(want["plain"], rel=1e-6, abs=1e-6), job_id
+
+
+def test_jobs_carry_the_job_log_in_utc(lake):
+    con = connect(lake)
+    row = _one(
+        con,
+        "SELECT user, account, state, submit_ts, start_ts, end_ts, gpus, nodes, requeues,"
+        " updated_ts FROM jobs WHERE job_id = 'application_1504131676014_15024'",
+    )
+    utc = dt.UTC
+    assert row == (
+        "c3b46a",
+        "6214e9",
+        "FAILED",
+        dt.datetime(2017, 9, 20, 23, 44, 19, tzinfo=utc),
+        dt.datetime(2017, 10, 9, 2, 34, 57, tzinfo=utc),
+        dt.datetime(2017, 10, 9, 2, 44, 22, tzinfo=utc),
+        2,
+        ["m183"],
+        0,
+        dt.datetime(2017, 10, 9, 2, 44, 22, tzinfo=utc),
+    )
+    states = dict(con.execute("SELECT state, count(*) FROM jobs GROUP BY ALL").fetchall())
+    assert states == {"COMPLETED": 51, "FAILED": 35}
+
+
+def test_samples_are_null_where_the_trace_has_no_value(lake):
+    con = connect(lake)
+    total, valued, zero, low, high, first = _one(
+        con,
+        "SELECT count(*), count(gpu_util_pct), count(*) FILTER (WHERE gpu_util_pct = 0),"
+        " min(gpu_util_pct), max(gpu_util_pct), min(ts) FROM gpu_samples",
+    )
+    assert valued == 9744 - 266  # numeric cells less the -1.0 ones
+    assert total > valued > zero
+    assert 0 <= low <= high <= 100
+    assert first == dt.datetime(2017, 10, 3, 11, 18, tzinfo=dt.UTC)  # 04:18 PDT
+
+
+def test_reimporting_the_same_folder_lands_no_duplicates(lake):
+    before = _counts(lake)
+    con = connect(lake)
+    usage = sorted(
+        con.execute("SELECT job_id, samples, gpu_util_pct_mean FROM job_usage").fetchall()
+    )
+    _import(lake)
+    assert _counts(lake) == before
+    attribute(connect(lake), lake, AttributionConfig())
+    con = connect(lake)
+    again = sorted(
+        con.execute("SELECT job_id, samples, gpu_util_pct_mean FROM job_usage").fetchall()
+    )
+    assert [r[:2] for r in again] == [r[:2] for r in usage]
+    for a, b in zip(again, usage, strict=True):
+        assert (a[2] is None and b[2] is None) or math.isclose(a[2], b[2], rel_tol=1e-9)
+
+
+def test_a_gzipped_util_file_imports_the_same_rows(tmp_path):
+    folder = tmp_path / "trace"
+    folder.mkdir()
+    for name in ("cluster_job_log", "cluster_machine_list", "cluster_gpu_util.gz"):
+        shutil.copy(FIXTURE / name, folder / name)
+    plain, gz = tmp_path / "plain", tmp_path / "gz"
+    _import(plain)
+    _import(gz, folder)
+    query = "SELECT * EXCLUDE (job_id) FROM gpu_samples ORDER BY node, gpu_index, ts"
+    assert connect(gz).execute(query).fetchall() == connect(plain).execute(query).fetchall()
+
+
+# ---------------------------------------------------------------- the command
+
+
+def test_the_command_imports_and_summarises(tmp_path):
+    runner = CliRunner()
+    lake = tmp_path / "lake"
+    result = runner.invoke(command, ["philly", str(FIXTURE), "--cluster", "p", "--lake", str(lake)])
+    assert result.exit_code == 0, result.output
+    assert "86 jobs, 86 allocations (708 job-GPU rows)" in result.output
+    assert "0 malformed lines skipped" in result.output
+    assert "gpuledger attribute" in result.output
+    assert _counts(lake)["jobs"] == 86
+
+
+def test_the_command_is_registered_under_gpuledger_import():
+    from app.cli import cli
+
+    result = CliRunner().invoke(cli, ["import", "philly", "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Import the Microsoft Philly trace" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "fragment"),
+    [
+        (["philly", "/no/such/folder", "--cluster", "p"], 1, "does not exist"),
+        (["philly", "{empty}", "--cluster", "p"], 1, "has no cluster_job_log"),
+        (["philly", str(FIXTURE)], 2, "Missing option '--cluster'"),
+    ],
+)
+def test_the_command_fails_with_one_clear_line(tmp_path, args, code, fragment):
+    args = [a.replace("{empty}", str(tmp_path)) for a in args]
+    result = CliRunner().invoke(command, [*args, "--lake", str(tmp_path / "lake")])
+    assert result.exit_code == code, result.output
+    assert "Traceback" not in result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and fragment in errors[0], result.output
+
+
+def test_a_malformed_util_line_is_skipped_and_reported_by_the_command(tmp_path):
+    folder = tmp_path / "trace"
+    shutil.copytree(FIXTURE, folder)
+    with open(folder / "cluster_gpu_util", "a") as handle:
+        handle.write("this is not a sample\n")
+    result = CliRunner().invoke(
+        command, ["philly", str(folder), "--cluster", "p", "--lake", str(tmp_path / "lake")]
+    )
+    assert result.exit_code == 0, result.output
+    assert "1 malformed lines skipped (cluster_gpu_util 1)" in result.output
+    assert "line 1871" in result.output
