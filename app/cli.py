@@ -151,7 +151,12 @@ def simulate(
 
 
 def _attribute(
-    lake: Path, idle_below: float, bucket: int, quiet: bool, force: bool = False
+    lake: Path,
+    idle_below: float,
+    bucket: int,
+    quiet: bool,
+    force: bool = False,
+    since: dt.datetime | None = None,
 ) -> None:
     from warehouse.attribution import MART_ORDER, AttributionConfig, build_marts, reattribute
     from warehouse.connection import connect
@@ -160,7 +165,9 @@ def _attribute(
         raise click.BadParameter(f"{bucket!r} does not divide a day", param_hint="--bucket")
     con = connect(lake, require=("gpu_samples",))
     with progress_bar("Checking sample owners", 1, not quiet) as update:
-        checked, rewritten, changed = reattribute(con, lake, progress=update)
+        checked, rewritten, changed = reattribute(
+            con, lake, progress=update, since=since.astimezone(dt.UTC).date() if since else None
+        )
     with progress_bar("Building marts", len(MART_ORDER), not quiet) as update:
         done = iter(range(1, len(MART_ORDER) + 1))
         counts = build_marts(
@@ -195,11 +202,25 @@ def _attribute(
     help="Occupancy bucket width in seconds (must divide a day).",
 )
 @click.option(
+    "--since",
+    type=Timestamp(),
+    default=None,
+    help="Only re-check sample files from this UTC day on; older history keeps the owners "
+    "it was attributed with [default: every file that changed].",
+)
+@click.option(
     "--force", is_flag=True, help="Rebuild the marts even if nothing they read has changed."
 )
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
 @reports_errors
-def attribute(lake: Path, idle_below: float, bucket: int, quiet: bool, force: bool) -> None:
+def attribute(
+    lake: Path,
+    idle_below: float,
+    bucket: int,
+    since: dt.datetime | None,
+    force: bool,
+    quiet: bool,
+) -> None:
     """Attribute samples to jobs and (re)build the marts.
 
     \b
@@ -210,7 +231,7 @@ def attribute(lake: Path, idle_below: float, bucket: int, quiet: bool, force: bo
     the options changed since the last build, the marts are left as they are; re-running
     changes nothing.
     """
-    _attribute(lake, idle_below, bucket, quiet, force)
+    _attribute(lake, idle_below, bucket, quiet, force, since)
 
 
 # ---------------------------------------------------------------- query

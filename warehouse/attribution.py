@@ -8,6 +8,7 @@ in sql/marts/ in dependency order, one cluster's partitions replaced at a time.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import sqlite3
 from collections.abc import Callable
@@ -124,21 +125,37 @@ def _rewrite_owners(path: Path, changes: pa.Table) -> None:
     atomic_write(updated, path, batches=None)
 
 
+def _partition_date(path: Path) -> dt.date | None:
+    for part in path.parts:
+        if part.startswith("date="):
+            try:
+                return dt.date.fromisoformat(part.removeprefix("date="))
+            except ValueError:
+                return None
+    return None
+
+
 def reattribute(
     con: duckdb.DuckDBPyConnection,
     root: Path,
     progress: Callable[[int, int], None] | None = None,
+    *,
+    since: dt.date | None = None,
 ) -> tuple[int, int, int]:
     """Re-check sample files against `job_gpus`; return (checked, rewritten, samples changed).
 
-    A file is skipped when neither it nor the allocations changed since it was last checked.
-    A rewritten file keeps its name, rows, order and `_batch`; only `job_id` changes.
+    A file is skipped when neither it nor the allocations changed since it was last checked,
+    and, with `since`, when its date partition is before that day (older history stays as it
+    was attributed). A rewritten file keeps its name, rows, order and `_batch`; only `job_id`
+    changes.
     """
     allocations = _fingerprint(layout.table_files(root, "job_gpus"))
     # The files are checked against the allocations as they are now, not as they were when
     # `con` was opened: a stale view would record files as checked against rows it never saw.
     register_table(con, root, "job_gpus")
     files = layout.table_files(root, "gpu_samples")
+    if since is not None:
+        files = [f for f in files if (_partition_date(f) or since) >= since]
     checked = rewritten = changed_rows = 0
     with _state(root) as db:
         for done, path in enumerate(files, start=1):

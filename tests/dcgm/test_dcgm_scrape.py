@@ -1,0 +1,406 @@
+"""The exporter scraper against a real HTTP server on 127.0.0.1: landing, idempotence, retries,
+dead exporters, health-event transitions, the interval loop and its clean stop."""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from app.commands.dcgm_exporter import command_dcgm_exporter
+from collector.errors import ConfigError
+from collector.sources.dcgm_scrape import (
+    EventLatch,
+    ExporterUnavailable,
+    batch_id_for,
+    fetch_url,
+    scrape_exporters,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+T4 = "sample_t4_gpu_operator_busy.txt"
+A800 = "sample_a800_mig_excerpt.txt"
+EVENTS = "synthetic_hpc_job_events.txt"
+
+
+def _clock(*times: dt.datetime):
+    """A clock that returns `times` in turn, then keeps returning the last one."""
+    it = iter(times)
+    last = [times[-1]]
+
+    def now() -> dt.datetime:
+        last[0] = next(it, last[0])
+        return last[0]
+
+    return now
+
+
+def _serve(pages, fixture_text, path: str, name: str) -> None:
+    pages.pages[path] = (200, fixture_text(name))
+
+
+def test_once_lands_one_row_per_gpu(exporter_server, fixture_text, read_lake, tmp_path, t0):
+    base, pages = exporter_server
+    _serve(pages, fixture_text, "/t4", T4)
+    _serve(pages, fixture_text, "/a800", A800)
+
+    summary = scrape_exporters(
+        [f"{base}/t4", f"{base}/a800"], "della", tmp_path, clock=_clock(t0), sleep=lambda s: None
+    )
+
+    samples = read_lake(tmp_path, "gpu_samples")
+    assert summary.rounds == 1 and summary.scrapes == 2 and not summary.failures
+    assert summary.samples == samples.num_rows == 11  # 1 T4 + 10 A800 (3 MIG instances)
+    assert set(samples.column("source").to_pylist()) == {"dcgm-exporter"}
+    assert set(samples.column("ts").to_pylist()) == {t0}
+    assert set(samples.column("interval_s").to_pylist()) == {30.0}  # --once: 30 s rows
+    t4 = [r for r in samples.to_pylist() if r["model"] == "Tesla T4"][0]
+    assert (t4["gpu_util_pct"], t4["node"]) == (91, "cp-bm14r7")
+    assert summary.skipped == {
+        "unknown_metric": 6,
+        "zero_means_unsupported": 1,
+        "conversion_error": 2,
+    }
+
+
+def test_a_second_scrape_at_the_same_time_lands_no_duplicates(
+    exporter_server, fixture_text, read_lake, tmp_path, t0
+):
+    base, pages = exporter_server
+    _serve(pages, fixture_text, "/metrics", EVENTS)
+    url = f"{base}/metrics"
+
+    first = scrape_exporters([url], "della", tmp_path, clock=_clock(t0))
+    again = scrape_exporters([url], "della", tmp_path, clock=_clock(t0))
+
+    assert first.samples == again.samples == 5
+    assert read_lake(tmp_path, "gpu_samples").num_rows == 5
+    assert read_lake(tmp_path, "job_gpus").num_rows == 7
+    assert read_lake(tmp_path, "gpu_events").num_rows == 6  # landed once, not re-landed
+    assert pages.hits["/metrics"] == 2
+    later = scrape_exporters([url], "della", tmp_path, clock=_clock(t0 + dt.timedelta(seconds=30)))
+    assert later.samples == 5 and read_lake(tmp_path, "gpu_samples").num_rows == 10
+
+
+def test_batch_ids_are_deterministic_per_cluster_url_and_time(t0):
+    a = batch_id_for("della", "http://g1:9400/metrics", t0)
+
+    assert a == batch_id_for("della", "http://g1:9400/metrics", t0)
+    assert a.startswith(f"dcgm-{int(t0.timestamp() * 1000)}-")
+    assert a != batch_id_for("della", "http://g2:9400/metrics", t0)
+    assert a != batch_id_for("tiger", "http://g1:9400/metrics", t0)
+    assert a != batch_id_for("della", "http://g1:9400/metrics", t0 + dt.timedelta(milliseconds=1))
+
+
+def test_a_dead_exporter_is_retried_then_reported_while_the_live_one_lands(
+    exporter_server, fixture_text, read_lake, dead_url, tmp_path, t0
+):
+    base, pages = exporter_server
+    _serve(pages, fixture_text, "/metrics", T4)
+    pages.pages["/broken"] = (500, "internal error\n")
+    calls: list[str] = []
+    waits: list[float] = []
+
+    def counting_fetch(url: str, timeout_s: float) -> str:
+        calls.append(url)
+        return fetch_url(url, timeout_s)
+
+    summary = scrape_exporters(
+        [dead_url, f"{base}/metrics", f"{base}/broken"],
+        "della",
+        tmp_path,
+        fetch=counting_fetch,
+        clock=_clock(t0),
+        sleep=waits.append,
+        timeout_s=2.0,
+    )
+
+    assert calls.count(dead_url) == 3 and calls.count(f"{base}/broken") == 3
+    assert calls.count(f"{base}/metrics") == 1
+    assert sorted(waits) == [0.5, 0.5, 1.0, 1.0]  # backoff 0.5 s, then 1 s, per dead exporter
+    assert summary.failures == {dead_url: 1, f"{base}/broken": 1}
+    assert "Connection refused" in summary.last_error[dead_url]
+    assert "HTTP 500" in summary.last_error[f"{base}/broken"]
+    assert summary.retries == 4 and summary.scrapes == 1
+    assert read_lake(tmp_path, "gpu_samples").num_rows == 1
+
+
+def test_fetch_url_reports_failures_as_exporter_unavailable(dead_url, exporter_server):
+    base, pages = exporter_server
+    pages.pages["/big"] = (200, "x" * 10)
+
+    assert fetch_url(f"{base}/big", 2.0) == "x" * 10
+    with pytest.raises(ExporterUnavailable, match="Connection refused"):
+        fetch_url(dead_url, 2.0)
+    with pytest.raises(ExporterUnavailable, match="HTTP 404 Not Found"):
+        fetch_url(f"{base}/missing", 2.0)
+
+
+@pytest.mark.parametrize(
+    ("urls", "cluster", "interval_s", "message"),
+    [
+        ([], "della", None, "no exporter URL"),
+        (["ftp://g1/metrics"], "della", None, "not an http"),
+        (["http:///metrics"], "della", None, "not an http"),
+        (["http://g1:port/metrics"], "della", None, "not an http"),
+        (["http://g1:9400/metrics"], " ", None, "cluster name is empty"),
+        (["http://g1:9400/metrics"], "della", 0.0, "must be positive"),
+    ],
+)
+def test_bad_configuration_fails_at_startup(urls, cluster, interval_s, message, tmp_path):
+    with pytest.raises(ConfigError, match=message):
+        scrape_exporters(urls, cluster, tmp_path, interval_s=interval_s)
+    assert not (tmp_path / "gpu_samples").exists()
+
+
+def test_health_events_land_when_they_appear_or_change(
+    exporter_server, fixture_text, read_lake, tmp_path, t0
+):
+    base, pages = exporter_server
+    text = fixture_text(EVENTS)
+    _serve(pages, fixture_text, "/metrics", EVENTS)
+    url = f"{base}/metrics"
+    step = dt.timedelta(seconds=30)
+
+    def kinds() -> list[tuple[str, int | None]]:
+        events = read_lake(tmp_path, "gpu_events").to_pylist()
+        return sorted((e["kind"], e["code"]) for e in events if e["ts"] == latest[0])
+
+    latest = [t0]
+    scrape_exporters([url], "della", tmp_path, clock=_clock(t0))
+    assert len(kinds()) == 6
+    latest[0] = t0 + step  # the same conditions again: sticky XID, same bits → nothing new
+    scrape_exporters([url], "della", tmp_path, clock=_clock(latest[0]))
+    assert kinds() == []
+    # a new XID (48) and the DBE count rising to 3 are new events; the rest still holds
+    pages.pages["/metrics"] = (
+        200,
+        text.replace('err_code="79"', 'err_code="48"')
+        .replace("} 79", "} 48")
+        .replace('hpc_job="5001"} 2', 'hpc_job="5001"} 3')
+        .replace('hpc_job="5002"} 2', 'hpc_job="5002"} 3'),
+    )
+    latest[0] = t0 + 2 * step
+    scrape_exporters([url], "della", tmp_path, clock=_clock(latest[0]))
+    assert kinds() == [("ecc_dbe", 3), ("xid", 48)]
+    # the power brake clears (XID and DBE change back), then the brake returns: new event
+    pages.pages["/metrics"] = (200, text.replace("} 128", "} 0"))
+    latest[0] = t0 + 3 * step
+    scrape_exporters([url], "della", tmp_path, clock=_clock(latest[0]))
+    assert kinds() == [("ecc_dbe", 2), ("xid", 79)]
+    pages.pages["/metrics"] = (200, text)
+    latest[0] = t0 + 4 * step
+    scrape_exporters([url], "della", tmp_path, clock=_clock(latest[0]))
+    assert kinds() == [("power_brake", 128)]
+    # an unreadable XID (sentinel) does not clear the remembered one: no repeat when it is back
+    pages.pages["/metrics"] = (200, text.replace("} 79", "} 9223372036854775794"))
+    latest[0] = t0 + 5 * step
+    scrape_exporters([url], "della", tmp_path, clock=_clock(latest[0]))
+    assert kinds() == []
+    pages.pages["/metrics"] = (200, text)
+    latest[0] = t0 + 6 * step
+    scrape_exporters([url], "della", tmp_path, clock=_clock(latest[0]))
+    assert kinds() == []
+
+
+def test_event_latch_survives_a_restart(tmp_path):
+    import pyarrow as pa
+
+    from warehouse.schema import RAW_TABLES
+
+    schema = RAW_TABLES["gpu_events"].schema
+    ts = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    events = pa.Table.from_pylist(
+        [{"cluster": "c", "node": "n", "gpu_uuid": "GPU-1", "ts": ts, "kind": "xid", "code": 13}],
+        schema=schema,
+    )
+    path = tmp_path / "latch.sqlite"
+    first = EventLatch(path)
+    assert first.transitions(events).num_rows == 1
+    first.commit("c", {("GPU-1", "xid")}, events)
+
+    assert EventLatch(path).transitions(events).num_rows == 0
+    EventLatch(path).commit("c", set(), events.slice(0, 0))  # XID not read: still remembered
+    assert EventLatch(path).transitions(events).num_rows == 0
+    EventLatch(path).commit("c", {("GPU-1", "xid")}, events.slice(0, 0))  # read, and gone
+    assert EventLatch(path).transitions(events).num_rows == 1
+
+
+def test_interval_loop_scrapes_until_stopped(
+    exporter_server, fixture_text, read_lake, tmp_path, t0
+):
+    base, pages = exporter_server
+    _serve(pages, fixture_text, "/metrics", T4)
+    stop = threading.Event()
+    ticks = (t0 + dt.timedelta(seconds=15 * i) for i in itertools.count())
+    seen = []
+
+    def on_scrape(outcome):
+        seen.append(outcome)
+        if len(seen) == 3:
+            stop.set()
+
+    summary = scrape_exporters(
+        [f"{base}/metrics"],
+        "della",
+        tmp_path,
+        clock=lambda: next(ticks),
+        interval_s=0.05,
+        stop=stop,
+        on_scrape=on_scrape,
+    )
+
+    assert summary.rounds == 3 and summary.samples == 3
+    samples = read_lake(tmp_path, "gpu_samples")
+    assert sorted(samples.column("ts").to_pylist()) == [
+        t0 + dt.timedelta(seconds=s) for s in (0, 15, 30)
+    ]
+    assert samples.column("interval_s").to_pylist() == [pytest.approx(0.05)] * 3
+    assert len({o.batch_id for o in seen}) == 3
+
+
+def test_a_dead_exporter_sits_out_growing_numbers_of_rounds(dead_url, tmp_path, t0):
+    def fetch(url: str, timeout_s: float) -> str:
+        raise ExporterUnavailable(f"{url}: down")
+
+    summary = scrape_exporters(
+        [dead_url],
+        "della",
+        tmp_path,
+        fetch=fetch,
+        clock=lambda: t0,
+        interval_s=0.01,
+        attempts=1,
+        max_rounds=12,
+    )
+
+    # tried in rounds 1, 2, 4 and 8: after its k-th failed round it sits out 2^(k-1) - 1 rounds
+    assert summary.rounds == 12
+    assert summary.failures[dead_url] == 4
+    assert summary.cooldown_skips == 8
+
+
+def _cli(args, env_lake: Path | None = None):
+    env = {"GPULEDGER_LAKE": str(env_lake)} if env_lake else {}
+    return CliRunner().invoke(command_dcgm_exporter, args, env=env)
+
+
+def test_cli_once_prints_what_landed_and_what_was_skipped(
+    exporter_server, fixture_text, read_lake, tmp_path
+):
+    base, pages = exporter_server
+    _serve(pages, fixture_text, "/metrics", A800)
+
+    result = _cli(["--cluster", "della", "--url", f"{base}/metrics", "--once"], env_lake=tmp_path)
+
+    assert result.exit_code == 0, result.output
+    assert "Landed 10 gpu_samples row(s)" in result.output
+    assert "conversion_error 2" in result.output
+    assert str(tmp_path) in result.output
+    assert read_lake(tmp_path, "gpu_samples").num_rows == 10
+
+
+def test_cli_reports_a_dead_exporter_in_one_line_and_exits_1(
+    exporter_server, fixture_text, read_lake, dead_url, tmp_path
+):
+    base, pages = exporter_server
+    _serve(pages, fixture_text, "/metrics", T4)
+
+    result = _cli(
+        [
+            "--cluster",
+            "della",
+            "--url",
+            f"{base}/metrics",
+            "--url",
+            dead_url,
+            "--attempts",
+            "1",
+            "--lake",
+            str(tmp_path),
+        ]
+    )
+
+    assert result.exit_code == 1
+    assert "Landed 1 gpu_samples row(s)" in result.output
+    [error] = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert f"1 of 2 exporter(s) could not be scraped: {dead_url}" in error
+    assert "Traceback" not in result.output
+    assert read_lake(tmp_path, "gpu_samples").num_rows == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--cluster", "c", "--url", "ftp://x/metrics"], "not an http(s) URL"),
+        (["--cluster", "c", "--url", "http://x/metrics", "--once", "--interval", "5"], "not both"),
+        (["--cluster", "c", "--url", "http://x/metrics", "--interval", "0"], "--interval"),
+        (["--url", "http://x/metrics"], "--cluster"),
+        (["--cluster", "c"], "--url"),
+    ],
+)
+def test_cli_usage_errors_exit_2(args, message, tmp_path):
+    result = _cli([*args, "--lake", str(tmp_path)])
+
+    assert result.exit_code == 2
+    assert message in result.output
+    assert not (tmp_path / "gpu_samples").exists()
+
+
+def test_cli_help_explains_the_command():
+    result = _cli(["--help"])
+
+    assert result.exit_code == 0
+    for text in ("--url URL", "--cluster", "--once", "--interval S", "GPULEDGER_LAKE", "hpc_job"):
+        assert text in result.output
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_interval_loop_stops_cleanly_on_signal(
+    exporter_server, fixture_text, read_lake, tmp_path, sig
+):
+    base, pages = exporter_server
+    _serve(pages, fixture_text, "/metrics", T4)
+    code = "from app.commands.dcgm_exporter import command_dcgm_exporter as c; c()"
+    args = [
+        "--cluster",
+        "della",
+        "--url",
+        f"{base}/metrics",
+        "--interval",
+        "1",
+        "--lake",
+        str(tmp_path),
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPULEDGER_")}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr is not None
+        first = proc.stderr.readline()  # one line per exporter per round
+        assert "1 sample row(s)" in first, first
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+    assert proc.returncode == 0, err
+    assert "Landed" in out and "Traceback" not in err
+    assert read_lake(tmp_path, "gpu_samples").num_rows >= 1
+    assert not list(tmp_path.rglob(".*.tmp"))  # no half-written file left behind
