@@ -292,7 +292,8 @@ def query(
     shipped SQL file by its path under sql/ (dashboard/top_users_by_idle, …).
     Examples:
       gpuledger query job_usage --format csv --out jobs.csv
-      gpuledger query dashboard/top_users_by_idle -p cluster=sim -p limit=10
+      gpuledger query dashboard/top_users_by_idle -p cluster=sim -p limit=10 \
+          -p start=null -p end=null
     """
     import sql
     from warehouse import queries

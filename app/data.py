@@ -16,7 +16,15 @@ from app.config import lake_root
 from warehouse import queries
 from warehouse.connection import connect
 
-__all__ = ["clusters", "lake", "occupancy_series", "summary", "top_jobs", "top_users"]
+__all__ = [
+    "clusters",
+    "lake",
+    "occupancy_series",
+    "summary",
+    "top_jobs",
+    "top_users",
+    "window_summary",
+]
 
 TTL_S = 300
 
@@ -53,10 +61,23 @@ def occupancy_series(root: str, cluster: str, start: dt.datetime, end: dt.dateti
 
 
 @st.cache_data(ttl=TTL_S)
-def top_users(root: str, cluster: str, limit: int) -> pl.DataFrame:
-    return _run(root, "dashboard/top_users_by_idle", cluster=cluster, limit=limit)
+def window_summary(root: str, cluster: str, start: dt.datetime, end: dt.datetime) -> pl.DataFrame:
+    return _run(root, "dashboard/cluster_window_summary", cluster=cluster, start=start, end=end)
 
 
 @st.cache_data(ttl=TTL_S)
-def top_jobs(root: str, cluster: str, limit: int) -> pl.DataFrame:
-    return _run(root, "dashboard/top_jobs_by_idle", cluster=cluster, limit=limit)
+def top_users(
+    root: str, cluster: str, start: dt.datetime, end: dt.datetime, limit: int
+) -> pl.DataFrame:
+    return _run(
+        root, "dashboard/top_users_by_idle", cluster=cluster, start=start, end=end, limit=limit
+    )
+
+
+@st.cache_data(ttl=TTL_S)
+def top_jobs(
+    root: str, cluster: str, start: dt.datetime, end: dt.datetime, limit: int
+) -> pl.DataFrame:
+    return _run(
+        root, "dashboard/top_jobs_by_idle", cluster=cluster, start=start, end=end, limit=limit
+    )

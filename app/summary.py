@@ -41,14 +41,23 @@ def render_summary(con: duckdb.DuckDBPyConnection, top: int = 5) -> str:
             f" / {_h(c['unobserved_gpu_h'])} GPU-h",
             f"  energy                             {_h(c['energy_kwh'])} kWh",
         ]
-        users = queries.run(con, "dashboard/top_users_by_idle", cluster=c["cluster"], limit=top)
+        users = queries.run(
+            con,
+            "dashboard/top_users_by_idle",
+            cluster=c["cluster"],
+            start=None,
+            end=None,
+            limit=top,
+        )
         lines.append(f"  top {top} users by idle GPU-hours:")
         for u in users.iter_rows(named=True):
             lines.append(
                 f"    {u['user']:<12} {u['account']:<14} {u['idle_gpu_h']:>8,.0f} idle GPU-h"
                 f"  of {u['alloc_gpu_h']:>8,.0f} allocated  (busy {_pct(u['busy_mean'])})"
             )
-        jobs = queries.run(con, "dashboard/top_jobs_by_idle", cluster=c["cluster"], limit=top)
+        jobs = queries.run(
+            con, "dashboard/top_jobs_by_idle", cluster=c["cluster"], start=None, end=None, limit=top
+        )
         lines.append(f"  top {top} jobs by idle GPU-hours:")
         for j in jobs.iter_rows(named=True):
             lines.append(

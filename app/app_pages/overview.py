@@ -33,26 +33,32 @@ start_day, end_day = picked if isinstance(picked, tuple) and len(picked) == 2 el
 start = dt.datetime.combine(start_day, dt.time(), tzinfo=dt.UTC)
 end = dt.datetime.combine(end_day + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC)
 
+window = data.window_summary(root, cluster, start, end)
+if window.is_empty():
+    st.info("No samples in this window.")
+    st.stop()
+w = window.row(0, named=True)
 c1, c2, c3, c4 = st.columns(4)
 c1.metric(
     "Occupancy",
-    f"{100 * (row['occupancy'] or 0):.1f} %",
-    help="Allocated GPU-hours / (GPUs × hours of data)",
+    f"{100 * (w['occupancy'] or 0):.1f} %",
+    help="Allocated GPU-hours / (GPUs × hours of data in the window)",
 )
 c2.metric(
     "Idle while allocated",
-    f"{row['idle_allocated_gpu_h']:,.0f} GPU-h",
-    help="Allocated samples with busy < 1 %",
+    f"{w['idle_allocated_gpu_h']:,.0f} GPU-h",
+    help=f"Allocated samples with busy < 1 %: {100 * (w['idle_share_of_allocated'] or 0):.1f} % "
+    "of allocated GPU-hours",
 )
 c3.metric(
     "Effective GPU-hours",
-    f"{row['effective_gpu_h']:,.0f}",
+    f"{w['effective_gpu_h']:,.0f}",
     help="Σ busy × time: how many GPUs' worth of work was done",
 )
-c4.metric("Energy", f"{row['energy_kwh'] or 0:,.0f} kWh")
+c4.metric("Energy", f"{w['energy_kwh'] or 0:,.0f} kWh")
 st.caption(
-    f"{row['gpus_total']:.0f} GPUs, {row['jobs']:,} jobs, data from "
-    f"{row['data_start']:%Y-%m-%d %H:%M} to {row['data_end']:%Y-%m-%d %H:%M} UTC."
+    f"{w['gpus_total']:.0f} GPUs, {w['jobs']:,} jobs with samples in the window; "
+    f"the lake holds {row['data_start']:%Y-%m-%d %H:%M} to {row['data_end']:%Y-%m-%d %H:%M} UTC."
 )
 
 st.subheader("GPUs by state")
@@ -81,10 +87,26 @@ else:
     )
     st.altair_chart(chart, width="stretch")
 
+hours = st.column_config.NumberColumn(format="%.1f")
+share = st.column_config.ProgressColumn(format="percent", min_value=0.0, max_value=1.0)
 left, right = st.columns(2)
 with left:
     st.subheader("Top users by idle GPU-hours")
-    st.dataframe(data.top_users(root, cluster, 10), hide_index=True)
+    st.dataframe(
+        data.top_users(root, cluster, start, end, 10).drop("cluster"),
+        hide_index=True,
+        column_config={
+            "alloc_gpu_h": hours,
+            "idle_gpu_h": hours,
+            "idle_share": share,
+            "busy_mean": share,
+            "energy_kwh": hours,
+        },
+    )
 with right:
     st.subheader("Top jobs by idle GPU-hours")
-    st.dataframe(data.top_jobs(root, cluster, 10), hide_index=True)
+    st.dataframe(
+        data.top_jobs(root, cluster, start, end, 10).drop("cluster"),
+        hide_index=True,
+        column_config={"alloc_gpu_h": hours, "idle_gpu_h": hours, "busy_mean": share},
+    )

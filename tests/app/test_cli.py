@@ -142,6 +142,10 @@ def test_query_runs_a_shipped_query_with_params(lake: Path) -> None:
         "cluster=sim",
         "-p",
         "limit=3",
+        "-p",
+        "start=null",
+        "-p",
+        "end=2026-11-05T00:00:00+00:00",
         "--format",
         "json",
     )
