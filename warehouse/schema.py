@@ -158,6 +158,22 @@ GPUS = _schema(
     ("last_seen", TIMESTAMP),
 )
 
+# Not in DESIGN §3 (an addition): application throughput counters a training loop reports through
+# `collector.throughput` (Prometheus endpoint and/or the node agent's spool). Append only: one row
+# per report; counters are per reporting process (`node`, `reporter`), so a job's total is the sum
+# over its reporters of each one's latest value (reset-aware, like any counter).
+APP_THROUGHPUT = _schema(
+    ("cluster", _str, False),
+    ("job_id", _str, False),
+    ("ts", TIMESTAMP, False),
+    ("node", _str),
+    ("reporter", _str),
+    ("samples_total", _f64),
+    ("tokens_total", _f64),
+    ("steps_total", _f64),
+    ("source", _str, False),
+)
+
 SIM_TRUTH = _schema(
     ("cluster", _str, False),
     ("subject_kind", _str, False),
@@ -200,6 +216,30 @@ RECOMMENDATIONS = _schema(
     ("risk", _str),
     ("config", _str),
     ("created_ts", TIMESTAMP, False),
+)
+
+# Not in DESIGN §3: added for fairness reporting on Kubernetes (Kueue, Volcano). One row per
+# queue version and GPU resource: a queue whose quota names several flavors or GPU resources
+# (`nvidia.com/gpu`, `nvidia.com/mig-1g.10gb`, …) has one row each; a queue with no GPU quota
+# has one row with `flavor`/`resource` null. Quantities are in units of `resource` (whole GPUs,
+# or MIG instances); null means "not set" (e.g. no borrowing limit). `deleted` marks the
+# version landed when the queue disappeared. The latest `updated_ts` per key wins.
+QUEUES = _schema(
+    ("cluster", _str, False),
+    ("kind", _str, False),
+    ("name", _str, False),
+    ("namespace", _str),
+    ("parent", _str),
+    ("flavor", _str),
+    ("resource", _str),
+    ("gpu_quota", _f64),
+    ("gpu_borrowing_limit", _f64),
+    ("gpu_lending_limit", _f64),
+    ("gpu_guarantee", _f64),
+    ("gpu_limit", _f64),
+    ("weight", _f64),
+    ("deleted", _bool),
+    ("updated_ts", TIMESTAMP, False),
 )
 
 # ---- marts (built by `gpuledger attribute`; SQL in sql/marts/) ----
@@ -358,9 +398,21 @@ RAW_TABLES: dict[str, TableSpec] = {
         TableSpec("job_gpus", JOB_GPUS, "start_ts", ("cluster", "job_id", "node", "gpu_index")),
         TableSpec("gpu_events", GPU_EVENTS, "ts", ("cluster", "node", "gpu_index", "ts", "kind")),
         TableSpec("gpus", GPUS, "first_seen", ("cluster", "node", "gpu_index")),
+        TableSpec(
+            "app_throughput",
+            APP_THROUGHPUT,
+            "ts",
+            ("cluster", "job_id", "node", "reporter", "ts"),
+        ),
         TableSpec("sim_truth", SIM_TRUTH, "start_ts", ("cluster", "subject_kind", "subject_id")),
         TableSpec("findings", FINDINGS, "detected_ts", ("cluster", "finding_id")),
         TableSpec("recommendations", RECOMMENDATIONS, "created_ts", ("cluster", "rec_id")),
+        TableSpec(
+            "queues",
+            QUEUES,
+            "updated_ts",
+            ("cluster", "kind", "namespace", "name", "flavor", "resource"),
+        ),
     )
 }
 
