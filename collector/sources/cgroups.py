@@ -1,0 +1,194 @@
+"""Map a host PID to the Slurm job or Kubernetes pod that owns it, from `/proc/<pid>/cgroup`.
+
+What is detectable (the cgroup path is the only thing trusted; `environ` only refines it):
+
+* Slurm, cgroup v1 (`…:/slurm[_<node>]/uid_<u>/job_<id>/step_<s>/task_<t>`, any controller line)
+  and v2 (`0::/system.slice/[<node>_]slurmstepd.scope/job_<id>/step_<s>/user/task_<t>`). The
+  stepd's own `…/slurmstepd.scope/system` is no job. A job-shaped component counts only below a
+  component that names Slurm, so an unrelated `job_5` cgroup is not taken for a job.
+* Array tasks: the cgroup carries the raw job id (JobIDRaw). When `/proc/<pid>/environ` is
+  readable (the agent runs as root) and its SLURM_JOB_ID equals that raw id, SLURM_ARRAY_JOB_ID
+  and SLURM_ARRAY_TASK_ID give the warehouse's `<array>_<task>` id; otherwise the raw id is used.
+* Kubernetes pods: `pod<uid>` in cgroupfs (`/kubepods/[burstable|besteffort/]pod<uid>/<cid>`) and
+  systemd (`kubepods-[burstable-|besteffort-]pod<uid_with_underscores>.slice/
+  {cri-containerd,crio,docker}-<cid>.scope`) forms; guaranteed pods have no QoS level.
+* Containers inside a Slurm job: Apptainer/Singularity processes stay in the job's cgroup (they
+  are ordinary children of the step); rootless Podman without a delegated cgroup stays in the
+  caller's cgroup, and with `--cgroups=split` nests below it (`…/job_<id>/…/libpod-<cid>.scope`);
+  Docker started with `--cgroup-parent` inside the job's cgroup nests there too. All of these are
+  found. A container that the Docker/Podman daemon places in its own scope (`/docker/<cid>`,
+  `/system.slice/docker-<cid>.scope`, `/machine.slice/libpod-<cid>.scope`) carries no trace of
+  the job in its cgroup: it is reported as `container_outside_job`, not guessed.
+* Where several owners are nested (Slurm run inside a pod, e.g. Slinky), the innermost wins.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Literal
+
+__all__ = [
+    "Owner",
+    "OwnerLookup",
+    "lookup_owner",
+    "parse_cgroup",
+    "resolve_owners",
+]
+
+MAX_PROC_FILE_BYTES: Final = 1 << 20  # /proc/<pid>/environ can be large; cgroup never is
+
+_JOB: Final = re.compile(r"^job_(\d+)$")
+_STEP: Final = re.compile(r"^step_([A-Za-z0-9_.-]+)$")
+# Pod UIDs are RFC 4122 UUIDs (systemd writes `_` for `-`); static pods use 32 hex digits.
+_POD: Final = re.compile(
+    r"(?:^|[-_])pod([0-9a-f]{8}([-_]?)[0-9a-f]{4}\2[0-9a-f]{4}\2[0-9a-f]{4}\2[0-9a-f]{12})"
+    r"(?:\.slice)?$"
+)
+_CONTAINER: Final = re.compile(
+    r"^(?:(cri-containerd|crio|docker|libpod)-)?([0-9a-f]{64})(?:\.scope)?$"
+)
+
+Kind = Literal["slurm", "k8s"]
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """Who owns a process: a Slurm job or a Kubernetes pod.
+
+    `job_id` is the id the lake keys jobs by (`1234`, `1400_7` for an array task, the pod UID);
+    `raw_id` is what the cgroup says (JobIDRaw or pod UID). `container` names the runtime and
+    the first 12 hex digits of a container id seen on the way (e.g. `docker:3f2a…`), if any.
+    """
+
+    kind: Kind
+    job_id: str
+    raw_id: str
+    step: str | None = None
+    container: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerLookup:
+    """The owner of one PID, or why there is none (`reason` is a count key)."""
+
+    pid: int
+    owner: Owner | None
+    reason: str | None = None
+
+
+def _container_in(components: list[str]) -> str | None:
+    for part in reversed(components):
+        match = _CONTAINER.match(part)
+        if match:
+            runtime = match.group(1) or "container"
+            return f"{runtime}:{match.group(2)[:12]}"
+    return None
+
+
+def _owner_in_path(path: str) -> tuple[int, Owner] | None:
+    """The innermost owner named by one cgroup path, with its depth (component index)."""
+    parts = [p for p in path.split("/") if p]
+    found: tuple[int, Owner] | None = None
+    slurm_seen = False
+    for depth, part in enumerate(parts):
+        if "slurm" in part:
+            slurm_seen = True
+        job = _JOB.match(part)
+        if job and slurm_seen:
+            step = next((m.group(1) for p in parts[depth + 1 :] if (m := _STEP.match(p))), None)
+            below = parts[depth + 1 :]
+            owner = Owner("slurm", job.group(1), job.group(1), step, _container_in(below))
+            found = (depth, owner)
+            slurm_seen = False  # a Slurm nested further down must name itself again
+            continue
+        pod = _POD.search(part)
+        if pod:
+            uid = pod.group(1).replace("_", "-")
+            found = (depth, Owner("k8s", uid, uid, None, _container_in(parts[depth + 1 :])))
+    return found
+
+
+def _is_container_scope(path: str) -> bool:
+    parts = [p for p in path.split("/") if p]
+    return any(p in ("docker", "libpod_parent") or p.startswith("libpod") for p in parts) or (
+        _container_in(parts) is not None
+    )
+
+
+def parse_cgroup(text: str) -> tuple[Owner | None, str | None]:
+    """The owner named by the text of a `/proc/<pid>/cgroup` file, or (None, reason).
+
+    Lines are `hierarchy-id:controllers:path`. Each line is read; where they disagree (hybrid
+    v1/v2 hosts) the unified `0::` line wins, then the deepest match. Reasons:
+    `container_outside_job` (a daemon-managed container scope), `no_job_cgroup`.
+    """
+    best: tuple[int, int, Owner] | None = None  # (unified?, depth, owner)
+    container = False
+    for line in text.splitlines():
+        fields = line.split(":", 2)
+        if len(fields) != 3:
+            continue
+        hierarchy, controllers, path = fields
+        unified = 1 if hierarchy == "0" and controllers == "" else 0
+        found = _owner_in_path(path)
+        if found is None:
+            container = container or _is_container_scope(path)
+            continue
+        depth, owner = found
+        if best is None or (unified, depth) > best[:2]:
+            best = (unified, depth, owner)
+    if best is not None:
+        return best[2], None
+    return None, "container_outside_job" if container else "no_job_cgroup"
+
+
+def _read_proc(path: Path) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read(MAX_PROC_FILE_BYTES)
+
+
+def _environ(proc_root: Path, pid: int) -> dict[str, str] | None:
+    try:
+        raw = _read_proc(proc_root / str(pid) / "environ")
+    except OSError:  # gone, or not ours to read (the agent is not root)
+        return None
+    pairs = (item.partition(b"=") for item in raw.split(b"\0") if item)
+    return {k.decode(errors="replace"): v.decode(errors="replace") for k, _, v in pairs}
+
+
+def _array_id(owner: Owner, environ: dict[str, str] | None) -> Owner:
+    """`<array>_<task>` for an array task, when the process's environment agrees with its cgroup."""
+    if environ is None or environ.get("SLURM_JOB_ID") != owner.raw_id:
+        return owner
+    array, task = environ.get("SLURM_ARRAY_JOB_ID"), environ.get("SLURM_ARRAY_TASK_ID")
+    if array and task and array.isdigit() and task.isdigit():
+        return Owner(owner.kind, f"{array}_{task}", owner.raw_id, owner.step, owner.container)
+    return owner
+
+
+def lookup_owner(pid: int, proc_root: Path) -> OwnerLookup:
+    """The owner of `pid` from `<proc_root>/<pid>/cgroup` (and `environ` for array tasks).
+
+    A process that exited between being listed and being read gives reason `process_gone`; a
+    cgroup file that cannot be read for another reason gives `cgroup_unreadable`.
+    """
+    try:
+        text = _read_proc(proc_root / str(pid) / "cgroup").decode(errors="replace")
+    except (FileNotFoundError, ProcessLookupError):
+        return OwnerLookup(pid, None, "process_gone")
+    except OSError:
+        return OwnerLookup(pid, None, "cgroup_unreadable")
+    owner, reason = parse_cgroup(text)
+    if owner is None:
+        return OwnerLookup(pid, None, reason)
+    if owner.kind == "slurm":
+        owner = _array_id(owner, _environ(proc_root, pid))
+    return OwnerLookup(pid, owner)
+
+
+def resolve_owners(pids: Iterable[int], proc_root: Path) -> dict[int, OwnerLookup]:
+    """The owner (or reason for none) of each distinct PID, in first-seen order."""
+    return {pid: lookup_owner(pid, proc_root) for pid in dict.fromkeys(pids)}

@@ -1,0 +1,233 @@
+"""A node-local spool: contract tables written atomically, landed in the lake when it is reachable.
+
+Layout: `<spool>/<table>/<batch-id>.parquet` (written by the node agent) and
+`<spool>/app_throughput/*.jsonl` (written by applications through `collector.throughput`).
+Putting the same batch id again replaces the spooled file, so an interval that grows each tick
+is spooled as its latest version only. `land()` hands each file to the lake writer under its
+batch id and then deletes it; the writer replaces what a batch id landed before, so a landing
+retried after a crash, or a file landed twice, never duplicates rows. While the lake cannot be
+written (an OSError: unmounted, read-only, permission), files stay in the spool and the next
+`land()` tries again. A file the lake refuses (SchemaMismatch) or that cannot be read is moved to
+`<spool>/_rejected/` and counted, so one bad file never blocks the others.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import stat
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from collector.throughput import INBOX
+from warehouse import layout
+from warehouse.errors import WarehouseError
+from warehouse.schema import RAW_TABLES, spec
+from warehouse.writer import atomic_write, conform, write_batch
+
+__all__ = [
+    "INBOX_MODE",
+    "LandResult",
+    "Spool",
+    "SpoolFile",
+    "Writer",
+    "read_throughput_file",
+]
+
+logger = logging.getLogger(__name__)
+
+Writer = Callable[[Path, str, pa.Table, str], object]
+
+INBOX_MODE: Final = 0o1733  # like /tmp but unlistable: any user may drop a file, none may read
+MAX_JSONL_BYTES: Final = 16 << 20
+# Allocations before the samples they own, so attribution at ingest finds them.
+LANDING_ORDER: Final = ("gpus", "job_gpus", "gpu_samples", "gpu_events", INBOX)
+STATE: Final = "_state"
+REJECTED: Final = "_rejected"
+
+
+@dataclass(frozen=True, slots=True)
+class SpoolFile:
+    """One spooled batch: its table, batch id and file."""
+
+    table: str
+    batch_id: str
+    path: Path
+
+
+@dataclass(slots=True)
+class LandResult:
+    """What one `land()` did: files and rows landed, files rejected, the error that stopped it."""
+
+    files: int = 0
+    rows: Counter[str] = field(default_factory=Counter)
+    rejected: int = 0
+    skipped_lines: int = 0
+    pending: int = 0
+    error: str | None = None
+
+
+def _epoch_ms(value: object) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value)
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _open_regular(path: Path) -> bytes:
+    """Read a file that an unprivileged user may have placed: no symlinks, no devices, capped."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(f"{path}: not a regular file")
+        if info.st_size > MAX_JSONL_BYTES:
+            raise OSError(f"{path}: larger than {MAX_JSONL_BYTES} bytes")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read(MAX_JSONL_BYTES + 1)
+    finally:
+        os.close(fd)
+
+
+def read_throughput_file(path: Path, cluster: str) -> tuple[pa.Table, int]:
+    """The `app_throughput` rows of one JSONL file written by `collector.throughput`.
+
+    Returns (rows, lines skipped). A line that is not a JSON object with a `job_id` string and
+    an integer `ts_ms` is skipped and counted; counter fields that are not numbers become null.
+    """
+    schema = RAW_TABLES[INBOX].schema
+    rows: dict[str, list[object]] = {f.name: [] for f in schema}
+    skipped = 0
+    for line in _open_regular(path).decode("utf-8", errors="replace").splitlines():
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            skipped += 1
+            continue
+        if not isinstance(record, dict):
+            skipped += 1
+            continue
+        job_id, ts_ms = record.get("job_id"), _epoch_ms(record.get("ts_ms"))
+        if not isinstance(job_id, str) or not job_id or ts_ms is None:
+            skipped += 1
+            continue
+        rows["cluster"].append(cluster)
+        rows["job_id"].append(job_id)
+        rows["ts"].append(ts_ms)
+        for name in ("node", "reporter"):
+            value = record.get(name)
+            rows[name].append(value if isinstance(value, str) and value else None)
+        for name in ("samples_total", "tokens_total", "steps_total"):
+            rows[name].append(_number(record.get(name)))
+        source = record.get("source")
+        rows["source"].append(source if isinstance(source, str) and source else "app")
+    arrays = [pa.array(rows[f.name], type=f.type) for f in schema]
+    return pa.Table.from_arrays(arrays, schema=schema), skipped
+
+
+class Spool:
+    """The spool folder at `root` (see module doc)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    @property
+    def state_dir(self) -> Path:
+        """`<spool>/_state`: the agent's own small state files (not landed)."""
+        return layout.ensure_dir(self.root / STATE)
+
+    def open_inbox(self) -> Path:
+        """Create `<spool>/app_throughput` where applications drop their JSONL records."""
+        inbox = self.root / INBOX
+        if not inbox.is_dir():
+            layout.ensure_dir(self.root)
+            inbox.mkdir(exist_ok=True)
+            os.chmod(inbox, INBOX_MODE)
+        return inbox
+
+    def put(self, table: str, batch: pa.Table, batch_id: str) -> Path | None:
+        """Spool `batch` for `table` under `batch_id` (replacing an earlier version); None if empty.
+
+        The batch is checked against the contract first, so a bad batch fails here, at its
+        source, and never reaches the lake.
+        """
+        conformed = conform(spec(table), batch)
+        if conformed.num_rows == 0:
+            return None
+        path = self.root / table / f"{layout.safe_name(batch_id)}.parquet"
+        atomic_write(conformed, path, batches=None)
+        return path
+
+    def pending(self) -> list[SpoolFile]:
+        """Every spooled file not yet landed, in landing order (tables, then oldest first)."""
+        found: list[tuple[int, int, str, SpoolFile]] = []
+        for rank, table in enumerate(LANDING_ORDER):
+            folder = self.root / table
+            if not folder.is_dir():
+                continue
+            suffix = ".jsonl" if table == INBOX else ".parquet"
+            for path in folder.iterdir():
+                if path.name.startswith(".") or path.suffix != suffix:
+                    continue
+                try:
+                    mtime = path.lstat().st_mtime_ns
+                except FileNotFoundError:
+                    continue
+                prefix = "app-" if table == INBOX else ""
+                item = SpoolFile(table, layout.safe_name(prefix + path.stem), path)
+                found.append((rank, mtime, path.name, item))
+        return [item for *_, item in sorted(found, key=lambda f: f[:3])]
+
+    def _reject(self, item: SpoolFile, why: str, result: LandResult) -> None:
+        logger.warning("spool: rejected %s: %s", item.path, why)
+        target = layout.ensure_dir(self.root / REJECTED / item.table) / item.path.name
+        try:
+            os.replace(item.path, target)
+        except FileNotFoundError:
+            pass
+        result.rejected += 1
+
+    def land(self, lake: Path, cluster: str, *, write: Writer = write_batch) -> LandResult:
+        """Land every pending file in `lake` (see module doc); stop at the first OSError."""
+        result = LandResult()
+        items = self.pending()
+        for done, item in enumerate(items):
+            try:
+                if item.table == INBOX:
+                    table, skipped = read_throughput_file(item.path, cluster)
+                    result.skipped_lines += skipped
+                else:
+                    table = pq.read_table(item.path)
+            except FileNotFoundError:
+                continue
+            except (OSError, pa.ArrowException) as exc:
+                self._reject(item, f"unreadable: {exc}", result)
+                continue
+            try:
+                write(lake, item.table, table, item.batch_id)
+            except WarehouseError as exc:
+                self._reject(item, str(exc), result)
+                continue
+            except OSError as exc:
+                result.error = f"lake {str(lake)!r} not writable: {exc}"
+                result.pending = len(items) - done
+                logger.warning("spool: %s; %d file(s) kept for later", result.error, result.pending)
+                return result
+            item.path.unlink(missing_ok=True)
+            result.files += 1
+            result.rows[item.table] += table.num_rows
+        return result
