@@ -5,7 +5,12 @@ set -euo pipefail
 
 # python3-venv: the Makefile's virtual environment.
 # Add a package here when a test starts a new real service.
+# slurm-wlm slurmdbd mariadb-server munge: tests/slurm_live (a real Slurm 22.05 with accounting,
+# started by tests/infra/slurm/start_slurm.sh; passwd gives it useradd; tzdata a non-UTC zone).
 PACKAGES=(python3-venv)
+PACKAGES+=(slurm-wlm slurmdbd mariadb-server mariadb-client munge passwd tzdata)
+# prometheus: tests/prometheus starts Prometheus 2.42 and uses its promtool (backfill).
+PACKAGES+=(prometheus)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

@@ -54,6 +54,10 @@ def run_bench(
     finally:
         shutil.rmtree(base, ignore_errors=True)
     attribution_s = check_s + marts_s
+    from app.bench_prometheus import run_prometheus_bench
+
+    echo("bench: Prometheus JSON → Parquet vs prometheus-api-client's MetricRangeDataFrame")
+    prometheus = run_prometheus_bench(workdir=workdir)
     return {
         "machine": {
             "platform": platform.platform(),
@@ -73,6 +77,7 @@ def run_bench(
         "forced_owner_recheck_s": recheck_s,
         "simulate_plus_attribute_s": sim_s + attribution_s,
         "mart_rows": counts,
+        "prometheus": prometheus,
     }
 
 
@@ -94,6 +99,23 @@ def render_bench(r: dict[str, Any]) -> str:
         f"gpuledger bench: {r['gpus']} GPUs × {r['days']} days = {r['samples']:,} samples, "
         f"{r['jobs']:,} jobs ({r['machine']['cpus']} CPUs, {r['machine']['platform']})"
     )
+    prom = r.get("prometheus") or {}
+    if "ours_s" in prom:
+        rows.append(
+            (
+                "Prometheus JSON → Parquet",
+                prom["ours_s"],
+                f"{prom['ours_samples_per_s']:,} samples/s ({prom['samples']:,} samples)",
+            )
+        )
+    if "client_dataframe_s" in prom:
+        rows.append(
+            (
+                "  prometheus-api-client DataFrame",
+                prom["client_dataframe_s"],
+                f"baseline; ours is {prom['speedup']}× faster",
+            )
+        )
     width = max(len(name) for name, _, _ in rows)
     body = [f"  {name:<{width}}  {secs:8.2f} s   {note}" for name, secs, note in rows]
     return "\n".join([head, *body])

@@ -14,7 +14,7 @@ import click
 
 __all__ = ["SUBCOMMAND_MODULES", "collect_group", "command"]
 
-SUBCOMMAND_MODULES: tuple[str, ...] = ("slurm", "dcgm_exporter", "nvml", "kubernetes")
+SUBCOMMAND_MODULES: tuple[str, ...] = ("slurm", "dcgm_exporter", "nvml", "kubernetes", "prometheus")
 
 
 @click.group(name="collect")

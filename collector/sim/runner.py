@@ -14,6 +14,7 @@ from collector.errors import ConfigError
 from collector.sim.fleet import Fleet, make_fleet, make_population
 from collector.sim.health import Health, make_health
 from collector.sim.telemetry import (
+    Allocations,
     EnergyState,
     XidTimeline,
     make_allocations,
@@ -24,7 +25,7 @@ from warehouse.attribution import record_attributed
 from warehouse.schema import TIMESTAMP
 from warehouse.writer import write_batch
 
-__all__ = ["SimConfig", "SimResult", "simulate"]
+__all__ = ["SimConfig", "SimResult", "World", "build_world", "initial_energy", "simulate"]
 
 DEFAULT_START = dt.datetime(2026, 11, 2, tzinfo=dt.UTC)  # a Monday
 GPUS_PER_CHUNK = 512
@@ -325,6 +326,53 @@ def _truth_table(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class World:
+    """Everything drawn before telemetry: the fleet, its jobs (scheduled) and its faults."""
+
+    fleet: Fleet
+    jobs: list[Job]
+    health: Health
+    app_xids: list[tuple[int, float, int]]
+    allocs: Allocations
+    xids: XidTimeline
+
+
+def build_world(cfg: SimConfig, rng: np.random.Generator) -> World:
+    """Draw `cfg`'s fleet, people, jobs and faults and schedule the jobs (deterministic).
+
+    `rng` draws the fleet; everything else has its own stream from `cfg.seed`.
+    """
+    cfg.validate()
+    fleet = make_fleet(cfg.cluster, cfg.gpus, rng)
+    accounts, users = make_population(np.random.default_rng([cfg.seed, 2]))
+    health = make_health(np.random.default_rng([cfg.seed, 3]), fleet, cfg.days)
+    jobs = make_jobs(
+        np.random.default_rng([cfg.seed, 4]),
+        fleet,
+        users,
+        {a.name for a in accounts if a.pretrain},
+        cfg.days,
+        cfg.load,
+    )
+    schedule(jobs, fleet, health.outages(fleet), cfg.days * DAY_S)
+    app_xids = _app_xids(jobs, np.random.default_rng([cfg.seed, 5]))
+    return World(
+        fleet=fleet,
+        jobs=jobs,
+        health=health,
+        app_xids=app_xids,
+        allocs=make_allocations(jobs),
+        xids=_xid_timeline(health, app_xids),
+    )
+
+
+def initial_energy(cfg: SimConfig, n_gpus: int) -> EnergyState:
+    """Each GPU's energy counter (J) at the start of the simulation."""
+    e_rng = np.random.default_rng([cfg.seed, 6])
+    return EnergyState(joules=e_rng.uniform(1e8, 5e9, size=n_gpus))
+
+
 def simulate(
     cfg: SimConfig,
     root: Path,
@@ -338,19 +386,8 @@ def simulate(
     rng = np.random.default_rng([cfg.seed, 1])
     t0_ms = int(cfg.start.timestamp() * 1000)
     horizon = cfg.days * DAY_S
-    fleet = make_fleet(cfg.cluster, cfg.gpus, rng)
-    accounts, users = make_population(np.random.default_rng([cfg.seed, 2]))
-    health = make_health(np.random.default_rng([cfg.seed, 3]), fleet, cfg.days)
-    jobs = make_jobs(
-        np.random.default_rng([cfg.seed, 4]),
-        fleet,
-        users,
-        {a.name for a in accounts if a.pretrain},
-        cfg.days,
-        cfg.load,
-    )
-    schedule(jobs, fleet, health.outages(fleet), horizon)
-    app_xids = _app_xids(jobs, np.random.default_rng([cfg.seed, 5]))
+    world = build_world(cfg, rng)
+    fleet, jobs, health, app_xids = world.fleet, world.jobs, world.health, world.app_xids
 
     batch = f"sim-{cfg.cluster}"
     files = 0
@@ -364,10 +401,7 @@ def simulate(
         write_batch(root, "sim_truth", _truth_table(cfg, jobs, fleet, health, t0_ms), batch)
     )
 
-    allocs = make_allocations(jobs)
-    xids = _xid_timeline(health, app_xids)
-    e_rng = np.random.default_rng([cfg.seed, 6])
-    energy = EnergyState(joules=e_rng.uniform(1e8, 5e9, size=fleet.n_gpus))
+    energy = initial_energy(cfg, fleet.n_gpus)
     chunks = [
         np.arange(s, min(s + GPUS_PER_CHUNK, fleet.n_gpus))
         for s in range(0, fleet.n_gpus, GPUS_PER_CHUNK)
@@ -379,9 +413,9 @@ def simulate(
             table = make_samples(
                 fleet=fleet,
                 jobs=jobs,
-                allocs=allocs,
+                allocs=world.allocs,
                 health=health,
-                xids=xids,
+                xids=world.xids,
                 energy=energy,
                 gpus=gpus,
                 day=day,

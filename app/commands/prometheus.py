@@ -1,0 +1,277 @@
+"""`gpuledger collect prometheus`: pull dcgm-exporter telemetry out of Prometheus into the lake.
+
+Exported as `command_prometheus` (and `command`, for the `collect` group's loader). The collector
+layer and prometheus-api-client are imported inside the function, so `--help` stays light.
+`python -m app.commands.prometheus …` runs the same command on its own.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import sys
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import click
+
+from app.errors import reports_errors
+
+if TYPE_CHECKING:
+    from collector.sources.prometheus import PullSummary, WindowLanded
+
+__all__ = ["Duration", "When", "command", "command_prometheus", "render_summary"]
+
+_UNITS: Final = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_DURATION: Final = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)?")
+
+
+def _seconds(text: str) -> float | None:
+    found = _DURATION.fullmatch(text.strip())
+    return None if found is None else float(found.group(1)) * _UNITS[found.group(2) or "s"]
+
+
+class Duration(click.ParamType):  # type: ignore[type-arg]  # generic only in newer click
+    """A duration: `90s`, `10m`, `1h`, `1d`, or plain seconds."""
+
+    name = "duration"
+
+    def __init__(self, *, allow_zero: bool = False) -> None:
+        self.allow_zero = allow_zero
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        seconds = float(value) if isinstance(value, int | float) else _seconds(str(value))
+        if seconds is None or seconds < 0 or (seconds == 0 and not self.allow_zero):
+            self.fail(f"{value!r} is not a duration (e.g. 90s, 10m, 1h, 1d)")
+        return seconds
+
+
+class When(click.ParamType):  # type: ignore[type-arg]
+    """A point in time: ISO date/time (UTC unless an offset is given), `now`, epoch seconds
+    (`@1767225600`), or a duration ago (`6h`, `2d`)."""
+
+    name = "time"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> dt.datetime:
+        if isinstance(value, dt.datetime):
+            return value
+        text = str(value).strip()
+        now = dt.datetime.now(dt.UTC)
+        if text == "now":
+            return now
+        if text.startswith("@"):
+            try:
+                return dt.datetime.fromtimestamp(float(text[1:]), tz=dt.UTC)
+            except (ValueError, OverflowError):
+                self.fail(f"{value!r} is not @<epoch seconds>")
+        ago = _seconds(text) if text[-1:].isalpha() else None
+        if ago is not None:
+            return now - dt.timedelta(seconds=ago)
+        try:
+            parsed = dt.datetime.fromisoformat(text)
+        except ValueError:
+            self.fail(
+                f"{value!r} is not a time: expected ISO (2026-11-02T08:00), @epoch, now, "
+                "or a duration ago (6h, 2d)"
+            )
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+
+
+def _when(ts: dt.datetime | None) -> str:
+    return ts.strftime("%Y-%m-%d %H:%M:%S") if ts else "-"
+
+
+def render_summary(summary: PullSummary, lake: Path) -> str:
+    """What the pull landed, what it skipped by reason, and where the checkpoint stands."""
+    lines = [
+        f"Landed {summary.samples:,} gpu_samples row(s), {summary.events:,} gpu_events row(s) "
+        f"and {summary.job_gpus:,} job_gpus row(s) from {summary.windows} window(s) "
+        f"({_when(summary.first)} to {_when(summary.last)} UTC, "
+        f"{len(summary.families)} DCGM famil{'y' if len(summary.families) == 1 else 'ies'}) "
+        f"into {lake}",
+        "Values skipped or nulled, by reason: "
+        + (", ".join(f"{k} {n:,}" for k, n in sorted(summary.counts.items())) or "none"),
+        f"Checkpoint: complete up to {_when(summary.checkpoint)} UTC"
+        + (" (stopped by signal)" if summary.stopped else ""),
+    ]
+    if not summary.families:
+        lines.insert(
+            1, "No DCGM metric families matched in that range (check --url and --selector)."
+        )
+    return "\n".join(lines)
+
+
+def _progress(window: WindowLanded) -> None:
+    state = "complete" if window.complete else "open"
+    click.echo(
+        f"{window.start:%Y-%m-%d %H:%M}–{window.end:%H:%M} UTC  {window.samples:>9,} rows  "
+        f"{window.events:>5,} events  {window.job_gpus:>5,} job_gpus  {state}"
+        + (f"  [{window.done}/{window.total}]" if window.total else ""),
+        err=True,
+    )
+
+
+@click.command(name="prometheus")
+@click.option("--url", required=True, help="Prometheus base URL, e.g. http://prometheus:9090.")
+@click.option("--cluster", required=True, help="Cluster name the rows land under.")
+@click.option(
+    "--selector",
+    default="",
+    metavar="MATCHERS",
+    help='Label matchers added to every query, e.g. cluster="a",job="dcgm" '
+    "(default: every DCGM series Prometheus holds).",
+)
+@click.option(
+    "--since",
+    type=When(),
+    default=None,
+    help="Start: ISO time (UTC), @epoch, or a duration ago (6h, 2d). Default: where the last "
+    "run's checkpoint is, else 1h ago.",
+)
+@click.option(
+    "--until",
+    type=When(),
+    default=None,
+    help="End (same forms). Without it the pull follows live data until Ctrl-C / SIGTERM.",
+)
+@click.option(
+    "--window",
+    type=Duration(),
+    default="1h",
+    show_default=True,
+    help="Window per query and per landed batch; must divide a day. Keep it for a cluster.",
+)
+@click.option(
+    "--parallel",
+    type=click.IntRange(1, 16),
+    default=4,
+    show_default=True,
+    help="Queries in flight at once.",
+)
+@click.option(
+    "--timeout",
+    type=Duration(),
+    default="60s",
+    show_default=True,
+    help="Per request (also Prometheus' own query timeout).",
+)
+@click.option(
+    "--retries",
+    type=click.IntRange(0, 10),
+    default=4,
+    show_default=True,
+    help="Retries of a failed request, with exponential backoff.",
+)
+@click.option(
+    "--backoff",
+    type=Duration(allow_zero=True),
+    default="1s",
+    show_default=True,
+    help="First retry delay.",
+)
+@click.option(
+    "--poll",
+    type=Duration(),
+    default="30s",
+    show_default=True,
+    help="How often to look for new data when following (no --until).",
+)
+@click.option(
+    "--settle",
+    type=Duration(allow_zero=True),
+    default="60s",
+    show_default=True,
+    help="How old a window's end must be before the checkpoint may pass it.",
+)
+@click.option(
+    "--interval",
+    type=Duration(),
+    default=None,
+    help="Seconds each sample stands for (default: measured from the samples' spacing).",
+)
+@click.option("--reset", is_flag=True, help="Ignore the checkpoint and start at --since.")
+@click.option("--insecure", is_flag=True, help="Do not verify Prometheus' TLS certificate.")
+@click.option("--quiet", is_flag=True, help="No per-window progress lines on stderr.")
+@click.option(
+    "--lake",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="GPULEDGER_LAKE",
+    default=Path("lake"),
+    show_default=True,
+    help="Lake root folder (default: $GPULEDGER_LAKE, else ./lake).",
+)
+@reports_errors
+def command_prometheus(
+    url: str,
+    cluster: str,
+    selector: str,
+    since: dt.datetime | None,
+    until: dt.datetime | None,
+    window: float,
+    parallel: int,
+    timeout: float,
+    retries: int,
+    backoff: float,
+    poll: float,
+    settle: float,
+    interval: float | None,
+    reset: bool,
+    insecure: bool,
+    quiet: bool,
+    lake: Path,
+) -> None:
+    """Pull DCGM telemetry (dcgm-exporter ≤4.8 and ≥4.9 names) from Prometheus into the lake.
+
+    Raw scraped samples are read with range selectors, window by window (never resampled),
+    pivoted to one gpu_samples row per GPU or MIG instance per scrape, with hpc_job / pod
+    labels as job_gpus intervals and XID, ECC, row-remap and throttle changes as gpu_events.
+    A checkpoint in <lake>/_state/prometheus.sqlite lets a rerun resume; re-pulled windows
+    replace what they landed before, so nothing is duplicated.
+
+    \b
+    Examples:
+      gpuledger collect prometheus --url http://prom:9090 --cluster della --since 7d --until now
+      gpuledger collect prometheus --url http://prom:9090 --cluster della   # follow live
+    """
+    from collector.sources.dcgm_scrape import stop_on_signals
+    from collector.sources.prometheus import PullConfig, pull
+    from collector.sources.prometheus_transport import ApiClientTransport
+
+    if window != int(window):
+        raise click.BadParameter(
+            f"{window:g} s is not a whole number of seconds", param_hint="--window"
+        )
+    if since and until and until <= since:
+        raise click.BadParameter("must be after --since", param_hint="--until")
+    cfg = PullConfig(
+        cluster=cluster,
+        selector=selector.strip().strip("{}"),
+        since=since,
+        until=until,
+        window_s=int(window),
+        parallel=parallel,
+        retries=retries,
+        backoff_s=backoff,
+        poll_s=poll,
+        settle_s=settle,
+        interval_s=interval,
+        reset=reset,
+    )
+    stop = threading.Event()
+    with (
+        ApiClientTransport(url, timeout_s=timeout, insecure=insecure, connections=parallel) as api,
+        stop_on_signals(stop),
+    ):
+        summary = pull(cfg, lake, api, stop=stop, progress=None if quiet else _progress)
+    click.echo(render_summary(summary, lake))
+
+
+command = command_prometheus
+
+if __name__ == "__main__":
+    command_prometheus(prog_name=f"{Path(sys.executable).name} -m app.commands.prometheus")
