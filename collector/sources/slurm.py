@@ -25,8 +25,10 @@ Rules (each decided here, tested in tests/slurm/):
   only gives a task its own id when it starts.
 * Requeues: `Restarts` where sacct has the field (newer than 22.05), else the number of REQUEUED
   records of the job (sacct `--duplicates` lists each earlier run); `submit_ts` is the earliest
-  submit of those runs (a requeue resets Submit). Other duplicate records of one id (a job id
-  reused after a database reset) are ignored in favour of the latest.
+  submit of those runs (a requeue resets Submit); the (start, end) of each REQUEUED record is
+  kept as `earlier_runs`, so the collector ends that run's GPU rows when it really ended. Other
+  duplicate records of one id (a job id reused after a database reset) are ignored in favour
+  of the latest.
 * Interactive: a step named `interactive` (salloc with `use_interactive_step`); a job named
   `interactive…`, `sys/dashboard…` (Open OnDemand) or a shell (`bash`, `sh`, `zsh`, …); or a job
   without a batch step whose step runs a shell (`srun --pty bash`). Anything else is batch.
@@ -146,6 +148,9 @@ class SacctJob:
     max_rss_mib: float | None
     interactive: bool
     requeues: int
+    # (start, end) of each earlier run of a requeued job that sacct listed (its REQUEUED
+    # records): not a `jobs` column, but when that run gave up its GPUs.
+    earlier_runs: tuple[tuple[int, int], ...] = ()
 
     @property
     def finished(self) -> bool:
@@ -320,6 +325,13 @@ def _fold(job_id: str, runs: list[_Line], steps: list[_Line], listed: set[str]) 
         max_rss_mib=max(rss) if rss else None,
         interactive=_is_interactive(values.get("JobName"), steps),
         requeues=max(_int(values, "Restarts") or 0, len(requeued)),
+        earlier_runs=tuple(
+            sorted(
+                (r.start_ts, r.end_ts)
+                for r in requeued
+                if r.start_ts is not None and r.end_ts is not None
+            )
+        ),
     )
     if current.pending_tasks is None:
         return [job]

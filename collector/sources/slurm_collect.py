@@ -150,7 +150,10 @@ def _slurm_time(value: dt.datetime, tz: dt.tzinfo) -> str:
 
 
 def _digest(job: SacctJob) -> str:
-    payload = json.dumps(dataclasses.asdict(job), sort_keys=True, default=str)
+    """The hash of what a job lands as; earlier runs are not landed (and leave the window)."""
+    content = dataclasses.asdict(job)
+    del content["earlier_runs"]
+    payload = json.dumps(content, sort_keys=True, default=str)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
@@ -290,6 +293,12 @@ def _land_gpus(
 
 def _end_of(row: JobGpu, job: SacctJob | None, live: ScontrolJob | None, now: int) -> int | None:
     """When an open `job_gpus` row ended, or None while its job still holds it."""
+    if job is not None:
+        # A run that was requeued: sacct recorded when it ended (scontrol only shows the job
+        # pending again, or running again from a later start).
+        for start, end in job.earlier_runs:
+            if start == row.start_ts:
+                return end
     if job is not None and job.finished and job.end_ts is not None:
         return job.end_ts
     if live is None:

@@ -259,6 +259,47 @@ def test_a_requeued_job_restarting_on_other_gpus_closes_its_old_rows(
     ]
 
 
+REQUEUE_PHASES = {  # recorded on the live test cluster (tests/fixtures/slurm/PROVENANCE.md)
+    "1-running": utc("2026-12-02T17:04:27"),
+    "2-requeued": utc("2026-12-02T17:04:30"),
+    "3-restarted": utc("2026-12-02T17:04:35"),
+    "4-completed": utc("2026-12-02T17:04:40"),
+}
+
+
+@pytest.mark.parametrize(
+    "phases",
+    [
+        ("1-running", "2-requeued", "3-restarted", "4-completed"),
+        ("1-running", "3-restarted", "4-completed"),  # no run while it waited to restart
+    ],
+)
+def test_a_requeued_jobs_earlier_run_gives_up_its_gpus_when_sacct_says_it_ended(
+    tmp_path, fake_slurm, fixture_text, phases
+):
+    # Job 1 ran on GPUs 0-1 from 17:04:26, was requeued at 17:04:28 (`scontrol requeue`), waited
+    # (scontrol: PENDING, Reason=BeginTime, an estimated StartTime), ran again on GPUs 0-1 from
+    # 17:04:31 and completed at 17:04:36. The first run's rows end when that run ended (its
+    # REQUEUED record's End), not at the next collection nor at the restart.
+    for phase in phases:
+        slurm = fake_slurm(
+            fixture_text(f"requeue/sacct-{phase}.txt"),
+            fixture_text(f"requeue/scontrol-{phase}.txt"),
+        )
+        collect_slurm(tmp_path, CLUSTER, slurm, now=REQUEUE_PHASES[phase])
+
+    first, second, end = (utc(f"2026-12-02T17:04:{s}") for s in ("26", "31", "36"))
+    assert rows(tmp_path, "SELECT gpu_index, start_ts, end_ts FROM job_gpus ORDER BY 2, 1") == [
+        (0, first, utc("2026-12-02T17:04:28")),
+        (1, first, utc("2026-12-02T17:04:28")),
+        (0, second, end),
+        (1, second, end),
+    ]
+    assert rows(
+        tmp_path, "SELECT state, requeues, submit_ts, start_ts, end_ts FROM jobs_latest"
+    ) == [("COMPLETED", 1, utc("2026-12-02T17:04:24"), second, end)]
+
+
 def test_requeues_never_go_back_when_the_earlier_run_leaves_the_window(tmp_path, fake_slurm):
     fields = "JobID|JobIDRaw|State|Submit|Start|End|JobName"
     first = (
