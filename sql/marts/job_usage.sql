@@ -1,7 +1,7 @@
 -- job_usage: one line per job — what it was allocated, what it used, and what it drew.
 --
 -- Grain:   one row per (cluster, job_id)
--- Reads:   jobs_latest, job_gpu_intervals, job_gpu_daily, gpu_samples
+-- Reads:   jobs_latest, job_gpu_intervals, job_gpu_daily, gpu_samples, app_throughput
 -- Params:  none
 -- Returns: cluster, job_id, user, account, partition, state, start_ts, end_ts, gpus, alloc_gpu_h,
 --          observed_gpu_h, active_gpu_h, idle_gpu_h, effective_gpu_h, busy_mean,
@@ -13,6 +13,10 @@
 -- job on one GPU merged; a job still running is counted up to the end of the cluster's data.
 -- Without job_gpus rows it falls back to gpus × (end - start), then to the observed time.
 -- Means are time-weighted over the samples that carry the field (DESIGN §4).
+-- app_throughput is the work the job reported (collector/throughput.py, or a PromQL counter
+-- pulled by `collect prometheus --throughput-query`) per second of the reports' span: tokens/s
+-- where tokens were reported, else samples/s, else steps/s. Counters are reset-aware per
+-- reporter (a drop means the process restarted from 0) and summed over the job's reporters.
 
 WITH data_end AS (
     SELECT
@@ -37,6 +41,34 @@ alloc AS (
             END AS slot_gpus
         FROM job_gpu_intervals
     ) AS numbered
+    GROUP BY cluster, job_id
+),
+app_steps AS (
+    SELECT
+        cluster,
+        job_id,
+        ts,
+        tokens_total,
+        samples_total,
+        steps_total,
+        tokens_total - lag(tokens_total) OVER reporter_time AS d_tokens,
+        samples_total - lag(samples_total) OVER reporter_time AS d_samples,
+        steps_total - lag(steps_total) OVER reporter_time AS d_steps
+    FROM app_throughput
+    WINDOW reporter_time AS (
+        PARTITION BY cluster, job_id, coalesce(node, ''), coalesce(reporter, '')
+        ORDER BY ts
+    )
+),
+app AS (
+    SELECT
+        cluster,
+        job_id,
+        epoch(max(ts)) - epoch(min(ts)) AS span_s,
+        sum(CASE WHEN d_tokens < 0 THEN tokens_total ELSE d_tokens END) AS tokens,
+        sum(CASE WHEN d_samples < 0 THEN samples_total ELSE d_samples END) AS samples,
+        sum(CASE WHEN d_steps < 0 THEN steps_total ELSE d_steps END) AS steps
+    FROM app_steps
     GROUP BY cluster, job_id
 ),
 used AS (
@@ -149,7 +181,7 @@ SELECT
     greatest(coalesce(j.gpus, a.slots, u.devices, 0) - coalesce(u.devices_active, 0), 0)
         AS gpus_never_active,
     coalesce(u.samples, 0) AS samples,
-    CAST(NULL AS DOUBLE) AS app_throughput
+    coalesce(p.tokens, p.samples, p.steps) / nullif(p.span_s, 0) AS app_throughput
 FROM keys AS k
 LEFT JOIN started AS j
     ON j.cluster = k.cluster AND j.job_id = k.job_id
@@ -159,4 +191,6 @@ LEFT JOIN used AS u
     ON u.cluster = k.cluster AND u.job_id = k.job_id
 LEFT JOIN data_end AS e
     ON e.cluster = k.cluster
+LEFT JOIN app AS p
+    ON p.cluster = k.cluster AND p.job_id = k.job_id
 ORDER BY k.cluster, k.job_id

@@ -177,3 +177,42 @@ def test_a_running_job_is_allocated_up_to_the_end_of_the_data(tmp_path):
 
     # The data ends at the last sample's end: 570 + 30 = 600 s; allocated 600 - 100 = 500 s.
     assert r.by_job(con)["j1"]["alloc_gpu_h"] == pytest.approx(500 / H)
+
+
+def test_app_throughput_is_reported_work_per_second_reset_aware_over_reporters(tmp_path):
+    # j1 on one GPU over [0, 300). Two reporters (two ranks) report cumulative token counters:
+    # rank 0: 0 → 1000 → 2500 (t = 0, 100, 200); rank 1 restarts: 500 → 900, then 100 at t=200
+    # (a drop: the process restarted from 0, so the 100 counts as new work).
+    # tokens = (1000 + 1500) + (400 + 100) = 3000 over the reports' span 200 s → 15 tokens/s.
+    # j2 reports samples only: 0 → 600 over 300 s → 2 samples/s.
+    def report(job_id, t, reporter, **totals):
+        return {
+            "cluster": r.CLUSTER,
+            "job_id": job_id,
+            "ts": r.at(t),
+            "node": "g001",
+            "reporter": reporter,
+            "source": "test",
+            **totals,
+        }
+
+    reports = [
+        report("j1", 0, "rank0", tokens_total=0.0, samples_total=10.0),
+        report("j1", 100, "rank0", tokens_total=1000.0, samples_total=20.0),
+        report("j1", 200, "rank0", tokens_total=2500.0, samples_total=30.0),
+        report("j1", 0, "rank1", tokens_total=500.0),
+        report("j1", 100, "rank1", tokens_total=900.0),
+        report("j1", 200, "rank1", tokens_total=100.0),
+        report("j2", 0, "p", samples_total=0.0),
+        report("j2", 300, "p", samples_total=600.0),
+    ]
+    r.land(tmp_path, "app_throughput", reports)
+    con = r.build_lake(
+        tmp_path,
+        samples=r.samples(range(0, 330, 30), gpu_index=0, engine_active=0.5),
+        jobs=[r.job("j1", 0, 300), r.job("j2", 0, 300)],
+        job_gpus=[r.job_gpu("j1", 0, 300, gpu_index=0)],
+    )
+    usage = r.by_job(con)
+    assert usage["j1"]["app_throughput"] == pytest.approx(15.0)  # tokens win over samples
+    assert usage["j2"]["app_throughput"] == pytest.approx(2.0)
