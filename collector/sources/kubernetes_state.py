@@ -16,7 +16,6 @@ transaction, so two collectors on one lake take turns, and a run that fails chan
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -24,8 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collector.errors import CollectorError
-from warehouse import layout
+from collector.state import state_transaction
 
 __all__ = ["STATE_FILE", "KubernetesState", "StoredPod", "WholeNodeRow", "open_state"]
 
@@ -266,23 +264,7 @@ def open_state(root: Path, cluster: str, timeout_s: float = 30.0) -> Iterator[Ku
 
     Raises CollectorError when another collector holds the database longer than `timeout_s`.
     """
-    path = layout.state_dir(root) / STATE_FILE
-    con = sqlite3.connect(path, timeout=timeout_s, isolation_level=None)
-    os.chmod(path, layout.FILE_MODE)  # state is not for every local user to read
-    try:
-        con.executescript(_SCHEMA)
-        try:
-            con.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            raise CollectorError(
-                f"the Kubernetes state {str(path)!r} is locked ({exc}); is another "
-                "`gpuledger collect kubernetes` running on this lake?"
-            ) from exc
-        try:
-            yield KubernetesState(con, cluster)
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
-        con.execute("COMMIT")
-    finally:
-        con.close()
+    with state_transaction(
+        root, STATE_FILE, _SCHEMA, "gpuledger collect kubernetes", timeout_s
+    ) as con:
+        yield KubernetesState(con, cluster)
