@@ -86,14 +86,18 @@ def _when(ts: dt.datetime | None) -> str:
     return ts.strftime("%Y-%m-%d %H:%M:%S") if ts else "-"
 
 
-def render_summary(summary: PullSummary, lake: Path) -> str:
-    """What the pull landed, what it skipped by reason, and where the checkpoint stands."""
+def render_summary(summary: PullSummary, lake: Path, *, throughput: bool = False) -> str:
+    """What the pull landed, what it skipped by reason, and where the checkpoint stands.
+
+    `throughput`: throughput queries were configured (say how many app_throughput rows landed).
+    """
     lines = [
         f"Landed {summary.samples:,} gpu_samples row(s), {summary.events:,} gpu_events row(s) "
         f"and {summary.job_gpus:,} job_gpus row(s) from {summary.windows} window(s) "
         f"({_when(summary.first)} to {_when(summary.last)} UTC, "
         f"{len(summary.families)} DCGM famil{'y' if len(summary.families) == 1 else 'ies'}) "
         f"into {lake}",
+        *([f"Landed {summary.throughput:,} app_throughput row(s)"] if throughput else []),
         "Values skipped or nulled, by reason: "
         + (", ".join(f"{k} {n:,}" for k, n in sorted(summary.counts.items())) or "none"),
         f"Checkpoint: complete up to {_when(summary.checkpoint)} UTC"
@@ -110,7 +114,9 @@ def _progress(window: WindowLanded) -> None:
     state = "complete" if window.complete else "open"
     click.echo(
         f"{window.start:%Y-%m-%d %H:%M}–{window.end:%H:%M} UTC  {window.samples:>9,} rows  "
-        f"{window.events:>5,} events  {window.job_gpus:>5,} job_gpus  {state}"
+        f"{window.events:>5,} events  {window.job_gpus:>5,} job_gpus  "
+        + (f"{window.throughput:>5,} app_throughput  " if window.throughput else "")
+        + state
         + (f"  [{window.done}/{window.total}]" if window.total else ""),
         err=True,
     )
@@ -194,6 +200,24 @@ def _progress(window: WindowLanded) -> None:
     default=None,
     help="Seconds each sample stands for (default: measured from the samples' spacing).",
 )
+@click.option(
+    "--throughput-query",
+    "throughput_queries",
+    multiple=True,
+    metavar="NAME=SELECTOR",
+    help="Application throughput counter to pull alongside DCGM into app_throughput "
+    "(repeatable; NAME is samples, tokens or steps), e.g. "
+    "tokens=gpuledger_app_tokens_total. The selector is used as given (--selector is not "
+    "added to it).",
+)
+@click.option(
+    "--throughput-job-label",
+    default="job_id",
+    show_default=True,
+    metavar="LABEL",
+    help="Label of the throughput series naming the job (e.g. hpc_job, slurm_job_id, pod); "
+    "series without it are skipped and counted.",
+)
 @click.option("--reset", is_flag=True, help="Ignore the checkpoint and start at --since.")
 @click.option("--insecure", is_flag=True, help="Do not verify Prometheus' TLS certificate.")
 @click.option("--quiet", is_flag=True, help="No per-window progress lines on stderr.")
@@ -220,6 +244,8 @@ def command_prometheus(
     poll: float,
     settle: float,
     interval: float | None,
+    throughput_queries: tuple[str, ...],
+    throughput_job_label: str,
     reset: bool,
     insecure: bool,
     quiet: bool,
@@ -230,6 +256,8 @@ def command_prometheus(
     Raw scraped samples are read with range selectors, window by window (never resampled),
     pivoted to one gpu_samples row per GPU or MIG instance per scrape, with hpc_job / pod
     labels as job_gpus intervals and XID, ECC, row-remap and throttle changes as gpu_events.
+    With --throughput-query, application counters (samples/tokens/steps per job) are pulled
+    the same way into app_throughput, one row per job, reporter (instance) and scrape.
     A checkpoint in <lake>/_state/prometheus.sqlite lets a rerun resume; re-pulled windows
     replace what they landed before, so nothing is duplicated.
 
@@ -238,8 +266,10 @@ def command_prometheus(
       gpuledger collect prometheus --url http://prom:9090 --cluster della --since 7d --until now
       gpuledger collect prometheus --url http://prom:9090 --cluster della   # follow live
     """
+    from collector.errors import ConfigError
     from collector.sources.dcgm_scrape import stop_on_signals
     from collector.sources.prometheus import PullConfig, pull
+    from collector.sources.prometheus_throughput import parse_throughput_query
     from collector.sources.prometheus_transport import ApiClientTransport
 
     if window != int(window):
@@ -248,6 +278,10 @@ def command_prometheus(
         )
     if since and until and until <= since:
         raise click.BadParameter("must be after --since", param_hint="--until")
+    try:
+        throughput = tuple(parse_throughput_query(q) for q in throughput_queries)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), param_hint="--throughput-query") from exc
     cfg = PullConfig(
         cluster=cluster,
         selector=selector.strip().strip("{}"),
@@ -260,6 +294,8 @@ def command_prometheus(
         poll_s=poll,
         settle_s=settle,
         interval_s=interval,
+        throughput=throughput,
+        throughput_job_label=throughput_job_label.strip(),
         reset=reset,
     )
     stop = threading.Event()
@@ -268,7 +304,7 @@ def command_prometheus(
         stop_on_signals(stop),
     ):
         summary = pull(cfg, lake, api, stop=stop, progress=None if quiet else _progress)
-    click.echo(render_summary(summary, lake))
+    click.echo(render_summary(summary, lake, throughput=bool(throughput)))
 
 
 command = command_prometheus

@@ -8,6 +8,9 @@ bounded thread pool with timeouts and exponential backoff; a window is pivoted
 (`prometheus_pivot`) and landed under a batch id derived from (cluster, selector, window), so
 landing it again replaces it. The checkpoint (`prometheus_state`) then moves past every window
 that was complete; a rerun restarts there. Without `until` the pull follows live data.
+Configured application throughput counters (`PullConfig.throughput`, as given: the selector is
+not added) are fetched per window the same way and land in `app_throughput` under the window's
+batch id (`prometheus_throughput`).
 """
 
 from __future__ import annotations
@@ -35,6 +38,11 @@ from collector.sources.prometheus_pivot import (
     pivot_window,
 )
 from collector.sources.prometheus_state import Checkpoint, CheckpointStore, source_key
+from collector.sources.prometheus_throughput import (
+    DEFAULT_JOB_LABEL,
+    pivot_throughput,
+    validate_throughput,
+)
 from collector.sources.prometheus_transport import (
     PrometheusQueryError,
     PrometheusUnavailable,
@@ -90,6 +98,9 @@ class PullConfig:
     settle_s: float = 60.0
     interval_s: float | None = None
     reset: bool = False
+    # application throughput: (counter name, series selector) pairs, and the label naming the job
+    throughput: tuple[tuple[str, str], ...] = ()
+    throughput_job_label: str = DEFAULT_JOB_LABEL
 
     def validate(self) -> None:
         if not self.cluster.strip():
@@ -111,6 +122,7 @@ class PullConfig:
             raise ConfigError(f"until {self.until.isoformat()} must be after since")
         if self.parallel < 1 or self.retries < 0 or self.poll_s <= 0:
             raise ConfigError("parallel must be >= 1, retries >= 0 and poll_s > 0")
+        validate_throughput(self.throughput, self.throughput_job_label)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +137,7 @@ class WindowLanded:
     complete: bool
     done: int  # windows landed so far in this pass
     total: int  # windows in this pass
+    throughput: int = 0  # app_throughput rows
 
 
 @dataclass(slots=True)
@@ -135,6 +148,7 @@ class PullSummary:
     samples: int = 0
     events: int = 0
     job_gpus: int = 0
+    throughput: int = 0  # app_throughput rows
     passes: int = 0
     families: list[str] = field(default_factory=list)
     counts: Counter[str] = field(default_factory=Counter)
@@ -164,9 +178,13 @@ def range_query(family: str, selector: str, start_ms: int, end_ms: int) -> tuple
     so that both the closed ranges of Prometheus 2 and the left-open ones of 3 include it
     (the pivot drops what lies outside).
     """
-    span_ms = end_ms - start_ms + 1
     matchers = f"{{{selector}}}" if selector.strip() else ""
-    return f"{family}{matchers}[{span_ms}ms]", (end_ms - 1) / 1000.0
+    return _ranged(f"{family}{matchers}", start_ms, end_ms)
+
+
+def _ranged(series: str, start_ms: int, end_ms: int) -> tuple[str, float]:
+    """`series` (a selector) with the range of `range_query`, and the time to evaluate it at."""
+    return f"{series}[{end_ms - start_ms + 1}ms]", (end_ms - 1) / 1000.0
 
 
 class _Puller:
@@ -203,9 +221,18 @@ class _Puller:
                     raise _Stopped from exc
         raise AssertionError("unreachable")
 
-    def _fetch(self, family: str, start_ms: int, end_ms: int) -> list[SeriesBlock]:
-        """One family's samples in [start, end), split in halves while Prometheus says too big."""
-        query, at_s = range_query(family, self.cfg.selector, start_ms, end_ms)
+    def _fetch(
+        self, family: str, start_ms: int, end_ms: int, series: str | None = None
+    ) -> list[SeriesBlock]:
+        """One family's samples in [start, end), split in halves while Prometheus says too big.
+
+        `series`: a full series selector to query instead of `family{selector}` (throughput
+        counters; the block is still named `family`).
+        """
+        if series is None:
+            query, at_s = range_query(family, self.cfg.selector, start_ms, end_ms)
+        else:
+            query, at_s = _ranged(series, start_ms, end_ms)
         try:
             body = self._retrying(
                 f"query {query}", lambda: self.transport.range_vector(query, at_s)
@@ -214,12 +241,22 @@ class _Puller:
             if end_ms - start_ms <= MIN_SPLIT_MS:
                 raise
             mid = start_ms + (end_ms - start_ms) // 2
-            return self._fetch(family, start_ms, mid) + self._fetch(family, mid, end_ms)
+            return self._fetch(family, start_ms, mid, series) + self._fetch(
+                family, mid, end_ms, series
+            )
         return [block_from_body(family, body)]
 
     def _window_blocks(self, family: str, start_ms: int, end_ms: int) -> list[SeriesBlock]:
         lookback = LOOKBACK_MS if family in _EVENT_FAMILIES else 0
         return self._fetch(family, start_ms - lookback, end_ms)
+
+    def _throughput_blocks(self, start_ms: int, end_ms: int) -> list[SeriesBlock]:
+        """Every configured throughput counter's samples in [start, end), one block each."""
+        return [
+            block
+            for name, series in self.cfg.throughput
+            for block in self._fetch(name, start_ms, end_ms, series)
+        ]
 
     def target_labels(self, start_ms: int, end_ms: int) -> TargetLabels:
         """Per scrape target (`instance`), the labels the target itself adds, from `up`'s series.
@@ -267,7 +304,13 @@ class _Puller:
             start = now_ms - 3_600_000
         return start - start % self.window_ms
 
-    def land(self, start_ms: int, blocks: list[SeriesBlock], now_ms: int) -> WindowLanded:
+    def land(
+        self,
+        start_ms: int,
+        blocks: list[SeriesBlock],
+        now_ms: int,
+        throughput: list[SeriesBlock] | None = None,
+    ) -> WindowLanded:
         end_ms = start_ms + self.window_ms
         rows = pivot_window(
             blocks,
@@ -285,11 +328,24 @@ class _Puller:
             ("job_gpus", rows.job_gpus),
         ):
             write_batch(self.root, table, data, batch)
+        app_rows = 0
+        if self.cfg.throughput:
+            app = pivot_throughput(
+                throughput or [],
+                cluster=self.cfg.cluster,
+                start_ms=start_ms,
+                end_ms=end_ms,
+                job_label=self.cfg.throughput_job_label,
+            )
+            write_batch(self.root, "app_throughput", app.table, batch)
+            app_rows = app.table.num_rows
+            self.summary.counts.update({f"app_throughput {k}": n for k, n in app.counts.items()})
         s = self.summary
         s.windows += 1
         s.samples += rows.samples.num_rows
         s.events += rows.events.num_rows
         s.job_gpus += rows.job_gpus.num_rows
+        s.throughput += app_rows
         s.counts.update(rows.counts)
         first, last = _from_ms(start_ms), _from_ms(min(end_ms, now_ms))
         s.first = first if s.first is None else min(s.first, first)
@@ -303,6 +359,7 @@ class _Puller:
             complete=end_ms + self.cfg.settle_s * 1000 <= now_ms,
             done=0,
             total=0,
+            throughput=app_rows,
         )
 
     def run_pass(
@@ -318,6 +375,7 @@ class _Puller:
         # enough windows in flight to keep every worker busy, no more (memory)
         ahead = max(2, math.ceil(2 * self.cfg.parallel / max(len(families), 1)))
         pending: deque[tuple[int, int, list[Future[list[SeriesBlock]]]]] = deque()
+        n_dcgm = len(families)
         queue = iter(starts)
         done_until = start_ms
         contiguous = True
@@ -329,6 +387,10 @@ class _Puller:
                     pool.submit(self._window_blocks, f, begin, begin + self.window_ms)
                     for f in families
                 ]
+                if self.cfg.throughput:
+                    futures.append(
+                        pool.submit(self._throughput_blocks, begin, begin + self.window_ms)
+                    )
                 pending.append((begin, now, futures))
                 if len(pending) >= ahead:
                     return
@@ -338,10 +400,11 @@ class _Puller:
             landed = 0
             while pending:
                 begin, asked_ms, futures = pending.popleft()
-                blocks = [b for f in futures for b in f.result()]
+                blocks = [b for f in futures[:n_dcgm] for b in f.result()]
+                app = [b for f in futures[n_dcgm:] for b in f.result()]
                 if self.stop.is_set():
                     raise _Stopped
-                window = self.land(begin, blocks, asked_ms)
+                window = self.land(begin, blocks, asked_ms, app)
                 landed += 1
                 if contiguous and window.complete:
                     done_until = begin + self.window_ms
@@ -417,6 +480,7 @@ def pull(
                     summary.families = sorted(set(summary.families) | set(families))
                     if families:
                         puller.targets = puller.target_labels(start_ms, limit_ms)
+                    if families or cfg.throughput:
                         start_ms = puller.run_pass(pool, start_ms, limit_ms, families, progress)
                 if until_ms is not None or stop.wait(cfg.poll_s):
                     break

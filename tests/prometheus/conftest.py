@@ -155,6 +155,19 @@ def prometheus(tmp_path: Path) -> Iterator[list[PrometheusServer]]:
         server.stop()
 
 
+@pytest.fixture
+def start_prometheus(tmp_path: Path, prometheus: list[PrometheusServer]) -> Any:
+    """Start a Prometheus scraping `scrape` (static_configs) every second; stopped at teardown."""
+
+    def start(scrape: list[dict[str, Any]], name: str = "prom") -> PrometheusServer:
+        workdir = tmp_path / name
+        server = PrometheusServer(workdir=workdir, data_dir=workdir / "data", scrape=scrape)
+        prometheus.append(server)
+        return server.start()
+
+    return start
+
+
 # ---------------------------------------------------------------- independent expected side
 
 

@@ -16,6 +16,7 @@ MODULES = (
     "collector.sources.prometheus_pivot",
     "collector.sources.prometheus_spans",
     "collector.sources.prometheus_state",
+    "collector.sources.prometheus_throughput",
     "collector.sources.prometheus_transport",
     "collector.sim.exposition",
     "collector.sim.exporters",
