@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 import click
 
 from app.errors import reports_errors
+from app.options import lake_option
 
 if TYPE_CHECKING:
     from collector.sources.prometheus import PullSummary, WindowLanded
@@ -221,14 +222,7 @@ def _progress(window: WindowLanded) -> None:
 @click.option("--reset", is_flag=True, help="Ignore the checkpoint and start at --since.")
 @click.option("--insecure", is_flag=True, help="Do not verify Prometheus' TLS certificate.")
 @click.option("--quiet", is_flag=True, help="No per-window progress lines on stderr.")
-@click.option(
-    "--lake",
-    type=click.Path(file_okay=False, path_type=Path),
-    envvar="GPULEDGER_LAKE",
-    default=Path("lake"),
-    show_default=True,
-    help="Lake root folder (default: $GPULEDGER_LAKE, else ./lake).",
-)
+@lake_option
 @reports_errors
 def command_prometheus(
     url: str,
