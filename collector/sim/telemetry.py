@@ -153,7 +153,6 @@ def make_samples(
     fb_frac = np.zeros(shape)
     nvlink = np.zeros(shape)
     pcie = rng.uniform(2e6, 2e7, size=shape)
-    hung_now = np.zeros(shape, dtype=bool)
 
     def train(m: np.ndarray, base: float, spread: float, fb_lo: float, fb_hi: float) -> None:
         sm[m] = np.clip(base + spread * level[m] + 0.05 * noise[m], 0.05, 0.97)

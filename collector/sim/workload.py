@@ -130,10 +130,6 @@ class Job:
     end_s: float | None = None
     placement: list[int] = field(default_factory=list)  # fleet GPU numbers, rank order
 
-    @property
-    def planned_end_s(self) -> float:
-        return self.runtime_s
-
 
 def _round_limit(seconds: float) -> float:
     """Users ask for round limits: 30 min steps under 4 h, whole hours above; at most 3 days."""
