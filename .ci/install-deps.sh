@@ -11,6 +11,11 @@ PACKAGES=(python3-venv)
 PACKAGES+=(slurm-wlm slurmdbd mariadb-server mariadb-client munge passwd tzdata)
 # prometheus: tests/prometheus starts Prometheus 2.42 and uses its promtool (backfill).
 PACKAGES+=(prometheus)
+# chromium: the dashboard's real-browser test and the weekly report's HTML → PDF (--print-to-pdf);
+# fonts-dejavu-core so pages and PDFs have glyphs. poppler-utils: pdftoppm for PDF checks.
+PACKAGES+=(chromium fonts-dejavu-core poppler-utils)
+# default-jre-headless (Java 17): PySpark local mode for `attribute --engine spark` parity tests.
+PACKAGES+=(default-jre-headless)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do
