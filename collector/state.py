@@ -7,7 +7,6 @@ take turns, and a run that fails commits nothing (its checkpoint does not move).
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,8 +29,9 @@ def state_transaction(
     than `timeout_s`.
     """
     path = layout.state_dir(root) / filename
-    con = sqlite3.connect(path, timeout=timeout_s, isolation_level=None)
-    os.chmod(path, layout.FILE_MODE)  # state is not for every local user to read
+    con = layout.open_state_db(
+        root, filename, timeout_s, autocommit=True
+    )  # not for every local user to read
     try:
         con.executescript(schema)
         try:

@@ -87,7 +87,7 @@ def _fingerprint(paths: list[Path]) -> str:
 
 
 def _state(root: Path) -> sqlite3.Connection:
-    db = sqlite3.connect(layout.state_dir(root) / "attribution.sqlite", timeout=30)
+    db = layout.open_state_db(root, "attribution.sqlite")
     db.execute(
         "CREATE TABLE IF NOT EXISTS checked_files ("
         " path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, allocations TEXT)"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
+import sqlite3
 from pathlib import Path
 
 __all__ = [
@@ -16,6 +17,7 @@ __all__ = [
     "FILE_MODE",
     "batch_path",
     "ensure_dir",
+    "open_state_db",
     "partition_dir",
     "resolve_root",
     "safe_name",
@@ -66,6 +68,21 @@ def table_files(root: Path, table: str) -> list[Path]:
 def state_dir(root: Path) -> Path:
     """Return `<root>/_state`, created with owner-and-group-only permissions."""
     return ensure_dir(root / "_state")
+
+
+def open_state_db(
+    root: Path, filename: str, timeout_s: float = 30.0, *, autocommit: bool = False
+) -> sqlite3.Connection:
+    """Open `<root>/_state/<filename>` (SQLite), created with FILE_MODE whatever the umask.
+
+    SQLite gives its journal and WAL files the database file's permissions: private too.
+    """
+    path = state_dir(root) / filename
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE))
+    os.chmod(path, FILE_MODE)
+    if autocommit:  # the caller issues BEGIN/COMMIT itself
+        return sqlite3.connect(path, timeout=timeout_s, isolation_level=None)
+    return sqlite3.connect(path, timeout=timeout_s)
 
 
 def ensure_dir(path: Path) -> Path:
