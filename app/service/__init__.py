@@ -1,0 +1,1 @@
+"""`gpuledger run`: the supervised service loop, its self-monitoring metrics and status."""

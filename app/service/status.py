@@ -1,0 +1,112 @@
+"""The service's status file, `<lake>/_state/service.json`, and its summary for `gpuledger status`.
+
+`gpuledger run` rewrites the file (atomically) after every task step; `gpuledger status` reads it
+and the lake, so it works without network access to the service and after the service stopped.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from app.service.metrics import Metrics
+from app.service.supervisor import TaskState
+from warehouse import layout
+
+__all__ = ["STATUS_FILE", "read_status", "render_status", "write_status"]
+
+STATUS_FILE = "service.json"
+
+
+def write_status(
+    root: Path, states: dict[str, TaskState], metrics: Metrics, now: float, pid: int
+) -> None:
+    """Replace the status file with the tasks' states and every metric."""
+    body = {
+        "written_at": now,
+        "pid": pid,
+        "tasks": {name: asdict(state) for name, state in states.items()},
+        "metrics": metrics.snapshot(),
+    }
+    path = layout.state_dir(root) / STATUS_FILE
+    tmp = path.with_name(f".{STATUS_FILE}.{pid}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, layout.FILE_MODE)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        json.dump(body, out, indent=1, default=str)
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, path)
+
+
+def read_status(root: Path) -> dict[str, Any] | None:
+    """The last status the service wrote, or None when it never ran on this lake."""
+    path = root / "_state" / STATUS_FILE
+    if not path.is_file():
+        return None
+    loaded: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return loaded
+
+
+def _ago(then: float | None, now: float) -> str:
+    if then is None:
+        return "never"
+    seconds = max(0, int(now - then))
+    if seconds < 120:
+        return f"{seconds} s ago"
+    if seconds < 7200:
+        return f"{seconds // 60} min ago"
+    return f"{seconds / 3600:.1f} h ago"
+
+
+def _metric(status: dict[str, Any], name: str) -> list[tuple[dict[str, str], float]]:
+    return [(labels, value) for labels, value in status.get("metrics", {}).get(name, [])]
+
+
+def render_status(status: dict[str, Any] | None, now: float) -> tuple[str, bool]:
+    """A human summary of the status file, and whether everything looks healthy."""
+    if status is None:
+        return "gpuledger run has never run on this lake (no _state/service.json).", False
+    written = float(status["written_at"])
+    running = any(v for _, v in _metric(status, "gpuledger_up"))
+    stamp = dt.datetime.fromtimestamp(written, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    lines = [
+        f"service: {'running' if running else 'stopped'} (pid {status.get('pid')}), "
+        f"last update {stamp} ({_ago(written, now)})",
+        "",
+        f"{'task':<22} {'runs':>6} {'failed':>7}  {'last success':<14} last error",
+    ]
+    healthy = True
+    for name, task in sorted(status.get("tasks", {}).items()):
+        failing = task.get("consecutive_failures", 0) > 0
+        healthy &= not failing
+        error = task.get("last_error") or ""
+        if error and not failing:
+            error = f"(recovered) {error}"
+        lines.append(
+            f"{name:<22} {task.get('runs', 0):>6} {task.get('failures', 0):>7}  "
+            f"{_ago(task.get('last_success'), now):<14} {error[:80]}"
+        )
+    counters = [
+        ("samples landed", "gpuledger_samples_landed_total"),
+        ("jobs landed", "gpuledger_jobs_landed_total"),
+        ("malformed lines skipped", "gpuledger_malformed_lines_total"),
+        ("source errors", "gpuledger_source_errors_total"),
+        ("findings written", "gpuledger_findings_total"),
+        ("alerts sent", "gpuledger_alerts_sent_total"),
+        ("alerts failed", "gpuledger_alerts_failed_total"),
+    ]
+    lines.append("")
+    for label, name in counters:
+        total = sum(v for _, v in _metric(status, name))
+        lines.append(f"{label:<24} {int(total):>12,}")
+    for labels, lag in _metric(status, "gpuledger_lag_seconds"):
+        lines.append(f"lag behind live, {labels.get('cluster', '?'):<8} {lag:>10,.0f} s")
+    for _, current in _metric(status, "gpuledger_marts_current_timestamp_seconds"):
+        lines.append(f"{'marts current as of':<24} {_ago(current, now):>12}")
+    if not running and now - written > 0:
+        healthy = False
+    return "\n".join(lines), healthy

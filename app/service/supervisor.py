@@ -1,0 +1,161 @@
+"""The supervised loop behind `gpuledger run`: every task on its own cadence, in its own thread.
+
+A task is one step of the pipeline (a source's collection, or attribute → detect → alert). A task
+that raises is logged, counted and retried with exponential backoff; the others go on. `stop`
+(set on SIGTERM/SIGINT) ends every task after the step it is in: steps land data through the
+warehouse's atomic writes and transactional checkpoints, so stopping between steps leaves nothing
+half-written, and the next start resumes from the checkpoints.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from app.service.metrics import Metrics
+
+__all__ = ["Supervisor", "Task", "TaskContext", "TaskState"]
+
+log = logging.getLogger("gpuledger.service")
+
+
+@dataclass(frozen=True, slots=True)
+class TaskContext:
+    """What a step is handed: the metrics to count into and the stop event to honour."""
+
+    metrics: Metrics
+    stop: threading.Event
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """One named step run every `every_s` seconds. `source` tasks count into source_errors."""
+
+    name: str
+    every_s: float
+    step: Callable[[TaskContext], None]
+    source: bool = True
+
+
+@dataclass(slots=True)
+class TaskState:
+    """What the status file says about a task."""
+
+    runs: int = 0
+    failures: int = 0
+    consecutive_failures: int = 0
+    last_success: float | None = None
+    last_error: str | None = None
+    last_error_at: float | None = None
+    next_run: float | None = None
+
+
+@dataclass
+class Supervisor:
+    """Run `tasks` until `stop` is set. `clock` and `wait` are seams for tests."""
+
+    tasks: list[Task]
+    metrics: Metrics
+    stop: threading.Event = field(default_factory=threading.Event)
+    clock: Callable[[], float] = time.time
+    max_backoff_s: float = 300.0
+    on_change: Callable[[dict[str, TaskState]], None] | None = None
+    states: dict[str, TaskState] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        names = [t.name for t in self.tasks]
+        if len(set(names)) != len(names):
+            raise ValueError(f"task names must be unique: {names}")
+        self.states = {t.name: TaskState() for t in self.tasks}
+
+    def run_once(self, task: Task) -> bool:
+        """Run one step of `task`, record its outcome; True when it succeeded."""
+        ctx = TaskContext(self.metrics, self.stop)
+        started = self.clock()
+        try:
+            task.step(ctx)
+        except Exception as exc:  # a failing source must not stop the others
+            message = f"{type(exc).__name__}: {exc}"
+            log.warning("task %s failed: %s", task.name, message)
+            with self._lock:
+                state = self.states[task.name]
+                state.runs += 1
+                state.failures += 1
+                state.consecutive_failures += 1
+                state.last_error, state.last_error_at = message, self.clock()
+            self.metrics.inc("gpuledger_task_runs_total", task=task.name, outcome="error")
+            if task.source:
+                self.metrics.inc("gpuledger_source_errors_total", source=task.name)
+            ok = False
+        else:
+            with self._lock:
+                state = self.states[task.name]
+                state.runs += 1
+                state.consecutive_failures = 0
+                state.last_success = self.clock()
+            self.metrics.inc("gpuledger_task_runs_total", task=task.name, outcome="ok")
+            self.metrics.set(
+                "gpuledger_task_last_success_timestamp_seconds", self.clock(), task=task.name
+            )
+            ok = True
+        self.metrics.set("gpuledger_task_duration_seconds", self.clock() - started, task=task.name)
+        self.metrics.set(
+            "gpuledger_task_consecutive_failures",
+            self.states[task.name].consecutive_failures,
+            task=task.name,
+        )
+        return ok
+
+    def delay_after(self, task: Task) -> float:
+        """Seconds to the next step: the cadence, doubled per consecutive failure (capped)."""
+        failures = self.states[task.name].consecutive_failures
+        if failures == 0:
+            return task.every_s
+        return float(min(self.max_backoff_s, task.every_s * 2 ** min(failures, 16)))
+
+    def _loop(self, task: Task) -> None:
+        while not self.stop.is_set():
+            self.run_once(task)
+            delay = self.delay_after(task)
+            with self._lock:
+                self.states[task.name].next_run = self.clock() + delay
+            self._changed()
+            self.stop.wait(delay)
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            with self._lock:
+                snapshot = {name: replace(s) for name, s in self.states.items()}
+            try:
+                self.on_change(snapshot)
+            except Exception:  # the status file is best effort; never kill a task over it
+                log.exception("could not record the service status")
+
+    def run(self, join_timeout_s: float = 600.0) -> None:
+        """Start every task's thread and block until `stop` is set and each finished its step."""
+        self.metrics.set("gpuledger_up", 1)
+        threads = [
+            threading.Thread(target=self._loop, args=(t,), name=f"gpuledger-{t.name}", daemon=True)
+            for t in self.tasks
+        ]
+        for thread in threads:
+            thread.start()
+        try:
+            while not self.stop.wait(0.5):
+                pass
+        finally:
+            self.stop.set()
+            deadline = time.monotonic() + join_timeout_s
+            for thread in threads:
+                thread.join(max(0.0, deadline - time.monotonic()))
+            self.metrics.set("gpuledger_up", 0)
+            self._changed()
+
+    def healthy(self, max_failures: int = 3) -> bool:
+        """False when any task failed `max_failures` times in a row."""
+        with self._lock:
+            return all(s.consecutive_failures < max_failures for s in self.states.values())

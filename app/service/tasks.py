@@ -1,0 +1,241 @@
+"""The tasks `gpuledger run` supervises, built from plain specs (the configuration's sources).
+
+One task per source (each collects on its own cadence and counts what it landed) and one
+`pipeline` task that attributes incrementally, then runs the later steps it is given (detect,
+alert) — each step on its own, so a failing detector does not hold back alerts already due.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from app.service.supervisor import Task, TaskContext
+
+__all__ = [
+    "ExporterSource",
+    "KubernetesSource",
+    "PipelineSpec",
+    "PrometheusSource",
+    "SlurmSource",
+    "build_tasks",
+]
+
+Clock = Callable[[], dt.datetime]
+
+
+def _utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class PrometheusSource:
+    """Pull dcgm-exporter series from Prometheus, following live data from the checkpoint."""
+
+    cluster: str
+    url: str
+    selector: str = ""
+    every_s: float = 60.0
+    window_s: int = 3600
+    settle_s: float = 60.0
+    timeout_s: float = 60.0
+
+    @property
+    def name(self) -> str:
+        return f"prometheus:{self.cluster}"
+
+
+@dataclass(frozen=True, slots=True)
+class ExporterSource:
+    """Scrape dcgm-exporter endpoints directly, one round every `every_s`."""
+
+    cluster: str
+    urls: tuple[str, ...]
+    every_s: float = 30.0
+    timeout_s: float = 10.0
+
+    @property
+    def name(self) -> str:
+        return f"dcgm-exporter:{self.cluster}"
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmSource:
+    """Collect sacct/scontrol every `every_s` (each run resumes from its checkpoint)."""
+
+    cluster: str
+    every_s: float = 60.0
+
+    @property
+    def name(self) -> str:
+        return f"slurm:{self.cluster}"
+
+
+@dataclass(frozen=True, slots=True)
+class KubernetesSource:
+    """Collect GPU pods and Kueue/Volcano queues every `every_s`."""
+
+    cluster: str
+    every_s: float = 60.0
+    kubeconfig: Path | None = None
+    context: str | None = None
+    namespaces: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return f"kubernetes:{self.cluster}"
+
+
+Step = Callable[[Path, TaskContext], None]
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineSpec:
+    """Attribute every `every_s`, then each of `after` (e.g. detect, alert) in order."""
+
+    every_s: float = 60.0
+    after: tuple[tuple[str, Step], ...] = field(default_factory=tuple)
+
+
+Source = PrometheusSource | ExporterSource | SlurmSource | KubernetesSource
+
+
+def _lag(ctx: TaskContext, cluster: str, newest: dt.datetime | None, clock: Clock) -> None:
+    if newest is not None:
+        lag = (clock() - newest).total_seconds()
+        ctx.metrics.set("gpuledger_lag_seconds", max(0.0, lag), cluster=cluster)
+
+
+def _prometheus_step(
+    src: PrometheusSource, lake: Path, clock: Clock
+) -> Callable[[TaskContext], None]:
+    def step(ctx: TaskContext) -> None:
+        from collector.sources.prometheus import PullConfig, WindowLanded, pull
+        from collector.sources.prometheus_transport import ApiClientTransport
+
+        cfg = PullConfig(
+            cluster=src.cluster,
+            selector=src.selector,
+            window_s=src.window_s,
+            poll_s=src.every_s,
+            settle_s=src.settle_s,
+        )
+
+        def landed(window: WindowLanded) -> None:
+            ctx.metrics.inc("gpuledger_samples_landed_total", window.samples, source=src.name)
+            _lag(ctx, src.cluster, window.end if window.samples else None, clock)
+
+        # Follows live data until stop; a Prometheus that stays down raises after its retries,
+        # and the supervisor restarts the pull (from the checkpoint) after a backoff.
+        with ApiClientTransport(src.url, timeout_s=src.timeout_s) as api:
+            summary = pull(cfg, lake, api, clock=clock, stop=ctx.stop, progress=landed)
+        skipped = sum(summary.counts.values())
+        if skipped:
+            ctx.metrics.inc("gpuledger_malformed_lines_total", skipped, source=src.name)
+
+    return step
+
+
+def _exporter_step(src: ExporterSource, lake: Path, clock: Clock) -> Callable[[TaskContext], None]:
+    def step(ctx: TaskContext) -> None:
+        from collector.sources.dcgm_scrape import scrape_exporters
+
+        summary = scrape_exporters(
+            src.urls,
+            src.cluster,
+            lake,
+            clock=clock,
+            span_s=src.every_s,
+            timeout_s=src.timeout_s,
+            stop=ctx.stop,
+        )
+        ctx.metrics.inc("gpuledger_samples_landed_total", summary.samples, source=src.name)
+        skipped = sum(summary.skipped.values())
+        if skipped:
+            ctx.metrics.inc("gpuledger_malformed_lines_total", skipped, source=src.name)
+        if summary.failures:
+            failed = ", ".join(sorted(summary.failures))
+            raise RuntimeError(f"exporters failed this round: {failed}")
+        if summary.samples:
+            _lag(ctx, src.cluster, clock(), clock)
+
+    return step
+
+
+def _slurm_step(src: SlurmSource, lake: Path, clock: Clock) -> Callable[[TaskContext], None]:
+    def step(ctx: TaskContext) -> None:
+        from collector.sources.slurm_collect import collect_slurm
+
+        result = collect_slurm(lake, src.cluster, now=clock())
+        ctx.metrics.inc("gpuledger_jobs_landed_total", result.jobs_landed, source=src.name)
+        if result.malformed:
+            ctx.metrics.inc(
+                "gpuledger_malformed_lines_total", len(result.malformed), source=src.name
+            )
+
+    return step
+
+
+def _kubernetes_step(
+    src: KubernetesSource, lake: Path, clock: Clock
+) -> Callable[[TaskContext], None]:
+    def step(ctx: TaskContext) -> None:
+        from collector.sources.kubernetes_api import connect_kubernetes
+        from collector.sources.kubernetes_collect import collect_kubernetes
+
+        api = connect_kubernetes(src.kubeconfig, src.context)
+        result = collect_kubernetes(lake, src.cluster, api, namespaces=src.namespaces, now=clock())
+        ctx.metrics.inc("gpuledger_jobs_landed_total", result.jobs_landed, source=src.name)
+
+    return step
+
+
+def _pipeline_step(spec: PipelineSpec, lake: Path, clock: Clock) -> Callable[[TaskContext], None]:
+    def step(ctx: TaskContext) -> None:
+        from warehouse.attribution import AttributionConfig, attribute
+        from warehouse.connection import connect
+
+        if not (lake / "gpu_samples").is_dir():
+            return  # nothing collected yet
+        con = connect(lake)
+        try:
+            attribute(con, lake, AttributionConfig())
+        finally:
+            con.close()
+        # the marts now reflect everything landed so far (rebuilt, or unchanged since)
+        ctx.metrics.set("gpuledger_marts_current_timestamp_seconds", clock().timestamp())
+        failures = []
+        for name, after in spec.after:
+            if ctx.stop.is_set():
+                return
+            try:
+                after(lake, ctx)
+            except Exception as exc:  # the next step still runs; the task reports the failure
+                failures.append(f"{name}: {type(exc).__name__}: {exc}")
+        if failures:
+            raise RuntimeError("; ".join(failures))
+
+    return step
+
+
+def build_tasks(
+    lake: Path, sources: Sequence[Source], pipeline: PipelineSpec, clock: Clock = _utc_now
+) -> list[Task]:
+    """One task per source, then the pipeline task."""
+    tasks = []
+    for src in sources:
+        if isinstance(src, PrometheusSource):
+            # pull() follows live data inside one step; the cadence only spaces restarts
+            tasks.append(Task(src.name, 1.0, _prometheus_step(src, lake, clock)))
+        elif isinstance(src, ExporterSource):
+            tasks.append(Task(src.name, src.every_s, _exporter_step(src, lake, clock)))
+        elif isinstance(src, SlurmSource):
+            tasks.append(Task(src.name, src.every_s, _slurm_step(src, lake, clock)))
+        else:
+            tasks.append(Task(src.name, src.every_s, _kubernetes_step(src, lake, clock)))
+    tasks.append(
+        Task("pipeline", pipeline.every_s, _pipeline_step(pipeline, lake, clock), source=False)
+    )
+    return tasks

@@ -1,0 +1,132 @@
+"""The supervised loop: isolation of failing tasks, backoff, graceful stop, metrics, status."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from app.service.endpoint import serve_endpoint
+from app.service.metrics import Metrics
+from app.service.status import read_status, render_status, write_status
+from app.service.supervisor import Supervisor, Task, TaskContext
+
+
+def test_metrics_render_in_exposition_format_and_reject_undeclared_names():
+    m = Metrics()
+    m.inc("gpuledger_samples_landed_total", 5, source="slurm:a")
+    m.inc("gpuledger_samples_landed_total", 2, source="slurm:a")
+    m.set("gpuledger_lag_seconds", 12.5, cluster='we"ird')
+    text = m.render()
+    assert "# TYPE gpuledger_samples_landed_total counter" in text
+    assert 'gpuledger_samples_landed_total{source="slurm:a"} 7' in text
+    assert 'gpuledger_lag_seconds{cluster="we\\"ird"} 12.5' in text
+    with pytest.raises(KeyError):
+        m.inc("gpuledger_typo_total")
+    with pytest.raises(ValueError):
+        m.inc("gpuledger_samples_landed_total", -1)
+    with pytest.raises(ValueError):
+        m.set("gpuledger_samples_landed_total", 3)
+
+
+def test_a_failing_task_does_not_stop_the_others_and_backs_off():
+    m = Metrics()
+    good_runs = []
+
+    def good(ctx: TaskContext) -> None:
+        good_runs.append(1)
+
+    def bad(ctx: TaskContext) -> None:
+        raise ConnectionError("exporter down")
+
+    sup = Supervisor([Task("good", 0.01, good), Task("bad", 0.01, bad)], m, max_backoff_s=0.05)
+    thread = threading.Thread(target=sup.run, kwargs={"join_timeout_s": 5})
+    thread.start()
+    time.sleep(0.6)
+    sup.stop.set()
+    thread.join(5)
+    assert not thread.is_alive()
+    assert len(good_runs) >= 10  # kept running at its cadence
+    bad_state = sup.states["bad"]
+    assert bad_state.consecutive_failures == bad_state.runs >= 2
+    assert bad_state.runs < len(good_runs)  # backed off
+    assert bad_state.last_error == "ConnectionError: exporter down"
+    assert m.get("gpuledger_source_errors_total", source="bad") == bad_state.failures
+    assert m.get("gpuledger_task_runs_total", task="good", outcome="ok") == len(good_runs)
+    assert m.get("gpuledger_up") == 0
+    assert not sup.healthy(max_failures=2)
+
+
+def test_backoff_doubles_per_failure_and_is_capped():
+    sup = Supervisor([Task("t", 10, lambda ctx: None)], Metrics(), max_backoff_s=60)
+    assert sup.delay_after(sup.tasks[0]) == 10
+    sup.states["t"].consecutive_failures = 1
+    assert sup.delay_after(sup.tasks[0]) == 20
+    sup.states["t"].consecutive_failures = 2
+    assert sup.delay_after(sup.tasks[0]) == 40
+    sup.states["t"].consecutive_failures = 9
+    assert sup.delay_after(sup.tasks[0]) == 60
+
+
+def test_stop_lets_the_running_step_finish():
+    finished = []
+    started = threading.Event()
+
+    def slow(ctx: TaskContext) -> None:
+        started.set()
+        time.sleep(0.3)  # a step in the middle of landing a batch
+        finished.append(True)
+
+    sup = Supervisor([Task("slow", 100, slow)], Metrics())
+    thread = threading.Thread(target=sup.run)
+    thread.start()
+    started.wait(5)
+    sup.stop.set()
+    thread.join(5)
+    assert finished == [True]
+
+
+def test_endpoint_serves_metrics_and_health():
+    m = Metrics()
+    m.inc("gpuledger_alerts_sent_total", 3)
+    state = {"ok": True}
+    server = serve_endpoint(m, lambda: (state["ok"], {"tasks": 1}), "127.0.0.1", 0)
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with urllib.request.urlopen(f"{base}/metrics", timeout=5) as r:
+            assert "gpuledger_alerts_sent_total 3" in r.read().decode()
+        with urllib.request.urlopen(f"{base}/healthz", timeout=5) as r:
+            assert json.loads(r.read()) == {"status": "ok", "tasks": 1}
+        state["ok"] = False
+        with pytest.raises(urllib.error.HTTPError) as failing:
+            urllib.request.urlopen(f"{base}/healthz", timeout=5)
+        assert failing.value.code == 503
+        failing.value.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_status_file_round_trip_and_summary(tmp_path):
+    m = Metrics()
+    m.set("gpuledger_up", 1)
+    m.inc("gpuledger_samples_landed_total", 1234, source="prometheus:a")
+    m.set("gpuledger_lag_seconds", 75, cluster="a")
+    sup = Supervisor([Task("prometheus:a", 1, lambda ctx: None)], m)
+    sup.states["prometheus:a"].runs = 4
+    sup.states["prometheus:a"].failures = 1
+    sup.states["prometheus:a"].last_error = "PrometheusUnavailable: refused"
+    sup.states["prometheus:a"].last_success = 1000.0
+    write_status(tmp_path, sup.states, m, now=1010.0, pid=42)
+    status = read_status(tmp_path)
+    text, healthy = render_status(status, now=1015.0)
+    assert healthy
+    assert "running (pid 42)" in text
+    assert "(recovered) PrometheusUnavailable: refused" in text
+    assert "1,234" in text and "75 s" in text
+    assert oct((tmp_path / "_state" / "service.json").stat().st_mode & 0o777) == "0o640"
+    assert render_status(None, 0)[1] is False
