@@ -33,6 +33,8 @@ __all__ = [
     "describe_settings",
     "lake_root",
     "load_config",
+    "convert_setting",
+    "register_list_section",
     "register_section",
     "sections",
     "setting",
@@ -85,7 +87,7 @@ def setting(default: Any, help: str, check: Check | None = None, secret: bool = 
 _SECTIONS: dict[str, type[Any]] = {}
 # Modules that register further sections; imported when a configuration is loaded. Add yours
 # here (one line): e.g. "detectors_settings" for detector thresholds.
-SECTION_MODULES: tuple[str, ...] = ("app.alerts.settings",)
+SECTION_MODULES: tuple[str, ...] = ("app.alerts.settings", "app.service.settings")
 
 
 def register_section(name: str) -> Callable[[type[S]], type[S]]:
@@ -100,6 +102,24 @@ def register_section(name: str) -> Callable[[type[S]], type[S]]:
         return cls
 
     return wrap
+
+
+# Sections that are arrays of tables (`[[sources]]`): name → parse(items, where) -> value. Their
+# keys have no environment overrides (a list has no stable names to address).
+ListParser = Callable[[list[Any], str], Any]
+_LIST_SECTIONS: dict[str, ListParser] = {}
+
+
+def register_list_section(name: str, parse: ListParser) -> None:
+    """Make `[[name]]` (an array of tables) a section, parsed and validated by `parse`."""
+    if name in _LIST_SECTIONS and _LIST_SECTIONS[name] is not parse:
+        raise ValueError(f"list section {name!r} is registered twice")
+    _LIST_SECTIONS[name] = parse
+
+
+def convert_setting(kind: Any, raw: Any) -> Any:
+    """Convert a TOML value to `kind` as sections do; ValueError says what was expected."""
+    return _convert(kind, raw, from_env=False)
 
 
 def sections() -> dict[str, type[Any]]:
@@ -321,7 +341,7 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
     # `lake = "/x"` at the top level is the documented shorthand for [lake] root
     if isinstance(data.get("lake"), str):
         data["lake"] = {"root": data["lake"]}
-    unknown = sorted(set(data) - set(_SECTIONS))
+    unknown = sorted(set(data) - set(_SECTIONS) - set(_LIST_SECTIONS))
     if unknown:
         raise ConfigError(
             f"unknown section {unknown[0]!r} {where}; known: {', '.join(sorted(_SECTIONS))}"
@@ -333,6 +353,11 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
         if not isinstance(table, dict):
             raise ConfigError(f"{name}: expected a table ([{name}]) {where}, got {table!r}")
         values[name] = _load_section(name, cls, table, env, where, sources)
+    for name, parse in _LIST_SECTIONS.items():
+        items = data.get(name, [])
+        if not isinstance(items, list):
+            raise ConfigError(f"{name}: expected an array of tables ([[{name}]]) {where}")
+        values[name] = parse(items, where)
     return Config(path=file_path, values=values, sources=sources)
 
 

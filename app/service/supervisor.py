@@ -65,6 +65,7 @@ class Supervisor:
     on_change: Callable[[dict[str, TaskState]], None] | None = None
     states: dict[str, TaskState] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _report_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         names = [t.name for t in self.tasks]
@@ -127,7 +128,9 @@ class Supervisor:
             self.stop.wait(delay)
 
     def _changed(self) -> None:
-        if self.on_change is not None:
+        if self.on_change is None:
+            return
+        with self._report_lock:  # one report at a time, each from a consistent snapshot
             with self._lock:
                 snapshot = {name: replace(s) for name, s in self.states.items()}
             try:

@@ -1,0 +1,124 @@
+"""`gpuledger run`: the service loop (collect, attribute, detect, alert), supervised."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from app.commands.config import config_option
+from app.errors import AppError, reports_errors
+from app.options import LAKE_HELP
+
+__all__ = ["command", "lake_override"]
+
+lake_override = click.option(
+    "--lake",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help=LAKE_HELP.replace("(default:", "(default: the configuration's `lake`, else"),
+)
+
+
+@click.command("run")
+@config_option
+@lake_override
+@click.option(
+    "--once",
+    is_flag=True,
+    help="Run every source once, then one pipeline round, and exit (e.g. from cron).",
+)
+@reports_errors
+def command(config_path: Path | None, lake: Path | None, once: bool) -> None:
+    """Run gpuledger as a service: collect, attribute, detect and alert, continuously.
+
+    \b
+    Every [[sources]] entry of the configuration is collected on its own cadence in its own
+    thread; a source that fails is retried with backoff while the others go on. Every
+    service.pipeline_every_s seconds the marts are updated incrementally, the detectors run
+    and new findings are alerted. gpuledger's own metrics (samples landed, lag behind live
+    data, malformed lines, source errors, alerts sent/failed, mart freshness) are served at
+    http://<service.metrics_address>:<service.metrics_port>/metrics, health at /healthz, and
+    written to <lake>/_state/service.json for `gpuledger status`.
+
+    \b
+    SIGTERM or Ctrl-C: each task finishes the step it is in (every write is atomic and every
+    checkpoint transactional, so nothing is half-written) and the loop exits; the next start
+    resumes from the checkpoints.
+
+    \b
+    Example configuration (check it with `gpuledger config check`):
+      lake = "/var/lib/gpuledger/lake"
+      [[sources]]
+      kind = "prometheus"
+      cluster = "della"
+      url = "http://prometheus:9090"
+      [[sources]]
+      kind = "slurm"
+      cluster = "della"
+    """
+    import threading
+
+    from app.config import load_config
+    from app.service.endpoint import serve_endpoint
+    from app.service.metrics import Metrics
+    from app.service.pipeline import after_steps
+    from app.service.settings import ServiceConfig
+    from app.service.status import write_status
+    from app.service.supervisor import Supervisor, TaskState
+    from app.service.tasks import PipelineSpec, build_tasks
+    from collector.sources.dcgm_scrape import stop_on_signals
+
+    cfg = load_config(config_path)
+    root = lake or cfg.lake.root
+    service = cfg.section(ServiceConfig)
+    sources = cfg.values["sources"]
+    if not sources:
+        where = cfg.path or "the configuration (no file found)"
+        raise AppError(f"no [[sources]] in {where}; add at least one (see `gpuledger run --help`)")
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s"
+    )
+    metrics = Metrics()
+    pipeline = PipelineSpec(service.pipeline_every_s, after_steps(cfg, service))
+    tasks = build_tasks(root, sources, pipeline)
+    stop = threading.Event()
+
+    def record(states: dict[str, TaskState]) -> None:
+        write_status(root, states, metrics, now=time.time(), pid=os.getpid())
+
+    supervisor = Supervisor(tasks, metrics, stop=stop, on_change=record)
+    if once:
+        for task in tasks:
+            supervisor.run_once(task)
+        record(supervisor.states)
+        failed = [name for name, s in supervisor.states.items() if s.consecutive_failures]
+        click.echo(f"ran {len(tasks)} task(s) once; failed: {', '.join(failed) or 'none'}")
+        if failed:
+            raise AppError(f"{len(failed)} task(s) failed: {', '.join(failed)}")
+        return
+
+    def health() -> tuple[bool, dict[str, object]]:
+        states = {n: s.consecutive_failures for n, s in supervisor.states.items()}
+        return supervisor.healthy(), {"consecutive_failures": states}
+
+    server = None
+    if service.metrics_port:
+        server = serve_endpoint(metrics, health, service.metrics_address, service.metrics_port)
+        click.echo(
+            f"gpuledger run: {len(tasks)} tasks; metrics on "
+            f"http://{service.metrics_address}:{server.server_address[1]}/metrics",
+            err=True,
+        )
+    try:
+        with stop_on_signals(stop):
+            supervisor.run(join_timeout_s=service.stop_timeout_s)
+    finally:
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+    click.echo("gpuledger run: stopped", err=True)

@@ -1,0 +1,37 @@
+"""`gpuledger status`: what `gpuledger run` has been doing on a lake."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from app.commands.config import config_option
+from app.commands.run import lake_override
+from app.errors import reports_errors
+
+__all__ = ["command"]
+
+
+@click.command("status")
+@config_option
+@lake_override
+@click.option("--check", is_flag=True, help="Exit 1 when a task is failing or the service is down.")
+@reports_errors
+def command(config_path: Path | None, lake: Path | None, check: bool) -> None:
+    """Summarise what `gpuledger run` has been doing on this lake.
+
+    Reads <lake>/_state/service.json (rewritten by the service after every step): each task's
+    runs, failures, last success and last error, samples and jobs landed, malformed lines,
+    source errors, alerts sent and failed, lag behind live data and mart freshness.
+    """
+    from app.config import load_config
+    from app.service.status import read_status, render_status
+
+    root = lake or load_config(config_path).lake.root
+    text, healthy = render_status(read_status(root), now=time.time())
+    click.echo(text)
+    if check and not healthy:
+        sys.exit(1)

@@ -1,0 +1,135 @@
+"""The `[service]` section and the `[[sources]]` list of `gpuledger run`'s configuration.
+
+```toml
+[service]
+metrics_port = 9746          # /metrics and /healthz; 0 turns the endpoint off
+pipeline_every_s = 60        # attribute → detect → alert
+
+[[sources]]
+kind = "prometheus"          # prometheus | dcgm-exporter | slurm | kubernetes
+cluster = "della"
+url = "http://prometheus:9090"
+selector = 'job="dcgm"'
+```
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass
+from typing import Any
+
+from app.config import (
+    ConfigError,
+    convert_setting,
+    register_list_section,
+    register_section,
+    setting,
+)
+from app.service.tasks import (
+    ExporterSource,
+    KubernetesSource,
+    PrometheusSource,
+    SlurmSource,
+    Source,
+)
+
+__all__ = ["SOURCE_KINDS", "ServiceConfig", "parse_sources"]
+
+SOURCE_KINDS: dict[str, type[Any]] = {
+    "prometheus": PrometheusSource,
+    "dcgm-exporter": ExporterSource,
+    "slurm": SlurmSource,
+    "kubernetes": KubernetesSource,
+}
+
+
+def _port_or_off(v: int) -> str | None:
+    return None if 0 <= v <= 65535 else "expected a port number 1-65535, or 0 for none"
+
+
+def _positive(v: float) -> str | None:
+    return None if v > 0 else "expected a number above 0"
+
+
+@register_section("service")
+@dataclass(frozen=True, slots=True)
+class ServiceConfig:
+    """How `gpuledger run` runs: its endpoint and the pipeline's cadence."""
+
+    metrics_address: str = setting(
+        "127.0.0.1", "Address of the /metrics and /healthz endpoint (0.0.0.0 for all)."
+    )
+    metrics_port: int = setting(9746, "Port of /metrics and /healthz; 0: none.", _port_or_off)
+    pipeline_every_s: float = setting(
+        60.0, "Seconds between rounds of attribute → detect → alert.", _positive
+    )
+    detect: bool = setting(True, "Run the detectors in each round.")
+    alert: bool = setting(True, "Deliver alerts for new findings in each round.")
+    stop_timeout_s: float = setting(
+        300.0, "On SIGTERM, how long to wait for running steps to finish.", _positive
+    )
+
+
+def _source(index: int, item: Any, where: str) -> Source:
+    at = f"sources[{index}]"
+    if not isinstance(item, dict):
+        raise ConfigError(f"{at}: expected a table {where}, got {item!r}")
+    kind = item.get("kind")
+    if kind not in SOURCE_KINDS:
+        raise ConfigError(
+            f"{at}.kind: expected one of {', '.join(SOURCE_KINDS)} {where}, got {kind!r}"
+        )
+    cls = SOURCE_KINDS[kind]
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    kwargs: dict[str, Any] = {}
+    for key, raw in item.items():
+        if key == "kind":
+            continue
+        if key not in fields:
+            raise ConfigError(
+                f"{at}.{key}: unknown key for a {kind} source {where}; "
+                f"known: {', '.join(sorted(fields))}"
+            )
+        try:
+            kwargs[key] = convert_setting(hints[key], raw)
+        except ValueError as exc:
+            raise ConfigError(f"{at}.{key}: {exc} {where}") from None
+    missing = [
+        name
+        for name, f in fields.items()
+        if f.default is dataclasses.MISSING and name not in kwargs
+    ]
+    if missing:
+        raise ConfigError(f"{at}.{missing[0]}: required for a {kind} source {where}")
+    if not str(kwargs["cluster"]).strip():
+        raise ConfigError(f"{at}.cluster: must not be empty {where}")
+    every = kwargs.get("every_s", 1.0)
+    if every <= 0:
+        raise ConfigError(f"{at}.every_s: expected a number above 0 {where}, got {every!r}")
+    for key in ("url",):
+        if key in kwargs and not str(kwargs[key]).startswith(("http://", "https://")):
+            raise ConfigError(
+                f"{at}.{key}: expected an http(s):// URL {where}, got {kwargs[key]!r}"
+            )
+    if kind == "dcgm-exporter" and not kwargs["urls"]:
+        raise ConfigError(f"{at}.urls: give at least one exporter URL {where}")
+    source: Source = cls(**kwargs)
+    return source
+
+
+def parse_sources(items: list[Any], where: str) -> tuple[Source, ...]:
+    """Validate `[[sources]]`; errors name the entry and key, e.g. `sources[1].url`."""
+    parsed = tuple(_source(i, item, where) for i, item in enumerate(items))
+    names = [s.name for s in parsed]
+    for name in names:
+        if names.count(name) > 1:
+            raise ConfigError(
+                f"sources: two sources named {name!r} {where}; one per kind and cluster"
+            )
+    return parsed
+
+
+register_list_section("sources", parse_sources)
