@@ -17,6 +17,7 @@ __all__ = [
     "FILE_MODE",
     "batch_path",
     "ensure_dir",
+    "open_private_db",
     "open_state_db",
     "partition_dir",
     "resolve_root",
@@ -73,11 +74,17 @@ def state_dir(root: Path) -> Path:
 def open_state_db(
     root: Path, filename: str, timeout_s: float = 30.0, *, autocommit: bool = False
 ) -> sqlite3.Connection:
-    """Open `<root>/_state/<filename>` (SQLite), created with FILE_MODE whatever the umask.
+    """Open `<root>/_state/<filename>` (SQLite), created with FILE_MODE whatever the umask."""
+    return open_private_db(state_dir(root) / filename, timeout_s, autocommit=autocommit)
+
+
+def open_private_db(
+    path: Path, timeout_s: float = 30.0, *, autocommit: bool = False
+) -> sqlite3.Connection:
+    """Open the SQLite file `path`, created with FILE_MODE (not world-readable) whatever the umask.
 
     SQLite gives its journal and WAL files the database file's permissions: private too.
     """
-    path = state_dir(root) / filename
     os.close(os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE))
     os.chmod(path, FILE_MODE)
     if autocommit:  # the caller issues BEGIN/COMMIT itself

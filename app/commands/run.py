@@ -80,6 +80,11 @@ def command(config_path: Path | None, lake: Path | None, once: bool) -> None:
     if not sources:
         where = cfg.path or "the configuration (no file found)"
         raise AppError(f"no [[sources]] in {where}; add at least one (see `gpuledger run --help`)")
+    import faulthandler
+    import signal
+
+    # `kill -USR1 <pid>` prints every thread's stack to stderr: what is a stuck task doing?
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s"
     )

@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 from app.service.metrics import Metrics
@@ -28,6 +29,28 @@ class TaskContext:
 
     metrics: Metrics
     stop: threading.Event
+
+    @contextmanager
+    def linked_stop(self) -> Iterator[threading.Event]:
+        """A private stop event for a library call that may set it itself (to end its own
+        workers after a failure), set when the service stops; the service's event stays
+        untouched by the call."""
+        private = threading.Event()
+        done = threading.Event()
+
+        def relay() -> None:
+            while not done.is_set():
+                if self.stop.wait(0.2):
+                    private.set()
+                    return
+
+        thread = threading.Thread(target=relay, name="gpuledger-stop-relay", daemon=True)
+        thread.start()
+        try:
+            yield private
+        finally:
+            done.set()
+            thread.join()
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ def _utc_now() -> dt.datetime:
 
 @dataclass(frozen=True, slots=True)
 class PrometheusSource:
-    """Pull dcgm-exporter series from Prometheus, following live data from the checkpoint."""
+    """Pull dcgm-exporter series from Prometheus every `every_s`, from its checkpoint to now."""
 
     cluster: str
     url: str
@@ -115,22 +115,23 @@ def _prometheus_step(
         from collector.sources.prometheus import PullConfig, WindowLanded, pull
         from collector.sources.prometheus_transport import ApiClientTransport
 
+        # Up to now, then return: the window holding `now` lands as it stands and is landed
+        # again (replacing itself) by the next step; the checkpoint moves over complete ones.
         cfg = PullConfig(
             cluster=src.cluster,
             selector=src.selector,
+            until=clock(),
             window_s=src.window_s,
-            poll_s=src.every_s,
             settle_s=src.settle_s,
         )
 
         def landed(window: WindowLanded) -> None:
-            ctx.metrics.inc("gpuledger_samples_landed_total", window.samples, source=src.name)
-            _lag(ctx, src.cluster, window.end if window.samples else None, clock)
+            if window.complete:  # a partial window is landed again until complete: count once
+                ctx.metrics.inc("gpuledger_samples_landed_total", window.samples, source=src.name)
 
-        # Follows live data until stop; a Prometheus that stays down raises after its retries,
-        # and the supervisor restarts the pull (from the checkpoint) after a backoff.
-        with ApiClientTransport(src.url, timeout_s=src.timeout_s) as api:
-            summary = pull(cfg, lake, api, clock=clock, stop=ctx.stop, progress=landed)
+        with ApiClientTransport(src.url, timeout_s=src.timeout_s) as api, ctx.linked_stop() as stop:
+            summary = pull(cfg, lake, api, clock=clock, stop=stop, progress=landed)
+        _lag(ctx, src.cluster, summary.last, clock)
         skipped = sum(summary.counts.values())
         if skipped:
             ctx.metrics.inc("gpuledger_malformed_lines_total", skipped, source=src.name)
@@ -142,15 +143,16 @@ def _exporter_step(src: ExporterSource, lake: Path, clock: Clock) -> Callable[[T
     def step(ctx: TaskContext) -> None:
         from collector.sources.dcgm_scrape import scrape_exporters
 
-        summary = scrape_exporters(
-            src.urls,
-            src.cluster,
-            lake,
-            clock=clock,
-            span_s=src.every_s,
-            timeout_s=src.timeout_s,
-            stop=ctx.stop,
-        )
+        with ctx.linked_stop() as stop:
+            summary = scrape_exporters(
+                src.urls,
+                src.cluster,
+                lake,
+                clock=clock,
+                span_s=src.every_s,
+                timeout_s=src.timeout_s,
+                stop=stop,
+            )
         ctx.metrics.inc("gpuledger_samples_landed_total", summary.samples, source=src.name)
         skipped = sum(summary.skipped.values())
         if skipped:
@@ -227,8 +229,7 @@ def build_tasks(
     tasks = []
     for src in sources:
         if isinstance(src, PrometheusSource):
-            # pull() follows live data inside one step; the cadence only spaces restarts
-            tasks.append(Task(src.name, 1.0, _prometheus_step(src, lake, clock)))
+            tasks.append(Task(src.name, src.every_s, _prometheus_step(src, lake, clock)))
         elif isinstance(src, ExporterSource):
             tasks.append(Task(src.name, src.every_s, _exporter_step(src, lake, clock)))
         elif isinstance(src, SlurmSource):

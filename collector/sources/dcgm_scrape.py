@@ -168,7 +168,7 @@ class EventLatch:
 
     def _connect(self) -> sqlite3.Connection:
         assert self._path is not None
-        con = sqlite3.connect(self._path)
+        con = layout.open_private_db(self._path)
         con.execute(
             "CREATE TABLE IF NOT EXISTS event_latch (cluster TEXT NOT NULL, gpu_uuid TEXT NOT "
             "NULL, kind TEXT NOT NULL, code INTEGER, PRIMARY KEY (cluster, gpu_uuid, kind))"

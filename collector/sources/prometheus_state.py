@@ -65,7 +65,7 @@ class CheckpointStore:
             con.execute(_SCHEMA)
 
     def _connect(self) -> sqlite3.Connection:
-        return sqlite3.connect(self.path, timeout=30.0)
+        return layout.open_private_db(self.path, timeout_s=30.0)
 
     def get(self, cluster: str, source: str) -> Checkpoint | None:
         with closing(self._connect()) as con:

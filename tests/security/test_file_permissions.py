@@ -3,21 +3,11 @@
 from __future__ import annotations
 
 import os
-import stat
-from pathlib import Path
 
 from click.testing import CliRunner
 
 from app.cli import cli
-
-
-def world_accessible(root: Path) -> list[str]:
-    found = []
-    for path in [root, *root.rglob("*")]:
-        mode = path.lstat().st_mode
-        if mode & (stat.S_IROTH | stat.S_IWOTH | stat.S_IXOTH):
-            found.append(f"{oct(stat.S_IMODE(mode))} {path.relative_to(root)}")
-    return found
+from tests.infra.permissions import world_accessible
 
 
 def test_a_pipeline_run_leaves_nothing_world_readable(tmp_path):

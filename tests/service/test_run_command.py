@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 from app.cli import cli
 from collector.sim.exporters import ExporterServers, FleetConfig, SimulatedFleet
+from tests.infra.permissions import world_accessible
 
 
 def free_port() -> int:
@@ -132,3 +133,4 @@ def test_run_collects_attributes_and_stops_cleanly_on_sigterm(tmp_path):
     assert "dcgm-exporter:svc" in status.output
     landed = int(status.output.split("samples landed")[1].split()[0].replace(",", ""))
     assert landed == rows
+    assert world_accessible(lake) == []  # lake and _state (checkpoints, status) private

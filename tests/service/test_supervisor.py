@@ -130,3 +130,30 @@ def test_status_file_round_trip_and_summary(tmp_path):
     assert "1,234" in text and "75 s" in text
     assert oct((tmp_path / "_state" / "service.json").stat().st_mode & 0o777) == "0o640"
     assert render_status(None, 0)[1] is False
+
+
+def test_a_library_setting_its_own_stop_event_does_not_stop_the_service():
+    seen = []
+
+    def step(ctx: TaskContext) -> None:
+        with ctx.linked_stop() as stop:
+            stop.set()  # e.g. the Prometheus puller ending its workers after a failure
+        seen.append(ctx.stop.is_set())
+        raise ConnectionError("down")
+
+    sup = Supervisor([Task("t", 0.01, step)], Metrics(), max_backoff_s=0.02)
+    thread = threading.Thread(target=sup.run)
+    thread.start()
+    time.sleep(0.3)
+    assert thread.is_alive() and not sup.stop.is_set()
+    sup.stop.set()
+    thread.join(5)
+    assert len(seen) >= 2 and seen[0] is False
+
+
+def test_the_linked_stop_follows_the_service_stop():
+    ctx = TaskContext(Metrics(), threading.Event())
+    with ctx.linked_stop() as stop:
+        assert not stop.is_set()
+        ctx.stop.set()
+        assert stop.wait(2)
