@@ -151,3 +151,24 @@ def test_follow_reacts_within_one_interval(tmp_path, smtp_server, slack_server):
     # one interval plus the time of one cycle (a few hundred ms on this shared machine)
     cycle_s = max(b - a for a, b in zip(cycles, cycles[1:], strict=False)) if len(cycles) > 1 else 0
     assert reacted <= interval + cycle_s + 0.5, (reacted, cycle_s)
+
+
+def test_an_empty_lake_has_nothing_to_say(tmp_path):
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    result = CliRunner().invoke(cli, ["alert", "--lake", str(lake)])
+    assert result.exit_code == 0, result.output
+    assert "Alerts: 0 finding(s), 0 new notice(s), 0 message(s) delivered" in result.output
+
+
+def test_two_alerters_on_one_lake_take_turns(tmp_path):
+    import fcntl
+
+    from app.alerts.runner import run_cycle
+
+    lake = tmp_path / "lake"
+    (lake / "_state").mkdir(parents=True)
+    with (lake / "_state" / "alerts.lock").open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(Exception, match="another `gpuledger alert` is running"):
+            run_cycle(lake, alerts_config(tmp_path))
