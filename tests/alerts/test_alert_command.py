@@ -165,10 +165,11 @@ def test_two_alerters_on_one_lake_take_turns(tmp_path):
     import fcntl
 
     from app.alerts.runner import run_cycle
+    from app.errors import AppError
 
     lake = tmp_path / "lake"
     (lake / "_state").mkdir(parents=True)
     with (lake / "_state" / "alerts.lock").open("a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
-        with pytest.raises(Exception, match="another `gpuledger alert` is running"):
+        with pytest.raises(AppError, match="another `gpuledger alert` is running"):
             run_cycle(lake, alerts_config(tmp_path))

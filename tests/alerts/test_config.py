@@ -145,3 +145,12 @@ def test_config_check_fails_with_one_line(tmp_path):
     assert "Traceback" not in result.output
     missing = CliRunner().invoke(cli, ["config", "check", "--config", str(tmp_path / "no.toml")])
     assert missing.exit_code == 1 and "does not exist" in missing.output
+
+
+def test_a_mistyped_environment_variable_is_an_error():
+    with pytest.raises(
+        ConfigError, match=r"GPULEDGER_ALERTS_SMTP_PROT: no such setting in \[alerts\]"
+    ):
+        load_config(None, environ={"GPULEDGER_ALERTS_SMTP_PROT": "25"})
+    # other GPULEDGER_ variables are not ours to judge
+    load_config(None, environ={"GPULEDGER_SOMETHING_ELSE": "1", "GPULEDGER_LAKE": "/x"})
