@@ -16,7 +16,7 @@ from typing import Any
 
 from app.alerts.directory import Directory, Person
 from app.alerts.plan import Notice, Stage
-from app.alerts.render import Rendered, render_digest, render_notice
+from app.alerts.render import DigestRow, Rendered, render_digest, render_notice
 from app.alerts.settings import AlertsConfig
 
 __all__ = ["Outgoing", "compose_digest", "compose_notice", "idempotency_key", "notice_id"]
@@ -96,13 +96,13 @@ def compose_notice(
 
 
 def compose_digest(
-    notices: list[Notice], cfg: AlertsConfig, now: dt.datetime, webhook: bool
+    rows: list[DigestRow], notice_ids: list[int], cfg: AlertsConfig, now: dt.datetime, webhook: bool
 ) -> list[Outgoing]:
-    """The admins' digest of this run's notices: to the webhook and to every admin address."""
-    if not notices:
+    """The admins' digest of the notices `notice_ids` (ledger ids): webhook and admin emails."""
+    if not rows:
         return []
-    rendered = render_digest(notices, now)
-    base = idempotency_key("digest", *sorted(notice_id(n) for n in notices))
+    rendered = render_digest(rows, now)
+    base = idempotency_key("digest", *(str(i) for i in sorted(notice_ids)))
     targets = [("webhook", "webhook")] if webhook else []
     targets += [("email", a) for a in cfg.admin_emails]
     return [

@@ -37,6 +37,8 @@ CREATE TABLE IF NOT EXISTS notices (
     severity TEXT NOT NULL,
     test_mode INTEGER NOT NULL,
     created_ts TEXT NOT NULL,
+    summary TEXT NOT NULL,       -- JSON: the notice's line in the admins' digest
+    digest_key TEXT,             -- the digest that listed it (null: not yet)
     UNIQUE (cluster, finding_id, stage, fingerprint, test_mode)
 );
 CREATE INDEX IF NOT EXISTS notices_subject ON notices (subject_key, detector, test_mode);
@@ -201,11 +203,13 @@ class Ledger:
         severity: str,
         test_mode: bool,
         now: dt.datetime,
+        summary: dict[str, Any] | None = None,
     ) -> int | None:
         """Record a notice; None when the same notice exists already (nothing to do)."""
         cur = self.con.execute(
             "INSERT OR IGNORE INTO notices (cluster, finding_id, subject_key, detector, stage, "
-            "fingerprint, severity, test_mode, created_ts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "fingerprint, severity, test_mode, created_ts, summary) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 cluster,
                 finding_id,
@@ -216,9 +220,28 @@ class Ledger:
                 severity,
                 int(test_mode),
                 _ts(now),
+                json.dumps(summary or {}, sort_keys=True),
             ),
         )
         return cur.lastrowid if cur.rowcount == 1 else None
+
+    def undigested(self) -> list[tuple[int, dict[str, Any]]]:
+        """Notices no digest has listed yet: (id, digest line)."""
+        rows = self.con.execute(
+            "SELECT id, summary FROM notices WHERE digest_key IS NULL ORDER BY id"
+        ).fetchall()
+        return [(int(i), json.loads(summary)) for i, summary in rows]
+
+    def last_digest_ts(self) -> dt.datetime | None:
+        """When the latest digest was queued."""
+        row = self.con.execute("SELECT max(created_ts) FROM messages WHERE kind = 'digest'")
+        return _parse(row.fetchone()[0])
+
+    def mark_digested(self, ids: list[int], digest_key: str) -> None:
+        """Record that the digest `digest_key` lists the notices `ids`."""
+        self.con.executemany(
+            "UPDATE notices SET digest_key = ? WHERE id = ?", [(digest_key, i) for i in ids]
+        )
 
     def add_message(
         self,

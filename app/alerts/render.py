@@ -20,7 +20,7 @@ from app.alerts.findings import FindingContext
 from app.alerts.fixes import concrete_fix
 from app.alerts.plan import Notice, Stage
 
-__all__ = ["ROLES", "Rendered", "render_digest", "render_notice"]
+__all__ = ["ROLES", "DigestRow", "Rendered", "render_digest", "render_notice"]
 
 TEMPLATES = Path(__file__).with_name("templates")
 ROLES = ("owner", "manager", "admin")
@@ -138,28 +138,53 @@ def render_notice(
     return Rendered(subject, text, html, slack_text, blocks)
 
 
-def render_digest(notices: list[Notice], generated: dt.datetime) -> Rendered:
-    """The admins' summary of the notices planned in one run, largest GPU-hours first."""
-    rows = sorted(notices, key=lambda n: (-(n.finding.gpu_h_at_stake or 0.0), n.finding.finding_id))
-    total = sum(n.finding.gpu_h_at_stake or 0.0 for n in notices)
+@dataclass(frozen=True, slots=True)
+class DigestRow:
+    """One notice as the admins' digest lists it (stored with the notice in the ledger)."""
+
+    cluster: str
+    what: str
+    label: str
+    severity: str
+    detector: str
+    message: str
+    user: str | None = None
+    account: str | None = None
+    gpu_h_at_stake: float | None = None
+    test_mode: bool = False
+
+    @classmethod
+    def of(cls, n: Notice) -> DigestRow:
+        """The digest line of a notice."""
+        f = n.finding
+        return cls(
+            cluster=f.cluster,
+            what=_what(f),
+            label=STAGE_LABELS[n.stage],
+            severity=f.severity,
+            detector=f.detector,
+            message=f.message or "",
+            user=f.user,
+            account=f.account,
+            gpu_h_at_stake=f.gpu_h_at_stake,
+            test_mode=n.test_mode,
+        )
+
+
+def render_digest(rows: list[DigestRow], generated: dt.datetime) -> Rendered:
+    """The admins' summary of the notices since the last digest, largest GPU-hours first."""
+    ordered = sorted(rows, key=lambda r: (-(r.gpu_h_at_stake or 0.0), r.cluster, r.what))
+    total = sum(r.gpu_h_at_stake or 0.0 for r in rows)
     ctx = {
-        "rows": [
-            {
-                "n": n,
-                "what": _what(n.finding),
-                "label": STAGE_LABELS[n.stage],
-                "gpu_h": _hours(n.finding.gpu_h_at_stake) or "–",
-            }
-            for n in rows
-        ],
-        "count": len(notices),
+        "rows": [{"r": r, "gpu_h": _hours(r.gpu_h_at_stake) or "–"} for r in ordered],
+        "count": len(rows),
         "total": _hours(total),
         "generated": _when(generated),
-        "test": any(n.test_mode for n in notices),
+        "test": any(r.test_mode for r in rows),
     }
     env = _env()
     prefix = "[gpuledger TEST]" if ctx["test"] else "[gpuledger]"
-    subject = f"{prefix} Digest: {len(notices)} alert(s), {ctx['total']} GPU-hours at stake"
+    subject = f"{prefix} Digest: {len(rows)} alert(s), {ctx['total']} GPU-hours at stake"
     text = env.get_template("digest.txt.j2").render(ctx)
     html = env.get_template("digest.html.j2").render(ctx | {"subject": subject})
     blocks = json.loads(env.get_template("digest.slack.json.j2").render(ctx))

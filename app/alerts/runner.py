@@ -7,6 +7,7 @@ the messages it would send; it writes nothing and contacts no server.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import fcntl
 import logging
@@ -24,6 +25,7 @@ from app.alerts.errors import DeliveryError
 from app.alerts.findings import FindingContext, load_findings
 from app.alerts.ledger import LEDGER_FILE, Ledger, StoredMessage
 from app.alerts.plan import Action, Notice, Stage, plan
+from app.alerts.render import DigestRow
 from app.alerts.settings import AlertsConfig
 from app.errors import AppError
 
@@ -113,6 +115,7 @@ def _queue(
                 severity=f.severity,
                 test_mode=n.test_mode,
                 now=now,
+                summary=dataclasses.asdict(DigestRow.of(n)),
             )
             if nid is None:
                 continue
@@ -130,19 +133,36 @@ def _queue(
                 ):
                     queued.append(out)
         if digest:
-            for out in compose_digest(new_notices, cfg, now, cfg.slack_webhook_url is not None):
-                if ledger.add_message(
-                    key=out.key,
-                    notice_id=None,
-                    kind=out.kind,
-                    role=out.role,
-                    channel=out.channel,
-                    recipient=out.recipient,
-                    payload=out.payload,
-                    now=now,
-                ):
-                    queued.append(out)
+            queued.extend(_queue_digest(ledger, cfg, now))
     return new_notices, queued
+
+
+def _queue_digest(ledger: Ledger, cfg: AlertsConfig, now: dt.datetime) -> list[Outgoing]:
+    """Queue one digest of every notice not yet digested, at most every digest_every_minutes."""
+    pending = ledger.undigested()
+    last = ledger.last_digest_ts()
+    if not pending or (
+        last is not None and now - last < dt.timedelta(minutes=cfg.digest_every_minutes)
+    ):
+        return []
+    ids = [i for i, _ in pending]
+    rows = [DigestRow(**summary) for _, summary in pending]
+    webhook = cfg.slack_webhook_url is not None
+    queued = []
+    for out in compose_digest(rows, ids, cfg, now, webhook):
+        if ledger.add_message(
+            key=out.key,
+            notice_id=None,
+            kind=out.kind,
+            role=out.role,
+            channel=out.channel,
+            recipient=out.recipient,
+            payload=out.payload,
+            now=now,
+        ):
+            queued.append(out)
+    ledger.mark_digested(ids, queued[0].key if queued else "none")
+    return queued
 
 
 def _act(

@@ -156,6 +156,9 @@ class AlertsConfig:
     timezone: str = setting("UTC", "Time zone of quiet hours and workdays.", _timezone)
     opt_out: tuple[str, ...] = setting((), "Users who get no non-critical alerts.")
     test_mode: bool = setting(False, "Send everything to the admins only; take no action.")
+    digest_every_minutes: float = setting(
+        60.0, "At most one admin digest per this many minutes (0: every run).", _non_negative
+    )
     # delivery behaviour
     max_attempts: int = setting(5, "Tries per message in one run before it waits for the next.")
     retry_base_s: float = setting(1.0, "First retry delay; doubles each try.", _non_negative)

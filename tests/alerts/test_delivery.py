@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import signal
 import sqlite3
@@ -283,3 +284,36 @@ def test_a_changed_finding_is_sent_again_after_the_period(tmp_path, smtp_server,
     later = run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
     assert len(later.notices) == 1
     assert len(owner_mails()) == 2 and "30.0 GPU-hours" in owner_mails()[1].part("plain")
+
+
+def test_the_admin_digest_batches_notices_per_period(tmp_path, smtp_server, slack_server):
+    lake = tmp_path / "lake"
+    standard_lake(lake)
+    cfg = alerts_config(tmp_path, server_env(smtp_server, slack_server))
+    clock = FakeClock(NOW)
+    run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
+    assert len(slack_server.state.webhooks) == 1
+    new = finding(
+        finding_id="f-node",
+        detector="thermal",
+        severity="critical",
+        subject_kind="node",
+        subject_id="g009",
+        job_id=None,
+        user=None,
+        node="g009",
+        message="g009 throttles (thermal)",
+        detected_ts=NOW + 10 * dt.timedelta(minutes=1),
+    )
+    land(lake, "findings", [new], batch="b2")
+    clock.now = NOW + dt.timedelta(minutes=10)
+    soon = run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
+    assert [n.finding.finding_id for n in soon.notices] == ["f-node"]
+    assert len(slack_server.state.webhooks) == 1  # the digest waits for its period
+    clock.now = NOW + dt.timedelta(minutes=61)
+    later = run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
+    assert later.notices == []
+    [_, digest] = slack_server.state.webhooks
+    assert "gpuledger digest: 1 alert(s)" in digest["blocks"][0]["text"]["text"]
+    assert "g009 throttles" in json.dumps(digest["blocks"])
+    assert sum(1 for r in smtp_server.received if "Digest" in r.message["Subject"]) == 2

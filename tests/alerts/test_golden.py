@@ -12,7 +12,7 @@ import pytest
 from app.alerts.directory import Person
 from app.alerts.findings import load_findings
 from app.alerts.plan import Notice, Stage
-from app.alerts.render import Rendered, render_digest, render_notice
+from app.alerts.render import DigestRow, Rendered, render_digest, render_notice
 from warehouse.connection import connect
 
 from .factories import NOW, standard_lake
@@ -88,7 +88,7 @@ def test_digest(findings):
         Notice(findings["f-over"], Stage.NOTICE, False, False),
         Notice(findings["f-xid"], Stage.NOTICE, False, False),
     ]
-    check("digest", render_digest(notices, NOW))
+    check("digest", render_digest([DigestRow.of(n) for n in notices], NOW))
 
 
 def test_markup_in_findings_is_escaped(findings):
