@@ -6,7 +6,8 @@ time, `plan` returns the notices to send, the actions to take and what waits. It
 Rules (Job Defense Shield's hygiene, see shared/reference/anchors.md §2):
 - one notice per subject per detector per `period_hours`; a finding that changes within the
   period waits, unless its severity rose;
-- idle jobs escalate: first, second and final notice at `idle_after` / `second_notice` /
+- idle jobs escalate while the idleness is current (the finding's end_ts is null or within
+  `idle_fresh_minutes`): first, second and final notice at `idle_after` / `second_notice` /
   `final_notice` minutes of idleness, then the action (off by default) at `action_after`,
   never before the final notice has been delivered for (action_after - final_notice) minutes;
 - interactive jobs get `interactive_factor` × those minutes and are never cancelled;
@@ -111,8 +112,15 @@ class Plan:
 
 
 def _minutes(f: FindingContext, now: dt.datetime) -> float:
+    """Minutes of idleness the finding covers (up to its end_ts when the detector set one)."""
     start = f.start_ts or f.job_start_ts or f.detected_ts
-    return (now - start).total_seconds() / 60.0
+    end = min(f.end_ts, now) if f.end_ts is not None else now
+    return (end - start).total_seconds() / 60.0
+
+
+def _current(f: FindingContext, cfg: AlertsConfig, now: dt.datetime) -> bool:
+    """The idleness is still going on: open-ended, or seen within idle_fresh_minutes."""
+    return f.end_ts is None or now - f.end_ts <= dt.timedelta(minutes=cfg.idle_fresh_minutes)
 
 
 def _factor(f: FindingContext, cfg: AlertsConfig) -> float:
@@ -161,7 +169,8 @@ def _plan_one(
     f: FindingContext, history: History, cfg: AlertsConfig, now: dt.datetime, quiet: str | None
 ) -> tuple[Notice | None, Action | None, str | None]:
     test = cfg.test_mode
-    escalating = f.detector in cfg.idle_detectors and f.job_running
+    # a job that was idle and is busy again (the finding's span ended) is not escalated
+    escalating = f.detector in cfg.idle_detectors and f.job_running and _current(f, cfg, now)
     critical = f.severity == "critical"
     prior = history.last_notice(f.cluster, f.finding_id, test)
     if escalating:

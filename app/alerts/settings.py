@@ -130,6 +130,9 @@ class AlertsConfig:
     idle_after_minutes: float = setting(
         60.0, "Minutes of a fully idle job before its first notice.", _non_negative
     )
+    idle_fresh_minutes: float = setting(
+        30.0, "An idle finding is current if its end_ts is null or this recent.", _non_negative
+    )
     second_notice_minutes: float = setting(105.0, "Minutes idle before the second notice.")
     final_notice_minutes: float = setting(120.0, "Minutes idle before the final notice.")
     action_after_minutes: float = setting(

@@ -298,3 +298,16 @@ def test_no_action_before_a_delivered_final_notice_and_its_grace(
                     ledger.mark_delivered(msg.key, now)
                     final_delivered = now
     assert stages == sorted(set(stages))
+
+
+def test_a_job_busy_again_is_not_escalated_or_cancelled(tmp_path):
+    config = cfg(action_enabled="true")
+    # idle from 08:00 to 09:00, busy since; the job still runs at 12:00
+    was_idle = idle(240, end_ts=NOW - 180 * MIN)
+    assert plan([was_idle], empty_ledger(tmp_path), config, NOW + 120 * MIN).actions == []
+    decided = plan([was_idle], empty_ledger(tmp_path), config, NOW + 120 * MIN)
+    assert [n.escalating for n in decided.notices] == [False]  # an ordinary notice, once
+    # while the span is fresh, its length (not the wall clock) sets the stage
+    fresh = idle(240, end_ts=NOW - 10 * MIN)
+    assert idle_stage(fresh, config, NOW) == Stage.ACTION
+    assert idle_stage(idle(100, end_ts=NOW - 10 * MIN), config, NOW) == Stage.NOTICE
