@@ -100,3 +100,15 @@ def test_markup_in_findings_is_escaped(findings):
     )
     assert "<script>" not in r.html and "&lt;script&gt;" in r.html
     assert r.blocks[1]["text"]["text"] == "&lt;script&gt;x&lt;/script&gt; &amp; &lt;@U123&gt;"
+
+
+def test_interactive_session_is_addressed_gently(findings):
+    import dataclasses
+
+    session = dataclasses.replace(
+        findings["f-idle"], interactive=True, job_name="jupyter", message="1 GPU idle for 3 h"
+    )
+    alice = Person("alice", "alice@physics.example.org", "U0ALICE", "Alice")
+    rendered = render_notice(Notice(session, Stage.NOTICE, True, False), alice, "owner", IDLE)
+    check("owner_interactive_notice", rendered)
+    assert "No rush if you are still working in it" in rendered.text
