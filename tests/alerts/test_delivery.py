@@ -16,7 +16,7 @@ import pytest
 
 from app.alerts.runner import Seams, run_cycle
 
-from .conftest import SLACK_TOKEN, SmtpServer
+from .conftest import SLACK_TOKEN, SMTP_PASSWORD, SmtpServer
 from .factories import NOW, alerts_config, finding, land, standard_lake
 
 pytestmark = pytest.mark.slow
@@ -317,3 +317,33 @@ def test_the_admin_digest_batches_notices_per_period(tmp_path, smtp_server, slac
     assert "gpuledger digest: 1 alert(s)" in digest["blocks"][0]["text"]["text"]
     assert "g009 throttles" in json.dumps(digest["blocks"])
     assert sum(1 for r in smtp_server.received if "Digest" in r.message["Subject"]) == 2
+
+
+def test_starttls_auth_and_a_password_file_from_the_configuration(
+    tmp_path, smtp_tls_server, tls_dir, caplog
+):
+    import logging
+
+    from .conftest import SMTP_USER
+
+    caplog.set_level(logging.DEBUG)
+    lake = tmp_path / "lake"
+    standard_lake(lake)
+    secret = tmp_path / "smtp-password"
+    secret.write_text(SMTP_PASSWORD + "\n", encoding="utf-8")
+    os.chmod(secret, 0o600)
+    cfg = alerts_config(
+        tmp_path,
+        {
+            "GPULEDGER_ALERTS_SMTP_PORT": str(smtp_tls_server.port),
+            "GPULEDGER_ALERTS_SMTP_STARTTLS": "true",
+            "GPULEDGER_ALERTS_SMTP_CA_FILE": str(tls_dir / "cert.pem"),
+            "GPULEDGER_ALERTS_SMTP_USER": SMTP_USER,
+            "GPULEDGER_ALERTS_SMTP_PASSWORD_FILE": str(secret),
+        },
+    )
+    report = run_cycle(lake, cfg, Seams(clock=lambda: NOW))
+    assert len(report.delivery.delivered) == 6  # email only: no Slack configured
+    assert sorted(r.rcpt_tos[0] for r in smtp_tls_server.received) == EXPECTED_EMAILS
+    assert smtp_tls_server.handler.authenticated == [SMTP_USER] * 6
+    assert SMTP_PASSWORD not in caplog.text
