@@ -114,9 +114,9 @@ def from_row(row: dict[str, Any]) -> FindingContext:
     return FindingContext(**values)
 
 
-def load_findings(con: duckdb.DuckDBPyConnection) -> list[FindingContext]:
-    """Every finding in the lake (latest version each), oldest detection first."""
+def load_findings(con: duckdb.DuckDBPyConnection, since: dt.datetime) -> list[FindingContext]:
+    """Every finding (re)detected since `since` (latest version each), oldest detection first."""
     from warehouse import queries
 
-    frame = queries.run(con, QUERY)
+    frame = queries.run(con, QUERY, since=since)
     return [from_row(row) for row in frame.iter_rows(named=True)]

@@ -200,7 +200,8 @@ def run_cycle(
     if not lake.is_dir():
         raise AppError(f"lake {str(lake)!r} does not exist (--lake or GPULEDGER_LAKE)")
     directory = load_directory(cfg.directory, cfg.email_domain, cfg.opt_out)
-    findings = load_findings(connect(lake))
+    since = seams.clock() - dt.timedelta(hours=cfg.lookback_hours)
+    findings = load_findings(connect(lake), since)
     report = CycleReport(findings=len(findings))
     if dry_run:
         path = lake / "_state" / LEDGER_FILE

@@ -122,6 +122,9 @@ class AlertsConfig:
         None, "TOML or CSV file: users -> email, Slack ID, opt-out; accounts -> managers."
     )
     # what to alert on
+    lookback_hours: float = setting(
+        168.0, "Only findings (re)detected within this many hours are considered.", _positive
+    )
     min_severity: str = setting("warn", "Findings below this severity are not sent.", _severity)
     idle_detectors: tuple[str, ...] = setting(
         ("idle_job", "idle_gpu"), "Detectors whose findings are idle jobs (escalated)."

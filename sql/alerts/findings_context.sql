@@ -2,10 +2,11 @@
 --
 -- Grain:   one row per (cluster, finding_id)
 -- Reads:   findings, jobs_latest, job_usage
--- Params:  none
+-- Params:  $since (timestamp): only findings (re)detected at or after it
 -- Returns: the finding's columns; the job's name, partition, state, interactive flag, time
 --          limit, nodes and GPU activity (null when the finding is not about a known job);
---          the user's rank by GPU-hours at stake among the cluster's users with findings.
+--          the user's rank by GPU-hours at stake among the cluster's users with findings
+--          in the window.
 --
 -- A detector may land the same finding_id again as it grows; the newest detected_ts wins
 -- (ties: the larger gpu_h_at_stake).
@@ -13,6 +14,7 @@
 WITH latest AS (
     SELECT *
     FROM findings
+    WHERE detected_ts >= $since
     QUALIFY row_number() OVER (
         PARTITION BY cluster, finding_id
         ORDER BY detected_ts DESC, gpu_h_at_stake DESC NULLS LAST, end_ts DESC NULLS LAST

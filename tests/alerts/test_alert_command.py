@@ -32,7 +32,8 @@ def cli_env(tmp_path, smtp_port: int, slack_url: str, webhook_url: str) -> dict[
         "GPULEDGER_ALERTS_SLACK_TOKEN": SLACK_TOKEN,
         "GPULEDGER_ALERTS_SLACK_API_URL": slack_url,
         "GPULEDGER_ALERTS_SLACK_WEBHOOK_URL": webhook_url,
-        # the real clock is used here: send at any hour, any day
+        # the real clock is used here: send at any hour, any day, findings of any age
+        "GPULEDGER_ALERTS_LOOKBACK_HOURS": "1000000",
         "GPULEDGER_ALERTS_QUIET_HOURS": "",
         "GPULEDGER_ALERTS_WORKDAYS": "mon,tue,wed,thu,fri,sat,sun",
     }
@@ -110,7 +111,8 @@ def test_the_config_file_names_the_lake(tmp_path):
     land(lake, "findings", [finding(severity="critical", detector="xid_errors")])
     cfg = tmp_path / "g.toml"
     cfg.write_text(
-        f'lake = "{lake}"\n[alerts]\nquiet_hours = ""\nadmin_emails = ["a@example.org"]\n',
+        f'lake = "{lake}"\n[alerts]\nquiet_hours = ""\nlookback_hours = 1e6\n'
+        'admin_emails = ["a@example.org"]\n',
         encoding="utf-8",
     )
     result = CliRunner().invoke(cli, ["alert", "--dry-run", "--config", str(cfg)])

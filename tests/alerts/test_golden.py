@@ -3,6 +3,7 @@ change with `UPDATE_GOLDEN=1 pytest tests/alerts/test_golden.py`, then read the 
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 from pathlib import Path
@@ -22,10 +23,16 @@ IDLE = ("idle_job", "idle_gpu")
 
 
 @pytest.fixture(scope="module")
-def findings(tmp_path_factory):
+def lake(tmp_path_factory):
     lake = tmp_path_factory.mktemp("golden") / "lake"
     standard_lake(lake)
-    return {f.finding_id: f for f in load_findings(connect(lake))}
+    return lake
+
+
+@pytest.fixture(scope="module")
+def findings(lake):
+    since = NOW - dt.timedelta(days=7)
+    return {f.finding_id: f for f in load_findings(connect(lake), since)}
 
 
 def check(name: str, rendered: Rendered) -> None:
@@ -43,6 +50,12 @@ def check(name: str, rendered: Rendered) -> None:
         if os.environ.get("UPDATE_GOLDEN"):
             path.write_text(text, encoding="utf-8")
         assert path.read_text(encoding="utf-8") == text, f"{filename} differs from the golden file"
+
+
+def test_findings_older_than_the_lookback_are_left_out(lake):
+    # every standard finding was detected at NOW - 5 min
+    assert len(load_findings(connect(lake), NOW - dt.timedelta(minutes=5))) == 4
+    assert load_findings(connect(lake), NOW - dt.timedelta(minutes=4)) == []
 
 
 def test_the_sql_gives_the_context_the_messages_show(findings):
