@@ -1,8 +1,9 @@
--- alerts/findings_context: every finding (its latest version) with what a message about it needs.
+-- findings_context: every finding (its latest version) with what a message about it needs.
 --
 -- Grain:   one row per (cluster, finding_id)
 -- Reads:   findings, jobs_latest, job_usage
--- Params:  $since (timestamp): only findings (re)detected at or after it
+-- Params:
+--   $since  timestamp: only findings (re)detected at or after it
 -- Returns: the finding's columns; the job's name, partition, state, interactive flag, time
 --          limit, nodes and GPU activity (null when the finding is not about a known job);
 --          the user's rank by GPU-hours at stake among the cluster's users with findings

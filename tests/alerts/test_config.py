@@ -154,3 +154,9 @@ def test_a_mistyped_environment_variable_is_an_error():
         load_config(None, environ={"GPULEDGER_ALERTS_SMTP_PROT": "25"})
     # other GPULEDGER_ variables are not ours to judge
     load_config(None, environ={"GPULEDGER_SOMETHING_ELSE": "1", "GPULEDGER_LAKE": "/x"})
+
+
+def test_config_check_takes_lake_like_every_command(tmp_path):
+    result = CliRunner().invoke(cli, ["config", "check", "--lake", str(tmp_path)], env={})
+    assert result.exit_code == 0, result.output
+    assert f"root = '{tmp_path}'  # --lake" in result.output
