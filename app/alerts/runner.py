@@ -21,7 +21,7 @@ from app.alerts.actions import ActionRunner, SubprocessRunner
 from app.alerts.compose import Outgoing, compose_digest, compose_notice
 from app.alerts.deliver import Channels, Clock, DeliveryReport, Sleep, deliver_due
 from app.alerts.directory import Directory, load_directory
-from app.alerts.errors import DeliveryError
+from app.alerts.errors import DeliveryError, FindingsUnavailable
 from app.alerts.findings import FindingContext, load_findings
 from app.alerts.ledger import LEDGER_FILE, Ledger, StoredMessage
 from app.alerts.plan import Action, Notice, Stage, plan
@@ -40,6 +40,18 @@ def utc_now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
+def _read_findings(lake: Path, since: dt.datetime) -> list[FindingContext]:
+    import duckdb
+
+    from warehouse.connection import connect
+
+    try:
+        return load_findings(connect(lake), since)
+    except duckdb.IOException as exc:
+        # a detector or compaction replaced a file between listing and reading it
+        raise FindingsUnavailable(f"the findings could not be read: {exc}") from None
+
+
 @dataclass
 class Seams:
     """What a cycle talks to, injectable for tests: time, senders, the action runner."""
@@ -49,6 +61,7 @@ class Seams:
     channels: Channels | None = None  # None: built from the configuration
     run_action: ActionRunner = field(default_factory=SubprocessRunner)
     after_send: Callable[[StoredMessage], None] | None = None
+    read_findings: Callable[[Path, dt.datetime], list[FindingContext]] = _read_findings
 
 
 @dataclass
@@ -194,14 +207,13 @@ def run_cycle(
 ) -> CycleReport:
     """Read the lake's findings, plan, queue, act and deliver; return what happened."""
     from warehouse import layout
-    from warehouse.connection import connect
 
     seams = seams or Seams()
     if not lake.is_dir():
         raise AppError(f"lake {str(lake)!r} does not exist (--lake or GPULEDGER_LAKE)")
     directory = load_directory(cfg.directory, cfg.email_domain, cfg.opt_out)
     since = seams.clock() - dt.timedelta(hours=cfg.lookback_hours)
-    findings = load_findings(connect(lake), since)
+    findings = seams.read_findings(lake, since)
     report = CycleReport(findings=len(findings))
     if dry_run:
         path = lake / "_state" / LEDGER_FILE
@@ -249,7 +261,7 @@ def follow(
         started = seams.clock()
         try:
             on_cycle(run_cycle(lake, cfg, seams))
-        except DeliveryError as err:  # already recorded in the ledger; try again next time
+        except (DeliveryError, FindingsUnavailable) as err:  # transient: try again next time
             logger.warning("alert cycle: %s", err)
         spent = (seams.clock() - started).total_seconds()
         if should_stop():

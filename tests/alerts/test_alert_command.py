@@ -176,3 +176,26 @@ def test_two_alerters_on_one_lake_take_turns(tmp_path):
         fcntl.flock(held, fcntl.LOCK_EX)
         with pytest.raises(AppError, match="another `gpuledger alert` is running"):
             run_cycle(lake, alerts_config(tmp_path))
+
+
+def test_follow_survives_a_findings_read_that_fails_once(tmp_path, smtp_server):
+    from app.alerts.errors import FindingsUnavailable
+    from app.alerts.runner import _read_findings
+
+    lake = tmp_path / "lake"
+    land(lake, "findings", [finding(severity="critical")])
+    env = cli_env(tmp_path, smtp_server.port, "http://127.0.0.1:9/api/", "http://127.0.0.1:9/w")
+    env.pop("GPULEDGER_ALERTS_SLACK_TOKEN")
+    env.pop("GPULEDGER_ALERTS_SLACK_WEBHOOK_URL")
+    cfg = alerts_config(tmp_path, env)
+    calls = []
+
+    def flaky(lake_dir, since):
+        calls.append(since)
+        if len(calls) == 1:
+            raise FindingsUnavailable("a file was replaced during the read")
+        return _read_findings(lake_dir, since)
+
+    seams = Seams(sleep=lambda s: None, read_findings=flaky)
+    follow(lake, cfg, seams, 0.1, lambda: len(calls) >= 2)
+    assert len(calls) == 2 and smtp_server.received  # the second cycle delivered
