@@ -73,6 +73,7 @@ class CycleReport:
     queued: list[Outgoing] = field(default_factory=list)
     actions: list[tuple[Action, int | None, str]] = field(default_factory=list)
     waiting: list[tuple[FindingContext, str]] = field(default_factory=list)
+    backlog: int = 0  # messages queued by earlier runs and not yet delivered
     delivery: DeliveryReport = field(default_factory=DeliveryReport)
 
 
@@ -219,6 +220,7 @@ def run_cycle(
         path = lake / "_state" / LEDGER_FILE
         ledger = Ledger.snapshot(path)
         try:
+            report.backlog = len(ledger.due(dt.datetime.max.replace(tzinfo=dt.UTC)))
             decided = plan(findings, ledger, cfg, seams.clock())
             report.waiting = decided.waiting
             report.actions = [(a, None, "would run (dry run)") for a in decided.actions]

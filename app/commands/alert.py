@@ -31,6 +31,8 @@ def _show_dry(report: object) -> None:
         click.echo(f"--- action (would run): {' '.join(action.argv)}")
     for finding, why in report.waiting:
         click.echo(f"--- waiting: {finding.finding_id} ({finding.detector}): {why}")
+    if report.backlog:
+        click.echo(f"--- {report.backlog} earlier message(s) wait in the ledger to be retried")
     click.echo(
         f"Dry run: {report.findings} finding(s), {len(report.notices)} notice(s), "
         f"{len(report.queued)} message(s) would be sent; nothing was sent or recorded."

@@ -199,3 +199,17 @@ def test_follow_survives_a_findings_read_that_fails_once(tmp_path, smtp_server):
     seams = Seams(sleep=lambda s: None, read_findings=flaky)
     follow(lake, cfg, seams, 0.1, lambda: len(calls) >= 2)
     assert len(calls) == 2 and smtp_server.received  # the second cycle delivered
+
+
+def test_dry_run_after_an_outage_shows_the_backlog(tmp_path):
+    lake = tmp_path / "lake"
+    standard_lake(lake)
+    dead = f"http://127.0.0.1:{free_port()}/api/"
+    env = cli_env(tmp_path, free_port(), dead, dead.replace("/api/", "/webhook/x"))
+    env.update({"GPULEDGER_ALERTS_MAX_ATTEMPTS": "1", "GPULEDGER_ALERTS_SMTP_TIMEOUT_S": "2"})
+    first = CliRunner().invoke(cli, ["alert", "--lake", str(lake)], env=env)
+    assert first.exit_code == 0, first.output
+    assert "9 waiting to retry" in first.output
+    dry = CliRunner().invoke(cli, ["alert", "--dry-run", "--lake", str(lake)], env=env)
+    assert "--- 9 earlier message(s) wait in the ledger to be retried" in dry.output
+    assert "0 notice(s), 0 message(s) would be sent" in dry.output
