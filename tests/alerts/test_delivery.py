@@ -100,7 +100,7 @@ def test_findings_become_routed_messages_and_a_second_run_sends_nothing(
     assert dm["metadata"]["event_type"] == "gpuledger_alert"
     [digest] = slack_server.state.webhooks
     assert "gpuledger digest: 3 alert(s)" in digest["blocks"][0]["text"]["text"]
-    assert slack_server.state.bad_auth == 0
+    assert slack_server.state.bad_auth == 0 and slack_server.state.errors == []
 
     requests, emails = slack_server.state.requests, len(smtp_server.received)
     again = run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
