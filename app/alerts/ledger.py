@@ -152,17 +152,20 @@ class Ledger:
     # ------------------------------------------------------------ History (for the planner)
 
     def last_notice(self, cluster: str, finding_id: str, test_mode: bool) -> Prior | None:
+        """The highest stage reached, and what the latest notice said (fingerprint, severity)."""
         row = self.con.execute(
-            "SELECT stage, fingerprint, severity, created_ts FROM notices "
-            "WHERE cluster = ? AND finding_id = ? AND test_mode = ? "
-            "ORDER BY stage DESC, id DESC LIMIT 1",
+            "SELECT fingerprint, severity, created_ts, "
+            "(SELECT max(stage) FROM notices m WHERE m.cluster = n.cluster "
+            "AND m.finding_id = n.finding_id AND m.test_mode = n.test_mode) "
+            "FROM notices n WHERE cluster = ? AND finding_id = ? AND test_mode = ? "
+            "ORDER BY id DESC LIMIT 1",
             (cluster, finding_id, int(test_mode)),
         ).fetchone()
         if row is None:
             return None
-        created = _parse(row[3])
+        created = _parse(row[2])
         assert created is not None
-        return Prior(Stage(row[0]), row[1], row[2], created)
+        return Prior(Stage(row[3]), row[0], row[1], created)
 
     def last_subject_notice(
         self, subject_key: str, detector: str, test_mode: bool

@@ -53,7 +53,7 @@ class Stage(IntEnum):
 
 @dataclass(frozen=True, slots=True)
 class Prior:
-    """The latest notice already planned for a finding."""
+    """What was said about a finding: the highest stage, and the latest notice's content."""
 
     stage: Stage
     fingerprint: str

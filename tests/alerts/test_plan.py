@@ -311,3 +311,18 @@ def test_a_job_busy_again_is_not_escalated_or_cancelled(tmp_path):
     fresh = idle(240, end_ts=NOW - 10 * MIN)
     assert idle_stage(fresh, config, NOW) == Stage.ACTION
     assert idle_stage(idle(100, end_ts=NOW - 10 * MIN), config, NOW) == Stage.NOTICE
+
+
+def test_an_escalated_finding_that_ends_is_summed_up_once(tmp_path):
+    ledger, config = empty_ledger(tmp_path), cfg()
+    running = idle(120)
+    [final] = plan([running], ledger, config, NOW).notices
+    assert final.stage == Stage.FINAL
+    record(ledger, final, NOW)
+    # the job ends: the finding gets an end time and its final GPU-hours
+    ended = dataclasses.replace(running, job_state="COMPLETED", end_ts=NOW, gpu_h_at_stake=9.0)
+    day = dt.timedelta(days=1)
+    [summary] = plan([ended], ledger, config, NOW + day).notices
+    assert (summary.stage, summary.escalating) == (Stage.NOTICE, False)
+    record(ledger, summary, NOW + day)
+    assert plan([ended], ledger, config, NOW + 3 * day).notices == []
