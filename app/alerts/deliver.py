@@ -50,8 +50,8 @@ class Channels:
         if msg.channel == "email":
             if self.email is None:
                 raise DeliveryError("email is not configured", permanent=True)
-            self.email.send(
-                compose_email(
+            try:
+                email = compose_email(
                     sender=self.email_from,
                     to=[msg.recipient],
                     subject=p["subject"],
@@ -59,7 +59,11 @@ class Channels:
                     html=p["html"],
                     idempotency_key=msg.key,
                 )
-            )
+            except (ValueError, TypeError) as exc:
+                # e.g. an address with a line break: it will never send, so it must not
+                # block the queue as the first 'sending' message of every run
+                raise DeliveryError(f"cannot build the email: {exc}", permanent=True) from None
+            self.email.send(email)
         elif msg.channel == "slack":
             if self.slack is None:
                 raise DeliveryError("Slack is not configured (alerts.slack_token)", permanent=True)

@@ -61,6 +61,12 @@ def _env() -> jinja2.Environment:
     return env
 
 
+def _one_line(text: str, limit: int = 200) -> str:
+    """A header-safe subject: no line breaks (they would end the header), at most `limit`."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
 def _pct(value: float | None, scale: float = 100.0) -> str | None:
     return None if value is None else f"{value * scale:.1f} %"
 
@@ -129,12 +135,12 @@ def render_notice(
         "test": notice.test_mode,
     }
     prefix = "[gpuledger TEST]" if notice.test_mode else "[gpuledger]"
-    subject = f"{prefix} {label}: {ctx['headline']} ({f.cluster})"
+    subject = _one_line(f"{prefix} {label}: {ctx['headline']} ({f.cluster})")
     env = _env()
     text = env.get_template("notice.txt.j2").render(ctx)
     html = env.get_template("notice.html.j2").render(ctx | {"subject": subject})
     blocks = json.loads(env.get_template("notice.slack.json.j2").render(ctx))
-    slack_text = f"{label}: {ctx['headline']} ({f.cluster})"
+    slack_text = _one_line(f"{label}: {ctx['headline']} ({f.cluster})", 3000)
     return Rendered(subject, text, html, slack_text, blocks)
 
 

@@ -125,3 +125,16 @@ def test_interactive_session_is_addressed_gently(findings):
     rendered = render_notice(Notice(session, Stage.NOTICE, True, False), alice, "owner", IDLE)
     check("owner_interactive_notice", rendered)
     assert "No rush if you are still working in it" in rendered.text
+
+
+def test_a_multi_line_message_makes_a_one_line_subject(findings):
+    import dataclasses
+
+    from app.alerts.smtp import compose_email
+
+    odd = dataclasses.replace(findings["f-over"], message="line one\nBcc: evil@x\r\n" + "x" * 300)
+    r = render_notice(Notice(odd, Stage.NOTICE, False, False), Person("bob", "b@x"), "owner", IDLE)
+    assert "\n" not in r.subject and len(r.subject) == 200
+    assert r.subject.startswith("[gpuledger] Notice: line one Bcc: evil@x xxx")
+    msg = compose_email(sender="g@x", to=["b@x"], subject=r.subject, text=r.text, html=r.html)
+    assert msg["Bcc"] is None

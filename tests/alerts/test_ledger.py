@@ -96,3 +96,31 @@ def test_nothing_lost_nothing_repeated_but_the_message_in_flight(tmp_path_factor
     attempts = ledger.con.execute("SELECT count(*) FROM attempts WHERE outcome = 'sending'")
     assert attempts.fetchone()[0] >= len(keys)
     ledger.close()
+
+
+def test_a_message_that_cannot_be_built_fails_without_blocking_the_queue(tmp_path):
+    from app.alerts.smtp import SmtpSender, SmtpSettings
+
+    ledger = Ledger.open(tmp_path / "alerts.sqlite")
+    for key, to in (("bad", "a@x\nBcc: evil@x"), ("good", "b@x")):
+        ledger.add_message(
+            key=key,
+            notice_id=None,
+            kind="notice",
+            role="owner",
+            channel="email",
+            recipient=to,
+            payload={"subject": "s", "text": "t", "html": "<p>t</p>"},
+            now=NOW,
+        )
+    sent = []
+
+    class Recorder(SmtpSender):
+        def send(self, message) -> None:
+            sent.append(message["To"])
+
+    channels = Channels(email=Recorder(SmtpSettings("127.0.0.1", 1, "g@x")))
+    report = deliver_due(ledger, channels, cfg(), lambda: NOW, lambda s: None)
+    assert [k for k, _ in report.failed] == ["bad"] and report.delivered == ["good"]
+    assert sent == ["b@x"]
+    ledger.close()
