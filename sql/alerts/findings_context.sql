@@ -22,14 +22,25 @@ WITH latest AS (
     ) = 1
 ),
 
+-- a detector may leave user/account empty on a job finding: take them from the job
+owned AS (
+    SELECT
+        f.*,
+        coalesce(f.user, j.user) AS owner,
+        coalesce(f.account, j.account) AS owner_account
+    FROM latest AS f
+    LEFT JOIN jobs_latest AS j
+        ON f.cluster = j.cluster AND f.job_id = j.job_id
+),
+
 user_totals AS (
     SELECT
         cluster,
-        user,
+        owner AS user,
         sum(coalesce(gpu_h_at_stake, 0)) AS user_gpu_h_at_stake
-    FROM latest
-    WHERE user IS NOT NULL
-    GROUP BY cluster, user
+    FROM owned
+    WHERE owner IS NOT NULL
+    GROUP BY cluster, owner
 ),
 
 ranked AS (
@@ -50,8 +61,8 @@ SELECT
     f.subject_kind,
     f.subject_id,
     f.job_id,
-    coalesce(f.user, j.user) AS user,
-    coalesce(f.account, j.account) AS account,
+    f.owner AS user,
+    f.owner_account AS account,
     f.node,
     f.gpu_uuid,
     f.start_ts,
@@ -81,11 +92,11 @@ SELECT
     r.user_rank,
     r.users_ranked,
     r.user_gpu_h_at_stake
-FROM latest AS f
+FROM owned AS f
 LEFT JOIN jobs_latest AS j
     ON f.cluster = j.cluster AND f.job_id = j.job_id
 LEFT JOIN job_usage AS u
     ON f.cluster = u.cluster AND f.job_id = u.job_id
 LEFT JOIN ranked AS r
-    ON f.cluster = r.cluster AND coalesce(f.user, j.user) = r.user
+    ON f.cluster = r.cluster AND f.owner = r.user
 ORDER BY f.cluster, f.detected_ts, f.finding_id

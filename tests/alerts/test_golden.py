@@ -138,3 +138,28 @@ def test_a_multi_line_message_makes_a_one_line_subject(findings):
     assert r.subject.startswith("[gpuledger] Notice: line one Bcc: evil@x xxx")
     msg = compose_email(sender="g@x", to=["b@x"], subject=r.subject, text=r.text, html=r.html)
     assert msg["Bcc"] is None
+
+
+def test_a_finding_without_user_takes_the_jobs_owner_and_rank(tmp_path):
+    from .factories import finding, job, land
+
+    lake = tmp_path / "lake"
+    land(
+        lake,
+        "findings",
+        [
+            finding(user=None, account=None, gpu_h_at_stake=5.0),  # job 4242 is alice's
+            finding(finding_id="f-b", subject_id="9", job_id="9", user="bob", gpu_h_at_stake=3.0),
+            finding(finding_id="f-c", subject_id="8", job_id="8", user="bob", gpu_h_at_stake=1.0),
+        ],
+    )
+    land(lake, "jobs", [job()])
+    got = {
+        f.finding_id: (f.user, f.account, f.user_rank, f.users_ranked, f.user_gpu_h_at_stake)
+        for f in load_findings(connect(lake), NOW - dt.timedelta(days=1))
+    }
+    assert got == {
+        "f-idle": ("alice", "physics", 1, 2, 5.0),
+        "f-b": ("bob", "physics", 2, 2, 4.0),
+        "f-c": ("bob", "physics", 2, 2, 4.0),
+    }
