@@ -134,7 +134,13 @@ def command(
     click.echo(f"Following {lake} every {every:g} s (Ctrl-C to stop)", err=True)
 
     def on_cycle(report: object) -> None:
-        click.echo(_summary(report))
+        from app.alerts.runner import CycleReport
+
+        assert isinstance(report, CycleReport)
+        d = report.delivery
+        # a service log line only when something happened
+        if report.notices or d.delivered or d.retrying or d.failed or report.actions:
+            click.echo(_summary(report))
 
     try:
         follow_loop(lake, alerts, seams, every, lambda: False, on_cycle)
