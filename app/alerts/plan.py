@@ -196,9 +196,12 @@ def _plan_one(
             return None, None, quiet
         action_at = None
         if stage == Stage.FINAL and may_act:
+            # the action runs when the job has been idle action_after minutes AND the final
+            # notice (delivered now at the earliest) has had its grace period
             start = f.start_ts or f.job_start_ts or f.detected_ts
-            delay = cfg.action_after_minutes * _factor(f, cfg)
-            action_at = max(start + dt.timedelta(minutes=delay), now)
+            delay = dt.timedelta(minutes=cfg.action_after_minutes * _factor(f, cfg))
+            grace = dt.timedelta(minutes=cfg.action_after_minutes - cfg.final_notice_minutes)
+            action_at = max(start + delay, now + grace)
         return Notice(f, stage, True, test, action_at), None, None
     if prior is not None:
         if prior.fingerprint == f.fingerprint:

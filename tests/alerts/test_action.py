@@ -65,7 +65,7 @@ def test_idle_job_is_warned_three_times_then_cancelled_once(tmp_path, smtp_serve
         (160, []),
     ]
     final = next(r for r in smtp_server.received if "Final notice" in r.message["Subject"])
-    assert "it will be cancelled at 2026-11-04 11:29 UTC" in final.part("plain")
+    assert "it will be cancelled at 2026-11-04 11:30 UTC" in final.part("plain")
     assert calls.read_text().splitlines() == ["4242"]  # once, with the job id as one argument
     con = sqlite3.connect(lake / "_state" / "alerts.sqlite")
     [(argv, code, output)] = con.execute("SELECT argv, returncode, output FROM actions").fetchall()

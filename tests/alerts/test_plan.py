@@ -145,7 +145,8 @@ def test_the_action_waits_for_a_delivered_final_notice_and_its_grace(tmp_path):
     now = START + 200 * MIN
     first = plan([idle()], ledger, config, now)
     assert [n.stage for n in first.notices] == [Stage.FINAL] and first.actions == []
-    assert first.notices[0].action_at == now  # cancelled as soon as the grace allows
+    # cancelled as soon as the final notice's grace allows
+    assert first.notices[0].action_at == now + 30 * MIN
     record(ledger, first.notices[0], now, delivered=False)
     # not delivered yet (SMTP down): still no action
     assert plan([idle()], ledger, config, now + 29 * MIN).actions == []
