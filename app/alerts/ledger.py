@@ -362,6 +362,15 @@ class Ledger:
         rows = self.con.execute("SELECT state, count(*) FROM messages GROUP BY state").fetchall()
         return {str(state): int(n) for state, n in rows}
 
+    def undelivered(self, limit: int = 20) -> list[tuple[str, str, str, str, int, str | None]]:
+        """(key, state, channel, recipient, attempts, last error) of messages not delivered."""
+        rows = self.con.execute(
+            "SELECT key, state, channel, recipient, attempts, last_error FROM messages "
+            "WHERE state != 'delivered' ORDER BY updated_ts DESC LIMIT ?",
+            (limit,),
+        ).fetchall()
+        return [(r[0], r[1], r[2], r[3], int(r[4]), r[5]) for r in rows]
+
     def actions(self) -> list[dict[str, Any]]:
         """The action audit records, oldest first."""
         cur = self.con.execute("SELECT * FROM actions ORDER BY id")

@@ -74,6 +74,7 @@ class CycleReport:
     actions: list[tuple[Action, int | None, str]] = field(default_factory=list)
     waiting: list[tuple[FindingContext, str]] = field(default_factory=list)
     backlog: int = 0  # messages queued by earlier runs and not yet delivered
+    unrouted: list[Notice] = field(default_factory=list)  # notices nobody could be told
     delivery: DeliveryReport = field(default_factory=DeliveryReport)
 
 
@@ -112,10 +113,14 @@ def _queue(
     cfg: AlertsConfig,
     now: dt.datetime,
     digest: bool,
-) -> tuple[list[Notice], list[Outgoing]]:
-    """Record notices and their messages in one transaction; return what was new."""
+) -> tuple[list[Notice], list[Outgoing], list[Notice]]:
+    """Record notices and their messages in one transaction.
+
+    Returns the new notices, their queued messages, and the notices nobody could be told
+    (an opted-out user with no managers, a hardware finding with no admin_emails).
+    """
     slack = cfg.slack_token is not None
-    new_notices, queued = [], []
+    new_notices, queued, unrouted = [], [], []
     with ledger.transaction():
         for n in notices:
             f = n.finding
@@ -134,7 +139,10 @@ def _queue(
             if nid is None:
                 continue
             new_notices.append(n)
-            for out in compose_notice(n, directory, cfg, slack):
+            messages = compose_notice(n, directory, cfg, slack)
+            if not messages:
+                unrouted.append(n)
+            for out in messages:
                 if ledger.add_message(
                     key=out.key,
                     notice_id=nid,
@@ -148,7 +156,7 @@ def _queue(
                     queued.append(out)
         if digest:
             queued.extend(_queue_digest(ledger, cfg, now))
-    return new_notices, queued
+    return new_notices, queued, unrouted
 
 
 def _queue_digest(ledger: Ledger, cfg: AlertsConfig, now: dt.datetime) -> list[Outgoing]:
@@ -198,9 +206,12 @@ def _act(
         report.actions.append((action, code, output))
         if code == 0:
             notice = Notice(f, Stage.ACTION, True, False)
-            new, queued = _queue(ledger, [notice], directory, cfg, seams.clock(), digest=True)
+            new, queued, unrouted = _queue(
+                ledger, [notice], directory, cfg, seams.clock(), digest=True
+            )
             report.notices.extend(new)
             report.queued.extend(queued)
+            report.unrouted.extend(unrouted)
 
 
 def run_cycle(
@@ -224,7 +235,7 @@ def run_cycle(
             decided = plan(findings, ledger, cfg, seams.clock())
             report.waiting = decided.waiting
             report.actions = [(a, None, "would run (dry run)") for a in decided.actions]
-            report.notices, report.queued = _queue(
+            report.notices, report.queued, report.unrouted = _queue(
                 ledger, decided.notices, directory, cfg, seams.clock(), digest=True
             )
         finally:
@@ -237,7 +248,7 @@ def run_cycle(
             now = seams.clock()
             decided = plan(findings, ledger, cfg, now)
             report.waiting = decided.waiting
-            report.notices, report.queued = _queue(
+            report.notices, report.queued, report.unrouted = _queue(
                 ledger, decided.notices, directory, cfg, now, digest=True
             )
             _act(ledger, decided.actions, seams, directory, cfg, report)

@@ -33,10 +33,40 @@ def _show_dry(report: object) -> None:
         click.echo(f"--- waiting: {finding.finding_id} ({finding.detector}): {why}")
     if report.backlog:
         click.echo(f"--- {report.backlog} earlier message(s) wait in the ledger to be retried")
+    for n in report.unrouted:
+        click.echo(f"--- nobody to tell: {n.finding.finding_id} ({n.finding.detector})")
     click.echo(
         f"Dry run: {report.findings} finding(s), {len(report.notices)} notice(s), "
         f"{len(report.queued)} message(s) would be sent; nothing was sent or recorded."
     )
+
+
+def _show_status(lake: Path) -> None:
+    from app.alerts.ledger import LEDGER_FILE, Ledger
+
+    path = lake / "_state" / LEDGER_FILE
+    if not path.exists():
+        click.echo(f"No alert ledger yet ({path}): nothing was ever sent from this lake.")
+        return
+    ledger = Ledger.snapshot(path)
+    try:
+        counts = ledger.counts()
+        click.echo(
+            "Messages: "
+            + (", ".join(f"{n} {state}" for state, n in sorted(counts.items())) or "none")
+        )
+        for key, state, channel, recipient, attempts, error in ledger.undelivered():
+            click.echo(
+                f"  {state:8} {channel:7} {recipient}  key {key}, {attempts} attempt(s)"
+                + (f": {error}" if error else "")
+            )
+        for a in ledger.actions():
+            click.echo(
+                f"Action {a['started_ts']} {a['cluster']}/{a['job_id']}: {a['argv']} "
+                f"→ exit {a['returncode']}: {a['output'] or ''}"
+            )
+    finally:
+        ledger.close()
 
 
 def _summary(report: object) -> str:
@@ -55,7 +85,14 @@ def _summary(report: object) -> str:
         parts.append(f"{len(d.failed)} failed")
     if report.actions:
         parts.append(f"{len(report.actions)} action(s)")
-    return "Alerts: " + ", ".join(parts)
+    text = "Alerts: " + ", ".join(parts)
+    if report.unrouted:
+        ids = ", ".join(n.finding.finding_id for n in report.unrouted[:5])
+        text += (
+            f"\nWarning: {len(report.unrouted)} notice(s) had nobody to tell ({ids}); set "
+            "alerts.admin_emails (hardware findings) or the account's managers"
+        )
+    return text
 
 
 @click.command("alert")
@@ -68,6 +105,11 @@ def _summary(report: object) -> str:
     "--follow",
     is_flag=True,
     help="Keep running: poll the findings every --interval seconds and react within one.",
+)
+@click.option(
+    "--status",
+    is_flag=True,
+    help="Show the ledger: messages by state, those not delivered and why, the action audit.",
 )
 @click.option(
     "--interval",
@@ -83,6 +125,7 @@ def command(
     config_path: Path | None,
     dry_run: bool,
     follow: bool,
+    status: bool,
     interval: float | None,
 ) -> None:
     """Turn new and changed findings into Slack and email messages, exactly once.
@@ -102,6 +145,7 @@ def command(
       gpuledger alert --dry-run                  # what would go out now
       gpuledger alert --config /etc/gpuledger.toml
       gpuledger alert --follow --interval 60     # as a service
+      gpuledger alert --status                   # what is waiting, what failed, actions taken
     """
     from click.core import ParameterSource
 
@@ -116,6 +160,9 @@ def command(
     alerts = cfg.section(AlertsConfig)
     if ctx.get_parameter_source("lake") == ParameterSource.DEFAULT:
         lake = cfg.lake.root
+    if status:
+        _show_status(lake)
+        return
     seams = Seams(sleep=time.sleep)
     if dry_run:
         _show_dry(run_cycle(lake, alerts, seams, dry_run=True))

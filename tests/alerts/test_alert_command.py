@@ -213,3 +213,29 @@ def test_dry_run_after_an_outage_shows_the_backlog(tmp_path):
     dry = CliRunner().invoke(cli, ["alert", "--dry-run", "--lake", str(lake)], env=env)
     assert "--- 9 earlier message(s) wait in the ledger to be retried" in dry.output
     assert "0 notice(s), 0 message(s) would be sent" in dry.output
+
+
+def test_status_shows_what_waits_and_why(tmp_path):
+    lake = tmp_path / "lake"
+    standard_lake(lake)
+    none_yet = CliRunner().invoke(cli, ["alert", "--status", "--lake", str(lake)])
+    assert "No alert ledger yet" in none_yet.output
+    dead = f"http://127.0.0.1:{free_port()}/api/"
+    env = cli_env(tmp_path, free_port(), dead, dead.replace("/api/", "/webhook/x"))
+    env.update({"GPULEDGER_ALERTS_MAX_ATTEMPTS": "1", "GPULEDGER_ALERTS_SMTP_TIMEOUT_S": "2"})
+    CliRunner().invoke(cli, ["alert", "--lake", str(lake)], env=env)
+    status = CliRunner().invoke(cli, ["alert", "--status", "--lake", str(lake)], env=env)
+    assert status.exit_code == 0, status.output
+    assert "Messages: 9 pending" in status.output
+    assert "ConnectionRefusedError" in status.output
+    assert "/webhook/" not in status.output  # the webhook URL is a credential
+
+
+def test_a_hardware_finding_with_no_admins_is_flagged(tmp_path):
+    lake = tmp_path / "lake"
+    standard_lake(lake)
+    env = cli_env(tmp_path, free_port(), "http://127.0.0.1:9/api/", "http://127.0.0.1:9/w")
+    env["GPULEDGER_ALERTS_ADMIN_EMAILS"] = ""
+    result = CliRunner().invoke(cli, ["alert", "--dry-run", "--lake", str(lake)], env=env)
+    assert result.exit_code == 0, result.output
+    assert "--- nobody to tell: f-xid (xid_errors)" in result.output
