@@ -43,6 +43,7 @@ class Channels:
     slack: _Slack | None = None
     webhook: _Webhook | None = None
     email_from: str = "gpuledger@localhost"
+    reply_to: str | None = None
 
     def send(self, msg: StoredMessage) -> None:
         """Hand `msg` to its channel; raise DeliveryError when it cannot be."""
@@ -58,6 +59,7 @@ class Channels:
                     text=p["text"],
                     html=p["html"],
                     idempotency_key=msg.key,
+                    reply_to=self.reply_to,
                 )
             except (ValueError, TypeError) as exc:
                 # e.g. an address with a line break: it will never send, so it must not

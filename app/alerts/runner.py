@@ -88,6 +88,7 @@ def build_channels(cfg: AlertsConfig) -> Channels:
         slack=SlackSender(cfg.slack_token, cfg.slack_api_url) if cfg.slack_token else None,
         webhook=WebhookSender(cfg.slack_webhook_url) if cfg.slack_webhook_url else None,
         email_from=cfg.email_from,
+        reply_to=cfg.email_reply_to,
     )
 
 

@@ -105,6 +105,9 @@ class AlertsConfig:
     )
     smtp_timeout_s: float = setting(30.0, "Seconds before an SMTP connection attempt fails.")
     email_from: str = setting("gpuledger@localhost", "Sender address of every email.")
+    email_reply_to: str | None = setting(
+        None, "Reply-To of every email (e.g. the help desk; keeps auto-replies off email_from)."
+    )
     email_domain: str = setting(
         "localhost", "A user with no directory entry is mailed at <user>@<email_domain>."
     )

@@ -65,6 +65,7 @@ def compose_email(
     cc: Sequence[str] = (),
     domain: str = "gpuledger",
     attachments: Sequence[tuple[str, bytes, str]] = (),
+    reply_to: str | None = None,
 ) -> EmailMessage:
     """A multipart/alternative message (plain text first, then HTML), plus attachments.
 
@@ -77,6 +78,8 @@ def compose_email(
     msg["To"] = ", ".join(to)
     if cc:
         msg["Cc"] = ", ".join(cc)
+    if reply_to:
+        msg["Reply-To"] = reply_to
     msg["Subject"] = subject
     msg["Date"] = formatdate(usegmt=True)
     if idempotency_key:

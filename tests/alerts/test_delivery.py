@@ -52,6 +52,7 @@ class FakeClock:
 
 def server_env(smtp: SmtpServer, slack) -> dict[str, str]:
     return {
+        "GPULEDGER_ALERTS_EMAIL_REPLY_TO": "hpc-help@example.org",
         "GPULEDGER_ALERTS_SMTP_PORT": str(smtp.port),
         "GPULEDGER_ALERTS_SLACK_TOKEN": SLACK_TOKEN,
         "GPULEDGER_ALERTS_SLACK_API_URL": slack.api_url,
@@ -83,6 +84,7 @@ def test_findings_become_routed_messages_and_a_second_run_sends_nothing(
         "[gpuledger] Final notice: 4 GPUs idle for 2 h 10 min (della)"
     )
     assert alice.message["From"] == "gpuledger@example.org"
+    assert alice.message["Reply-To"] == "hpc-help@example.org"
     text, html = alice.part("plain"), alice.part("html")
     assert "Hello Alice," in text
     assert "Wasted:     8.7 GPU-hours so far" in text
