@@ -39,7 +39,7 @@ class ScriptedChannel:
         self.crash_next = step == "crash"
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(
     script=st.lists(st.sampled_from(["ok", "ok", "transient", "crash", "permanent"]), max_size=40)
 )
