@@ -305,14 +305,33 @@ def _show(value: Any) -> str:
     return str(value)
 
 
-def _config_path(path: Path | None, environ: Mapping[str, str]) -> tuple[Path | None, bool]:
-    """The file to read and whether it was asked for explicitly (then it must exist)."""
+def _config_path(path: Path | None, environ: Mapping[str, str]) -> Path | None:
+    """The file to read: asked for (then it must exist), else ./gpuledger.toml if present."""
     if path is not None:
-        return path, True
+        return path
     if environ.get(CONFIG_ENV):
-        return Path(environ[CONFIG_ENV]), True
+        return Path(environ[CONFIG_ENV])
     default = Path(DEFAULT_CONFIG_NAME)
-    return (default, False) if default.is_file() else (None, False)
+    return default if default.is_file() else None
+
+
+def _check_env_names(environ: Mapping[str, str]) -> None:
+    """A GPULEDGER_<SECTION>_<KEY> of a registered section must name one of its keys."""
+    known = {CONFIG_ENV, "GPULEDGER_LAKE"}
+    prefixes = []
+    for name, cls in _SECTIONS.items():
+        prefixes.append(_env_name(name, ""))
+        for f in dataclasses.fields(cls):
+            known.add(_env_name(name, f.name))
+            if f.metadata.get("secret"):
+                known.add(_env_name(name, f.name + SECRET_FILE_SUFFIX))
+    for var in environ:
+        if var.startswith(tuple(prefixes)) and var not in known:
+            section = next(p for p in prefixes if var.startswith(p))[len(ENV_PREFIX) : -1]
+            raise ConfigError(
+                f"{var}: no such setting in [{section.lower()}] (a typo?); "
+                "see `gpuledger config check` for the keys"
+            )
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -335,7 +354,8 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
     """
     _import_sections()
     env = os.environ if environ is None else environ
-    file_path, _explicit = _config_path(path, env)
+    _check_env_names(env)
+    file_path = _config_path(path, env)
     data = _read_toml(file_path) if file_path is not None else {}
     where = f"in {file_path}" if file_path is not None else ""
     # `lake = "/x"` at the top level is the documented shorthand for [lake] root

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from app.errors import AppError
 
-__all__ = ["DeliveryError", "RoutingError"]
+__all__ = ["DeliveryError", "FindingsUnavailable", "RoutingError"]
 
 
 class DeliveryError(AppError):
@@ -25,3 +25,7 @@ class DeliveryError(AppError):
 
 class RoutingError(AppError):
     """The directory file is unusable (names the file, line and field)."""
+
+
+class FindingsUnavailable(AppError):
+    """The findings could not be read this time (e.g. a file replaced during the read)."""

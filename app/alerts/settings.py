@@ -105,6 +105,9 @@ class AlertsConfig:
     )
     smtp_timeout_s: float = setting(30.0, "Seconds before an SMTP connection attempt fails.")
     email_from: str = setting("gpuledger@localhost", "Sender address of every email.")
+    email_reply_to: str | None = setting(
+        None, "Reply-To of every email (e.g. the help desk; keeps auto-replies off email_from)."
+    )
     email_domain: str = setting(
         "localhost", "A user with no directory entry is mailed at <user>@<email_domain>."
     )
@@ -122,6 +125,9 @@ class AlertsConfig:
         None, "TOML or CSV file: users -> email, Slack ID, opt-out; accounts -> managers."
     )
     # what to alert on
+    lookback_hours: float = setting(
+        168.0, "Only findings (re)detected within this many hours are considered.", _positive
+    )
     min_severity: str = setting("warn", "Findings below this severity are not sent.", _severity)
     idle_detectors: tuple[str, ...] = setting(
         ("idle_job", "idle_gpu"), "Detectors whose findings are idle jobs (escalated)."
@@ -129,6 +135,9 @@ class AlertsConfig:
     # escalation of idle jobs (minutes of full idleness, from the finding's start)
     idle_after_minutes: float = setting(
         60.0, "Minutes of a fully idle job before its first notice.", _non_negative
+    )
+    idle_fresh_minutes: float = setting(
+        30.0, "An idle finding is current if its end_ts is null or this recent.", _non_negative
     )
     second_notice_minutes: float = setting(105.0, "Minutes idle before the second notice.")
     final_notice_minutes: float = setting(120.0, "Minutes idle before the final notice.")
@@ -156,6 +165,9 @@ class AlertsConfig:
     timezone: str = setting("UTC", "Time zone of quiet hours and workdays.", _timezone)
     opt_out: tuple[str, ...] = setting((), "Users who get no non-critical alerts.")
     test_mode: bool = setting(False, "Send everything to the admins only; take no action.")
+    digest_every_minutes: float = setting(
+        60.0, "At most one admin digest per this many minutes (0: every run).", _non_negative
+    )
     # delivery behaviour
     max_attempts: int = setting(5, "Tries per message in one run before it waits for the next.")
     retry_base_s: float = setting(1.0, "First retry delay; doubles each try.", _non_negative)

@@ -64,17 +64,22 @@ def compose_email(
     idempotency_key: str | None = None,
     cc: Sequence[str] = (),
     domain: str = "gpuledger",
+    attachments: Sequence[tuple[str, bytes, str]] = (),
+    reply_to: str | None = None,
 ) -> EmailMessage:
-    """A multipart/alternative message (plain text first, then HTML).
+    """A multipart/alternative message (plain text first, then HTML), plus attachments.
 
     With an idempotency key, the Message-ID is `<key@domain>` and the key is also sent as the
     `X-Gpuledger-Idempotency-Key` header, so a receiver can drop a repeat of the same message.
+    `attachments` are (filename, bytes, MIME type) triples, e.g. a report's PDF.
     """
     msg = EmailMessage()
     msg["From"] = sender
     msg["To"] = ", ".join(to)
     if cc:
         msg["Cc"] = ", ".join(cc)
+    if reply_to:
+        msg["Reply-To"] = reply_to
     msg["Subject"] = subject
     msg["Date"] = formatdate(usegmt=True)
     if idempotency_key:
@@ -83,6 +88,11 @@ def compose_email(
     msg.set_content(text)
     if html is not None:
         msg.add_alternative(html, subtype="html")
+    for filename, data, mime in attachments:
+        maintype, _, subtype = mime.partition("/")
+        msg.add_attachment(
+            data, maintype=maintype, subtype=subtype or "octet-stream", filename=filename
+        )
     return msg
 
 

@@ -21,6 +21,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "collect",
     "serve_exporters",
     "config",
+    "alert",
     "run",
     "status",
 )

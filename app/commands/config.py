@@ -26,8 +26,14 @@ def command() -> None:
 
 @command.command("check")
 @config_option
+@click.option(
+    "--lake",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Lake root to check instead of the configured one (as other commands' --lake).",
+)
 @reports_errors
-def check(config_path: Path | None) -> None:
+def check(config_path: Path | None, lake: Path | None) -> None:
     """Validate the configuration and print every effective key with its source.
 
     \b
@@ -48,8 +54,13 @@ def check(config_path: Path | None) -> None:
         if name != section:
             click.echo(f"\n[{name}]")
             section = name
+        if key == "lake.root" and lake is not None:
+            shown, source = repr(str(lake)), "--lake"
         if shown == "(unset)":
             click.echo(f"# {leaf} is unset  # {source}")
         else:
             click.echo(f"{leaf} = {shown}  # {source}")
+    root = lake if lake is not None else cfg.lake.root
+    if not root.is_dir():
+        click.echo(f"\nNote: the lake {str(root)!r} does not exist yet.", err=True)
     click.echo("\nOK", err=True)

@@ -192,12 +192,40 @@ class SlackState:
     requests: int = 0
     duplicates: int = 0
     bad_auth: int = 0
+    errors: list[str] = field(default_factory=list)  # bodies Slack would refuse
     # answers to give before succeeding: (status, headers); consumed one per request
     failures: list[tuple[int, dict[str, str]]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def keys(self) -> list[str]:
         return [p["metadata"]["event_payload"]["idempotency_key"] for p in self.posts]
+
+
+def _post_message_problem(body: dict[str, Any]) -> str | None:
+    """What Slack's chat.postMessage would refuse in `body` (a subset of its rules)."""
+    if not isinstance(body.get("channel"), str) or not body["channel"]:
+        return "no channel"
+    if not isinstance(body.get("text"), str) or not body["text"]:
+        return "no fallback text"
+    blocks = body.get("blocks", [])
+    if not isinstance(blocks, list) or len(blocks) > 50:
+        return "blocks must be a list of at most 50"
+    for block in blocks:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind not in {"header", "section", "context", "divider"}:
+            return f"unknown block {block!r}"
+        if kind == "header" and len(block["text"]["text"]) > 150:
+            return "header text over 150 characters"
+        if kind == "section" and "text" not in block and "fields" not in block:
+            return "section without text or fields"
+        if kind == "section" and len(block.get("fields", [])) > 10:
+            return "more than 10 fields"
+    meta = body.get("metadata")
+    if not isinstance(meta, dict) or not meta.get("event_type"):
+        return "metadata without event_type"
+    if not isinstance(meta.get("event_payload", {}).get("idempotency_key"), str):
+        return "metadata without an idempotency key"
+    return None
 
 
 def _slack_handler(state: SlackState) -> type[BaseHTTPRequestHandler]:
@@ -239,10 +267,11 @@ def _slack_handler(state: SlackState) -> type[BaseHTTPRequestHandler]:
                     state.bad_auth += 1
                     self._answer(200, {"ok": False, "error": "invalid_auth"}, {})
                     return
-                # what Slack itself requires of chat.postMessage
-                assert isinstance(body.get("channel"), str) and body["channel"]
-                assert isinstance(body.get("text"), str) and body["text"]
-                assert all(isinstance(b, dict) and "type" in b for b in body.get("blocks", []))
+                problem = _post_message_problem(body)
+                if problem:
+                    state.errors.append(problem)
+                    self._answer(200, {"ok": False, "error": "invalid_arguments"}, {})
+                    return
                 key = body["metadata"]["event_payload"]["idempotency_key"]
                 if key in state.keys():
                     state.duplicates += 1

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
 
 from app.alerts.settings import AlertsConfig
 from app.cli import cli
@@ -145,3 +147,42 @@ def test_config_check_fails_with_one_line(tmp_path):
     assert "Traceback" not in result.output
     missing = CliRunner().invoke(cli, ["config", "check", "--config", str(tmp_path / "no.toml")])
     assert missing.exit_code == 1 and "does not exist" in missing.output
+
+
+def test_a_mistyped_environment_variable_is_an_error():
+    with pytest.raises(
+        ConfigError, match=r"GPULEDGER_ALERTS_SMTP_PROT: no such setting in \[alerts\]"
+    ):
+        load_config(None, environ={"GPULEDGER_ALERTS_SMTP_PROT": "25"})
+    # other GPULEDGER_ variables are not ours to judge
+    load_config(None, environ={"GPULEDGER_SOMETHING_ELSE": "1", "GPULEDGER_LAKE": "/x"})
+
+
+def test_config_check_takes_lake_like_every_command(tmp_path):
+    result = CliRunner().invoke(cli, ["config", "check", "--lake", str(tmp_path)], env={})
+    assert result.exit_code == 0, result.output
+    assert f"root = '{tmp_path}'  # --lake" in result.output
+
+
+WORD = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789.@-", min_size=1, max_size=20)
+
+
+@given(port=st.integers(1, 65535), admins=st.lists(WORD, max_size=5), tls=st.booleans())
+def test_environment_overrides_round_trip(port, admins, tls):
+    env = {
+        "GPULEDGER_ALERTS_SMTP_PORT": f" {port} ",
+        "GPULEDGER_ALERTS_ADMIN_EMAILS": ", ".join(admins),
+        "GPULEDGER_ALERTS_SMTP_STARTTLS": "TRUE" if tls else "no",
+    }
+    alerts = load_config(None, environ=env).section(AlertsConfig)
+    assert (alerts.smtp_port, alerts.admin_emails, alerts.smtp_starttls) == (
+        port,
+        tuple(admins),
+        tls,
+    )
+
+
+@given(port=st.integers().filter(lambda p: not 1 <= p <= 65535))
+def test_every_port_outside_the_range_is_refused(port):
+    with pytest.raises(ConfigError, match="alerts.smtp_port: expected a port number"):
+        load_config(None, environ={"GPULEDGER_ALERTS_SMTP_PORT": str(port)})

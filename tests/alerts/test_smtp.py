@@ -78,3 +78,19 @@ def test_server_down_is_transient():
     with pytest.raises(DeliveryError, match="ConnectionRefusedError") as err:
         SmtpSender(settings).send(message())
     assert not err.value.permanent
+
+
+def test_attachments_travel_with_both_parts(smtp_server):
+    msg = compose_email(
+        sender="g@example.org",
+        to=["ops@example.org"],
+        subject="Weekly report",
+        text="see attached",
+        html="<p>see attached</p>",
+        attachments=[("report.pdf", b"%PDF-1.7 fake", "application/pdf")],
+    )
+    SmtpSender(SmtpSettings(host="127.0.0.1", port=smtp_server.port, sender="g@x")).send(msg)
+    [got] = smtp_server.received
+    assert got.part("plain").strip() == "see attached"
+    [pdf] = list(got.message.iter_attachments())
+    assert pdf.get_filename() == "report.pdf" and pdf.get_content() == b"%PDF-1.7 fake"

@@ -1,0 +1,71 @@
+"""Alerts over a simulated lake: findings about real simulated jobs get the marts' context."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from click.testing import CliRunner
+
+from app.cli import cli
+from warehouse import queries
+from warehouse.connection import connect
+
+from .factories import land
+
+pytestmark = pytest.mark.slow
+
+
+def test_findings_about_simulated_jobs_show_their_usage(tmp_path):
+    lake = tmp_path / "lake"
+    runner = CliRunner()
+    for args in (
+        ["simulate", "--lake", str(lake), "--gpus", "16", "--days", "1", "--quiet"],
+        ["attribute", "--lake", str(lake), "--quiet"],
+    ):
+        assert runner.invoke(cli, args).exit_code == 0
+    con = connect(lake)
+    # the simulated job with the most idle GPU-hours, as an idle detector would report it
+    [top] = queries.run(
+        con, "dashboard/top_jobs_by_idle", cluster="sim", start=None, end=None, limit=1
+    ).to_dicts()
+    usage = con.execute(
+        "SELECT user, gpus, idle_gpu_h, start_ts FROM job_usage WHERE job_id = $j",
+        {"j": top["job_id"]},
+    ).fetchone()
+    assert usage is not None
+    user, gpus, idle_gpu_h, start = usage
+    detected = start + dt.timedelta(hours=3)
+    land(
+        lake,
+        "findings",
+        [
+            {
+                "cluster": "sim",
+                "finding_id": f"idle-{top['job_id']}",
+                "detector": "overallocated",
+                "severity": "warn",
+                "subject_kind": "job",
+                "subject_id": top["job_id"],
+                "job_id": top["job_id"],
+                "start_ts": start,
+                "detected_ts": detected,
+                "gpu_h_at_stake": idle_gpu_h,
+                "message": "GPUs held but idle",
+            }
+        ],
+    )
+    env = {
+        "GPULEDGER_ALERTS_QUIET_HOURS": "",
+        "GPULEDGER_ALERTS_WORKDAYS": "mon,tue,wed,thu,fri,sat,sun",
+        "GPULEDGER_ALERTS_LOOKBACK_HOURS": "1000000",
+        "GPULEDGER_ALERTS_EMAIL_DOMAIN": "sim.example.org",
+    }
+    result = runner.invoke(cli, ["alert", "--dry-run", "--lake", str(lake)], env=env)
+    assert result.exit_code == 0, result.output
+    # the user and account come from the scheduler record, the activity from job_usage
+    assert f"--- email → {user}@sim.example.org (notice, owner)" in result.output
+    assert f"GPUs:       {gpus} on " in result.output
+    assert "Activity:   busy " in result.output
+    assert f"Wasted:     {idle_gpu_h:,.1f} GPU-hours so far" in result.output
+    assert "Rank:       #1 of 1 users" in result.output
