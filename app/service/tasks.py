@@ -196,16 +196,25 @@ def _kubernetes_step(
 
 def _pipeline_step(spec: PipelineSpec, lake: Path, clock: Clock) -> Callable[[TaskContext], None]:
     def step(ctx: TaskContext) -> None:
+        import duckdb
+
         from warehouse.attribution import AttributionConfig, attribute
         from warehouse.connection import connect
 
         if not (lake / "gpu_samples").is_dir():
             return  # nothing collected yet
-        con = connect(lake)
-        try:
-            attribute(con, lake, AttributionConfig())
-        finally:
-            con.close()
+        for attempt in (1, 2):
+            con = connect(lake)
+            try:
+                attribute(con, lake, AttributionConfig())
+                break
+            except duckdb.Error:
+                # a source may replace a file this round is reading (a partial Prometheus
+                # window landing again): read the lake afresh once, else fail this round
+                if attempt == 2:
+                    raise
+            finally:
+                con.close()
         # the marts now reflect everything landed so far (rebuilt, or unchanged since)
         ctx.metrics.set("gpuledger_marts_current_timestamp_seconds", clock().timestamp())
         failures = []

@@ -1,0 +1,114 @@
+"""The shipped deployment files: the example configuration, the systemd units and the Kubernetes
+manifest are checked against the code they start (config loader, CLI, collector's API calls)."""
+
+from __future__ import annotations
+
+import configparser
+import shlex
+from pathlib import Path
+
+import click
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from app.cli import cli
+from app.config import load_config
+from collector.sources import kubernetes_collect
+from collector.sources.kubernetes_queues import KUEUE_GROUP, VOLCANO_GROUP
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+
+
+def test_the_example_configuration_passes_config_check(tmp_path):
+    secret = tmp_path / "smtp-password"
+    secret.write_text("s3cret\n")
+    secret.chmod(0o600)
+    (tmp_path / "directory.toml").write_text("")
+    text = (
+        (DEPLOY / "gpuledger.example.toml").read_text().replace("/etc/gpuledger/", f"{tmp_path}/")
+    )
+    (tmp_path / "gpuledger.toml").write_text(text)
+    result = CliRunner().invoke(
+        cli, ["config", "check", "--config", str(tmp_path / "gpuledger.toml")], env={}
+    )
+    assert result.exit_code == 0, result.output
+    assert "s3cret" not in result.output
+    cfg = load_config(tmp_path / "gpuledger.toml", environ={})
+    assert [s.name for s in cfg.values["sources"]] == ["prometheus:della", "slurm:della"]
+
+
+def units() -> list[Path]:
+    return sorted((DEPLOY / "systemd").glob("*.service"))
+
+
+@pytest.mark.parametrize("unit", units(), ids=lambda p: p.name)
+def test_systemd_units_start_real_commands_with_private_files(unit):
+    parser = configparser.ConfigParser(strict=False, interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    parser.read(unit)
+    assert {"Unit", "Service", "Install"} <= set(parser.sections())
+    service = parser["Service"]
+    argv = shlex.split(service["ExecStart"])
+    assert argv[0].endswith("/gpuledger")
+    # the arguments must parse with the real CLI (option names, values, ranges)
+    ctx = cli.make_context("gpuledger", argv[1:], resilient_parsing=False)
+    with ctx:
+        name, sub, rest = cli.resolve_command(ctx, argv[1:])
+        assert sub is not None
+        if isinstance(sub, click.Group):
+            name, sub, rest = sub.resolve_command(ctx, rest)
+        sub.make_context(name or "", rest, parent=ctx)
+    assert service["UMask"] == "0027"  # lake files not world-readable
+    if unit.name != "gpuledger-node-agent.service":  # the agent needs root for /proc/<pid>
+        assert service["User"] == "gpuledger"
+        assert service["NoNewPrivileges"] == "yes"
+
+
+def test_kubernetes_manifest_grants_what_the_collector_lists_and_carries_a_valid_config(tmp_path):
+    docs = list(
+        yaml.safe_load_all((DEPLOY / "kubernetes" / "gpuledger-collector.yaml").read_text())
+    )
+    kinds = {d["kind"]: d for d in docs}
+    assert {
+        "Namespace",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Deployment",
+    } <= set(kinds)
+    granted = {
+        (group, resource)
+        for rule in kinds["ClusterRole"]["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        if {"get", "list"} <= set(rule["verbs"])
+    }
+
+    class Recorder:
+        def __init__(self) -> None:
+            self.calls: set[tuple[str, str]] = set()
+
+        def list_pods(self, namespace=None):
+            self.calls.add(("", "pods"))
+            return []
+
+        def list_nodes(self):
+            self.calls.add(("", "nodes"))
+            return []
+
+        def list_custom(self, group, version, plural, namespace=None):
+            self.calls.add((group, plural))
+            return [] if plural in ("clusterqueues", "queues") else None
+
+    api = Recorder()
+    kubernetes_collect.collect_kubernetes(tmp_path / "lake", "k8s", api)  # type: ignore[arg-type]
+    assert api.calls <= granted, api.calls - granted
+    assert {(KUEUE_GROUP, "workloads"), (VOLCANO_GROUP, "podgroups")} <= granted
+    config = kinds["ConfigMap"]["data"]["gpuledger.toml"]
+    (tmp_path / "gpuledger.toml").write_text(config)
+    cfg = load_config(tmp_path / "gpuledger.toml", environ={})
+    assert {s.name for s in cfg.values["sources"]} == {"kubernetes:k8s-prod", "prometheus:k8s-prod"}
+    container = kinds["Deployment"]["spec"]["template"]["spec"]["containers"][0]
+    assert container["args"][:1] == ["run"]
+    assert container["ports"][0]["containerPort"] == 9746
