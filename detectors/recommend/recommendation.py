@@ -68,9 +68,9 @@ def rec_id(cluster: str, kind: str, scope: str, target: str) -> str:
 
 
 def _clean(value: Any) -> Any:
-    """JSON-safe evidence: floats rounded to 4 decimals, NaN/inf as null, times as ISO text."""
+    """JSON-safe evidence: floats rounded to 6 decimals, NaN/inf as null, times as ISO text."""
     if isinstance(value, float):
-        return None if not math.isfinite(value) else round(value, 4)
+        return None if not math.isfinite(value) else round(value, 6)
     if isinstance(value, Mapping):
         return {str(k): _clean(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
