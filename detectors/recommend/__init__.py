@@ -59,6 +59,8 @@ def cluster_facts(
             gpus_total=int(row["gpus_total"]),
             window_start=since,
             window_end=until,
+            data_start_e=float(row["data_start_e"]),
+            data_end_e=float(row["data_end_e"]),
         )
         for row in frame.iter_rows(named=True)
     ]

@@ -33,10 +33,13 @@ class ClusterFacts:
     gpus_total: int
     window_start: dt.datetime
     window_end: dt.datetime
+    data_start_e: float  # the first job start in the window (epoch seconds)
+    data_end_e: float  # the last job end in it, at most window_end
 
     @property
-    def window_h(self) -> float:
-        return (self.window_end - self.window_start).total_seconds() / 3600.0
+    def data_h(self) -> float:
+        """Hours of history the window holds (for averages over time)."""
+        return max(self.data_end_e - self.data_start_e, 0.0) / 3600.0
 
 
 @dataclass(frozen=True, slots=True)
