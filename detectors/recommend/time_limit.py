@@ -28,6 +28,16 @@ QUERY = "recommend/job_runtimes"
 GAIN_IS = "GPU-hours of reservation released to backfill (jobs that ran within the new limit)"
 
 
+def _quantile(values: pl.Series, q: float) -> float:
+    """The `q` quantile taken as the next higher observation (an actual run time), 0 if none."""
+    found = values.quantile(q, "higher")
+    return float(found) if found is not None else 0.0
+
+
+def _sum(values: pl.Series) -> float:
+    return float(values.cast(pl.Float64).sum())
+
+
 def _figures(jobs: pl.DataFrame, limit_s: float, quantile: float) -> dict[str, Any]:
     """Run-time statistics of `jobs` and what a limit of `limit_s` would have changed."""
     runtime = jobs["runtime_s"]
@@ -44,13 +54,11 @@ def _figures(jobs: pl.DataFrame, limit_s: float, quantile: float) -> dict[str, A
             if limited.height
             else None
         ),
-        "unused_limit_gpu_h": float(
-            (limited["gpus"] * (limited["time_limit_s"] - limited["runtime_s"]).clip(0)).sum()
+        "unused_limit_gpu_h": _sum(
+            limited["gpus"] * (limited["time_limit_s"] - limited["runtime_s"]).clip(0)
         )
         / 3600.0,
-        "released_gpu_h": float(
-            (within["gpus"] * (within["time_limit_s"] - limit_s)).sum() / 3600.0
-        ),
+        "released_gpu_h": _sum(within["gpus"] * (within["time_limit_s"] - limit_s)) / 3600.0,
         "jobs_over_new_limit": jobs.filter(pl.col("runtime_s") > limit_s).height,
     }
 
@@ -94,10 +102,8 @@ def recommend(
     for (partition,), part in jobs.group_by(["partition"], maintain_order=True):
         if part.height < config.min_jobs or partition is None:
             continue
-        default_s = round_up(
-            part["runtime_s"].quantile(q, "higher") * config.margin, config.round_s
-        )
-        max_s = round_up(float(part["runtime_s"].max()) * config.margin, 3600)
+        default_s = round_up(_quantile(part["runtime_s"], q) * config.margin, config.round_s)
+        max_s = round_up(_quantile(part["runtime_s"], 1.0) * config.margin, 3600)
         figures = _figures(part, default_s, q)
         if figures["released_gpu_h"] <= 0:
             continue
@@ -122,7 +128,7 @@ def recommend(
         limited = mine.filter(pl.col("time_limit_s").is_not_null())
         if limited.height < config.min_jobs or user is None:
             continue
-        hint_s = round_up(mine["runtime_s"].quantile(q, "higher") * config.margin, config.round_s)
+        hint_s = round_up(_quantile(mine["runtime_s"], q) * config.margin, config.round_s)
         figures = _figures(mine, hint_s, q)
         ratio = figures["runtime_over_limit_ratio_median"]
         if (

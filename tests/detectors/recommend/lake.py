@@ -17,7 +17,7 @@ H = 3600.0
 def busy_samples(
     spans: list[tuple[float, float, float]], *, node: str = "g001", gpu_index: int = 0, **fields
 ) -> list[dict[str, Any]]:
-    """30-s samples of one GPU: for each (start, end, busy) one sample every 30 s in [start, end)."""
+    """30-s samples of one GPU: for each (start, end, busy), one every 30 s in [start, end)."""
     out: list[dict[str, Any]] = []
     for start, end, busy in spans:
         out += r.samples(

@@ -1,4 +1,4 @@
-"""Time-limit recommendations on hand-made jobs: quantiles, limits and released GPU-hours by hand."""
+"""Time-limit recommendations on hand-made jobs: quantiles, limits, released GPU-hours."""
 
 from __future__ import annotations
 
