@@ -89,7 +89,9 @@ SELECT
     w.job_end_e,
     greatest(r.run_start_e, w.job_start_e) AS run_start_e,
     least(r.run_end_e, w.job_end_e) AS run_end_e,
-    least(a.last_active_e, w.job_end_e) AS last_active_e
+    -- least() skips nulls: a job that was never active must keep a null here
+    CASE WHEN a.last_active_e IS NOT NULL THEN least(a.last_active_e, w.job_end_e) END
+        AS last_active_e
 FROM runs AS r
 JOIN window_jobs AS w
     ON w.cluster = r.cluster AND w.job_id = r.job_id
