@@ -118,7 +118,7 @@ def test_the_false_kill_budget_picks_the_safe_candidate(con):
     assert rec["expected_gain_gpu_h"] == pytest.approx(2.0)
     assert rec["scope"] == "cluster" and rec["target"] == "slurm"
     assert "idle_after_minutes = 120" in rec["config"]
-    assert "cancel_minutes: 240" in rec["config"]
+    assert "sliding_cancel_minutes: 240" in rec["config"]
     assert rec["risk"].startswith("0 of 1 cancelled jobs")
 
 
