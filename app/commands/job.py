@@ -42,6 +42,12 @@ def _clock(seconds: float | None) -> str:
     return "-" if seconds is None else hhmmss(seconds)
 
 
+def _wrap(text: str, indent: str = "  ", rest: str = "      ") -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=rest) or [indent]
+
+
 def _title(text: str) -> list[str]:
     return ["", text.center(WIDTH).rstrip(), "=" * WIDTH]
 
@@ -117,14 +123,14 @@ def render_text(report: JobReport) -> str:
 
     d = report.diagnosis
     lines += _title("Bottleneck")
-    lines.append(f"  {d.get('diagnosis')}: {d.get('advice') or ''}".rstrip())
+    lines += _wrap(f"{d.get('diagnosis')}: {d.get('advice') or ''}".rstrip())
 
     lines += _title("Findings")
     if report.findings:
         for f in report.findings:
             stake = f.get("gpu_h_at_stake")
             extra = "" if stake is None else f" ({stake:.1f} GPU-h at stake)"
-            lines.append(f"  [{f['severity']}] {f['detector']}: {f.get('message') or ''}{extra}")
+            lines += _wrap(f"[{f['severity']}] {f['detector']}: {f.get('message') or ''}{extra}")
     else:
         lines.append("  None (run `gpuledger detect` to look for them).")
 
@@ -132,7 +138,7 @@ def render_text(report: JobReport) -> str:
     if report.advice:
         for a in report.advice:
             lines.append(f"  #SBATCH {a.option}")
-            lines.append(f"      {a.reason}")
+            lines += _wrap(a.reason, "      ", "      ")
     else:
         lines.append("  Nothing to change: the job was sized well for what it did.")
     return "\n".join(lines) + "\n"
