@@ -143,3 +143,27 @@ def test_an_empty_lake_recommends_nothing(tmp_path):
     con = r.build_lake(tmp_path)
 
     assert recommend(con, RecommendConfig(), NOW).num_rows == 0
+
+
+def test_storing_twice_keeps_one_row_per_recommendation_and_its_first_time(tmp_path):
+    import datetime as dt
+
+    from detectors.recommend.store import read_recommendations, write_recommendations
+    from warehouse.connection import connect
+
+    root = tmp_path / "lake"
+    idle_lake(root)
+    con = connect(root)
+    config = RecommendConfig(idle_cancel=IdleCancelConfig(max_false_kill_rate=1.0))
+    first = recommend(con, config, NOW, kinds=("idle_cancel_policy",))
+    later = recommend(con, config, NOW + dt.timedelta(days=1), kinds=("idle_cancel_policy",))
+
+    assert write_recommendations(root, first) == 1
+    assert write_recommendations(root, later) == 1
+    [stored] = read_recommendations(root).to_pylist()
+    assert stored["rec_id"] == first.column("rec_id")[0].as_py()
+    assert stored["created_ts"] == NOW  # first made at NOW, found again a day later
+    assert connect(root).sql("SELECT count(*) FROM recommendations").fetchall() == [(1,)]
+    # a run that no longer makes it removes it
+    assert write_recommendations(root, recommend(con, config, NOW, kinds=()), ["della"]) == 0
+    assert read_recommendations(root).num_rows == 0
