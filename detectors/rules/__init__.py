@@ -1,7 +1,8 @@
 """Waste and hardware-health rules over the lake's marts: `run_rules(con, config, now)`.
 
-Each family module (idle, …) declares its thresholds and its `RULES`; this package runs them
-all through `warehouse.queries` and returns one Arrow table in the `findings` schema.
+Each family module (idle, gpu_balance, efficiency, health, mapping, resilience, stranded)
+declares its thresholds and its `RULES`; this package runs them all through `warehouse.queries`
+and returns one Arrow table in the `findings` schema.
 """
 
 from __future__ import annotations
@@ -13,7 +14,15 @@ import polars as pl
 import pyarrow as pa
 
 from detectors.findings import FRAME_COLUMNS, FRAME_SCHEMA, to_findings
-from detectors.rules import idle
+from detectors.rules import (
+    efficiency,
+    gpu_balance,
+    health,
+    idle,
+    mapping,
+    resilience,
+    stranded,
+)
 from detectors.rules.base import EPOCH, Rule, Window
 from detectors.rules.config import FAMILIES, RuleConfig
 from warehouse import queries
@@ -23,7 +32,17 @@ if TYPE_CHECKING:
 
 __all__ = ["FAMILIES", "RULES", "Rule", "RuleConfig", "Window", "detect_frame", "run_rules"]
 
-RULES: tuple[Rule, ...] = (*idle.RULES,)
+# Order matters only for ties: where two rules name one problem (an ECC error seen in events and
+# in counters), the first one's row is kept.
+RULES: tuple[Rule, ...] = (
+    *idle.RULES,
+    *gpu_balance.RULES,
+    *efficiency.RULES,
+    *health.RULES,
+    *mapping.RULES,
+    *resilience.RULES,
+    *stranded.RULES,
+)
 
 
 def detect_frame(
