@@ -33,7 +33,7 @@ class GpuBalanceThresholds:
         None,
     )
     partial_min_minutes: float = threshold(
-        2.0, "Partially idle: the job's GPUs were observed at least this many minutes."
+        1.0, "Partially idle: the job's GPUs were observed at least this many minutes."
     )
     partial_min_idle_gpus: int = threshold(1, "Partially idle: at least this many GPUs idle.")
     partial_min_gpu_h: float = threshold(

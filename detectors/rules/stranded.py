@@ -25,7 +25,9 @@ class StrandedThresholds:
     """When a job's host request strands GPUs."""
 
     min_stranded_gpus: int = threshold(1, "At least this many of the node's GPUs left unusable ...")
-    min_runtime_minutes: float = threshold(10.0, "... by a job that ran at least this long.")
+    min_runtime_minutes: float = threshold(
+        0.0, "... by a job that ran at least this long (a running job: so far)."
+    )
 
 
 def _params(config: RuleConfig, window: Window) -> dict[str, Any]:
@@ -41,6 +43,8 @@ def _detect(jobs: pl.DataFrame, config: RuleConfig, window: Window) -> pl.DataFr
     by_mem = ((pl.col("node_mem_mib_seen") - pl.col("mem_req_mib")) / per_gpu_mem).floor()
     usable = pl.min_horizontal(free, by_cpu.fill_nan(None), by_mem.fill_nan(None)).clip(0)
     runtime_h = pl.col("runtime_s") / 3600
+    so_far = (pl.lit(window.now) - pl.col("start_ts")).dt.total_milliseconds() / 1000
+    jobs = jobs.with_columns(pl.col("runtime_s").fill_null(so_far.clip(0)))
     found = jobs.with_columns(
         (free - usable).cast(pl.Int64).alias("stranded_gpus"),
         (pl.col("cpus") / pl.col("gpus")).alias("cpus_per_gpu"),
@@ -70,7 +74,7 @@ def _detect(jobs: pl.DataFrame, config: RuleConfig, window: Window) -> pl.DataFr
             (pl.col("mem_req_mib") / 1024).round(0).cast(pl.Int64),
             "node",
             "stranded_gpus",
-            "node_gpus",
+            pl.col("node_gpus").cast(pl.Int64),
             runtime_h.round(2),
             (pl.col("stranded_gpus") * runtime_h).round(2),
             "fair_cpus_per_gpu",
