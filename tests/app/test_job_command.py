@@ -131,7 +131,10 @@ def test_a_job_id_on_two_clusters_needs_cluster(lake):
     error = one_line_error(invoke("job", "j2", "--lake", str(lake)), 1)
 
     assert "several clusters (della, other); use --cluster" in error
-    assert invoke("job", "j2", "--cluster", "other", "--lake", str(lake)).exit_code == 0
+    other = invoke("job", "j2", "--cluster", "other", "--lake", str(lake))
+    assert other.exit_code == 0, other.output
+    assert "No GPU telemetry was attributed to this job." in other.output
+    assert "unobserved:" in other.output
 
 
 def test_a_missing_lake_and_a_bad_format(tmp_path, lake):

@@ -74,3 +74,11 @@ def test_kueue_clusters_get_a_max_exec_time_label(tmp_path):
 
     assert {rec["target"] for rec in recs} == {"kueue"}
     assert 'kueue.x-k8s.io/max-exec-time-seconds: "18000"' in recs[0]["config"]
+
+
+def test_every_recommender_runs_on_a_lake_of_jobs_without_telemetry(tmp_path):
+    con = r.build_lake(tmp_path, jobs=jobs())
+    table = recommend(con, RecommendConfig(), NOW)
+
+    # only what run times alone support: time limits (GPU caps need the cluster's GPU count)
+    assert set(table.column("kind").to_pylist()) <= {"time_limit", "fairshare_weight"}
