@@ -58,14 +58,15 @@ class TimeLimitConfig:
 
 @dataclass(frozen=True, slots=True)
 class GpuCapConfig:
-    """Per-user GPU caps (GrpTRES) for users who held more than a share of the cluster.
+    """GPU caps (GrpTRES) for users and accounts that held more than a share of the cluster.
 
-    The cap is `cap_share` of the cluster's GPUs (rounded up), never below the user's largest
-    job; a cap is proposed when the GPU-hours held above it reach `min_excess_gpu_h` while at
-    least `min_waiting_jobs` jobs of other users waited.
+    The cap is `cap_share` (a user) or `account_cap_share` (an account) of the cluster's GPUs,
+    rounded up, never below the largest job; a cap is proposed when the GPU-hours held above
+    it reach `min_excess_gpu_h` while at least `min_waiting_jobs` jobs of others waited.
     """
 
     cap_share: float = 0.25
+    account_cap_share: float = 0.5
     min_excess_gpu_h: float = 1.0
     min_waiting_jobs: int = 1
 

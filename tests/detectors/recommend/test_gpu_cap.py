@@ -33,7 +33,7 @@ def run(con, **cap):
 
 
 def test_the_heavy_user_gets_a_cap_with_figures_by_hand(tmp_path):
-    [rec] = run(lake(tmp_path))
+    [rec] = [r for r in run(lake(tmp_path)) if r["scope"].startswith("user=")]
     ev = rec["evidence"]
 
     assert rec["scope"] == "user=alice,account=physics"
@@ -52,11 +52,27 @@ def test_the_heavy_user_gets_a_cap_with_figures_by_hand(tmp_path):
     )
 
 
+def test_the_heavy_account_gets_a_cap_with_figures_by_hand(tmp_path):
+    [rec] = [r for r in run(lake(tmp_path)) if r["scope"].startswith("account=")]
+    ev = rec["evidence"]
+
+    # physics (alice alone): 50 % of 8 GPUs = 4; it held 6 for 2 h: 2 × 2 = 4 GPU-h above;
+    # chem (bob 1 + carol 2 at most) stays under 4
+    assert rec["scope"] == "account=physics"
+    assert ev["cap_gpus"] == 4
+    assert rec["expected_gain_gpu_h"] == pytest.approx(4.0)
+    assert ev["other_jobs_waiting_meanwhile"] == 1
+    assert (
+        "sacctmgr -i modify account where name=physics cluster=della set GrpTRES=gres/gpu=4"
+        in (rec["config"])
+    )
+
+
 def test_a_cap_never_falls_below_the_largest_job(tmp_path):
     # 10 % of 8 GPUs = 1, but alice's jobs need 2 each
-    [rec] = run(lake(tmp_path), cap_share=0.1)
+    recs = run(lake(tmp_path), cap_share=0.1, account_cap_share=0.1)
 
-    assert rec["evidence"]["cap_gpus"] == 2
+    assert [rec["evidence"]["cap_gpus"] for rec in recs] == [2, 2]
 
 
 def test_without_anyone_waiting_there_is_no_cap(tmp_path):
@@ -64,10 +80,11 @@ def test_without_anyone_waiting_there_is_no_cap(tmp_path):
 
 
 def test_kueue_gets_a_capped_cluster_queue(tmp_path):
-    [rec] = run(lake(tmp_path, source="kubernetes"))
+    recs = run(lake(tmp_path, source="kubernetes"))
 
-    assert rec["target"] == "kueue"
-    assert "nominalQuota: 2" in rec["config"] and "kind: LocalQueue" in rec["config"]
+    assert {rec["target"] for rec in recs} == {"kueue"}
+    user = next(rec for rec in recs if rec["scope"].startswith("user="))
+    assert "nominalQuota: 2" in user["config"] and "kind: LocalQueue" in user["config"]
 
 
 @given(
