@@ -20,10 +20,11 @@ __all__ = ["Advice", "AdviceThresholds", "advise"]
 
 @dataclass(frozen=True, slots=True)
 class Advice:
-    """One option to change (`--time=01:30:00`) and why."""
+    """One option to change (`--time=01:30:00`), the same for a Kubernetes pod spec, and why."""
 
     option: str
     reason: str
+    kubernetes: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +51,7 @@ def _gpu_advice(job: Mapping[str, Any], gpus: Sequence[Mapping[str, Any]]) -> li
                 "--gres=gpu:1 --time=00:30:00",
                 f"none of the {allocated} GPU(s) did any work: check in a short test job that "
                 "the code uses the GPU (e.g. torch.cuda.is_available()) before asking for more",
+                'limits: {nvidia.com/gpu: 1}; label kueue.x-k8s.io/max-exec-time-seconds: "1800"',
             )
         ]
     if active < allocated:
@@ -58,6 +60,7 @@ def _gpu_advice(job: Mapping[str, Any], gpus: Sequence[Mapping[str, Any]]) -> li
                 f"--gres=gpu:{active}",
                 f"{allocated - active} of {allocated} GPUs were never active; ask for the "
                 f"{active} the job used (or make it use all it asks for)",
+                f"limits: {{nvidia.com/gpu: {active}}}",
             )
         ]
     return []
@@ -81,6 +84,7 @@ def _mig_advice(
             f"--gres=gpu:{name}:1",
             f"busy {busy:.0%} with at most {(fb or 0) / 1024:.1f} GiB of GPU memory: a MIG "
             f"{name} slice ({g}/7 of the GPU) is enough and frees the rest",
+            f"limits: {{nvidia.com/mig-{name}: 1}}",
         )
     ]
 
@@ -95,6 +99,8 @@ def _time_advice(job: Mapping[str, Any], t: AdviceThresholds) -> list[Advice]:
                 f"--time={hhmmss(round_up(limit * t.time_margin, 900))}",
                 f"the job hit its {hhmmss(limit)} limit: ask for more, and checkpoint so a "
                 "limit costs minutes, not the run",
+                "label kueue.x-k8s.io/max-exec-time-seconds: "
+                f'"{int(round_up(limit * t.time_margin, 900))}"',
             )
         ]
     if state.startswith("COMPLETED") and runtime < t.time_used_below * limit:
@@ -104,6 +110,7 @@ def _time_advice(job: Mapping[str, Any], t: AdviceThresholds) -> list[Advice]:
                 f"--time={hhmmss(new)}",
                 f"it ran {hhmmss(runtime)} of a {hhmmss(limit)} limit "
                 f"({runtime / limit:.0%}); a tighter limit starts sooner through backfill",
+                f'label kueue.x-k8s.io/max-exec-time-seconds: "{int(new)}"',
             )
         ]
     return []
@@ -121,6 +128,7 @@ def _cpu_advice(job: Mapping[str, Any], diagnosis: str | None, t: AdviceThreshol
                 f"--cpus-per-gpu={more}",
                 f"the GPUs waited for input with {per_gpu} core(s) per GPU: more DataLoader "
                 "workers need more cores",
+                f'requests: {{cpu: "{more * gpus}"}}',
             )
         ]
     cpu_time, runtime = job.get("cpu_time_s"), job.get("runtime_s")
@@ -135,6 +143,7 @@ def _cpu_advice(job: Mapping[str, Any], diagnosis: str | None, t: AdviceThreshol
                     f"--cpus-per-gpu={fewer}",
                     f"it used {used:.1f} of {cpus} cores ({used / cpus:.0%}); idle cores "
                     "strand the node's other GPUs",
+                    f'requests: {{cpu: "{fewer * gpus}"}}',
                 )
             ]
     return []

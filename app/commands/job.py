@@ -136,8 +136,9 @@ def render_text(report: JobReport) -> str:
 
     lines += _title("Next Time")
     if report.advice:
+        pod = job.get("source") == "kubernetes"
         for a in report.advice:
-            lines.append(f"  #SBATCH {a.option}")
+            lines.append(f"  {a.kubernetes}" if pod and a.kubernetes else f"  #SBATCH {a.option}")
             lines += _wrap(a.reason, "      ", "      ")
     else:
         lines.append("  Nothing to change: the job was sized well for what it did.")
@@ -157,7 +158,10 @@ def render_json(report: JobReport) -> str:
         "gpus": report.gpus,
         "diagnosis": report.diagnosis,
         "findings": report.findings,
-        "next_time": [{"option": a.option, "reason": a.reason} for a in report.advice],
+        "next_time": [
+            {"option": a.option, "kubernetes": a.kubernetes, "reason": a.reason}
+            for a in report.advice
+        ],
     }
     return json.dumps(body, default=default, indent=1)
 

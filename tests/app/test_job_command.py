@@ -176,3 +176,21 @@ def test_job_report_on_a_small_simulated_lake(tmp_path):
     assert f"Job ID: {job_id}" in text.output
     assert body["diagnosis"]["diagnosis"] in ADVICE
     assert body["gpus"] and all(g["busy_series"] for g in body["gpus"])
+
+
+def test_a_kubernetes_job_is_told_its_pod_resources(tmp_path):
+    times = range(0, int(H), 30)
+    root = tmp_path / "lake"
+    r.build_lake(
+        root,
+        samples=r.samples(times, gpu_index=0, engine_active=0.9)
+        + r.samples(times, gpu_index=1, engine_active=0.0),
+        jobs=[r.job("pod-1", 0, H, gpus=2, source="kubernetes", time_limit_s=int(10 * H))],
+        job_gpus=[r.job_gpu("pod-1", 0, H, gpu_index=i) for i in (0, 1)],
+    )
+    result = invoke("job", "pod-1", "--lake", str(root))
+
+    assert result.exit_code == 0, result.output
+    assert "limits: {nvidia.com/gpu: 1}" in result.output
+    assert 'label kueue.x-k8s.io/max-exec-time-seconds: "5400"' in result.output
+    assert "#SBATCH" not in result.output
