@@ -61,3 +61,31 @@ def test_a_healthy_cluster_drains_nothing(tmp_path):
     )
 
     assert recommend(con, RecommendConfig(), NOW, kinds=("drain_node",)).num_rows == 0
+
+
+def test_a_critical_hardware_finding_drains_its_node_and_kueue_cordons_it(tmp_path):
+    root = tmp_path / "lake"
+    r.land(
+        root,
+        "findings",
+        [
+            {
+                "cluster": r.CLUSTER,
+                "finding_id": "f-ecc",
+                "detector": "ecc_dbe",
+                "severity": "critical",
+                "subject_kind": "gpu",
+                "subject_id": r.uuid_of("g009", 0),
+                "node": "g009",
+                "detected_ts": r.at(H),
+            }
+        ],
+    )
+    jobs = [r.job("ok", 0, H, source="kubernetes")]
+    con = r.build_lake(root, jobs=jobs, job_gpus=[r.job_gpu("ok", 0, H, node="g009")])
+    [rec] = recs_of(recommend(con, RecommendConfig(), NOW, kinds=("drain_node",)), "drain_node")
+
+    assert rec["scope"] == "node=g009"
+    assert rec["evidence"]["critical_findings"] == 1
+    assert rec["expected_gain_gpu_h"] == 0.0  # no job failed there yet
+    assert rec["config"].startswith("kubectl cordon g009\n")

@@ -97,3 +97,22 @@ def test_gpu_billing_not_proposed_when_cpu_billing_already_tracks_gpus(tmp_path)
         ).num_rows
         == 1
     )
+
+
+def test_kueue_clusters_get_weights_and_resource_weights(tmp_path):
+    jobs = [j | {"source": "kubernetes"} for j in fairshare_jobs()]
+    con = r.build_lake(tmp_path, jobs=jobs)
+    table = recommend(con, RecommendConfig(), NOW, kinds=("fairshare_weight",))
+    [rec] = recs_of(table, "fairshare_weight")
+
+    # physics' new share 0.5667 of 3 accounts = weight 1.7 (1 = an equal share)
+    assert rec["target"] == "kueue"
+    assert (
+        "kubectl -n physics patch localqueue <queue> --type=merge "
+        '-p \'{"spec":{"fairSharing":{"weight":"1.7"}}}\'' in rec["config"]
+    )
+
+    billing = [j | {"source": "kubernetes"} for j in billing_jobs()]
+    con = r.build_lake(tmp_path / "b", jobs=billing)
+    [rec] = recs_of(recommend(con, RecommendConfig(), NOW, kinds=("gpu_billing",)), "gpu_billing")
+    assert "nvidia.com/gpu: 8" in rec["config"] and "admissionFairSharing" in rec["config"]
