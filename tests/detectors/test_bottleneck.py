@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import polars as pl
 import pytest
 from hypothesis import given
@@ -137,3 +139,30 @@ def test_raising_the_idle_threshold_never_makes_an_idle_job_busy(rows, low, extr
 
     assert all(d in ADVICE for d in before)
     assert all(b not in idle_kinds or a in idle_kinds for b, a in zip(before, after, strict=True))
+
+
+def test_actionable_diagnoses_become_findings_with_stable_ids(con):
+    from detectors.bottleneck_findings import bottleneck_findings
+
+    now = r.T0 + dt.timedelta(days=1)
+    first = {f["job_id"]: f for f in bottleneck_findings(con, now, r.T0).to_pylist()}
+    again = bottleneck_findings(con, now + dt.timedelta(hours=1), r.T0)
+
+    assert {j: f["severity"] for j, f in first.items()} == {
+        "input": "warn",
+        "memory": "info",
+        "comm": "info",
+        "small": "info",
+    }
+    # the bursty job: 1/6 GPU-h allocated, busy (14 × 0.02 + 6 × 0.6) / 20 = 0.194
+    assert first["input"]["gpu_h_at_stake"] == pytest.approx((1 - 0.194) / 6, rel=1e-5)
+    assert first["input"]["message"].startswith("Job input (alice) is input-bound: ")
+    assert sorted(again.column("finding_id").to_pylist()) == sorted(
+        f["finding_id"] for f in first.values()
+    )
+
+
+def test_no_jobs_in_the_window_no_findings(con):
+    from detectors.bottleneck_findings import bottleneck_findings
+
+    assert bottleneck_findings(con, r.T0, r.T0 - dt.timedelta(days=1)).num_rows == 0
