@@ -86,7 +86,10 @@ def render_text(report: JobReport) -> str:
 
     lines += _title("Overall Utilization")
     if not job.get("samples"):
-        lines.append("  No GPU telemetry was attributed to this job.")
+        lines.append(
+            "  No GPU telemetry was attributed to this job (if it ran on GPUs, build the "
+            "marts: gpuledger attribute)."
+        )
     else:
         lines += [
             f"  GPU busy      {_bar(job.get('busy_mean'))}",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from detectors.recommend import (
@@ -81,7 +82,12 @@ def recommend(
     since = now - dt.timedelta(days=config.lookback_days)
     recs: list[Recommendation] = []
     for facts in cluster_facts(con, since, now):
+        # every figure is reproducible from the window it was replayed over
+        window = {"replayed_from": facts.window_start, "replayed_until": facts.window_end}
         for kind, (run, part) in KINDS.items():
             if kinds is None or kind in kinds:
-                recs.extend(run(con, facts, part(config)))
+                recs.extend(
+                    replace(rec, evidence={**rec.evidence, **window})
+                    for rec in run(con, facts, part(config))
+                )
     return to_table(recs, now)

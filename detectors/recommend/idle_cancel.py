@@ -113,8 +113,6 @@ def recommend(
         return []
     best = max(admissible, key=lambda s: (s["gain_gpu_h"], -s["cancel_minutes"]))
     evidence = {
-        "window_start": facts.window_start,
-        "window_end": facts.window_end,
         "jobs_with_idle_runs": runs["job_id"].n_unique(),
         "chosen": best,
         "candidates": scores,

@@ -119,7 +119,7 @@ def recommend(
         .sort("slices")
         .with_columns(
             pl.col("slices")
-            .map_elements(lambda g: profile_name(g, mem[g], fb_total), return_dtype=pl.String)
+            .replace_strict({g: profile_name(g, m, fb_total) for g, m in PROFILES})
             .alias("profile")
         )
     )

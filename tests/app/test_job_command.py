@@ -133,7 +133,7 @@ def test_a_job_id_on_two_clusters_needs_cluster(lake):
     assert "several clusters (della, other); use --cluster" in error
     other = invoke("job", "j2", "--cluster", "other", "--lake", str(lake))
     assert other.exit_code == 0, other.output
-    assert "No GPU telemetry was attributed to this job." in other.output
+    assert "No GPU telemetry was attributed to this job" in other.output
     assert "unobserved:" in other.output
 
 
