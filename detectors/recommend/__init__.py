@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = ["KINDS", "RecommendConfig", "cluster_facts", "recommend"]
 
 FACTS_QUERY = "recommend/cluster_facts"
+LATEST_QUERY = "recommend/latest_activity"
 
 # kind -> (recommender, the part of RecommendConfig it reads)
 KINDS: dict[str, tuple[Callable[..., list[Recommendation]], Callable[[RecommendConfig], Any]]] = {
@@ -73,13 +74,16 @@ def recommend(
     now: dt.datetime | None = None,
     kinds: tuple[str, ...] | None = None,
 ) -> pa.Table:
-    """Replay the `lookback_days` before `now` and return every recommendation as table rows.
+    """Replay `lookback_days` of history and return every recommendation as table rows.
 
-    `now` defaults to the current time (UTC); `kinds` limits the run to some recommenders.
+    The window ends at `now` (default: the current time, UTC) and reaches back from the last
+    job start or end the lake holds before `now`; `kinds` limits the run to some recommenders.
     """
     config = config or RecommendConfig()
     now = now or dt.datetime.now(dt.UTC)
-    since = now - dt.timedelta(days=config.lookback_days)
+    # judge a lake of older data as of its own end: the window reaches back from its last job
+    latest = queries.run(con, LATEST_QUERY, now=now)["latest_ts"][0]
+    since = min(latest or now, now) - dt.timedelta(days=config.lookback_days)
     recs: list[Recommendation] = []
     for facts in cluster_facts(con, since, now):
         # every figure is reproducible from the window it was replayed over

@@ -82,3 +82,13 @@ def test_every_recommender_runs_on_a_lake_of_jobs_without_telemetry(tmp_path):
 
     # only what run times alone support: time limits (GPU caps need the cluster's GPU count)
     assert set(table.column("kind").to_pylist()) <= {"time_limit", "fairshare_weight"}
+
+
+def test_an_old_lake_is_judged_as_of_its_own_end(tmp_path):
+    import datetime as dt
+
+    con = r.build_lake(tmp_path, jobs=jobs())
+    much_later = NOW + dt.timedelta(days=90)  # far past the 28-day lookback
+    table = recommend(con, RecommendConfig(), much_later, kinds=("time_limit",))
+
+    assert sorted(table.column("scope").to_pylist()) == ["partition=gpu", "user=alice"]
