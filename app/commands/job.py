@@ -85,6 +85,11 @@ def render_text(report: JobReport) -> str:
     lines += [f"{name:>15}: {value}" for name, value in fields]
 
     lines += _title("Overall Utilization")
+    cpus, cpu_time, rss = job.get("cpus"), job.get("cpu_time_s"), job.get("max_rss_mib")
+    if cpus and cpu_time is not None and runtime:
+        lines.append(f"  CPU util      {_bar(cpu_time / (cpus * runtime))}")
+    if mem and rss is not None:
+        lines.append(f"  CPU memory    {_bar(rss / mem)}")
     if not job.get("samples"):
         lines.append(
             "  No GPU telemetry was attributed to this job (if it ran on GPUs, build the "

@@ -43,7 +43,17 @@ def lake(tmp_path_factory) -> Path:
         + r.samples(times, gpu_index=2, engine_active=0.1, sm_active=0.1, fb_used_mib=4000.0)
     )
     jobs = [
-        r.job("j1", 0, H, gpus=2, cpus=16, cpu_time_s=2 * H, time_limit_s=int(8 * H)),
+        r.job(
+            "j1",
+            0,
+            H,
+            gpus=2,
+            cpus=16,
+            cpu_time_s=2 * H,
+            time_limit_s=int(8 * H),
+            mem_req_mib=64 * 1024,
+            max_rss_mib=16 * 1024.0,
+        ),
         r.job("small", 0, H, cpus=4, time_limit_s=int(H)),
         r.job("j2", 0, 60),
         r.job("j2", 0, 60) | {"cluster": "other"},
@@ -85,6 +95,9 @@ def test_text_report_of_a_two_gpu_job_by_hand(lake):
     assert "Time Limit: 08:00:00  (12% used)" in out
     # 2 GPU-h allocated; GPU 0 busy 0.8 for 1 h -> 0.8 effective; GPU 1 idle for 1 h
     assert "GPU-hours: 2.00 allocated, 1.00 active, 1.00 idle, 0.80 effective" in out
+    # 2 of 16 cores busy: 12.5 % (5 of 40 bar cells); 16 of 64 GiB of host memory: 25 %
+    assert "  CPU util      [|||||" + " " * 35 + "  12%]" in out
+    assert "  CPU memory    [" + "|" * 10 + " " * 30 + "  25%]" in out
     # twelve 5-minute buckets: ▇ for 0.8 on GPU 0, ▁ for 0 on GPU 1
     assert "▇" * 12 in out and "▁" * 12 in out
     assert "[warn] partial_idle: 1 of 2 GPUs never active (1.0 GPU-h at stake)" in out
