@@ -22,6 +22,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "serve_exporters",
     "config",
     "alert",
+    "detect",
+    "job",
     "run",
     "status",
 )

@@ -1,0 +1,220 @@
+"""`gpuledger job JOBID`: one job's efficiency report and the change to make next time."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from app.errors import AppError, reports_errors
+from app.options import lake_option
+
+if TYPE_CHECKING:
+    from detectors.job_report import JobReport
+
+__all__ = ["command", "render_json", "render_text"]
+
+WIDTH = 80
+SPARK_WIDTH = 32
+
+
+def _pct(value: float | None) -> str:
+    return "   -" if value is None else f"{value * 100:3.0f}%"
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def _bar(value: float | None, width: int = 40) -> str:
+    if value is None:
+        return "[" + " " * width + "   n/a]"
+    filled = round(min(max(value, 0.0), 1.0) * width)
+    return "[" + "|" * filled + " " * (width - filled) + f" {value * 100:3.0f}%]"
+
+
+def _clock(seconds: float | None) -> str:
+    from detectors.recommend.recommendation import hhmmss
+
+    return "-" if seconds is None else hhmmss(seconds)
+
+
+def _wrap(text: str, indent: str = "  ", rest: str = "      ") -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=rest) or [indent]
+
+
+def _title(text: str) -> list[str]:
+    return ["", text.center(WIDTH).rstrip(), "=" * WIDTH]
+
+
+def _when(ts: dt.datetime | None) -> str:
+    return "-" if ts is None else ts.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def render_text(report: JobReport) -> str:
+    """The report as jobstats users know it, plus per-GPU sparklines, diagnosis and findings."""
+    from app.sparkline import render_sparkline
+
+    job = report.job
+    limit, runtime = job.get("time_limit_s"), job.get("runtime_s")
+    used = f"  ({runtime / limit:.0%} used)" if limit and runtime is not None else ""
+    nodes = job.get("nodes") or sorted({g["node"] for g in report.gpus if g.get("node")})
+    models = sorted({g["model"] for g in report.gpus if g.get("model")})
+    mem = job.get("mem_req_mib")
+    lines = ["=" * WIDTH, "Job Statistics (gpuledger)".center(WIDTH).rstrip(), "=" * WIDTH]
+    fields = [
+        ("Job ID", job["job_id"]),
+        ("User/Account", f"{job.get('user') or '-'}/{job.get('account') or '-'}"),
+        ("Job Name", job.get("job_name") or "-"),
+        ("State", job.get("state") or "-"),
+        ("Nodes", f"{len(nodes)} ({', '.join(nodes)})" if nodes else "-"),
+        ("GPUs", f"{job.get('gpus') or 0}" + (f" ({', '.join(models)})" if models else "")),
+        ("CPU Cores", job.get("cpus") or "-"),
+        ("CPU Memory", "-" if mem is None else f"{mem / 1024:.0f} GiB"),
+        ("QOS/Partition", f"{job.get('qos') or '-'}/{job.get('partition') or '-'}"),
+        ("Cluster", job["cluster"]),
+        ("Start Time", _when(job.get("start_ts"))),
+        ("Run Time", _clock(runtime)),
+        ("Time Limit", ("UNLIMITED" if limit is None else _clock(limit)) + used),
+    ]
+    lines += [f"{name:>15}: {value}" for name, value in fields]
+
+    lines += _title("Overall Utilization")
+    cpus, cpu_time, rss = job.get("cpus"), job.get("cpu_time_s"), job.get("max_rss_mib")
+    if cpus and cpu_time is not None and runtime:
+        lines.append(f"  CPU util      {_bar(cpu_time / (cpus * runtime))}")
+    if mem and rss is not None:
+        lines.append(f"  CPU memory    {_bar(rss / mem)}")
+    if not job.get("samples"):
+        lines.append(
+            "  No GPU telemetry was attributed to this job (if it ran on GPUs, build the "
+            "marts: gpuledger attribute)."
+        )
+    else:
+        lines += [
+            f"  GPU busy      {_bar(job.get('busy_mean'))}",
+            f"  SM active     {_bar(job.get('sm_active_mean'))}",
+            f"  Tensor active {_bar(job.get('tensor_active_mean'))}",
+            f"  DRAM active   {_bar(job.get('dram_active_mean'))}",
+            f"  GPU-hours: {_num(job.get('alloc_gpu_h'), '.2f')} allocated, "
+            f"{_num(job.get('active_gpu_h'), '.2f')} active, "
+            f"{_num(job.get('idle_gpu_h'), '.2f')} idle, "
+            f"{_num(job.get('effective_gpu_h'), '.2f')} effective",
+            f"  Energy: {_num(job.get('energy_kwh'), '.2f')} kWh at "
+            f"{_num(job.get('power_w_mean'), '.0f')} W per GPU on average",
+        ]
+
+    if report.gpus:
+        lines += _title("Per-GPU Activity")
+        lines.append(
+            f"  {'GPU':<14} {'busy':>5} {'SM':>5} {'tens':>5} {'DRAM':>5} "
+            f"{'mem GiB':>8} {'W':>5} {'kWh':>6}  busy over time"
+        )
+        for g in report.gpus:
+            index = g.get("gpu_index")
+            name = f"{g.get('node') or '?'}/{'?' if index is None else index}"
+            if g.get("mig_instance") is not None:
+                name += f".{g['mig_instance']}"
+            fb = g.get("fb_used_mib_max")
+            lines.append(
+                f"  {name:<14} {_pct(g.get('busy_mean')):>5} {_pct(g.get('sm_active_mean')):>5} "
+                f"{_pct(g.get('tensor_active_mean')):>5} {_pct(g.get('dram_active_mean')):>5} "
+                f"{_num(None if fb is None else fb / 1024, '8.1f'):>8} "
+                f"{_num(g.get('power_w_mean'), '5.0f'):>5} {_num(g.get('energy_kwh'), '6.2f'):>6}"
+                f"  {render_sparkline(g.get('busy_series') or [], SPARK_WIDTH)}"
+            )
+
+    d = report.diagnosis
+    lines += _title("Bottleneck")
+    lines += _wrap(f"{d.get('diagnosis')}: {d.get('advice') or ''}".rstrip())
+
+    lines += _title("Findings")
+    if report.findings:
+        for f in report.findings:
+            stake = f.get("gpu_h_at_stake")
+            extra = "" if stake is None else f" ({stake:.1f} GPU-h at stake)"
+            lines += _wrap(f"[{f['severity']}] {f['detector']}: {f.get('message') or ''}{extra}")
+    else:
+        lines.append("  None (run `gpuledger detect` to look for them).")
+
+    lines += _title("Next Time")
+    if report.advice:
+        pod = job.get("source") == "kubernetes"
+        for a in report.advice:
+            lines.append(f"  {a.kubernetes}" if pod and a.kubernetes else f"  #SBATCH {a.option}")
+            lines += _wrap(a.reason, "      ", "      ")
+    else:
+        lines.append("  Nothing to change: the job was sized well for what it did.")
+    return "\n".join(lines) + "\n"
+
+
+def render_json(report: JobReport) -> str:
+    """The report as one JSON object (times in ISO 8601 UTC)."""
+
+    def default(value: Any) -> Any:
+        if isinstance(value, dt.datetime | dt.date):
+            return value.isoformat()
+        return str(value)
+
+    body = {
+        "job": report.job,
+        "gpus": report.gpus,
+        "diagnosis": report.diagnosis,
+        "findings": report.findings,
+        "next_time": [
+            {"option": a.option, "kubernetes": a.kubernetes, "reason": a.reason}
+            for a in report.advice
+        ],
+    }
+    return json.dumps(body, default=default, indent=1)
+
+
+@click.command("job")
+@click.argument("job_id")
+@click.option(
+    "--cluster",
+    default=None,
+    help="The job's cluster (needed only when several clusters have the id).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="A report for the terminal, or one JSON object for scripts.",
+)
+@lake_option
+@reports_errors
+def command(job_id: str, cluster: str | None, fmt: str, lake: Path) -> None:
+    """One job's efficiency report and the change to make next time.
+
+    \b
+    Like Princeton's jobstats, from the lake: the allocation, overall and per-GPU
+    activity (busy, SM, tensor, DRAM, memory, power, energy) with a sparkline of
+    each GPU's busy fraction over the run, the bottleneck (compute-, memory-,
+    input- or communication-bound, idle, stalled), the job's findings (after
+    `gpuledger detect`), and the options to change next time (--gres, --time,
+    --cpus-per-gpu, a MIG slice).
+    Examples:
+      gpuledger job 123456
+      gpuledger job 123456_7 --cluster della --format json
+    Build the marts first (`gpuledger attribute`) so the usage is current.
+    """
+    from detectors.job_report import AmbiguousJob, UnknownJob, load_job_report
+    from warehouse.connection import connect
+    from warehouse.errors import EmptyWarehouse
+
+    if not lake.is_dir():
+        raise EmptyWarehouse(lake, "any table (the folder does not exist)")
+    con = connect(lake, require=("jobs",))
+    try:
+        report = load_job_report(con, job_id, cluster)
+    except (UnknownJob, AmbiguousJob) as exc:
+        raise AppError(str(exc)) from exc
+    click.echo(render_json(report) if fmt == "json" else render_text(report), nl=False)

@@ -1,0 +1,81 @@
+"""Everything `gpuledger job` shows about one job, gathered from the lake in one place.
+
+Allocation and usage (sql/jobs/job_detail), per-GPU activity and its time series, the
+bottleneck diagnosis, the job's findings (when `gpuledger detect` has written any) and the
+change to make next time. Rendering is the app's business; this returns plain data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from detectors.bottleneck import diagnose
+from detectors.job_advice import Advice, advise
+from warehouse import queries
+
+if TYPE_CHECKING:
+    import duckdb
+
+__all__ = ["AmbiguousJob", "JobReport", "UnknownJob", "load_job_report"]
+
+
+class UnknownJob(LookupError):
+    """No job with this id (on this cluster) is in the lake."""
+
+
+class AmbiguousJob(LookupError):
+    """Several clusters have a job with this id; --cluster must choose."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobReport:
+    """One job: its record and usage, its GPUs (each with a busy series), diagnosis, findings."""
+
+    job: dict[str, Any]
+    gpus: list[dict[str, Any]]
+    diagnosis: dict[str, Any]
+    findings: list[dict[str, Any]]
+    advice: list[Advice] = field(default_factory=list)
+
+
+def load_job_report(
+    con: duckdb.DuckDBPyConnection, job_id: str, cluster: str | None = None
+) -> JobReport:
+    """The report of `job_id` (on `cluster`, needed only when several clusters have the id)."""
+    rows = queries.run(con, "jobs/job_detail", job_id=job_id, cluster=cluster).to_dicts()
+    if not rows:
+        where = f" on cluster {cluster!r}" if cluster else ""
+        raise UnknownJob(f"No job {job_id!r}{where} in the lake")
+    if len(rows) > 1:
+        clusters = ", ".join(row["cluster"] for row in rows)
+        raise AmbiguousJob(f"Job {job_id!r} exists on several clusters ({clusters}); use --cluster")
+    job = rows[0]
+    params = {"cluster": job["cluster"], "job_id": job_id}
+    gpus = queries.run(con, "jobs/job_gpu_activity", **params).to_dicts()
+    series = queries.run(con, "jobs/job_gpu_series", **params)
+    for gpu in gpus:
+        mine = series.filter(
+            (series["device"] == gpu["device"])
+            & (
+                series["mig_instance"].is_null()
+                if gpu["mig_instance"] is None
+                else series["mig_instance"] == gpu["mig_instance"]
+            )
+        )
+        gpu["busy_series"] = mine["busy"].to_list()
+        gpu["series_start"] = mine["bucket"].min()
+    diagnosed = [
+        row
+        for row in diagnose(con, [job_id]).to_pylist()
+        if row["cluster"] in (job["cluster"], None)
+    ]
+    diagnosis = diagnosed[0] if diagnosed else {"diagnosis": "unobserved"}
+    findings = queries.run(con, "jobs/job_findings", **params).to_dicts()
+    return JobReport(
+        job=job,
+        gpus=gpus,
+        diagnosis=diagnosis,
+        findings=findings,
+        advice=advise(job, gpus, diagnosis.get("diagnosis")),
+    )

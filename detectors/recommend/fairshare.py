@@ -1,0 +1,125 @@
+"""Fair-share weights that follow demand (sacctmgr fairshare=; Kueue fairSharing.weight).
+
+Per account over the window: allocated GPU-hours A, GPU-hours its jobs spent waiting W, and
+its demand share d = (A + W) / Σ(A + W), against its entitled share S (raw shares from the
+configuration, equal by default). An account whose demand share is `ratio` times its share
+or more (or 1/`ratio` or less) is flagged, and the proposal moves its shares halfway toward
+its demand: S' = (S + d) / 2. One recommendation per cluster lists every change; fair-share
+moves priority between accounts, so no GPU-hours are gained (expected_gain is null) and the
+risk names the accounts whose priority falls.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from detectors.recommend.config import FairshareConfig
+from detectors.recommend.recommendation import ClusterFacts, Recommendation
+from warehouse import queries
+
+if TYPE_CHECKING:
+    import duckdb
+
+__all__ = ["KIND", "QUERY", "recommend"]
+
+KIND = "fairshare_weight"
+QUERY = "recommend/window_jobs"
+DEFAULT_RAW_SHARES = 100.0
+
+
+def _accounts(jobs: pl.DataFrame, config: FairshareConfig) -> pl.DataFrame:
+    per = (
+        jobs.filter(pl.col("account").is_not_null())
+        .group_by("account")
+        .agg(
+            ((pl.col("end_e") - pl.col("start_e")) * pl.col("gpus")).sum().alias("alloc_s"),
+            ((pl.col("start_e") - pl.col("submit_e")) * pl.col("gpus")).sum().alias("wait_s"),
+        )
+        .sort("account")
+    )
+    shares = config.shares or {}
+    raw = [float(shares.get(a, DEFAULT_RAW_SHARES)) for a in per["account"]]
+    return (
+        per.with_columns(
+            (pl.col("alloc_s") / 3600.0).alias("alloc_gpu_h"),
+            (pl.col("wait_s") / 3600.0).alias("waited_gpu_h"),
+            pl.Series("raw_shares", raw, pl.Float64),
+        )
+        .with_columns((pl.col("alloc_gpu_h") + pl.col("waited_gpu_h")).alias("demand_gpu_h"))
+        .with_columns(
+            (pl.col("raw_shares") / pl.col("raw_shares").sum()).alias("share"),
+            (pl.col("alloc_gpu_h") / pl.col("alloc_gpu_h").sum()).alias("usage_share"),
+            (pl.col("demand_gpu_h") / pl.col("demand_gpu_h").sum()).alias("demand_share"),
+        )
+        .with_columns(
+            ((pl.col("share") + pl.col("demand_share")) / 2).alias("new_share"),
+            (pl.col("usage_share") / pl.col("share")).alias("usage_over_share"),
+        )
+        .drop("alloc_s", "wait_s")
+    )
+
+
+def _config(facts: ClusterFacts, changes: list[dict[str, Any]], raw_total: float, n: int) -> str:
+    lines = []
+    for c in changes:
+        if facts.target == "kueue":
+            weight = round(c["new_share"] * n, 3)
+            lines.append(
+                f"kubectl -n {c['account']} patch localqueue <queue> --type=merge "
+                f'-p \'{{"spec":{{"fairSharing":{{"weight":"{weight}"}}}}}}\''
+            )
+        else:
+            raw = max(1, round(c["new_share"] * raw_total))
+            lines.append(
+                f"sacctmgr -i modify account name={c['account']} cluster={facts.cluster} "
+                f"set fairshare={raw}"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def recommend(
+    con: duckdb.DuckDBPyConnection, facts: ClusterFacts, config: FairshareConfig
+) -> list[Recommendation]:
+    """At most one recommendation per cluster: the accounts whose shares miss their demand."""
+    jobs = queries.run(con, QUERY, since=facts.window_start, until=facts.window_end).filter(
+        pl.col("cluster") == facts.cluster
+    )
+    accounts = _accounts(jobs, config)
+    if accounts.height < 2 or float(accounts["demand_gpu_h"].sum()) <= 0:
+        return []
+    over = (pl.col("demand_share") >= config.ratio * pl.col("share")) & (
+        pl.col("demand_gpu_h") >= config.min_demand_gpu_h
+    )
+    under = pl.col("demand_share") <= pl.col("share") / config.ratio
+    flagged = accounts.filter(over | under)
+    if flagged.is_empty():
+        return []
+    changes = flagged.to_dicts()
+    falling = [c for c in changes if c["new_share"] < c["share"]]
+    raw_total = float(accounts["raw_shares"].sum())
+    evidence = {
+        "accounts": accounts.to_dicts(),
+        "flagged": [c["account"] for c in changes],
+        "ratio": config.ratio,
+        "raw_shares_total": raw_total,
+    }
+    risk = "priority falls for " + (
+        ", ".join(
+            f"{c['account']} (share {c['share']:.3f} -> {c['new_share']:.3f})" for c in falling
+        )
+        or "no account"
+    )
+    return [
+        Recommendation(
+            cluster=facts.cluster,
+            kind=KIND,
+            scope="cluster",
+            target=facts.target,
+            evidence=evidence,
+            expected_gain_gpu_h=None,
+            risk=risk,
+            config=_config(facts, changes, raw_total, accounts.height),
+        )
+    ]

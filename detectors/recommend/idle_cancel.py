@@ -1,0 +1,137 @@
+"""Idle-cancel policy: replay "warn after X, cancel after Y minutes of full idleness" on history.
+
+For each candidate (X, Y) a job is warned when some run of full idleness (every GPU of the job
+idle) reaches X minutes and cancelled at the point its first such run reaches Y minutes. The
+replay reports GPU-hours recovered (GPUs × time from the cancel point to the job's real end),
+false kills (cancelled jobs that were active again afterwards) and the GPU-hours those false
+kills would have lost; the gain is recovered minus disrupted.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from detectors.recommend.config import IdleCancelConfig
+from detectors.recommend.recommendation import ClusterFacts, Recommendation
+from warehouse import queries
+
+if TYPE_CHECKING:
+    import duckdb
+
+__all__ = ["KIND", "QUERY", "recommend", "replay"]
+
+KIND = "idle_cancel_policy"
+QUERY = "recommend/idle_runs"
+
+
+def replay(runs: pl.DataFrame, warn_min: int, cancel_min: int) -> dict[str, Any]:
+    """The figures of one (warn, cancel) policy over the idle runs of one cluster."""
+    length = pl.col("run_end_e") - pl.col("run_start_e")
+    warned = runs.filter(length >= warn_min * 60)["job_id"].n_unique()
+    cancelled = (
+        runs.filter(length >= cancel_min * 60)
+        .with_columns((pl.col("run_start_e") + cancel_min * 60).alias("cancel_e"))
+        .sort("cancel_e")
+        .unique("job_id", keep="first")
+        .with_columns(
+            (pl.col("gpus") * (pl.col("job_end_e") - pl.col("cancel_e")) / 3600.0).alias("freed"),
+            (pl.col("last_active_e").fill_null(0) > pl.col("cancel_e")).alias("false_kill"),
+        )
+    )
+    jobs = cancelled.height
+    false_kills = int(cancelled["false_kill"].sum()) if jobs else 0
+    recovered = float(cancelled["freed"].sum()) if jobs else 0.0
+    disrupted = float(cancelled.filter(pl.col("false_kill"))["freed"].sum()) if jobs else 0.0
+    return {
+        "warn_minutes": warn_min,
+        "cancel_minutes": cancel_min,
+        "jobs_warned": warned,
+        "jobs_cancelled": jobs,
+        "interactive_cancelled": int(cancelled["interactive"].sum()) if jobs else 0,
+        "false_kills": false_kills,
+        "false_kill_rate": false_kills / jobs if jobs else 0.0,
+        "gpu_h_recovered": recovered,
+        "gpu_h_disrupted": disrupted,
+        "gain_gpu_h": recovered - disrupted,
+        "false_kill_jobs": sorted(cancelled.filter(pl.col("false_kill"))["job_id"].to_list()),
+        "users_hit": cancelled["user"].n_unique() if jobs else 0,
+    }
+
+
+def _config(facts: ClusterFacts, best: dict[str, Any]) -> str:
+    warn, cancel = best["warn_minutes"], best["cancel_minutes"]
+    if facts.target == "kueue":
+        return (
+            "# Kueue has no idle timeout; gpuledger (or an external culler such as gpu-pruner)\n"
+            f"# deactivates a Workload whose GPUs were all idle for {cancel} minutes:\n"
+            "# gpuledger.toml\n"
+            "[alerts]\n"
+            f"idle_after_minutes = {warn}\n"
+            f"# at {cancel} idle minutes:\n"
+            "kubectl -n <namespace> patch workload <workload> --type=merge "
+            '-p \'{"spec":{"active":false}}\'\n'
+        )
+    return (
+        "# Slurm has no idle timeout; notify at the warning, cancel at the limit.\n"
+        "# gpuledger.toml\n"
+        "[alerts]\n"
+        f"idle_after_minutes = {warn}\n"
+        "# Job Defense Shield config.yaml, run from cron every 5-15 minutes; its sliding\n"
+        "# window is what was replayed (any stretch of full idleness, not only the first one):\n"
+        "cancel-zero-gpu-jobs-1:\n"
+        f"  cluster: {facts.cluster}\n"
+        "  partitions: ['*']\n"
+        "  sampling_period_minutes: 5\n"
+        f"  sliding_warning_minutes: {warn}\n"
+        f"  sliding_cancel_minutes: {cancel}\n"
+        f"# the action at {cancel} idle minutes:\n"
+        "scancel <jobid>\n"
+    )
+
+
+def recommend(
+    con: duckdb.DuckDBPyConnection,
+    facts: ClusterFacts,
+    config: IdleCancelConfig,
+) -> list[Recommendation]:
+    """At most one idle-cancel recommendation for the cluster: the best admissible candidate."""
+    runs = queries.run(
+        con, QUERY, since=facts.window_start, until=facts.window_end, bucket_s=config.bucket_s
+    ).filter(pl.col("cluster") == facts.cluster)
+    if runs.is_empty():
+        return []
+    scores = [replay(runs, warn, cancel) for warn, cancel in config.candidates if warn < cancel]
+    admissible = [
+        s
+        for s in scores
+        if s["false_kill_rate"] <= config.max_false_kill_rate
+        and s["gain_gpu_h"] >= config.min_gain_gpu_h
+    ]
+    if not admissible:
+        return []
+    best = max(admissible, key=lambda s: (s["gain_gpu_h"], -s["cancel_minutes"]))
+    evidence = {
+        "jobs_with_idle_runs": runs["job_id"].n_unique(),
+        "chosen": best,
+        "candidates": scores,
+        "max_false_kill_rate": config.max_false_kill_rate,
+    }
+    risk = (
+        f"{best['false_kills']} of {best['jobs_cancelled']} cancelled jobs were active again "
+        f"after {best['cancel_minutes']} idle minutes ({best['gpu_h_disrupted']:.1f} GPU-h "
+        f"disrupted); {best['interactive_cancelled']} interactive"
+    )
+    return [
+        Recommendation(
+            cluster=facts.cluster,
+            kind=KIND,
+            scope="cluster",
+            target=facts.target,
+            evidence=evidence,
+            expected_gain_gpu_h=best["gain_gpu_h"],
+            risk=risk,
+            config=_config(facts, best),
+        )
+    ]

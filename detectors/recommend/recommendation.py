@@ -1,0 +1,120 @@
+"""One scheduler-policy recommendation, its stable id, and the RECOMMENDATIONS table it lands in."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from warehouse.schema import TABLES
+
+__all__ = [
+    "ClusterFacts",
+    "Recommendation",
+    "hhmmss",
+    "rec_id",
+    "round_up",
+    "to_table",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterFacts:
+    """What every recommender needs to know about a cluster over the replayed window."""
+
+    cluster: str
+    target: str  # "slurm" or "kueue"
+    gpus_total: int
+    window_start: dt.datetime
+    window_end: dt.datetime
+    data_start_e: float  # the first job start in the window (epoch seconds)
+    data_end_e: float  # the last job end in it, at most window_end
+
+    @property
+    def data_h(self) -> float:
+        """Hours of history the window holds (for averages over time)."""
+        return max(self.data_end_e - self.data_start_e, 0.0) / 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Recommendation:
+    """A policy change with the evidence for it and the exact configuration to apply.
+
+    `scope` names what it applies to (`cluster`, `partition=gpu`, `user=alice`, `node=g001`);
+    the same (cluster, kind, scope, target) is the same recommendation, so its id is stable.
+    """
+
+    cluster: str
+    kind: str
+    scope: str
+    target: str
+    evidence: Mapping[str, Any]
+    expected_gain_gpu_h: float | None
+    risk: str
+    config: str
+
+    @property
+    def rec_id(self) -> str:
+        return rec_id(self.cluster, self.kind, self.scope, self.target)
+
+
+def rec_id(cluster: str, kind: str, scope: str, target: str) -> str:
+    """A stable id: the same recommendation found again (even with new figures) keeps it."""
+    key = "\x1f".join((cluster, kind, scope, target))
+    return "rec-" + hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe evidence: floats rounded to 6 decimals, NaN/inf as null, times as ISO text."""
+    if isinstance(value, float):
+        return None if not math.isfinite(value) else round(value, 6)
+    if isinstance(value, Mapping):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    if isinstance(value, dt.datetime):
+        return value.isoformat()
+    return value
+
+
+def to_table(recs: Iterable[Recommendation], created: dt.datetime) -> pa.Table:
+    """The recommendations as rows of the lake's `recommendations` table."""
+    rows = [
+        {
+            "cluster": rec.cluster,
+            "rec_id": rec.rec_id,
+            "kind": rec.kind,
+            "scope": rec.scope,
+            "target": rec.target,
+            "evidence": json.dumps(_clean(rec.evidence), sort_keys=True),
+            "expected_gain_gpu_h": (
+                None if rec.expected_gain_gpu_h is None else round(rec.expected_gain_gpu_h, 6)
+            ),
+            "risk": rec.risk,
+            "config": rec.config,
+            "created_ts": created,
+        }
+        for rec in recs
+    ]
+    return pa.Table.from_pylist(rows, schema=TABLES["recommendations"].schema)
+
+
+def round_up(value: float, step: float) -> float:
+    """`value` rounded up to a multiple of `step` (at least one step)."""
+    return max(math.ceil(value / step - 1e-9), 1) * step
+
+
+def hhmmss(seconds: float) -> str:
+    """Slurm's time format: `HH:MM:SS`, or `D-HH:MM:SS` from one day on."""
+    total = int(math.ceil(seconds))
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    clock = f"{hours:02d}:{minutes:02d}:{secs:02d}"
+    return f"{days}-{clock}" if days else clock

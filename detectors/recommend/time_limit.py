@@ -1,0 +1,155 @@
+"""Time limits: partition DefaultTime/MaxTime and per-user `--time` hints from real run times.
+
+Over-long limits hide free GPUs from backfill: a job asking 24 h for a 1-hour run blocks a
+24-hour hole in the plan. From the window's completed GPU jobs this proposes, per partition,
+DefaultTime = the run-time quantile × margin (rounded up) and MaxTime = the longest run ×
+margin (rounded up to an hour); and per user whose median run uses a small fraction of the
+limit, a `--time` value. The gain is reserved (not computed) GPU-hours released to backfill:
+for jobs that ran within the new limit, GPUs × (old limit − new limit).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from detectors.recommend.config import TimeLimitConfig
+from detectors.recommend.recommendation import ClusterFacts, Recommendation, hhmmss, round_up
+from warehouse import queries
+
+if TYPE_CHECKING:
+    import duckdb
+
+__all__ = ["KIND", "QUERY", "recommend"]
+
+KIND = "time_limit"
+QUERY = "recommend/job_runtimes"
+GAIN_IS = "GPU-hours of reservation released to backfill (jobs that ran within the new limit)"
+
+
+def _quantile(values: pl.Series, q: float) -> float:
+    """The `q` quantile taken as the next higher observation (an actual run time), 0 if none."""
+    found = values.quantile(q, "higher")
+    return float(found) if found is not None else 0.0
+
+
+def _sum(values: pl.Series) -> float:
+    return float(values.cast(pl.Float64).sum())
+
+
+def _figures(jobs: pl.DataFrame, limit_s: float, quantile: float) -> dict[str, Any]:
+    """Run-time statistics of `jobs` and what a limit of `limit_s` would have changed."""
+    runtime = jobs["runtime_s"]
+    limited = jobs.filter(pl.col("time_limit_s").is_not_null())
+    within = limited.filter((pl.col("runtime_s") <= limit_s) & (pl.col("time_limit_s") > limit_s))
+    return {
+        "jobs": jobs.height,
+        "runtime_p50_s": runtime.quantile(0.5, "higher"),
+        f"runtime_p{round(quantile * 100)}_s": runtime.quantile(quantile, "higher"),
+        "runtime_max_s": runtime.max(),
+        "time_limit_median_s": limited["time_limit_s"].quantile(0.5, "higher"),
+        "runtime_over_limit_ratio_median": (
+            (limited["runtime_s"] / limited["time_limit_s"]).quantile(0.5, "higher")
+            if limited.height
+            else None
+        ),
+        "unused_limit_gpu_h": _sum(
+            limited["gpus"] * (limited["time_limit_s"] - limited["runtime_s"]).clip(0)
+        )
+        / 3600.0,
+        "released_gpu_h": _sum(within["gpus"] * (within["time_limit_s"] - limit_s)) / 3600.0,
+        "jobs_over_new_limit": jobs.filter(pl.col("runtime_s") > limit_s).height,
+    }
+
+
+def _partition_config(facts: ClusterFacts, partition: str, default_s: float, max_s: float) -> str:
+    if facts.target == "kueue":
+        return (
+            f"# ClusterQueue {partition!r}: Kueue has no default run time; label each Job:\n"
+            "metadata:\n"
+            "  labels:\n"
+            f'    kueue.x-k8s.io/max-exec-time-seconds: "{int(max_s)}"\n'
+        )
+    return (
+        f"scontrol update PartitionName={partition} DefaultTime={hhmmss(default_s)} "
+        f"MaxTime={hhmmss(max_s)}\n"
+        f"# slurm.conf (keep it in step):\n"
+        f"PartitionName={partition} DefaultTime={hhmmss(default_s)} MaxTime={hhmmss(max_s)}\n"
+    )
+
+
+def _user_config(facts: ClusterFacts, user: str, time_s: float) -> str:
+    if facts.target == "kueue":
+        return (
+            f"# for {user}'s Jobs:\n"
+            "metadata:\n"
+            "  labels:\n"
+            f'    kueue.x-k8s.io/max-exec-time-seconds: "{int(time_s)}"\n'
+        )
+    return f"# tell {user}: in the batch script\n#SBATCH --time={hhmmss(time_s)}\n"
+
+
+def recommend(
+    con: duckdb.DuckDBPyConnection, facts: ClusterFacts, config: TimeLimitConfig
+) -> list[Recommendation]:
+    """One recommendation per partition with enough completed jobs, one per over-asking user."""
+    jobs = queries.run(con, QUERY, since=facts.window_start, until=facts.window_end).filter(
+        (pl.col("cluster") == facts.cluster) & (pl.col("state") == "COMPLETED")
+    )
+    recs: list[Recommendation] = []
+    q = config.quantile
+    for (partition,), part in jobs.group_by(["partition"], maintain_order=True):
+        if part.height < config.min_jobs or partition is None:
+            continue
+        default_s = round_up(_quantile(part["runtime_s"], q) * config.margin, config.round_s)
+        max_s = round_up(_quantile(part["runtime_s"], 1.0) * config.margin, 3600)
+        figures = _figures(part, default_s, q)
+        if figures["released_gpu_h"] <= 0:
+            continue
+        recs.append(
+            Recommendation(
+                cluster=facts.cluster,
+                kind=KIND,
+                scope=f"partition={partition}",
+                target=facts.target,
+                evidence=figures
+                | {"default_time_s": default_s, "max_time_s": max_s, "gain_is": GAIN_IS},
+                expected_gain_gpu_h=figures["released_gpu_h"],
+                risk=(
+                    f"{figures['jobs_over_new_limit']} of {part.height} completed jobs ran longer "
+                    f"than the new default {hhmmss(default_s)} and must ask for more; none "
+                    f"ran longer than MaxTime {hhmmss(max_s)}"
+                ),
+                config=_partition_config(facts, str(partition), default_s, max_s),
+            )
+        )
+    for (user,), mine in jobs.group_by(["user"], maintain_order=True):
+        limited = mine.filter(pl.col("time_limit_s").is_not_null())
+        if limited.height < config.min_jobs or user is None:
+            continue
+        hint_s = round_up(_quantile(mine["runtime_s"], q) * config.margin, config.round_s)
+        figures = _figures(mine, hint_s, q)
+        ratio = figures["runtime_over_limit_ratio_median"]
+        if (
+            ratio is None
+            or ratio > config.user_max_ratio
+            or figures["unused_limit_gpu_h"] < config.user_min_unused_gpu_h
+        ):
+            continue
+        recs.append(
+            Recommendation(
+                cluster=facts.cluster,
+                kind=KIND,
+                scope=f"user={user}",
+                target=facts.target,
+                evidence=figures | {"time_hint_s": hint_s, "gain_is": GAIN_IS},
+                expected_gain_gpu_h=figures["released_gpu_h"],
+                risk=(
+                    f"{figures['jobs_over_new_limit']} of {mine.height} of {user}'s jobs ran "
+                    f"longer than {hhmmss(hint_s)}"
+                ),
+                config=_user_config(facts, str(user), hint_s),
+            )
+        )
+    return recs

@@ -1,0 +1,69 @@
+-- job_detail: one job's scheduler record and its usage summary, for `gpuledger job`.
+--
+-- Grain:   one row per cluster that has a job with this id
+-- Reads:   jobs_latest, job_usage
+-- Params:
+--   $job_id   the job id (Slurm array tasks as 1234_7)
+--   $cluster  the cluster, or NULL for any
+-- Returns: cluster, job_id, user, account, partition, qos, job_name, state, exit_code,
+--          submit_ts, start_ts, end_ts, time_limit_s, gpus, gpu_type, nodes, cpus, mem_req_mib,
+--          cpu_time_s, max_rss_mib, interactive, requeues, source, runtime_s, alloc_gpu_h,
+--          observed_gpu_h, active_gpu_h, idle_gpu_h, effective_gpu_h, busy_mean,
+--          gpu_util_pct_mean, sm_active_mean, tensor_active_mean, dram_active_mean,
+--          fb_used_mib_max, energy_kwh, power_w_mean, est_tflops_mean, nvlink_gb, pcie_gb,
+--          gpus_never_active, samples
+--
+-- runtime_s runs to end_ts, or to the job's last sample while it is still running.
+
+SELECT
+    j.cluster,
+    j.job_id,
+    j.user,
+    j.account,
+    j.partition,
+    j.qos,
+    j.job_name,
+    j.state,
+    j.exit_code,
+    j.submit_ts,
+    j.start_ts,
+    j.end_ts,
+    j.time_limit_s,
+    coalesce(j.gpus, u.gpus) AS gpus,
+    j.gpu_type,
+    j.nodes,
+    j.cpus,
+    j.mem_req_mib,
+    j.cpu_time_s,
+    j.max_rss_mib,
+    j.interactive,
+    j.requeues,
+    j.source,
+    CASE
+        WHEN j.end_ts IS NOT NULL THEN epoch(j.end_ts) - epoch(j.start_ts)
+        ELSE u.alloc_gpu_h * 3600.0 / nullif(coalesce(j.gpus, u.gpus), 0)
+    END AS runtime_s,
+    u.alloc_gpu_h,
+    u.observed_gpu_h,
+    u.active_gpu_h,
+    u.idle_gpu_h,
+    u.effective_gpu_h,
+    u.busy_mean,
+    u.gpu_util_pct_mean,
+    u.sm_active_mean,
+    u.tensor_active_mean,
+    u.dram_active_mean,
+    u.fb_used_mib_max,
+    u.energy_kwh,
+    u.power_w_mean,
+    u.est_tflops_mean,
+    u.nvlink_gb,
+    u.pcie_gb,
+    u.gpus_never_active,
+    u.samples
+FROM jobs_latest AS j
+LEFT JOIN job_usage AS u
+    ON u.cluster = j.cluster AND u.job_id = j.job_id
+WHERE j.job_id = $job_id
+    AND ($cluster IS NULL OR j.cluster = $cluster)
+ORDER BY j.cluster

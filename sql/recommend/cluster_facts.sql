@@ -1,0 +1,54 @@
+-- cluster_facts: per cluster, what every recommendation needs to know about it.
+--
+-- Grain:   one row per cluster with jobs that started in [$since, $until)
+-- Reads:   jobs_latest, gpus, job_gpus
+-- Params:
+--   $since  inclusive lower bound on job start (TIMESTAMP, UTC)
+--   $until  exclusive upper bound on job start
+-- Returns: cluster, target, gpus_total, jobs, kubernetes_jobs, data_start_e, data_end_e
+--
+-- target is `kueue` when most of the window's jobs came from the Kubernetes collector,
+-- else `slurm`. gpus_total is the inventory's GPU count (gpus), else the distinct GPUs the
+-- scheduler ever allocated (job_gpus). data_start_e/data_end_e (epoch seconds) bound what the
+-- window holds: its first job start, and its last job end (a running job: $until) capped at
+-- $until, so averages over time use the span the lake covers rather than the whole window.
+
+WITH window_jobs AS (
+    SELECT
+        cluster,
+        count(*) AS jobs,
+        count(*) FILTER (WHERE source = 'kubernetes') AS kubernetes_jobs,
+        min(epoch(start_ts)) AS data_start_e,
+        least(max(coalesce(epoch(end_ts), epoch($until))), epoch($until)) AS data_end_e
+    FROM jobs_latest
+    WHERE start_ts >= $since AND start_ts < $until
+    GROUP BY cluster
+),
+inventory AS (
+    SELECT
+        cluster,
+        count(DISTINCT node || '/' || coalesce(CAST(gpu_index AS VARCHAR), gpu_uuid)) AS gpus
+    FROM gpus
+    GROUP BY cluster
+),
+allocated AS (
+    SELECT
+        cluster,
+        count(DISTINCT node || '/' || coalesce(CAST(gpu_index AS VARCHAR), gpu_uuid, '*')) AS gpus
+    FROM job_gpus
+    GROUP BY cluster
+)
+SELECT
+    w.cluster,
+    CASE WHEN 2 * w.kubernetes_jobs > w.jobs THEN 'kueue' ELSE 'slurm' END AS target,
+    coalesce(i.gpus, a.gpus, 0) AS gpus_total,
+    w.jobs,
+    w.kubernetes_jobs,
+    w.data_start_e,
+    greatest(w.data_end_e, w.data_start_e) AS data_end_e
+FROM window_jobs AS w
+LEFT JOIN inventory AS i
+    ON i.cluster = w.cluster
+LEFT JOIN allocated AS a
+    ON a.cluster = w.cluster
+ORDER BY w.cluster

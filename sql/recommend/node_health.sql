@@ -1,0 +1,109 @@
+-- node_health: per node, hardware events, critical findings and job failures over the window.
+--
+-- Grain:   one row per (cluster, node) that ran jobs or had hardware events in the window
+-- Reads:   gpu_events, xid_classes, findings, job_gpu_intervals, job_outcomes, jobs_latest
+-- Params:
+--   $since  inclusive lower bound (TIMESTAMP, UTC) on event time and job start
+--   $until  exclusive upper bound
+-- Returns: cluster, node, gpus, hw_events, hw_event_kinds, critical_findings, jobs,
+--          failed_jobs, failed_gpu_h
+--
+-- A hardware event is an XID that NVIDIA's catalogue marks FATAL (xid_classes), an ECC
+-- double-bit error, a row-remap failure or a GPU gone offline. failed_gpu_h is the GPU time
+-- failed jobs held on this node (their GPUs here × how long they held them).
+
+WITH hw AS (
+    SELECT
+        e.cluster,
+        e.node,
+        count(*) AS hw_events,
+        string_agg(DISTINCT CASE
+            WHEN e.kind = 'xid' THEN 'xid ' || CAST(e.code AS VARCHAR)
+            ELSE e.kind
+        END, ', ' ORDER BY CASE
+            WHEN e.kind = 'xid' THEN 'xid ' || CAST(e.code AS VARCHAR)
+            ELSE e.kind
+        END) AS hw_event_kinds
+    FROM gpu_events AS e
+    LEFT JOIN xid_classes AS x
+        ON e.kind = 'xid' AND x.xid = e.code
+    WHERE e.ts >= $since
+        AND e.ts < $until
+        AND (
+            e.kind IN ('ecc_dbe', 'row_remap_failure', 'offline')
+            OR (e.kind = 'xid' AND x.severity = 'FATAL')
+        )
+    GROUP BY e.cluster, e.node
+),
+crit AS (
+    SELECT
+        cluster,
+        node,
+        count(*) AS critical_findings
+    FROM findings
+    WHERE severity = 'critical'
+        AND node IS NOT NULL
+        AND detected_ts >= $since
+        AND detected_ts < $until
+    GROUP BY cluster, node
+),
+held AS (
+    SELECT
+        i.cluster,
+        i.node,
+        i.job_id,
+        sum((i.end_e - i.start_e) * i.gpus) / 3600.0 AS gpu_h,
+        max(i.gpus) AS gpus
+    FROM job_gpu_intervals AS i
+    JOIN jobs_latest AS j
+        ON j.cluster = i.cluster AND j.job_id = i.job_id
+    WHERE j.start_ts >= $since AND j.start_ts < $until
+    GROUP BY i.cluster, i.node, i.job_id
+),
+per_node AS (
+    SELECT
+        h.cluster,
+        h.node,
+        count(DISTINCT h.job_id) AS jobs,
+        count(DISTINCT h.job_id) FILTER (WHERE o.failed) AS failed_jobs,
+        coalesce(sum(h.gpu_h) FILTER (WHERE o.failed), 0) AS failed_gpu_h
+    FROM held AS h
+    LEFT JOIN job_outcomes AS o
+        ON o.cluster = h.cluster AND o.job_id = h.job_id
+    GROUP BY h.cluster, h.node
+),
+node_gpus AS (
+    SELECT
+        cluster,
+        node,
+        count(DISTINCT coalesce(CAST(gpu_index AS VARCHAR), gpu_uuid)) AS gpus
+    FROM job_gpus
+    GROUP BY cluster, node
+),
+nodes AS (
+    SELECT cluster, node FROM hw
+    UNION
+    SELECT cluster, node FROM per_node
+    UNION
+    SELECT cluster, node FROM crit
+)
+SELECT
+    n.cluster,
+    n.node,
+    coalesce(g.gpus, 0) AS gpus,
+    coalesce(hw.hw_events, 0) AS hw_events,
+    hw.hw_event_kinds,
+    coalesce(c.critical_findings, 0) AS critical_findings,
+    coalesce(p.jobs, 0) AS jobs,
+    coalesce(p.failed_jobs, 0) AS failed_jobs,
+    coalesce(p.failed_gpu_h, 0) AS failed_gpu_h
+FROM nodes AS n
+LEFT JOIN hw
+    ON hw.cluster = n.cluster AND hw.node = n.node
+LEFT JOIN crit AS c
+    ON c.cluster = n.cluster AND c.node = n.node
+LEFT JOIN per_node AS p
+    ON p.cluster = n.cluster AND p.node = n.node
+LEFT JOIN node_gpus AS g
+    ON g.cluster = n.cluster AND g.node = n.node
+ORDER BY n.cluster, n.node

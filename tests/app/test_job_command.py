@@ -1,0 +1,209 @@
+"""`gpuledger job JOBID` on a hand-made lake (figures by hand) and on a small simulated one."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from app.cli import cli
+from app.sparkline import render_sparkline
+from detectors.bottleneck import ADVICE
+from tests.marts import rows as r
+
+H = 3600.0
+
+
+def invoke(*args: str) -> Result:
+    runner = CliRunner(env={k: None for k in os.environ if k.startswith("GPULEDGER_")})
+    return runner.invoke(cli, list(args))
+
+
+def one_line_error(result: Result, code: int) -> str:
+    assert result.exit_code == code, result.output
+    assert "Traceback" not in result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1, result.output
+    return errors[0]
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory) -> Path:
+    """j1: 2 GPUs for 1 h of an 8 h limit, 16 cores of which it used 2; GPU 0 busy 0.8,
+    GPU 1 never active. small: 1 GPU at busy 0.1 with 4000 MiB (a MIG candidate).
+    A warn finding about j1. j2 exists on clusters della and other."""
+    root = tmp_path_factory.mktemp("lake")
+    times = range(0, int(H), 30)
+    samples = (
+        r.samples(times, gpu_index=0, engine_active=0.8, sm_active=0.8, power_w=400.0)
+        + r.samples(times, gpu_index=1, engine_active=0.0, sm_active=0.0, power_w=70.0)
+        + r.samples(times, gpu_index=2, engine_active=0.1, sm_active=0.1, fb_used_mib=4000.0)
+    )
+    jobs = [
+        r.job(
+            "j1",
+            0,
+            H,
+            gpus=2,
+            cpus=16,
+            cpu_time_s=2 * H,
+            time_limit_s=int(8 * H),
+            mem_req_mib=64 * 1024,
+            max_rss_mib=16 * 1024.0,
+        ),
+        r.job("small", 0, H, cpus=4, time_limit_s=int(H)),
+        r.job("j2", 0, 60),
+        r.job("j2", 0, 60) | {"cluster": "other"},
+    ]
+    job_gpus = [
+        r.job_gpu("j1", 0, H, gpu_index=0),
+        r.job_gpu("j1", 0, H, gpu_index=1),
+        r.job_gpu("small", 0, H, gpu_index=2),
+    ]
+    r.land(
+        root,
+        "findings",
+        [
+            {
+                "cluster": r.CLUSTER,
+                "finding_id": "f-1",
+                "detector": "partial_idle",
+                "severity": "warn",
+                "subject_kind": "job",
+                "subject_id": "j1",
+                "job_id": "j1",
+                "detected_ts": r.at(H),
+                "gpu_h_at_stake": 1.0,
+                "message": "1 of 2 GPUs never active",
+            }
+        ],
+    )
+    r.build_lake(root, samples=samples, jobs=jobs, job_gpus=job_gpus)
+    return root
+
+
+def test_text_report_of_a_two_gpu_job_by_hand(lake):
+    result = invoke("job", "j1", "--cluster", "della", "--lake", str(lake))
+    out = result.output
+
+    assert result.exit_code == 0, out
+    assert "Job ID: j1" in out
+    assert "Run Time: 01:00:00" in out
+    assert "Time Limit: 08:00:00  (12% used)" in out
+    # 2 GPU-h allocated; GPU 0 busy 0.8 for 1 h -> 0.8 effective; GPU 1 idle for 1 h
+    assert "GPU-hours: 2.00 allocated, 1.00 active, 1.00 idle, 0.80 effective" in out
+    # 2 of 16 cores busy: 12.5 % (5 of 40 bar cells); 16 of 64 GiB of host memory: 25 %
+    assert "  CPU util      [|||||" + " " * 35 + "  12%]" in out
+    assert "  CPU memory    [" + "|" * 10 + " " * 30 + "  25%]" in out
+    # twelve 5-minute buckets: ▇ for 0.8 on GPU 0, ▁ for 0 on GPU 1
+    assert "▇" * 12 in out and "▁" * 12 in out
+    assert "[warn] partial_idle: 1 of 2 GPUs never active (1.0 GPU-h at stake)" in out
+    # next time: the one GPU it used, 1 h × 1.5 = 1:30, 2 cores used × 1.25 / 2 GPUs -> 2
+    assert "#SBATCH --gres=gpu:1\n" in out
+    assert "#SBATCH --time=01:30:00" in out
+    assert "#SBATCH --cpus-per-gpu=2" in out
+
+
+def test_json_report(lake):
+    result = invoke("job", "j1", "--format", "json", "--lake", str(lake))
+    body = json.loads(result.output)
+
+    assert result.exit_code == 0, result.output
+    assert body["job"]["alloc_gpu_h"] == pytest.approx(2.0)
+    assert [g["gpu_index"] for g in body["gpus"]] == [0, 1]
+    assert body["gpus"][0]["busy_mean"] == pytest.approx(0.8, rel=1e-6)
+    assert body["gpus"][1]["active_h"] == 0
+    assert len(body["gpus"][0]["busy_series"]) == 12
+    assert body["diagnosis"]["diagnosis"] in ADVICE
+    assert [f["finding_id"] for f in body["findings"]] == ["f-1"]
+    assert [n["option"] for n in body["next_time"]] == [
+        "--gres=gpu:1",
+        "--time=01:30:00",
+        "--cpus-per-gpu=2",
+    ]
+
+
+def test_a_small_job_is_told_its_mig_slice(lake):
+    result = invoke("job", "small", "--lake", str(lake))
+
+    assert result.exit_code == 0, result.output
+    assert "#SBATCH --gres=gpu:1g.10gb:1" in result.output  # busy 10 %, 3.9 GiB
+    assert "None (run `gpuledger detect`" in result.output
+
+
+def test_an_unknown_job_is_one_line_and_exit_1(lake):
+    error = one_line_error(invoke("job", "nope", "--lake", str(lake)), 1)
+
+    assert error == "Error: No job 'nope' in the lake"
+
+
+def test_a_job_id_on_two_clusters_needs_cluster(lake):
+    error = one_line_error(invoke("job", "j2", "--lake", str(lake)), 1)
+
+    assert "several clusters (della, other); use --cluster" in error
+    other = invoke("job", "j2", "--cluster", "other", "--lake", str(lake))
+    assert other.exit_code == 0, other.output
+    assert "No GPU telemetry was attributed to this job" in other.output
+    assert "unobserved:" in other.output
+
+
+def test_a_missing_lake_and_a_bad_format(tmp_path, lake):
+    assert "does not exist" in one_line_error(invoke("job", "j1", "--lake", str(tmp_path / "x")), 1)
+    assert invoke("job", "j1", "--format", "xml", "--lake", str(lake)).exit_code == 2
+
+
+def test_help_teaches_the_options():
+    result = invoke("job", "--help")
+
+    assert result.exit_code == 0
+    for text in ("--cluster", "--format", "--lake", "jobstats", "--cpus-per-gpu"):
+        assert text in result.output
+
+
+def test_sparkline_resamples_and_marks_gaps():
+    assert render_sparkline([0.0, 1.0, None, 0.5]) == "▁█ ▅"
+    assert render_sparkline([1.0] * 100, width=10) == "█" * 10
+
+
+@pytest.mark.slow
+def test_job_report_on_a_small_simulated_lake(tmp_path):
+    lake = tmp_path / "lake"
+    assert (
+        invoke("simulate", "--lake", str(lake), "--gpus", "16", "--days", "1", "-q").exit_code == 0
+    )
+    assert invoke("attribute", "--lake", str(lake), "-q").exit_code == 0
+    from warehouse.connection import connect
+
+    con = connect(lake)
+    [(job_id,)] = con.sql(
+        "SELECT job_id FROM job_usage WHERE samples > 0 ORDER BY alloc_gpu_h DESC LIMIT 1"
+    ).fetchall()
+
+    text = invoke("job", job_id, "--lake", str(lake))
+    body = json.loads(invoke("job", job_id, "--format", "json", "--lake", str(lake)).output)
+
+    assert text.exit_code == 0, text.output
+    assert f"Job ID: {job_id}" in text.output
+    assert body["diagnosis"]["diagnosis"] in ADVICE
+    assert body["gpus"] and all(g["busy_series"] for g in body["gpus"])
+
+
+def test_a_kubernetes_job_is_told_its_pod_resources(tmp_path):
+    times = range(0, int(H), 30)
+    root = tmp_path / "lake"
+    r.build_lake(
+        root,
+        samples=r.samples(times, gpu_index=0, engine_active=0.9)
+        + r.samples(times, gpu_index=1, engine_active=0.0),
+        jobs=[r.job("pod-1", 0, H, gpus=2, source="kubernetes", time_limit_s=int(10 * H))],
+        job_gpus=[r.job_gpu("pod-1", 0, H, gpu_index=i) for i in (0, 1)],
+    )
+    result = invoke("job", "pod-1", "--lake", str(root))
+
+    assert result.exit_code == 0, result.output
+    assert "limits: {nvidia.com/gpu: 1}" in result.output
+    assert 'label kueue.x-k8s.io/max-exec-time-seconds: "5400"' in result.output
+    assert "#SBATCH" not in result.output

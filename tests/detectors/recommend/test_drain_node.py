@@ -1,0 +1,91 @@
+"""Drain-node recommendations on hand-made events and job outcomes, figures by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from detectors.recommend import RecommendConfig, recommend
+from detectors.recommend.config import DrainConfig
+from tests.detectors.recommend.lake import NOW, recs_of
+from tests.marts import rows as r
+
+H = 3600.0
+
+
+def lake(root):
+    """g001: XID 79 (fatal) and XID 13 (application) on GPU 0; job f1 (2 GPUs, 1 h) failed.
+    g002: 4 of 4 one-GPU jobs of 30 min failed (a lemon). g003..g010: 1 good job each.
+    Cluster: 5 failed of 13 jobs."""
+    jobs = [r.job("f1", 0, H, gpus=2, state="FAILED")]
+    job_gpus = [r.job_gpu("f1", 0, H, gpu_index=i) for i in (0, 1)]
+    for i in range(4):
+        jobs.append(r.job(f"l{i}", i * H, i * H + 0.5 * H, state="FAILED"))
+        job_gpus.append(r.job_gpu(f"l{i}", i * H, i * H + 0.5 * H, node="g002"))
+    for n in range(3, 11):
+        jobs.append(r.job(f"ok{n}", 0, H))
+        job_gpus.append(r.job_gpu(f"ok{n}", 0, H, node=f"g{n:03d}"))
+    events = [r.event(600, "xid", 79), r.event(700, "xid", 13)]
+    return r.build_lake(root, jobs=jobs, job_gpus=job_gpus, events=events)
+
+
+def test_the_node_with_a_fatal_xid_and_the_lemon_are_drained(tmp_path):
+    con = lake(tmp_path)
+    recs = recs_of(recommend(con, RecommendConfig(), NOW, kinds=("drain_node",)), "drain_node")
+
+    assert [rec["scope"] for rec in recs] == ["node=g001", "node=g002"]
+    g001, g002 = recs
+    # only XID 79 is hardware (NVIDIA: FATAL); XID 13 is the application's
+    assert g001["evidence"]["hw_events"] == 1
+    assert g001["evidence"]["hw_event_kinds"] == "xid 79"
+    assert g001["expected_gain_gpu_h"] == pytest.approx(2.0)  # f1: 2 GPUs × 1 h
+    assert g001["config"].startswith('scontrol update NodeName=g001 State=DRAIN Reason="gpuledger:')
+    # g002: 4 of 4 failed, above 2 × the cluster rate of 5/13; 4 × 0.5 GPU-h lost
+    assert g002["evidence"]["node_failure_rate"] == 1.0
+    assert g002["evidence"]["cluster_failure_rate"] == pytest.approx(5 / 13, abs=1e-6)
+    assert g002["expected_gain_gpu_h"] == pytest.approx(2.0)
+    assert g002["risk"].startswith("1 GPU(s) out of service")
+
+
+def test_a_failure_rate_under_the_lemon_ratio_is_not_drained(tmp_path):
+    con = lake(tmp_path)
+    strict = RecommendConfig(drain=DrainConfig(lemon_ratio=3.0))  # 4 < 3 × 5/13 × 4 = 4.6
+    recs = recs_of(recommend(con, strict, NOW, kinds=("drain_node",)), "drain_node")
+
+    assert [rec["scope"] for rec in recs] == ["node=g001"]
+
+
+def test_a_healthy_cluster_drains_nothing(tmp_path):
+    jobs = [r.job(f"ok{n}", 0, H) for n in range(3)]
+    con = r.build_lake(
+        tmp_path, jobs=jobs, job_gpus=[r.job_gpu(f"ok{n}", 0, H, gpu_index=n) for n in range(3)]
+    )
+
+    assert recommend(con, RecommendConfig(), NOW, kinds=("drain_node",)).num_rows == 0
+
+
+def test_a_critical_hardware_finding_drains_its_node_and_kueue_cordons_it(tmp_path):
+    root = tmp_path / "lake"
+    r.land(
+        root,
+        "findings",
+        [
+            {
+                "cluster": r.CLUSTER,
+                "finding_id": "f-ecc",
+                "detector": "ecc_dbe",
+                "severity": "critical",
+                "subject_kind": "gpu",
+                "subject_id": r.uuid_of("g009", 0),
+                "node": "g009",
+                "detected_ts": r.at(H),
+            }
+        ],
+    )
+    jobs = [r.job("ok", 0, H, source="kubernetes")]
+    con = r.build_lake(root, jobs=jobs, job_gpus=[r.job_gpu("ok", 0, H, node="g009")])
+    [rec] = recs_of(recommend(con, RecommendConfig(), NOW, kinds=("drain_node",)), "drain_node")
+
+    assert rec["scope"] == "node=g009"
+    assert rec["evidence"]["critical_findings"] == 1
+    assert rec["expected_gain_gpu_h"] == 0.0  # no job failed there yet
+    assert rec["config"].startswith("kubectl cordon g009\n")

@@ -1,0 +1,118 @@
+"""Fair-share weights and GPU billing weights on hand-made jobs, figures by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from detectors.recommend import RecommendConfig, recommend
+from detectors.recommend.config import BillingConfig, FairshareConfig
+from tests.detectors.recommend.lake import NOW, recs_of
+from tests.marts import rows as r
+
+H = 3600.0
+
+
+def fairshare_jobs():
+    """physics: 2 GPUs × 4 h, no wait (8 GPU-h). chem: 1 GPU × 0.5 h after waiting 0.5 h
+    (demand 1 GPU-h). bio: 1 GPU × 1 h, no wait (1 GPU-h)."""
+    return [
+        r.job("p0", 0, 4 * H, gpus=2),
+        r.job("c0", 0.5 * H, H, user="bob", account="chem", submit_ts=r.at(0)),
+        r.job("b0", 0, H, user="dave", account="bio"),
+    ]
+
+
+def test_fairshare_moves_shares_halfway_to_demand(tmp_path):
+    con = r.build_lake(tmp_path, jobs=fairshare_jobs())
+    [rec] = recs_of(
+        recommend(con, RecommendConfig(), NOW, kinds=("fairshare_weight",)), "fairshare_weight"
+    )
+    accounts = {a["account"]: a for a in rec["evidence"]["accounts"]}
+
+    # demand 8 + 1 + 1 = 10 GPU-h: shares of demand 0.8, 0.1, 0.1 against 1/3 each
+    assert accounts["physics"]["demand_share"] == pytest.approx(0.8)
+    assert accounts["chem"]["demand_gpu_h"] == pytest.approx(1.0)
+    assert accounts["chem"]["waited_gpu_h"] == pytest.approx(0.5)
+    assert accounts["physics"]["usage_over_share"] == pytest.approx((8 / 9.5) * 3, abs=1e-6)
+    # all three flagged (0.8 >= 2/3, 0.1 <= 1/6); new shares (1/3 + d) / 2 of 300 raw shares
+    assert rec["evidence"]["flagged"] == ["bio", "chem", "physics"]
+    assert (
+        "sacctmgr -i modify account name=physics cluster=della set fairshare=170" in rec["config"]
+    )
+    assert "sacctmgr -i modify account name=chem cluster=della set fairshare=65" in rec["config"]
+    assert rec["expected_gain_gpu_h"] is None
+    assert rec["risk"].startswith("priority falls for bio (share 0.333 -> 0.217)")
+
+
+def test_fairshare_with_configured_shares_that_match_demand_changes_nothing(tmp_path):
+    con = r.build_lake(tmp_path, jobs=fairshare_jobs())
+    config = RecommendConfig(
+        fairshare=FairshareConfig(shares={"physics": 80, "chem": 10, "bio": 10})
+    )
+
+    assert recommend(con, config, NOW, kinds=("fairshare_weight",)).num_rows == 0
+
+
+def billing_jobs():
+    """1 h each: physics 8 GPUs / 16 CPUs, chem 1 GPU / 64 CPUs, bio 1 GPU / 8 CPUs."""
+    return [
+        r.job("p0", 0, H, gpus=8, cpus=16),
+        r.job("c0", 0, H, user="bob", account="chem", cpus=64),
+        r.job("b0", 0, H, user="dave", account="bio", cpus=8),
+    ]
+
+
+def test_gpu_billing_weight_by_hand(tmp_path):
+    con = r.build_lake(tmp_path, jobs=billing_jobs())
+    [rec] = recs_of(recommend(con, RecommendConfig(), NOW, kinds=("gpu_billing",)), "gpu_billing")
+    ev = rec["evidence"]
+    accounts = {a["account"]: a for a in ev["accounts"]}
+
+    # CPUs per GPU: 2, 64, 8 -> median 8
+    assert ev["gpu_weight_cpus"] == 8
+    # CPU-only billing: 16, 64, 8 of 88; GPU-hours 8, 1, 1 of 10
+    assert accounts["physics"]["cpu_only_share"] == pytest.approx(16 / 88, abs=1e-6)
+    assert accounts["physics"]["gpu_share"] == pytest.approx(0.8)
+    # chem: 64/88 of CPU billing but 1/10 of GPU-hours, the largest gap
+    assert ev["largest_share_gap"] == pytest.approx(64 / 88 - 0.1, abs=1e-6)
+    # billed with GRES/gpu=8: 16 + 64 = 80, 64 + 8 = 72, 8 + 8 = 16 of 168
+    assert accounts["physics"]["proposed_share"] == pytest.approx(80 / 168, abs=1e-6)
+    assert accounts["chem"]["proposed_share"] == pytest.approx(72 / 168, abs=1e-6)
+    assert 'PartitionName=gpu TRESBillingWeights="CPU=1.0,GRES/gpu=8"' in rec["config"]
+    # bio rises too: 8/88 = 0.091 -> 16/168 = 0.095
+    assert rec["risk"] == "billed usage (and so fair-share priority cost) rises for bio, physics"
+
+
+def test_gpu_billing_not_proposed_when_cpu_billing_already_tracks_gpus(tmp_path):
+    jobs = [r.job("p0", 0, H, gpus=8, cpus=64), r.job("c0", 0, H, account="chem", cpus=8)]
+    con = r.build_lake(tmp_path, jobs=jobs)
+
+    assert recommend(con, RecommendConfig(), NOW, kinds=("gpu_billing",)).num_rows == 0
+    assert (
+        recommend(
+            con,
+            RecommendConfig(billing=BillingConfig(min_share_gap=0.0)),
+            NOW,
+            kinds=("gpu_billing",),
+        ).num_rows
+        == 1
+    )
+
+
+def test_kueue_clusters_get_weights_and_resource_weights(tmp_path):
+    jobs = [j | {"source": "kubernetes"} for j in fairshare_jobs()]
+    con = r.build_lake(tmp_path, jobs=jobs)
+    table = recommend(con, RecommendConfig(), NOW, kinds=("fairshare_weight",))
+    [rec] = recs_of(table, "fairshare_weight")
+
+    # physics' new share 0.5667 of 3 accounts = weight 1.7 (1 = an equal share)
+    assert rec["target"] == "kueue"
+    assert (
+        "kubectl -n physics patch localqueue <queue> --type=merge "
+        '-p \'{"spec":{"fairSharing":{"weight":"1.7"}}}\'' in rec["config"]
+    )
+
+    billing = [j | {"source": "kubernetes"} for j in billing_jobs()]
+    con = r.build_lake(tmp_path / "b", jobs=billing)
+    [rec] = recs_of(recommend(con, RecommendConfig(), NOW, kinds=("gpu_billing",)), "gpu_billing")
+    assert "nvidia.com/gpu: 8" in rec["config"] and "admissionFairSharing" in rec["config"]

@@ -1,0 +1,169 @@
+"""Idle-cancel replay on a hand-made lake: recovered GPU-hours, jobs hit and false kills by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from detectors.recommend import RecommendConfig, recommend
+from detectors.recommend.config import IdleCancelConfig
+from tests.detectors.recommend.lake import NOW, busy_samples, recs_of
+from tests.marts import rows as r
+
+H = 3600.0
+
+
+def idle_lake(root):
+    """Four jobs (30-s samples, 5-minute buckets):
+
+    a: 2 GPUs, [0, 6h): busy 1 h, then both GPUs idle for 5 h to the end.
+    b: 1 GPU, [0, 4h): idle 2.5 h, then busy 1.5 h (a false kill for any cancel <= 150 min).
+    c: 1 GPU, [0, 2h): busy throughout.
+    d: 1 GPU, [0, 3h): never active.
+    """
+    samples = (
+        busy_samples([(0, H, 0.8), (H, 6 * H, 0.0)], gpu_index=0)
+        + busy_samples([(0, H, 0.5), (H, 6 * H, 0.0)], gpu_index=1)
+        + busy_samples([(0, 2.5 * H, 0.0), (2.5 * H, 4 * H, 0.9)], gpu_index=2)
+        + busy_samples([(0, 2 * H, 0.7)], gpu_index=3)
+        + busy_samples([(0, 3 * H, 0.0)], gpu_index=4)
+    )
+    jobs = [
+        r.job("a", 0, 6 * H, gpus=2),
+        r.job("b", 0, 4 * H),
+        r.job("c", 0, 2 * H),
+        r.job("d", 0, 3 * H),
+    ]
+    job_gpus = [
+        r.job_gpu("a", 0, 6 * H, gpu_index=0),
+        r.job_gpu("a", 0, 6 * H, gpu_index=1),
+        r.job_gpu("b", 0, 4 * H, gpu_index=2),
+        r.job_gpu("c", 0, 2 * H, gpu_index=3),
+        r.job_gpu("d", 0, 3 * H, gpu_index=4),
+    ]
+    return r.build_lake(root, samples=samples, jobs=jobs, job_gpus=job_gpus)
+
+
+@pytest.fixture(scope="module")
+def con(tmp_path_factory):
+    return idle_lake(tmp_path_factory.mktemp("lake"))
+
+
+FIGURES = (
+    "jobs_warned",
+    "jobs_cancelled",
+    "false_kills",
+    "false_kill_rate",
+    "gpu_h_recovered",
+    "gpu_h_disrupted",
+    "gain_gpu_h",
+)
+
+
+def figures(candidate: dict) -> dict:
+    return {k: candidate[k] for k in FIGURES}
+
+
+def run(con, **idle):
+    config = RecommendConfig(idle_cancel=IdleCancelConfig(**idle))
+    return recs_of(recommend(con, config, NOW, kinds=("idle_cancel_policy",)), "idle_cancel_policy")
+
+
+def test_the_replay_of_each_candidate_by_hand(con):
+    [rec] = run(con, max_false_kill_rate=1.0)
+    by_pair = {(c["warn_minutes"], c["cancel_minutes"]): c for c in rec["evidence"]["candidates"]}
+
+    # (60, 120): a idle from 1 h -> cancelled at 3 h, frees 2 GPUs x 3 h = 6 GPU-h.
+    # b idle from 0 -> cancelled at 2 h, frees 1 x 2 h = 2 GPU-h, but b works again at 2.5 h:
+    # a false kill, 2 GPU-h disrupted. d idle from 0 -> cancelled at 2 h, frees 1 GPU-h.
+    assert figures(by_pair[(60, 120)]) == pytest.approx(
+        {
+            "jobs_warned": 3,
+            "jobs_cancelled": 3,
+            "false_kills": 1,
+            "false_kill_rate": 1 / 3,
+            "gpu_h_recovered": 9.0,
+            "gpu_h_disrupted": 2.0,
+            "gain_gpu_h": 7.0,
+        },
+        abs=1e-6,
+    )
+    assert by_pair[(60, 120)]["false_kill_jobs"] == ["b"]
+    # (15, 60): a cancelled at 2 h (8 GPU-h), b at 1 h (3 GPU-h, false kill), d at 1 h (2)
+    assert by_pair[(15, 60)]["gpu_h_recovered"] == pytest.approx(13.0)
+    assert by_pair[(15, 60)]["gain_gpu_h"] == pytest.approx(10.0)
+    # (120, 240): only a (idle 5 h) reaches 240 min: cancelled at 5 h, 2 GPU-h, no false kill;
+    # d (idle 3 h) and b (2.5 h) are only warned.
+    assert figures(by_pair[(120, 240)]) == pytest.approx(
+        {
+            "jobs_warned": 3,
+            "jobs_cancelled": 1,
+            "false_kills": 0,
+            "false_kill_rate": 0.0,
+            "gpu_h_recovered": 2.0,
+            "gpu_h_disrupted": 0.0,
+            "gain_gpu_h": 2.0,
+        }
+    )
+    # (240, 300): a cancelled at 6 h = its end: nothing recovered.
+    assert by_pair[(240, 300)]["gpu_h_recovered"] == pytest.approx(0.0)
+    # with false kills allowed the best gain wins: (15, 60)
+    assert rec["evidence"]["chosen"]["cancel_minutes"] == 60
+    assert rec["expected_gain_gpu_h"] == pytest.approx(10.0)
+
+
+def test_the_false_kill_budget_picks_the_safe_candidate(con):
+    [rec] = run(con)  # at most 5 % false kills: only (120, 240) and (240, 300) qualify
+
+    assert rec["evidence"]["chosen"]["cancel_minutes"] == 240
+    assert rec["expected_gain_gpu_h"] == pytest.approx(2.0)
+    assert rec["scope"] == "cluster" and rec["target"] == "slurm"
+    assert "idle_after_minutes = 120" in rec["config"]
+    assert "sliding_cancel_minutes: 240" in rec["config"]
+    assert rec["risk"].startswith("0 of 1 cancelled jobs")
+
+
+def test_a_job_never_active_is_not_a_false_kill(con):
+    [rec] = run(con, candidates=((60, 120),), max_false_kill_rate=0.5)
+
+    assert rec["evidence"]["chosen"]["false_kill_jobs"] == ["b"]  # not d
+
+
+def test_nothing_to_recover_gives_no_recommendation(con):
+    assert run(con, candidates=((240, 300),)) == []
+
+
+def test_the_same_recommendation_keeps_its_id(con):
+    first = run(con)[0]["rec_id"]
+    again = run(con, max_false_kill_rate=1.0)[0]["rec_id"]  # other figures, same policy kind
+
+    assert first == again
+
+
+def test_an_empty_lake_recommends_nothing(tmp_path):
+    con = r.build_lake(tmp_path)
+
+    assert recommend(con, RecommendConfig(), NOW).num_rows == 0
+
+
+def test_storing_twice_keeps_one_row_per_recommendation_and_its_first_time(tmp_path):
+    import datetime as dt
+
+    from detectors.recommend.store import read_recommendations, write_recommendations
+    from warehouse.connection import connect
+
+    root = tmp_path / "lake"
+    idle_lake(root)
+    con = connect(root)
+    config = RecommendConfig(idle_cancel=IdleCancelConfig(max_false_kill_rate=1.0))
+    first = recommend(con, config, NOW, kinds=("idle_cancel_policy",))
+    later = recommend(con, config, NOW + dt.timedelta(days=1), kinds=("idle_cancel_policy",))
+
+    assert write_recommendations(root, first) == 1
+    assert write_recommendations(root, later) == 1
+    [stored] = read_recommendations(root).to_pylist()
+    assert stored["rec_id"] == first.column("rec_id")[0].as_py()
+    assert stored["created_ts"] == NOW  # first made at NOW, found again a day later
+    assert connect(root).sql("SELECT count(*) FROM recommendations").fetchall() == [(1,)]
+    # a run that no longer makes it removes it
+    assert write_recommendations(root, recommend(con, config, NOW, kinds=()), ["della"]) == 0
+    assert read_recommendations(root).num_rows == 0

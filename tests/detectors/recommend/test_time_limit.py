@@ -1,0 +1,94 @@
+"""Time-limit recommendations on hand-made jobs: quantiles, limits, released GPU-hours."""
+
+from __future__ import annotations
+
+import pytest
+
+from detectors.recommend import RecommendConfig, recommend
+from tests.detectors.recommend.lake import NOW, recs_of
+from tests.marts import rows as r
+
+H = 3600.0
+
+
+def jobs():
+    """alice: 5 × 1 GPU, limit 24 h, ran 1, 1, 2, 2, 3 h. bob: 5 × 2 GPUs, limit 4 h, ran
+    3, 3, 3.5, 3.5, 4 h. carol: one job in partition debug (too few for a proposal)."""
+    out = []
+    for i, hours in enumerate([1, 1, 2, 2, 3]):
+        out.append(r.job(f"a{i}", i * 60, i * 60 + hours * H, time_limit_s=int(24 * H)))
+    for i, hours in enumerate([3, 3, 3.5, 3.5, 4]):
+        out.append(
+            r.job(f"b{i}", i * 60, i * 60 + hours * H, user="bob", gpus=2, time_limit_s=int(4 * H))
+        )
+    out.append(r.job("c0", 0, H, user="carol", partition="debug", time_limit_s=int(2 * H)))
+    out.append(r.job("f0", 0, 60, state="FAILED", time_limit_s=int(48 * H)))  # not COMPLETED
+    return out
+
+
+@pytest.fixture(scope="module")
+def recs(tmp_path_factory):
+    con = r.build_lake(tmp_path_factory.mktemp("lake"), jobs=jobs())
+    return recs_of(recommend(con, RecommendConfig(), NOW, kinds=("time_limit",)), "time_limit")
+
+
+def test_one_partition_and_one_user_get_a_proposal(recs):
+    assert [rec["scope"] for rec in recs] == ["partition=gpu", "user=alice"]
+
+
+def test_partition_default_and_maximum_by_hand(recs):
+    rec = recs[0]
+    ev = rec["evidence"]
+
+    # gpu's 10 run times: 1 1 2 2 3 3 3 3.5 3.5 4 h; p90 (next higher rank) = 4 h;
+    # × 1.2 = 4.8 h, rounded up to 15 min = 5 h; MaxTime: 4 h × 1.2 up to an hour = 5 h
+    assert ev["runtime_p90_s"] == 4 * H
+    assert ev["default_time_s"] == 5 * H
+    assert ev["max_time_s"] == 5 * H
+    # unused limit: alice 23+23+22+22+21 = 111, bob 2 × (1+1+0.5+0.5+0) = 6
+    assert ev["unused_limit_gpu_h"] == pytest.approx(117.0)
+    # released: alice's 5 jobs fit in 5 h and asked 24 h: 5 × (24 - 5) = 95 GPU-h
+    assert rec["expected_gain_gpu_h"] == pytest.approx(95.0)
+    assert ev["jobs_over_new_limit"] == 0
+    assert (
+        "scontrol update PartitionName=gpu DefaultTime=05:00:00 MaxTime=05:00:00" in rec["config"]
+    )
+    assert "PartitionName=gpu DefaultTime=05:00:00 MaxTime=05:00:00" in rec["config"]
+
+
+def test_user_hint_by_hand(recs):
+    rec = recs[1]
+    ev = rec["evidence"]
+
+    # alice's p90 = 3 h; × 1.2 = 3.6 h -> 3:45; median run/limit = 2/24
+    assert ev["time_hint_s"] == 3.75 * H
+    assert ev["runtime_over_limit_ratio_median"] == pytest.approx(2 / 24, abs=1e-4)
+    assert rec["expected_gain_gpu_h"] == pytest.approx(5 * (24 - 3.75))
+    assert "#SBATCH --time=03:45:00" in rec["config"]
+    # bob uses 87.5 % of his limit: no hint
+
+
+def test_kueue_clusters_get_a_max_exec_time_label(tmp_path):
+    con = r.build_lake(tmp_path, jobs=[j | {"source": "kubernetes"} for j in jobs()])
+    recs = recs_of(recommend(con, RecommendConfig(), NOW, kinds=("time_limit",)), "time_limit")
+
+    assert {rec["target"] for rec in recs} == {"kueue"}
+    assert 'kueue.x-k8s.io/max-exec-time-seconds: "18000"' in recs[0]["config"]
+
+
+def test_every_recommender_runs_on_a_lake_of_jobs_without_telemetry(tmp_path):
+    con = r.build_lake(tmp_path, jobs=jobs())
+    table = recommend(con, RecommendConfig(), NOW)
+
+    # only what run times alone support: time limits (GPU caps need the cluster's GPU count)
+    assert set(table.column("kind").to_pylist()) <= {"time_limit", "fairshare_weight"}
+
+
+def test_an_old_lake_is_judged_as_of_its_own_end(tmp_path):
+    import datetime as dt
+
+    con = r.build_lake(tmp_path, jobs=jobs())
+    much_later = NOW + dt.timedelta(days=90)  # far past the 28-day lookback
+    table = recommend(con, RecommendConfig(), much_later, kinds=("time_limit",))
+
+    assert sorted(table.column("scope").to_pylist()) == ["partition=gpu", "user=alice"]

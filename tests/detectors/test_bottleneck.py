@@ -1,0 +1,168 @@
+"""Bottleneck diagnosis on a hand-made lake: one job per limiter, signals computed by hand."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import polars as pl
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from detectors.bottleneck import ADVICE, BottleneckThresholds, classify, diagnose
+from tests.marts import rows as r
+
+TIMES = list(range(0, 600, 30))  # 20 samples of 30 s on each GPU, inside the job's [0, 600)
+N = len(TIMES)
+# busy 0.02, 0.02, 0.6, 0.02, 0.02, 0.6, ...: a burst every third sample
+BURSTY = [0.6 if i % 3 == 2 else 0.02 for i in range(N)]
+
+JOBS = {
+    "compute": dict(engine_active=0.85, sm_active=0.8, tensor_active=0.4, dram_active=0.3),
+    "memory": dict(engine_active=0.35, sm_active=0.3, tensor_active=0.05, dram_active=0.7),
+    "comm": dict(
+        engine_active=0.3, sm_active=0.3, dram_active=0.2, nvlink_tx_bps=15e9, nvlink_rx_bps=15e9
+    ),
+    "input": dict(engine_active=BURSTY, sm_active=BURSTY, dram_active=0.1),
+    "idle": dict(engine_active=0.0, sm_active=0.0, gpu_util_pct=0.0),
+    "hung": dict(engine_active=0.002, sm_active=0.002, gpu_util_pct=100.0),
+    "small": dict(engine_active=0.15, sm_active=0.15, dram_active=0.1),
+    "noprof": dict(gpu_util_pct=80.0),
+}
+
+
+@pytest.fixture(scope="module")
+def con(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lake")
+    samples, jobs, job_gpus = [], [], []
+    for i, (job_id, fields) in enumerate(JOBS.items()):
+        samples += r.samples(TIMES, gpu_index=i, **fields)
+        jobs.append(r.job(job_id, 0, 600))
+        job_gpus.append(r.job_gpu(job_id, 0, 600, gpu_index=i))
+    jobs.append(r.job("nodata", 0, 600))
+    return r.build_lake(root, samples=samples, jobs=jobs, job_gpus=job_gpus)
+
+
+def by_job(table) -> dict[str, dict]:
+    return {row["job_id"]: row for row in table.to_pylist()}
+
+
+def test_each_job_gets_the_limiter_its_counters_show(con):
+    got = by_job(diagnose(con))
+
+    assert {j: got[j]["diagnosis"] for j in JOBS} == {
+        "compute": "compute_bound",
+        "memory": "memory_bound",
+        "comm": "communication_bound",
+        "input": "input_bound",
+        "idle": "idle",
+        "hung": "stalled",
+        "small": "underutilized",
+        "noprof": "unprofiled",
+    }
+    assert all(row["advice"] == ADVICE[row["diagnosis"]] for row in got.values())
+    assert "nodata" not in got  # no samples, not asked for
+
+
+def test_signals_of_the_bursty_job_by_hand(con):
+    [row] = diagnose(con, ["input"]).to_pylist()
+
+    assert row["samples"] == N
+    assert row["observed_h"] == pytest.approx(N * 30 / 3600)
+    # 14 of 20 samples at 0.02 (< gap 0.1), 6 at 0.6 (>= burst 0.25)
+    assert row["gap_frac"] == pytest.approx(14 / 20)
+    assert row["burst_frac"] == pytest.approx(6 / 20)
+    assert row["idle_frac"] == 0  # 0.02 is not below the idle threshold 0.01
+    # 6 gap→burst steps in 600 s of one GPU = 36 per GPU-hour
+    assert row["bursts_per_h"] == pytest.approx(36.0)
+    assert row["busy_mean"] == pytest.approx((14 * 0.02 + 6 * 0.6) / 20, rel=1e-6)
+
+
+def test_nvlink_rate_is_per_gpu_in_gb_per_s(con):
+    [row] = diagnose(con, ["comm"]).to_pylist()
+
+    assert row["nvlink_gbps_mean"] == pytest.approx(30.0)
+    assert row["sm_active_mean"] == pytest.approx(0.3, rel=1e-6)
+
+
+def test_a_job_asked_for_without_samples_is_unobserved(con):
+    got = by_job(diagnose(con, ["nodata", "idle"]))
+
+    assert got["nodata"]["diagnosis"] == "unobserved"
+    assert got["idle"]["diagnosis"] == "idle"
+
+
+def test_an_empty_lake_gives_an_empty_table(tmp_path):
+    con = r.build_lake(tmp_path)
+
+    assert diagnose(con).num_rows == 0
+    assert diagnose(con, []).num_rows == 0
+
+
+def test_thresholds_move_the_boundaries(con):
+    strict = BottleneckThresholds(compute_sm_above=0.9, compute_tensor_above=0.9)
+
+    # SM 0.8 is no longer compute-bound and matches nothing else: mixed
+    assert by_job(diagnose(con, ["compute"], strict))["compute"]["diagnosis"] == "mixed"
+
+
+signal = st.one_of(st.none(), st.floats(0, 1))
+
+
+@given(
+    rows=st.lists(
+        st.tuples(signal, signal, signal, signal, st.floats(0, 100), st.floats(0, 60)),
+        max_size=20,
+    ),
+    low=st.floats(0, 0.5),
+    extra=st.floats(0, 0.5),
+)
+def test_raising_the_idle_threshold_never_makes_an_idle_job_busy(rows, low, extra):
+    frame = pl.DataFrame(
+        {
+            "samples": [10] * len(rows),
+            "busy_mean": [x[0] for x in rows],
+            "sm_active_mean": [x[1] for x in rows],
+            "tensor_active_mean": [x[2] for x in rows],
+            "dram_active_mean": [x[3] for x in rows],
+            "gpu_util_pct_mean": [x[4] for x in rows],
+            "nvlink_gbps_mean": [x[5] for x in rows],
+            "gap_frac": [x[0] for x in rows],
+            "burst_frac": [x[1] for x in rows],
+            "bursts_per_h": [x[5] for x in rows],
+        },
+        schema_overrides={"samples": pl.Int64},
+    )
+    idle_kinds = {"idle", "stalled"}
+    before = classify(frame, BottleneckThresholds(idle_busy_below=low))["diagnosis"].to_list()
+    after = classify(frame, BottleneckThresholds(idle_busy_below=low + extra))["diagnosis"]
+
+    assert all(d in ADVICE for d in before)
+    assert all(b not in idle_kinds or a in idle_kinds for b, a in zip(before, after, strict=True))
+
+
+def test_actionable_diagnoses_become_findings_with_stable_ids(con):
+    from detectors.bottleneck_findings import bottleneck_findings
+
+    now = r.T0 + dt.timedelta(days=1)
+    first = {f["job_id"]: f for f in bottleneck_findings(con, now, r.T0).to_pylist()}
+    again = bottleneck_findings(con, now + dt.timedelta(hours=1), r.T0)
+
+    assert {j: f["severity"] for j, f in first.items()} == {
+        "input": "warn",
+        "memory": "info",
+        "comm": "info",
+        "small": "info",
+    }
+    # the bursty job: 1/6 GPU-h allocated, busy (14 × 0.02 + 6 × 0.6) / 20 = 0.194
+    assert first["input"]["gpu_h_at_stake"] == pytest.approx((1 - 0.194) / 6, rel=1e-5)
+    assert first["input"]["message"].startswith("Job input (alice) is input-bound: ")
+    assert sorted(again.column("finding_id").to_pylist()) == sorted(
+        f["finding_id"] for f in first.values()
+    )
+
+
+def test_no_jobs_in_the_window_no_findings(con):
+    from detectors.bottleneck_findings import bottleneck_findings
+
+    assert bottleneck_findings(con, r.T0, r.T0 - dt.timedelta(days=1)).num_rows == 0
