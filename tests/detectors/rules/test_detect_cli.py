@@ -10,6 +10,7 @@ from click.testing import CliRunner, Result
 
 from app.cli import cli
 from detectors.findings import read_findings
+from detectors.rules import DETECTORS
 from warehouse.connection import connect
 
 
@@ -36,6 +37,7 @@ def test_detect_twice_stores_each_finding_once_and_keeps_ids(lake: Path) -> None
     assert n > 0
     assert f"{n:,} findings: {n:,} new, 0 updated" in first.output
     assert "detector" in first.output.splitlines()[0]
+    assert set(stored.column("detector").to_pylist()) <= set(DETECTORS)
 
     second = invoke("detect", "--lake", str(lake), "--now", "2026-12-02T00:00")
     assert second.exit_code == 0, second.output
