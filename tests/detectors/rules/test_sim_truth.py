@@ -10,7 +10,6 @@ rule that waits that long; such labels are counted apart (`undetectable`), not a
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import polars as pl
 import pytest
