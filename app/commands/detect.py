@@ -35,6 +35,8 @@ def rule_findings(con: duckdb.DuckDBPyConnection, now: dt.datetime, since: dt.da
     return run_rules(con, RuleConfig(), now, since)
 
 
+TOP_FINDINGS = 5  # how many findings the summary spells out
+
 # Seam for the lead's merge: add the models' producer (and recommendation writers) here.
 FINDING_PRODUCERS: list[FindingProducer] = [rule_findings]
 
@@ -61,6 +63,11 @@ def _summary(findings: pa.Table) -> list[str]:
             f"{row['detector']:<22} {row['findings']:>8} {row['critical']:>8} "
             f"{row['gpu_h'] or 0.0:>15,.1f}"
         )
+    top = frame.sort("gpu_h_at_stake", "finding_id", descending=[True, False], nulls_last=True)
+    lines.append("")
+    lines.append(f"Top {min(TOP_FINDINGS, len(frame))} by GPU-hours at stake:")
+    for row in top.head(TOP_FINDINGS).iter_rows(named=True):
+        lines.append(f"  [{row['severity']}] {row['message']}")
     return lines
 
 
