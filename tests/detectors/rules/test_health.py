@@ -143,3 +143,13 @@ def test_an_ecc_event_and_its_counter_give_one_finding(tmp_path):
 
 def test_no_samples_and_no_events_no_findings(tmp_path):
     assert run(tmp_path) == []
+
+
+def test_mig_instances_repeating_device_fields_count_once(tmp_path):
+    hot = [
+        sample(m * 60, clock_event_reasons=0x40, sm_clock_mhz=1386.0, mig_instance=i)
+        for m in range(60, 180)
+        for i in (1, 2)
+    ]
+    [finding] = run(tmp_path, [sample(m * 60) for m in range(60)] + hot)
+    assert finding["gpu_h_at_stake"] == pytest.approx(0.6)  # as for one instance
