@@ -92,3 +92,40 @@ def test_detect_help_names_every_detector() -> None:
         "--since",
     ):
         assert name in result.output
+
+
+@pytest.mark.slow
+def test_a_second_producer_is_merged_and_a_malformed_one_refused(
+    lake: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import polars as pl
+    import pyarrow as pa
+
+    from app.commands import detect
+    from detectors.findings import FRAME_SCHEMA, to_findings
+    from detectors.rules.base import EPOCH
+
+    def model(con, now, since):
+        row = {c: None for c in FRAME_SCHEMA}
+        row.update(
+            cluster="sim",
+            detector="early_waste",
+            severity="warn",
+            subject_kind="job",
+            subject_id="1000",
+            anchor_ts=EPOCH,
+            predicted=True,
+            message="likely idle",
+        )
+        return to_findings(pl.DataFrame([row], schema=FRAME_SCHEMA), now)
+
+    monkeypatch.setattr(detect, "FINDING_PRODUCERS", [*detect.FINDING_PRODUCERS, model])
+    result = invoke("detect", "--lake", str(lake), "-q")
+    assert result.exit_code == 0, result.output
+    stored = read_findings(lake).to_pylist()
+    assert [f["predicted"] for f in stored if f["detector"] == "early_waste"] == [True]
+
+    monkeypatch.setattr(detect, "FINDING_PRODUCERS", [lambda con, now, since: pa.table({"x": [1]})])
+    bad = invoke("detect", "--lake", str(lake), "-q")
+    assert bad.exit_code == 1
+    assert "unknown column(s) ['x']" in bad.output and "Traceback" not in bad.output
