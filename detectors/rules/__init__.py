@@ -24,7 +24,7 @@ from detectors.rules import (
     stranded,
 )
 from detectors.rules.base import EPOCH, Rule, Window
-from detectors.rules.config import FAMILIES, RuleConfig
+from detectors.rules.config import FAMILIES, RuleConfig, RuleConfigError, rule_config_from
 from warehouse import queries
 
 if TYPE_CHECKING:
@@ -36,8 +36,10 @@ __all__ = [
     "RULES",
     "Rule",
     "RuleConfig",
+    "RuleConfigError",
     "Window",
     "detect_frame",
+    "rule_config_from",
     "run_rules",
 ]
 

@@ -52,3 +52,22 @@ def test_every_threshold_says_which_way_is_stricter():
     for kind in FAMILIES.values():
         for name, _, _, stricter in threshold_docs(kind):
             assert stricter in ("up", "down", None), name
+
+
+def test_a_rule_config_is_built_from_a_settings_mapping():
+    import pytest
+
+    from detectors.rules import RuleConfig, RuleConfigError, rule_config_from
+
+    config = rule_config_from({"idle": {"idle_minutes": 30}, "efficiency": {"user_top_n": 5.0}})
+    assert config.idle.idle_minutes == 30.0 and isinstance(config.idle.idle_minutes, float)
+    assert config.efficiency.user_top_n == 5 and isinstance(config.efficiency.user_top_n, int)
+    assert config.health == RuleConfig().health  # the rest keeps its defaults
+    for bad, message in [
+        ({"idel": {}}, "detect.idel: no such rule family"),
+        ({"idle": {"idle_minute": 1}}, "detect.idle.idle_minute: no such threshold"),
+        ({"idle": {"idle_minutes": "1h"}}, "detect.idle.idle_minutes: expected a number, got '1h'"),
+        ({"efficiency": {"user_top_n": 2.5}}, "expected a whole number, got 2.5"),
+    ]:
+        with pytest.raises(RuleConfigError, match=message):
+            rule_config_from(bad)
