@@ -202,6 +202,7 @@ def _mig_candidates(jobs: pl.DataFrame, t: EfficiencyThresholds) -> pl.DataFrame
 def _time_limits(jobs: pl.DataFrame, t: EfficiencyThresholds) -> pl.DataFrame:
     done = jobs.filter(
         pl.col("state").str.starts_with("COMPLETED")
+        & (pl.col("gpus").fill_null(0) > 0)  # CPU-only jobs are not this tool's business
         & (pl.col("runtime_s") >= max(t.limit_min_runtime_minutes * 60, 1))
         & (pl.col("time_limit_s") >= t.limit_ratio * pl.col("runtime_s"))
     )

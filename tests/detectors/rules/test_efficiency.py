@@ -81,10 +81,15 @@ def test_a_busy_or_big_job_is_no_mig_candidate(tmp_path):
 
 
 def test_a_limit_ten_times_the_run_time_is_flagged_with_a_suggestion(tmp_path):
-    usages = [usage("11", 0, 3600, gpus=2), usage("12", 0, 3600, gpus=2)]
+    usages = [
+        usage("11", 0, 3600, gpus=2),
+        usage("12", 0, 3600, gpus=2),
+        usage("14", 0, 3600, gpus=0),
+    ]
     jobs = [
         job("11", 0, 3600, time_limit_s=36000, gpus=2),  # 10x
         job("12", 0, 3600, time_limit_s=14400, gpus=2),  # 4x: below 5x
+        job("14", 0, 3600, time_limit_s=36000, gpus=0),  # 10x, but a CPU-only job
     ]
     [finding] = [f for f in run(tmp_path, usages, jobs) if f["detector"] == "time_limit_excess"]
     assert finding["subject_id"] == "11"
