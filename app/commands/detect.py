@@ -35,6 +35,8 @@ def rule_findings(con: duckdb.DuckDBPyConnection, now: dt.datetime, since: dt.da
     return run_rules(con, RuleConfig(), now, since)
 
 
+TOP_FINDINGS = 5  # how many findings the summary spells out
+
 # Seam for the lead's merge: add the models' producer (and recommendation writers) here.
 FINDING_PRODUCERS: list[FindingProducer] = [rule_findings]
 
@@ -61,6 +63,11 @@ def _summary(findings: pa.Table) -> list[str]:
             f"{row['detector']:<22} {row['findings']:>8} {row['critical']:>8} "
             f"{row['gpu_h'] or 0.0:>15,.1f}"
         )
+    top = frame.sort("gpu_h_at_stake", "finding_id", descending=[True, False], nulls_last=True)
+    lines.append("")
+    lines.append(f"Top {min(TOP_FINDINGS, len(frame))} by GPU-hours at stake:")
+    for row in top.head(TOP_FINDINGS).iter_rows(named=True):
+        lines.append(f"  [{row['severity']}] {row['message']}")
     return lines
 
 
@@ -109,19 +116,25 @@ def command(lake: Path, since: dt.datetime | None, now: dt.datetime | None, quie
     """
     import pyarrow as pa
 
-    from detectors.findings import write_findings
+    from detectors.findings import FINDINGS_SCHEMA, write_findings
     from detectors.rules.base import EPOCH
     from warehouse.connection import connect
+    from warehouse.schema import TABLES
+    from warehouse.writer import conform
 
     if since is not None and now is not None and since >= now:
         raise click.BadParameter("must be before --now", param_hint="--since")
     run_now = now or dt.datetime.now(dt.UTC)
     con = connect(lake, require=("job_usage",))
+    con.execute("SET enable_progress_bar = false")  # keep the summary the only output
     try:
         tables = [produce(con, run_now, since or EPOCH) for produce in FINDING_PRODUCERS]
     finally:
         con.close()
-    findings = pa.concat_tables(tables) if tables else pa.table({})
+    # Each producer's rows are checked against the contract before they are merged.
+    findings = pa.concat_tables(
+        [FINDINGS_SCHEMA.empty_table()] + [conform(TABLES["findings"], table) for table in tables]
+    )
     result = write_findings(lake, findings)
     if not quiet:
         for line in _summary(findings):

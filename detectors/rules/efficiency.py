@@ -40,7 +40,9 @@ class EfficiencyThresholds:
         "down",
     )
     user_min_gpu_h: float = threshold(24.0, "... AND at least this many allocated GPU-hours ...")
-    user_top_n: int = threshold(10, "... AND among the N users wasting the most GPU-hours.", "down")
+    user_top_n: int = threshold(
+        10, "... AND among the N users wasting the most GPU-hours (of all users).", "down"
+    )
     mig_fb_max_frac: float = threshold(
         0.15, "MIG candidate: peak GPU memory at most this share of the GPU ...", "down"
     )
@@ -98,10 +100,15 @@ def _low_efficiency_users(
             (pl.col("effective_gpu_h") / pl.col("alloc_gpu_h")).alias("ratio"),
             (pl.col("alloc_gpu_h") - pl.col("effective_gpu_h")).alias("wasted_gpu_h"),
         )
-        .filter((pl.col("alloc_gpu_h") >= t.user_min_gpu_h) & (pl.col("ratio") <= t.user_max_ratio))
-        .sort("wasted_gpu_h", "user", descending=[True, False])
-        .head(max(t.user_top_n, 0))
-        .with_row_index("rank", offset=1)
+        # Rank among all users first, then filter: a user who passes never makes room for
+        # another, so raising any threshold can only remove findings.
+        .sort("cluster", "wasted_gpu_h", "user", descending=[False, True, False])
+        .with_columns(pl.int_range(1, pl.len() + 1).over("cluster").alias("rank"))
+        .filter(
+            (pl.col("rank") <= t.user_top_n)
+            & (pl.col("alloc_gpu_h") >= t.user_min_gpu_h)
+            & (pl.col("ratio") <= t.user_max_ratio)
+        )
     )
     return users.with_columns(
         pl.lit("low_efficiency_user").alias("detector"),
@@ -195,6 +202,7 @@ def _mig_candidates(jobs: pl.DataFrame, t: EfficiencyThresholds) -> pl.DataFrame
 def _time_limits(jobs: pl.DataFrame, t: EfficiencyThresholds) -> pl.DataFrame:
     done = jobs.filter(
         pl.col("state").str.starts_with("COMPLETED")
+        & (pl.col("gpus").fill_null(0) > 0)  # CPU-only jobs are not this tool's business
         & (pl.col("runtime_s") >= max(t.limit_min_runtime_minutes * 60, 1))
         & (pl.col("time_limit_s") >= t.limit_ratio * pl.col("runtime_s"))
     )

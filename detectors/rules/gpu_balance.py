@@ -33,7 +33,9 @@ class GpuBalanceThresholds:
         None,
     )
     partial_min_minutes: float = threshold(
-        1.0, "Partially idle: the job's GPUs were observed at least this many minutes."
+        0.25,
+        "Partially idle: the job's GPUs were observed at least this many minutes (startup "
+        "idles every GPU alike, so even a short job's idle GPUs are telling).",
     )
     partial_min_idle_gpus: int = threshold(1, "Partially idle: at least this many GPUs idle.")
     partial_min_gpu_h: float = threshold(
@@ -51,7 +53,7 @@ class GpuBalanceThresholds:
         0.2, "Straggler: only where the job's median GPU is at least this busy (0-1)."
     )
     straggler_min_minutes: float = threshold(
-        30.0, "Straggler: the job was observed at least this many minutes."
+        10.0, "Straggler: the job was observed at least this many minutes."
     )
 
 

@@ -2,7 +2,7 @@
 -- the GPU-hours of the jobs running on that GPU when the first one came.
 --
 -- Grain:   one row per (cluster, node, gpu_uuid, gpu_index, kind, code, day)
--- Reads:   gpu_events, xid_classes, job_gpu_intervals
+-- Reads:   gpu_events, xid_classes, job_gpu_intervals, jobs_latest
 -- Params:
 --   $since  ignore events before this time (TIMESTAMP, UTC)
 -- Returns: cluster, node, gpu_uuid, gpu_index, kind, code, day, events, first_ts, last_ts,
@@ -12,8 +12,8 @@
 -- NVIDIA marks NONFATAL with action RESTART_APP or IGNORE (the job's own fault: 13, 31, 43 …),
 -- 'hardware' for the rest, and for 94 (contained ECC), 92 (high SBE rate) and 63/64 (row
 -- remapping) whatever their action, 'unknown' for codes not in the catalogue.
--- jobs_gpu_h is the GPU-time the jobs on the GPU had run when the first event came (lost
--- unless they checkpointed).
+-- jobs_gpu_h is the GPU-time the jobs on the GPU had run (on all their GPUs) when the first
+-- event came: what they lose unless they checkpointed.
 
 WITH events AS (
     SELECT
@@ -31,17 +31,16 @@ WITH events AS (
     WHERE e.ts >= $since
     GROUP BY e.cluster, e.node, e.gpu_uuid, e.gpu_index, e.kind, e.code, CAST(e.ts AS DATE)
 ),
-hit AS (
-    SELECT
+jobs_on_gpu AS (
+    SELECT DISTINCT
         v.cluster,
         v.node,
         v.gpu_index,
         v.kind,
         v.code,
         v.day,
-        count(DISTINCT i.job_id) AS jobs_hit,
-        string_agg(DISTINCT i.job_id, ',' ORDER BY i.job_id) AS job_ids,
-        sum((epoch(v.first_ts) - i.start_e) / 3600.0) AS jobs_gpu_h
+        v.first_ts,
+        i.job_id
     FROM events AS v
     JOIN job_gpu_intervals AS i
         ON i.cluster = v.cluster
@@ -49,7 +48,26 @@ hit AS (
         AND (i.gpu_index IS NULL OR i.gpu_index = v.gpu_index)
         AND i.start_e <= epoch(v.first_ts)
         AND epoch(v.first_ts) < i.end_e
-    GROUP BY v.cluster, v.node, v.gpu_index, v.kind, v.code, v.day
+),
+hit AS (
+    SELECT
+        o.cluster,
+        o.node,
+        o.gpu_index,
+        o.kind,
+        o.code,
+        o.day,
+        count(*) AS jobs_hit,
+        string_agg(o.job_id, ',' ORDER BY o.job_id) AS job_ids,
+        -- a synchronous job loses the work of all its GPUs, not only the failing one
+        sum(
+            greatest(epoch(o.first_ts) - coalesce(epoch(j.start_ts), epoch(o.first_ts)), 0)
+            * coalesce(j.gpus, 1)
+        ) / 3600.0 AS jobs_gpu_h
+    FROM jobs_on_gpu AS o
+    LEFT JOIN jobs_latest AS j
+        ON j.cluster = o.cluster AND j.job_id = o.job_id
+    GROUP BY o.cluster, o.node, o.gpu_index, o.kind, o.code, o.day
 )
 SELECT
     v.cluster,

@@ -14,6 +14,28 @@
 -- at full load) are not health signals. MIG instances repeat device fields, so a GPU is keyed
 -- by its UUID and each sample time counts once.
 
+WITH device_samples AS (
+    -- MIG instances repeat the device's fields: one row per GPU and sample time
+    SELECT
+        cluster,
+        node,
+        gpu_uuid,
+        gpu_index,
+        ts,
+        any_value(model) AS model,
+        max(interval_s) AS interval_s,
+        bit_or(clock_event_reasons) AS reasons,
+        max(gpu_util_pct) AS gpu_util_pct,
+        max(sm_clock_mhz) AS sm_clock_mhz,
+        max(temp_c) AS temp_c,
+        max(ecc_sbe_volatile) AS sbe,
+        max(ecc_dbe_volatile) AS dbe,
+        bool_or(remap_pending) AS remap_pending,
+        bool_or(remap_failure) AS remap_failure
+    FROM gpu_samples
+    WHERE ts >= $since
+    GROUP BY cluster, node, gpu_uuid, gpu_index, ts
+)
 SELECT
     cluster,
     node,
@@ -21,22 +43,21 @@ SELECT
     gpu_index,
     any_value(model) AS model,
     to_timestamp(floor(epoch(ts) / 3600) * 3600) AS hour,
-    count(DISTINCT ts) AS samples,
+    count(*) AS samples,
     max(interval_s) AS interval_s,
-    count(DISTINCT ts) FILTER (WHERE (clock_event_reasons & 96) <> 0) AS thermal_samples,
-    count(DISTINCT ts) FILTER (WHERE (clock_event_reasons & 8) <> 0) AS hw_slowdown_samples,
-    count(DISTINCT ts) FILTER (WHERE (clock_event_reasons & 128) <> 0) AS power_brake_samples,
-    count(DISTINCT ts) FILTER (WHERE gpu_util_pct > 0) AS busy_samples,
-    avg(sm_clock_mhz) FILTER (WHERE (clock_event_reasons & 232) <> 0 AND gpu_util_pct > 0)
+    count(*) FILTER (WHERE (reasons & 96) <> 0) AS thermal_samples,
+    count(*) FILTER (WHERE (reasons & 8) <> 0) AS hw_slowdown_samples,
+    count(*) FILTER (WHERE (reasons & 128) <> 0) AS power_brake_samples,
+    count(*) FILTER (WHERE gpu_util_pct > 0) AS busy_samples,
+    avg(sm_clock_mhz) FILTER (WHERE (reasons & 232) <> 0 AND gpu_util_pct > 0)
         AS clock_throttled_mean,
     max(sm_clock_mhz) FILTER (WHERE gpu_util_pct > 0) AS clock_busy_max,
     max(temp_c) AS temp_max,
-    max(ecc_sbe_volatile) AS sbe_max,
-    min(ecc_dbe_volatile) AS dbe_min,
-    max(ecc_dbe_volatile) AS dbe_max,
+    max(sbe) AS sbe_max,
+    min(dbe) AS dbe_min,
+    max(dbe) AS dbe_max,
     coalesce(bool_or(remap_pending), false) AS remap_pending,
     coalesce(bool_or(remap_failure), false) AS remap_failure
-FROM gpu_samples
-WHERE ts >= $since
+FROM device_samples
 GROUP BY cluster, node, gpu_uuid, gpu_index, floor(epoch(ts) / 3600)
 ORDER BY cluster, node, gpu_index, hour

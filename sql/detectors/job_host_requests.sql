@@ -27,7 +27,7 @@ WITH single AS (
         mem_req_mib
     FROM jobs_latest
     WHERE start_ts IS NOT NULL
-        AND len(nodes) = 1
+        AND array_length(nodes) = 1
         AND gpus > 0
         AND cpus > 0
 ),

@@ -39,7 +39,13 @@ def table(name: str, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
 
 
 def connection(tmp_path: Path, **tables: Sequence[Mapping[str, Any]]) -> duckdb.DuckDBPyConnection:
-    con = connect(tmp_path / "empty-lake")
+    return replace_views(connect(tmp_path / "empty-lake"), **tables)
+
+
+def replace_views(
+    con: duckdb.DuckDBPyConnection, **tables: Sequence[Mapping[str, Any]]
+) -> duckdb.DuckDBPyConnection:
+    """Point the views `tables` names at the rows given (derived views follow)."""
     for name, rows in tables.items():
         con.from_arrow(table(name, rows)).create_view(name)
     return con

@@ -26,16 +26,17 @@ def test_low_efficiency_needs_ratio_and_hours_and_top_n(tmp_path):
         usage("2", 5 * DAY, 6 * DAY, user="carol", alloc_gpu_h=50.0, effective_gpu_h=5.0),
         # dave: 10 GPU-h at 0 % -> under the 24 GPU-h floor
         usage("3", 5 * DAY, 6 * DAY, user="dave", alloc_gpu_h=10.0, effective_gpu_h=0.0),
-        # erin: 200 GPU-h at 50 % -> efficient enough
+        # erin: 200 GPU-h at 50 % -> efficient enough (100 wasted)
         usage("4", 5 * DAY, 6 * DAY, user="erin", alloc_gpu_h=200.0, effective_gpu_h=100.0),
         # frank: wasteful but his job ended 8 days before the lake's end (outside 7 days)
         usage("5", 0, DAY - 1, user="frank", alloc_gpu_h=100.0, effective_gpu_h=0.0),
         # the lake's latest job ends at day 9: the window is days 2-9
         usage("6", 8 * DAY, 9 * DAY, user="erin", alloc_gpu_h=1.0, effective_gpu_h=1.0),
     ]
-    found = run(tmp_path, usages, efficiency=EfficiencyThresholds(user_top_n=1))
+    # ranks by waste among all users: erin 100 (but 50 % efficient), bob 90, carol 45, dave 10
+    found = run(tmp_path, usages, efficiency=EfficiencyThresholds(user_top_n=2))
     users = [f for f in found if f["detector"] == "low_efficiency_user"]
-    assert [f["subject_id"] for f in users] == ["bob"]  # top-1 by waste
+    assert [f["subject_id"] for f in users] == ["bob"]
     [bob] = users
     assert bob["gpu_h_at_stake"] == pytest.approx(90.0)
     assert bob["end_ts"] == at(9 * DAY) and bob["start_ts"] == at(2 * DAY)
@@ -80,10 +81,15 @@ def test_a_busy_or_big_job_is_no_mig_candidate(tmp_path):
 
 
 def test_a_limit_ten_times_the_run_time_is_flagged_with_a_suggestion(tmp_path):
-    usages = [usage("11", 0, 3600, gpus=2), usage("12", 0, 3600, gpus=2)]
+    usages = [
+        usage("11", 0, 3600, gpus=2),
+        usage("12", 0, 3600, gpus=2),
+        usage("14", 0, 3600, gpus=0),
+    ]
     jobs = [
         job("11", 0, 3600, time_limit_s=36000, gpus=2),  # 10x
         job("12", 0, 3600, time_limit_s=14400, gpus=2),  # 4x: below 5x
+        job("14", 0, 3600, time_limit_s=36000, gpus=0),  # 10x, but a CPU-only job
     ]
     [finding] = [f for f in run(tmp_path, usages, jobs) if f["detector"] == "time_limit_excess"]
     assert finding["subject_id"] == "11"

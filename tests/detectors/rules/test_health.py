@@ -8,7 +8,7 @@ import pytest
 
 from detectors.rules import RuleConfig, health, run_rules
 from detectors.rules.health import HealthThresholds
-from tests.detectors.rules.lake import CLUSTER, H100, at, connection
+from tests.detectors.rules.lake import CLUSTER, H100, at, connection, job
 
 NOW = at(86400)
 
@@ -31,10 +31,12 @@ def sample(t, **fields):
     return row
 
 
-def run(tmp_path, samples=(), events=(), intervals=(), **thresholds):
+def run(tmp_path, samples=(), events=(), intervals=(), jobs=(), **thresholds):
     tables = {"gpu_samples": list(samples), "gpu_events": list(events)}
     if intervals:
         tables["job_gpus"] = list(intervals)
+    if jobs:
+        tables["jobs"] = list(jobs)
     con = connection(tmp_path, **tables)
     config = RuleConfig(health=HealthThresholds(**thresholds))
     return run_rules(con, config, NOW, rules=health.RULES).to_pylist()
@@ -105,24 +107,28 @@ def test_xids_are_classed_hardware_or_application_by_nvidia_catalogue(tmp_path):
         event(7400, "xid", 31),  # MMU fault: application -> no finding
         event(7500, "xid", 92),  # high SBE rate: a precursor -> predicted warning
     ]
-    # job 42 held GPU 0 from t=0: 2 GPU-h run when XID 79 came at 7200 s
+    # job 42 held GPUs 0-3 from t=0: 4 GPUs x 2 h run when XID 79 came at 7200 s
     intervals = [
         {
             "cluster": CLUSTER,
             "job_id": "42",
             "node": "g001",
-            "gpu_index": 0,
+            "gpu_index": g,
             "start_ts": at(0),
             "end_ts": at(7250),
             "mapping": "test",
         }
+        for g in range(4)
     ]
-    found = {f["subject_id"]: f for f in run(tmp_path, events=events, intervals=intervals)}
+    jobs = [job("42", 0, 7250, gpus=4)]
+    found = {
+        f["subject_id"]: f for f in run(tmp_path, events=events, intervals=intervals, jobs=jobs)
+    }
     assert sorted(found) == ["GPU-a#xid79", "GPU-a#xid92"]
     fatal = found["GPU-a#xid79"]
     assert fatal["detector"] == "xid_hardware" and fatal["severity"] == "critical"
     assert fatal["job_id"] == "42"
-    assert fatal["gpu_h_at_stake"] == pytest.approx(2.0)
+    assert fatal["gpu_h_at_stake"] == pytest.approx(8.0)
     assert "ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS" in fatal["message"]
     assert json.loads(fatal["evidence"])["action"] == "RESTART_BM"
     early = found["GPU-a#xid92"]
@@ -137,3 +143,13 @@ def test_an_ecc_event_and_its_counter_give_one_finding(tmp_path):
 
 def test_no_samples_and_no_events_no_findings(tmp_path):
     assert run(tmp_path) == []
+
+
+def test_mig_instances_repeating_device_fields_count_once(tmp_path):
+    hot = [
+        sample(m * 60, clock_event_reasons=0x40, sm_clock_mhz=1386.0, mig_instance=i)
+        for m in range(60, 180)
+        for i in (1, 2)
+    ]
+    [finding] = run(tmp_path, [sample(m * 60) for m in range(60)] + hot)
+    assert finding["gpu_h_at_stake"] == pytest.approx(0.6)  # as for one instance
