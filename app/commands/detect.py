@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,7 +23,14 @@ if TYPE_CHECKING:
     import duckdb
     import pyarrow as pa
 
-__all__ = ["FINDING_PRODUCERS", "FindingProducer", "command", "rule_findings"]
+__all__ = [
+    "FINDING_PRODUCERS",
+    "DetectOutcome",
+    "FindingProducer",
+    "command",
+    "detect_once",
+    "rule_findings",
+]
 
 # (connection, now, since) -> a table in the `findings` schema (warehouse.schema FINDINGS)
 FindingProducer = Callable[["duckdb.DuckDBPyConnection", dt.datetime, dt.datetime], "pa.Table"]
@@ -37,8 +45,69 @@ def rule_findings(con: duckdb.DuckDBPyConnection, now: dt.datetime, since: dt.da
 
 TOP_FINDINGS = 5  # how many findings the summary spells out
 
-# Seam for the lead's merge: add the models' producer (and recommendation writers) here.
-FINDING_PRODUCERS: list[FindingProducer] = [rule_findings]
+
+def bottleneck_producer(
+    con: duckdb.DuckDBPyConnection, now: dt.datetime, since: dt.datetime
+) -> pa.Table:
+    """Jobs whose bottleneck (input-, memory-, communication-bound, underused) has a fix."""
+    from detectors.bottleneck_findings import bottleneck_findings
+
+    return bottleneck_findings(con, now, since)
+
+
+# Every producer's rows are merged and written once per run.
+FINDING_PRODUCERS: list[FindingProducer] = [rule_findings, bottleneck_producer]
+
+
+@dataclass(frozen=True, slots=True)
+class DetectOutcome:
+    """What one detect run found and stored."""
+
+    findings: pa.Table
+    new: int
+    updated: int
+    recommendations: int
+
+
+def detect_once(
+    lake: Path, now: dt.datetime, since: dt.datetime | None = None, *, recommend: bool = True
+) -> DetectOutcome:
+    """Run every finding producer, upsert the findings, then replay the recommendations."""
+    import pyarrow as pa
+
+    from detectors.findings import FINDINGS_SCHEMA, write_findings
+    from detectors.rules.base import EPOCH
+    from warehouse.connection import connect
+    from warehouse.schema import TABLES
+    from warehouse.writer import conform
+
+    con = connect(lake, require=("job_usage",))
+    con.execute("SET enable_progress_bar = false")  # keep the summary the only output
+    try:
+        tables = [produce(con, now, since or EPOCH) for produce in FINDING_PRODUCERS]
+    finally:
+        con.close()
+    # Each producer's rows are checked against the contract before they are merged.
+    findings = pa.concat_tables(
+        [FINDINGS_SCHEMA.empty_table()] + [conform(TABLES["findings"], table) for table in tables]
+    )
+    result = write_findings(lake, findings)
+    stored = 0
+    if recommend:
+        from detectors.recommend import RecommendConfig
+        from detectors.recommend import recommend as replay
+        from detectors.recommend.store import write_recommendations
+
+        # a fresh connection: drain_node reads the critical findings just written
+        con = connect(lake, require=("job_usage",))
+        con.execute("SET enable_progress_bar = false")
+        try:
+            recs = replay(con, RecommendConfig(), now)
+            clusters = [c for (c,) in con.execute("SELECT DISTINCT cluster FROM jobs").fetchall()]
+        finally:
+            con.close()
+        stored = write_recommendations(lake, recs, clusters)
+    return DetectOutcome(findings, result.new, result.updated, stored)
 
 
 def _summary(findings: pa.Table) -> list[str]:
@@ -104,6 +173,14 @@ def command(lake: Path, since: dt.datetime | None, now: dt.datetime | None, quie
       failed_after_hw_event, lost_gpu_hours,  resilience; Young/Daly checkpoint advice
       checkpoint_interval
       stranded_gpus                           CPU/memory requests that strand a node's GPUs
+      bottleneck                              input-, memory-, communication-bound or
+                                              underused jobs, with the fix (`gpuledger job`)
+
+    \b
+    Then the scheduler-policy recommendations are replayed from the lake's history
+    (idle-cancel policy, time limits, GPU caps, fair-share, billing weights, MIG packing,
+    draining nodes, power caps) into the `recommendations` table, each with its evidence and
+    the exact sacctmgr/scontrol/slurm.conf lines or Kueue YAML to apply.
 
     \b
     Findings go to the lake's `findings` table: a problem found again keeps its finding_id
@@ -114,32 +191,15 @@ def command(lake: Path, since: dt.datetime | None, now: dt.datetime | None, quie
     Example:
       gpuledger attribute --lake ./lake && gpuledger detect --lake ./lake --since 2026-11-01
     """
-    import pyarrow as pa
-
-    from detectors.findings import FINDINGS_SCHEMA, write_findings
-    from detectors.rules.base import EPOCH
-    from warehouse.connection import connect
-    from warehouse.schema import TABLES
-    from warehouse.writer import conform
-
     if since is not None and now is not None and since >= now:
         raise click.BadParameter("must be before --now", param_hint="--since")
-    run_now = now or dt.datetime.now(dt.UTC)
-    con = connect(lake, require=("job_usage",))
-    con.execute("SET enable_progress_bar = false")  # keep the summary the only output
-    try:
-        tables = [produce(con, run_now, since or EPOCH) for produce in FINDING_PRODUCERS]
-    finally:
-        con.close()
-    # Each producer's rows are checked against the contract before they are merged.
-    findings = pa.concat_tables(
-        [FINDINGS_SCHEMA.empty_table()] + [conform(TABLES["findings"], table) for table in tables]
-    )
-    result = write_findings(lake, findings)
+    outcome = detect_once(lake, now or dt.datetime.now(dt.UTC), since)
+    findings = outcome.findings
     if not quiet:
         for line in _summary(findings):
             click.echo(line)
     click.echo(
-        f"{findings.num_rows:,} findings: {result.new:,} new, {result.updated:,} updated, "
-        f"in {lake / 'findings'}"
+        f"{findings.num_rows:,} findings: {outcome.new:,} new, {outcome.updated:,} updated, "
+        f"in {lake / 'findings'}; {outcome.recommendations:,} recommendations in "
+        f"{lake / 'recommendations'}"
     )
