@@ -420,18 +420,26 @@ def dashboard(lake: Path, port: int, address: str) -> None:
 def demo(
     lake: Path, gpus: int, days: int, seed: int, no_dashboard: bool, port: int, address: str
 ) -> None:
-    """Simulate a cluster, attribute it, print a summary and open the dashboard.
+    """Simulate a cluster, attribute it, detect waste, print a summary and open the dashboard.
 
-    The whole pipeline on an embedded default (256 simulated H100s, one week): re-running it
+    The whole pipeline on an embedded default (256 simulated H100s, one week): simulate,
+    attribute, detect (findings and policy recommendations), then the dashboard. Re-running it
     gives the same lake.
     """
+    from app.commands.detect import detect_once
     from app.summary import render_summary
     from warehouse.connection import connect
 
     _simulate(lake, gpus, days, seed, "sim", 30, None, quiet=False)
     _attribute(lake, 0.01, 300, quiet=False)
+    click.echo("detect: waste and health rules, bottlenecks, policy recommendations …", err=True)
+    found = detect_once(lake, dt.datetime.now(dt.UTC))
     click.echo()
     click.echo(render_summary(connect(lake, require=("job_usage",))))
+    click.echo(
+        f"Findings: {found.findings.num_rows:,} ({found.new:,} new); recommendations: "
+        f"{found.recommendations:,}. Details: gpuledger detect / gpuledger job JOBID."
+    )
     if not no_dashboard:
         click.echo()
         _serve_dashboard(lake, port, address)
