@@ -437,7 +437,7 @@ def demo(
     click.echo()
     click.echo(render_summary(connect(lake, require=("job_usage",))))
     click.echo(
-        f"Findings: {found.findings.num_rows:,} ({found.new:,} new); recommendations: "
+        f"Findings: {found.findings.num_rows:,}; recommendations: "
         f"{found.recommendations:,}. Details: gpuledger detect / gpuledger job JOBID."
     )
     if not no_dashboard:
