@@ -169,12 +169,11 @@ def jain_index(values: Sequence[float]) -> float | None:
 
     None for no values or when every value is 0 (nobody used anything: nothing to compare).
     """
-    if not values:
+    if not values or max(values) <= 0:
         return None
-    squares = sum(v * v for v in values)
-    if squares == 0:
-        return None
-    return sum(values) ** 2 / (len(values) * squares)
+    top = max(values)  # scale to [0, 1] first: tiny or huge values neither under- nor overflow
+    scaled = [v / top for v in values]
+    return sum(scaled) ** 2 / (len(scaled) * sum(v * v for v in scaled))
 
 
 def max_min_ratio(values: Sequence[float]) -> float | None:

@@ -20,7 +20,9 @@
 -- cluster's in the week (Slurm's NormUsage, undecayed); entitled_share = the product of
 -- normalized shares down the association tree (Slurm's classic S; trees up to 5 levels below
 -- the row), level_share = the normalized share among its siblings (Fair Tree's S); both null
--- where the lake has no `associations` row for it. usage_ratio = usage_share ÷ entitled_share.
+-- where the lake has no `associations` row for it (the latest snapshot of the cluster's tree
+-- counts, so an association removed from the scheduler drops out). usage_ratio = usage_share ÷
+-- entitled_share.
 -- Waits: jobs that started in the week, start − submit. Waste categories may overlap:
 -- low_eff = GPU-hours of jobs whose busy_mean < $low_eff_below, failed = of jobs that failed
 -- (FAILED, NODE_FAIL, OUT_OF_MEMORY), unused_limit = gpus × (time limit − run time) of jobs that
@@ -242,10 +244,7 @@ assoc_latest AS (
         parent,
         raw_shares
     FROM associations
-    QUALIFY row_number() OVER (
-        PARTITION BY cluster, account, coalesce(user, '')
-        ORDER BY updated_ts DESC
-    ) = 1
+    QUALIFY updated_ts = max(updated_ts) OVER (PARTITION BY cluster)
 ),
 -- A node of the association tree: an account (parent: its parent account) or a user under an
 -- account (parent: that account). Users and sub-accounts of one account are siblings.

@@ -1,5 +1,6 @@
 -- associations_latest: the share tree of one cluster as last collected — accounts with their
--- parent and users under their account, with raw shares (Slurm RawShares / FairShare).
+-- parent and users under their account, with raw shares (Slurm RawShares / FairShare). Each
+-- collection lands the whole tree at one updated_ts; the latest snapshot is the tree.
 --
 -- Grain:   one row per (account, user); account rows have a null user
 -- Reads:   associations
@@ -16,8 +17,5 @@ SELECT
     updated_ts
 FROM associations
 WHERE cluster = $cluster
-QUALIFY row_number() OVER (
-    PARTITION BY account, coalesce(user, '')
-    ORDER BY updated_ts DESC
-) = 1
+QUALIFY updated_ts = max(updated_ts) OVER ()
 ORDER BY account, user
