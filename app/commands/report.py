@@ -63,6 +63,7 @@ def _utc_now() -> dt.datetime:
     "--week",
     type=WeekParam(),
     default=None,
+    metavar="YYYY-Www",
     help="ISO week to report, e.g. 2026-W48 [default: the last complete week].",
 )
 @click.option(
@@ -97,6 +98,7 @@ def _utc_now() -> dt.datetime:
     "shares",
     type=ShareParam(),
     multiple=True,
+    metavar="ACCOUNT=SHARES",
     help="Entitlement of an account when the lake has no Slurm associations "
     "(`gpuledger collect slurm-shares`); repeat per account, e.g. --share physics=40.",
 )
