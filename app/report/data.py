@@ -53,6 +53,7 @@ class WeeklyReport:
     notes: list[str]
     scalars: dict[str, Any]
     tables: dict[str, pl.DataFrame]
+    headlines: list[str] = field(default_factory=list)
 
 
 def clusters_in_lake(con: duckdb.DuckDBPyConnection) -> list[str]:
@@ -306,6 +307,43 @@ def _waste_trend(weeks: pl.DataFrame, week: IsoWeek) -> pl.DataFrame:
     return mondays.join(sums, on="week", how="left").fill_null(0.0).sort("week")
 
 
+def _headlines(
+    tables: dict[str, pl.DataFrame], scalars: dict[str, Any], settings: ReportSettings
+) -> list[str]:
+    """A few plain sentences for the top of the page: who is over or under share, waste, waits."""
+    lines: list[str] = []
+    wanting = tables["accounts"].filter(pl.col("had_demand") & pl.col("usage_ratio").is_not_null())
+    for row in wanting.filter(pl.col("usage_ratio") > 2).iter_rows(named=True):
+        lines.append(
+            f"{row['account']} used {row['usage_ratio']:.1f}× its share "
+            f"({row['usage_share']:.0%} of GPU-hours for a {row['entitled_share']:.0%} share)."
+        )
+    for row in wanting.filter(pl.col("usage_ratio") < 0.5).iter_rows(named=True):
+        lines.append(
+            f"{row['account']} got {row['usage_ratio']:.1f}× its share while its jobs queued "
+            f"{row['pending_job_h']:.0f} job-hours: under-served."
+        )
+    waste = tables["waste_by_account"]
+    if waste.height and waste.get_column("waste_gpu_h")[0] > 0:
+        top = waste.row(0, named=True)
+        cost = f" (${top['waste_cost']:,.0f})" if settings.cost_per_gpu_h is not None else ""
+        lines.append(
+            f"Most waste: {top['account']}, {top['waste_gpu_h']:,.1f} GPU-hours held but not "
+            f"working{cost}, {top['waste_change_gpu_h']:+,.1f} on last week."
+        )
+    waits = tables["waits_by_size"].filter(pl.col("account") == "(all)")
+    if waits.height:
+        slow = waits.sort("wait_p95_s", descending=True).row(0, named=True)
+        lines.append(
+            f"Longest waits: {slow['size_class']} jobs, p95 {slow['wait_p95_s'] / 3600:.1f} h "
+            f"(p50 {slow['wait_p50_s'] / 3600:.1f} h)."
+        )
+    starving = int(tables["pending_backlog"].get_column("waiting_over_24h").sum())
+    if starving:
+        lines.append(f"{starving} job(s) still queued at week end had waited more than 24 h.")
+    return lines
+
+
 def assemble_report(
     con: duckdb.DuckDBPyConnection,
     cluster: str,
@@ -389,6 +427,7 @@ def assemble_report(
         }
     )
     return WeeklyReport(
+        headlines=_headlines(tables, scalars, settings),
         cluster=cluster,
         week=week,
         generated=now,

@@ -23,7 +23,7 @@ from app.report.data import WeeklyReport
 
 __all__ = ["data_uris", "render_charts", "render_html"]
 
-MAX_USER_ROWS = 40
+MAX_USER_ROWS = 25
 MAX_RECOMMENDATIONS = 12
 FRAME_ROWS = (
     ("Allocated", "allocated_gpu_h", "Allocated"),
