@@ -1,13 +1,447 @@
-"""The only code that reads gpuledger's environment (the full TOML configuration comes later)."""
+"""The configuration loader (DESIGN §7): one TOML file plus `GPULEDGER_<SECTION>_<KEY>` overrides.
+
+This is the only code that reads gpuledger's environment and configuration file. Sections are
+frozen dataclasses registered with `register_section`; every field is declared with `setting`
+(default, help text, optional check), so adding a section (detector thresholds, report costs,
+sources) is one class. Secrets come only from the environment or a file readable by its owner
+alone (`<key>_file`), and are held as `Secret`, which never prints its value.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import stat
+import tomllib
+import types
+import typing
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
-__all__ = ["lake_root"]
+from app.errors import AppError
+
+__all__ = [
+    "CONFIG_ENV",
+    "SECTION_MODULES",
+    "Config",
+    "ConfigError",
+    "LakeConfig",
+    "Secret",
+    "SettingInfo",
+    "describe_settings",
+    "lake_root",
+    "load_config",
+    "register_section",
+    "sections",
+    "setting",
+]
+
+CONFIG_ENV = "GPULEDGER_CONFIG"
+ENV_PREFIX = "GPULEDGER_"
+DEFAULT_CONFIG_NAME = "gpuledger.toml"
+SECRET_FILE_SUFFIX = "_file"
+
+S = TypeVar("S")
+Check = Callable[[Any], str | None]
+
+
+class ConfigError(AppError):
+    """The configuration is unusable; the message names the offending key and its source."""
+
+
+@dataclass(frozen=True, slots=True)
+class Secret:
+    """A credential. `str()`/`repr()` show `********`; only `reveal()` gives the value."""
+
+    value: str = field(repr=False)
+    source: str = ""
+
+    def reveal(self) -> str:
+        """The secret itself: pass it to the library that needs it, never to a log."""
+        return self.value
+
+    def __str__(self) -> str:
+        return "********"
+
+    def __repr__(self) -> str:
+        return f"Secret(******** from {self.source})" if self.source else "Secret(********)"
+
+
+def setting(default: Any, help: str, check: Check | None = None, secret: bool = False) -> Any:
+    """Declare one key of a section: its default, its help line and an optional check.
+
+    `check(value)` returns an error text (what was expected) or None. A `secret` setting may
+    not be written in the TOML file: it comes from `GPULEDGER_<SECTION>_<KEY>` or from
+    `<key>_file`, a file readable by its owner only.
+    """
+    meta = {"help": help, "check": check, "secret": secret}
+    if isinstance(default, list | dict | set):
+        raise TypeError("use a tuple for list settings (sections are frozen)")
+    return field(default=default, metadata=meta)
+
+
+_SECTIONS: dict[str, type[Any]] = {}
+# Modules that register further sections; imported when a configuration is loaded. Add yours
+# here (one line): e.g. "detectors_settings" for detector thresholds.
+SECTION_MODULES: tuple[str, ...] = ("app.alerts.settings",)
+
+
+def register_section(name: str) -> Callable[[type[S]], type[S]]:
+    """Class decorator: make a frozen dataclass the `[name]` section of the configuration."""
+
+    def wrap(cls: type[S]) -> type[S]:
+        if not dataclasses.is_dataclass(cls):
+            raise TypeError(f"section {name!r}: {cls.__name__} is not a dataclass")
+        if name in _SECTIONS and _SECTIONS[name] is not cls:
+            raise ValueError(f"section {name!r} is registered twice")
+        _SECTIONS[name] = cls
+        return cls
+
+    return wrap
+
+
+def sections() -> dict[str, type[Any]]:
+    """The registered sections by name."""
+    _import_sections()
+    return dict(_SECTIONS)
+
+
+def _import_sections() -> None:
+    from importlib import import_module
+
+    for module in SECTION_MODULES:
+        import_module(module)
+
+
+# ---------------------------------------------------------------- the lake section
+
+
+@register_section("lake")
+@dataclass(frozen=True, slots=True)
+class LakeConfig:
+    """Where the lake is. TOML: `lake = "/data/lake"` or `[lake] root = …`; env GPULEDGER_LAKE."""
+
+    root: Path = setting(Path("lake"), "Lake root folder (DESIGN §3).")
+
+
+# ---------------------------------------------------------------- values
+
+
+@dataclass(frozen=True, slots=True)
+class SettingInfo:
+    """One documented key: `section.key`, its environment variable, default and help."""
+
+    key: str
+    env: str
+    default: Any
+    help: str
+    secret: bool
+
+
+def describe_settings() -> list[SettingInfo]:
+    """Every key of every registered section, for `config check` and the docs test."""
+    _import_sections()
+    out = []
+    for name, cls in _SECTIONS.items():
+        for f in dataclasses.fields(cls):
+            out.append(
+                SettingInfo(
+                    key=f"{name}.{f.name}",
+                    env=_env_name(name, f.name),
+                    default=f.default,
+                    help=f.metadata.get("help", ""),
+                    secret=bool(f.metadata.get("secret")),
+                )
+            )
+    return out
+
+
+def _env_name(section: str, key: str) -> str:
+    return f"{ENV_PREFIX}{section}_{key}".upper()
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def _convert(kind: Any, raw: Any, from_env: bool) -> Any:
+    """Convert a TOML value (or an environment string) to `kind`; raise ValueError with why."""
+    origin = typing.get_origin(kind)
+    if origin in (types.UnionType, typing.Union):
+        args = [a for a in typing.get_args(kind) if a is not type(None)]
+        if raw is None or (from_env and raw == ""):
+            return None
+        return _convert(args[0], raw, from_env)
+    if origin is tuple:
+        (item,) = typing.get_args(kind)[:1]
+        if from_env:
+            raw = [p.strip() for p in str(raw).split(",") if p.strip()]
+        if not isinstance(raw, list | tuple):
+            raise ValueError(f"expected a list, got {raw!r}")
+        return tuple(_convert(item, v, from_env) for v in raw)
+    if kind is bool:
+        if isinstance(raw, bool):
+            return raw
+        if from_env and str(raw).strip().lower() in _TRUE | _FALSE:
+            return str(raw).strip().lower() in _TRUE
+        raise ValueError(f"expected true or false, got {raw!r}")
+    if kind is int:
+        if isinstance(raw, bool):
+            raise ValueError(f"expected an integer, got {raw!r}")
+        if isinstance(raw, int):
+            return raw
+        if from_env:
+            try:
+                return int(str(raw).strip())
+            except ValueError:
+                pass
+        raise ValueError(f"expected an integer, got {raw!r}")
+    if kind is float:
+        if isinstance(raw, int | float) and not isinstance(raw, bool):
+            return float(raw)
+        if from_env:
+            try:
+                return float(str(raw).strip())
+            except ValueError:
+                pass
+        raise ValueError(f"expected a number, got {raw!r}")
+    if kind is str:
+        if isinstance(raw, str):
+            return raw
+        raise ValueError(f"expected a string, got {raw!r}")
+    if kind is Path:
+        if isinstance(raw, str) and raw:
+            return Path(raw).expanduser()
+        raise ValueError(f"expected a path, got {raw!r}")
+    raise TypeError(f"unsupported setting type {kind!r}")
+
+
+def _read_secret_file(path: Path, key: str) -> str:
+    try:
+        info = path.stat()
+    except OSError as exc:
+        raise ConfigError(
+            f"{key}: cannot read the secret file {str(path)!r} ({exc.strerror})"
+        ) from None
+    if not stat.S_ISREG(info.st_mode):
+        raise ConfigError(f"{key}: the secret file {str(path)!r} is not a regular file")
+    if info.st_mode & 0o077:
+        raise ConfigError(
+            f"{key}: the secret file {str(path)!r} has mode {stat.S_IMODE(info.st_mode):04o}; "
+            "expected it readable by its owner only (chmod 600)"
+        )
+    if info.st_uid != os.getuid():
+        raise ConfigError(f"{key}: the secret file {str(path)!r} is not owned by this user")
+    return path.read_text(encoding="utf-8").strip()
+
+
+# ---------------------------------------------------------------- the loaded configuration
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """The effective configuration: one instance per registered section, and where each key
+    came from (`default`, the file, or an environment variable)."""
+
+    path: Path | None
+    values: Mapping[str, Any]
+    sources: Mapping[str, str]
+
+    def section(self, cls: type[S]) -> S:
+        """The loaded instance of a registered section class."""
+        for name, registered in _SECTIONS.items():
+            if registered is cls:
+                value: S = self.values[name]
+                return value
+        raise KeyError(f"{cls.__name__} is not a registered section")
+
+    @property
+    def lake(self) -> LakeConfig:
+        """The `[lake]` section."""
+        return self.section(LakeConfig)
+
+    def effective(self) -> Iterator[tuple[str, str, str]]:
+        """(key, printable value, source) for every key; secrets are masked."""
+        for name in _SECTIONS:
+            instance = self.values[name]
+            for f in dataclasses.fields(instance):
+                key = f"{name}.{f.name}"
+                value = getattr(instance, f.name)
+                shown = "(unset)" if value is None else _show(value)
+                yield key, shown, self.sources.get(key, "default")
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, Secret):
+        return str(value)
+    if isinstance(value, tuple):
+        return "[" + ", ".join(repr(str(v)) for v in value) + "]"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str | Path):
+        return repr(str(value))
+    return str(value)
+
+
+def _config_path(path: Path | None, environ: Mapping[str, str]) -> Path | None:
+    """The file to read: asked for (then it must exist), else ./gpuledger.toml if present."""
+    if path is not None:
+        return path
+    if environ.get(CONFIG_ENV):
+        return Path(environ[CONFIG_ENV])
+    default = Path(DEFAULT_CONFIG_NAME)
+    return default if default.is_file() else None
+
+
+def _check_env_names(environ: Mapping[str, str]) -> None:
+    """A GPULEDGER_<SECTION>_<KEY> of a registered section must name one of its keys."""
+    known = {CONFIG_ENV, "GPULEDGER_LAKE"}
+    prefixes = []
+    for name, cls in _SECTIONS.items():
+        prefixes.append(_env_name(name, ""))
+        for f in dataclasses.fields(cls):
+            known.add(_env_name(name, f.name))
+            if f.metadata.get("secret"):
+                known.add(_env_name(name, f.name + SECRET_FILE_SUFFIX))
+    for var in environ:
+        if var.startswith(tuple(prefixes)) and var not in known:
+            section = next(p for p in prefixes if var.startswith(p))[len(ENV_PREFIX) : -1]
+            raise ConfigError(
+                f"{var}: no such setting in [{section.lower()}] (a typo?); "
+                "see `gpuledger config check` for the keys"
+            )
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {str(path)!r} does not exist") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {str(path)!r} ({exc.strerror})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {str(path)!r} is not valid TOML: {exc}") from None
+
+
+def load_config(path: Path | None = None, environ: Mapping[str, str] | None = None) -> Config:
+    """Load `path` (else $GPULEDGER_CONFIG, else ./gpuledger.toml if present) and the overrides.
+
+    Raises ConfigError naming the key (e.g. `alerts.smtp_port`) and where the bad value came
+    from; unknown sections and keys in the file are errors, so typos do not pass silently.
+    """
+    _import_sections()
+    env = os.environ if environ is None else environ
+    _check_env_names(env)
+    file_path = _config_path(path, env)
+    data = _read_toml(file_path) if file_path is not None else {}
+    where = f"in {file_path}" if file_path is not None else ""
+    # `lake = "/x"` at the top level is the documented shorthand for [lake] root
+    if isinstance(data.get("lake"), str):
+        data["lake"] = {"root": data["lake"]}
+    unknown = sorted(set(data) - set(_SECTIONS))
+    if unknown:
+        raise ConfigError(
+            f"unknown section {unknown[0]!r} {where}; known: {', '.join(sorted(_SECTIONS))}"
+        )
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for name, cls in _SECTIONS.items():
+        table = data.get(name, {})
+        if not isinstance(table, dict):
+            raise ConfigError(f"{name}: expected a table ([{name}]) {where}, got {table!r}")
+        values[name] = _load_section(name, cls, table, env, where, sources)
+    return Config(path=file_path, values=values, sources=sources)
+
+
+def _load_section(
+    name: str,
+    cls: type[Any],
+    table: dict[str, Any],
+    env: Mapping[str, str],
+    where: str,
+    sources: dict[str, str],
+) -> Any:
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    secret_files = {
+        f"{n}{SECRET_FILE_SUFFIX}" for n, f in fields.items() if f.metadata.get("secret")
+    }
+    for key in table:
+        if key not in fields and key not in secret_files:
+            raise ConfigError(
+                f"{name}.{key}: unknown key {where}; known: {', '.join(sorted(fields))}"
+            )
+    kwargs: dict[str, Any] = {}
+    for key, f in fields.items():
+        full = f"{name}.{key}"
+        env_name = _env_name(name, key)
+        if f.metadata.get("secret"):
+            kwargs[key] = _load_secret(name, key, table, env, where, sources)
+            continue
+        raw: Any = dataclasses.MISSING
+        from_env = False
+        if name == "lake" and key == "root" and env.get("GPULEDGER_LAKE"):
+            raw, from_env, sources[full] = env["GPULEDGER_LAKE"], True, "env GPULEDGER_LAKE"
+        elif env_name in env:
+            raw, from_env, sources[full] = env[env_name], True, f"env {env_name}"
+        elif key in table:
+            raw, sources[full] = table[key], f"file {where[3:]}"
+        if raw is dataclasses.MISSING:
+            value = f.default
+        else:
+            try:
+                value = _convert(hints[key], raw, from_env)
+            except ValueError as exc:
+                raise ConfigError(f"{full}: {exc} ({sources[full]})") from None
+        check = f.metadata.get("check")
+        problem = check(value) if check is not None and value is not None else None
+        if problem:
+            raise ConfigError(f"{full}: {problem}, got {value!r} ({sources.get(full, 'default')})")
+        kwargs[key] = value
+    instance = cls(**kwargs)
+    validate = getattr(instance, "validate", None)
+    if validate is not None:
+        problem = validate()
+        if problem:
+            raise ConfigError(f"{name}.{problem}")
+    return instance
+
+
+def _load_secret(
+    name: str,
+    key: str,
+    table: dict[str, Any],
+    env: Mapping[str, str],
+    where: str,
+    sources: dict[str, str],
+) -> Secret | None:
+    full = f"{name}.{key}"
+    env_name = _env_name(name, key)
+    file_key = f"{key}{SECRET_FILE_SUFFIX}"
+    file_env = _env_name(name, file_key)
+    if key in table:
+        raise ConfigError(
+            f"{full}: secrets may not be written in the config file {where[3:]}; set "
+            f"{env_name} or {full}{SECRET_FILE_SUFFIX} (a file readable by its owner only)"
+        )
+    if env.get(env_name):
+        sources[full] = f"env {env_name}"
+        return Secret(env[env_name], sources[full])
+    file_raw = env.get(file_env) or table.get(file_key)
+    if file_raw:
+        if not isinstance(file_raw, str):
+            raise ConfigError(f"{full}{SECRET_FILE_SUFFIX}: expected a path, got {file_raw!r}")
+        path = Path(file_raw).expanduser()
+        sources[full] = f"file {path}"
+        return Secret(_read_secret_file(path, f"{full}{SECRET_FILE_SUFFIX}"), sources[full])
+    return None
 
 
 def lake_root() -> Path:
-    """The lake root: $GPULEDGER_LAKE, else ./lake (DESIGN §3)."""
-    return Path(os.environ.get("GPULEDGER_LAKE") or "lake")
+    """The lake root: $GPULEDGER_LAKE, else the configuration's `lake`, else ./lake."""
+    if os.environ.get("GPULEDGER_LAKE"):
+        return Path(os.environ["GPULEDGER_LAKE"])
+    return load_config().lake.root

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from app.commands.config import config_option
 from app.errors import AppError, reports_errors
 from app.options import lake_option
 
@@ -111,34 +112,15 @@ def _utc_now() -> dt.datetime:
 )
 @click.option(
     "--email-to",
-    envvar="GPULEDGER_ALERTS_ADMIN_EMAILS",
     default=None,
-    help="Comma-separated recipients [env GPULEDGER_ALERTS_ADMIN_EMAILS].",
+    help="Comma-separated recipients [default: alerts.admin_emails of the configuration].",
 )
-@click.option(
-    "--smtp-host", envvar="GPULEDGER_ALERTS_SMTP_HOST", default="localhost", show_default=True
-)
-@click.option(
-    "--smtp-port", envvar="GPULEDGER_ALERTS_SMTP_PORT", type=int, default=25, show_default=True
-)
-@click.option(
-    "--email-from",
-    envvar="GPULEDGER_ALERTS_EMAIL_FROM",
-    default="gpuledger@localhost",
-    show_default=True,
-)
-@click.option("--smtp-user", envvar="GPULEDGER_ALERTS_SMTP_USER", default=None, hidden=True)
-@click.option("--smtp-password", envvar="GPULEDGER_ALERTS_SMTP_PASSWORD", default=None, hidden=True)
-@click.option(
-    "--smtp-starttls",
-    envvar="GPULEDGER_ALERTS_SMTP_STARTTLS",
-    type=bool,
-    default=False,
-    hidden=True,
-)
+@config_option
 @lake_option
+@click.pass_context
 @reports_errors
 def weekly(
+    ctx: click.Context,
     week: Any,
     out: Path,
     cluster: str | None,
@@ -149,12 +131,7 @@ def weekly(
     no_pdf: bool,
     send_email: bool,
     email_to: str | None,
-    smtp_host: str,
-    smtp_port: int,
-    email_from: str,
-    smtp_user: str | None,
-    smtp_password: str | None,
-    smtp_starttls: bool,
+    config_path: Path | None,
     lake: Path,
 ) -> None:
     """Write the weekly fairness report of each cluster: usage vs entitlement, waits, waste.
@@ -176,8 +153,19 @@ def weekly(
     \b
     Example:
       gpuledger report weekly --week 2026-W48 --cost-per-gpu-hour 2.5 --share physics=60 \\
-          --share bio=40 --email --email-to lead@example.org --smtp-host mail.example.org
+          --share bio=40 --email --email-to lead@example.org --config /etc/gpuledger.toml
+
+    \b
+    Email goes through the [alerts] SMTP settings (smtp_host, smtp_port, smtp_starttls,
+    smtp_user, smtp_password[_file], email_from; env GPULEDGER_ALERTS_SMTP_HOST, …).
     """
+    from click.core import ParameterSource
+
+    from app.config import load_config
+
+    cfg = load_config(config_path)
+    if ctx.get_parameter_source("lake") == ParameterSource.DEFAULT:
+        lake = cfg.lake.root
     _run_weekly(
         week=week,
         out=out,
@@ -188,35 +176,28 @@ def weekly(
         cost_per_kwh=cost_per_kwh,
         half_life_days=half_life_days,
         shares=dict(shares),
-        email=(
-            _smtp(
-                email_to, smtp_host, smtp_port, email_from, smtp_user, smtp_password, smtp_starttls
-            )  # fmt: skip
-            if send_email
-            else None
-        ),
+        email=_smtp(cfg, email_to) if send_email else None,
         now=_utc_now,
     )
 
 
-def _smtp(
-    email_to: str | None,
-    host: str,
-    port: int,
-    sender: str,
-    user: str | None,
-    password: str | None,
-    starttls: bool,
-) -> tuple[Any, list[str]]:
-    from app.report.mail import SmtpSettings
+def _smtp(cfg: Any, email_to: str | None) -> tuple[Any, list[str]]:
+    """The alerts' SMTP sender and the recipients (--email-to, else alerts.admin_emails)."""
+    from app.alerts.settings import AlertsConfig
+    from app.alerts.smtp import SmtpSender, SmtpSettings
 
-    recipients = [r.strip() for r in (email_to or "").split(",") if r.strip()]
+    alerts = cfg.section(AlertsConfig)
+    if email_to:
+        recipients = [r.strip() for r in email_to.split(",") if r.strip()]
+    else:
+        recipients = list(alerts.admin_emails)
     if not recipients:
         raise click.BadParameter(
-            "--email needs recipients: --email-to or $GPULEDGER_ALERTS_ADMIN_EMAILS",
+            "--email needs recipients: --email-to, or alerts.admin_emails in the configuration "
+            "($GPULEDGER_ALERTS_ADMIN_EMAILS)",
             param_hint="--email-to",
         )
-    return SmtpSettings(host, port, sender, user, password, starttls), recipients
+    return SmtpSender(SmtpSettings.from_alerts(alerts)), recipients
 
 
 def _run_weekly(
@@ -263,10 +244,10 @@ def _run_weekly(
         if files.pdf:
             click.echo(f"{name} {target.label}: {files.pdf}")
         if email is not None:
-            from app.report.mail import build_message, send
+            from app.report.mail import build_message
 
-            smtp, recipients = email
-            send(build_message(report, files, smtp.sender, recipients), smtp)
+            sender, recipients = email
+            sender.send(build_message(report, files, sender.settings.sender, recipients))
             click.echo(f"{name} {target.label}: emailed to {', '.join(recipients)}")
 
 

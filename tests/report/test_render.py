@@ -15,8 +15,9 @@ import pypdfium2
 import pytest
 from aiosmtpd.controller import Controller
 
+from app.alerts.smtp import SmtpSender, SmtpSettings
 from app.report.data import ReportSettings, assemble_report
-from app.report.mail import SmtpSettings, build_message, send
+from app.report.mail import build_message
 from app.report.outputs import write_report
 from app.report.week import IsoWeek
 from tests.marts.rows import T0
@@ -126,7 +127,7 @@ def test_email_is_multipart_with_inline_charts_and_the_pdf(written):
     controller.start()
     try:
         message = build_message(report, files, "gpuledger@test", ["lead@test", "ops@test"])
-        send(message, SmtpSettings("127.0.0.1", port, "gpuledger@test"))
+        SmtpSender(SmtpSettings("127.0.0.1", port, "gpuledger@test")).send(message)
         assert inbox.done.wait(10)
     finally:
         controller.stop()
@@ -151,5 +152,5 @@ def test_an_unreachable_mail_server_is_one_clear_error(written):
 
     report, files = written
     message = build_message(report, files, "a@test", ["b@test"])
-    with pytest.raises(AppError, match="could not send the report through 127.0.0.1:1"):
-        send(message, SmtpSettings("127.0.0.1", 1, timeout_s=2))
+    with pytest.raises(AppError, match="SMTP 127.0.0.1:1"):
+        SmtpSender(SmtpSettings("127.0.0.1", 1, "a@test", timeout_s=2)).send(message)

@@ -22,9 +22,9 @@ FIXTURE = (
 )
 
 
-def invoke(*args: str) -> Result:
-    env = {k: None for k in os.environ if k.startswith("GPULEDGER_")}
-    return CliRunner(env=env).invoke(cli, list(args))
+def invoke(*args: str, **env: str) -> Result:
+    clean: dict[str, str | None] = {k: None for k in os.environ if k.startswith("GPULEDGER_")}
+    return CliRunner(env={**clean, **env}).invoke(cli, list(args))
 
 
 def one_error(result: Result, code: int, *fragments: str) -> None:
@@ -160,3 +160,39 @@ def test_collect_slurm_shares_lands_a_snapshot(tmp_path, monkeypatch):
         "FROM associations) AND user IS NOT NULL ORDER BY ALL"
     ).fetchall()
     assert [u for (u,) in users] == ["alice", "carol", "carol", "root", "root"]
+
+
+@pytest.mark.slow
+def test_email_goes_through_the_configured_smtp_server(lake, tmp_path):
+    from aiosmtpd.controller import Controller
+
+    from tests.report.test_render import Inbox, free_port
+
+    inbox = Inbox()
+    port = free_port()
+    controller = Controller(inbox, hostname="127.0.0.1", port=port)
+    controller.start()
+    try:
+        result = invoke(
+            "report", "weekly", "--lake", str(lake), "--week", "2024-W09", "--out",
+            str(tmp_path), "--no-pdf", "--email",
+            GPULEDGER_ALERTS_SMTP_HOST="127.0.0.1", GPULEDGER_ALERTS_SMTP_PORT=str(port),
+            GPULEDGER_ALERTS_EMAIL_FROM="report@test", GPULEDGER_ALERTS_ADMIN_EMAILS="lead@test",
+        )  # fmt: skip
+        assert result.exit_code == 0, result.output
+        assert inbox.done.wait(10)
+    finally:
+        controller.stop()
+    assert "emailed to lead@test" in result.output
+    assert b"report@test" in inbox.messages[0] and b"2024-W09" in inbox.messages[0]
+
+
+def test_email_to_an_unreachable_server_is_one_line_error(lake, tmp_path):
+    from tests.report.test_render import free_port
+
+    result = invoke(
+        "report", "weekly", "--lake", str(lake), "--week", "2024-W09", "--out", str(tmp_path),
+        "--no-pdf", "--email", "--email-to", "x@test",
+        GPULEDGER_ALERTS_SMTP_HOST="127.0.0.1", GPULEDGER_ALERTS_SMTP_PORT=str(free_port()),
+    )  # fmt: skip
+    one_error(result, 1, "SMTP 127.0.0.1")

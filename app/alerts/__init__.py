@@ -1,0 +1,1 @@
+"""Alerts: findings → routed, rate-limited, escalated Slack and email messages, delivered once."""

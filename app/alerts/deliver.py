@@ -1,0 +1,138 @@
+"""Hand queued messages over, with retries and backoff, recording every attempt in the ledger.
+
+`sending` is committed before a hand-over and `delivered` after it. A transient failure is
+retried up to `max_attempts` times in the run, waiting `Retry-After` when the server said so,
+else `retry_base_s` doubling up to `retry_max_s`; after that the message waits in the ledger
+for the next run, and the rest of that channel's queue waits too (its server is down).
+Clock, sleep and the point after each hand-over (a crash-injection seam) are injected.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from app.alerts.errors import DeliveryError
+from app.alerts.ledger import Ledger, StoredMessage
+from app.alerts.settings import AlertsConfig
+from app.alerts.smtp import SmtpSender, compose_email
+
+__all__ = ["Channels", "Clock", "DeliveryReport", "Sleep", "deliver_due"]
+
+logger = logging.getLogger(__name__)
+Clock = Callable[[], dt.datetime]
+Sleep = Callable[[float], None]
+
+
+class _Slack(Protocol):
+    def send(self, channel: str, text: str, blocks: list[dict[str, Any]], key: str) -> None: ...
+
+
+class _Webhook(Protocol):
+    def send(self, text: str, blocks: list[dict[str, Any]], key: str) -> None: ...
+
+
+@dataclass
+class Channels:
+    """The senders available in this run (None: that channel is not configured)."""
+
+    email: SmtpSender | None = None
+    slack: _Slack | None = None
+    webhook: _Webhook | None = None
+    email_from: str = "gpuledger@localhost"
+
+    def send(self, msg: StoredMessage) -> None:
+        """Hand `msg` to its channel; raise DeliveryError when it cannot be."""
+        p = msg.payload
+        if msg.channel == "email":
+            if self.email is None:
+                raise DeliveryError("email is not configured", permanent=True)
+            try:
+                email = compose_email(
+                    sender=self.email_from,
+                    to=[msg.recipient],
+                    subject=p["subject"],
+                    text=p["text"],
+                    html=p["html"],
+                    idempotency_key=msg.key,
+                )
+            except (ValueError, TypeError) as exc:
+                # e.g. an address with a line break: it will never send, so it must not
+                # block the queue as the first 'sending' message of every run
+                raise DeliveryError(f"cannot build the email: {exc}", permanent=True) from None
+            self.email.send(email)
+        elif msg.channel == "slack":
+            if self.slack is None:
+                raise DeliveryError("Slack is not configured (alerts.slack_token)", permanent=True)
+            self.slack.send(msg.recipient, p["slack_text"], p["blocks"], msg.key)
+        elif msg.channel == "webhook":
+            if self.webhook is None:
+                raise DeliveryError("no alerts.slack_webhook_url", permanent=True)
+            self.webhook.send(p["slack_text"], p["blocks"], msg.key)
+        else:
+            raise DeliveryError(f"unknown channel {msg.channel!r}", permanent=True)
+
+
+@dataclass
+class DeliveryReport:
+    """What one delivery pass did."""
+
+    delivered: list[str] = field(default_factory=list)
+    retrying: list[str] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    attempts: int = 0
+
+
+def _backoff(cfg: AlertsConfig, attempt: int, err: DeliveryError) -> float:
+    if err.retry_after_s is not None:
+        return err.retry_after_s
+    return float(min(cfg.retry_max_s, cfg.retry_base_s * 2**attempt))
+
+
+def deliver_due(
+    ledger: Ledger,
+    channels: Channels,
+    cfg: AlertsConfig,
+    clock: Clock,
+    sleep: Sleep,
+    after_send: Callable[[StoredMessage], None] | None = None,
+) -> DeliveryReport:
+    """Send every due message once; see the module docstring for retries."""
+    report = DeliveryReport()
+    down: set[str] = set()
+    for msg in ledger.due(clock()):
+        if msg.channel in down:
+            report.retrying.append(msg.key)
+            continue
+        for attempt in range(cfg.max_attempts):
+            ledger.mark_sending(msg.key, clock())
+            report.attempts += 1
+            try:
+                channels.send(msg)
+            except DeliveryError as err:
+                if err.permanent:
+                    ledger.mark_failed(msg.key, clock(), str(err))
+                    report.failed.append((msg.key, str(err)))
+                    logger.warning("message %s failed: %s", msg.key, err)
+                    break
+                delay = _backoff(cfg, attempt, err)
+                now = clock()
+                last = attempt + 1 == cfg.max_attempts or delay > cfg.retry_max_s
+                ledger.mark_retry(msg.key, now, now + dt.timedelta(seconds=delay), str(err))
+                if last:
+                    down.add(msg.channel)
+                    report.retrying.append(msg.key)
+                    logger.warning("message %s waits for the next run: %s", msg.key, err)
+                    break
+                logger.info("message %s: %s; retrying in %.1f s", msg.key, err, delay)
+                sleep(delay)
+                continue
+            if after_send is not None:
+                after_send(msg)  # tests kill the process here: sent, not yet recorded
+            ledger.mark_delivered(msg.key, clock())
+            report.delivered.append(msg.key)
+            break
+    return report

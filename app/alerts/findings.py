@@ -1,0 +1,122 @@
+"""Findings as the alerter sees them: the latest version of each, with its job's context.
+
+Reads `sql/alerts/findings_context.sql` through `warehouse.queries`; a finding "changes" when its
+severity, GPU-hours at stake or end time moves (its `fingerprint`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import duckdb
+
+__all__ = ["QUERY", "SEVERITY_RANK", "FindingContext", "load_findings"]
+
+QUERY = "alerts/findings_context"
+SEVERITY_RANK = {"info": 0, "warn": 1, "critical": 2}
+HARDWARE_SUBJECTS = frozenset({"gpu", "node"})
+RUNNING_STATES = frozenset({"RUNNING", "running", "Running"})
+
+
+@dataclass(frozen=True, slots=True)
+class FindingContext:
+    """One finding plus what a message about it shows (job, GPU activity, the user's rank)."""
+
+    cluster: str
+    finding_id: str
+    detector: str
+    severity: str
+    subject_kind: str
+    subject_id: str
+    detected_ts: dt.datetime
+    job_id: str | None = None
+    user: str | None = None
+    account: str | None = None
+    node: str | None = None
+    gpu_uuid: str | None = None
+    start_ts: dt.datetime | None = None
+    end_ts: dt.datetime | None = None
+    predicted: bool | None = None
+    score: float | None = None
+    gpu_h_at_stake: float | None = None
+    message: str | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)
+    job_name: str | None = None
+    partition: str | None = None
+    job_state: str | None = None
+    interactive: bool | None = None
+    job_start_ts: dt.datetime | None = None
+    job_end_ts: dt.datetime | None = None
+    time_limit_s: int | None = None
+    gpus: int | None = None
+    nodes: tuple[str, ...] = ()
+    alloc_gpu_h: float | None = None
+    idle_gpu_h: float | None = None
+    busy_mean: float | None = None
+    gpu_util_pct_mean: float | None = None
+    sm_active_mean: float | None = None
+    fb_used_mib_max: float | None = None
+    gpus_never_active: int | None = None
+    user_rank: int | None = None
+    users_ranked: int | None = None
+    user_gpu_h_at_stake: float | None = None
+
+    @property
+    def fingerprint(self) -> str:
+        """What makes a finding 'changed': severity, GPU-hours at stake (0.01 h), end time."""
+        gpu_h = "-" if self.gpu_h_at_stake is None else f"{self.gpu_h_at_stake:.2f}"
+        end = "-" if self.end_ts is None else self.end_ts.isoformat()
+        return f"{self.severity}|{gpu_h}|{end}"
+
+    @property
+    def subject_key(self) -> str:
+        """The subject a rate limit applies to: `cluster/kind/id`."""
+        return f"{self.cluster}/{self.subject_kind}/{self.subject_id}"
+
+    @property
+    def is_hardware(self) -> bool:
+        """A GPU or node finding (goes to the admins, not a job owner)."""
+        return self.subject_kind in HARDWARE_SUBJECTS
+
+    @property
+    def job_running(self) -> bool:
+        """The job is known and has not ended."""
+        if self.job_id is None:
+            return False
+        if self.job_state is not None:
+            return self.job_state in RUNNING_STATES and self.job_end_ts is None
+        return self.end_ts is None
+
+
+def _evidence(raw: Any) -> dict[str, Any]:
+    if not raw:
+        return {}
+    try:
+        parsed = json.loads(raw)
+    except (TypeError, ValueError):
+        return {"text": str(raw)}
+    return parsed if isinstance(parsed, dict) else {"value": parsed}
+
+
+def from_row(row: dict[str, Any]) -> FindingContext:
+    """Build a FindingContext from one row of the query (extra keys are ignored)."""
+    names = {f.name for f in fields(FindingContext)}
+    values = {k: v for k, v in row.items() if k in names}
+    values["evidence"] = _evidence(row.get("evidence"))
+    values["nodes"] = tuple(row.get("nodes") or ())
+    for key in ("user_rank", "users_ranked", "gpus", "gpus_never_active", "time_limit_s"):
+        if values.get(key) is not None:
+            values[key] = int(values[key])
+    return FindingContext(**values)
+
+
+def load_findings(con: duckdb.DuckDBPyConnection, since: dt.datetime) -> list[FindingContext]:
+    """Every finding (re)detected since `since` (latest version each), oldest detection first."""
+    from warehouse import queries
+
+    frame = queries.run(con, QUERY, since=since)
+    return [from_row(row) for row in frame.iter_rows(named=True)]

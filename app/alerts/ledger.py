@@ -1,0 +1,369 @@
+"""The alert ledger, `<lake>/_state/alerts.sqlite`: notices, messages, attempts and actions.
+
+Every message has an idempotency key. Its life: `pending` (planned, committed together with its
+notice) → `sending` (committed before the hand-over) → `delivered` (committed after), or back to
+`pending` with a later `next_try_ts` on a transient error, or `failed` on a permanent one. A run
+that dies between hand-over and record leaves `sending`: the next run sends it again with the
+same key (the receiver dedupes), so nothing delivered is sent twice by us and nothing is lost.
+Each statement commits on its own (autocommit), so a crash loses at most the step in progress.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app.alerts.plan import Prior, Stage
+
+__all__ = ["LEDGER_FILE", "Ledger", "StoredMessage"]
+
+LEDGER_FILE = "alerts.sqlite"
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS notices (
+    id INTEGER PRIMARY KEY,
+    cluster TEXT NOT NULL,
+    finding_id TEXT NOT NULL,
+    subject_key TEXT NOT NULL,
+    detector TEXT NOT NULL,
+    stage INTEGER NOT NULL,
+    fingerprint TEXT NOT NULL,
+    severity TEXT NOT NULL,
+    test_mode INTEGER NOT NULL,
+    created_ts TEXT NOT NULL,
+    summary TEXT NOT NULL,       -- JSON: the notice's line in the admins' digest
+    digest_key TEXT,             -- the digest that listed it (null: not yet)
+    UNIQUE (cluster, finding_id, stage, fingerprint, test_mode)
+);
+CREATE INDEX IF NOT EXISTS notices_subject ON notices (subject_key, detector, test_mode);
+CREATE TABLE IF NOT EXISTS messages (
+    key TEXT PRIMARY KEY,
+    notice_id INTEGER REFERENCES notices (id),
+    kind TEXT NOT NULL,          -- notice | digest
+    role TEXT NOT NULL,          -- owner | manager | admin
+    channel TEXT NOT NULL,       -- email | slack | webhook
+    recipient TEXT NOT NULL,
+    payload TEXT NOT NULL,       -- JSON: subject, text, html, slack_text, blocks
+    state TEXT NOT NULL,         -- pending | sending | delivered | failed
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_try_ts TEXT NOT NULL,
+    created_ts TEXT NOT NULL,
+    updated_ts TEXT NOT NULL,
+    delivered_ts TEXT,
+    last_error TEXT
+);
+CREATE INDEX IF NOT EXISTS messages_state ON messages (state, next_try_ts);
+CREATE TABLE IF NOT EXISTS attempts (
+    id INTEGER PRIMARY KEY,
+    key TEXT NOT NULL REFERENCES messages (key),
+    ts TEXT NOT NULL,
+    outcome TEXT NOT NULL,       -- sending | delivered | retry | failed
+    detail TEXT
+);
+CREATE TABLE IF NOT EXISTS actions (
+    id INTEGER PRIMARY KEY,
+    cluster TEXT NOT NULL,
+    job_id TEXT NOT NULL,
+    finding_id TEXT NOT NULL,
+    argv TEXT NOT NULL,          -- JSON list: exactly what was run
+    started_ts TEXT NOT NULL,
+    finished_ts TEXT,
+    returncode INTEGER,
+    output TEXT,
+    UNIQUE (cluster, job_id)
+);
+"""
+
+
+def _ts(value: dt.datetime) -> str:
+    return value.astimezone(dt.UTC).isoformat(timespec="milliseconds")
+
+
+def _parse(value: str | None) -> dt.datetime | None:
+    return None if value is None else dt.datetime.fromisoformat(value)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """A message as the ledger holds it."""
+
+    key: str
+    kind: str
+    role: str
+    channel: str
+    recipient: str
+    payload: dict[str, Any]
+    state: str
+    attempts: int
+
+
+class Ledger:
+    """The SQLite ledger; also the planner's `History`."""
+
+    def __init__(self, con: sqlite3.Connection, path: Path) -> None:
+        self.con = con
+        self.path = path
+        self.con.executescript(SCHEMA)
+
+    @classmethod
+    def open(cls, path: Path) -> Ledger:
+        """Open (or create, owner-only) the ledger file."""
+        new = not path.exists()
+        con = sqlite3.connect(path, timeout=30.0, isolation_level=None)
+        if new:
+            os.chmod(path, 0o600)  # recipients and message bodies are not for every local user
+        con.execute("PRAGMA journal_mode=WAL")
+        con.execute("PRAGMA synchronous=FULL")  # an acknowledged "delivered" survives a crash
+        return cls(con, path)
+
+    @classmethod
+    def snapshot(cls, path: Path) -> Ledger:
+        """An in-memory copy of the ledger (for --dry-run: plan as usual, write nothing)."""
+        con = sqlite3.connect(":memory:", isolation_level=None)
+        if path.exists():
+            source = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            try:
+                source.backup(con)
+            finally:
+                source.close()
+        return cls(con, path)
+
+    def close(self) -> None:
+        """Close the database."""
+        self.con.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One write transaction (a notice and all its messages land together or not at all)."""
+        self.con.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        self.con.execute("COMMIT")
+
+    # ------------------------------------------------------------ History (for the planner)
+
+    def last_notice(self, cluster: str, finding_id: str, test_mode: bool) -> Prior | None:
+        """The highest stage reached, and what the latest notice said (fingerprint, severity)."""
+        row = self.con.execute(
+            "SELECT fingerprint, severity, created_ts, "
+            "(SELECT max(stage) FROM notices m WHERE m.cluster = n.cluster "
+            "AND m.finding_id = n.finding_id AND m.test_mode = n.test_mode) "
+            "FROM notices n WHERE cluster = ? AND finding_id = ? AND test_mode = ? "
+            "ORDER BY id DESC LIMIT 1",
+            (cluster, finding_id, int(test_mode)),
+        ).fetchone()
+        if row is None:
+            return None
+        created = _parse(row[2])
+        assert created is not None
+        return Prior(Stage(row[3]), row[0], row[1], created)
+
+    def last_subject_notice(
+        self, subject_key: str, detector: str, test_mode: bool
+    ) -> dt.datetime | None:
+        row = self.con.execute(
+            "SELECT max(created_ts) FROM notices "
+            "WHERE subject_key = ? AND detector = ? AND test_mode = ?",
+            (subject_key, detector, int(test_mode)),
+        ).fetchone()
+        return _parse(row[0])
+
+    def final_delivered_at(self, cluster: str, finding_id: str) -> dt.datetime | None:
+        row = self.con.execute(
+            "SELECT min(m.delivered_ts) FROM messages m JOIN notices n ON m.notice_id = n.id "
+            "WHERE n.cluster = ? AND n.finding_id = ? AND n.stage = ? AND n.test_mode = 0 "
+            "AND m.role = 'owner' AND m.state = 'delivered'",
+            (cluster, finding_id, int(Stage.FINAL)),
+        ).fetchone()
+        return _parse(row[0])
+
+    def action_taken(self, cluster: str, job_id: str) -> bool:
+        row = self.con.execute(
+            "SELECT 1 FROM actions WHERE cluster = ? AND job_id = ?", (cluster, job_id)
+        ).fetchone()
+        return row is not None
+
+    # ------------------------------------------------------------ writing
+
+    def add_notice(
+        self,
+        *,
+        cluster: str,
+        finding_id: str,
+        subject_key: str,
+        detector: str,
+        stage: int,
+        fingerprint: str,
+        severity: str,
+        test_mode: bool,
+        now: dt.datetime,
+        summary: dict[str, Any] | None = None,
+    ) -> int | None:
+        """Record a notice; None when the same notice exists already (nothing to do)."""
+        cur = self.con.execute(
+            "INSERT OR IGNORE INTO notices (cluster, finding_id, subject_key, detector, stage, "
+            "fingerprint, severity, test_mode, created_ts, summary) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                cluster,
+                finding_id,
+                subject_key,
+                detector,
+                stage,
+                fingerprint,
+                severity,
+                int(test_mode),
+                _ts(now),
+                json.dumps(summary or {}, sort_keys=True),
+            ),
+        )
+        return cur.lastrowid if cur.rowcount == 1 else None
+
+    def undigested(self) -> list[tuple[int, dict[str, Any]]]:
+        """Notices no digest has listed yet: (id, digest line)."""
+        rows = self.con.execute(
+            "SELECT id, summary FROM notices WHERE digest_key IS NULL ORDER BY id"
+        ).fetchall()
+        return [(int(i), json.loads(summary)) for i, summary in rows]
+
+    def last_digest_ts(self) -> dt.datetime | None:
+        """When the latest digest was queued."""
+        row = self.con.execute("SELECT max(created_ts) FROM messages WHERE kind = 'digest'")
+        return _parse(row.fetchone()[0])
+
+    def mark_digested(self, ids: list[int], digest_key: str) -> None:
+        """Record that the digest `digest_key` lists the notices `ids`."""
+        self.con.executemany(
+            "UPDATE notices SET digest_key = ? WHERE id = ?", [(digest_key, i) for i in ids]
+        )
+
+    def add_message(
+        self,
+        *,
+        key: str,
+        notice_id: int | None,
+        kind: str,
+        role: str,
+        channel: str,
+        recipient: str,
+        payload: dict[str, Any],
+        now: dt.datetime,
+    ) -> bool:
+        """Queue a message as `pending`; False when its key is known already."""
+        cur = self.con.execute(
+            "INSERT OR IGNORE INTO messages (key, notice_id, kind, role, channel, recipient, "
+            "payload, state, next_try_ts, created_ts, updated_ts) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?, ?)",
+            (
+                key,
+                notice_id,
+                kind,
+                role,
+                channel,
+                recipient,
+                json.dumps(payload, sort_keys=True),
+                _ts(now),
+                _ts(now),
+                _ts(now),
+            ),
+        )
+        return cur.rowcount == 1
+
+    def due(self, now: dt.datetime) -> list[StoredMessage]:
+        """Messages to send now: `sending` ones first (a run died mid-send), then `pending`."""
+        rows = self.con.execute(
+            "SELECT key, kind, role, channel, recipient, payload, state, attempts FROM messages "
+            "WHERE state IN ('sending', 'pending') AND next_try_ts <= ? "
+            "ORDER BY state = 'pending', created_ts, key",
+            (_ts(now),),
+        ).fetchall()
+        return [
+            StoredMessage(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6], r[7]) for r in rows
+        ]
+
+    def mark_sending(self, key: str, now: dt.datetime) -> None:
+        """Committed before the hand-over."""
+        with self.transaction():
+            self.con.execute(
+                "UPDATE messages SET state = 'sending', attempts = attempts + 1, updated_ts = ? "
+                "WHERE key = ?",
+                (_ts(now), key),
+            )
+            self._attempt(key, now, "sending", None)
+
+    def mark_delivered(self, key: str, now: dt.datetime) -> None:
+        """Committed after the hand-over."""
+        with self.transaction():
+            self.con.execute(
+                "UPDATE messages SET state = 'delivered', delivered_ts = ?, updated_ts = ?, "
+                "last_error = NULL WHERE key = ?",
+                (_ts(now), _ts(now), key),
+            )
+            self._attempt(key, now, "delivered", None)
+
+    def mark_retry(self, key: str, now: dt.datetime, next_try: dt.datetime, error: str) -> None:
+        """A transient failure: back to pending, not before `next_try`."""
+        with self.transaction():
+            self.con.execute(
+                "UPDATE messages SET state = 'pending', next_try_ts = ?, updated_ts = ?, "
+                "last_error = ? WHERE key = ?",
+                (_ts(next_try), _ts(now), error, key),
+            )
+            self._attempt(key, now, "retry", error)
+
+    def mark_failed(self, key: str, now: dt.datetime, error: str) -> None:
+        """A permanent failure (refused recipient, bad credentials): kept, not retried."""
+        with self.transaction():
+            self.con.execute(
+                "UPDATE messages SET state = 'failed', updated_ts = ?, last_error = ? "
+                "WHERE key = ?",
+                (_ts(now), error, key),
+            )
+            self._attempt(key, now, "failed", error)
+
+    def _attempt(self, key: str, now: dt.datetime, outcome: str, detail: str | None) -> None:
+        self.con.execute(
+            "INSERT INTO attempts (key, ts, outcome, detail) VALUES (?, ?, ?, ?)",
+            (key, _ts(now), outcome, detail),
+        )
+
+    def start_action(
+        self, cluster: str, job_id: str, finding_id: str, argv: tuple[str, ...], now: dt.datetime
+    ) -> bool:
+        """Record the action before running it (the audit record); False if it ran before."""
+        cur = self.con.execute(
+            "INSERT OR IGNORE INTO actions (cluster, job_id, finding_id, argv, started_ts) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (cluster, job_id, finding_id, json.dumps(list(argv)), _ts(now)),
+        )
+        return cur.rowcount == 1
+
+    def finish_action(
+        self, cluster: str, job_id: str, returncode: int, output: str, now: dt.datetime
+    ) -> None:
+        """Record how the action went."""
+        self.con.execute(
+            "UPDATE actions SET finished_ts = ?, returncode = ?, output = ? "
+            "WHERE cluster = ? AND job_id = ?",
+            (_ts(now), returncode, output[-4000:], cluster, job_id),
+        )
+
+    def counts(self) -> dict[str, int]:
+        """Messages by state."""
+        rows = self.con.execute("SELECT state, count(*) FROM messages GROUP BY state").fetchall()
+        return {str(state): int(n) for state, n in rows}
+
+    def actions(self) -> list[dict[str, Any]]:
+        """The action audit records, oldest first."""
+        cur = self.con.execute("SELECT * FROM actions ORDER BY id")
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]

@@ -1,0 +1,243 @@
+"""Decide what to say about which finding now: hygiene and escalation, as pure functions.
+
+Given the findings, what was already said (the ledger's history), the configuration and the
+time, `plan` returns the notices to send, the actions to take and what waits. It sends nothing.
+
+Rules (Job Defense Shield's hygiene, see shared/reference/anchors.md §2):
+- one notice per subject per detector per `period_hours`; a finding that changes within the
+  period waits, unless its severity rose;
+- idle jobs escalate while the idleness is current (the finding's end_ts is null or within
+  `idle_fresh_minutes`): first, second and final notice at `idle_after` / `second_notice` /
+  `final_notice` minutes of idleness, then the action (off by default) at `action_after`,
+  never before the final notice has been delivered for (action_after - final_notice) minutes;
+- interactive jobs get `interactive_factor` × those minutes and are never cancelled;
+- non-critical notices wait out quiet hours, weekends and holidays (escalation of a job that
+  will be cancelled does not: its owner must hear before the action);
+- test mode plans as usual but every notice goes to the admins only, and no action runs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import zoneinfo
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Protocol
+
+from app.alerts.findings import SEVERITY_RANK, FindingContext
+from app.alerts.settings import WEEKDAYS, AlertsConfig
+
+__all__ = [
+    "Action",
+    "History",
+    "Notice",
+    "Plan",
+    "Prior",
+    "Stage",
+    "action_argv",
+    "idle_stage",
+    "is_quiet_time",
+    "plan",
+]
+
+
+class Stage(IntEnum):
+    """How far a finding has escalated. Non-idle findings only ever get NOTICE."""
+
+    NONE = 0
+    NOTICE = 1  # also an idle job's first notice
+    SECOND = 2
+    FINAL = 3
+    ACTION = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Prior:
+    """What was said about a finding: the highest stage, and the latest notice's content."""
+
+    stage: Stage
+    fingerprint: str
+    severity: str
+    created_ts: dt.datetime
+
+
+class History(Protocol):
+    """What the ledger knows about earlier notices (in the same mode: test or real)."""
+
+    def last_notice(self, cluster: str, finding_id: str, test_mode: bool) -> Prior | None:
+        """The latest notice about this finding."""
+        ...
+
+    def last_subject_notice(
+        self, subject_key: str, detector: str, test_mode: bool
+    ) -> dt.datetime | None:
+        """When the latest notice about this subject from this detector was planned."""
+        ...
+
+    def final_delivered_at(self, cluster: str, finding_id: str) -> dt.datetime | None:
+        """When the final notice to the job's owner was delivered (real mode only)."""
+        ...
+
+    def action_taken(self, cluster: str, job_id: str) -> bool:
+        """Whether the action already ran (or was attempted) for this job."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """One thing to tell people about one finding."""
+
+    finding: FindingContext
+    stage: Stage
+    escalating: bool  # part of an idle job's escalation
+    test_mode: bool
+    action_at: dt.datetime | None = None  # when the action will run (final notice only)
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """Cancel an idle job: the exact argument list to run, never a shell string."""
+
+    finding: FindingContext
+    argv: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The outcome of one planning pass."""
+
+    notices: list[Notice]
+    actions: list[Action]
+    waiting: list[tuple[FindingContext, str]]  # (finding, why it waits)
+
+
+def _minutes(f: FindingContext, now: dt.datetime) -> float:
+    """Minutes of idleness the finding covers (up to its end_ts when the detector set one)."""
+    start = f.start_ts or f.job_start_ts or f.detected_ts
+    end = min(f.end_ts, now) if f.end_ts is not None else now
+    return (end - start).total_seconds() / 60.0
+
+
+def _current(f: FindingContext, cfg: AlertsConfig, now: dt.datetime) -> bool:
+    """The idleness is still going on: open-ended, or seen within idle_fresh_minutes."""
+    return f.end_ts is None or now - f.end_ts <= dt.timedelta(minutes=cfg.idle_fresh_minutes)
+
+
+def _factor(f: FindingContext, cfg: AlertsConfig) -> float:
+    return cfg.interactive_factor if f.interactive else 1.0
+
+
+def idle_stage(f: FindingContext, cfg: AlertsConfig, now: dt.datetime) -> Stage:
+    """The escalation stage an idle finding has reached by `now` (from the finding's start)."""
+    minutes = _minutes(f, now) / _factor(f, cfg)
+    for stage, threshold in (
+        (Stage.ACTION, cfg.action_after_minutes),
+        (Stage.FINAL, cfg.final_notice_minutes),
+        (Stage.SECOND, cfg.second_notice_minutes),
+        (Stage.NOTICE, cfg.idle_after_minutes),
+    ):
+        if minutes >= threshold:
+            return stage
+    return Stage.NONE
+
+
+def is_quiet_time(cfg: AlertsConfig, now: dt.datetime) -> str | None:
+    """Why non-critical alerts must wait now (quiet hours, weekend, holiday), or None."""
+    local = now.astimezone(zoneinfo.ZoneInfo(cfg.timezone))
+    if local.date().isoformat() in cfg.holidays:
+        return f"holiday {local.date().isoformat()}"
+    if WEEKDAYS[local.weekday()] not in cfg.workdays:
+        return f"not a workday ({WEEKDAYS[local.weekday()]})"
+    quiet = cfg.quiet
+    if quiet is not None and quiet.contains(local.time()):
+        return f"quiet hours {cfg.quiet_hours} {cfg.timezone}"
+    return None
+
+
+def action_argv(f: FindingContext, cfg: AlertsConfig) -> tuple[str, ...]:
+    """The command that cancels the finding's job: scancel JOBID, or kubectl delete pod."""
+    job_id = f.job_id or ""
+    if cfg.action == "scancel":
+        return (cfg.scancel_command, job_id)
+    namespace, _, pod = job_id.rpartition("/")
+    if namespace:
+        return (cfg.kubectl_command, "delete", "pod", "--namespace", namespace, pod, "--wait=false")
+    return (cfg.kubectl_command, "delete", "pod", pod, "--wait=false")
+
+
+def _plan_one(
+    f: FindingContext, history: History, cfg: AlertsConfig, now: dt.datetime, quiet: str | None
+) -> tuple[Notice | None, Action | None, str | None]:
+    test = cfg.test_mode
+    # a job that was idle and is busy again (the finding's span ended) is not escalated
+    escalating = f.detector in cfg.idle_detectors and f.job_running and _current(f, cfg, now)
+    critical = f.severity == "critical"
+    prior = history.last_notice(f.cluster, f.finding_id, test)
+    if escalating:
+        stage = idle_stage(f, cfg, now)
+        if stage == Stage.NONE:
+            return None, None, "idle, but not yet for idle_after_minutes"
+        may_act = cfg.action_enabled and not f.interactive
+        if stage == Stage.ACTION and may_act and not test and f.job_id:
+            delivered = history.final_delivered_at(f.cluster, f.finding_id)
+            grace = dt.timedelta(minutes=cfg.action_after_minutes - cfg.final_notice_minutes)
+            if delivered is None:
+                stage = Stage.FINAL  # the owner must have had the final notice first
+            elif now - delivered < grace:
+                return None, None, "final notice delivered; waiting out its grace period"
+            elif not history.action_taken(f.cluster, f.job_id):
+                # the runner sends the ACTION notice once it knows how the action went
+                return None, Action(f, action_argv(f, cfg)), None
+        elif stage == Stage.ACTION:
+            stage = Stage.FINAL  # no action: the final notice is the last word
+        if prior is not None and prior.stage >= stage:
+            return None, None, None  # said already
+        if quiet and not critical and not (may_act and stage >= Stage.SECOND):
+            return None, None, quiet
+        action_at = None
+        if stage == Stage.FINAL and may_act:
+            start = f.start_ts or f.job_start_ts or f.detected_ts
+            delay = cfg.action_after_minutes * _factor(f, cfg)
+            action_at = max(start + dt.timedelta(minutes=delay), now)
+        return Notice(f, stage, True, test, action_at), None, None
+    if prior is not None:
+        if prior.fingerprint == f.fingerprint:
+            return None, None, None
+        rose = SEVERITY_RANK.get(f.severity, 0) > SEVERITY_RANK.get(prior.severity, 0)
+        last = history.last_subject_notice(f.subject_key, f.detector, test)
+        if not rose and last is not None and now - last < dt.timedelta(hours=cfg.period_hours):
+            return None, None, f"changed, but notified less than {cfg.period_hours:g} h ago"
+    else:
+        last = history.last_subject_notice(f.subject_key, f.detector, test)
+        if last is not None and now - last < dt.timedelta(hours=cfg.period_hours) and not critical:
+            return None, None, f"subject notified less than {cfg.period_hours:g} h ago"
+    if quiet and not critical:
+        return None, None, quiet
+    return Notice(f, Stage.NOTICE, False, test), None, None
+
+
+def plan(
+    findings: list[FindingContext], history: History, cfg: AlertsConfig, now: dt.datetime
+) -> Plan:
+    """Decide the notices and actions due at `now` (see the module docstring for the rules)."""
+    quiet = is_quiet_time(cfg, now)
+    floor = SEVERITY_RANK[cfg.min_severity]
+    notices, actions, waiting = [], [], []
+    seen_subjects: set[tuple[str, str]] = set()
+    for f in findings:
+        if SEVERITY_RANK.get(f.severity, 0) < floor:
+            continue
+        notice, action, why = _plan_one(f, history, cfg, now, quiet)
+        if notice is not None and not notice.escalating:
+            # one notice per subject per detector per run (two findings, one subject)
+            slot = (f.subject_key, f.detector)
+            if slot in seen_subjects and f.severity != "critical":
+                why, notice = "another finding about this subject is being sent now", None
+            seen_subjects.add(slot)
+        if notice is not None:
+            notices.append(notice)
+        if action is not None:
+            actions.append(action)
+        if why is not None:
+            waiting.append((f, why))
+    return Plan(notices, actions, waiting)

@@ -1,0 +1,271 @@
+"""One alerting cycle (read findings → plan → queue → act → deliver) and the `--follow` loop.
+
+A cycle holds an exclusive lock on `<lake>/_state/alerts.lock`, so two alerters on one lake
+take turns instead of sending twice. `--dry-run` plans against the ledger read-only and returns
+the messages it would send; it writes nothing and contacts no server.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import fcntl
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from app.alerts.actions import ActionRunner, SubprocessRunner
+from app.alerts.compose import Outgoing, compose_digest, compose_notice
+from app.alerts.deliver import Channels, Clock, DeliveryReport, Sleep, deliver_due
+from app.alerts.directory import Directory, load_directory
+from app.alerts.errors import DeliveryError, FindingsUnavailable
+from app.alerts.findings import FindingContext, load_findings
+from app.alerts.ledger import LEDGER_FILE, Ledger, StoredMessage
+from app.alerts.plan import Action, Notice, Stage, plan
+from app.alerts.render import DigestRow
+from app.alerts.settings import AlertsConfig
+from app.errors import AppError
+
+__all__ = ["CycleReport", "Seams", "build_channels", "follow", "run_cycle", "utc_now"]
+
+logger = logging.getLogger(__name__)
+LOCK_FILE = "alerts.lock"
+
+
+def utc_now() -> dt.datetime:
+    """The real clock."""
+    return dt.datetime.now(dt.UTC)
+
+
+def _read_findings(lake: Path, since: dt.datetime) -> list[FindingContext]:
+    import duckdb
+
+    from warehouse.connection import connect
+
+    try:
+        return load_findings(connect(lake), since)
+    except duckdb.IOException as exc:
+        # a detector or compaction replaced a file between listing and reading it
+        raise FindingsUnavailable(f"the findings could not be read: {exc}") from None
+
+
+@dataclass
+class Seams:
+    """What a cycle talks to, injectable for tests: time, senders, the action runner."""
+
+    clock: Clock = utc_now
+    sleep: Sleep = time.sleep
+    channels: Channels | None = None  # None: built from the configuration
+    run_action: ActionRunner = field(default_factory=SubprocessRunner)
+    after_send: Callable[[StoredMessage], None] | None = None
+    read_findings: Callable[[Path, dt.datetime], list[FindingContext]] = _read_findings
+
+
+@dataclass
+class CycleReport:
+    """What one cycle did (or, dry, would do)."""
+
+    findings: int = 0
+    notices: list[Notice] = field(default_factory=list)
+    queued: list[Outgoing] = field(default_factory=list)
+    actions: list[tuple[Action, int | None, str]] = field(default_factory=list)
+    waiting: list[tuple[FindingContext, str]] = field(default_factory=list)
+    backlog: int = 0  # messages queued by earlier runs and not yet delivered
+    delivery: DeliveryReport = field(default_factory=DeliveryReport)
+
+
+def build_channels(cfg: AlertsConfig) -> Channels:
+    """Senders for every configured channel (email is always configured: SMTP defaults)."""
+    from app.alerts.slack import SlackSender, WebhookSender
+    from app.alerts.smtp import SmtpSender, SmtpSettings
+
+    return Channels(
+        email=SmtpSender(SmtpSettings.from_alerts(cfg)),
+        slack=SlackSender(cfg.slack_token, cfg.slack_api_url) if cfg.slack_token else None,
+        webhook=WebhookSender(cfg.slack_webhook_url) if cfg.slack_webhook_url else None,
+        email_from=cfg.email_from,
+    )
+
+
+@contextmanager
+def _lake_lock(state: Path) -> Iterator[None]:
+    with (state / LOCK_FILE).open("a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise AppError(
+                f"another `gpuledger alert` is running on this lake ({state / LOCK_FILE})"
+            ) from None
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _queue(
+    ledger: Ledger,
+    notices: list[Notice],
+    directory: Directory,
+    cfg: AlertsConfig,
+    now: dt.datetime,
+    digest: bool,
+) -> tuple[list[Notice], list[Outgoing]]:
+    """Record notices and their messages in one transaction; return what was new."""
+    slack = cfg.slack_token is not None
+    new_notices, queued = [], []
+    with ledger.transaction():
+        for n in notices:
+            f = n.finding
+            nid = ledger.add_notice(
+                cluster=f.cluster,
+                finding_id=f.finding_id,
+                subject_key=f.subject_key,
+                detector=f.detector,
+                stage=int(n.stage),
+                fingerprint=f.fingerprint,
+                severity=f.severity,
+                test_mode=n.test_mode,
+                now=now,
+                summary=dataclasses.asdict(DigestRow.of(n)),
+            )
+            if nid is None:
+                continue
+            new_notices.append(n)
+            for out in compose_notice(n, directory, cfg, slack):
+                if ledger.add_message(
+                    key=out.key,
+                    notice_id=nid,
+                    kind=out.kind,
+                    role=out.role,
+                    channel=out.channel,
+                    recipient=out.recipient,
+                    payload=out.payload,
+                    now=now,
+                ):
+                    queued.append(out)
+        if digest:
+            queued.extend(_queue_digest(ledger, cfg, now))
+    return new_notices, queued
+
+
+def _queue_digest(ledger: Ledger, cfg: AlertsConfig, now: dt.datetime) -> list[Outgoing]:
+    """Queue one digest of every notice not yet digested, at most every digest_every_minutes."""
+    pending = ledger.undigested()
+    last = ledger.last_digest_ts()
+    if not pending or (
+        last is not None and now - last < dt.timedelta(minutes=cfg.digest_every_minutes)
+    ):
+        return []
+    ids = [i for i, _ in pending]
+    rows = [DigestRow(**summary) for _, summary in pending]
+    webhook = cfg.slack_webhook_url is not None
+    queued = []
+    for out in compose_digest(rows, ids, cfg, now, webhook):
+        if ledger.add_message(
+            key=out.key,
+            notice_id=None,
+            kind=out.kind,
+            role=out.role,
+            channel=out.channel,
+            recipient=out.recipient,
+            payload=out.payload,
+            now=now,
+        ):
+            queued.append(out)
+    ledger.mark_digested(ids, queued[0].key if queued else "none")
+    return queued
+
+
+def _act(
+    ledger: Ledger,
+    actions: list[Action],
+    seams: Seams,
+    directory: Directory,
+    cfg: AlertsConfig,
+    report: CycleReport,
+) -> None:
+    for action in actions:
+        f = action.finding
+        assert f.job_id is not None
+        if not ledger.start_action(f.cluster, f.job_id, f.finding_id, action.argv, seams.clock()):
+            continue
+        code, output = seams.run_action(action.argv)
+        ledger.finish_action(f.cluster, f.job_id, code, output, seams.clock())
+        logger.warning("action %s → exit %d: %s", " ".join(action.argv), code, output)
+        report.actions.append((action, code, output))
+        if code == 0:
+            notice = Notice(f, Stage.ACTION, True, False)
+            new, queued = _queue(ledger, [notice], directory, cfg, seams.clock(), digest=True)
+            report.notices.extend(new)
+            report.queued.extend(queued)
+
+
+def run_cycle(
+    lake: Path, cfg: AlertsConfig, seams: Seams | None = None, dry_run: bool = False
+) -> CycleReport:
+    """Read the lake's findings, plan, queue, act and deliver; return what happened."""
+    from warehouse import layout
+
+    seams = seams or Seams()
+    if not lake.is_dir():
+        raise AppError(f"lake {str(lake)!r} does not exist (--lake or GPULEDGER_LAKE)")
+    directory = load_directory(cfg.directory, cfg.email_domain, cfg.opt_out)
+    since = seams.clock() - dt.timedelta(hours=cfg.lookback_hours)
+    findings = seams.read_findings(lake, since)
+    report = CycleReport(findings=len(findings))
+    if dry_run:
+        path = lake / "_state" / LEDGER_FILE
+        ledger = Ledger.snapshot(path)
+        try:
+            report.backlog = len(ledger.due(dt.datetime.max.replace(tzinfo=dt.UTC)))
+            decided = plan(findings, ledger, cfg, seams.clock())
+            report.waiting = decided.waiting
+            report.actions = [(a, None, "would run (dry run)") for a in decided.actions]
+            report.notices, report.queued = _queue(
+                ledger, decided.notices, directory, cfg, seams.clock(), digest=True
+            )
+        finally:
+            ledger.close()
+        return report
+    state = layout.state_dir(lake)
+    with _lake_lock(state):
+        ledger = Ledger.open(state / LEDGER_FILE)
+        try:
+            now = seams.clock()
+            decided = plan(findings, ledger, cfg, now)
+            report.waiting = decided.waiting
+            report.notices, report.queued = _queue(
+                ledger, decided.notices, directory, cfg, now, digest=True
+            )
+            _act(ledger, decided.actions, seams, directory, cfg, report)
+            channels = seams.channels or build_channels(cfg)
+            report.delivery = deliver_due(
+                ledger, channels, cfg, seams.clock, seams.sleep, seams.after_send
+            )
+        finally:
+            ledger.close()
+    return report
+
+
+def follow(
+    lake: Path,
+    cfg: AlertsConfig,
+    seams: Seams,
+    interval_s: float,
+    should_stop: Callable[[], bool],
+    on_cycle: Callable[[CycleReport], None] = lambda r: None,
+) -> None:
+    """Run a cycle every `interval_s` until `should_stop()`; a failed delivery never stops it."""
+    while not should_stop():
+        started = seams.clock()
+        try:
+            on_cycle(run_cycle(lake, cfg, seams))
+        except (DeliveryError, FindingsUnavailable) as err:  # transient: try again next time
+            logger.warning("alert cycle: %s", err)
+        spent = (seams.clock() - started).total_seconds()
+        if should_stop():
+            break
+        seams.sleep(max(interval_s - spent, 0.0))

@@ -1,0 +1,201 @@
+"""The `[alerts]` configuration section (DESIGN §7): delivery, routing, hygiene and escalation.
+
+Key names of DESIGN §7 are fixed; the rest (quiet hours, workdays, escalation, retries, action)
+are this module's. Every key can be set as `GPULEDGER_ALERTS_<KEY>`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import zoneinfo
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.config import Secret, register_section, setting
+
+__all__ = ["ACTIONS", "SEVERITIES", "WEEKDAYS", "AlertsConfig", "QuietHours"]
+
+SEVERITIES = ("info", "warn", "critical")
+ACTIONS = ("scancel", "pod-delete")
+WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+_QUIET = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)$")
+SLACK_API_URL = "https://slack.com/api/"
+
+
+def _port(v: int) -> str | None:
+    return None if 1 <= v <= 65535 else "expected a port number 1-65535"
+
+
+def _positive(v: float) -> str | None:
+    return None if v > 0 else "expected a number above 0"
+
+
+def _non_negative(v: float) -> str | None:
+    return None if v >= 0 else "expected a number of at least 0"
+
+
+def _severity(v: str) -> str | None:
+    return None if v in SEVERITIES else f"expected one of {', '.join(SEVERITIES)}"
+
+
+def _action(v: str) -> str | None:
+    return None if v in ACTIONS else f"expected one of {', '.join(ACTIONS)}"
+
+
+def _quiet(v: str) -> str | None:
+    return None if v == "" or _QUIET.match(v) else "expected HH:MM-HH:MM (e.g. 20:00-08:00) or ''"
+
+
+def _weekdays(v: tuple[str, ...]) -> str | None:
+    bad = [d for d in v if d not in WEEKDAYS]
+    return f"expected weekday names from {', '.join(WEEKDAYS)}" if bad else None
+
+
+def _dates(v: tuple[str, ...]) -> str | None:
+    for d in v:
+        try:
+            dt.date.fromisoformat(d)
+        except ValueError:
+            return f"expected ISO dates (YYYY-MM-DD), {d!r} is not one"
+    return None
+
+
+def _timezone(v: str) -> str | None:
+    try:
+        zoneinfo.ZoneInfo(v)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return "expected an IANA time zone name (e.g. UTC, Europe/Berlin)"
+    return None
+
+
+def _url(v: str) -> str | None:
+    return None if v.startswith(("http://", "https://")) else "expected an http(s) URL"
+
+
+@dataclass(frozen=True, slots=True)
+class QuietHours:
+    """A daily window [start, end) in local time; it may wrap past midnight (20:00-08:00)."""
+
+    start: dt.time
+    end: dt.time
+
+    def contains(self, t: dt.time) -> bool:
+        """Whether the local wall-clock time `t` falls in the window."""
+        if self.start <= self.end:
+            return self.start <= t < self.end
+        return t >= self.start or t < self.end
+
+
+@register_section("alerts")
+@dataclass(frozen=True, slots=True)
+class AlertsConfig:
+    """Slack and email delivery of findings, with routing, hygiene and escalation."""
+
+    # delivery: SMTP
+    smtp_host: str = setting("localhost", "SMTP server for email.")
+    smtp_port: int = setting(25, "SMTP port (587 for STARTTLS submission).", _port)
+    smtp_user: str | None = setting(None, "SMTP login; none means no AUTH.")
+    smtp_password: Secret | None = setting(
+        None, "SMTP password (env or smtp_password_file only).", secret=True
+    )
+    smtp_starttls: bool = setting(False, "Upgrade the SMTP connection with STARTTLS.")
+    smtp_ca_file: Path | None = setting(
+        None, "CA bundle to verify the SMTP server's certificate (default: the system's)."
+    )
+    smtp_timeout_s: float = setting(30.0, "Seconds before an SMTP connection attempt fails.")
+    email_from: str = setting("gpuledger@localhost", "Sender address of every email.")
+    email_domain: str = setting(
+        "localhost", "A user with no directory entry is mailed at <user>@<email_domain>."
+    )
+    admin_emails: tuple[str, ...] = setting((), "Admins: digests, hardware alerts, test mode.")
+    # delivery: Slack
+    slack_token: Secret | None = setting(
+        None, "Slack bot token for chat.postMessage (env or slack_token_file only).", secret=True
+    )
+    slack_api_url: str = setting(SLACK_API_URL, "Slack Web API base URL.", _url)
+    slack_webhook_url: Secret | None = setting(
+        None, "Incoming webhook for channel digests (a credential: env or file).", secret=True
+    )
+    # routing
+    directory: Path | None = setting(
+        None, "TOML or CSV file: users -> email, Slack ID, opt-out; accounts -> managers."
+    )
+    # what to alert on
+    lookback_hours: float = setting(
+        168.0, "Only findings (re)detected within this many hours are considered.", _positive
+    )
+    min_severity: str = setting("warn", "Findings below this severity are not sent.", _severity)
+    idle_detectors: tuple[str, ...] = setting(
+        ("idle_job", "idle_gpu"), "Detectors whose findings are idle jobs (escalated)."
+    )
+    # escalation of idle jobs (minutes of full idleness, from the finding's start)
+    idle_after_minutes: float = setting(
+        60.0, "Minutes of a fully idle job before its first notice.", _non_negative
+    )
+    idle_fresh_minutes: float = setting(
+        30.0, "An idle finding is current if its end_ts is null or this recent.", _non_negative
+    )
+    second_notice_minutes: float = setting(105.0, "Minutes idle before the second notice.")
+    final_notice_minutes: float = setting(120.0, "Minutes idle before the final notice.")
+    action_after_minutes: float = setting(
+        150.0, "Minutes idle before the action (only when action_enabled)."
+    )
+    action_enabled: bool = setting(False, "Cancel idle jobs after the final notice.")
+    action: str = setting("scancel", "What cancels: scancel (Slurm) or pod-delete.", _action)
+    scancel_command: str = setting("scancel", "The scancel program (path or name).")
+    kubectl_command: str = setting("kubectl", "The kubectl program for pod-delete.")
+    interactive_factor: float = setting(
+        2.0, "Interactive jobs: escalation minutes are multiplied by this.", _positive
+    )
+    # hygiene
+    period_hours: float = setting(
+        24.0, "At most one alert per subject per rule per this many hours.", _positive
+    )
+    quiet_hours: str = setting(
+        "20:00-08:00", "No non-critical alerts in this local window ('' for none).", _quiet
+    )
+    workdays: tuple[str, ...] = setting(
+        ("mon", "tue", "wed", "thu", "fri"), "Days non-critical alerts go out.", _weekdays
+    )
+    holidays: tuple[str, ...] = setting((), "Dates (YYYY-MM-DD) that are not workdays.", _dates)
+    timezone: str = setting("UTC", "Time zone of quiet hours and workdays.", _timezone)
+    opt_out: tuple[str, ...] = setting((), "Users who get no non-critical alerts.")
+    test_mode: bool = setting(False, "Send everything to the admins only; take no action.")
+    digest_every_minutes: float = setting(
+        60.0, "At most one admin digest per this many minutes (0: every run).", _non_negative
+    )
+    # delivery behaviour
+    max_attempts: int = setting(5, "Tries per message in one run before it waits for the next.")
+    retry_base_s: float = setting(1.0, "First retry delay; doubles each try.", _non_negative)
+    retry_max_s: float = setting(60.0, "Longest retry delay (and Retry-After honoured).")
+    follow_interval_s: float = setting(60.0, "Seconds between polls with --follow.", _positive)
+
+    def validate(self) -> str | None:
+        """Cross-key checks; returns `key: problem` or None."""
+        stages = (
+            self.idle_after_minutes,
+            self.second_notice_minutes,
+            self.final_notice_minutes,
+            self.action_after_minutes,
+        )
+        if list(stages) != sorted(stages):
+            return (
+                "second_notice_minutes: escalation must not go backwards: expected "
+                "idle_after <= second_notice <= final_notice <= action_after minutes, got "
+                + " / ".join(f"{s:g}" for s in stages)
+            )
+        if self.smtp_password is not None and not self.smtp_user:
+            return "smtp_user: an SMTP password is set but no user to log in with"
+        if self.max_attempts < 1:
+            return f"max_attempts: expected at least 1, got {self.max_attempts}"
+        return None
+
+    @property
+    def quiet(self) -> QuietHours | None:
+        """The parsed quiet-hours window, or None."""
+        match = _QUIET.match(self.quiet_hours)
+        if not match:
+            return None
+        h1, m1, h2, m2 = (int(g) for g in match.groups())
+        return QuietHours(dt.time(h1, m1), dt.time(h2, m2))

@@ -1,0 +1,146 @@
+"""Email over SMTP (STARTTLS + AUTH): compose a multipart text/HTML message and hand it over.
+
+Reusable beyond alerts (the weekly report mails with it): `SmtpSettings.from_alerts(cfg)` and
+`SmtpSender(settings).send(compose_email(...))`. Failures become `DeliveryError` saying whether
+a retry may help; the password is never put in an error or log line.
+"""
+
+from __future__ import annotations
+
+import logging
+import smtplib
+import ssl
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from email.message import EmailMessage
+from email.utils import formatdate
+from pathlib import Path
+
+from app.alerts.errors import DeliveryError
+from app.alerts.settings import AlertsConfig
+from app.config import Secret
+
+__all__ = ["IDEMPOTENCY_HEADER", "SmtpSender", "SmtpSettings", "compose_email"]
+
+IDEMPOTENCY_HEADER = "X-Gpuledger-Idempotency-Key"
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class SmtpSettings:
+    """How to reach the SMTP server."""
+
+    host: str
+    port: int
+    sender: str
+    user: str | None = None
+    password: Secret | None = None
+    starttls: bool = False
+    ca_file: Path | None = None
+    timeout_s: float = 30.0
+
+    @classmethod
+    def from_alerts(cls, cfg: AlertsConfig) -> SmtpSettings:
+        """The SMTP part of the `[alerts]` section."""
+        return cls(
+            host=cfg.smtp_host,
+            port=cfg.smtp_port,
+            sender=cfg.email_from,
+            user=cfg.smtp_user,
+            password=cfg.smtp_password,
+            starttls=cfg.smtp_starttls,
+            ca_file=cfg.smtp_ca_file,
+            timeout_s=cfg.smtp_timeout_s,
+        )
+
+
+def compose_email(
+    *,
+    sender: str,
+    to: Sequence[str],
+    subject: str,
+    text: str,
+    html: str | None = None,
+    idempotency_key: str | None = None,
+    cc: Sequence[str] = (),
+    domain: str = "gpuledger",
+    attachments: Sequence[tuple[str, bytes, str]] = (),
+) -> EmailMessage:
+    """A multipart/alternative message (plain text first, then HTML), plus attachments.
+
+    With an idempotency key, the Message-ID is `<key@domain>` and the key is also sent as the
+    `X-Gpuledger-Idempotency-Key` header, so a receiver can drop a repeat of the same message.
+    `attachments` are (filename, bytes, MIME type) triples, e.g. a report's PDF.
+    """
+    msg = EmailMessage()
+    msg["From"] = sender
+    msg["To"] = ", ".join(to)
+    if cc:
+        msg["Cc"] = ", ".join(cc)
+    msg["Subject"] = subject
+    msg["Date"] = formatdate(usegmt=True)
+    if idempotency_key:
+        msg["Message-ID"] = f"<{idempotency_key}@{domain}>"
+        msg[IDEMPOTENCY_HEADER] = idempotency_key
+    msg.set_content(text)
+    if html is not None:
+        msg.add_alternative(html, subtype="html")
+    for filename, data, mime in attachments:
+        maintype, _, subtype = mime.partition("/")
+        msg.add_attachment(
+            data, maintype=maintype, subtype=subtype or "octet-stream", filename=filename
+        )
+    return msg
+
+
+class SmtpSender:
+    """Sends one message per connection (alerts are few; a dead connection cannot linger)."""
+
+    def __init__(
+        self, settings: SmtpSettings, connect: Callable[..., smtplib.SMTP] = smtplib.SMTP
+    ) -> None:
+        self.settings = settings
+        self._connect = connect
+
+    def _tls_context(self) -> ssl.SSLContext:
+        ca = self.settings.ca_file
+        return ssl.create_default_context(cafile=str(ca) if ca else None)
+
+    def send(self, message: EmailMessage) -> None:
+        """Deliver `message` to its To/Cc recipients; raise DeliveryError on failure."""
+        s = self.settings
+        where = f"SMTP {s.host}:{s.port}"
+        try:
+            with self._connect(s.host, s.port, timeout=s.timeout_s) as smtp:
+                if s.starttls:
+                    smtp.starttls(context=self._tls_context())
+                if s.user:
+                    if s.password is None:
+                        raise DeliveryError(f"{where}: smtp_user is set but no smtp_password")
+                    smtp.login(s.user, s.password.reveal())
+                refused = smtp.send_message(message)
+        except smtplib.SMTPAuthenticationError as exc:
+            raise DeliveryError(
+                f"{where}: login as {s.user!r} refused ({exc.smtp_code})", permanent=True
+            ) from None
+        except smtplib.SMTPRecipientsRefused as exc:
+            codes = sorted({code for code, _ in exc.recipients.values()})
+            raise DeliveryError(
+                f"{where}: every recipient refused ({', '.join(map(str, codes))})",
+                permanent=all(code >= 500 for code in codes),
+            ) from None
+        except smtplib.SMTPResponseException as exc:
+            raise DeliveryError(
+                f"{where}: server answered {exc.smtp_code}", permanent=exc.smtp_code >= 500
+            ) from None
+        except smtplib.SMTPNotSupportedError:
+            raise DeliveryError(
+                f"{where}: the server offers no STARTTLS or AUTH", permanent=True
+            ) from None
+        except ssl.SSLError as exc:
+            raise DeliveryError(f"{where}: TLS failed ({exc.reason})", permanent=True) from None
+        except (OSError, smtplib.SMTPException) as exc:
+            # connection refused, timeouts, dropped connections: the server may come back
+            raise DeliveryError(f"{where}: {type(exc).__name__}: {exc}") from None
+        if refused:
+            logger.warning("%s: refused recipients %s", where, ", ".join(sorted(refused)))

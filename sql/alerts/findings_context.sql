@@ -1,0 +1,91 @@
+-- findings_context: every finding (its latest version) with what a message about it needs.
+--
+-- Grain:   one row per (cluster, finding_id)
+-- Reads:   findings, jobs_latest, job_usage
+-- Params:
+--   $since  timestamp: only findings (re)detected at or after it
+-- Returns: the finding's columns; the job's name, partition, state, interactive flag, time
+--          limit, nodes and GPU activity (null when the finding is not about a known job);
+--          the user's rank by GPU-hours at stake among the cluster's users with findings
+--          in the window.
+--
+-- A detector may land the same finding_id again as it grows; the newest detected_ts wins
+-- (ties: the larger gpu_h_at_stake).
+
+WITH latest AS (
+    SELECT *
+    FROM findings
+    WHERE detected_ts >= $since
+    QUALIFY row_number() OVER (
+        PARTITION BY cluster, finding_id
+        ORDER BY detected_ts DESC, gpu_h_at_stake DESC NULLS LAST, end_ts DESC NULLS LAST
+    ) = 1
+),
+
+user_totals AS (
+    SELECT
+        cluster,
+        user,
+        sum(coalesce(gpu_h_at_stake, 0)) AS user_gpu_h_at_stake
+    FROM latest
+    WHERE user IS NOT NULL
+    GROUP BY cluster, user
+),
+
+ranked AS (
+    SELECT
+        cluster,
+        user,
+        user_gpu_h_at_stake,
+        rank() OVER (PARTITION BY cluster ORDER BY user_gpu_h_at_stake DESC) AS user_rank,
+        count(*) OVER (PARTITION BY cluster) AS users_ranked
+    FROM user_totals
+)
+
+SELECT
+    f.cluster,
+    f.finding_id,
+    f.detector,
+    f.severity,
+    f.subject_kind,
+    f.subject_id,
+    f.job_id,
+    coalesce(f.user, j.user) AS user,
+    coalesce(f.account, j.account) AS account,
+    f.node,
+    f.gpu_uuid,
+    f.start_ts,
+    f.end_ts,
+    f.detected_ts,
+    f.predicted,
+    f.score,
+    f.gpu_h_at_stake,
+    f.message,
+    f.evidence,
+    j.job_name,
+    j.partition,
+    j.state AS job_state,
+    j.interactive,
+    j.start_ts AS job_start_ts,
+    j.end_ts AS job_end_ts,
+    j.time_limit_s,
+    j.gpus,
+    j.nodes,
+    u.alloc_gpu_h,
+    u.idle_gpu_h,
+    u.busy_mean,
+    u.gpu_util_pct_mean,
+    u.sm_active_mean,
+    u.fb_used_mib_max,
+    u.gpus_never_active,
+    r.user_rank,
+    r.users_ranked,
+    r.user_gpu_h_at_stake
+FROM latest AS f
+LEFT JOIN jobs_latest AS j
+    ON f.cluster = j.cluster AND f.job_id = j.job_id
+LEFT JOIN job_usage AS u
+    ON f.cluster = u.cluster AND f.job_id = u.job_id
+LEFT JOIN ranked AS r
+    ON f.cluster = r.cluster AND coalesce(f.user, j.user) = r.user
+ORDER BY f.cluster, f.detected_ts, f.finding_id

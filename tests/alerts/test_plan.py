@@ -1,0 +1,328 @@
+"""Hygiene and escalation rules of the planner, against the real (in-memory) ledger."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from app.alerts.compose import compose_notice
+from app.alerts.directory import load_directory
+from app.alerts.findings import FindingContext
+from app.alerts.ledger import Ledger
+from app.alerts.plan import Notice, Stage, idle_stage, is_quiet_time, plan
+from app.alerts.settings import AlertsConfig
+from app.config import load_config
+
+from .factories import DIRECTORY_TOML, MIN, NOW
+
+START = NOW - 130 * MIN
+
+
+def cfg(**env: str) -> AlertsConfig:
+    environ = {f"GPULEDGER_ALERTS_{k.upper()}": v for k, v in env.items()}
+    return load_config(None, environ=environ).section(AlertsConfig)
+
+
+def idle(minutes_ago: float = 130, **over) -> FindingContext:
+    base = FindingContext(
+        cluster="della",
+        finding_id="f-idle",
+        detector="idle_job",
+        severity="warn",
+        subject_kind="job",
+        subject_id="4242",
+        detected_ts=NOW,
+        job_id="4242",
+        user="alice",
+        account="physics",
+        start_ts=NOW - minutes_ago * MIN,
+        job_state="RUNNING",
+        gpu_h_at_stake=8.0,
+    )
+    return dataclasses.replace(base, **over)
+
+
+def empty_ledger(tmp_path) -> Ledger:
+    return Ledger.snapshot(tmp_path / "no-ledger.sqlite")
+
+
+def record(ledger: Ledger, notice: Notice, now: dt.datetime, delivered: bool = True) -> None:
+    """What the runner does with a planned notice: record it, its owner message, delivery."""
+    f = notice.finding
+    nid = ledger.add_notice(
+        cluster=f.cluster,
+        finding_id=f.finding_id,
+        subject_key=f.subject_key,
+        detector=f.detector,
+        stage=int(notice.stage),
+        fingerprint=f.fingerprint,
+        severity=f.severity,
+        test_mode=notice.test_mode,
+        now=now,
+    )
+    key = f"{f.finding_id}-{int(notice.stage)}-{now.isoformat()}"
+    ledger.add_message(
+        key=key,
+        notice_id=nid,
+        kind="notice",
+        role="owner",
+        channel="email",
+        recipient="alice@x",
+        payload={},
+        now=now,
+    )
+    if delivered:
+        ledger.mark_delivered(key, now)
+
+
+@pytest.mark.parametrize(
+    ("now", "why"),
+    [
+        (NOW, None),  # Wednesday 10:00 UTC
+        (NOW.replace(hour=21), "quiet hours 20:00-08:00 UTC"),
+        (NOW.replace(hour=7, minute=59), "quiet hours 20:00-08:00 UTC"),
+        (NOW.replace(hour=8), None),
+        (NOW + dt.timedelta(days=3), "not a workday (sat)"),
+    ],
+)
+def test_quiet_hours_and_workdays(now, why):
+    assert is_quiet_time(cfg(), now) == why
+
+
+def test_holidays_and_time_zones():
+    assert is_quiet_time(cfg(holidays="2026-11-04"), NOW) == "holiday 2026-11-04"
+    # 10:00 UTC is 19:00 in Tokyo: outside 20:00-08:00 there, inside 18:00-08:00
+    assert is_quiet_time(cfg(timezone="Asia/Tokyo"), NOW) is None
+    assert is_quiet_time(cfg(timezone="Asia/Tokyo", quiet_hours="18:00-08:00"), NOW) is not None
+
+
+def test_quiet_time_holds_back_non_critical_only(tmp_path):
+    late = NOW.replace(hour=22)
+    over = idle(finding_id="f-over", detector="overallocated", job_state="COMPLETED")
+    hw = idle(finding_id="f-xid", detector="xid", severity="critical", subject_kind="gpu")
+    decided = plan([over, hw], empty_ledger(tmp_path), cfg(), late)
+    assert [n.finding.finding_id for n in decided.notices] == ["f-xid"]
+    assert decided.waiting == [(over, "quiet hours 20:00-08:00 UTC")]
+
+
+@pytest.mark.parametrize(
+    ("minutes", "interactive", "expected"),
+    [
+        (59, False, Stage.NONE),
+        (60, False, Stage.NOTICE),
+        (104, False, Stage.NOTICE),
+        (105, False, Stage.SECOND),
+        (120, False, Stage.FINAL),
+        (150, False, Stage.ACTION),
+        (119, True, Stage.NONE),  # interactive: twice the minutes
+        (120, True, Stage.NOTICE),
+        (240, True, Stage.FINAL),
+    ],
+)
+def test_idle_escalation_stages(minutes, interactive, expected):
+    assert idle_stage(idle(minutes, interactive=interactive), cfg(), NOW) == expected
+
+
+def test_escalation_sends_each_stage_once_and_no_action_by_default(tmp_path):
+    ledger, config, sent = empty_ledger(tmp_path), cfg(), []
+    for minutes in (30, 60, 70, 105, 110, 120, 150, 300):
+        now = START + minutes * MIN
+        decided = plan([idle(detected_ts=now)], ledger, config, now)
+        assert decided.actions == []
+        for n in decided.notices:
+            sent.append((minutes, n.stage))
+            record(ledger, n, now)
+    assert sent == [(60, Stage.NOTICE), (105, Stage.SECOND), (120, Stage.FINAL)]
+
+
+def test_the_action_waits_for_a_delivered_final_notice_and_its_grace(tmp_path):
+    ledger, config = empty_ledger(tmp_path), cfg(action_enabled="true")
+    # the alerter starts late: the job is past action_after but nobody was told yet
+    now = START + 200 * MIN
+    first = plan([idle()], ledger, config, now)
+    assert [n.stage for n in first.notices] == [Stage.FINAL] and first.actions == []
+    assert first.notices[0].action_at == now  # cancelled as soon as the grace allows
+    record(ledger, first.notices[0], now, delivered=False)
+    # not delivered yet (SMTP down): still no action
+    assert plan([idle()], ledger, config, now + 29 * MIN).actions == []
+    key = ledger.due(now + 60 * MIN)[0].key
+    ledger.mark_delivered(key, now + 30 * MIN)
+    waiting = plan([idle()], ledger, config, now + 59 * MIN)
+    assert waiting.actions == [] and "grace" in waiting.waiting[0][1]
+    due = plan([idle()], ledger, config, now + 60 * MIN)
+    assert [a.argv for a in due.actions] == [("scancel", "4242")]
+
+
+def test_interactive_jobs_and_test_mode_are_never_acted_on(tmp_path):
+    for finding, config in (
+        (idle(1000, interactive=True), cfg(action_enabled="true")),
+        (idle(1000), cfg(action_enabled="true", test_mode="true")),
+    ):
+        ledger = empty_ledger(tmp_path)
+        for step in range(3):
+            now = NOW + step * 60 * MIN
+            decided = plan([finding], ledger, config, now)
+            assert decided.actions == []
+            for n in decided.notices:
+                record(ledger, n, now)
+
+
+def test_pod_delete_names_namespace_and_pod():
+    config = cfg(action_enabled="true", action="pod-delete")
+    from app.alerts.plan import action_argv
+
+    argv = action_argv(idle(job_id="team-a/trainer-0"), config)
+    assert argv == (
+        "kubectl",
+        "delete",
+        "pod",
+        "--namespace",
+        "team-a",
+        "trainer-0",
+        "--wait=false",
+    )
+
+
+def test_one_alert_per_subject_per_rule_per_period(tmp_path):
+    ledger, config = empty_ledger(tmp_path), cfg()
+    over = idle(finding_id="f-over", detector="overallocated", job_state="COMPLETED")
+    [n] = plan([over], ledger, config, NOW).notices
+    record(ledger, n, NOW)
+    grown = dataclasses.replace(over, gpu_h_at_stake=12.0)
+    later = NOW + 3 * 60 * MIN
+    assert plan([grown], ledger, config, later).notices == []
+    # a second finding about the same subject from the same detector also waits
+    twin = dataclasses.replace(over, finding_id="f-over-2")
+    assert plan([twin], ledger, config, later).notices == []
+    # a rise in severity does not wait
+    worse = dataclasses.replace(grown, severity="critical")
+    assert [n.finding.severity for n in plan([worse], ledger, config, later).notices] == [
+        "critical"
+    ]
+    # unchanged findings are never sent again, period or not
+    assert plan([over], ledger, config, NOW + dt.timedelta(days=30)).notices == []
+
+
+def test_below_min_severity_is_not_sent(tmp_path):
+    info = idle(severity="info", detector="overallocated")
+    assert plan([info], empty_ledger(tmp_path), cfg(), NOW).notices == []
+    assert len(plan([info], empty_ledger(tmp_path), cfg(min_severity="info"), NOW).notices) == 1
+
+
+def routing(tmp_path, notice: Notice, config: AlertsConfig) -> list[tuple[str, str, str]]:
+    path = tmp_path / "directory.toml"
+    path.write_text(DIRECTORY_TOML, encoding="utf-8")
+    directory = load_directory(path, "example.org", config.opt_out)
+    return [
+        (o.role, o.channel, o.recipient)
+        for o in compose_notice(notice, directory, config, slack=True)
+    ]
+
+
+def test_routing_owner_managers_admins(tmp_path):
+    config = cfg(admin_emails="admin@example.org")
+    first = Notice(idle(60), Stage.NOTICE, True, False)
+    assert routing(tmp_path, first, config) == [
+        ("owner", "email", "alice@physics.example.org"),
+        ("owner", "slack", "U0ALICE"),
+    ]
+    final = Notice(idle(120), Stage.FINAL, True, False)
+    assert routing(tmp_path, final, config) == [
+        ("owner", "email", "alice@physics.example.org"),
+        ("owner", "slack", "U0ALICE"),
+        ("manager", "email", "carol@example.org"),
+        ("manager", "slack", "U0CAROL"),
+        ("manager", "email", "pi@example.org"),
+    ]
+    hw = Notice(idle(subject_kind="node", user=None), Stage.NOTICE, False, False)
+    assert routing(tmp_path, hw, config) == [("admin", "email", "admin@example.org")]
+
+
+def test_opted_out_users_hear_only_what_they_must(tmp_path):
+    config = cfg(opt_out="alice")
+    notice = Notice(idle(60), Stage.NOTICE, True, False)
+    assert routing(tmp_path, notice, config) == []
+    final = Notice(idle(120), Stage.FINAL, True, False)
+    assert ("owner", "email", "alice@physics.example.org") in routing(tmp_path, final, config)
+
+
+def test_test_mode_goes_to_admins_only_and_does_not_count_as_sent(tmp_path):
+    config = cfg(test_mode="true", admin_emails="admin@example.org")
+    ledger = empty_ledger(tmp_path)
+    [n] = plan([idle(60)], ledger, config, NOW).notices
+    assert n.test_mode
+    assert routing(tmp_path, n, config) == [("admin", "email", "admin@example.org")]
+    record(ledger, n, NOW)
+    # switching test mode off: the real notice still goes out
+    assert len(plan([idle(61)], ledger, cfg(), NOW + MIN).notices) == 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    steps=st.lists(st.integers(min_value=1, max_value=45), min_size=1, max_size=25),
+    deliver=st.lists(st.booleans(), min_size=25, max_size=25),
+    interactive=st.booleans(),
+)
+def test_no_action_before_a_delivered_final_notice_and_its_grace(
+    tmp_path_factory, steps, deliver, interactive
+):
+    """Whatever the poll times and delivery failures: stages only rise, each is said once,
+    and the action comes only after the final notice was delivered at least
+    action_after - final_notice minutes earlier (never for interactive jobs)."""
+    ledger = empty_ledger(tmp_path_factory.mktemp("p"))
+    config = cfg(action_enabled="true")
+    grace = dt.timedelta(minutes=config.action_after_minutes - config.final_notice_minutes)
+    minutes, stages, final_delivered = 0, [], None
+    for step, ok in zip(steps, deliver, strict=False):
+        minutes += step
+        now = START + minutes * MIN
+        decided = plan([idle(interactive=interactive)], ledger, config, now)
+        if decided.actions:
+            assert not interactive
+            assert final_delivered is not None and now - final_delivered >= grace
+            assert [a.argv for a in decided.actions] == [("scancel", "4242")]
+            return
+        for n in decided.notices:
+            stages.append(n.stage)
+            record(ledger, n, now, delivered=ok)
+            if n.stage == Stage.FINAL and ok:
+                final_delivered = now
+        if final_delivered is None and Stage.FINAL in stages:
+            # the final notice was planned but not delivered yet: deliver it on a later poll
+            for msg in ledger.due(now):
+                if ok:
+                    ledger.mark_delivered(msg.key, now)
+                    final_delivered = now
+    assert stages == sorted(set(stages))
+
+
+def test_a_job_busy_again_is_not_escalated_or_cancelled(tmp_path):
+    config = cfg(action_enabled="true")
+    # idle from 08:00 to 09:00, busy since; the job still runs at 12:00
+    was_idle = idle(240, end_ts=NOW - 180 * MIN)
+    assert plan([was_idle], empty_ledger(tmp_path), config, NOW + 120 * MIN).actions == []
+    decided = plan([was_idle], empty_ledger(tmp_path), config, NOW + 120 * MIN)
+    assert [n.escalating for n in decided.notices] == [False]  # an ordinary notice, once
+    # while the span is fresh, its length (not the wall clock) sets the stage
+    fresh = idle(240, end_ts=NOW - 10 * MIN)
+    assert idle_stage(fresh, config, NOW) == Stage.ACTION
+    assert idle_stage(idle(100, end_ts=NOW - 10 * MIN), config, NOW) == Stage.NOTICE
+
+
+def test_an_escalated_finding_that_ends_is_summed_up_once(tmp_path):
+    ledger, config = empty_ledger(tmp_path), cfg()
+    running = idle(120)
+    [final] = plan([running], ledger, config, NOW).notices
+    assert final.stage == Stage.FINAL
+    record(ledger, final, NOW)
+    # the job ends: the finding gets an end time and its final GPU-hours
+    ended = dataclasses.replace(running, job_state="COMPLETED", end_ts=NOW, gpu_h_at_stake=9.0)
+    day = dt.timedelta(days=1)
+    [summary] = plan([ended], ledger, config, NOW + day).notices
+    assert (summary.stage, summary.escalating) == (Stage.NOTICE, False)
+    record(ledger, summary, NOW + day)
+    assert plan([ended], ledger, config, NOW + 3 * day).notices == []
