@@ -44,13 +44,15 @@ def build_fairness_lake(root: Path, *, associations: bool = True):
         [
             rec("r1", at(3600), 12.5, kind="idle_cancel_policy"),
             rec("r2", at(WEEK_END_S + 60), 99.0, kind="time_limit"),  # the next week
+            rec("r3", at(7200), None, kind="power_cap") | {"evidence": '{"kwh_saved": 40.0}'},
         ],
     )
     land(
         root,
         "findings",
         [
-            finding("f1", "power_cap", 3.0),
+            finding("f1", "power_cap_candidate", 3.0) | {"evidence": '{"kwh_saved": 2.5}'},
+            finding("f3", "power_cap_candidate", 1.0) | {"evidence": "not json"},
             finding("f2", "idle_gpu", 7.0),
         ],
     )

@@ -141,8 +141,12 @@ def test_resilience_power_frame_and_actions(report):
         "jobs": 1,
         "gpu_h_lost": pytest.approx(1.0),
     }
-    [power] = report.tables["power_findings"].to_dicts()
-    assert power["detector"] == "power_cap" and power["gpu_h_at_stake"] == pytest.approx(3.0)
+    power = {(r["source"], r["name"]): r for r in report.tables["power_findings"].to_dicts()}
+    assert set(power) == {("finding", "power_cap_candidate"), ("recommendation", "power_cap")}
+    found = power[("finding", "power_cap_candidate")]
+    assert found["items"] == 2 and found["gpu_h_at_stake"] == pytest.approx(4.0)
+    assert found["kwh_saved"] == pytest.approx(2.5)  # the malformed evidence counts no kWh
+    assert power[("recommendation", "power_cap")]["kwh_saved"] == pytest.approx(40.0)
     energy = rows(report.tables["energy_by_account"], "account")
     assert energy["physics"]["energy_kwh"] == pytest.approx(0.4)
     [frame] = report.tables["cluster_frame"].to_dicts()
@@ -154,8 +158,9 @@ def test_resilience_power_frame_and_actions(report):
     assert frame["idle_allocated_gpu_h"] == pytest.approx(0.5)
     assert frame["planned_gpu_h"] == 0 and frame["idle_gpu_h"] == 0
     assert frame["unobserved_gpu_h"] == pytest.approx(1.5)
-    [action] = report.tables["recommendations"].to_dicts()
-    assert action["rec_id"] == "r1" and action["expected_gain_gpu_h"] == 12.5
+    actions = report.tables["recommendations"].to_dicts()
+    assert [a["rec_id"] for a in actions] == ["r1", "r3"]  # by gain; r2 is next week's
+    assert actions[0]["expected_gain_gpu_h"] == 12.5
 
 
 def test_a_week_without_data_is_a_report_that_says_so(con):
