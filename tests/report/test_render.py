@@ -58,8 +58,9 @@ def test_html_is_self_contained(written):
 def test_html_shows_the_hand_computed_numbers(written):
     _, files = written
     html = files.html.read_text(encoding="utf-8")
-    for text in ("GPU fairness report — della", "2024-W09", "physics", "0.900", "60.0 %",
-                 "75.0 %", "40.0", "$1", "idle_cancel_policy", "power_cap_candidate", "40.0"):  # fmt: skip
+    expected = ["GPU fairness report — della", "2024-W09", "physics", "0.900", "60.0 %"]
+    expected += ["75.0 %", "40.0", "$1", "idle_cancel_policy", "power_cap_candidate"]
+    for text in expected:
         assert text in html, text
 
 
