@@ -63,6 +63,8 @@ def chart_usage_vs_share(accounts: pl.DataFrame, limit: int = 12) -> bytes | Non
         xs = [i + (k - 1) * width for i in range(len(names))]
         ax.bar(xs, [v * 100 for v in values], width, label=label, color=color)
     ax.set_xticks(range(len(names)), names, rotation=30 if len(names) > 6 else 0, ha="right")
+    top = max((max(values) for _, values, _ in series), default=0.0) * 100
+    ax.set_ylim(0, top * 1.3 or 1.0)  # headroom for the legend above the bars
     ax.set_ylabel("% of cluster", fontsize=8, color=INK)
     ax.legend(fontsize=8, frameon=False, ncols=3, loc="upper right")
     _style(ax, "Usage vs entitlement by account")

@@ -9,7 +9,7 @@
 --   $cluster       cluster name
 --   $week_start_e  start of the week (epoch seconds)
 --   $week_end_e    end of the week (exclusive)
--- Returns: source, name, items, gpu_h_at_stake, kwh_saved, example
+-- Returns: source, name, entries, gpu_h_at_stake, kwh_saved, example
 --
 -- A finding counts for the week when its span [start_ts, end_ts) overlaps it (detected_ts
 -- where the span is unknown); a recommendation when it was created in the week. kWh saved is
@@ -57,7 +57,7 @@ found AS (
 SELECT
     source,
     name,
-    count(DISTINCT item) AS items,
+    count(DISTINCT item) AS entries,
     sum(gpu_h) AS gpu_h_at_stake,
     sum(kwh_saved) AS kwh_saved,
     arg_max(example, coalesce(kwh_saved, gpu_h)) AS example

@@ -62,6 +62,8 @@ def test_html_shows_the_hand_computed_numbers(written):
     expected += ["75.0 %", "40.0", "$1", "idle_cancel_policy", "power_cap_candidate"]
     for text in expected:
         assert text in html, text
+    assert "built-in method" not in html and "bound method" not in html
+    assert ">None<" not in html and "nan" not in html.lower().split("<style>")[0]
 
 
 def test_pdf_renders_and_is_not_blank(written):

@@ -144,7 +144,7 @@ def test_resilience_power_frame_and_actions(report):
     power = {(r["source"], r["name"]): r for r in report.tables["power_findings"].to_dicts()}
     assert set(power) == {("finding", "power_cap_candidate"), ("recommendation", "power_cap")}
     found = power[("finding", "power_cap_candidate")]
-    assert found["items"] == 2 and found["gpu_h_at_stake"] == pytest.approx(4.0)
+    assert found["entries"] == 2 and found["gpu_h_at_stake"] == pytest.approx(4.0)
     assert found["kwh_saved"] == pytest.approx(2.5)  # the malformed evidence counts no kWh
     assert power[("recommendation", "power_cap")]["kwh_saved"] == pytest.approx(40.0)
     energy = rows(report.tables["energy_by_account"], "account")
