@@ -214,7 +214,7 @@ def _run_weekly(
     email: tuple[Any, list[str]] | None,
     now: Callable[[], dt.datetime],
 ) -> None:
-    from app.report.data import ReportSettings, assemble_report, clusters_in_lake
+    from app.report.data import ReportSettings, assemble_report, clusters_in_lake, marts_built
     from app.report.outputs import write_report
     from app.report.week import last_complete_week
     from warehouse.connection import connect
@@ -222,6 +222,11 @@ def _run_weekly(
     moment = now()
     target = week or last_complete_week(moment)
     con = connect(lake, require=["jobs"])
+    if not marts_built(con):
+        raise AppError(
+            f"the lake at {str(lake)!r} has jobs but no fairness_weekly mart (built before it "
+            f"existed, or never attributed): run `gpuledger attribute --lake {lake}` first"
+        )
     clusters = clusters_in_lake(con)
     if cluster is not None:
         if cluster not in clusters:

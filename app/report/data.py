@@ -22,7 +22,13 @@ from warehouse import queries
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["ReportSettings", "WeeklyReport", "assemble_report", "clusters_in_lake"]
+__all__ = [
+    "ReportSettings",
+    "WeeklyReport",
+    "assemble_report",
+    "clusters_in_lake",
+    "marts_built",
+]
 
 TREND_WEEKS = 4
 
@@ -60,6 +66,12 @@ def clusters_in_lake(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Clusters with any job or fairness row in the lake, sorted."""
     frame = queries.run(con, "report/clusters")
     return [str(c) for c in frame.get_column("cluster").to_list()]
+
+
+def marts_built(con: duckdb.DuckDBPyConnection) -> bool:
+    """False when the lake has jobs but no `fairness_weekly` rows (attribute has not run)."""
+    jobs, fairness = queries.run(con, "report/mart_status").row(0)
+    return not (jobs and not fairness)
 
 
 def _params(cluster: str, week: IsoWeek) -> dict[str, Any]:

@@ -196,3 +196,11 @@ def test_email_to_an_unreachable_server_is_one_line_error(lake, tmp_path):
         GPULEDGER_ALERTS_SMTP_HOST="127.0.0.1", GPULEDGER_ALERTS_SMTP_PORT=str(free_port()),
     )  # fmt: skip
     one_error(result, 1, "SMTP 127.0.0.1")
+
+
+def test_a_lake_whose_marts_were_not_built_is_told_to_attribute(tmp_path):
+    from tests.marts.rows import job, land
+
+    land(tmp_path, "jobs", [job("j1", 0, 3600)])
+    result = invoke("report", "weekly", "--lake", str(tmp_path), "--week", "2024-W09")
+    one_error(result, 1, "no fairness_weekly mart", "gpuledger attribute")
