@@ -204,3 +204,28 @@ def test_a_lake_whose_marts_were_not_built_is_told_to_attribute(tmp_path):
     land(tmp_path, "jobs", [job("j1", 0, 3600)])
     result = invoke("report", "weekly", "--lake", str(tmp_path), "--week", "2024-W09")
     one_error(result, 1, "no fairness_weekly mart", "gpuledger attribute")
+
+
+def _fake(folder: Path, name: str, body: str) -> None:
+    path = folder / name
+    path.write_text("#!/bin/sh\n" + body + "\n", encoding="utf-8")
+    path.chmod(0o755)
+
+
+def test_collect_slurm_shares_command_runs_sacctmgr(tmp_path, monkeypatch):
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    # The fake checks it was asked for the cluster's associations, then prints the recording.
+    _fake(folder, "sacctmgr", f'echo "$@" > {tmp_path}/argv; cat {FIXTURE}')
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    lake = tmp_path / "lake"
+    result = invoke("collect", "slurm-shares", "--cluster", "testcluster", "--lake", str(lake))
+    assert result.exit_code == 0, result.output
+    assert "9 association(s) landed" in result.output
+    argv = (tmp_path / "argv").read_text()
+    assert "show associations cluster=testcluster" in argv
+    assert "format=Cluster,Account,User,ParentName,Fairshare" in argv
+
+    _fake(folder, "sacctmgr", "echo 'sacctmgr: error: Problem talking to the database' >&2; exit 1")
+    failed = invoke("collect", "slurm-shares", "--cluster", "testcluster", "--lake", str(lake))
+    one_error(failed, 1, "sacctmgr failed (exit 1)", "Problem talking to the database")
