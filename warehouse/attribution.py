@@ -47,17 +47,20 @@ MART_ORDER: tuple[tuple[str, str], ...] = (
     ("job_outcomes", "marts/job_outcomes"),
     ("usage_daily", "marts/usage_daily"),
     ("cluster_occupancy", "marts/cluster_occupancy"),
+    ("fairness_weekly", "marts/fairness_weekly"),
 )
 OWNER_CHANGES = "attribution/owner_changes"
 
 
 @dataclass(frozen=True, slots=True)
 class AttributionConfig:
-    """Thresholds of DESIGN §4: idle below `idle_below` busy, 5-minute occupancy buckets."""
+    """Thresholds of DESIGN §4: idle below `idle_below` busy, 5-minute occupancy buckets; a job
+    below `low_efficiency_below` mean busy counts as low-efficiency in `fairness_weekly`."""
 
     idle_below: float = 0.01
     bucket_s: int = 300
     hw_event_grace_s: int = 300
+    low_efficiency_below: float = 0.25
 
     def params(self, query: str, con: duckdb.DuckDBPyConnection) -> dict[str, float | int]:
         """The subset of this config's values that `query` binds."""
@@ -65,6 +68,7 @@ class AttributionConfig:
             "idle_below": self.idle_below,
             "bucket_s": self.bucket_s,
             "grace_s": self.hw_event_grace_s,
+            "low_eff_below": self.low_efficiency_below,
         }
         wanted = queries.parameters(con, query)
         return {k: v for k, v in values.items() if k in wanted}

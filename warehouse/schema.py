@@ -242,6 +242,20 @@ QUEUES = _schema(
     ("updated_ts", TIMESTAMP, False),
 )
 
+# Not in DESIGN §3: entitlements for the fairness report (issue 8). One row per scheduler
+# association version: an account (`user` null, `parent` its parent account, null for the root)
+# or a user under `account`. `raw_shares` is Slurm's RawShares (sacctmgr FairShare); null where
+# the association takes its parent's (FairShare=parent). `source`: `sacctmgr`, `config`.
+ASSOCIATIONS = _schema(
+    ("cluster", _str, False),
+    ("account", _str, False),
+    ("user", _str),
+    ("parent", _str),
+    ("raw_shares", _i64),
+    ("source", _str, False),
+    ("updated_ts", TIMESTAMP, False),
+)
+
 # ---- marts (built by `gpuledger attribute`; SQL in sql/marts/) ----
 
 JOB_USAGE = _schema(
@@ -304,6 +318,34 @@ USAGE_DAILY = _schema(
     ("idle_gpu_h", _f64),
     ("effective_gpu_h", _f64),
     ("energy_kwh", _f64),
+)
+
+FAIRNESS_WEEKLY = _schema(
+    ("cluster", _str, False),
+    ("week", pa.date32(), False),
+    ("level", _str, False),
+    ("account", _str, False),
+    ("user", _str),
+    ("jobs", _i64),
+    ("jobs_started", _i64),
+    ("alloc_gpu_h", _f64),
+    ("observed_gpu_h", _f64),
+    ("effective_gpu_h", _f64),
+    ("idle_gpu_h", _f64),
+    ("energy_kwh", _f64),
+    ("cpu_h", _f64),
+    ("mem_gib_h", _f64),
+    ("usage_share", _f64),
+    ("effective_share", _f64),
+    ("level_share", _f64),
+    ("entitled_share", _f64),
+    ("usage_ratio", _f64),
+    ("wait_p50_s", _f64),
+    ("wait_p95_s", _f64),
+    ("low_eff_gpu_h", _f64),
+    ("failed_gpu_h", _f64),
+    ("unused_limit_gpu_h", _f64),
+    ("waste_gpu_h", _f64),
 )
 
 CLUSTER_OCCUPANCY = _schema(
@@ -413,6 +455,7 @@ RAW_TABLES: dict[str, TableSpec] = {
             "updated_ts",
             ("cluster", "kind", "namespace", "name", "flavor", "resource"),
         ),
+        TableSpec("associations", ASSOCIATIONS, "updated_ts", ("cluster", "account", "user")),
     )
 }
 
@@ -437,6 +480,13 @@ MARTS: dict[str, TableSpec] = {
         TableSpec("job_outcomes", JOB_OUTCOMES, None, ("cluster", "job_id"), mart=True),
         TableSpec("usage_daily", USAGE_DAILY, "date", ("cluster", "date", "account", "user"), True),
         TableSpec("cluster_occupancy", CLUSTER_OCCUPANCY, "bucket", ("cluster", "bucket"), True),
+        TableSpec(
+            "fairness_weekly",
+            FAIRNESS_WEEKLY,
+            "week",
+            ("cluster", "week", "level", "account", "user"),
+            mart=True,
+        ),
     )
 }
 

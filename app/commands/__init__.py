@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "alert",
     "detect",
     "job",
+    "report",
     "run",
     "status",
 )

@@ -14,7 +14,14 @@ import click
 
 __all__ = ["SUBCOMMAND_MODULES", "collect_group", "command"]
 
-SUBCOMMAND_MODULES: tuple[str, ...] = ("slurm", "dcgm_exporter", "nvml", "kubernetes", "prometheus")
+SUBCOMMAND_MODULES: tuple[str, ...] = (
+    "slurm",
+    "dcgm_exporter",
+    "nvml",
+    "kubernetes",
+    "prometheus",
+    "slurm_shares",
+)
 
 
 @click.group(name="collect")

@@ -1,0 +1,452 @@
+"""Assemble the weekly fairness report of one cluster from the lake: every table and scalar.
+
+Reads the `fairness_weekly` mart and the queries in sql/report/ through `warehouse.queries`;
+entitlements come from the `associations` table, else from shares given on the command line,
+else equal shares (and the report says which). Rendering is elsewhere (`app.report.html`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from app.report.fairshare import ROOT_ACCOUNT, Association, fair_tree, jain_index, max_min_ratio
+from app.report.week import IsoWeek
+from warehouse import queries
+
+if TYPE_CHECKING:
+    import duckdb
+
+__all__ = [
+    "ReportSettings",
+    "WeeklyReport",
+    "assemble_report",
+    "clusters_in_lake",
+    "marts_built",
+]
+
+TREND_WEEKS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class ReportSettings:
+    """What the report is computed with (all from the command line or configuration)."""
+
+    half_life_days: float = 7.0  # Slurm's PriorityDecayHalfLife default
+    cost_per_gpu_h: float | None = None
+    cost_per_kwh: float | None = None
+    shares: Mapping[str, float] = field(default_factory=dict)  # fallback entitlements
+    demand_min_wait_s: float = 300.0  # an account "wanted more" when its jobs queued this long
+    bucket_s: int = 300  # cluster_occupancy's bucket width
+    top_n: int = 10
+
+
+@dataclass(frozen=True, slots=True)
+class WeeklyReport:
+    """Everything the report shows; `tables` are written out as CSV and Parquet too."""
+
+    cluster: str
+    week: IsoWeek
+    generated: dt.datetime
+    settings: ReportSettings
+    has_data: bool
+    share_source: str
+    notes: list[str]
+    scalars: dict[str, Any]
+    tables: dict[str, pl.DataFrame]
+    headlines: list[str] = field(default_factory=list)
+
+
+def clusters_in_lake(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Clusters with any job or fairness row in the lake, sorted."""
+    frame = queries.run(con, "report/clusters")
+    return [str(c) for c in frame.get_column("cluster").to_list()]
+
+
+def marts_built(con: duckdb.DuckDBPyConnection) -> bool:
+    """False when the lake has jobs but no `fairness_weekly` rows (attribute has not run)."""
+    jobs, fairness = queries.run(con, "report/mart_status").row(0)
+    return not (jobs and not fairness)
+
+
+def _params(cluster: str, week: IsoWeek) -> dict[str, Any]:
+    return {
+        "cluster": cluster,
+        "week_start_e": week.start.timestamp(),
+        "week_end_e": week.end.timestamp(),
+    }
+
+
+def _nodes(
+    assoc: pl.DataFrame,
+    usage: pl.DataFrame,
+    settings: ReportSettings,
+    accounts_seen: list[str],
+) -> tuple[list[Association], str, list[str]]:
+    """The share tree with each node's decayed usage, and where the shares came from."""
+    used = {
+        (r["account"], r["user"]): float(r["decayed_gpu_h"] or 0.0)
+        for r in usage.filter(pl.col("level") == "user").iter_rows(named=True)
+    }
+    users_by_account: dict[str, list[str]] = {}
+    for account, user in used:
+        users_by_account.setdefault(account, []).append(user)
+    notes: list[str] = []
+    nodes: list[Association] = []
+    if not assoc.is_empty():
+        source = "Slurm associations (RawShares) collected into the lake"
+        known: set[tuple[str, str | None]] = set()
+        for r in assoc.iter_rows(named=True):
+            if r["account"] == ROOT_ACCOUNT and r["user"] is None:
+                continue
+            raw = float(r["raw_shares"]) if r["raw_shares"] is not None else 0.0
+            key = (r["account"], r["user"])
+            known.add(key)
+            nodes.append(Association(r["account"], r["user"], r["parent"], raw, used.get(key, 0.0)))
+        assoc_accounts = {r["account"] for r in assoc.iter_rows(named=True) if r["user"] is None}
+        strays = sorted(k for k in used if k not in known)
+        for account, user in strays:
+            if account not in assoc_accounts:
+                nodes.append(Association(account, None, None, 0.0, 0.0))
+                assoc_accounts.add(account)
+            nodes.append(Association(account, user, None, 0.0, used[(account, user)]))
+        if strays:
+            notes.append(
+                f"{len(strays)} account/user pair(s) used GPUs without an association in the "
+                "lake; they are shown with no entitlement."
+            )
+        return nodes, source, notes
+    if settings.shares:
+        source = "shares given with --share"
+        accounts = sorted(set(settings.shares) | set(accounts_seen))
+        missing = [a for a in accounts if a not in settings.shares]
+        if missing:
+            notes.append(f"No share given for {', '.join(missing)}: entitled to 0.")
+        shares = {a: float(settings.shares.get(a, 0.0)) for a in accounts}
+    else:
+        source = "equal shares (no associations collected and no --share given)"
+        accounts = sorted(accounts_seen)
+        shares = dict.fromkeys(accounts, 1.0)
+        if accounts:
+            notes.append(
+                "No entitlements known: every account with usage or demand is given an equal "
+                "share. Collect them with `gpuledger collect slurm-shares` or pass --share."
+            )
+    for account in accounts:
+        nodes.append(Association(account, None, None, shares[account], 0.0))
+        for user in sorted(users_by_account.get(account, [])):
+            nodes.append(Association(account, user, None, 1.0, used[(account, user)]))
+    return nodes, source, notes
+
+
+def _fairness_tables(
+    this_week: pl.DataFrame,
+    nodes: list[Association],
+    demand: pl.DataFrame,
+    settings: ReportSettings,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Per-account and per-user usage vs entitlement, Slurm's factors, demand."""
+    shares = pl.DataFrame(
+        [
+            {
+                "account": r.account,
+                "user": r.user,
+                "norm_shares": r.norm_shares,
+                "entitled_share": r.entitled_share,
+                "decayed_usage_share": r.norm_usage,
+                "effective_usage": r.effective_usage,
+                "level_fs": r.level_fs,
+                "classic_factor": r.classic_factor,
+                "fair_tree_factor": r.fair_tree_factor,
+            }
+            for r in fair_tree(nodes)
+        ],
+        schema={
+            "account": pl.String,
+            "user": pl.String,
+            "norm_shares": pl.Float64,
+            "entitled_share": pl.Float64,
+            "decayed_usage_share": pl.Float64,
+            "effective_usage": pl.Float64,
+            "level_fs": pl.Float64,
+            "classic_factor": pl.Float64,
+            "fair_tree_factor": pl.Float64,
+        },
+    )
+    usage_cols = [
+        "account",
+        "user",
+        "jobs",
+        "alloc_gpu_h",
+        "effective_gpu_h",
+        "usage_share",
+        "effective_share",
+        "cpu_h",
+        "mem_gib_h",
+        "wait_p50_s",
+        "wait_p95_s",
+    ]
+    frames = {}
+    for level in ("account", "user"):
+        week_rows = this_week.filter(pl.col("level") == level).select(usage_cols)
+        level_shares = shares.filter(
+            pl.col("user").is_null() if level == "account" else pl.col("user").is_not_null()
+        )
+        joined = week_rows.join(
+            level_shares, on=["account", "user"], how="full", coalesce=True, nulls_equal=True
+        )
+        joined = joined.with_columns(
+            pl.col(c).fill_null(0.0)
+            for c in ("alloc_gpu_h", "effective_gpu_h", "usage_share", "cpu_h", "mem_gib_h")
+        ).with_columns(
+            pl.col("jobs").fill_null(0),
+            (pl.col("usage_share") / pl.col("entitled_share")).alias("usage_ratio"),
+            (pl.col("decayed_usage_share") / pl.col("entitled_share")).alias("decayed_ratio"),
+        )
+        frames[level] = joined
+    accounts = frames["account"].drop("user", "fair_tree_factor")
+    totals = accounts.select(
+        pl.col("alloc_gpu_h").sum(), pl.col("cpu_h").sum(), pl.col("mem_gib_h").sum()
+    ).row(0)
+    accounts = accounts.join(
+        demand.select("account", "jobs_pending", "pending_job_h"), on="account", how="left"
+    ).with_columns(
+        pl.col("jobs_pending").fill_null(0),
+        pl.col("pending_job_h").fill_null(0.0),
+        pl.max_horizontal(
+            pl.col("alloc_gpu_h") / (totals[0] or math.inf),
+            pl.col("cpu_h") / (totals[1] or math.inf),
+            pl.col("mem_gib_h") / (totals[2] or math.inf),
+        ).alias("dominant_share"),
+    )
+    accounts = accounts.with_columns(
+        (pl.col("pending_job_h") * 3600.0 >= settings.demand_min_wait_s).alias("had_demand")
+    ).sort("alloc_gpu_h", "account", descending=[True, False])
+    users = frames["user"].sort("account", "alloc_gpu_h", "user", descending=[False, True, False])
+    return accounts, users
+
+
+def _scalars(accounts: pl.DataFrame) -> dict[str, Any]:
+    demanding = accounts.filter(pl.col("had_demand") & pl.col("entitled_share").gt(0))
+    ratios = [float(v) for v in demanding.get_column("usage_ratio").to_list() if v is not None]
+    dominant = demanding.get_column("dominant_share").to_list()
+    return {
+        "accounts_with_demand": demanding.height,
+        "jain_index": jain_index(ratios),
+        "max_min_ratio": max_min_ratio(ratios),
+        "dominant_share_max": max(dominant) if dominant else None,
+        "dominant_share_account": (
+            demanding.sort("dominant_share", descending=True).get_column("account")[0]
+            if demanding.height
+            else None
+        ),
+    }
+
+
+def _waste(
+    weeks: pl.DataFrame, week: IsoWeek, level: str, settings: ReportSettings
+) -> pl.DataFrame:
+    """Waste per account (or user) this week, its cost, last week's and the 4-week mean."""
+    keys = ["account"] if level == "account" else ["account", "user"]
+    cols = [
+        "idle_gpu_h",
+        "low_eff_gpu_h",
+        "failed_gpu_h",
+        "unused_limit_gpu_h",
+        "waste_gpu_h",
+        "energy_kwh",
+    ]
+    rows = weeks.filter(pl.col("level") == level)
+    current = rows.filter(pl.col("week") == week.monday).select(*keys, "alloc_gpu_h", *cols)
+    previous = rows.filter(pl.col("week") == week.minus(1).monday).select(
+        *keys, pl.col("waste_gpu_h").alias("waste_prev_gpu_h")
+    )
+    trend = rows.group_by(keys).agg(
+        (pl.col("waste_gpu_h").sum() / TREND_WEEKS).alias("waste_4wk_mean_gpu_h")
+    )
+    frame = (
+        current.join(previous, on=keys, how="left", nulls_equal=True)
+        .join(trend, on=keys, how="left", nulls_equal=True)
+        .with_columns(
+            pl.col("waste_prev_gpu_h").fill_null(0.0),
+            (pl.col("waste_gpu_h") - pl.col("waste_prev_gpu_h").fill_null(0.0)).alias(
+                "waste_change_gpu_h"
+            ),
+            (
+                pl.col("waste_gpu_h") * settings.cost_per_gpu_h
+                if settings.cost_per_gpu_h is not None
+                else pl.lit(None, pl.Float64)
+            ).alias("waste_cost"),
+            (
+                pl.col("energy_kwh") * settings.cost_per_kwh
+                if settings.cost_per_kwh is not None
+                else pl.lit(None, pl.Float64)
+            ).alias("energy_cost"),
+        )
+        .filter(pl.col("alloc_gpu_h") > 0)
+        .sort("waste_gpu_h", *keys, descending=[True] + [False] * len(keys))
+    )
+    return frame if level == "account" else frame.head(settings.top_n)
+
+
+def _waste_trend(weeks: pl.DataFrame, week: IsoWeek) -> pl.DataFrame:
+    """The cluster's waste categories for each of the last 4 weeks (zeros for empty weeks)."""
+    mondays = pl.DataFrame(
+        {"week": [week.minus(k).monday for k in range(TREND_WEEKS - 1, -1, -1)]},
+        schema={"week": pl.Date},
+    )
+    sums = (
+        weeks.filter(pl.col("level") == "account")
+        .group_by("week")
+        .agg(
+            pl.col(c).sum()
+            for c in (
+                "alloc_gpu_h",
+                "idle_gpu_h",
+                "low_eff_gpu_h",
+                "failed_gpu_h",
+                "unused_limit_gpu_h",
+                "waste_gpu_h",
+                "energy_kwh",
+            )
+        )
+    )
+    return mondays.join(sums, on="week", how="left").fill_null(0.0).sort("week")
+
+
+def _headlines(
+    tables: dict[str, pl.DataFrame], scalars: dict[str, Any], settings: ReportSettings
+) -> list[str]:
+    """A few plain sentences for the top of the page: who is over or under share, waste, waits."""
+    lines: list[str] = []
+    wanting = tables["accounts"].filter(pl.col("had_demand") & pl.col("usage_ratio").is_not_null())
+    for row in wanting.filter(pl.col("usage_ratio") > 2).iter_rows(named=True):
+        lines.append(
+            f"{row['account']} used {row['usage_ratio']:.1f}× its share "
+            f"({row['usage_share']:.0%} of GPU-hours for a {row['entitled_share']:.0%} share)."
+        )
+    for row in wanting.filter(pl.col("usage_ratio") < 0.5).iter_rows(named=True):
+        lines.append(
+            f"{row['account']} got {row['usage_ratio']:.1f}× its share while its jobs queued "
+            f"{row['pending_job_h']:.0f} job-hours: under-served."
+        )
+    waste = tables["waste_by_account"]
+    if waste.height and waste.get_column("waste_gpu_h")[0] > 0:
+        top = waste.row(0, named=True)
+        cost = f" (${top['waste_cost']:,.0f})" if settings.cost_per_gpu_h is not None else ""
+        lines.append(
+            f"Most waste: {top['account']}, {top['waste_gpu_h']:,.1f} GPU-hours held but not "
+            f"working{cost}, {top['waste_change_gpu_h']:+,.1f} on last week."
+        )
+    waits = tables["waits_by_size"].filter(pl.col("account") == "(all)")
+    if waits.height:
+        slow = waits.sort("wait_p95_s", descending=True).row(0, named=True)
+        lines.append(
+            f"Longest waits: {slow['size_class']} jobs, p95 {slow['wait_p95_s'] / 3600:.1f} h "
+            f"(p50 {slow['wait_p50_s'] / 3600:.1f} h)."
+        )
+    starving = int(tables["pending_backlog"].get_column("waiting_over_24h").sum())
+    if starving:
+        lines.append(f"{starving} job(s) still queued at week end had waited more than 24 h.")
+    return lines
+
+
+def assemble_report(
+    con: duckdb.DuckDBPyConnection,
+    cluster: str,
+    week: IsoWeek,
+    settings: ReportSettings,
+    now: dt.datetime,
+) -> WeeklyReport:
+    """Compute every table and scalar of the weekly report of `cluster` for `week`."""
+    p = _params(cluster, week)
+    weeks = queries.run(
+        con,
+        "report/fairness_weeks",
+        cluster=cluster,
+        first_week=week.minus(TREND_WEEKS - 1).monday,
+        last_week=week.monday,
+    )
+    this_week = weeks.filter(pl.col("week") == week.monday)
+    as_of = min(week.end, now).timestamp()
+    usage = queries.run(
+        con,
+        "report/decayed_usage",
+        cluster=cluster,
+        as_of_e=as_of,
+        half_life_s=settings.half_life_days * 86400.0,
+    )
+    demand = queries.run(con, "report/demand_by_account", **p)
+    assoc = queries.run(con, "report/associations_latest", cluster=cluster)
+    seen = sorted(
+        set(this_week.filter(pl.col("level") == "account").get_column("account").to_list())
+        | set(usage.filter(pl.col("level") == "account").get_column("account").to_list())
+        | set(demand.get_column("account").to_list())
+    )
+    nodes, source, notes = _nodes(assoc, usage, settings, seen)
+    accounts, users = _fairness_tables(this_week, nodes, demand, settings)
+    scalars = _scalars(accounts)
+    has_data = bool(this_week.height and this_week.get_column("alloc_gpu_h").sum() > 0) or bool(
+        demand.height
+    )
+    frame = queries.run(
+        con,
+        "report/cluster_frame",
+        bucket_s=settings.bucket_s,
+        **p,
+    )
+    failures = queries.run(con, "report/failures_by_cause", **p)
+    energy = (
+        this_week.filter(pl.col("level") == "account")
+        .select("account", "energy_kwh", "alloc_gpu_h")
+        .filter(pl.col("energy_kwh") > 0)
+        .sort("energy_kwh", descending=True)
+    )
+    if settings.cost_per_kwh is not None:
+        energy = energy.with_columns((pl.col("energy_kwh") * settings.cost_per_kwh).alias("cost"))
+    kueue = queries.run(con, "report/kueue_queue_share", **p)
+    tables = {
+        "accounts": accounts,
+        "users": users,
+        "waits_by_size": queries.run(con, "report/waits_by_size", **p),
+        "pending_backlog": queries.run(
+            con, "report/pending_backlog", cluster=cluster, week_end_e=p["week_end_e"]
+        ),
+        "waste_by_account": _waste(weeks, week, "account", settings),
+        "waste_by_user": _waste(weeks, week, "user", settings),
+        "waste_trend": _waste_trend(weeks, week),
+        "failures_by_cause": failures,
+        "energy_by_account": energy,
+        "power_findings": queries.run(con, "report/power_findings", **p),
+        "cluster_frame": frame,
+        "recommendations": queries.run(con, "report/recommendations_weekly", **p),
+        "kueue_queues": kueue,
+    }
+    scalars.update(
+        {
+            "alloc_gpu_h": float(accounts.get_column("alloc_gpu_h").sum()),
+            "effective_gpu_h": float(accounts.get_column("effective_gpu_h").sum()),
+            "waste_gpu_h": float(tables["waste_by_account"].get_column("waste_gpu_h").sum()),
+            "energy_kwh": float(tables["waste_by_account"].get_column("energy_kwh").sum()),
+            "gpu_h_lost": float(failures.get_column("gpu_h_lost").sum()),
+            "jobs_pending_at_end": int(tables["pending_backlog"].get_column("jobs_pending").sum()),
+            "half_life_days": settings.half_life_days,
+        }
+    )
+    return WeeklyReport(
+        headlines=_headlines(tables, scalars, settings),
+        cluster=cluster,
+        week=week,
+        generated=now,
+        settings=settings,
+        has_data=has_data,
+        share_source=source,
+        notes=notes,
+        scalars=scalars,
+        tables=tables,
+    )

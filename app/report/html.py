@@ -1,0 +1,120 @@
+"""Render a `WeeklyReport` as one self-contained HTML page (charts embedded, no external links).
+
+Images are passed as a mapping name → `src`: `data:` URIs for the file, `cid:` references for
+the email, so both come from the same template (templates/weekly.html.j2).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import math
+from collections.abc import Mapping
+
+import jinja2
+
+from app.report.charts import (
+    chart_cluster_frame,
+    chart_usage_vs_share,
+    chart_waits,
+    chart_waste_trend,
+)
+from app.report.data import WeeklyReport
+
+__all__ = ["data_uris", "render_charts", "render_html"]
+
+MAX_USER_ROWS = 25
+MAX_RECOMMENDATIONS = 12
+FRAME_ROWS = (
+    ("Allocated", "allocated_gpu_h", "Allocated"),
+    ("… of which active", "active_gpu_h", "(utilisation-weighted view)"),
+    ("… of which idle while allocated", "idle_allocated_gpu_h", "(hidden inside Allocated)"),
+    ("Unallocated while jobs waited", "planned_gpu_h", "Planned"),
+    ("Unallocated, nothing waiting", "idle_gpu_h", "Idle"),
+    ("Unobserved (down or no telemetry)", "unobserved_gpu_h", "Down + PlannedDown"),
+    ("Total", "reported_gpu_h", "Reported"),
+)
+
+
+def _num(value: float | int | None, digits: int = 1) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if isinstance(value, float) and math.isinf(value):
+        return "∞"
+    return f"{value:,.{digits}f}"
+
+
+def _pct(value: float | None) -> str:
+    if value is None or math.isnan(value):
+        return "–"
+    return f"{value * 100:.1f} %"
+
+
+def _signed(value: float | None) -> str:
+    return "–" if value is None else f"{value:+,.1f}"
+
+
+def _money(value: float | None) -> str:
+    return "–" if value is None else f"${value:,.0f}"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None or math.isnan(seconds):
+        return "–"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _ratio_class(value: float | None) -> str:
+    if value is None or math.isnan(value):
+        return ""
+    return "over" if value > 2 else "under" if value < 0.5 else ""
+
+
+def render_charts(report: WeeklyReport) -> dict[str, bytes]:
+    """PNG bytes of each chart that has something to draw, by name."""
+    if not report.has_data:
+        return {}
+    t = report.tables
+    charts = {
+        "usage": chart_usage_vs_share(t["accounts"]),
+        "waits": chart_waits(t["waits_by_size"]),
+        "waste": chart_waste_trend(t["waste_trend"]),
+        "frame": chart_cluster_frame(t["cluster_frame"]),
+    }
+    return {name: png for name, png in charts.items() if png is not None}
+
+
+def data_uris(charts: Mapping[str, bytes]) -> dict[str, str]:
+    """`data:image/png;base64,…` sources for each chart (the self-contained file)."""
+    return {n: "data:image/png;base64," + base64.b64encode(p).decode() for n, p in charts.items()}
+
+
+def render_html(report: WeeklyReport, images: Mapping[str, str]) -> str:
+    """The report page; `images` maps chart names to their `src` (absent charts are left out)."""
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("app.report", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    template = env.get_template("weekly.html.j2")
+    return template.render(
+        r=report,
+        t=report.tables,
+        images={n: images.get(n) for n in ("usage", "waits", "waste", "frame")},
+        one_day=dt.timedelta(days=1),
+        max_rows=MAX_USER_ROWS,
+        max_recs=MAX_RECOMMENDATIONS,
+        frame_rows=FRAME_ROWS,
+        num=_num,
+        pct=_pct,
+        signed=_signed,
+        money=_money,
+        duration=_duration,
+        ratio_class=_ratio_class,
+    )

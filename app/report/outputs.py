@@ -1,0 +1,45 @@
+"""Write a rendered report to disk: the HTML page, its PDF, and every table as CSV and Parquet."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.report.data import WeeklyReport
+from app.report.html import data_uris, render_charts, render_html
+from app.report.pdf import print_pdf
+
+__all__ = ["ReportFiles", "write_report"]
+
+
+@dataclass(frozen=True, slots=True)
+class ReportFiles:
+    """Where one cluster's report for one week was written."""
+
+    folder: Path
+    html: Path
+    pdf: Path | None
+    tables: list[Path]
+    charts: dict[str, bytes]
+
+
+def write_report(
+    report: WeeklyReport, out: Path, *, pdf: bool = True, browser: str | None = None
+) -> ReportFiles:
+    """Write `<out>/<cluster>/<week>/` (replacing a previous run's files of the same names)."""
+    folder = out / report.cluster / report.week.label
+    tables_dir = folder / "tables"
+    tables_dir.mkdir(parents=True, exist_ok=True)
+    charts = render_charts(report)
+    stem = f"fairness-{report.cluster}-{report.week.label}"
+    html = folder / f"{stem}.html"
+    html.write_text(render_html(report, data_uris(charts)), encoding="utf-8")
+    written: list[Path] = []
+    for name, frame in report.tables.items():
+        csv = tables_dir / f"{name}.csv"
+        parquet = tables_dir / f"{name}.parquet"
+        frame.write_csv(csv)
+        frame.write_parquet(parquet)
+        written += [csv, parquet]
+    pdf_path = print_pdf(html, folder / f"{stem}.pdf", browser) if pdf else None
+    return ReportFiles(folder, html, pdf_path, written, charts)

@@ -1,0 +1,63 @@
+"""ISO weeks as the report names them (`2026-W48`): Monday 00:00 UTC to the next Monday."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+
+__all__ = ["IsoWeek", "last_complete_week", "parse_week"]
+
+_WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
+
+
+@dataclass(frozen=True, slots=True)
+class IsoWeek:
+    """One ISO week; `start` is its Monday 00:00 UTC, `end` the next Monday (exclusive)."""
+
+    year: int
+    number: int
+
+    @property
+    def monday(self) -> dt.date:
+        return dt.date.fromisocalendar(self.year, self.number, 1)
+
+    @property
+    def start(self) -> dt.datetime:
+        return dt.datetime.combine(self.monday, dt.time(), tzinfo=dt.UTC)
+
+    @property
+    def end(self) -> dt.datetime:
+        return self.start + dt.timedelta(days=7)
+
+    @property
+    def label(self) -> str:
+        return f"{self.year}-W{self.number:02d}"
+
+    def minus(self, weeks: int) -> IsoWeek:
+        """The week `weeks` before this one."""
+        year, number, _ = (self.monday - dt.timedelta(weeks=weeks)).isocalendar()
+        return IsoWeek(year, number)
+
+    @classmethod
+    def of(cls, day: dt.date) -> IsoWeek:
+        year, number, _ = day.isocalendar()
+        return cls(year, number)
+
+
+def parse_week(text: str) -> IsoWeek:
+    """`2026-W48` → IsoWeek; raises ValueError with the expected form."""
+    match = _WEEK.match(text.strip())
+    if not match:
+        raise ValueError(f"{text!r} is not an ISO week; expected YYYY-Www, e.g. 2026-W48")
+    year, number = int(match.group(1)), int(match.group(2))
+    try:
+        dt.date.fromisocalendar(year, number, 1)
+    except ValueError:
+        raise ValueError(f"{text!r}: {year} has no week {number}") from None
+    return IsoWeek(year, number)
+
+
+def last_complete_week(now: dt.datetime) -> IsoWeek:
+    """The latest week that ended at or before `now` (on a Monday: the week just ended)."""
+    return IsoWeek.of(now.astimezone(dt.UTC).date()).minus(1)

@@ -1,0 +1,160 @@
+"""The rendered report: self-contained HTML, a PDF that is not blank, every table as files,
+a clear page for an empty week, and the email with its charts inline."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import socket
+import threading
+from email import message_from_bytes, policy
+from email.message import EmailMessage
+
+import polars as pl
+import pypdfium2
+import pytest
+from aiosmtpd.controller import Controller
+
+from app.alerts.smtp import SmtpSender, SmtpSettings
+from app.report.data import ReportSettings, assemble_report
+from app.report.mail import build_message
+from app.report.outputs import write_report
+from app.report.week import IsoWeek
+from tests.marts.rows import T0
+from tests.report.lake import build_fairness_lake
+
+pytestmark = pytest.mark.slow
+
+NOW = T0 + dt.timedelta(days=10)
+EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", re.IGNORECASE)
+CSS_URL = re.compile(r"url\(\s*['\"]?\s*(?:https?:)?//", re.IGNORECASE)
+IMPORT = re.compile(r"@import", re.IGNORECASE)
+
+
+@pytest.fixture(scope="module")
+def con(tmp_path_factory):
+    return build_fairness_lake(tmp_path_factory.mktemp("lake"))
+
+
+@pytest.fixture(scope="module")
+def written(con, tmp_path_factory):
+    settings = ReportSettings(cost_per_gpu_h=2.5, cost_per_kwh=0.12)
+    report = assemble_report(con, "della", IsoWeek(2024, 9), settings, NOW)
+    return report, write_report(report, tmp_path_factory.mktemp("out"))
+
+
+def test_html_is_self_contained(written):
+    _, files = written
+    html = files.html.read_text(encoding="utf-8")
+    assert not EXTERNAL.search(html), EXTERNAL.search(html)
+    assert not CSS_URL.search(html)
+    assert not IMPORT.search(html)
+    images = re.findall(r"<img[^>]+src=\"([^\"]+)\"", html)
+    assert len(images) == 4  # usage, waits, waste trend, cluster frame
+    assert all(src.startswith("data:image/png;base64,") for src in images)
+    assert "<link" not in html and "<script" not in html
+
+
+def test_html_shows_the_hand_computed_numbers(written):
+    _, files = written
+    html = files.html.read_text(encoding="utf-8")
+    expected = ["GPU fairness report — della", "2024-W09", "physics", "0.900", "60.0 %"]
+    expected += ["75.0 %", "40.0", "$1", "idle_cancel_policy", "power_cap_candidate"]
+    for text in expected:
+        assert text in html, text
+    assert "built-in method" not in html and "bound method" not in html
+    words = re.sub(r"<[^>]+>", " ", html).lower().split()
+    assert "none" not in words and "nan" not in words and "null" not in words
+
+
+def test_pdf_renders_and_is_not_blank(written):
+    _, files = written
+    assert files.pdf is not None
+    pdf = pypdfium2.PdfDocument(str(files.pdf))
+    try:
+        assert len(pdf) >= 2
+        page = pdf[0]
+        image = page.render(scale=0.5).to_pil().convert("L")
+        histogram = image.histogram()
+        dark = sum(histogram[:128]) / sum(histogram)
+        # Text, tables and charts: some ink, but mostly paper.
+        assert 0.005 < dark < 0.5, dark
+        text = page.get_textpage().get_text_range()
+        assert "GPU fairness report" in text
+    finally:
+        pdf.close()
+
+
+def test_every_table_is_written_as_csv_and_parquet(written):
+    report, files = written
+    names = {p.name for p in files.tables}
+    for table, frame in report.tables.items():
+        assert f"{table}.csv" in names and f"{table}.parquet" in names
+        back = pl.read_parquet(files.folder / "tables" / f"{table}.parquet")
+        assert back.height == frame.height and back.columns == frame.columns
+    accounts = pl.read_csv(files.folder / "tables" / "accounts.csv")
+    assert set(accounts.get_column("account")) == {"physics", "bio"}
+
+
+def test_a_week_without_data_renders_a_page_that_says_so(con, tmp_path):
+    report = assemble_report(con, "della", IsoWeek(2024, 2), ReportSettings(), NOW)
+    files = write_report(report, tmp_path, pdf=False)
+    html = files.html.read_text(encoding="utf-8")
+    assert "No GPU jobs ran or waited on della in week 2024-W02" in html
+    assert "<img" not in html
+    assert files.pdf is None
+    assert (files.folder / "tables" / "accounts.csv").exists()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class Inbox:
+    def __init__(self) -> None:
+        self.messages: list[bytes] = []
+        self.done = threading.Event()
+
+    async def handle_DATA(self, server, session, envelope):  # noqa: N802 (aiosmtpd's name)
+        self.messages.append(envelope.original_content or envelope.content)
+        self.done.set()
+        return "250 OK"
+
+
+def test_email_is_multipart_with_inline_charts_and_the_pdf(written):
+    report, files = written
+    inbox = Inbox()
+    port = free_port()
+    controller = Controller(inbox, hostname="127.0.0.1", port=port)
+    controller.start()
+    try:
+        message = build_message(report, files, "gpuledger@test", ["lead@test", "ops@test"])
+        SmtpSender(SmtpSettings("127.0.0.1", port, "gpuledger@test")).send(message)
+        assert inbox.done.wait(10)
+    finally:
+        controller.stop()
+    got = message_from_bytes(inbox.messages[0], _class=EmailMessage, policy=policy.default)
+    assert got["To"] == "lead@test, ops@test"
+    assert "2024-W09" in got["Subject"]
+    html_part = got.get_body(preferencelist=("html",))
+    html = html_part.get_content()
+    cids = set(re.findall(r'src="cid:([^"]+)"', html))
+    inline = {
+        p["Content-ID"].strip("<>") for p in got.walk() if p.get_content_type() == "image/png"
+    }
+    assert len(cids) == 4 and cids == inline
+    assert "data:image" not in html  # inline parts, not base64 in the body
+    [pdf] = [p for p in got.iter_attachments() if p.get_content_type() == "application/pdf"]
+    assert pdf.get_content()[:5] == b"%PDF-"
+    assert "Jain's index" in got.get_body(preferencelist=("plain",)).get_content()
+
+
+def test_an_unreachable_mail_server_is_one_clear_error(written):
+    from app.errors import AppError
+
+    report, files = written
+    message = build_message(report, files, "a@test", ["b@test"])
+    with pytest.raises(AppError, match="SMTP 127.0.0.1:1"):
+        SmtpSender(SmtpSettings("127.0.0.1", 1, "a@test", timeout_s=2)).send(message)

@@ -1,0 +1,231 @@
+"""`gpuledger report weekly` and `gpuledger collect slurm-shares` at the command line."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from app.cli import cli
+from collector.sources.slurm_assoc import parse_associations, sacctmgr_argv
+from tests.report.lake import build_fairness_lake
+
+FIXTURE = (
+    Path(__file__).resolve().parents[1]
+    / "fixtures"
+    / "slurm"
+    / "associations"
+    / "sacctmgr-show-assoc.txt"
+)
+
+
+def invoke(*args: str, **env: str) -> Result:
+    clean: dict[str, str | None] = {k: None for k in os.environ if k.startswith("GPULEDGER_")}
+    return CliRunner(env={**clean, **env}).invoke(cli, list(args))
+
+
+def one_error(result: Result, code: int, *fragments: str) -> None:
+    assert result.exit_code == code, result.output
+    assert "Traceback" not in result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1, result.output
+    for fragment in fragments:
+        assert fragment in errors[0], result.output
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("lake")
+    build_fairness_lake(root)
+    return root
+
+
+def test_help_teaches_the_options():
+    result = invoke("report", "weekly", "--help")
+    assert result.exit_code == 0
+    for text in ("--week", "YYYY-Www", "--out", "--email", "--cost-per-gpu-hour",
+                 "--cost-per-kwh", "--share", "--half-life-days", "--lake", "Example"):  # fmt: skip
+        assert text in result.output, text
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--week", "2024-09"], "expected YYYY-Www"),
+        (["--week", "2021-W53"], "2021 has no week 53"),
+        (["--share", "physics"], "expected ACCOUNT=SHARES"),
+        (["--share", "physics=-1"], "expected ACCOUNT=SHARES"),
+        (["--cost-per-gpu-hour", "-2"], "--cost-per-gpu-hour"),
+        (["--email"], "--email needs recipients"),
+    ],
+)
+def test_bad_options_are_usage_errors(lake, tmp_path, args, fragment):
+    result = invoke("report", "weekly", "--lake", str(lake), "--out", str(tmp_path), *args)
+    one_error(result, 2, fragment)
+
+
+def test_unknown_cluster_and_empty_lake_are_one_line_errors(lake, tmp_path):
+    one_error(
+        invoke("report", "weekly", "--lake", str(lake), "--cluster", "nope", "--week", "2024-W09"),
+        1,
+        "no cluster 'nope'",
+        "known: della",
+    )
+    one_error(invoke("report", "weekly", "--lake", str(tmp_path / "none")), 1, "has no data")
+
+
+@pytest.mark.slow
+def test_weekly_writes_html_pdf_and_tables(lake, tmp_path):
+    result = invoke(
+        "report", "weekly", "--lake", str(lake), "--week", "2024-W09", "--out", str(tmp_path),
+        "--cost-per-gpu-hour", "2.5", "--share", "ignored=1",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    folder = tmp_path / "della" / "2024-W09"
+    assert (folder / "fairness-della-2024-W09.html").is_file()
+    assert (folder / "fairness-della-2024-W09.pdf").read_bytes()[:5] == b"%PDF-"
+    assert (folder / "tables" / "accounts.parquet").is_file()
+    assert str(folder / "fairness-della-2024-W09.pdf") in result.output
+
+
+def test_an_empty_week_is_a_report_not_an_error(lake, tmp_path):
+    result = invoke(
+        "report", "weekly", "--lake", str(lake), "--week", "2024-W02", "--out", str(tmp_path),
+        "--no-pdf",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "(no data this week)" in result.output
+    html = (tmp_path / "della" / "2024-W02" / "fairness-della-2024-W02.html").read_text()
+    assert "No GPU jobs ran or waited" in html
+
+
+def test_default_week_is_the_last_complete_one():
+    from app.report.week import last_complete_week
+
+    monday = dt.datetime(2026, 11, 30, 0, 0, tzinfo=dt.UTC)  # Monday of W49
+    assert last_complete_week(monday).label == "2026-W48"
+    assert last_complete_week(monday + dt.timedelta(days=6, hours=23)).label == "2026-W48"
+    assert last_complete_week(monday - dt.timedelta(seconds=1)).label == "2026-W47"
+    assert last_complete_week(dt.datetime(2027, 1, 4, tzinfo=dt.UTC)).label == "2026-W53"
+
+
+def test_parse_real_sacctmgr_associations():
+    rows, bad = parse_associations(FIXTURE.read_text(), "testcluster")
+    assert not bad
+    got = {(r.account, r.user): (r.parent, r.raw_shares) for r in rows}
+    assert got == {
+        ("root", None): (None, 1),
+        ("root", "root"): (None, 1),
+        ("ml", None): ("root", 40),
+        ("ml", "bob"): (None, 1),
+        ("ml", "carol"): (None, 1),
+        ("research", None): ("root", 60),
+        ("research", "alice"): (None, 1),
+        ("research", "carol"): (None, 1),
+        ("research", "root"): (None, 1),
+    }
+
+
+def test_parse_skips_other_clusters_and_reports_bad_lines():
+    text = "other|a||root|5\nc1|a||root|parent\nc1|a|u||x\nc1|only|three\n"
+    rows, bad = parse_associations(text, "c1")
+    assert [(r.account, r.raw_shares) for r in rows] == [("a", None)]
+    assert [b.line_no for b in bad] == [3, 4]
+    assert "Fairshare 'x' is not a number" in str(bad[0])
+
+
+def test_collect_slurm_shares_lands_a_snapshot(tmp_path, monkeypatch):
+    from collector.sources.slurm_assoc import collect_associations
+    from warehouse.connection import connect
+
+    asked: list[list[str]] = []
+
+    def runner(argv: list[str]) -> str:
+        asked.append(argv)
+        return FIXTURE.read_text()
+
+    now = dt.datetime(2026, 12, 2, 12, tzinfo=dt.UTC)
+    landed, bad = collect_associations(tmp_path, "testcluster", runner, now)
+    assert (landed, bad) == (9, [])
+    assert asked == [sacctmgr_argv("testcluster")]
+    # A later snapshot without bob replaces the tree (the report reads the latest snapshot).
+    lines = [ln for ln in FIXTURE.read_text().splitlines() if "|bob|" not in ln]
+    collect_associations(tmp_path, "testcluster", lambda _: "\n".join(lines), now.replace(hour=13))
+    con = connect(tmp_path)
+    users = con.sql(
+        "SELECT user FROM associations WHERE updated_ts = (SELECT max(updated_ts) "
+        "FROM associations) AND user IS NOT NULL ORDER BY ALL"
+    ).fetchall()
+    assert [u for (u,) in users] == ["alice", "carol", "carol", "root", "root"]
+
+
+@pytest.mark.slow
+def test_email_goes_through_the_configured_smtp_server(lake, tmp_path):
+    from aiosmtpd.controller import Controller
+
+    from tests.report.test_render import Inbox, free_port
+
+    inbox = Inbox()
+    port = free_port()
+    controller = Controller(inbox, hostname="127.0.0.1", port=port)
+    controller.start()
+    try:
+        result = invoke(
+            "report", "weekly", "--lake", str(lake), "--week", "2024-W09", "--out",
+            str(tmp_path), "--no-pdf", "--email",
+            GPULEDGER_ALERTS_SMTP_HOST="127.0.0.1", GPULEDGER_ALERTS_SMTP_PORT=str(port),
+            GPULEDGER_ALERTS_EMAIL_FROM="report@test", GPULEDGER_ALERTS_ADMIN_EMAILS="lead@test",
+        )  # fmt: skip
+        assert result.exit_code == 0, result.output
+        assert inbox.done.wait(10)
+    finally:
+        controller.stop()
+    assert "emailed to lead@test" in result.output
+    assert b"report@test" in inbox.messages[0] and b"2024-W09" in inbox.messages[0]
+
+
+def test_email_to_an_unreachable_server_is_one_line_error(lake, tmp_path):
+    from tests.report.test_render import free_port
+
+    result = invoke(
+        "report", "weekly", "--lake", str(lake), "--week", "2024-W09", "--out", str(tmp_path),
+        "--no-pdf", "--email", "--email-to", "x@test",
+        GPULEDGER_ALERTS_SMTP_HOST="127.0.0.1", GPULEDGER_ALERTS_SMTP_PORT=str(free_port()),
+    )  # fmt: skip
+    one_error(result, 1, "SMTP 127.0.0.1")
+
+
+def test_a_lake_whose_marts_were_not_built_is_told_to_attribute(tmp_path):
+    from tests.marts.rows import job, land
+
+    land(tmp_path, "jobs", [job("j1", 0, 3600)])
+    result = invoke("report", "weekly", "--lake", str(tmp_path), "--week", "2024-W09")
+    one_error(result, 1, "no fairness_weekly mart", "gpuledger attribute")
+
+
+def _fake(folder: Path, name: str, body: str) -> None:
+    path = folder / name
+    path.write_text("#!/bin/sh\n" + body + "\n", encoding="utf-8")
+    path.chmod(0o755)
+
+
+def test_collect_slurm_shares_command_runs_sacctmgr(tmp_path, monkeypatch):
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    # The fake checks it was asked for the cluster's associations, then prints the recording.
+    _fake(folder, "sacctmgr", f'echo "$@" > {tmp_path}/argv; cat {FIXTURE}')
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
+    lake = tmp_path / "lake"
+    result = invoke("collect", "slurm-shares", "--cluster", "testcluster", "--lake", str(lake))
+    assert result.exit_code == 0, result.output
+    assert "9 association(s) landed" in result.output
+    argv = (tmp_path / "argv").read_text()
+    assert "show associations cluster=testcluster" in argv
+    assert "format=Cluster,Account,User,ParentName,Fairshare" in argv
+
+    _fake(folder, "sacctmgr", "echo 'sacctmgr: error: Problem talking to the database' >&2; exit 1")
+    failed = invoke("collect", "slurm-shares", "--cluster", "testcluster", "--lake", str(lake))
+    one_error(failed, 1, "sacctmgr failed (exit 1)", "Problem talking to the database")

@@ -1,0 +1,186 @@
+"""Every number of the weekly report, on the hand-made lake of tests/report/lake.py."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+import polars as pl
+import pytest
+
+from app.report.data import ReportSettings, assemble_report
+from app.report.week import IsoWeek
+from tests.marts.rows import T0, T0_E
+from tests.report.lake import HOUR, WEEK_END_S, build_fairness_lake
+
+WEEK = IsoWeek(2024, 9)
+NOW = T0 + dt.timedelta(days=10)
+HALF_LIFE_S = 7 * 86400.0
+
+
+@pytest.fixture(scope="module")
+def con(tmp_path_factory):
+    return build_fairness_lake(tmp_path_factory.mktemp("lake"))
+
+
+@pytest.fixture(scope="module")
+def report(con):
+    settings = ReportSettings(cost_per_gpu_h=2.0, cost_per_kwh=0.5)
+    return assemble_report(con, "della", WEEK, settings, NOW)
+
+
+def rows(frame: pl.DataFrame, key: str) -> dict:
+    return {r[key]: r for r in frame.iter_rows(named=True)}
+
+
+def decayed(spans: list[tuple[float, float, int]], as_of: float, steps: int = 20000) -> float:
+    """GPU-hours weighted by 2^(-age/half-life), by midpoint integration (not the closed form)."""
+    total = 0.0
+    for start, end, gpus in spans:
+        width = (end - start) / steps
+        for k in range(steps):
+            t = start + (k + 0.5) * width
+            total += gpus * width * 2 ** (-(as_of - t) / HALF_LIFE_S)
+    return total / 3600
+
+
+def test_week_bounds():
+    assert WEEK.start.timestamp() == pytest.approx(T0_E - 4 * 86400)
+    assert WEEK.end.timestamp() == pytest.approx(T0_E + WEEK_END_S)
+
+
+def test_decayed_usage_share_matches_numeric_integration(report):
+    accounts = rows(report.tables["accounts"], "account")
+    # As of the week's end (the report is for a past week).
+    physics = decayed([(0, HOUR, 1), (WEEK_END_S - 1800, WEEK_END_S, 1)], WEEK_END_S)
+    bio = decayed([(0, HOUR / 2, 2)], WEEK_END_S)
+    assert accounts["physics"]["decayed_usage_share"] == pytest.approx(
+        physics / (physics + bio), rel=1e-6
+    )
+    assert accounts["bio"]["decayed_usage_share"] == pytest.approx(bio / (physics + bio), rel=1e-6)
+
+
+def test_usage_vs_entitlement_and_slurm_factors(report):
+    accounts = rows(report.tables["accounts"], "account")
+    physics, bio = accounts["physics"], accounts["bio"]
+    assert report.share_source.startswith("Slurm associations")
+    assert physics["usage_share"] == pytest.approx(0.6)
+    assert physics["entitled_share"] == pytest.approx(0.75)
+    assert physics["usage_ratio"] == pytest.approx(0.8)
+    assert bio["usage_ratio"] == pytest.approx(1.6)
+    u_phys = physics["decayed_usage_share"]
+    assert physics["classic_factor"] == pytest.approx(2 ** (-u_phys / 0.75))
+    assert physics["level_fs"] == pytest.approx(0.75 / u_phys)
+    users = {(r["account"], r["user"]): r for r in report.tables["users"].iter_rows(named=True)}
+    # Users: alice's decayed usage is all of physics' before Monday minus carol's half hour;
+    # carol's share of physics' usage is smaller, so carol ranks above alice; bob (bio is
+    # over-served: level FS < 1) ranks last of the three.
+    assert users[("physics", "carol")]["fair_tree_factor"] == pytest.approx(1.0)
+    assert users[("physics", "alice")]["fair_tree_factor"] == pytest.approx(2 / 3)
+    assert users[("bio", "bob")]["fair_tree_factor"] == pytest.approx(1 / 3)
+
+
+def test_fairness_scalars_over_accounts_with_demand(report):
+    s = report.scalars
+    # Both accounts queued this week (physics 2.2 h of waiting, bio 49 h). Ratios 0.8 and 1.6:
+    # Jain = 2.4² / (2 × (0.64 + 2.56)) = 0.9; max/min = 2.
+    assert s["accounts_with_demand"] == 2
+    assert s["jain_index"] == pytest.approx(0.9)
+    assert s["max_min_ratio"] == pytest.approx(2.0)
+    # physics holds all the memory-hours requested: dominant share 1.0.
+    assert s["dominant_share_max"] == pytest.approx(1.0)
+    assert s["dominant_share_account"] == "physics"
+    demand = rows(report.tables["accounts"], "account")
+    assert demand["bio"]["pending_job_h"] == pytest.approx(1 + 48)
+    assert demand["physics"]["pending_job_h"] == pytest.approx((600 + 7200) / 3600)
+    assert demand["physics"]["dominant_share"] == pytest.approx(1.0)
+    assert demand["bio"]["dominant_share"] == pytest.approx(0.4)
+
+
+def test_waits_by_size_backlog_and_starvation(report):
+    waits = {(r["account"], r["size_class"]): r for r in report.tables["waits_by_size"].to_dicts()}
+    assert waits[("(all)", "1 GPU")]["jobs"] == 2
+    assert waits[("(all)", "1 GPU")]["wait_p50_s"] == pytest.approx(3900)
+    assert waits[("(all)", "1 GPU")]["wait_p95_s"] == pytest.approx(6870)
+    assert waits[("bio", "2-8 GPUs")]["wait_p95_s"] == pytest.approx(3600)
+    assert all(w["over_24h"] == 0 for w in waits.values())
+    [backlog] = report.tables["pending_backlog"].to_dicts()
+    assert backlog["account"] == "bio"
+    assert backlog["jobs_pending"] == 1
+    assert backlog["gpus_pending"] == 4
+    assert backlog["backlog_gpu_h"] == pytest.approx(40.0)
+    assert backlog["waiting_over_24h"] == 1
+    assert backlog["oldest_wait_h"] == pytest.approx(48.0)
+    assert report.scalars["jobs_pending_at_end"] == 1
+
+
+def test_waste_costs_and_trend(report):
+    waste = rows(report.tables["waste_by_account"], "account")
+    assert waste["physics"]["waste_gpu_h"] == pytest.approx(0.5)
+    assert waste["physics"]["waste_cost"] == pytest.approx(1.0)  # 0.5 GPU-h × $2
+    assert waste["physics"]["energy_cost"] == pytest.approx(0.2)  # 0.4 kWh × $0.5
+    assert waste["physics"]["waste_prev_gpu_h"] == 0
+    assert waste["physics"]["waste_change_gpu_h"] == pytest.approx(0.5)
+    assert waste["physics"]["waste_4wk_mean_gpu_h"] == pytest.approx(0.5 / 4)
+    assert waste["bio"]["waste_gpu_h"] == pytest.approx(0.45)
+    trend = report.tables["waste_trend"]
+    assert trend.get_column("week").to_list() == [WEEK.minus(k).monday for k in (3, 2, 1, 0)]
+    assert trend.get_column("waste_gpu_h").to_list() == pytest.approx([0, 0, 0, 0.95])
+    assert trend.get_column("failed_gpu_h").to_list() == pytest.approx([0, 0, 0, 1.0])
+    assert report.scalars["waste_gpu_h"] == pytest.approx(0.95)
+    top = report.tables["waste_by_user"].get_column("user").to_list()
+    assert top == ["alice", "bob", "carol"]  # by waste; carol's job had no telemetry: 0
+
+
+def test_resilience_power_frame_and_actions(report):
+    [failure] = report.tables["failures_by_cause"].to_dicts()
+    assert failure == {
+        "account": "bio",
+        "outcome": "failed",
+        "cause": "application",
+        "jobs": 1,
+        "gpu_h_lost": pytest.approx(1.0),
+    }
+    power = {(r["source"], r["name"]): r for r in report.tables["power_findings"].to_dicts()}
+    assert set(power) == {("finding", "power_cap_candidate"), ("recommendation", "power_cap")}
+    found = power[("finding", "power_cap_candidate")]
+    assert found["entries"] == 2 and found["gpu_h_at_stake"] == pytest.approx(4.0)
+    assert found["kwh_saved"] == pytest.approx(2.5)  # the malformed evidence counts no kWh
+    assert power[("recommendation", "power_cap")]["kwh_saved"] == pytest.approx(40.0)
+    energy = rows(report.tables["energy_by_account"], "account")
+    assert energy["physics"]["energy_kwh"] == pytest.approx(0.4)
+    [frame] = report.tables["cluster_frame"].to_dicts()
+    # 3 GPUs over the hour of telemetry: j1's GPU observed 1 h (half idle), j2's reporting GPU
+    # 0.5 h (busy 0.1: active); nothing unallocated; the rest unobserved.
+    assert frame["reported_gpu_h"] == pytest.approx(3.0)
+    assert frame["allocated_gpu_h"] == pytest.approx(1.5)
+    assert frame["active_gpu_h"] == pytest.approx(1.0)
+    assert frame["idle_allocated_gpu_h"] == pytest.approx(0.5)
+    assert frame["planned_gpu_h"] == 0 and frame["idle_gpu_h"] == 0
+    assert frame["unobserved_gpu_h"] == pytest.approx(1.5)
+    actions = report.tables["recommendations"].to_dicts()
+    assert [a["rec_id"] for a in actions] == ["r1", "r3"]  # by gain; r2 is next week's
+    assert actions[0]["expected_gain_gpu_h"] == 12.5
+
+
+def test_a_week_without_data_is_a_report_that_says_so(con):
+    # Weeks before any job (after the last one, j4 would still be queued: that is demand).
+    empty = assemble_report(con, "della", IsoWeek(2024, 2), ReportSettings(), NOW)
+    assert not empty.has_data
+    assert empty.scalars["jain_index"] is None
+    assert empty.tables["waste_by_account"].is_empty()
+    assert empty.scalars["alloc_gpu_h"] == 0
+
+
+def test_shares_from_the_command_line_when_the_lake_has_none(tmp_path):
+    con = build_fairness_lake(tmp_path, associations=False)
+    settings = ReportSettings(shares={"physics": 1, "bio": 1})
+    report = assemble_report(con, "della", WEEK, settings, NOW)
+    accounts = rows(report.tables["accounts"], "account")
+    assert report.share_source == "shares given with --share"
+    assert accounts["physics"]["entitled_share"] == pytest.approx(0.5)
+    assert accounts["physics"]["usage_ratio"] == pytest.approx(1.2)
+    equal = assemble_report(con, "della", WEEK, ReportSettings(), NOW)
+    assert equal.share_source.startswith("equal shares")
+    assert any("equal share" in n for n in equal.notes)
+    assert not math.isnan(rows(equal.tables["accounts"], "account")["bio"]["usage_ratio"])
