@@ -1,0 +1,181 @@
+"""Finding rows (DESIGN §3.5 `findings`): stable ids, the Arrow table, and the lake upsert.
+
+Every producer (rules, models) returns a polars frame with `FRAME_COLUMNS`; `to_findings` gives
+each row its stable `finding_id` and `detected_ts` and types it by `warehouse.schema`;
+`write_findings` merges a run's findings into the lake so that the same problem found again keeps
+its id and its first `detected_ts`, and no finding is ever stored twice.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from warehouse import layout
+from warehouse.schema import TABLES
+from warehouse.writer import conform, replace_partitions
+
+__all__ = [
+    "FINDINGS_SCHEMA",
+    "FRAME_COLUMNS",
+    "FRAME_SCHEMA",
+    "Severity",
+    "WriteResult",
+    "empty_frame",
+    "finding_id",
+    "read_findings",
+    "to_findings",
+    "write_findings",
+]
+
+FINDINGS_SCHEMA: pa.Schema = TABLES["findings"].schema
+
+
+class Severity(StrEnum):
+    """How urgent a finding is: `info` (worth knowing), `warn` (act this week), `critical` (now)."""
+
+    INFO = "info"
+    WARN = "warn"
+    CRITICAL = "critical"
+
+
+_TS = pl.Datetime("ms", "UTC")
+# What a producer returns: the findings columns minus the two `to_findings` adds (finding_id,
+# detected_ts), plus `anchor_ts`: the instant that identifies the problem (a job's start, the
+# first event on a GPU, the start of a user's window), which with cluster, detector and subject
+# makes the id. It must not move when the same problem is seen again with more data.
+FRAME_SCHEMA: dict[str, pl.DataType] = {
+    "cluster": pl.String(),
+    "detector": pl.String(),
+    "severity": pl.String(),
+    "subject_kind": pl.String(),
+    "subject_id": pl.String(),
+    "anchor_ts": _TS,
+    "job_id": pl.String(),
+    "user": pl.String(),
+    "account": pl.String(),
+    "node": pl.String(),
+    "gpu_uuid": pl.String(),
+    "start_ts": _TS,
+    "end_ts": _TS,
+    "predicted": pl.Boolean(),
+    "score": pl.Float32(),
+    "gpu_h_at_stake": pl.Float64(),
+    "message": pl.String(),
+    "evidence": pl.String(),
+}
+FRAME_COLUMNS: tuple[str, ...] = tuple(FRAME_SCHEMA)
+
+
+def empty_frame() -> pl.DataFrame:
+    """A producer's result with no findings (typed, so it concatenates with real ones)."""
+    return pl.DataFrame(schema=FRAME_SCHEMA)
+
+
+def finding_id(
+    cluster: str, detector: str, subject_kind: str, subject_id: str, anchor: dt.datetime | None
+) -> str:
+    """Return the stable id of a finding: a hash of what identifies the problem, not its figures.
+
+    The same (cluster, detector, subject, anchor) always gives the same id, so a finding seen
+    again by a later run (with more data, new figures, a new severity) replaces the old row.
+    """
+    anchor_ms = "" if anchor is None else str(round(anchor.timestamp() * 1000))
+    key = "\x1f".join((cluster, detector, subject_kind, subject_id, anchor_ms))
+    return hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
+def to_findings(frame: pl.DataFrame, detected_ts: dt.datetime) -> pa.Table:
+    """Type a producer's frame as `findings` rows: add `finding_id` and `detected_ts`.
+
+    Rows with the same id (one producer reporting a problem twice) keep the first.
+    """
+    missing = [c for c in FRAME_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ValueError(f"findings frame lacks column(s) {missing!r}")
+    frame = frame.select(pl.col(c).cast(t) for c, t in FRAME_SCHEMA.items())
+    ids = [
+        finding_id(c, d, k, s, a)
+        for c, d, k, s, a in zip(
+            frame["cluster"].to_list(),
+            frame["detector"].to_list(),
+            frame["subject_kind"].to_list(),
+            frame["subject_id"].to_list(),
+            frame["anchor_ts"].to_list(),
+            strict=True,
+        )
+    ]
+    rows = (
+        frame.with_columns(
+            pl.Series("finding_id", ids, pl.String()),
+            pl.lit(detected_ts).cast(_TS).alias("detected_ts"),
+            pl.col("predicted").fill_null(False),
+        )
+        .unique("finding_id", keep="first", maintain_order=True)
+        .select(FINDINGS_SCHEMA.names)
+    )
+    return conform(TABLES["findings"], rows.to_arrow().cast(FINDINGS_SCHEMA))
+
+
+def read_findings(root: Path, cluster: str | None = None) -> pa.Table:
+    """Every finding stored in the lake (of `cluster` when given), typed by the contract."""
+    parts = []
+    for path in layout.table_files(root, "findings"):
+        if cluster is not None and f"cluster={layout.safe_name(cluster)}" not in path.parts:
+            continue
+        stored = pq.read_table(path)
+        parts.append(stored.select(FINDINGS_SCHEMA.names).cast(FINDINGS_SCHEMA))
+    if not parts:
+        return FINDINGS_SCHEMA.empty_table()
+    return pa.concat_tables(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class WriteResult:
+    """What `write_findings` did: findings new to the lake, and ones it updated in place."""
+
+    new: int
+    updated: int
+
+
+def write_findings(root: Path, findings: pa.Table) -> WriteResult:
+    """Upsert `findings` into the lake: one row per (cluster, finding_id), never two.
+
+    A finding already stored is replaced by its new version but keeps its first `detected_ts`
+    (when it was first raised). Each cluster's findings are rewritten whole, atomically.
+    """
+    findings = conform(TABLES["findings"], findings)
+    new = updated = 0
+    for cluster in sorted(set(findings.column("cluster").to_pylist())):
+        incoming = findings.filter(pc.equal(findings.column("cluster"), cluster))
+        stored = read_findings(root, cluster)
+        first_seen = dict(
+            zip(
+                stored.column("finding_id").to_pylist(),
+                stored.column("detected_ts").to_pylist(),
+                strict=True,
+            )
+        )
+        ids = incoming.column("finding_id").to_pylist()
+        latest = incoming.column("detected_ts").to_pylist()
+        detected = [first_seen.get(i, ts) for i, ts in zip(ids, latest, strict=True)]
+        incoming = incoming.set_column(
+            incoming.schema.get_field_index("detected_ts"),
+            FINDINGS_SCHEMA.field("detected_ts"),
+            pa.array(detected, FINDINGS_SCHEMA.field("detected_ts").type),
+        )
+        seen = set(first_seen)
+        updated += sum(1 for i in set(ids) if i in seen)
+        new += len(set(ids) - seen)
+        kept = stored.filter(pc.invert(pc.is_in(stored.column("finding_id"), pa.array(ids))))
+        merged = pa.concat_tables([kept, incoming])
+        replace_partitions(root, "findings", merged, cluster, batch_id="findings")
+    return WriteResult(new=new, updated=updated)

@@ -1,0 +1,68 @@
+"""What every rule shares: the analysis window, the `Rule` record, and documented thresholds.
+
+A rule is data plus one pure function: the query it needs (`sql/detectors/*.sql`), how its
+parameters come from the thresholds, and `detect(frame, config, window)` that turns the query's
+rows into findings (`detectors.findings.FRAME_COLUMNS`). The runner is the only code that
+touches a connection.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, Literal
+
+import polars as pl
+
+if TYPE_CHECKING:
+    from detectors.rules.config import RuleConfig
+
+__all__ = ["EPOCH", "Rule", "Window", "evidence", "threshold", "threshold_docs"]
+
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+Stricter = Literal["up", "down"] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """What a detect run looks at: data from `since` on, judged as of `now` (both UTC).
+
+    `now` is when the run happens: it stamps `detected_ts` and bounds windows such as
+    "the last 7 days"; data after `now` is not expected but does no harm.
+    """
+
+    now: dt.datetime
+    since: dt.datetime = EPOCH
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One detector: its name, the query it reads, its parameters, and its pure `detect`."""
+
+    name: str
+    query: str
+    params: Callable[[RuleConfig, Window], dict[str, Any]]
+    detect: Callable[[pl.DataFrame, RuleConfig, Window], pl.DataFrame]
+
+
+def threshold(default: Any, doc: str, stricter: Stricter = "up") -> Any:
+    """A dataclass field with its documentation and the direction that makes the rule stricter.
+
+    `stricter="up"` means raising the value can only remove findings (a minimum); `"down"`
+    means lowering it can (a maximum); None means neither (property tests skip it).
+    """
+    return field(default=default, metadata={"doc": doc, "stricter": stricter})
+
+
+def threshold_docs(config_type: type) -> list[tuple[str, Any, str, Stricter]]:
+    """(name, default, doc, stricter) of every threshold of a family's dataclass."""
+    return [
+        (f.name, f.default, f.metadata.get("doc", ""), f.metadata.get("stricter"))
+        for f in fields(config_type)
+    ]
+
+
+def evidence(*columns: str) -> pl.Expr:
+    """The `evidence` column: the named columns as one JSON object per row."""
+    return pl.struct(list(columns)).struct.json_encode().alias("evidence")

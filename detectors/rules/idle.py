@@ -1,0 +1,160 @@
+"""Jobs whose GPUs do nothing: idle, holding memory without compute, or hung.
+
+All three come from one pass over the 5-minute job buckets (sql/detectors/job_state_spans.sql):
+a bucket is `hung` (GPU_UTIL high while SM activity is ~0: a kernel is "running" but doing no
+work, the NCCL-deadlock signature), else `memory_hold` or `idle` (every GPU of the job idle,
+with or without memory allocated), else busy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from detectors.findings import FRAME_COLUMNS, Severity
+from detectors.rules.base import Rule, Window, evidence, threshold
+
+if TYPE_CHECKING:
+    from detectors.rules.config import RuleConfig
+
+__all__ = ["RULES", "IdleThresholds"]
+
+QUERY = "detectors/job_state_spans"
+
+
+@dataclass(frozen=True, slots=True)
+class IdleThresholds:
+    """When a job counts as idle, holding memory, or hung (DESIGN §4 busy/idle definitions)."""
+
+    idle_minutes: float = threshold(
+        60.0, "Idle job: all allocated GPUs idle for at least this many consecutive minutes."
+    )
+    whole_job_min_minutes: float = threshold(
+        5.0,
+        "Idle job: also flag a job idle for its whole observed run once that run is this long "
+        "(short jobs that never touched their GPUs).",
+    )
+    idle_active_frac: float = threshold(
+        0.02,
+        "A 5-minute bucket is idle when the job's GPUs were active (busy >= 0.01) less than "
+        "this share of it.",
+        "down",
+    )
+    idle_util_below_pct: float = threshold(
+        5.0, "... and their mean GPU_UTIL is below this (0-100).", "down"
+    )
+    hold_fb_min_frac: float = threshold(
+        0.10,
+        "An idle bucket is 'memory held without compute' when a GPU used at least this share "
+        "of its memory; below it the job is plain idle.",
+        None,
+    )
+    hold_minutes: float = threshold(
+        60.0, "Memory hold: at least this many consecutive minutes of memory held, no compute."
+    )
+    hung_util_min_pct: float = threshold(
+        90.0, "Hung job: mean GPU_UTIL at least this (0-100) ...", "up"
+    )
+    hung_sm_max: float = threshold(0.02, "... while SM activity is at most this (0-1).", "down")
+    hung_power_max_frac: float = threshold(
+        0.10,
+        "Where SM activity is not reported: hung when power is at most this share of the way "
+        "from idle power to the board limit.",
+        "down",
+    )
+    hung_minutes: float = threshold(30.0, "Hung job: at least this many consecutive minutes.")
+    critical_gpu_h: float = threshold(
+        8.0, "Severity is critical (not warn) from this many GPU-hours wasted.", None
+    )
+
+
+def _params(config: RuleConfig, window: Window) -> dict[str, Any]:
+    t = config.idle
+    shortest = min(t.idle_minutes, t.whole_job_min_minutes, t.hold_minutes, t.hung_minutes)
+    return {
+        "since": window.since,
+        "idle_active_frac": t.idle_active_frac,
+        "idle_util_below_pct": t.idle_util_below_pct,
+        "hold_fb_min_frac": t.hold_fb_min_frac,
+        "hung_util_min_pct": t.hung_util_min_pct,
+        "hung_sm_max": t.hung_sm_max,
+        "hung_power_max_frac": t.hung_power_max_frac,
+        "min_span_s": shortest * 60.0,
+    }
+
+
+_HOURS = pl.col("state_s") / 3600.0
+_WHOLE = pl.col("state_s") >= 0.999 * pl.col("observed_s")
+
+
+def _detect(spans: pl.DataFrame, config: RuleConfig, window: Window) -> pl.DataFrame:
+    t = config.idle
+    whole_job = _WHOLE & (pl.col("observed_s") >= t.whole_job_min_minutes * 60)
+    flagged = spans.filter(
+        ((pl.col("state") == "idle") & ((pl.col("longest_s") >= t.idle_minutes * 60) | whole_job))
+        | ((pl.col("state") == "memory_hold") & (pl.col("longest_s") >= t.hold_minutes * 60))
+        | ((pl.col("state") == "hung") & (pl.col("longest_s") >= t.hung_minutes * 60))
+    )
+    what = (
+        pl.when(pl.col("state") == "idle")
+        .then(pl.lit("all GPUs idle"))
+        .when(pl.col("state") == "memory_hold")
+        .then(
+            pl.format(
+                "GPU memory held ({}% of a GPU) with no compute",
+                (pl.col("fb_frac_max") * 100).round(0).cast(pl.Int64),
+            )
+        )
+        .otherwise(
+            pl.format(
+                "hung: GPU_UTIL {}% but SM activity ~0 (likely a stalled collective)",
+                pl.col("util_mean").round(0).cast(pl.Int64),
+            )
+        )
+    )
+    gpus = pl.col("gpus").cast(pl.String).fill_null("?")
+    return flagged.with_columns(
+        pl.col("state")
+        .replace_strict({"idle": "idle_job", "memory_hold": "memory_hold", "hung": "hung_job"})
+        .alias("detector"),
+        pl.when(pl.col("state_gpu_h") >= t.critical_gpu_h)
+        .then(pl.lit(Severity.CRITICAL.value))
+        .otherwise(pl.lit(Severity.WARN.value))
+        .alias("severity"),
+        pl.lit("job").alias("subject_kind"),
+        pl.col("job_id").alias("subject_id"),
+        pl.coalesce("job_start_ts", "start_ts").alias("anchor_ts"),
+        pl.lit(None, pl.String).alias("node"),
+        pl.lit(None, pl.String).alias("gpu_uuid"),
+        pl.lit(False).alias("predicted"),
+        (pl.col("state_s") / pl.col("observed_s")).clip(0, 1).cast(pl.Float32).alias("score"),
+        pl.col("state_gpu_h").alias("gpu_h_at_stake"),
+        pl.format(
+            "Job {} ({}, {} GPUs): {} for {} h of {} h observed ({} GPU-h){}",
+            "job_id",
+            pl.col("user").fill_null("unknown user"),
+            gpus,
+            what,
+            _HOURS.round(2),
+            (pl.col("observed_s") / 3600).round(2),
+            pl.col("state_gpu_h").round(2),
+            pl.when(_WHOLE).then(pl.lit(" — its whole run")).otherwise(pl.lit("")),
+        ).alias("message"),
+        evidence(
+            "state",
+            "spans",
+            "longest_s",
+            "state_s",
+            "observed_s",
+            "state_gpu_h",
+            "util_mean",
+            "sm_mean",
+            "fb_frac_max",
+            "power_frac_mean",
+        ),
+    ).select(FRAME_COLUMNS)
+
+
+RULES = (Rule("job_states", QUERY, _params, _detect),)

@@ -1,0 +1,84 @@
+"""Finding ids are stable and the lake keeps one row per finding, whatever runs again."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import polars as pl
+
+from detectors.findings import (
+    FRAME_SCHEMA,
+    finding_id,
+    read_findings,
+    to_findings,
+    write_findings,
+)
+from tests.detectors.rules.lake import at
+
+
+def frame(rows):
+    return pl.DataFrame(
+        [{c: row.get(c) for c in FRAME_SCHEMA} for row in rows], schema=FRAME_SCHEMA
+    )
+
+
+def row(subject, gpu_h, cluster="della", anchor_s=0.0):
+    return {
+        "cluster": cluster,
+        "detector": "idle_job",
+        "severity": "warn",
+        "subject_kind": "job",
+        "subject_id": subject,
+        "anchor_ts": at(anchor_s),
+        "gpu_h_at_stake": gpu_h,
+        "message": f"job {subject}",
+        "evidence": "{}",
+    }
+
+
+def test_the_id_is_a_function_of_cluster_detector_subject_and_anchor_only():
+    base = finding_id("a", "idle_job", "job", "1", at(0))
+    assert base == finding_id("a", "idle_job", "job", "1", at(0))
+    others = {
+        finding_id("b", "idle_job", "job", "1", at(0)),
+        finding_id("a", "hung_job", "job", "1", at(0)),
+        finding_id("a", "idle_job", "user", "1", at(0)),
+        finding_id("a", "idle_job", "job", "2", at(0)),
+        finding_id("a", "idle_job", "job", "1", at(1)),
+    }
+    assert base not in others and len(others) == 5
+
+
+def test_writing_twice_keeps_one_row_per_finding_and_the_first_detection_time(tmp_path):
+    first = to_findings(frame([row("1", 1.0), row("2", 2.0)]), detected_ts=at(3600))
+    assert write_findings(tmp_path, first).new == 2
+
+    again = to_findings(frame([row("2", 5.0), row("3", 3.0)]), detected_ts=at(7200))
+    result = write_findings(tmp_path, again)
+
+    assert (result.new, result.updated) == (1, 1)
+    stored = {r["subject_id"]: r for r in read_findings(tmp_path).to_pylist()}
+    assert sorted(stored) == ["1", "2", "3"]
+    assert stored["2"]["gpu_h_at_stake"] == 5.0  # the new figures
+    assert stored["2"]["detected_ts"] == at(3600)  # first raised at the first run
+    assert stored["3"]["detected_ts"] == at(7200)
+
+
+def test_clusters_are_kept_apart(tmp_path):
+    write_findings(tmp_path, to_findings(frame([row("1", 1.0, "a")]), at(0)))
+    write_findings(tmp_path, to_findings(frame([row("1", 1.0, "b")]), at(0)))
+    assert sorted(read_findings(tmp_path).column("cluster").to_pylist()) == ["a", "b"]
+    assert read_findings(tmp_path, "a").num_rows == 1
+
+
+def test_a_producer_reporting_one_problem_twice_gives_one_row():
+    table = to_findings(frame([row("1", 1.0), row("1", 9.0)]), at(0))
+    assert table.num_rows == 1
+    assert table.column("gpu_h_at_stake").to_pylist() == [1.0]
+
+
+def test_no_findings_writes_nothing(tmp_path):
+    empty = to_findings(pl.DataFrame(schema=FRAME_SCHEMA), at(0))
+    assert write_findings(tmp_path, empty).new == 0
+    assert read_findings(tmp_path).num_rows == 0
+    assert isinstance(at(0), dt.datetime)

@@ -1,0 +1,106 @@
+"""Idle, memory-hold and hung jobs on hand-made 5-minute buckets."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from detectors.rules import RuleConfig, idle, run_rules
+from detectors.rules.idle import IdleThresholds
+from tests.detectors.rules.lake import CLUSTER, at, bucket, connection, job
+
+NOW = at(86400)
+
+
+def run(tmp_path, buckets, jobs, **thresholds):
+    con = connection(tmp_path, gpu_job_buckets=buckets, jobs=jobs)
+    config = RuleConfig(idle=IdleThresholds(**thresholds))
+    return run_rules(con, config, NOW, rules=idle.RULES).to_pylist()
+
+
+def test_a_two_gpu_job_idle_for_75_minutes_is_one_idle_finding(tmp_path):
+    # 2 GPUs x 24 buckets (2 h): busy for the first 45 min (9 buckets), idle for 75 min (15).
+    buckets = [
+        bucket("7", i * 300, gpu_index=g, busy=0.6 if i < 9 else 0.0, util_pct=90 if i < 9 else 0)
+        for i in range(24)
+        for g in (0, 1)
+    ]
+    [finding] = run(tmp_path, buckets, [job("7", 0, 7200, gpus=2)])
+
+    assert finding["detector"] == "idle_job"
+    assert finding["subject_kind"] == "job" and finding["subject_id"] == "7"
+    assert finding["gpu_h_at_stake"] == pytest.approx(2 * 75 / 60)  # 2.5 GPU-h
+    assert finding["start_ts"] == at(45 * 60) and finding["end_ts"] == at(7200)
+    assert finding["severity"] == "warn"
+    assert finding["score"] == pytest.approx(75 / 120)
+    assert "idle for 1.25 h of 2.0 h observed (2.5 GPU-h)" in finding["message"]
+    assert json.loads(finding["evidence"])["longest_s"] == 75 * 60
+
+
+def test_one_busy_gpu_keeps_the_job_from_being_idle(tmp_path):
+    buckets = [
+        bucket("7", i * 300, gpu_index=g, busy=0.5 if g == 0 else 0.0, util_pct=50 if g == 0 else 0)
+        for i in range(24)
+        for g in (0, 1)
+    ]
+    assert run(tmp_path, buckets, [job("7", 0, 7200, gpus=2)]) == []
+
+
+def test_55_idle_minutes_are_below_the_60_minute_threshold(tmp_path):
+    buckets = [bucket("7", i * 300, busy=0.5 if i < 13 else 0.0, util_pct=50) for i in range(24)]
+    buckets = [bucket("7", i * 300, busy=0.5, util_pct=50) for i in range(13)]
+    buckets += [bucket("7", i * 300) for i in range(13, 24)]  # 11 buckets = 55 min
+    assert run(tmp_path, buckets, [job("7", 0, 7200)]) == []
+
+
+def test_a_short_job_idle_for_its_whole_run_is_flagged(tmp_path):
+    buckets = [bucket("8", i * 300) for i in range(3)]  # 15 minutes, never active
+    [finding] = run(tmp_path, buckets, [job("8", 0, 900)])
+    assert finding["detector"] == "idle_job"
+    assert finding["message"].endswith("its whole run")
+
+
+def test_idle_with_memory_allocated_is_memory_hold_not_idle(tmp_path):
+    buckets = [bucket("9", i * 300, fb_mib=60_000) for i in range(24)]  # 74 % of 81559 MiB
+    [finding] = run(tmp_path, buckets, [job("9", 0, 7200)])
+    assert finding["detector"] == "memory_hold"
+    assert finding["gpu_h_at_stake"] == pytest.approx(2.0)
+    assert "74% of a GPU" in finding["message"]
+
+
+def test_full_gpu_util_with_no_sm_activity_for_40_minutes_is_hung(tmp_path):
+    buckets = [bucket("10", i * 300, busy=0.6, util_pct=98) for i in range(12)]
+    buckets += [bucket("10", i * 300, busy=0.003, util_pct=100) for i in range(12, 20)]  # 40 min
+    [finding] = run(tmp_path, buckets, [job("10", 0, 6000)])
+    assert finding["detector"] == "hung_job"
+    assert finding["start_ts"] == at(3600)
+    assert finding["gpu_h_at_stake"] == pytest.approx(40 / 60)
+
+
+def test_without_sm_activity_a_hung_gpu_is_told_by_its_idle_power(tmp_path):
+    # no SM field: busy falls back to GPU_UTIL (so the samples look busy); power 110 W is
+    # (110-70)/(700-70) = 6 % of the way to the limit.
+    buckets = [bucket("11", i * 300, busy=1.0, util_pct=100, power_w=110.0) for i in range(12)]
+    for row in buckets:
+        row["sm_sum"], row["sm_known_s"] = None, 0.0
+    [finding] = run(tmp_path, buckets, [job("11", 0, 3600)])
+    assert finding["detector"] == "hung_job"
+    busy_power = [bucket("12", i * 300, busy=1.0, util_pct=100, power_w=400.0) for i in range(12)]
+    for row in busy_power:
+        row["sm_sum"], row["sm_known_s"] = None, 0.0
+    assert run(tmp_path, busy_power, [job("12", 0, 3600)]) == []
+
+
+def test_no_buckets_no_findings(tmp_path):
+    assert run(tmp_path, [], []) == []
+
+
+def test_the_finding_id_depends_on_the_job_not_the_figures(tmp_path):
+    first = [bucket("7", i * 300) for i in range(14)]
+    more = [bucket("7", i * 300) for i in range(20)]
+    [a] = run(tmp_path, first, [job("7", 0, None)])
+    [b] = run(tmp_path / "2", more, [job("7", 0, None)])
+    assert a["finding_id"] == b["finding_id"]
+    assert a["gpu_h_at_stake"] != b["gpu_h_at_stake"]
+    assert a["cluster"] == CLUSTER
