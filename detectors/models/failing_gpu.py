@@ -61,10 +61,14 @@ FEATURES = (
 
 @dataclass(frozen=True, slots=True)
 class FailingGpuConfig:
-    """Horizon of the prediction, how alarms merge, and the false-alarm budget the threshold
-    is chosen for (per 1,000 GPU-days, on out-of-fold predictions of the training data)."""
+    """Horizon of the prediction (the training label: a failure within `horizon_h`), how far
+    ahead an alarm still counts as a warning rather than a false alarm (`alarm_window_h`: a GPU
+    drained two days before it fails was drained for a reason), how alarms merge, and the
+    false-alarm budget the threshold is chosen for (per 1,000 GPU-days, on predictions for data
+    the model did not see)."""
 
     horizon_h: float = 24.0
+    alarm_window_h: float = 72.0
     merge_gap_h: float = 6.0
     false_alarms_per_1000_gpu_days: float = 0.5
     min_lead_h: float = 1.0
@@ -209,9 +213,9 @@ class SelfCheck:
 
     threshold: float
     failures: int
-    warned: int  # failures with an alarm at least `min_lead_h` before, within the horizon
+    warned: int  # failures with an alarm at least `min_lead_h` before, within the window
     alarms: int
-    false_alarms: int  # alarms with no failure within the horizon after them
+    false_alarms: int  # alarms with no failure within the alarm window after them
     gpu_days: float
 
     @property
@@ -238,7 +242,7 @@ def self_check(
     pairs = episodes.join(fails, on=["cluster", "gpu_uuid"], how="left").with_columns(
         ((pl.col("ts") - pl.col("detected_ts")).dt.total_seconds() / 3600.0).alias("lead_h")
     )
-    good = pairs.filter((pl.col("lead_h") > 0) & (pl.col("lead_h") <= config.horizon_h))
+    good = pairs.filter((pl.col("lead_h") > 0) & (pl.col("lead_h") <= config.alarm_window_h))
     good_alarms = good.select("cluster", "gpu_uuid", "detected_ts").unique().height
     warned = (
         good.filter(pl.col("lead_h") >= config.min_lead_h)
@@ -262,7 +266,7 @@ def choose_threshold(
     """The threshold that warns for the most failures within the false-alarm budget (ties: the
     highest threshold); 0.5 when no failure was seen."""
     best: tuple[int, float] = (-1, 0.99)
-    for threshold in np.unique(np.round(np.linspace(0.05, 0.995, 96), 3)):
+    for threshold in np.unique(np.round(np.linspace(0.05, 0.995, 64), 3)):
         check = self_check(scored, failures, float(threshold), config)
         rate = check.false_alarms_per_1000_gpu_days or 0.0
         if rate <= config.false_alarms_per_1000_gpu_days and check.warned >= best[0]:

@@ -68,7 +68,9 @@ def with_history(jobs: pl.DataFrame) -> pl.DataFrame:
         cols = [
             ((pl.col("w").fill_null(0.0) + PRIOR_WASTE_RATE * PRIOR_WEIGHT)
              / (pl.col("n").fill_null(0.0) + PRIOR_WEIGHT)).alias(f"{prefix}_waste_rate"),
-            (pl.col("rs") / pl.col("rn")).alias(f"{prefix}_mean_log_runtime"),
+            pl.when(pl.col("rn") > 0)
+            .then(pl.col("rs") / pl.col("rn"))
+            .alias(f"{prefix}_mean_log_runtime"),
         ]
         if prefix == "user":
             cols += [
