@@ -24,6 +24,7 @@ from detectors.evaluation import (
     score_node_detector,
     score_ranking,
 )
+from detectors.models.training import TrainingResult
 
 __all__ = [
     "FIRST_UNSEEN_SEED",
@@ -75,14 +76,21 @@ class SettingResult:
             goal = f"precision above the baseline's at recall {EARLY_WASTE_RECALL}"
             out.append(
                 score_ranking(
-                    f"early_waste_model_{minutes}m", "wasteful_job", labels,
-                    rows["score"].to_list(), EARLY_WASTE_RECALL, goal if minutes == 30 else "",
+                    f"early_waste_model_{minutes}m",
+                    "wasteful_job",
+                    labels,
+                    rows["score"].to_list(),
+                    EARLY_WASTE_RECALL,
+                    goal if minutes == 30 else "",
                 )
             )
             out.append(
                 score_ranking(
-                    f"early_waste_baseline_{minutes}m", "wasteful_job", labels,
-                    rows["baseline"].to_list(), EARLY_WASTE_RECALL,
+                    f"early_waste_baseline_{minutes}m",
+                    "wasteful_job",
+                    labels,
+                    rows["baseline"].to_list(),
+                    EARLY_WASTE_RECALL,
                 )
             )
         if self.runtime_rows:
@@ -133,14 +141,33 @@ def _simulated(plan: EvaluationPlan, work: Path, setting: str, seed: int) -> Pat
 def _targets(idle_minutes: float, hung_minutes: float, whole_job_minutes: float) -> list[JobTarget]:
     both95 = "precision >= 0.95 and recall >= 0.95"
     return [
-        JobTarget(("idle_job",), "idle", min_truth_s=whole_job_minutes * 60,
-                  fire_delay_s=idle_minutes * 60, goal=both95),
-        JobTarget(("partial_idle",), "partial_idle", min_truth_s=idle_minutes * 60,
-                  fire_delay_s=idle_minutes * 60, goal=both95),
-        JobTarget(("hung_job",), "hung", min_truth_s=hung_minutes * 60,
-                  fire_delay_s=hung_minutes * 60, goal="recall >= 0.9 and precision >= 0.8"),
-        JobTarget(("memory_hold",), "memory_hold", min_truth_s=idle_minutes * 60,
-                  fire_delay_s=idle_minutes * 60),
+        JobTarget(
+            ("idle_job",),
+            "idle",
+            min_truth_s=whole_job_minutes * 60,
+            fire_delay_s=idle_minutes * 60,
+            goal=both95,
+        ),
+        JobTarget(
+            ("partial_idle",),
+            "partial_idle",
+            min_truth_s=idle_minutes * 60,
+            fire_delay_s=idle_minutes * 60,
+            goal=both95,
+        ),
+        JobTarget(
+            ("hung_job",),
+            "hung",
+            min_truth_s=hung_minutes * 60,
+            fire_delay_s=hung_minutes * 60,
+            goal="recall >= 0.9 and precision >= 0.8",
+        ),
+        JobTarget(
+            ("memory_hold",),
+            "memory_hold",
+            min_truth_s=idle_minutes * 60,
+            fire_delay_s=idle_minutes * 60,
+        ),
         JobTarget(("overallocated",), "overallocated"),
         JobTarget(("time_limit_excess",), "time_limit_excess"),
         JobTarget(("low_efficiency_user",), "wasteful_user", subject_kind="user"),
@@ -149,8 +176,7 @@ def _targets(idle_minutes: float, hung_minutes: float, whole_job_minutes: float)
 
 def _score_seed(root: Path, train_root: Path, result: SettingResult, now: dt.datetime) -> None:
     """Run the rules and the models on one unseen seed's lake and pool its scores."""
-    from detectors.models import model_frames, predict_frames
-    from detectors.models import early_waste, runtime
+    from detectors.models import early_waste, model_frames, predict_frames, runtime
     from detectors.models.compute import one_thread
     from detectors.models.store import load
     from detectors.models.training import RUNTIME, early_waste_name, load_data
@@ -159,24 +185,32 @@ def _score_seed(root: Path, train_root: Path, result: SettingResult, now: dt.dat
 
     con = connect(root)
     config = RuleConfig()
-    rules = pl.from_arrow(run_rules(con, config, now))
+    rules = pl.DataFrame(run_rules(con, config, now))
     data = load_data(con)
     with one_thread():
-        models = pl.from_arrow(predict_frames(model_frames(train_root, data, now), now))
+        models = pl.DataFrame(predict_frames(model_frames(train_root, data, now), now))
         for minutes, early in sorted(data.early.items()):
+            if not _trained(train_root, early_waste_name(minutes)):
+                continue
             _, model = load(train_root, early_waste_name(minutes))
             rows = early_waste.frame(data.jobs, early, minutes).filter(
                 pl.col("label").is_not_null()
             )
             scored = early_waste.score(model, rows).select("label", "score", "baseline")
             result.waste_rows.setdefault(minutes, []).append(scored)
-        _, quantiles = load(train_root, RUNTIME)
-        result.runtime_rows.append(
-            runtime.predict_quantiles(quantiles, runtime.frame(data.jobs)).select(
-                "log_runtime", "p50_s", "p90_s", "user_last2_log_runtime", "time_limit_s", "gpus"
+        if _trained(train_root, RUNTIME):
+            _, quantiles = load(train_root, RUNTIME)
+            result.runtime_rows.append(
+                runtime.predict_quantiles(quantiles, runtime.frame(data.jobs)).select(
+                    "log_runtime",
+                    "p50_s",
+                    "p90_s",
+                    "user_last2_log_runtime",
+                    "time_limit_s",
+                    "gpus",
+                )
             )
-        )
-    findings = pl.concat([rules, models], how="vertical_relaxed")  # type: ignore[list-item]
+    findings = pl.concat([rules, models], how="vertical_relaxed")
     truth = con.sql("SELECT * FROM sim_truth").pl()
     jobs = con.sql("SELECT job_id, gpus, start_ts, end_ts FROM jobs_latest").pl()
     allocations = con.sql("SELECT job_id, gpu_uuid, start_ts, end_ts FROM job_gpus").pl()
@@ -189,18 +223,35 @@ def _score_seed(root: Path, train_root: Path, result: SettingResult, now: dt.dat
         result.add(score_job_detector(findings, truth, jobs, target))
     result.add(
         score_gpu_detector(
-            findings, truth, allocations, gpu_days, GPU_HEALTH_RULES, kind="rule",
-            name="gpu_health_rules", goal="recall >= 0.9 and precision >= 0.8",
+            findings,
+            truth,
+            allocations,
+            gpu_days,
+            GPU_HEALTH_RULES,
+            kind="rule",
+            name="gpu_health_rules",
+            goal="recall >= 0.9 and precision >= 0.8",
         )
     )
     result.add(
         score_gpu_detector(
-            findings, truth, allocations, gpu_days, ("failing_gpu_model",), kind="model",
+            findings,
+            truth,
+            allocations,
+            gpu_days,
+            ("failing_gpu_model",),
+            kind="model",
             name="failing_gpu_model",
             goal="warned >= 1 h ahead for >= 70 % at <= 1 false alarm per 1,000 GPU-days",
         )
     )
     result.add(score_node_detector(findings, truth, gpu_nodes, "lemon_node_model"))
+
+
+def _trained(root: Path, name: str) -> bool:
+    from detectors.models.store import model_dir
+
+    return (model_dir(root) / f"{name}.json").is_file()
 
 
 def _data_end(root: Path) -> dt.datetime:
@@ -220,7 +271,7 @@ def run_plan(
     work: Path,
     now: dt.datetime,
     say: Callable[[str], None] = lambda _: None,
-) -> tuple[dict[str, object], list[SettingResult]]:
+) -> tuple[TrainingResult, list[SettingResult]]:
     """Train on `plan.train_seeds`, score `plan.seeds`; return the model cards and results."""
     from detectors.models.training import TrainingData, load_data, train_all
     from warehouse.connection import connect
@@ -234,7 +285,9 @@ def run_plan(
             parts.append(load_data(con))
             con.close()
     say("training the models")
-    cards = train_all(TrainingData.concat(parts), train_root, now)
+    trained = train_all(TrainingData.concat(parts), train_root, now)
+    for name, why in trained.skipped.items():
+        say(f"not trained: {name}: {why}")
     results = []
     for setting in plan.settings:
         result = SettingResult(setting, plan.seeds)
@@ -243,7 +296,7 @@ def run_plan(
             root = _simulated(plan, work, setting, seed)
             _score_seed(root, train_root, result, _data_end(root))
         results.append(result)
-    return dict(cards), results
+    return trained, results
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,11 +326,9 @@ def evaluate_philly(directory: Path, work: Path, now: dt.datetime) -> PhillyResu
     import_philly(directory, "philly", root)
     con = connect(root)
     attribute(con, root, AttributionConfig())
-    findings = pl.from_arrow(run_rules(con, RuleConfig(), now))
-    idle = findings.filter(pl.col("detector") == "idle_job")  # type: ignore[union-attr]
-    usage = con.sql(
-        "SELECT job_id, observed_gpu_h, gpu_util_pct_mean FROM job_usage"
-    ).pl()
+    findings = pl.DataFrame(run_rules(con, RuleConfig(), now))
+    idle = findings.filter(pl.col("detector") == "idle_job")
+    usage = con.sql("SELECT job_id, observed_gpu_h, gpu_util_pct_mean FROM job_usage").pl()
     n_jobs = con.execute("SELECT count(*) FROM jobs_latest").fetchone()
     con.close()
     observed = usage.filter(pl.col("observed_gpu_h") > 0)

@@ -103,7 +103,9 @@ class Score:
 
     def combine(self, other: Score) -> Score:
         """Pool two seeds' scores of the same detector."""
-        extra = {k: v for k, v in (self.extra | other.extra).items() if v is not None}
+        extra: dict[str, float | None] = {
+            k: v for k, v in (self.extra | other.extra).items() if v is not None
+        }
         return replace(
             self,
             subjects=self.subjects + other.subjects,
@@ -142,13 +144,15 @@ def score_job_detector(
         pl.col("detector").is_in(list(target.detectors))
         & (pl.col("subject_kind") == target.subject_kind)
     )
-    fire = pl.when(pl.col("predicted").fill_null(False)).then(pl.col("detected_ts")).otherwise(
-        pl.coalesce("start_ts", "detected_ts") + pl.duration(seconds=target.fire_delay_s)
+    fire = (
+        pl.when(pl.col("predicted").fill_null(False))
+        .then(pl.col("detected_ts"))
+        .otherwise(
+            pl.coalesce("start_ts", "detected_ts") + pl.duration(seconds=target.fire_delay_s)
+        )
     )
     flagged = (
-        mine.with_columns(fire.alias("fire_ts"))
-        .group_by("subject_id")
-        .agg(pl.col("fire_ts").min())
+        mine.with_columns(fire.alias("fire_ts")).group_by("subject_id").agg(pl.col("fire_ts").min())
     )
     labelled = truth.filter(
         (pl.col("label") == target.label) & (pl.col("subject_kind") == target.subject_kind)
@@ -293,7 +297,8 @@ def score_node_detector(
         {"start_ts": "t_start", "end_ts": "t_end"}
     )
     pairs = mine.join(trouble, on="node").filter(
-        (pl.col("t_start") < pl.col("end_ts")) & (pl.col("t_end").is_null() | (pl.col("t_end") > pl.col("start_ts")))
+        (pl.col("t_start") < pl.col("end_ts"))
+        & (pl.col("t_end").is_null() | (pl.col("t_end") > pl.col("start_ts")))
     )
     right = set(pairs["finding_id"].to_list())
     troubled = set(trouble["node"].to_list())

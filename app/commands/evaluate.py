@@ -77,10 +77,20 @@ def _fmt(x: float | None, digits: int = 2) -> str:
     help="Also score the hard setting (noisier telemetry, subtler failures); the models are "
     "then trained on both settings.",
 )
-@click.option("--gpus", type=click.IntRange(8, 4096), default=64, show_default=True,
-              help="GPUs per simulated fleet.")
-@click.option("--days", type=click.IntRange(2, 60), default=7, show_default=True,
-              help="Days per simulated seed.")
+@click.option(
+    "--gpus",
+    type=click.IntRange(8, 4096),
+    default=64,
+    show_default=True,
+    help="GPUs per simulated fleet.",
+)
+@click.option(
+    "--days",
+    type=click.IntRange(2, 60),
+    default=7,
+    show_default=True,
+    help="Days per simulated seed.",
+)
 @click.option(
     "--philly",
     type=click.Path(file_okay=False, path_type=Path),
@@ -155,7 +165,7 @@ def command(
     work = workdir or Path(tempfile.mkdtemp(prefix="gpuledger-evaluate-"))
     say = (lambda _: None) if quiet else (lambda m: click.echo(f"evaluate: {m}", err=True))
     try:
-        cards, results = run_plan(plan, work, now, say)
+        trained, results = run_plan(plan, work, now, say)
         philly_result = evaluate_philly(philly, work, now) if philly is not None else None
     finally:
         if workdir is None:
@@ -182,7 +192,8 @@ def command(
                 e = s.extra
                 extra = (
                     f" p90 coverage {_fmt(e.get('p90_coverage'))}, MAE log p50 "
-                    f"{_fmt(e.get('mae_p50_log'))} vs last-2 {_fmt(e.get('mae_baseline_last2_log'))}"
+                    f"{_fmt(e.get('mae_p50_log'))} vs last-2 "
+                    f"{_fmt(e.get('mae_baseline_last2_log'))}"
                 )
             lead = s.recall_lead_1h if s.label == "failing_gpu" else None
             click.echo(
@@ -198,9 +209,14 @@ def command(
             f"{r.flagged} ({r.flagged_gpu_h:.1f} GPU-h idle); {r.zero_util_flagged} of the "
             f"{r.zero_util_jobs} jobs whose GPUs read 0 % throughout are among them"
         )
-    for name, card in sorted(cards.items()):
-        click.echo(f"model {name}: trained on {card.rows:,} rows, threshold "  # type: ignore[attr-defined]
-                   f"{_fmt(card.threshold, 3)}", err=True)  # type: ignore[attr-defined]
+    for name, card in sorted(trained.cards.items()):
+        click.echo(
+            f"model {name}: trained on {card.rows:,} rows of {', '.join(card.clusters)}, "
+            f"threshold {_fmt(card.threshold, 3)}",
+            err=True,
+        )
+    for name, why in sorted(trained.skipped.items()):
+        click.echo(f"model {name}: not trained ({why})", err=True)
     run_id = uuid.uuid4().hex[:12]
     table = scores_table(triples, run_id, now)
     write_batch(lake, "evaluation_scores", table, f"evaluation-{run_id}")

@@ -76,7 +76,9 @@ class SimConfig:
                 f"interval_s must divide a day and be 1-3600 s, got {self.interval_s!r}"
             )
         if not 0 <= self.failure_rate <= 100:
-            raise ConfigError(f"failure_rate must be 0-100 per 100 GPU-weeks, got {self.failure_rate!r}")
+            raise ConfigError(
+                f"failure_rate must be 0-100 per 100 GPU-weeks, got {self.failure_rate!r}"
+            )
         if self.start.tzinfo is None:
             raise ConfigError("start must be timezone-aware (UTC)")
 

@@ -80,8 +80,12 @@ def _failing_gpu(data: TrainingData, card: store.ModelCard, model: Any) -> pl.Da
     ]
     evidence = [
         json.dumps(
-            {"horizon_h": horizon, "threshold": threshold, "alarm_hours": h,
-             "model_trained": card.trained_ts},
+            {
+                "horizon_h": horizon,
+                "threshold": threshold,
+                "alarm_hours": h,
+                "model_trained": card.trained_ts,
+            },
             sort_keys=True,
         )
         for h in episodes["hours"].to_list()
@@ -120,8 +124,13 @@ def _early_waste(
     at = pl.col("start_ts") + pl.duration(minutes=minutes)
     evidence = [
         json.dumps(
-            {"minutes": minutes, "threshold": threshold, "early_busy": b,
-             "user_waste_rate": w, "model_trained": card.trained_ts},
+            {
+                "minutes": minutes,
+                "threshold": threshold,
+                "early_busy": b,
+                "user_waste_rate": w,
+                "model_trained": card.trained_ts,
+            },
             sort_keys=True,
         )
         for b, w in hits.select("early_busy", "user_waste_rate").iter_rows()
@@ -160,8 +169,17 @@ def _runtime(data: TrainingData, card: store.ModelCard, models: Any) -> pl.DataF
             f"Job {j}: time limit {limit / 3600:.1f} h, but jobs like it run {p50 / 3600:.1f} h "
             f"(p50) to {p90 / 3600:.1f} h (p90); next time use --time={_slurm_time(p90 * 1.2)}"
         )
-        evidence.append(json.dumps({"p50_s": p50, "p90_s": p90, "time_limit_s": limit,
-                                    "model_trained": card.trained_ts}, sort_keys=True))
+        evidence.append(
+            json.dumps(
+                {
+                    "p50_s": p50,
+                    "p90_s": p90,
+                    "time_limit_s": limit,
+                    "model_trained": card.trained_ts,
+                },
+                sort_keys=True,
+            )
+        )
     return _frame(
         hits.with_columns(
             pl.lit(runtime.DETECTOR).alias("detector"),
@@ -181,7 +199,11 @@ def _runtime(data: TrainingData, card: store.ModelCard, models: Any) -> pl.DataF
 def _slurm_time(seconds: float) -> str:
     minutes = max(1, int(-(-seconds // 60)))
     days, rest = divmod(minutes, 24 * 60)
-    return f"{days}-{rest // 60:02d}:{rest % 60:02d}:00" if days else f"{rest // 60}:{rest % 60:02d}:00"
+    return (
+        f"{days}-{rest // 60:02d}:{rest % 60:02d}:00"
+        if days
+        else f"{rest // 60}:{rest % 60:02d}:00"
+    )
 
 
 def _lemon(data: TrainingData, card: store.ModelCard, model: Any) -> pl.DataFrame:
@@ -204,7 +226,12 @@ def _lemon(data: TrainingData, card: store.ModelCard, model: Any) -> pl.DataFram
             pl.format(
                 "Node {} on {}: unlike the rest of the fleet (XIDs {}, failed jobs {} of {}, "
                 "corrected ECC {}); a lemon-node candidate to drain and test",
-                "node", "day", "xids", "jobs_failed", "jobs_ended", "sbe_max",
+                "node",
+                "day",
+                "xids",
+                "jobs_failed",
+                "jobs_ended",
+                "sbe_max",
             ).alias("message"),
             pl.struct("xids", "jobs_failed", "jobs_ended", "sbe_max", "throttle_frac", "anomaly")
             .struct.json_encode()

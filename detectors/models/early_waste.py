@@ -13,6 +13,7 @@ import numpy as np
 import polars as pl
 
 from detectors.models.history import WASTED_ABOVE, with_history
+from detectors.models.store import NotEnoughHistory
 
 __all__ = [
     "BASELINE_FEATURE",
@@ -66,7 +67,11 @@ def frame(jobs: pl.DataFrame, early: pl.DataFrame, minutes: int) -> pl.DataFrame
     )
     return rows.with_columns(
         pl.col("gpus").cast(pl.Float64),
-        pl.col("time_limit_s").cast(pl.Float64).clip(lower_bound=60.0).log().alias("log_time_limit"),
+        pl.col("time_limit_s")
+        .cast(pl.Float64)
+        .clip(lower_bound=60.0)
+        .log()
+        .alias("log_time_limit"),
         (pl.col("partition") == "interactive").cast(pl.Float64).alias("interactive"),
         pl.col("early_sm").fill_null(pl.col("early_busy")),
         (pl.col("early_devices_active") / pl.col("early_devices")).alias("early_active_frac"),
@@ -90,7 +95,13 @@ def fit(rows: pl.DataFrame, seed: int = 0) -> Any:
     model = HistGradientBoostingClassifier(
         max_iter=150, learning_rate=0.08, max_leaf_nodes=15, random_state=seed
     )
-    model.fit(_matrix(known), known["label"].to_numpy().astype(int))
+    labels = known["label"].to_numpy().astype(int)
+    if labels.all() or not labels.any():
+        raise NotEnoughHistory(
+            f"{DETECTOR}: needs both wasteful and useful finished jobs; got {len(labels)} jobs, "
+            f"{int(labels.sum())} wasteful"
+        )
+    model.fit(_matrix(known), labels)
     return model
 
 

@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from detectors.models.store import NotEnoughHistory
+
 __all__ = [
     "DETECTOR",
     "FEATURES",
@@ -35,8 +37,21 @@ DETECTOR = "failing_gpu_model"
 QUERY_HOURLY = "models/gpu_health_hourly"
 QUERY_FAILURES = "models/gpu_failures"
 REQUIRED_COLUMNS = frozenset(
-    {"cluster", "gpu_uuid", "node", "hour", "samples", "sbe_max", "dbe_max", "remap_pending",
-     "remap_failure", "temp_mean", "temp_max", "throttle_frac", "minor_xids"}
+    {
+        "cluster",
+        "gpu_uuid",
+        "node",
+        "hour",
+        "samples",
+        "sbe_max",
+        "dbe_max",
+        "remap_pending",
+        "remap_failure",
+        "temp_mean",
+        "temp_max",
+        "throttle_frac",
+        "minor_xids",
+    }
 )
 FEATURES = (
     "sbe",
@@ -117,9 +132,8 @@ def label(frame: pl.DataFrame, failures: pl.DataFrame, horizon_h: float) -> pl.D
     """Add `hours_to_failure` (next failure after the hour's end), `label` (within the horizon)
     and `failed_recently` (a failure in the 36 h before the hour's end: the GPU is broken or in
     repair, so it is neither a training row nor a prediction)."""
-    fails = (
-        failures.select("cluster", "gpu_uuid", pl.col("ts").cast(frame["hour_end"].dtype))
-        .sort("ts")
+    fails = failures.select("cluster", "gpu_uuid", pl.col("ts").cast(frame["hour_end"].dtype)).sort(
+        "ts"
     )
     left = frame.sort("hour_end")
     ahead = left.join_asof(
@@ -161,10 +175,19 @@ def fit(frame: pl.DataFrame, seed: int = 0) -> Any:
     keep = pl.col("label") | ~quiet | (pl.int_range(pl.len()).hash(seed) % 4 == 0)
     rows = rows.filter(keep)
     model = HistGradientBoostingClassifier(
-        max_iter=100, learning_rate=0.1, max_leaf_nodes=15, l2_regularization=1.0,
+        max_iter=100,
+        learning_rate=0.1,
+        max_leaf_nodes=15,
+        l2_regularization=1.0,
         random_state=seed,
     )
-    model.fit(_matrix(rows), rows["label"].to_numpy())
+    labels = rows["label"].to_numpy()
+    if labels.all() or not labels.any():
+        raise NotEnoughHistory(
+            f"{DETECTOR}: needs GPU-hours before a failure and others; got {len(labels)} rows, "
+            f"{int(labels.sum())} before a failure"
+        )
+    model.fit(_matrix(rows), labels)
     return model
 
 

@@ -8,8 +8,18 @@ import polars as pl
 __all__ = ["PRIOR_WASTE_RATE", "REQUIRED_COLUMNS", "time_split", "with_history"]
 
 REQUIRED_COLUMNS = frozenset(
-    {"cluster", "job_id", "user", "account", "job_name", "state", "start_ts", "end_ts",
-     "runtime_s", "low_busy_frac"}
+    {
+        "cluster",
+        "job_id",
+        "user",
+        "account",
+        "job_name",
+        "state",
+        "start_ts",
+        "end_ts",
+        "runtime_s",
+        "low_busy_frac",
+    }
 )
 PRIOR_WASTE_RATE = 0.3  # what a newcomer is assumed to waste, worth PRIOR_WEIGHT jobs
 PRIOR_WEIGHT = 2.0
@@ -66,8 +76,10 @@ def with_history(jobs: pl.DataFrame) -> pl.DataFrame:
         )
         joined = _asof(out.select("cluster", "job_id", key, "start_ts"), cum, key)
         cols = [
-            ((pl.col("w").fill_null(0.0) + PRIOR_WASTE_RATE * PRIOR_WEIGHT)
-             / (pl.col("n").fill_null(0.0) + PRIOR_WEIGHT)).alias(f"{prefix}_waste_rate"),
+            (
+                (pl.col("w").fill_null(0.0) + PRIOR_WASTE_RATE * PRIOR_WEIGHT)
+                / (pl.col("n").fill_null(0.0) + PRIOR_WEIGHT)
+            ).alias(f"{prefix}_waste_rate"),
             pl.when(pl.col("rn") > 0)
             .then(pl.col("rs") / pl.col("rn"))
             .alias(f"{prefix}_mean_log_runtime"),

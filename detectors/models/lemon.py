@@ -8,14 +8,27 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from detectors.models.store import NotEnoughHistory
+
 __all__ = ["CONTAMINATION", "DETECTOR", "FEATURES", "QUERY", "fit", "frame", "score"]
 
 DETECTOR = "lemon_node_model"
 QUERY = "models/node_day_health"
 CONTAMINATION = 0.03  # share of node-days expected to be anomalous
+MIN_NODE_DAYS = 10
 REQUIRED_COLUMNS = frozenset(
-    {"cluster", "node", "day", "sbe_max", "remap_pending_frac", "throttle_frac", "temp_mean",
-     "xids", "jobs_ended", "jobs_failed"}
+    {
+        "cluster",
+        "node",
+        "day",
+        "sbe_max",
+        "remap_pending_frac",
+        "throttle_frac",
+        "temp_mean",
+        "xids",
+        "jobs_ended",
+        "jobs_failed",
+    }
 )
 FEATURES = (
     "log_sbe_max",
@@ -48,6 +61,10 @@ def fit(rows: pl.DataFrame, seed: int = 0) -> Any:
     """Fit an IsolationForest on node-days."""
     from sklearn.ensemble import IsolationForest
 
+    if rows.height < MIN_NODE_DAYS:
+        raise NotEnoughHistory(
+            f"{DETECTOR}: needs at least {MIN_NODE_DAYS} node-days, got {rows.height}"
+        )
     model = IsolationForest(n_estimators=200, contamination=CONTAMINATION, random_state=seed)
     model.fit(rows.select(FEATURES).to_numpy().astype(np.float64))
     return model

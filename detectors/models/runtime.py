@@ -12,11 +12,13 @@ import numpy as np
 import polars as pl
 
 from detectors.models.history import with_history
+from detectors.models.store import NotEnoughHistory
 
 __all__ = ["DETECTOR", "FEATURES", "QUANTILES", "fit", "frame", "metrics", "predict_quantiles"]
 
 DETECTOR = "runtime_quantiles_model"
 QUANTILES = (0.5, 0.9)
+MIN_JOBS = 20
 FEATURES = (
     "log_time_limit",
     "gpus",
@@ -57,10 +59,18 @@ def fit(rows: pl.DataFrame, seed: int = 0) -> dict[float, Any]:
     from sklearn.ensemble import GradientBoostingRegressor
 
     known = rows.filter(pl.col("log_runtime").is_not_null())
+    if known.height < MIN_JOBS:
+        raise NotEnoughHistory(
+            f"{DETECTOR}: needs at least {MIN_JOBS} completed jobs, got {known.height}"
+        )
     x, y = _matrix(known), known["log_runtime"].to_numpy()
     return {
         q: GradientBoostingRegressor(
-            loss="quantile", alpha=q, n_estimators=120, max_depth=3, learning_rate=0.08,
+            loss="quantile",
+            alpha=q,
+            n_estimators=120,
+            max_depth=3,
+            learning_rate=0.08,
             random_state=seed,
         ).fit(x, y)
         for q in QUANTILES

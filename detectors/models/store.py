@@ -16,13 +16,25 @@ from typing import Any
 
 from warehouse import layout
 
-__all__ = ["ModelCard", "ModelNotTrained", "load", "model_dir", "now_iso", "save"]
+__all__ = [
+    "ModelCard",
+    "ModelNotTrained",
+    "NotEnoughHistory",
+    "load",
+    "model_dir",
+    "now_iso",
+    "save",
+]
 
 MODELS_DIR = "models"
 
 
 class ModelNotTrained(LookupError):
     """The lake's model store has no model of that name (or its card does not match)."""
+
+
+class NotEnoughHistory(ValueError):
+    """The training data cannot teach a model (e.g. no failure, or only wasteful jobs)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ clusters when the training data has several (other seeds), else on the time spli
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,7 +19,7 @@ import polars as pl
 from detectors.models import early_waste, failing_gpu, lemon, runtime
 from detectors.models.compute import one_thread
 from detectors.models.history import time_split
-from detectors.models.store import ModelCard, now_iso, save
+from detectors.models.store import ModelCard, NotEnoughHistory, now_iso, save
 from warehouse import queries
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ __all__ = [
     "MODEL_NAMES",
     "TRAIN_FRAC",
     "TrainingData",
+    "TrainingResult",
     "early_waste_name",
     "load_data",
     "train_all",
@@ -180,15 +182,17 @@ def _train_early_waste(
         )
         held_out = []
         for train, test in _folds(rows, "start_ts"):
-            held_out.append(early_waste.score(early_waste.fit(rows.filter(train)), rows.filter(test)))
+            held_out.append(
+                early_waste.score(early_waste.fit(rows.filter(train)), rows.filter(test))
+            )
         oos = pl.concat(held_out)
         y = oos["label"].to_numpy().astype(int)
         threshold = early_waste.threshold_for_recall(
             y, oos["score"].to_numpy(), config.target_recall
         )
-        train = time_split(rows, "start_ts", TRAIN_FRAC)
-        test = early_waste.score(early_waste.fit(rows.filter(train)), rows.filter(~train))
-        metrics = _waste_metrics(test, config.target_recall, "test_")
+        first = time_split(rows, "start_ts", TRAIN_FRAC)
+        tested = early_waste.score(early_waste.fit(rows.filter(first)), rows.filter(~first))
+        metrics = _waste_metrics(tested, config.target_recall, "test_")
         metrics |= _waste_metrics(oos, config.target_recall, "held_out_")
         model = early_waste.fit(rows)
         card = _card(
@@ -199,8 +203,11 @@ def _train_early_waste(
             now,
             threshold,
             metrics,
-            {"minutes": minutes, "busy_below": config.busy_below,
-             "target_recall": config.target_recall},
+            {
+                "minutes": minutes,
+                "busy_below": config.busy_below,
+                "target_recall": config.target_recall,
+            },
         )
         save(root, card, model)
         cards.append(card)
@@ -217,9 +224,7 @@ def _waste_metrics(scored: pl.DataFrame, recall: float, prefix: str) -> dict[str
         out[f"{prefix}average_precision"] = average_precision_score(y, s)
         out[f"{prefix}baseline_average_precision"] = average_precision_score(y, b)
         out[f"{prefix}precision_at_recall"] = early_waste.precision_at_recall(y, s, recall)
-        out[f"{prefix}baseline_precision_at_recall"] = early_waste.precision_at_recall(
-            y, b, recall
-        )
+        out[f"{prefix}baseline_precision_at_recall"] = early_waste.precision_at_recall(y, b, recall)
     return out
 
 
@@ -230,7 +235,12 @@ def _train_runtime(data: TrainingData, root: Path, now: dt.datetime) -> ModelCar
     test = runtime.predict_quantiles(runtime.fit(done.filter(train)), done.filter(~train))
     models = runtime.fit(done)
     card = _card(
-        RUNTIME, runtime.FEATURES, done, "start_ts", now, None,
+        RUNTIME,
+        runtime.FEATURES,
+        done,
+        "start_ts",
+        now,
+        None,
         {f"test_{k}": v for k, v in runtime.metrics(test).items()},
         {"quantiles": list(runtime.QUANTILES)},
     )
@@ -243,7 +253,12 @@ def _train_lemon(data: TrainingData, root: Path, now: dt.datetime) -> ModelCard:
     model = lemon.fit(rows)
     flagged = lemon.score(model, rows)["flagged"]
     card = _card(
-        LEMON, lemon.FEATURES, rows, "day", now, None,
+        LEMON,
+        lemon.FEATURES,
+        rows,
+        "day",
+        now,
+        None,
         {"node_days": rows.height, "flagged": int(flagged.sum()) if rows.height else 0},
         {"contamination": lemon.CONTAMINATION},
     )
@@ -257,11 +272,37 @@ def train_all(
     now: dt.datetime,
     failing: failing_gpu.FailingGpuConfig | None = None,
     waste: early_waste.EarlyWasteConfig | None = None,
-) -> dict[str, ModelCard]:
-    """Train and store every model from `data` into `root`'s model store; return their cards."""
+) -> TrainingResult:
+    """Train and store every model from `data` into `root`'s model store; return their cards
+    and, for each model the data could not teach, why (`NotEnoughHistory`'s message)."""
+    steps: list[tuple[str, Callable[[], list[ModelCard]]]] = [
+        (
+            FAILING_GPU,
+            lambda: [
+                _train_failing_gpu(data, root, now, failing or failing_gpu.FailingGpuConfig())
+            ],
+        ),
+        (
+            "early_waste",
+            lambda: _train_early_waste(data, root, now, waste or early_waste.EarlyWasteConfig()),
+        ),
+        (RUNTIME, lambda: [_train_runtime(data, root, now)]),
+        (LEMON, lambda: [_train_lemon(data, root, now)]),
+    ]
+    cards: dict[str, ModelCard] = {}
+    skipped: dict[str, str] = {}
     with one_thread():
-        cards = [_train_failing_gpu(data, root, now, failing or failing_gpu.FailingGpuConfig())]
-        cards += _train_early_waste(data, root, now, waste or early_waste.EarlyWasteConfig())
-        cards.append(_train_runtime(data, root, now))
-        cards.append(_train_lemon(data, root, now))
-    return {c.name: c for c in cards}
+        for name, step in steps:
+            try:
+                cards.update((c.name, c) for c in step())
+            except NotEnoughHistory as exc:
+                skipped[name] = str(exc)
+    return TrainingResult(cards, skipped)
+
+
+@dataclass(frozen=True, slots=True)
+class TrainingResult:
+    """The stored models' cards, and why any model was not trained."""
+
+    cards: dict[str, ModelCard]
+    skipped: dict[str, str]

@@ -27,9 +27,17 @@ EARLY_SCHEMA = {
 def early(rows):
     return pl.DataFrame(
         [
-            {"cluster": "c", "job_id": j, "early_observed_s": 1800.0, "early_busy": b,
-             "early_idle_frac": 1 - b, "early_sm": None, "early_fb_mib_max": 100.0,
-             "early_devices": 2, "early_devices_active": a}
+            {
+                "cluster": "c",
+                "job_id": j,
+                "early_observed_s": 1800.0,
+                "early_busy": b,
+                "early_idle_frac": 1 - b,
+                "early_sm": None,
+                "early_fb_mib_max": 100.0,
+                "early_devices": 2,
+                "early_devices_active": a,
+            }
             for j, b, a in rows
         ],
         schema=EARLY_SCHEMA,

@@ -37,9 +37,7 @@ def test_a_users_waste_rate_counts_only_jobs_ended_before_the_start():
 
 def test_last_two_run_times_are_the_tsafrir_baseline():
     rows = by_id(
-        with_history(
-            jobs([job("1", 0, 1), job("2", 1, 5), job("3", 5, 13), job("4", 20, 21)])
-        )
+        with_history(jobs([job("1", 0, 1), job("2", 1, 5), job("3", 5, 13), job("4", 20, 21)]))
     )
     assert rows["1"]["user_last2_log_runtime"] is None
     assert rows["2"]["user_last2_log_runtime"] == pytest.approx(math.log(3600))
@@ -58,7 +56,9 @@ def test_failed_jobs_do_not_count_as_run_times():
 
 
 def test_other_users_history_is_not_mine():
-    rows = by_id(with_history(jobs([job("1", 0, 1, user="bob", low_busy_frac=1.0), job("2", 2, 3)])))
+    rows = by_id(
+        with_history(jobs([job("1", 0, 1, user="bob", low_busy_frac=1.0), job("2", 2, 3)]))
+    )
     assert rows["2"]["user_waste_rate"] == pytest.approx(PRIOR_WASTE_RATE)
     assert rows["2"]["account_waste_rate"] > PRIOR_WASTE_RATE  # same account
 

@@ -37,8 +37,9 @@ def test_no_completed_job_no_figures():
 
 
 def test_quantiles_follow_the_users_run_times_and_p90_is_never_below_p50():
-    rows = [job(str(i), 10 * i, 10 * i + (1 if i % 2 else 8), user="u" + str(i % 2))
-            for i in range(40)]
+    rows = [
+        job(str(i), 10 * i, 10 * i + (1 if i % 2 else 8), user="u" + str(i % 2)) for i in range(40)
+    ]
     frame = runtime.frame(jobs(rows))
     out = runtime.predict_quantiles(runtime.fit(frame), frame)
     late = out.filter(pl.col("start_ts") >= out["start_ts"].sort()[20])
