@@ -29,6 +29,7 @@ __all__ = [
     "FRAME_SCHEMA",
     "Severity",
     "WriteResult",
+    "as_frame",
     "empty_frame",
     "finding_id",
     "read_findings",
@@ -179,3 +180,8 @@ def write_findings(root: Path, findings: pa.Table) -> WriteResult:
         merged = pa.concat_tables([kept, incoming])
         replace_partitions(root, "findings", merged, cluster, batch_id="findings")
     return WriteResult(new=new, updated=updated)
+
+
+def as_frame(frame: pl.DataFrame) -> pl.DataFrame:
+    """Select and type a producer's columns as `FRAME_SCHEMA` (so frames concatenate)."""
+    return frame.select(pl.col(c).cast(t) for c, t in FRAME_SCHEMA.items())

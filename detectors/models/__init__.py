@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +32,7 @@ from detectors.models.training import (
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["as_of", "model_frames", "predict", "predict_frames"]
+__all__ = ["as_of", "model_frames", "predict", "predict_frames", "producer"]
 
 _TS = pl.Datetime("ms", "UTC")
 TIME_LIMIT_FACTOR = 2.0  # a time limit over this × the p90 run time is worth a finding
@@ -297,3 +298,19 @@ def predict(con: duckdb.DuckDBPyConnection, lake: Path, now: dt.datetime) -> pa.
         return FINDINGS_SCHEMA.empty_table()
     with one_thread():
         return predict_frames(model_frames(lake, load_data(con), now), now)
+
+
+def producer(
+    lake: Path,
+) -> Callable[[duckdb.DuckDBPyConnection, dt.datetime, dt.datetime], pa.Table]:
+    """`predict` for `lake` in the shape of `gpuledger detect`'s finding producers
+    `(con, now, since)`. Models look at the whole history (their features need it), so `since`
+    only drops findings detected before it."""
+
+    def run(con: duckdb.DuckDBPyConnection, now: dt.datetime, since: dt.datetime) -> pa.Table:
+        import pyarrow.compute as pc
+
+        table = predict(con, lake, now)
+        return table.filter(pc.greater_equal(table.column("detected_ts"), pa.scalar(since)))
+
+    return run

@@ -1,7 +1,8 @@
 """Waste and hardware-health rules over the lake's marts: `run_rules(con, config, now)`.
 
-Each family module (idle, …) declares its thresholds and its `RULES`; this package runs them
-all through `warehouse.queries` and returns one Arrow table in the `findings` schema.
+Each family module (idle, gpu_balance, efficiency, health, mapping, resilience, stranded)
+declares its thresholds and its `RULES`; this package runs them all through `warehouse.queries`
+and returns one Arrow table in the `findings` schema.
 """
 
 from __future__ import annotations
@@ -13,17 +14,70 @@ import polars as pl
 import pyarrow as pa
 
 from detectors.findings import FRAME_COLUMNS, FRAME_SCHEMA, to_findings
-from detectors.rules import idle
+from detectors.rules import (
+    efficiency,
+    gpu_balance,
+    health,
+    idle,
+    mapping,
+    resilience,
+    stranded,
+)
 from detectors.rules.base import EPOCH, Rule, Window
-from detectors.rules.config import FAMILIES, RuleConfig
+from detectors.rules.config import FAMILIES, RuleConfig, RuleConfigError, rule_config_from
 from warehouse import queries
 
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["FAMILIES", "RULES", "Rule", "RuleConfig", "Window", "detect_frame", "run_rules"]
+__all__ = [
+    "DETECTORS",
+    "FAMILIES",
+    "RULES",
+    "Rule",
+    "RuleConfig",
+    "RuleConfigError",
+    "Window",
+    "detect_frame",
+    "rule_config_from",
+    "run_rules",
+]
 
-RULES: tuple[Rule, ...] = (*idle.RULES,)
+# Every `detector` value the rules write (documented in the README and `gpuledger detect --help`).
+DETECTORS: tuple[str, ...] = (
+    "idle_job",
+    "memory_hold",
+    "hung_job",
+    "partial_idle",
+    "straggler_gpu",
+    "low_efficiency_user",
+    "overallocated",
+    "time_limit_excess",
+    "power_cap_candidate",
+    "throttling",
+    "xid_hardware",
+    "ecc_dbe",
+    "row_remap_failure",
+    "row_remap_pending",
+    "gpu_without_job",
+    "job_without_data",
+    "failed_after_hw_event",
+    "lost_gpu_hours",
+    "checkpoint_interval",
+    "stranded_gpus",
+)
+
+# Order matters only for ties: where two rules name one problem (an ECC error seen in events and
+# in counters), the first one's row is kept.
+RULES: tuple[Rule, ...] = (
+    *idle.RULES,
+    *gpu_balance.RULES,
+    *efficiency.RULES,
+    *health.RULES,
+    *mapping.RULES,
+    *resilience.RULES,
+    *stranded.RULES,
+)
 
 
 def detect_frame(

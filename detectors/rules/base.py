@@ -9,6 +9,7 @@ touches a connection.
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal
@@ -18,7 +19,16 @@ import polars as pl
 if TYPE_CHECKING:
     from detectors.rules.config import RuleConfig
 
-__all__ = ["EPOCH", "Rule", "Window", "evidence", "threshold", "threshold_docs"]
+__all__ = [
+    "EPOCH",
+    "Rule",
+    "Window",
+    "as_of",
+    "evidence",
+    "period_anchor",
+    "threshold",
+    "threshold_docs",
+]
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 Stricter = Literal["up", "down"] | None
@@ -66,3 +76,26 @@ def threshold_docs(config_type: type) -> list[tuple[str, Any, str, Stricter]]:
 def evidence(*columns: str) -> pl.Expr:
     """The `evidence` column: the named columns as one JSON object per row."""
     return pl.struct(list(columns)).struct.json_encode().alias("evidence")
+
+
+def as_of(frame: pl.DataFrame, window: Window, *columns: str) -> dt.datetime:
+    """The end of "recent" windows: the latest of `columns` in `frame`, or `now` if earlier.
+
+    A lake of last month's data is thus judged as of its own end, not as of today.
+    """
+    latest = frame.select(pl.max_horizontal(columns).max()).item() if len(frame) else None
+    if not isinstance(latest, dt.datetime):
+        return window.now
+    return min(window.now, latest)
+
+
+def period_anchor(end: dt.datetime, span: dt.timedelta) -> dt.datetime:
+    """Start of the `span`-long period (counted from the epoch) that holds `end`.
+
+    Windowed findings (a user's last 7 days) are anchored here, so reruns within one period
+    update one finding instead of adding another.
+    """
+    period_s = span.total_seconds()
+    return EPOCH + dt.timedelta(
+        seconds=math.floor((end - EPOCH).total_seconds() / period_s) * period_s
+    )

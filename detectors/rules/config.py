@@ -6,11 +6,19 @@ code only ever receives a `RuleConfig`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
 
+from detectors.rules.efficiency import EfficiencyThresholds, PowerThresholds
+from detectors.rules.gpu_balance import GpuBalanceThresholds
+from detectors.rules.health import HealthThresholds
 from detectors.rules.idle import IdleThresholds
+from detectors.rules.mapping import MappingThresholds
+from detectors.rules.resilience import ResilienceThresholds
+from detectors.rules.stranded import StrandedThresholds
 
-__all__ = ["FAMILIES", "RuleConfig"]
+__all__ = ["FAMILIES", "RuleConfig", "RuleConfigError", "rule_config_from"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,9 +26,61 @@ class RuleConfig:
     """The thresholds of every rule family (see each family's dataclass for the meanings)."""
 
     idle: IdleThresholds = field(default_factory=IdleThresholds)
+    gpu_balance: GpuBalanceThresholds = field(default_factory=GpuBalanceThresholds)
+    efficiency: EfficiencyThresholds = field(default_factory=EfficiencyThresholds)
+    power: PowerThresholds = field(default_factory=PowerThresholds)
+    health: HealthThresholds = field(default_factory=HealthThresholds)
+    mapping: MappingThresholds = field(default_factory=MappingThresholds)
+    resilience: ResilienceThresholds = field(default_factory=ResilienceThresholds)
+    stranded: StrandedThresholds = field(default_factory=StrandedThresholds)
 
 
-# family name (RuleConfig field) -> its thresholds type, for docs and property tests
+# family name (a RuleConfig field) -> its thresholds type, for docs and property tests
 FAMILIES: dict[str, type] = {
     "idle": IdleThresholds,
+    "gpu_balance": GpuBalanceThresholds,
+    "efficiency": EfficiencyThresholds,
+    "power": PowerThresholds,
+    "health": HealthThresholds,
+    "mapping": MappingThresholds,
+    "resilience": ResilienceThresholds,
+    "stranded": StrandedThresholds,
 }
+
+
+class RuleConfigError(ValueError):
+    """A threshold setting that names no threshold or has the wrong type (message names it)."""
+
+
+def rule_config_from(values: Mapping[str, Mapping[str, Any]]) -> RuleConfig:
+    """Build a RuleConfig from `{family: {threshold: value}}` (e.g. a TOML `[detect.idle]` table).
+
+    Unknown families or thresholds, and values of the wrong type, raise RuleConfigError naming
+    the key (`detect.idle.idle_minutes`) and what was expected; what is not given keeps its
+    documented default.
+    """
+    families = {}
+    for family, settings in values.items():
+        kind = FAMILIES.get(family)
+        if kind is None:
+            raise RuleConfigError(
+                f"detect.{family}: no such rule family; known: {', '.join(sorted(FAMILIES))}"
+            )
+        defaults = {f.name: f.default for f in fields(kind)}
+        given = {}
+        for name, value in settings.items():
+            key = f"detect.{family}.{name}"
+            if name not in defaults:
+                raise RuleConfigError(
+                    f"{key}: no such threshold; known: {', '.join(sorted(defaults))}"
+                )
+            default = defaults[name]
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise RuleConfigError(f"{key}: expected a number, got {value!r}")
+            if isinstance(default, int) and not isinstance(default, bool):
+                if value != int(value):
+                    raise RuleConfigError(f"{key}: expected a whole number, got {value!r}")
+                value = int(value)
+            given[name] = float(value) if isinstance(default, float) else value
+        families[family] = kind(**given)
+    return RuleConfig(**families)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from detectors.findings import FRAME_COLUMNS, Severity
+from detectors.findings import Severity, as_frame
 from detectors.rules.base import Rule, Window, evidence, threshold
 
 if TYPE_CHECKING:
@@ -33,8 +33,8 @@ class IdleThresholds:
     )
     whole_job_min_minutes: float = threshold(
         5.0,
-        "Idle job: also flag a job idle for its whole observed run once that run is this long "
-        "(short jobs that never touched their GPUs).",
+        "Idle job / memory hold: also flag a job in that state for its whole observed run once "
+        "that run is this long (short jobs that never touched their GPUs).",
     )
     idle_active_frac: float = threshold(
         0.02,
@@ -94,7 +94,10 @@ def _detect(spans: pl.DataFrame, config: RuleConfig, window: Window) -> pl.DataF
     whole_job = _WHOLE & (pl.col("observed_s") >= t.whole_job_min_minutes * 60)
     flagged = spans.filter(
         ((pl.col("state") == "idle") & ((pl.col("longest_s") >= t.idle_minutes * 60) | whole_job))
-        | ((pl.col("state") == "memory_hold") & (pl.col("longest_s") >= t.hold_minutes * 60))
+        | (
+            (pl.col("state") == "memory_hold")
+            & ((pl.col("longest_s") >= t.hold_minutes * 60) | whole_job)
+        )
         | ((pl.col("state") == "hung") & (pl.col("longest_s") >= t.hung_minutes * 60))
     )
     what = (
@@ -154,7 +157,7 @@ def _detect(spans: pl.DataFrame, config: RuleConfig, window: Window) -> pl.DataF
             "fb_frac_max",
             "power_frac_mean",
         ),
-    ).select(FRAME_COLUMNS)
+    ).pipe(as_frame)
 
 
 RULES = (Rule("job_states", QUERY, _params, _detect),)

@@ -39,7 +39,13 @@ def table(name: str, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
 
 
 def connection(tmp_path: Path, **tables: Sequence[Mapping[str, Any]]) -> duckdb.DuckDBPyConnection:
-    con = connect(tmp_path / "empty-lake")
+    return replace_views(connect(tmp_path / "empty-lake"), **tables)
+
+
+def replace_views(
+    con: duckdb.DuckDBPyConnection, **tables: Sequence[Mapping[str, Any]]
+) -> duckdb.DuckDBPyConnection:
+    """Point the views `tables` names at the rows given (derived views follow)."""
     for name, rows in tables.items():
         con.from_arrow(table(name, rows)).create_view(name)
     return con
@@ -116,6 +122,60 @@ def job(job_id: str, start_s: float, end_s: float | None, **fields: Any) -> Row:
         "gpus": 1,
         "source": "test",
         "updated_ts": at(end_s if end_s is not None else start_s),
+    }
+    row.update(fields)
+    return row
+
+
+def device_day(
+    job_id: str,
+    gpu_index: int,
+    *,
+    observed_s: float = 3600.0,
+    busy: float = 0.5,
+    node: str = "g001",
+    day_s: float = 0.0,
+) -> Row:
+    """One job_gpu_daily row: GPU `gpu_index` of `job_id`, uniformly `busy` for `observed_s`."""
+    active = observed_s if busy >= 0.01 else 0.0
+    return {
+        "cluster": CLUSTER,
+        "job_id": job_id,
+        "device": f"GPU-{node}-{gpu_index}",
+        "date": at(day_s).date(),
+        "node": node,
+        "gpu_index": gpu_index,
+        "gpu_uuid": f"GPU-{node}-{gpu_index}",
+        "model": H100,
+        "samples": int(observed_s // 30),
+        "observed_s": observed_s,
+        "active_s": active,
+        "idle_s": observed_s - active,
+        "effective_s": busy * observed_s,
+        "busy_known_s": observed_s,
+        "sm_sum": busy * observed_s,
+        "sm_known_s": observed_s,
+    }
+
+
+def usage(job_id: str, start_s: float, end_s: float | None, **fields: Any) -> Row:
+    """One job_usage row (and nothing else); `fields` sets the figures the test needs."""
+    row: Row = {
+        "cluster": CLUSTER,
+        "job_id": job_id,
+        "user": "alice",
+        "account": "physics",
+        "partition": "gpu",
+        "state": "COMPLETED" if end_s is not None else "RUNNING",
+        "start_ts": at(start_s),
+        "end_ts": None if end_s is None else at(end_s),
+        "gpus": 1,
+        "alloc_gpu_h": 0.0,
+        "observed_gpu_h": 0.0,
+        "active_gpu_h": 0.0,
+        "idle_gpu_h": 0.0,
+        "effective_gpu_h": 0.0,
+        "samples": 0,
     }
     row.update(fields)
     return row

@@ -1,0 +1,145 @@
+"""`gpuledger detect`: run every finding producer over the lake and upsert the findings.
+
+Producers are a list (`FINDING_PRODUCERS`): today the rules of `detectors.rules`; the
+predictive models plug in beside them with one more entry. Each takes the connection and the
+run's window and returns rows in the `findings` schema; this command merges them and writes
+them once, so a finding found again keeps its id and first detection time.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from app.errors import reports_errors
+from app.options import Timestamp, lake_option
+
+if TYPE_CHECKING:
+    import duckdb
+    import pyarrow as pa
+
+__all__ = ["FINDING_PRODUCERS", "FindingProducer", "command", "rule_findings"]
+
+# (connection, now, since) -> a table in the `findings` schema (warehouse.schema FINDINGS)
+FindingProducer = Callable[["duckdb.DuckDBPyConnection", dt.datetime, dt.datetime], "pa.Table"]
+
+
+def rule_findings(con: duckdb.DuckDBPyConnection, now: dt.datetime, since: dt.datetime) -> pa.Table:
+    """The waste and health rules with their default thresholds."""
+    from detectors.rules import RuleConfig, run_rules
+
+    return run_rules(con, RuleConfig(), now, since)
+
+
+TOP_FINDINGS = 5  # how many findings the summary spells out
+
+# Seam for the lead's merge: add the models' producer (and recommendation writers) here.
+FINDING_PRODUCERS: list[FindingProducer] = [rule_findings]
+
+
+def _summary(findings: pa.Table) -> list[str]:
+    import polars as pl
+
+    frame = pl.from_arrow(findings)
+    assert isinstance(frame, pl.DataFrame)
+    if frame.is_empty():
+        return ["No findings."]
+    per = (
+        frame.group_by("detector")
+        .agg(
+            pl.len().alias("findings"),
+            (pl.col("severity") == "critical").sum().alias("critical"),
+            pl.col("gpu_h_at_stake").sum().alias("gpu_h"),
+        )
+        .sort("gpu_h", "detector", descending=[True, False])
+    )
+    lines = [f"{'detector':<22} {'findings':>8} {'critical':>8} {'GPU-h at stake':>15}"]
+    for row in per.iter_rows(named=True):
+        lines.append(
+            f"{row['detector']:<22} {row['findings']:>8} {row['critical']:>8} "
+            f"{row['gpu_h'] or 0.0:>15,.1f}"
+        )
+    top = frame.sort("gpu_h_at_stake", "finding_id", descending=[True, False], nulls_last=True)
+    lines.append("")
+    lines.append(f"Top {min(TOP_FINDINGS, len(frame))} by GPU-hours at stake:")
+    for row in top.head(TOP_FINDINGS).iter_rows(named=True):
+        lines.append(f"  [{row['severity']}] {row['message']}")
+    return lines
+
+
+@click.command("detect")
+@lake_option
+@click.option(
+    "--since",
+    type=Timestamp(),
+    default=None,
+    help="Look only at data from this time on (ISO, UTC) [default: everything].",
+)
+@click.option(
+    "--now",
+    type=Timestamp(),
+    default=None,
+    help="Judge as of this time: stamps detected_ts and ends windows such as a user's last "
+    "7 days [default: the current time; windows never run past the lake's latest data].",
+)
+@click.option("--quiet", "-q", is_flag=True, help="Print only the one-line total.")
+@reports_errors
+def command(lake: Path, since: dt.datetime | None, now: dt.datetime | None, quiet: bool) -> None:
+    """Find waste and failing hardware in the lake and store the findings.
+
+    \b
+    Rules (thresholds documented in the README, "Detectors"):
+      idle_job, memory_hold, hung_job         jobs whose GPUs do nothing (or spin on a stall)
+      partial_idle, straggler_gpu             multi-GPU jobs with idle or lagging GPUs
+      low_efficiency_user                     ratio AND GPU-hours AND top-N over 7 days
+      overallocated, time_limit_excess        MIG candidates; limits far above run time
+      power_cap_candidate                     low activity at high power, kWh a cap saves
+      throttling, xid_hardware, ecc_dbe,      hardware health (NVIDIA's XID classes,
+      row_remap_failure, row_remap_pending    clock-event bits, ECC, row remapping)
+      gpu_without_job, job_without_data       attribution self-check
+      failed_after_hw_event, lost_gpu_hours,  resilience; Young/Daly checkpoint advice
+      checkpoint_interval
+      stranded_gpus                           CPU/memory requests that strand a node's GPUs
+
+    \b
+    Findings go to the lake's `findings` table: a problem found again keeps its finding_id
+    and first detected_ts, so running detect twice stores nothing twice. Build the marts
+    first with `gpuledger attribute`.
+
+    \b
+    Example:
+      gpuledger attribute --lake ./lake && gpuledger detect --lake ./lake --since 2026-11-01
+    """
+    import pyarrow as pa
+
+    from detectors.findings import FINDINGS_SCHEMA, write_findings
+    from detectors.rules.base import EPOCH
+    from warehouse.connection import connect
+    from warehouse.schema import TABLES
+    from warehouse.writer import conform
+
+    if since is not None and now is not None and since >= now:
+        raise click.BadParameter("must be before --now", param_hint="--since")
+    run_now = now or dt.datetime.now(dt.UTC)
+    con = connect(lake, require=("job_usage",))
+    con.execute("SET enable_progress_bar = false")  # keep the summary the only output
+    try:
+        tables = [produce(con, run_now, since or EPOCH) for produce in FINDING_PRODUCERS]
+    finally:
+        con.close()
+    # Each producer's rows are checked against the contract before they are merged.
+    findings = pa.concat_tables(
+        [FINDINGS_SCHEMA.empty_table()] + [conform(TABLES["findings"], table) for table in tables]
+    )
+    result = write_findings(lake, findings)
+    if not quiet:
+        for line in _summary(findings):
+            click.echo(line)
+    click.echo(
+        f"{findings.num_rows:,} findings: {result.new:,} new, {result.updated:,} updated, "
+        f"in {lake / 'findings'}"
+    )

@@ -1,0 +1,310 @@
+"""Per-job and per-user efficiency: low-efficiency users, MIG candidates, long time limits,
+power-cap candidates. All read one line per job (sql/detectors/job_profiles.sql).
+
+Windows such as "the last 7 days" end at the lake's latest job time or at `now`, whichever is
+earlier, so a lake of last month's data is judged as of its own end.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from detectors.findings import Severity, as_frame
+from detectors.rules.base import Rule, Window, as_of, evidence, period_anchor, threshold
+
+if TYPE_CHECKING:
+    from detectors.rules.config import RuleConfig
+
+__all__ = ["MIG_PROFILES", "RULES", "EfficiencyThresholds", "PowerThresholds"]
+
+QUERY = "detectors/job_profiles"
+# MIG profiles of one GPU: (compute slices of 7, share of memory); named "<k>g.<GB>gb".
+MIG_PROFILES: tuple[tuple[int, float], ...] = ((1, 1 / 8), (2, 2 / 8), (3, 4 / 8), (4, 4 / 8))
+MIG_HEADROOM = 1.2  # ask for 20 % more memory and compute than the job's peak/mean
+
+
+@dataclass(frozen=True, slots=True)
+class EfficiencyThresholds:
+    """Low efficiency per user (ratio AND hours AND top-N), MIG candidates, time limits."""
+
+    user_window_days: float = threshold(
+        7.0, "Low-efficiency users: the window, in days, ending at the lake's latest job.", None
+    )
+    user_max_ratio: float = threshold(
+        0.3,
+        "Low-efficiency users: effective / allocated GPU-hours at most this (0-1) ...",
+        "down",
+    )
+    user_min_gpu_h: float = threshold(24.0, "... AND at least this many allocated GPU-hours ...")
+    user_top_n: int = threshold(
+        10, "... AND among the N users wasting the most GPU-hours (of all users).", "down"
+    )
+    mig_fb_max_frac: float = threshold(
+        0.15, "MIG candidate: peak GPU memory at most this share of the GPU ...", "down"
+    )
+    mig_busy_max: float = threshold(0.3, "... and mean busy fraction at most this ...", "down")
+    mig_busy_min: float = threshold(
+        0.01, "... but at least this (fully idle jobs are idle findings) ..."
+    )
+    mig_min_hours: float = threshold(0.5, "... over at least this many observed hours.")
+    limit_ratio: float = threshold(
+        5.0, "Time limit: a finished job's limit is at least this many times its run time ..."
+    )
+    limit_min_runtime_minutes: float = threshold(5.0, "... and it ran at least this many minutes.")
+
+
+@dataclass(frozen=True, slots=True)
+class PowerThresholds:
+    """Jobs that would lose little speed under a power cap: low activity at high power."""
+
+    power_min_frac: float = threshold(0.5, "Mean power at least this share of the board limit ...")
+    power_busy_max: float = threshold(
+        0.4, "... while mean SM activity (else busy) is at most this (0-1) ...", "down"
+    )
+    power_min_hours: float = threshold(1.0, "... over at least this many observed GPU-hours.")
+    power_cap_frac: float = threshold(
+        0.6, "The cap to suggest, as a share of the board limit.", None
+    )
+    power_min_kwh: float = threshold(1.0, "Only when the cap would save at least this many kWh.")
+
+
+def _params(config: RuleConfig, window: Window) -> dict[str, Any]:
+    return {"since": window.since}
+
+
+def _low_efficiency_users(
+    jobs: pl.DataFrame, t: EfficiencyThresholds, window: Window
+) -> pl.DataFrame:
+    end = as_of(jobs, window, "start_ts", "end_ts")
+    span = dt.timedelta(days=t.user_window_days)
+    # The id names the period that contains `end`, so reruns within it update one finding.
+    anchor = period_anchor(end, span)
+    recent = jobs.filter(
+        (pl.col("start_ts") < end) & (pl.col("end_ts").fill_null(end) >= end - span)
+    )
+    users = (
+        recent.filter(pl.col("user").is_not_null())
+        .group_by("cluster", "user")
+        .agg(
+            pl.col("account").mode().first(),
+            pl.len().alias("jobs"),
+            pl.col("alloc_gpu_h").sum(),
+            pl.col("effective_gpu_h").sum(),
+            pl.col("idle_gpu_h").sum(),
+        )
+        .with_columns(
+            (pl.col("effective_gpu_h") / pl.col("alloc_gpu_h")).alias("ratio"),
+            (pl.col("alloc_gpu_h") - pl.col("effective_gpu_h")).alias("wasted_gpu_h"),
+        )
+        # Rank among all users first, then filter: a user who passes never makes room for
+        # another, so raising any threshold can only remove findings.
+        .sort("cluster", "wasted_gpu_h", "user", descending=[False, True, False])
+        .with_columns(pl.int_range(1, pl.len() + 1).over("cluster").alias("rank"))
+        .filter(
+            (pl.col("rank") <= t.user_top_n)
+            & (pl.col("alloc_gpu_h") >= t.user_min_gpu_h)
+            & (pl.col("ratio") <= t.user_max_ratio)
+        )
+    )
+    return users.with_columns(
+        pl.lit("low_efficiency_user").alias("detector"),
+        pl.lit(Severity.WARN.value).alias("severity"),
+        pl.lit("user").alias("subject_kind"),
+        pl.col("user").alias("subject_id"),
+        pl.lit(anchor).alias("anchor_ts"),
+        pl.lit(None, pl.String).alias("job_id"),
+        pl.lit(None, pl.String).alias("node"),
+        pl.lit(None, pl.String).alias("gpu_uuid"),
+        pl.lit(end - span).alias("start_ts"),
+        pl.lit(end).alias("end_ts"),
+        pl.lit(False).alias("predicted"),
+        (1 - pl.col("ratio")).clip(0, 1).cast(pl.Float32).alias("score"),
+        pl.col("wasted_gpu_h").alias("gpu_h_at_stake"),
+        pl.format(
+            "User {} ({}): {}% efficient over the last {} days — {} of {} allocated GPU-h "
+            "did work across {} jobs; #{} in GPU-hours wasted",
+            "user",
+            pl.col("account").fill_null("no account"),
+            (pl.col("ratio") * 100).round(1),
+            pl.lit(t.user_window_days),
+            pl.col("effective_gpu_h").round(1),
+            pl.col("alloc_gpu_h").round(1),
+            "jobs",
+            "rank",
+        ).alias("message"),
+        evidence("jobs", "alloc_gpu_h", "effective_gpu_h", "idle_gpu_h", "ratio", "rank"),
+    ).pipe(as_frame)
+
+
+def _mig_profile(fb_frac: float | None, busy: float | None) -> tuple[int, float] | None:
+    """The smallest MIG profile with room for the job's memory and compute, or None."""
+    if fb_frac is None or busy is None:
+        return None
+    for slices, mem in MIG_PROFILES:
+        if mem >= fb_frac * MIG_HEADROOM and slices / 7 >= busy * MIG_HEADROOM:
+            return slices, mem
+    return None
+
+
+def _mig_candidates(jobs: pl.DataFrame, t: EfficiencyThresholds) -> pl.DataFrame:
+    busy = pl.coalesce("sm_active_mean", "busy_mean")
+    fb_frac = pl.col("fb_used_mib_max") / pl.col("fb_total_mib")
+    small = jobs.with_columns(fb_frac.alias("fb_frac"), busy.alias("busy")).filter(
+        (pl.col("fb_frac") <= t.mig_fb_max_frac)
+        & (pl.col("busy") <= t.mig_busy_max)
+        & (pl.col("busy_mean") >= t.mig_busy_min)
+        & (pl.col("observed_gpu_h") / pl.col("gpus").clip(1) >= t.mig_min_hours)
+    )
+    profiles = [_mig_profile(f, b) for f, b in zip(small["fb_frac"], small["busy"], strict=True)]
+    small = small.with_columns(
+        pl.Series("slices", [p[0] if p else None for p in profiles], pl.Int64),
+        pl.Series("mem_frac", [p[1] if p else None for p in profiles], pl.Float64),
+    ).filter(pl.col("slices").is_not_null())
+    gb = (pl.col("fb_total_mib") * pl.col("mem_frac") / 1024).round(0).cast(pl.Int64)
+    profile = pl.format("{}g.{}gb", "slices", gb)
+    saved = pl.col("alloc_gpu_h") * (1 - pl.col("slices") / 7)
+    return (
+        small.with_columns(
+            profile.alias("mig_profile"),
+            pl.lit("overallocated").alias("detector"),
+            pl.lit(Severity.INFO.value).alias("severity"),
+            pl.lit("job").alias("subject_kind"),
+            pl.col("job_id").alias("subject_id"),
+            pl.col("start_ts").alias("anchor_ts"),
+            pl.lit(None, pl.String).alias("node"),
+            pl.lit(None, pl.String).alias("gpu_uuid"),
+            pl.lit(False).alias("predicted"),
+            (1 - pl.col("busy") / t.mig_busy_max).clip(0, 1).cast(pl.Float32).alias("score"),
+            saved.alias("gpu_h_at_stake"),
+        )
+        .with_columns(
+            pl.format(
+                "Job {} ({}): peak memory {}% of a GPU and {}% busy on {} GPU(s); a MIG {} slice "
+                "would do (frees {} GPU-h)",
+                "job_id",
+                pl.col("user").fill_null("unknown user"),
+                (pl.col("fb_frac") * 100).round(0).cast(pl.Int64),
+                (pl.col("busy") * 100).round(0).cast(pl.Int64),
+                "gpus",
+                "mig_profile",
+                saved.round(2),
+            ).alias("message"),
+            evidence("fb_used_mib_max", "fb_total_mib", "busy", "gpus", "mig_profile", "model"),
+        )
+        .pipe(as_frame)
+    )
+
+
+def _time_limits(jobs: pl.DataFrame, t: EfficiencyThresholds) -> pl.DataFrame:
+    done = jobs.filter(
+        pl.col("state").str.starts_with("COMPLETED")
+        & (pl.col("gpus").fill_null(0) > 0)  # CPU-only jobs are not this tool's business
+        & (pl.col("runtime_s") >= max(t.limit_min_runtime_minutes * 60, 1))
+        & (pl.col("time_limit_s") >= t.limit_ratio * pl.col("runtime_s"))
+    )
+    # Suggest 1.5x the run time, rounded up to 30 minutes (what users ask for anyway).
+    suggested_s = ((pl.col("runtime_s") * 1.5 / 1800).ceil() * 1800).cast(pl.Int64)
+    reserved = pl.col("gpus").fill_null(1) * (pl.col("time_limit_s") - pl.col("runtime_s")) / 3600
+    return (
+        done.with_columns(
+            suggested_s.alias("suggested_limit_s"),
+            reserved.alias("unused_reservation_gpu_h"),
+            (pl.col("time_limit_s") / pl.col("runtime_s")).alias("limit_ratio"),
+        )
+        .with_columns(
+            pl.lit("time_limit_excess").alias("detector"),
+            pl.lit(Severity.INFO.value).alias("severity"),
+            pl.lit("job").alias("subject_kind"),
+            pl.col("job_id").alias("subject_id"),
+            pl.col("start_ts").alias("anchor_ts"),
+            pl.lit(None, pl.String).alias("node"),
+            pl.lit(None, pl.String).alias("gpu_uuid"),
+            pl.lit(False).alias("predicted"),
+            (1 - 1 / pl.col("limit_ratio")).cast(pl.Float32).alias("score"),
+            # Nothing was burnt: an oversized limit costs the scheduler backfill room, not GPU time.
+            pl.lit(0.0).alias("gpu_h_at_stake"),
+            pl.format(
+                "Job {} ({}): ran {} min of a {} min limit ({}x); --time={}:{}:00 would do",
+                "job_id",
+                pl.col("user").fill_null("unknown user"),
+                (pl.col("runtime_s") / 60).round(0).cast(pl.Int64),
+                (pl.col("time_limit_s") / 60).round(0).cast(pl.Int64),
+                pl.col("limit_ratio").round(1),
+                (pl.col("suggested_limit_s") // 3600),
+                (pl.col("suggested_limit_s") % 3600 // 60).cast(pl.String).str.zfill(2),
+            ).alias("message"),
+            evidence(
+                "runtime_s",
+                "time_limit_s",
+                "limit_ratio",
+                "suggested_limit_s",
+                "unused_reservation_gpu_h",
+            ),
+        )
+        .pipe(as_frame)
+    )
+
+
+def _power_caps(jobs: pl.DataFrame, t: PowerThresholds) -> pl.DataFrame:
+    busy = pl.coalesce("sm_active_mean", "busy_mean")
+    cap_w = pl.col("power_limit_w") * t.power_cap_frac
+    # Energy above the cap while the job ran (from its mean power: a lower bound where power
+    # varies, since time above the mean also sits above the cap more often).
+    kwh = pl.col("observed_gpu_h") * (pl.col("power_w_mean") - cap_w).clip(0) / 1000
+    hot = jobs.with_columns(
+        busy.alias("busy"), cap_w.alias("cap_w"), kwh.alias("kwh_saved")
+    ).filter(
+        (pl.col("power_w_mean") >= t.power_min_frac * pl.col("power_limit_w"))
+        & (pl.col("busy") <= t.power_busy_max)
+        & (pl.col("observed_gpu_h") >= t.power_min_hours)
+        & (pl.col("kwh_saved") >= t.power_min_kwh)
+    )
+    return hot.with_columns(
+        pl.lit("power_cap_candidate").alias("detector"),
+        pl.lit(Severity.INFO.value).alias("severity"),
+        pl.lit("job").alias("subject_kind"),
+        pl.col("job_id").alias("subject_id"),
+        pl.col("start_ts").alias("anchor_ts"),
+        pl.lit(None, pl.String).alias("node"),
+        pl.lit(None, pl.String).alias("gpu_uuid"),
+        pl.lit(False).alias("predicted"),
+        (1 - pl.col("busy") / max(t.power_busy_max, 1e-9))
+        .clip(0, 1)
+        .cast(pl.Float32)
+        .alias("score"),
+        # Energy, not GPU time: a cap at low activity costs little speed (kWh in the evidence).
+        pl.lit(0.0).alias("gpu_h_at_stake"),
+        pl.format(
+            "Job {} ({}): {} W mean at {}% SM activity; a {} W cap (nvidia-smi -pl) would save "
+            "about {} kWh with little slowdown",
+            "job_id",
+            pl.col("user").fill_null("unknown user"),
+            pl.col("power_w_mean").round(0).cast(pl.Int64),
+            (pl.col("busy") * 100).round(0).cast(pl.Int64),
+            pl.col("cap_w").round(0).cast(pl.Int64),
+            pl.col("kwh_saved").round(1),
+        ).alias("message"),
+        evidence("power_w_mean", "power_limit_w", "busy", "cap_w", "kwh_saved", "observed_gpu_h"),
+    ).pipe(as_frame)
+
+
+def _detect_efficiency(jobs: pl.DataFrame, config: RuleConfig, window: Window) -> pl.DataFrame:
+    t = config.efficiency
+    return pl.concat(
+        [_low_efficiency_users(jobs, t, window), _mig_candidates(jobs, t), _time_limits(jobs, t)],
+        how="vertical",
+    )
+
+
+def _detect_power(jobs: pl.DataFrame, config: RuleConfig, window: Window) -> pl.DataFrame:
+    return _power_caps(jobs, config.power)
+
+
+RULES = (
+    Rule("efficiency", QUERY, _params, _detect_efficiency),
+    Rule("power", QUERY, _params, _detect_power),
+)

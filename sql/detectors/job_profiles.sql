@@ -1,0 +1,65 @@
+-- job_profiles: one line per job with its usage, request and the limits of its GPU model.
+--
+-- Grain:   one row per (cluster, job_id) of jobs that started and were running at or after $since
+-- Reads:   job_usage, jobs_latest, job_gpu_daily, gpus, gpu_models
+-- Params:
+--   $since  ignore jobs that ended before this time (TIMESTAMP, UTC)
+-- Returns: cluster, job_id, user, account, partition, state, job_name, start_ts, end_ts,
+--          runtime_s, time_limit_s, gpus, alloc_gpu_h, observed_gpu_h, active_gpu_h,
+--          idle_gpu_h, effective_gpu_h, busy_mean, sm_active_mean, fb_used_mib_max,
+--          power_w_mean, energy_kwh, model, fb_total_mib, power_limit_w, idle_power_w
+--
+-- runtime_s is end - start for a finished job, null while it runs. The GPU model is the one
+-- most of the job's GPU-time ran on; memory and power limits come from the inventory (gpus)
+-- where it knows them, else from the shipped model table.
+
+WITH job_model AS (
+    SELECT
+        d.cluster,
+        d.job_id,
+        arg_max(d.model, d.observed_s) AS model,
+        max(coalesce(g.fb_total_mib, m.fb_total_mib)) AS fb_total_mib,
+        max(coalesce(g.power_limit_w, m.power_limit_w)) AS power_limit_w,
+        max(m.idle_power_w) AS idle_power_w
+    FROM job_gpu_daily AS d
+    LEFT JOIN gpus AS g
+        ON g.cluster = d.cluster AND g.node = d.node AND g.gpu_index = d.gpu_index
+    LEFT JOIN gpu_models AS m
+        ON m.model = d.model
+    GROUP BY d.cluster, d.job_id
+)
+SELECT
+    u.cluster,
+    u.job_id,
+    u.user,
+    u.account,
+    u.partition,
+    u.state,
+    j.job_name,
+    u.start_ts,
+    u.end_ts,
+    epoch(u.end_ts) - epoch(u.start_ts) AS runtime_s,
+    j.time_limit_s,
+    u.gpus,
+    u.alloc_gpu_h,
+    u.observed_gpu_h,
+    u.active_gpu_h,
+    u.idle_gpu_h,
+    u.effective_gpu_h,
+    u.busy_mean,
+    u.sm_active_mean,
+    u.fb_used_mib_max,
+    u.power_w_mean,
+    u.energy_kwh,
+    m.model,
+    m.fb_total_mib,
+    m.power_limit_w,
+    m.idle_power_w
+FROM job_usage AS u
+LEFT JOIN jobs_latest AS j
+    ON j.cluster = u.cluster AND j.job_id = u.job_id
+LEFT JOIN job_model AS m
+    ON m.cluster = u.cluster AND m.job_id = u.job_id
+WHERE u.start_ts IS NOT NULL
+    AND (u.end_ts IS NULL OR u.end_ts >= $since)
+ORDER BY u.cluster, u.job_id

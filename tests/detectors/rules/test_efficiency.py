@@ -1,0 +1,126 @@
+"""Low-efficiency users, MIG candidates, oversized time limits and power caps on hand-made
+job_usage rows (job_profiles reads job_usage, jobs_latest, job_gpu_daily and the model table)."""
+
+from __future__ import annotations
+
+import pytest
+
+from detectors.rules import RuleConfig, efficiency, run_rules
+from detectors.rules.efficiency import EfficiencyThresholds, PowerThresholds
+from tests.detectors.rules.lake import at, connection, device_day, job, usage
+
+DAY = 86400.0
+NOW = at(10 * DAY)
+
+
+def run(tmp_path, usages, jobs=(), days=(), **config):
+    con = connection(tmp_path, job_usage=usages, jobs=list(jobs), job_gpu_daily=list(days))
+    return run_rules(con, RuleConfig(**config), NOW, rules=efficiency.RULES).to_pylist()
+
+
+def test_low_efficiency_needs_ratio_and_hours_and_top_n(tmp_path):
+    usages = [
+        # bob: 100 GPU-h, 10 effective -> 10 %, 90 wasted
+        usage("1", 5 * DAY, 6 * DAY, user="bob", alloc_gpu_h=100.0, effective_gpu_h=10.0),
+        # carol: 50 GPU-h, 5 effective -> 10 %, 45 wasted
+        usage("2", 5 * DAY, 6 * DAY, user="carol", alloc_gpu_h=50.0, effective_gpu_h=5.0),
+        # dave: 10 GPU-h at 0 % -> under the 24 GPU-h floor
+        usage("3", 5 * DAY, 6 * DAY, user="dave", alloc_gpu_h=10.0, effective_gpu_h=0.0),
+        # erin: 200 GPU-h at 50 % -> efficient enough (100 wasted)
+        usage("4", 5 * DAY, 6 * DAY, user="erin", alloc_gpu_h=200.0, effective_gpu_h=100.0),
+        # frank: wasteful but his job ended 8 days before the lake's end (outside 7 days)
+        usage("5", 0, DAY - 1, user="frank", alloc_gpu_h=100.0, effective_gpu_h=0.0),
+        # the lake's latest job ends at day 9: the window is days 2-9
+        usage("6", 8 * DAY, 9 * DAY, user="erin", alloc_gpu_h=1.0, effective_gpu_h=1.0),
+    ]
+    # ranks by waste among all users: erin 100 (but 50 % efficient), bob 90, carol 45, dave 10
+    found = run(tmp_path, usages, efficiency=EfficiencyThresholds(user_top_n=2))
+    users = [f for f in found if f["detector"] == "low_efficiency_user"]
+    assert [f["subject_id"] for f in users] == ["bob"]
+    [bob] = users
+    assert bob["gpu_h_at_stake"] == pytest.approx(90.0)
+    assert bob["end_ts"] == at(9 * DAY) and bob["start_ts"] == at(2 * DAY)
+    assert "10.0% efficient over the last 7.0 days" in bob["message"]
+
+    both = run(tmp_path / "b", usages)
+    assert sorted(f["subject_id"] for f in both if f["detector"] == "low_efficiency_user") == [
+        "bob",
+        "carol",
+    ]
+
+
+def test_a_small_lightly_used_job_is_a_mig_candidate(tmp_path):
+    # 8 % of 81559 MiB, 10 % busy for 4 h on 1 GPU: 1g.10gb (1/8 memory >= 9.6 %, 1/7 >= 12 %)
+    usages = [
+        usage(
+            "7",
+            0,
+            4 * 3600,
+            alloc_gpu_h=4.0,
+            observed_gpu_h=4.0,
+            busy_mean=0.10,
+            sm_active_mean=0.10,
+            fb_used_mib_max=0.08 * 81559,
+        )
+    ]
+    days = [device_day("7", 0, observed_s=4 * 3600, busy=0.1)]
+    [finding] = [f for f in run(tmp_path, usages, days=days) if f["detector"] == "overallocated"]
+    assert "a MIG 1g.10gb slice would do" in finding["message"]
+    assert finding["gpu_h_at_stake"] == pytest.approx(4.0 * 6 / 7)
+
+
+def test_a_busy_or_big_job_is_no_mig_candidate(tmp_path):
+    common = {"alloc_gpu_h": 4.0, "observed_gpu_h": 4.0}
+    usages = [
+        usage("8", 0, 14400, busy_mean=0.6, sm_active_mean=0.6, fb_used_mib_max=8000.0, **common),
+        usage("9", 0, 14400, busy_mean=0.1, sm_active_mean=0.1, fb_used_mib_max=60000.0, **common),
+        usage("10", 0, 14400, busy_mean=0.0, sm_active_mean=0.0, fb_used_mib_max=100.0, **common),
+    ]
+    days = [device_day(j, 0, observed_s=14400) for j in ("8", "9", "10")]
+    assert [f for f in run(tmp_path, usages, days=days) if f["detector"] == "overallocated"] == []
+
+
+def test_a_limit_ten_times_the_run_time_is_flagged_with_a_suggestion(tmp_path):
+    usages = [
+        usage("11", 0, 3600, gpus=2),
+        usage("12", 0, 3600, gpus=2),
+        usage("14", 0, 3600, gpus=0),
+    ]
+    jobs = [
+        job("11", 0, 3600, time_limit_s=36000, gpus=2),  # 10x
+        job("12", 0, 3600, time_limit_s=14400, gpus=2),  # 4x: below 5x
+        job("14", 0, 3600, time_limit_s=36000, gpus=0),  # 10x, but a CPU-only job
+    ]
+    [finding] = [f for f in run(tmp_path, usages, jobs) if f["detector"] == "time_limit_excess"]
+    assert finding["subject_id"] == "11"
+    assert "ran 60 min of a 600 min limit (10.0x); --time=1:30:00 would do" in finding["message"]
+    assert finding["gpu_h_at_stake"] == 0.0
+    assert '"unused_reservation_gpu_h":18.0' in finding["evidence"]
+
+
+def test_high_power_at_low_activity_is_a_power_cap_candidate(tmp_path):
+    # 500 W mean on a 700 W GPU at 20 % SM for 10 GPU-h; cap 0.6 x 700 = 420 W
+    # -> (500 - 420) W x 10 h = 0.8 kWh, so a 0.5 kWh floor is needed to flag it
+    row = dict(
+        alloc_gpu_h=10.0,
+        observed_gpu_h=10.0,
+        busy_mean=0.2,
+        sm_active_mean=0.2,
+        power_w_mean=500.0,
+        fb_used_mib_max=70000.0,
+    )
+    usages = [usage("13", 0, 36000, **row)]
+    days = [device_day("13", 0, observed_s=36000, busy=0.2)]
+    assert [
+        f for f in run(tmp_path, usages, days=days) if f["detector"] == "power_cap_candidate"
+    ] == []
+    [finding] = [
+        f
+        for f in run(tmp_path / "b", usages, days=days, power=PowerThresholds(power_min_kwh=0.5))
+        if f["detector"] == "power_cap_candidate"
+    ]
+    assert "a 420 W cap (nvidia-smi -pl) would save about 0.8 kWh" in finding["message"]
+
+
+def test_no_jobs_no_findings(tmp_path):
+    assert run(tmp_path, []) == []

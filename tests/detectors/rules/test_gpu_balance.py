@@ -1,0 +1,66 @@
+"""Partially idle jobs and straggler GPUs on hand-made per-GPU daily rows."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from detectors.rules import RuleConfig, gpu_balance, run_rules
+from detectors.rules.gpu_balance import GpuBalanceThresholds
+from tests.detectors.rules.lake import at, connection, device_day, job
+
+NOW = at(86400)
+
+
+def run(tmp_path, days, jobs, **thresholds):
+    con = connection(tmp_path, job_gpu_daily=days, jobs=jobs)
+    config = RuleConfig(gpu_balance=GpuBalanceThresholds(**thresholds))
+    return run_rules(con, config, NOW, rules=gpu_balance.RULES).to_pylist()
+
+
+def test_two_of_four_gpus_never_active_is_partial_idle(tmp_path):
+    days = [device_day("5", g, observed_s=7200, busy=0.6 if g < 2 else 0.0) for g in range(4)]
+    [finding] = run(tmp_path, days, [job("5", 0, 7200, gpus=4)])
+
+    assert finding["detector"] == "partial_idle"
+    assert finding["gpu_h_at_stake"] == pytest.approx(2 * 2.0)  # 2 GPUs x 2 h
+    assert finding["severity"] == "warn"  # half the GPUs
+    assert "2 of its 4 GPUs never did any work" in finding["message"]
+    assert "--gres=gpu:2" in finding["message"]
+    assert json.loads(finding["evidence"])["idle_gpu_uuids"] == ["GPU-g001-2", "GPU-g001-3"]
+
+
+@pytest.mark.parametrize(
+    ("busy", "expected"),
+    [
+        ([0.6, 0.6, 0.6, 0.6], []),  # all working
+        ([0.0, 0.0, 0.0, 0.0], []),  # all idle: an idle job, not a partial one
+        ([0.6, 0.0, 0.6, 0.6], ["partial_idle"]),  # one of four idle: info
+    ],
+)
+def test_partial_idle_needs_some_but_not_all_gpus_idle(tmp_path, busy, expected):
+    days = [device_day("5", g, busy=b) for g, b in enumerate(busy)]
+    found = run(tmp_path, days, [job("5", 0, 3600, gpus=4)])
+    assert [f["detector"] for f in found] == expected
+
+
+def test_a_gpu_at_half_the_median_activity_is_a_straggler(tmp_path):
+    days = [device_day("6", g, busy=0.3 if g == 3 else 0.6) for g in range(4)]
+    [finding] = run(tmp_path, days, [job("6", 0, 3600, gpus=4)])
+
+    assert finding["detector"] == "straggler_gpu"
+    assert finding["subject_kind"] == "gpu" and finding["subject_id"] == "GPU-g001-3"
+    assert finding["job_id"] == "6"
+    # 4 GPU-h observed, each waiting at ratio 0.3/0.6 = 0.5 -> 2 GPU-h lost
+    assert finding["gpu_h_at_stake"] == pytest.approx(2.0)
+    assert "runs at 50% of the job's median" in finding["message"]
+
+
+def test_a_gpu_at_80_percent_of_the_median_is_not_a_straggler(tmp_path):
+    days = [device_day("6", g, busy=0.48 if g == 3 else 0.6) for g in range(4)]
+    assert run(tmp_path, days, [job("6", 0, 3600, gpus=4)]) == []
+
+
+def test_no_rows_no_findings(tmp_path):
+    assert run(tmp_path, [], []) == []

@@ -1,0 +1,155 @@
+"""Throttling, ECC, row remapping and XIDs on hand-made samples and events."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from detectors.rules import RuleConfig, health, run_rules
+from detectors.rules.health import HealthThresholds
+from tests.detectors.rules.lake import CLUSTER, H100, at, connection, job
+
+NOW = at(86400)
+
+
+def sample(t, **fields):
+    row = {
+        "ts": at(t),
+        "cluster": CLUSTER,
+        "node": "g001",
+        "gpu_index": 0,
+        "gpu_uuid": "GPU-a",
+        "model": H100,
+        "interval_s": 60.0,
+        "gpu_util_pct": 100.0,
+        "sm_clock_mhz": 1980.0,
+        "clock_event_reasons": 0,
+        "source": "test",
+    }
+    row.update(fields)
+    return row
+
+
+def run(tmp_path, samples=(), events=(), intervals=(), jobs=(), **thresholds):
+    tables = {"gpu_samples": list(samples), "gpu_events": list(events)}
+    if intervals:
+        tables["job_gpus"] = list(intervals)
+    if jobs:
+        tables["jobs"] = list(jobs)
+    con = connection(tmp_path, **tables)
+    config = RuleConfig(health=HealthThresholds(**thresholds))
+    return run_rules(con, config, NOW, rules=health.RULES).to_pylist()
+
+
+def test_two_hours_of_hw_thermal_slowdown_at_70_percent_clock(tmp_path):
+    # hour 0: normal at 1980 MHz; hours 1-2: 0x40 (HW thermal) at 1386 MHz = 70 %
+    samples = [sample(m * 60) for m in range(60)]
+    samples += [
+        sample(m * 60, clock_event_reasons=0x40, sm_clock_mhz=1386.0, temp_c=91.0)
+        for m in range(60, 180)
+    ]
+    [finding] = run(tmp_path, samples)
+    assert finding["detector"] == "throttling"
+    assert finding["subject_id"] == "GPU-a"
+    assert finding["start_ts"] == at(3600) and finding["end_ts"] == at(3 * 3600)
+    # 2 busy GPU-hours at 30 % clock loss
+    assert finding["gpu_h_at_stake"] == pytest.approx(0.6)
+    assert "thermal clock throttling for 2 h" in finding["message"]
+
+
+def test_the_power_cap_bit_alone_is_normal_at_full_load(tmp_path):
+    samples = [sample(m * 60, clock_event_reasons=0x4) for m in range(180)]
+    assert run(tmp_path, samples) == []
+
+
+def test_a_throttled_minute_per_hour_is_below_the_quarter_hour_share(tmp_path):
+    samples = [sample(m * 60, clock_event_reasons=0x40 if m % 60 == 0 else 0) for m in range(180)]
+    assert run(tmp_path, samples) == []
+
+
+def test_double_bit_errors_and_remap_failure_in_counters_are_critical(tmp_path):
+    samples = [sample(m * 60, ecc_dbe_volatile=0, ecc_sbe_volatile=m) for m in range(60)]
+    samples += [
+        sample(m * 60, ecc_dbe_volatile=2, ecc_sbe_volatile=m, remap_failure=True)
+        for m in range(60, 90)
+    ]
+    found = {f["detector"]: f for f in run(tmp_path, samples)}
+    assert sorted(found) == ["ecc_dbe", "row_remap_failure"]
+    assert found["ecc_dbe"]["severity"] == "critical"
+    assert "2 uncorrectable (double-bit) ECC error(s), 89 corrected" in found["ecc_dbe"]["message"]
+    assert found["ecc_dbe"]["start_ts"] == at(3600)
+
+
+def test_a_pending_remap_is_a_predicted_warning(tmp_path):
+    samples = [sample(m * 60, remap_pending=m >= 30) for m in range(60)]
+    [finding] = run(tmp_path, samples)
+    assert finding["detector"] == "row_remap_pending"
+    assert finding["severity"] == "warn" and finding["predicted"] is True
+
+
+def event(t, kind, code=None, gpu_index=0):
+    return {
+        "cluster": CLUSTER,
+        "node": "g001",
+        "gpu_uuid": f"GPU-{'a' if gpu_index == 0 else gpu_index}",
+        "gpu_index": gpu_index,
+        "ts": at(t),
+        "kind": kind,
+        "code": code,
+    }
+
+
+def test_xids_are_classed_hardware_or_application_by_nvidia_catalogue(tmp_path):
+    events = [
+        event(7200, "xid", 79),  # fell off the bus: hardware, RESTART_BM -> critical
+        event(7300, "xid", 13),  # graphics exception: application -> no finding
+        event(7400, "xid", 31),  # MMU fault: application -> no finding
+        event(7500, "xid", 92),  # high SBE rate: a precursor -> predicted warning
+    ]
+    # job 42 held GPUs 0-3 from t=0: 4 GPUs x 2 h run when XID 79 came at 7200 s
+    intervals = [
+        {
+            "cluster": CLUSTER,
+            "job_id": "42",
+            "node": "g001",
+            "gpu_index": g,
+            "start_ts": at(0),
+            "end_ts": at(7250),
+            "mapping": "test",
+        }
+        for g in range(4)
+    ]
+    jobs = [job("42", 0, 7250, gpus=4)]
+    found = {
+        f["subject_id"]: f for f in run(tmp_path, events=events, intervals=intervals, jobs=jobs)
+    }
+    assert sorted(found) == ["GPU-a#xid79", "GPU-a#xid92"]
+    fatal = found["GPU-a#xid79"]
+    assert fatal["detector"] == "xid_hardware" and fatal["severity"] == "critical"
+    assert fatal["job_id"] == "42"
+    assert fatal["gpu_h_at_stake"] == pytest.approx(8.0)
+    assert "ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS" in fatal["message"]
+    assert json.loads(fatal["evidence"])["action"] == "RESTART_BM"
+    early = found["GPU-a#xid92"]
+    assert early["severity"] == "warn" and early["predicted"] is True
+
+
+def test_an_ecc_event_and_its_counter_give_one_finding(tmp_path):
+    samples = [sample(m * 60, ecc_dbe_volatile=1) for m in range(60, 90)]
+    found = run(tmp_path, samples, events=[event(3600, "ecc_dbe", 1)])
+    assert [f["detector"] for f in found] == ["ecc_dbe"]
+
+
+def test_no_samples_and_no_events_no_findings(tmp_path):
+    assert run(tmp_path) == []
+
+
+def test_mig_instances_repeating_device_fields_count_once(tmp_path):
+    hot = [
+        sample(m * 60, clock_event_reasons=0x40, sm_clock_mhz=1386.0, mig_instance=i)
+        for m in range(60, 180)
+        for i in (1, 2)
+    ]
+    [finding] = run(tmp_path, [sample(m * 60) for m in range(60)] + hot)
+    assert finding["gpu_h_at_stake"] == pytest.approx(0.6)  # as for one instance

@@ -1,0 +1,180 @@
+"""Attribution self-check, resilience (incl. Young/Daly) and stranded GPUs on hand-made rows."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from detectors.rules import RuleConfig, mapping, resilience, run_rules, stranded
+from detectors.rules.resilience import ResilienceThresholds, checkpoint_advice, young_daly_s
+from tests.detectors.rules.lake import CLUSTER, at, bucket, connection, job, usage
+
+DAY = 86400.0
+NOW = at(10 * DAY)
+
+
+def run(tmp_path, rules, config=None, **tables):
+    con = connection(tmp_path, **tables)
+    return run_rules(con, config or RuleConfig(), NOW, rules=rules).to_pylist()
+
+
+# ---- mapping
+
+
+def test_a_gpu_active_for_an_hour_with_no_job_is_flagged(tmp_path):
+    buckets = [bucket(None, i * 300, busy=0.5, util_pct=50) for i in range(12)]  # 1 h active
+    buckets += [bucket(None, 3600 + i * 300) for i in range(12)]  # 1 h idle: fine
+    [finding] = run(tmp_path, mapping.RULES, gpu_job_buckets=buckets)
+    assert finding["detector"] == "gpu_without_job"
+    assert finding["subject_id"] == "GPU-g001-0"
+    assert finding["gpu_h_at_stake"] == pytest.approx(1.0)
+    assert finding["score"] == pytest.approx(0.5)
+
+
+def test_a_job_whose_gpus_sent_no_data_is_flagged(tmp_path):
+    usages = [
+        usage("1", 0, 7200, gpus=2, alloc_gpu_h=4.0, observed_gpu_h=0.0),
+        usage("2", 0, 7200, gpus=2, alloc_gpu_h=4.0, observed_gpu_h=3.9),  # covered
+        usage("3", 0, 600, alloc_gpu_h=0.5, observed_gpu_h=0.0),  # under 1 GPU-h
+    ]
+    [finding] = run(tmp_path, mapping.RULES, job_usage=usages)
+    assert finding["detector"] == "job_without_data" and finding["subject_id"] == "1"
+    assert finding["gpu_h_at_stake"] == pytest.approx(4.0)
+    assert finding["severity"] == "warn"
+
+
+# ---- resilience
+
+
+def test_young_daly_matches_the_formula():
+    # delta = 300 s, M = 86400 s: sqrt(2*300*86400) = 7200; r = 300/172800
+    r = 300 / 172800
+    expected = 7200 * (1 + math.sqrt(r) / 3 + r / 9) - 300
+    assert young_daly_s(300, 86400) == pytest.approx(expected)
+    assert young_daly_s(300, 100) == 100  # delta >= 2M: checkpoint every MTBF
+    assert math.isnan(young_daly_s(300, 0))
+
+
+def outcome(job_id, gpus, start_s, end_s, outcome_, *, hw=False, requeued=False, account="ml"):
+    failed = outcome_ in ("failed", "node_fail")
+    alloc = gpus * (end_s - start_s) / 3600
+    return {
+        "cluster": CLUSTER,
+        "job_id": job_id,
+        "user": "alice",
+        "account": account,
+        "state": outcome_.upper(),
+        "outcome": outcome_,
+        "failed": failed,
+        "timed_out": False,
+        "preempted": False,
+        "requeued": requeued,
+        "alloc_gpu_h": alloc,
+        "gpu_h_lost": alloc if failed else 0.0,
+        "hw_event_before_end": hw,
+        "hw_event_kinds": "xid 79" if hw else None,
+    }
+
+
+def test_resilience_findings_from_hand_made_outcomes(tmp_path):
+    # Three 16-GPU jobs of 24 h each: one completed, one node_fail after 24 h, one failed
+    # after an XID 79 after 24 h -> 72 job-hours, 2 interruptions -> MTBF 36 h.
+    outcomes = [
+        outcome("1", 16, 0, DAY, "completed"),
+        outcome("2", 16, DAY, 2 * DAY, "node_fail"),
+        outcome("3", 16, 2 * DAY, 3 * DAY, "failed", hw=True),
+    ]
+    jobs = [
+        job("1", 0, DAY, gpus=16),
+        job("2", DAY, 2 * DAY, gpus=16, state="NODE_FAIL"),
+        job("3", 2 * DAY, 3 * DAY, gpus=16, state="FAILED"),
+    ]
+    found = run(tmp_path, resilience.RULES, job_outcomes=outcomes, jobs=jobs)
+    by = {(f["detector"], f["subject_id"]): f for f in found}
+
+    hw = by[("failed_after_hw_event", "3")]
+    assert hw["gpu_h_at_stake"] == pytest.approx(16 * 24)
+    # account ml: 768 of 1152 GPU-h lost (2/3)
+    account = by[("lost_gpu_hours", "ml")]
+    assert account["gpu_h_at_stake"] == pytest.approx(768.0)
+    assert account["score"] == pytest.approx(2 / 3)
+    # checkpoint advice for both interrupted jobs: tau = Daly(300 s, 36 h)
+    tau = young_daly_s(300, 36 * 3600)
+    expected_loss = 16 * (tau / 2 + 300) / 3600
+    advice = by[("checkpoint_interval", "2")]
+    assert advice["gpu_h_at_stake"] == pytest.approx(16 * 24 - expected_loss)
+    assert f"checkpoint every {round(tau / 60)} min" in advice["message"]
+    assert ("checkpoint_interval", "1") not in by  # it was not interrupted
+
+
+def test_checkpoint_advice_per_size_class():
+    import polars as pl
+
+    jobs = pl.DataFrame(
+        {
+            "gpus": [1, 8, 8, 32],
+            "runtime_s": [3600.0, 7200.0, 7200.0, 36000.0],
+            "interrupted": [False, True, False, True],
+        }
+    )
+    advice = {r["size_class"]: r for r in checkpoint_advice(jobs, 300).iter_rows(named=True)}
+    assert advice["2-8 GPUs"]["interruptions"] == 1
+    assert advice["2-8 GPUs"]["mtbf_s"] == pytest.approx(14400)
+    assert advice["9-64 GPUs"]["mtbf_s"] == pytest.approx(36000)
+    assert math.isnan(advice["1 GPU"]["interval_s"])  # no interruption: no advice
+
+
+def test_a_small_account_loss_is_no_finding(tmp_path):
+    outcomes = [outcome("1", 1, 0, 3600, "failed"), outcome("2", 1, 0, 3600, "completed")]
+    config = RuleConfig(resilience=ResilienceThresholds(account_min_lost_gpu_h=100))
+    assert (
+        run(
+            tmp_path,
+            resilience.RULES,
+            config,
+            job_outcomes=outcomes,
+            jobs=[job("1", 0, 3600), job("2", 0, 3600)],
+        )
+        == []
+    )
+
+
+# ---- stranded
+
+
+def test_one_gpu_with_all_the_nodes_cpus_strands_seven(tmp_path):
+    jobs = [
+        # earlier, the node was full: 8 x (1 GPU, 12 CPUs) -> 96 CPUs, 8 GPUs
+        *[
+            job(f"f{i}", 0, 3600, gpus=1, cpus=12, mem_req_mib=10240, nodes=["g001"])
+            for i in range(8)
+        ],
+        # then one job took 1 GPU and all 96 CPUs for 2 h
+        job("9", 3600, 3 * 3600, gpus=1, cpus=96, mem_req_mib=10240, nodes=["g001"]),
+        # and one took 2 GPUs with 24 CPUs: its fair share, nothing stranded
+        job("10", 3 * 3600, 4 * 3600, gpus=2, cpus=24, mem_req_mib=20480, nodes=["g001"]),
+    ]
+    [finding] = run(tmp_path, stranded.RULES, jobs=jobs)
+    assert finding["detector"] == "stranded_gpus" and finding["subject_id"] == "9"
+    assert finding["gpu_h_at_stake"] == pytest.approx(7 * 2.0)
+    assert "left 7 of the node's 8 GPUs unusable" in finding["message"]
+    assert "--cpus-per-gpu=12" in finding["message"]
+
+
+def test_memory_can_strand_gpus_too(tmp_path):
+    jobs = [
+        *[
+            job(f"f{i}", 0, 3600, gpus=1, cpus=12, mem_req_mib=10240, nodes=["g001"])
+            for i in range(8)
+        ],
+        # 1 GPU, fair CPUs, but 60 GiB of the node's 80 GiB: 20 GiB left = 2 GPUs' share
+        job("9", 3600, 7200, gpus=1, cpus=12, mem_req_mib=61440, nodes=["g001"]),
+    ]
+    [finding] = run(tmp_path, stranded.RULES, jobs=jobs)
+    assert '"stranded_gpus":5' in finding["evidence"]
+
+
+def test_no_jobs_no_findings_for_any_of_these_families(tmp_path):
+    for i, rules in enumerate((mapping.RULES, resilience.RULES, stranded.RULES)):
+        assert run(tmp_path / str(i), rules) == []
