@@ -23,8 +23,9 @@ def test_seeds_are_lists_and_ranges(text, seeds):
     assert parse_seeds(text) == seeds
 
 
-@pytest.mark.parametrize(("text", "message"), [("1o0", "'1o0'"), ("105-100", "ends before"),
-                                               (",", "names no seed")])
+@pytest.mark.parametrize(
+    ("text", "message"), [("1o0", "'1o0'"), ("105-100", "ends before"), (",", "names no seed")]
+)
 def test_bad_seeds_are_named(text, message):
     with pytest.raises(ValueError, match=message):
         parse_seeds(text)
@@ -56,17 +57,32 @@ def test_a_missing_philly_folder_is_one_error_line(tmp_path):
 @pytest.mark.slow
 def test_a_tiny_evaluation_prints_and_lands_its_scores(tmp_path):
     lake = tmp_path / "lake"
-    args = ["evaluate", "--seeds", "100", "--train-seeds", "1", "--gpus", "16", "--days", "2",
-            "--philly", str(PHILLY), "--workdir", str(tmp_path / "work"), "--lake", str(lake),
-            "-q"]
+    args = [
+        "evaluate",
+        "--seeds",
+        "100",
+        "--train-seeds",
+        "1",
+        "--gpus",
+        "16",
+        "--days",
+        "2",
+        "--philly",
+        str(PHILLY),
+        "--workdir",
+        str(tmp_path / "work"),
+        "--lake",
+        str(lake),
+        "-q",
+    ]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     for detector in ("idle_job", "hung_job", "failing_gpu_model", "early_waste_model_30m"):
         assert detector in result.output
     assert "philly: 86 jobs" in result.output
-    scores = connect(lake, require=["evaluation_scores"]).sql(
-        "SELECT * FROM evaluation_scores"
-    ).pl()
+    scores = (
+        connect(lake, require=["evaluation_scores"]).sql("SELECT * FROM evaluation_scores").pl()
+    )
     assert scores.height >= 10
     assert set(scores["setting"]) == {"default"}
     assert scores.filter(pl.col("detector") == "idle_job")["seeds"].to_list() == ["100"]
