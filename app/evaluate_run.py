@@ -170,6 +170,7 @@ def _targets(idle_minutes: float, hung_minutes: float, whole_job_minutes: float)
         ),
         JobTarget(("overallocated",), "overallocated"),
         JobTarget(("time_limit_excess",), "time_limit_excess"),
+        JobTarget(("stranded_gpus",), "stranded_gpus"),
         JobTarget(("low_efficiency_user",), "wasteful_user", subject_kind="user"),
     ]
 

@@ -16,4 +16,11 @@ def register(group: click.Group) -> None:
         group.add_command(import_module(f"app.commands.{name}").command)
 
 
-COMMAND_MODULES: tuple[str, ...] = ("philly", "collect", "serve_exporters", "detect", "evaluate")
+COMMAND_MODULES: tuple[str, ...] = (
+    "philly",
+    "collect",
+    "serve_exporters",
+    "detect",
+    "evaluate",
+    "train",
+)

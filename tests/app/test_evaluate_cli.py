@@ -91,3 +91,9 @@ def test_a_tiny_evaluation_prints_and_lands_its_scores(tmp_path):
     assert again.exit_code == 0, again.output
     runs = connect(lake).sql("SELECT count(DISTINCT run_id) AS n FROM evaluation_scores").pl()
     assert runs["n"][0] == 2
+
+
+def test_train_on_a_missing_lake_is_one_error_line(tmp_path):
+    result = CliRunner().invoke(cli, ["train", "--lake", str(tmp_path / "none")])
+    assert result.exit_code == 1
+    assert "has no data" in result.output and "Traceback" not in result.output
