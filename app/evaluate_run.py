@@ -107,9 +107,12 @@ class SettingResult:
         return out
 
 
-def _lake(work: Path, setting: str, seed: int) -> tuple[Path, str]:
-    name = f"sim-s{seed}" + ("-hard" if setting == "hard" else "")
-    return work / name, name
+def _lake(plan: EvaluationPlan, work: Path, setting: str, seed: int) -> tuple[Path, str]:
+    """The lake folder (named by everything that shapes it, so a reuse is always right) and
+    the cluster name of one simulated seed."""
+    cluster = f"sim-s{seed}" + ("-hard" if setting == "hard" else "")
+    folder = f"{cluster}-{plan.gpus}g-{plan.days}d-f{plan.failure_rate:g}"
+    return work / folder, cluster
 
 
 def _simulated(plan: EvaluationPlan, work: Path, setting: str, seed: int) -> Path:
@@ -118,7 +121,7 @@ def _simulated(plan: EvaluationPlan, work: Path, setting: str, seed: int) -> Pat
     from warehouse.attribution import AttributionConfig, attribute
     from warehouse.connection import connect
 
-    root, cluster = _lake(work, setting, seed)
+    root, cluster = _lake(plan, work, setting, seed)
     done = root / "_state" / "evaluate.done"
     if done.is_file():
         return root

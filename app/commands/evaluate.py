@@ -67,7 +67,7 @@ def _fmt(x: float | None, digits: int = 2) -> str:
 @click.option(
     "--train-seeds",
     type=Seeds(),
-    default="1-4",
+    default="1-6",
     show_default=True,
     help="Seeds the models are trained on (1-99).",
 )
@@ -125,10 +125,10 @@ def command(
     30 min, run-time quantiles, lemon nodes), then simulates the unseen --seeds, runs the rules
     and the models on each and pools the scores per setting:
       precision, recall    per detector against the matching sim_truth label
-      recall >=1h          failing GPUs warned at least an hour before they failed
+      >=1h                 share of failing GPUs warned at least an hour before they failed
       lead h               median hours of warning (models) or of delay after the problem
                            began (rules acting once their minimum duration has passed)
-      FA/1000 GPU-d        false alarms per 1,000 GPU-days
+      FA/1kGd              false alarms per 1,000 GPU-days
       net GPU-h            GPU-hours acting on the findings would have saved minus those it
                            would have disrupted (see detectors/evaluation.py)
     Early waste is compared with a user-history-only baseline at equal recall (0.8).

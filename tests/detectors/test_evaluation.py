@@ -7,6 +7,8 @@ import datetime as dt
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from detectors.evaluation import (
     DRAIN_COST_GPU_H,
@@ -265,3 +267,30 @@ def test_scores_land_in_the_contracts_schema():
     assert row["recall_lead_1h"] == 0.75
     assert row["met"] is False  # 1 false alarm in 448 GPU-days is 2.2 per 1,000
     assert row["false_alarms_per_1000_gpu_days"] == pytest.approx(1000 / 448)
+
+
+counts = st.integers(0, 50)
+
+
+@settings(max_examples=80, deadline=None)
+@given(a=st.tuples(counts, counts, counts), b=st.tuples(counts, counts, counts))
+def test_pooling_is_a_ratio_of_sums_and_stays_a_rate(a, b):
+    def score(subjects, flagged, tp):
+        tp = min(tp, flagged)
+        return Score(
+            "d",
+            "idle",
+            "rule",
+            subjects=subjects,
+            flagged=flagged,
+            true_positives=tp,
+            found=min(tp, subjects),
+        )
+
+    x, y = score(*a), score(*b)
+    both = x.combine(y)
+    assert both.flagged == x.flagged + y.flagged
+    for rate in (both.precision, both.recall):
+        assert rate is None or 0.0 <= rate <= 1.0
+    if both.flagged:
+        assert both.precision == (x.true_positives + y.true_positives) / both.flagged

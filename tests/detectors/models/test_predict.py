@@ -11,7 +11,7 @@ import pytest
 
 from collector.sim import SimConfig, simulate
 from detectors.findings import FINDINGS_SCHEMA
-from detectors.models import predict
+from detectors.models import predict, producer
 from detectors.models.store import load
 from detectors.models.training import MODEL_NAMES, load_data, train_all
 from warehouse.attribution import AttributionConfig, attribute
@@ -79,3 +79,10 @@ def test_a_later_run_keeps_the_ids_of_episodes_it_saw_before(lake: Path) -> None
     late_ids = set(late["finding_id"])
     assert early_jobs.height > 0
     assert set(early_jobs["finding_id"]) <= late_ids
+
+
+def test_the_detect_producer_drops_findings_raised_before_since(lake: Path) -> None:
+    since = dt.datetime(2026, 11, 3, 12, tzinfo=dt.UTC)
+    rows = pl.DataFrame(producer(lake)(connect(lake), NOW, since))
+    everything = pl.DataFrame(predict(connect(lake), lake, NOW))
+    assert rows.height == everything.filter(pl.col("detected_ts") >= since).height > 0
