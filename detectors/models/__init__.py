@@ -246,7 +246,7 @@ def model_frames(root: Path, data: TrainingData, now: dt.datetime) -> list[pl.Da
     """Each stored model's findings frame (FRAME_SCHEMA + detected_ts) over `data` as of `now`."""
     known = as_of(data, now)
     frames = []
-    stored = {name for name in _stored(root)}
+    stored = set(_stored(root))
     if FAILING_GPU in stored:
         card, model = store.load(root, FAILING_GPU)
         frames.append(_failing_gpu(known, card, model))
