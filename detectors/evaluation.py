@@ -7,7 +7,8 @@ Pure functions over polars frames, one `Score` per detector (or detector group) 
 What "saved" and "disrupted" mean:
 
 - job detectors (idle, partially idle, hung, …): acting when the detector could first fire
-  (the finding's span start + the rule's minimum duration, or a model's detection time) would
+  (a rule's finding: its span start + the rule's minimum duration, since a replay stamps every
+  rule finding with the run's time; a model's: its detection time) would
   have freed `gpus × (job end − fire time)` of a job that truly had the problem, and would have
   thrown away `gpus × (fire time − job start)` of work of a job that did not;
 - GPU-failure detectors: a warning at least `min_lead_h` ahead lets the jobs on the GPU
@@ -145,7 +146,7 @@ def score_job_detector(
         & (pl.col("subject_kind") == target.subject_kind)
     )
     fire = (
-        pl.when(pl.col("predicted").fill_null(False))
+        pl.when(pl.lit(kind == "model"))
         .then(pl.col("detected_ts"))
         .otherwise(
             pl.coalesce("start_ts", "detected_ts") + pl.duration(seconds=target.fire_delay_s)
@@ -221,13 +222,15 @@ def score_gpu_detector(
 
     A finding is right when it names a failing GPU at a time inside the span or up to
     `grace_h` after the failure (a rule reacting to the failure itself). Its time is
-    `detected_ts` for predictions and the span start for rules. Lead = failure − that time.
+    `detected_ts` for a model and the span start for a rule (even a rule's `predicted`
+    precursor finding: a replay stamps rule findings with the run's time). Lead = failure −
+    that time.
     `allocations` (`job_gpus`: job_id, gpu_uuid, start_ts, end_ts) give the work at risk.
     """
     mine = findings.filter(
         pl.col("detector").is_in(list(detectors)) & pl.col("gpu_uuid").is_not_null()
     ).with_columns(
-        pl.when(pl.col("predicted").fill_null(False))
+        pl.when(pl.lit(kind == "model"))
         .then(pl.col("detected_ts"))
         .otherwise(pl.coalesce("start_ts", "detected_ts"))
         .alias("at")

@@ -126,10 +126,14 @@ def test_no_findings_no_error():
     assert (s.flagged, s.found, s.precision, s.recall) == (0, 0, None, 0.0)
 
 
-def test_predictions_fire_at_their_detection_time():
+def test_models_fire_at_their_detection_time_rules_after_their_minimum():
     found = findings([("m", "job", "1", 0, 4, True, None)])
-    s = score_job_detector(found, TRUTH, JOBS, JobTarget(("m",), "idle", fire_delay_s=3600))
-    assert s.gpu_h_saved == pytest.approx(2 * 6.0)
+    target = JobTarget(("m",), "idle", fire_delay_s=3600)
+    model = score_job_detector(found, TRUTH, JOBS, target, kind="model")
+    assert model.gpu_h_saved == pytest.approx(2 * 6.0)
+    # a replayed rule's detected_ts is the run's time, even for its predicted findings
+    rule = score_job_detector(found, TRUTH, JOBS, target, kind="rule")
+    assert rule.gpu_h_saved == pytest.approx(2 * 9.0)
 
 
 GPU_TRUTH = truth([("gpu", "G1", "failing_gpu", 10, 40), ("gpu", "G2", "failing_gpu", 0, 20)])
@@ -166,7 +170,7 @@ def test_gpu_predictions_lead_false_alarms_and_work_saved_by_hand():
 
 
 def test_rules_are_timed_by_their_span_and_may_react_within_the_grace():
-    found = findings([("xid_hardware", "gpu", "G2", 20.5, 99, False, "G2")])
+    found = findings([("xid_hardware", "gpu", "G2", 20.5, 99, True, "G2")])
     s = score_gpu_detector(
         found,
         GPU_TRUTH,
