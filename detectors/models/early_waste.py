@@ -24,8 +24,10 @@ __all__ = [
     "QUERY_JOBS",
     "fit",
     "frame",
+    "message",
     "precision_at_recall",
     "score",
+    "threshold_for_recall",
 ]
 
 DETECTOR = "early_waste_model"

@@ -9,7 +9,6 @@ queries that feed them are declared as data.
 
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,11 +23,13 @@ __all__ = [
     "FailingGpuConfig",
     "QUERY_FAILURES",
     "QUERY_HOURLY",
+    "SelfCheck",
     "alarm_episodes",
     "choose_threshold",
     "features",
     "fit",
     "label",
+    "message",
     "score",
     "self_check",
 ]
@@ -303,10 +304,3 @@ def message(gpu_uuid: str, node: str, score_: float, horizon_h: float) -> str:
         f"GPU {gpu_uuid} on {node}: {score_:.0%} chance of an uncorrectable error or XID "
         f"48/79/94/95 within {horizon_h:.0f} h; drain it after its current job"
     )
-
-
-def window(frame: pl.DataFrame) -> tuple[dt.datetime | None, dt.datetime | None]:
-    """First and last hour the frame covers."""
-    if frame.is_empty():
-        return None, None
-    return frame["hour"].min(), frame["hour_end"].max()  # type: ignore[return-value]
