@@ -97,3 +97,18 @@ def test_train_on_a_missing_lake_is_one_error_line(tmp_path):
     result = CliRunner().invoke(cli, ["train", "--lake", str(tmp_path / "none")])
     assert result.exit_code == 1
     assert "has no data" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.slow
+def test_train_stores_the_models_the_history_can_teach(tmp_path):
+    from collector.sim import SimConfig, simulate
+    from warehouse.attribution import AttributionConfig, attribute
+
+    lake = tmp_path / "lake"
+    simulate(SimConfig(gpus=16, days=2, seed=4), lake)
+    attribute(connect(lake), lake, AttributionConfig())
+    result = CliRunner().invoke(cli, ["train", "--lake", str(lake), "--now", "2026-11-05"])
+    assert result.exit_code == 0, result.output
+    assert "early_waste_30m:" in result.output and "Stored in" in result.output
+    card = (lake / "_state" / "models" / "early_waste_30m.json").read_text()
+    assert '"trained_ts": "2026-11-05T00:00:00+00:00"' in card
