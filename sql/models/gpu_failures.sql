@@ -14,7 +14,10 @@ SELECT
     gpu_uuid,
     any_value(node) AS node,
     ts,
-    string_agg(DISTINCT kind || coalesce(' ' || CAST(code AS VARCHAR), ''), ', ') AS kinds
+    string_agg(
+        DISTINCT kind || coalesce(' ' || CAST(code AS VARCHAR), ''), ', '
+        ORDER BY kind || coalesce(' ' || CAST(code AS VARCHAR), '')
+    ) AS kinds
 FROM gpu_events
 WHERE gpu_uuid IS NOT NULL
     AND ((kind = 'xid' AND code IN (48, 79, 94, 95)) OR kind IN ('ecc_dbe', 'row_remap_failure'))

@@ -10,7 +10,9 @@
 -- (single-bit) ECC count is a counter since the driver load, so its trend is what matters.
 -- throttle_frac is the share of samples whose clock-event reasons carry HW slowdown (0x8) or
 -- thermal slowdown (0x20, 0x40). minor_xids counts XID events that are not the failures the
--- model predicts (48, 79, 94, 95): application errors and GSP errors alike.
+-- model predicts (48, 79, 94, 95): application errors and GSP errors alike. On a MIG GPU the
+-- device-level fields repeat on every instance, so maxima and means are those of the GPU and
+-- samples counts sample times, not rows.
 
 WITH hourly AS (
     SELECT
@@ -18,7 +20,7 @@ WITH hourly AS (
         gpu_uuid,
         to_timestamp(floor(epoch(ts) / 3600) * 3600) AS hour,
         any_value(node) AS node,
-        count(*) AS samples,
+        count(DISTINCT ts) AS samples,
         max(ecc_sbe_volatile) AS sbe_max,
         max(ecc_dbe_volatile) AS dbe_max,
         coalesce(bool_or(remap_pending), false) AS remap_pending,
@@ -27,7 +29,7 @@ WITH hourly AS (
         max(temp_c) AS temp_max,
         avg(CASE WHEN (clock_event_reasons & 104) <> 0 THEN 1.0 ELSE 0.0 END) AS throttle_frac
     FROM gpu_samples
-    WHERE gpu_uuid IS NOT NULL AND mig_instance IS NULL
+    WHERE gpu_uuid IS NOT NULL
     GROUP BY cluster, gpu_uuid, hour
 ),
 xids AS (
