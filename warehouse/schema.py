@@ -256,6 +256,35 @@ ASSOCIATIONS = _schema(
     ("updated_ts", TIMESTAMP, False),
 )
 
+# Not in DESIGN §3: what `gpuledger evaluate` scored, one row per run, setting and detector
+# (detectors.evaluation). Rates are null where their denominator is zero.
+EVALUATION_SCORES = _schema(
+    ("cluster", _str, False),
+    ("run_id", _str, False),
+    ("created_ts", TIMESTAMP, False),
+    ("setting", _str, False),
+    ("seeds", _str),
+    ("detector", _str, False),
+    ("label", _str),
+    ("kind", _str),
+    ("subjects", _i64),
+    ("flagged", _i64),
+    ("true_positives", _i64),
+    ("precision", _f64),
+    ("recall", _f64),
+    ("recall_lead_1h", _f64),
+    ("lead_h_median", _f64),
+    ("false_alarms", _i64),
+    ("false_alarms_per_1000_gpu_days", _f64),
+    ("gpu_h_saved", _f64),
+    ("gpu_h_disrupted", _f64),
+    ("net_gpu_h", _f64),
+    ("average_precision", _f64),
+    ("goal", _str),
+    ("met", _bool),
+    ("detail", _str),
+)
+
 # ---- marts (built by `gpuledger attribute`; SQL in sql/marts/) ----
 
 JOB_USAGE = _schema(
@@ -456,6 +485,12 @@ RAW_TABLES: dict[str, TableSpec] = {
             ("cluster", "kind", "namespace", "name", "flavor", "resource"),
         ),
         TableSpec("associations", ASSOCIATIONS, "updated_ts", ("cluster", "account", "user")),
+        TableSpec(
+            "evaluation_scores",
+            EVALUATION_SCORES,
+            "created_ts",
+            ("cluster", "run_id", "setting", "detector"),
+        ),
     )
 }
 

@@ -24,6 +24,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "alert",
     "detect",
     "job",
+    "train",
+    "evaluate",
     "report",
     "run",
     "status",

@@ -76,6 +76,7 @@ def detect_once(
     import pyarrow as pa
 
     from detectors.findings import FINDINGS_SCHEMA, write_findings
+    from detectors.models import producer as model_producer
     from detectors.rules.base import EPOCH
     from warehouse.connection import connect
     from warehouse.schema import TABLES
@@ -84,7 +85,9 @@ def detect_once(
     con = connect(lake, require=("job_usage",))
     con.execute("SET enable_progress_bar = false")  # keep the summary the only output
     try:
-        tables = [produce(con, now, since or EPOCH) for produce in FINDING_PRODUCERS]
+        # the predictive models (trained by `gpuledger train`; none yet: they add nothing)
+        producers = [*FINDING_PRODUCERS, model_producer(lake)]
+        tables = [produce(con, now, since or EPOCH) for produce in producers]
     finally:
         con.close()
     # Each producer's rows are checked against the contract before they are merged.

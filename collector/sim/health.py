@@ -1,10 +1,15 @@
 """Hardware that misbehaves: GPUs that degrade and then fail (rising corrected ECC, then an
 XID 48/79/94/95, row-remap failure, node drained), thermally throttled nodes, and exporter
-outages that leave gaps in the telemetry."""
+outages that leave gaps in the telemetry.
+
+The `hard` setting makes failures subtler (shorter lead, a slower corrected-ECC rise, row
+remaps pending only shortly before, a bus failure announced by a few GSP XIDs rather than ECC)
+and adds healthy GPUs whose corrected-ECC count is non-zero or creeps up, as real fleets have.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -43,23 +48,44 @@ class Health:
     gaps: list[Span]  # the node's exporter did not answer: no samples
     no_profiling: frozenset[int]  # nodes whose DCP profiling fields are blank
     energy_resets: dict[int, list[float]]  # GPU -> times its energy counter restarts at 0
+    hard: bool = False  # noisier telemetry and subtler failures (see the module docstring)
+    benign_sbe: dict[int, tuple[float, float]] = field(default_factory=dict)
+    # GPU -> (corrected-ECC count at the start, its creep per day) on healthy GPUs (hard only)
+    precursor_xids: list[tuple[int, float, int]] = field(default_factory=list)
+    # (GPU, time, XID) non-fatal XIDs in the hours before a failure (hard only)
 
     def outages(self, fleet: Fleet) -> list[Outage]:
         """Node drains that the scheduler must respect (a failed GPU takes its node out)."""
         return [Outage(int(fleet.node_of[f.gpu]), f.fail_s, f.repair_s) for f in self.failures]
 
 
-def make_health(rng: np.random.Generator, fleet: Fleet, days: int) -> Health:
-    """About one failing GPU per 100 GPUs a week, one hot node per 16, a few exporter gaps."""
+GSP_XIDS = (119, 120)  # GSP RPC timeout / GSP error: non-fatal, often before a bus failure
+
+
+def make_health(
+    rng: np.random.Generator,
+    fleet: Fleet,
+    days: int,
+    *,
+    failure_rate: float = 1.0,
+    hard: bool = False,
+    hard_rng: np.random.Generator | None = None,
+) -> Health:
+    """About `failure_rate` failing GPUs per 100 GPUs a week, one hot node per 16, a few gaps.
+
+    `hard_rng` draws what only the hard setting has (so the default draws stay as they were).
+    """
     horizon = days * DAY_S
     n_nodes = len(fleet.nodes)
-    n_fail = max(1, round(fleet.n_gpus / 100 * days / 7)) if days >= 2 else 0
+    n_fail = max(1, round(fleet.n_gpus / 100 * days / 7 * failure_rate)) if days >= 2 else 0
     failures = []
     if n_fail:
         gpus = rng.choice(fleet.n_gpus, size=min(n_fail, fleet.n_gpus), replace=False)
         for g in sorted(int(x) for x in gpus):
             fail = float(rng.uniform(min(1.5 * DAY_S, horizon / 2), horizon - 0.1 * DAY_S))
             lead = float(rng.uniform(18, 60) * HOUR_S)
+            if hard:  # the same draw mapped onto 4-24 h: less warning
+                lead = 4 * HOUR_S + (lead - 18 * HOUR_S) * 20 / 42
             failures.append(
                 Failure(
                     gpu=g,
@@ -87,4 +113,24 @@ def make_health(rng: np.random.Generator, fleet: Fleet, days: int) -> Health:
         resets.setdefault(f.gpu, []).append(f.repair_s)  # driver reload after the repair
     reset_gpu = int(rng.integers(fleet.n_gpus))
     resets.setdefault(reset_gpu, []).append(float(rng.uniform(0, horizon)))
-    return Health(failures, thermal, gaps, no_prof, resets)
+    if not hard:
+        return Health(failures, thermal, gaps, no_prof, resets)
+    extra = hard_rng if hard_rng is not None else np.random.default_rng(0)
+    failing = {f.gpu for f in failures}
+    benign: dict[int, tuple[float, float]] = {}
+    for g in range(fleet.n_gpus):
+        if g not in failing and extra.random() < 0.08:  # healthy GPUs that log corrected errors
+            creep = float(extra.uniform(0.5, 4.0)) if extra.random() < 0.4 else 0.0
+            benign[g] = (float(extra.integers(1, 40)), creep)
+    precursors: list[tuple[int, float, int]] = []
+    for f in failures:
+        if f.xid == 79:  # a bus failure is announced by a few GSP errors in its last hours
+            for _ in range(int(extra.integers(1, 4))):
+                at = f.fail_s - float(extra.uniform(1.2, 6.0)) * HOUR_S
+                precursors.append((f.gpu, max(at, f.degrade_s), int(extra.choice(GSP_XIDS))))
+    healthy = [g for g in range(fleet.n_gpus) if g not in failing]
+    for _ in range(max(1, fleet.n_gpus * days // 200)):  # and some healthy GPUs have them too
+        g = healthy[int(extra.integers(len(healthy)))]
+        precursors.append((g, float(extra.uniform(0, horizon)), int(extra.choice(GSP_XIDS))))
+    precursors.sort(key=lambda p: (p[1], p[0]))
+    return Health(failures, thermal, gaps, no_prof, resets, True, benign, precursors)

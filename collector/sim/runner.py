@@ -63,6 +63,8 @@ class SimConfig:
     interval_s: int = 30
     start: dt.datetime = DEFAULT_START
     load: float = 0.85
+    hard: bool = False  # noisier telemetry, subtler failures (collector/sim/health.py)
+    failure_rate: float = 1.0  # failing GPUs per 100 GPUs per week
 
     def validate(self) -> None:
         if self.gpus < 1:
@@ -72,6 +74,10 @@ class SimConfig:
         if not 1 <= self.interval_s <= 3600 or 86400 % self.interval_s:
             raise ConfigError(
                 f"interval_s must divide a day and be 1-3600 s, got {self.interval_s!r}"
+            )
+        if not 0 <= self.failure_rate <= 100:
+            raise ConfigError(
+                f"failure_rate must be 0-100 per 100 GPU-weeks, got {self.failure_rate!r}"
             )
         if self.start.tzinfo is None:
             raise ConfigError("start must be timezone-aware (UTC)")
@@ -235,6 +241,7 @@ def _events_table(
         for i in range(per):
             rows.append((span.node * per + i, span.start_s, "thermal", 0x40, "HW thermal slowdown"))
     rows.extend((g, t, "xid", code, f"XID {code}") for g, t, code in app_xids)
+    rows.extend((g, t, "xid", code, f"XID {code}") for g, t, code in health.precursor_xids)
     rows.sort(key=lambda r: (r[1], r[0]))
     gpu = np.array([r[0] for r in rows], dtype=np.int64)
     return pa.table(
@@ -252,7 +259,7 @@ def _events_table(
 
 
 def _xid_timeline(health: Health, app_xids: list[tuple[int, float, int]]) -> XidTimeline:
-    events = [(g, t, c) for g, t, c in app_xids]
+    events = [(g, t, c) for g, t, c in app_xids] + list(health.precursor_xids)
     for f in health.failures:
         events.append((f.gpu, f.fail_s, f.xid))
         events.append((f.gpu, f.repair_s, 0))  # the driver reload clears the gauge
@@ -346,7 +353,14 @@ def build_world(cfg: SimConfig, rng: np.random.Generator) -> World:
     cfg.validate()
     fleet = make_fleet(cfg.cluster, cfg.gpus, rng)
     accounts, users = make_population(np.random.default_rng([cfg.seed, 2]))
-    health = make_health(np.random.default_rng([cfg.seed, 3]), fleet, cfg.days)
+    health = make_health(
+        np.random.default_rng([cfg.seed, 3]),
+        fleet,
+        cfg.days,
+        failure_rate=cfg.failure_rate,
+        hard=cfg.hard,
+        hard_rng=np.random.default_rng([cfg.seed, 7]),
+    )
     jobs = make_jobs(
         np.random.default_rng([cfg.seed, 4]),
         fleet,

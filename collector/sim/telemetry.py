@@ -114,7 +114,8 @@ def make_samples(
     t_s = np.maximum(grid_s + np.clip(rng.normal(0, 0.25, size=(n_g, per_day)), -1, 1), 0.0)
     t_ms = np.round(t_s * 1000).astype(np.int64)
 
-    valid = rng.random((n_g, per_day)) >= 0.003  # scrapes that were lost
+    hard = health.hard  # noisier telemetry and subtler failures
+    valid = rng.random((n_g, per_day)) >= (0.02 if hard else 0.003)  # scrapes that were lost
     valid &= t_s < horizon_s
     for gap in health.gaps:
         valid &= ~((node[:, None] == gap.node) & (t_s >= gap.start_s) & (t_s < gap.end_s))
@@ -154,8 +155,10 @@ def make_samples(
     nvlink = np.zeros(shape)
     pcie = rng.uniform(2e6, 2e7, size=shape)
 
+    noise_sd = 0.12 if hard else 0.05
+
     def train(m: np.ndarray, base: float, spread: float, fb_lo: float, fb_hi: float) -> None:
-        sm[m] = np.clip(base + spread * level[m] + 0.05 * noise[m], 0.05, 0.97)
+        sm[m] = np.clip(base + spread * level[m] + noise_sd * noise[m], 0.05, 0.97)
         util[m] = np.clip(96 + 4 * u[m], 0, 100)
         dram[m] = np.clip(0.2 + 0.3 * sm[m] + 0.03 * noise[m], 0, 1)
         fb_frac[m] = fb_lo + (fb_hi - fb_lo) * level[m]
@@ -208,6 +211,10 @@ def make_samples(
 
     idle = code == c["idle"]
     fb_frac[idle] = np.where(level[idle] < 0.5, 0.006, 0.0)
+    if hard:  # a monitoring probe or a stray kernel now and then
+        blip = idle & (u > 0.997)
+        util[blip] = np.clip(5 + 25 * noise[blip] ** 2, 5, 40)
+        sm[blip] = 0.01 + 0.02 * np.abs(noise[blip])
 
     partial = code == c["partial"]
     active_k = np.array([j.active_k for j in jobs] + [0])[job_idx]
@@ -220,7 +227,7 @@ def make_samples(
     train(hung, 0.55, 0.2, 0.7, 0.9)
     nvlink[hung] = 2e10 + 4e10 * sm[hung]
     hung_now = hung & ((t_ms - start_ms) >= hang_ms)
-    sm[hung_now] = 0.004 * u[hung_now]
+    sm[hung_now] = (0.02 if hard else 0.004) * u[hung_now]
     util[hung_now] = 100.0
     dram[hung_now] = 0.0
     nvlink[hung_now] = 0.0
@@ -262,7 +269,8 @@ def make_samples(
         hot |= (node[:, None] == span.node) & (t_s >= span.start_s) & (t_s < span.end_s)
     power = np.where(hot, power * 0.85, power)
     power = np.clip(power, idle_w * 0.9, limit)
-    temp = 28 + 52 * (power - idle_w) / (limit - idle_w) + 1.5 * noise + np.where(hot, 16, 0)
+    temp_sd = 3.5 if hard else 1.5
+    temp = 28 + 52 * (power - idle_w) / (limit - idle_w) + temp_sd * noise + np.where(hot, 16, 0)
     clock = np.where(busy, clock_max * (0.97 + 0.03 * u), clock_idle)
     capped = power > 0.97 * limit
     clock = np.where(capped, clock * 0.92, clock)
@@ -290,16 +298,29 @@ def make_samples(
     dbe = np.zeros(shape, dtype=np.int64)
     pending = np.zeros(shape, dtype=bool)
     remap_fail = np.zeros(shape, dtype=bool)
+    for g, (base, creep) in health.benign_sbe.items():
+        row_mask = (gpus == g)[:, None]
+        benign = np.floor(base + creep * t_s / DAY_S).astype(np.int64)
+        sbe = np.where(row_mask, benign, sbe)
     for f in health.failures:
         row_mask = (gpus == f.gpu)[:, None]
         degrading = row_mask & (t_s >= f.degrade_s) & (t_s < f.repair_s)
         x = np.clip((t_s - f.degrade_s) / max(f.fail_s - f.degrade_s, 1.0), 0, 1)
-        sbe = np.where(degrading, np.floor(2 * np.exp(6.5 * x)).astype(np.int64), sbe)
+        if not hard:
+            rise = np.floor(2 * np.exp(6.5 * x))
+        elif f.xid == 79:  # a bus failure barely shows in memory errors
+            rise = np.floor(np.exp(1.1 * x))
+        else:
+            rise = np.floor(np.exp(3.3 * x))
+        sbe = np.where(degrading, rise.astype(np.int64), sbe)
+        if hard and f.xid == 79:
+            temp = np.where(degrading & (t_s < f.fail_s), temp + 6 * x, temp)
         failed = row_mask & (t_s >= f.fail_s) & (t_s < f.repair_s)
         if f.xid == 48:
             dbe = np.where(failed, 1, dbe)
         if f.remap_failure:
-            pending |= row_mask & (t_s >= f.fail_s - 6 * 3600) & (t_s < f.repair_s)
+            pending_s = (1.5 if hard else 6.0) * 3600
+            pending |= row_mask & (t_s >= f.fail_s - pending_s) & (t_s < f.repair_s)
             remap_fail |= failed
     xid_last = np.zeros(shape, dtype=np.int32)
     if xids.key.size:

@@ -1,0 +1,60 @@
+"""`gpuledger train`: fit the predictive models on the lake's own history and store them."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import click
+
+from app.errors import AppError, reports_errors
+from app.options import Timestamp, lake_option
+
+__all__ = ["command"]
+
+
+@click.command(name="train")
+@lake_option
+@click.option(
+    "--now",
+    type=Timestamp(),
+    default=None,
+    help="Stamp the model cards with this time (ISO, UTC) [default: now].",
+)
+@reports_errors
+def command(lake: Path, now: dt.datetime | None) -> None:
+    """Train the predictive models on the lake's history and store them in <lake>/_state/models.
+
+    \b
+    failing_gpu         P(uncorrectable error / XID 48, 79, 94, 95 / row-remap failure within
+                        24 h) per GPU-hour, from corrected-ECC trend, XIDs, temperature,
+                        throttling and remaps
+    early_waste_15m/30m P(a job is idle or under 20 % busy for most of its run), 15 / 30 min in
+    runtime_quantiles   p50 / p90 run time at submission, for time-limit right-sizing
+    lemon_node          IsolationForest over node-days
+    Each model is scored on a time split (first 70 % of the history vs the rest) and stored
+    with a JSON card (training window, features, metrics, alarm threshold). `gpuledger detect`
+    then adds their predictions to the findings. Build the marts first (`gpuledger attribute`).
+    A model the history cannot teach (no failure yet, too few jobs) is skipped with the reason.
+    """
+    from detectors.models.store import model_dir
+    from detectors.models.training import load_data, train_all
+    from warehouse.connection import connect
+
+    con = connect(lake, require=["gpu_samples", "jobs", "gpu_job_buckets"])
+    trained = train_all(load_data(con), lake, now or dt.datetime.now(dt.UTC))
+    if not trained.cards:
+        raise AppError(
+            "no model could be trained: "
+            + "; ".join(f"{k}: {v}" for k, v in sorted(trained.skipped.items()))
+        )
+    for name, card in sorted(trained.cards.items()):
+        figures = ", ".join(
+            f"{k} {v:.3g}" for k, v in sorted(card.metrics.items()) if k.startswith("test_") and v
+        )
+        click.echo(
+            f"{name}: {card.rows:,} rows {card.window_start} .. {card.window_end}; {figures}"
+        )
+    for name, why in sorted(trained.skipped.items()):
+        click.echo(f"{name}: not trained ({why})", err=True)
+    click.echo(f"Stored in {model_dir(lake)}.")

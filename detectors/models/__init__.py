@@ -1,0 +1,316 @@
+"""Predictive models (scikit-learn): failing GPUs, early waste, run-time quantiles, lemon nodes.
+
+`predict(con, lake, now)` is the models' entry for `gpuledger detect`: it loads the models
+stored in the lake (`detectors.models.store`), scores the lake's history up to `now`, and
+returns `findings` rows with `predicted=true` and `score`. Models not trained yet are skipped.
+Training is `detectors.models.training.train_all`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+import pyarrow as pa
+
+from detectors.findings import FINDINGS_SCHEMA, FRAME_SCHEMA, Severity, to_findings
+from detectors.models import early_waste, failing_gpu, lemon, runtime, store
+from detectors.models.compute import one_thread
+from detectors.models.training import (
+    FAILING_GPU,
+    LEMON,
+    RUNTIME,
+    TrainingData,
+    early_waste_name,
+    load_data,
+)
+
+if TYPE_CHECKING:
+    import duckdb
+
+__all__ = ["as_of", "model_frames", "predict", "predict_frames", "producer"]
+
+_TS = pl.Datetime("ms", "UTC")
+TIME_LIMIT_FACTOR = 2.0  # a time limit over this × the p90 run time is worth a finding
+TIME_LIMIT_MIN_GPU_H = 1.0  # ... when it holds at least this many GPU-hours of limit
+
+
+def as_of(data: TrainingData, now: dt.datetime) -> TrainingData:
+    """What was known at `now`: later samples and events dropped, later job ends unknown."""
+    end = pl.col("end_ts") > now
+    jobs = data.jobs.filter(pl.col("start_ts") <= now).with_columns(
+        pl.when(end).then(None).otherwise(pl.col("end_ts")).alias("end_ts"),
+        pl.when(end).then(None).otherwise(pl.col("runtime_s")).alias("runtime_s"),
+        pl.when(end).then(None).otherwise(pl.col("low_busy_frac")).alias("low_busy_frac"),
+    )
+    return TrainingData(
+        hourly=data.hourly.filter(pl.col("hour") + pl.duration(hours=1) <= now),
+        failures=data.failures.filter(pl.col("ts") <= now),
+        jobs=jobs,
+        early=data.early,  # windows are bounded by each job's start + minutes (checked below)
+        node_days=data.node_days.filter(pl.col("day") < now.date()),
+    )
+
+
+def _frame(rows: pl.DataFrame) -> pl.DataFrame:
+    """`rows` with every FRAME_SCHEMA column (missing ones null) plus `detected_ts`."""
+    cols = [
+        (pl.col(c) if c in rows.columns else pl.lit(None)).cast(t).alias(c)
+        for c, t in FRAME_SCHEMA.items()
+    ]
+    return rows.select(*cols, pl.col("detected_ts").cast(_TS))
+
+
+def _failing_gpu(data: TrainingData, card: store.ModelCard, model: Any) -> pl.DataFrame:
+    horizon = float(card.params.get("horizon_h", 24.0))
+    frame = failing_gpu.label(failing_gpu.features(data.hourly), data.failures, horizon)
+    scored = failing_gpu.score(model, frame)
+    threshold = card.threshold if card.threshold is not None else 0.5
+    episodes = failing_gpu.alarm_episodes(
+        scored, threshold, float(card.params.get("merge_gap_h", 6.0))
+    )
+    if episodes.is_empty():
+        return _frame(pl.DataFrame(schema={"detected_ts": _TS}))
+    msgs = [
+        failing_gpu.message(g, n, s, horizon)
+        for g, n, s in episodes.select("gpu_uuid", "node", "score").iter_rows()
+    ]
+    evidence = [
+        json.dumps(
+            {
+                "horizon_h": horizon,
+                "threshold": threshold,
+                "alarm_hours": h,
+                "model_trained": card.trained_ts,
+            },
+            sort_keys=True,
+        )
+        for h in episodes["hours"].to_list()
+    ]
+    return _frame(
+        episodes.with_columns(
+            pl.lit(failing_gpu.DETECTOR).alias("detector"),
+            pl.lit(Severity.CRITICAL.value).alias("severity"),
+            pl.lit("gpu").alias("subject_kind"),
+            pl.col("gpu_uuid").alias("subject_id"),
+            pl.col("detected_ts").alias("anchor_ts"),
+            pl.col("detected_ts").alias("start_ts"),
+            (pl.col("end_ts") + pl.duration(hours=horizon)).alias("end_ts"),
+            pl.lit(True).alias("predicted"),
+            pl.Series("message", msgs, pl.String),
+            pl.Series("evidence", evidence, pl.String),
+        )
+    )
+
+
+def _early_waste(
+    data: TrainingData, minutes: int, card: store.ModelCard, model: Any, now: dt.datetime
+) -> pl.DataFrame:
+    rows = early_waste.frame(data.jobs, data.early[minutes], minutes).filter(
+        pl.col("start_ts") + pl.duration(minutes=minutes) <= now
+    )
+    scored = early_waste.score(model, rows)
+    threshold = card.threshold if card.threshold is not None else 0.5
+    hits = scored.filter(pl.col("score") >= threshold)
+    if hits.is_empty():
+        return _frame(pl.DataFrame(schema={"detected_ts": _TS}))
+    msgs = [
+        early_waste.message(j, u or "unknown user", minutes, s)
+        for j, u, s in hits.select("job_id", "user", "score").iter_rows()
+    ]
+    at = pl.col("start_ts") + pl.duration(minutes=minutes)
+    evidence = [
+        json.dumps(
+            {
+                "minutes": minutes,
+                "threshold": threshold,
+                "early_busy": b,
+                "user_waste_rate": w,
+                "model_trained": card.trained_ts,
+            },
+            sort_keys=True,
+        )
+        for b, w in hits.select("early_busy", "user_waste_rate").iter_rows()
+    ]
+    return _frame(
+        hits.with_columns(
+            pl.lit(f"{early_waste.DETECTOR}_{minutes}m").alias("detector"),
+            pl.lit(Severity.WARN.value).alias("severity"),
+            pl.lit("job").alias("subject_kind"),
+            pl.col("job_id").alias("subject_id"),
+            pl.col("start_ts").alias("anchor_ts"),
+            pl.lit(True).alias("predicted"),
+            (pl.col("gpus") * (pl.col("time_limit_s") - minutes * 60) / 3600.0).alias(
+                "gpu_h_at_stake"
+            ),
+            pl.Series("message", msgs, pl.String),
+            pl.Series("evidence", evidence, pl.String),
+            at.alias("detected_ts"),
+        )
+    )
+
+
+def _runtime(data: TrainingData, card: store.ModelCard, models: Any) -> pl.DataFrame:
+    running = runtime.frame(data.jobs).filter(pl.col("end_ts").is_null())
+    rows = runtime.predict_quantiles(models, running)
+    slack_h = (pl.col("time_limit_s") - pl.col("p90_s")) * pl.col("gpus") / 3600.0
+    hits = rows.filter(
+        (pl.col("time_limit_s") > TIME_LIMIT_FACTOR * pl.col("p90_s"))
+        & (slack_h >= TIME_LIMIT_MIN_GPU_H)
+    ).with_columns(slack_h.alias("gpu_h_at_stake"))
+    if hits.is_empty():
+        return _frame(pl.DataFrame(schema={"detected_ts": _TS}))
+    msgs, evidence = [], []
+    for j, limit, p50, p90 in hits.select("job_id", "time_limit_s", "p50_s", "p90_s").iter_rows():
+        msgs.append(
+            f"Job {j}: time limit {limit / 3600:.1f} h, but jobs like it run {p50 / 3600:.1f} h "
+            f"(p50) to {p90 / 3600:.1f} h (p90); next time use --time={_slurm_time(p90 * 1.2)}"
+        )
+        evidence.append(
+            json.dumps(
+                {
+                    "p50_s": p50,
+                    "p90_s": p90,
+                    "time_limit_s": limit,
+                    "model_trained": card.trained_ts,
+                },
+                sort_keys=True,
+            )
+        )
+    return _frame(
+        hits.with_columns(
+            pl.lit(runtime.DETECTOR).alias("detector"),
+            pl.lit(Severity.INFO.value).alias("severity"),
+            pl.lit("job").alias("subject_kind"),
+            pl.col("job_id").alias("subject_id"),
+            pl.col("start_ts").alias("anchor_ts"),
+            pl.lit(True).alias("predicted"),
+            (pl.col("p90_s") / pl.col("time_limit_s")).clip(0, 1).alias("score"),
+            pl.Series("message", msgs, pl.String),
+            pl.Series("evidence", evidence, pl.String),
+            pl.col("start_ts").alias("detected_ts"),
+        )
+    )
+
+
+def _slurm_time(seconds: float) -> str:
+    minutes = max(1, int(-(-seconds // 60)))
+    days, rest = divmod(minutes, 24 * 60)
+    return (
+        f"{days}-{rest // 60:02d}:{rest % 60:02d}:00"
+        if days
+        else f"{rest // 60}:{rest % 60:02d}:00"
+    )
+
+
+def _lemon(data: TrainingData, card: store.ModelCard, model: Any) -> pl.DataFrame:
+    rows = lemon.score(model, lemon.frame(data.node_days))
+    hits = rows.filter(pl.col("flagged"))
+    if hits.is_empty():
+        return _frame(pl.DataFrame(schema={"detected_ts": _TS}))
+    day_start = pl.col("day").cast(pl.Datetime("ms")).dt.replace_time_zone("UTC")
+    return _frame(
+        hits.with_columns(
+            pl.lit(lemon.DETECTOR).alias("detector"),
+            pl.lit(Severity.WARN.value).alias("severity"),
+            pl.lit("node").alias("subject_kind"),
+            pl.col("node").alias("subject_id"),
+            day_start.alias("anchor_ts"),
+            day_start.alias("start_ts"),
+            (day_start + pl.duration(days=1)).alias("end_ts"),
+            pl.lit(True).alias("predicted"),
+            pl.col("anomaly").alias("score"),
+            pl.format(
+                "Node {} on {}: unlike the rest of the fleet (XIDs {}, failed jobs {} of {}, "
+                "corrected ECC {}); a lemon-node candidate to drain and test",
+                "node",
+                "day",
+                "xids",
+                "jobs_failed",
+                "jobs_ended",
+                "sbe_max",
+            ).alias("message"),
+            pl.struct("xids", "jobs_failed", "jobs_ended", "sbe_max", "throttle_frac", "anomaly")
+            .struct.json_encode()
+            .alias("evidence"),
+            (day_start + pl.duration(days=1)).alias("detected_ts"),
+        )
+    )
+
+
+def model_frames(root: Path, data: TrainingData, now: dt.datetime) -> list[pl.DataFrame]:
+    """Each stored model's findings frame (FRAME_SCHEMA + detected_ts) over `data` as of `now`."""
+    known = as_of(data, now)
+    frames = []
+    stored = set(_stored(root))
+    if FAILING_GPU in stored:
+        card, model = store.load(root, FAILING_GPU)
+        frames.append(_failing_gpu(known, card, model))
+    for minutes in sorted(known.early):
+        name = early_waste_name(minutes)
+        if name in stored:
+            card, model = store.load(root, name)
+            frames.append(_early_waste(known, minutes, card, model, now))
+    if RUNTIME in stored:
+        card, model = store.load(root, RUNTIME)
+        frames.append(_runtime(known, card, model))
+    if LEMON in stored:
+        card, model = store.load(root, LEMON)
+        frames.append(_lemon(known, card, model))
+    return frames
+
+
+def _stored(root: Path) -> list[str]:
+    folder = store.model_dir(root)
+    return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
+
+
+def predict_frames(frames: list[pl.DataFrame], now: dt.datetime) -> pa.Table:
+    """Findings rows of `frames`, each keeping its own detected_ts (when it was predictable)."""
+    frames = [f for f in frames if f.height]
+    if not frames:
+        return FINDINGS_SCHEMA.empty_table()
+    rows = pl.concat(frames, how="vertical")
+    table = to_findings(rows.drop("detected_ts"), detected_ts=now)
+    detected = rows.unique(
+        subset=["cluster", "detector", "subject_kind", "subject_id", "anchor_ts"],
+        keep="first",
+        maintain_order=True,
+    )["detected_ts"]
+    index = table.schema.get_field_index("detected_ts")
+    return table.set_column(
+        index,
+        FINDINGS_SCHEMA.field("detected_ts"),
+        detected.to_arrow().cast(FINDINGS_SCHEMA.field("detected_ts").type),
+    )
+
+
+def predict(con: duckdb.DuckDBPyConnection, lake: Path, now: dt.datetime) -> pa.Table:
+    """Findings of every model stored in `lake` over its history up to `now` (predicted=true).
+
+    A model not trained yet is skipped; with none trained the result is empty.
+    """
+    if not _stored(lake):
+        return FINDINGS_SCHEMA.empty_table()
+    with one_thread():
+        return predict_frames(model_frames(lake, load_data(con), now), now)
+
+
+def producer(
+    lake: Path,
+) -> Callable[[duckdb.DuckDBPyConnection, dt.datetime, dt.datetime], pa.Table]:
+    """`predict` for `lake` in the shape of `gpuledger detect`'s finding producers
+    `(con, now, since)`. Models look at the whole history (their features need it), so `since`
+    only drops findings detected before it."""
+
+    def run(con: duckdb.DuckDBPyConnection, now: dt.datetime, since: dt.datetime) -> pa.Table:
+        import pyarrow.compute as pc
+
+        table = predict(con, lake, now)
+        return table.filter(pc.greater_equal(table.column("detected_ts"), pa.scalar(since)))
+
+    return run

@@ -1,0 +1,102 @@
+"""The simulator's hard setting and failure rate: the same jobs and failures as the default,
+with less warning, healthy GPUs that log corrected errors, and GSP XIDs before bus failures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from collector.errors import ConfigError
+from collector.sim import SimConfig, simulate
+from collector.sim.health import GSP_XIDS
+from collector.sim.runner import build_world
+from collector.sim.workload import HOUR_S
+from warehouse.connection import connect
+
+BASE = SimConfig(gpus=64, days=7, seed=5, failure_rate=6.0)
+HARD = SimConfig(gpus=64, days=7, seed=5, failure_rate=6.0, hard=True)
+
+
+def world(cfg: SimConfig):
+    return build_world(cfg, np.random.default_rng([cfg.seed, 1]))
+
+
+def test_hard_keeps_the_jobs_and_the_failures_but_gives_less_warning():
+    base, hard = world(BASE), world(HARD)
+    assert [(j.job_id, j.start_s, j.end_s) for j in base.jobs] == [
+        (j.job_id, j.start_s, j.end_s) for j in hard.jobs
+    ]
+    assert [(f.gpu, f.fail_s, f.xid) for f in base.health.failures] == [
+        (f.gpu, f.fail_s, f.xid) for f in hard.health.failures
+    ]
+    for f in base.health.failures:
+        assert 18 * HOUR_S - 1 <= f.fail_s - f.degrade_s <= 60 * HOUR_S + 1
+    for f in hard.health.failures:
+        assert 4 * HOUR_S - 1 <= f.fail_s - f.degrade_s <= 24 * HOUR_S + 1
+
+
+def test_only_hard_has_benign_corrected_errors_and_gsp_xids():
+    base, hard = world(BASE).health, world(HARD).health
+    assert not base.benign_sbe and not base.precursor_xids
+    failing = {f.gpu for f in hard.failures}
+    assert hard.benign_sbe and not set(hard.benign_sbe) & failing
+    bus = [f for f in hard.failures if f.xid == 79]
+    for f in bus:
+        before = [t for g, t, c in hard.precursor_xids if g == f.gpu and c in GSP_XIDS]
+        assert before and all(f.degrade_s <= t < f.fail_s for t in before)
+    healthy = {g for g, _, _ in hard.precursor_xids} - failing
+    assert healthy  # healthy GPUs have GSP errors too: an XID alone is no verdict
+
+
+def test_the_failure_rate_scales_the_number_of_failing_gpus():
+    few = world(SimConfig(gpus=64, days=7, seed=5)).health.failures
+    many = world(SimConfig(gpus=64, days=7, seed=5, failure_rate=10.0)).health.failures
+    assert len(few) == 1 and len(many) == round(0.64 * 10)
+
+
+@pytest.mark.parametrize("rate", [-1.0, 101.0])
+def test_a_bad_failure_rate_is_refused(rate):
+    with pytest.raises(ConfigError, match="failure_rate"):
+        SimConfig(failure_rate=rate).validate()
+
+
+@pytest.mark.slow
+def test_hard_telemetry_shows_subtler_precursors(tmp_path: Path):
+    lakes = {}
+    for name, cfg in (("base", BASE), ("hard", HARD)):
+        small = SimConfig(gpus=32, days=4, seed=5, failure_rate=12.0, hard=cfg.hard)
+        simulate(small, tmp_path / name)
+        lakes[name] = connect(tmp_path / name)
+    query = """
+        SELECT
+            t.subject_id AS gpu,
+            max(s.ecc_sbe_volatile) AS sbe_max,
+            min(s.ts) FILTER (WHERE s.remap_pending) AS pending_from,
+            any_value(t.end_ts) AS fail_ts
+        FROM sim_truth AS t
+        JOIN gpu_samples AS s ON s.gpu_uuid = t.subject_id AND s.ts < t.end_ts
+        WHERE t.label = 'failing_gpu'
+        GROUP BY t.subject_id
+        ORDER BY gpu
+    """
+    base = lakes["base"].sql(query).pl()
+    hard = lakes["hard"].sql(query).pl()
+    assert base.height == hard.height > 0
+    assert hard["sbe_max"].max() < 30 < base["sbe_max"].min()
+    pending = hard.drop_nulls("pending_from")
+    lead_h = (pending["fail_ts"] - pending["pending_from"]).dt.total_seconds() / 3600
+    assert (lead_h <= 1.6).all()
+    healthy_sbe = (
+        lakes["hard"]
+        .sql(
+            """
+        SELECT count(DISTINCT gpu_uuid) AS n FROM gpu_samples
+        WHERE ecc_sbe_volatile > 0 AND gpu_uuid NOT IN (
+            SELECT subject_id FROM sim_truth WHERE label = 'failing_gpu')
+        """
+        )
+        .pl()["n"][0]
+    )
+    assert healthy_sbe >= 1

@@ -1,0 +1,88 @@
+"""`predict(con, lake, now)` on a small simulated lake: trained models give predicted findings
+with stable ids, nothing from after `now`, and nothing at all before any model is trained."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from collector.sim import SimConfig, simulate
+from detectors.findings import FINDINGS_SCHEMA
+from detectors.models import predict, producer
+from detectors.models.store import load
+from detectors.models.training import MODEL_NAMES, load_data, train_all
+from warehouse.attribution import AttributionConfig, attribute
+from warehouse.connection import connect
+
+pytestmark = pytest.mark.slow
+NOW = dt.datetime(2026, 11, 6, tzinfo=dt.UTC)
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("lake")
+    simulate(SimConfig(gpus=16, days=3, seed=11, failure_rate=40.0), root)
+    con = connect(root)
+    attribute(con, root, AttributionConfig())
+    trained = train_all(load_data(con), root, NOW)
+    assert set(trained.cards) | set(trained.skipped) >= {"failing_gpu", "lemon_node"}
+    return root
+
+
+def test_nothing_is_predicted_before_a_model_is_trained(tmp_path: Path) -> None:
+    simulate(SimConfig(gpus=8, days=1, seed=3), tmp_path)
+    table = predict(connect(tmp_path), tmp_path, NOW)
+    assert table.num_rows == 0 and table.schema == FINDINGS_SCHEMA
+
+
+def test_trained_models_are_stored_with_their_window(lake: Path) -> None:
+    stored = [n for n in MODEL_NAMES if (lake / "_state" / "models" / f"{n}.json").is_file()]
+    assert "failing_gpu" in stored and "early_waste_30m" in stored
+    card, _ = load(lake, "failing_gpu")
+    assert card.window_start == "2026-11-02T00:00:00+00:00"
+    assert card.clusters == ("sim",) and card.threshold is not None
+    assert "test_recall_1h" in card.metrics
+
+
+def test_predictions_are_findings_raised_no_later_than_now(lake: Path) -> None:
+    now = dt.datetime(2026, 11, 4, 12, tzinfo=dt.UTC)
+    table = predict(connect(lake), lake, now)
+    assert table.schema == FINDINGS_SCHEMA
+    frame = pl.DataFrame(table)
+    assert frame.height > 0
+    assert frame["predicted"].all()
+    assert (frame["detected_ts"] <= now).all()
+    assert (frame["score"].is_between(0, 1)).all()
+    assert set(frame["detector"].unique()) <= {
+        "failing_gpu_model",
+        "early_waste_model_15m",
+        "early_waste_model_30m",
+        "runtime_quantiles_model",
+        "lemon_node_model",
+    }
+
+
+def test_predicting_again_gives_the_same_ids(lake: Path) -> None:
+    first = pl.DataFrame(predict(connect(lake), lake, NOW))
+    again = pl.DataFrame(predict(connect(lake), lake, NOW))
+    assert first["finding_id"].n_unique() == first.height
+    assert sorted(first["finding_id"]) == sorted(again["finding_id"])
+
+
+def test_a_later_run_keeps_the_ids_of_episodes_it_saw_before(lake: Path) -> None:
+    early = pl.DataFrame(predict(connect(lake), lake, dt.datetime(2026, 11, 4, tzinfo=dt.UTC)))
+    late = pl.DataFrame(predict(connect(lake), lake, NOW))
+    early_jobs = early.filter(pl.col("detector").str.starts_with("early_waste"))
+    late_ids = set(late["finding_id"])
+    assert early_jobs.height > 0
+    assert set(early_jobs["finding_id"]) <= late_ids
+
+
+def test_the_detect_producer_drops_findings_raised_before_since(lake: Path) -> None:
+    since = dt.datetime(2026, 11, 3, 12, tzinfo=dt.UTC)
+    rows = pl.DataFrame(producer(lake)(connect(lake), NOW, since))
+    everything = pl.DataFrame(predict(connect(lake), lake, NOW))
+    assert rows.height == everything.filter(pl.col("detected_ts") >= since).height > 0

@@ -1,0 +1,43 @@
+"""The model store: a model and its card go in and come back; a missing one is named."""
+
+from __future__ import annotations
+
+import pytest
+
+from detectors.models.store import ModelCard, ModelNotTrained, load, model_dir, save
+
+
+def card(name="m"):
+    return ModelCard(
+        name=name,
+        features=("a", "b"),
+        trained_ts="2026-12-01T00:00:00+00:00",
+        window_start="2026-11-02T00:00:00+00:00",
+        window_end="2026-11-09T00:00:00+00:00",
+        clusters=("sim",),
+        rows=10,
+        threshold=0.7,
+        metrics={"recall": 0.9},
+        params={"horizon_h": 24.0},
+    )
+
+
+def test_a_model_and_its_card_round_trip(tmp_path):
+    save(tmp_path, card(), {"weights": [1, 2, 3]})
+    got_card, model = load(tmp_path, "m")
+    assert got_card == card()
+    assert model == {"weights": [1, 2, 3]}
+    assert (model_dir(tmp_path) / "m.json").is_file()
+
+
+def test_saving_again_replaces(tmp_path):
+    save(tmp_path, card(), 1)
+    save(tmp_path, card(), 2)
+    assert load(tmp_path, "m")[1] == 2
+    assert sorted(p.name for p in model_dir(tmp_path).iterdir()) == ["m.joblib", "m.json"]
+
+
+def test_a_missing_model_is_named(tmp_path):
+    with pytest.raises(ModelNotTrained, match="'early_waste_30m'"):
+        load(tmp_path, "early_waste_30m")
+    assert not (tmp_path / "_state").exists()  # looking creates nothing
