@@ -18,6 +18,7 @@ __all__ = [
     "gpu_state_area",
     "jain_line",
     "job_gpu_timelines",
+    "job_waste_scatter",
     "share_vs_entitlement",
     "usage_bars",
     "user_daily_bars",
@@ -277,5 +278,34 @@ def gain_bars(recs: pl.DataFrame) -> alt.Chart:
         )
         .transform_calculate(rec_label="datum.kind + ' · ' + (datum.scope || '')")
         .properties(height=max(120, 26 * recs.height))
+    )
+    return chart
+
+
+def job_waste_scatter(jobs: pl.DataFrame) -> alt.Chart:
+    """Jobs by size (allocated GPU-hours) against efficiency: the waste is bottom right."""
+    chart: alt.Chart = (
+        alt.Chart(jobs.filter(pl.col("alloc_gpu_h") > 0))
+        .mark_circle(opacity=0.7)
+        .encode(
+            x=alt.X("alloc_gpu_h:Q", scale=alt.Scale(type="log"), title="allocated GPU-hours"),
+            y=alt.Y(
+                "busy_mean:Q",
+                scale=alt.Scale(domain=[0, 1]),
+                axis=alt.Axis(format="%"),
+                title="mean busy",
+            ),
+            size=alt.Size("idle_gpu_h:Q", title="idle GPU-hours", legend=_TOP),
+            color=alt.Color("state:N", legend=_TOP, scale=alt.Scale(scheme="tableau10")),
+            tooltip=[
+                "job_id:N",
+                "user:N",
+                "state:N",
+                alt.Tooltip("alloc_gpu_h:Q", format=",.1f"),
+                alt.Tooltip("idle_gpu_h:Q", format=",.1f"),
+                alt.Tooltip("busy_mean:Q", format=".0%"),
+            ],
+        )
+        .properties(height=280)
     )
     return chart

@@ -9,7 +9,54 @@ from typing import Any
 import polars as pl
 import streamlit as st
 
-__all__ = ["csv_bytes", "parquet_bytes", "show_table"]
+__all__ = ["DEFAULT_COLUMNS", "csv_bytes", "parquet_bytes", "show_table"]
+
+
+def _hours(label: str) -> Any:
+    return st.column_config.NumberColumn(label, format="%.1f")
+
+
+def _share(label: str) -> Any:
+    return st.column_config.ProgressColumn(label, format="percent", min_value=0.0, max_value=1.0)
+
+
+def _time(label: str) -> Any:
+    return st.column_config.DatetimeColumn(label, format="YYYY-MM-DD HH:mm")
+
+
+# How the columns the queries return are shown, wherever they appear (a page may override).
+# The downloads keep the queries' own column names.
+DEFAULT_COLUMNS: dict[str, Any] = {
+    "job_id": st.column_config.TextColumn("job"),
+    "job_name": st.column_config.TextColumn("name"),
+    "alloc_gpu_h": _hours("allocated GPU-h"),
+    "observed_gpu_h": _hours("observed GPU-h"),
+    "active_gpu_h": _hours("active GPU-h"),
+    "idle_gpu_h": _hours("idle GPU-h"),
+    "effective_gpu_h": _hours("effective GPU-h"),
+    "gpu_h_at_stake": _hours("GPU-h at stake"),
+    "gpu_h_lost": _hours("GPU-h lost"),
+    "expected_gain_gpu_h": _hours("expected gain GPU-h"),
+    "waste_gpu_h": _hours("waste GPU-h"),
+    "energy_kwh": _hours("energy kWh"),
+    "runtime_h": _hours("run time h"),
+    "wait_p50_h": _hours("wait p50 h"),
+    "wait_p95_h": _hours("wait p95 h"),
+    "idle_share": _share("idle share"),
+    "busy_mean": _share("busy"),
+    "efficiency": _share("efficiency"),
+    "sm_active_mean": _share("SM active"),
+    "tensor_active_mean": _share("tensor active"),
+    "gpus_never_active": st.column_config.NumberColumn("GPUs never active"),
+    "start_ts": _time("start"),
+    "end_ts": _time("end"),
+    "detected_ts": _time("detected"),
+    "created_ts": _time("created"),
+    "first_event_ts": _time("first event"),
+    "last_event_ts": _time("last event"),
+    "last_detected_ts": _time("last detected"),
+    "ts": _time("time"),
+}
 
 
 def csv_bytes(frame: pl.DataFrame) -> bytes:
@@ -40,7 +87,9 @@ def show_table(
 
     `name` is the download's file name (without suffix); `key` prefixes the widgets' keys.
     """
-    kwargs: dict[str, Any] = {"hide_index": True, "column_config": dict(column_config or {})}
+    config = {c: v for c, v in DEFAULT_COLUMNS.items() if c in frame.columns}
+    config.update(column_config or {})
+    kwargs: dict[str, Any] = {"hide_index": True, "column_config": config}
     if height is not None:
         kwargs["height"] = height
     if on_select:

@@ -69,12 +69,14 @@ def advise(job: Mapping[str, object]) -> list[Advice]:
                 "GPU-hours). End interactive sessions when done, or run the work as a batch job.",
             )
         )
-    if busy is not None and 0.01 <= busy < LOW_BUSY:
+    # busy of the GPUs that did work: never-active GPUs are advice of their own (above)
+    busy_active = busy * gpus / (gpus - never) if busy is not None and gpus > never else busy
+    if busy_active is not None and 0.01 <= busy_active < LOW_BUSY:
         out.append(
             Advice(
                 "Feed the GPU faster",
-                f"The GPUs were busy only {100 * busy:.0f} % of the time they were seen: they "
-                "wait on data loading or the CPU. Use more data-loader workers and ask for "
+                f"The GPUs that worked were busy only {100 * busy_active:.0f} % of the time: "
+                "they wait on data loading or the CPU. Use more data-loader workers and ask for "
                 "more CPUs per GPU.",
                 "--cpus-per-gpu=8",
             )

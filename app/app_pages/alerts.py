@@ -42,7 +42,6 @@ else:
         "alerts_findings",
         column_config={
             "score": st.column_config.ProgressColumn(format="%.2f", min_value=0.0, max_value=1.0),
-            "gpu_h_at_stake": st.column_config.NumberColumn(format="%.1f"),
         },
         height=360,
     )
@@ -67,7 +66,6 @@ show_table(
     recs.drop("config", "evidence"),
     "recommendations",
     "alerts_recs",
-    column_config={"expected_gain_gpu_h": st.column_config.NumberColumn(format="%.1f")},
 )
 for rec in recs.iter_rows(named=True):
     gain = rec["expected_gain_gpu_h"]

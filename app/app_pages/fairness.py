@@ -47,7 +47,6 @@ with right:
         st.caption("1 = every account used in proportion to its entitlement; 1/n = one took all.")
 
 pct = st.column_config.NumberColumn(format="percent")
-hours = st.column_config.NumberColumn(format="%.1f")
 st.subheader("Accounts: shares, waits and waste")
 show_table(
     this_week.drop("user"),
@@ -57,9 +56,6 @@ show_table(
         "usage_share": pct,
         "entitled_share": pct,
         "usage_ratio": st.column_config.NumberColumn("used ÷ entitled", format="%.2f"),
-        "wait_p50_h": hours,
-        "wait_p95_h": hours,
-        "waste_gpu_h": hours,
     },
 )
 users = shares.filter(pl.col("user").is_not_null() & (pl.col("week") == week))
@@ -69,7 +65,7 @@ if not users.is_empty():
         users,
         f"fairness_users_{week}",
         "fairness_users",
-        column_config={"usage_share": pct, "entitled_share": pct, "waste_gpu_h": hours},
+        column_config={"usage_share": pct, "entitled_share": pct},
     )
 st.subheader("Jain's index per week")
 show_table(jain, "fairness_jain", "fairness_jain")

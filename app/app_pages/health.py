@@ -45,7 +45,6 @@ else:
                 "risk", format="%.2f", min_value=0.0, max_value=1.0
             ),
             "drain_candidate": st.column_config.CheckboxColumn("drain?"),
-            "gpu_h_at_stake": st.column_config.NumberColumn(format="%.1f"),
         },
     )
     for row in drain.iter_rows(named=True):

@@ -14,14 +14,14 @@ if "job" in st.query_params and "job_id_input" not in st.session_state:
     st.session_state["job_id_input"] = st.query_params["job"]
 if "job_selected" in st.session_state:
     st.session_state["job_id_input"] = st.session_state.pop("job_selected")
-job_id = st.text_input(
+job_id = st.sidebar.text_input(
     "Job ID", key="job_id_input", help="Pick one on the Jobs page, or type its id."
 ).strip()
 if not job_id:
     worst = data.job_table(s.root, s.cluster, s.start, s.end, viewer, limit=1)
     if worst.is_empty():
         st.title("Job")
-        st.info("No jobs in this window: pick other dates, or type a job id above.")
+        st.info("No jobs in this window: pick other dates, or type a job id in the sidebar.")
         st.stop()
     job_id = str(worst.get_column("job_id")[0])
     st.caption("Showing the window's most wasteful job; pick another on the Jobs page.")
@@ -97,7 +97,6 @@ else:
         ),
         f"job_{job_id}_findings",
         "job_findings",
-        column_config={"gpu_h_at_stake": st.column_config.NumberColumn(format="%.1f")},
     )
 with st.expander("All figures"):
     show_table(detail, f"job_{job_id}", "job_detail")

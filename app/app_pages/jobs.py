@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from app import data, scope
+from app import charts, data, scope
 from app.downloads import show_table
 
 s = scope.current()
@@ -59,25 +59,11 @@ st.caption(
     f"{jobs.get_column('alloc_gpu_h').sum():,.0f} allocated GPU-hours, {idle_h:,.0f} idle. "
     "Select a row to open the job."
 )
-hours = st.column_config.NumberColumn(format="%.1f")
-share = st.column_config.ProgressColumn(format="percent", min_value=0.0, max_value=1.0)
+st.altair_chart(charts.job_waste_scatter(jobs), width="stretch")
 event = show_table(
     jobs,
     "jobs",
     "jobs",
-    column_config={
-        "job_id": st.column_config.TextColumn("job"),
-        "runtime_h": hours,
-        "alloc_gpu_h": hours,
-        "idle_gpu_h": hours,
-        "idle_share": share,
-        "busy_mean": share,
-        "sm_active_mean": share,
-        "tensor_active_mean": share,
-        "energy_kwh": hours,
-        "start_ts": st.column_config.DatetimeColumn("start", format="YYYY-MM-DD HH:mm"),
-        "end_ts": st.column_config.DatetimeColumn("end", format="YYYY-MM-DD HH:mm"),
-    },
     height=480,
     on_select=True,
 )

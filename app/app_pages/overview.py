@@ -90,8 +90,6 @@ if series.is_empty():
 else:
     st.altair_chart(charts.gpu_state_area(series), width="stretch")
 
-hours = st.column_config.NumberColumn(format="%.1f")
-share = st.column_config.ProgressColumn(format="percent", min_value=0.0, max_value=1.0)
 viewer = s.viewer.user_filter
 left, right = st.columns(2)
 with left:
@@ -102,7 +100,6 @@ with left:
         top_users.select("user", "account", "jobs", "alloc_gpu_h", "idle_gpu_h", "idle_share"),
         "top_users_by_idle",
         "overview_users",
-        column_config={"alloc_gpu_h": hours, "idle_gpu_h": hours, "idle_share": share},
     )
 with right:
     st.subheader("Top jobs by idle GPU-hours")
@@ -111,5 +108,4 @@ with right:
         jobs.select("job_id", "user", "state", "gpus", "alloc_gpu_h", "idle_gpu_h", "busy_mean"),
         "top_jobs_by_idle",
         "overview_jobs",
-        column_config={"alloc_gpu_h": hours, "idle_gpu_h": hours, "busy_mean": share},
     )

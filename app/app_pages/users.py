@@ -9,8 +9,6 @@ s = scope.current()
 st.title("Users & accounts")
 viewer = s.viewer.user_filter
 
-hours = st.column_config.NumberColumn(format="%.1f")
-share = st.column_config.ProgressColumn(format="percent", min_value=0.0, max_value=1.0)
 accounts = data.account_leaderboard(s.root, s.cluster, s.start, s.end, viewer)
 if accounts.is_empty():
     st.info("No jobs in this window.")
@@ -33,14 +31,6 @@ show_table(
     accounts,
     "accounts",
     "users_accounts",
-    column_config={
-        "alloc_gpu_h": hours,
-        "idle_gpu_h": hours,
-        "effective_gpu_h": hours,
-        "idle_share": share,
-        "efficiency": share,
-        "energy_kwh": hours,
-    },
 )
 
 st.subheader("Users")
@@ -72,14 +62,6 @@ show_table(
     ranked,
     "users",
     "users_users",
-    column_config={
-        "alloc_gpu_h": hours,
-        "idle_gpu_h": hours,
-        "effective_gpu_h": hours,
-        "idle_share": share,
-        "efficiency": share,
-        "energy_kwh": hours,
-    },
 )
 
 st.subheader("Drill down")
@@ -104,10 +86,4 @@ if who:
         ),
         f"jobs_of_{who}",
         "users_drill_jobs",
-        column_config={
-            "runtime_h": hours,
-            "alloc_gpu_h": hours,
-            "idle_gpu_h": hours,
-            "busy_mean": share,
-        },
     )
