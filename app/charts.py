@@ -59,7 +59,7 @@ def gpu_state_area(series: pl.DataFrame) -> alt.Chart:
             tooltip=["bucket:T", "state:N", alt.Tooltip("gpus:Q", format=".1f")],
         )
         .transform_calculate(state_order=f"indexof({labels!r}, datum.state)")
-        .properties(height=320)
+        .properties(height=380)
     )
     return chart
 
@@ -89,7 +89,7 @@ def usage_bars(frame: pl.DataFrame, who: str, top: int = 15) -> alt.Chart:
             tooltip=["who:N", "part:N", alt.Tooltip("gpu_h:Q", format=",.1f")],
         )
         .transform_calculate(part_order=f"indexof({parts!r}, datum.part)")
-        .properties(height=max(160, 22 * ranked.height))
+        .properties(height=alt.Step(24))
     )
     return chart
 
@@ -108,7 +108,7 @@ def efficiency_bars(histogram: pl.DataFrame) -> alt.Chart:
             y=alt.Y("alloc_gpu_h:Q", title="allocated GPU-hours"),
             tooltip=["band:N", "jobs:Q", alt.Tooltip("alloc_gpu_h:Q", format=",.1f")],
         )
-        .properties(height=260)
+        .properties(height=330)
     )
     return chart
 
@@ -126,7 +126,7 @@ def user_daily_bars(daily: pl.DataFrame) -> alt.Chart:
         alt.Chart(long)
         .mark_bar()
         .encode(
-            x=alt.X("date:T", timeUnit="utcyearmonthdate", title="day (UTC)"),
+            x=alt.X("utcmonthdate(date):O", title="day (UTC)", axis=alt.Axis(labelAngle=0)),
             y=alt.Y("gpu_h:Q", stack=True, title="GPU-hours"),
             color=alt.Color(
                 "part:N",
@@ -138,7 +138,7 @@ def user_daily_bars(daily: pl.DataFrame) -> alt.Chart:
             ),
             tooltip=["date:T", "part:N", alt.Tooltip("gpu_h:Q", format=",.1f")],
         )
-        .properties(height=240)
+        .properties(height=300)
     )
     return chart
 
@@ -152,34 +152,38 @@ _TIMELINE_METRICS = {
 }
 
 
-def job_gpu_timelines(timeline: pl.DataFrame) -> alt.FacetChart:
-    """Per-GPU lines of busy, SM, tensor, memory and power, one panel per metric."""
-    long = (
-        timeline.select("gpu", "bucket", *_TIMELINE_METRICS)
-        .unpivot(index=["gpu", "bucket"], variable_name="metric", value_name="value")
-        .with_columns(pl.col("metric").replace_strict(_TIMELINE_METRICS))
-    )
-    chart: alt.FacetChart = (
-        alt.Chart(long)
-        .mark_line(interpolate="step-after", strokeWidth=1.5)
-        .encode(
-            x=alt.X("bucket:T", title="time (UTC)"),
-            y=alt.Y("value:Q", title=None),
-            color=alt.Color("gpu:N", title="GPU (node:index)", legend=alt.Legend(orient="top")),
-            tooltip=["gpu:N", "bucket:T", "metric:N", alt.Tooltip("value:Q", format=".2f")],
-        )
-        .properties(height=120, width="container")
-        .facet(
-            row=alt.Row(
-                "metric:N",
-                sort=list(_TIMELINE_METRICS.values()),
-                title=None,
-                header=alt.Header(labelAngle=0, labelAlign="left", labelFontWeight="bold"),
+def job_gpu_timelines(timeline: pl.DataFrame) -> dict[str, alt.Chart | None]:
+    """Per-GPU lines of busy, SM, tensor, memory and power: one chart per metric, keyed by its
+    title; None for a metric no GPU of the job reported (an exporter without profiling)."""
+    gpus = timeline.get_column("gpu").unique().sort().to_list()
+    charts: dict[str, alt.Chart | None] = {}
+    for column, title in _TIMELINE_METRICS.items():
+        if timeline.get_column(column).is_null().all():
+            charts[title] = None
+            continue
+        fraction = column != "fb_used_gib" and column != "power_w"
+        charts[title] = (
+            alt.Chart(timeline.select("gpu", "bucket", column))
+            .mark_line(interpolate="step-after", strokeWidth=1.5)
+            .encode(
+                x=alt.X("bucket:T", title=None),
+                y=alt.Y(
+                    f"{column}:Q",
+                    title=title,
+                    scale=alt.Scale(domain=[0, 1]) if fraction else alt.Undefined,
+                    axis=alt.Axis(format="%") if fraction else alt.Undefined,
+                ),
+                color=alt.Color(
+                    "gpu:N",
+                    sort=gpus,
+                    title="GPU (node:index)",
+                    legend=alt.Legend(orient="top") if len(gpus) > 1 else None,
+                ),
+                tooltip=["gpu:N", "bucket:T", alt.Tooltip(f"{column}:Q", format=".2f")],
             )
+            .properties(height=220)
         )
-        .resolve_scale(y="independent")
-    )
-    return chart
+    return charts
 
 
 def share_vs_entitlement(week: pl.DataFrame) -> alt.LayerChart:
@@ -196,7 +200,7 @@ def share_vs_entitlement(week: pl.DataFrame) -> alt.LayerChart:
         ],
     )
     ticks = base.mark_tick(color="#c62828", thickness=3, size=18).encode(x="entitled_share:Q")
-    chart: alt.LayerChart = (bars + ticks).properties(height=max(140, 26 * week.height))
+    chart: alt.LayerChart = (bars + ticks).properties(height=alt.Step(26))
     return chart
 
 
@@ -215,7 +219,7 @@ def jain_line(jain: pl.DataFrame) -> alt.Chart:
                 alt.Tooltip("max_min_ratio:Q", format=".1f", title="max/min used ÷ entitled"),
             ],
         )
-        .properties(height=220)
+        .properties(height=260)
     )
     return chart
 
@@ -226,12 +230,12 @@ def event_bars(daily: pl.DataFrame) -> alt.Chart:
         alt.Chart(daily)
         .mark_bar()
         .encode(
-            x=alt.X("day:T", timeUnit="utcyearmonthdate", title="day (UTC)"),
+            x=alt.X("utcmonthdate(day):O", title="day (UTC)", axis=alt.Axis(labelAngle=0)),
             y=alt.Y("events:Q", stack=True, title="events"),
             color=alt.Color("kind:N", legend=_TOP, scale=alt.Scale(scheme="tableau10")),
             tooltip=["day:T", "kind:N", "events:Q", alt.Tooltip("gpus:Q", title="GPUs")],
         )
-        .properties(height=240)
+        .properties(height=300)
     )
     return chart
 
@@ -261,7 +265,7 @@ def finding_bars(feed: pl.DataFrame) -> alt.Chart:
                 alt.Tooltip("gpu_h_at_stake:Q", format=",.1f", title="GPU-h at stake"),
             ],
         )
-        .properties(height=max(140, 26 * counts.get_column("detector").n_unique()))
+        .properties(height=alt.Step(28))
     )
     return chart
 
@@ -272,12 +276,12 @@ def gain_bars(recs: pl.DataFrame) -> alt.Chart:
         alt.Chart(recs)
         .mark_bar(color="#2e7d32")
         .encode(
-            y=alt.Y("rec_label:N", sort="-x", title=None),
+            y=alt.Y("rec_label:N", sort="-x", title=None, axis=alt.Axis(labelLimit=320)),
             x=alt.X("expected_gain_gpu_h:Q", title="expected gain (GPU-hours)"),
             tooltip=["kind:N", "scope:N", alt.Tooltip("expected_gain_gpu_h:Q", format=",.1f")],
         )
         .transform_calculate(rec_label="datum.kind + ' · ' + (datum.scope || '')")
-        .properties(height=max(120, 26 * recs.height))
+        .properties(height=alt.Step(28))
     )
     return chart
 
@@ -306,6 +310,6 @@ def job_waste_scatter(jobs: pl.DataFrame) -> alt.Chart:
                 alt.Tooltip("busy_mean:Q", format=".0%"),
             ],
         )
-        .properties(height=280)
+        .properties(height=340)
     )
     return chart

@@ -56,6 +56,8 @@ DEFAULT_COLUMNS: dict[str, Any] = {
     "last_event_ts": _time("last event"),
     "last_detected_ts": _time("last detected"),
     "ts": _time("time"),
+    "week": st.column_config.DateColumn("week", format="YYYY-MM-DD"),
+    "date": st.column_config.DateColumn("day", format="YYYY-MM-DD"),
 }
 
 
@@ -91,7 +93,7 @@ def show_table(
     config.update(column_config or {})
     kwargs: dict[str, Any] = {"hide_index": True, "column_config": config}
     if height is not None:
-        kwargs["height"] = height
+        kwargs["height"] = min(height, 38 + 35 * max(frame.height, 1))  # no empty rows
     if on_select:
         kwargs.update(on_select="rerun", selection_mode="single-row", key=f"{key}_table")
     event = st.dataframe(frame, width="stretch", **kwargs)

@@ -78,7 +78,14 @@ timeline = data.job_gpu_timeline(s.root, s.cluster, job_id)
 if timeline.is_empty():
     st.info("No samples were attributed to this job.")
 else:
-    st.altair_chart(charts.job_gpu_timelines(timeline), width="stretch")
+    panels = charts.job_gpu_timelines(timeline)
+    missing = [title for title, chart in panels.items() if chart is None]
+    drawn = [chart for chart in panels.values() if chart is not None]
+    for pair in range(0, len(drawn), 2):
+        for column, chart in zip(st.columns(2), drawn[pair : pair + 2], strict=False):
+            column.altair_chart(chart, width="stretch")
+    if missing:
+        st.caption(f"Not reported by this job's GPUs: {', '.join(missing)}.")
     with st.expander("Timeline data"):
         show_table(timeline, f"job_{job_id}_timeline", "job_timeline")
 
