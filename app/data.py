@@ -29,6 +29,7 @@ __all__ = [
     "clear_caches",
     "clusters",
     "efficiency_histogram",
+    "extent",
     "failure_risk_by_node",
     "fairness_jain_weekly",
     "fairness_shares",
@@ -45,7 +46,6 @@ __all__ = [
     "needle",
     "occupancy_series",
     "recommendations",
-    "summary",
     "user_daily_usage",
     "user_leaderboard",
     "window_summary",
@@ -99,12 +99,13 @@ def _run(root: str, name: str, **params: object) -> pl.DataFrame:
 
 
 @st.cache_data(ttl=TTL_S)
-def summary(root: str) -> pl.DataFrame:
-    return _run(root, "dashboard/cluster_summary")
+def extent(root: str) -> pl.DataFrame:
+    """One row per cluster: data_start, data_end (start of the last bucket), gpus_total."""
+    return _run(root, "dashboard/cluster_extent")
 
 
 def clusters(root: str) -> list[str]:
-    return [str(c) for c in summary(root).get_column("cluster").to_list()]
+    return [str(c) for c in extent(root).get_column("cluster").to_list()]
 
 
 @st.cache_data(ttl=TTL_S)

@@ -112,7 +112,7 @@ def render_scope(title: str) -> Scope:
     viewer = _render_viewer(title)
     root = data.lake()
     try:
-        summary = data.summary(root)
+        summary = data.extent(root)
     except WarehouseError as exc:
         stop_with_error(title, str(exc))
         raise  # unreachable: st.stop() raises
@@ -127,10 +127,8 @@ def render_scope(title: str) -> Scope:
     row = summary.filter(pl.col("cluster") == cluster).row(0, named=True)
     data_start: dt.datetime = row["data_start"]
     data_end: dt.datetime = row["data_end"]
-    # data_end is exclusive: data that ends at midnight ends on the day before
-    last_data_day = (data_end - dt.timedelta(milliseconds=1)).date()
     first_day, last_day = _picked_window(
-        data_start.date(), max(data_start.date(), last_data_day), key=f"scope_dates_{cluster}"
+        data_start.date(), data_end.date(), key=f"scope_dates_{cluster}"
     )
     scope = Scope(
         root=root,

@@ -80,7 +80,7 @@ c5.metric(
 )
 st.caption(
     f"{w['gpus_total']:.0f} GPUs, {w['jobs']:,} jobs with samples in the window; "
-    f"the lake holds {s.data_start:%Y-%m-%d %H:%M} to {s.data_end:%Y-%m-%d %H:%M} UTC."
+    f"data from {s.data_start:%Y-%m-%d %H:%M} to {s.data_end:%Y-%m-%d %H:%M} UTC (last bucket)."
 )
 
 st.subheader("GPUs by state")
