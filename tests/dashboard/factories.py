@@ -19,13 +19,15 @@ FAIRNESS_SCHEMA = pa.schema(
     [
         ("cluster", pa.string()),
         ("week", pa.date32()),
+        ("level", pa.string()),
         ("account", pa.string()),
         ("user", pa.string()),
+        ("alloc_gpu_h", pa.float64()),
         ("usage_share", pa.float64()),
         ("entitled_share", pa.float64()),
         ("usage_ratio", pa.float64()),
-        ("wait_p50_h", pa.float64()),
-        ("wait_p95_h", pa.float64()),
+        ("wait_p50_s", pa.float64()),
+        ("wait_p95_s", pa.float64()),
         ("waste_gpu_h", pa.float64()),
     ]
 )
@@ -106,7 +108,7 @@ def write_rows(root: Path, table: str, rows: list[dict[str, object]], batch_id: 
 
 
 def write_fairness(root: Path, rows: list[dict[str, object]], cluster: str = "sim") -> Path:
-    """Land hand-made `fairness_weekly` rows in the lake's layout (DESIGN §4.1 columns)."""
+    """Land hand-made `fairness_weekly` rows in the lake's layout (the report's mart columns)."""
     folder = layout.partition_dir(root, "fairness_weekly", cluster, None)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "handmade.parquet"
@@ -126,12 +128,14 @@ def make_fairness_row(
     return {
         "cluster": cluster,
         "week": week,
+        "level": "account" if user is None else "user",
         "account": account,
         "user": user,
+        "alloc_gpu_h": 100.0 * usage_share,
         "usage_share": usage_share,
         "entitled_share": entitled_share,
         "usage_ratio": usage_share / entitled_share if entitled_share else None,
-        "wait_p50_h": 0.5,
-        "wait_p95_h": 3.0,
+        "wait_p50_s": 1800.0,
+        "wait_p95_s": 10800.0,
         "waste_gpu_h": 12.0,
     }
