@@ -97,8 +97,8 @@ def show_table(
     if on_select:
         kwargs.update(on_select="rerun", selection_mode="single-row", key=f"{key}_table")
     event = st.dataframe(frame, width="stretch", **kwargs)
-    left, right, _ = st.columns([1, 1, 6])
-    left.download_button(
+    row = st.container(horizontal=True)
+    row.download_button(
         "CSV",
         data=lambda: csv_bytes(frame),
         file_name=f"{name}.csv",
@@ -106,7 +106,7 @@ def show_table(
         key=f"{key}_csv",
         icon=":material/download:",
     )
-    right.download_button(
+    row.download_button(
         "Parquet",
         data=lambda: parquet_bytes(frame),
         file_name=f"{name}.parquet",

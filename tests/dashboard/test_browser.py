@@ -104,5 +104,12 @@ def test_every_page_shows_its_title_and_a_rendered_chart(dashboard_url):
                 assert page.locator('[data-testid="stException"]').count() == 0, path
                 page.wait_for_timeout(500)  # let the charts finish drawing
                 page.screenshot(path=str(ARTIFACTS / f"{path or 'overview'}.png"), full_page=True)
+                if path == "jobs":  # a download gives the table as shown
+                    with page.expect_download(timeout=60_000) as download:
+                        page.locator('[data-testid="stDownloadButton"] button').filter(
+                            has_text="CSV"
+                        ).first.click()
+                    header = Path(download.value.path()).read_text().splitlines()[0]
+                    assert header.startswith("job_id,job_name,user,account,partition,state")
         finally:
             browser.close()
