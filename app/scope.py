@@ -127,8 +127,10 @@ def render_scope(title: str) -> Scope:
     row = summary.filter(pl.col("cluster") == cluster).row(0, named=True)
     data_start: dt.datetime = row["data_start"]
     data_end: dt.datetime = row["data_end"]
+    # a bucket starting at midnight holds only what carries past the data's last day
+    last_data_day = max(data_start.date(), (data_end - dt.timedelta(milliseconds=1)).date())
     first_day, last_day = _picked_window(
-        data_start.date(), data_end.date(), key=f"scope_dates_{cluster}"
+        data_start.date(), last_data_day, key=f"scope_dates_{cluster}"
     )
     scope = Scope(
         root=root,

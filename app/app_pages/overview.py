@@ -54,8 +54,8 @@ c1.metric(
     help="Allocated GPU-hours / (GPUs × hours of data in the window)",
 )
 c2.metric(
-    "Idle while allocated",
-    f"{w['idle_allocated_gpu_h']:,.0f} GPU-h",
+    "Idle while allocated (GPU-h)",
+    f"{w['idle_allocated_gpu_h']:,.0f}",
     _delta("idle_allocated_gpu_h"),
     delta_color="inverse",
     help=f"Allocated samples with busy < 1 %: {100 * (w['idle_share_of_allocated'] or 0):.1f} % "
@@ -67,7 +67,7 @@ c3.metric(
     None if p_eff is None else f"{100 * (efficiency - p_eff):+.1f} pts",
     help="Σ busy × time / allocated GPU-hours: how much of what was held did work",
 )
-c4.metric("Energy", f"{w['energy_kwh'] or 0:,.0f} kWh", _delta("energy_kwh"), delta_color="off")
+c4.metric("Energy (kWh)", f"{w['energy_kwh'] or 0:,.0f}", _delta("energy_kwh"), delta_color="off")
 c5.metric(
     "Cost of idle GPUs",
     f"{rate * w['idle_allocated_gpu_h']:,.0f}",

@@ -88,9 +88,9 @@ def test_overview_headline_numbers_and_trend(demo_lake, monkeypatch):
     labels = [m.label for m in at.metric]
     assert labels == [
         "Occupancy",
-        "Idle while allocated",
+        "Idle while allocated (GPU-h)",
         "Effective utilisation",
-        "Energy",
+        "Energy (kWh)",
         "Cost of idle GPUs",
     ]
     assert at.metric[0].value.endswith("%")
