@@ -92,7 +92,13 @@ def _connection(root: str) -> duckdb.DuckDBPyConnection:
 
 def _run(root: str, name: str, **params: object) -> pl.DataFrame:
     # A DuckDB connection is not thread-safe; each query runs on its own cursor.
-    return queries.run(_connection(root).cursor(), name, **params)
+    try:
+        return queries.run(_connection(root).cursor(), name, **params)
+    except duckdb.IOException:
+        # The views name the files the lake had when they were opened; a collector, compaction
+        # or `gpuledger attribute` may have replaced some since. Reopen the lake once.
+        _connection.clear()
+        return queries.run(_connection(root).cursor(), name, **params)
 
 
 # ---------------------------------------------------------------- cluster and overview

@@ -8,6 +8,8 @@ from importlib.resources import files
 import duckdb
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.dashboard.factories import FAIRNESS_SCHEMA, T0, make_fairness_row, make_finding
 from warehouse import queries
@@ -68,6 +70,10 @@ def job(job_id, user, account, state, start_h, end_h, idle, observed, effective,
 
 @pytest.fixture
 def jobs_con(con):
+    return add_jobs(con)
+
+
+def add_jobs(con):
     usage = table(
         "job_usage",
         [
@@ -367,3 +373,21 @@ def test_cluster_extent(con):
     frame = queries.run(con, "dashboard/cluster_extent")
 
     assert frame.rows() == [("a", h(1), h(5), 16.0), ("b", h(0), h(0), 8.0)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=st.text(max_size=12) | st.sampled_from(["' OR 1=1 --", "%", "_", "a'b", "\\", "ali"]))
+def test_any_search_text_matches_literally_and_never_fails(text):
+    with duckdb.connect() as con:
+        con.execute("SET TimeZone = 'UTC'")
+        add_jobs(con)
+        needle = text.strip().lower()
+        fields = {
+            "1": ["1", "notebook", "alice", "vision"],
+            "2": ["2", "bert-ft", "bob", "speech"],
+            "3": ["3", "llm", "alice", "vision"],
+            "5": ["5", "serve", "carol", "speech"],
+        }
+        expected = {j for j, values in fields.items() if any(needle in v for v in values)}
+
+        assert set(job_ids(con, needle=needle)) == expected

@@ -185,3 +185,11 @@ def test_search_text_is_literal_not_a_like_pattern(demo_lake, monkeypatch):
 
     [feed] = [d.value for d in at.dataframe if "finding_id" in d.value.columns]
     assert list(feed["finding_id"]) == ["f-hung"]  # its message: "GPU_UTIL 100 % with SM ..."
+
+
+def test_a_job_picked_on_the_jobs_page_opens_on_the_job_page(demo_lake, names, monkeypatch):
+    # the Jobs page's "Open job" button leaves the pick in job_selected and switches page
+    at = open_page(demo_lake, "job", monkeypatch, job_selected=names["job_id"])
+
+    assert at.title[0].value.startswith(f"Job {names['job_id']}")
+    assert at.query_params["job"] == names["job_id"]
