@@ -44,6 +44,7 @@ __all__ = [
     "job_table",
     "lake",
     "needle",
+    "node_health",
     "occupancy_series",
     "recommendations",
     "user_daily_usage",
@@ -289,6 +290,24 @@ def gpu_health(
         start=start,
         end=end,
         needle=needle(search),
+    )
+
+
+def node_health(gpus: pl.DataFrame) -> pl.DataFrame:
+    """Roll the per-GPU health rows (gpu_health) up to their nodes, worst first."""
+    counts = ["xids", "fatal_xids", "ecc_dbe", "row_remap_failures", "throttle_events"]
+    return (
+        gpus.group_by("node")
+        .agg(
+            pl.len().alias("gpus_with_events"),
+            *[pl.col(c).sum() for c in counts],
+            pl.col("offline_events").sum(),
+            pl.col("last_event_ts").max(),
+        )
+        .sort(
+            ["fatal_xids", "ecc_dbe", "row_remap_failures", "xids", "node"],
+            descending=[True, True, True, True, False],
+        )
     )
 
 

@@ -60,12 +60,14 @@ search = st.text_input(
     placeholder="node or GPU UUID",
     help="Case-insensitive; matches any part of the node name or GPU UUID.",
 )
-st.subheader("GPUs with events")
 gpus = data.gpu_health(s.root, s.cluster, s.start, s.end, search)
 if gpus.is_empty():
     st.info(f"No match for {search!r}." if search else "No GPU had an event in this window.")
 else:
-    show_table(gpus, "gpu_health", "health_gpus")
+    st.subheader("Nodes with events")
+    show_table(data.node_health(gpus), "node_health", "health_nodes", height=320)
+    st.subheader("GPUs with events")
+    show_table(gpus, "gpu_health", "health_gpus", height=320)
 
 hardware = data.findings(
     s.root, s.cluster, s.start, s.end, None, search=search, subject_kinds=("gpu", "node")
