@@ -127,3 +127,24 @@ def test_restricted_without_sign_in_configured_says_how_to_configure_it(demo_lak
     [error] = at.error
     assert "[auth]" in error.value
     assert not at.dataframe
+
+
+def test_restricted_with_oidc_offers_sign_in_and_shows_no_data(demo_lake, monkeypatch):
+    monkeypatch.setenv("GPULEDGER_LAKE", str(demo_lake))
+    monkeypatch.setenv("GPULEDGER_DASHBOARD_MANAGERS", BOSS)
+    at = AppTest.from_file(str(ENTRY), default_timeout=60)
+    at.secrets["auth"] = {  # what an [auth] section in .streamlit/secrets.toml holds
+        "redirect_uri": "http://localhost:8501/oauth2callback",
+        "cookie_secret": "test-only",
+        "client_id": "gpuledger",
+        "client_secret": "x",
+        "server_metadata_url": "https://idp.example/.well-known/openid-configuration",
+    }
+    at.user = {"is_logged_in": False}
+    at.switch_page(PAGES["jobs"])
+    at.run()
+
+    assert not at.exception
+    assert not at.error
+    assert [b.label for b in at.button] == ["Sign in"]
+    assert not at.dataframe
