@@ -46,17 +46,17 @@ with right:
         st.altair_chart(charts.jain_line(jain), width="stretch")
         st.caption("1 = every account used in proportion to its entitlement; 1/n = one took all.")
 
-pct = st.column_config.NumberColumn(format="percent")
+share_columns = {
+    "usage_share": st.column_config.NumberColumn("used share", format="percent"),
+    "entitled_share": st.column_config.NumberColumn("entitled share", format="percent"),
+    "usage_ratio": st.column_config.NumberColumn("used ÷ entitled", format="%.2f"),
+}
 st.subheader("Accounts: shares, waits and waste")
 show_table(
     this_week.drop("user"),
     f"fairness_{week}",
     "fairness_accounts",
-    column_config={
-        "usage_share": pct,
-        "entitled_share": pct,
-        "usage_ratio": st.column_config.NumberColumn("used ÷ entitled", format="%.2f"),
-    },
+    column_config=share_columns,
 )
 users = shares.filter(pl.col("user").is_not_null() & (pl.col("week") == week))
 if not users.is_empty():
@@ -65,7 +65,7 @@ if not users.is_empty():
         users,
         f"fairness_users_{week}",
         "fairness_users",
-        column_config={"usage_share": pct, "entitled_share": pct},
+        column_config=share_columns,
     )
 st.subheader("Jain's index per week")
 show_table(jain, "fairness_jain", "fairness_jain")

@@ -44,6 +44,12 @@ st.caption(
 )
 
 observed = job["observed_gpu_h"] or 0.0
+
+
+def percent(value: float | None) -> str:
+    return "not reported" if value is None else f"{100 * value:.0f} %"
+
+
 c1, c2, c3, c4, c5 = st.columns(5)
 c1.metric("Allocated", f"{job['alloc_gpu_h'] or 0:,.1f} GPU-h")
 c2.metric(
@@ -53,10 +59,10 @@ c2.metric(
     if observed
     else None,
 )
-c3.metric("Busy", f"{100 * (job['busy_mean'] or 0):.0f} %", help="Mean busy while observed")
+c3.metric("Busy", percent(job["busy_mean"]), help="Mean busy while observed")
 c4.metric(
     "Tensor active",
-    f"{100 * (job['tensor_active_mean'] or 0):.0f} %",
+    percent(job["tensor_active_mean"]),
     help=f"≈ {job['est_tflops_mean'] or 0:,.0f} TFLOP/s per GPU",
 )
 c5.metric(
