@@ -22,6 +22,7 @@ __all__ = [
     "share_vs_entitlement",
     "usage_bars",
     "user_daily_bars",
+    "wait_bars",
 ]
 
 # GPU states, in stacking order, and their colours (green = work, amber = waste, greys = spare)
@@ -312,4 +313,21 @@ def job_waste_scatter(jobs: pl.DataFrame) -> alt.Chart:
         )
         .properties(height=340)
     )
+    return chart
+
+
+def wait_bars(week: pl.DataFrame) -> alt.LayerChart:
+    """Queue waits per account in one week: p95 as the bar, the median as a dark tick."""
+    ordered = week.sort("wait_p95_h", descending=True, nulls_last=True).get_column("account")
+    base = alt.Chart(week).encode(y=alt.Y("account:N", sort=ordered.to_list(), title=None))
+    bars = base.mark_bar(color="#90a4ae").encode(
+        x=alt.X("wait_p95_h:Q", title="wait before start (hours): bar p95, tick median"),
+        tooltip=[
+            "account:N",
+            alt.Tooltip("wait_p50_h:Q", format=".1f", title="median h"),
+            alt.Tooltip("wait_p95_h:Q", format=".1f", title="p95 h"),
+        ],
+    )
+    ticks = base.mark_tick(color="#263238", thickness=3, size=18).encode(x="wait_p50_h:Q")
+    chart: alt.LayerChart = (bars + ticks).properties(height=alt.Step(26))
     return chart

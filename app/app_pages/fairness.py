@@ -46,6 +46,12 @@ with right:
         st.altair_chart(charts.jain_line(jain), width="stretch")
         st.caption("1 = every account used in proportion to its entitlement; 1/n = one took all.")
 
+st.subheader("Waits")
+if this_week.get_column("wait_p95_h").is_null().all():
+    st.caption("No job of these accounts started this week.")
+else:
+    st.altair_chart(charts.wait_bars(this_week), width="stretch")
+
 share_columns = {
     "usage_share": st.column_config.NumberColumn("used share", format="percent"),
     "entitled_share": st.column_config.NumberColumn("entitled share", format="percent"),

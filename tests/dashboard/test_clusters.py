@@ -1,4 +1,4 @@
-"""With two clusters in the lake, every page shows only the chosen one."""
+"""With two clusters in the lake, the sidebar offers both and the pages follow the chosen one."""
 
 from __future__ import annotations
 
