@@ -72,7 +72,10 @@ def test_every_page_renders_its_title_a_chart_and_tables(demo_lake, monkeypatch,
 
 
 @pytest.mark.parametrize("page", list(PAGES))
-def test_every_page_on_a_missing_lake_says_what_to_run(tmp_path, monkeypatch, page):
+@pytest.mark.parametrize("exists", [False, True], ids=["missing", "empty-folder"])
+def test_every_page_on_an_empty_lake_says_what_to_run(tmp_path, monkeypatch, page, exists):
+    if exists:
+        (tmp_path / "nothing-here").mkdir()
     at = open_page(tmp_path / "nothing-here", page, monkeypatch)
 
     assert not at.exception
