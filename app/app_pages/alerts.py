@@ -36,8 +36,9 @@ else:
         f"{feed.get_column('gpu_h_at_stake').sum():,.0f} GPU-hours at stake."
     )
     st.altair_chart(charts.finding_bars(feed), width="stretch")
+    first = ["severity", "status", "detector", "message", "gpu_h_at_stake", "job_id", "user"]
     show_table(
-        feed.drop("evidence"),
+        feed.select(*first, *[c for c in feed.columns if c not in first and c != "evidence"]),
         "findings",
         "alerts_findings",
         column_config={
