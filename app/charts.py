@@ -178,7 +178,7 @@ def job_gpu_timelines(timeline: pl.DataFrame) -> dict[str, alt.Chart | None]:
                     "gpu:N",
                     sort=gpus,
                     title="GPU (node:index)",
-                    legend=alt.Legend(orient="top") if len(gpus) > 1 else None,
+                    legend=alt.Legend(orient="top", columns=4) if len(gpus) > 1 else None,
                 ),
                 tooltip=["gpu:N", "bucket:T", alt.Tooltip(f"{column}:Q", format=".2f")],
             )
