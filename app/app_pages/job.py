@@ -47,7 +47,7 @@ observed = job["observed_gpu_h"] or 0.0
 
 
 def percent(value: float | None) -> str:
-    return "not reported" if value is None else f"{100 * value:.0f} %"
+    return "—" if value is None else f"{100 * value:.0f} %"  # — : the GPUs did not report it
 
 
 c1, c2, c3, c4, c5 = st.columns(5)
