@@ -359,6 +359,7 @@ def query(
 def _serve_dashboard(lake: Path, port: int, address: str) -> None:
     import importlib.util
     import os
+    import signal
     import subprocess
     from importlib.resources import files
 
@@ -382,10 +383,15 @@ def _serve_dashboard(lake: Path, port: int, address: str) -> None:
         "--browser.gatherUsageStats",
         "false",
     ]
+    server = subprocess.Popen(cmd, cwd=entry.parent, env=env)
+    # `kill <our pid>` (a service manager, a test) must stop the server too, not orphan it
+    previous = signal.signal(signal.SIGTERM, lambda _signum, _frame: server.terminate())
     try:
-        subprocess.run(cmd, cwd=entry.parent, env=env, check=False)
-    except KeyboardInterrupt:
-        pass
+        server.wait()
+    except KeyboardInterrupt:  # Ctrl-C reached Streamlit as well; let it finish
+        server.wait()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 port_option = click.option(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -75,12 +76,44 @@ def dashboard_url(demo_lake: Path) -> Iterator[str]:
         wait_healthy(url, server)
         yield url
     finally:
-        server.terminate()
+        server.terminate()  # gpuledger passes it on to the Streamlit server it started
         try:
-            server.wait(timeout=15)
+            server.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            server.kill()
+            os.killpg(server.pid, signal.SIGKILL)  # its own session: nothing else is in it
             server.wait()
+
+
+def test_stopping_the_dashboard_stops_its_streamlit_server(demo_lake):
+    port = free_port()
+    gpuledger = shutil.which("gpuledger", path=str(Path(sys.executable).parent))
+    assert gpuledger
+    server = subprocess.Popen(
+        [gpuledger, "dashboard", "--lake", str(demo_lake), "--port", str(port)],
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}", server)
+        server.terminate()
+        assert server.wait(timeout=30) is not None
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and _group_alive(server.pid):
+            time.sleep(0.2)
+        assert not _group_alive(server.pid), "the Streamlit server outlived gpuledger"
+    finally:
+        if _group_alive(server.pid):
+            os.killpg(server.pid, signal.SIGKILL)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def test_every_page_shows_its_title_and_a_rendered_chart(dashboard_url):
