@@ -197,3 +197,27 @@ def test_a_job_picked_on_the_jobs_page_opens_on_the_job_page(demo_lake, names, m
 
     assert at.title[0].value.startswith(f"Job {names['job_id']}")
     assert at.query_params["job"] == names["job_id"]
+
+
+def test_overview_trend_compares_with_the_window_before(demo_lake, monkeypatch):
+    import datetime as dt
+
+    from warehouse import queries
+
+    day1, day2 = dt.date(2026, 11, 2), dt.date(2026, 11, 3)
+    at = open_page(demo_lake, "overview", monkeypatch, scope_dates_sim=(day2, day2))
+
+    def idle_h(day: dt.date) -> float:
+        start = dt.datetime.combine(day, dt.time(), tzinfo=dt.UTC)
+        frame = queries.run(
+            connect(demo_lake),
+            "dashboard/cluster_window_summary",
+            cluster="sim",
+            start=start,
+            end=start + dt.timedelta(days=1),
+        )
+        return float(frame.get_column("idle_allocated_gpu_h")[0])
+
+    idle = at.metric[1]
+    assert idle.value == f"{idle_h(day2):,.0f}"
+    assert idle.delta == f"{idle_h(day2) - idle_h(day1):+,.0f}"
