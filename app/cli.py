@@ -359,6 +359,7 @@ def query(
 def _serve_dashboard(lake: Path, port: int, address: str) -> None:
     import importlib.util
     import os
+    import signal
     import subprocess
     from importlib.resources import files
 
@@ -382,10 +383,15 @@ def _serve_dashboard(lake: Path, port: int, address: str) -> None:
         "--browser.gatherUsageStats",
         "false",
     ]
+    server = subprocess.Popen(cmd, cwd=entry.parent, env=env)
+    # `kill <our pid>` (a service manager, a test) must stop the server too, not orphan it
+    previous = signal.signal(signal.SIGTERM, lambda _signum, _frame: server.terminate())
     try:
-        subprocess.run(cmd, cwd=entry.parent, env=env, check=False)
-    except KeyboardInterrupt:
-        pass
+        server.wait()
+    except KeyboardInterrupt:  # Ctrl-C reached Streamlit as well; let it finish
+        server.wait()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 port_option = click.option(
@@ -406,7 +412,17 @@ address_option = click.option(
 @address_option
 @reports_errors
 def dashboard(lake: Path, port: int, address: str) -> None:
-    """Serve the Streamlit dashboard over the lake (needs the 'dashboard' extra)."""
+    """Serve the Streamlit dashboard over the lake (needs the 'dashboard' extra).
+
+    \b
+    Pages: Overview, Jobs, Job, Users & accounts, Fairness, Health, Alerts & recommendations;
+    a cluster selector and a date range in the sidebar; CSV/Parquet downloads of every table.
+    Access is open unless GPULEDGER_DASHBOARD_MANAGERS is set (comma-separated user names or
+    e-mail addresses): then users sign in (OIDC via st.login, an [auth] section in
+    .streamlit/secrets.toml next to app/streamlit_app.py), managers see every job and anyone
+    else only their own. GPULEDGER_DASHBOARD_COST_PER_GPU_HOUR sets the price shown (2.00).
+    Example:  gpuledger dashboard --lake ./lake --port 8600
+    """
     _serve_dashboard(lake, port, address)
 
 

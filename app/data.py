@@ -1,32 +1,65 @@
 """Cached data access for the Streamlit pages: every page gets its frames from here.
 
 Every cached function takes the lake root as its first argument, so two lakes never share a
-cache entry (tests run several in one process).
+cache entry (tests run several in one process). Every filter a page offers arrives here as a
+value and reaches SQL as a bound `$param`; free text is lower-cased into `$needle` and matched
+with contains(), so it is never part of the SQL text. `viewer` is the signed-in non-manager
+whose jobs alone may be shown, or None for everyone's (app.access).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 import duckdb
 import polars as pl
 import streamlit as st
 
 from app.config import lake_root
-from warehouse import queries
+from app.errors import AppError
+from warehouse import layout, queries
 from warehouse.connection import connect
+from warehouse.schema import TABLES
 
 __all__ = [
+    "FAIRNESS_TABLE",
+    "FairnessUnavailable",
+    "account_leaderboard",
+    "clear_caches",
     "clusters",
+    "efficiency_histogram",
+    "extent",
+    "failure_risk_by_node",
+    "fairness_jain_weekly",
+    "fairness_shares",
+    "findings",
+    "gpu_event_log",
+    "gpu_events_daily",
+    "gpu_health",
+    "has_fairness",
+    "job_detail",
+    "job_facets",
+    "job_gpu_timeline",
+    "job_table",
     "lake",
+    "needle",
+    "node_health",
     "occupancy_series",
-    "summary",
-    "top_jobs",
-    "top_users",
+    "recommendations",
+    "user_daily_usage",
+    "user_leaderboard",
     "window_summary",
 ]
 
 TTL_S = 300
+# The weekly fairness mart is built by the report (DESIGN §4.1); until the contract registers it
+# in warehouse.schema, its files in the lake's layout are read here directly.
+FAIRNESS_TABLE = "fairness_weekly"
+
+
+class FairnessUnavailable(AppError):
+    """The fairness mart exists but cannot be read as the Fairness page expects."""
 
 
 def lake() -> str:
@@ -34,25 +67,52 @@ def lake() -> str:
     return str(lake_root().resolve())
 
 
+def needle(text: str | None) -> str:
+    """Free text from a search box as the `$needle` the queries match with contains()."""
+    return (text or "").strip().lower()
+
+
+def clear_caches() -> None:
+    """Forget every cached frame and connection (the timing harness measures cold pages)."""
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
 @st.cache_resource(ttl=TTL_S)
 def _connection(root: str) -> duckdb.DuckDBPyConnection:
-    from pathlib import Path
-
-    return connect(Path(root), require=("job_usage",))
+    path = Path(root)
+    con = connect(path, require=("job_usage",))
+    if FAIRNESS_TABLE not in TABLES:
+        files = layout.table_files(path, FAIRNESS_TABLE)
+        if files:
+            con.read_parquet([str(f) for f in files], union_by_name=True).create_view(
+                FAIRNESS_TABLE
+            )
+    return con
 
 
 def _run(root: str, name: str, **params: object) -> pl.DataFrame:
     # A DuckDB connection is not thread-safe; each query runs on its own cursor.
-    return queries.run(_connection(root).cursor(), name, **params)
+    try:
+        return queries.run(_connection(root).cursor(), name, **params)
+    except duckdb.IOException:
+        # The views name the files the lake had when they were opened; a collector, compaction
+        # or `gpuledger attribute` may have replaced some since. Reopen the lake once.
+        _connection.clear()
+        return queries.run(_connection(root).cursor(), name, **params)
+
+
+# ---------------------------------------------------------------- cluster and overview
 
 
 @st.cache_data(ttl=TTL_S)
-def summary(root: str) -> pl.DataFrame:
-    return _run(root, "dashboard/cluster_summary")
+def extent(root: str) -> pl.DataFrame:
+    """One row per cluster: data_start, data_end (start of the last bucket), gpus_total."""
+    return _run(root, "dashboard/cluster_extent")
 
 
 def clusters(root: str) -> list[str]:
-    return [str(c) for c in summary(root).get_column("cluster").to_list()]
+    return [str(c) for c in extent(root).get_column("cluster").to_list()]
 
 
 @st.cache_data(ttl=TTL_S)
@@ -65,19 +125,263 @@ def window_summary(root: str, cluster: str, start: dt.datetime, end: dt.datetime
     return _run(root, "dashboard/cluster_window_summary", cluster=cluster, start=start, end=end)
 
 
+# ---------------------------------------------------------------- jobs
+
+
 @st.cache_data(ttl=TTL_S)
-def top_users(
-    root: str, cluster: str, start: dt.datetime, end: dt.datetime, limit: int
+def job_table(
+    root: str,
+    cluster: str,
+    start: dt.datetime,
+    end: dt.datetime,
+    viewer: str | None,
+    *,
+    search: str = "",
+    users: tuple[str, ...] = (),
+    accounts: tuple[str, ...] = (),
+    partitions: tuple[str, ...] = (),
+    states: tuple[str, ...] = (),
+    min_idle_gpu_h: float = 0.0,
+    limit: int = 5000,
 ) -> pl.DataFrame:
     return _run(
-        root, "dashboard/top_users_by_idle", cluster=cluster, start=start, end=end, limit=limit
+        root,
+        "dashboard/job_table",
+        cluster=cluster,
+        start=start,
+        end=end,
+        viewer=viewer,
+        needle=needle(search),
+        users=list(users),
+        accounts=list(accounts),
+        partitions=list(partitions),
+        states=list(states),
+        min_idle_gpu_h=min_idle_gpu_h,
+        limit=limit,
     )
 
 
 @st.cache_data(ttl=TTL_S)
-def top_jobs(
-    root: str, cluster: str, start: dt.datetime, end: dt.datetime, limit: int
+def job_facets(
+    root: str, cluster: str, start: dt.datetime, end: dt.datetime, viewer: str | None
+) -> dict[str, list[str]]:
+    """The values each job filter offers: {'user': [...], 'account': [...], ...}."""
+    rows = _run(root, "dashboard/job_facets", cluster=cluster, start=start, end=end, viewer=viewer)
+    return {
+        facet: rows.filter(pl.col("facet") == facet).get_column("value").to_list()
+        for facet in ("user", "account", "partition", "state")
+    }
+
+
+@st.cache_data(ttl=TTL_S)
+def job_detail(root: str, cluster: str, job_id: str, viewer: str | None) -> pl.DataFrame:
+    return _run(root, "dashboard/job_detail", cluster=cluster, job_id=job_id, viewer=viewer)
+
+
+@st.cache_data(ttl=TTL_S)
+def job_gpu_timeline(root: str, cluster: str, job_id: str) -> pl.DataFrame:
+    return _run(root, "dashboard/job_gpu_timeline", cluster=cluster, job_id=job_id)
+
+
+# ---------------------------------------------------------------- users and accounts
+
+
+@st.cache_data(ttl=TTL_S)
+def user_leaderboard(
+    root: str,
+    cluster: str,
+    start: dt.datetime,
+    end: dt.datetime,
+    viewer: str | None,
+    search: str = "",
 ) -> pl.DataFrame:
     return _run(
-        root, "dashboard/top_jobs_by_idle", cluster=cluster, start=start, end=end, limit=limit
+        root,
+        "dashboard/user_leaderboard",
+        cluster=cluster,
+        start=start,
+        end=end,
+        viewer=viewer,
+        needle=needle(search),
     )
+
+
+@st.cache_data(ttl=TTL_S)
+def account_leaderboard(
+    root: str, cluster: str, start: dt.datetime, end: dt.datetime, viewer: str | None
+) -> pl.DataFrame:
+    return _run(
+        root, "dashboard/account_leaderboard", cluster=cluster, start=start, end=end, viewer=viewer
+    )
+
+
+@st.cache_data(ttl=TTL_S)
+def efficiency_histogram(
+    root: str, cluster: str, start: dt.datetime, end: dt.datetime, viewer: str | None
+) -> pl.DataFrame:
+    return _run(
+        root,
+        "dashboard/efficiency_histogram",
+        cluster=cluster,
+        start=start,
+        end=end,
+        viewer=viewer,
+    )
+
+
+@st.cache_data(ttl=TTL_S)
+def user_daily_usage(
+    root: str, cluster: str, user: str, start: dt.datetime, end: dt.datetime
+) -> pl.DataFrame:
+    return _run(
+        root, "dashboard/user_daily_usage", cluster=cluster, user=user, start=start, end=end
+    )
+
+
+# ---------------------------------------------------------------- fairness
+
+
+def has_fairness(root: str) -> bool:
+    """Whether the lake can answer fairness questions (the weekly mart is there)."""
+    con = _connection(root)
+    known = con.sql("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()
+    return FAIRNESS_TABLE in {str(name) for (name,) in known}
+
+
+def _run_fairness(root: str, name: str, **params: object) -> pl.DataFrame:
+    try:
+        return _run(root, name, **params)
+    except duckdb.BinderException as exc:
+        raise FairnessUnavailable(
+            f"The {FAIRNESS_TABLE} mart does not have the columns the Fairness page reads "
+            f"(sql/{name}.sql): {str(exc).splitlines()[0]}"
+        ) from exc
+
+
+@st.cache_data(ttl=TTL_S)
+def fairness_shares(
+    root: str, cluster: str, start: dt.datetime, end: dt.datetime, viewer: str | None
+) -> pl.DataFrame:
+    return _run_fairness(
+        root, "dashboard/fairness_shares", cluster=cluster, start=start, end=end, viewer=viewer
+    )
+
+
+@st.cache_data(ttl=TTL_S)
+def fairness_jain_weekly(
+    root: str, cluster: str, start: dt.datetime, end: dt.datetime
+) -> pl.DataFrame:
+    return _run_fairness(
+        root, "dashboard/fairness_jain_weekly", cluster=cluster, start=start, end=end
+    )
+
+
+# ---------------------------------------------------------------- health
+
+
+@st.cache_data(ttl=TTL_S)
+def gpu_health(
+    root: str, cluster: str, start: dt.datetime, end: dt.datetime, search: str = ""
+) -> pl.DataFrame:
+    return _run(
+        root,
+        "dashboard/gpu_health",
+        cluster=cluster,
+        start=start,
+        end=end,
+        needle=needle(search),
+    )
+
+
+def node_health(gpus: pl.DataFrame) -> pl.DataFrame:
+    """Roll the per-GPU health rows (gpu_health) up to their nodes, worst first."""
+    counts = ["xids", "fatal_xids", "ecc_dbe", "row_remap_failures", "throttle_events"]
+    return (
+        gpus.group_by("node")
+        .agg(
+            pl.len().alias("gpus_with_events"),
+            *[pl.col(c).sum() for c in counts],
+            pl.col("offline_events").sum(),
+            pl.col("last_event_ts").max(),
+        )
+        .sort(
+            ["fatal_xids", "ecc_dbe", "row_remap_failures", "xids", "node"],
+            descending=[True, True, True, True, False],
+        )
+    )
+
+
+@st.cache_data(ttl=TTL_S)
+def gpu_events_daily(root: str, cluster: str, start: dt.datetime, end: dt.datetime) -> pl.DataFrame:
+    return _run(root, "dashboard/gpu_events_daily", cluster=cluster, start=start, end=end)
+
+
+@st.cache_data(ttl=TTL_S)
+def gpu_event_log(
+    root: str,
+    cluster: str,
+    start: dt.datetime,
+    end: dt.datetime,
+    search: str = "",
+    limit: int = 1000,
+) -> pl.DataFrame:
+    return _run(
+        root,
+        "dashboard/gpu_event_log",
+        cluster=cluster,
+        start=start,
+        end=end,
+        needle=needle(search),
+        limit=limit,
+    )
+
+
+@st.cache_data(ttl=TTL_S)
+def failure_risk_by_node(
+    root: str, cluster: str, start: dt.datetime, end: dt.datetime, drain_score: float
+) -> pl.DataFrame:
+    return _run(
+        root,
+        "dashboard/failure_risk_by_node",
+        cluster=cluster,
+        start=start,
+        end=end,
+        drain_score=drain_score,
+    )
+
+
+# ---------------------------------------------------------------- findings and recommendations
+
+
+@st.cache_data(ttl=TTL_S)
+def findings(
+    root: str,
+    cluster: str,
+    start: dt.datetime,
+    end: dt.datetime,
+    viewer: str | None,
+    *,
+    search: str = "",
+    severities: tuple[str, ...] = (),
+    subject_kinds: tuple[str, ...] = (),
+    job_id: str | None = None,
+    limit: int = 2000,
+) -> pl.DataFrame:
+    return _run(
+        root,
+        "dashboard/findings_feed",
+        cluster=cluster,
+        start=start,
+        end=end,
+        viewer=viewer,
+        needle=needle(search),
+        severities=list(severities),
+        subject_kinds=list(subject_kinds),
+        job_id=job_id,
+        limit=limit,
+    )
+
+
+@st.cache_data(ttl=TTL_S)
+def recommendations(root: str, cluster: str, search: str = "") -> pl.DataFrame:
+    return _run(root, "dashboard/recommendation_list", cluster=cluster, needle=needle(search))

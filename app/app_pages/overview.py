@@ -1,112 +1,111 @@
-"""Overview: where the cluster's GPU-hours went, at a glance."""
+"""Overview: where the cluster's GPU-hours went, at a glance, and the trend."""
 
-import datetime as dt
-
-import altair as alt
-import polars as pl
 import streamlit as st
 
-from app import data
-from warehouse.errors import WarehouseError
+from app import charts, data, scope
+from app.config import dashboard_cost_per_gpu_hour
+from app.downloads import show_table
 
+s = scope.current()
 st.title("GPU-hours at a glance")
-
-root = data.lake()
-try:
-    summary = data.summary(root)
-except WarehouseError as exc:
-    st.error(str(exc))
-    st.stop()
-if summary.is_empty():
-    st.info("The lake has no samples yet. Run `gpuledger simulate` or a collector first.")
-    st.stop()
-
-clusters = data.clusters(root)
-cluster = st.selectbox("Cluster", clusters, key="overview_cluster")
-row = summary.filter(pl.col("cluster") == cluster).row(0, named=True)
-first: dt.date = row["data_start"].date()
-last: dt.date = row["data_end"].date()
-picked = st.date_input(
-    "Dates (UTC)", value=(first, last), min_value=first, max_value=last, key="overview_dates"
+st.caption(
+    f"Cluster **{s.cluster}**, {s.start:%Y-%m-%d} to {s.end:%Y-%m-%d} (UTC, end excluded); "
+    f"trends against the {s.days:.0f} day(s) before."
 )
-start_day, end_day = picked if isinstance(picked, tuple) and len(picked) == 2 else (first, last)
-start = dt.datetime.combine(start_day, dt.time(), tzinfo=dt.UTC)
-end = dt.datetime.combine(end_day + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC)
 
-window = data.window_summary(root, cluster, start, end)
+window = data.window_summary(s.root, s.cluster, s.start, s.end)
 if window.is_empty():
-    st.info("No samples in this window.")
+    st.info("No samples in this window: pick other dates in the sidebar.")
     st.stop()
 w = window.row(0, named=True)
-c1, c2, c3, c4 = st.columns(4)
+before_start, before_end = s.previous()
+previous = data.window_summary(s.root, s.cluster, before_start, before_end)
+p = previous.row(0, named=True) if not previous.is_empty() else None
+
+try:
+    default_rate = dashboard_cost_per_gpu_hour()
+except ValueError as exc:
+    st.warning(f"{exc}; using 0.")
+    default_rate = 0.0
+rate = st.sidebar.number_input(
+    "Cost per GPU-hour",
+    min_value=0.0,
+    value=default_rate,
+    step=0.25,
+    format="%.2f",
+    key="overview_cost_per_gpu_h",
+    help="Used for the cost figures (default from $GPULEDGER_DASHBOARD_COST_PER_GPU_HOUR).",
+)
+
+
+def _delta(key: str, scale: float = 1.0, fmt: str = "{:+,.0f}") -> str | None:
+    if p is None or p[key] is None or w[key] is None:
+        return None
+    return fmt.format(scale * (w[key] - p[key]))
+
+
+efficiency = w["effective_gpu_h"] / w["allocated_gpu_h"] if w["allocated_gpu_h"] else 0.0
+p_eff = p["effective_gpu_h"] / p["allocated_gpu_h"] if p and p["allocated_gpu_h"] else None
+c1, c2, c3, c4, c5 = st.columns(5)
 c1.metric(
     "Occupancy",
     f"{100 * (w['occupancy'] or 0):.1f} %",
+    _delta("occupancy", 100, "{:+.1f} pts"),
     help="Allocated GPU-hours / (GPUs × hours of data in the window)",
 )
 c2.metric(
-    "Idle while allocated",
-    f"{w['idle_allocated_gpu_h']:,.0f} GPU-h",
+    "Idle while allocated (GPU-h)",
+    f"{w['idle_allocated_gpu_h']:,.0f}",
+    _delta("idle_allocated_gpu_h"),
+    delta_color="inverse",
     help=f"Allocated samples with busy < 1 %: {100 * (w['idle_share_of_allocated'] or 0):.1f} % "
     "of allocated GPU-hours",
 )
 c3.metric(
-    "Effective GPU-hours",
-    f"{w['effective_gpu_h']:,.0f}",
-    help="Σ busy × time: how many GPUs' worth of work was done",
+    "Effective utilisation",
+    f"{100 * efficiency:.1f} %",
+    None if p_eff is None else f"{100 * (efficiency - p_eff):+.1f} pts",
+    help="Σ busy × time / allocated GPU-hours: how much of what was held did work",
 )
-c4.metric("Energy", f"{w['energy_kwh'] or 0:,.0f} kWh")
+c4.metric("Energy (kWh)", f"{w['energy_kwh'] or 0:,.0f}", _delta("energy_kwh"), delta_color="off")
+c5.metric(
+    "Cost of idle GPUs",
+    f"{rate * w['idle_allocated_gpu_h']:,.0f}",
+    None
+    if p is None
+    else f"{rate * (w['idle_allocated_gpu_h'] - p['idle_allocated_gpu_h']):+,.0f}",
+    delta_color="inverse",
+    help=f"Idle allocated GPU-hours × {rate:.2f}; all allocated GPU-hours cost "
+    f"{rate * w['allocated_gpu_h']:,.0f}",
+)
 st.caption(
     f"{w['gpus_total']:.0f} GPUs, {w['jobs']:,} jobs with samples in the window; "
-    f"the lake holds {row['data_start']:%Y-%m-%d %H:%M} to {row['data_end']:%Y-%m-%d %H:%M} UTC."
+    f"data from {s.data_start:%Y-%m-%d %H:%M} to {s.data_end:%Y-%m-%d %H:%M} UTC (last bucket)."
 )
 
 st.subheader("GPUs by state")
-series = data.occupancy_series(root, cluster, start, end)
+series = data.occupancy_series(s.root, s.cluster, s.start, s.end)
 if series.is_empty():
     st.info("No occupancy data in this window.")
 else:
-    states = ["active", "idle_allocated", "unallocated", "unobserved"]
-    long = series.unpivot(index="bucket", on=states, variable_name="state", value_name="gpus")
-    chart = (
-        alt.Chart(long)
-        .mark_area()
-        .encode(
-            x=alt.X("bucket:T", title=None),
-            y=alt.Y("gpus:Q", stack=True, title="GPUs"),
-            color=alt.Color(
-                "state:N",
-                sort=states,
-                scale=alt.Scale(domain=states, range=["#2e7d32", "#f9a825", "#90a4ae", "#e0e0e0"]),
-                legend=alt.Legend(orient="top", title=None),
-            ),
-            order=alt.Order("state_order:Q"),
-            tooltip=["bucket:T", "state:N", alt.Tooltip("gpus:Q", format=".1f")],
-        )
-        .transform_calculate(state_order=f"indexof({states!r}, datum.state)")
-    )
-    st.altair_chart(chart, width="stretch")
+    st.altair_chart(charts.gpu_state_area(series), width="stretch")
 
-hours = st.column_config.NumberColumn(format="%.1f")
-share = st.column_config.ProgressColumn(format="percent", min_value=0.0, max_value=1.0)
+viewer = s.viewer.user_filter
 left, right = st.columns(2)
 with left:
     st.subheader("Top users by idle GPU-hours")
-    st.dataframe(
-        data.top_users(root, cluster, start, end, 10).drop("cluster"),
-        hide_index=True,
-        column_config={
-            "alloc_gpu_h": hours,
-            "idle_gpu_h": hours,
-            "idle_share": share,
-            "busy_mean": share,
-            "energy_kwh": hours,
-        },
+    users = data.user_leaderboard(s.root, s.cluster, s.start, s.end, viewer)
+    top_users = users.sort("idle_gpu_h", descending=True, nulls_last=True).head(10)
+    show_table(
+        top_users.select("user", "account", "jobs", "alloc_gpu_h", "idle_gpu_h", "idle_share"),
+        "top_users_by_idle",
+        "overview_users",
     )
 with right:
     st.subheader("Top jobs by idle GPU-hours")
-    st.dataframe(
-        data.top_jobs(root, cluster, start, end, 10).drop("cluster"),
-        hide_index=True,
-        column_config={"alloc_gpu_h": hours, "idle_gpu_h": hours, "busy_mean": share},
+    jobs = data.job_table(s.root, s.cluster, s.start, s.end, viewer, limit=10)
+    show_table(
+        jobs.select("job_id", "user", "state", "gpus", "alloc_gpu_h", "idle_gpu_h", "busy_mean"),
+        "top_jobs_by_idle",
+        "overview_jobs",
     )

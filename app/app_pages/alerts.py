@@ -1,0 +1,84 @@
+"""Alerts & recommendations: the findings feed, and each policy change with its evidence."""
+
+import json
+
+import streamlit as st
+
+from app import charts, data, scope
+from app.downloads import show_table
+
+s = scope.current()
+st.title("Alerts & recommendations")
+viewer = s.viewer.user_filter
+
+st.subheader("Findings")
+c1, c2 = st.columns([3, 2])
+search = c1.text_input(
+    "Search findings",
+    key="alerts_search",
+    placeholder="message, detector, job, user, account or node",
+)
+severities = c2.multiselect("Severity", ["critical", "warn", "info"], key="alerts_severity_filter")
+feed = data.findings(
+    s.root, s.cluster, s.start, s.end, viewer, search=search, severities=tuple(severities)
+)
+if feed.is_empty():
+    st.info(
+        f"No match for {search!r}."
+        if search
+        else "No findings in this window: run "
+        "`gpuledger detect` to look for waste and failing hardware."
+    )
+else:
+    open_n = feed.filter(feed.get_column("status") == "open").height
+    st.caption(
+        f"{feed.height:,} finding(s), {open_n:,} still open, "
+        f"{feed.get_column('gpu_h_at_stake').sum():,.0f} GPU-hours at stake."
+    )
+    st.altair_chart(charts.finding_bars(feed), width="stretch")
+    first = ["severity", "status", "detector", "message", "gpu_h_at_stake", "job_id", "user"]
+    show_table(
+        feed.select(*first, *[c for c in feed.columns if c not in first and c != "evidence"]),
+        "findings",
+        "alerts_findings",
+        column_config={
+            "score": st.column_config.ProgressColumn(format="%.2f", min_value=0.0, max_value=1.0),
+        },
+        height=360,
+    )
+
+st.subheader("Recommendations")
+if viewer is not None:
+    st.caption("Cluster policy recommendations are shown to managers.")
+    st.stop()
+rec_search = st.text_input(
+    "Search recommendations", key="alerts_rec_search", placeholder="kind, scope, target or config"
+)
+recs = data.recommendations(s.root, s.cluster, rec_search)
+if recs.is_empty():
+    st.info(
+        f"No match for {rec_search!r}."
+        if rec_search
+        else "No recommendations yet: `gpuledger detect` writes them."
+    )
+    st.stop()
+st.altair_chart(charts.gain_bars(recs), width="stretch")
+show_table(
+    recs.drop("config", "evidence"),
+    "recommendations",
+    "alerts_recs",
+)
+for rec in recs.iter_rows(named=True):
+    gain = rec["expected_gain_gpu_h"]
+    title = f"{rec['kind']} · {rec['scope'] or 'cluster'}" + (
+        f" — {gain:,.0f} GPU-h expected" if gain is not None else ""
+    )
+    with st.expander(title):
+        st.markdown(f"**Target:** {rec['target'] or '—'}  \n**Risk:** {rec['risk'] or '—'}")
+        st.markdown("**Configuration to apply** (copy button at the top right):")
+        st.code(rec["config"] or "# no configuration given", language="bash")
+        st.markdown("**Evidence**")
+        try:
+            st.json(json.loads(rec["evidence"] or "{}"), expanded=1)
+        except json.JSONDecodeError:
+            st.text(rec["evidence"])

@@ -1,0 +1,98 @@
+"""Health: GPUs and nodes with XIDs, ECC errors, row remaps and throttling; what to drain."""
+
+import polars as pl
+import streamlit as st
+
+from app import charts, data, scope
+from app.downloads import show_table
+
+s = scope.current()
+st.title("GPU health")
+
+DRAIN_SCORE = 0.7
+daily = data.gpu_events_daily(s.root, s.cluster, s.start, s.end)
+risk = data.failure_risk_by_node(s.root, s.cluster, s.start, s.end, DRAIN_SCORE)
+drain = risk.filter(risk.get_column("drain_candidate")) if not risk.is_empty() else risk
+c1, c2, c3, c4 = st.columns(4)
+events_total = int(daily.get_column("events").sum()) if not daily.is_empty() else 0
+kinds: dict[str, int] = dict(daily.group_by("kind").agg(pl.col("events").sum()).iter_rows())
+c1.metric("Hardware events", f"{events_total:,}")
+c2.metric("XIDs", f"{kinds.get('xid', 0):,}")
+c3.metric(
+    "ECC / row-remap failures", f"{kinds.get('ecc_dbe', 0) + kinds.get('row_remap_failure', 0):,}"
+)
+c4.metric("Drain candidates", f"{drain.height:,}", help=f"Predicted failure score ≥ {DRAIN_SCORE}")
+
+st.subheader("Events per day")
+if daily.is_empty():
+    st.success("No hardware events in this window.")
+else:
+    st.altair_chart(charts.event_bars(daily), width="stretch")
+
+st.subheader("Failure risk and drain candidates")
+if risk.is_empty():
+    st.caption(
+        "No predicted hardware failures in this window (findings with predicted = true on a "
+        "GPU or node)."
+    )
+else:
+    show_table(
+        risk,
+        "failure_risk_by_node",
+        "health_risk",
+        column_config={
+            "risk_score": st.column_config.ProgressColumn(
+                "risk", format="%.2f", min_value=0.0, max_value=1.0
+            ),
+            "drain_candidate": st.column_config.CheckboxColumn("drain?"),
+        },
+    )
+    for row in drain.iter_rows(named=True):
+        st.code(
+            f"scontrol update NodeName={row['node']} State=DRAIN "
+            f'Reason="gpuledger: predicted GPU failure, risk {row["risk_score"]:.2f}"',
+            language="bash",
+        )
+
+search = st.text_input(
+    "Search GPUs",
+    key="health_search",
+    placeholder="node or GPU UUID",
+    help="Case-insensitive; matches any part of the node name or GPU UUID.",
+)
+gpus = data.gpu_health(s.root, s.cluster, s.start, s.end, search)
+if gpus.is_empty():
+    st.info(f"No match for {search!r}." if search else "No GPU had an event in this window.")
+else:
+    st.subheader("Nodes with events")
+    show_table(data.node_health(gpus), "node_health", "health_nodes", height=320)
+    st.subheader("GPUs with events")
+    show_table(gpus, "gpu_health", "health_gpus", height=320)
+
+hardware = data.findings(
+    s.root, s.cluster, s.start, s.end, None, search=search, subject_kinds=("gpu", "node")
+)
+if not hardware.is_empty():
+    st.subheader("Findings of hardware detectors")
+    show_table(
+        hardware.select(
+            "severity",
+            "status",
+            "detector",
+            "node",
+            "gpu_uuid",
+            "predicted",
+            "score",
+            "message",
+            "detected_ts",
+        ),
+        "hardware_findings",
+        "health_findings",
+    )
+
+st.subheader("Event log")
+log = data.gpu_event_log(s.root, s.cluster, s.start, s.end, search)
+if log.is_empty():
+    st.info(f"No match for {search!r}." if search else "No events in this window.")
+else:
+    show_table(log, "gpu_events", "health_log", height=320)

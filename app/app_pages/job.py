@@ -1,0 +1,115 @@
+"""Job: one job's allocation, per-GPU timelines, findings and what to change next time."""
+
+import datetime as dt
+
+import streamlit as st
+
+from app import charts, data, scope
+from app.downloads import show_table
+from app.job_advice import advise
+
+s = scope.current()
+viewer = s.viewer.user_filter
+if "job" in st.query_params and "job_id_input" not in st.session_state:
+    st.session_state["job_id_input"] = st.query_params["job"]
+if "job_selected" in st.session_state:
+    st.session_state["job_id_input"] = st.session_state.pop("job_selected")
+job_id = st.sidebar.text_input(
+    "Job ID", key="job_id_input", help="Pick one on the Jobs page, or type its id."
+).strip()
+if not job_id:
+    worst = data.job_table(s.root, s.cluster, s.start, s.end, viewer, limit=1)
+    if worst.is_empty():
+        st.title("Job")
+        st.info("No jobs in this window: pick other dates, or type a job id in the sidebar.")
+        st.stop()
+    job_id = str(worst.get_column("job_id")[0])
+    st.caption("Showing the window's most wasteful job; pick another on the Jobs page.")
+st.query_params["job"] = job_id
+
+detail = data.job_detail(s.root, s.cluster, job_id, viewer)
+if detail.is_empty():
+    st.title(f"Job {job_id}")
+    st.info(
+        f"No match: cluster {s.cluster!r} has no job {job_id!r}" + (" of yours." if viewer else ".")
+    )
+    st.stop()
+job = detail.row(0, named=True)
+st.title(f"Job {job_id}" + (f" · {job['job_name']}" if job["job_name"] else ""))
+st.caption(
+    f"{job['user']} ({job['account']}) · partition {job['partition']} · {job['state']} · "
+    f"{job['gpus']} × {job['gpu_type'] or 'GPU'} on {job['nodes'] or '?'} · "
+    f"started {job['start_ts']:%Y-%m-%d %H:%M} UTC"
+    + (f", waited {job['wait_h']:.1f} h" if job["wait_h"] is not None else "")
+)
+
+observed = job["observed_gpu_h"] or 0.0
+
+
+def percent(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.0f} %"  # — : the GPUs did not report it
+
+
+c1, c2, c3, c4, c5 = st.columns(5)
+c1.metric("Allocated", f"{job['alloc_gpu_h'] or 0:,.1f} GPU-h")
+c2.metric(
+    "Idle",
+    f"{job['idle_gpu_h'] or 0:,.1f} GPU-h",
+    help=f"{100 * (job['idle_gpu_h'] or 0) / observed:.0f} % of the observed time"
+    if observed
+    else None,
+)
+c3.metric("Busy", percent(job["busy_mean"]), help="Mean busy while observed")
+c4.metric(
+    "Tensor active",
+    percent(job["tensor_active_mean"]),
+    help=f"≈ {job['est_tflops_mean'] or 0:,.0f} TFLOP/s per GPU",
+)
+c5.metric(
+    "Energy", f"{job['energy_kwh'] or 0:,.1f} kWh", help=f"mean {job['power_w_mean'] or 0:.0f} W"
+)
+
+st.subheader("What to change next time")
+advice = advise(job)
+if not advice:
+    st.success("Nothing to change: the job used what it asked for.")
+for item in advice:
+    with st.container(border=True):
+        st.markdown(f"**{item.headline}** — {item.why}")
+        if item.option:
+            st.code(item.option, language="bash")
+
+st.subheader("Per-GPU timelines")
+timeline = data.job_gpu_timeline(s.root, s.cluster, job_id)
+if timeline.is_empty():
+    st.info("No samples were attributed to this job.")
+else:
+    panels = charts.job_gpu_timelines(timeline)
+    missing = [title for title, chart in panels.items() if chart is None]
+    drawn = [chart for chart in panels.values() if chart is not None]
+    for pair in range(0, len(drawn), 2):
+        for column, chart in zip(st.columns(2), drawn[pair : pair + 2], strict=False):
+            column.altair_chart(chart, width="stretch")
+    if missing:
+        st.caption(f"Not reported by this job's GPUs: {', '.join(missing)}.")
+    with st.expander("Timeline data"):
+        show_table(timeline, f"job_{job_id}_timeline", "job_timeline")
+
+st.subheader("Findings")
+# a job's findings whenever they were raised, not only in the sidebar's window
+everything = dt.timedelta(days=366)
+found = data.findings(
+    s.root, s.cluster, s.data_start - everything, s.data_end + everything, viewer, job_id=job_id
+)
+if found.is_empty():
+    st.caption("No detector has flagged this job in the selected window.")
+else:
+    show_table(
+        found.select(
+            "severity", "status", "detector", "message", "gpu_h_at_stake", "start_ts", "end_ts"
+        ),
+        f"job_{job_id}_findings",
+        "job_findings",
+    )
+with st.expander("All figures"):
+    show_table(detail, f"job_{job_id}", "job_detail")

@@ -1,0 +1,152 @@
+"""The frame every page shares: sign-in, the cluster selector and the date range (sidebar).
+
+The entry script calls `render_scope` once per run, before the page; pages read the result
+with `current()`. Widgets live in the entry script, so the choice survives page switches.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+import polars as pl
+import streamlit as st
+
+from app import data
+from app.access import Viewer, resolve_viewer
+from app.config import dashboard_access_policy
+from warehouse.errors import WarehouseError
+
+__all__ = ["Scope", "current", "render_scope", "stop_with_error"]
+
+_STATE_KEY = "scope_current"
+DEFAULT_DAYS = 7
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """What every page shows: one cluster, a half-open UTC window, for one viewer."""
+
+    root: str
+    cluster: str
+    start: dt.datetime
+    end: dt.datetime
+    viewer: Viewer
+    data_start: dt.datetime
+    data_end: dt.datetime
+
+    @property
+    def days(self) -> float:
+        return (self.end - self.start).total_seconds() / 86400
+
+    def previous(self) -> tuple[dt.datetime, dt.datetime]:
+        """The window of the same length just before this one (for trends)."""
+        return self.start - (self.end - self.start), self.start
+
+
+def stop_with_error(title: str, message: str) -> None:
+    """Show the page's title and one clear message, and end the run."""
+    st.title(title)
+    st.error(message)
+    st.stop()
+
+
+def _claims() -> dict[str, object] | None:
+    user = st.user
+    if not user.get("is_logged_in", False):
+        return None
+    return {k: v for k, v in user.to_dict().items() if isinstance(v, str | bool)}
+
+
+def _auth_configured() -> bool:
+    try:
+        return bool(st.secrets.load_if_toml_exists() and "auth" in st.secrets)
+    except FileNotFoundError:
+        return False
+
+
+def _render_viewer(title: str) -> Viewer:
+    policy = dashboard_access_policy()
+    viewer = resolve_viewer(policy, _claims())
+    if viewer is not None:
+        if policy.restricted:
+            st.sidebar.caption(f"Signed in as {viewer.label}")
+            if _auth_configured():
+                st.sidebar.button("Sign out", on_click=st.logout, key="scope_logout")
+        return viewer
+    st.title(title)
+    if _auth_configured():
+        st.info("This dashboard is for signed-in users. Sign in to see your jobs.")
+        st.button("Sign in", on_click=st.login, key="scope_login", type="primary")
+    else:
+        st.error(
+            "Access is restricted to signed-in users (GPULEDGER_DASHBOARD_MANAGERS is set), "
+            "but no sign-in is configured: add an [auth] section to .streamlit/secrets.toml."
+        )
+    st.stop()
+    raise AssertionError("unreachable")  # st.stop() raises
+
+
+def _picked_window(first: dt.date, last: dt.date, key: str) -> tuple[dt.date, dt.date]:
+    default_first = max(first, last - dt.timedelta(days=DEFAULT_DAYS - 1))
+    picked = st.sidebar.date_input(
+        "Dates (UTC)",
+        value=(default_first, last),
+        min_value=first,
+        max_value=last,
+        key=key,
+        help="Both ends included. The lake holds "
+        f"{first:%Y-%m-%d} to {last:%Y-%m-%d}; trends compare with the same number of days "
+        "just before.",
+    )
+    if isinstance(picked, tuple) and len(picked) == 2:
+        return picked[0], picked[1]
+    return default_first, last  # while the second date is being picked
+
+
+def render_scope(title: str) -> Scope:
+    """Draw the shared sidebar and return (and remember) the page's scope.
+
+    On an empty or missing lake, shows `title` with one message saying what to run, and stops.
+    """
+    viewer = _render_viewer(title)
+    root = data.lake()
+    try:
+        summary = data.extent(root)
+    except WarehouseError as exc:
+        stop_with_error(title, str(exc))
+        raise  # unreachable: st.stop() raises
+    if summary.is_empty():
+        stop_with_error(
+            title,
+            f"The lake at {root!r} has no samples yet: land data with `gpuledger simulate` or "
+            "`gpuledger collect`, then build the marts with `gpuledger attribute`.",
+        )
+    names = data.clusters(root)
+    cluster = st.sidebar.selectbox("Cluster", names, key="scope_cluster")
+    row = summary.filter(pl.col("cluster") == cluster).row(0, named=True)
+    data_start: dt.datetime = row["data_start"]
+    data_end: dt.datetime = row["data_end"]
+    # a bucket starting at midnight holds only what carries past the data's last day
+    last_data_day = max(data_start.date(), (data_end - dt.timedelta(milliseconds=1)).date())
+    first_day, last_day = _picked_window(
+        data_start.date(), last_data_day, key=f"scope_dates_{cluster}"
+    )
+    scope = Scope(
+        root=root,
+        cluster=cluster,
+        start=dt.datetime.combine(first_day, dt.time(), tzinfo=dt.UTC),
+        end=dt.datetime.combine(last_day + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC),
+        viewer=viewer,
+        data_start=data_start,
+        data_end=data_end,
+    )
+    st.session_state[_STATE_KEY] = scope
+    return scope
+
+
+def current() -> Scope:
+    """The scope the entry script set for this run."""
+    scope = st.session_state[_STATE_KEY]
+    assert isinstance(scope, Scope)
+    return scope

@@ -1,0 +1,62 @@
+-- job_detail: everything the job page says about one job in one row.
+--
+-- Grain:   one row (none when the job is unknown or not the viewer's)
+-- Reads:   job_usage, jobs_latest, job_outcomes
+-- Params:
+--   $cluster  the cluster
+--   $job_id   the job
+--   $viewer   only if it is this user's job, or NULL for anyone's
+-- Returns: job_id, job_name, user, account, partition, qos, state, outcome, gpus, gpu_type,
+--          nodes, cpus, mem_req_mib, submit_ts, start_ts, end_ts, wait_h, runtime_h,
+--          time_limit_h, alloc_gpu_h, observed_gpu_h, active_gpu_h, idle_gpu_h,
+--          effective_gpu_h, busy_mean, gpu_util_pct_mean, sm_active_mean, tensor_active_mean,
+--          dram_active_mean, fb_used_mib_max, energy_kwh, power_w_mean, est_tflops_mean,
+--          gpus_never_active, gpu_h_lost, hw_event_before_end
+
+SELECT
+    u.job_id,
+    j.job_name,
+    u.user,
+    u.account,
+    u.partition,
+    j.qos,
+    u.state,
+    o.outcome,
+    u.gpus,
+    j.gpu_type,
+    array_to_string(j.nodes, ', ') AS nodes,
+    j.cpus,
+    j.mem_req_mib,
+    j.submit_ts,
+    u.start_ts,
+    u.end_ts,
+    (epoch(u.start_ts) - epoch(j.submit_ts)) / 3600.0 AS wait_h,
+    (epoch(coalesce(u.end_ts, j.updated_ts)) - epoch(u.start_ts)) / 3600.0 AS runtime_h,
+    j.time_limit_s / 3600.0 AS time_limit_h,
+    u.alloc_gpu_h,
+    u.observed_gpu_h,
+    u.active_gpu_h,
+    u.idle_gpu_h,
+    u.effective_gpu_h,
+    u.busy_mean,
+    u.gpu_util_pct_mean,
+    u.sm_active_mean,
+    u.tensor_active_mean,
+    u.dram_active_mean,
+    u.fb_used_mib_max,
+    u.energy_kwh,
+    u.power_w_mean,
+    u.est_tflops_mean,
+    u.gpus_never_active,
+    o.gpu_h_lost,
+    o.hw_event_before_end
+FROM job_usage AS u
+LEFT JOIN jobs_latest AS j
+    ON j.cluster = u.cluster
+    AND j.job_id = u.job_id
+LEFT JOIN job_outcomes AS o
+    ON o.cluster = u.cluster
+    AND o.job_id = u.job_id
+WHERE u.cluster = $cluster
+    AND u.job_id = $job_id
+    AND ($viewer IS NULL OR u.user = $viewer)

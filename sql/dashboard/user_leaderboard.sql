@@ -1,0 +1,40 @@
+-- user_leaderboard: GPU-hours, waste and efficiency per user over a window.
+--
+-- Grain:   one row per (user, account)
+-- Reads:   job_usage
+-- Params:
+--   $cluster  the cluster
+--   $start    only jobs still running at or after this (TIMESTAMP WITH TIME ZONE, UTC)
+--   $end      only jobs started before this
+--   $viewer   only this user, or NULL for everyone
+--   $needle   lower-case text the user or account must contain ('' = any)
+-- Returns: user, account, jobs, alloc_gpu_h, idle_gpu_h, effective_gpu_h, idle_share,
+--          efficiency, gpus_never_active, energy_kwh
+--
+-- efficiency = effective / observed GPU-hours (Σ busy × time over the time it was seen), so a
+-- large job counts for what it held.
+
+SELECT
+    user,
+    account,
+    count(*) AS jobs,
+    sum(alloc_gpu_h) AS alloc_gpu_h,
+    sum(idle_gpu_h) AS idle_gpu_h,
+    sum(effective_gpu_h) AS effective_gpu_h,
+    sum(idle_gpu_h) / nullif(sum(observed_gpu_h), 0) AS idle_share,
+    sum(effective_gpu_h) / nullif(sum(observed_gpu_h), 0) AS efficiency,
+    sum(gpus_never_active) AS gpus_never_active,
+    sum(energy_kwh) AS energy_kwh
+FROM job_usage
+WHERE cluster = $cluster
+    AND (end_ts IS NULL OR end_ts >= $start)
+    AND start_ts < $end
+    AND user IS NOT NULL
+    AND ($viewer IS NULL OR user = $viewer)
+    AND (
+        $needle = ''
+        OR contains(lower(user), $needle)
+        OR contains(lower(coalesce(account, '')), $needle)
+    )
+GROUP BY user, account
+ORDER BY alloc_gpu_h DESC NULLS LAST, user, account

@@ -1,0 +1,32 @@
+"""Lakes the dashboard tests share: a small simulated one with findings, recommendations and
+fairness rows, one without those extras, and a missing one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.dashboard.lakes import add_findings_and_more, make_sim_lake
+
+
+@pytest.fixture(scope="session")
+def demo_lake_names(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:
+    root = make_sim_lake(tmp_path_factory.mktemp("dashboard-demo"), gpus=16, days=2)
+    return root, add_findings_and_more(root)
+
+
+@pytest.fixture(scope="session")
+def demo_lake(demo_lake_names: tuple[Path, dict[str, str]]) -> Path:
+    return demo_lake_names[0]
+
+
+@pytest.fixture(scope="session")
+def names(demo_lake_names: tuple[Path, dict[str, str]]) -> dict[str, str]:
+    return demo_lake_names[1]
+
+
+@pytest.fixture(scope="session")
+def plain_lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A simulated lake with no findings, recommendations or fairness mart."""
+    return make_sim_lake(tmp_path_factory.mktemp("dashboard-plain"), gpus=16, days=1)

@@ -1,0 +1,53 @@
+"""With two clusters in the lake, the sidebar offers both and the pages follow the chosen one."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from app.dashboard_timing import PAGES
+from collector.sim import SimConfig, simulate
+from warehouse.attribution import AttributionConfig, attribute
+from warehouse.connection import connect
+
+ENTRY = Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py"
+
+
+@pytest.fixture(scope="module")
+def two_clusters(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("two-clusters")
+    simulate(SimConfig(cluster="alpha", gpus=8, days=1, seed=1), root)
+    later = dt.datetime(2026, 11, 9, tzinfo=dt.UTC)
+    simulate(SimConfig(cluster="beta", gpus=16, days=1, seed=2, start=later), root)
+    attribute(connect(root), root, AttributionConfig())
+    return root
+
+
+def jobs_of(lake: Path, cluster: str) -> set[str]:
+    rows = (
+        connect(lake)
+        .sql("SELECT job_id FROM job_usage WHERE cluster = $c", params={"c": cluster})
+        .fetchall()
+    )
+    return {str(job_id) for (job_id,) in rows}
+
+
+@pytest.mark.parametrize("cluster", ["alpha", "beta"])
+def test_the_jobs_page_shows_the_chosen_cluster_and_its_dates(two_clusters, monkeypatch, cluster):
+    monkeypatch.setenv("GPULEDGER_LAKE", str(two_clusters))
+    at = AppTest.from_file(str(ENTRY), default_timeout=60)
+    at.session_state["scope_cluster"] = cluster
+    at.switch_page(PAGES["jobs"])
+    at.run()
+
+    assert not at.exception
+    assert at.selectbox(key="scope_cluster").options == ["alpha", "beta"]
+    [table] = [d.value for d in at.dataframe if "job_name" in d.value.columns]
+    # job ids repeat across clusters, so count rows too
+    assert set(table["job_id"]) == jobs_of(two_clusters, cluster)
+    assert len(table) == len(jobs_of(two_clusters, cluster))
+    first_day = dt.date(2026, 11, 2) if cluster == "alpha" else dt.date(2026, 11, 9)
+    assert at.date_input(key=f"scope_dates_{cluster}").value == (first_day, first_day)

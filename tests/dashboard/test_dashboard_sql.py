@@ -1,0 +1,393 @@
+"""The dashboard's queries on a few hand-made rows whose answers were worked out by hand."""
+
+from __future__ import annotations
+
+import datetime as dt
+from importlib.resources import files
+
+import duckdb
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.dashboard.factories import FAIRNESS_SCHEMA, T0, make_fairness_row, make_finding
+from warehouse import queries
+from warehouse.schema import TABLES
+
+WEEK = {"cluster": "sim", "start": T0, "end": T0 + dt.timedelta(days=7)}
+JOB_FILTERS = {
+    "viewer": None,
+    "needle": "",
+    "users": [],
+    "accounts": [],
+    "partitions": [],
+    "states": [],
+    "min_idle_gpu_h": 0.0,
+    "limit": 100,
+}
+
+
+def h(hours: float) -> dt.datetime:
+    return T0 + dt.timedelta(hours=hours)
+
+
+def table(name: str, rows: list[dict[str, object]]) -> pa.Table:
+    schema = TABLES[name].schema
+    full = [{f.name: row.get(f.name) for f in schema} for row in rows]
+    return pa.Table.from_pylist(full, schema=schema)
+
+
+@pytest.fixture
+def con():
+    with duckdb.connect() as con:
+        con.execute("SET TimeZone = 'UTC'")
+        con.read_csv(
+            str(files("warehouse").joinpath("data", "xid_classes.csv")), header=True
+        ).create_view("xid_classes")
+        yield con
+
+
+def job(job_id, user, account, state, start_h, end_h, idle, observed, effective, **more):
+    return {
+        "cluster": "sim",
+        "job_id": job_id,
+        "user": user,
+        "account": account,
+        "partition": "gpu",
+        "state": state,
+        "start_ts": h(start_h),
+        "end_ts": None if end_h is None else h(end_h),
+        "gpus": 1,
+        "alloc_gpu_h": observed,
+        "observed_gpu_h": observed,
+        "idle_gpu_h": idle,
+        "effective_gpu_h": effective,
+        "busy_mean": effective / observed if observed else None,
+        **more,
+    }
+
+
+@pytest.fixture
+def jobs_con(con):
+    return add_jobs(con)
+
+
+def add_jobs(con):
+    usage = table(
+        "job_usage",
+        [
+            job("1", "alice", "vision", "CANCELLED by 123", 1, 5, 3.0, 4.0, 0.4),
+            job("2", "bob", "speech", "COMPLETED", 2, 12, 1.0, 10.0, 9.0),
+            job("3", "alice", "vision", "COMPLETED", 2, 32, 0.0, 30.0, 2.6),
+            job("4", "alice", "vision", "COMPLETED", -50, -10, 9.0, 9.0, 0.0),  # before the week
+            job("5", "carol", "speech", "RUNNING", 100, None, 0.5, 1.0, 1.0),  # still running
+        ],
+    )
+    con.register("job_usage", usage)
+    latest = table(
+        "jobs",
+        [
+            {"cluster": "sim", "job_id": "1", "job_name": "Notebook", "updated_ts": h(5)},
+            {"cluster": "sim", "job_id": "2", "job_name": "bert-ft", "updated_ts": h(12)},
+            {"cluster": "sim", "job_id": "3", "job_name": "llm", "updated_ts": h(32)},
+            {"cluster": "sim", "job_id": "5", "job_name": "serve", "updated_ts": h(101)},
+        ],
+    )
+    con.register("jobs_latest", latest)
+    return con
+
+
+def job_ids(con, **filters):
+    frame = queries.run(con, "dashboard/job_table", **WEEK, **{**JOB_FILTERS, **filters})
+    return frame.get_column("job_id").to_list()
+
+
+@pytest.mark.parametrize(
+    ("filters", "expected"),
+    [
+        ({}, ["1", "2", "5", "3"]),  # most idle first; job 4 ended before the week
+        ({"needle": "ali"}, ["1", "3"]),  # user
+        ({"needle": "note"}, ["1"]),  # job name (lower-cased by the caller)
+        ({"needle": "speech"}, ["2", "5"]),  # account
+        ({"states": ["CANCELLED"]}, ["1"]),  # 'CANCELLED by 123' counts as CANCELLED
+        ({"users": ["bob", "carol"]}, ["2", "5"]),
+        ({"accounts": ["vision"], "min_idle_gpu_h": 2.0}, ["1"]),
+        ({"viewer": "bob"}, ["2"]),
+        ({"viewer": "bob", "needle": "ali"}, []),
+        ({"needle": "' or 1=1 --"}, []),
+        ({"needle": "%"}, []),  # literal, not a LIKE wildcard
+        ({"limit": 2}, ["1", "2"]),
+    ],
+)
+def test_job_table_filters(jobs_con, filters, expected):
+    assert job_ids(jobs_con, **filters) == expected
+
+
+def test_job_table_figures(jobs_con):
+    row = queries.run(jobs_con, "dashboard/job_table", **WEEK, **JOB_FILTERS).row(0, named=True)
+
+    assert row["state"] == "CANCELLED"
+    assert row["runtime_h"] == pytest.approx(4.0)
+    assert row["idle_share"] == pytest.approx(3.0 / 4.0)
+
+
+def test_user_leaderboard_weights_efficiency_by_observed_hours(jobs_con):
+    frame = queries.run(jobs_con, "dashboard/user_leaderboard", **WEEK, viewer=None, needle="")
+    alice = frame.filter(frame["user"] == "alice").row(0, named=True)
+
+    assert frame.get_column("user").to_list() == ["alice", "bob", "carol"]  # by allocated
+    assert alice["jobs"] == 2
+    assert alice["efficiency"] == pytest.approx((0.4 + 2.6) / (4.0 + 30.0))
+    assert alice["idle_share"] == pytest.approx(3.0 / 34.0)
+
+
+def test_account_leaderboard_for_a_viewer_counts_only_their_jobs(jobs_con):
+    frame = queries.run(jobs_con, "dashboard/account_leaderboard", **WEEK, viewer="carol")
+
+    assert frame.select("account", "users", "jobs", "alloc_gpu_h").rows() == [("speech", 1, 1, 1.0)]
+
+
+def test_efficiency_histogram_bands(con):
+    con.register(
+        "job_usage",
+        table(
+            "job_usage",
+            [
+                job("a", "u", "x", "COMPLETED", 1, 2, 0, 2.0, 0.1),  # busy 0.05
+                job("b", "u", "x", "COMPLETED", 1, 2, 0, 3.0, 0.45),  # busy 0.15
+                job("c", "u", "x", "COMPLETED", 1, 2, 0, 4.0, 4.0),  # busy 1.0 -> top band
+                job("d", "u", "x", "COMPLETED", 1, 2, 0, 1.0, 0.95),  # busy 0.95
+                job("e", "u", "x", "COMPLETED", 1, 2, 0, 0.0, 0.0),  # never observed: out
+            ],
+        ),
+    )
+    frame = queries.run(con, "dashboard/efficiency_histogram", **WEEK, viewer=None)
+
+    assert frame.select("band", "jobs", "alloc_gpu_h").rows() == [
+        ("0–10 %", 1, 2.0),
+        ("10–20 %", 1, 3.0),
+        ("90–100 %", 2, 5.0),
+    ]
+
+
+def test_findings_feed_orders_by_severity_and_keeps_the_window(con):
+    con.register(
+        "findings",
+        table(
+            "findings",
+            [
+                make_finding("old", start_h=-30, end_h=-20),  # ended before the window
+                make_finding("w1", severity="warn", end_h=3, user="alice"),
+                make_finding("c1", severity="critical", end_h=None, user="bob"),
+                make_finding("i1", severity="info", end_h=2, user="alice", job_id="7"),
+            ],
+        ),
+    )
+    args = {
+        **WEEK,
+        "viewer": None,
+        "needle": "",
+        "severities": [],
+        "subject_kinds": [],
+        "job_id": None,
+        "limit": 10,
+    }
+    feed = queries.run(con, "dashboard/findings_feed", **args)
+
+    assert feed.select("finding_id", "status").rows() == [
+        ("c1", "open"),
+        ("w1", "ended"),
+        ("i1", "ended"),
+    ]
+    ids = queries.run(con, "dashboard/findings_feed", **{**args, "viewer": "alice"})
+    assert ids.get_column("finding_id").to_list() == ["w1", "i1"]
+    one_job = queries.run(con, "dashboard/findings_feed", **{**args, "job_id": "7"})
+    assert one_job.get_column("finding_id").to_list() == ["i1"]
+    crit = queries.run(con, "dashboard/findings_feed", **{**args, "severities": ["critical"]})
+    assert crit.get_column("finding_id").to_list() == ["c1"]
+
+
+def test_failure_risk_by_node_picks_drain_candidates(con):
+    gpu = {"subject_kind": "gpu", "predicted": True}
+    con.register(
+        "findings",
+        table(
+            "findings",
+            [
+                make_finding("a", node="n1", gpu_uuid="g1", score=0.5, **gpu),
+                make_finding("b", node="n1", gpu_uuid="g2", score=0.8, **gpu),  # n1: 0.8 >= 0.7
+                make_finding("c", node="n2", gpu_uuid="g3", score=0.2, severity="critical", **gpu),
+                make_finding("d", node="n3", gpu_uuid="g4", score=0.3, **gpu),  # n3: keep
+                make_finding("e", node="n4", gpu_uuid="g5", score=0.99, subject_kind="gpu"),
+                make_finding("f", node="n5", score=0.99, predicted=True),  # a job finding
+            ],
+        ),
+    )
+    frame = queries.run(con, "dashboard/failure_risk_by_node", **WEEK, drain_score=0.7)
+
+    assert frame.select("node", "risk_score", "gpus_at_risk", "drain_candidate").rows() == [
+        ("n1", pytest.approx(0.8), 2, True),
+        ("n2", pytest.approx(0.2), 1, True),
+        ("n3", pytest.approx(0.3), 1, False),
+    ]
+
+
+def test_gpu_health_counts_events_by_kind_and_xid_class(con):
+    def event(kind, code=None, gpu=0, hours=1.0):
+        return {
+            "cluster": "sim",
+            "node": "n1",
+            "gpu_uuid": f"g{gpu}",
+            "gpu_index": gpu,
+            "ts": h(hours),
+            "kind": kind,
+            "code": code,
+        }
+
+    con.register(
+        "gpu_events",
+        table(
+            "gpu_events",
+            [
+                event("xid", 13, hours=1),  # NONFATAL
+                event("xid", 48, hours=2),  # FATAL, the last XID
+                event("ecc_dbe", hours=2),
+                event("thermal", 64, hours=3),
+                event("power_brake", hours=4),
+                event("row_remap_failure", gpu=1),
+                event("xid", 79, hours=-5),  # before the window
+            ],
+        ),
+    )
+    frame = queries.run(con, "dashboard/gpu_health", **WEEK, needle="")
+    cols = ["gpu_uuid", "xids", "fatal_xids", "last_xid", "ecc_dbe", "row_remap_failures"]
+
+    assert frame.select(*cols, "throttle_events").rows() == [
+        ("g0", 2, 1, 48, 1, 0, 2),
+        ("g1", 0, 0, None, 0, 1, 0),
+    ]
+    assert queries.run(con, "dashboard/gpu_health", **WEEK, needle="g1").height == 1
+    log = queries.run(con, "dashboard/gpu_event_log", **WEEK, needle="", limit=10)
+    assert log.filter(log["code"] == 48).get_column("xid_severity").to_list() == ["FATAL"]
+
+
+def test_fairness_jain_index_by_hand(con):
+    rows = [
+        make_fairness_row("a", 0.5, 0.25),  # x = 2.0
+        make_fairness_row("b", 0.3, 0.25),  # x = 1.2
+        make_fairness_row("c", 0.2, 0.5),  # x = 0.4
+        make_fairness_row("d", 0.0, 0.0),  # no entitlement: left out
+        make_fairness_row("a", 0.3, 0.25, user="alice"),  # user rows are not accounts
+        make_fairness_row("a", 0.5, 0.5, week=dt.date(2026, 11, 9)),
+        make_fairness_row("b", 0.5, 0.5, week=dt.date(2026, 11, 9)),
+    ]
+    con.register("fairness_weekly", pa.Table.from_pylist(rows, schema=FAIRNESS_SCHEMA))
+    two_weeks = {**WEEK, "end": T0 + dt.timedelta(days=14)}
+    frame = queries.run(con, "dashboard/fairness_jain_weekly", **two_weeks)
+
+    # J = (2 + 1.2 + 0.4)² / (3 · (4 + 1.44 + 0.16)) = 12.96 / 16.8
+    assert frame.rows() == [
+        (dt.date(2026, 11, 2), 3, pytest.approx(12.96 / 16.8), pytest.approx(5.0)),
+        (dt.date(2026, 11, 9), 2, pytest.approx(1.0), pytest.approx(1.0)),
+    ]
+    shares = queries.run(con, "dashboard/fairness_shares", **WEEK, viewer="bob")
+    assert shares.get_column("user").to_list() == [None, None, None, None]  # alice's row hidden
+    assert shares.get_column("wait_p95_h").to_list() == [3.0] * 4
+
+
+def test_job_gpu_timeline_means_and_unknown_fields(con):
+    con.register(
+        "gpu_job_buckets",
+        table(
+            "gpu_job_buckets",
+            [
+                {
+                    "cluster": "sim",
+                    "device": "d",
+                    "job_id": "9",
+                    "bucket": h(0),
+                    "date": T0.date(),
+                    "node": "n1",
+                    "gpu_index": 3,
+                    "mig_instance": 2,
+                    "effective_s": 150.0,
+                    "busy_known_s": 300.0,
+                    "util_sum": 3000.0 * 5,
+                    "util_known_s": 300.0,
+                    "tensor_sum": None,
+                    "tensor_known_s": 0.0,
+                    "fb_used_mib_max": 2048.0,
+                    "power_sum": 300.0 * 200,
+                    "power_known_s": 300.0,
+                }
+            ],
+        ),
+    )
+    row = queries.run(con, "dashboard/job_gpu_timeline", cluster="sim", job_id="9").row(
+        0, named=True
+    )
+
+    assert row["gpu"] == "n1:3/mig2"
+    assert row["busy"] == pytest.approx(0.5)
+    assert row["gpu_util"] == pytest.approx(0.5)
+    assert row["tensor_active"] is None
+    assert row["fb_used_gib"] == pytest.approx(2.0)
+    assert row["power_w"] == pytest.approx(200.0)
+
+
+def test_recommendation_list_keeps_the_latest_version_largest_gain_first(con):
+    from tests.dashboard.factories import make_recommendation
+
+    con.register(
+        "recommendations",
+        table(
+            "recommendations",
+            [
+                make_recommendation("r1", gain=5.0, created_h=1),
+                make_recommendation("r1", gain=50.0, created_h=9),  # the newer version wins
+                make_recommendation("r2", kind="gpu_cap", gain=20.0, config="sacctmgr modify"),
+                make_recommendation("r3", cluster="other", gain=99.0),
+            ],
+        ),
+    )
+    frame = queries.run(con, "dashboard/recommendation_list", cluster="sim", needle="")
+
+    assert frame.select("rec_id", "expected_gain_gpu_h").rows() == [("r1", 50.0), ("r2", 20.0)]
+    found = queries.run(con, "dashboard/recommendation_list", cluster="sim", needle="sacctmgr")
+    assert found.get_column("rec_id").to_list() == ["r2"]
+
+
+def test_cluster_extent(con):
+    con.register(
+        "cluster_occupancy",
+        table(
+            "cluster_occupancy",
+            [
+                {"cluster": "b", "bucket": h(0), "gpus_total": 8.0},
+                {"cluster": "a", "bucket": h(1), "gpus_total": 16.0},
+                {"cluster": "a", "bucket": h(5), "gpus_total": 15.0},
+            ],
+        ),
+    )
+    frame = queries.run(con, "dashboard/cluster_extent")
+
+    assert frame.rows() == [("a", h(1), h(5), 16.0), ("b", h(0), h(0), 8.0)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=st.text(max_size=12) | st.sampled_from(["' OR 1=1 --", "%", "_", "a'b", "\\", "ali"]))
+def test_any_search_text_matches_literally_and_never_fails(text):
+    with duckdb.connect() as con:
+        con.execute("SET TimeZone = 'UTC'")
+        add_jobs(con)
+        needle = text.strip().lower()
+        fields = {
+            "1": ["1", "notebook", "alice", "vision"],
+            "2": ["2", "bert-ft", "bob", "speech"],
+            "3": ["3", "llm", "alice", "vision"],
+            "5": ["5", "serve", "carol", "speech"],
+        }
+        expected = {j for j, values in fields.items() if any(needle in v for v in values)}
+
+        assert set(job_ids(con, needle=needle)) == expected

@@ -1,0 +1,223 @@
+"""Every dashboard page runs on a simulated lake, and explains an empty one (streamlit AppTest)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from app.dashboard_timing import PAGES
+from warehouse.connection import connect
+
+ENTRY = Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py"
+TITLES = {
+    "overview": "GPU-hours at a glance",
+    "jobs": "Jobs",
+    "job": "Job ",
+    "users": "Users & accounts",
+    "fairness": "Fairness",
+    "health": "GPU health",
+    "alerts": "Alerts & recommendations",
+}
+NAV_TITLES = {
+    "overview": "Overview",
+    "jobs": "Jobs",
+    "job": "Job",
+    "users": "Users & accounts",
+    "fairness": "Fairness",
+    "health": "Health",
+    "alerts": "Alerts & recommendations",
+}
+INJECTIONS = ["' OR 1=1 --", "'; DROP TABLE jobs; --", '" OR ""="', "\\'; SELECT 1; --", "%%"]
+# every free-text filter: (page, widget key)
+SEARCH_BOXES = [
+    ("jobs", "jobs_search"),
+    ("users", "users_search"),
+    ("health", "health_search"),
+    ("alerts", "alerts_search"),
+    ("alerts", "alerts_rec_search"),
+    ("job", "job_id_input"),
+]
+
+
+@pytest.fixture(autouse=True)
+def clean_environ(monkeypatch):
+    for name in ("GPULEDGER_DASHBOARD_MANAGERS", "GPULEDGER_DASHBOARD_COST_PER_GPU_HOUR"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def open_page(lake: Path, page: str, monkeypatch: pytest.MonkeyPatch, **state: object) -> AppTest:
+    monkeypatch.setenv("GPULEDGER_LAKE", str(lake))
+    at = AppTest.from_file(str(ENTRY), default_timeout=60)
+    for key, value in state.items():
+        at.session_state[key] = value
+    at.switch_page(PAGES[page])
+    return at.run()
+
+
+def charts(at: AppTest) -> list[object]:
+    return list(at.get("arrow_vega_lite_chart")) + list(at.get("vega_lite_chart"))
+
+
+@pytest.mark.parametrize("page", list(PAGES))
+def test_every_page_renders_its_title_a_chart_and_tables(demo_lake, monkeypatch, page):
+    at = open_page(demo_lake, page, monkeypatch)
+
+    assert not at.exception, at.exception
+    assert not at.error
+    assert at.title[0].value.startswith(TITLES[page])
+    assert charts(at), f"{page}: no chart"
+    assert at.dataframe, f"{page}: no table"
+
+
+@pytest.mark.parametrize("page", list(PAGES))
+@pytest.mark.parametrize("exists", [False, True], ids=["missing", "empty-folder"])
+def test_every_page_on_an_empty_lake_says_what_to_run(tmp_path, monkeypatch, page, exists):
+    if exists:
+        (tmp_path / "nothing-here").mkdir()
+    at = open_page(tmp_path / "nothing-here", page, monkeypatch)
+
+    assert not at.exception
+    assert at.title[0].value == NAV_TITLES[page]
+    [error] = at.error
+    assert "nothing-here" in error.value
+    assert "gpuledger attribute" in error.value
+
+
+def test_overview_headline_numbers_and_trend(demo_lake, monkeypatch):
+    at = open_page(demo_lake, "overview", monkeypatch)
+
+    labels = [m.label for m in at.metric]
+    assert labels == [
+        "Occupancy",
+        "Idle while allocated (GPU-h)",
+        "Effective utilisation",
+        "Energy (kWh)",
+        "Cost of idle GPUs",
+    ]
+    assert at.metric[0].value.endswith("%")
+    # the default window is the whole 2-day lake, so there is no earlier window to compare with
+    assert at.metric[1].delta is None or at.metric[1].delta == ""
+
+
+def test_fairness_without_the_weekly_mart_says_so(plain_lake, monkeypatch):
+    at = open_page(plain_lake, "fairness", monkeypatch)
+
+    assert not at.exception
+    assert "No fairness data yet" in at.info[0].value
+
+
+def test_jobs_state_filter_keeps_only_that_state(demo_lake, monkeypatch):
+    at = open_page(demo_lake, "jobs", monkeypatch, jobs_states=["FAILED"])
+
+    [table] = [d.value for d in at.dataframe if "job_name" in d.value.columns]
+    expected = (
+        connect(demo_lake)
+        .sql("SELECT count(*) FROM job_usage WHERE state = 'FAILED'")
+        .fetchall()[0][0]
+    )
+    assert set(table["state"]) == {"FAILED"}
+    assert len(table) == expected
+
+
+def test_jobs_search_finds_a_job_by_its_user(demo_lake, names, monkeypatch):
+    at = open_page(demo_lake, "jobs", monkeypatch, jobs_search=names["user"].upper())
+
+    [table] = [d.value for d in at.dataframe if "job_name" in d.value.columns]
+    fields = ["job_id", "job_name", "user", "account"]
+    assert len(table) > 0
+    assert all(
+        any(names["user"] in str(row[f] or "").lower() for f in fields)
+        for _, row in table.iterrows()
+    )
+    assert names["user"] in set(table["user"])
+
+
+def test_job_page_shows_a_chosen_job_with_timelines_findings_and_advice(
+    demo_lake, names, monkeypatch
+):
+    at = open_page(demo_lake, "job", monkeypatch, job_id_input=names["job_id"])
+
+    assert not at.exception
+    assert at.title[0].value.startswith(f"Job {names['job_id']}")
+    [findings] = [d.value for d in at.dataframe if "detector" in d.value.columns]
+    assert sorted(findings["detector"]) == ["hung_job", "idle_job"]
+    assert len(charts(at)) >= 3  # busy, memory and power at least
+    assert at.subheader[0].value == "What to change next time"
+
+
+def test_unknown_job_is_no_match(demo_lake, monkeypatch):
+    at = open_page(demo_lake, "job", monkeypatch, job_id_input="no-such-job")
+
+    assert not at.exception
+    assert "No match" in at.info[0].value
+
+
+@pytest.mark.parametrize(("page", "key"), SEARCH_BOXES)
+@pytest.mark.parametrize("attempt", INJECTIONS)
+def test_sql_injection_in_a_search_box_is_just_no_match(demo_lake, monkeypatch, page, key, attempt):
+    before = connect(demo_lake).sql("SELECT count(*) FROM jobs").fetchall()
+
+    at = open_page(demo_lake, page, monkeypatch, **{key: attempt})
+
+    assert not at.exception, at.exception
+    assert not at.error
+    assert any("No match" in info.value for info in at.info), [i.value for i in at.info]
+    assert connect(demo_lake).sql("SELECT count(*) FROM jobs").fetchall() == before
+
+
+def test_recommendation_shows_its_exact_config_in_a_code_block(demo_lake, names, monkeypatch):
+    at = open_page(demo_lake, "alerts", monkeypatch)
+
+    codes = [c.value for c in at.code]
+    assert f"scontrol update NodeName={names['node']} State=DRAIN Reason=failing-gpu" in codes
+    assert "scontrol update PartitionName=interactive MaxTime=04:00:00" in codes
+
+
+def test_health_lists_the_drain_candidate(demo_lake, names, monkeypatch):
+    at = open_page(demo_lake, "health", monkeypatch)
+
+    [risk] = [d.value for d in at.dataframe if "drain_candidate" in d.value.columns]
+    assert list(risk["node"]) == [names["node"]]
+    assert list(risk["drain_candidate"]) == [True]
+    assert any(f"NodeName={names['node']} State=DRAIN" in c.value for c in at.code)
+
+
+def test_search_text_is_literal_not_a_like_pattern(demo_lake, monkeypatch):
+    at = open_page(demo_lake, "alerts", monkeypatch, alerts_search="100 %")
+
+    [feed] = [d.value for d in at.dataframe if "finding_id" in d.value.columns]
+    assert list(feed["finding_id"]) == ["f-hung"]  # its message: "GPU_UTIL 100 % with SM ..."
+
+
+def test_a_job_picked_on_the_jobs_page_opens_on_the_job_page(demo_lake, names, monkeypatch):
+    # the Jobs page's "Open job" button leaves the pick in job_selected and switches page
+    at = open_page(demo_lake, "job", monkeypatch, job_selected=names["job_id"])
+
+    assert at.title[0].value.startswith(f"Job {names['job_id']}")
+    assert at.query_params["job"] == names["job_id"]
+
+
+def test_overview_trend_compares_with_the_window_before(demo_lake, monkeypatch):
+    import datetime as dt
+
+    from warehouse import queries
+
+    day1, day2 = dt.date(2026, 11, 2), dt.date(2026, 11, 3)
+    at = open_page(demo_lake, "overview", monkeypatch, scope_dates_sim=(day2, day2))
+
+    def idle_h(day: dt.date) -> float:
+        start = dt.datetime.combine(day, dt.time(), tzinfo=dt.UTC)
+        frame = queries.run(
+            connect(demo_lake),
+            "dashboard/cluster_window_summary",
+            cluster="sim",
+            start=start,
+            end=start + dt.timedelta(days=1),
+        )
+        return float(frame.get_column("idle_allocated_gpu_h")[0])
+
+    idle = at.metric[1]
+    assert idle.value == f"{idle_h(day2):,.0f}"
+    assert idle.delta == f"{idle_h(day2) - idle_h(day1):+,.0f}"

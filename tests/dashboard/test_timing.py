@@ -1,0 +1,15 @@
+"""The bench's page timer times every page of the dashboard, with cold caches."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.dashboard_timing import PAGES, time_pages
+
+
+@pytest.mark.slow
+def test_time_pages_times_every_page(plain_lake):
+    timings = time_pages(plain_lake)
+
+    assert list(timings) == list(PAGES)
+    assert all(0 < seconds < 60 for seconds in timings.values())
