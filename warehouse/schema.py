@@ -332,6 +332,7 @@ GPU_JOB_BUCKETS = _schema(
     ("share", _f64),
     ("first_e", _f64),
     ("last_end_e", _f64),
+    ("interval_end_e", _f64),
     ("gap_s", _f64),
     ("observed_s", _f64),
     ("carry_s", _f64),

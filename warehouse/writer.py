@@ -29,6 +29,7 @@ __all__ = [
     "atomic_write",
     "compact",
     "conform",
+    "replace_partition",
     "replace_partitions",
     "write_batch",
 ]
@@ -199,6 +200,25 @@ def replace_partitions(
     for path in layout.table_files(root, table):
         if path not in keep and base in path.parents:
             path.unlink()
+    return written
+
+
+def replace_partition(
+    root: Path, table: str, batch: pa.Table, cluster: str, date: dt.date, batch_id: str = "mart"
+) -> list[Path]:
+    """Replace the one (cluster, date) partition of a mart by `batch`; other partitions stay.
+
+    `batch` must hold only rows of that partition; an empty batch removes the partition.
+    """
+    batch = conform(spec(table), batch)
+    folder = layout.partition_dir(root, table, cluster, date)
+    written = write_batch(root, table, batch, batch_id)
+    if any(path.parent != folder for path in written):
+        raise SchemaMismatch(f"{table}: rows outside partition cluster={cluster} date={date}")
+    if folder.is_dir():
+        for path in folder.glob("*.parquet"):
+            if path not in written:
+                path.unlink()
     return written
 
 

@@ -3,9 +3,10 @@
 -- Grain:   one row per gpu_samples row
 -- Reads:   gpu_samples
 -- Params:  none
--- Returns: cluster, device, node, gpu_index, gpu_uuid, mig_instance, model, ts, job_id, date,
---          span_s, gap_s, share, busy, gpu_util_pct, sm_active, tensor_active, dram_active,
---          fb_used_mib, power_w, energy_step_j, nvlink_bps, pcie_bps
+-- Returns: cluster, device, device_node, device_index, node, gpu_index, gpu_uuid, mig_instance,
+--          model, ts, job_id, interval_s, date, span_s, gap_s, share, busy, gpu_util_pct,
+--          sm_active, tensor_active, dram_active, fb_used_mib, power_w, energy_step_j,
+--          nvlink_bps, pcie_bps
 --
 -- DESIGN §4: a sample stands for the time until the next sample of the same device when that
 -- comes within 2 × interval_s; otherwise for interval_s, and the rest of the gap is unobserved
@@ -50,8 +51,15 @@ ordered AS (
         lead(ts) OVER device_time AS next_ts,
         lead(energy_j) OVER device_time AS next_energy_j
     FROM gpu_samples
+    -- The device is the UUID, else node and index: partitioning on the columns themselves
+    -- sorts the same groups without building a key string per sample.
     WINDOW device_time AS (
-        PARTITION BY cluster, coalesce(gpu_uuid, node || '/' || CAST(gpu_index AS VARCHAR)), mig_instance
+        PARTITION BY
+            cluster,
+            gpu_uuid,
+            CASE WHEN gpu_uuid IS NULL THEN node END,
+            CASE WHEN gpu_uuid IS NULL THEN gpu_index END,
+            mig_instance
         ORDER BY ts
     )
 ),
@@ -71,6 +79,8 @@ spans AS (
 SELECT
     cluster,
     device,
+    CASE WHEN gpu_uuid IS NULL THEN node END AS device_node,
+    CASE WHEN gpu_uuid IS NULL THEN gpu_index END AS device_index,
     node,
     gpu_index,
     gpu_uuid,
@@ -78,6 +88,7 @@ SELECT
     model,
     ts,
     job_id,
+    interval_s,
     CAST(ts AS DATE) AS date,
     CASE WHEN continuous THEN step_s ELSE CAST(interval_s AS DOUBLE) END AS span_s,
     CASE WHEN next_ts IS NOT NULL AND NOT continuous THEN step_s - interval_s ELSE 0.0 END AS gap_s,

@@ -1,0 +1,197 @@
+"""Day partitions of the sample-level marts, rebuilt only when the samples they read change.
+
+`gpu_job_buckets` and `job_gpu_daily` are the only marts that read samples. Each of their
+(cluster, UTC day) partitions is built from that day's sample files plus the first sample of
+each device on the next day, and is rebuilt only when those files (or the SQL, or the config)
+change. A new day of samples rebuilds that day and the one before; a re-attributed file
+rebuilds its day and the one before. Every day is built in its own DuckDB connection, so
+memory is bounded by one day of samples whatever the lake's size.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import sqlite3
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+import sql
+from warehouse import layout, queries
+from warehouse.connection import (
+    WarehouseConfig,
+    open_engine,
+    register_files,
+    register_reference,
+)
+from warehouse.schema import MARTS
+from warehouse.writer import replace_partition
+
+__all__ = [
+    "SAMPLE_MARTS",
+    "DayKey",
+    "PartitionReport",
+    "build_day",
+    "build_sample_marts",
+    "sample_days",
+]
+
+# The marts built per day from samples, in build order (the second reads the first).
+SAMPLE_MARTS: tuple[tuple[str, str], ...] = (
+    ("gpu_job_buckets", "marts/gpu_job_buckets"),
+    ("job_gpu_daily", "marts/job_gpu_daily"),
+)
+_HELPERS = ("attribution/next_day_head", "attribution/partition_samples", "views/sample_spans")
+
+DayKey = tuple[str, dt.date]
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionReport:
+    """What one run did: days rebuilt, days left as they were, days removed (no samples left)."""
+
+    rebuilt: tuple[DayKey, ...]
+    unchanged: int
+    removed: tuple[DayKey, ...]
+
+
+def _folder_value(path: Path, key: str) -> str | None:
+    for part in path.parts:
+        if part.startswith(f"{key}="):
+            return part.removeprefix(f"{key}=")
+    return None
+
+
+def sample_days(root: Path) -> dict[DayKey, list[Path]]:
+    """The sample files of each (cluster folder, day), from the lake's partition folders."""
+    days: dict[DayKey, list[Path]] = {}
+    for path in layout.table_files(root, "gpu_samples"):
+        cluster, date = _folder_value(path, "cluster"), _folder_value(path, "date")
+        if cluster is None or date is None:
+            continue  # not in the layout: no day to build it under
+        try:
+            day = dt.date.fromisoformat(date)
+        except ValueError:
+            continue
+        days.setdefault((cluster, day), []).append(path)
+    return days
+
+
+def _digest(paths: Iterable[Path], salt: str) -> str:
+    digest = hashlib.sha1(salt.encode())
+    for path in paths:
+        stat = path.stat()
+        digest.update(f"{path}|{stat.st_size}|{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+def _state(root: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(layout.state_dir(root) / "attribution.sqlite", timeout=30)
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS sample_partitions ("
+        " cluster TEXT, date TEXT, fingerprint TEXT, PRIMARY KEY (cluster, date))"
+    )
+    return db
+
+
+def build_day(
+    config: WarehouseConfig,
+    key: DayKey,
+    files: list[Path],
+    next_files: list[Path],
+    params: Mapping[str, float | int],
+) -> dict[str, int]:
+    """Build one day's partition of every sample-level mart and land it; return row counts."""
+    cluster_folder, day = key
+    con = open_engine(config)
+    try:
+        register_files(con, "gpu_samples", files, view="day_samples")
+        register_files(con, "gpu_samples", next_files, view="next_day_samples")
+        head = queries.run_arrow(con, "attribution/next_day_head")
+        con.from_arrow(head).create_view("next_day_head")
+        con.sql(sql.load("attribution/partition_samples")).create_view("gpu_samples")
+        con.sql(sql.load("views/sample_spans")).create_view("sample_spans")
+        register_reference(con)
+        counts = {}
+        for mart, query in SAMPLE_MARTS:
+            wanted = queries.parameters(con, query)
+            result = queries.run_arrow(con, query, **{k: params[k] for k in wanted})
+            schema = MARTS[mart].schema
+            result = result.select(schema.names).cast(schema)
+            # rows of the next day's head samples fall on the next day: not this partition's
+            rows = result.filter(pc.equal(result.column("date"), pa.scalar(day, pa.date32())))
+            clusters = pc.unique(rows.column("cluster")).to_pylist()
+            for cluster in clusters or [cluster_folder]:
+                part = rows.filter(pc.equal(rows.column("cluster"), cluster))
+                replace_partition(config.root, mart, part, str(cluster), day)
+            con.from_arrow(rows).create_view(mart)
+            counts[mart] = rows.num_rows
+        return counts
+    finally:
+        con.close()
+
+
+def _remove_day(root: Path, key: DayKey) -> None:
+    for mart, _ in SAMPLE_MARTS:
+        folder = layout.table_dir(root, mart) / f"cluster={key[0]}" / f"date={key[1].isoformat()}"
+        if folder.is_dir():
+            for path in folder.glob("*.parquet"):
+                path.unlink()
+
+
+def build_sample_marts(
+    config: WarehouseConfig,
+    params: Mapping[str, float | int],
+    progress: Callable[[int, int], None] | None = None,
+    *,
+    force: bool = False,
+) -> PartitionReport:
+    """Rebuild the day partitions whose inputs changed since they were built; drop stale ones.
+
+    A day's inputs are its sample files, the next day's sample files (for the first sample of
+    each device), the SQL of the sample-level marts and `params`.
+    """
+    root = config.root
+    days = sample_days(root)
+    salt = repr(sorted(params.items())) + "".join(
+        sql.load(q) for q in (*_HELPERS, *(query for _, query in SAMPLE_MARTS))
+    )
+    with _state(root) as db:
+        built = {
+            (cluster, dt.date.fromisoformat(date)): fingerprint
+            for cluster, date, fingerprint in db.execute("SELECT * FROM sample_partitions")
+        }
+    rebuilt: list[DayKey] = []
+    unchanged = 0
+    for done, key in enumerate(sorted(days), start=1):
+        next_files = days.get((key[0], key[1] + dt.timedelta(days=1)), [])
+        fingerprint = _digest([*days[key], *next_files], salt)
+        present = all(
+            (layout.table_dir(root, mart) / f"cluster={key[0]}" / f"date={key[1]}").is_dir()
+            for mart, _ in SAMPLE_MARTS[:1]
+        )
+        if force or built.get(key) != fingerprint or not present:
+            build_day(config, key, days[key], next_files, params)
+            with _state(root) as db:
+                db.execute(
+                    "INSERT OR REPLACE INTO sample_partitions VALUES (?, ?, ?)",
+                    (key[0], key[1].isoformat(), fingerprint),
+                )
+            rebuilt.append(key)
+        else:
+            unchanged += 1
+        if progress:
+            progress(done, len(days))
+    removed = tuple(sorted(set(built) - set(days)))
+    for key in removed:
+        _remove_day(root, key)
+        with _state(root) as db:
+            db.execute(
+                "DELETE FROM sample_partitions WHERE cluster = ? AND date = ?",
+                (key[0], key[1].isoformat()),
+            )
+    return PartitionReport(tuple(rebuilt), unchanged, removed)
