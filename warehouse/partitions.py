@@ -1,6 +1,7 @@
 """Day partitions of the sample-level marts, rebuilt only when the samples they read change.
 
-`gpu_job_buckets` and `job_gpu_daily` are the only marts that read samples. Each of their
+`gpu_job_buckets` (and `job_gpu_daily`, `bucket_occupancy` built from it) are the only marts
+that read samples. Each of their
 (cluster, UTC day) partitions is built from that day's sample files plus the first sample of
 each device on the next day, and is rebuilt only when those files (or the SQL, or the config)
 change. A new day of samples rebuilds that day and the one before; a re-attributed file
@@ -40,10 +41,11 @@ __all__ = [
     "sample_days",
 ]
 
-# The marts built per day from samples, in build order (the second reads the first).
+# The marts built per day from samples, in build order (the later ones read the first).
 SAMPLE_MARTS: tuple[tuple[str, str], ...] = (
     ("gpu_job_buckets", "marts/gpu_job_buckets"),
     ("job_gpu_daily", "marts/job_gpu_daily"),
+    ("bucket_occupancy", "marts/bucket_occupancy"),
 )
 _HELPERS = ("attribution/next_day_head", "attribution/partition_samples", "views/sample_spans")
 
