@@ -208,13 +208,20 @@ def replace_partition(
 ) -> list[Path]:
     """Replace the one (cluster, date) partition of a mart by `batch`; other partitions stay.
 
-    `batch` must hold only rows of that partition; an empty batch removes the partition.
+    `batch` must hold only rows of that partition (the caller built it for that day, so the
+    rows are not split again); an empty batch removes the partition.
     """
-    batch = conform(spec(table), batch)
+    conformed = conform(spec(table), batch)
     folder = layout.partition_dir(root, table, cluster, date)
-    written = write_batch(root, table, batch, batch_id)
-    if any(path.parent != folder for path in written):
-        raise SchemaMismatch(f"{table}: rows outside partition cluster={cluster} date={date}")
+    written = []
+    if conformed.num_rows:
+        batch_id = layout.safe_name(batch_id)
+        rows = conformed.append_column(
+            BATCH_COLUMN, pa.repeat(pa.scalar(batch_id), conformed.num_rows)
+        )
+        path = layout.batch_path(folder, batch_id)
+        atomic_write(rows, path, [batch_id])
+        written.append(path)
     if folder.is_dir():
         for path in folder.glob("*.parquet"):
             if path not in written:
