@@ -442,14 +442,42 @@ def demo(
 
 @cli.command()
 @click.option(
-    "--gpus",
-    type=click.IntRange(min=8),
-    default=256,
-    show_default=True,
-    help="GPUs in the simulated fleet.",
+    "--scenario",
+    "scenarios",
+    type=click.Choice(["attribution", "incremental", "dashboard", "scale", "prometheus"]),
+    multiple=True,
+    help="A scenario to run (repeatable) [default: all but scale]. attribution: the marts vs "
+    "a plain scan, polars join_asof and pandas merge_asof; incremental: one more day lands; "
+    "dashboard: every dashboard and report query; scale: a large synthetic lake, wall time "
+    "and peak memory; prometheus: Prometheus JSON → Parquet.",
 )
 @click.option(
-    "--days", type=click.IntRange(min=1), default=7, show_default=True, help="Days of samples."
+    "--gpus",
+    type=click.IntRange(min=8),
+    default=1024,
+    show_default=True,
+    help="GPUs in the simulated fleet of attribution, incremental and dashboard.",
+)
+@click.option(
+    "--days",
+    type=click.IntRange(min=1),
+    default=7,
+    show_default=True,
+    help="Days of samples of that fleet (incremental simulates one more).",
+)
+@click.option(
+    "--scale-gpus",
+    type=click.IntRange(min=8),
+    default=4096,
+    show_default=True,
+    help="GPUs of the synthetic scale lake.",
+)
+@click.option(
+    "--scale-days",
+    type=click.IntRange(min=1),
+    default=30,
+    show_default=True,
+    help="Days of the synthetic scale lake.",
 )
 @click.option(
     "--out",
@@ -463,22 +491,42 @@ def demo(
     "workdir",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Folder to build the throw-away bench lake in (default: the system's temporary "
-    "folder); the lake is removed afterwards.",
+    help="Folder to build the throw-away bench lakes in (default: the system's temporary "
+    "folder); they are removed afterwards.",
 )
 @reports_errors
-def bench(gpus: int, days: int, out: Path, workdir: Path | None) -> None:
-    """Measure simulation and attribution throughput against in-process baselines.
+def bench(
+    scenarios: tuple[str, ...],
+    gpus: int,
+    days: int,
+    scale_gpus: int,
+    scale_days: int,
+    out: Path,
+    workdir: Path | None,
+) -> None:
+    """Time attribution against in-process baselines, at scale, incrementally, and the dashboard.
 
-    Prints samples/s for each step and the ratio of attribution to a plain DuckDB
-    scan-and-group-by of the same samples (the floor), both run in this process.
+    \b
+    Each scenario runs in this process on its own throw-away lake, with its baselines:
+      attribution  1,024 GPUs × 7 days (simulated): the marts vs a plain DuckDB scan of the
+                   same sample columns (the floor), polars join_asof and pandas merge_asof
+      incremental  one more day of samples lands on that lake: time to bring the marts up to date
+      dashboard    every query under sql/dashboard/ and sql/report*/ on that lake
+      scale        4,096 GPUs × 30 days (synthetic, ~350 M samples): wall time and peak RSS
+    Example:  gpuledger bench --scenario attribution --gpus 256 --days 2
     """
-    from app.bench import render_bench, run_bench
+    from app.bench import DEFAULT_SCENARIOS, BenchPlan, render_bench, run_bench
 
-    results = run_bench(
-        gpus=gpus, days=days, workdir=workdir, echo=lambda m: click.echo(m, err=True)
+    plan = BenchPlan(
+        scenarios=scenarios or DEFAULT_SCENARIOS,
+        gpus=gpus,
+        days=days,
+        scale_gpus=scale_gpus,
+        scale_days=scale_days,
+        workdir=workdir,
     )
-    out.write_text(json.dumps(results, indent=2), encoding="utf-8")
+    results = run_bench(plan, echo=lambda m: click.echo(m, err=True))
+    out.write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")
     click.echo(render_bench(results))
     click.echo(f"Results written to {out}", err=True)
 

@@ -38,6 +38,7 @@ __all__ = [
     "AttributionResult",
     "attribute",
     "build_marts",
+    "build_summary_marts",
     "reattribute",
     "record_attributed",
 ]
@@ -231,13 +232,11 @@ def build_marts(
     other than samples, the sample-level marts, SQL, config). `force` rebuilds everything.
     `warehouse` sets the memory limit and spill folder of the per-day builds.
     """
-    if progress:
-        progress(SAMPLE_MARTS[0][0])
     build_sample_marts(warehouse or WarehouseConfig(root=root), config.values(), force=force)
     for mart, _ in SAMPLE_MARTS:
         register_table(con, root, mart)
-    if progress:
-        progress(SAMPLE_MARTS[1][0])
+        if progress:
+            progress(mart)
     fingerprint = _inputs_fingerprint(root, config)
     with _state(root) as db:
         built = db.execute("SELECT fingerprint FROM marts_built").fetchone()
@@ -250,18 +249,34 @@ def build_marts(
             for mart, _ in SUMMARY_MARTS:
                 progress(mart)
         return {mart: _mart_rows(root, mart) for mart, _ in MART_ORDER}
-    for table in RAW_TABLES:  # read what is in the lake now, not when `con` was opened
-        register_table(con, root, table)
     counts = {mart: _mart_rows(root, mart) for mart, _ in SAMPLE_MARTS}
+    counts |= build_summary_marts(con, root, config, progress)
+    with _state(root) as db:
+        db.execute("DELETE FROM marts_built")
+        db.execute("INSERT INTO marts_built VALUES (?)", (fingerprint,))
+    return counts
+
+
+def build_summary_marts(
+    con: duckdb.DuckDBPyConnection,
+    root: Path,
+    config: AttributionConfig,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, int]:
+    """Rebuild the job- and cluster-level marts whole from the sample-level ones; return rows.
+
+    They read the small per-bucket and per-day tables, never samples, so this costs a
+    fraction of one pass over the samples.
+    """
+    for table in (*RAW_TABLES, *(m for m, _ in SAMPLE_MARTS)):  # what is in the lake now
+        register_table(con, root, table)
+    counts = {}
     for mart, query in SUMMARY_MARTS:
         if progress:
             progress(mart)
         result = queries.run_arrow(con, query, **config.params(query, con))
         counts[mart] = _land_mart(root, mart, result)
         register_table(con, root, mart)
-    with _state(root) as db:
-        db.execute("DELETE FROM marts_built")
-        db.execute("INSERT INTO marts_built VALUES (?)", (fingerprint,))
     return counts
 
 
