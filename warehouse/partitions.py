@@ -4,9 +4,11 @@
 that read samples. Each of their
 (cluster, UTC day) partitions is built from that day's sample files plus the first sample of
 each device on the next day, and is rebuilt only when those files (or the SQL, or the config)
-change. A new day of samples rebuilds that day and the one before; a re-attributed file
-rebuilds its day and the one before. Every day is built in its own DuckDB connection, so
-memory is bounded by one day of samples whatever the lake's size.
+change. When only the next day changed (a new day landed), just the day's last buckets are
+recomputed (the tail: only each device's last sample depends on the next day). So a new day of
+samples costs one day's pass plus a few minutes of the day before; a re-attributed file costs
+its day plus that tail. Every day is built in its own DuckDB connection, so memory is bounded
+by one day of samples whatever the lake's size.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import sqlite3
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -31,6 +34,9 @@ from warehouse.connection import (
 )
 from warehouse.schema import MARTS
 from warehouse.writer import replace_partition
+
+if TYPE_CHECKING:
+    import duckdb
 
 __all__ = [
     "SAMPLE_MARTS",
@@ -54,9 +60,11 @@ DayKey = tuple[str, dt.date]
 
 @dataclass(frozen=True, slots=True)
 class PartitionReport:
-    """What one run did: days rebuilt, days left as they were, days removed (no samples left)."""
+    """What one run did: days rebuilt whole, days whose tail was rebuilt (the next day changed),
+    days left as they were, days removed (no samples left)."""
 
     rebuilt: tuple[DayKey, ...]
+    tails: tuple[DayKey, ...]
     unchanged: int
     removed: tuple[DayKey, ...]
 
@@ -94,10 +102,27 @@ def _digest(paths: Iterable[Path], salt: str) -> str:
 def _state(root: Path) -> sqlite3.Connection:
     db = sqlite3.connect(layout.state_dir(root) / "attribution.sqlite", timeout=30)
     db.execute(
-        "CREATE TABLE IF NOT EXISTS sample_partitions ("
-        " cluster TEXT, date TEXT, fingerprint TEXT, PRIMARY KEY (cluster, date))"
+        "CREATE TABLE IF NOT EXISTS sample_days_built ("
+        " cluster TEXT, date TEXT, own TEXT, next TEXT, PRIMARY KEY (cluster, date))"
     )
     return db
+
+
+def _tail_start(con: duckdb.DuckDBPyConnection, root: Path, key: DayKey) -> object | None:
+    """The first bucket a next-day change can alter in the built partition, or None if unbuilt."""
+    built = [p for p in layout.table_files(root, "gpu_job_buckets") if _is_day(p, key)]
+    if not built:
+        return None
+    register_files(con, "gpu_job_buckets", built, view="built_buckets")
+    from_ts: object | None = queries.run_arrow(con, "attribution/tail_start")[0][0].as_py()
+    return from_ts
+
+
+def _is_day(path: Path, key: DayKey) -> bool:
+    return (
+        _folder_value(path, "cluster") == key[0]
+        and _folder_value(path, "date") == key[1].isoformat()
+    )
 
 
 def build_day(
@@ -106,12 +131,25 @@ def build_day(
     files: list[Path],
     next_files: list[Path],
     params: Mapping[str, float | int],
+    *,
+    tail_only: bool = False,
 ) -> dict[str, int]:
-    """Build one day's partition of every sample-level mart and land it; return row counts."""
+    """Build one day's partition of every sample-level mart and land it; return row counts.
+
+    With `tail_only` (the day's own files are unchanged, the next day's changed) only the
+    buckets from the devices' last ones on are recomputed, from the samples in them; the
+    earlier buckets are kept as built. The result is the same as a whole rebuild.
+    """
     cluster_folder, day = key
     con = open_engine(config)
     try:
-        register_files(con, "gpu_samples", files, view="day_samples")
+        register_files(con, "gpu_samples", files, view="day_files")
+        from_ts = _tail_start(con, config.root, key) if tail_only else None
+        if from_ts is None:
+            con.sql("SELECT * FROM day_files").create_view("day_samples")
+        else:
+            tail = queries.run_arrow(con, "attribution/samples_from", from_ts=from_ts)
+            con.from_arrow(tail).create_view("day_samples")
         register_files(con, "gpu_samples", next_files, view="next_day_samples")
         head = queries.run_arrow(con, "attribution/next_day_head")
         con.from_arrow(head).create_view("next_day_head")
@@ -126,6 +164,9 @@ def build_day(
             result = result.select(schema.names).cast(schema)
             # rows of the next day's head samples fall on the next day: not this partition's
             rows = result.filter(pc.equal(result.column("date"), pa.scalar(day, pa.date32())))
+            if from_ts is not None and mart == SAMPLE_MARTS[0][0]:
+                kept = queries.run_arrow(con, "attribution/buckets_before", from_ts=from_ts)
+                rows = pa.concat_tables([kept.select(schema.names).cast(schema), rows])
             clusters = pc.unique(rows.column("cluster")).to_pylist()
             for cluster in clusters or [cluster_folder]:
                 part = rows.filter(pc.equal(rows.column("cluster"), cluster))
@@ -164,28 +205,34 @@ def build_sample_marts(
     )
     with _state(root) as db:
         built = {
-            (cluster, dt.date.fromisoformat(date)): fingerprint
-            for cluster, date, fingerprint in db.execute("SELECT * FROM sample_partitions")
+            (cluster, dt.date.fromisoformat(date)): (own, following)
+            for cluster, date, own, following in db.execute(
+                "SELECT cluster, date, own, next FROM sample_days_built"
+            )
         }
     rebuilt: list[DayKey] = []
+    tails: list[DayKey] = []
     unchanged = 0
     for done, key in enumerate(sorted(days), start=1):
         next_files = days.get((key[0], key[1] + dt.timedelta(days=1)), [])
-        fingerprint = _digest([*days[key], *next_files], salt)
-        present = all(
-            (layout.table_dir(root, mart) / f"cluster={key[0]}" / f"date={key[1]}").is_dir()
-            for mart, _ in SAMPLE_MARTS[:1]
-        )
-        if force or built.get(key) != fingerprint or not present:
+        own, following = _digest(days[key], salt), _digest(next_files, salt)
+        present = (
+            layout.table_dir(root, SAMPLE_MARTS[0][0]) / f"cluster={key[0]}" / f"date={key[1]}"
+        ).is_dir()
+        if force or not present or built.get(key, ("", ""))[0] != own:
             build_day(config, key, days[key], next_files, params)
-            with _state(root) as db:
-                db.execute(
-                    "INSERT OR REPLACE INTO sample_partitions VALUES (?, ?, ?)",
-                    (key[0], key[1].isoformat(), fingerprint),
-                )
             rebuilt.append(key)
+        elif built[key][1] != following:
+            build_day(config, key, days[key], next_files, params, tail_only=True)
+            tails.append(key)
         else:
             unchanged += 1
+        if key in rebuilt or key in tails:
+            with _state(root) as db:
+                db.execute(
+                    "INSERT OR REPLACE INTO sample_days_built VALUES (?, ?, ?, ?)",
+                    (key[0], key[1].isoformat(), own, following),
+                )
         if progress:
             progress(done, len(days))
     removed = tuple(sorted(set(built) - set(days)))
@@ -193,7 +240,7 @@ def build_sample_marts(
         _remove_day(root, key)
         with _state(root) as db:
             db.execute(
-                "DELETE FROM sample_partitions WHERE cluster = ? AND date = ?",
+                "DELETE FROM sample_days_built WHERE cluster = ? AND date = ?",
                 (key[0], key[1].isoformat()),
             )
-    return PartitionReport(tuple(rebuilt), unchanged, removed)
+    return PartitionReport(tuple(rebuilt), tuple(tails), unchanged, removed)

@@ -87,7 +87,7 @@ def lake_of_three_days(root: Path) -> None:
     build(root)
 
 
-def test_a_new_day_rebuilds_only_that_day_and_the_one_before(tmp_path):
+def test_a_new_day_rebuilds_that_day_and_the_tail_of_the_one_before(tmp_path):
     root = tmp_path / "lake"
     lake_of_three_days(root)
     before = partition_files(root)
@@ -95,8 +95,8 @@ def test_a_new_day_rebuilds_only_that_day_and_the_one_before(tmp_path):
     land_day(root, 3)
     report = build_sample_marts(WarehouseConfig(root), AttributionConfig().values())
 
-    days = [day.isoformat() for _, day in report.rebuilt]
-    assert days == ["2024-03-03", "2024-03-04"]  # day 2 (its last samples' spans) and day 3
+    assert [day.isoformat() for _, day in report.rebuilt] == ["2024-03-04"]
+    assert [day.isoformat() for _, day in report.tails] == ["2024-03-03"]  # its last spans
     after = partition_files(root)
     untouched = {
         p: v for p, v in before.items() if day_of(p) in ("date=2024-03-01", "date=2024-03-02")
@@ -132,8 +132,9 @@ def test_a_late_scheduler_record_rebuilds_only_the_days_it_covers(tmp_path):
     assert (rewritten, changed) == (1, 7200 // STEP_S)  # one day file, 60 samples
     report = build_sample_marts(WarehouseConfig(root), AttributionConfig().values())
 
-    # day 2's file changed; day 1 reads day 2's first samples, so it is rebuilt too
-    assert [day.isoformat() for _, day in report.rebuilt] == ["2024-03-02", "2024-03-03"]
+    # day 2's file changed; day 1's last samples reach into day 2, so its tail is rebuilt
+    assert [day.isoformat() for _, day in report.rebuilt] == ["2024-03-03"]
+    assert [day.isoformat() for _, day in report.tails] == ["2024-03-02"]
     after = partition_files(root)
     first_day = [p for p in before if day_of(p) == "date=2024-03-01"]
     assert first_day and all(after[p] == before[p] for p in first_day)
@@ -154,4 +155,5 @@ def test_removed_samples_remove_their_day_partitions(tmp_path):
 
     assert [day.isoformat() for _, day in report.removed] == ["2024-03-03"]
     assert not any(day_of(p) == "date=2024-03-03" for p in partition_files(root))
-    assert [day.isoformat() for _, day in report.rebuilt] == ["2024-03-02"]
+    assert [day.isoformat() for _, day in report.tails] == ["2024-03-02"]
+    assert report.rebuilt == ()
