@@ -157,12 +157,17 @@ def _attribute(
     quiet: bool,
     force: bool = False,
     since: dt.datetime | None = None,
+    engine: str = "duckdb",
+    spark_master: str | None = None,
 ) -> None:
     from warehouse.attribution import MART_ORDER, AttributionConfig, build_marts, reattribute
     from warehouse.connection import connect
 
     if 86400 % bucket:
         raise click.BadParameter(f"{bucket!r} does not divide a day", param_hint="--bucket")
+    if spark_master and engine != "spark":
+        raise click.BadParameter("only with --engine spark", param_hint="--spark-master")
+    config = AttributionConfig(idle_below=idle_below, bucket_s=bucket)
     con = connect(lake, require=("gpu_samples",))
     with progress_bar("Checking sample owners", 1, not quiet) as update:
         checked, rewritten, changed = reattribute(
@@ -170,16 +175,21 @@ def _attribute(
         )
     with progress_bar("Building marts", len(MART_ORDER), not quiet) as update:
         done = iter(range(1, len(MART_ORDER) + 1))
-        counts = build_marts(
-            con,
-            lake,
-            AttributionConfig(idle_below=idle_below, bucket_s=bucket),
-            progress=lambda _mart: update(next(done), len(MART_ORDER)),
-            force=force,
-        )
+
+        def step(_mart: str) -> None:
+            update(next(done), len(MART_ORDER))
+
+        if engine == "spark":
+            from warehouse.spark import build_marts_on_spark, spark_session
+
+            counts = build_marts_on_spark(
+                spark_session(spark_master), lake, config.values(), MART_ORDER, progress=step
+            )
+        else:
+            counts = build_marts(con, lake, config, progress=step, force=force)
     click.echo(
         f"Attributed: {checked} sample file(s) checked, {rewritten} rewritten "
-        f"({changed:,} samples re-attributed); marts: "
+        f"({changed:,} samples re-attributed); marts ({engine}): "
         + ", ".join(f"{name} {rows:,} rows" for name, rows in counts.items()),
         err=quiet,
     )
@@ -211,6 +221,20 @@ def _attribute(
 @click.option(
     "--force", is_flag=True, help="Rebuild the marts even if nothing they read has changed."
 )
+@click.option(
+    "--engine",
+    type=click.Choice(["duckdb", "spark"]),
+    default="duckdb",
+    show_default=True,
+    help="Build the marts with DuckDB (incremental, per day) or with Apache Spark (the same "
+    "sql/ files transpiled by sqlglot; every mart rebuilt whole; needs the 'spark' extra).",
+)
+@click.option(
+    "--spark-master",
+    default=None,
+    metavar="URL",
+    help="Spark master, e.g. spark://host:7077 or yarn [default: local[*]].",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
 @reports_errors
 def attribute(
@@ -219,19 +243,24 @@ def attribute(
     bucket: int,
     since: dt.datetime | None,
     force: bool,
+    engine: str,
+    spark_master: str | None,
     quiet: bool,
 ) -> None:
-    """Attribute samples to jobs and (re)build the marts.
+    """Attribute samples to jobs and bring the marts up to date.
 
     \b
     Sample files are re-checked only when they or the scheduler's allocations (job_gpus)
     changed since the last run, so late scheduler records re-attribute what they cover.
-    Marts: gpu_job_buckets, job_gpu_daily, job_usage, job_outcomes, usage_daily,
-    cluster_occupancy (definitions: DESIGN.md §4). When neither the lake's raw files nor
-    the options changed since the last build, the marts are left as they are; re-running
-    changes nothing.
+    The sample-level marts (gpu_job_buckets, job_gpu_daily, bucket_occupancy) are rebuilt
+    only for the UTC days whose sample files changed (and the last buckets of the day
+    before); job_usage, job_outcomes, usage_daily and cluster_occupancy are then built from
+    them (definitions: DESIGN.md §4). Re-running with nothing changed changes nothing.
+    Examples:
+      gpuledger attribute --lake ./lake
+      gpuledger attribute --lake ./lake --engine spark --spark-master spark://head:7077
     """
-    _attribute(lake, idle_below, bucket, quiet, force, since)
+    _attribute(lake, idle_below, bucket, quiet, force, since, engine, spark_master)
 
 
 # ---------------------------------------------------------------- query

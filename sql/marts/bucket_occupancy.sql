@@ -28,7 +28,7 @@ WITH moved AS (
     SELECT
         b.cluster,
         b.date,
-        b.bucket + to_seconds(k.n * $bucket_s) AS bucket,
+        to_timestamp(epoch(b.bucket) + k.n * $bucket_s) AS bucket,
         b.job_id IS NOT NULL AS allocated,
         least(greatest(b.carry_s - (k.n - 1) * $bucket_s, 0), $bucket_s) * b.share AS observed_s,
         least(greatest(b.carry_active_s - (k.n - 1) * $bucket_s, 0), $bucket_s) * b.share

@@ -39,7 +39,12 @@ ordered AS (
         job_id,
         interval_s,
         gpu_util_pct,
-        coalesce(engine_active, sm_active, gpu_util_pct / 100.0) AS busy,
+        -- in double precision: as a float, GPU_UTIL 1 % / 100 falls below the 0.01 idle line
+        coalesce(
+            CAST(engine_active AS DOUBLE),
+            CAST(sm_active AS DOUBLE),
+            CAST(gpu_util_pct AS DOUBLE) / 100
+        ) AS busy,
         sm_active,
         tensor_active,
         dram_active,
