@@ -70,7 +70,9 @@ def assert_same(duck: dict[str, pl.DataFrame], spark: dict[str, pl.DataFrame]) -
 
 
 def test_transpiled_sql_keeps_times_exact():
-    text = transpile("SELECT epoch(ts) AS e, to_timestamp(floor(epoch(ts) / 300) * 300) AS b FROM t")
+    text = transpile(
+        "SELECT epoch(ts) AS e, to_timestamp(floor(epoch(ts) / 300) * 300) AS b FROM t"
+    )
 
     assert "UNIX_TIMESTAMP" not in text and "FROM_UNIXTIME" not in text
     assert "UNIX_MICROS(ts) / 1e6" in text and "TIMESTAMP_SECONDS(" in text
