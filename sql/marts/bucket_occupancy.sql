@@ -18,9 +18,9 @@ WITH moved AS (
         date,
         bucket,
         job_id IS NOT NULL AS allocated,
-        (observed_s - carry_s) * share AS observed_s,
-        (active_s - carry_active_s) * share AS active_s,
-        (idle_s - carry_idle_s) * share AS idle_s
+        observed_share_s - carry_s * carry_share AS observed_s,
+        active_share_s - carry_active_s * carry_share AS active_s,
+        idle_share_s - carry_idle_s * carry_share AS idle_s
     FROM gpu_job_buckets
     UNION ALL
     -- Within one row only the device's last sample of the bucket can run past its end, so the
@@ -30,10 +30,12 @@ WITH moved AS (
         b.date,
         to_timestamp(epoch(b.bucket) + k.n * $bucket_s) AS bucket,
         b.job_id IS NOT NULL AS allocated,
-        least(greatest(b.carry_s - (k.n - 1) * $bucket_s, 0), $bucket_s) * b.share AS observed_s,
-        least(greatest(b.carry_active_s - (k.n - 1) * $bucket_s, 0), $bucket_s) * b.share
+        least(greatest(b.carry_s - (k.n - 1) * $bucket_s, 0), $bucket_s) * b.carry_share
+            AS observed_s,
+        least(greatest(b.carry_active_s - (k.n - 1) * $bucket_s, 0), $bucket_s) * b.carry_share
             AS active_s,
-        least(greatest(b.carry_idle_s - (k.n - 1) * $bucket_s, 0), $bucket_s) * b.share AS idle_s
+        least(greatest(b.carry_idle_s - (k.n - 1) * $bucket_s, 0), $bucket_s) * b.carry_share
+            AS idle_s
     FROM gpu_job_buckets AS b,
         unnest(generate_series(1, CAST(ceil(b.carry_s / $bucket_s) AS BIGINT))) AS k(n)
     WHERE b.carry_s > 0
