@@ -159,14 +159,16 @@ def _attribute(
     since: dt.datetime | None = None,
     engine: str = "duckdb",
     spark_master: str | None = None,
+    spark_source: str | None = None,
 ) -> None:
     from warehouse.attribution import MART_ORDER, AttributionConfig, build_marts, reattribute
     from warehouse.connection import connect
 
     if 86400 % bucket:
         raise click.BadParameter(f"{bucket!r} does not divide a day", param_hint="--bucket")
-    if spark_master and engine != "spark":
-        raise click.BadParameter("only with --engine spark", param_hint="--spark-master")
+    for value, hint in ((spark_master, "--spark-master"), (spark_source, "--spark-source")):
+        if value and engine != "spark":
+            raise click.BadParameter("only with --engine spark", param_hint=hint)
     config = AttributionConfig(idle_below=idle_below, bucket_s=bucket)
     con = connect(lake, require=("gpu_samples",))
     with progress_bar("Checking sample owners", 1, not quiet) as update:
@@ -183,7 +185,12 @@ def _attribute(
             from warehouse.spark import build_marts_on_spark, spark_session
 
             counts = build_marts_on_spark(
-                spark_session(spark_master), lake, config.values(), MART_ORDER, progress=step
+                spark_session(spark_master),
+                lake,
+                config.values(),
+                MART_ORDER,
+                progress=step,
+                source=spark_source,
             )
         else:
             counts = build_marts(con, lake, config, progress=step, force=force)
@@ -235,6 +242,13 @@ def _attribute(
     metavar="URL",
     help="Spark master, e.g. spark://host:7077 or yarn [default: local[*]].",
 )
+@click.option(
+    "--spark-source",
+    default=None,
+    metavar="URL",
+    help="Read the raw tables from this lake URL with Spark (e.g. s3a://bucket/lake) instead "
+    "of --lake; the marts are still landed in --lake.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
 @reports_errors
 def attribute(
@@ -245,6 +259,7 @@ def attribute(
     force: bool,
     engine: str,
     spark_master: str | None,
+    spark_source: str | None,
     quiet: bool,
 ) -> None:
     """Attribute samples to jobs and bring the marts up to date.
@@ -260,7 +275,7 @@ def attribute(
       gpuledger attribute --lake ./lake
       gpuledger attribute --lake ./lake --engine spark --spark-master spark://head:7077
     """
-    _attribute(lake, idle_below, bucket, quiet, force, since, engine, spark_master)
+    _attribute(lake, idle_below, bucket, quiet, force, since, engine, spark_master, spark_source)
 
 
 # ---------------------------------------------------------------- query

@@ -103,18 +103,38 @@ def _spark_type(arrow_type: pa.DataType) -> str:
     }[arrow_type]
 
 
-def _register(spark: SparkSession, root: Path, table: str) -> None:
-    """A temp view of `table` typed by the contract (missing columns null, extras dropped)."""
+def _register(spark: SparkSession, root: Path, table: str, source: str | None) -> None:
+    """A temp view of `table` typed by the contract (missing columns null, extras dropped).
+
+    The files are listed in the local lake at `root`, or, with `source` (a lake URL such as
+    s3a://bucket/lake), found by Spark itself under `<source>/<table>/` (every *.parquet at any
+    depth; files starting with `.` or `_` are skipped, as the writer's temporary files are).
+    """
+    from pyspark.errors import AnalysisException
     from pyspark.sql import functions as F
 
     schema = RAW_TABLES[table].schema
-    paths = [str(p) for p in layout.table_files(root, table)]
     frame: DataFrame
-    if paths:
-        frame = spark.read.parquet(*paths)
-        present = set(frame.columns)
+    present: set[str] = set()
+    if source is not None:
+        try:
+            frame = (
+                spark.read.option("recursiveFileLookup", "true")
+                .option("pathGlobFilter", "*.parquet")
+                .parquet(f"{source.rstrip('/')}/{table}")
+            )
+            present = set(frame.columns)
+        except AnalysisException as exc:  # a table the lake has no folder for reads as empty
+            if "PATH_NOT_FOUND" not in str(exc):
+                raise
+            frame = spark.range(0).drop("id")
     else:
-        frame, present = spark.range(0).drop("id"), set()
+        paths = [str(p) for p in layout.table_files(root, table)]
+        if paths:
+            frame = spark.read.parquet(*paths)
+            present = set(frame.columns)
+        else:
+            frame = spark.range(0).drop("id")
     columns = [
         (F.col(f"`{field.name}`") if field.name in present else F.lit(None))
         .cast(_spark_type(field.type))
@@ -136,15 +156,18 @@ def build_marts_on_spark(
     params: Mapping[str, Any],
     marts: tuple[tuple[str, str], ...],
     progress: Callable[[str], None] | None = None,
+    *,
+    source: str | None = None,
 ) -> dict[str, int]:
-    """Build `marts` (name, query) in order on Spark from the lake at `root`; land them there.
+    """Build `marts` (name, query) in order on Spark and land them in the lake at `root`.
 
+    The raw tables are read from `root`, or from the lake at the URL `source` (object storage).
     Each mart's partitions for each cluster are replaced whole. Returns the rows of each mart.
     """
     from importlib.resources import files
 
     for table in RAW_TABLES:
-        _register(spark, root, table)
+        _register(spark, root, table, source)
     for view, filename in REFERENCE_FILES.items():
         path = str(files("warehouse").joinpath("data", filename))
         spark.read.csv(path, header=True, inferSchema=True).createOrReplaceTempView(view)

@@ -247,6 +247,11 @@ def test_demo_prints_the_summary(tmp_path: Path) -> None:
     assert again.stdout.split("Cluster sim:")[1] == out.split("Cluster sim:")[1]
 
 
+def test_spark_options_need_the_spark_engine(tmp_path: Path) -> None:
+    result = invoke("attribute", "--lake", str(tmp_path), "--spark-master", "local[1]")
+    _assert_one_line_error(result, 2, "--spark-master", "--engine spark")
+
+
 def test_bench_writes_its_results_as_json(tmp_path: Path) -> None:
     out = tmp_path / "b.json"
     work = tmp_path / "work"

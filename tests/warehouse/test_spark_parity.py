@@ -52,15 +52,20 @@ def marts(root: Path) -> dict[str, pl.DataFrame]:
     }
 
 
-def both_engines(spark, lake: Path, tmp_path: Path) -> tuple[dict, dict]:
-    """Attribute `lake`, then build its marts with DuckDB and (on a copy) with Spark."""
+def both_engines(spark, lake: Path, tmp_path: Path, *, as_url: bool = False) -> tuple[dict, dict]:
+    """Attribute `lake`, then build its marts with DuckDB and (on a copy) with Spark.
+
+    With `as_url`, Spark finds the raw files itself under a file:// lake URL, as it would
+    under s3a://.
+    """
     from warehouse.spark import build_marts_on_spark
 
     reattribute(connect(lake), lake)
     on_spark = tmp_path / "spark"
     shutil.copytree(lake, on_spark)
     build_marts(connect(lake), lake, AttributionConfig())
-    build_marts_on_spark(spark, on_spark, AttributionConfig().values(), MART_ORDER)
+    source = on_spark.resolve().as_uri() if as_url else None
+    build_marts_on_spark(spark, on_spark, AttributionConfig().values(), MART_ORDER, source=source)
     return marts(lake), marts(on_spark)
 
 
@@ -95,11 +100,11 @@ def test_spark_builds_the_same_marts_as_duckdb_on_a_hand_made_lake(spark, tmp_pa
 
 
 @needs_spark
-def test_spark_builds_the_same_marts_as_duckdb_on_a_simulated_lake(spark, tmp_path):
+def test_spark_reading_a_lake_url_builds_the_same_marts_on_a_simulated_lake(spark, tmp_path):
     lake = tmp_path / "lake"
     simulate(SimConfig(gpus=8, days=1, seed=3), lake)
 
-    duck, on_spark = both_engines(spark, lake, tmp_path)
+    duck, on_spark = both_engines(spark, lake, tmp_path, as_url=True)
 
     assert duck["job_usage"].height > 5
     assert_same(duck, on_spark)
