@@ -7,8 +7,9 @@ each device on the next day, and is rebuilt only when those files (or the SQL, o
 change. When only the next day changed (a new day landed), just the day's last buckets are
 recomputed (the tail: only each device's last sample depends on the next day). So a new day of
 samples costs one day's pass plus a few minutes of the day before; a re-attributed file costs
-its day plus that tail. Every day is built in its own DuckDB connection, so memory is bounded
-by one day of samples whatever the lake's size.
+its day plus that tail. The days are built one at a time in one DuckDB connection (its memory
+limit bounds the engine, and one day's results are released before the next day is read), so
+memory is bounded by one day of samples whatever the lake's history.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ SAMPLE_MARTS: tuple[tuple[str, str], ...] = (
 _HELPERS = ("attribution/next_day_head", "attribution/partition_samples", "views/sample_spans")
 
 DayKey = tuple[str, dt.date]
+_EMPTY = pa.table({"none": pa.array([], pa.int8())})
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +128,8 @@ def _is_day(path: Path, key: DayKey) -> bool:
 
 
 def build_day(
-    config: WarehouseConfig,
+    con: duckdb.DuckDBPyConnection,
+    root: Path,
     key: DayKey,
     files: list[Path],
     next_files: list[Path],
@@ -138,13 +141,13 @@ def build_day(
 
     With `tail_only` (the day's own files are unchanged, the next day's changed) only the
     buckets from the devices' last ones on are recomputed, from the samples in them; the
-    earlier buckets are kept as built. The result is the same as a whole rebuild.
+    earlier buckets are kept as built. The result is the same as a whole rebuild. `con` is
+    the engine every day is built in (one for the run, so its memory is reused, not re-grown).
     """
     cluster_folder, day = key
-    con = open_engine(config)
     try:
         register_files(con, "gpu_samples", files, view="day_files")
-        from_ts = _tail_start(con, config.root, key) if tail_only else None
+        from_ts = _tail_start(con, root, key) if tail_only else None
         if from_ts is None:
             con.sql("SELECT * FROM day_files").create_view("day_samples")
         else:
@@ -155,7 +158,6 @@ def build_day(
         con.from_arrow(head).create_view("next_day_head")
         con.sql(sql.load("attribution/partition_samples")).create_view("gpu_samples")
         con.sql(sql.load("views/sample_spans")).create_view("sample_spans")
-        register_reference(con)
         counts = {}
         for mart, query in SAMPLE_MARTS:
             wanted = queries.parameters(con, query)
@@ -170,12 +172,13 @@ def build_day(
             clusters = pc.unique(rows.column("cluster")).to_pylist()
             for cluster in clusters or [cluster_folder]:
                 part = rows.filter(pc.equal(rows.column("cluster"), cluster))
-                replace_partition(config.root, mart, part, str(cluster), day)
+                replace_partition(root, mart, part, str(cluster), day)
             con.from_arrow(rows).create_view(mart)
             counts[mart] = rows.num_rows
         return counts
-    finally:
-        con.close()
+    finally:  # let go of this day's Arrow tables before the next day is read
+        for view in ("day_samples", "next_day_head", *(mart for mart, _ in SAMPLE_MARTS)):
+            con.from_arrow(_EMPTY).create_view(view)
 
 
 def _remove_day(root: Path, key: DayKey) -> None:
@@ -210,31 +213,36 @@ def build_sample_marts(
                 "SELECT cluster, date, own, next FROM sample_days_built"
             )
         }
-    rebuilt: list[DayKey] = []
-    tails: list[DayKey] = []
-    unchanged = 0
-    for done, key in enumerate(sorted(days), start=1):
-        next_files = days.get((key[0], key[1] + dt.timedelta(days=1)), [])
-        own, following = _digest(days[key], salt), _digest(next_files, salt)
-        present = (
-            layout.table_dir(root, SAMPLE_MARTS[0][0]) / f"cluster={key[0]}" / f"date={key[1]}"
-        ).is_dir()
-        if force or not present or built.get(key, ("", ""))[0] != own:
-            build_day(config, key, days[key], next_files, params)
-            rebuilt.append(key)
-        elif built[key][1] != following:
-            build_day(config, key, days[key], next_files, params, tail_only=True)
-            tails.append(key)
-        else:
-            unchanged += 1
-        if key in rebuilt or key in tails:
-            with _state(root) as db:
-                db.execute(
-                    "INSERT OR REPLACE INTO sample_days_built VALUES (?, ?, ?, ?)",
-                    (key[0], key[1].isoformat(), own, following),
-                )
-        if progress:
-            progress(done, len(days))
+    con = open_engine(config)
+    register_reference(con)
+    try:
+        rebuilt: list[DayKey] = []
+        tails: list[DayKey] = []
+        unchanged = 0
+        for done, key in enumerate(sorted(days), start=1):
+            next_files = days.get((key[0], key[1] + dt.timedelta(days=1)), [])
+            own, following = _digest(days[key], salt), _digest(next_files, salt)
+            present = (
+                layout.table_dir(root, SAMPLE_MARTS[0][0]) / f"cluster={key[0]}" / f"date={key[1]}"
+            ).is_dir()
+            if force or not present or built.get(key, ("", ""))[0] != own:
+                build_day(con, root, key, days[key], next_files, params)
+                rebuilt.append(key)
+            elif built[key][1] != following:
+                build_day(con, root, key, days[key], next_files, params, tail_only=True)
+                tails.append(key)
+            else:
+                unchanged += 1
+            if key in rebuilt or key in tails:
+                with _state(root) as db:
+                    db.execute(
+                        "INSERT OR REPLACE INTO sample_days_built VALUES (?, ?, ?, ?)",
+                        (key[0], key[1].isoformat(), own, following),
+                    )
+            if progress:
+                progress(done, len(days))
+    finally:
+        con.close()
     removed = tuple(sorted(set(built) - set(days)))
     for key in removed:
         _remove_day(root, key)
