@@ -1,23 +1,47 @@
-"""`gpuledger bench`: throughput of the simulator and of attribution, with in-process baselines.
+"""`gpuledger bench`: attribution against in-process baselines, at scale, incrementally, and the
+dashboard's queries, each scenario timed in one process on one lake.
 
-Absolute times vary from machine to machine; the ratios against a baseline run in the same
-process on the same lake are what to compare.
+Absolute times vary from machine to machine (and on a shared one, from minute to minute); the
+ratios against a baseline run in the same process on the same lake are what to compare.
 """
 
 from __future__ import annotations
 
+import os
 import platform
+import resource
 import shutil
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["render_bench", "run_bench"]
+__all__ = [
+    "DEFAULT_SCENARIOS",
+    "SCENARIOS",
+    "BenchPlan",
+    "peak_rss_mb",
+    "render_bench",
+    "run_bench",
+]
 
-# The floor: reading the sample columns the marts need and grouping them, nothing more.
-_FLOOR_QUERY = "bench/plain_scan_floor"
+SCENARIOS = ("attribution", "incremental", "dashboard", "scale", "prometheus")
+DEFAULT_SCENARIOS = ("attribution", "incremental", "dashboard", "prometheus")
+Echo = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class BenchPlan:
+    """Which scenarios to run and on what sizes (GPUs × days at 30 s sampling)."""
+
+    scenarios: tuple[str, ...] = DEFAULT_SCENARIOS
+    gpus: int = 1024
+    days: int = 7
+    scale_gpus: int = 4096
+    scale_days: int = 30
+    workdir: Path | None = None
 
 
 def _timed(func: Callable[[], Any]) -> tuple[float, Any]:
@@ -26,96 +50,240 @@ def _timed(func: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - start, value
 
 
-def run_bench(
-    gpus: int, days: int, workdir: Path | None, echo: Callable[[str], None]
-) -> dict[str, Any]:
-    """Simulate `gpus` × `days` into a fresh lake, attribute it, and time both and the floor."""
-    import os
+def peak_rss_mb() -> float:
+    """This process's peak resident set size so far, in MiB (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
-    from collector.sim import SimConfig, simulate
-    from warehouse import queries
-    from warehouse.attribution import AttributionConfig, build_marts, reattribute
-    from warehouse.connection import connect
 
-    base = Path(tempfile.mkdtemp(prefix="gpuledger-bench-", dir=workdir))
-    try:
-        lake = base / "lake"
-        echo(f"bench: simulating {gpus} GPUs × {days} days into {lake}")
-        sim_s, sim = _timed(lambda: simulate(SimConfig(gpus=gpus, days=days), lake))
-        con = connect(lake, require=("gpu_samples",))
-        echo("bench: plain scan floor")
-        floor_s, _ = _timed(lambda: queries.run_arrow(con, _FLOOR_QUERY))
-        echo("bench: attribution (check owners + build every mart)")
-        check_s, _ = _timed(lambda: reattribute(con, lake))
-        marts_s, counts = _timed(lambda: build_marts(con, lake, AttributionConfig()))
-        echo("bench: re-check every sample file against job_gpus (forced)")
-        (lake / "_state" / "attribution.sqlite").unlink()
-        recheck_s, _ = _timed(lambda: reattribute(con, lake))
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-    attribution_s = check_s + marts_s
-    from app.bench_prometheus import run_prometheus_bench
+def _scale(lake: Path, plan: BenchPlan, echo: Echo) -> dict[str, Any]:
+    """Generate the synthetic lake, attribute it from scratch, report wall time and peak RSS."""
+    from app.bench_baselines import best_of, floor_scan
+    from app.bench_lakes import synthetic_lake
+    from warehouse.attribution import AttributionConfig, build_summary_marts, reattribute
+    from warehouse.connection import WarehouseConfig, connect
+    from warehouse.partitions import build_sample_marts
 
-    echo("bench: Prometheus JSON → Parquet vs prometheus-api-client's MetricRangeDataFrame")
-    prometheus = run_prometheus_bench(workdir=workdir)
+    echo(f"bench scale: generating {plan.scale_gpus} GPUs × {plan.scale_days} days (synthetic)")
+    generate_s, made = _timed(lambda: synthetic_lake(lake, plan.scale_gpus, plan.scale_days))
+    rss_generated = peak_rss_mb()
+    echo(f"bench scale: attributing {made.samples:,} samples")
+    con = connect(lake, require=("gpu_samples",))
+    config = AttributionConfig()
+    check_s, _ = _timed(lambda: reattribute(con, lake))
+    ingest_s, _ = _timed(lambda: build_sample_marts(WarehouseConfig(lake), config.values()))
+    rss_ingest = peak_rss_mb()
+    summary_s, counts = _timed(lambda: build_summary_marts(con, lake, config))
+    marts_s = ingest_s + summary_s
+    rss = peak_rss_mb()
+    echo("bench scale: plain scan floor")
+    floor_s = best_of(1, lambda: floor_scan(con))
+    con.close()
     return {
+        "gpus": made.gpus,
+        "days": made.days,
+        "samples": made.samples,
+        "jobs": made.jobs,
+        "generate_s": generate_s,
+        "ingest_pass_s": ingest_s,
+        "marts_s": summary_s,
+        "attribute_s": check_s + marts_s,
+        "attribute_samples_per_s": made.samples / (check_s + marts_s),
+        "floor_scan_s": floor_s,
+        "attribute_vs_floor": (check_s + marts_s) / floor_s,
+        "peak_rss_mb_after_generation": rss_generated,
+        "peak_rss_mb_after_ingest_pass": rss_ingest,
+        "peak_rss_mb": rss,
+        "peak_rss_within_4gb": rss <= 4096,
+        "mart_rows": counts,
+    }
+
+
+def _attribution(lake: Path, aside: Path, plan: BenchPlan, echo: Echo) -> dict[str, Any]:
+    """The `attribution`, `incremental` and `dashboard` scenarios on one simulated lake."""
+    from app.bench_baselines import best_of, floor_scan, pandas_merge_asof, polars_join_asof
+    from app.bench_lakes import hold_back_last_day
+    from app.bench_queries import time_queries
+    from collector.sim import SimConfig, simulate
+    from warehouse.attribution import (
+        AttributionConfig,
+        build_marts,
+        build_summary_marts,
+        reattribute,
+    )
+    from warehouse.connection import WarehouseConfig, connect
+    from warehouse.partitions import build_sample_marts
+
+    wanted = set(plan.scenarios)
+    extra = 1 if "incremental" in wanted else 0
+    echo(f"bench: simulating {plan.gpus} GPUs × {plan.days + extra} days into {lake}")
+    sim_s, sim = _timed(lambda: simulate(SimConfig(gpus=plan.gpus, days=plan.days + extra), lake))
+    held = hold_back_last_day(lake, aside) if extra else None
+    config = AttributionConfig()
+    con = connect(lake, require=("gpu_samples",))
+    [(samples,)] = con.sql("SELECT count(*) FROM gpu_samples").fetchall()
+    echo("bench: attribution at ingest (owner check, then the per-day pass over samples)")
+    check_s, _ = _timed(lambda: reattribute(con, lake))
+    ingest_s, report = _timed(
+        lambda: build_sample_marts(WarehouseConfig(lake), config.values(), force=True)
+    )
+    echo("bench: plain scan floor, then the marts (best of 2 each)")
+    floor_s = best_of(2, lambda: floor_scan(con))
+    marts_s = best_of(2, lambda: build_summary_marts(con, lake, config))
+    rss = peak_rss_mb()
+    full_s = check_s + ingest_s + marts_s
+    out: dict[str, Any] = {
+        "gpus": sim.gpus,
+        "days": plan.days,
+        "samples": samples,
+        "jobs": sim.jobs,
+        "simulate_s": sim_s,
+        "floor_scan_s": floor_s,
+        "marts_s": marts_s,
+        "marts_vs_floor": marts_s / floor_s,
+        "owner_check_s": check_s,
+        "ingest_pass_s": ingest_s,
+        "ingest_pass_per_day_s": ingest_s / max(len(report.rebuilt), 1),
+        "full_rebuild_s": full_s,
+        "full_rebuild_vs_floor": full_s / floor_s,
+        "full_rebuild_samples_per_s": samples / full_s,
+        "peak_rss_mb": rss,
+    }
+    echo("bench: polars join_asof baseline")
+    out["polars_join_asof"] = polars_join_asof(con)
+    echo("bench: pandas merge_asof baseline")
+    out["pandas_merge_asof"] = pandas_merge_asof(con)
+    for name in ("polars_join_asof", "pandas_merge_asof"):
+        out[f"marts_speedup_vs_{name}"] = out[name]["total_s"] / marts_s
+        out[f"full_rebuild_speedup_vs_{name}"] = out[name]["total_s"] / full_s
+    if held is not None:
+        echo("bench: incremental (one more day of samples lands)")
+        held.restore()
+        incremental_s, counts = _timed(
+            lambda: (reattribute(con, lake), build_marts(con, lake, config))
+        )
+        out["incremental"] = {
+            "seconds": incremental_s,
+            "vs_full_rebuild": incremental_s / full_s,
+            "vs_marts": incremental_s / marts_s,
+            "mart_rows": counts[1],
+        }
+    if "dashboard" in wanted:
+        echo("bench: dashboard and report queries")
+        out["dashboard"] = time_queries(connect(lake))
+    con.close()
+    return out
+
+
+def run_bench(plan: BenchPlan, echo: Echo) -> dict[str, Any]:
+    """Run the plan's scenarios in throw-away lakes under `plan.workdir`; return the results."""
+    results: dict[str, Any] = {
         "machine": {
             "platform": platform.platform(),
             "python": platform.python_version(),
             "cpus": os.cpu_count(),
+            "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30),
         },
-        "gpus": sim.gpus,
-        "days": days,
-        "samples": sim.samples,
-        "jobs": sim.jobs,
-        "simulate_s": sim_s,
-        "simulate_samples_per_s": sim.samples / sim_s,
-        "floor_scan_s": floor_s,
-        "attribution_s": attribution_s,
-        "attribution_samples_per_s": sim.samples / attribution_s,
-        "attribution_vs_floor": attribution_s / floor_s,
-        "forced_owner_recheck_s": recheck_s,
-        "simulate_plus_attribute_s": sim_s + attribution_s,
-        "mart_rows": counts,
-        "prometheus": prometheus,
+        "scenarios": list(plan.scenarios),
     }
+    base = Path(tempfile.mkdtemp(prefix="gpuledger-bench-", dir=plan.workdir))
+    try:
+        if "scale" in plan.scenarios:  # first, so the peak RSS it reports is its own
+            results["scale"] = _scale(base / "scale", plan, echo)
+            shutil.rmtree(base / "scale", ignore_errors=True)
+        if {"attribution", "incremental", "dashboard"} & set(plan.scenarios):
+            results["attribution"] = _attribution(base / "lake", base / "aside", plan, echo)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    if "prometheus" in plan.scenarios:
+        from app.bench_prometheus import run_prometheus_bench
+
+        echo("bench: Prometheus JSON → Parquet vs prometheus-api-client's MetricRangeDataFrame")
+        results["prometheus"] = run_prometheus_bench(workdir=plan.workdir)
+    return results
+
+
+def _attribution_rows(a: dict[str, Any]) -> list[tuple[str, float, str]]:
+    rows = [
+        ("simulate", a["simulate_s"], f"{a['samples']:,} samples, {a['jobs']:,} jobs"),
+        ("plain scan floor (DuckDB)", a["floor_scan_s"], "baseline"),
+        (
+            "attribution: job_usage, usage_daily, cluster_occupancy, job_outcomes",
+            a["marts_s"],
+            f"{a['marts_vs_floor']:.2f}× the floor; "
+            f"{a['marts_speedup_vs_pandas_merge_asof']:.0f}× faster than pandas",
+        ),
+        ("attribution at ingest: owner check", a["owner_check_s"], ""),
+        (
+            "attribution at ingest: per-day pass over samples",
+            a["ingest_pass_s"],
+            f"{a['ingest_pass_per_day_s']:.2f} s per day",
+        ),
+        (
+            "full rebuild from scratch (all of the above)",
+            a["full_rebuild_s"],
+            f"{a['full_rebuild_vs_floor']:.1f}× the floor; "
+            f"{a['full_rebuild_speedup_vs_pandas_merge_asof']:.1f}× faster than pandas",
+        ),
+    ]
+    for name, label in (
+        ("polars_join_asof", "polars join_asof"),
+        ("pandas_merge_asof", "pandas merge_asof"),
+    ):
+        b = a[name]
+        rows.append(
+            (f"  {label} (baseline)", b["total_s"], f"of which loading {b['load_s']:.2f} s")
+        )
+    inc = a.get("incremental")
+    if inc:
+        rows.append(
+            (
+                "incremental: one more day",
+                inc["seconds"],
+                f"{100 * inc['vs_full_rebuild']:.0f} % of the full rebuild",
+            )
+        )
+    return rows
 
 
 def render_bench(r: dict[str, Any]) -> str:
-    """The results as a small table."""
-    rows = [
-        ("simulate", r["simulate_s"], f"{r['simulate_samples_per_s']:,.0f} samples/s"),
-        ("plain scan floor (DuckDB)", r["floor_scan_s"], "baseline"),
-        (
-            "attribute (all marts)",
-            r["attribution_s"],
-            f"{r['attribution_samples_per_s']:,.0f} samples/s, "
-            f"{r['attribution_vs_floor']:.1f}× the floor",
-        ),
-        ("re-check all sample owners", r["forced_owner_recheck_s"], "after late job_gpus"),
-        ("simulate + attribute", r["simulate_plus_attribute_s"], ""),
+    """The results as a small table, one section per scenario."""
+    machine = r["machine"]
+    lines = [
+        f"gpuledger bench ({machine['cpus']} CPUs, {machine['memory_gb']} GB, "
+        f"{machine['platform']})"
     ]
-    head = (
-        f"gpuledger bench: {r['gpus']} GPUs × {r['days']} days = {r['samples']:,} samples, "
-        f"{r['jobs']:,} jobs ({r['machine']['cpus']} CPUs, {r['machine']['platform']})"
-    )
+    rows: list[tuple[str, float, str]] = []
+    if "scale" in r:
+        s = r["scale"]
+        lines.append(f"scale: {s['gpus']} GPUs × {s['days']} days = {s['samples']:,} samples")
+        rows += [
+            ("scale: generate (synthetic)", s["generate_s"], ""),
+            (
+                "scale: attribute from scratch",
+                s["attribute_s"],
+                f"{s['attribute_samples_per_s']:,.0f} samples/s; "
+                f"peak RSS {s['peak_rss_mb']:,.0f} MiB",
+            ),
+            ("scale: plain scan floor", s["floor_scan_s"], "baseline"),
+        ]
+    if "attribution" in r:
+        a = r["attribution"]
+        lines.append(f"attribution: {a['gpus']} GPUs × {a['days']} days = {a['samples']:,} samples")
+        rows += _attribution_rows(a)
+        for q in a.get("dashboard", []):
+            note = f"{q['rows']:,} rows" if "seconds" in q else f"failed: {q['error']}"
+            rows.append((f"  {q['query']}", q.get("seconds", float("nan")), note))
     prom = r.get("prometheus") or {}
     if "ours_s" in prom:
-        rows.append(
-            (
-                "Prometheus JSON → Parquet",
-                prom["ours_s"],
-                f"{prom['ours_samples_per_s']:,} samples/s ({prom['samples']:,} samples)",
-            )
-        )
+        rows.append(("Prometheus JSON → Parquet", prom["ours_s"], f"{prom['samples']:,} samples"))
     if "client_dataframe_s" in prom:
         rows.append(
             (
                 "  prometheus-api-client DataFrame",
                 prom["client_dataframe_s"],
-                f"baseline; ours is {prom['speedup']}× faster",
+                f"ours {prom['speedup']}× faster",
             )
         )
-    width = max(len(name) for name, _, _ in rows)
-    body = [f"  {name:<{width}}  {secs:8.2f} s   {note}" for name, secs, note in rows]
-    return "\n".join([head, *body])
+    width = max((len(name) for name, _, _ in rows), default=10)
+    lines += [f"  {name:<{width}}  {secs:8.2f} s   {note}" for name, secs, note in rows]
+    return "\n".join(lines)

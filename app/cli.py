@@ -157,12 +157,19 @@ def _attribute(
     quiet: bool,
     force: bool = False,
     since: dt.datetime | None = None,
+    engine: str = "duckdb",
+    spark_master: str | None = None,
+    spark_source: str | None = None,
 ) -> None:
     from warehouse.attribution import MART_ORDER, AttributionConfig, build_marts, reattribute
     from warehouse.connection import connect
 
     if 86400 % bucket:
         raise click.BadParameter(f"{bucket!r} does not divide a day", param_hint="--bucket")
+    for value, hint in ((spark_master, "--spark-master"), (spark_source, "--spark-source")):
+        if value and engine != "spark":
+            raise click.BadParameter("only with --engine spark", param_hint=hint)
+    config = AttributionConfig(idle_below=idle_below, bucket_s=bucket)
     con = connect(lake, require=("gpu_samples",))
     with progress_bar("Checking sample owners", 1, not quiet) as update:
         checked, rewritten, changed = reattribute(
@@ -170,16 +177,26 @@ def _attribute(
         )
     with progress_bar("Building marts", len(MART_ORDER), not quiet) as update:
         done = iter(range(1, len(MART_ORDER) + 1))
-        counts = build_marts(
-            con,
-            lake,
-            AttributionConfig(idle_below=idle_below, bucket_s=bucket),
-            progress=lambda _mart: update(next(done), len(MART_ORDER)),
-            force=force,
-        )
+
+        def step(_mart: str) -> None:
+            update(next(done), len(MART_ORDER))
+
+        if engine == "spark":
+            from warehouse.spark import build_marts_on_spark, spark_session
+
+            counts = build_marts_on_spark(
+                spark_session(spark_master),
+                lake,
+                config.values(),
+                MART_ORDER,
+                progress=step,
+                source=spark_source,
+            )
+        else:
+            counts = build_marts(con, lake, config, progress=step, force=force)
     click.echo(
         f"Attributed: {checked} sample file(s) checked, {rewritten} rewritten "
-        f"({changed:,} samples re-attributed); marts: "
+        f"({changed:,} samples re-attributed); marts ({engine}): "
         + ", ".join(f"{name} {rows:,} rows" for name, rows in counts.items()),
         err=quiet,
     )
@@ -211,6 +228,27 @@ def _attribute(
 @click.option(
     "--force", is_flag=True, help="Rebuild the marts even if nothing they read has changed."
 )
+@click.option(
+    "--engine",
+    type=click.Choice(["duckdb", "spark"]),
+    default="duckdb",
+    show_default=True,
+    help="Build the marts with DuckDB (incremental, per day) or with Apache Spark (the same "
+    "sql/ files transpiled by sqlglot; every mart rebuilt whole; needs the 'spark' extra).",
+)
+@click.option(
+    "--spark-master",
+    default=None,
+    metavar="URL",
+    help="Spark master, e.g. spark://host:7077 or yarn [default: local[*]].",
+)
+@click.option(
+    "--spark-source",
+    default=None,
+    metavar="URL",
+    help="Read the raw tables from this lake URL with Spark (e.g. s3a://bucket/lake) instead "
+    "of --lake; the marts are still landed in --lake.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
 @reports_errors
 def attribute(
@@ -219,19 +257,25 @@ def attribute(
     bucket: int,
     since: dt.datetime | None,
     force: bool,
+    engine: str,
+    spark_master: str | None,
+    spark_source: str | None,
     quiet: bool,
 ) -> None:
-    """Attribute samples to jobs and (re)build the marts.
+    """Attribute samples to jobs and bring the marts up to date.
 
     \b
     Sample files are re-checked only when they or the scheduler's allocations (job_gpus)
     changed since the last run, so late scheduler records re-attribute what they cover.
-    Marts: gpu_job_buckets, job_gpu_daily, job_usage, job_outcomes, usage_daily,
-    cluster_occupancy (definitions: DESIGN.md §4). When neither the lake's raw files nor
-    the options changed since the last build, the marts are left as they are; re-running
-    changes nothing.
+    The sample-level marts (gpu_job_buckets, job_gpu_daily, bucket_occupancy) are rebuilt
+    only for the UTC days whose sample files changed (and the last buckets of the day
+    before); job_usage, job_outcomes, usage_daily and cluster_occupancy are then built from
+    them (definitions: DESIGN.md §4). Re-running with nothing changed changes nothing.
+    Examples:
+      gpuledger attribute --lake ./lake
+      gpuledger attribute --lake ./lake --engine spark --spark-master spark://head:7077
     """
-    _attribute(lake, idle_below, bucket, quiet, force, since)
+    _attribute(lake, idle_below, bucket, quiet, force, since, engine, spark_master, spark_source)
 
 
 # ---------------------------------------------------------------- query
@@ -466,14 +510,42 @@ def demo(
 
 @cli.command()
 @click.option(
-    "--gpus",
-    type=click.IntRange(min=8),
-    default=256,
-    show_default=True,
-    help="GPUs in the simulated fleet.",
+    "--scenario",
+    "scenarios",
+    type=click.Choice(["attribution", "incremental", "dashboard", "scale", "prometheus"]),
+    multiple=True,
+    help="A scenario to run (repeatable) [default: all but scale]. attribution: the marts vs "
+    "a plain scan, polars join_asof and pandas merge_asof; incremental: one more day lands; "
+    "dashboard: every dashboard and report query; scale: a large synthetic lake, wall time "
+    "and peak memory; prometheus: Prometheus JSON → Parquet.",
 )
 @click.option(
-    "--days", type=click.IntRange(min=1), default=7, show_default=True, help="Days of samples."
+    "--gpus",
+    type=click.IntRange(min=8),
+    default=1024,
+    show_default=True,
+    help="GPUs in the simulated fleet of attribution, incremental and dashboard.",
+)
+@click.option(
+    "--days",
+    type=click.IntRange(min=1),
+    default=7,
+    show_default=True,
+    help="Days of samples of that fleet (incremental simulates one more).",
+)
+@click.option(
+    "--scale-gpus",
+    type=click.IntRange(min=8),
+    default=4096,
+    show_default=True,
+    help="GPUs of the synthetic scale lake.",
+)
+@click.option(
+    "--scale-days",
+    type=click.IntRange(min=1),
+    default=30,
+    show_default=True,
+    help="Days of the synthetic scale lake.",
 )
 @click.option(
     "--out",
@@ -487,22 +559,42 @@ def demo(
     "workdir",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help="Folder to build the throw-away bench lake in (default: the system's temporary "
-    "folder); the lake is removed afterwards.",
+    help="Folder to build the throw-away bench lakes in (default: the system's temporary "
+    "folder); they are removed afterwards.",
 )
 @reports_errors
-def bench(gpus: int, days: int, out: Path, workdir: Path | None) -> None:
-    """Measure simulation and attribution throughput against in-process baselines.
+def bench(
+    scenarios: tuple[str, ...],
+    gpus: int,
+    days: int,
+    scale_gpus: int,
+    scale_days: int,
+    out: Path,
+    workdir: Path | None,
+) -> None:
+    """Time attribution against in-process baselines, at scale, incrementally, and the dashboard.
 
-    Prints samples/s for each step and the ratio of attribution to a plain DuckDB
-    scan-and-group-by of the same samples (the floor), both run in this process.
+    \b
+    Each scenario runs in this process on its own throw-away lake, with its baselines:
+      attribution  1,024 GPUs × 7 days (simulated): the marts vs a plain DuckDB scan of the
+                   same sample columns (the floor), polars join_asof and pandas merge_asof
+      incremental  one more day of samples lands on that lake: time to bring the marts up to date
+      dashboard    every query under sql/dashboard/ and sql/report*/ on that lake
+      scale        4,096 GPUs × 30 days (synthetic, ~350 M samples): wall time and peak RSS
+    Example:  gpuledger bench --scenario attribution --gpus 256 --days 2
     """
-    from app.bench import render_bench, run_bench
+    from app.bench import DEFAULT_SCENARIOS, BenchPlan, render_bench, run_bench
 
-    results = run_bench(
-        gpus=gpus, days=days, workdir=workdir, echo=lambda m: click.echo(m, err=True)
+    plan = BenchPlan(
+        scenarios=scenarios or DEFAULT_SCENARIOS,
+        gpus=gpus,
+        days=days,
+        scale_gpus=scale_gpus,
+        scale_days=scale_days,
+        workdir=workdir,
     )
-    out.write_text(json.dumps(results, indent=2), encoding="utf-8")
+    results = run_bench(plan, echo=lambda m: click.echo(m, err=True))
+    out.write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")
     click.echo(render_bench(results))
     click.echo(f"Results written to {out}", err=True)
 

@@ -2,8 +2,9 @@
 
 Samples are attributed when they land if the allocation is known. `reattribute` re-checks the
 sample files that are new or whose allocations may have changed (late scheduler records) and
-rewrites only the files whose owners differ. `build_marts` rebuilds every mart from the SQL
-in sql/marts/ in dependency order, one cluster's partitions replaced at a time.
+rewrites only the files whose owners differ. `build_marts` then rebuilds the day partitions of
+the sample-level marts whose files changed (warehouse/partitions.py: the one pass over
+samples), and builds the job- and cluster-level marts from those small per-bucket tables.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ import pyarrow.parquet as pq
 
 import sql
 from warehouse import layout, queries
-from warehouse.connection import register_table
+from warehouse.connection import WarehouseConfig, register_table
+from warehouse.partitions import SAMPLE_MARTS, build_sample_marts
 from warehouse.schema import MARTS, RAW_TABLES
 from warehouse.writer import atomic_write, replace_partitions
 
@@ -31,24 +33,26 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MART_ORDER",
+    "SUMMARY_MARTS",
     "AttributionConfig",
     "AttributionResult",
     "attribute",
     "build_marts",
+    "build_summary_marts",
     "reattribute",
     "record_attributed",
 ]
 
-# Each mart and its query; a mart may read the ones before it.
-MART_ORDER: tuple[tuple[str, str], ...] = (
-    ("gpu_job_buckets", "marts/gpu_job_buckets"),
-    ("job_gpu_daily", "marts/job_gpu_daily"),
+# The marts built whole from the sample-level ones (and jobs, allocations, events).
+SUMMARY_MARTS: tuple[tuple[str, str], ...] = (
     ("job_usage", "marts/job_usage"),
     ("job_outcomes", "marts/job_outcomes"),
     ("usage_daily", "marts/usage_daily"),
     ("cluster_occupancy", "marts/cluster_occupancy"),
     ("fairness_weekly", "marts/fairness_weekly"),
 )
+# Each mart and its query; a mart may read the ones before it.
+MART_ORDER: tuple[tuple[str, str], ...] = (*SAMPLE_MARTS, *SUMMARY_MARTS)
 OWNER_CHANGES = "attribution/owner_changes"
 
 
@@ -62,16 +66,19 @@ class AttributionConfig:
     hw_event_grace_s: int = 300
     low_efficiency_below: float = 0.25
 
-    def params(self, query: str, con: duckdb.DuckDBPyConnection) -> dict[str, float | int]:
-        """The subset of this config's values that `query` binds."""
-        values: dict[str, float | int] = {
+    def values(self) -> dict[str, float | int]:
+        """Every value by the `$param` name the mart SQL binds it as."""
+        return {
             "idle_below": self.idle_below,
             "bucket_s": self.bucket_s,
             "grace_s": self.hw_event_grace_s,
             "low_eff_below": self.low_efficiency_below,
         }
+
+    def params(self, query: str, con: duckdb.DuckDBPyConnection) -> dict[str, float | int]:
+        """The subset of this config's values that `query` binds."""
         wanted = queries.parameters(con, query)
-        return {k: v for k, v in values.items() if k in wanted}
+        return {k: v for k, v in self.values().items() if k in wanted}
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,9 +205,11 @@ def _land_mart(root: Path, mart: str, result: pa.Table) -> int:
 
 
 def _inputs_fingerprint(root: Path, config: AttributionConfig) -> str:
-    """What the marts are a function of: every raw file, the SQL that builds them, the config."""
+    """What the summary marts are a function of: the raw tables other than samples, the
+    sample-level marts' files, the SQL that builds them and the config."""
     digest = hashlib.sha1(repr(config).encode())
-    for table in RAW_TABLES:
+    inputs = [t for t in RAW_TABLES if t != "gpu_samples"] + [m for m, _ in SAMPLE_MARTS]
+    for table in inputs:
         digest.update(_fingerprint(layout.table_files(root, table)).encode())
     for _, query in MART_ORDER:
         digest.update(sql.load(query).encode())
@@ -218,12 +227,20 @@ def build_marts(
     progress: Callable[[str], None] | None = None,
     *,
     force: bool = False,
+    warehouse: WarehouseConfig | None = None,
 ) -> dict[str, int]:
-    """Rebuild every mart from the lake; return the row count of each.
+    """Bring every mart up to date with the lake; return the row count of each.
 
-    When nothing the marts depend on changed since the last build (same raw files, SQL and
-    config), the marts are left as they are, unless `force`.
+    The day partitions of the sample-level marts are rebuilt where their sample files changed;
+    the summary marts are rebuilt whole from them when anything they read changed (raw files
+    other than samples, the sample-level marts, SQL, config). `force` rebuilds everything.
+    `warehouse` sets the memory limit and spill folder of the per-day builds.
     """
+    build_sample_marts(warehouse or WarehouseConfig(root=root), config.values(), force=force)
+    for mart, _ in SAMPLE_MARTS:
+        register_table(con, root, mart)
+        if progress:
+            progress(mart)
     fingerprint = _inputs_fingerprint(root, config)
     with _state(root) as db:
         built = db.execute("SELECT fingerprint FROM marts_built").fetchone()
@@ -233,21 +250,37 @@ def build_marts(
         and all(layout.table_files(root, mart) for mart, _ in MART_ORDER)
     ):
         if progress:
-            for mart, _ in MART_ORDER:
+            for mart, _ in SUMMARY_MARTS:
                 progress(mart)
         return {mart: _mart_rows(root, mart) for mart, _ in MART_ORDER}
-    for table in RAW_TABLES:  # read what is in the lake now, not when `con` was opened
+    counts = {mart: _mart_rows(root, mart) for mart, _ in SAMPLE_MARTS}
+    counts |= build_summary_marts(con, root, config, progress)
+    with _state(root) as db:
+        db.execute("DELETE FROM marts_built")
+        db.execute("INSERT INTO marts_built VALUES (?)", (fingerprint,))
+    return counts
+
+
+def build_summary_marts(
+    con: duckdb.DuckDBPyConnection,
+    root: Path,
+    config: AttributionConfig,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, int]:
+    """Rebuild the job- and cluster-level marts whole from the sample-level ones; return rows.
+
+    They read the small per-bucket and per-day tables, never samples, so this costs a
+    fraction of one pass over the samples.
+    """
+    for table in (*RAW_TABLES, *(m for m, _ in SAMPLE_MARTS)):  # what is in the lake now
         register_table(con, root, table)
     counts = {}
-    for mart, query in MART_ORDER:
+    for mart, query in SUMMARY_MARTS:
         if progress:
             progress(mart)
         result = queries.run_arrow(con, query, **config.params(query, con))
         counts[mart] = _land_mart(root, mart, result)
         register_table(con, root, mart)
-    with _state(root) as db:
-        db.execute("DELETE FROM marts_built")
-        db.execute("INSERT INTO marts_built VALUES (?)", (fingerprint,))
     return counts
 
 

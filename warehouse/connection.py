@@ -24,9 +24,19 @@ from warehouse.schema import TABLES
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["DEFAULT_MEMORY_LIMIT", "WarehouseConfig", "connect", "quote_ident", "register_table"]
+__all__ = [
+    "DEFAULT_MEMORY_LIMIT",
+    "WarehouseConfig",
+    "connect",
+    "open_engine",
+    "quote_ident",
+    "register_files",
+    "register_reference",
+    "register_table",
+]
 
-DEFAULT_MEMORY_LIMIT = "3GB"
+# Well under the 4 GB peak RSS the attribution must stay within: DuckDB spills past this.
+DEFAULT_MEMORY_LIMIT = "2GB"
 # Views defined by shipped SQL on top of the table views (name -> query name).
 DERIVED_VIEWS = {
     "jobs_latest": "views/jobs_latest",
@@ -37,11 +47,16 @@ DERIVED_VIEWS = {
 
 @dataclass(frozen=True, slots=True)
 class WarehouseConfig:
-    """Where the lake is and how much memory DuckDB may use before it spills to disk."""
+    """Where the lake is, how much memory DuckDB may use, and where it spills beyond that.
+
+    `temp_directory` defaults to `<root>/_state/duckdb_tmp` (a fast local disk is best: point
+    it elsewhere when the lake is on slow or remote storage).
+    """
 
     root: Path
     memory_limit: str = DEFAULT_MEMORY_LIMIT
     threads: int | None = None
+    temp_directory: Path | None = None
 
 
 def quote_ident(name: str) -> str:
@@ -73,8 +88,18 @@ def _duckdb_type(con: duckdb.DuckDBPyConnection, arrow_type: pa.DataType) -> str
 
 def register_table(con: duckdb.DuckDBPyConnection, root: Path, name: str) -> bool:
     """Create (or refresh) the view `name` over its files; return whether the lake has any."""
-    schema = TABLES[name].schema
-    paths = layout.table_files(root, name)
+    return register_files(con, name, layout.table_files(root, name))
+
+
+def register_files(
+    con: duckdb.DuckDBPyConnection, table: str, paths: list[Path], view: str | None = None
+) -> bool:
+    """Create the view `view` (default: `table`) over `paths`, typed by `table`'s contract.
+
+    Returns whether there was any file; with none the view is empty but has every column.
+    """
+    name = view or table
+    schema = TABLES[table].schema
     if not paths:
         con.from_arrow(schema.empty_table()).create_view(name)
         return False
@@ -87,6 +112,34 @@ def register_table(con: duckdb.DuckDBPyConnection, root: Path, name: str) -> boo
         projection.append(f"CAST({source} AS {target}) AS {quote_ident(field.name)}")
     rel.project(", ".join(projection)).create_view(name)
     return True
+
+
+def open_engine(config: WarehouseConfig) -> duckdb.DuckDBPyConnection:
+    """A bare in-memory DuckDB in UTC with the config's memory limit, threads and spill folder.
+
+    Past `memory_limit` DuckDB spills sorts, joins and aggregates to the temporary directory
+    instead of failing, so a build's memory stays bounded whatever the lake's size.
+    """
+    import duckdb
+
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute("SET memory_limit = $limit", {"limit": config.memory_limit})
+    if config.threads:
+        con.execute("SET threads = $n", {"n": config.threads})
+    spill = config.temp_directory
+    if spill is None and config.root.is_dir() and os.access(config.root, os.W_OK):
+        spill = layout.state_dir(config.root) / "duckdb_tmp"  # a read-only lake is still readable
+    if spill is not None:
+        con.execute("SET temp_directory = $dir", {"dir": str(spill)})
+    return con
+
+
+def register_reference(con: duckdb.DuckDBPyConnection) -> None:
+    """Create the views of the reference tables shipped with the package (gpu_models, …)."""
+    for view, filename in REFERENCE_VIEWS.items():
+        path = str(files("warehouse").joinpath("data", filename))
+        con.read_csv(path, header=True).create_view(view)
 
 
 # Reference tables shipped with the package (view name -> file in warehouse/data/):
@@ -104,29 +157,18 @@ def connect(
 
     Raises EmptyWarehouse if the lake is missing or has no data for a table in `require`.
     """
-    import duckdb
-
     if isinstance(config, Path):
         config = WarehouseConfig(root=config)
     root = config.root
     required = list(require)
     if required and not root.is_dir():
         raise EmptyWarehouse(root, "any table (the folder does not exist)")
-    con = duckdb.connect()
-    con.execute("SET TimeZone = 'UTC'")
-    con.execute("SET memory_limit = $limit", {"limit": config.memory_limit})
-    if config.threads:
-        con.execute("SET threads = $n", {"n": config.threads})
-    if root.is_dir() and os.access(root, os.W_OK):  # a read-only lake is still readable
-        spill = layout.state_dir(root) / "duckdb_tmp"
-        con.execute("SET temp_directory = $dir", {"dir": str(spill)})
+    con = open_engine(config)
     present = {name for name in TABLES if register_table(con, root, name)}
     missing = [name for name in required if name not in present]
     if missing:
         raise EmptyWarehouse(root, " and ".join(repr(m) for m in missing))
-    for view, filename in REFERENCE_VIEWS.items():
-        path = str(files("warehouse").joinpath("data", filename))
-        con.read_csv(path, header=True).create_view(view)
+    register_reference(con)
     for view, query in DERIVED_VIEWS.items():
         con.sql(sql.load(query)).create_view(view)
     return con

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     import polars as pl
     import pyarrow as pa
 
-__all__ = ["parameters", "run", "run_arrow"]
+__all__ = ["parameters", "relation", "run", "run_arrow"]
 
 
 def parameters(con: duckdb.DuckDBPyConnection, name: str) -> set[str]:
@@ -34,6 +34,13 @@ def _relation(
             f"{name}: expects parameters {sorted(expected)!r}, got {sorted(params)!r}"
         )
     return con.sql(text, params=params or None)
+
+
+def relation(
+    con: duckdb.DuckDBPyConnection, name: str, /, **params: Any
+) -> duckdb.DuckDBPyRelation:
+    """sql/<name>.sql as a lazy relation, for results too big to hold: stream it to Parquet."""
+    return _relation(con, name, params)
 
 
 def run(con: duckdb.DuckDBPyConnection, name: str, /, **params: Any) -> pl.DataFrame:

@@ -388,6 +388,16 @@ CLUSTER_OCCUPANCY = _schema(
     ("gpus_unobserved", _f64),
 )
 
+BUCKET_OCCUPANCY = _schema(
+    ("cluster", _str, False),
+    ("date", pa.date32(), False),
+    ("bucket", TIMESTAMP, False),
+    ("allocated_s", _f64),
+    ("active_s", _f64),
+    ("idle_s", _f64),
+    ("unallocated_s", _f64),
+)
+
 GPU_JOB_BUCKETS = _schema(
     ("cluster", _str, False),
     ("device", _str, False),
@@ -403,9 +413,14 @@ GPU_JOB_BUCKETS = _schema(
     ("share", _f64),
     ("first_e", _f64),
     ("last_end_e", _f64),
+    ("interval_end_e", _f64),
     ("gap_s", _f64),
     ("observed_s", _f64),
     ("carry_s", _f64),
+    ("carry_share", _f64),
+    ("observed_share_s", _f64),
+    ("active_share_s", _f64),
+    ("idle_share_s", _f64),
     ("active_s", _f64),
     ("carry_active_s", _f64),
     ("idle_s", _f64),
@@ -509,6 +524,13 @@ MARTS: dict[str, TableSpec] = {
             JOB_GPU_DAILY,
             "date",
             ("cluster", "job_id", "device", "mig_instance", "date"),
+            mart=True,
+        ),
+        TableSpec(
+            "bucket_occupancy",
+            BUCKET_OCCUPANCY,
+            "date",
+            ("cluster", "date", "bucket"),
             mart=True,
         ),
         TableSpec("job_usage", JOB_USAGE, None, ("cluster", "job_id"), mart=True),

@@ -29,6 +29,7 @@ __all__ = [
     "atomic_write",
     "compact",
     "conform",
+    "replace_partition",
     "replace_partitions",
     "write_batch",
 ]
@@ -199,6 +200,32 @@ def replace_partitions(
     for path in layout.table_files(root, table):
         if path not in keep and base in path.parents:
             path.unlink()
+    return written
+
+
+def replace_partition(
+    root: Path, table: str, batch: pa.Table, cluster: str, date: dt.date, batch_id: str = "mart"
+) -> list[Path]:
+    """Replace the one (cluster, date) partition of a mart by `batch`; other partitions stay.
+
+    `batch` must hold only rows of that partition (the caller built it for that day, so the
+    rows are not split again); an empty batch removes the partition.
+    """
+    conformed = conform(spec(table), batch)
+    folder = layout.partition_dir(root, table, cluster, date)
+    written = []
+    if conformed.num_rows:
+        batch_id = layout.safe_name(batch_id)
+        rows = conformed.append_column(
+            BATCH_COLUMN, pa.repeat(pa.scalar(batch_id), conformed.num_rows)
+        )
+        path = layout.batch_path(folder, batch_id)
+        atomic_write(rows, path, [batch_id])
+        written.append(path)
+    if folder.is_dir():
+        for path in folder.glob("*.parquet"):
+            if path not in written:
+                path.unlink()
     return written
 
 

@@ -6,37 +6,49 @@
 --   $bucket_s    bucket width in seconds; must divide a day (e.g. 300)
 --   $idle_below  a sample is idle when busy < this (0-1; DESIGN §4 default 0.01)
 -- Returns: cluster, device, mig_instance, job_id, bucket, date, node, gpu_index, gpu_uuid, model,
---          samples, share, first_e, last_end_e, gap_s, observed_s, carry_s, active_s, carry_active_s,
---          idle_s, carry_idle_s, effective_s, busy_known_s, util_sum, util_known_s, sm_sum,
+--          samples, share, first_e, last_end_e, interval_end_e, gap_s, observed_s, carry_s,
+--          carry_share, observed_share_s, active_share_s, idle_share_s, active_s,
+--          carry_active_s, idle_s, carry_idle_s, effective_s, busy_known_s, util_sum, util_known_s, sm_sum,
 --          sm_known_s, tensor_sum, tensor_known_s, dram_sum, dram_known_s,
 --          fb_used_mib_max, energy_j, power_sum, power_known_s, nvlink_bytes, pcie_bytes
 --
 -- The one pass over samples every other mart starts from. A sample counts in the bucket of its
 -- ts; carry_* hold the part of its span that runs past the bucket's end, so occupancy can move
 -- it to the next bucket and stay exact. The *_sum columns are time-weighted (value × span_s);
--- divide by the matching *_known_s for a mean, so rows add up exactly.
+-- divide by the matching *_known_s for a mean, so rows add up exactly. The *_share_s columns
+-- weight each sample's span by its share of the physical GPU (MIG instances), so occupancy
+-- counts a GPU once even when its instances report unevenly.
 -- As DESIGN §4 defines it, a sample is active when it is observed and not idle, so a sample
 -- with no utilisation field at all counts as active (active_s + idle_s = observed_s).
 
 SELECT
     s.cluster,
-    s.device,
+    coalesce(s.gpu_uuid, s.device_node || '/' || CAST(s.device_index AS VARCHAR)) AS device,
     s.mig_instance,
     s.job_id,
     to_timestamp(floor(epoch(s.ts) / $bucket_s) * $bucket_s) AS bucket,
     any_value(s.date) AS date,
     any_value(s.node) AS node,
     any_value(s.gpu_index) AS gpu_index,
-    any_value(s.gpu_uuid) AS gpu_uuid,
+    s.gpu_uuid,
     any_value(s.model) AS model,
     count(*) AS samples,
     avg(s.share) AS share,
     min(epoch(s.ts)) AS first_e,
     max(epoch(s.ts) + s.span_s) AS last_end_e,
+    max(epoch(s.ts) + s.interval_s) AS interval_end_e,
     sum(s.gap_s) AS gap_s,
     sum(s.span_s) AS observed_s,
     sum(greatest(epoch(s.ts) + s.span_s - (floor(epoch(s.ts) / $bucket_s) + 1) * $bucket_s, 0))
         AS carry_s,
+    -- the share of the one sample that runs past the bucket's end (0 when none does)
+    coalesce(max(s.share) FILTER (
+        WHERE epoch(s.ts) + s.span_s > (floor(epoch(s.ts) / $bucket_s) + 1) * $bucket_s
+    ), 0) AS carry_share,
+    sum(s.span_s * s.share) AS observed_share_s,
+    coalesce(sum(s.span_s * s.share) FILTER (WHERE s.busy IS NULL OR s.busy >= $idle_below), 0)
+        AS active_share_s,
+    coalesce(sum(s.span_s * s.share) FILTER (WHERE s.busy < $idle_below), 0) AS idle_share_s,
     coalesce(sum(s.span_s) FILTER (WHERE s.busy IS NULL OR s.busy >= $idle_below), 0) AS active_s,
     coalesce(sum(greatest(
         epoch(s.ts) + s.span_s - (floor(epoch(s.ts) / $bucket_s) + 1) * $bucket_s, 0
@@ -62,4 +74,11 @@ SELECT
     sum(s.nvlink_bps * s.span_s) AS nvlink_bytes,
     sum(s.pcie_bps * s.span_s) AS pcie_bytes
 FROM sample_spans AS s
-GROUP BY s.cluster, s.device, s.mig_instance, s.job_id, floor(epoch(s.ts) / $bucket_s)
+GROUP BY
+    s.cluster,
+    s.gpu_uuid,
+    s.device_node,
+    s.device_index,
+    s.mig_instance,
+    s.job_id,
+    floor(epoch(s.ts) / $bucket_s)

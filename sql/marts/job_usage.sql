@@ -1,7 +1,7 @@
 -- job_usage: one line per job — what it was allocated, what it used, and what it drew.
 --
 -- Grain:   one row per (cluster, job_id)
--- Reads:   jobs_latest, job_gpu_intervals, job_gpu_daily, gpu_samples, app_throughput
+-- Reads:   jobs_latest, job_gpu_intervals, job_gpu_daily, gpu_job_buckets, app_throughput
 -- Params:  none
 -- Returns: cluster, job_id, user, account, partition, state, start_ts, end_ts, gpus, alloc_gpu_h,
 --          observed_gpu_h, active_gpu_h, idle_gpu_h, effective_gpu_h, busy_mean,
@@ -19,10 +19,11 @@
 -- reporter (a drop means the process restarted from 0) and summed over the job's reporters.
 
 WITH data_end AS (
+    -- the end of the cluster's last sample interval, kept per bucket so no sample is re-read
     SELECT
         cluster,
-        max(epoch(ts) + interval_s) AS end_e
-    FROM gpu_samples
+        max(interval_end_e) AS end_e
+    FROM gpu_job_buckets
     GROUP BY cluster
 ),
 alloc AS (

@@ -1,7 +1,7 @@
 -- job_gpu_intervals: when each job held each GPU, overlapping intervals of one job on one GPU merged.
 --
 -- Grain:   one row per (cluster, job_id, slot, island) — a slot is a GPU or MIG instance
--- Reads:   job_gpus, gpu_samples, gpus
+-- Reads:   job_gpus, gpu_job_buckets, gpus
 -- Params:  none
 -- Returns: cluster, job_id, slot, node, gpu_index, gpus, start_e, end_e (epoch seconds)
 --
@@ -19,10 +19,11 @@ WITH node_gpus AS (
     GROUP BY cluster, node
 ),
 data_end AS (
+    -- the end of the cluster's last sample interval, kept per bucket so no sample is re-read
     SELECT
         cluster,
-        max(epoch(ts) + interval_s) AS end_e
-    FROM gpu_samples
+        max(interval_end_e) AS end_e
+    FROM gpu_job_buckets
     GROUP BY cluster
 ),
 intervals AS (

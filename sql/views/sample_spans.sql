@@ -3,9 +3,10 @@
 -- Grain:   one row per gpu_samples row
 -- Reads:   gpu_samples
 -- Params:  none
--- Returns: cluster, device, node, gpu_index, gpu_uuid, mig_instance, model, ts, job_id, date,
---          span_s, gap_s, share, busy, gpu_util_pct, sm_active, tensor_active, dram_active,
---          fb_used_mib, power_w, energy_step_j, nvlink_bps, pcie_bps
+-- Returns: cluster, device, device_node, device_index, node, gpu_index, gpu_uuid, mig_instance,
+--          model, ts, job_id, interval_s, date, span_s, gap_s, share, busy, gpu_util_pct,
+--          sm_active, tensor_active, dram_active, fb_used_mib, power_w, energy_step_j,
+--          nvlink_bps, pcie_bps
 --
 -- DESIGN §4: a sample stands for the time until the next sample of the same device when that
 -- comes within 2 × interval_s; otherwise for interval_s, and the rest of the gap is unobserved
@@ -38,7 +39,12 @@ ordered AS (
         job_id,
         interval_s,
         gpu_util_pct,
-        coalesce(engine_active, sm_active, gpu_util_pct / 100.0) AS busy,
+        -- in double precision: as a float, GPU_UTIL 1 % / 100 falls below the 0.01 idle line
+        coalesce(
+            CAST(engine_active AS DOUBLE),
+            CAST(sm_active AS DOUBLE),
+            CAST(gpu_util_pct AS DOUBLE) / 100
+        ) AS busy,
         sm_active,
         tensor_active,
         dram_active,
@@ -50,8 +56,15 @@ ordered AS (
         lead(ts) OVER device_time AS next_ts,
         lead(energy_j) OVER device_time AS next_energy_j
     FROM gpu_samples
+    -- The device is the UUID, else node and index: partitioning on the columns themselves
+    -- sorts the same groups without building a key string per sample.
     WINDOW device_time AS (
-        PARTITION BY cluster, coalesce(gpu_uuid, node || '/' || CAST(gpu_index AS VARCHAR)), mig_instance
+        PARTITION BY
+            cluster,
+            gpu_uuid,
+            CASE WHEN gpu_uuid IS NULL THEN node END,
+            CASE WHEN gpu_uuid IS NULL THEN gpu_index END,
+            mig_instance
         ORDER BY ts
     )
 ),
@@ -71,6 +84,8 @@ spans AS (
 SELECT
     cluster,
     device,
+    CASE WHEN gpu_uuid IS NULL THEN node END AS device_node,
+    CASE WHEN gpu_uuid IS NULL THEN gpu_index END AS device_index,
     node,
     gpu_index,
     gpu_uuid,
@@ -78,6 +93,7 @@ SELECT
     model,
     ts,
     job_id,
+    interval_s,
     CAST(ts AS DATE) AS date,
     CASE WHEN continuous THEN step_s ELSE CAST(interval_s AS DOUBLE) END AS span_s,
     CASE WHEN next_ts IS NOT NULL AND NOT continuous THEN step_s - interval_s ELSE 0.0 END AS gap_s,

@@ -74,7 +74,7 @@ def job_usage(lake: Path) -> pl.DataFrame:
         (["query"], ["NAME", "--lake", "--param", "--format", "--out", "--limit"]),
         (["dashboard"], ["--lake", "--port", "--address"]),
         (["demo"], ["--lake", "--gpus", "--days", "--seed", "--no-dashboard", "--port"]),
-        (["bench"], ["--gpus", "--days", "--out", "--lake"]),
+        (["bench"], ["--scenario", "--gpus", "--days", "--scale-gpus", "--out", "--lake"]),
     ],
 )
 def test_help_exits_0_and_lists_the_options(command: list[str], mentions: list[str]) -> None:
@@ -247,16 +247,39 @@ def test_demo_prints_the_summary(tmp_path: Path) -> None:
     assert again.stdout.split("Cluster sim:")[1] == out.split("Cluster sim:")[1]
 
 
+def test_spark_options_need_the_spark_engine(tmp_path: Path) -> None:
+    result = invoke("attribute", "--lake", str(tmp_path), "--spark-master", "local[1]")
+    _assert_one_line_error(result, 2, "--spark-master", "--engine spark")
+
+
 def test_bench_writes_its_results_as_json(tmp_path: Path) -> None:
     out = tmp_path / "b.json"
     work = tmp_path / "work"
     work.mkdir()
-    result = invoke("bench", *SMALL, "--out", str(out), "--lake", str(work))
+    result = invoke(
+        "bench",
+        "--gpus",
+        "16",
+        "--days",
+        "1",
+        "--scenario",
+        "attribution",
+        "--scenario",
+        "incremental",
+        "--scenario",
+        "dashboard",
+        "--out",
+        str(out),
+        "--lake",
+        str(work),
+    )
     assert result.exit_code == 0, result.output
-    assert "samples/s" in result.stdout
-    results = json.loads(out.read_text(encoding="utf-8"))
-    rates = {k: v for k, v in results.items() if k.endswith("samples_per_s")}
-    assert {"simulate_samples_per_s", "attribution_samples_per_s"} <= set(rates)
-    assert all(v > 0 for v in rates.values()), rates
-    assert results["samples"] > 0
+    assert "plain scan floor" in result.stdout and "pandas merge_asof" in result.stdout
+    a = json.loads(out.read_text(encoding="utf-8"))["attribution"]
+    assert a["samples"] > 0 and a["floor_scan_s"] > 0 and a["marts_s"] > 0
+    assert a["marts_vs_floor"] == pytest.approx(a["marts_s"] / a["floor_scan_s"])
+    assert a["pandas_merge_asof"]["total_s"] > 0 and a["polars_join_asof"]["total_s"] > 0
+    assert a["incremental"]["seconds"] > 0
+    timed = {q["query"]: q for q in a["dashboard"]}
+    assert "dashboard/cluster_summary" in timed and "seconds" in timed["dashboard/cluster_summary"]
     assert list(work.iterdir()) == [], "bench left its lake behind"

@@ -19,7 +19,11 @@ from warehouse.connection import connect, register_table
 
 IDLE_BELOW = AttributionConfig().idle_below
 # The marts job_usage is built from, in build order.
-USAGE_MARTS = [(mart, query) for mart, query in MART_ORDER if mart != "job_outcomes"][:3]
+USAGE_MARTS = [
+    (mart, query)
+    for mart, query in MART_ORDER
+    if mart in ("gpu_job_buckets", "job_gpu_daily", "job_usage")
+]
 
 
 @dataclass(frozen=True)

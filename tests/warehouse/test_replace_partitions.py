@@ -121,3 +121,34 @@ def test_rows_of_another_cluster_are_refused(lake):
         "cluster=tiger/date=2024-03-02",
     ]
     assert rows(lake, "SELECT max(alloc_gpu_h) FROM usage_daily") == [(1.0,)]
+
+
+def test_replacing_one_day_partition_leaves_the_other_days_alone(tmp_path):
+    writer.replace_partitions(tmp_path, "usage_daily", usage_daily("della", [D1, D2]), "della")
+    untouched = next(
+        p for p in layout.table_files(tmp_path, "usage_daily") if "2024-03-01" in str(p)
+    )
+    mtime = untouched.stat().st_mtime_ns
+
+    writer.replace_partition(tmp_path, "usage_daily", usage_daily("della", [D2], 5.0), "della", D2)
+    writer.replace_partition(tmp_path, "usage_daily", usage_daily("della", [D3], 7.0), "della", D3)
+
+    assert untouched.stat().st_mtime_ns == mtime
+    assert partitions(tmp_path, "usage_daily") == [
+        "cluster=della/date=2024-03-01",
+        "cluster=della/date=2024-03-02",
+        "cluster=della/date=2024-03-03",
+    ]
+    assert rows(tmp_path, "SELECT date, alloc_gpu_h FROM usage_daily ORDER BY date") == [
+        (D1, 1.0),
+        (D2, 5.0),
+        (D3, 7.0),
+    ]
+
+
+def test_an_empty_batch_removes_the_day_partition(tmp_path):
+    writer.replace_partitions(tmp_path, "usage_daily", usage_daily("della", [D1, D2]), "della")
+
+    writer.replace_partition(tmp_path, "usage_daily", usage_daily("della", []), "della", D2)
+
+    assert partitions(tmp_path, "usage_daily") == ["cluster=della/date=2024-03-01"]

@@ -1,0 +1,291 @@
+"""Every mart equals a brute-force Python reading of DESIGN §4, on random lakes that cross
+midnight (so the per-day partitions and their seams are exercised), built by the real pipeline.
+
+Allocations: back-to-back jobs, gaps, overlapping steps of one job, running jobs (no end), MIG
+instances, allocations without a UUID. Samples: jitter, lost scrapes, exact duplicates, GPUs
+whose samples carry no UUID, landed out of order in several batches.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.marts import rows as r
+from warehouse.attribution import AttributionConfig, build_marts, reattribute
+from warehouse.connection import connect
+
+IDLE_BELOW = AttributionConfig().idle_below
+BASE_S = 86400 - 240  # four minutes before midnight: every lake spans two UTC days
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A GPU or MIG instance, and whether its samples carry the UUID."""
+
+    node: str
+    gpu_index: int
+    mig_instance: int | None
+    sample_uuid: bool
+
+    @property
+    def device(self) -> str:
+        return (
+            r.uuid_of(self.node, self.gpu_index)
+            if self.sample_uuid
+            else f"{self.node}/{self.gpu_index}"
+        )
+
+
+SLOTS = (
+    Slot("g001", 0, None, True),
+    Slot("g001", 1, None, False),  # samples without UUID: matched by node and index
+    Slot("g002", 0, 1, True),  # two MIG instances of one GPU, sampled together
+    Slot("g002", 0, 2, True),
+)
+
+
+@dataclass(frozen=True)
+class Allocation:
+    job_id: str
+    slot: Slot
+    start: float  # seconds after T0
+    end: float | None  # None: still running
+    with_uuid: bool
+
+
+@dataclass(frozen=True)
+class Sample:
+    slot: Slot
+    ts_ms: int  # milliseconds after T0
+    interval_s: float
+    engine_active: float | None
+    gpu_util_pct: float | None
+
+
+@st.composite
+def lakes(draw) -> tuple[list[Allocation], list[Sample], int]:
+    allocations: list[Allocation] = []
+    samples: list[Sample] = []
+    slots = draw(st.lists(st.sampled_from(SLOTS[:3]), min_size=1, max_size=3, unique=True))
+    if SLOTS[2] in slots:
+        slots.append(SLOTS[3])
+    mig_times: list[tuple[int, float]] | None = None
+    for slot in slots:
+        t = BASE_S + draw(st.integers(0, 60))
+        uuid_of_job: dict[str, bool] = {}
+        for _ in range(draw(st.integers(0, 3))):
+            job_id = draw(st.sampled_from("abcd"))
+            with_uuid = uuid_of_job.setdefault(job_id, draw(st.booleans()))
+            gap = draw(st.sampled_from([0, 0, 30, draw(st.integers(1, 200))]))
+            length = draw(st.integers(20, 300))
+            allocations.append(Allocation(job_id, slot, t + gap, t + gap + length, with_uuid))
+            if draw(st.integers(0, 4)) == 0:  # a second step of the same job, overlapping
+                back = draw(st.integers(0, length))
+                allocations.append(
+                    Allocation(
+                        job_id, slot, t + gap + length - back, t + gap + length + 40, with_uuid
+                    )
+                )
+                length += 40
+            t += gap + length
+        if allocations and allocations[-1].slot == slot and draw(st.booleans()):
+            last = allocations.pop()  # the last job is still running
+            allocations.append(Allocation(last.job_id, slot, last.start, None, last.with_uuid))
+        if slot.mig_instance == 2 and mig_times is not None:
+            times = mig_times  # both instances of one GPU report at the same times
+        else:
+            interval_s = draw(st.sampled_from([10.0, 30.0]))
+            half = int(interval_s * 1000) // 2 - 1
+            times = []
+            for k in range(int((t - BASE_S + 60) // interval_s) + 1):
+                if draw(st.integers(0, 9)) < 2:  # ~20 % of scrapes lost
+                    continue
+                jitter = draw(st.integers(-half, half) | st.just(0))
+                times.append((int((BASE_S + k * interval_s) * 1000) + jitter, interval_s))
+            if slot.mig_instance == 1:
+                mig_times = times
+        for ts_ms, interval_s in times:
+            sample = Sample(
+                slot,
+                ts_ms,
+                interval_s,
+                draw(st.sampled_from([None, 0.0, 0.005, 0.3, 1.0])),
+                draw(st.sampled_from([None, 0.0, 0.5, 1.0, 40.0])),  # 1 % sits on the idle line
+            )
+            samples.append(sample)
+            if draw(st.integers(0, 19)) == 0:
+                samples.append(sample)  # an exact duplicate
+    batches = draw(st.integers(1, 3))
+    return allocations, draw(st.permutations(samples)), batches
+
+
+def f32(value: float | None) -> float | None:
+    """The value as the lake stores it (float32), read back as a Python float."""
+    return None if value is None else float(np.float32(value))
+
+
+def owners_of(s: Sample, allocations: list[Allocation]) -> list[str]:
+    """Jobs whose interval on this GPU (and MIG instance) contains the sample's ts (DESIGN §4)."""
+    found = []
+    for a in allocations:
+        same_gpu = a.slot.node == s.slot.node and a.slot.gpu_index == s.slot.gpu_index
+        same_instance = a.slot.mig_instance in (None, s.slot.mig_instance)
+        if (
+            same_gpu
+            and same_instance
+            and a.start * 1000 <= s.ts_ms
+            and (a.end is None or s.ts_ms < a.end * 1000)
+        ):
+            found.append(a.job_id)
+    return found
+
+
+def brute_force(allocations: list[Allocation], samples: list[Sample]) -> tuple[dict, dict]:
+    """Per job (alloc, observed, active, idle, effective GPU-h, samples); per day observed GPU-h."""
+    data_end = max((s.ts_ms / 1000 + f32(s.interval_s) for s in samples), default=None)
+    alloc_s: dict[str, float] = defaultdict(float)
+    per_slot: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
+    for a in allocations:
+        end = a.end if a.end is not None else (data_end if data_end is not None else a.start)
+        key = (a.job_id, a.slot.node, a.slot.gpu_index, a.slot.mig_instance, a.with_uuid)
+        per_slot[key].append((a.start, max(a.start, end)))
+    for (job_id, *_), intervals in per_slot.items():  # union of a job's intervals per slot
+        covered = None
+        for start, end in sorted(intervals):
+            if covered is None or start > covered:
+                alloc_s[job_id] += end - start
+                covered = end
+            elif end > covered:
+                alloc_s[job_id] += end - covered
+                covered = end
+    used: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0, 0])
+    daily: dict[dt.date, float] = defaultdict(float)
+    series: dict[tuple, list[Sample]] = defaultdict(list)
+    for s in samples:
+        series[(s.slot.device, s.slot.mig_instance)].append(s)
+    for items in series.values():
+        items.sort(key=lambda s: s.ts_ms)
+        for i, s in enumerate(items):
+            step = (items[i + 1].ts_ms - s.ts_ms) / 1000 if i + 1 < len(items) else None
+            span = step if step is not None and step <= 2 * s.interval_s else s.interval_s
+            owners = owners_of(s, allocations)
+            if not owners:
+                continue
+            row = used[min(owners)]
+            engine, util = f32(s.engine_active), f32(s.gpu_util_pct)
+            busy = engine if engine is not None else (util / 100 if util is not None else None)
+            idle = busy is not None and busy < IDLE_BELOW
+            row[0] += span
+            row[1] += 0 if idle else span
+            row[2] += span if idle else 0
+            row[3] += (busy or 0.0) * span
+            row[4] += 1
+            daily[r.at(s.ts_ms / 1000).date()] += span
+    jobs = {
+        job_id: (
+            alloc_s[job_id] / 3600,
+            *(value / 3600 for value in used[job_id][:4]),
+            used[job_id][4],
+        )
+        for job_id in set(alloc_s) | set(used)
+    }
+    return jobs, {day: seconds / 3600 for day, seconds in daily.items()}
+
+
+def land(root: Path, allocations: list[Allocation], samples: list[Sample], batches: int) -> None:
+    sample_rows = []
+    for s in samples:
+        [row] = r.samples(
+            [s.ts_ms / 1000],
+            node=s.slot.node,
+            gpu_index=s.slot.gpu_index,
+            interval_s=s.interval_s,
+            engine_active=s.engine_active,
+            gpu_util_pct=s.gpu_util_pct,
+            mig_instance=s.slot.mig_instance,
+        )
+        row["gpu_uuid"] = row["gpu_uuid"] if s.slot.sample_uuid else None
+        sample_rows.append(row)
+    for b in range(batches):  # out of order, in several files per day
+        r.land(root, "gpu_samples", sample_rows[b::batches], batch_id=f"b{b}")
+    r.land(
+        root,
+        "job_gpus",
+        [
+            r.job_gpu(
+                a.job_id,
+                a.start,
+                a.end,
+                node=a.slot.node,
+                gpu_index=a.slot.gpu_index,
+                with_uuid=a.with_uuid,
+                mig_instance=a.slot.mig_instance,
+            )
+            for a in allocations
+        ],
+    )
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lake=lakes())
+def test_every_mart_matches_a_brute_force_reading_of_the_definitions(lake):
+    allocations, samples, batches = lake
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        land(root, allocations, samples, batches)
+        con = connect(root)
+        reattribute(con, root)
+        build_marts(con, root, AttributionConfig())
+        usage = {row["job_id"]: row for row in r.fetch(con, "SELECT * FROM job_usage")}
+        daily = r.fetch(con, "SELECT date, sum(observed_gpu_h) AS h FROM usage_daily GROUP BY date")
+        [(occupancy_h,)] = con.sql(
+            "SELECT coalesce(sum(gpus_allocated * (least(epoch(bucket) + 300, e) "
+            "- greatest(epoch(bucket), f)) / 3600), 0) FROM cluster_occupancy, "
+            "(SELECT min(first_e) AS f, max(last_end_e) AS e FROM gpu_job_buckets)"
+        ).fetchall()
+
+    jobs, per_day = brute_force(allocations, samples)
+    assert usage.keys() == jobs.keys()
+    for job_id, (alloc, observed, active, idle, effective, count) in jobs.items():
+        row = usage[job_id]
+        got = (row["alloc_gpu_h"], row["observed_gpu_h"], row["active_gpu_h"], row["idle_gpu_h"])
+        assert got == pytest.approx((alloc, observed, active, idle), abs=1e-9), job_id
+        assert row["effective_gpu_h"] == pytest.approx(effective, abs=1e-6), job_id
+        assert row["samples"] == count, job_id
+    got_days = {row["date"]: row["h"] for row in daily if row["h"]}
+    assert got_days == pytest.approx({d: h for d, h in per_day.items() if h}, abs=1e-9)
+    # occupancy: over all buckets, the allocated GPU-hours are the owned samples' spans, each
+    # MIG instance counted as its share of one GPU
+    assert occupancy_h == pytest.approx(allocated_gpu_h(allocations, samples), abs=1e-9)
+
+
+def allocated_gpu_h(allocations: list[Allocation], samples: list[Sample]) -> float:
+    """Σ span × share of every owned sample, in GPU-hours (share: 1 / MIG rows at that ts)."""
+    instances: dict[tuple, int] = defaultdict(int)
+    for s in samples:
+        if s.slot.mig_instance is not None:
+            instances[(s.slot.device, s.ts_ms)] += 1
+    series: dict[tuple, list[Sample]] = defaultdict(list)
+    for s in samples:
+        series[(s.slot.device, s.slot.mig_instance)].append(s)
+    total = 0.0
+    for items in series.values():
+        items.sort(key=lambda s: s.ts_ms)
+        for i, s in enumerate(items):
+            step = (items[i + 1].ts_ms - s.ts_ms) / 1000 if i + 1 < len(items) else None
+            span = step if step is not None and step <= 2 * s.interval_s else s.interval_s
+            if owners_of(s, allocations):
+                share = (
+                    1.0 if s.slot.mig_instance is None else 1 / instances[(s.slot.device, s.ts_ms)]
+                )
+                total += span * share
+    return total / 3600

@@ -1,0 +1,159 @@
+"""Incremental marts: a new day of samples or a late scheduler record rebuilds only the day
+partitions it touches, and the marts then equal a rebuild from scratch."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import polars as pl
+from polars.testing import assert_frame_equal
+
+from tests.marts import rows as r
+from warehouse.attribution import AttributionConfig, build_marts, reattribute
+from warehouse.connection import WarehouseConfig, connect
+from warehouse.partitions import SAMPLE_MARTS, build_sample_marts
+from warehouse.schema import MARTS, RAW_TABLES
+
+DAY_S = 86400
+STEP_S = 120  # a coarse sampling step keeps three days of two GPUs small
+
+
+def day_samples(day: int, gpu_index: int = 0) -> list[r.Row]:
+    """One GPU's samples over one day (seconds after T0), with a busy and an idle stretch."""
+    times = list(range(day * DAY_S, (day + 1) * DAY_S, STEP_S))
+    busy = [0.7 if (t // 3600) % 3 else 0.0 for t in times]
+    return r.samples(
+        times, gpu_index=gpu_index, interval_s=float(STEP_S), engine_active=busy, power_w=200.0
+    )
+
+
+def land_day(root: Path, day: int) -> None:
+    rows = day_samples(day, 0) + day_samples(day, 1)
+    r.land(root, "gpu_samples", rows, batch_id=f"day{day}")
+
+
+def partition_files(root: Path) -> dict[str, tuple[int, int]]:
+    """Every sample-level mart file (relative path) -> (mtime_ns, size)."""
+    found = {}
+    for mart, _ in SAMPLE_MARTS:
+        for path in (root / mart).rglob("*.parquet"):
+            stat = path.stat()
+            found[str(path.relative_to(root))] = (stat.st_mtime_ns, stat.st_size)
+    return found
+
+
+def day_of(path: str) -> str:
+    return next(part for part in Path(path).parts if part.startswith("date="))
+
+
+def snapshot(root: Path) -> dict[str, pl.DataFrame]:
+    con = connect(root)
+    return {
+        name: con.table(name).pl().sort(list(spec.key), nulls_last=True)
+        for name, spec in MARTS.items()
+    }
+
+
+def rebuilt_from_scratch(root: Path, scratch: Path) -> dict[str, pl.DataFrame]:
+    """The marts of a copy of `root`'s raw tables, built with no earlier state."""
+    for table in RAW_TABLES:
+        if (root / table).is_dir():
+            shutil.copytree(root / table, scratch / table)
+    con = connect(scratch)
+    reattribute(con, scratch)
+    build_marts(con, scratch, AttributionConfig())
+    return snapshot(scratch)
+
+
+def assert_same_marts(got: dict[str, pl.DataFrame], expected: dict[str, pl.DataFrame]) -> None:
+    for name, frame in expected.items():
+        assert frame.height > 0 or name in ("job_outcomes", "app_throughput"), name
+        assert_frame_equal(got[name], frame, check_exact=False, rel_tol=1e-9, abs_tol=1e-9)
+
+
+def build(root: Path) -> None:
+    con = connect(root)
+    reattribute(con, root)
+    build_marts(con, root, AttributionConfig())
+
+
+def lake_of_three_days(root: Path) -> None:
+    for day in range(3):
+        land_day(root, day)
+    r.land(root, "jobs", [r.job("j1", 3600, 2 * DAY_S + 7200)])
+    r.land(root, "job_gpus", [r.job_gpu("j1", 3600, 2 * DAY_S + 7200, gpu_index=0)])
+    r.land(root, "gpus", [r.gpu(), r.gpu(gpu_index=1)])
+    build(root)
+
+
+def test_a_new_day_rebuilds_that_day_and_the_tail_of_the_one_before(tmp_path):
+    root = tmp_path / "lake"
+    lake_of_three_days(root)
+    before = partition_files(root)
+
+    land_day(root, 3)
+    report = build_sample_marts(WarehouseConfig(root), AttributionConfig().values())
+
+    assert [day.isoformat() for _, day in report.rebuilt] == ["2024-03-04"]
+    assert [day.isoformat() for _, day in report.tails] == ["2024-03-03"]  # its last spans
+    after = partition_files(root)
+    untouched = {
+        p: v for p, v in before.items() if day_of(p) in ("date=2024-03-01", "date=2024-03-02")
+    }
+    assert untouched and all(after[p] == v for p, v in untouched.items())
+    assert any(day_of(p) == "date=2024-03-04" for p in after)
+
+
+def test_after_a_new_day_the_marts_equal_a_rebuild_from_scratch(tmp_path):
+    root = tmp_path / "lake"
+    lake_of_three_days(root)
+    land_day(root, 3)
+    build(root)
+
+    assert_same_marts(snapshot(root), rebuilt_from_scratch(root, tmp_path / "scratch"))
+
+
+def test_a_late_scheduler_record_rebuilds_only_the_days_it_covers(tmp_path):
+    root = tmp_path / "lake"
+    lake_of_three_days(root)
+    before = partition_files(root)
+
+    # GPU 1 turns out to have run job j2 for two hours on the last day.
+    r.land(root, "jobs", [r.job("j2", 2 * DAY_S + 600, 2 * DAY_S + 7800)], batch_id="late")
+    r.land(
+        root,
+        "job_gpus",
+        [r.job_gpu("j2", 2 * DAY_S + 600, 2 * DAY_S + 7800, gpu_index=1)],
+        batch_id="late",
+    )
+    con = connect(root)
+    checked, rewritten, changed = reattribute(con, root)
+    assert (rewritten, changed) == (1, 7200 // STEP_S)  # one day file, 60 samples
+    report = build_sample_marts(WarehouseConfig(root), AttributionConfig().values())
+
+    # day 2's file changed; day 1's last samples reach into day 2, so its tail is rebuilt
+    assert [day.isoformat() for _, day in report.rebuilt] == ["2024-03-03"]
+    assert [day.isoformat() for _, day in report.tails] == ["2024-03-02"]
+    after = partition_files(root)
+    first_day = [p for p in before if day_of(p) == "date=2024-03-01"]
+    assert first_day and all(after[p] == before[p] for p in first_day)
+
+    build_marts(con, root, AttributionConfig())
+    got = snapshot(root)
+    assert_same_marts(got, rebuilt_from_scratch(root, tmp_path / "scratch"))
+    j2 = got["job_usage"].filter(pl.col("job_id") == "j2")
+    assert j2["observed_gpu_h"].to_list() == [2.0]
+
+
+def test_removed_samples_remove_their_day_partitions(tmp_path):
+    root = tmp_path / "lake"
+    lake_of_three_days(root)
+    shutil.rmtree(root / "gpu_samples" / "cluster=della" / "date=2024-03-03")
+
+    report = build_sample_marts(WarehouseConfig(root), AttributionConfig().values())
+
+    assert [day.isoformat() for _, day in report.removed] == ["2024-03-03"]
+    assert not any(day_of(p) == "date=2024-03-03" for p in partition_files(root))
+    assert [day.isoformat() for _, day in report.tails] == ["2024-03-02"]
+    assert report.rebuilt == ()

@@ -1,0 +1,254 @@
+"""Day partitions of the sample-level marts, rebuilt only when the samples they read change.
+
+`gpu_job_buckets` (and `job_gpu_daily`, `bucket_occupancy` built from it) are the only marts
+that read samples. Each of their
+(cluster, UTC day) partitions is built from that day's sample files plus the first sample of
+each device on the next day, and is rebuilt only when those files (or the SQL, or the config)
+change. When only the next day changed (a new day landed), just the day's last buckets are
+recomputed (the tail: only each device's last sample depends on the next day). So a new day of
+samples costs one day's pass plus a few minutes of the day before; a re-attributed file costs
+its day plus that tail. The days are built one at a time in one DuckDB connection (its memory
+limit bounds the engine, and one day's results are released before the next day is read), so
+memory is bounded by one day of samples whatever the lake's history.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import sqlite3
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+import sql
+from warehouse import layout, queries
+from warehouse.connection import (
+    WarehouseConfig,
+    open_engine,
+    register_files,
+    register_reference,
+)
+from warehouse.schema import MARTS
+from warehouse.writer import replace_partition
+
+if TYPE_CHECKING:
+    import duckdb
+
+__all__ = [
+    "SAMPLE_MARTS",
+    "DayKey",
+    "PartitionReport",
+    "build_day",
+    "build_sample_marts",
+    "sample_days",
+]
+
+# The marts built per day from samples, in build order (the later ones read the first).
+SAMPLE_MARTS: tuple[tuple[str, str], ...] = (
+    ("gpu_job_buckets", "marts/gpu_job_buckets"),
+    ("job_gpu_daily", "marts/job_gpu_daily"),
+    ("bucket_occupancy", "marts/bucket_occupancy"),
+)
+_HELPERS = ("attribution/next_day_head", "attribution/partition_samples", "views/sample_spans")
+
+DayKey = tuple[str, dt.date]
+_EMPTY = pa.table({"none": pa.array([], pa.int8())})
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionReport:
+    """What one run did: days rebuilt whole, days whose tail was rebuilt (the next day changed),
+    days left as they were, days removed (no samples left)."""
+
+    rebuilt: tuple[DayKey, ...]
+    tails: tuple[DayKey, ...]
+    unchanged: int
+    removed: tuple[DayKey, ...]
+
+
+def _folder_value(path: Path, key: str) -> str | None:
+    for part in path.parts:
+        if part.startswith(f"{key}="):
+            return part.removeprefix(f"{key}=")
+    return None
+
+
+def sample_days(root: Path) -> dict[DayKey, list[Path]]:
+    """The sample files of each (cluster folder, day), from the lake's partition folders."""
+    days: dict[DayKey, list[Path]] = {}
+    for path in layout.table_files(root, "gpu_samples"):
+        cluster, date = _folder_value(path, "cluster"), _folder_value(path, "date")
+        if cluster is None or date is None:
+            continue  # not in the layout: no day to build it under
+        try:
+            day = dt.date.fromisoformat(date)
+        except ValueError:
+            continue
+        days.setdefault((cluster, day), []).append(path)
+    return days
+
+
+def _digest(paths: Iterable[Path], salt: str) -> str:
+    digest = hashlib.sha1(salt.encode())
+    for path in paths:
+        stat = path.stat()
+        digest.update(f"{path}|{stat.st_size}|{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+def _state(root: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(layout.state_dir(root) / "attribution.sqlite", timeout=30)
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS sample_days_built ("
+        " cluster TEXT, date TEXT, own TEXT, next TEXT, PRIMARY KEY (cluster, date))"
+    )
+    return db
+
+
+def _tail_start(con: duckdb.DuckDBPyConnection, root: Path, key: DayKey) -> object | None:
+    """The first bucket a next-day change can alter in the built partition, or None if unbuilt."""
+    built = [p for p in layout.table_files(root, "gpu_job_buckets") if _is_day(p, key)]
+    if not built:
+        return None
+    register_files(con, "gpu_job_buckets", built, view="built_buckets")
+    from_ts: object | None = queries.run_arrow(con, "attribution/tail_start")[0][0].as_py()
+    return from_ts
+
+
+def _is_day(path: Path, key: DayKey) -> bool:
+    return (
+        _folder_value(path, "cluster") == key[0]
+        and _folder_value(path, "date") == key[1].isoformat()
+    )
+
+
+def build_day(
+    con: duckdb.DuckDBPyConnection,
+    root: Path,
+    key: DayKey,
+    files: list[Path],
+    next_files: list[Path],
+    params: Mapping[str, float | int],
+    *,
+    tail_only: bool = False,
+) -> dict[str, int]:
+    """Build one day's partition of every sample-level mart and land it; return row counts.
+
+    With `tail_only` (the day's own files are unchanged, the next day's changed) only the
+    buckets from the devices' last ones on are recomputed, from the samples in them; the
+    earlier buckets are kept as built. The result is the same as a whole rebuild. `con` is
+    the engine every day is built in (one for the run, so its memory is reused, not re-grown).
+    """
+    cluster_folder, day = key
+    try:
+        register_files(con, "gpu_samples", files, view="day_files")
+        from_ts = _tail_start(con, root, key) if tail_only else None
+        if from_ts is None:
+            con.sql("SELECT * FROM day_files").create_view("day_samples")
+        else:
+            tail = queries.run_arrow(con, "attribution/samples_from", from_ts=from_ts)
+            con.from_arrow(tail).create_view("day_samples")
+        register_files(con, "gpu_samples", next_files, view="next_day_samples")
+        head = queries.run_arrow(con, "attribution/next_day_head")
+        con.from_arrow(head).create_view("next_day_head")
+        con.sql(sql.load("attribution/partition_samples")).create_view("gpu_samples")
+        con.sql(sql.load("views/sample_spans")).create_view("sample_spans")
+        counts = {}
+        for mart, query in SAMPLE_MARTS:
+            wanted = queries.parameters(con, query)
+            result = queries.run_arrow(con, query, **{k: params[k] for k in wanted})
+            schema = MARTS[mart].schema
+            result = result.select(schema.names).cast(schema)
+            # rows of the next day's head samples fall on the next day: not this partition's
+            rows = result.filter(pc.equal(result.column("date"), pa.scalar(day, pa.date32())))
+            if from_ts is not None and mart == SAMPLE_MARTS[0][0]:
+                kept = queries.run_arrow(con, "attribution/buckets_before", from_ts=from_ts)
+                rows = pa.concat_tables([kept.select(schema.names).cast(schema), rows])
+            clusters = pc.unique(rows.column("cluster")).to_pylist()
+            for cluster in clusters or [cluster_folder]:
+                part = rows.filter(pc.equal(rows.column("cluster"), cluster))
+                replace_partition(root, mart, part, str(cluster), day)
+            con.from_arrow(rows).create_view(mart)
+            counts[mart] = rows.num_rows
+        return counts
+    finally:  # let go of this day's Arrow tables before the next day is read
+        for view in ("day_samples", "next_day_head", *(mart for mart, _ in SAMPLE_MARTS)):
+            con.from_arrow(_EMPTY).create_view(view)
+
+
+def _remove_day(root: Path, key: DayKey) -> None:
+    for mart, _ in SAMPLE_MARTS:
+        folder = layout.table_dir(root, mart) / f"cluster={key[0]}" / f"date={key[1].isoformat()}"
+        if folder.is_dir():
+            for path in folder.glob("*.parquet"):
+                path.unlink()
+
+
+def build_sample_marts(
+    config: WarehouseConfig,
+    params: Mapping[str, float | int],
+    progress: Callable[[int, int], None] | None = None,
+    *,
+    force: bool = False,
+) -> PartitionReport:
+    """Rebuild the day partitions whose inputs changed since they were built; drop stale ones.
+
+    A day's inputs are its sample files, the next day's sample files (for the first sample of
+    each device), the SQL of the sample-level marts and `params`.
+    """
+    root = config.root
+    days = sample_days(root)
+    salt = repr(sorted(params.items())) + "".join(
+        sql.load(q) for q in (*_HELPERS, *(query for _, query in SAMPLE_MARTS))
+    )
+    with _state(root) as db:
+        built = {
+            (cluster, dt.date.fromisoformat(date)): (own, following)
+            for cluster, date, own, following in db.execute(
+                "SELECT cluster, date, own, next FROM sample_days_built"
+            )
+        }
+    con = open_engine(config)
+    register_reference(con)
+    try:
+        rebuilt: list[DayKey] = []
+        tails: list[DayKey] = []
+        unchanged = 0
+        for done, key in enumerate(sorted(days), start=1):
+            next_files = days.get((key[0], key[1] + dt.timedelta(days=1)), [])
+            own, following = _digest(days[key], salt), _digest(next_files, salt)
+            present = (
+                layout.table_dir(root, SAMPLE_MARTS[0][0]) / f"cluster={key[0]}" / f"date={key[1]}"
+            ).is_dir()
+            if force or not present or built.get(key, ("", ""))[0] != own:
+                build_day(con, root, key, days[key], next_files, params)
+                rebuilt.append(key)
+            elif built[key][1] != following:
+                build_day(con, root, key, days[key], next_files, params, tail_only=True)
+                tails.append(key)
+            else:
+                unchanged += 1
+            if key in rebuilt or key in tails:
+                with _state(root) as db:
+                    db.execute(
+                        "INSERT OR REPLACE INTO sample_days_built VALUES (?, ?, ?, ?)",
+                        (key[0], key[1].isoformat(), own, following),
+                    )
+            if progress:
+                progress(done, len(days))
+    finally:
+        con.close()
+    removed = tuple(sorted(set(built) - set(days)))
+    for key in removed:
+        _remove_day(root, key)
+        with _state(root) as db:
+            db.execute(
+                "DELETE FROM sample_days_built WHERE cluster = ? AND date = ?",
+                (key[0], key[1].isoformat()),
+            )
+    return PartitionReport(tuple(rebuilt), tuple(tails), unchanged, removed)

@@ -1,0 +1,195 @@
+"""The Spark runner: the same sql/ files, transpiled from DuckDB's dialect by sqlglot, on PySpark.
+
+`build_marts_on_spark` reads the lake's raw tables with Spark (local mode here, a cluster via
+`master`), defines the derived views and builds every mart of `MART_ORDER` from the shipped SQL,
+then lands each mart in the lake through the warehouse writer, so the files are laid out exactly
+as the DuckDB engine lays them out. PySpark is an optional extra (`gpuledger[spark]`).
+
+Where sqlglot's DuckDB → Spark translation would change a result, the syntax tree is adjusted
+here, not the SQL: `epoch(ts)` becomes microsecond-exact (Spark's UNIX_TIMESTAMP truncates to the
+second) and `to_timestamp(seconds)` becomes TIMESTAMP_SECONDS (FROM_UNIXTIME formats a string).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+import sql
+from warehouse import layout
+from warehouse.errors import WarehouseError
+from warehouse.schema import MARTS, RAW_TABLES
+from warehouse.writer import replace_partitions
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["SparkUnavailable", "build_marts_on_spark", "spark_session", "transpile"]
+
+# The views every mart query may read, defined from shipped SQL in this order.
+DERIVED_VIEWS = (
+    ("jobs_latest", "views/jobs_latest"),
+    ("sample_spans", "views/sample_spans"),
+    ("job_gpu_intervals", "views/job_gpu_intervals"),
+)
+REFERENCE_FILES = {"gpu_models": "gpu_models.csv", "xid_classes": "xid_classes.csv"}
+
+
+class SparkUnavailable(WarehouseError):
+    """PySpark (or the Java runtime it needs) is not installed."""
+
+
+def transpile(text: str) -> str:
+    """DuckDB-dialect SQL → Spark SQL, exact where sqlglot's defaults would round times."""
+    import sqlglot
+    from sqlglot import exp
+
+    def exact_epoch(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.TimeToUnix):  # epoch(ts): seconds with the fraction kept
+            micros = exp.Anonymous(this="UNIX_MICROS", expressions=[node.this])
+            return exp.Div(this=micros, expression=exp.Literal.number("1e6"))
+        return node
+
+    def exact_timestamp(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.UnixToTime):  # to_timestamp(seconds)
+            return exp.Anonymous(this="TIMESTAMP_SECONDS", expressions=[node.this])
+        return node
+
+    tree = sqlglot.parse_one(text, read="duckdb")
+    tree = tree.transform(exact_epoch).transform(exact_timestamp)
+    return tree.sql(dialect="spark")
+
+
+def spark_session(master: str | None = None, app_name: str = "gpuledger") -> SparkSession:
+    """A Spark session in UTC with DuckDB-like arithmetic (ANSI off); local[*] by default."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as exc:
+        raise SparkUnavailable(
+            "the Spark engine needs PySpark: pip install 'gpuledger[spark]' (and Java 17)"
+        ) from exc
+    builder = SparkSession.builder.appName(app_name).master(master or "local[*]")
+    for key, value in {
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.ansi.enabled": "false",
+        "spark.sql.shuffle.partitions": "4",
+        "spark.default.parallelism": "4",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+    }.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def _spark_type(arrow_type: pa.DataType) -> str:
+    if pa.types.is_timestamp(arrow_type):
+        return "TIMESTAMP"
+    if pa.types.is_list(arrow_type):
+        return "ARRAY<STRING>"
+    return {
+        pa.string(): "STRING",
+        pa.float32(): "FLOAT",
+        pa.float64(): "DOUBLE",
+        pa.int16(): "SMALLINT",
+        pa.int32(): "INT",
+        pa.int64(): "BIGINT",
+        pa.bool_(): "BOOLEAN",
+        pa.date32(): "DATE",
+    }[arrow_type]
+
+
+def _register(spark: SparkSession, root: Path, table: str, source: str | None) -> None:
+    """A temp view of `table` typed by the contract (missing columns null, extras dropped).
+
+    The files are listed in the local lake at `root`, or, with `source` (a lake URL such as
+    s3a://bucket/lake), found by Spark itself under `<source>/<table>/` (every *.parquet at any
+    depth; files starting with `.` or `_` are skipped, as the writer's temporary files are).
+    """
+    from pyspark.errors import AnalysisException
+    from pyspark.sql import functions as F
+
+    schema = RAW_TABLES[table].schema
+    frame: DataFrame
+    present: set[str] = set()
+    if source is not None:
+        try:
+            frame = (
+                spark.read.option("recursiveFileLookup", "true")
+                .option("pathGlobFilter", "*.parquet")
+                .parquet(f"{source.rstrip('/')}/{table}")
+            )
+            present = set(frame.columns)
+        except AnalysisException as exc:  # a table the lake has no folder for reads as empty
+            if "PATH_NOT_FOUND" not in str(exc):
+                raise
+            frame = spark.range(0).drop("id")
+    else:
+        paths = [str(p) for p in layout.table_files(root, table)]
+        if paths:
+            frame = spark.read.parquet(*paths)
+            present = set(frame.columns)
+        else:
+            frame = spark.range(0).drop("id")
+    columns = [
+        (F.col(f"`{field.name}`") if field.name in present else F.lit(None))
+        .cast(_spark_type(field.type))
+        .alias(field.name)
+        for field in schema
+    ]
+    frame.select(*columns).createOrReplaceTempView(table)
+
+
+def _run(spark: SparkSession, name: str, params: Mapping[str, Any]) -> DataFrame:
+    text = transpile(sql.load(name))
+    wanted = {k: v for k, v in params.items() if f":{k}" in text}
+    return spark.sql(text, args=wanted or None)
+
+
+def build_marts_on_spark(
+    spark: SparkSession,
+    root: Path,
+    params: Mapping[str, Any],
+    marts: tuple[tuple[str, str], ...],
+    progress: Callable[[str], None] | None = None,
+    *,
+    source: str | None = None,
+) -> dict[str, int]:
+    """Build `marts` (name, query) in order on Spark and land them in the lake at `root`.
+
+    The raw tables are read from `root`, or from the lake at the URL `source` (object storage).
+    Each mart's partitions for each cluster are replaced whole. Returns the rows of each mart.
+    """
+    from importlib.resources import files
+
+    for table in RAW_TABLES:
+        _register(spark, root, table, source)
+    for view, filename in REFERENCE_FILES.items():
+        path = str(files("warehouse").joinpath("data", filename))
+        spark.read.csv(path, header=True, inferSchema=True).createOrReplaceTempView(view)
+    for mart, _ in marts:  # a mart may be read (empty) before it is built, e.g. its data end
+        empty = MARTS[mart].schema.empty_table()
+        spark.createDataFrame(
+            [], ", ".join(f"`{f.name}` {_spark_type(f.type)}" for f in empty.schema)
+        ).createOrReplaceTempView(mart)
+    counts = {}
+    for mart, query in marts:
+        if progress:
+            progress(mart)
+        # A view is bound to the plans of what it reads when it is created: define the derived
+        # views again over the marts built so far (job_gpu_intervals reads gpu_job_buckets).
+        for view, view_query in DERIVED_VIEWS:
+            spark.sql(transpile(sql.load(view_query))).createOrReplaceTempView(view)
+        frame = _run(spark, query, params).cache()
+        frame.createOrReplaceTempView(mart)
+        schema = MARTS[mart].schema
+        result = frame.toArrow().select(schema.names).cast(schema)
+        for cluster in pc.unique(result.column("cluster")).to_pylist():
+            rows = result.filter(pc.equal(result.column("cluster"), cluster))
+            replace_partitions(root, mart, rows, cluster)
+        counts[mart] = result.num_rows
+    return counts
