@@ -170,6 +170,10 @@ def _attribution(lake: Path, aside: Path, plan: BenchPlan, echo: Echo) -> dict[s
     if "dashboard" in wanted:
         echo("bench: dashboard and report queries")
         out["dashboard"] = time_queries(connect(lake))
+        echo("bench: dashboard pages (AppTest, cold caches)")
+        from app.dashboard_timing import time_pages
+
+        out["dashboard_pages"] = time_pages(lake)
     con.close()
     return out
 
@@ -273,6 +277,8 @@ def render_bench(r: dict[str, Any]) -> str:
         for q in a.get("dashboard", []):
             note = f"{q['rows']:,} rows" if "seconds" in q else f"failed: {q['error']}"
             rows.append((f"  {q['query']}", q.get("seconds", float("nan")), note))
+        for page, secs in a.get("dashboard_pages", {}).items():
+            rows.append((f"  page: {page}", secs, "target ≤ 2 s" if secs <= 2 else "over 2 s"))
     prom = r.get("prometheus") or {}
     if "ours_s" in prom:
         rows.append(("Prometheus JSON → Parquet", prom["ours_s"], f"{prom['samples']:,} samples"))

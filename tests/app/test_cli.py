@@ -282,4 +282,6 @@ def test_bench_writes_its_results_as_json(tmp_path: Path) -> None:
     assert a["incremental"]["seconds"] > 0
     timed = {q["query"]: q for q in a["dashboard"]}
     assert "dashboard/cluster_summary" in timed and "seconds" in timed["dashboard/cluster_summary"]
+    assert a["dashboard_pages"] and all(s > 0 for s in a["dashboard_pages"].values())
+    assert "page: " in result.stdout
     assert list(work.iterdir()) == [], "bench left its lake behind"
