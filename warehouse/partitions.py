@@ -57,7 +57,11 @@ SAMPLE_MARTS: tuple[tuple[str, str], ...] = (
 _HELPERS = ("attribution/next_day_head", "attribution/partition_samples", "views/sample_spans")
 
 DayKey = tuple[str, dt.date]
-_EMPTY = pa.table({"none": pa.array([], pa.int8())})
+
+
+def _empty() -> pa.Table:
+    # built on use: pa.table() at import time loads pandas when it is installed
+    return pa.Table.from_arrays([pa.array([], pa.int8())], names=["none"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +182,7 @@ def build_day(
         return counts
     finally:  # let go of this day's Arrow tables before the next day is read
         for view in ("day_samples", "next_day_head", *(mart for mart, _ in SAMPLE_MARTS)):
-            con.from_arrow(_EMPTY).create_view(view)
+            con.from_arrow(_empty()).create_view(view)
 
 
 def _remove_day(root: Path, key: DayKey) -> None:
