@@ -59,8 +59,15 @@ def transpile(text: str) -> str:
             return exp.Anonymous(this="TIMESTAMP_SECONDS", expressions=[node.this])
         return node
 
+    def exact_quantile(node: exp.Expression) -> exp.Expression:
+        # quantile_cont(x, q): Spark's exact `percentile` interpolates the same way (sqlglot
+        # would write PERCENTILE_CONT(x, q), which Spark does not take, or an approximation)
+        if isinstance(node, exp.PercentileCont) and node.expression is not None:
+            return exp.Anonymous(this="PERCENTILE", expressions=[node.this, node.expression])
+        return node
+
     tree = sqlglot.parse_one(text, read="duckdb")
-    tree = tree.transform(exact_epoch).transform(exact_timestamp)
+    tree = tree.transform(exact_epoch).transform(exact_timestamp).transform(exact_quantile)
     return tree.sql(dialect="spark")
 
 

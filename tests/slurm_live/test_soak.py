@@ -77,6 +77,7 @@ def wait_until(what: str, ready, timeout: float) -> None:
 
 def test_soak_with_a_killed_source_and_a_restart(slurm_cluster: SlurmCluster, tmp_path):
     c = slurm_cluster
+    c.start()  # idempotent: earlier tests in this session stop daemons on purpose
     c.jobs_dir.mkdir(mode=0o1777, exist_ok=True)
     fleet = SimulatedFleet(FleetConfig(cluster=CLUSTER, gpus=GPUS, seed=21, collect_interval_s=1))
     exporters = ExporterServers(fleet, port=0).start()
