@@ -119,6 +119,7 @@ def test_run_collects_attributes_and_stops_cleanly_on_sigterm(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait(timeout=30)
         exporters.stop()
     output = log.read_text()
     assert proc.returncode == 0, output

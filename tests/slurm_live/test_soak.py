@@ -166,6 +166,7 @@ def test_soak_with_a_killed_source_and_a_restart(slurm_cluster: SlurmCluster, tm
         for proc in procs:
             if proc.poll() is None:
                 proc.kill()
+                proc.wait(timeout=30)
         exporters.stop()
         prom.stop()
 
