@@ -28,7 +28,17 @@ from warehouse.writer import replace_partitions
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["SparkUnavailable", "build_marts_on_spark", "spark_session", "transpile"]
+__all__ = [
+    "DUCKDB_ONLY_MARTS",
+    "SparkUnavailable",
+    "build_marts_on_spark",
+    "spark_session",
+    "transpile",
+]
+
+# Marts Spark does not build yet: fairness_weekly's plan (many CTEs over the whole history)
+# exhausts the Spark driver's default heap in the analyzer. They are built by DuckDB.
+DUCKDB_ONLY_MARTS = frozenset({"fairness_weekly"})
 
 # The views every mart query may read, defined from shipped SQL in this order.
 DERIVED_VIEWS = (
@@ -170,9 +180,11 @@ def build_marts_on_spark(
 
     The raw tables are read from `root`, or from the lake at the URL `source` (object storage).
     Each mart's partitions for each cluster are replaced whole. Returns the rows of each mart.
+    Marts in DUCKDB_ONLY_MARTS are left out (the DuckDB engine builds them).
     """
     from importlib.resources import files
 
+    marts = tuple((m, q) for m, q in marts if m not in DUCKDB_ONLY_MARTS)
     for table in RAW_TABLES:
         _register(spark, root, table, source)
     for view, filename in REFERENCE_FILES.items():
