@@ -11,6 +11,7 @@ import dataclasses
 import datetime as dt
 import fcntl
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -94,7 +95,11 @@ def build_channels(cfg: AlertsConfig) -> Channels:
 
 @contextmanager
 def _lake_lock(state: Path) -> Iterator[None]:
-    with (state / LOCK_FILE).open("a") as fh:
+    from warehouse import layout
+
+    fd = os.open(state / LOCK_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, layout.FILE_MODE)
+    os.chmod(state / LOCK_FILE, layout.FILE_MODE)  # private whatever the umask
+    with os.fdopen(fd, "a") as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

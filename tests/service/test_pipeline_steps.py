@@ -14,6 +14,7 @@ from app.service.settings import ServiceConfig
 from app.service.supervisor import Supervisor, TaskContext
 from app.service.tasks import PipelineSpec, build_tasks
 from collector.sim import SimConfig, simulate
+from tests.infra.permissions import world_accessible
 from tests.service.test_run_command import free_port
 
 
@@ -40,6 +41,7 @@ def test_a_round_attributes_detects_recommends_and_alerts(tmp_path):
     assert (lake / "recommendations").is_dir()
     assert metrics.get("gpuledger_alerts_failed_total") > 0  # kept in the ledger, retried
     assert metrics.get("gpuledger_alerts_sent_total") == 0
+    assert world_accessible(lake) == []  # the alert ledger and its lock too
     # a second round finds the same problems: nothing new
     assert sup.run_once(task)
     assert metrics.get("gpuledger_findings_total") == findings.num_rows
