@@ -10,6 +10,8 @@ times could have had; the risk is the same hours of its own work delayed.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -174,46 +176,51 @@ def recommend(
     if jobs.is_empty() or facts.gpus_total <= 0:
         return []
     recs: list[Recommendation] = []
+
+    def propose(
+        mine: pl.DataFrame,
+        others: pl.DataFrame,
+        share: float,
+        scope: str,
+        whose: str,
+        config_for: Callable[[int], str],
+    ) -> None:
+        cap = _cap(facts.gpus_total, share, mine)
+        evidence = _capped(facts, jobs, mine, others, cap, config)
+        if evidence is None:
+            return
+        excess = evidence["gpu_h_above_cap"]
+        recs.append(
+            Recommendation(
+                cluster=facts.cluster,
+                kind=KIND,
+                scope=scope,
+                target=facts.target,
+                evidence=evidence,
+                expected_gain_gpu_h=excess,
+                risk=f"{excess:.1f} GPU-h of {whose}",
+                config=config_for(cap),
+            )
+        )
+
     for (user, account), mine in jobs.group_by(["user", "account"], maintain_order=True):
-        if user is None:
-            continue
-        cap = _cap(facts.gpus_total, config.cap_share, mine)
-        others = jobs.filter(pl.col("user") != user)
-        evidence = _capped(facts, jobs, mine, others, cap, config)
-        if evidence is None:
-            continue
-        excess = evidence["gpu_h_above_cap"]
-        recs.append(
-            Recommendation(
-                cluster=facts.cluster,
-                kind=KIND,
-                scope=f"user={user},account={account}",
-                target=facts.target,
-                evidence=evidence,
-                expected_gain_gpu_h=excess,
-                risk=f"{excess:.1f} GPU-h of {user}'s work would have waited for the cap",
-                config=_user_config(facts, str(user), str(account), cap),
+        if user is not None:
+            propose(
+                mine,
+                jobs.filter(pl.col("user") != user),
+                config.cap_share,
+                f"user={user},account={account}",
+                f"{user}'s work would have waited for the cap",
+                partial(_user_config, facts, str(user), str(account)),
             )
-        )
     for (account,), mine in jobs.group_by(["account"], maintain_order=True):
-        if account is None:
-            continue
-        cap = _cap(facts.gpus_total, config.account_cap_share, mine)
-        others = jobs.filter(pl.col("account") != account)
-        evidence = _capped(facts, jobs, mine, others, cap, config)
-        if evidence is None:
-            continue
-        excess = evidence["gpu_h_above_cap"]
-        recs.append(
-            Recommendation(
-                cluster=facts.cluster,
-                kind=KIND,
-                scope=f"account={account}",
-                target=facts.target,
-                evidence=evidence,
-                expected_gain_gpu_h=excess,
-                risk=f"{excess:.1f} GPU-h of account {account}'s work would have waited",
-                config=_account_config(facts, str(account), cap),
+        if account is not None:
+            propose(
+                mine,
+                jobs.filter(pl.col("account") != account),
+                config.account_cap_share,
+                f"account={account}",
+                f"account {account}'s work would have waited",
+                partial(_account_config, facts, str(account)),
             )
-        )
     return recs
