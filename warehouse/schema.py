@@ -316,6 +316,7 @@ JOB_USAGE = _schema(
     ("gpus_never_active", _i32),
     ("samples", _i64),
     ("app_throughput", _f64),
+    ("shared", _bool),  # some of its GPU time was on a shared GPU: the split is an estimate
 )
 
 JOB_OUTCOMES = _schema(
@@ -347,6 +348,7 @@ USAGE_DAILY = _schema(
     ("idle_gpu_h", _f64),
     ("effective_gpu_h", _f64),
     ("energy_kwh", _f64),
+    ("shared", _bool),
 )
 
 FAIRNESS_WEEKLY = _schema(
@@ -441,6 +443,7 @@ GPU_JOB_BUCKETS = _schema(
     ("power_known_s", _f64),
     ("nvlink_bytes", _f64),
     ("pcie_bytes", _f64),
+    ("shared_s", _f64),
 )
 
 JOB_GPU_DAILY = _schema(
@@ -474,6 +477,7 @@ JOB_GPU_DAILY = _schema(
     ("power_known_s", _f64),
     ("nvlink_bytes", _f64),
     ("pcie_bytes", _f64),
+    ("shared_s", _f64),
 )
 
 RAW_TABLES: dict[str, TableSpec] = {

@@ -9,8 +9,10 @@
 -- A sample belongs to the job whose job_gpus interval [start_ts, end_ts) contains its ts on the
 -- same GPU: same UUID where both know it, else the same node and GPU index; a whole-node
 -- allocation (null index) covers every GPU of its node, one with a MIG instance only that
--- instance. When several jobs claim the same sample (a shared GPU), the smallest job_id is
--- kept, so the result is deterministic. No covering interval means no owner (null).
+-- instance. When several jobs claim the same sample (a shared GPU), the job the row already
+-- carries is kept if it is one of them (a sharer's own row, as its source stamped it from its
+-- hpc_job or pod label: the marts split the GPU's time among such rows), else the smallest
+-- job_id, so the result is deterministic. No covering interval means no owner (null).
 -- Allocations are first narrowed to the file's time range, and indexed and whole-node ones are
 -- joined separately, so both joins hash on their keys.
 
@@ -37,7 +39,8 @@ allocations AS (
 claims AS (
     SELECT
         s.file_row_number,
-        g.job_id
+        g.job_id,
+        g.job_id = s.job_id AS carried
     FROM partition_samples AS s
     JOIN allocations AS g
         ON g.cluster = s.cluster
@@ -50,7 +53,8 @@ claims AS (
     UNION ALL
     SELECT
         s.file_row_number,
-        g.job_id
+        g.job_id,
+        g.job_id = s.job_id AS carried
     FROM partition_samples AS s
     JOIN allocations AS g
         ON g.cluster = s.cluster
@@ -64,7 +68,7 @@ claims AS (
 owners AS (
     SELECT
         file_row_number,
-        min(job_id) AS job_id
+        coalesce(min(job_id) FILTER (WHERE carried), min(job_id)) AS job_id
     FROM claims
     GROUP BY file_row_number
 )

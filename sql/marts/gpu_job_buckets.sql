@@ -10,14 +10,18 @@
 --          carry_share, observed_share_s, active_share_s, idle_share_s, active_s,
 --          carry_active_s, idle_s, carry_idle_s, effective_s, busy_known_s, util_sum, util_known_s, sm_sum,
 --          sm_known_s, tensor_sum, tensor_known_s, dram_sum, dram_known_s,
---          fb_used_mib_max, energy_j, power_sum, power_known_s, nvlink_bytes, pcie_bytes
+--          fb_used_mib_max, energy_j, power_sum, power_known_s, nvlink_bytes, pcie_bytes,
+--          shared_s
 --
 -- The one pass over samples every other mart starts from. A sample counts in the bucket of its
 -- ts; carry_* hold the part of its span that runs past the bucket's end, so occupancy can move
 -- it to the next bucket and stay exact. The *_sum columns are time-weighted (value × span_s);
 -- divide by the matching *_known_s for a mean, so rows add up exactly. The *_share_s columns
 -- weight each sample's span by its share of the physical GPU (MIG instances), so occupancy
--- counts a GPU once even when its instances report unevenly.
+-- counts a GPU once even when its instances report unevenly. On a shared GPU (several job_ids
+-- at one ts) each sharer's spans are its 1/sharers part of the time (sample_spans), shared_s
+-- is that part of observed_s, and the carry_* are the GPU's time past the bucket's end, of
+-- which the crossing sample holds carry_share.
 -- As DESIGN §4 defines it, a sample is active when it is observed and not idle, so a sample
 -- with no utilisation field at all counts as active (active_s + idle_s = observed_s).
 
@@ -35,15 +39,15 @@ SELECT
     count(*) AS samples,
     avg(s.share) AS share,
     min(epoch(s.ts)) AS first_e,
-    max(epoch(s.ts) + s.span_s) AS last_end_e,
+    max(s.end_e) AS last_end_e,
     max(epoch(s.ts) + s.interval_s) AS interval_end_e,
     sum(s.gap_s) AS gap_s,
     sum(s.span_s) AS observed_s,
-    sum(greatest(epoch(s.ts) + s.span_s - (floor(epoch(s.ts) / $bucket_s) + 1) * $bucket_s, 0))
+    sum(greatest(s.end_e - (floor(epoch(s.ts) / $bucket_s) + 1) * $bucket_s, 0))
         AS carry_s,
-    -- the share of the one sample that runs past the bucket's end (0 when none does)
-    coalesce(max(s.share) FILTER (
-        WHERE epoch(s.ts) + s.span_s > (floor(epoch(s.ts) / $bucket_s) + 1) * $bucket_s
+    -- the part of the GPU the one sample that runs past the bucket's end holds (0 when none)
+    coalesce(max(s.share / s.sharers) FILTER (
+        WHERE s.end_e > (floor(epoch(s.ts) / $bucket_s) + 1) * $bucket_s
     ), 0) AS carry_share,
     sum(s.span_s * s.share) AS observed_share_s,
     coalesce(sum(s.span_s * s.share) FILTER (WHERE s.busy IS NULL OR s.busy >= $idle_below), 0)
@@ -51,11 +55,11 @@ SELECT
     coalesce(sum(s.span_s * s.share) FILTER (WHERE s.busy < $idle_below), 0) AS idle_share_s,
     coalesce(sum(s.span_s) FILTER (WHERE s.busy IS NULL OR s.busy >= $idle_below), 0) AS active_s,
     coalesce(sum(greatest(
-        epoch(s.ts) + s.span_s - (floor(epoch(s.ts) / $bucket_s) + 1) * $bucket_s, 0
+        s.end_e - (floor(epoch(s.ts) / $bucket_s) + 1) * $bucket_s, 0
     )) FILTER (WHERE s.busy IS NULL OR s.busy >= $idle_below), 0) AS carry_active_s,
     coalesce(sum(s.span_s) FILTER (WHERE s.busy < $idle_below), 0) AS idle_s,
     coalesce(sum(greatest(
-        epoch(s.ts) + s.span_s - (floor(epoch(s.ts) / $bucket_s) + 1) * $bucket_s, 0
+        s.end_e - (floor(epoch(s.ts) / $bucket_s) + 1) * $bucket_s, 0
     )) FILTER (WHERE s.busy < $idle_below), 0) AS carry_idle_s,
     coalesce(sum(s.busy * s.span_s), 0) AS effective_s,
     coalesce(sum(s.span_s) FILTER (WHERE s.busy IS NOT NULL), 0) AS busy_known_s,
@@ -72,7 +76,8 @@ SELECT
     sum(s.power_w * s.span_s) AS power_sum,
     coalesce(sum(s.span_s) FILTER (WHERE s.power_w IS NOT NULL), 0) AS power_known_s,
     sum(s.nvlink_bps * s.span_s) AS nvlink_bytes,
-    sum(s.pcie_bps * s.span_s) AS pcie_bytes
+    sum(s.pcie_bps * s.span_s) AS pcie_bytes,
+    coalesce(sum(s.span_s) FILTER (WHERE s.sharers > 1), 0) AS shared_s
 FROM sample_spans AS s
 GROUP BY
     s.cluster,

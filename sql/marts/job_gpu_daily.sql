@@ -6,10 +6,12 @@
 -- Returns: cluster, job_id, device, mig_instance, date, node, gpu_index, gpu_uuid, model, samples,
 --          observed_s, active_s, idle_s, effective_s, busy_known_s, util_sum, util_known_s,
 --          sm_sum, sm_known_s, tensor_sum, tensor_known_s, dram_sum, dram_known_s, tflops_sum,
---          fb_used_mib_max, energy_j, power_sum, power_known_s, nvlink_bytes, pcie_bytes
+--          fb_used_mib_max, energy_j, power_sum, power_known_s, nvlink_bytes, pcie_bytes,
+--          shared_s
 --
 -- Samples count on the day of their ts (buckets divide a day, so a bucket lies in one day).
 -- The *_sum columns are time-weighted (value × span_s); divide by the matching *_known_s.
+-- shared_s: the part of observed_s on a shared GPU (the job's split of it, an estimate).
 
 SELECT
     b.cluster,
@@ -41,7 +43,8 @@ SELECT
     sum(b.power_sum) AS power_sum,
     sum(b.power_known_s) AS power_known_s,
     sum(b.nvlink_bytes) AS nvlink_bytes,
-    sum(b.pcie_bytes) AS pcie_bytes
+    sum(b.pcie_bytes) AS pcie_bytes,
+    sum(b.shared_s) AS shared_s
 FROM gpu_job_buckets AS b
 LEFT JOIN gpu_models AS m
     ON m.model = b.model

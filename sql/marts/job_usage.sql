@@ -7,12 +7,14 @@
 --          observed_gpu_h, active_gpu_h, idle_gpu_h, effective_gpu_h, busy_mean,
 --          gpu_util_pct_mean, sm_active_mean, tensor_active_mean, dram_active_mean,
 --          fb_used_mib_max, energy_kwh, power_w_mean, est_tflops_mean, nvlink_gb, pcie_gb,
---          gpus_never_active, samples, app_throughput
+--          gpus_never_active, samples, app_throughput, shared
 --
 -- alloc_gpu_h comes from the scheduler's GPU intervals (job_gpus), overlapping intervals of one
 -- job on one GPU merged; a job still running is counted up to the end of the cluster's data.
 -- Without job_gpus rows it falls back to gpus × (end - start), then to the observed time.
--- Means are time-weighted over the samples that carry the field (DESIGN §4).
+-- Means are time-weighted over the samples that carry the field (DESIGN §4). shared: some of
+-- the job's GPU time was on a GPU shared with other jobs at once (MPS, time-slicing), whose
+-- time and device-level fields were split evenly among the sharers: the figures are estimates.
 -- app_throughput is the work the job reported (collector/throughput.py, or a PromQL counter
 -- pulled by `collect prometheus --throughput-query`) per second of the reports' span: tokens/s
 -- where tokens were reported, else samples/s, else steps/s. Counters are reset-aware per
@@ -94,7 +96,8 @@ used AS (
         sum(pcie_bytes) / 1e9 AS pcie_gb,
         count(DISTINCT device || '#' || coalesce(CAST(mig_instance AS VARCHAR), '')) AS devices,
         count(DISTINCT device || '#' || coalesce(CAST(mig_instance AS VARCHAR), ''))
-            FILTER (WHERE active_s > 0) AS devices_active
+            FILTER (WHERE active_s > 0) AS devices_active,
+        sum(shared_s) > 0 AS shared
     FROM (
         SELECT
             cluster,
@@ -121,7 +124,8 @@ used AS (
             sum(power_sum) AS power_sum,
             sum(power_known_s) AS power_known_s,
             sum(nvlink_bytes) AS nvlink_bytes,
-            sum(pcie_bytes) AS pcie_bytes
+            sum(pcie_bytes) AS pcie_bytes,
+            sum(shared_s) AS shared_s
         FROM job_gpu_daily
         GROUP BY cluster, job_id, device, mig_instance
     ) AS per_device
@@ -182,7 +186,8 @@ SELECT
     greatest(coalesce(j.gpus, a.slots, u.devices, 0) - coalesce(u.devices_active, 0), 0)
         AS gpus_never_active,
     coalesce(u.samples, 0) AS samples,
-    coalesce(p.tokens, p.samples, p.steps) / nullif(p.span_s, 0) AS app_throughput
+    coalesce(p.tokens, p.samples, p.steps) / nullif(p.span_s, 0) AS app_throughput,
+    coalesce(u.shared, FALSE) AS shared
 FROM keys AS k
 LEFT JOIN started AS j
     ON j.cluster = k.cluster AND j.job_id = k.job_id

@@ -4,10 +4,11 @@
 -- Reads:   job_gpu_intervals, job_gpu_daily, jobs_latest
 -- Params:  none
 -- Returns: cluster, date, account, user, jobs, alloc_gpu_h, observed_gpu_h, active_gpu_h,
---          idle_gpu_h, effective_gpu_h, energy_kwh
+--          idle_gpu_h, effective_gpu_h, energy_kwh, shared
 --
 -- Allocation intervals that cross midnight are split at 00:00 UTC; samples count on the day
--- of their ts. Jobs the scheduler never reported have a null account and user.
+-- of their ts. Jobs the scheduler never reported have a null account and user. shared: some of
+-- the GPU time was on a GPU shared by several jobs at once, split evenly (an estimate).
 
 WITH alloc_days AS (
     SELECT
@@ -41,7 +42,8 @@ used AS (
         sum(active_s) AS active_s,
         sum(idle_s) AS idle_s,
         sum(effective_s) AS effective_s,
-        sum(energy_j) AS energy_j
+        sum(energy_j) AS energy_j,
+        sum(shared_s) AS shared_s
     FROM job_gpu_daily
     GROUP BY cluster, job_id, date
 ),
@@ -55,7 +57,8 @@ job_days AS (
         coalesce(u.active_s, 0) AS active_s,
         coalesce(u.idle_s, 0) AS idle_s,
         coalesce(u.effective_s, 0) AS effective_s,
-        coalesce(u.energy_j, 0) AS energy_j
+        coalesce(u.energy_j, 0) AS energy_j,
+        coalesce(u.shared_s, 0) AS shared_s
     FROM alloc AS a
     FULL OUTER JOIN used AS u
         ON u.cluster = a.cluster AND u.job_id = a.job_id AND u.date = a.date
@@ -71,7 +74,8 @@ SELECT
     sum(d.active_s) / 3600.0 AS active_gpu_h,
     sum(d.idle_s) / 3600.0 AS idle_gpu_h,
     sum(d.effective_s) / 3600.0 AS effective_gpu_h,
-    sum(d.energy_j) / 3600000.0 AS energy_kwh
+    sum(d.energy_j) / 3600000.0 AS energy_kwh,
+    sum(d.shared_s) > 0 AS shared
 FROM job_days AS d
 LEFT JOIN jobs_latest AS j
     ON j.cluster = d.cluster AND j.job_id = d.job_id

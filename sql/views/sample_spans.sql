@@ -4,24 +4,27 @@
 -- Reads:   gpu_samples
 -- Params:  none
 -- Returns: cluster, device, device_node, device_index, node, gpu_index, gpu_uuid, mig_instance,
---          model, ts, job_id, interval_s, date, span_s, gap_s, share, busy, gpu_util_pct,
---          sm_active, tensor_active, dram_active, fb_used_mib, power_w, energy_step_j,
---          nvlink_bps, pcie_bps
+--          model, ts, job_id, interval_s, date, span_s, end_e, gap_s, share, sharers, busy,
+--          gpu_util_pct, sm_active, tensor_active, dram_active, fb_used_mib, power_w,
+--          energy_step_j, nvlink_bps, pcie_bps
 --
--- DESIGN §4: a sample stands for the time until the next sample of the same device when that
--- comes within 2 × interval_s; otherwise for interval_s, and the rest of the gap is unobserved
--- (gap_s). So per device, sum(span_s + gap_s) = last sample's end - first sample's ts exactly,
--- and a duplicated sample stands for 0 s. `share` splits device-level fields (power, energy)
--- among the MIG instances reporting at the same ts, so they are counted once per physical GPU.
--- energy_step_j is the counter's increase over the span; where the counter reset, is missing,
--- or the span ends in a gap, power × span is used instead.
+-- DESIGN §4: a sample stands for the time until the device's next sample time when that comes
+-- within 2 × interval_s; otherwise for interval_s, and the rest of the gap is unobserved
+-- (gap_s). end_e is where that time ends. So per device, sum(span_s + gap_s) = last sample's
+-- end - first sample's ts exactly, and a duplicated sample (same device, ts and job_id) stands
+-- for 0 s. A shared GPU (MPS, time-slicing) reports one row per sharer at the same ts: the
+-- `sharers` distinct job_ids there (no job counts as one) each get 1/sharers of the time
+-- (span_s, gap_s) and of the device-level fields (power, energy), so the GPU is counted once.
+-- `share` splits device-level fields among the MIG instances reporting at the same ts, so they
+-- are counted once per physical GPU too. energy_step_j is the counter's increase over the span;
+-- where the counter reset, is missing, or the span ends in a gap, power × span is used instead.
 
 WITH mig_counts AS (
     SELECT
         cluster,
         coalesce(gpu_uuid, node || '/' || CAST(gpu_index AS VARCHAR)) AS device,
         ts,
-        count(*) AS instances
+        count(DISTINCT mig_instance) AS instances
     FROM gpu_samples
     WHERE mig_instance IS NOT NULL
     GROUP BY cluster, device, ts
@@ -53,8 +56,16 @@ ordered AS (
         energy_j,
         coalesce(nvlink_tx_bps, 0) + coalesce(nvlink_rx_bps, 0) AS nvlink_bps,
         coalesce(pcie_tx_bps, 0) + coalesce(pcie_rx_bps, 0) AS pcie_bps,
-        lead(ts) OVER device_time AS next_ts,
-        lead(energy_j) OVER device_time AS next_energy_j
+        -- the device's next sample time, past the other rows (sharers, duplicates) at this ts
+        first_value(ts) OVER (device_time GROUPS BETWEEN 1 FOLLOWING AND 1 FOLLOWING) AS next_ts,
+        first_value(energy_j) OVER (device_time GROUPS BETWEEN 1 FOLLOWING AND 1 FOLLOWING)
+            AS next_energy_j,
+        count(DISTINCT coalesce(job_id, '')) OVER (
+            device_time RANGE BETWEEN CURRENT ROW AND CURRENT ROW
+        ) AS sharers,
+        -- the rows of one (ts, job_id) but the last are duplicates: they stand for 0 s
+        lead(ts) OVER device_job_time = ts
+        AND lead(job_id) OVER device_job_time IS NOT DISTINCT FROM job_id AS duplicate
     FROM gpu_samples
     -- The device is the UUID, else node and index: partitioning on the columns themselves
     -- sorts the same groups without building a key string per sample.
@@ -66,12 +77,23 @@ ordered AS (
             CASE WHEN gpu_uuid IS NULL THEN gpu_index END,
             mig_instance
         ORDER BY ts
+    ),
+    device_job_time AS (
+        PARTITION BY
+            cluster,
+            gpu_uuid,
+            CASE WHEN gpu_uuid IS NULL THEN node END,
+            CASE WHEN gpu_uuid IS NULL THEN gpu_index END,
+            mig_instance
+        ORDER BY ts, job_id
     )
 ),
 spans AS (
     SELECT
         o.*,
         CASE WHEN o.mig_instance IS NULL THEN 1.0 ELSE 1.0 / m.instances END AS share,
+        -- this row's part of the device's time: 1/sharers, none for a duplicate
+        CASE WHEN o.duplicate THEN 0.0 ELSE 1.0 / o.sharers END AS part,
         epoch(o.next_ts) - epoch(o.ts) AS step_s,
         o.next_ts IS NOT NULL AND epoch(o.next_ts) - epoch(o.ts) <= 2 * o.interval_s AS continuous
     FROM ordered AS o
@@ -95,17 +117,22 @@ SELECT
     job_id,
     interval_s,
     CAST(ts AS DATE) AS date,
-    CASE WHEN continuous THEN step_s ELSE CAST(interval_s AS DOUBLE) END AS span_s,
-    CASE WHEN next_ts IS NOT NULL AND NOT continuous THEN step_s - interval_s ELSE 0.0 END AS gap_s,
+    part * CASE WHEN continuous THEN step_s ELSE CAST(interval_s AS DOUBLE) END AS span_s,
+    epoch(ts) + CASE
+        WHEN duplicate THEN 0.0 WHEN continuous THEN step_s ELSE CAST(interval_s AS DOUBLE)
+    END AS end_e,
+    part * CASE WHEN next_ts IS NOT NULL AND NOT continuous THEN step_s - interval_s ELSE 0.0 END
+        AS gap_s,
     share,
+    sharers,
     busy,
     gpu_util_pct,
     sm_active,
     tensor_active,
     dram_active,
     fb_used_mib,
-    power_w * share AS power_w,
-    share * CASE
+    power_w * share / sharers AS power_w,
+    share * part * CASE
         WHEN continuous AND next_energy_j >= energy_j THEN next_energy_j - energy_j
         ELSE power_w * CASE WHEN continuous THEN step_s ELSE interval_s END
     END AS energy_step_j,

@@ -2,8 +2,9 @@
 midnight (so the per-day partitions and their seams are exercised), built by the real pipeline.
 
 Allocations: back-to-back jobs, gaps, overlapping steps of one job, running jobs (no end), MIG
-instances, allocations without a UUID. Samples: jitter, lost scrapes, exact duplicates, GPUs
-whose samples carry no UUID, landed out of order in several batches.
+instances, allocations without a UUID, a second job sharing a GPU. Samples: jitter, lost
+scrapes, exact duplicates, GPUs whose samples carry no UUID, shared GPUs reported one row per
+sharer (each carrying its job) or one unlabelled row, landed out of order in several batches.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ class Sample:
     interval_s: float
     engine_active: float | None
     gpu_util_pct: float | None
+    job_id: str | None = None  # the sharer this row reports for, as its source stamped it
 
 
 @st.composite
@@ -100,6 +102,13 @@ def lakes(draw) -> tuple[list[Allocation], list[Sample], int]:
         if allocations and allocations[-1].slot == slot and draw(st.booleans()):
             last = allocations.pop()  # the last job is still running
             allocations.append(Allocation(last.job_id, slot, last.start, None, last.with_uuid))
+        if draw(st.booleans()):  # job e shares the GPU (MPS, time-slicing) a while
+            start = BASE_S + draw(st.integers(0, 400))
+            allocations.append(
+                Allocation(
+                    "e", slot, start, start + draw(st.integers(30, 300)), draw(st.booleans())
+                )
+            )
         if slot.mig_instance == 2 and mig_times is not None:
             times = mig_times  # both instances of one GPU report at the same times
         else:
@@ -113,17 +122,21 @@ def lakes(draw) -> tuple[list[Allocation], list[Sample], int]:
                 times.append((int((BASE_S + k * interval_s) * 1000) + jitter, interval_s))
             if slot.mig_instance == 1:
                 mig_times = times
+        per_sharer = draw(st.booleans())  # the exporter's one series per sharer, or one row
         for ts_ms, interval_s in times:
-            sample = Sample(
-                slot,
-                ts_ms,
-                interval_s,
-                draw(st.sampled_from([None, 0.0, 0.005, 0.3, 1.0])),
-                draw(st.sampled_from([None, 0.0, 0.5, 1.0, 40.0])),  # 1 % sits on the idle line
-            )
-            samples.append(sample)
-            if draw(st.integers(0, 19)) == 0:
-                samples.append(sample)  # an exact duplicate
+            sharers = sorted(set(owners_of(slot, ts_ms, allocations)))
+            for job_id in sharers if per_sharer and len(sharers) > 1 else [None]:
+                sample = Sample(
+                    slot,
+                    ts_ms,
+                    interval_s,
+                    draw(st.sampled_from([None, 0.0, 0.005, 0.3, 1.0])),
+                    draw(st.sampled_from([None, 0.0, 0.5, 1.0, 40.0])),  # 1 % is the idle line
+                    job_id,
+                )
+                samples.append(sample)
+                if draw(st.integers(0, 19)) == 0:
+                    samples.append(sample)  # an exact duplicate
     batches = draw(st.integers(1, 3))
     return allocations, draw(st.permutations(samples)), batches
 
@@ -133,24 +146,74 @@ def f32(value: float | None) -> float | None:
     return None if value is None else float(np.float32(value))
 
 
-def owners_of(s: Sample, allocations: list[Allocation]) -> list[str]:
-    """Jobs whose interval on this GPU (and MIG instance) contains the sample's ts (DESIGN §4)."""
+def owners_of(slot: Slot, ts_ms: int, allocations: list[Allocation]) -> list[str]:
+    """Jobs whose interval on this GPU (and MIG instance) contains `ts_ms` (DESIGN §4)."""
     found = []
     for a in allocations:
-        same_gpu = a.slot.node == s.slot.node and a.slot.gpu_index == s.slot.gpu_index
-        same_instance = a.slot.mig_instance in (None, s.slot.mig_instance)
+        same_gpu = a.slot.node == slot.node and a.slot.gpu_index == slot.gpu_index
+        same_instance = a.slot.mig_instance in (None, slot.mig_instance)
         if (
             same_gpu
             and same_instance
-            and a.start * 1000 <= s.ts_ms
-            and (a.end is None or s.ts_ms < a.end * 1000)
+            and a.start * 1000 <= ts_ms
+            and (a.end is None or ts_ms < a.end * 1000)
         ):
             found.append(a.job_id)
     return found
 
 
+def owner(s: Sample, allocations: list[Allocation]) -> str | None:
+    """The job a row belongs to: the sharer it carries if that job claims it, else the smallest
+    job_id of those that claim it (one unlabelled row on a shared GPU), else none."""
+    owners = owners_of(s.slot, s.ts_ms, allocations)
+    if s.job_id in owners:
+        return s.job_id
+    return min(owners) if owners else None
+
+
+@dataclass(frozen=True)
+class Part:
+    """One job's (or no job's) part of one device at one sample time."""
+
+    sample: Sample  # its row (duplicates are exact copies)
+    rows: int  # rows it reported, duplicates included
+    span: float  # the device's span, in seconds
+    sharers: int  # distinct owners at this time (no job counts as one)
+    share: float  # 1 / the MIG instances of the GPU reporting at this time
+
+
+def parts(allocations: list[Allocation], samples: list[Sample]) -> dict[str | None, list[Part]]:
+    """Per owner, its parts of every device time: the device's span (to its next sample time
+    if that comes within 2 × interval_s, else interval_s) split among the distinct owners."""
+    instances: dict[tuple, set] = defaultdict(set)
+    for s in samples:
+        if s.slot.mig_instance is not None:
+            instances[(s.slot.device, s.ts_ms)].add(s.slot.mig_instance)
+    series: dict[tuple, dict[int, list[Sample]]] = defaultdict(lambda: defaultdict(list))
+    for s in samples:
+        series[(s.slot.device, s.slot.mig_instance)][s.ts_ms].append(s)
+    found: dict[str | None, list[Part]] = defaultdict(list)
+    for points in series.values():
+        times = sorted(points)
+        for i, ts_ms in enumerate(times):
+            rows = points[ts_ms]
+            step = (times[i + 1] - ts_ms) / 1000 if i + 1 < len(times) else None
+            span = step if step is not None and step <= 2 * rows[0].interval_s else None
+            by_owner: dict[str | None, list[Sample]] = defaultdict(list)
+            for s in rows:
+                by_owner[owner(s, allocations)].append(s)
+            for job_id, own in by_owner.items():
+                mig = rows[0].slot.mig_instance
+                share = 1.0 if mig is None else 1 / len(instances[(rows[0].slot.device, ts_ms)])
+                # rows of one owner at one time are exact duplicates: one row's interval
+                interval = f32(own[0].interval_s) if span is None else span
+                found[job_id].append(Part(own[0], len(own), interval, len(by_owner), share))
+    return found
+
+
 def brute_force(allocations: list[Allocation], samples: list[Sample]) -> tuple[dict, dict]:
-    """Per job (alloc, observed, active, idle, effective GPU-h, samples); per day observed GPU-h."""
+    """Per job (alloc, observed, active, idle, effective GPU-h, samples, shared); per day
+    observed GPU-h. A shared GPU's span goes to its sharers in equal parts (DESIGN §4)."""
     data_end = max((s.ts_ms / 1000 + f32(s.interval_s) for s in samples), default=None)
     alloc_s: dict[str, float] = defaultdict(float)
     per_slot: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
@@ -169,18 +232,14 @@ def brute_force(allocations: list[Allocation], samples: list[Sample]) -> tuple[d
                 covered = end
     used: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0, 0])
     daily: dict[dt.date, float] = defaultdict(float)
-    series: dict[tuple, list[Sample]] = defaultdict(list)
-    for s in samples:
-        series[(s.slot.device, s.slot.mig_instance)].append(s)
-    for items in series.values():
-        items.sort(key=lambda s: s.ts_ms)
-        for i, s in enumerate(items):
-            step = (items[i + 1].ts_ms - s.ts_ms) / 1000 if i + 1 < len(items) else None
-            span = step if step is not None and step <= 2 * s.interval_s else s.interval_s
-            owners = owners_of(s, allocations)
-            if not owners:
-                continue
-            row = used[min(owners)]
+    shared: set[str] = set()
+    for job_id, found in parts(allocations, samples).items():
+        if job_id is None:
+            continue
+        for part in found:
+            s = part.sample
+            span = part.span / part.sharers
+            row = used[job_id]
             engine, util = f32(s.engine_active), f32(s.gpu_util_pct)
             busy = engine if engine is not None else (util / 100 if util is not None else None)
             idle = busy is not None and busy < IDLE_BELOW
@@ -188,13 +247,16 @@ def brute_force(allocations: list[Allocation], samples: list[Sample]) -> tuple[d
             row[1] += 0 if idle else span
             row[2] += span if idle else 0
             row[3] += (busy or 0.0) * span
-            row[4] += 1
+            row[4] += part.rows
             daily[r.at(s.ts_ms / 1000).date()] += span
+            if part.sharers > 1:
+                shared.add(job_id)
     jobs = {
         job_id: (
             alloc_s[job_id] / 3600,
             *(value / 3600 for value in used[job_id][:4]),
             used[job_id][4],
+            job_id in shared,
         )
         for job_id in set(alloc_s) | set(used)
     }
@@ -206,6 +268,7 @@ def land(root: Path, allocations: list[Allocation], samples: list[Sample], batch
     for s in samples:
         [row] = r.samples(
             [s.ts_ms / 1000],
+            job_id=s.job_id,
             node=s.slot.node,
             gpu_index=s.slot.gpu_index,
             interval_s=s.interval_s,
@@ -255,37 +318,23 @@ def test_every_mart_matches_a_brute_force_reading_of_the_definitions(lake):
 
     jobs, per_day = brute_force(allocations, samples)
     assert usage.keys() == jobs.keys()
-    for job_id, (alloc, observed, active, idle, effective, count) in jobs.items():
+    for job_id, (alloc, observed, active, idle, effective, count, shared) in jobs.items():
         row = usage[job_id]
         got = (row["alloc_gpu_h"], row["observed_gpu_h"], row["active_gpu_h"], row["idle_gpu_h"])
         assert got == pytest.approx((alloc, observed, active, idle), abs=1e-9), job_id
         assert row["effective_gpu_h"] == pytest.approx(effective, abs=1e-6), job_id
         assert row["samples"] == count, job_id
+        assert row["shared"] == shared, job_id
     got_days = {row["date"]: row["h"] for row in daily if row["h"]}
     assert got_days == pytest.approx({d: h for d, h in per_day.items() if h}, abs=1e-9)
     # occupancy: over all buckets, the allocated GPU-hours are the owned samples' spans, each
-    # MIG instance counted as its share of one GPU
+    # MIG instance counted as its share of one GPU, each shared GPU once
     assert occupancy_h == pytest.approx(allocated_gpu_h(allocations, samples), abs=1e-9)
 
 
 def allocated_gpu_h(allocations: list[Allocation], samples: list[Sample]) -> float:
-    """Σ span × share of every owned sample, in GPU-hours (share: 1 / MIG rows at that ts)."""
-    instances: dict[tuple, int] = defaultdict(int)
-    for s in samples:
-        if s.slot.mig_instance is not None:
-            instances[(s.slot.device, s.ts_ms)] += 1
-    series: dict[tuple, list[Sample]] = defaultdict(list)
-    for s in samples:
-        series[(s.slot.device, s.slot.mig_instance)].append(s)
-    total = 0.0
-    for items in series.values():
-        items.sort(key=lambda s: s.ts_ms)
-        for i, s in enumerate(items):
-            step = (items[i + 1].ts_ms - s.ts_ms) / 1000 if i + 1 < len(items) else None
-            span = step if step is not None and step <= 2 * s.interval_s else s.interval_s
-            if owners_of(s, allocations):
-                share = (
-                    1.0 if s.slot.mig_instance is None else 1 / instances[(s.slot.device, s.ts_ms)]
-                )
-                total += span * share
-    return total / 3600
+    """Σ span × share of every owned device time, in GPU-hours (share: 1 / MIG instances
+    reporting at that ts), each physical GPU counted once however many jobs share it."""
+    found = parts(allocations, samples)
+    owned = (p for job_id, items in found.items() if job_id is not None for p in items)
+    return sum(p.span / p.sharers * p.share for p in owned) / 3600

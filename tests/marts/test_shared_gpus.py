@@ -1,0 +1,147 @@
+"""Shared GPUs (DESIGN §4) on hand-made rows: the exporter reports one row per sharer with the
+same device values; the GPU's time and device-level fields are split among the sharers, the
+physical GPU counts once, and the jobs are marked `shared` (their figures are estimates)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.marts import rows as r
+
+H = 3600.0
+KWH = 3_600_000.0  # J per kWh
+
+
+def _sharers(times, jobs: list[str], **fields) -> list[dict]:
+    """One row per sharer at every time, each carrying its job, with the same device values."""
+    return [row for job_id in jobs for row in r.samples(times, job_id=job_id, **fields)]
+
+
+def test_two_sharers_split_the_gpu_and_are_marked_shared(tmp_path):
+    # j1 holds the GPU over [0, 600); j2 shares it over [300, 600) (time-slicing). The exporter
+    # reports j1's row alone before 300, then one row per sharer. The counter climbs 300 J per
+    # 30 s. The samples at 600 are nobody's.
+    alone = r.samples(
+        range(0, 300, 30),
+        job_id="j1",
+        engine_active=0.6,
+        energy_j=[300.0 * i for i in range(10)],
+        power_w=10.0,
+    )
+    shared = _sharers(
+        range(300, 630, 30),
+        ["j1", "j2"],
+        engine_active=0.6,
+        energy_j=[3000.0 + 300.0 * i for i in range(11)],
+        power_w=10.0,
+    )
+    con = r.build_lake(
+        tmp_path,
+        samples=alone + shared,
+        jobs=[r.job("j1", 0, 600), r.job("j2", 300, 600)],
+        job_gpus=[r.job_gpu("j1", 0, 600), r.job_gpu("j2", 300, 600)],
+        gpus=[r.gpu()],
+    )
+    jobs = r.by_job(con)
+
+    j1, j2 = jobs["j1"], jobs["j2"]
+    assert j1["observed_gpu_h"] == pytest.approx((300 + 300 / 2) / H)
+    assert j2["observed_gpu_h"] == pytest.approx((300 / 2) / H)
+    assert j1["effective_gpu_h"] == pytest.approx(0.6 * 450 / H, rel=1e-6)
+    assert j2["effective_gpu_h"] == pytest.approx(0.6 * 150 / H, rel=1e-6)
+    # means are unchanged by the split; the device's energy and power are split
+    assert j2["busy_mean"] == pytest.approx(0.6, rel=1e-6)
+    assert j1["energy_kwh"] + j2["energy_kwh"] == pytest.approx(6000 / KWH)
+    assert j2["energy_kwh"] == pytest.approx(1500 / KWH)
+    assert j2["power_w_mean"] == pytest.approx(5.0)
+    assert j1["samples"] == 20 and j2["samples"] == 10  # each sharer's own rows
+    assert j1["shared"] and j2["shared"]
+    # the GPU counts once: over the shared half it is one GPU allocated, not two
+    occupancy = r.fetch(
+        con,
+        "SELECT epoch(bucket) - epoch(TIMESTAMPTZ '2026-01-01 00:00:00+00') AS t, "
+        "gpus_allocated FROM cluster_occupancy ORDER BY bucket",
+    )
+    assert [round(row["gpus_allocated"], 9) for row in occupancy] == [1.0, 1.0, 0.0][
+        : len(occupancy)
+    ]
+    [day] = r.fetch(con, "SELECT * FROM usage_daily")
+    assert day["observed_gpu_h"] == pytest.approx(600 / H)  # the GPU's time, once
+    assert day["shared"]
+
+
+def test_a_job_that_never_shared_is_not_marked(tmp_path):
+    con = r.build_lake(
+        tmp_path,
+        samples=_sharers(range(0, 120, 30), ["j1", "j2"], engine_active=0.5)
+        + r.samples(range(0, 120, 30), gpu_index=1, engine_active=0.5),
+        jobs=[r.job("j1", 0, 90), r.job("j2", 0, 90), r.job("j3", 0, 90)],
+        job_gpus=[
+            r.job_gpu("j1", 0, 90),
+            r.job_gpu("j2", 0, 90),
+            r.job_gpu("j3", 0, 90, gpu_index=1),
+        ],
+    )
+    jobs = r.by_job(con)
+    assert jobs["j1"]["shared"] and jobs["j2"]["shared"]
+    assert not jobs["j3"]["shared"]
+    assert jobs["j3"]["observed_gpu_h"] == pytest.approx(90 / H)
+    assert jobs["j1"]["observed_gpu_h"] == pytest.approx(45 / H)
+
+
+def test_a_duplicated_sharer_row_still_counts_once(tmp_path):
+    # j1's row at 30 landed twice (a re-landed batch): still half of each span to each sharer
+    rows = _sharers([0, 30, 60, 90], ["j1", "j2"], engine_active=0.5)
+    con = r.build_lake(
+        tmp_path,
+        samples=rows + [rows[1]],
+        job_gpus=[r.job_gpu("j1", 0, 90), r.job_gpu("j2", 0, 90)],
+    )
+    jobs = r.by_job(con)
+    assert jobs["j1"]["observed_gpu_h"] == pytest.approx(45 / H)
+    assert jobs["j2"]["observed_gpu_h"] == pytest.approx(45 / H)
+    assert jobs["j1"]["samples"] == 4
+
+
+def test_three_sharers_and_a_gap_split_by_three(tmp_path):
+    # sharers at 0 and 30, then silence until 200 (> 2 × 30 s): each row stands for 30 s, the
+    # rest is unobserved; three jobs get a third of each
+    con = r.build_lake(
+        tmp_path,
+        samples=_sharers([0, 30, 200], ["a", "b", "c"], engine_active=1.0, power_w=30.0),
+        job_gpus=[r.job_gpu(j, 0, 100) for j in "abc"],
+    )
+    jobs = r.by_job(con)
+    for job_id in "abc":
+        assert jobs[job_id]["observed_gpu_h"] == pytest.approx(20 / H)
+        assert jobs[job_id]["energy_kwh"] == pytest.approx(10.0 * 60 / KWH)
+        assert jobs[job_id]["shared"]
+
+
+def test_one_unlabelled_row_under_overlapping_allocations_goes_to_the_smallest_job(tmp_path):
+    # The exporter reported the GPU once (no per-sharer series): nothing says how the GPU was
+    # split, so the row keeps DESIGN §4's tie-break (the smallest job_id) and is not shared.
+    con = r.build_lake(
+        tmp_path,
+        samples=r.samples([0, 30, 60, 90], engine_active=0.5),
+        job_gpus=[r.job_gpu("j2", 0, 90), r.job_gpu("j1", 0, 90)],
+    )
+    jobs = r.by_job(con)
+    assert jobs["j1"]["observed_gpu_h"] == pytest.approx(90 / H)
+    assert not jobs["j1"]["shared"]
+    assert jobs["j2"]["observed_gpu_h"] == 0
+
+
+def test_a_sharer_row_keeps_its_job_through_reattribution_only_where_that_job_holds_the_gpu(
+    tmp_path,
+):
+    # rows stamped j2 where j2 holds no allocation go to the job that does
+    con = r.build_lake(
+        tmp_path,
+        samples=_sharers([0, 30], ["j1", "j2"], engine_active=0.5)
+        + r.samples([60, 90], job_id="j2", engine_active=0.5),
+        job_gpus=[r.job_gpu("j1", 0, 120), r.job_gpu("j2", 0, 60)],
+    )
+    jobs = r.by_job(con)
+    assert jobs["j2"]["observed_gpu_h"] == pytest.approx(30 / H)  # half of [0, 60)
+    assert jobs["j1"]["observed_gpu_h"] == pytest.approx((30 + 60) / H)
