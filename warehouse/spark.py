@@ -76,7 +76,7 @@ def transpile(text: str) -> str:
             return exp.Anonymous(this="PERCENTILE", expressions=[node.this, node.expression])
         return node
 
-    def spark_window(node: exp.Expression) -> exp.Expression:
+    def distinct_window(node: exp.Expression) -> exp.Expression:
         # Spark has no DISTINCT window aggregate: count(DISTINCT x) OVER w is
         # size(collect_set(x) OVER w) (both skip nulls)
         if (
@@ -90,41 +90,11 @@ def transpile(text: str) -> str:
                 "this", exp.Anonymous(this="COLLECT_SET", expressions=node.this.this.expressions)
             )
             return exp.Anonymous(this="SIZE", expressions=[collect])
-        # nor GROUPS frames: the one the SQL uses, the next peer group of a window ordered by
-        # a timestamp (sample_spans: the next sample time), starts 1 µs after the current row
-        spec = node.args.get("spec") if isinstance(node, exp.Window) else None
-        if isinstance(spec, exp.WindowSpec) and spec.args.get("kind") == "GROUPS":
-            if not (
-                isinstance(node.this, exp.FirstValue)
-                and spec.args.get("start_side") == "FOLLOWING"
-                and spec.args.get("end_side") == "FOLLOWING"
-                and str(spec.args["start"]) == "1"
-                and str(spec.args["end"]) == "1"
-            ):
-                raise WarehouseError(f"no Spark translation for the window frame of {node.sql()}")
-            spec.set("kind", "RANGE")
-            spec.set(
-                "start", exp.Interval(this=exp.Literal.string("1"), unit=exp.var("MICROSECOND"))
-            )
-            spec.set("end", "UNBOUNDED")
-        return node
-
-    def inline_framed_windows(node: exp.Expression) -> exp.Expression:
-        # Spark takes no frame after a named window (OVER (w ROWS ...)): inline w there
-        named = {str(w.this): w for w in node.args.get("windows") or []}
-        if isinstance(node, exp.Select) and named:
-            for window in node.find_all(exp.Window):
-                ref = window.args.get("alias")
-                if window.args.get("spec") is not None and ref is not None and str(ref) in named:
-                    definition = named[str(ref)]
-                    window.set("alias", None)
-                    window.set("partition_by", [p.copy() for p in definition.args["partition_by"]])
-                    window.set("order", definition.args["order"].copy())
         return node
 
     tree = sqlglot.parse_one(text, read="duckdb")
     tree = tree.transform(exact_epoch).transform(exact_timestamp).transform(exact_quantile)
-    tree = tree.transform(inline_framed_windows).transform(spark_window)
+    tree = tree.transform(distinct_window)
     return tree.sql(dialect="spark")
 
 

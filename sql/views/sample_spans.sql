@@ -57,15 +57,9 @@ ordered AS (
         coalesce(nvlink_tx_bps, 0) + coalesce(nvlink_rx_bps, 0) AS nvlink_bps,
         coalesce(pcie_tx_bps, 0) + coalesce(pcie_rx_bps, 0) AS pcie_bps,
         -- the device's next sample time, past the other rows (sharers, duplicates) at this ts
-        first_value(ts) OVER (device_time GROUPS BETWEEN 1 FOLLOWING AND 1 FOLLOWING) AS next_ts,
-        first_value(energy_j) OVER (device_time GROUPS BETWEEN 1 FOLLOWING AND 1 FOLLOWING)
-            AS next_energy_j,
-        count(DISTINCT coalesce(job_id, '')) OVER (
-            device_time RANGE BETWEEN CURRENT ROW AND CURRENT ROW
-        ) AS sharers,
-        -- the rows of one (ts, job_id) but the last are duplicates: they stand for 0 s
-        lead(ts) OVER device_job_time = ts
-        AND lead(job_id) OVER device_job_time IS NOT DISTINCT FROM job_id AS duplicate
+        lead(ts) OVER device_time AS lead_ts,
+        lead(energy_j) OVER device_time AS lead_energy_j,
+        coalesce(lead(ts) OVER device_time = ts OR lag(ts) OVER device_time = ts, FALSE) AS tied
     FROM gpu_samples
     -- The device is the UUID, else node and index: partitioning on the columns themselves
     -- sorts the same groups without building a key string per sample.
@@ -77,15 +71,49 @@ ordered AS (
             CASE WHEN gpu_uuid IS NULL THEN gpu_index END,
             mig_instance
         ORDER BY ts
-    ),
-    device_job_time AS (
+    )
+),
+-- Nearly every row is alone at its (device, ts): the next row is the device's next sample.
+alone AS (
+    SELECT
+        *,
+        lead_ts AS next_ts,
+        lead_energy_j AS next_energy_j,
+        1 AS sharers,
+        FALSE AS duplicate
+    FROM ordered
+    WHERE NOT tied
+),
+-- Several rows at one (device, ts): one per sharer, and exact duplicates (same job_id). Only
+-- the last of them in the device's order has the next sample time after it.
+together AS (
+    SELECT
+        *,
+        nullif(max(lead_ts) OVER device_point, ts) AS next_ts,
+        max(CASE WHEN lead_ts > ts THEN lead_energy_j END) OVER device_point AS next_energy_j,
+        count(DISTINCT coalesce(job_id, '')) OVER device_point AS sharers,
+        -- the rows of one job_id but one are duplicates: they stand for 0 s
+        row_number() OVER (
+            PARTITION BY
+                cluster,
+                gpu_uuid,
+                CASE WHEN gpu_uuid IS NULL THEN node END,
+                CASE WHEN gpu_uuid IS NULL THEN gpu_index END,
+                mig_instance,
+                ts,
+                job_id
+            ORDER BY ts
+        ) > 1 AS duplicate
+    FROM ordered
+    WHERE tied
+    WINDOW device_point AS (
         PARTITION BY
             cluster,
             gpu_uuid,
             CASE WHEN gpu_uuid IS NULL THEN node END,
             CASE WHEN gpu_uuid IS NULL THEN gpu_index END,
-            mig_instance
-        ORDER BY ts, job_id
+            mig_instance,
+            ts
     )
 ),
 spans AS (
@@ -96,7 +124,11 @@ spans AS (
         CASE WHEN o.duplicate THEN 0.0 ELSE 1.0 / o.sharers END AS part,
         epoch(o.next_ts) - epoch(o.ts) AS step_s,
         o.next_ts IS NOT NULL AND epoch(o.next_ts) - epoch(o.ts) <= 2 * o.interval_s AS continuous
-    FROM ordered AS o
+    FROM (
+        SELECT * FROM alone
+        UNION ALL
+        SELECT * FROM together
+    ) AS o
     LEFT JOIN mig_counts AS m
         ON o.mig_instance IS NOT NULL
         AND m.cluster = o.cluster
