@@ -68,6 +68,11 @@ c4.metric(
 c5.metric(
     "Energy", f"{job['energy_kwh'] or 0:,.1f} kWh", help=f"mean {job['power_w_mean'] or 0:.0f} W"
 )
+if job.get("shared"):
+    st.caption(
+        "Shared GPU: other jobs ran on this job's GPUs at the same time; the GPU's time, power "
+        "and energy are split evenly among them, so these figures are an estimate."
+    )
 
 st.subheader("What to change next time")
 advice = advise(job)

@@ -108,6 +108,13 @@ def render_text(report: JobReport) -> str:
             f"  Energy: {_num(job.get('energy_kwh'), '.2f')} kWh at "
             f"{_num(job.get('power_w_mean'), '.0f')} W per GPU on average",
         ]
+        if job.get("shared"):
+            lines.append(
+                "  Shared GPU: other jobs ran on its GPUs at the same time; their time, power and"
+            )
+            lines.append(
+                "  energy are split evenly among the sharers, so these figures are estimates."
+            )
 
     if report.gpus:
         lines += _title("Per-GPU Activity")

@@ -11,7 +11,7 @@
 --          observed_gpu_h, active_gpu_h, idle_gpu_h, effective_gpu_h, busy_mean,
 --          gpu_util_pct_mean, sm_active_mean, tensor_active_mean, dram_active_mean,
 --          fb_used_mib_max, energy_kwh, power_w_mean, est_tflops_mean, nvlink_gb, pcie_gb,
---          gpus_never_active, samples
+--          gpus_never_active, samples, shared (GPU time split with other jobs: estimates)
 --
 -- runtime_s runs to end_ts, or to the job's last sample while it is still running.
 
@@ -60,7 +60,8 @@ SELECT
     u.nvlink_gb,
     u.pcie_gb,
     u.gpus_never_active,
-    u.samples
+    u.samples,
+    u.shared
 FROM jobs_latest AS j
 LEFT JOIN job_usage AS u
     ON u.cluster = j.cluster AND u.job_id = j.job_id

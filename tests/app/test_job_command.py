@@ -207,3 +207,24 @@ def test_a_kubernetes_job_is_told_its_pod_resources(tmp_path):
     assert "limits: {nvidia.com/gpu: 1}" in result.output
     assert 'label kueue.x-k8s.io/max-exec-time-seconds: "5400"' in result.output
     assert "#SBATCH" not in result.output
+
+
+def test_a_job_on_a_shared_gpu_says_its_figures_are_estimates(tmp_path, lake):
+    # two jobs time-slice one GPU for 10 minutes, one row per sharer; j1 above never shared
+    times = range(0, 630, 30)
+    samples = [
+        row for job_id in ("a", "b") for row in r.samples(times, job_id=job_id, engine_active=0.5)
+    ]
+    r.build_lake(
+        tmp_path,
+        samples=samples,
+        jobs=[r.job("a", 0, 600), r.job("b", 0, 600)],
+        job_gpus=[r.job_gpu("a", 0, 600), r.job_gpu("b", 0, 600)],
+    )
+    result = invoke("job", "a", "--lake", str(tmp_path))
+
+    assert result.exit_code == 0, result.output
+    assert "Shared GPU:" in result.output and "estimates" in result.output
+    assert "GPU-hours: 0.17 allocated, 0.08 active, 0.00 idle, 0.04 effective" in result.output
+    shared = invoke("job", "j1", "--cluster", "della", "--lake", str(lake)).output
+    assert "Shared GPU:" not in shared
