@@ -84,6 +84,13 @@ def test_transpiled_sql_keeps_times_exact():
     assert "UNIX_MICROS(ts) / 1e6" in text and "TIMESTAMP_SECONDS(" in text
 
 
+def test_a_distinct_window_count_becomes_the_size_of_a_set():
+    # Spark has no DISTINCT window aggregate (sample_spans counts a GPU's sharers with one)
+    text = transpile("SELECT count(DISTINCT j) OVER (PARTITION BY d, ts) AS k FROM t")
+
+    assert text == "SELECT SIZE(COLLECT_SET(j) OVER (PARTITION BY d, ts)) AS k FROM t"
+
+
 @needs_spark
 def test_spark_builds_the_same_marts_as_duckdb_on_a_hand_made_lake(spark, tmp_path):
     lake = tmp_path / "lake"
