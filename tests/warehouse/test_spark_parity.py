@@ -20,7 +20,7 @@ from tests.marts import rows as r
 from warehouse.attribution import MART_ORDER, AttributionConfig, build_marts, reattribute
 from warehouse.connection import connect
 from warehouse.schema import MARTS
-from warehouse.spark import DUCKDB_ONLY_MARTS, transpile
+from warehouse.spark import transpile
 
 pytestmark = pytest.mark.slow
 
@@ -49,7 +49,6 @@ def marts(root: Path) -> dict[str, pl.DataFrame]:
     return {
         name: con.table(name).pl().sort(list(spec.key), nulls_last=True)
         for name, spec in MARTS.items()
-        if name not in DUCKDB_ONLY_MARTS
     }
 
 
