@@ -7,7 +7,9 @@ as the DuckDB engine lays them out. PySpark is an optional extra (`gpuledger[spa
 
 Where sqlglot's DuckDB → Spark translation would change a result, the syntax tree is adjusted
 here, not the SQL: `epoch(ts)` becomes microsecond-exact (Spark's UNIX_TIMESTAMP truncates to the
-second) and `to_timestamp(seconds)` becomes TIMESTAMP_SECONDS (FROM_UNIXTIME formats a string).
+second), `to_timestamp(seconds)` becomes TIMESTAMP_SECONDS (FROM_UNIXTIME formats a string) and
+`quantile_cont` becomes Spark's exact PERCENTILE. Spark inlines every CTE and view where it is
+used, so a mart query should read each of its inputs once, as sql/marts/fairness_weekly.sql does.
 """
 
 from __future__ import annotations
