@@ -192,13 +192,6 @@ def _attribute(
                 progress=step,
                 source=spark_source,
             )
-            from warehouse.spark import DUCKDB_ONLY_MARTS
-
-            click.echo(
-                f"Not built on Spark (run `gpuledger attribute` with DuckDB for them): "
-                f"{', '.join(sorted(DUCKDB_ONLY_MARTS))}",
-                err=True,
-            )
         else:
             counts = build_marts(con, lake, config, progress=step, force=force)
     click.echo(
