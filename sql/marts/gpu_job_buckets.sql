@@ -42,35 +42,36 @@ SELECT
     sum(greatest(epoch(s.ts) + s.span_s - (floor(epoch(s.ts) / $bucket_s) + 1) * $bucket_s, 0))
         AS carry_s,
     -- the share of the one sample that runs past the bucket's end (0 when none does)
-    coalesce(max(s.share) FILTER (
-        WHERE epoch(s.ts) + s.span_s > (floor(epoch(s.ts) / $bucket_s) + 1) * $bucket_s
-    ), 0) AS carry_share,
+    coalesce(max(CASE
+        WHEN epoch(s.ts) + s.span_s > (floor(epoch(s.ts) / $bucket_s) + 1) * $bucket_s THEN s.share
+    END), 0) AS carry_share,
     sum(s.span_s * s.share) AS observed_share_s,
-    coalesce(sum(s.span_s * s.share) FILTER (WHERE s.busy IS NULL OR s.busy >= $idle_below), 0)
+    coalesce(sum(CASE WHEN s.busy IS NULL OR s.busy >= $idle_below THEN s.span_s * s.share END), 0)
         AS active_share_s,
-    coalesce(sum(s.span_s * s.share) FILTER (WHERE s.busy < $idle_below), 0) AS idle_share_s,
-    coalesce(sum(s.span_s) FILTER (WHERE s.busy IS NULL OR s.busy >= $idle_below), 0) AS active_s,
-    coalesce(sum(greatest(
+    coalesce(sum(CASE WHEN s.busy < $idle_below THEN s.span_s * s.share END), 0) AS idle_share_s,
+    coalesce(sum(CASE WHEN s.busy IS NULL OR s.busy >= $idle_below THEN s.span_s END), 0)
+        AS active_s,
+    coalesce(sum(CASE WHEN s.busy IS NULL OR s.busy >= $idle_below THEN greatest(
         epoch(s.ts) + s.span_s - (floor(epoch(s.ts) / $bucket_s) + 1) * $bucket_s, 0
-    )) FILTER (WHERE s.busy IS NULL OR s.busy >= $idle_below), 0) AS carry_active_s,
-    coalesce(sum(s.span_s) FILTER (WHERE s.busy < $idle_below), 0) AS idle_s,
-    coalesce(sum(greatest(
+    ) END), 0) AS carry_active_s,
+    coalesce(sum(CASE WHEN s.busy < $idle_below THEN s.span_s END), 0) AS idle_s,
+    coalesce(sum(CASE WHEN s.busy < $idle_below THEN greatest(
         epoch(s.ts) + s.span_s - (floor(epoch(s.ts) / $bucket_s) + 1) * $bucket_s, 0
-    )) FILTER (WHERE s.busy < $idle_below), 0) AS carry_idle_s,
+    ) END), 0) AS carry_idle_s,
     coalesce(sum(s.busy * s.span_s), 0) AS effective_s,
-    coalesce(sum(s.span_s) FILTER (WHERE s.busy IS NOT NULL), 0) AS busy_known_s,
+    coalesce(sum(CASE WHEN s.busy IS NOT NULL THEN s.span_s END), 0) AS busy_known_s,
     sum(s.gpu_util_pct * s.span_s) AS util_sum,
-    coalesce(sum(s.span_s) FILTER (WHERE s.gpu_util_pct IS NOT NULL), 0) AS util_known_s,
+    coalesce(sum(CASE WHEN s.gpu_util_pct IS NOT NULL THEN s.span_s END), 0) AS util_known_s,
     sum(s.sm_active * s.span_s) AS sm_sum,
-    coalesce(sum(s.span_s) FILTER (WHERE s.sm_active IS NOT NULL), 0) AS sm_known_s,
+    coalesce(sum(CASE WHEN s.sm_active IS NOT NULL THEN s.span_s END), 0) AS sm_known_s,
     sum(s.tensor_active * s.span_s) AS tensor_sum,
-    coalesce(sum(s.span_s) FILTER (WHERE s.tensor_active IS NOT NULL), 0) AS tensor_known_s,
+    coalesce(sum(CASE WHEN s.tensor_active IS NOT NULL THEN s.span_s END), 0) AS tensor_known_s,
     sum(s.dram_active * s.span_s) AS dram_sum,
-    coalesce(sum(s.span_s) FILTER (WHERE s.dram_active IS NOT NULL), 0) AS dram_known_s,
+    coalesce(sum(CASE WHEN s.dram_active IS NOT NULL THEN s.span_s END), 0) AS dram_known_s,
     max(s.fb_used_mib) AS fb_used_mib_max,
     sum(s.energy_step_j) AS energy_j,
     sum(s.power_w * s.span_s) AS power_sum,
-    coalesce(sum(s.span_s) FILTER (WHERE s.power_w IS NOT NULL), 0) AS power_known_s,
+    coalesce(sum(CASE WHEN s.power_w IS NOT NULL THEN s.span_s END), 0) AS power_known_s,
     sum(s.nvlink_bps * s.span_s) AS nvlink_bytes,
     sum(s.pcie_bps * s.span_s) AS pcie_bytes
 FROM sample_spans AS s

@@ -1,7 +1,7 @@
 -- sample_spans: every GPU sample with the span of time it stands for, its busy fraction and energy.
 --
 -- Grain:   one row per gpu_samples row
--- Reads:   gpu_samples
+-- Reads:   gpu_samples (twice: once for the distinct devices)
 -- Params:  none
 -- Returns: cluster, device, device_node, device_index, node, gpu_index, gpu_uuid, mig_instance,
 --          model, ts, job_id, interval_s, date, span_s, gap_s, share, busy, gpu_util_pct,
@@ -16,7 +16,40 @@
 -- energy_step_j is the counter's increase over the span; where the counter reset, is missing,
 -- or the span ends in a gap, power × span is used instead.
 
-WITH mig_counts AS (
+WITH devices AS (
+    -- The device is the UUID, else node and index. Numbering the devices first lets the window
+    -- partition on one integer: partitioning on the key columns themselves (strings) costs the
+    -- sort several times more.
+    SELECT
+        cluster,
+        gpu_uuid,
+        device_node,
+        device_index,
+        mig_instance,
+        row_number() OVER () AS device_id
+    FROM (
+        SELECT DISTINCT
+            cluster,
+            gpu_uuid,
+            CASE WHEN gpu_uuid IS NULL THEN node END AS device_node,
+            CASE WHEN gpu_uuid IS NULL THEN gpu_index END AS device_index,
+            mig_instance
+        FROM gpu_samples
+    ) AS keys
+),
+keyed AS (
+    SELECT
+        g.*,
+        d.device_id
+    FROM gpu_samples AS g
+    INNER JOIN devices AS d
+        ON d.cluster = g.cluster
+        AND d.gpu_uuid IS NOT DISTINCT FROM g.gpu_uuid
+        AND d.device_node IS NOT DISTINCT FROM (CASE WHEN g.gpu_uuid IS NULL THEN g.node END)
+        AND d.device_index IS NOT DISTINCT FROM (CASE WHEN g.gpu_uuid IS NULL THEN g.gpu_index END)
+        AND d.mig_instance IS NOT DISTINCT FROM g.mig_instance
+),
+mig_counts AS (
     SELECT
         cluster,
         coalesce(gpu_uuid, node || '/' || CAST(gpu_index AS VARCHAR)) AS device,
@@ -55,18 +88,8 @@ ordered AS (
         coalesce(pcie_tx_bps, 0) + coalesce(pcie_rx_bps, 0) AS pcie_bps,
         lead(ts) OVER device_time AS next_ts,
         lead(energy_j) OVER device_time AS next_energy_j
-    FROM gpu_samples
-    -- The device is the UUID, else node and index: partitioning on the columns themselves
-    -- sorts the same groups without building a key string per sample.
-    WINDOW device_time AS (
-        PARTITION BY
-            cluster,
-            gpu_uuid,
-            CASE WHEN gpu_uuid IS NULL THEN node END,
-            CASE WHEN gpu_uuid IS NULL THEN gpu_index END,
-            mig_instance
-        ORDER BY ts
-    )
+    FROM keyed
+    WINDOW device_time AS (PARTITION BY device_id ORDER BY ts)
 ),
 spans AS (
     SELECT
