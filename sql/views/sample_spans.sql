@@ -26,7 +26,10 @@ WITH devices AS (
         device_node,
         device_index,
         mig_instance,
-        row_number() OVER () AS device_id
+        -- ordered: Spark numbers rows only in an ordered window
+        row_number() OVER (
+            ORDER BY cluster, gpu_uuid, device_node, device_index, mig_instance
+        ) AS device_id
     FROM (
         SELECT DISTINCT
             cluster,
