@@ -1,7 +1,7 @@
 -- sample_spans: every GPU sample with the span of time it stands for, its busy fraction and energy.
 --
 -- Grain:   one row per gpu_samples row
--- Reads:   gpu_samples
+-- Reads:   gpu_samples (twice: once for the distinct devices)
 -- Params:  none
 -- Returns: cluster, device, device_node, device_index, node, gpu_index, gpu_uuid, mig_instance,
 --          model, ts, job_id, interval_s, date, span_s, gap_s, share, busy, gpu_util_pct,
@@ -16,7 +16,43 @@
 -- energy_step_j is the counter's increase over the span; where the counter reset, is missing,
 -- or the span ends in a gap, power × span is used instead.
 
-WITH mig_counts AS (
+WITH devices AS (
+    -- The device is the UUID, else node and index. Numbering the devices first lets the window
+    -- partition on one integer and leave the key columns (strings) out of what it sorts: they
+    -- are joined back after it, which costs far less than sorting them.
+    SELECT
+        cluster,
+        gpu_uuid,
+        device_node,
+        device_index,
+        mig_instance,
+        -- ordered: Spark numbers rows only in an ordered window
+        row_number() OVER (
+            ORDER BY cluster, gpu_uuid, device_node, device_index, mig_instance
+        ) AS device_id
+    FROM (
+        SELECT DISTINCT
+            cluster,
+            gpu_uuid,
+            CASE WHEN gpu_uuid IS NULL THEN node END AS device_node,
+            CASE WHEN gpu_uuid IS NULL THEN gpu_index END AS device_index,
+            mig_instance
+        FROM gpu_samples
+    ) AS keys
+),
+keyed AS (
+    SELECT
+        g.*,
+        d.device_id
+    FROM gpu_samples AS g
+    INNER JOIN devices AS d
+        ON d.cluster = g.cluster
+        AND d.gpu_uuid IS NOT DISTINCT FROM g.gpu_uuid
+        AND d.device_node IS NOT DISTINCT FROM (CASE WHEN g.gpu_uuid IS NULL THEN g.node END)
+        AND d.device_index IS NOT DISTINCT FROM (CASE WHEN g.gpu_uuid IS NULL THEN g.gpu_index END)
+        AND d.mig_instance IS NOT DISTINCT FROM g.mig_instance
+),
+mig_counts AS (
     SELECT
         cluster,
         coalesce(gpu_uuid, node || '/' || CAST(gpu_index AS VARCHAR)) AS device,
@@ -26,14 +62,11 @@ WITH mig_counts AS (
     WHERE mig_instance IS NOT NULL
     GROUP BY cluster, device, ts
 ),
-ordered AS (
+slim AS (
     SELECT
-        cluster,
-        coalesce(gpu_uuid, node || '/' || CAST(gpu_index AS VARCHAR)) AS device,
+        device_id,
         node,
         gpu_index,
-        gpu_uuid,
-        mig_instance,
         model,
         ts,
         job_id,
@@ -55,18 +88,18 @@ ordered AS (
         coalesce(pcie_tx_bps, 0) + coalesce(pcie_rx_bps, 0) AS pcie_bps,
         lead(ts) OVER device_time AS next_ts,
         lead(energy_j) OVER device_time AS next_energy_j
-    FROM gpu_samples
-    -- The device is the UUID, else node and index: partitioning on the columns themselves
-    -- sorts the same groups without building a key string per sample.
-    WINDOW device_time AS (
-        PARTITION BY
-            cluster,
-            gpu_uuid,
-            CASE WHEN gpu_uuid IS NULL THEN node END,
-            CASE WHEN gpu_uuid IS NULL THEN gpu_index END,
-            mig_instance
-        ORDER BY ts
-    )
+    FROM keyed
+    WINDOW device_time AS (PARTITION BY device_id ORDER BY ts)
+),
+ordered AS (
+    SELECT
+        d.cluster,
+        coalesce(d.gpu_uuid, d.device_node || '/' || CAST(d.device_index AS VARCHAR)) AS device,
+        d.gpu_uuid,
+        d.mig_instance,
+        w.*
+    FROM slim AS w
+    INNER JOIN devices AS d ON d.device_id = w.device_id
 ),
 spans AS (
     SELECT
