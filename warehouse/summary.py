@@ -236,10 +236,16 @@ def _index_of(con: duckdb.DuckDBPyConnection, files: list[Path]) -> pa.Table:
 
 
 def record_summary_state(
-    con: duckdb.DuckDBPyConnection, root: Path, config: AttributionConfig
+    con: duckdb.DuckDBPyConnection,
+    root: Path,
+    config: AttributionConfig,
+    *,
+    inputs: str | None = None,
 ) -> None:
     """Record what the summary marts were just built whole from, so the next change of some
-    day partitions can update them instead of rebuilding them."""
+    day partitions can update them instead of rebuilding them. `inputs`: the fingerprint of
+    the other inputs taken before the build (default: now)."""
+    inputs = inputs or _inputs_fingerprint(root, config)
     days = _sample_mart_days(root)
     with _state(root) as db:
         db.execute("DELETE FROM summary_built")
@@ -256,15 +262,15 @@ def record_summary_state(
         _write_derived(engine, root, index)
     finally:
         engine.close()
-    _save_state(root, config, days)
+    _save_state(root, inputs, days)
 
 
-def _save_state(root: Path, config: AttributionConfig, days: dict[DayKey, list[Path]]) -> None:
+def _save_state(root: Path, inputs: str, days: dict[DayKey, list[Path]]) -> None:
     with _state(root) as db:
         db.execute("DELETE FROM summary_built")
         db.execute(
             "INSERT INTO summary_built VALUES (?, ?, ?)",
-            (_inputs_fingerprint(root, config), _marts_fingerprint(root), _index_fingerprint(root)),
+            (inputs, _marts_fingerprint(root), _index_fingerprint(root)),
         )
         db.execute("DELETE FROM summary_days")
         db.executemany(
@@ -273,9 +279,9 @@ def _save_state(root: Path, config: AttributionConfig, days: dict[DayKey, list[P
         )
 
 
-def _stale_reason(root: Path, config: AttributionConfig) -> tuple[str, dict[DayKey, str]]:
+def _stale_reason(root: Path, inputs: str) -> tuple[str, dict[DayKey, str]]:
     """Why the summary marts cannot be updated in place ("" when they can), and the digest of
-    each day partition they were built from."""
+    each day partition they were built from; `inputs` is the inputs' fingerprint now."""
     with _state(root) as db:
         built = db.execute("SELECT inputs, marts, index_fp FROM summary_built").fetchall()
         recorded = {
@@ -286,14 +292,14 @@ def _stale_reason(root: Path, config: AttributionConfig) -> tuple[str, dict[DayK
         }
     if len(built) != 1:
         return "no record of a whole build", recorded
-    inputs, marts, index_fp = built[0]
+    built_inputs, marts, index_fp = built[0]
     if not all(layout.table_files(root, mart) for mart, _ in SUMMARY_MARTS):
         return "a summary mart has no files", recorded
     if marts != _marts_fingerprint(root):
         return "the summary marts' files changed since they were built", recorded
     if index_fp != _index_fingerprint(root):
         return "the summary index changed since it was written", recorded
-    if inputs != _inputs_fingerprint(root, config):
+    if built_inputs != inputs:
         return "raw tables other than samples, the SQL or the config changed", recorded
     if any(_day_key(p) is None for p in layout.table_files(root, "gpu_samples")):
         return "sample files outside the partition layout", recorded
@@ -316,7 +322,8 @@ def refresh_summary_marts(
     day partitions changed, whole otherwise (or with `force`). Views of the summary marts in
     `con` are refreshed; the update itself runs in its own connection."""
     days = _sample_mart_days(root)
-    reason, recorded = ("forced", {}) if force else _stale_reason(root, config)
+    inputs = _inputs_fingerprint(root, config)
+    reason, recorded = ("forced", {}) if force else _stale_reason(root, inputs)
     if days is None:
         reason = reason or "sample-level mart files outside the partition layout"
     changed: tuple[DayKey, ...] = ()
@@ -336,7 +343,7 @@ def refresh_summary_marts(
             jobs = _update(engine, root, config, days, changed, progress)
         finally:
             engine.close()
-        _save_state(root, config, days)
+        _save_state(root, inputs, days)
         for mart, _ in SUMMARY_MARTS:
             register_table(con, root, mart)
         counts = {m: _mart_rows(root, m) for m, _ in SUMMARY_MARTS}
@@ -344,7 +351,7 @@ def refresh_summary_marts(
     for mart, _ in SAMPLE_MARTS:
         register_table(con, root, mart)
     counts = build_summary_marts(con, root, config, progress)
-    record_summary_state(con, root, config)
+    record_summary_state(con, root, config, inputs=inputs)
     return SummaryUpdate("rebuilt", counts, reason=reason)
 
 
