@@ -155,7 +155,7 @@ def _attribution(lake: Path, aside: Path, plan: BenchPlan, echo: Echo) -> dict[s
         echo("bench: incremental (one more day of samples lands)")
         # The state a whole build of the summary marts leaves (build_marts records it; the
         # timed builds above are build_summary_marts alone, always whole).
-        record_summary_state(con, lake, config)
+        record_summary_state(lake, config)
         held.restore()
         ingest_day_s, days = _timed(
             lambda: (

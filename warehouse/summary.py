@@ -83,6 +83,7 @@ _HELPERS = (
 )
 _INDEX_DIR = "summary_index"
 _DAY_S = 86400
+_EPOCH = dt.date(1970, 1, 1)
 DayKey = tuple[str, dt.date]  # (cluster folder, UTC day), as the partitions are laid out
 
 
@@ -236,11 +237,7 @@ def _index_of(con: duckdb.DuckDBPyConnection, files: list[Path]) -> pa.Table:
 
 
 def record_summary_state(
-    con: duckdb.DuckDBPyConnection,
-    root: Path,
-    config: AttributionConfig,
-    *,
-    inputs: str | None = None,
+    root: Path, config: AttributionConfig, *, inputs: str | None = None
 ) -> None:
     """Record what the summary marts were just built whole from, so the next change of some
     day partitions can update them instead of rebuilding them. `inputs`: the fingerprint of
@@ -351,7 +348,7 @@ def refresh_summary_marts(
     for mart, _ in SAMPLE_MARTS:
         register_table(con, root, mart)
     counts = build_summary_marts(con, root, config, progress)
-    record_summary_state(con, root, config, inputs=inputs)
+    record_summary_state(root, config, inputs=inputs)
     return SummaryUpdate("rebuilt", counts, reason=reason)
 
 
@@ -371,9 +368,6 @@ def _restricted(con: duckdb.DuckDBPyConnection, base: str, view: str, scope: str
 
 def _day_start(date: dt.date) -> float:
     return float((date - _EPOCH).days * _DAY_S)
-
-
-_EPOCH = dt.date(1970, 1, 1)
 
 
 def _ends(index: pa.Table) -> dict[str, float]:
