@@ -192,13 +192,6 @@ def _attribute(
                 progress=step,
                 source=spark_source,
             )
-            from warehouse.spark import DUCKDB_ONLY_MARTS
-
-            click.echo(
-                f"Not built on Spark (run `gpuledger attribute` with DuckDB for them): "
-                f"{', '.join(sorted(DUCKDB_ONLY_MARTS))}",
-                err=True,
-            )
         else:
             counts = build_marts(con, lake, config, progress=step, force=force)
     click.echo(
@@ -585,7 +578,8 @@ def bench(
     Each scenario runs in this process on its own throw-away lake, with its baselines:
       attribution  1,024 GPUs × 7 days (simulated): the marts vs a plain DuckDB scan of the
                    same sample columns (the floor), polars join_asof and pandas merge_asof
-      incremental  one more day of samples lands on that lake: time to bring the marts up to date
+      incremental  one more day of samples lands on that lake: its ingest pass, then the
+                   summary marts updated in place (vs the attribution time)
       dashboard    every query under sql/dashboard/ and sql/report*/ on that lake
       scale        4,096 GPUs × 30 days (synthetic, ~350 M samples): wall time and peak RSS
     Example:  gpuledger bench --scenario attribution --gpus 256 --days 2

@@ -18,15 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-import sql
 from warehouse import layout, queries
 from warehouse.connection import WarehouseConfig, register_table
 from warehouse.partitions import SAMPLE_MARTS, build_sample_marts
-from warehouse.schema import MARTS, RAW_TABLES
-from warehouse.writer import atomic_write, replace_partitions
+from warehouse.summary import SUMMARY_MARTS, build_summary_marts, refresh_summary_marts
+from warehouse.writer import atomic_write
 
 if TYPE_CHECKING:
     import duckdb
@@ -43,14 +41,6 @@ __all__ = [
     "record_attributed",
 ]
 
-# The marts built whole from the sample-level ones (and jobs, allocations, events).
-SUMMARY_MARTS: tuple[tuple[str, str], ...] = (
-    ("job_usage", "marts/job_usage"),
-    ("job_outcomes", "marts/job_outcomes"),
-    ("usage_daily", "marts/usage_daily"),
-    ("cluster_occupancy", "marts/cluster_occupancy"),
-    ("fairness_weekly", "marts/fairness_weekly"),
-)
 # Each mart and its query; a mart may read the ones before it.
 MART_ORDER: tuple[tuple[str, str], ...] = (*SAMPLE_MARTS, *SUMMARY_MARTS)
 OWNER_CHANGES = "attribution/owner_changes"
@@ -103,7 +93,6 @@ def _state(root: Path) -> sqlite3.Connection:
         "CREATE TABLE IF NOT EXISTS checked_files ("
         " path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, allocations TEXT)"
     )
-    db.execute("CREATE TABLE IF NOT EXISTS marts_built (fingerprint TEXT)")
     return db
 
 
@@ -194,32 +183,6 @@ def reattribute(
     return checked, rewritten, changed_rows
 
 
-def _land_mart(root: Path, mart: str, result: pa.Table) -> int:
-    schema = MARTS[mart].schema
-    table = result.select(schema.names).cast(schema)
-    clusters = pc.unique(table.column("cluster")).to_pylist()
-    for cluster in clusters:
-        rows = table.filter(pc.equal(table.column("cluster"), cluster))
-        replace_partitions(root, mart, rows, cluster)
-    return int(table.num_rows)
-
-
-def _inputs_fingerprint(root: Path, config: AttributionConfig) -> str:
-    """What the summary marts are a function of: the raw tables other than samples, the
-    sample-level marts' files, the SQL that builds them and the config."""
-    digest = hashlib.sha1(repr(config).encode())
-    inputs = [t for t in RAW_TABLES if t != "gpu_samples"] + [m for m, _ in SAMPLE_MARTS]
-    for table in inputs:
-        digest.update(_fingerprint(layout.table_files(root, table)).encode())
-    for _, query in MART_ORDER:
-        digest.update(sql.load(query).encode())
-    return digest.hexdigest()
-
-
-def _mart_rows(root: Path, mart: str) -> int:
-    return sum(pq.read_metadata(p).num_rows for p in layout.table_files(root, mart))
-
-
 def build_marts(
     con: duckdb.DuckDBPyConnection,
     root: Path,
@@ -232,56 +195,23 @@ def build_marts(
     """Bring every mart up to date with the lake; return the row count of each.
 
     The day partitions of the sample-level marts are rebuilt where their sample files changed;
-    the summary marts are rebuilt whole from them when anything they read changed (raw files
-    other than samples, the sample-level marts, SQL, config). `force` rebuilds everything.
-    `warehouse` sets the memory limit and spill folder of the per-day builds.
+    the summary marts are then updated in place for the day partitions that changed, or
+    rebuilt whole when something else they read changed (warehouse/summary.py). `force`
+    rebuilds everything. `warehouse` sets the memory limit and spill folder of the builds.
     """
-    build_sample_marts(warehouse or WarehouseConfig(root=root), config.values(), force=force)
+    warehouse = warehouse or WarehouseConfig(root=root)
+    build_sample_marts(warehouse, config.values(), force=force)
     for mart, _ in SAMPLE_MARTS:
         register_table(con, root, mart)
         if progress:
             progress(mart)
-    fingerprint = _inputs_fingerprint(root, config)
-    with _state(root) as db:
-        built = db.execute("SELECT fingerprint FROM marts_built").fetchone()
-    if (
-        not force
-        and built == (fingerprint,)
-        and all(layout.table_files(root, mart) for mart, _ in MART_ORDER)
-    ):
-        if progress:
-            for mart, _ in SUMMARY_MARTS:
-                progress(mart)
-        return {mart: _mart_rows(root, mart) for mart, _ in MART_ORDER}
     counts = {mart: _mart_rows(root, mart) for mart, _ in SAMPLE_MARTS}
-    counts |= build_summary_marts(con, root, config, progress)
-    with _state(root) as db:
-        db.execute("DELETE FROM marts_built")
-        db.execute("INSERT INTO marts_built VALUES (?)", (fingerprint,))
-    return counts
+    update = refresh_summary_marts(con, root, config, progress, force=force, warehouse=warehouse)
+    return counts | update.counts
 
 
-def build_summary_marts(
-    con: duckdb.DuckDBPyConnection,
-    root: Path,
-    config: AttributionConfig,
-    progress: Callable[[str], None] | None = None,
-) -> dict[str, int]:
-    """Rebuild the job- and cluster-level marts whole from the sample-level ones; return rows.
-
-    They read the small per-bucket and per-day tables, never samples, so this costs a
-    fraction of one pass over the samples.
-    """
-    for table in (*RAW_TABLES, *(m for m, _ in SAMPLE_MARTS)):  # what is in the lake now
-        register_table(con, root, table)
-    counts = {}
-    for mart, query in SUMMARY_MARTS:
-        if progress:
-            progress(mart)
-        result = queries.run_arrow(con, query, **config.params(query, con))
-        counts[mart] = _land_mart(root, mart, result)
-        register_table(con, root, mart)
-    return counts
+def _mart_rows(root: Path, mart: str) -> int:
+    return sum(pq.read_metadata(p).num_rows for p in layout.table_files(root, mart))
 
 
 def attribute(

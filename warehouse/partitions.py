@@ -162,20 +162,24 @@ def build_day(
         con.from_arrow(head).create_view("next_day_head")
         con.sql(sql.load("attribution/partition_samples")).create_view("gpu_samples")
         con.sql(sql.load("views/sample_spans")).create_view("sample_spans")
+        import duckdb  # here, not at import time: importing the package stays light
+
         counts = {}
+        on_day = duckdb.ColumnExpression("date") == duckdb.ConstantExpression(day)
         for mart, query in SAMPLE_MARTS:
             wanted = queries.parameters(con, query)
-            result = queries.run_arrow(con, query, **{k: params[k] for k in wanted})
-            schema = MARTS[mart].schema
-            result = result.select(schema.names).cast(schema)
             # rows of the next day's head samples fall on the next day: not this partition's
-            rows = result.filter(pc.equal(result.column("date"), pa.scalar(day, pa.date32())))
+            relation = queries.relation(con, query, **{k: params[k] for k in wanted})
+            schema = MARTS[mart].schema
+            rows = relation.filter(on_day).to_arrow_table().select(schema.names).cast(schema)
             if from_ts is not None and mart == SAMPLE_MARTS[0][0]:
                 kept = queries.run_arrow(con, "attribution/buckets_before", from_ts=from_ts)
                 rows = pa.concat_tables([kept.select(schema.names).cast(schema), rows])
-            clusters = pc.unique(rows.column("cluster")).to_pylist()
-            for cluster in clusters or [cluster_folder]:
-                part = rows.filter(pc.equal(rows.column("cluster"), cluster))
+            clusters = pc.unique(rows.column("cluster")).to_pylist() or [cluster_folder]
+            for cluster in clusters:
+                part = rows  # one cluster, the usual case: no copy of the rows
+                if len(clusters) > 1:
+                    part = rows.filter(pc.equal(rows.column("cluster"), cluster))
                 replace_partition(root, mart, part, str(cluster), day)
             con.from_arrow(rows).create_view(mart)
             counts[mart] = rows.num_rows

@@ -7,7 +7,9 @@ as the DuckDB engine lays them out. PySpark is an optional extra (`gpuledger[spa
 
 Where sqlglot's DuckDB → Spark translation would change a result, the syntax tree is adjusted
 here, not the SQL: `epoch(ts)` becomes microsecond-exact (Spark's UNIX_TIMESTAMP truncates to the
-second) and `to_timestamp(seconds)` becomes TIMESTAMP_SECONDS (FROM_UNIXTIME formats a string).
+second), `to_timestamp(seconds)` becomes TIMESTAMP_SECONDS (FROM_UNIXTIME formats a string) and
+`quantile_cont` becomes Spark's exact PERCENTILE. Spark inlines every CTE and view where it is
+used, so a mart query should read each of its inputs once, as sql/marts/fairness_weekly.sql does.
 """
 
 from __future__ import annotations
@@ -29,16 +31,11 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
-    "DUCKDB_ONLY_MARTS",
     "SparkUnavailable",
     "build_marts_on_spark",
     "spark_session",
     "transpile",
 ]
-
-# Marts Spark does not build yet: fairness_weekly's plan (many CTEs over the whole history)
-# exhausts the Spark driver's default heap in the analyzer. They are built by DuckDB.
-DUCKDB_ONLY_MARTS = frozenset({"fairness_weekly"})
 
 # The views every mart query may read, defined from shipped SQL in this order.
 DERIVED_VIEWS = (
@@ -98,24 +95,42 @@ def transpile(text: str) -> str:
     return tree.sql(dialect="spark")
 
 
+# Every session: UTC, DuckDB-like arithmetic, adaptive query execution.
+SESSION_CONF = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.ansi.enabled": "false",
+    "spark.sql.adaptive.enabled": "true",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+}
+# A local session (local, local[n], local[*]): the driver runs every task in its own JVM, whose
+# heap must be sized before it starts (Spark's default is 1 GiB), and the lake's marts are small
+# enough that a few shuffle partitions beat Spark's 200. A cluster keeps its own settings
+# (spark-defaults.conf, spark-submit), as a cluster's data wants more partitions.
+LOCAL_CONF = {
+    "spark.driver.memory": "2g",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "4",
+    "spark.ui.enabled": "false",
+}
+
+
 def spark_session(master: str | None = None, app_name: str = "gpuledger") -> SparkSession:
-    """A Spark session in UTC with DuckDB-like arithmetic (ANSI off); local[*] by default."""
+    """A Spark session in UTC with DuckDB-like arithmetic (ANSI off); local[*] by default.
+
+    A local master also gets LOCAL_CONF (a 2 GiB driver heap, 4 shuffle partitions); those
+    apply only when this call starts the JVM (an already running session is returned as is).
+    """
     try:
         from pyspark.sql import SparkSession
     except ImportError as exc:
         raise SparkUnavailable(
             "the Spark engine needs PySpark: pip install 'gpuledger[spark]' (and Java 17)"
         ) from exc
-    builder = SparkSession.builder.appName(app_name).master(master or "local[*]")
-    for key, value in {
-        "spark.sql.session.timeZone": "UTC",
-        "spark.sql.ansi.enabled": "false",
-        "spark.sql.shuffle.partitions": "4",
-        "spark.default.parallelism": "4",
-        "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "false",
-        "spark.sql.execution.arrow.pyspark.enabled": "true",
-    }.items():
+    master = master or "local[*]"
+    conf = SESSION_CONF | (LOCAL_CONF if master.startswith("local") else {})
+    builder = SparkSession.builder.appName(app_name).master(master)
+    for key, value in conf.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
 
@@ -197,11 +212,11 @@ def build_marts_on_spark(
 
     The raw tables are read from `root`, or from the lake at the URL `source` (object storage).
     Each mart's partitions for each cluster are replaced whole. Returns the rows of each mart.
-    Marts in DUCKDB_ONLY_MARTS are left out (the DuckDB engine builds them).
+    The marts are cached while later marts read them and released at the end, so that a
+    session that builds again (a second lake) does not keep the first build's plans and rows.
     """
     from importlib.resources import files
 
-    marts = tuple((m, q) for m, q in marts if m not in DUCKDB_ONLY_MARTS)
     for table in RAW_TABLES:
         _register(spark, root, table, source)
     for view, filename in REFERENCE_FILES.items():
@@ -213,19 +228,26 @@ def build_marts_on_spark(
             [], ", ".join(f"`{f.name}` {_spark_type(f.type)}" for f in empty.schema)
         ).createOrReplaceTempView(mart)
     counts = {}
-    for mart, query in marts:
-        if progress:
-            progress(mart)
-        # A view is bound to the plans of what it reads when it is created: define the derived
-        # views again over the marts built so far (job_gpu_intervals reads gpu_job_buckets).
-        for view, view_query in DERIVED_VIEWS:
-            spark.sql(transpile(sql.load(view_query))).createOrReplaceTempView(view)
-        frame = _run(spark, query, params).cache()
-        frame.createOrReplaceTempView(mart)
-        schema = MARTS[mart].schema
-        result = frame.toArrow().select(schema.names).cast(schema)
-        for cluster in pc.unique(result.column("cluster")).to_pylist():
-            rows = result.filter(pc.equal(result.column("cluster"), cluster))
-            replace_partitions(root, mart, rows, cluster)
-        counts[mart] = result.num_rows
+    cached: list[DataFrame] = []
+    try:
+        for mart, query in marts:
+            if progress:
+                progress(mart)
+            # A view is bound to the plans of what it reads when it is created: define the
+            # derived views again over the marts built so far (job_gpu_intervals reads
+            # gpu_job_buckets).
+            for view, view_query in DERIVED_VIEWS:
+                spark.sql(transpile(sql.load(view_query))).createOrReplaceTempView(view)
+            frame = _run(spark, query, params).cache()
+            cached.append(frame)
+            frame.createOrReplaceTempView(mart)
+            schema = MARTS[mart].schema
+            result = frame.toArrow().select(schema.names).cast(schema)
+            for cluster in pc.unique(result.column("cluster")).to_pylist():
+                rows = result.filter(pc.equal(result.column("cluster"), cluster))
+                replace_partitions(root, mart, rows, cluster)
+            counts[mart] = result.num_rows
+    finally:
+        for frame in cached:
+            frame.unpersist()
     return counts

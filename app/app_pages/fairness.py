@@ -41,7 +41,11 @@ with left:
 with right:
     st.subheader("Jain's index over time")
     if jain.is_empty():
-        st.info("No account has an entitlement in these weeks.")
+        st.info(
+            "No account has an entitlement in these weeks: no Slurm associations are in the "
+            "lake. Collect them with `gpuledger collect slurm-shares`; until then "
+            "`gpuledger report weekly` compares accounts against equal shares."
+        )
     else:
         st.altair_chart(charts.jain_line(jain), width="stretch")
         st.caption("1 = every account used in proportion to its entitlement; 1/n = one took all.")

@@ -25,6 +25,18 @@ WITH moved AS (
     UNION ALL
     -- Within one row only the device's last sample of the bucket can run past its end, so the
     -- carry is one stretch starting at the next bucket: bucket + n gets its n-th bucket_s of it.
+    -- Nearly every carry fits in the next bucket (n = 1 only): those skip the series.
+    SELECT
+        b.cluster,
+        b.date,
+        to_timestamp(epoch(b.bucket) + $bucket_s) AS bucket,
+        b.job_id IS NOT NULL AS allocated,
+        least(greatest(b.carry_s, 0), $bucket_s) * b.carry_share AS observed_s,
+        least(greatest(b.carry_active_s, 0), $bucket_s) * b.carry_share AS active_s,
+        least(greatest(b.carry_idle_s, 0), $bucket_s) * b.carry_share AS idle_s
+    FROM gpu_job_buckets AS b
+    WHERE b.carry_s > 0 AND b.carry_s <= $bucket_s
+    UNION ALL
     SELECT
         b.cluster,
         b.date,
@@ -38,7 +50,7 @@ WITH moved AS (
             AS idle_s
     FROM gpu_job_buckets AS b,
         unnest(generate_series(1, CAST(ceil(b.carry_s / $bucket_s) AS BIGINT))) AS k(n)
-    WHERE b.carry_s > 0
+    WHERE b.carry_s > $bucket_s
 )
 SELECT
     cluster,

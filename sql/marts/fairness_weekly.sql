@@ -36,159 +36,156 @@ WITH data_end AS (
     FROM gpu_samples
     GROUP BY cluster
 ),
+-- One row per GPU interval (from_intervals 1) and one per job (0): a job that started spans
+-- its start to its end, carries its CPUs, memory, wait and the unused part of its time limit,
+-- and holds its GPUs over the span only where the scheduler gave no GPU intervals for it. Each
+-- input is read once, so Spark (which inlines every CTE where it is used) plans it once too.
 spans AS (
     SELECT
         cluster,
         job_id,
+        1 AS from_intervals,
         gpus,
         start_e,
-        end_e
+        end_e,
+        CAST(NULL AS VARCHAR) AS account,
+        CAST(NULL AS VARCHAR) AS user,
+        CAST(NULL AS DOUBLE) AS cpus,
+        CAST(NULL AS DOUBLE) AS mem_gib,
+        CAST(NULL AS DOUBLE) AS wait_s,
+        CAST(NULL AS BIGINT) AS end_week_n,
+        CAST(NULL AS DOUBLE) AS unused_s
     FROM job_gpu_intervals
     UNION ALL
     SELECT
         j.cluster,
         j.job_id,
+        0 AS from_intervals,
         j.gpus,
         epoch(j.start_ts) AS start_e,
         greatest(
             epoch(j.start_ts), coalesce(epoch(j.end_ts), d.end_e, epoch(j.updated_ts))
-        ) AS end_e
-    FROM jobs_latest AS j
-    LEFT JOIN data_end AS d
-        ON d.cluster = j.cluster
-    WHERE j.start_ts IS NOT NULL
-        AND coalesce(j.gpus, 0) > 0
-        AND NOT EXISTS (
-            SELECT 1
-            FROM job_gpu_intervals AS i
-            WHERE i.cluster = j.cluster AND i.job_id = j.job_id
-        )
-),
-job_span AS (
-    SELECT
-        j.cluster,
-        j.job_id,
-        epoch(j.start_ts) AS start_e,
-        greatest(
-            epoch(j.start_ts), coalesce(epoch(j.end_ts), d.end_e, epoch(j.updated_ts))
         ) AS end_e,
+        j.account,
+        j.user,
         coalesce(j.cpus, 0) AS cpus,
-        coalesce(j.mem_req_mib, 0) / 1024.0 AS mem_gib
+        coalesce(j.mem_req_mib, 0) / 1024.0 AS mem_gib,
+        greatest(epoch(j.start_ts) - epoch(coalesce(j.submit_ts, j.start_ts)), 0) AS wait_s,
+        -- the week a job ended in, where the unused part of its limit counts (not timed out)
+        CASE
+            WHEN j.end_ts IS NOT NULL AND j.start_ts IS NOT NULL AND j.time_limit_s IS NOT NULL
+                AND NOT coalesce(o.timed_out, FALSE)
+                THEN CAST(floor((epoch(j.end_ts) - 345600.0) / 604800.0) AS BIGINT)
+        END AS end_week_n,
+        coalesce(j.gpus, 0)
+            * greatest(j.time_limit_s - (epoch(j.end_ts) - epoch(j.start_ts)), 0) AS unused_s
     FROM jobs_latest AS j
     LEFT JOIN data_end AS d
         ON d.cluster = j.cluster
-    WHERE j.start_ts IS NOT NULL
+    LEFT JOIN job_outcomes AS o
+        ON o.cluster = j.cluster AND o.job_id = j.job_id
 ),
--- Monday 1970-01-05 is 4 days after the epoch: week n starts at n × 604800 + 345600.
+-- Each span with what its job has: GPU intervals at all, and the job's account and user (also
+-- for a job that never started, whose row spans nothing).
+job_spans AS (
+    SELECT
+        cluster,
+        job_id,
+        from_intervals,
+        gpus,
+        start_e,
+        end_e,
+        cpus,
+        mem_gib,
+        wait_s,
+        end_week_n,
+        unused_s,
+        max(from_intervals) OVER (PARTITION BY cluster, job_id) AS has_intervals,
+        coalesce(max(account) OVER (PARTITION BY cluster, job_id), '(none)') AS account,
+        coalesce(max(user) OVER (PARTITION BY cluster, job_id), '(none)') AS user
+    FROM spans
+),
+-- Monday 1970-01-05 is 4 days after the epoch: week n starts at n × 604800 + 345600. A job's
+-- row also covers the week it ended in, which precedes its start if its end does.
 span_weeks AS (
     SELECT
         s.cluster,
         s.job_id,
         CAST(w AS BIGINT) AS week_n,
-        (least(s.end_e, w * 604800.0 + 345600.0 + 604800.0)
-            - greatest(s.start_e, w * 604800.0 + 345600.0)) * s.gpus AS alloc_s
-    FROM spans AS s,
-        unnest(generate_series(
-            CAST(floor((s.start_e - 345600.0) / 604800.0) AS BIGINT),
-            CAST(floor((s.end_e - 345600.0) / 604800.0) AS BIGINT)
-        )) AS weeks(w)
-),
-host_weeks AS (
-    SELECT
-        s.cluster,
-        s.job_id,
-        CAST(w AS BIGINT) AS week_n,
-        (least(s.end_e, w * 604800.0 + 345600.0 + 604800.0)
-            - greatest(s.start_e, w * 604800.0 + 345600.0)) AS run_s,
+        s.account,
+        s.user,
+        s.from_intervals,
+        s.has_intervals,
+        s.gpus,
         s.cpus,
-        s.mem_gib
-    FROM job_span AS s,
+        s.mem_gib,
+        s.wait_s,
+        s.end_week_n,
+        s.unused_s,
+        CAST(floor((s.start_e - 345600.0) / 604800.0) AS BIGINT) AS start_week_n,
+        (least(s.end_e, w * 604800.0 + 345600.0 + 604800.0)
+            - greatest(s.start_e, w * 604800.0 + 345600.0)) AS run_s
+    FROM job_spans AS s,
         unnest(generate_series(
-            CAST(floor((s.start_e - 345600.0) / 604800.0) AS BIGINT),
+            least(CAST(floor((s.start_e - 345600.0) / 604800.0) AS BIGINT), s.end_week_n),
             CAST(floor((s.end_e - 345600.0) / 604800.0) AS BIGINT)
         )) AS weeks(w)
+    WHERE s.start_e IS NOT NULL
 ),
-alloc_week AS (
+week_parts AS (
     SELECT
         cluster,
         job_id,
         week_n,
-        sum(alloc_s) AS alloc_s
+        account,
+        user,
+        CASE
+            WHEN from_intervals = 1 OR (has_intervals = 0 AND coalesce(gpus, 0) > 0)
+                THEN run_s * gpus
+        END AS alloc_s,
+        CASE WHEN from_intervals = 0 AND run_s > 0 THEN run_s * cpus END AS cpu_s,
+        CASE WHEN from_intervals = 0 AND run_s > 0 THEN run_s * mem_gib END AS mem_gib_s,
+        CASE WHEN from_intervals = 0 AND week_n = start_week_n THEN wait_s END AS wait_s,
+        CASE WHEN week_n = end_week_n THEN unused_s END AS unused_s
     FROM span_weeks
-    WHERE alloc_s > 0
-    GROUP BY cluster, job_id, week_n
 ),
-host_week AS (
-    SELECT
-        cluster,
-        job_id,
-        week_n,
-        sum(run_s * cpus) AS cpu_s,
-        sum(run_s * mem_gib) AS mem_gib_s
-    FROM host_weeks
-    WHERE run_s > 0
-    GROUP BY cluster, job_id, week_n
-),
-started_week AS (
-    SELECT
-        cluster,
-        job_id,
-        CAST(floor((epoch(start_ts) - 345600.0) / 604800.0) AS BIGINT) AS week_n,
-        greatest(epoch(start_ts) - epoch(coalesce(submit_ts, start_ts)), 0) AS wait_s
-    FROM jobs_latest
-    WHERE start_ts IS NOT NULL
-),
-unused_week AS (
-    SELECT
-        j.cluster,
-        j.job_id,
-        CAST(floor((epoch(j.end_ts) - 345600.0) / 604800.0) AS BIGINT) AS week_n,
-        coalesce(j.gpus, 0)
-            * greatest(j.time_limit_s - (epoch(j.end_ts) - epoch(j.start_ts)), 0) AS unused_s
-    FROM jobs_latest AS j
-    LEFT JOIN job_outcomes AS o
-        ON o.cluster = j.cluster AND o.job_id = j.job_id
-    WHERE j.end_ts IS NOT NULL
-        AND j.start_ts IS NOT NULL
-        AND j.time_limit_s IS NOT NULL
-        AND NOT coalesce(o.timed_out, FALSE)
-),
+-- A job's week counts where it held GPUs, started, or ended short of its limit.
 job_week AS (
     SELECT
-        k.cluster,
-        k.job_id,
-        k.week_n,
-        coalesce(j.account, '(none)') AS account,
-        coalesce(j.user, '(none)') AS user,
-        coalesce(a.alloc_s, 0) AS alloc_s,
-        coalesce(h.cpu_s, 0) AS cpu_s,
-        coalesce(h.mem_gib_s, 0) AS mem_gib_s,
-        s.wait_s,
-        CASE WHEN u.busy_mean < $low_eff_below THEN coalesce(a.alloc_s, 0) ELSE 0 END
-            AS low_eff_s,
-        CASE WHEN coalesce(o.failed, FALSE) THEN coalesce(a.alloc_s, 0) ELSE 0 END AS failed_s,
-        coalesce(n.unused_s, 0) AS unused_s
+        p.cluster,
+        p.job_id,
+        p.week_n,
+        p.account,
+        p.user,
+        p.alloc_s,
+        p.cpu_s,
+        p.mem_gib_s,
+        p.wait_s,
+        CASE WHEN u.busy_mean < $low_eff_below THEN p.alloc_s ELSE 0 END AS low_eff_s,
+        CASE WHEN coalesce(o.failed, FALSE) THEN p.alloc_s ELSE 0 END AS failed_s,
+        p.unused_s
     FROM (
-        SELECT cluster, job_id, week_n FROM alloc_week
-        UNION
-        SELECT cluster, job_id, week_n FROM started_week
-        UNION
-        SELECT cluster, job_id, week_n FROM unused_week
-    ) AS k
-    LEFT JOIN jobs_latest AS j
-        ON j.cluster = k.cluster AND j.job_id = k.job_id
-    LEFT JOIN alloc_week AS a
-        ON a.cluster = k.cluster AND a.job_id = k.job_id AND a.week_n = k.week_n
-    LEFT JOIN host_week AS h
-        ON h.cluster = k.cluster AND h.job_id = k.job_id AND h.week_n = k.week_n
-    LEFT JOIN started_week AS s
-        ON s.cluster = k.cluster AND s.job_id = k.job_id AND s.week_n = k.week_n
-    LEFT JOIN unused_week AS n
-        ON n.cluster = k.cluster AND n.job_id = k.job_id AND n.week_n = k.week_n
+        SELECT
+            cluster,
+            job_id,
+            week_n,
+            max(account) AS account,
+            max(user) AS user,
+            coalesce(sum(alloc_s) FILTER (WHERE alloc_s > 0), 0) AS alloc_s,
+            coalesce(sum(cpu_s), 0) AS cpu_s,
+            coalesce(sum(mem_gib_s), 0) AS mem_gib_s,
+            max(wait_s) AS wait_s,
+            coalesce(max(unused_s), 0) AS unused_s
+        FROM week_parts
+        GROUP BY cluster, job_id, week_n
+        HAVING count(*) FILTER (WHERE alloc_s > 0) > 0
+            OR count(wait_s) > 0
+            OR count(unused_s) > 0
+    ) AS p
     LEFT JOIN job_usage AS u
-        ON u.cluster = k.cluster AND u.job_id = k.job_id
+        ON u.cluster = p.cluster AND u.job_id = p.job_id
     LEFT JOIN job_outcomes AS o
-        ON o.cluster = k.cluster AND o.job_id = k.job_id
+        ON o.cluster = p.cluster AND o.job_id = p.job_id
 ),
 job_rows AS (
     SELECT
@@ -235,6 +232,52 @@ used_rows AS (
         sum(energy_kwh) AS energy_kwh
     FROM used_days
     GROUP BY GROUPING SETS ((cluster, week_n, account), (cluster, week_n, account, user))
+),
+-- The job rows and the usage rows, one after the other (each key at most once in each part).
+usage_rows AS (
+    SELECT
+        cluster,
+        week_n,
+        level,
+        account,
+        user,
+        jobs,
+        jobs_started,
+        alloc_gpu_h,
+        CAST(NULL AS DOUBLE) AS observed_gpu_h,
+        CAST(NULL AS DOUBLE) AS effective_gpu_h,
+        CAST(NULL AS DOUBLE) AS idle_gpu_h,
+        CAST(NULL AS DOUBLE) AS energy_kwh,
+        cpu_h,
+        mem_gib_h,
+        wait_p50_s,
+        wait_p95_s,
+        low_eff_gpu_h,
+        failed_gpu_h,
+        unused_limit_gpu_h
+    FROM job_rows
+    UNION ALL
+    SELECT
+        cluster,
+        week_n,
+        level,
+        account,
+        user,
+        NULL AS jobs,
+        NULL AS jobs_started,
+        NULL AS alloc_gpu_h,
+        observed_gpu_h,
+        effective_gpu_h,
+        idle_gpu_h,
+        energy_kwh,
+        NULL AS cpu_h,
+        NULL AS mem_gib_h,
+        NULL AS wait_p50_s,
+        NULL AS wait_p95_s,
+        NULL AS low_eff_gpu_h,
+        NULL AS failed_gpu_h,
+        NULL AS unused_limit_gpu_h
+    FROM used_rows
 ),
 assoc_latest AS (
     SELECT
@@ -291,11 +334,7 @@ assoc_share AS (
         ON p5.cluster = n.cluster AND p5.node_key = p4.parent_key
     WHERE n.account <> 'root' OR n.user IS NOT NULL
 ),
-weeks AS (
-    SELECT DISTINCT cluster, week_n FROM job_rows
-    UNION
-    SELECT DISTINCT cluster, week_n FROM used_rows
-),
+-- Every association in every week of data.
 assoc_rows AS (
     SELECT
         w.cluster,
@@ -305,60 +344,76 @@ assoc_rows AS (
         s.user,
         s.level_share,
         CASE WHEN s.unshared THEN NULL ELSE s.entitled_share END AS entitled_share
-    FROM weeks AS w
+    FROM (SELECT DISTINCT cluster, week_n FROM usage_rows) AS w
     JOIN assoc_share AS s
         ON s.cluster = w.cluster
 ),
-keys AS (
-    SELECT cluster, week_n, level, account, user FROM job_rows
-    UNION
-    SELECT cluster, week_n, level, account, user FROM used_rows
-    UNION
-    SELECT cluster, week_n, level, account, user FROM assoc_rows
-),
+-- One row per key: the job, usage and association parts merged (each has the key at most once).
 combined AS (
-    SELECT
-        k.cluster,
-        k.week_n,
-        k.level,
-        k.account,
-        k.user,
-        coalesce(j.jobs, 0) AS jobs,
-        coalesce(j.jobs_started, 0) AS jobs_started,
-        coalesce(j.alloc_gpu_h, 0) AS alloc_gpu_h,
-        coalesce(u.observed_gpu_h, 0) AS observed_gpu_h,
-        coalesce(u.effective_gpu_h, 0) AS effective_gpu_h,
-        coalesce(u.idle_gpu_h, 0) AS idle_gpu_h,
-        coalesce(u.energy_kwh, 0) AS energy_kwh,
-        coalesce(j.cpu_h, 0) AS cpu_h,
-        coalesce(j.mem_gib_h, 0) AS mem_gib_h,
-        s.level_share,
-        s.entitled_share,
-        j.wait_p50_s,
-        j.wait_p95_s,
-        coalesce(j.low_eff_gpu_h, 0) AS low_eff_gpu_h,
-        coalesce(j.failed_gpu_h, 0) AS failed_gpu_h,
-        coalesce(j.unused_limit_gpu_h, 0) AS unused_limit_gpu_h
-    FROM keys AS k
-    LEFT JOIN job_rows AS j
-        ON j.cluster = k.cluster AND j.week_n = k.week_n AND j.level = k.level
-        AND j.account = k.account AND j.user IS NOT DISTINCT FROM k.user
-    LEFT JOIN used_rows AS u
-        ON u.cluster = k.cluster AND u.week_n = k.week_n AND u.level = k.level
-        AND u.account = k.account AND u.user IS NOT DISTINCT FROM k.user
-    LEFT JOIN assoc_rows AS s
-        ON s.cluster = k.cluster AND s.week_n = k.week_n AND s.level = k.level
-        AND s.account = k.account AND s.user IS NOT DISTINCT FROM k.user
-),
-totals AS (
     SELECT
         cluster,
         week_n,
-        sum(alloc_gpu_h) AS alloc_gpu_h,
-        sum(effective_gpu_h) AS effective_gpu_h
+        level,
+        account,
+        user,
+        coalesce(max(jobs), 0) AS jobs,
+        coalesce(max(jobs_started), 0) AS jobs_started,
+        coalesce(max(alloc_gpu_h), 0) AS alloc_gpu_h,
+        coalesce(max(observed_gpu_h), 0) AS observed_gpu_h,
+        coalesce(max(effective_gpu_h), 0) AS effective_gpu_h,
+        coalesce(max(idle_gpu_h), 0) AS idle_gpu_h,
+        coalesce(max(energy_kwh), 0) AS energy_kwh,
+        coalesce(max(cpu_h), 0) AS cpu_h,
+        coalesce(max(mem_gib_h), 0) AS mem_gib_h,
+        max(level_share) AS level_share,
+        max(entitled_share) AS entitled_share,
+        max(wait_p50_s) AS wait_p50_s,
+        max(wait_p95_s) AS wait_p95_s,
+        coalesce(max(low_eff_gpu_h), 0) AS low_eff_gpu_h,
+        coalesce(max(failed_gpu_h), 0) AS failed_gpu_h,
+        coalesce(max(unused_limit_gpu_h), 0) AS unused_limit_gpu_h
+    FROM (
+        SELECT
+            *,
+            CAST(NULL AS DOUBLE) AS level_share,
+            CAST(NULL AS DOUBLE) AS entitled_share
+        FROM usage_rows
+        UNION ALL
+        SELECT
+            cluster,
+            week_n,
+            level,
+            account,
+            user,
+            NULL AS jobs,
+            NULL AS jobs_started,
+            NULL AS alloc_gpu_h,
+            NULL AS observed_gpu_h,
+            NULL AS effective_gpu_h,
+            NULL AS idle_gpu_h,
+            NULL AS energy_kwh,
+            NULL AS cpu_h,
+            NULL AS mem_gib_h,
+            NULL AS wait_p50_s,
+            NULL AS wait_p95_s,
+            NULL AS low_eff_gpu_h,
+            NULL AS failed_gpu_h,
+            NULL AS unused_limit_gpu_h,
+            level_share,
+            entitled_share
+        FROM assoc_rows
+    ) AS parts
+    GROUP BY cluster, week_n, level, account, user
+),
+-- The cluster's allocated and effective GPU-hours in the week (its account rows).
+totals AS (
+    SELECT
+        *,
+        sum(CASE WHEN level = 'account' THEN alloc_gpu_h END)
+            OVER (PARTITION BY cluster, week_n) AS total_alloc_gpu_h,
+        sum(CASE WHEN level = 'account' THEN effective_gpu_h END)
+            OVER (PARTITION BY cluster, week_n) AS total_effective_gpu_h
     FROM combined
-    WHERE level = 'account'
-    GROUP BY cluster, week_n
 )
 SELECT
     c.cluster,
@@ -375,18 +430,16 @@ SELECT
     c.energy_kwh,
     c.cpu_h,
     c.mem_gib_h,
-    c.alloc_gpu_h / nullif(t.alloc_gpu_h, 0) AS usage_share,
-    c.effective_gpu_h / nullif(t.effective_gpu_h, 0) AS effective_share,
+    c.alloc_gpu_h / nullif(c.total_alloc_gpu_h, 0) AS usage_share,
+    c.effective_gpu_h / nullif(c.total_effective_gpu_h, 0) AS effective_share,
     c.level_share,
     c.entitled_share,
-    (c.alloc_gpu_h / nullif(t.alloc_gpu_h, 0)) / nullif(c.entitled_share, 0) AS usage_ratio,
+    (c.alloc_gpu_h / nullif(c.total_alloc_gpu_h, 0)) / nullif(c.entitled_share, 0) AS usage_ratio,
     c.wait_p50_s,
     c.wait_p95_s,
     c.low_eff_gpu_h,
     c.failed_gpu_h,
     c.unused_limit_gpu_h,
     greatest(c.observed_gpu_h - c.effective_gpu_h, 0) AS waste_gpu_h
-FROM combined AS c
-JOIN totals AS t
-    ON t.cluster = c.cluster AND t.week_n = c.week_n
+FROM totals AS c
 ORDER BY c.cluster, week, c.level, c.account, c.user

@@ -25,12 +25,26 @@
 -- As DESIGN §4 defines it, a sample is active when it is observed and not idle, so a sample
 -- with no utilisation field at all counts as active (active_s + idle_s = observed_s).
 
+-- Per sample, what several aggregates share, computed once: the bucket, its end, the part of
+-- the span past that end, whether the sample is active or idle, its span weighted by its share.
+WITH spans AS (
+    SELECT
+        *,
+        epoch(ts) AS ts_e,
+        floor(epoch(ts) / $bucket_s) AS bucket_no,
+        (floor(epoch(ts) / $bucket_s) + 1) * $bucket_s AS bucket_end_e,
+        greatest(end_e - (floor(epoch(ts) / $bucket_s) + 1) * $bucket_s, 0) AS carry_s,
+        busy IS NULL OR busy >= $idle_below AS active,
+        busy < $idle_below AS idle,
+        span_s * share AS share_s
+    FROM sample_spans
+)
 SELECT
     s.cluster,
     coalesce(s.gpu_uuid, s.device_node || '/' || CAST(s.device_index AS VARCHAR)) AS device,
     s.mig_instance,
     s.job_id,
-    to_timestamp(floor(epoch(s.ts) / $bucket_s) * $bucket_s) AS bucket,
+    to_timestamp(s.bucket_no * $bucket_s) AS bucket,
     any_value(s.date) AS date,
     any_value(s.node) AS node,
     any_value(s.gpu_index) AS gpu_index,
@@ -38,47 +52,40 @@ SELECT
     any_value(s.model) AS model,
     count(*) AS samples,
     avg(s.share) AS share,
-    min(epoch(s.ts)) AS first_e,
+    min(s.ts_e) AS first_e,
     max(s.end_e) AS last_end_e,
-    max(epoch(s.ts) + s.interval_s) AS interval_end_e,
+    max(s.ts_e + s.interval_s) AS interval_end_e,
     sum(s.gap_s) AS gap_s,
     sum(s.span_s) AS observed_s,
-    sum(greatest(s.end_e - (floor(epoch(s.ts) / $bucket_s) + 1) * $bucket_s, 0))
-        AS carry_s,
+    sum(s.carry_s) AS carry_s,
     -- the part of the GPU the one sample that runs past the bucket's end holds (0 when none)
-    coalesce(max(s.share / s.sharers) FILTER (
-        WHERE s.end_e > (floor(epoch(s.ts) / $bucket_s) + 1) * $bucket_s
-    ), 0) AS carry_share,
-    sum(s.span_s * s.share) AS observed_share_s,
-    coalesce(sum(s.span_s * s.share) FILTER (WHERE s.busy IS NULL OR s.busy >= $idle_below), 0)
-        AS active_share_s,
-    coalesce(sum(s.span_s * s.share) FILTER (WHERE s.busy < $idle_below), 0) AS idle_share_s,
-    coalesce(sum(s.span_s) FILTER (WHERE s.busy IS NULL OR s.busy >= $idle_below), 0) AS active_s,
-    coalesce(sum(greatest(
-        s.end_e - (floor(epoch(s.ts) / $bucket_s) + 1) * $bucket_s, 0
-    )) FILTER (WHERE s.busy IS NULL OR s.busy >= $idle_below), 0) AS carry_active_s,
-    coalesce(sum(s.span_s) FILTER (WHERE s.busy < $idle_below), 0) AS idle_s,
-    coalesce(sum(greatest(
-        s.end_e - (floor(epoch(s.ts) / $bucket_s) + 1) * $bucket_s, 0
-    )) FILTER (WHERE s.busy < $idle_below), 0) AS carry_idle_s,
+    coalesce(max(CASE WHEN s.end_e > s.bucket_end_e THEN s.share / s.sharers END), 0)
+        AS carry_share,
+    sum(s.share_s) AS observed_share_s,
+    coalesce(sum(CASE WHEN s.active THEN s.share_s END), 0) AS active_share_s,
+    coalesce(sum(CASE WHEN s.idle THEN s.share_s END), 0) AS idle_share_s,
+    coalesce(sum(CASE WHEN s.active THEN s.span_s END), 0) AS active_s,
+    coalesce(sum(CASE WHEN s.active THEN s.carry_s END), 0) AS carry_active_s,
+    coalesce(sum(CASE WHEN s.idle THEN s.span_s END), 0) AS idle_s,
+    coalesce(sum(CASE WHEN s.idle THEN s.carry_s END), 0) AS carry_idle_s,
     coalesce(sum(s.busy * s.span_s), 0) AS effective_s,
-    coalesce(sum(s.span_s) FILTER (WHERE s.busy IS NOT NULL), 0) AS busy_known_s,
+    coalesce(sum(CASE WHEN s.busy IS NOT NULL THEN s.span_s END), 0) AS busy_known_s,
     sum(s.gpu_util_pct * s.span_s) AS util_sum,
-    coalesce(sum(s.span_s) FILTER (WHERE s.gpu_util_pct IS NOT NULL), 0) AS util_known_s,
+    coalesce(sum(CASE WHEN s.gpu_util_pct IS NOT NULL THEN s.span_s END), 0) AS util_known_s,
     sum(s.sm_active * s.span_s) AS sm_sum,
-    coalesce(sum(s.span_s) FILTER (WHERE s.sm_active IS NOT NULL), 0) AS sm_known_s,
+    coalesce(sum(CASE WHEN s.sm_active IS NOT NULL THEN s.span_s END), 0) AS sm_known_s,
     sum(s.tensor_active * s.span_s) AS tensor_sum,
-    coalesce(sum(s.span_s) FILTER (WHERE s.tensor_active IS NOT NULL), 0) AS tensor_known_s,
+    coalesce(sum(CASE WHEN s.tensor_active IS NOT NULL THEN s.span_s END), 0) AS tensor_known_s,
     sum(s.dram_active * s.span_s) AS dram_sum,
-    coalesce(sum(s.span_s) FILTER (WHERE s.dram_active IS NOT NULL), 0) AS dram_known_s,
+    coalesce(sum(CASE WHEN s.dram_active IS NOT NULL THEN s.span_s END), 0) AS dram_known_s,
     max(s.fb_used_mib) AS fb_used_mib_max,
     sum(s.energy_step_j) AS energy_j,
     sum(s.power_w * s.span_s) AS power_sum,
-    coalesce(sum(s.span_s) FILTER (WHERE s.power_w IS NOT NULL), 0) AS power_known_s,
+    coalesce(sum(CASE WHEN s.power_w IS NOT NULL THEN s.span_s END), 0) AS power_known_s,
     sum(s.nvlink_bps * s.span_s) AS nvlink_bytes,
     sum(s.pcie_bps * s.span_s) AS pcie_bytes,
-    coalesce(sum(s.span_s) FILTER (WHERE s.sharers > 1), 0) AS shared_s
-FROM sample_spans AS s
+    coalesce(sum(CASE WHEN s.sharers > 1 THEN s.span_s END), 0) AS shared_s
+FROM spans AS s
 GROUP BY
     s.cluster,
     s.gpu_uuid,
@@ -86,4 +93,4 @@ GROUP BY
     s.device_index,
     s.mig_instance,
     s.job_id,
-    floor(epoch(s.ts) / $bucket_s)
+    s.bucket_no

@@ -1,7 +1,7 @@
 -- sample_spans: every GPU sample with the span of time it stands for, its busy fraction and energy.
 --
 -- Grain:   one row per gpu_samples row
--- Reads:   gpu_samples
+-- Reads:   gpu_samples (twice: once for the distinct devices)
 -- Params:  none
 -- Returns: cluster, device, device_node, device_index, node, gpu_index, gpu_uuid, mig_instance,
 --          model, ts, job_id, interval_s, date, span_s, end_e, gap_s, share, sharers, busy,
@@ -19,7 +19,43 @@
 -- are counted once per physical GPU too. energy_step_j is the counter's increase over the span;
 -- where the counter reset, is missing, or the span ends in a gap, power × span is used instead.
 
-WITH mig_counts AS (
+WITH devices AS (
+    -- The device is the UUID, else node and index. Numbering the devices first lets the windows
+    -- partition on one integer and leave the key columns (strings) out of what they sort: they
+    -- are joined back after them, which costs far less than sorting them.
+    SELECT
+        cluster,
+        gpu_uuid,
+        device_node,
+        device_index,
+        mig_instance,
+        -- ordered: Spark numbers rows only in an ordered window
+        row_number() OVER (
+            ORDER BY cluster, gpu_uuid, device_node, device_index, mig_instance
+        ) AS device_id
+    FROM (
+        SELECT DISTINCT
+            cluster,
+            gpu_uuid,
+            CASE WHEN gpu_uuid IS NULL THEN node END AS device_node,
+            CASE WHEN gpu_uuid IS NULL THEN gpu_index END AS device_index,
+            mig_instance
+        FROM gpu_samples
+    ) AS keys
+),
+keyed AS (
+    SELECT
+        g.*,
+        d.device_id
+    FROM gpu_samples AS g
+    INNER JOIN devices AS d
+        ON d.cluster = g.cluster
+        AND d.gpu_uuid IS NOT DISTINCT FROM g.gpu_uuid
+        AND d.device_node IS NOT DISTINCT FROM (CASE WHEN g.gpu_uuid IS NULL THEN g.node END)
+        AND d.device_index IS NOT DISTINCT FROM (CASE WHEN g.gpu_uuid IS NULL THEN g.gpu_index END)
+        AND d.mig_instance IS NOT DISTINCT FROM g.mig_instance
+),
+mig_counts AS (
     SELECT
         cluster,
         coalesce(gpu_uuid, node || '/' || CAST(gpu_index AS VARCHAR)) AS device,
@@ -29,14 +65,11 @@ WITH mig_counts AS (
     WHERE mig_instance IS NOT NULL
     GROUP BY cluster, device, ts
 ),
-ordered AS (
+slim AS (
     SELECT
-        cluster,
-        coalesce(gpu_uuid, node || '/' || CAST(gpu_index AS VARCHAR)) AS device,
+        device_id,
         node,
         gpu_index,
-        gpu_uuid,
-        mig_instance,
         model,
         ts,
         job_id,
@@ -60,18 +93,8 @@ ordered AS (
         lead(ts) OVER device_time AS lead_ts,
         lead(energy_j) OVER device_time AS lead_energy_j,
         coalesce(lead(ts) OVER device_time = ts OR lag(ts) OVER device_time = ts, FALSE) AS tied
-    FROM gpu_samples
-    -- The device is the UUID, else node and index: partitioning on the columns themselves
-    -- sorts the same groups without building a key string per sample.
-    WINDOW device_time AS (
-        PARTITION BY
-            cluster,
-            gpu_uuid,
-            CASE WHEN gpu_uuid IS NULL THEN node END,
-            CASE WHEN gpu_uuid IS NULL THEN gpu_index END,
-            mig_instance
-        ORDER BY ts
-    )
+    FROM keyed
+    WINDOW device_time AS (PARTITION BY device_id ORDER BY ts)
 ),
 -- Nearly every row is alone at its (device, ts): the next row is the device's next sample.
 alone AS (
@@ -81,7 +104,7 @@ alone AS (
         lead_energy_j AS next_energy_j,
         1 AS sharers,
         FALSE AS duplicate
-    FROM ordered
+    FROM slim
     WHERE NOT tied
 ),
 -- Several rows at one (device, ts): one per sharer, and exact duplicates (same job_id). Only
@@ -93,28 +116,24 @@ together AS (
         max(CASE WHEN lead_ts > ts THEN lead_energy_j END) OVER device_point AS next_energy_j,
         count(DISTINCT coalesce(job_id, '')) OVER device_point AS sharers,
         -- the rows of one job_id but one are duplicates: they stand for 0 s
-        row_number() OVER (
-            PARTITION BY
-                cluster,
-                gpu_uuid,
-                CASE WHEN gpu_uuid IS NULL THEN node END,
-                CASE WHEN gpu_uuid IS NULL THEN gpu_index END,
-                mig_instance,
-                ts,
-                job_id
-            ORDER BY ts
-        ) > 1 AS duplicate
-    FROM ordered
+        row_number() OVER (PARTITION BY device_id, ts, job_id ORDER BY ts) > 1 AS duplicate
+    FROM slim
     WHERE tied
-    WINDOW device_point AS (
-        PARTITION BY
-            cluster,
-            gpu_uuid,
-            CASE WHEN gpu_uuid IS NULL THEN node END,
-            CASE WHEN gpu_uuid IS NULL THEN gpu_index END,
-            mig_instance,
-            ts
-    )
+    WINDOW device_point AS (PARTITION BY device_id, ts)
+),
+ordered AS (
+    SELECT
+        d.cluster,
+        coalesce(d.gpu_uuid, d.device_node || '/' || CAST(d.device_index AS VARCHAR)) AS device,
+        d.gpu_uuid,
+        d.mig_instance,
+        w.*
+    FROM (
+        SELECT * FROM alone
+        UNION ALL
+        SELECT * FROM together
+    ) AS w
+    INNER JOIN devices AS d ON d.device_id = w.device_id
 ),
 spans AS (
     SELECT
@@ -124,11 +143,7 @@ spans AS (
         CASE WHEN o.duplicate THEN 0.0 ELSE 1.0 / o.sharers END AS part,
         epoch(o.next_ts) - epoch(o.ts) AS step_s,
         o.next_ts IS NOT NULL AND epoch(o.next_ts) - epoch(o.ts) <= 2 * o.interval_s AS continuous
-    FROM (
-        SELECT * FROM alone
-        UNION ALL
-        SELECT * FROM together
-    ) AS o
+    FROM ordered AS o
     LEFT JOIN mig_counts AS m
         ON o.mig_instance IS NOT NULL
         AND m.cluster = o.cluster

@@ -279,7 +279,11 @@ def test_bench_writes_its_results_as_json(tmp_path: Path) -> None:
     assert a["samples"] > 0 and a["floor_scan_s"] > 0 and a["marts_s"] > 0
     assert a["marts_vs_floor"] == pytest.approx(a["marts_s"] / a["floor_scan_s"])
     assert a["pandas_merge_asof"]["total_s"] > 0 and a["polars_join_asof"]["total_s"] > 0
-    assert a["incremental"]["seconds"] > 0
+    inc = a["incremental"]
+    assert inc["seconds"] > 0 and inc["ingest_day_s"] > 0
+    assert inc["mode"] == "incremental", "the new day rebuilt the summary marts whole"
+    assert inc["vs_marts"] == pytest.approx(inc["seconds"] / a["marts_s"])
+    assert "incremental: mart update" in result.stdout
     timed = {q["query"]: q for q in a["dashboard"]}
     assert "dashboard/cluster_summary" in timed and "seconds" in timed["dashboard/cluster_summary"]
     assert a["dashboard_pages"] and all(s > 0 for s in a["dashboard_pages"].values())

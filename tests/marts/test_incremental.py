@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import polars as pl
+import pytest
 from polars.testing import assert_frame_equal
 
 from tests.marts import rows as r
@@ -14,6 +15,7 @@ from warehouse.attribution import AttributionConfig, build_marts, reattribute
 from warehouse.connection import WarehouseConfig, connect
 from warehouse.partitions import SAMPLE_MARTS, build_sample_marts
 from warehouse.schema import MARTS, RAW_TABLES
+from warehouse.summary import SUMMARY_MARTS, SummaryUpdate, refresh_summary_marts
 
 DAY_S = 86400
 STEP_S = 120  # a coarse sampling step keeps three days of two GPUs small
@@ -157,3 +159,153 @@ def test_removed_samples_remove_their_day_partitions(tmp_path):
     assert not any(day_of(p) == "date=2024-03-03" for p in partition_files(root))
     assert [day.isoformat() for _, day in report.tails] == ["2024-03-02"]
     assert report.rebuilt == ()
+
+
+# --- the summary marts, updated in place -------------------------------------------------------
+
+OFFSET_S = 60  # samples at hh:m1:00, so each day's last sample runs 60 s past midnight
+
+
+def land_offset_day(root: Path, day: int) -> None:
+    rows = []
+    for gpu_index in (0, 1):
+        times = list(range(day * DAY_S + OFFSET_S, (day + 1) * DAY_S, STEP_S))
+        busy = [0.7 if (t // 3600) % 3 else 0.0 for t in times]
+        rows += r.samples(
+            times,
+            gpu_index=gpu_index,
+            interval_s=float(STEP_S),
+            engine_active=busy,
+            power_w=200.0,
+        )
+    r.land(root, "gpu_samples", rows, batch_id=f"day{day}")
+
+
+def lake_for_summaries(root: Path) -> None:
+    """Three days (Fri 2024-03-01 to Sun 03-03) of two GPUs: a job over all three days, a job
+    still running on GPU 1 (open allocation), a job with no allocation rows still running (its
+    allocated time runs to the data's end) and one that only ran on the first day."""
+    for day in range(3):
+        land_offset_day(root, day)
+    r.land(
+        root,
+        "jobs",
+        [
+            r.job("j1", 3600, 2 * DAY_S + 7200),
+            r.job("jrun", 2 * DAY_S + 20000, None, state="RUNNING"),
+            r.job("jfree", DAY_S, None, state="RUNNING", gpus=2),
+            r.job("jold", 600, 5000, account="chem", user="bob"),
+        ],
+    )
+    r.land(
+        root,
+        "job_gpus",
+        [
+            r.job_gpu("j1", 3600, 2 * DAY_S + 7200, gpu_index=0),
+            r.job_gpu("jrun", 2 * DAY_S + 20000, None, gpu_index=1),
+            r.job_gpu("jold", 600, 5000, gpu_index=1),
+        ],
+    )
+    r.land(root, "gpus", [r.gpu(), r.gpu(gpu_index=1)])
+    build(root)
+
+
+def summary_files(root: Path) -> dict[str, tuple[int, int]]:
+    """Every summary mart file (relative path) -> (mtime_ns, size)."""
+    found = {}
+    for mart, _ in SUMMARY_MARTS:
+        for path in (root / mart).rglob("*.parquet"):
+            stat = path.stat()
+            found[str(path.relative_to(root))] = (stat.st_mtime_ns, stat.st_size)
+    return found
+
+
+def update(root: Path) -> SummaryUpdate:
+    """What the pipeline does as files land: re-attribute, the day passes, the summary marts."""
+    con = connect(root)
+    reattribute(con, root)
+    build_sample_marts(WarehouseConfig(root), AttributionConfig().values())
+    return refresh_summary_marts(con, root, AttributionConfig())
+
+
+def test_a_new_day_updates_the_summary_marts_in_place_as_a_rebuild_would(tmp_path):
+    root = tmp_path / "lake"
+    lake_for_summaries(root)
+    before = summary_files(root)
+    old = snapshot(root)
+
+    land_offset_day(root, 3)  # Monday 2024-03-04: a new week
+    done = update(root)
+
+    assert done.mode == "incremental", done.reason
+    assert [d.isoformat() for _, d in done.days] == ["2024-03-03", "2024-03-04"]
+    got = snapshot(root)
+    assert_same_marts(got, rebuilt_from_scratch(root, tmp_path / "scratch"))
+    # the new day is in every summary mart: its usage, its occupancy, its week
+    assert "2024-03-04" in {str(d) for d in got["usage_daily"]["date"].to_list()}
+    assert got["fairness_weekly"]["week"].n_unique() == 2
+    # the bucket across midnight holds the last span of Sunday and the first of Monday
+    midnight = got["cluster_occupancy"].filter(pl.col("bucket") == r.at(3 * DAY_S))
+    assert midnight["gpus_unobserved"].to_list() == [pytest.approx(0.0, abs=1e-9)]
+    # jobs that did not touch the changed days keep their rows; the others were recomputed
+    untouched = old["job_usage"].filter(pl.col("job_id") == "jold")
+    assert_frame_equal(got["job_usage"].filter(pl.col("job_id") == "jold"), untouched)
+    running = got["job_usage"].filter(pl.col("job_id") == "jrun")
+    assert (
+        running["observed_gpu_h"].item()
+        > old["job_usage"].filter(pl.col("job_id") == "jrun")["observed_gpu_h"].item()
+    )
+    # usage_daily and cluster_occupancy partitions of the untouched days are left as they were
+    after = summary_files(root)
+    kept = {
+        p: v
+        for p, v in before.items()
+        if p.startswith(("usage_daily", "cluster_occupancy"))
+        and day_of(p) in ("date=2024-03-01", "date=2024-03-02")
+    }
+    assert len(kept) == 4 and all(after[p] == v for p, v in kept.items())
+
+
+def test_a_removed_day_updates_the_summary_marts_in_place_as_a_rebuild_would(tmp_path):
+    root = tmp_path / "lake"
+    lake_for_summaries(root)
+    land_offset_day(root, 3)
+    update(root)
+    shutil.rmtree(root / "gpu_samples" / "cluster=della" / "date=2024-03-04")
+
+    done = update(root)
+
+    assert done.mode == "incremental", done.reason
+    assert [d.isoformat() for _, d in done.days] == ["2024-03-03", "2024-03-04"]
+    got = snapshot(root)
+    assert_same_marts(got, rebuilt_from_scratch(root, tmp_path / "scratch"))
+
+
+def test_nothing_changed_leaves_the_summary_marts_alone(tmp_path):
+    root = tmp_path / "lake"
+    lake_for_summaries(root)
+    before = summary_files(root)
+
+    done = update(root)
+
+    assert done.mode == "unchanged"
+    assert summary_files(root) == before
+
+
+def test_other_changes_rebuild_the_summary_marts_whole(tmp_path):
+    root = tmp_path / "lake"
+    lake_for_summaries(root)
+
+    # a late scheduler record: raw tables other than samples changed
+    r.land(root, "jobs", [r.job("j9", DAY_S + 600, DAY_S + 4200)], batch_id="late")
+    r.land(root, "job_gpus", [r.job_gpu("j9", DAY_S + 600, DAY_S + 4200, gpu_index=1)], "late")
+    late = update(root)
+    assert late.mode == "rebuilt" and "raw tables" in late.reason
+    assert_same_marts(snapshot(root), rebuilt_from_scratch(root, tmp_path / "scratch"))
+
+    # the state the update reads is gone or was changed by hand: rebuilt, not trusted
+    land_offset_day(root, 3)
+    next(iter((root / "_state" / "summary_index").rglob("2024-03-01.parquet"))).unlink()
+    lost = update(root)
+    assert lost.mode == "rebuilt" and "index" in lost.reason
+    assert_same_marts(snapshot(root), rebuilt_from_scratch(root, tmp_path / "scratch2"))

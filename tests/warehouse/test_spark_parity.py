@@ -17,10 +17,11 @@ from polars.testing import assert_frame_equal
 
 from collector.sim import SimConfig, simulate
 from tests.marts import rows as r
+from tests.report.lake import assoc
 from warehouse.attribution import MART_ORDER, AttributionConfig, build_marts, reattribute
 from warehouse.connection import connect
 from warehouse.schema import MARTS
-from warehouse.spark import DUCKDB_ONLY_MARTS, transpile
+from warehouse.spark import transpile
 
 pytestmark = pytest.mark.slow
 
@@ -49,7 +50,6 @@ def marts(root: Path) -> dict[str, pl.DataFrame]:
     return {
         name: con.table(name).pl().sort(list(spec.key), nulls_last=True)
         for name, spec in MARTS.items()
-        if name not in DUCKDB_ONLY_MARTS
     }
 
 
@@ -100,10 +100,25 @@ def test_spark_builds_the_same_marts_as_duckdb_on_a_hand_made_lake(spark, tmp_pa
     r.land(lake, "job_gpus", rows["job_gpus"])
     r.land(lake, "gpus", rows["gpus"])
     r.land(lake, "gpu_events", [r.event(600, "xid", 79, gpu_index=1)])
+    # A share tree for fairness_weekly: physics has a user with jobs, bio none.
+    r.land(
+        lake,
+        "associations",
+        [
+            assoc("root", None, None, None),
+            assoc("physics", None, "root", 3),
+            assoc("bio", None, "root", 1),
+            assoc("physics", "alice", None, 1),
+            assoc("bio", "bob", None, 1),
+        ],
+    )
 
     duck, on_spark = both_engines(spark, lake, tmp_path)
 
     assert duck["job_usage"].height == 4 and duck["cluster_occupancy"].height > 0
+    fairness = duck["fairness_weekly"]
+    assert fairness.filter(pl.col("account") == "bio")["jobs"].to_list() == [0, 0]
+    assert fairness["entitled_share"].drop_nulls().len() > 0
     assert_same(duck, on_spark)
 
 

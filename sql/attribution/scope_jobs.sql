@@ -1,0 +1,42 @@
+-- scope_jobs: the jobs whose job_usage and job_outcomes rows a change of some days can alter,
+-- and every job usage_daily reads on those days.
+--
+-- Grain:   one row per (cluster, job_id)
+-- Reads:   scope_days (cluster, date, start_e, end_e: the days to update), changed_index (the
+--          summary_index rows of the changed days, before and after), summary_index (after),
+--          job_gpus, jobs_latest, moved_ends (cluster: the clusters whose data end moved)
+-- Params:  none
+-- Returns: cluster, job_id
+--
+-- A job is in scope when it had or has samples on a changed day, has samples on a day to
+-- update, holds an allocation overlapping a day to update (open allocations end at the data's
+-- end), or is still running in a cluster whose data end moved (its allocated time runs to it).
+
+SELECT cluster, job_id
+FROM changed_index
+WHERE job_id IS NOT NULL
+UNION
+SELECT i.cluster, i.job_id
+FROM summary_index AS i
+JOIN scope_days AS d
+    ON d.cluster = i.cluster AND d.date = i.date
+WHERE i.job_id IS NOT NULL
+UNION
+SELECT g.cluster, g.job_id
+FROM job_gpus AS g
+JOIN scope_days AS d
+    ON d.cluster = g.cluster
+WHERE epoch(g.start_ts) < d.end_e
+    AND (g.end_ts IS NULL OR epoch(g.end_ts) >= d.start_e)
+UNION
+SELECT g.cluster, g.job_id
+FROM job_gpus AS g
+JOIN moved_ends AS m
+    ON m.cluster = g.cluster
+WHERE g.end_ts IS NULL
+UNION
+SELECT j.cluster, j.job_id
+FROM jobs_latest AS j
+JOIN moved_ends AS m
+    ON m.cluster = j.cluster
+WHERE j.start_ts IS NOT NULL AND j.end_ts IS NULL

@@ -1,0 +1,608 @@
+"""The summary marts (job_usage, job_outcomes, usage_daily, cluster_occupancy, fairness_weekly),
+built whole or brought up to date from the day partitions of the sample-level marts.
+
+`build_summary_marts` builds them whole. `refresh_summary_marts` compares the day partitions
+of the sample-level marts with the ones the summary marts were last built from and, when only
+some days changed (and nothing else they read: the other raw tables, the SQL, the config),
+updates only the rows those days can touch:
+
+- `usage_daily`: the (cluster, date) partitions of the changed days, and of the days between
+  the old and the new end of the data (allocations still open run to it);
+- `job_usage`, `job_outcomes`: the jobs that had or have samples on those days, that hold an
+  allocation overlapping them, or that are still running where the data's end moved —
+  recomputed from all of their days;
+- `cluster_occupancy`, `fairness_weekly`: recomputed from the small marts (a bucket's row
+  depends on the data's start, end and device count, a week's on every job in it, and a job
+  spanning weeks changes the weeks before the new day too), and only the partitions whose rows
+  changed are written.
+
+Each is the mart's own SQL reading views restricted to the rows in scope, so there is one
+definition per mart. `gpu_job_buckets` and `gpu_samples`, which the summary marts read only
+for the data's start, end and devices, are stood in for by a small per-day index kept in
+`<lake>/_state/summary_index/` (`sql/attribution/summary_index.sql`). Anything unexpected —
+no state, other raw tables or SQL changed, mart or index files changed by someone else,
+sample files outside the partition layout — rebuilds them whole, as before.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+import sqlite3
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+import sql
+from warehouse import layout, queries
+from warehouse.connection import (
+    DERIVED_VIEWS,
+    WarehouseConfig,
+    open_engine,
+    register_files,
+    register_reference,
+    register_table,
+)
+from warehouse.partitions import SAMPLE_MARTS
+from warehouse.schema import MARTS, RAW_TABLES
+from warehouse.writer import replace_partition, replace_partitions
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from warehouse.attribution import AttributionConfig
+
+__all__ = [
+    "SUMMARY_MARTS",
+    "SummaryUpdate",
+    "build_summary_marts",
+    "land_mart",
+    "record_summary_state",
+    "refresh_summary_marts",
+]
+
+# The marts built from the sample-level ones (and jobs, allocations, events), in build order.
+SUMMARY_MARTS: tuple[tuple[str, str], ...] = (
+    ("job_usage", "marts/job_usage"),
+    ("job_outcomes", "marts/job_outcomes"),
+    ("usage_daily", "marts/usage_daily"),
+    ("cluster_occupancy", "marts/cluster_occupancy"),
+    ("fairness_weekly", "marts/fairness_weekly"),
+)
+_HELPERS = (
+    "attribution/summary_index",
+    "attribution/data_end_samples",
+    "attribution/scope_jobs",
+    *DERIVED_VIEWS.values(),
+)
+_INDEX_DIR = "summary_index"
+_DAY_S = 86400
+_EPOCH = dt.date(1970, 1, 1)
+DayKey = tuple[str, dt.date]  # (cluster folder, UTC day), as the partitions are laid out
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryUpdate:
+    """What `refresh_summary_marts` did: `mode` is "unchanged", "incremental" or "rebuilt";
+    `days` the day partitions that changed, `jobs` the jobs whose rows were recomputed."""
+
+    mode: str
+    counts: dict[str, int]
+    days: tuple[DayKey, ...] = ()
+    jobs: int = 0
+    reason: str = ""
+
+
+def land_mart(root: Path, mart: str, result: pa.Table) -> int:
+    """Replace every partition of `mart` by `result`, cluster by cluster; return its rows."""
+    schema = MARTS[mart].schema
+    table = result.select(schema.names).cast(schema)
+    clusters = pc.unique(table.column("cluster")).to_pylist()
+    for cluster in clusters:
+        rows = table.filter(pc.equal(table.column("cluster"), cluster))
+        replace_partitions(root, mart, rows, cluster)
+    return int(table.num_rows)
+
+
+def build_summary_marts(
+    con: duckdb.DuckDBPyConnection,
+    root: Path,
+    config: AttributionConfig,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, int]:
+    """Rebuild the job- and cluster-level marts whole from the sample-level ones; return rows.
+
+    They read the small per-bucket and per-day tables, never samples, so this costs a
+    fraction of one pass over the samples.
+    """
+    for table in (*RAW_TABLES, *(m for m, _ in SAMPLE_MARTS)):  # what is in the lake now
+        register_table(con, root, table)
+    counts = {}
+    for mart, query in SUMMARY_MARTS:
+        if progress:
+            progress(mart)
+        result = queries.run_arrow(con, query, **config.params(query, con))
+        counts[mart] = land_mart(root, mart, result)
+        register_table(con, root, mart)
+    return counts
+
+
+# --- state -----------------------------------------------------------------------------------
+
+
+def _fingerprint(paths: Iterable[Path]) -> str:
+    digest = hashlib.sha1()
+    for path in paths:
+        stat = path.stat()
+        digest.update(f"{path}|{stat.st_size}|{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+def _state(root: Path) -> sqlite3.Connection:
+    db = layout.open_state_db(root, "attribution.sqlite")
+    db.execute("CREATE TABLE IF NOT EXISTS summary_built (inputs TEXT, marts TEXT, index_fp TEXT)")
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS summary_days ("
+        " cluster TEXT, date TEXT, digest TEXT, PRIMARY KEY (cluster, date))"
+    )
+    return db
+
+
+def _folder_value(path: Path, key: str) -> str | None:
+    for part in path.parts:
+        if part.startswith(f"{key}="):
+            return part.removeprefix(f"{key}=")
+    return None
+
+
+def _day_key(path: Path) -> DayKey | None:
+    cluster, date = _folder_value(path, "cluster"), _folder_value(path, "date")
+    if cluster is None or date is None:
+        return None
+    try:
+        return cluster, dt.date.fromisoformat(date)
+    except ValueError:
+        return None
+
+
+def _inputs_fingerprint(root: Path, config: AttributionConfig) -> str:
+    """What the summary marts read besides the sample-level marts: the raw tables other than
+    samples, the SQL of every mart and helper, and the config."""
+    digest = hashlib.sha1(repr(config).encode())
+    for table in RAW_TABLES:
+        if table != "gpu_samples":
+            digest.update(_fingerprint(layout.table_files(root, table)).encode())
+    for query in (*(q for _, q in SAMPLE_MARTS), *(q for _, q in SUMMARY_MARTS), *_HELPERS):
+        digest.update(sql.load(query).encode())
+    return digest.hexdigest()
+
+
+def _sample_mart_days(root: Path) -> dict[DayKey, list[Path]] | None:
+    """The sample-level mart files of each day partition; None if one is outside the layout."""
+    days: dict[DayKey, list[Path]] = {}
+    for mart, _ in SAMPLE_MARTS:
+        for path in layout.table_files(root, mart):
+            key = _day_key(path)
+            if key is None:
+                return None
+            days.setdefault(key, []).append(path)
+    return days
+
+
+def _marts_fingerprint(root: Path) -> str:
+    return _fingerprint(p for mart, _ in SUMMARY_MARTS for p in layout.table_files(root, mart))
+
+
+def _index_path(root: Path, key: DayKey) -> Path:
+    return layout.state_dir(root) / _INDEX_DIR / key[0] / f"{key[1].isoformat()}.parquet"
+
+
+def _index_files(root: Path) -> list[Path]:
+    folder = layout.state_dir(root) / _INDEX_DIR
+    return sorted(p for p in folder.rglob("*.parquet") if not p.name.startswith("."))
+
+
+def _index_fingerprint(root: Path) -> str:
+    return _fingerprint(_index_files(root))
+
+
+def _write_index(root: Path, index: pa.Table, keys: Iterable[DayKey]) -> None:
+    """Write the index rows of each day in `keys` to its file (none: the file is removed)."""
+    names = [layout.safe_name(c) for c in index.column("cluster").to_pylist()]
+    by_key: dict[DayKey, list[int]] = {}
+    for row, (name, date) in enumerate(zip(names, index.column("date").to_pylist(), strict=True)):
+        by_key.setdefault((name, date), []).append(row)
+    for key in keys:
+        path = _index_path(root, key)
+        rows = by_key.get(key)
+        if not rows:
+            path.unlink(missing_ok=True)
+            continue
+        _write_state_file(index.take(pa.array(rows, pa.int64())), path)
+
+
+def _read_index(root: Path, keys: Iterable[DayKey]) -> list[pa.Table]:
+    return [pq.read_table(p) for k in keys if (p := _index_path(root, k)).exists()]
+
+
+def _index_of(con: duckdb.DuckDBPyConnection, files: list[Path]) -> pa.Table:
+    register_files(con, "gpu_job_buckets", files, view="gpu_job_buckets")
+    return queries.run_arrow(con, "attribution/summary_index")
+
+
+def record_summary_state(
+    root: Path, config: AttributionConfig, *, inputs: str | None = None
+) -> None:
+    """Record what the summary marts were just built whole from, so the next change of some
+    day partitions can update them instead of rebuilding them. `inputs`: the fingerprint of
+    the other inputs taken before the build (default: now)."""
+    inputs = inputs or _inputs_fingerprint(root, config)
+    days = _sample_mart_days(root)
+    with _state(root) as db:
+        db.execute("DELETE FROM summary_built")
+        db.execute("DELETE FROM summary_days")
+    if days is None:
+        return  # not in the layout: every refresh rebuilds whole
+    engine = open_engine(WarehouseConfig(root=root))
+    try:
+        register_reference(engine)
+        index = _index_of(engine, layout.table_files(root, "gpu_job_buckets"))
+        for path in _index_files(root):
+            path.unlink()
+        _write_index(root, index, days)
+        _write_derived(engine, root, index)
+    finally:
+        engine.close()
+    _save_state(root, inputs, days)
+
+
+def _save_state(root: Path, inputs: str, days: dict[DayKey, list[Path]]) -> None:
+    with _state(root) as db:
+        db.execute("DELETE FROM summary_built")
+        db.execute(
+            "INSERT INTO summary_built VALUES (?, ?, ?)",
+            (inputs, _marts_fingerprint(root), _index_fingerprint(root)),
+        )
+        db.execute("DELETE FROM summary_days")
+        db.executemany(
+            "INSERT INTO summary_days VALUES (?, ?, ?)",
+            [(k[0], k[1].isoformat(), _fingerprint(files)) for k, files in days.items()],
+        )
+
+
+def _stale_reason(root: Path, inputs: str) -> tuple[str, dict[DayKey, str]]:
+    """Why the summary marts cannot be updated in place ("" when they can), and the digest of
+    each day partition they were built from; `inputs` is the inputs' fingerprint now."""
+    with _state(root) as db:
+        built = db.execute("SELECT inputs, marts, index_fp FROM summary_built").fetchall()
+        recorded = {
+            (cluster, dt.date.fromisoformat(date)): digest
+            for cluster, date, digest in db.execute(
+                "SELECT cluster, date, digest FROM summary_days"
+            )
+        }
+    if len(built) != 1:
+        return "no record of a whole build", recorded
+    built_inputs, marts, index_fp = built[0]
+    if not all(layout.table_files(root, mart) for mart, _ in SUMMARY_MARTS):
+        return "a summary mart has no files", recorded
+    if marts != _marts_fingerprint(root):
+        return "the summary marts' files changed since they were built", recorded
+    if index_fp != _index_fingerprint(root):
+        return "the summary index changed since it was written", recorded
+    if built_inputs != inputs:
+        return "raw tables other than samples, the SQL or the config changed", recorded
+    if any(_day_key(p) is None for p in layout.table_files(root, "gpu_samples")):
+        return "sample files outside the partition layout", recorded
+    return "", recorded
+
+
+# --- the update ------------------------------------------------------------------------------
+
+
+def refresh_summary_marts(
+    con: duckdb.DuckDBPyConnection,
+    root: Path,
+    config: AttributionConfig,
+    progress: Callable[[str], None] | None = None,
+    *,
+    force: bool = False,
+    warehouse: WarehouseConfig | None = None,
+) -> SummaryUpdate:
+    """Bring the summary marts up to date with the sample-level ones: in place where only some
+    day partitions changed, whole otherwise (or with `force`). Views of the summary marts in
+    `con` are refreshed; the update itself runs in its own connection."""
+    days = _sample_mart_days(root)
+    inputs = _inputs_fingerprint(root, config)
+    reason, recorded = ("forced", {}) if force else _stale_reason(root, inputs)
+    if days is None:
+        reason = reason or "sample-level mart files outside the partition layout"
+    changed: tuple[DayKey, ...] = ()
+    if not reason and days is not None:
+        digests = {key: _fingerprint(files) for key, files in days.items()}
+        changed = tuple(
+            sorted(k for k in set(digests) | set(recorded) if digests.get(k) != recorded.get(k))
+        )
+        if not changed:
+            if progress:
+                for mart, _ in SUMMARY_MARTS:
+                    progress(mart)
+            return SummaryUpdate("unchanged", {m: _mart_rows(root, m) for m, _ in SUMMARY_MARTS})
+        engine = open_engine(warehouse or WarehouseConfig(root=root))
+        try:
+            register_reference(engine)
+            jobs = _update(engine, root, config, days, changed, progress)
+        finally:
+            engine.close()
+        _save_state(root, inputs, days)
+        for mart, _ in SUMMARY_MARTS:
+            register_table(con, root, mart)
+        counts = {m: _mart_rows(root, m) for m, _ in SUMMARY_MARTS}
+        return SummaryUpdate("incremental", counts, changed, jobs)
+    for mart, _ in SAMPLE_MARTS:
+        register_table(con, root, mart)
+    counts = build_summary_marts(con, root, config, progress)
+    record_summary_state(root, config, inputs=inputs)
+    return SummaryUpdate("rebuilt", counts, reason=reason)
+
+
+def _mart_rows(root: Path, mart: str) -> int:
+    return sum(pq.read_metadata(p).num_rows for p in layout.table_files(root, mart))
+
+
+def _arrow_view(con: duckdb.DuckDBPyConnection, name: str, table: pa.Table) -> None:
+    """Make `table` readable as `name` (registered: never also a view of that name)."""
+    con.register(name, table)
+
+
+def _restricted(con: duckdb.DuckDBPyConnection, base: str, view: str, scope: str) -> None:
+    """Create `view` as the rows of `base` whose (cluster, job_id) is in `scope`."""
+    con.table(base).join(con.table(scope), ["cluster", "job_id"], how="semi").create_view(view)
+
+
+def _day_start(date: dt.date) -> float:
+    return float((date - _EPOCH).days * _DAY_S)
+
+
+def _ends(index: pa.Table) -> dict[str, float]:
+    """The end of each cluster's data (max of epoch(ts) + interval_s over its samples)."""
+    ends = index.group_by("cluster").aggregate([("interval_end_e", "max")])
+    return dict(
+        zip(
+            ends.column("cluster").to_pylist(),
+            ends.column("interval_end_e_max").to_pylist(),
+            strict=True,
+        )
+    )
+
+
+def _scope_days(
+    both_changed: pa.Table,
+    changed: tuple[DayKey, ...],
+    before: dict[str, float],
+    after: dict[str, float],
+) -> tuple[pa.Table, list[str]]:
+    """The (cluster, day)s whose usage_daily rows can change, and the clusters whose data end
+    moved: the changed days (by the clusters their rows name), and every day between a
+    cluster's old and new end of data (allocations still open run to it)."""
+    wanted = set(changed)
+    days: set[tuple[str, dt.date]] = set()
+    clusters = both_changed.column("cluster").to_pylist()
+    for cluster, date in zip(clusters, both_changed.column("date").to_pylist(), strict=True):
+        if (layout.safe_name(cluster), date) in wanted:
+            days.add((cluster, date))
+    moved = []
+    for cluster in sorted(set(before) | set(after)):
+        ends = [e for e in (before.get(cluster), after.get(cluster)) if e is not None]
+        if len(ends) == 2 and ends[0] == ends[1]:
+            continue
+        moved.append(cluster)
+        for n in range(int(min(ends) // _DAY_S), int(max(ends) // _DAY_S) + 1):
+            days.add((cluster, _EPOCH + dt.timedelta(days=n)))
+    ordered = sorted(days)
+    table = pa.table(
+        {
+            "cluster": pa.array([c for c, _ in ordered], pa.string()),
+            "date": pa.array([d for _, d in ordered], pa.date32()),
+            "start_e": pa.array([_day_start(d) for _, d in ordered], pa.float64()),
+            "end_e": pa.array([_day_start(d) + _DAY_S for _, d in ordered], pa.float64()),
+        }
+    )
+    return table, moved
+
+
+def _partition_day(mart: str, table: pa.Table) -> list[dt.date | None]:
+    column = MARTS[mart].date_column
+    if column is None:
+        return [None] * table.num_rows
+    values = table.column(column)
+    if not pa.types.is_date32(values.type):
+        values = pc.cast(pc.cast(values, pa.timestamp("ms", tz="UTC")), pa.date32())
+    return list(values.to_pylist())
+
+
+def _land_changed(
+    root: Path, mart: str, result: pa.Table, partitions: set[tuple[str, dt.date]] | None = None
+) -> None:
+    """Write the date partitions of `mart` whose rows differ from `result`'s; remove those
+    `result` has no rows for. With `partitions` (cluster, day), only those are considered."""
+    schema = MARTS[mart].schema
+    table = result.select(schema.names).cast(schema)
+    groups: dict[tuple[str, dt.date], list[int]] = {}
+    clusters = table.column("cluster").to_pylist()
+    for row, (cluster, day) in enumerate(zip(clusters, _partition_day(mart, table), strict=True)):
+        if day is not None and (partitions is None or (cluster, day) in partitions):
+            groups.setdefault((cluster, day), []).append(row)
+    folders = {(layout.safe_name(c), d): (c, d) for c, d in groups}
+    present: set[tuple[str, dt.date]] = set()
+    for path in layout.table_files(root, mart):
+        if (found := _day_key(path)) is not None:
+            present.add(found)
+    considered = None if partitions is None else {(layout.safe_name(c), d) for c, d in partitions}
+    for folder_key in sorted(present - set(folders)):
+        if considered is None or folder_key in considered:
+            replace_partition(root, mart, schema.empty_table(), folder_key[0], folder_key[1])
+    for (cluster, day), rows in sorted(groups.items()):
+        part = table.take(pa.array(rows, pa.int64()))
+        folder = layout.partition_dir(root, mart, cluster, day)
+        old = [pq.read_table(p).select(schema.names) for p in sorted(folder.glob("*.parquet"))]
+        if old and pa.concat_tables(old).cast(schema).equals(part):
+            continue
+        replace_partition(root, mart, part, cluster, day)
+
+
+def _merge_jobs(root: Path, mart: str, new: pa.Table, scope: pa.Table) -> pa.Table:
+    """`mart` (one row per job) with the rows of the jobs in `scope` replaced by `new`'s,
+    landed for the clusters in scope; return the whole merged mart."""
+    schema = MARTS[mart].schema
+    old_files = layout.table_files(root, mart)
+    old = [pq.read_table(p, columns=schema.names).cast(schema) for p in old_files]
+    fresh = new.select(schema.names).cast(schema)
+    parts = [fresh]
+    clusters = set(scope.column("cluster").to_pylist())
+    for table in old:
+        for cluster in pc.unique(table.column("cluster")).to_pylist():
+            rows = table.filter(pc.equal(table.column("cluster"), cluster))
+            if cluster in clusters:
+                in_scope = scope.filter(pc.equal(scope.column("cluster"), cluster))
+                rows = rows.filter(pc.invert(pc.is_in(rows.column("job_id"), in_scope["job_id"])))
+            parts.append(rows)
+    merged = pa.concat_tables(parts).sort_by([("cluster", "ascending"), ("job_id", "ascending")])
+    for cluster in sorted(clusters):
+        replace_partitions(
+            root, mart, merged.filter(pc.equal(merged.column("cluster"), cluster)), cluster
+        )
+    return merged
+
+
+def _derived_path(root: Path, view: str) -> Path:
+    return layout.state_dir(root) / _INDEX_DIR / "_derived" / f"{view}.parquet"
+
+
+def _write_state_file(table: pa.Table, path: Path) -> None:
+    """Write a state file (re-derivable, so no fsync: a torn one fails the fingerprint check)."""
+    layout.ensure_dir(path.parent)
+    tmp = path.parent / f".{path.name}.tmp"
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+
+
+def _register_raw(con: duckdb.DuckDBPyConnection, root: Path, tables: Iterable[str]) -> None:
+    for table in tables:
+        register_files(con, table, layout.table_files(root, table), view=f"{table}_all")
+        con.table(f"{table}_all").create_view(table)
+
+
+def _write_derived(con: duckdb.DuckDBPyConnection, root: Path, index: pa.Table) -> None:
+    """Cache `jobs_latest` and `job_gpu_intervals` as of this build: they read only raw tables
+    other than samples (unchanged while updates are incremental) and, for allocations still
+    open, the data's end (whose jobs an update recomputes)."""
+    _register_raw(con, root, ("jobs", "job_gpus", "gpus"))
+    _arrow_view(con, "gpu_job_buckets", index)
+    for view in ("jobs_latest", "job_gpu_intervals"):
+        con.sql(sql.load(DERIVED_VIEWS[view])).create_view(view)
+        _write_state_file(con.table(view).to_arrow_table(), _derived_path(root, view))
+
+
+def _update(
+    con: duckdb.DuckDBPyConnection,
+    root: Path,
+    config: AttributionConfig,
+    days: dict[DayKey, list[Path]],
+    changed: tuple[DayKey, ...],
+    progress: Callable[[str], None] | None,
+) -> int:
+    """Update the summary marts for the `changed` day partitions; return the jobs in scope."""
+    # The index before (as recorded) and after (the changed days indexed again).
+    old_changed = _read_index(root, changed)
+    kept = _read_index(root, (k for k in days if k not in set(changed)))
+    buckets = [
+        p for k in changed for p in days.get(k, []) if p.is_relative_to(root / "gpu_job_buckets")
+    ]
+    new_changed = _index_of(con, buckets)
+    schema = new_changed.schema
+    old_index = pa.concat_tables(
+        [t.cast(schema) for t in (*kept, *old_changed)] or [schema.empty_table()]
+    )
+    new_index = pa.concat_tables([*(t.cast(schema) for t in kept), new_changed])
+    both_changed = pa.concat_tables([*(t.cast(schema) for t in old_changed), new_changed])
+    scope_days, moved = _scope_days(both_changed, changed, _ends(old_index), _ends(new_index))
+    _write_index(root, new_changed, changed)
+
+    # The jobs in scope; jobs_latest and the allocations of other jobs are as last built.
+    _register_raw(con, root, ("job_gpus", "gpus", "app_throughput", "gpu_events", "associations"))
+    jobs_latest = pq.read_table(_derived_path(root, "jobs_latest"))
+    intervals = pq.read_table(_derived_path(root, "job_gpu_intervals"))
+    _arrow_view(con, "jobs_latest_all", jobs_latest)
+    con.table("jobs_latest_all").create_view("jobs_latest")
+    _arrow_view(con, "gpu_job_buckets", new_index)  # stands in: the data's extent and devices
+    _arrow_view(con, "summary_index", new_index)
+    _arrow_view(con, "scope_days", scope_days)
+    _arrow_view(con, "changed_index", both_changed)
+    _arrow_view(con, "moved_ends", pa.table({"cluster": pa.array(moved, pa.string())}))
+    scope = queries.run_arrow(con, "attribution/scope_jobs")
+    _arrow_view(con, "scope_jobs", scope)
+
+    # job_usage and job_outcomes of the jobs in scope, from all of their days.
+    for table in ("job_gpus", "app_throughput", "jobs_latest"):
+        _restricted(con, f"{table}_all", table, "scope_jobs")
+    fresh = con.sql(sql.load(DERIVED_VIEWS["job_gpu_intervals"])).to_arrow_table()
+    _arrow_view(con, "job_gpu_intervals", fresh)
+    daily_files = layout.table_files(root, "job_gpu_daily")
+    register_files(con, "job_gpu_daily", daily_files, view="job_gpu_daily_all")
+    _restricted(con, "job_gpu_daily_all", "job_gpu_daily", "scope_jobs")
+    params = config.values()
+
+    def run(mart: str) -> pa.Table:
+        if progress:
+            progress(mart)
+        query = dict(SUMMARY_MARTS)[mart]
+        wanted = queries.parameters(con, query)
+        return queries.run_arrow(con, query, **{k: params[k] for k in wanted})
+
+    usage = run("job_usage")
+    _arrow_view(con, "job_usage", usage)
+    outcomes = run("job_outcomes")
+
+    # usage_daily of the days in scope: every job in it is in scope_jobs.
+    keys = set(
+        zip(
+            scope_days.column("cluster").to_pylist(),
+            scope_days.column("date").to_pylist(),
+            strict=True,
+        )
+    )
+    folders = {(layout.safe_name(c), d) for c, d in keys}
+    files = [p for p in daily_files if _day_key(p) in folders]
+    register_files(con, "job_gpu_daily", files, view="job_gpu_daily_days")
+    dates = con.from_arrow(scope_days.select(["cluster", "date"]))
+    in_scope = ["cluster", "date"]
+    con.table("job_gpu_daily_days").join(dates, in_scope, how="semi").create_view("job_gpu_daily")
+    daily = con.from_arrow(run("usage_daily")).join(dates, in_scope, how="semi").to_arrow_table()
+    _land_changed(root, "usage_daily", daily, keys)
+    merged_usage = _merge_jobs(root, "job_usage", usage, scope)
+    merged_outcomes = _merge_jobs(root, "job_outcomes", outcomes, scope)
+
+    # cluster_occupancy and fairness_weekly from the small marts; changed partitions land.
+    register_table(con, root, "bucket_occupancy")
+    _land_changed(root, "cluster_occupancy", run("cluster_occupancy"))
+    for table in ("job_gpus", "app_throughput", "jobs_latest"):
+        con.table(f"{table}_all").create_view(table)
+    others = con.from_arrow(intervals).join(
+        con.table("scope_jobs"), ["cluster", "job_id"], how="anti"
+    )
+    intervals = others.union(con.from_arrow(fresh.cast(intervals.schema))).to_arrow_table()
+    _arrow_view(con, "job_gpu_intervals", intervals)
+    _arrow_view(con, "job_usage", merged_usage)
+    _arrow_view(con, "job_outcomes", merged_outcomes)
+    register_table(con, root, "usage_daily")
+    con.sql(sql.load("attribution/data_end_samples")).create_view("gpu_samples")
+    _land_changed(root, "fairness_weekly", run("fairness_weekly"))
+    _write_state_file(intervals, _derived_path(root, "job_gpu_intervals"))
+    return int(scope.num_rows)
