@@ -10,7 +10,6 @@ samples), and builds the job- and cluster-level marts from those small per-bucke
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -79,14 +78,6 @@ class AttributionResult:
     mart_rows: dict[str, int]
 
 
-def _fingerprint(paths: list[Path]) -> str:
-    digest = hashlib.sha1()
-    for path in paths:
-        stat = path.stat()
-        digest.update(f"{path}|{stat.st_size}|{stat.st_mtime_ns}\n".encode())
-    return digest.hexdigest()
-
-
 def _state(root: Path) -> sqlite3.Connection:
     db = layout.open_state_db(root, "attribution.sqlite")
     db.execute(
@@ -103,7 +94,7 @@ def record_attributed(root: Path, paths: list[Path]) -> None:
     simulator does; so does a collector that looked up `job_gpus`) calls this, so `reattribute`
     does not check those files again until they or the allocations change.
     """
-    allocations = _fingerprint(layout.table_files(root, "job_gpus"))
+    allocations = layout.files_fingerprint(layout.table_files(root, "job_gpus"))
     with _state(root) as db:
         for path in paths:
             stat = path.stat()
@@ -149,7 +140,7 @@ def reattribute(
     was attributed). A rewritten file keeps its name, rows, order and `_batch`; only `job_id`
     changes.
     """
-    allocations = _fingerprint(layout.table_files(root, "job_gpus"))
+    allocations = layout.files_fingerprint(layout.table_files(root, "job_gpus"))
     # The files are checked against the allocations as they are now, not as they were when
     # `con` was opened: a stale view would record files as checked against rows it never saw.
     register_table(con, root, "job_gpus")

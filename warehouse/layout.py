@@ -7,9 +7,11 @@ under `<root>/_state/`, never beside the Parquet files.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import os
 import re
 import sqlite3
+from collections.abc import Iterable
 from pathlib import Path
 
 __all__ = [
@@ -17,6 +19,7 @@ __all__ = [
     "FILE_MODE",
     "batch_path",
     "ensure_dir",
+    "files_fingerprint",
     "open_private_db",
     "open_state_db",
     "partition_dir",
@@ -64,6 +67,16 @@ def table_files(root: Path, table: str) -> list[Path]:
     if not folder.is_dir():
         return []
     return sorted(p for p in folder.rglob("*.parquet") if not p.name.startswith("."))
+
+
+def files_fingerprint(paths: Iterable[Path], salt: str = "") -> str:
+    """A digest of files' names, sizes and modification times (and `salt`): it changes when
+    any of them is added, removed or rewritten, without reading their contents."""
+    digest = hashlib.sha1(salt.encode())
+    for path in paths:
+        stat = path.stat()
+        digest.update(f"{path}|{stat.st_size}|{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
 
 
 def state_dir(root: Path) -> Path:

@@ -15,9 +15,8 @@ memory is bounded by one day of samples whatever the lake's history.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import sqlite3
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -95,14 +94,6 @@ def sample_days(root: Path) -> dict[DayKey, list[Path]]:
             continue
         days.setdefault((cluster, day), []).append(path)
     return days
-
-
-def _digest(paths: Iterable[Path], salt: str) -> str:
-    digest = hashlib.sha1(salt.encode())
-    for path in paths:
-        stat = path.stat()
-        digest.update(f"{path}|{stat.st_size}|{stat.st_mtime_ns}\n".encode())
-    return digest.hexdigest()
 
 
 def _state(root: Path) -> sqlite3.Connection:
@@ -229,7 +220,10 @@ def build_sample_marts(
         unchanged = 0
         for done, key in enumerate(sorted(days), start=1):
             next_files = days.get((key[0], key[1] + dt.timedelta(days=1)), [])
-            own, following = _digest(days[key], salt), _digest(next_files, salt)
+            own, following = (
+                layout.files_fingerprint(days[key], salt),
+                layout.files_fingerprint(next_files, salt),
+            )
             present = (
                 layout.table_dir(root, SAMPLE_MARTS[0][0]) / f"cluster={key[0]}" / f"date={key[1]}"
             ).is_dir()

@@ -136,14 +136,6 @@ def build_summary_marts(
 # --- state -----------------------------------------------------------------------------------
 
 
-def _fingerprint(paths: Iterable[Path]) -> str:
-    digest = hashlib.sha1()
-    for path in paths:
-        stat = path.stat()
-        digest.update(f"{path}|{stat.st_size}|{stat.st_mtime_ns}\n".encode())
-    return digest.hexdigest()
-
-
 def _state(root: Path) -> sqlite3.Connection:
     db = layout.open_state_db(root, "attribution.sqlite")
     db.execute("CREATE TABLE IF NOT EXISTS summary_built (inputs TEXT, marts TEXT, index_fp TEXT)")
@@ -177,7 +169,7 @@ def _inputs_fingerprint(root: Path, config: AttributionConfig) -> str:
     digest = hashlib.sha1(repr(config).encode())
     for table in RAW_TABLES:
         if table != "gpu_samples":
-            digest.update(_fingerprint(layout.table_files(root, table)).encode())
+            digest.update(layout.files_fingerprint(layout.table_files(root, table)).encode())
     for query in (*(q for _, q in SAMPLE_MARTS), *(q for _, q in SUMMARY_MARTS), *_HELPERS):
         digest.update(sql.load(query).encode())
     return digest.hexdigest()
@@ -196,7 +188,9 @@ def _sample_mart_days(root: Path) -> dict[DayKey, list[Path]] | None:
 
 
 def _marts_fingerprint(root: Path) -> str:
-    return _fingerprint(p for mart, _ in SUMMARY_MARTS for p in layout.table_files(root, mart))
+    return layout.files_fingerprint(
+        p for mart, _ in SUMMARY_MARTS for p in layout.table_files(root, mart)
+    )
 
 
 def _index_path(root: Path, key: DayKey) -> Path:
@@ -209,7 +203,7 @@ def _index_files(root: Path) -> list[Path]:
 
 
 def _index_fingerprint(root: Path) -> str:
-    return _fingerprint(_index_files(root))
+    return layout.files_fingerprint(_index_files(root))
 
 
 def _write_index(root: Path, index: pa.Table, keys: Iterable[DayKey]) -> None:
@@ -272,7 +266,10 @@ def _save_state(root: Path, inputs: str, days: dict[DayKey, list[Path]]) -> None
         db.execute("DELETE FROM summary_days")
         db.executemany(
             "INSERT INTO summary_days VALUES (?, ?, ?)",
-            [(k[0], k[1].isoformat(), _fingerprint(files)) for k, files in days.items()],
+            [
+                (k[0], k[1].isoformat(), layout.files_fingerprint(files))
+                for k, files in days.items()
+            ],
         )
 
 
@@ -325,7 +322,7 @@ def refresh_summary_marts(
         reason = reason or "sample-level mart files outside the partition layout"
     changed: tuple[DayKey, ...] = ()
     if not reason and days is not None:
-        digests = {key: _fingerprint(files) for key, files in days.items()}
+        digests = {key: layout.files_fingerprint(files) for key, files in days.items()}
         changed = tuple(
             sorted(k for k in set(digests) | set(recorded) if digests.get(k) != recorded.get(k))
         )
