@@ -115,8 +115,14 @@ together AS (
         nullif(max(lead_ts) OVER device_point, ts) AS next_ts,
         max(CASE WHEN lead_ts > ts THEN lead_energy_j END) OVER device_point AS next_energy_j,
         count(DISTINCT coalesce(job_id, '')) OVER device_point AS sharers,
-        -- the rows of one job_id but one are duplicates: they stand for 0 s
-        row_number() OVER (PARTITION BY device_id, ts, job_id ORDER BY ts) > 1 AS duplicate
+        -- the rows of one job_id but one are duplicates: they stand for 0 s. Which one stands
+        -- is decided by the values, so two sources disagreeing give the same answer every run.
+        row_number() OVER (
+            PARTITION BY device_id, ts, job_id
+            ORDER BY
+                energy_j NULLS LAST, power_w NULLS LAST, busy NULLS LAST,
+                gpu_util_pct NULLS LAST, fb_used_mib NULLS LAST, interval_s NULLS LAST
+        ) > 1 AS duplicate
     FROM slim
     WHERE tied
     WINDOW device_point AS (PARTITION BY device_id, ts)
