@@ -487,6 +487,7 @@ def _write_state_file(table: pa.Table, path: Path) -> None:
     layout.ensure_dir(path.parent)
     tmp = path.parent / f".{path.name}.tmp"
     pq.write_table(table, tmp)
+    os.chmod(tmp, layout.FILE_MODE)  # like every state file: not world-readable
     os.replace(tmp, path)
 
 
