@@ -22,7 +22,12 @@ import pyarrow.parquet as pq
 from warehouse import layout, queries
 from warehouse.connection import WarehouseConfig, register_table
 from warehouse.partitions import SAMPLE_MARTS, build_sample_marts
-from warehouse.summary import SUMMARY_MARTS, build_summary_marts, refresh_summary_marts
+from warehouse.summary import (
+    SUMMARY_MARTS,
+    build_summary_marts,
+    mart_rows,
+    refresh_summary_marts,
+)
 from warehouse.writer import atomic_write
 
 if TYPE_CHECKING:
@@ -116,16 +121,6 @@ def _rewrite_owners(path: Path, changes: pa.Table) -> None:
     atomic_write(updated, path, batches=None)
 
 
-def _partition_date(path: Path) -> dt.date | None:
-    for part in path.parts:
-        if part.startswith("date="):
-            try:
-                return dt.date.fromisoformat(part.removeprefix("date="))
-            except ValueError:
-                return None
-    return None
-
-
 def reattribute(
     con: duckdb.DuckDBPyConnection,
     root: Path,
@@ -146,7 +141,7 @@ def reattribute(
     register_table(con, root, "job_gpus")
     files = layout.table_files(root, "gpu_samples")
     if since is not None:
-        files = [f for f in files if (_partition_date(f) or since) >= since]
+        files = [f for f in files if (key := layout.partition_key(f)) is None or key[1] >= since]
     checked = rewritten = changed_rows = 0
     with _state(root) as db:
         for done, path in enumerate(files, start=1):
@@ -196,13 +191,9 @@ def build_marts(
         register_table(con, root, mart)
         if progress:
             progress(mart)
-    counts = {mart: _mart_rows(root, mart) for mart, _ in SAMPLE_MARTS}
+    counts = {mart: mart_rows(root, mart) for mart, _ in SAMPLE_MARTS}
     update = refresh_summary_marts(con, root, config, progress, force=force, warehouse=warehouse)
     return counts | update.counts
-
-
-def _mart_rows(root: Path, mart: str) -> int:
-    return sum(pq.read_metadata(p).num_rows for p in layout.table_files(root, mart))
 
 
 def attribute(

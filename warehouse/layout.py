@@ -23,6 +23,7 @@ __all__ = [
     "open_private_db",
     "open_state_db",
     "partition_dir",
+    "partition_key",
     "resolve_root",
     "safe_name",
     "state_dir",
@@ -55,6 +56,22 @@ def partition_dir(root: Path, table: str, cluster: str, date: dt.date | None) ->
     """Return the partition folder of `table` for `cluster` (and `date` where it has one)."""
     folder = table_dir(root, table) / f"cluster={safe_name(cluster)}"
     return folder / f"date={date.isoformat()}" if date is not None else folder
+
+
+def partition_key(path: Path) -> tuple[str, dt.date] | None:
+    """The (cluster folder, date) of a file in the layout, from its `cluster=`/`date=` folders;
+    None for a file outside it (no such folders, or a date that does not parse)."""
+    found: dict[str, str] = {}
+    for part in path.parts:
+        key, sep, value = part.partition("=")
+        if sep and key in ("cluster", "date"):
+            found.setdefault(key, value)
+    if "cluster" not in found or "date" not in found:
+        return None
+    try:
+        return found["cluster"], dt.date.fromisoformat(found["date"])
+    except ValueError:
+        return None
 
 
 def batch_path(partition: Path, batch_id: str) -> Path:

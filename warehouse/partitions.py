@@ -74,30 +74,18 @@ class PartitionReport:
     removed: tuple[DayKey, ...]
 
 
-def _folder_value(path: Path, key: str) -> str | None:
-    for part in path.parts:
-        if part.startswith(f"{key}="):
-            return part.removeprefix(f"{key}=")
-    return None
-
-
 def sample_days(root: Path) -> dict[DayKey, list[Path]]:
     """The sample files of each (cluster folder, day), from the lake's partition folders."""
     days: dict[DayKey, list[Path]] = {}
     for path in layout.table_files(root, "gpu_samples"):
-        cluster, date = _folder_value(path, "cluster"), _folder_value(path, "date")
-        if cluster is None or date is None:
-            continue  # not in the layout: no day to build it under
-        try:
-            day = dt.date.fromisoformat(date)
-        except ValueError:
-            continue
-        days.setdefault((cluster, day), []).append(path)
+        key = layout.partition_key(path)
+        if key is not None:  # else not in the layout: no day to build it under
+            days.setdefault(key, []).append(path)
     return days
 
 
 def _state(root: Path) -> sqlite3.Connection:
-    db = sqlite3.connect(layout.state_dir(root) / "attribution.sqlite", timeout=30)
+    db = layout.open_state_db(root, "attribution.sqlite")
     db.execute(
         "CREATE TABLE IF NOT EXISTS sample_days_built ("
         " cluster TEXT, date TEXT, own TEXT, next TEXT, PRIMARY KEY (cluster, date))"
@@ -107,19 +95,14 @@ def _state(root: Path) -> sqlite3.Connection:
 
 def _tail_start(con: duckdb.DuckDBPyConnection, root: Path, key: DayKey) -> object | None:
     """The first bucket a next-day change can alter in the built partition, or None if unbuilt."""
-    built = [p for p in layout.table_files(root, "gpu_job_buckets") if _is_day(p, key)]
+    built = [
+        p for p in layout.table_files(root, "gpu_job_buckets") if layout.partition_key(p) == key
+    ]
     if not built:
         return None
     register_files(con, "gpu_job_buckets", built, view="built_buckets")
     from_ts: object | None = queries.run_arrow(con, "attribution/tail_start")[0][0].as_py()
     return from_ts
-
-
-def _is_day(path: Path, key: DayKey) -> bool:
-    return (
-        _folder_value(path, "cluster") == key[0]
-        and _folder_value(path, "date") == key[1].isoformat()
-    )
 
 
 def build_day(

@@ -49,7 +49,7 @@ from warehouse.connection import (
     register_reference,
     register_table,
 )
-from warehouse.partitions import SAMPLE_MARTS
+from warehouse.partitions import SAMPLE_MARTS, DayKey
 from warehouse.schema import MARTS, RAW_TABLES
 from warehouse.writer import replace_partition, replace_partitions
 
@@ -63,6 +63,7 @@ __all__ = [
     "SummaryUpdate",
     "build_summary_marts",
     "land_mart",
+    "mart_rows",
     "record_summary_state",
     "refresh_summary_marts",
 ]
@@ -84,7 +85,6 @@ _HELPERS = (
 _INDEX_DIR = "summary_index"
 _DAY_S = 86400
 _EPOCH = dt.date(1970, 1, 1)
-DayKey = tuple[str, dt.date]  # (cluster folder, UTC day), as the partitions are laid out
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,23 +146,6 @@ def _state(root: Path) -> sqlite3.Connection:
     return db
 
 
-def _folder_value(path: Path, key: str) -> str | None:
-    for part in path.parts:
-        if part.startswith(f"{key}="):
-            return part.removeprefix(f"{key}=")
-    return None
-
-
-def _day_key(path: Path) -> DayKey | None:
-    cluster, date = _folder_value(path, "cluster"), _folder_value(path, "date")
-    if cluster is None or date is None:
-        return None
-    try:
-        return cluster, dt.date.fromisoformat(date)
-    except ValueError:
-        return None
-
-
 def _inputs_fingerprint(root: Path, config: AttributionConfig) -> str:
     """What the summary marts read besides the sample-level marts: the raw tables other than
     samples, the SQL of every mart and helper, and the config."""
@@ -180,7 +163,7 @@ def _sample_mart_days(root: Path) -> dict[DayKey, list[Path]] | None:
     days: dict[DayKey, list[Path]] = {}
     for mart, _ in SAMPLE_MARTS:
         for path in layout.table_files(root, mart):
-            key = _day_key(path)
+            key = layout.partition_key(path)
             if key is None:
                 return None
             days.setdefault(key, []).append(path)
@@ -295,7 +278,7 @@ def _stale_reason(root: Path, inputs: str) -> tuple[str, dict[DayKey, str]]:
         return "the summary index changed since it was written", recorded
     if built_inputs != inputs:
         return "raw tables other than samples, the SQL or the config changed", recorded
-    if any(_day_key(p) is None for p in layout.table_files(root, "gpu_samples")):
+    if any(layout.partition_key(p) is None for p in layout.table_files(root, "gpu_samples")):
         return "sample files outside the partition layout", recorded
     return "", recorded
 
@@ -330,7 +313,7 @@ def refresh_summary_marts(
             if progress:
                 for mart, _ in SUMMARY_MARTS:
                     progress(mart)
-            return SummaryUpdate("unchanged", {m: _mart_rows(root, m) for m, _ in SUMMARY_MARTS})
+            return SummaryUpdate("unchanged", {m: mart_rows(root, m) for m, _ in SUMMARY_MARTS})
         engine = open_engine(warehouse or WarehouseConfig(root=root))
         try:
             register_reference(engine)
@@ -340,7 +323,7 @@ def refresh_summary_marts(
         _save_state(root, inputs, days)
         for mart, _ in SUMMARY_MARTS:
             register_table(con, root, mart)
-        counts = {m: _mart_rows(root, m) for m, _ in SUMMARY_MARTS}
+        counts = {m: mart_rows(root, m) for m, _ in SUMMARY_MARTS}
         return SummaryUpdate("incremental", counts, changed, jobs)
     for mart, _ in SAMPLE_MARTS:
         register_table(con, root, mart)
@@ -349,7 +332,8 @@ def refresh_summary_marts(
     return SummaryUpdate("rebuilt", counts, reason=reason)
 
 
-def _mart_rows(root: Path, mart: str) -> int:
+def mart_rows(root: Path, mart: str) -> int:
+    """Rows in `mart`'s files, from their footers."""
     return sum(pq.read_metadata(p).num_rows for p in layout.table_files(root, mart))
 
 
@@ -439,7 +423,7 @@ def _land_changed(
     folders = {(layout.safe_name(c), d): (c, d) for c, d in groups}
     present: set[tuple[str, dt.date]] = set()
     for path in layout.table_files(root, mart):
-        if (found := _day_key(path)) is not None:
+        if (found := layout.partition_key(path)) is not None:
             present.add(found)
     considered = None if partitions is None else {(layout.safe_name(c), d) for c, d in partitions}
     for folder_key in sorted(present - set(folders)):
@@ -577,7 +561,7 @@ def _update(
         )
     )
     folders = {(layout.safe_name(c), d) for c, d in keys}
-    files = [p for p in daily_files if _day_key(p) in folders]
+    files = [p for p in daily_files if layout.partition_key(p) in folders]
     register_files(con, "job_gpu_daily", files, view="job_gpu_daily_days")
     dates = con.from_arrow(scope_days.select(["cluster", "date"]))
     in_scope = ["cluster", "date"]
