@@ -191,17 +191,20 @@ def _index_fingerprint(root: Path) -> str:
 
 def _write_index(root: Path, index: pa.Table, keys: Iterable[DayKey]) -> None:
     """Write the index rows of each day in `keys` to its file (none: the file is removed)."""
-    names = [layout.safe_name(c) for c in index.column("cluster").to_pylist()]
-    by_key: dict[DayKey, list[int]] = {}
-    for row, (name, date) in enumerate(zip(names, index.column("date").to_pylist(), strict=True)):
-        by_key.setdefault((name, date), []).append(row)
+    clusters = pc.unique(index.column("cluster")).to_pylist()
     for key in keys:
         path = _index_path(root, key)
-        rows = by_key.get(key)
-        if not rows:
+        names = pa.array([c for c in clusters if layout.safe_name(c) == key[0]], pa.string())
+        rows = index.filter(
+            pc.and_(
+                pc.is_in(index.column("cluster"), names),
+                pc.equal(index.column("date"), pa.scalar(key[1], pa.date32())),
+            )
+        )
+        if not rows.num_rows:
             path.unlink(missing_ok=True)
             continue
-        _write_state_file(index.take(pa.array(rows, pa.int64())), path)
+        _write_state_file(rows, path)
 
 
 def _read_index(root: Path, keys: Iterable[DayKey]) -> list[pa.Table]:
@@ -373,11 +376,14 @@ def _scope_days(
     moved: the changed days (by the clusters their rows name), and every day between a
     cluster's old and new end of data (allocations still open run to it)."""
     wanted = set(changed)
-    days: set[tuple[str, dt.date]] = set()
-    clusters = both_changed.column("cluster").to_pylist()
-    for cluster, date in zip(clusters, both_changed.column("date").to_pylist(), strict=True):
-        if (layout.safe_name(cluster), date) in wanted:
-            days.add((cluster, date))
+    present = both_changed.group_by(["cluster", "date"]).aggregate([])
+    days = {
+        (cluster, date)
+        for cluster, date in zip(
+            present.column("cluster").to_pylist(), present.column("date").to_pylist(), strict=True
+        )
+        if (layout.safe_name(cluster), date) in wanted
+    }
     moved = []
     for cluster in sorted(set(before) | set(after)):
         ends = [e for e in (before.get(cluster), after.get(cluster)) if e is not None]
