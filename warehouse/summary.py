@@ -17,8 +17,8 @@ updates only the rows those days can touch:
   changed are written.
 
 Each is the mart's own SQL reading views restricted to the rows in scope, so there is one
-definition per mart. `gpu_job_buckets` and `gpu_samples`, which the summary marts read only
-for the data's start, end and devices, are stood in for by a small per-day index kept in
+definition per mart. `gpu_job_buckets`, which the summary marts read only for the data's
+start, end and devices, is stood in for by a small per-day index kept in
 `<lake>/_state/summary_index/` (`sql/attribution/summary_index.sql`). Anything unexpected —
 no state, other raw tables or SQL changed, mart or index files changed by someone else,
 sample files outside the partition layout — rebuilds them whole, as before.
@@ -78,7 +78,6 @@ SUMMARY_MARTS: tuple[tuple[str, str], ...] = (
 )
 _HELPERS = (
     "attribution/summary_index",
-    "attribution/data_end_samples",
     "attribution/scope_jobs",
     *DERIVED_VIEWS.values(),
 )
@@ -590,7 +589,6 @@ def _update(
     _arrow_view(con, "job_usage", merged_usage)
     _arrow_view(con, "job_outcomes", merged_outcomes)
     register_table(con, root, "usage_daily")
-    con.sql(sql.load("attribution/data_end_samples")).create_view("gpu_samples")
     _land_changed(root, "fairness_weekly", run("fairness_weekly"))
     _write_state_file(intervals, _derived_path(root, "job_gpu_intervals"))
     return int(scope.num_rows)

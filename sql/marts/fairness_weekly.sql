@@ -3,8 +3,8 @@
 --
 -- Grain:   one row per (cluster, week, level, account, user); level 'account' rows have a null
 --          user, level 'user' rows one user of the account
--- Reads:   job_gpu_intervals, jobs_latest, job_usage, job_outcomes, usage_daily, gpu_samples,
---          associations
+-- Reads:   job_gpu_intervals, jobs_latest, job_usage, job_outcomes, usage_daily,
+--          gpu_job_buckets (for the end of the data only), associations
 -- Params:
 --   $low_eff_below  a job whose mean busy fraction is below this is low-efficiency (e.g. 0.25)
 -- Returns: cluster, week, level, account, user, jobs, jobs_started, alloc_gpu_h,
@@ -30,10 +30,11 @@
 -- Every association gets a row in each week of data, also with no usage.
 
 WITH data_end AS (
+    -- the end of the cluster's last sample interval, kept per bucket so no sample is re-read
     SELECT
         cluster,
-        max(epoch(ts) + interval_s) AS end_e
-    FROM gpu_samples
+        max(interval_end_e) AS end_e
+    FROM gpu_job_buckets
     GROUP BY cluster
 ),
 -- One row per GPU interval (from_intervals 1) and one per job (0): a job that started spans
