@@ -403,6 +403,84 @@ def _scope_days(
     return table, moved
 
 
+def _day_keys(table: pa.Table) -> set[DayKey]:
+    """The day partitions (folder keys) of the (cluster, date) pairs in `table`."""
+    pairs = table.group_by(["cluster", "date"]).aggregate([])
+    return {
+        (layout.safe_name(c), d)
+        for c, d in zip(
+            pairs.column("cluster").to_pylist(), pairs.column("date").to_pylist(), strict=True
+        )
+    }
+
+
+def _days_holding(index: pa.Table, jobs: pa.Table) -> set[DayKey]:
+    """The day partitions holding rows of `jobs` (cluster, job_id), by the index."""
+    return _day_keys(index.join(jobs, ["cluster", "job_id"], join_type="left semi"))
+
+
+def _extent(index: pa.Table) -> dict[str, tuple[float, float, int]]:
+    """Per cluster: the data's first time, last span end and devices, as cluster_occupancy
+    reads them from gpu_job_buckets."""
+    t = index.group_by("cluster").aggregate(
+        [("first_e", "min"), ("last_end_e", "max"), ("device", "count_distinct")]
+    )
+    return {
+        c: (f, e, n)
+        for c, f, e, n in zip(
+            t.column("cluster").to_pylist(),
+            t.column("first_e_min").to_pylist(),
+            t.column("last_end_e_max").to_pylist(),
+            t.column("device_count_distinct").to_pylist(),
+            strict=True,
+        )
+    }
+
+
+def _occupancy_days(
+    old_index: pa.Table, new_index: pa.Table, days: set[tuple[str, dt.date]]
+) -> set[tuple[str, dt.date]] | None:
+    """The (cluster, day)s whose cluster_occupancy rows can change, or None when every row can.
+
+    A bucket's row depends on its partials in bucket_occupancy, the cluster's first time, last
+    span end and device count. Where the first time and device count stayed, only the days in
+    scope (`days`: their partials changed) and the days where the last span end moved can."""
+    before, after = _extent(old_index), _extent(new_index)
+    if set(before) != set(after):
+        return None
+    out = set(days)
+    for cluster, (first, last, devices) in after.items():
+        old_first, old_last, old_devices = before[cluster]
+        if (first, devices) != (old_first, old_devices):
+            return None
+        if last != old_last:
+            lo, hi = sorted((last, old_last))
+            out.update(
+                (cluster, _EPOCH + dt.timedelta(days=n))
+                for n in range(int(lo // _DAY_S), int(hi // _DAY_S) + 1)
+            )
+    return out
+
+
+def _reaching(index: pa.Table, days: set[tuple[str, dt.date]]) -> set[DayKey]:
+    """The day partitions whose samples' spans reach into any of `days`: those days, and the
+    earlier ones whose last span runs past midnight into them (their carried partials)."""
+    ends = index.group_by(["cluster", "date"]).aggregate([("last_end_e", "max")])
+    wanted: dict[str, list[dt.date]] = {}
+    for cluster, day in days:
+        wanted.setdefault(cluster, []).append(day)
+    out: set[DayKey] = set()
+    for cluster, date, end in zip(
+        ends.column("cluster").to_pylist(),
+        ends.column("date").to_pylist(),
+        ends.column("last_end_e_max").to_pylist(),
+        strict=True,
+    ):
+        if any(date == d or (date < d and end > _day_start(d)) for d in wanted.get(cluster, ())):
+            out.add((layout.safe_name(cluster), date))
+    return out
+
+
 def _partition_day(mart: str, table: pa.Table) -> list[dt.date | None]:
     column = MARTS[mart].date_column
     if column is None:
@@ -542,7 +620,13 @@ def _update(
     fresh = con.sql(sql.load(DERIVED_VIEWS["job_gpu_intervals"])).to_arrow_table()
     _arrow_view(con, "job_gpu_intervals", fresh)
     daily_files = layout.table_files(root, "job_gpu_daily")
-    register_files(con, "job_gpu_daily", daily_files, view="job_gpu_daily_all")
+    held = _days_holding(new_index, scope)  # the days the jobs in scope have rows on
+    register_files(
+        con,
+        "job_gpu_daily",
+        [p for p in daily_files if layout.partition_key(p) in held],
+        view="job_gpu_daily_all",
+    )
     _restricted(con, "job_gpu_daily_all", "job_gpu_daily", "scope_jobs")
     params = config.values()
 
@@ -576,9 +660,17 @@ def _update(
     merged_usage = _merge_jobs(root, "job_usage", usage, scope)
     merged_outcomes = _merge_jobs(root, "job_outcomes", outcomes, scope)
 
-    # cluster_occupancy and fairness_weekly from the small marts; changed partitions land.
-    register_table(con, root, "bucket_occupancy")
-    _land_changed(root, "cluster_occupancy", run("cluster_occupancy"))
+    # cluster_occupancy of the days it can change on (all, where the data's start or device
+    # count moved), from the partials reaching them; changed partitions land.
+    occupancy_days = _occupancy_days(old_index, new_index, keys)
+    occupancy_files = layout.table_files(root, "bucket_occupancy")
+    if occupancy_days is not None:
+        reaching = _reaching(new_index, occupancy_days)
+        occupancy_files = [p for p in occupancy_files if layout.partition_key(p) in reaching]
+    register_files(con, "bucket_occupancy", occupancy_files)
+    _land_changed(root, "cluster_occupancy", run("cluster_occupancy"), occupancy_days)
+
+    # fairness_weekly from the small marts; changed partitions land.
     for table in ("job_gpus", "app_throughput", "jobs_latest"):
         con.table(f"{table}_all").create_view(table)
     others = con.from_arrow(intervals).join(

@@ -166,9 +166,9 @@ def test_removed_samples_remove_their_day_partitions(tmp_path):
 OFFSET_S = 60  # samples at hh:m1:00, so each day's last sample runs 60 s past midnight
 
 
-def land_offset_day(root: Path, day: int) -> None:
+def land_offset_day(root: Path, day: int, gpus: tuple[int, ...] = (0, 1)) -> None:
     rows = []
-    for gpu_index in (0, 1):
+    for gpu_index in gpus:
         times = list(range(day * DAY_S + OFFSET_S, (day + 1) * DAY_S, STEP_S))
         busy = [0.7 if (t // 3600) % 3 else 0.0 for t in times]
         rows += r.samples(
@@ -279,6 +279,41 @@ def test_a_removed_day_updates_the_summary_marts_in_place_as_a_rebuild_would(tmp
     assert [d.isoformat() for _, d in done.days] == ["2024-03-03", "2024-03-04"]
     got = snapshot(root)
     assert_same_marts(got, rebuilt_from_scratch(root, tmp_path / "scratch"))
+
+
+@pytest.mark.parametrize(
+    ("change", "untouched_day"),
+    [("a new GPU", 1), ("an earlier day", None), ("the first day removed", 1)],
+)
+def test_a_new_gpu_or_a_new_first_day_updates_every_occupancy_bucket(
+    tmp_path, change, untouched_day
+):
+    """Every cluster_occupancy row depends on the device count and the data's start: a GPU
+    first seen on the new day, or the first day's samples removed, change the buckets of days
+    whose samples did not change (samples before the first day happen not to here: Friday's
+    first bucket gains Thursday's last span and its full width alike)."""
+    root = tmp_path / "lake"
+    lake_for_summaries(root)
+    old = snapshot(root)
+
+    if change == "a new GPU":
+        land_offset_day(root, 3, gpus=(0, 1, 2))
+    elif change == "an earlier day":
+        land_offset_day(root, -1)  # Thursday 2024-02-29: its last span runs into Friday
+    else:  # Saturday's first bucket loses Friday's last span and starts the data
+        shutil.rmtree(root / "gpu_samples" / "cluster=della" / "date=2024-03-01")
+    done = update(root)
+
+    assert done.mode == "incremental", done.reason
+    got = snapshot(root)
+    assert_same_marts(got, rebuilt_from_scratch(root, tmp_path / "scratch"))
+    if untouched_day is None:
+        return
+    # a day whose samples did not change, whose occupancy did
+    day = (pl.col("bucket") >= r.at(untouched_day * DAY_S)) & (
+        pl.col("bucket") < r.at((untouched_day + 1) * DAY_S)
+    )
+    assert not got["cluster_occupancy"].filter(day).equals(old["cluster_occupancy"].filter(day))
 
 
 def test_nothing_changed_leaves_the_summary_marts_alone(tmp_path):
