@@ -483,7 +483,13 @@ JOB_GPU_DAILY = _schema(
 RAW_TABLES: dict[str, TableSpec] = {
     s.name: s
     for s in (
-        TableSpec("gpu_samples", GPU_SAMPLES, "ts", ("cluster", "gpu_uuid", "mig_instance", "ts")),
+        # a shared GPU (MPS, time-slicing) has one row per sharer at one ts, each with its job
+        TableSpec(
+            "gpu_samples",
+            GPU_SAMPLES,
+            "ts",
+            ("cluster", "gpu_uuid", "mig_instance", "ts", "job_id"),
+        ),
         TableSpec("jobs", JOBS, "submit_ts", ("cluster", "job_id")),
         TableSpec("job_gpus", JOB_GPUS, "start_ts", ("cluster", "job_id", "node", "gpu_index")),
         TableSpec("gpu_events", GPU_EVENTS, "ts", ("cluster", "node", "gpu_index", "ts", "kind")),

@@ -1,9 +1,10 @@
 """Pivot per-series DCGM values into wide `gpu_samples` rows, `job_gpus` observations and events.
 
 A dcgm-exporter series is one (metric, GPU, labels) triple; the contract wants one row per GPU
-(or MIG instance) per sample time. `WideRows` collects converted cells keyed by
-(ts, UUID, GPU_I_ID) and builds the three Arrow tables with the contract's exact types. Shared
-by the exporter scraper (one ts per scrape) and the Prometheus puller (many ts per query).
+(or MIG instance) per sample time, and on a GPU shared by several jobs at once one row per
+sharer (DESIGN §4). `WideRows` collects converted cells keyed by (ts, UUID, GPU_I_ID) and builds
+the three Arrow tables with the contract's exact types. Used by the exporter scraper (one ts per
+scrape); the Prometheus puller (many ts per query, `prometheus_pivot`) builds the same rows.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, TypeVar
 
 import pyarrow as pa
 
@@ -28,6 +29,7 @@ __all__ = [
     "describe_clock_reasons",
     "job_of_pod",
     "observed_conditions",
+    "sharer_of",
     "to_ms",
 ]
 
@@ -80,31 +82,110 @@ def job_of_pod(namespace: str | None, pod: str) -> str:
     return f"{namespace}/{pod}" if namespace else pod
 
 
+def sharer_of(series: Series) -> str | None:
+    """The job a labelled series reports for: its `hpc_job`, else its pod's job; None if neither."""
+    if series.hpc_job is not None:
+        return series.hpc_job
+    if series.k8s_pod is not None:
+        return job_of_pod(series.k8s_namespace, series.k8s_pod)
+    return None
+
+
+_L = TypeVar("_L")
+_Pod = tuple[str | None, str, str | None]  # namespace, pod, container
+
+
+def _single(labels: dict[_L, None]) -> _L | None:
+    """The one label of a set, or None when it holds none or several."""
+    return next(iter(labels)) if len(labels) == 1 else None
+
+
+_NO_POD: Final[tuple[None, None, None]] = (None, None, None)
+
+
+@dataclass(slots=True)
+class _Sharer:
+    """The labels one sharer's series carry on one GPU at one ts."""
+
+    jobs: dict[str, None] = field(default_factory=dict)  # hpc_job labels, in first-seen order
+    pods: dict[_Pod, None] = field(default_factory=dict)
+
+
 @dataclass(slots=True)
 class _Row:
-    """One GPU (or MIG instance) at one ts: its identity, cells and who the labels say held it."""
+    """One GPU (or MIG instance) at one ts: its identity, every copy of each value, its sharers."""
 
     series: Series
-    cells: dict[str, tuple[int, Value]] = field(default_factory=dict)  # column → (priority, v)
+    # column → every copy, in arrival order: (priority, sharer, value); priority 0 = unlabelled
+    copies: dict[str, list[tuple[int, str | None, Value]]] = field(default_factory=dict)
     jobs: dict[str, None] = field(default_factory=dict)  # hpc_job labels, in first-seen order
-    pods: dict[tuple[str | None, str, str | None], None] = field(default_factory=dict)
+    pods: dict[_Pod, None] = field(default_factory=dict)
+    sharers: dict[str, _Sharer] = field(default_factory=dict)
     err_msg: str | None = None
+
+    @property
+    def shared(self) -> bool:
+        """Two or more jobs report this GPU at this ts (MPS, time-slicing)."""
+        return len(self.sharers) > 1
+
+    def value(self, column: str, sharer: str | None = None) -> tuple[int, Value] | None:
+        """The (priority, value) that lands for `column` on the row of `sharer` (None: the row).
+
+        The first unlabelled copy, else the sharer's own first copy, else the first copy of
+        another sharer (dcgm-exporter copies the device's values to every sharer).
+        """
+        copies = self.copies.get(column)
+        if not copies:
+            return None
+        best = min(copies, key=lambda c: c[0])  # the first of the lowest priority
+        if sharer is not None and best[0] == 1:
+            own = next((c for c in copies if c[1] == sharer), None)
+            if own is not None:
+                return own[0], own[2]
+        return best[0], best[2]
+
+    def conflicts(self) -> int:
+        """Copies that disagree with the value landing on their row (same priority, other value).
+
+        A shared GPU's sharers each land their own values (unless an unlabelled copy wins), so
+        only disagreeing copies of one sharer count there.
+        """
+        n = 0
+        for column, copies in self.copies.items():
+            landed = self.value(column)
+            assert landed is not None
+            for priority, sharer, value in copies:
+                if priority != landed[0]:
+                    continue
+                if self.shared and priority == 1:
+                    own = self.value(column, sharer)
+                    assert own is not None
+                    n += value != own[1]
+                else:
+                    n += value != landed[1]
+        return n
 
 
 class WideRows:
     """Accumulate converted cells and build the contract tables.
 
-    Where one GPU is reported by several series of the same metric (one per `hpc_job` or pod, or
-    device-level and per-pod values side by side), the series without attribution labels wins,
-    else the first one seen; a different value from an equally ranked copy is counted as
-    `conflicting_duplicate` in `counts`.
+    A GPU (or MIG instance) reported at one ts under two or more sharers — distinct jobs, from
+    `hpc_job` labels or pods (job `<namespace>/<pod>`), as on a time-sliced or MPS GPU — gets one
+    `gpu_samples` row per sharer, so the marts split its time among them (DESIGN §4); a GPU with
+    one sharer or none keeps one row. Where one value is reported by several series (one per
+    sharer, or device-level and per-sharer values side by side), the series without attribution
+    labels wins on every row of the GPU (it is the device's own reading: in virtual-GPU mode the
+    per-pod values beside it are shares of it); else each sharer's row takes its own series'
+    value (dcgm-exporter copies the device's values to every sharer, so they agree; where they
+    differ, e.g. per-process memory, each sharer keeps what was reported for it), and a sharer
+    without one takes another sharer's. A copy that disagrees with the value landing on its row
+    at the same rank is counted as `conflicting_duplicate` in `counts`.
     """
 
     def __init__(self, *, cluster: str, interval_s: float, source: str) -> None:
         self.cluster = cluster
         self.interval_s = interval_s
         self.source = source
-        self.counts: Counter[str] = Counter()
         self._rows: dict[tuple[int, str, int | None], _Row] = {}
 
     def add(self, ts_ms: int, series: Series, column: str | None, value: Value | None) -> None:
@@ -116,22 +197,31 @@ class WideRows:
         row = self._rows.get(key)
         if row is None:
             row = self._rows[key] = _Row(series)
-        if series.hpc_job is not None:
-            row.jobs[series.hpc_job] = None
-        if series.k8s_pod is not None:
-            row.pods[(series.k8s_namespace, series.k8s_pod, series.k8s_container)] = None
+        sharer = sharer_of(series)
+        if sharer is not None:
+            own = row.sharers.get(sharer)
+            if own is None:
+                own = row.sharers[sharer] = _Sharer()
+            if series.hpc_job is not None:
+                row.jobs[series.hpc_job] = own.jobs[series.hpc_job] = None
+            if series.k8s_pod is not None:
+                pod = (series.k8s_namespace, series.k8s_pod, series.k8s_container)
+                row.pods[pod] = own.pods[pod] = None
         if column == "xid_last" and series.err_msg is not None and row.err_msg is None:
             row.err_msg = series.err_msg
         if column is None or value is None:
             return
-        priority = 0 if series.hpc_job is None and series.k8s_pod is None else 1
-        held = row.cells.get(column)
-        if held is None or priority < held[0]:
-            row.cells[column] = (priority, value)
-        elif priority == held[0] and held[1] != value:
-            self.counts["conflicting_duplicate"] += 1
+        priority = 0 if sharer is None else 1
+        row.copies.setdefault(column, []).append((priority, sharer, value))
+
+    @property
+    def counts(self) -> Counter[str]:
+        """Values that were not landed, by reason (`conflicting_duplicate`)."""
+        n = sum(row.conflicts() for row in self._rows.values())
+        return Counter({"conflicting_duplicate": n} if n else {})
 
     def __len__(self) -> int:
+        """The number of GPUs (or MIG instances) × sample times recorded."""
         return len(self._rows)
 
     def _ordered(self) -> list[tuple[tuple[int, str, int | None], _Row]]:
@@ -143,15 +233,30 @@ class WideRows:
         return sorted(self._rows.items(), key=order)
 
     def samples(self) -> pa.Table:
-        """The `gpu_samples` rows, one per (ts, UUID, GPU_I_ID), with the contract's types."""
-        rows = self._ordered()
-        n = len(rows)
-        first = [r.series for _, r in rows]
+        """The `gpu_samples` rows with the contract's types: one per (ts, UUID, GPU_I_ID), or on a
+        shared GPU one per sharer there (ordered by job id), with `job_id` set to the sharer.
 
-        pods = [list(r.pods) for _, r in rows]
-        single_pod = [p[0] if len(p) == 1 else (None, None, None) for p in pods]
+        A GPU with one sharer or none leaves `job_id` null: owners come from `job_gpus` at
+        attribution (DESIGN §4), where the labels are recorded too.
+        """
+        out: list[tuple[int, _Row, str | None]] = []
+        for (ts_ms, _uuid, _gi), row in self._ordered():
+            if row.shared:
+                out.extend((ts_ms, row, sharer) for sharer in sorted(row.sharers))
+            else:
+                out.append((ts_ms, row, None))
+        n = len(out)
+        first = [row.series for _, row, _ in out]
+        jobs: list[object] = []
+        pods: list[tuple[str | None, str | None, str | None]] = []
+        for _, row, sharer in out:
+            labels = row if sharer is None else row.sharers[sharer]
+            job = _single(labels.jobs)
+            jobs.append(job)
+            pod = _single(labels.pods)
+            pods.append(_NO_POD if pod is None else pod)
         data: dict[str, list[object]] = {
-            "ts": [k[0] for k, _ in rows],
+            "ts": [ts for ts, _, _ in out],
             "cluster": [self.cluster] * n,
             "node": [s.node for s in first],
             "gpu_index": [s.gpu_index for s in first],
@@ -160,17 +265,17 @@ class WideRows:
             "mig_instance": [s.mig_instance for s in first],
             "model": [s.model for s in first],
             "interval_s": [self.interval_s] * n,
-            "job_id": [None] * n,  # owners come from job_gpus at attribution (DESIGN §4)
-            "k8s_namespace": [p[0] for p in single_pod],
-            "k8s_pod": [p[1] for p in single_pod],
-            "k8s_container": [p[2] for p in single_pod],
-            # several sharers of one GPU: no single owner here, each is in job_gpus
-            "hpc_job": [next(iter(r.jobs)) if len(r.jobs) == 1 else None for _, r in rows],
+            "job_id": [sharer for _, _, sharer in out],
+            "k8s_namespace": [p[0] for p in pods],
+            "k8s_pod": [p[1] for p in pods],
+            "k8s_container": [p[2] for p in pods],
+            "hpc_job": jobs,
             "source": [self.source] * n,
         }
         for column in METRIC_COLUMNS:
             data[column] = [
-                cell[1] if (cell := r.cells.get(column)) is not None else None for _, r in rows
+                cell[1] if (cell := row.value(column, sharer)) is not None else None
+                for _, row, sharer in out
             ]
         arrays = [pa.array(data[f.name], type=f.type) for f in GPU_SAMPLES]
         return pa.Table.from_arrays(arrays, schema=GPU_SAMPLES)
@@ -211,7 +316,7 @@ class WideRows:
             merged = device.setdefault((ts_ms, uuid), {})
             who.setdefault((ts_ms, uuid), row)
             for column in ("xid_last", "ecc_dbe_volatile", "remap_failure", "clock_event_reasons"):
-                if column not in merged and (cell := row.cells.get(column)) is not None:
+                if column not in merged and (cell := row.value(column)) is not None:
                     merged[column] = cell[1]
             if row.err_msg is not None and who[(ts_ms, uuid)].err_msg is None:
                 who[(ts_ms, uuid)].err_msg = row.err_msg

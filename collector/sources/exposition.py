@@ -98,15 +98,16 @@ def parse_exposition(
 ) -> ParseResult:
     """Parse one scrape of dcgm-exporter's /metrics into wide `gpu_samples` rows at `ts`.
 
-    One row per (UUID, GPU_I_ID); `hpc_job`/pod labels become `job_gpus` observations (one GPU
-    shared by several jobs keeps one row). Exposition timestamps are checked but the row takes
+    One row per (UUID, GPU_I_ID), or on a GPU shared by several jobs (distinct `hpc_job` labels
+    or pods) one per sharer, with `job_id` set to it (`dcgm_rows.WideRows`); `hpc_job`/pod
+    labels become `job_gpus` observations. Exposition timestamps are checked but the row takes
     the scrape time `ts`. `default_node` names the node when a series has no host label.
 
     Reasons counted (the line is skipped): `malformed_line`, `malformed_labels`,
     `missing_value`, `unknown_metric`, `no_gpu_uuid`, `no_node`; and (the value is null; a
     known metric still records its GPU): `conversion_error`, `sentinel`, `not_finite`,
     `not_a_number`, `out_of_range`, `zero_means_unsupported`; `conflicting_duplicate` counts
-    copies of one GPU's value that disagree (the first kept).
+    copies of one GPU's value that disagree with the one kept on their row (the first).
     """
     if ts.tzinfo is None:
         raise ConfigError(f"scrape time {ts!r} has no time zone; expected an aware UTC datetime")

@@ -3,7 +3,9 @@
 Each tick reads every GPU (one `gpu_samples` row per GPU, or per MIG instance where MIG is on,
 device-level fields repeated on each instance as dcgm-exporter does), drains XID events without
 waiting, maps every compute process's host PID to its Slurm job or Kubernetes pod through
-`/proc/<pid>/cgroup` (collector.sources.cgroups) and keeps one `job_gpus` interval (mapping
+`/proc/<pid>/cgroup` (collector.sources.cgroups), stamps each row with its job (a GPU whose
+processes belong to several jobs at once — MPS, time-slicing — gets one row per job, see
+`nvml_rows.owned_rows`) and keeps one `job_gpus` interval (mapping
 `nvml-cgroup`) per contiguous run of a job on a GPU: `[first tick seen, last tick seen +
 interval_s)`, rewritten under the same batch id each tick it grows, so it is never open-ended if
 the agent dies. A run ends when a tick no longer sees the job there; ticks more than
@@ -55,6 +57,7 @@ from collector.sources.nvml_rows import (
     digest,
     interval_table,
     inventory_table,
+    owned_rows,
     sample_rows,
     table,
 )
@@ -287,9 +290,7 @@ class NvmlAgent:
             xid_last=xid_last,
         )
         slot_jobs, processes = self._attribute(seen.readings, slots_pids)
-        for row in samples:
-            jobs = slot_jobs.get((row["gpu_uuid"], row["mig_instance"]), [])
-            row["job_id"] = jobs[0] if len(jobs) == 1 else None  # shared: see job_gpus
+        samples = owned_rows(samples, slot_jobs)
         intervals = advance_intervals(
             self.state.intervals,
             slot_jobs,

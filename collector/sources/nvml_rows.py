@@ -28,6 +28,7 @@ __all__ = [
     "digest",
     "interval_table",
     "inventory_table",
+    "owned_rows",
     "sample_rows",
     "table",
 ]
@@ -66,7 +67,8 @@ def sample_rows(
     """One `gpu_samples` row per GPU or MIG instance, and the PIDs on each (None: unreadable).
 
     Device-level fields repeat on every MIG instance of a GPU, as dcgm-exporter writes them
-    (DESIGN §4 takes them once per physical GPU). `job_id` is left for the caller to fill.
+    (DESIGN §4 takes them once per physical GPU). `job_id` is left for the caller to fill
+    (`owned_rows`).
     """
     rows: list[Row] = []
     pids: dict[Slot, tuple[int, ...] | None] = {}
@@ -104,6 +106,20 @@ def sample_rows(
                 }
             )
     return rows, pids
+
+
+def owned_rows(rows: list[Row], slot_jobs: dict[Slot, list[str]]) -> list[Row]:
+    """`rows` with `job_id` set from the jobs whose processes run on each GPU or MIG instance.
+
+    A slot used by several jobs at once (MPS, time-slicing: PIDs of different jobs) gets one row
+    per job (in `slot_jobs`' order) with the same device values, so the marts split the GPU's
+    time among them (DESIGN §4); one with no job (or unreadable processes) keeps a null job_id.
+    """
+    out: list[Row] = []
+    for row in rows:
+        jobs: list[str | None] = [*slot_jobs.get((row["gpu_uuid"], row["mig_instance"]), [])]
+        out += [{**row, "job_id": job} for job in jobs or [None]]
+    return out
 
 
 def _conditions(reading: GpuReading) -> list[tuple[str, int | None, str]]:

@@ -2,9 +2,10 @@
 
 Vectorised end to end: each series' `[[ts, "value"], ...]` list is split once (`zip`), values are
 parsed by Arrow's string→float cast and checked with numpy, and the long (series, ts) elements
-are pivoted to one wide row per (ts, UUID, GPU_I_ID) by sorting keys, never by a Python loop per
-sample. Names, units and validity come from `dcgm_fields` (both exporter generations); the
-checks mirror `dcgm_fields.convert` exactly (tests/prometheus compares them value by value).
+are pivoted to one wide row per (ts, UUID, GPU_I_ID) — per sharer on a shared GPU — by sorting
+keys, never by a Python loop per sample. Names, units and validity come from `dcgm_fields` (both
+exporter generations); the checks mirror `dcgm_fields.convert` exactly (tests/prometheus
+compares them value by value).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from collector.sources.dcgm_fields import (
     identify,
     read_number,
 )
-from collector.sources.dcgm_rows import job_of_pod
+from collector.sources.dcgm_rows import job_of_pod, sharer_of
 from collector.sources.prometheus_blocks import SeriesBlock
 from collector.sources.prometheus_spans import EVENT_COLUMNS, health_events, job_intervals
 from warehouse.schema import RAW_TABLES
@@ -247,10 +248,34 @@ def _first_per_row(
     return order[first], int(first.size - first.sum())
 
 
-class _Table:
-    """Builds one window's tables from the long elements (see `pivot_window`)."""
+def _single_label(group: np.ndarray, label: np.ndarray, n_groups: int) -> np.ndarray:
+    """Per group the one label id its elements carry (-1: none, or several)."""
+    has = label >= 0
+    group, label = group[has], label[has]
+    low = np.full(n_groups, np.iinfo(np.int64).max)
+    high = np.full(n_groups, -1, dtype=np.int64)
+    np.minimum.at(low, group, label)
+    np.maximum.at(high, group, label)
+    return np.where(low == high, high, -1)
 
-    def __init__(self, long: _Long, cluster: str, start_ms: int, end_ms: int) -> None:
+
+class _Table:
+    """Builds one window's tables from the long elements (see `pivot_window`).
+
+    A row is one GPU (or MIG instance) at one ts. A shared row — two or more sharers (jobs, by
+    `sharer_of`) report the GPU at that ts — lands as one sub-row per sharer (`sub_row`,
+    `sub_sharer`, ordered by row, then by the sharer's job id), whose cells are `sub_cells`.
+    """
+
+    def __init__(
+        self,
+        long: _Long,
+        cluster: str,
+        start_ms: int,
+        end_ms: int,
+        sharer_of_series: np.ndarray,
+        sharer_rank: np.ndarray,
+    ) -> None:
         self.long, self.cluster, self.start_ms = long, cluster, start_ms
         n_series = len(long.series)
         col_s = np.array([_COL_ID[s.column] for s in long.specs], dtype=np.int64)
@@ -294,7 +319,10 @@ class _Table:
         self.row_slot = np.argsort(self.rank)[rows % n_slots] if rows.size else rows
         self.n_rows = rows.size
         self.landing_rows = self.row_ts >= start_ms
+        self.sharer = sharer_of_series[sid] if n_series else np.empty(0, np.int64)
+        self._split_sharers(sharer_rank)
         self.cells: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self.sub_cells: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         for c in np.unique(self.col[self.valid]):
             mine = np.flatnonzero(self.valid & (self.col == c))
             chosen, copies = _first_per_row(self.row[mine], self.priority[mine], sid[mine])
@@ -306,8 +334,48 @@ class _Table:
             which = np.full(self.n_rows, -1, dtype=np.int64)
             which[self.row[chosen]] = sid[chosen]
             self.cells[int(c)] = (dense, has, which)
+            own = self._sub_values(int(c), mine, chosen) if self.sub_row.size else None
             if copies:
-                self._count_conflicts(mine, chosen)
+                self._count_conflicts(mine, chosen, own)
+
+    def _split_sharers(self, rank: np.ndarray) -> None:
+        """Find the shared rows and their sub-rows, one per (row, sharer), and each element's."""
+        labelled = np.flatnonzero(self.sharer >= 0)
+        row, key = self.row[labelled], rank[self.sharer[labelled]]
+        low = np.full(self.n_rows, np.iinfo(np.int64).max)
+        high = np.full(self.n_rows, -1, dtype=np.int64)
+        np.minimum.at(low, row, key)
+        np.maximum.at(high, row, key)
+        self.shared_rows = (high >= 0) & (low != high)
+        # sharing is rare: only the elements of shared rows are grouped
+        mine = labelled[self.shared_rows[row]]
+        width = max(rank.size, 1)
+        pair = self.row[mine] * width + rank[self.sharer[mine]]
+        subs, sub_of = np.unique(pair, return_inverse=True)
+        self.sub_row = subs // width
+        self.sub_sharer = np.argsort(rank)[subs % width] if subs.size else subs
+        self.sub_of = np.full(self.row.size, -1, dtype=np.int64)
+        self.sub_of[mine] = sub_of.reshape(-1)
+
+    def _sub_values(self, c: int, mine: np.ndarray, chosen: np.ndarray) -> np.ndarray:
+        """Fill `sub_cells[c]`; return the element each sub-row's sharer reported first (-1).
+
+        A sub-row takes its row's value where that is an unlabelled (device-level) series',
+        else its sharer's own first value, else (the sharer reported none) the row's.
+        """
+        dense, has, _ = self.cells[c]
+        theirs = mine[self.sub_of[mine] >= 0]
+        first, _ = _first_per_row(self.sub_of[theirs], self.priority[theirs], self.sid[theirs])
+        first = theirs[first]
+        own = np.full(self.sub_row.size, -1, dtype=np.int64)
+        own[self.sub_of[first]] = first
+        device = np.zeros(self.n_rows, dtype=bool)
+        device[self.row[chosen]] = self.priority[chosen] == 0
+        take = (own >= 0) & ~device[self.sub_row]
+        values = dense[self.sub_row]
+        values[take] = self.value[own[take]]
+        self.sub_cells[c] = (values, has[self.sub_row] | take)
+        return np.where(take, own, -1)
 
     def _slot_rank(self) -> np.ndarray:
         """Row order of `WideRows`: node, GPU index, UUID, MIG instance."""
@@ -322,11 +390,18 @@ class _Table:
         rank[order] = np.arange(len(order))
         return rank
 
-    def _count_conflicts(self, mine: np.ndarray, chosen: np.ndarray) -> None:
-        """Copies of a landing value with the winner's priority but another value."""
+    def _count_conflicts(
+        self, mine: np.ndarray, chosen: np.ndarray, own: np.ndarray | None
+    ) -> None:
+        """Copies of a landing value with the priority of the value landing on their (sub-)row
+        but another value; `own`: per sub-row the element it takes instead of its row's (-1)."""
         best = np.full(self.n_rows, -1, dtype=np.int64)
         best[self.row[chosen]] = chosen
         winner = best[self.row[mine]]
+        if own is not None:
+            sub = self.sub_of[mine]
+            instead = np.where(sub >= 0, own[sub], -1)
+            winner = np.where(instead >= 0, instead, winner)
         clash = (winner != mine) & (self.priority[mine] == self.priority[winner])
         clash &= self.value[mine] != self.value[winner]
         clash &= self.landing_rows[self.row[mine]]
@@ -361,21 +436,22 @@ class _Table:
     def labels_per_row(self, label_of_series: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per row the one label id its series carry (-1: none or several); all (row, id) pairs."""
         label = label_of_series[self.sid] if self.sid.size else self.sid
+        single = _single_label(self.row, label, self.n_rows)
         has = label >= 0
         row, label = self.row[has], label[has]
-        low = np.full(self.n_rows, np.iinfo(np.int64).max)
-        high = np.full(self.n_rows, -1, dtype=np.int64)
-        np.minimum.at(low, row, label)
-        np.maximum.at(high, row, label)
-        single = np.where(low == high, high, -1)
         # rows holding several labels (a shared GPU) are few: list their pairs exactly
-        shared = (high >= 0) & (low != high)
-        mixed = shared[row]
+        mixed = single[row] < 0
         alone = np.flatnonzero(single >= 0)
         pairs = np.concatenate(
             [np.stack([alone, single[alone]], axis=1), _unique_pairs(row[mixed], label[mixed])]
         )
         return single, pairs
+
+    def sub_labels(self, label_of_series: np.ndarray) -> np.ndarray:
+        """Per sub-row the one label id its sharer's series carry (-1: none or several)."""
+        label = label_of_series[self.sid] if self.sid.size else self.sid
+        mine = self.sub_of >= 0
+        return _single_label(self.sub_of[mine], label[mine], self.sub_row.size)
 
 
 def _unique_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -417,11 +493,31 @@ def _samples(
     t: _Table,
     cluster: str,
     intervals: np.ndarray,
-    hpc: tuple[np.ndarray, list[Any]],
-    pods: tuple[np.ndarray, list[Any]],
+    jobs: list[Any],
+    hpc: tuple[np.ndarray, list[Any], np.ndarray],
+    pods: tuple[np.ndarray, list[Any], np.ndarray],
 ) -> pa.Table:
-    rows = np.flatnonzero(t.landing_rows)
+    """The landing rows, a shared row as one row per sharer (`job_id` set to it), in order.
+
+    `hpc`, `pods`: each row's single label id, the labels, and each series' label id.
+    """
+    plain = np.flatnonzero(t.landing_rows & ~t.shared_rows)
+    subs = np.flatnonzero(t.landing_rows[t.sub_row])
+    out_row = np.concatenate([plain, t.sub_row[subs]])
+    out_sub = np.concatenate([np.full(plain.size, -1, dtype=np.int64), subs])
+    order = np.lexsort((out_sub, out_row))  # sub-rows are numbered in their sharers' order
+    rows, sub = out_row[order], out_sub[order]
+    is_sub = sub >= 0
     n = rows.size
+
+    def per_row(row_values: np.ndarray, sub_values: np.ndarray) -> np.ndarray:
+        """Each output row's value: its sub-row's on a shared row, else its row's."""
+        if not sub_values.size:
+            out: np.ndarray = row_values[rows]
+        else:
+            out = np.where(is_sub, sub_values[np.maximum(sub, 0)], row_values[rows])
+        return out
+
     data: dict[str, pa.Array] = {
         "ts": pa.array(t.row_ts[rows], pa.int64()).cast(TIMESTAMP),
         "cluster": pa.array([cluster] * n, pa.string()),
@@ -432,16 +528,19 @@ def _samples(
         "mig_instance": t.slot_column("mig_instance", pa.int16(), rows),
         "model": t.slot_column("model", pa.string(), rows),
         "interval_s": pa.array(intervals[t.row_slot[rows]].astype(np.float32), pa.float32()),
+        "job_id": _lookup(per_row(np.full(t.n_rows, -1, dtype=np.int64), t.sub_sharer), jobs),
         "source": pa.array([SOURCE] * n, pa.string()),
     }
-    data["hpc_job"] = _lookup(hpc[0][rows], hpc[1])
-    pod, triples = pods[0][rows], pods[1]
+    data["hpc_job"] = _lookup(per_row(hpc[0], t.sub_labels(hpc[2])), hpc[1])
+    pod, triples = per_row(pods[0], t.sub_labels(pods[2])), pods[1]
     for i, column in enumerate(("k8s_namespace", "k8s_pod", "k8s_container")):
         data[column] = _lookup(pod, [t[i] for t in triples])
     for column in _COLS:
         cell = t.cells.get(_COL_ID[column])
         if cell is not None:
-            data[column] = _metric_array(column, cell[0][rows], cell[1][rows])
+            shared = t.sub_cells.get(_COL_ID[column], (np.empty(0), np.empty(0, dtype=bool)))
+            dense, has = per_row(cell[0], shared[0]), per_row(cell[1], shared[1])
+            data[column] = _metric_array(column, dense, has)
     arrays = [data[f.name] if f.name in data else pa.nulls(n, f.type) for f in GPU_SAMPLES]
     return pa.Table.from_arrays(arrays, schema=GPU_SAMPLES)
 
@@ -459,14 +558,17 @@ def pivot_window(
     """Pivot one window's query results (one block per family) into the contract's tables.
 
     Samples with `start_ms <= ts < end_ms` land, one row per (ts, UUID, GPU_I_ID): families
-    scraped together share the ts. Earlier samples (the look-back of `EVENT_COLUMNS` families)
-    only tell the state before the window. A row stands for `interval_s`, else the median
-    spacing of its GPU's samples here. `open_window`: the window reaches the present, so a job
-    label on a GPU's newest sample is a job still running. `targets`: per `instance`, the
-    labels its scrape target adds (from `up`); pod labels equal to them are dropped.
+    scraped together share the ts. A GPU reported at one ts under two or more sharers (distinct
+    `hpc_job` labels or pods: MPS, time-slicing) lands one row per sharer instead, with `job_id`
+    set to it, as `dcgm_rows.WideRows` builds them (its docstring says which values each row
+    takes); one sharer or none leaves `job_id` null. Earlier samples (the look-back of
+    `EVENT_COLUMNS` families) only tell the state before the window. A row stands for
+    `interval_s`, else the median spacing of its GPU's samples here. `open_window`: the window
+    reaches the present, so a job label on a GPU's newest sample is a job still running.
+    `targets`: per `instance`, the labels its scrape target adds (from `up`); pod labels equal to
+    them are dropped.
     """
     long = _collect(blocks, start_ms, end_ms, targets or {})
-    t = _Table(long, cluster, start_ms, end_ms)
     series = long.series
     hpc_ids, hpc_names = _ids([s.hpc_job for s in series])
     pod_ids, pod_triples = _ids(
@@ -475,11 +577,17 @@ def pivot_window(
             for s in series
         ]
     )
-    hpc_single, hpc_pairs = t.labels_per_row(hpc_ids)
-    pod_single, pod_pairs = t.labels_per_row(pod_ids)
     # job_gpus: `hpc_job` as written, a pod as <namespace>/<pod>, in one id space
     job_names = list(dict.fromkeys([*hpc_names, *(job_of_pod(ns, p) for ns, p, _ in pod_triples)]))
     job_of = {name: i for i, name in enumerate(job_names)}
+    sharers = np.array(
+        [-1 if (job := sharer_of(s)) is None else job_of[job] for s in series], dtype=np.int64
+    )
+    rank = np.empty(len(job_names), dtype=np.int64)
+    rank[sorted(range(len(job_names)), key=job_names.__getitem__)] = np.arange(len(job_names))
+    t = _Table(long, cluster, start_ms, end_ms, sharers, rank)
+    hpc_single, hpc_pairs = t.labels_per_row(hpc_ids)
+    pod_single, pod_pairs = t.labels_per_row(pod_ids)
     remap_hpc = np.array([job_of[n] for n in hpc_names], dtype=np.int64)
     remap_pod = np.array([job_of[job_of_pod(ns, p)] for ns, p, _ in pod_triples], dtype=np.int64)
     pairs = _unique_pairs(
@@ -488,7 +596,14 @@ def pivot_window(
     )
     intervals = t.intervals_s(interval_s)
     return WindowRows(
-        samples=_samples(t, cluster, intervals, (hpc_single, hpc_names), (pod_single, pod_triples)),
+        samples=_samples(
+            t,
+            cluster,
+            intervals,
+            job_names,
+            (hpc_single, hpc_names, hpc_ids),
+            (pod_single, pod_triples, pod_ids),
+        ),
         events=health_events(t, cluster, [s.err_msg for s in series]),
         job_gpus=job_intervals(t, cluster, intervals, pairs, job_names, open_window),
         counts=+long.counts,

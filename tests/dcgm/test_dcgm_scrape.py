@@ -81,13 +81,14 @@ def test_a_second_scrape_at_the_same_time_lands_no_duplicates(
     first = scrape_exporters([url], "della", tmp_path, clock=_clock(t0))
     again = scrape_exporters([url], "della", tmp_path, clock=_clock(t0))
 
-    assert first.samples == again.samples == 5
-    assert read_lake(tmp_path, "gpu_samples").num_rows == 5
+    # 5 GPUs or MIG instances, two of them shared by two jobs: one row per sharer there
+    assert first.samples == again.samples == 7
+    assert read_lake(tmp_path, "gpu_samples").num_rows == 7
     assert read_lake(tmp_path, "job_gpus").num_rows == 7
     assert read_lake(tmp_path, "gpu_events").num_rows == 6  # landed once, not re-landed
     assert pages.hits["/metrics"] == 2
     later = scrape_exporters([url], "della", tmp_path, clock=_clock(t0 + dt.timedelta(seconds=30)))
-    assert later.samples == 5 and read_lake(tmp_path, "gpu_samples").num_rows == 10
+    assert later.samples == 7 and read_lake(tmp_path, "gpu_samples").num_rows == 14
 
 
 def test_batch_ids_are_deterministic_per_cluster_url_and_time(t0):

@@ -218,9 +218,12 @@ def test_exported_pod_labels_win_over_the_exporters_own_pod(fixture_text, parse)
         "ai-artifactory-control",
     )
     assert (row["node"], row["temp_c"]) == ("worker1", 41)
-    # two pods share the GPU: one sample row, no single owner, one observation per pod
-    [shared] = both.samples.to_pylist()
-    assert shared["k8s_pod"] is None and shared["temp_c"] == 41
+    # two pods share the GPU: one sample row per pod, each with the device's values (DESIGN §4)
+    shared = both.samples.to_pylist()
+    assert [(r["job_id"], r["k8s_pod"], r["temp_c"]) for r in shared] == [
+        ("default/pod1", "pod1", 41),
+        ("default/pod2", "pod2", 41),
+    ]
     assert [o["job_id"] for o in both.job_gpus.to_pylist()] == ["default/pod1", "default/pod2"]
     assert "dcgm-exporter-dev-78z52" not in str(both.samples.to_pylist())
 

@@ -202,7 +202,7 @@ def test_empty_and_comment_only_input_gives_empty_tables(parse):
 
 def _synthetic(fixture_text, parse):
     result = parse(fixture_text("synthetic_hpc_job_events.txt"))
-    rows = {(r["gpu_uuid"], r["mig_instance"]): r for r in result.samples.to_pylist()}
+    rows = {(r["gpu_uuid"], r["mig_instance"], r["job_id"]): r for r in result.samples.to_pylist()}
     return result, rows
 
 
@@ -212,17 +212,31 @@ C = "GPU-cccccccc-1111-2222-3333-000000000002"
 D = "GPU-dddddddd-1111-2222-3333-000000000003"
 
 
-def test_one_row_per_gpu_or_mig_instance_however_many_jobs_share_it(fixture_text, parse):
+def test_one_row_per_gpu_or_mig_instance_and_per_sharer_of_a_shared_gpu(fixture_text, parse):
     result, rows = _synthetic(fixture_text, parse)
 
+    # B is time-sliced by jobs 6001 and 6002, D by two pods: one row per sharer, each carrying
+    # its job, so the marts split the GPU between them (DESIGN §4); a GPU with one job leaves
+    # job_id to attribution (job_gpus)
     assert sorted(rows, key=str) == sorted(
-        [(A, 1), (A, 2), (B, None), (C, None), (D, None)], key=str
+        [
+            (A, 1, None),
+            (A, 2, None),
+            (B, None, "6001"),
+            (B, None, "6002"),
+            (C, None, None),
+            (D, None, "team-a/trainer-0"),
+            (D, None, "team-a/trainer-1"),
+        ],
+        key=str,
     )
-    assert (rows[(A, 1)]["hpc_job"], rows[(A, 2)]["hpc_job"]) == ("5001", "5002")
-    assert rows[(A, 1)]["engine_active"] == pytest.approx(0.42)
-    assert rows[(B, None)]["hpc_job"] is None  # shared by 6001 and 6002: see job_gpus
-    assert rows[(B, None)]["gpu_util_pct"] == 97
-    assert rows[(C, None)]["hpc_job"] == "777_3"
+    assert (rows[(A, 1, None)]["hpc_job"], rows[(A, 2, None)]["hpc_job"]) == ("5001", "5002")
+    assert rows[(A, 1, None)]["engine_active"] == pytest.approx(0.42)
+    for job in ("6001", "6002"):
+        assert rows[(B, None, job)]["hpc_job"] == job
+        assert rows[(B, None, job)]["gpu_util_pct"] == 97  # the device's values on each row
+        assert rows[(B, None, job)]["ecc_sbe_volatile"] == 5
+    assert rows[(C, None, None)]["hpc_job"] == "777_3"
     assert result.counts == {}  # identical copies are not conflicts
 
 
@@ -246,14 +260,33 @@ def test_job_labels_become_exporter_label_observations(fixture_text, parse, t0):
 
 def test_device_series_wins_over_per_pod_values(fixture_text, parse):
     _, rows = _synthetic(fixture_text, parse)
-    shared = rows[(D, None)]
 
     # virtual-GPU mode: the unlabelled series is the device total; per-pod 30/50 are shares
-    assert (shared["gpu_util_pct"], shared["fb_used_mib"]) == (80, 20000)
-    assert shared["node"] == "gk8s01" and shared["k8s_pod"] is None
+    for pod in ("trainer-0", "trainer-1"):
+        shared = rows[(D, None, f"team-a/{pod}")]
+        assert (shared["gpu_util_pct"], shared["fb_used_mib"]) == (80, 20000)
+        assert shared["node"] == "gk8s01"
+        assert (shared["k8s_namespace"], shared["k8s_pod"], shared["k8s_container"]) == (
+            "team-a",
+            pod,
+            "main",
+        )
 
 
 def test_disagreeing_copies_keep_the_first_and_are_counted(parse):
+    text = "\n".join(
+        f"DCGM_FI_DEV_GPU_UTIL{{{GPU}{labels}}} {util}"
+        for labels, util in (("", 10), ("", 20), ("", 10), (',hpc_job="1"', 30))
+    )
+
+    result = parse(text)
+
+    # one job: one row; the device-level copies rank first, the first of them is kept
+    assert result.samples.column("gpu_util_pct").to_pylist() == [10]
+    assert result.counts == {"conflicting_duplicate": 1}
+
+
+def test_sharers_of_a_gpu_keep_their_own_values(parse):
     text = "\n".join(
         f'DCGM_FI_DEV_GPU_UTIL{{{GPU},hpc_job="{job}"}} {util}'
         for job, util in (("1", 10), ("2", 20), ("3", 10))
@@ -261,8 +294,13 @@ def test_disagreeing_copies_keep_the_first_and_are_counted(parse):
 
     result = parse(text)
 
-    assert result.samples.column("gpu_util_pct").to_pylist() == [10]
-    assert result.counts == {"conflicting_duplicate": 1}
+    rows = result.samples.to_pylist()
+    assert [(r["job_id"], r["hpc_job"], r["gpu_util_pct"]) for r in rows] == [
+        ("1", "1", 10),
+        ("2", "2", 20),
+        ("3", "3", 10),
+    ]
+    assert result.counts == {}  # no copy was dropped
 
 
 def test_health_events_once_per_physical_gpu(fixture_text, parse, t0):
@@ -288,7 +326,7 @@ def test_mig_rows_repeat_device_fields_of_their_gpu(fixture_text, parse):
     _, rows = _synthetic(fixture_text, parse)
 
     for gi in (1, 2):
-        row = rows[(A, gi)]
+        row = rows[(A, gi, None)]
         assert (row["mig_profile"], row["gpu_index"]) == ("3g.40gb", 0)
         assert (row["xid_last"], row["ecc_dbe_volatile"], row["clock_event_reasons"]) == (79, 2, 72)
         assert (row["remap_failure"], row["remap_pending"]) == (True, True)

@@ -13,6 +13,8 @@ from collector.errors import ConfigError
 from collector.sources.nvml_agent import AgentConfig, NvmlAgent, run_agent
 from collector.sources.nvml_device import NvmlUnavailable
 from tests.nvml.fake_nvml import GIB, NOT_SUPPORTED, FakeGpu, FakeMig, FakeNvml
+from warehouse.attribution import AttributionConfig, build_marts, reattribute
+from warehouse.connection import connect
 
 MIB = 1 << 20
 UUID0 = "GPU-0f1e2d3c-0000-4000-8000-000000000000"
@@ -238,18 +240,45 @@ def test_a_process_list_that_fails_once_does_not_split_the_run(node, read_lake, 
     assert [(r["start_ts"], r["end_ts"]) for r in runs] == [(t0, t0 + dt.timedelta(seconds=90))]
 
 
-def test_a_shared_gpu_has_no_single_owner_but_one_interval_per_job(node, proc, read_lake):
+def test_a_shared_gpu_has_one_row_and_one_interval_per_job(node, proc, read_lake, clock):
+    # MPS / time-slicing: processes of two jobs on GPU 0 at once; job 555 leaves after 2 ticks
     proc.add(1002, SLURM_V2.format(job=555))
     node.nvml.gpus[0].processes.append((1002, GIB))
 
     with node.agent() as agent:
-        agent.tick()
+        ticks = [agent.tick()]
+        clock.advance(30)
+        ticks.append(agent.tick())
+        node.nvml.gpus[0].processes.pop()
+        clock.advance(30)
+        ticks.append(agent.tick())
 
-    assert rows_by_slot(read_lake(node.lake, "gpu_samples"))[(UUID0, None)]["job_id"] is None
+    assert [t.samples for t in ticks] == [5, 5, 4]  # 4 GPUs or MIG instances, GPU 0 twice
+    on_gpu0 = [r for r in read_lake(node.lake, "gpu_samples").to_pylist() if r["gpu_uuid"] == UUID0]
+    assert sorted((r["ts"], r["job_id"]) for r in on_gpu0) == sorted(
+        [(ticks[0].ts, "280678"), (ticks[0].ts, "555"), (ticks[1].ts, "280678")]
+        + [(ticks[1].ts, "555"), (ticks[2].ts, "280678")]
+    )
+    for tick in ticks[:2]:  # the same device values on both jobs' rows
+        shared = [r for r in on_gpu0 if r["ts"] == tick.ts]
+        assert len({(r["power_w"], r["energy_j"], r["fb_used_mib"]) for r in shared}) == 1
     jobs = {
         r["job_id"] for r in read_lake(node.lake, "job_gpus").to_pylist() if r["gpu_uuid"] == UUID0
     }
     assert jobs == {"280678", "555"}
+
+    con = connect(node.lake)
+    reattribute(con, node.lake)
+    build_marts(con, node.lake, AttributionConfig())
+    usage = {
+        job: (observed, shared)
+        for job, observed, shared in con.sql(
+            "SELECT job_id, observed_gpu_h * 3600, shared FROM job_usage"
+        ).fetchall()
+    }
+    # GPU 0: three 30 s ticks, the first two split between the jobs
+    assert usage["280678"] == (pytest.approx(15 + 15 + 30), True)
+    assert usage["555"] == (pytest.approx(15 + 15), True)
 
 
 def test_a_process_gone_from_proc_is_skipped_and_counted(node, read_lake):

@@ -101,6 +101,77 @@ def test_one_scrape_pivots_to_the_rows_the_exposition_parser_makes(name):
     assert pulled.job_gpus.num_rows == scraped.job_gpus.num_rows  # one ts: runs == observations
 
 
+_SHARED_FAMILIES = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_POWER_USAGE")
+
+
+@st.composite
+def _shared_scrape(draw: st.DrawFn) -> str:
+    """One scrape of 1-3 GPUs, each with or without a device-level series and 0-3 sharers (an
+    `hpc_job` label, or a pod with 1-2 containers) whose series report some of the families with
+    values that may disagree; each family's lines in the order the puller sorts series in."""
+    series: list[dict[str, str]] = []
+    for g in range(draw(st.integers(1, 3))):
+        base = {"gpu": str(g), "UUID": f"GPU-{g}", "Hostname": "n1", "modelName": "Tesla T4"}
+        if draw(st.booleans()):
+            series.append(base)
+        for j in range(draw(st.integers(0, 3))):
+            if draw(st.booleans()):
+                series.append({**base, "hpc_job": str(10 + j)})
+            else:
+                for c in range(draw(st.integers(1, 2))):
+                    series.append({**base, "namespace": "ns", "pod": f"p{j}", "container": f"c{c}"})
+    lines = []
+    for family in _SHARED_FAMILIES:
+        for labels in sorted(series, key=lambda labels: sorted(labels.items())):
+            if draw(st.booleans()):
+                block = ",".join(f'{k}="{v}"' for k, v in labels.items())
+                lines.append(f"{family}{{{block}}} {draw(st.sampled_from([10, 20]))}")
+    return "\n".join(lines)
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=_shared_scrape())
+def test_shared_gpus_pivot_to_the_rows_and_counts_the_exposition_parser_makes(text):
+    scraped = parse_exposition(text, cluster="c", ts=T0, interval_s=30.0, source="prometheus")
+
+    pulled = pivot_window(
+        _as_blocks(text), cluster="c", start_ms=T0_MS, end_ms=T0_MS + 1, interval_s=30.0
+    )
+
+    assert pulled.samples.equals(scraped.samples)
+    assert pulled.counts.get("conflicting_duplicate", 0) == scraped.counts.get(
+        "conflicting_duplicate", 0
+    )
+
+
+def test_each_sharer_of_a_gpu_lands_its_own_values_unless_a_device_series_exists():
+    gpu = 'gpu="0",UUID="GPU-0",Hostname="n1"'
+    sharers = "\n".join(
+        f'DCGM_FI_DEV_FB_USED{{{gpu},hpc_job="{job}"}} {mib}'
+        for job, mib in (("1", 100), ("2", 200), ("2", 250))
+    ).replace('hpc_job="2"} 250', 'hpc_job="2",pod="x"} 250')
+    device = f"DCGM_FI_DEV_FB_USED{{{gpu}}} 1000"
+
+    for text in (sharers, f"{device}\n{sharers}"):
+        scraped = parse_exposition(text, cluster="c", ts=T0, interval_s=30.0, source="x")
+        pulled = pivot_window(_as_blocks(text), cluster="c", start_ms=T0_MS, end_ms=T0_MS + 1)
+        for rows in (scraped.samples, pulled.samples):
+            got = list(
+                zip(
+                    rows.column("job_id").to_pylist(),
+                    rows.column("fb_used_mib").to_pylist(),
+                    strict=True,
+                )
+            )
+            if text == sharers:
+                assert got == [("1", 100.0), ("2", 200.0)]  # job 2's second copy disagrees
+            else:
+                assert got == [("1", 1000.0), ("2", 1000.0)]  # the device's reading wins
+        conflicts = 1 if text == sharers else 0
+        assert scraped.counts.get("conflicting_duplicate", 0) == conflicts
+        assert pulled.counts.get("conflicting_duplicate", 0) == conflicts
+
+
 _TOKENS = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False, width=64).map(repr),
     st.integers(-(2**40), 2**64).map(str),
@@ -152,21 +223,39 @@ def test_value_checks_agree_with_dcgm_fields_convert_value_by_value(name, tokens
 # ------------------------------------------------------------------ recorded bodies
 
 
-def test_mig_instances_shared_gpus_and_pods_pivot_to_one_row_per_instance_and_scrape():
+def test_mig_instances_shared_gpus_and_pods_pivot_to_one_row_per_instance_sharer_and_scrape():
     rows = pivot("mig_hpc_k8s")
 
     samples = rows.samples.to_pylist()
-    per_slot = Counter((r["gpu_uuid"], r["mig_instance"]) for r in samples)
+    per_slot = Counter((r["gpu_uuid"][:12], r["mig_instance"], r["job_id"]) for r in samples)
     scrapes = len({r["ts"] for r in samples})
-    assert set(per_slot.values()) == {scrapes}  # every slot once per scrape
+    # every slot once per scrape; GPU B (jobs 6001 and 6002) and GPU D (two pods) are
+    # time-sliced: once per sharer, each row carrying its sharer's job (DESIGN §4)
+    assert per_slot == {
+        ("GPU-aaaaaaaa", 1, None): scrapes,
+        ("GPU-aaaaaaaa", 2, None): scrapes,
+        ("GPU-bbbbbbbb", None, "6001"): scrapes,
+        ("GPU-bbbbbbbb", None, "6002"): scrapes,
+        ("GPU-cccccccc", None, None): scrapes,
+        ("GPU-dddddddd", None, "team-a/trainer-0"): scrapes,
+        ("GPU-dddddddd", None, "team-a/trainer-1"): scrapes,
+    }
     mig = [r for r in samples if r["mig_instance"] is not None]
     assert {(r["mig_instance"], r["mig_profile"], r["hpc_job"]) for r in mig} == {
         (1, "3g.40gb", "5001"),
         (2, "3g.40gb", "5002"),
     }
     shared = [r for r in samples if r["gpu_uuid"].startswith("GPU-bbbbbbbb")]
-    assert {r["hpc_job"] for r in shared} == {None}  # two jobs: no single owner on the row
+    assert all(r["hpc_job"] == r["job_id"] for r in shared)
+    assert {r["gpu_util_pct"] for r in shared} == {97.0}  # the device's values on every row
+    pods = [r for r in samples if r["gpu_uuid"].startswith("GPU-dddddddd")]
+    assert {(r["job_id"], r["k8s_pod"]) for r in pods} == {
+        ("team-a/trainer-0", "trainer-0"),
+        ("team-a/trainer-1", "trainer-1"),
+    }
+    assert {r["gpu_util_pct"] for r in pods} == {80.0}  # the device-level series wins
     assert {r["node"] for r in samples} == {"g042", "gk8s01"}
+    assert rows.counts == {}
 
 
 def test_job_labels_become_one_interval_per_contiguous_run():

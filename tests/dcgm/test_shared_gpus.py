@@ -1,0 +1,123 @@
+"""A time-sliced GPU scraped from dcgm-exporter, landed, attributed and built into the marts.
+
+GPU A is held by one job (an `hpc_job` label, or a pod) for ten scrapes, then shared with a
+second job for ten more: dcgm-exporter copies the device's values to each sharer's series. The
+scraper lands one row per sharer there, so DESIGN §4 splits the GPU's time and energy between
+them and marks both `shared`; GPU B stays with one job throughout.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+
+from collector.sources.dcgm_scrape import scrape_exporters
+from warehouse.attribution import AttributionConfig, build_marts, reattribute
+from warehouse.connection import connect
+
+H = 3600.0
+STEP_S = 30
+SCRAPES = 20
+SHARED_FROM = 10  # the second job joins GPU A at this scrape
+URL = "http://g001:9400/metrics"
+GPU_A = 'gpu="0",UUID="GPU-aaaa",Hostname="g001",modelName="NVIDIA H100 80GB HBM3"'
+GPU_B = 'gpu="1",UUID="GPU-bbbb",Hostname="g001",modelName="NVIDIA H100 80GB HBM3"'
+
+# (first job's labels, second job's labels, B's labels, their job ids)
+HPC = ('hpc_job="7"', 'hpc_job="8"', 'hpc_job="9"', ("7", "8", "9"))
+PODS = (
+    'container="main",namespace="team-a",pod="trainer-0"',
+    'container="main",namespace="team-a",pod="trainer-1"',
+    'container="main",namespace="team-b",pod="solo"',
+    ("team-a/trainer-0", "team-a/trainer-1", "team-b/solo"),
+)
+
+
+def exposition(k: int, first: str, second: str, other: str) -> str:
+    """Scrape k: 60 % busy, 10 W, the energy counter 300 J (300000 mJ) higher each scrape."""
+    series = [(GPU_A, first), (GPU_B, other)]
+    if k >= SHARED_FROM:
+        series.append((GPU_A, second))
+    lines = []
+    for name, value in (
+        ("DCGM_FI_DEV_GPU_UTIL", "60"),
+        ("DCGM_FI_DEV_POWER_USAGE", "10.000000"),
+        ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", str(300_000 * k)),
+    ):
+        lines.append(f"# TYPE {name} gauge")
+        lines += [f"{name}{{{gpu},{labels}}} {value}" for gpu, labels in series]
+    return "\n".join(lines) + "\n"
+
+
+def scrape(root: Path, t0: dt.datetime, k: int, labels: tuple) -> None:
+    summary = scrape_exporters(
+        [URL],
+        "della",
+        root,
+        fetch=lambda url, timeout_s: exposition(k, *labels[:3]),
+        clock=lambda: t0 + dt.timedelta(seconds=STEP_S * k),
+        span_s=STEP_S,
+    )
+    assert not summary.failures and summary.skipped == {}
+
+
+@pytest.mark.parametrize("labels", [HPC, PODS], ids=["hpc_job", "pods"])
+def test_a_shared_gpu_is_split_between_its_sharers(labels, read_lake, tmp_path, t0):
+    one, two, solo = labels[3]
+    for k in range(SCRAPES):
+        scrape(tmp_path, t0, k, labels)
+    scrape(tmp_path, t0, 15, labels)  # the same scrape landed again replaces itself
+
+    samples = read_lake(tmp_path, "gpu_samples").to_pylist()
+    on_a = [r for r in samples if r["gpu_uuid"] == "GPU-aaaa"]
+    assert len(samples) == SCRAPES + SHARED_FROM + 2 * (SCRAPES - SHARED_FROM)
+    # one row per scrape while alone (owner from job_gpus), one per sharer while shared
+    assert sorted((r["ts"], r["job_id"] or "") for r in on_a) == sorted(
+        [(t0 + dt.timedelta(seconds=STEP_S * k), "") for k in range(SHARED_FROM)]
+        + [
+            (t0 + dt.timedelta(seconds=STEP_S * k), job)
+            for k in range(SHARED_FROM, SCRAPES)
+            for job in (one, two)
+        ]
+    )
+    shared = [r for r in on_a if r["job_id"] is not None]
+    assert {r["power_w"] for r in shared} == {10.0}  # the device's values on every row
+    if labels is PODS:
+        assert {(r["job_id"], r["k8s_pod"]) for r in shared} == {
+            (one, "trainer-0"),
+            (two, "trainer-1"),
+        }
+    else:
+        assert all(r["hpc_job"] == r["job_id"] for r in shared)
+
+    con = connect(tmp_path)
+    reattribute(con, tmp_path)
+    build_marts(con, tmp_path, AttributionConfig())
+    jobs = {row["job_id"]: row for row in con.sql("SELECT * FROM job_usage").pl().to_dicts()}
+
+    # A: 600 s observed (20 spans of 30 s), 6000 J (19 counter steps of 300 J + 10 W × 30 s).
+    # The first job has it alone for 300 s, then each sharer gets half of the last 300 s.
+    assert jobs[one]["observed_gpu_h"] == pytest.approx((300 + 150) / H)
+    assert jobs[two]["observed_gpu_h"] == pytest.approx(150 / H)
+    assert jobs[one]["effective_gpu_h"] == pytest.approx(0.6 * 450 / H, rel=1e-6)
+    assert jobs[two]["effective_gpu_h"] == pytest.approx(0.6 * 150 / H, rel=1e-6)
+    assert jobs[one]["energy_kwh"] * 3.6e6 == pytest.approx(3000 + 1500)
+    assert jobs[two]["energy_kwh"] * 3.6e6 == pytest.approx(1500)
+    assert jobs[two]["power_w_mean"] == pytest.approx(5.0)  # half the device's 10 W
+    assert (jobs[one]["samples"], jobs[two]["samples"]) == (SCRAPES, SCRAPES - SHARED_FROM)
+    assert jobs[one]["shared"] and jobs[two]["shared"]
+    assert jobs[solo]["observed_gpu_h"] == pytest.approx(600 / H)
+    assert jobs[solo]["energy_kwh"] * 3.6e6 == pytest.approx(6000)
+    assert not jobs[solo]["shared"]
+
+    # each physical GPU counts once: two GPUs allocated in both 5-minute buckets, not three
+    occupancy = con.sql(
+        "SELECT gpus_allocated, gpus_active FROM cluster_occupancy ORDER BY bucket"
+    ).fetchall()
+    assert [tuple(round(v, 9) for v in row) for row in occupancy] == [(2.0, 2.0), (2.0, 2.0)]
+    [day] = con.sql("SELECT observed_gpu_h, energy_kwh, shared FROM usage_daily").fetchall()
+    assert day[0] == pytest.approx(1200 / H)
+    assert day[1] * 3.6e6 == pytest.approx(12_000)
+    assert day[2]
