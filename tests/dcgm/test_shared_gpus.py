@@ -14,10 +14,8 @@ from pathlib import Path
 import pytest
 
 from collector.sources.dcgm_scrape import scrape_exporters
-from warehouse.attribution import AttributionConfig, build_marts, reattribute
-from warehouse.connection import connect
+from tests.marts.shared_split import H, attributed_jobs
 
-H = 3600.0
 STEP_S = 30
 SCRAPES = 20
 SHARED_FROM = 10  # the second job joins GPU A at this scrape
@@ -92,32 +90,8 @@ def test_a_shared_gpu_is_split_between_its_sharers(labels, read_lake, tmp_path, 
     else:
         assert all(r["hpc_job"] == r["job_id"] for r in shared)
 
-    con = connect(tmp_path)
-    reattribute(con, tmp_path)
-    build_marts(con, tmp_path, AttributionConfig())
-    jobs = {row["job_id"]: row for row in con.sql("SELECT * FROM job_usage").pl().to_dicts()}
-
-    # A: 600 s observed (20 spans of 30 s), 6000 J (19 counter steps of 300 J + 10 W × 30 s).
-    # The first job has it alone for 300 s, then each sharer gets half of the last 300 s.
-    assert jobs[one]["observed_gpu_h"] == pytest.approx((300 + 150) / H)
-    assert jobs[two]["observed_gpu_h"] == pytest.approx(150 / H)
+    jobs = attributed_jobs(tmp_path, one, two, solo)
     assert jobs[one]["effective_gpu_h"] == pytest.approx(0.6 * 450 / H, rel=1e-6)
     assert jobs[two]["effective_gpu_h"] == pytest.approx(0.6 * 150 / H, rel=1e-6)
-    assert jobs[one]["energy_kwh"] * 3.6e6 == pytest.approx(3000 + 1500)
-    assert jobs[two]["energy_kwh"] * 3.6e6 == pytest.approx(1500)
     assert jobs[two]["power_w_mean"] == pytest.approx(5.0)  # half the device's 10 W
     assert (jobs[one]["samples"], jobs[two]["samples"]) == (SCRAPES, SCRAPES - SHARED_FROM)
-    assert jobs[one]["shared"] and jobs[two]["shared"]
-    assert jobs[solo]["observed_gpu_h"] == pytest.approx(600 / H)
-    assert jobs[solo]["energy_kwh"] * 3.6e6 == pytest.approx(6000)
-    assert not jobs[solo]["shared"]
-
-    # each physical GPU counts once: two GPUs allocated in both 5-minute buckets, not three
-    occupancy = con.sql(
-        "SELECT gpus_allocated, gpus_active FROM cluster_occupancy ORDER BY bucket"
-    ).fetchall()
-    assert [tuple(round(v, 9) for v in row) for row in occupancy] == [(2.0, 2.0), (2.0, 2.0)]
-    [day] = con.sql("SELECT observed_gpu_h, energy_kwh, shared FROM usage_daily").fetchall()
-    assert day[0] == pytest.approx(1200 / H)
-    assert day[1] * 3.6e6 == pytest.approx(12_000)
-    assert day[2]

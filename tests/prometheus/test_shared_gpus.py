@@ -17,10 +17,8 @@ import pyarrow.dataset as pads
 import pytest
 
 from collector.sources.prometheus import PullConfig, pull
-from warehouse.attribution import AttributionConfig, build_marts, reattribute
-from warehouse.connection import connect
+from tests.marts.shared_split import attributed_jobs
 
-H = 3600.0
 T0 = dt.datetime(2026, 11, 2, 0, 0, tzinfo=dt.UTC)
 T0_S = T0.timestamp()
 STEP_S = 30
@@ -128,22 +126,4 @@ def test_a_shared_gpu_is_split_between_its_sharers(labels, tmp_path):
     else:
         assert all(r["hpc_job"] == r["job_id"] for r in shared)
 
-    con = connect(tmp_path)
-    reattribute(con, tmp_path)
-    build_marts(con, tmp_path, AttributionConfig())
-    jobs = {row["job_id"]: row for row in con.sql("SELECT * FROM job_usage").pl().to_dicts()}
-
-    # A: 600 s observed (20 spans of 30 s), 6000 J (19 counter steps of 300 J + 10 W × 30 s).
-    # The first job has it alone for 300 s, then each sharer gets half of the last 300 s.
-    assert jobs[one]["observed_gpu_h"] == pytest.approx((300 + 150) / H)
-    assert jobs[two]["observed_gpu_h"] == pytest.approx(150 / H)
-    assert jobs[one]["energy_kwh"] * 3.6e6 == pytest.approx(3000 + 1500)
-    assert jobs[two]["energy_kwh"] * 3.6e6 == pytest.approx(1500)
-    assert jobs[one]["shared"] and jobs[two]["shared"]
-    assert jobs[solo]["observed_gpu_h"] == pytest.approx(600 / H)
-    assert not jobs[solo]["shared"]
-    occupancy = con.sql("SELECT gpus_allocated FROM cluster_occupancy ORDER BY bucket").fetchall()
-    assert [round(row[0], 9) for row in occupancy] == [2.0, 2.0]  # GPU A counts once
-    [day] = con.sql("SELECT observed_gpu_h, energy_kwh FROM usage_daily").fetchall()
-    assert day[0] == pytest.approx(1200 / H)
-    assert day[1] * 3.6e6 == pytest.approx(12_000)
+    attributed_jobs(tmp_path, one, two, solo)
