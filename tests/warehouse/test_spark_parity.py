@@ -92,8 +92,12 @@ def test_a_distinct_window_count_becomes_the_size_of_a_set():
 
 
 @needs_spark
-def test_spark_builds_the_same_marts_as_duckdb_on_a_hand_made_lake(spark, tmp_path):
+def test_spark_reading_a_lake_url_builds_the_same_marts_as_duckdb(spark, tmp_path):
+    """One lake, one Spark build (planning dominates on lakes this small): a simulated day of
+    8 GPUs, and beside it a hand-made cluster with the edge cases and a share tree. Spark finds
+    the raw files itself under a file:// lake URL, as it would under s3a://."""
     lake = tmp_path / "lake"
+    simulate(SimConfig(gpus=8, days=1, seed=3), lake)
     rows = r.mixed_lake()  # gaps, a duplicate, jitter, a shared GPU, a whole-node allocation
     r.land(lake, "gpu_samples", rows["samples"])
     r.land(lake, "jobs", rows["jobs"])
@@ -113,21 +117,13 @@ def test_spark_builds_the_same_marts_as_duckdb_on_a_hand_made_lake(spark, tmp_pa
         ],
     )
 
-    duck, on_spark = both_engines(spark, lake, tmp_path)
-
-    assert duck["job_usage"].height == 4 and duck["cluster_occupancy"].height > 0
-    fairness = duck["fairness_weekly"]
-    assert fairness.filter(pl.col("account") == "bio")["jobs"].to_list() == [0, 0]
-    assert fairness["entitled_share"].drop_nulls().len() > 0
-    assert_same(duck, on_spark)
-
-
-@needs_spark
-def test_spark_reading_a_lake_url_builds_the_same_marts_on_a_simulated_lake(spark, tmp_path):
-    lake = tmp_path / "lake"
-    simulate(SimConfig(gpus=8, days=1, seed=3), lake)
-
     duck, on_spark = both_engines(spark, lake, tmp_path, as_url=True)
 
-    assert duck["job_usage"].height > 5
+    hand_made = pl.col("cluster") == r.CLUSTER
+    assert duck["job_usage"].filter(hand_made).height == 4
+    assert duck["job_usage"].filter(~hand_made).height > 5
+    assert duck["cluster_occupancy"].filter(hand_made).height > 0
+    fairness = duck["fairness_weekly"].filter(hand_made)
+    assert fairness.filter(pl.col("account") == "bio")["jobs"].to_list() == [0, 0]
+    assert fairness["entitled_share"].drop_nulls().len() > 0
     assert_same(duck, on_spark)
