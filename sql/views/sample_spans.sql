@@ -1,7 +1,7 @@
 -- sample_spans: every GPU sample with the span of time it stands for, its busy fraction and energy.
 --
 -- Grain:   one row per gpu_samples row
--- Reads:   gpu_samples (twice: once for the distinct devices)
+-- Reads:   gpu_samples (three times: the distinct devices, the samples, the MIG instances at a ts)
 -- Params:  none
 -- Returns: cluster, device, device_node, device_index, node, gpu_index, gpu_uuid, mig_instance,
 --          model, ts, job_id, interval_s, date, span_s, end_e, gap_s, share, sharers, busy,
@@ -21,8 +21,9 @@
 
 WITH devices AS (
     -- The device is the UUID, else node and index. Numbering the devices first lets the windows
-    -- partition on one integer and leave the key columns (strings) out of what they sort: they
-    -- are joined back after them, which costs far less than sorting them.
+    -- partition on one integer and leave the key columns (strings) out of what they sort; the
+    -- windows carry them along instead. (Joined back after the windows, the rows were the side
+    -- DuckDB built its hash table on: the devices' estimate is the samples' count.)
     SELECT
         cluster,
         gpu_uuid,
@@ -68,6 +69,9 @@ mig_counts AS (
 slim AS (
     SELECT
         device_id,
+        cluster,
+        gpu_uuid,
+        mig_instance,
         node,
         gpu_index,
         model,
@@ -129,17 +133,13 @@ together AS (
 ),
 ordered AS (
     SELECT
-        d.cluster,
-        coalesce(d.gpu_uuid, d.device_node || '/' || CAST(d.device_index AS VARCHAR)) AS device,
-        d.gpu_uuid,
-        d.mig_instance,
+        coalesce(w.gpu_uuid, w.node || '/' || CAST(w.gpu_index AS VARCHAR)) AS device,
         w.*
     FROM (
         SELECT * FROM alone
         UNION ALL
         SELECT * FROM together
     ) AS w
-    INNER JOIN devices AS d ON d.device_id = w.device_id
 ),
 spans AS (
     SELECT
