@@ -199,6 +199,8 @@ def run_bench(plan: BenchPlan, echo: Echo) -> dict[str, Any]:
         },
         "scenarios": list(plan.scenarios),
     }
+    if plan.workdir is not None:  # a folder named for the lakes is made, as a user expects
+        plan.workdir.mkdir(parents=True, exist_ok=True)
     base = Path(tempfile.mkdtemp(prefix="gpuledger-bench-", dir=plan.workdir))
     try:
         if "scale" in plan.scenarios:  # first, so the peak RSS it reports is its own

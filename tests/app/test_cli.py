@@ -254,8 +254,7 @@ def test_spark_options_need_the_spark_engine(tmp_path: Path) -> None:
 
 def test_bench_writes_its_results_as_json(tmp_path: Path) -> None:
     out = tmp_path / "b.json"
-    work = tmp_path / "work"
-    work.mkdir()
+    work = tmp_path / "not" / "there"  # made by bench, as `--lake`'s folder
     result = invoke(
         "bench",
         "--gpus",
