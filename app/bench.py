@@ -223,7 +223,7 @@ def _attribution_rows(a: dict[str, Any]) -> list[tuple[str, float, str]]:
         ("simulate", a["simulate_s"], f"{a['samples']:,} samples, {a['jobs']:,} jobs"),
         ("plain scan floor (DuckDB)", a["floor_scan_s"], "baseline"),
         (
-            "attribution: job_usage, usage_daily, cluster_occupancy, job_outcomes",
+            "attribution: the summary marts (job_usage, usage_daily, cluster_occupancy, …)",
             a["marts_s"],
             f"{a['marts_vs_floor']:.2f}× the floor; "
             f"{a['marts_speedup_vs_pandas_merge_asof']:.0f}× faster than pandas",
