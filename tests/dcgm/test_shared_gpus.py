@@ -14,11 +14,8 @@ from pathlib import Path
 import pytest
 
 from collector.sources.dcgm_scrape import scrape_exporters
-from tests.marts.shared_split import H, attributed_jobs
+from tests.marts.shared_split import SCRAPES, SHARED_FROM, STEP_S, H, attributed_jobs, sharer_rows
 
-STEP_S = 30
-SCRAPES = 20
-SHARED_FROM = 10  # the second job joins GPU A at this scrape
 URL = "http://g001:9400/metrics"
 GPU_A = 'gpu="0",UUID="GPU-aaaa",Hostname="g001",modelName="NVIDIA H100 80GB HBM3"'
 GPU_B = 'gpu="1",UUID="GPU-bbbb",Hostname="g001",modelName="NVIDIA H100 80GB HBM3"'
@@ -69,18 +66,7 @@ def test_a_shared_gpu_is_split_between_its_sharers(labels, read_lake, tmp_path, 
     scrape(tmp_path, t0, 15, labels)  # the same scrape landed again replaces itself
 
     samples = read_lake(tmp_path, "gpu_samples").to_pylist()
-    on_a = [r for r in samples if r["gpu_uuid"] == "GPU-aaaa"]
-    assert len(samples) == SCRAPES + SHARED_FROM + 2 * (SCRAPES - SHARED_FROM)
-    # one row per scrape while alone (owner from job_gpus), one per sharer while shared
-    assert sorted((r["ts"], r["job_id"] or "") for r in on_a) == sorted(
-        [(t0 + dt.timedelta(seconds=STEP_S * k), "") for k in range(SHARED_FROM)]
-        + [
-            (t0 + dt.timedelta(seconds=STEP_S * k), job)
-            for k in range(SHARED_FROM, SCRAPES)
-            for job in (one, two)
-        ]
-    )
-    shared = [r for r in on_a if r["job_id"] is not None]
+    shared = sharer_rows(samples, t0, one, two)
     assert {r["power_w"] for r in shared} == {10.0}  # the device's values on every row
     if labels is PODS:
         assert {(r["job_id"], r["k8s_pod"]) for r in shared} == {

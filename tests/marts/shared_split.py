@@ -1,9 +1,10 @@
-"""What both readers' shared-GPU tests check once the lake is attributed: GPU A (600 s, 6000 J)
-held by job `one` alone for its first 300 s and shared with job `two` for the last 300 s, GPU B
-held by `solo` throughout."""
+"""What both readers' shared-GPU tests check: GPU A (600 s, 6000 J) scraped every STEP_S over
+SCRAPES scrapes, held by job `one` alone until scrape SHARED_FROM and shared with job `two` for
+the rest, GPU B held by `solo` throughout."""
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,25 @@ from warehouse.attribution import AttributionConfig, build_marts, reattribute
 from warehouse.connection import connect
 
 H = 3600.0
+STEP_S = 30
+SCRAPES = 20
+SHARED_FROM = 10  # the second job joins GPU A at this scrape
+
+
+def sharer_rows(samples: list[dict[str, Any]], t0: dt.datetime, one: str, two: str) -> list:
+    """Check the landed rows: one per scrape of GPU A while alone (its owner comes from
+    job_gpus), one per sharer, carrying it as job_id, while shared; return the shared rows."""
+    assert len(samples) == SCRAPES + SHARED_FROM + 2 * (SCRAPES - SHARED_FROM)
+    on_a = [r for r in samples if r["gpu_uuid"] == "GPU-aaaa"]
+    assert sorted((r["ts"], r["job_id"] or "") for r in on_a) == sorted(
+        [(t0 + dt.timedelta(seconds=STEP_S * k), "") for k in range(SHARED_FROM)]
+        + [
+            (t0 + dt.timedelta(seconds=STEP_S * k), job)
+            for k in range(SHARED_FROM, SCRAPES)
+            for job in (one, two)
+        ]
+    )
+    return [r for r in on_a if r["job_id"] is not None]
 
 
 def attributed_jobs(root: Path, one: str, two: str, solo: str) -> dict[str, dict[str, Any]]:

@@ -17,13 +17,10 @@ import pyarrow.dataset as pads
 import pytest
 
 from collector.sources.prometheus import PullConfig, pull
-from tests.marts.shared_split import attributed_jobs
+from tests.marts.shared_split import SCRAPES, SHARED_FROM, STEP_S, attributed_jobs, sharer_rows
 
 T0 = dt.datetime(2026, 11, 2, 0, 0, tzinfo=dt.UTC)
 T0_S = T0.timestamp()
-STEP_S = 30
-SCRAPES = 20
-SHARED_FROM = 10  # the second job joins GPU A at this scrape
 FAMILIES = {  # family → value at scrape k (the energy counter in mJ)
     "DCGM_FI_DEV_GPU_UTIL": lambda k: "60",
     "DCGM_FI_DEV_POWER_USAGE": lambda k: "10",
@@ -106,17 +103,7 @@ def test_a_shared_gpu_is_split_between_its_sharers(labels, tmp_path):
         .to_table()
         .to_pylist()
     )
-    assert len(samples) == SCRAPES + SHARED_FROM + 2 * (SCRAPES - SHARED_FROM)
-    on_a = [r for r in samples if r["gpu_uuid"] == "GPU-aaaa"]
-    assert sorted((r["ts"], r["job_id"] or "") for r in on_a) == sorted(
-        [(T0 + dt.timedelta(seconds=STEP_S * k), "") for k in range(SHARED_FROM)]
-        + [
-            (T0 + dt.timedelta(seconds=STEP_S * k), job)
-            for k in range(SHARED_FROM, SCRAPES)
-            for job in (one, two)
-        ]
-    )
-    shared = [r for r in on_a if r["job_id"] is not None]
+    shared = sharer_rows(samples, T0, one, two)
     assert {(r["power_w"], r["interval_s"]) for r in shared} == {(10.0, STEP_S)}
     if labels is PODS:
         assert {(r["job_id"], r["k8s_pod"], r["k8s_container"]) for r in shared} == {
