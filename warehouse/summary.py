@@ -375,14 +375,7 @@ def _scope_days(
     moved: the changed days (by the clusters their rows name), and every day between a
     cluster's old and new end of data (allocations still open run to it)."""
     wanted = set(changed)
-    present = both_changed.group_by(["cluster", "date"]).aggregate([])
-    days = {
-        (cluster, date)
-        for cluster, date in zip(
-            present.column("cluster").to_pylist(), present.column("date").to_pylist(), strict=True
-        )
-        if (layout.safe_name(cluster), date) in wanted
-    }
+    days = {(c, d) for c, d in _pairs(both_changed) if (layout.safe_name(c), d) in wanted}
     moved = []
     for cluster in sorted(set(before) | set(after)):
         ends = [e for e in (before.get(cluster), after.get(cluster)) if e is not None]
@@ -403,20 +396,18 @@ def _scope_days(
     return table, moved
 
 
-def _day_keys(table: pa.Table) -> set[DayKey]:
-    """The day partitions (folder keys) of the (cluster, date) pairs in `table`."""
+def _pairs(table: pa.Table) -> list[tuple[str, dt.date]]:
+    """The distinct (cluster, date) pairs of `table`'s rows."""
     pairs = table.group_by(["cluster", "date"]).aggregate([])
-    return {
-        (layout.safe_name(c), d)
-        for c, d in zip(
-            pairs.column("cluster").to_pylist(), pairs.column("date").to_pylist(), strict=True
-        )
-    }
+    return list(
+        zip(pairs.column("cluster").to_pylist(), pairs.column("date").to_pylist(), strict=True)
+    )
 
 
 def _days_holding(index: pa.Table, jobs: pa.Table) -> set[DayKey]:
     """The day partitions holding rows of `jobs` (cluster, job_id), by the index."""
-    return _day_keys(index.join(jobs, ["cluster", "job_id"], join_type="left semi"))
+    held = index.join(jobs, ["cluster", "job_id"], join_type="left semi")
+    return {(layout.safe_name(c), d) for c, d in _pairs(held)}
 
 
 def _extent(index: pa.Table) -> dict[str, tuple[float, float, int]]:
