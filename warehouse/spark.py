@@ -42,6 +42,7 @@ DERIVED_VIEWS = (
     ("jobs_latest", "views/jobs_latest"),
     ("sample_spans", "views/sample_spans"),
     ("job_gpu_intervals", "views/job_gpu_intervals"),
+    ("job_gpu_shares", "views/job_gpu_shares"),
 )
 REFERENCE_FILES = {"gpu_models": "gpu_models.csv", "xid_classes": "xid_classes.csv"}
 

@@ -609,6 +609,22 @@ def _update(
     for table in ("job_gpus", "app_throughput", "jobs_latest"):
         _restricted(con, f"{table}_all", table, "scope_jobs")
     fresh = con.sql(sql.load(DERIVED_VIEWS["job_gpu_intervals"])).to_arrow_table()
+    others = con.from_arrow(intervals).join(
+        con.table("scope_jobs"), ["cluster", "job_id"], how="anti"
+    )
+    intervals = others.union(con.from_arrow(fresh.cast(intervals.schema))).to_arrow_table()
+    # A job's share of a GPU depends on every job that held it at the same time, in scope or
+    # not: the shares of the jobs in scope are cut from all the intervals on their devices.
+    on_their_devices = con.from_arrow(intervals).join(
+        con.from_arrow(fresh.select(["cluster", "device"])), ["cluster", "device"], how="semi"
+    )
+    _arrow_view(con, "job_gpu_intervals", on_their_devices.to_arrow_table())
+    shares = (
+        con.sql(sql.load(DERIVED_VIEWS["job_gpu_shares"]))
+        .join(con.table("scope_jobs"), ["cluster", "job_id"], how="semi")
+        .to_arrow_table()
+    )
+    _arrow_view(con, "job_gpu_shares", shares)
     _arrow_view(con, "job_gpu_intervals", fresh)
     daily_files = layout.table_files(root, "job_gpu_daily")
     held = _days_holding(new_index, scope)  # the days the jobs in scope have rows on
@@ -664,11 +680,9 @@ def _update(
     # fairness_weekly from the small marts; changed partitions land.
     for table in ("job_gpus", "app_throughput", "jobs_latest"):
         con.table(f"{table}_all").create_view(table)
-    others = con.from_arrow(intervals).join(
-        con.table("scope_jobs"), ["cluster", "job_id"], how="anti"
-    )
-    intervals = others.union(con.from_arrow(fresh.cast(intervals.schema))).to_arrow_table()
     _arrow_view(con, "job_gpu_intervals", intervals)
+    all_shares = con.sql(sql.load(DERIVED_VIEWS["job_gpu_shares"])).to_arrow_table()
+    _arrow_view(con, "job_gpu_shares", all_shares)
     _arrow_view(con, "job_usage", merged_usage)
     _arrow_view(con, "job_outcomes", merged_outcomes)
     register_table(con, root, "usage_daily")

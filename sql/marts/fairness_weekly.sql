@@ -3,7 +3,7 @@
 --
 -- Grain:   one row per (cluster, week, level, account, user); level 'account' rows have a null
 --          user, level 'user' rows one user of the account
--- Reads:   job_gpu_intervals, jobs_latest, job_usage, job_outcomes, usage_daily,
+-- Reads:   job_gpu_shares, jobs_latest, job_usage, job_outcomes, usage_daily,
 --          gpu_job_buckets (for the end of the data only), associations
 -- Params:
 --   $low_eff_below  a job whose mean busy fraction is below this is low-efficiency (e.g. 0.25)
@@ -13,7 +13,8 @@
 --          wait_p50_s, wait_p95_s, low_eff_gpu_h, failed_gpu_h, unused_limit_gpu_h, waste_gpu_h
 --
 -- Weeks start Monday 00:00 UTC (ISO weeks). Allocated GPU-hours come from the scheduler's GPU
--- intervals (job_gpu_intervals), else from gpus × (start, end) like job_usage; a running job
+-- intervals (job_gpu_shares: a GPU held by several jobs at once split evenly among them), else
+-- from gpus × (start, end) like job_usage; a running job
 -- counts to the end of the data (the last sample, else the job's last update). Allocations that
 -- cross a week boundary are split at Monday 00:00. observed/effective/idle GPU-hours and energy
 -- are the week's days of usage_daily. usage_share = the row's allocated GPU-hours ÷ the
@@ -37,7 +38,8 @@ WITH data_end AS (
     FROM gpu_job_buckets
     GROUP BY cluster
 ),
--- One row per GPU interval (from_intervals 1) and one per job (0): a job that started spans
+-- One row per GPU interval piece (from_intervals 1; gpus: the job's share of them) and one per
+-- job (0): a job that started spans
 -- its start to its end, carries its CPUs, memory, wait and the unused part of its time limit,
 -- and holds its GPUs over the span only where the scheduler gave no GPU intervals for it. Each
 -- input is read once, so Spark (which inlines every CTE where it is used) plans it once too.
@@ -46,7 +48,7 @@ spans AS (
         cluster,
         job_id,
         1 AS from_intervals,
-        gpus,
+        gpus * share AS gpus,
         start_e,
         end_e,
         CAST(NULL AS VARCHAR) AS account,
@@ -56,7 +58,7 @@ spans AS (
         CAST(NULL AS DOUBLE) AS wait_s,
         CAST(NULL AS BIGINT) AS end_week_n,
         CAST(NULL AS DOUBLE) AS unused_s
-    FROM job_gpu_intervals
+    FROM job_gpu_shares
     UNION ALL
     SELECT
         j.cluster,

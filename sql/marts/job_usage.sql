@@ -1,7 +1,7 @@
 -- job_usage: one line per job — what it was allocated, what it used, and what it drew.
 --
 -- Grain:   one row per (cluster, job_id)
--- Reads:   jobs_latest, job_gpu_intervals, job_gpu_daily, gpu_job_buckets, app_throughput
+-- Reads:   jobs_latest, job_gpu_shares, job_gpu_daily, gpu_job_buckets, app_throughput
 -- Params:  none
 -- Returns: cluster, job_id, user, account, partition, state, start_ts, end_ts, gpus, alloc_gpu_h,
 --          observed_gpu_h, active_gpu_h, idle_gpu_h, effective_gpu_h, busy_mean,
@@ -10,11 +10,13 @@
 --          gpus_never_active, samples, app_throughput, shared
 --
 -- alloc_gpu_h comes from the scheduler's GPU intervals (job_gpus), overlapping intervals of one
--- job on one GPU merged; a job still running is counted up to the end of the cluster's data.
--- Without job_gpus rows it falls back to gpus × (end - start), then to the observed time.
+-- job on one GPU merged, and where several jobs held one GPU at once, its time split evenly
+-- among them (job_gpu_shares); a job still running is counted up to the end of the cluster's
+-- data. Without job_gpus rows it falls back to gpus × (end - start), then to the observed time.
 -- Means are time-weighted over the samples that carry the field (DESIGN §4). shared: some of
 -- the job's GPU time was on a GPU shared with other jobs at once (MPS, time-slicing), whose
--- time and device-level fields were split evenly among the sharers: the figures are estimates.
+-- time (observed or allocated) and device-level fields were split evenly among the sharers:
+-- the figures are estimates.
 -- app_throughput is the work the job reported (collector/throughput.py, or a PromQL counter
 -- pulled by `collect prometheus --throughput-query`) per second of the reports' span: tokens/s
 -- where tokens were reported, else samples/s, else steps/s. Counters are reset-aware per
@@ -32,8 +34,9 @@ alloc AS (
     SELECT
         cluster,
         job_id,
-        sum((end_e - start_e) * gpus) / 3600.0 AS alloc_gpu_h,
-        sum(slot_gpus) AS slots
+        sum((end_e - start_e) * gpus * share) / 3600.0 AS alloc_gpu_h,
+        sum(slot_gpus) AS slots,
+        max(CASE WHEN sharers > 1 AND end_e > start_e THEN 1 ELSE 0 END) = 1 AS split
     FROM (
         SELECT
             *,
@@ -42,7 +45,7 @@ alloc AS (
                     THEN gpus
                 ELSE 0
             END AS slot_gpus
-        FROM job_gpu_intervals
+        FROM job_gpu_shares
     ) AS numbered
     GROUP BY cluster, job_id
 ),
@@ -187,7 +190,7 @@ SELECT
         AS gpus_never_active,
     coalesce(u.samples, 0) AS samples,
     coalesce(p.tokens, p.samples, p.steps) / nullif(p.span_s, 0) AS app_throughput,
-    coalesce(u.shared, FALSE) AS shared
+    coalesce(u.shared, FALSE) OR coalesce(a.split, FALSE) AS shared
 FROM keys AS k
 LEFT JOIN started AS j
     ON j.cluster = k.cluster AND j.job_id = k.job_id

@@ -1,23 +1,25 @@
 -- usage_daily: GPU-hours per UTC day, account and user — allocated, observed, active, idle.
 --
 -- Grain:   one row per (cluster, date, account, user)
--- Reads:   job_gpu_intervals, job_gpu_daily, jobs_latest
+-- Reads:   job_gpu_shares, job_gpu_daily, jobs_latest
 -- Params:  none
 -- Returns: cluster, date, account, user, jobs, alloc_gpu_h, observed_gpu_h, active_gpu_h,
 --          idle_gpu_h, effective_gpu_h, energy_kwh, shared
 --
 -- Allocation intervals that cross midnight are split at 00:00 UTC; samples count on the day
 -- of their ts. Jobs the scheduler never reported have a null account and user. shared: some of
--- the GPU time was on a GPU shared by several jobs at once, split evenly (an estimate).
+-- the GPU time (observed or allocated) was on a GPU shared by several jobs at once, split
+-- evenly among them (an estimate).
 
 WITH alloc_days AS (
     SELECT
         i.cluster,
         i.job_id,
         CAST(day_n AS BIGINT) AS day_n,
-        (least(i.end_e, (day_n + 1) * 86400.0) - greatest(i.start_e, day_n * 86400.0)) * i.gpus
-            AS alloc_s
-    FROM job_gpu_intervals AS i,
+        (least(i.end_e, (day_n + 1) * 86400.0) - greatest(i.start_e, day_n * 86400.0))
+            * i.gpus * i.share AS alloc_s,
+        i.sharers
+    FROM job_gpu_shares AS i,
         unnest(generate_series(
             CAST(floor(i.start_e / 86400.0) AS BIGINT),
             CAST(floor(i.end_e / 86400.0) AS BIGINT)
@@ -28,7 +30,8 @@ alloc AS (
         cluster,
         job_id,
         DATE '1970-01-01' + CAST(day_n AS INTEGER) AS date,
-        sum(alloc_s) AS alloc_s
+        sum(alloc_s) AS alloc_s,
+        max(CASE WHEN sharers > 1 THEN 1 ELSE 0 END) AS split
     FROM alloc_days
     WHERE alloc_s > 0
     GROUP BY cluster, job_id, day_n
@@ -58,7 +61,8 @@ job_days AS (
         coalesce(u.idle_s, 0) AS idle_s,
         coalesce(u.effective_s, 0) AS effective_s,
         coalesce(u.energy_j, 0) AS energy_j,
-        coalesce(u.shared_s, 0) AS shared_s
+        coalesce(u.shared_s, 0) AS shared_s,
+        coalesce(a.split, 0) AS split
     FROM alloc AS a
     FULL OUTER JOIN used AS u
         ON u.cluster = a.cluster AND u.job_id = a.job_id AND u.date = a.date
@@ -75,7 +79,7 @@ SELECT
     sum(d.idle_s) / 3600.0 AS idle_gpu_h,
     sum(d.effective_s) / 3600.0 AS effective_gpu_h,
     sum(d.energy_j) / 3600000.0 AS energy_kwh,
-    sum(d.shared_s) > 0 AS shared
+    sum(d.shared_s) > 0 OR max(d.split) = 1 AS shared
 FROM job_days AS d
 LEFT JOIN jobs_latest AS j
     ON j.cluster = d.cluster AND j.job_id = d.job_id

@@ -3,7 +3,7 @@
 -- PriorityDecayHalfLife, Kueue's usageHalfLifeTime).
 --
 -- Grain:   one row per (level, account, user); level 'account' rows have a null user
--- Reads:   job_gpu_intervals, jobs_latest, gpu_samples
+-- Reads:   job_gpu_shares, job_gpu_intervals, jobs_latest, gpu_samples
 -- Params:
 --   $cluster      cluster name
 --   $as_of_e      the moment (epoch seconds); allocations after it are not counted
@@ -11,7 +11,8 @@
 -- Returns: level, account, user, alloc_gpu_h, decayed_gpu_h
 --
 -- Exact for any span: ∫ from s to e of 2^(-(T - t)/h) dt = h / ln 2 × (2^(-(T - e)/h) - 2^(-(T - s)/h)).
--- Spans are those of fairness_weekly (scheduler GPU intervals, else gpus × (start, end)).
+-- Spans are those of fairness_weekly (scheduler GPU intervals, a GPU held by several jobs at
+-- once split evenly among them, else gpus × (start, end)).
 
 WITH data_end AS (
     SELECT
@@ -25,10 +26,10 @@ spans AS (
     SELECT
         cluster,
         job_id,
-        gpus,
+        gpus * share AS gpus,
         start_e,
         end_e
-    FROM job_gpu_intervals
+    FROM job_gpu_shares
     WHERE cluster = $cluster
     UNION ALL
     SELECT

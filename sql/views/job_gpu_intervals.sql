@@ -3,12 +3,14 @@
 -- Grain:   one row per (cluster, job_id, slot, island) — a slot is a GPU or MIG instance
 -- Reads:   job_gpus, gpu_job_buckets, gpus
 -- Params:  none
--- Returns: cluster, job_id, slot, node, gpu_index, gpus, start_e, end_e (epoch seconds)
+-- Returns: cluster, job_id, slot, device, node, gpu_index, gpus, start_e, end_e (epoch seconds)
 --
 -- A job still running (end_ts null) is counted up to the end of its cluster's data. Job steps
 -- that overlap on one GPU are merged so no GPU-second is counted twice for one job. A
 -- whole-node allocation (no GPU index, no UUID) is one slot worth the node's GPUs in the
--- inventory (`gpus`), or 1 where the inventory does not know the node.
+-- inventory (`gpus`), or 1 where the inventory does not know the node. device names the physical
+-- GPU (or MIG instance) by node and index where the index is known, so that the allocations
+-- of jobs sharing it meet there whether or not their rows carry its UUID (job_gpu_shares).
 
 WITH node_gpus AS (
     SELECT
@@ -38,6 +40,8 @@ intervals AS (
         END AS gpus,
         coalesce(g.gpu_uuid, g.node || '/' || coalesce(CAST(g.gpu_index AS VARCHAR), '*'))
             || '#' || coalesce(CAST(g.mig_instance AS VARCHAR), '') AS slot,
+        coalesce(g.node || '/' || CAST(g.gpu_index AS VARCHAR), g.gpu_uuid, g.node || '/*')
+            || '#' || coalesce(CAST(g.mig_instance AS VARCHAR), '') AS device,
         epoch(g.start_ts) AS start_e,
         greatest(epoch(g.start_ts), coalesce(epoch(g.end_ts), e.end_e, epoch(g.start_ts))) AS end_e
     FROM job_gpus AS g
@@ -51,6 +55,7 @@ flagged AS (
         cluster,
         job_id,
         slot,
+        device,
         node,
         gpu_index,
         gpus,
@@ -71,6 +76,7 @@ islands AS (
         cluster,
         job_id,
         slot,
+        device,
         node,
         gpu_index,
         gpus,
@@ -87,6 +93,7 @@ SELECT
     cluster,
     job_id,
     slot,
+    min(device) AS device,
     min(node) AS node,
     min(gpu_index) AS gpu_index,
     max(gpus) AS gpus,

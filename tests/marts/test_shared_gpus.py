@@ -119,8 +119,9 @@ def test_three_sharers_and_a_gap_split_by_three(tmp_path):
 
 
 def test_one_unlabelled_row_under_overlapping_allocations_goes_to_the_smallest_job(tmp_path):
-    # The exporter reported the GPU once (no per-sharer series): nothing says how the GPU was
-    # split, so the row keeps DESIGN §4's tie-break (the smallest job_id) and is not shared.
+    # The exporter reported the GPU once (no per-sharer series): nothing says how the GPU's
+    # samples were split, so the row keeps DESIGN §4's tie-break (the smallest job_id). The
+    # allocations overlap, so the allocated time is split, and both jobs are marked shared.
     con = r.build_lake(
         tmp_path,
         samples=r.samples([0, 30, 60, 90], engine_active=0.5),
@@ -128,8 +129,10 @@ def test_one_unlabelled_row_under_overlapping_allocations_goes_to_the_smallest_j
     )
     jobs = r.by_job(con)
     assert jobs["j1"]["observed_gpu_h"] == pytest.approx(90 / H)
-    assert not jobs["j1"]["shared"]
     assert jobs["j2"]["observed_gpu_h"] == 0
+    assert jobs["j1"]["alloc_gpu_h"] == pytest.approx(45 / H)
+    assert jobs["j2"]["alloc_gpu_h"] == pytest.approx(45 / H)
+    assert jobs["j1"]["shared"] and jobs["j2"]["shared"]
 
 
 def test_a_sharer_row_keeps_its_job_through_reattribution_only_where_that_job_holds_the_gpu(
