@@ -7,10 +7,12 @@ some days changed (and nothing else they read: the other raw tables, the SQL, th
 updates only the rows those days can touch:
 
 - `usage_daily`: the (cluster, date) partitions of the changed days, and of the days between
-  the old and the new end of the data (allocations still open run to it);
+  the old and the new end of the data (allocations still open run to it; where a cluster's
+  data begins or ends, from its earliest open allocation's start);
 - `job_usage`, `job_outcomes`: the jobs that had or have samples on those days, that hold an
   allocation overlapping them, or that are still running where the data's end moved —
-  recomputed from all of their days;
+  recomputed from all of their days, their shares of GPUs held by several jobs at once
+  (`job_gpu_shares`) cut from every job's intervals on those GPUs, in scope or not;
 - `cluster_occupancy`, `fairness_weekly`: recomputed from the small marts (a bucket's row
   depends on the data's start, end and device count, a week's on every job in it, and a job
   spanning weeks changes the weeks before the new day too), and only the partitions whose rows
@@ -79,6 +81,7 @@ SUMMARY_MARTS: tuple[tuple[str, str], ...] = (
 _HELPERS = (
     "attribution/summary_index",
     "attribution/scope_jobs",
+    "attribution/open_starts",
     *DERIVED_VIEWS.values(),
 )
 _INDEX_DIR = "summary_index"
@@ -370,10 +373,13 @@ def _scope_days(
     changed: tuple[DayKey, ...],
     before: dict[str, float],
     after: dict[str, float],
+    open_from: dict[str, float],
 ) -> tuple[pa.Table, list[str]]:
     """The (cluster, day)s whose usage_daily rows can change, and the clusters whose data end
     moved: the changed days (by the clusters their rows name), and every day between a
-    cluster's old and new end of data (allocations still open run to it)."""
+    cluster's old and new end of data (allocations still open run to it); where the cluster
+    had no data before or has none now, every day from its earliest open allocation's start
+    (`open_from`), which held nothing without an end of data."""
     wanted = set(changed)
     days = {(c, d) for c, d in _pairs(both_changed) if (layout.safe_name(c), d) in wanted}
     moved = []
@@ -382,6 +388,8 @@ def _scope_days(
         if len(ends) == 2 and ends[0] == ends[1]:
             continue
         moved.append(cluster)
+        if len(ends) == 1 and cluster in open_from:
+            ends.append(open_from[cluster])
         for n in range(int(min(ends) // _DAY_S), int(max(ends) // _DAY_S) + 1):
             days.add((cluster, _EPOCH + dt.timedelta(days=n)))
     ordered = sorted(days)
@@ -588,11 +596,17 @@ def _update(
     )
     new_index = pa.concat_tables([*(t.cast(schema) for t in kept), new_changed])
     both_changed = pa.concat_tables([*(t.cast(schema) for t in old_changed), new_changed])
-    scope_days, moved = _scope_days(both_changed, changed, _ends(old_index), _ends(new_index))
+    _register_raw(con, root, ("job_gpus", "gpus", "app_throughput", "gpu_events", "associations"))
+    starts = queries.run_arrow(con, "attribution/open_starts")
+    open_from = dict(
+        zip(starts["cluster"].to_pylist(), starts["start_e"].to_pylist(), strict=True)
+    )
+    scope_days, moved = _scope_days(
+        both_changed, changed, _ends(old_index), _ends(new_index), open_from
+    )
     _write_index(root, new_changed, changed)
 
     # The jobs in scope; jobs_latest and the allocations of other jobs are as last built.
-    _register_raw(con, root, ("job_gpus", "gpus", "app_throughput", "gpu_events", "associations"))
     jobs_latest = pq.read_table(_derived_path(root, "jobs_latest"))
     intervals = pq.read_table(_derived_path(root, "job_gpu_intervals"))
     _arrow_view(con, "jobs_latest_all", jobs_latest)

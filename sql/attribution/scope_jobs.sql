@@ -10,9 +10,11 @@
 --
 -- A job is in scope when it had or has samples on a changed day, has samples on a day to
 -- update, holds an allocation overlapping a day to update (open allocations end at the data's
--- end), is still running in a cluster whose data end moved (its allocated time runs to it), or
--- shares a GPU with such an open allocation after it started (its share of the GPU's time,
--- job_gpu_shares, changes with the other's end). A GPU is named as job_gpu_intervals' device.
+-- end), or is still running in a cluster whose data end moved (its allocated time runs to it).
+-- A job's share of a GPU held by several jobs at once (job_gpu_shares) changes only where a
+-- sharer's interval changed: an open allocation's, over the days between the old and the new
+-- end of data (or from its start, where the cluster's data began or ended), which are days to
+-- update, so every such sharer holds an allocation overlapping one and is in scope already.
 
 SELECT cluster, job_id
 FROM changed_index
@@ -42,16 +44,3 @@ FROM jobs_latest AS j
 JOIN moved_ends AS m
     ON m.cluster = j.cluster
 WHERE j.start_ts IS NOT NULL AND j.end_ts IS NULL
-UNION
-SELECT g.cluster, g.job_id
-FROM job_gpus AS o
-JOIN moved_ends AS m
-    ON m.cluster = o.cluster
-JOIN job_gpus AS g
-    ON g.cluster = o.cluster
-    AND coalesce(g.node || '/' || CAST(g.gpu_index AS VARCHAR), g.gpu_uuid, g.node || '/*')
-        || '#' || coalesce(CAST(g.mig_instance AS VARCHAR), '')
-        = coalesce(o.node || '/' || CAST(o.gpu_index AS VARCHAR), o.gpu_uuid, o.node || '/*')
-        || '#' || coalesce(CAST(o.mig_instance AS VARCHAR), '')
-WHERE o.end_ts IS NULL
-    AND (g.end_ts IS NULL OR g.end_ts > o.start_ts)

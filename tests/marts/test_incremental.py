@@ -181,10 +181,13 @@ def land_offset_day(root: Path, day: int, gpus: tuple[int, ...] = (0, 1)) -> Non
     r.land(root, "gpu_samples", rows, batch_id=f"day{day}")
 
 
-def lake_for_summaries(root: Path) -> None:
+def lake_for_summaries(
+    root: Path, jobs: tuple[r.Row, ...] = (), job_gpus: tuple[r.Row, ...] = ()
+) -> None:
     """Three days (Fri 2024-03-01 to Sun 03-03) of two GPUs: a job over all three days, a job
     still running on GPU 1 (open allocation), a job with no allocation rows still running (its
-    allocated time runs to the data's end) and one that only ran on the first day."""
+    allocated time runs to the data's end) and one that only ran on the first day; and the
+    `jobs` and `job_gpus` rows given."""
     for day in range(3):
         land_offset_day(root, day)
     r.land(
@@ -195,6 +198,7 @@ def lake_for_summaries(root: Path) -> None:
             r.job("jrun", 2 * DAY_S + 20000, None, state="RUNNING"),
             r.job("jfree", DAY_S, None, state="RUNNING", gpus=2),
             r.job("jold", 600, 5000, account="chem", user="bob"),
+            *jobs,
         ],
     )
     r.land(
@@ -204,6 +208,7 @@ def lake_for_summaries(root: Path) -> None:
             r.job_gpu("j1", 3600, 2 * DAY_S + 7200, gpu_index=0),
             r.job_gpu("jrun", 2 * DAY_S + 20000, None, gpu_index=1),
             r.job_gpu("jold", 600, 5000, gpu_index=1),
+            *job_gpus,
         ],
     )
     r.land(root, "gpus", [r.gpu(), r.gpu(gpu_index=1)])
@@ -344,3 +349,75 @@ def test_other_changes_rebuild_the_summary_marts_whole(tmp_path):
     lost = update(root)
     assert lost.mode == "rebuilt" and "index" in lost.reason
     assert_same_marts(snapshot(root), rebuilt_from_scratch(root, tmp_path / "scratch2"))
+
+
+# --- shared GPUs: a job's allocated time depends on the jobs sharing its GPU --------------------
+
+
+def test_a_job_in_scope_keeps_its_split_with_a_sharer_out_of_scope(tmp_path):
+    """j1 (recomputed: it has samples on the changed day) shared GPU 0 on the first day with
+    jtwo, which is not recomputed (no samples or allocation on the changed days): j1's share of
+    that hour still counts jtwo, whose interval is not among the jobs in scope."""
+    root = tmp_path / "lake"
+    lake_for_summaries(
+        root,
+        jobs=(r.job("jtwo", 3000, 4600, user="carol"),),
+        job_gpus=(r.job_gpu("jtwo", 3000, 4600, gpu_index=0),),
+    )
+    old = snapshot(root)
+
+    land_offset_day(root, 3)
+    done = update(root)
+
+    assert done.mode == "incremental", done.reason
+    got = snapshot(root)
+    assert_same_marts(got, rebuilt_from_scratch(root, tmp_path / "scratch"))
+    usage = {row["job_id"]: row for row in got["job_usage"].to_dicts()}
+    assert usage["j1"]["shared"] and usage["jtwo"]["shared"]
+    assert usage["jtwo"]["alloc_gpu_h"] == pytest.approx((600 + 1000 / 2) / 3600)
+    before = old["job_usage"].filter(pl.col("job_id") == "jtwo")
+    assert_frame_equal(got["job_usage"].filter(pl.col("job_id") == "jtwo"), before)
+
+
+def test_an_open_allocation_extended_changes_its_closed_sharers_split(tmp_path):
+    """jrun (open on GPU 1) now runs to the new data end; jlate shared GPU 1 with it up to an
+    hour past the old data end: its share of that hour halves."""
+    root = tmp_path / "lake"
+    late_end = 3 * DAY_S + 3600
+    lake_for_summaries(
+        root,
+        jobs=(r.job("jlate", 2 * DAY_S + 30000, late_end, user="dave"),),
+        job_gpus=(r.job_gpu("jlate", 2 * DAY_S + 30000, late_end, gpu_index=1),),
+    )
+
+    land_offset_day(root, 3)
+    done = update(root)
+
+    assert done.mode == "incremental", done.reason
+    got = snapshot(root)
+    assert_same_marts(got, rebuilt_from_scratch(root, tmp_path / "scratch"))
+    jlate = got["job_usage"].filter(pl.col("job_id") == "jlate")
+    assert jlate["alloc_gpu_h"].item() == pytest.approx((late_end - 2 * DAY_S - 30000) / 2 / 3600)
+
+
+def test_a_clusters_first_samples_split_an_open_allocation_with_its_sharers(tmp_path):
+    """Cluster c2 had allocations and no samples: its open allocation xrun held nothing (the
+    data had no end). Its first samples, days later, give the data an end: xrun now holds its
+    GPU from its start, and shares it with yold, whose row must be recomputed too."""
+    root = tmp_path / "lake"
+    c2 = {"cluster": "c2"}
+    lake_for_summaries(
+        root,
+        jobs=(r.job("xrun", 600, None, state="RUNNING") | c2, r.job("yold", 1200, 4800) | c2),
+        job_gpus=(r.job_gpu("xrun", 600, None) | c2, r.job_gpu("yold", 1200, 4800) | c2),
+    )
+
+    rows = r.samples(range(2 * DAY_S, 2 * DAY_S + 3600, 120), interval_s=120.0)
+    r.land(root, "gpu_samples", [row | c2 for row in rows], batch_id="c2")
+    done = update(root)
+
+    assert done.mode == "incremental", done.reason
+    got = snapshot(root)
+    assert_same_marts(got, rebuilt_from_scratch(root, tmp_path / "scratch"))
+    yold = got["job_usage"].filter(pl.col("job_id") == "yold")
+    assert yold["alloc_gpu_h"].item() == pytest.approx(3600 / 2 / 3600)
