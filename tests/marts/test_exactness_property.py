@@ -2,7 +2,8 @@
 midnight (so the per-day partitions and their seams are exercised), built by the real pipeline.
 
 Allocations: back-to-back jobs, gaps, overlapping steps of one job, running jobs (no end), MIG
-instances, allocations without a UUID, a second job sharing a GPU. Samples: jitter, lost
+instances, allocations without a UUID, a second job sharing a GPU (whose allocated time is then
+split between the jobs holding it). Samples: jitter, lost
 scrapes, exact duplicates, GPUs whose samples carry no UUID, shared GPUs reported one row per
 sharer (each carrying its job) or one unlabelled row, landed out of order in several batches.
 """
@@ -211,28 +212,58 @@ def parts(allocations: list[Allocation], samples: list[Sample]) -> dict[str | No
     return found
 
 
-def brute_force(allocations: list[Allocation], samples: list[Sample]) -> tuple[dict, dict]:
-    """Per job (alloc, observed, active, idle, effective GPU-h, samples, shared); per day
-    observed GPU-h. A shared GPU's span goes to its sharers in equal parts (DESIGN §4)."""
+def held(allocations: list[Allocation], samples: list[Sample]) -> dict[tuple, list[tuple]]:
+    """Per device (node, GPU index, MIG instance): (job, start, end) of each allocation on it,
+    an allocation still running held to the data's end (nothing where there is no data)."""
     data_end = max((s.ts_ms / 1000 + f32(s.interval_s) for s in samples), default=None)
-    alloc_s: dict[str, float] = defaultdict(float)
-    per_slot: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
+    found: dict[tuple, list[tuple]] = defaultdict(list)
     for a in allocations:
         end = a.end if a.end is not None else (data_end if data_end is not None else a.start)
-        key = (a.job_id, a.slot.node, a.slot.gpu_index, a.slot.mig_instance, a.with_uuid)
-        per_slot[key].append((a.start, max(a.start, end)))
-    for (job_id, *_), intervals in per_slot.items():  # union of a job's intervals per slot
-        covered = None
-        for start, end in sorted(intervals):
-            if covered is None or start > covered:
-                alloc_s[job_id] += end - start
-                covered = end
-            elif end > covered:
-                alloc_s[job_id] += end - covered
-                covered = end
+        device = (a.slot.node, a.slot.gpu_index, a.slot.mig_instance)
+        found[device].append((a.job_id, a.start, max(a.start, end)))
+    return found
+
+
+def union_s(intervals: list[tuple[float, float]]) -> float:
+    """The length of the union of (start, end) intervals."""
+    total, covered = 0.0, None
+    for start, end in sorted(intervals):
+        if covered is None or start > covered:
+            total += end - start
+            covered = end
+        elif end > covered:
+            total += end - covered
+            covered = end
+    return total
+
+
+def split_alloc(allocations: list[Allocation], samples: list[Sample]) -> tuple[dict, set]:
+    """Per job its allocated seconds, and the jobs whose allocation was split: on each device,
+    every stretch between two consecutive starts or ends goes in equal parts to the distinct
+    jobs holding the device over it (a job's own overlapping steps hold it once)."""
+    alloc_s: dict[str, float] = defaultdict(float)
+    split: set[str] = set()
+    for intervals in held(allocations, samples).values():
+        for job_id, _, _ in intervals:
+            alloc_s[job_id] += 0.0
+        times = sorted({t for _, start, end in intervals for t in (start, end)})
+        for lo, hi in zip(times, times[1:], strict=False):
+            jobs = {job_id for job_id, start, end in intervals if start <= lo and hi <= end}
+            for job_id in jobs:
+                alloc_s[job_id] += (hi - lo) / len(jobs)
+            if len(jobs) > 1:
+                split |= jobs
+    return alloc_s, split
+
+
+def brute_force(allocations: list[Allocation], samples: list[Sample]) -> tuple[dict, dict]:
+    """Per job (alloc, observed, active, idle, effective GPU-h, samples, shared); per day
+    observed GPU-h. A shared GPU's span, and its allocated time, go to its sharers in equal
+    parts (DESIGN §4)."""
+    alloc_s, split = split_alloc(allocations, samples)
     used: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0, 0])
     daily: dict[dt.date, float] = defaultdict(float)
-    shared: set[str] = set()
+    shared: set[str] = set(split)
     for job_id, found in parts(allocations, samples).items():
         if job_id is None:
             continue
@@ -309,6 +340,12 @@ def test_every_mart_matches_a_brute_force_reading_of_the_definitions(lake):
         reattribute(con, root)
         build_marts(con, root, AttributionConfig())
         usage = {row["job_id"]: row for row in r.fetch(con, "SELECT * FROM job_usage")}
+        device_alloc = r.fetch(
+            con,
+            "SELECT device, sum((end_e - start_e) * gpus * share) AS s FROM job_gpu_shares "
+            "GROUP BY device",
+        )
+        device_intervals = r.fetch(con, "SELECT device, start_e, end_e FROM job_gpu_intervals")
         daily = r.fetch(con, "SELECT date, sum(observed_gpu_h) AS h FROM usage_daily GROUP BY date")
         [(occupancy_h,)] = con.sql(
             "SELECT coalesce(sum(gpus_allocated * (least(epoch(bucket) + 300, e) "
@@ -327,6 +364,19 @@ def test_every_mart_matches_a_brute_force_reading_of_the_definitions(lake):
         assert row["shared"] == shared, job_id
     got_days = {row["date"]: row["h"] for row in daily if row["h"]}
     assert got_days == pytest.approx({d: h for d, h in per_day.items() if h}, abs=1e-9)
+    # the jobs' allocated time on a device never exceeds the union of their intervals there
+    # (the device's own time): it is that union, split
+    unions: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for row in device_intervals:
+        unions[row["device"]].append((row["start_e"], row["end_e"]))
+    for row in device_alloc:
+        assert row["s"] <= union_s(unions[row["device"]]) + 1e-6, row["device"]
+        assert row["s"] == pytest.approx(union_s(unions[row["device"]]), abs=1e-6)
+    total_union = sum(
+        union_s([(start, end) for _, start, end in intervals])
+        for intervals in held(allocations, samples).values()
+    )
+    assert sum(row["alloc_gpu_h"] for row in usage.values()) <= total_union / 3600 + 1e-9
     # occupancy: over all buckets, the allocated GPU-hours are the owned samples' spans, each
     # MIG instance counted as its share of one GPU, each shared GPU once
     assert occupancy_h == pytest.approx(allocated_gpu_h(allocations, samples), abs=1e-9)
