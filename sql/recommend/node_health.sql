@@ -1,7 +1,7 @@
 -- node_health: per node, hardware events, critical findings and job failures over the window.
 --
 -- Grain:   one row per (cluster, node) that ran jobs or had hardware events in the window
--- Reads:   gpu_events, xid_classes, findings, job_gpu_intervals, job_outcomes, jobs_latest
+-- Reads:   gpu_events, xid_classes, findings, job_gpu_shares, job_outcomes, jobs_latest
 -- Params:
 --   $since  inclusive lower bound (TIMESTAMP, UTC) on event time and job start
 --   $until  exclusive upper bound
@@ -10,7 +10,8 @@
 --
 -- A hardware event is an XID that NVIDIA's catalogue marks FATAL (xid_classes), an ECC
 -- double-bit error, a row-remap failure or a GPU gone offline. failed_gpu_h is the GPU time
--- failed jobs held on this node (their GPUs here × how long they held them).
+-- failed jobs held on this node (their GPUs here × how long they held them, a GPU held by
+-- several jobs at once split evenly among them, as in job_usage).
 
 WITH hw AS (
     SELECT
@@ -52,9 +53,8 @@ held AS (
         i.cluster,
         i.node,
         i.job_id,
-        sum((i.end_e - i.start_e) * i.gpus) / 3600.0 AS gpu_h,
-        max(i.gpus) AS gpus
-    FROM job_gpu_intervals AS i
+        sum((i.end_e - i.start_e) * i.gpus * i.share) / 3600.0 AS gpu_h
+    FROM job_gpu_shares AS i
     JOIN jobs_latest AS j
         ON j.cluster = i.cluster AND j.job_id = i.job_id
     WHERE j.start_ts >= $since AND j.start_ts < $until
