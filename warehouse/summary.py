@@ -598,9 +598,7 @@ def _update(
     both_changed = pa.concat_tables([*(t.cast(schema) for t in old_changed), new_changed])
     _register_raw(con, root, ("job_gpus", "gpus", "app_throughput", "gpu_events", "associations"))
     starts = queries.run_arrow(con, "attribution/open_starts")
-    open_from = dict(
-        zip(starts["cluster"].to_pylist(), starts["start_e"].to_pylist(), strict=True)
-    )
+    open_from = dict(zip(starts["cluster"].to_pylist(), starts["start_e"].to_pylist(), strict=True))
     scope_days, moved = _scope_days(
         both_changed, changed, _ends(old_index), _ends(new_index), open_from
     )

@@ -17,7 +17,13 @@ H = 3600.0
 def shares(con) -> list[tuple]:
     """The rows of job_gpu_shares as (job, start, end, sharers, share), times after T0."""
     return [
-        (row["job_id"], row["start_e"] - r.T0_E, row["end_e"] - r.T0_E, row["sharers"], row["share"])
+        (
+            row["job_id"],
+            row["start_e"] - r.T0_E,
+            row["end_e"] - r.T0_E,
+            row["sharers"],
+            row["share"],
+        )
         for row in r.fetch(
             con, "SELECT * FROM job_gpu_shares ORDER BY device, start_e, job_id, end_e"
         )
