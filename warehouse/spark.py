@@ -44,6 +44,11 @@ DERIVED_VIEWS = (
     ("job_gpu_intervals", "views/job_gpu_intervals"),
     ("job_gpu_shares", "views/job_gpu_shares"),
 )
+# Views computed (a local checkpoint) before a mart that reads them, rather than planned inside
+# it: job_gpu_shares reads job_gpu_intervals from four places, and planned inside
+# fairness_weekly (which reads it directly and through job_usage, job_outcomes and usage_daily)
+# it ran the 2 GiB driver heap out of memory. Small: one row per allocation piece.
+COMPUTED_VIEWS = frozenset({"job_gpu_shares"})
 REFERENCE_FILES = {"gpu_models": "gpu_models.csv", "xid_classes": "xid_classes.csv"}
 
 
@@ -237,8 +242,12 @@ def build_marts_on_spark(
             # A view is bound to the plans of what it reads when it is created: define the
             # derived views again over the marts built so far (job_gpu_intervals reads
             # gpu_job_buckets).
+            text = sql.load(query)
             for view, view_query in DERIVED_VIEWS:
-                spark.sql(transpile(sql.load(view_query))).createOrReplaceTempView(view)
+                derived = spark.sql(transpile(sql.load(view_query)))
+                if view in COMPUTED_VIEWS and view in text:
+                    derived = derived.localCheckpoint()
+                derived.createOrReplaceTempView(view)
             frame = _run(spark, query, params).cache()
             cached.append(frame)
             frame.createOrReplaceTempView(mart)
