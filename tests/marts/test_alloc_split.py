@@ -168,3 +168,16 @@ def test_a_shared_gpu_across_midnight_splits_each_day(tmp_path):
         ("2024-03-02", "alice"): (150 + 300, True),
         ("2024-03-02", "bob"): (150, True),
     }
+
+
+def test_a_nodes_failed_gpu_hours_count_a_shared_gpu_once(tmp_path):
+    # two failed jobs time-slice GPU 0 of g001 over [0, 600): the node lost 600 GPU-seconds
+    con = r.build_lake(
+        tmp_path,
+        jobs=[r.job(j, 0, 600, state="FAILED") for j in ("a", "b")],
+        job_gpus=[r.job_gpu("a", 0, 600), r.job_gpu("b", 0, 600)],
+    )
+    [node] = queries.run_arrow(
+        con, "recommend/node_health", since=r.at(-3600), until=r.at(3600)
+    ).to_pylist()
+    assert (node["failed_jobs"], node["failed_gpu_h"] * H) == (2, pytest.approx(600.0))
