@@ -181,6 +181,7 @@ def _attribution(lake: Path, aside: Path, plan: BenchPlan, echo: Echo) -> dict[s
             "mart_sql_on_empty_vs_marts": floor_update_s / marts_s,
             "days_updated": [f"{c}/{d.isoformat()}" for c, d in update.days],
             "jobs_recomputed": update.jobs,
+            "weeks_recomputed": update.weeks,
             "ingest_day_s": ingest_day_s,
             "ingest_days_rebuilt": len(days.rebuilt),
             "ingest_days_tail": len(days.tails),
@@ -272,7 +273,8 @@ def _attribution_rows(a: dict[str, Any]) -> list[tuple[str, float, str]]:
                 "incremental: mart update (summary marts, in place)",
                 inc["seconds"],
                 f"{100 * inc['vs_marts']:.0f} % of the attribution (summary marts) time; "
-                f"{inc['mode']}, {inc['jobs_recomputed']:,} jobs recomputed",
+                f"{inc['mode']}, {inc['jobs_recomputed']:,} jobs and "
+                f"{inc['weeks_recomputed']} weeks recomputed",
             ),
             (
                 "  the summary marts' SQL on an empty lake (an update's fixed cost)",

@@ -11,10 +11,12 @@ updates only the rows those days can touch:
 - `job_usage`, `job_outcomes`: the jobs that had or have samples on those days, that hold an
   allocation overlapping them, or that are still running where the data's end moved —
   recomputed from all of their days;
-- `cluster_occupancy`, `fairness_weekly`: recomputed from the small marts (a bucket's row
-  depends on the data's start, end and device count, a week's on every job in it, and a job
-  spanning weeks changes the weeks before the new day too), and only the partitions whose rows
-  changed are written.
+- `cluster_occupancy`: the buckets of those days and of the days where the data's end moved,
+  from the partials reaching them; every bucket where the data's start or device count moved;
+- `fairness_weekly`: the weeks of those days and every week a job in scope spans (a job
+  spanning weeks changes the weeks before the new day too), from every job reaching them;
+
+and of the last two only the partitions whose rows changed are written.
 
 Each is the mart's own SQL reading views restricted to the rows in scope, so there is one
 definition per mart. `gpu_job_buckets`, which the summary marts read only for the data's
@@ -79,6 +81,8 @@ SUMMARY_MARTS: tuple[tuple[str, str], ...] = (
 _HELPERS = (
     "attribution/summary_index",
     "attribution/scope_jobs",
+    "attribution/scope_weeks",
+    "attribution/scope_week_jobs",
     *DERIVED_VIEWS.values(),
 )
 _INDEX_DIR = "summary_index"
@@ -89,12 +93,14 @@ _EPOCH = dt.date(1970, 1, 1)
 @dataclass(frozen=True, slots=True)
 class SummaryUpdate:
     """What `refresh_summary_marts` did: `mode` is "unchanged", "incremental" or "rebuilt";
-    `days` the day partitions that changed, `jobs` the jobs whose rows were recomputed."""
+    `days` the day partitions that changed, `jobs` the jobs whose rows were recomputed, `weeks`
+    the (cluster, week)s of fairness_weekly recomputed."""
 
     mode: str
     counts: dict[str, int]
     days: tuple[DayKey, ...] = ()
     jobs: int = 0
+    weeks: int = 0
     reason: str = ""
 
 
@@ -319,14 +325,14 @@ def refresh_summary_marts(
         engine = open_engine(warehouse or WarehouseConfig(root=root))
         try:
             register_reference(engine)
-            jobs = _update(engine, root, config, days, changed, progress)
+            jobs, weeks = _update(engine, root, config, days, changed, progress)
         finally:
             engine.close()
         _save_state(root, inputs, days)
         for mart, _ in SUMMARY_MARTS:
             register_table(con, root, mart)
         counts = {m: mart_rows(root, m) for m, _ in SUMMARY_MARTS}
-        return SummaryUpdate("incremental", counts, changed, jobs)
+        return SummaryUpdate("incremental", counts, changed, jobs, weeks)
     for mart, _ in SAMPLE_MARTS:
         register_table(con, root, mart)
     counts = build_summary_marts(con, root, config, progress)
@@ -472,6 +478,37 @@ def _reaching(index: pa.Table, days: set[tuple[str, dt.date]]) -> set[DayKey]:
     return out
 
 
+def _week_ranges(weeks: pa.Table) -> list[tuple[str, dt.date, int]]:
+    """(cluster, first Monday, weeks) of each cluster's range of weeks in `weeks`."""
+    return [
+        (c, _EPOCH + dt.timedelta(days=4 + 7 * first), last - first + 1)
+        for c, first, last in zip(
+            weeks.column("cluster").to_pylist(),
+            weeks.column("first_week_n").to_pylist(),
+            weeks.column("last_week_n").to_pylist(),
+            strict=True,
+        )
+    ]
+
+
+def _week_starts(weeks: pa.Table) -> set[tuple[str, dt.date]]:
+    """The (cluster, Monday) of every week in scope: fairness_weekly's partitions."""
+    return {
+        (c, monday + dt.timedelta(days=7 * n))
+        for c, monday, count in _week_ranges(weeks)
+        for n in range(count)
+    }
+
+
+def _week_days(weeks: pa.Table) -> set[tuple[str, dt.date]]:
+    """The (cluster, day) of every day of the weeks in scope."""
+    return {
+        (c, monday + dt.timedelta(days=n))
+        for c, monday, count in _week_ranges(weeks)
+        for n in range(7 * count)
+    }
+
+
 def _partition_day(mart: str, table: pa.Table) -> list[dt.date | None]:
     column = MARTS[mart].date_column
     if column is None:
@@ -573,8 +610,9 @@ def _update(
     days: dict[DayKey, list[Path]],
     changed: tuple[DayKey, ...],
     progress: Callable[[str], None] | None,
-) -> int:
-    """Update the summary marts for the `changed` day partitions; return the jobs in scope."""
+) -> tuple[int, int]:
+    """Update the summary marts for the `changed` day partitions; return the jobs and the
+    (cluster, week)s in scope."""
     # The index before (as recorded) and after (the changed days indexed again).
     old_changed = _read_index(root, changed)
     kept = _read_index(root, (k for k in days if k not in set(changed)))
@@ -610,6 +648,7 @@ def _update(
         _restricted(con, f"{table}_all", table, "scope_jobs")
     fresh = con.sql(sql.load(DERIVED_VIEWS["job_gpu_intervals"])).to_arrow_table()
     _arrow_view(con, "job_gpu_intervals", fresh)
+    weeks = queries.run_arrow(con, "attribution/scope_weeks")  # fairness_weekly's, below
     daily_files = layout.table_files(root, "job_gpu_daily")
     held = _days_holding(new_index, scope)  # the days the jobs in scope have rows on
     register_files(
@@ -661,17 +700,33 @@ def _update(
     register_files(con, "bucket_occupancy", occupancy_files)
     _land_changed(root, "cluster_occupancy", run("cluster_occupancy"), occupancy_days)
 
-    # fairness_weekly from the small marts; changed partitions land.
+    # fairness_weekly of the weeks in scope, from every job reaching them and their days of
+    # usage_daily; changed partitions land.
     for table in ("job_gpus", "app_throughput", "jobs_latest"):
         con.table(f"{table}_all").create_view(table)
     others = con.from_arrow(intervals).join(
         con.table("scope_jobs"), ["cluster", "job_id"], how="anti"
     )
     intervals = others.union(con.from_arrow(fresh.cast(intervals.schema))).to_arrow_table()
-    _arrow_view(con, "job_gpu_intervals", intervals)
+    _arrow_view(con, "job_gpu_intervals_all", intervals)
+    con.table("job_gpu_intervals_all").create_view("job_gpu_intervals")
+    _arrow_view(con, "scope_weeks", weeks)
+    _arrow_view(con, "scope_week_jobs", queries.run_arrow(con, "attribution/scope_week_jobs"))
+    for table in ("jobs_latest", "job_gpu_intervals"):
+        _restricted(con, f"{table}_all", table, "scope_week_jobs")
     _arrow_view(con, "job_usage", merged_usage)
     _arrow_view(con, "job_outcomes", merged_outcomes)
-    register_table(con, root, "usage_daily")
-    _land_changed(root, "fairness_weekly", run("fairness_weekly"))
+    in_weeks = _week_days(weeks)
+    register_files(
+        con,
+        "usage_daily",
+        [
+            p
+            for p in layout.table_files(root, "usage_daily")
+            if layout.partition_key(p) in {(layout.safe_name(c), d) for c, d in in_weeks}
+        ],
+    )
+    in_scope_weeks = _week_starts(weeks)
+    _land_changed(root, "fairness_weekly", run("fairness_weekly"), in_scope_weeks)
     _write_state_file(intervals, _derived_path(root, "job_gpu_intervals"))
-    return int(scope.num_rows)
+    return int(scope.num_rows), len(in_scope_weeks)
