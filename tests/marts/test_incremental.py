@@ -401,11 +401,10 @@ def test_other_changes_rebuild_the_summary_marts_whole(tmp_path):
     root = tmp_path / "lake"
     lake_for_summaries(root)
 
-    # a late scheduler record: raw tables other than samples changed
-    r.land(root, "jobs", [r.job("j9", DAY_S + 600, DAY_S + 4200)], batch_id="late")
-    r.land(root, "job_gpus", [r.job_gpu("j9", DAY_S + 600, DAY_S + 4200, gpu_index=1)], "late")
-    late = update(root)
-    assert late.mode == "rebuilt" and "raw tables" in late.reason
+    # raw tables other than samples and the scheduler's changed
+    r.land(root, "gpu_events", [r.event(DAY_S + 600, "xid", 79)], batch_id="late")
+    other = update(root)
+    assert other.mode == "rebuilt" and "raw tables" in other.reason
     assert_same_marts(snapshot(root), rebuilt_from_scratch(root, tmp_path / "scratch"))
 
     # the state the update reads is gone or was changed by hand: rebuilt, not trusted
@@ -414,3 +413,46 @@ def test_other_changes_rebuild_the_summary_marts_whole(tmp_path):
     lost = update(root)
     assert lost.mode == "rebuilt" and "index" in lost.reason
     assert_same_marts(snapshot(root), rebuilt_from_scratch(root, tmp_path / "scratch2"))
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        "a job no record had",  # with its GPU: its samples change owner on Saturday
+        "a running job ended",  # jrun's allocation stops; the days after lose it
+        "a job moved account",  # every day of j1 moves from physics to chem
+        "a job without samples",  # on a GPU no sample reports: allocated, not observed
+        "a batch file removed",
+    ],
+)
+def test_a_late_scheduler_record_updates_the_summary_marts_in_place(tmp_path, record):
+    root = tmp_path / "lake"
+    lake_for_summaries(root)
+    land_offset_day(root, 3)
+    update(root)
+    old = snapshot(root)
+
+    if record == "a job no record had":
+        r.land(root, "jobs", [r.job("j9", DAY_S + 600, DAY_S + 4200)], batch_id="late")
+        r.land(root, "job_gpus", [r.job_gpu("j9", DAY_S + 600, DAY_S + 4200, gpu_index=0)], "late")
+    elif record == "a running job ended":  # as the Slurm collector closes it: batch rewritten
+        ended = r.job("jrun", 2 * DAY_S + 20000, 2 * DAY_S + 30000, updated_ts=r.at(3 * DAY_S))
+        r.land(root, "jobs", [ended], batch_id="late")
+        gpu = r.job_gpu("jrun", 2 * DAY_S + 20000, 2 * DAY_S + 30000, gpu_index=1)
+        r.land(root, "job_gpus", [gpu], batch_id="test")
+    elif record == "a batch file removed":
+        next((root / "job_gpus").rglob("date=2024-03-01/*.parquet")).unlink()  # j1 and jold
+    elif record == "a job moved account":
+        moved = r.job("j1", 3600, 2 * DAY_S + 7200, account="chem", updated_ts=r.at(4 * DAY_S))
+        r.land(root, "jobs", [moved], batch_id="late")
+    else:
+        r.land(root, "jobs", [r.job("jx", DAY_S, DAY_S + 7200, user="carol")], batch_id="late")
+        r.land(root, "job_gpus", [r.job_gpu("jx", DAY_S, DAY_S + 7200, gpu_index=7)], "late")
+    done = update(root)
+
+    assert done.mode == "incremental", done.reason
+    assert done.late_jobs == (2 if record == "a batch file removed" else 1)
+    got = snapshot(root)
+    assert_same_marts(got, rebuilt_from_scratch(root, tmp_path / "scratch"))
+    assert not got["usage_daily"].equals(old["usage_daily"])
+    assert update(root).mode == "unchanged"
