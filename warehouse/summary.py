@@ -2,9 +2,12 @@
 built whole or brought up to date from the day partitions of the sample-level marts.
 
 `build_summary_marts` builds them whole. `refresh_summary_marts` compares the day partitions
-of the sample-level marts with the ones the summary marts were last built from and, when only
-some days changed (and nothing else they read: the other raw tables, the SQL, the config),
-updates only the rows those days can touch:
+of the sample-level marts and the scheduler's batch files (`jobs`, `job_gpus`) with the ones
+the summary marts were last built from and, when only some days or scheduler batches changed
+(and nothing else they read: the other raw tables, the SQL, the config), updates only the rows
+they can touch. A late scheduler record — a batch new, rewritten (the Slurm collector closes
+an allocation so) or removed — puts its jobs in scope and adds every day they held GPUs, ran or
+had samples on, before and after (`sql/attribution/late_days.sql`), to the changed days:
 
 - `usage_daily`: the (cluster, date) partitions of the changed days, and of the days between
   the old and the new end of the data (allocations still open run to it);
