@@ -294,7 +294,7 @@ def _attribution_rows(a: dict[str, Any]) -> list[tuple[str, float, str]]:
                 inc["seconds"],
                 f"{100 * inc['vs_marts']:.0f} % of the attribution (summary marts) time; "
                 f"{inc['mode']}, {inc['jobs_recomputed']:,} jobs and "
-                f"{inc['weeks_recomputed']} weeks recomputed",
+                f"{_weeks(inc['weeks_recomputed'])} recomputed",
             ),
             (
                 "  the summary marts' SQL on an empty lake (an update's fixed cost)",
@@ -307,7 +307,7 @@ def _attribution_rows(a: dict[str, Any]) -> list[tuple[str, float, str]]:
                 late["ingest_s"] + late["seconds"],
                 f"marts {late['seconds']:.2f} s = {100 * late['vs_marts']:.0f} % of the "
                 f"attribution time; {late['mode']}, {late['jobs_recomputed']:,} jobs and "
-                f"{late['weeks_recomputed']} weeks recomputed",
+                f"{_weeks(late['weeks_recomputed'])} recomputed",
             ),
             (
                 "incremental: new day ingest + mart update",
@@ -317,6 +317,10 @@ def _attribution_rows(a: dict[str, Any]) -> list[tuple[str, float, str]]:
             ),
         ]
     return rows
+
+
+def _weeks(n: int) -> str:
+    return f"{n} week" if n == 1 else f"{n} weeks"
 
 
 def render_bench(r: dict[str, Any]) -> str:
