@@ -2,6 +2,8 @@
 
 - the floor: a plain DuckDB scan-and-group-by of the sample columns the marts read
   (sql/bench/plain_scan_floor.sql), the least any attribution must cost;
+- the update floor: the summary marts' own SQL over an empty lake, in a fresh engine — what an
+  update that runs each mart's one definition pays however few rows changed;
 - pandas `merge_asof` and polars `join_asof`: what a data scientist would write to give each
   sample the allocation that started last before it on its GPU, then sum per job. They do less
   than the marts (no spans, gaps, energy or occupancy), so they flatter the baselines.
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from warehouse import queries
@@ -20,7 +23,7 @@ from warehouse import queries
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["best_of", "floor_scan", "pandas_merge_asof", "polars_join_asof"]
+__all__ = ["best_of", "empty_mart_queries", "floor_scan", "pandas_merge_asof", "polars_join_asof"]
 
 _FLOOR_QUERY = "bench/plain_scan_floor"
 # The same inputs for both dataframe baselines: samples and allocations keyed by GPU UUID.
@@ -41,6 +44,21 @@ def best_of(runs: int, func: Callable[[], Any]) -> float:
 def floor_scan(con: duckdb.DuckDBPyConnection) -> None:
     """Read the sample columns the marts need and group them by job, nothing more."""
     queries.run_arrow(con, _FLOOR_QUERY)
+
+
+def empty_mart_queries(workdir: Path) -> None:
+    """Run every summary mart's SQL in a fresh engine over an empty lake under `workdir`."""
+    from warehouse.attribution import AttributionConfig
+    from warehouse.connection import connect
+    from warehouse.summary import SUMMARY_MARTS
+
+    config = AttributionConfig()
+    con = connect(workdir)
+    try:
+        for _, query in SUMMARY_MARTS:
+            queries.run_arrow(con, query, **config.params(query, con))
+    finally:
+        con.close()
 
 
 def pandas_merge_asof(con: duckdb.DuckDBPyConnection) -> dict[str, float]:

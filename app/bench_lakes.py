@@ -14,6 +14,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -24,7 +25,16 @@ from warehouse.connection import WarehouseConfig, open_engine
 from warehouse.schema import TABLES
 from warehouse.writer import write_batch
 
-__all__ = ["HeldBack", "SyntheticLake", "hold_back_last_day", "synthetic_lake"]
+if TYPE_CHECKING:
+    import duckdb
+
+__all__ = [
+    "HeldBack",
+    "SyntheticLake",
+    "hold_back_last_day",
+    "land_late_records",
+    "synthetic_lake",
+]
 
 SYNTHETIC_START = dt.datetime(2026, 11, 2, tzinfo=dt.UTC)
 SYNTHETIC_CLUSTER = "synthetic"
@@ -127,3 +137,12 @@ def hold_back_last_day(root: Path, aside: Path) -> HeldBack:
                 shutil.move(str(folder), str(target))
                 moves.append((folder, target))
     return HeldBack(tuple(moves))
+
+
+def land_late_records(con: duckdb.DuckDBPyConnection, root: Path, jobs: int) -> int:
+    """Land new records of `jobs` finished jobs, moved to another account, as one scheduler
+    batch (sql/bench/late_job_records.sql); return how many landed."""
+    rows = queries.run_arrow(con, "bench/late_job_records", jobs=jobs, account="late-account")
+    schema = TABLES["jobs"].schema
+    write_batch(root, "jobs", rows.select(schema.names).cast(schema), "bench-late-records")
+    return int(rows.num_rows)

@@ -2,9 +2,12 @@
 built whole or brought up to date from the day partitions of the sample-level marts.
 
 `build_summary_marts` builds them whole. `refresh_summary_marts` compares the day partitions
-of the sample-level marts with the ones the summary marts were last built from and, when only
-some days changed (and nothing else they read: the other raw tables, the SQL, the config),
-updates only the rows those days can touch:
+of the sample-level marts and the scheduler's batch files (`jobs`, `job_gpus`) with the ones
+the summary marts were last built from and, when only some days or scheduler batches changed
+(and nothing else they read: the other raw tables, the SQL, the config), updates only the rows
+they can touch. A late scheduler record — a batch new, rewritten (the Slurm collector closes
+an allocation so) or removed — puts its jobs in scope and adds every day they held GPUs, ran or
+had samples on, before and after (`sql/attribution/late_days.sql`), to the changed days:
 
 - `usage_daily`: the (cluster, date) partitions of the changed days, and of the days between
   the old and the new end of the data (allocations still open run to it; where a cluster's
@@ -13,10 +16,12 @@ updates only the rows those days can touch:
   allocation overlapping them, or that are still running where the data's end moved —
   recomputed from all of their days, their shares of GPUs held by several jobs at once
   (`job_gpu_shares`) cut from every job's intervals on those GPUs, in scope or not;
-- `cluster_occupancy`, `fairness_weekly`: recomputed from the small marts (a bucket's row
-  depends on the data's start, end and device count, a week's on every job in it, and a job
-  spanning weeks changes the weeks before the new day too), and only the partitions whose rows
-  changed are written.
+- `cluster_occupancy`: the buckets of those days and of the days where the data's end moved,
+  from the partials reaching them; every bucket where the data's start or device count moved;
+- `fairness_weekly`: the weeks of those days and every week a job in scope spans (a job
+  spanning weeks changes the weeks before the new day too), from every job reaching them;
+
+and of the last two only the partitions whose rows changed are written.
 
 Each is the mart's own SQL reading views restricted to the rows in scope, so there is one
 definition per mart. `gpu_job_buckets`, which the summary marts read only for the data's
@@ -82,9 +87,15 @@ _HELPERS = (
     "attribution/summary_index",
     "attribution/scope_jobs",
     "attribution/open_starts",
+    "attribution/scope_weeks",
+    "attribution/late_days",
+    "attribution/scope_week_jobs",
     *DERIVED_VIEWS.values(),
 )
 _INDEX_DIR = "summary_index"
+# The scheduler's tables: a batch file of them new, rewritten (an allocation closed) or removed
+# since the last build holds late records, whose jobs are updated in place.
+_SCHEDULER = ("jobs", "job_gpus")
 _DAY_S = 86400
 _EPOCH = dt.date(1970, 1, 1)
 
@@ -92,12 +103,16 @@ _EPOCH = dt.date(1970, 1, 1)
 @dataclass(frozen=True, slots=True)
 class SummaryUpdate:
     """What `refresh_summary_marts` did: `mode` is "unchanged", "incremental" or "rebuilt";
-    `days` the day partitions that changed, `jobs` the jobs whose rows were recomputed."""
+    `days` the day partitions that changed, `jobs` the jobs whose rows were recomputed, `weeks`
+    the (cluster, week)s of fairness_weekly recomputed, `late_jobs` the jobs of late scheduler
+    records."""
 
     mode: str
     counts: dict[str, int]
     days: tuple[DayKey, ...] = ()
     jobs: int = 0
+    weeks: int = 0
+    late_jobs: int = 0
     reason: str = ""
 
 
@@ -145,19 +160,33 @@ def _state(root: Path) -> sqlite3.Connection:
         "CREATE TABLE IF NOT EXISTS summary_days ("
         " cluster TEXT, date TEXT, digest TEXT, PRIMARY KEY (cluster, date))"
     )
+    db.execute("CREATE TABLE IF NOT EXISTS summary_records (path TEXT PRIMARY KEY, stamp TEXT)")
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS summary_record_jobs (path TEXT, cluster TEXT, job_id TEXT)"
+    )
     return db
 
 
 def _inputs_fingerprint(root: Path, config: AttributionConfig) -> str:
-    """What the summary marts read besides the sample-level marts: the raw tables other than
-    samples, the SQL of every mart and helper, and the config."""
+    """What the summary marts read besides the sample-level marts and the scheduler's tables:
+    the other raw tables, the SQL of every mart and helper, and the config."""
     digest = hashlib.sha1(repr(config).encode())
     for table in RAW_TABLES:
-        if table != "gpu_samples":
+        if table != "gpu_samples" and table not in _SCHEDULER:
             digest.update(layout.files_fingerprint(layout.table_files(root, table)).encode())
     for query in (*(q for _, q in SAMPLE_MARTS), *(q for _, q in SUMMARY_MARTS), *_HELPERS):
         digest.update(sql.load(query).encode())
     return digest.hexdigest()
+
+
+def _scheduler_records(root: Path) -> dict[str, str]:
+    """Every file of the scheduler's tables -> its size and modification time."""
+    records = {}
+    for table in _SCHEDULER:
+        for path in layout.table_files(root, table):
+            stat = path.stat()
+            records[str(path)] = f"{stat.st_size}|{stat.st_mtime_ns}"
+    return records
 
 
 def _sample_mart_days(root: Path) -> dict[DayKey, list[Path]] | None:
@@ -219,16 +248,24 @@ def _index_of(con: duckdb.DuckDBPyConnection, files: list[Path]) -> pa.Table:
 
 
 def record_summary_state(
-    root: Path, config: AttributionConfig, *, inputs: str | None = None
+    root: Path,
+    config: AttributionConfig,
+    *,
+    inputs: str | None = None,
+    records: dict[str, str] | None = None,
 ) -> None:
     """Record what the summary marts were just built whole from, so the next change of some
-    day partitions can update them instead of rebuilding them. `inputs`: the fingerprint of
-    the other inputs taken before the build (default: now)."""
+    day partitions or late scheduler records can update them instead of rebuilding them.
+    `inputs`, `records`: the fingerprint of the other inputs and the scheduler's files, taken
+    before the build (default: now)."""
     inputs = inputs or _inputs_fingerprint(root, config)
+    records = _scheduler_records(root) if records is None else records
     days = _sample_mart_days(root)
     with _state(root) as db:
         db.execute("DELETE FROM summary_built")
         db.execute("DELETE FROM summary_days")
+        db.execute("DELETE FROM summary_records")
+        db.execute("DELETE FROM summary_record_jobs")
     if days is None:
         return  # not in the layout: every refresh rebuilds whole
     engine = open_engine(WarehouseConfig(root=root))
@@ -241,10 +278,12 @@ def record_summary_state(
         _write_derived(engine, root, index)
     finally:
         engine.close()
-    _save_state(root, inputs, days)
+    _save_state(root, inputs, days, records)
 
 
-def _save_state(root: Path, inputs: str, days: dict[DayKey, list[Path]]) -> None:
+def _save_state(
+    root: Path, inputs: str, days: dict[DayKey, list[Path]], records: dict[str, str]
+) -> None:
     with _state(root) as db:
         db.execute("DELETE FROM summary_built")
         db.execute(
@@ -259,11 +298,26 @@ def _save_state(root: Path, inputs: str, days: dict[DayKey, list[Path]]) -> None
                 for k, files in days.items()
             ],
         )
+        known = dict(db.execute("SELECT path, stamp FROM summary_records").fetchall())
+        for path in sorted(p for p in set(known) | set(records) if known.get(p) != records.get(p)):
+            db.execute("DELETE FROM summary_records WHERE path = ?", (path,))
+            db.execute("DELETE FROM summary_record_jobs WHERE path = ?", (path,))
+            if path in records:
+                db.execute("INSERT INTO summary_records VALUES (?, ?)", (path, records[path]))
+                jobs = _late_jobs([Path(path)])
+                db.executemany(
+                    "INSERT INTO summary_record_jobs VALUES (?, ?, ?)",
+                    [(path, c, j) for c, j in zip(*jobs.to_pydict().values(), strict=True)],
+                )
 
 
-def _stale_reason(root: Path, inputs: str) -> tuple[str, dict[DayKey, str]]:
-    """Why the summary marts cannot be updated in place ("" when they can), and the digest of
-    each day partition they were built from; `inputs` is the inputs' fingerprint now."""
+def _stale_reason(
+    root: Path, inputs: str, records: dict[str, str]
+) -> tuple[str, dict[DayKey, str], pa.Table | None]:
+    """Why the summary marts cannot be updated in place ("" when they can), the digest of each
+    day partition they were built from, and the jobs of late scheduler records (None: none):
+    those in files new or rewritten since, and those the rewritten or removed files had.
+    `inputs`, `records`: the inputs' fingerprint and the scheduler's files now."""
     with _state(root) as db:
         built = db.execute("SELECT inputs, marts, index_fp FROM summary_built").fetchall()
         recorded = {
@@ -272,20 +326,42 @@ def _stale_reason(root: Path, inputs: str) -> tuple[str, dict[DayKey, str]]:
                 "SELECT cluster, date, digest FROM summary_days"
             )
         }
+        known = dict(db.execute("SELECT path, stamp FROM summary_records").fetchall())
+        gone = [p for p, stamp in known.items() if records.get(p) != stamp]
+        old_jobs = [
+            row
+            for path in gone
+            for row in db.execute(
+                "SELECT cluster, job_id FROM summary_record_jobs WHERE path = ?", (path,)
+            )
+        ]
+    reason = _stale_why(root, inputs, built)
+    fresh = [Path(p) for p, stamp in records.items() if known.get(p) != stamp]
+    if not fresh and not gone:
+        return reason, recorded, None
+    old = pa.table(
+        {
+            "cluster": pa.array([c for c, _ in old_jobs], pa.string()),
+            "job_id": pa.array([j for _, j in old_jobs], pa.string()),
+        }
+    )
+    late = pa.concat_tables([old, _late_jobs(fresh)]).group_by(["cluster", "job_id"])
+    return reason, recorded, late.aggregate([])
+
+
+def _stale_why(root: Path, inputs: str, built: list[tuple[str, str, str]]) -> str:
     if len(built) != 1:
-        return "no record of a whole build", recorded
+        return "no record of a whole build"
     built_inputs, marts, index_fp = built[0]
-    if not all(layout.table_files(root, mart) for mart, _ in SUMMARY_MARTS):
-        return "a summary mart has no files", recorded
     if marts != _marts_fingerprint(root):
-        return "the summary marts' files changed since they were built", recorded
+        return "the summary marts' files changed since they were built"
     if index_fp != _index_fingerprint(root):
-        return "the summary index changed since it was written", recorded
+        return "the summary index changed since it was written"
     if built_inputs != inputs:
-        return "raw tables other than samples, the SQL or the config changed", recorded
+        return "raw tables other than samples and the scheduler's, the SQL or the config changed"
     if any(layout.partition_key(p) is None for p in layout.table_files(root, "gpu_samples")):
-        return "sample files outside the partition layout", recorded
-    return "", recorded
+        return "sample files outside the partition layout"
+    return ""
 
 
 # --- the update ------------------------------------------------------------------------------
@@ -300,12 +376,14 @@ def refresh_summary_marts(
     force: bool = False,
     warehouse: WarehouseConfig | None = None,
 ) -> SummaryUpdate:
-    """Bring the summary marts up to date with the sample-level ones: in place where only some
-    day partitions changed, whole otherwise (or with `force`). Views of the summary marts in
-    `con` are refreshed; the update itself runs in its own connection."""
+    """Bring the summary marts up to date with the sample-level ones and the scheduler's
+    records: in place where only some day partitions changed or new scheduler batches landed,
+    whole otherwise (or with `force`). Views of the summary marts in `con` are refreshed; the
+    update itself runs in its own connection."""
     days = _sample_mart_days(root)
     inputs = _inputs_fingerprint(root, config)
-    reason, recorded = ("forced", {}) if force else _stale_reason(root, inputs)
+    records = _scheduler_records(root)
+    reason, recorded, late = ("forced", {}, None) if force else _stale_reason(root, inputs, records)
     if days is None:
         reason = reason or "sample-level mart files outside the partition layout"
     changed: tuple[DayKey, ...] = ()
@@ -314,7 +392,7 @@ def refresh_summary_marts(
         changed = tuple(
             sorted(k for k in set(digests) | set(recorded) if digests.get(k) != recorded.get(k))
         )
-        if not changed:
+        if not changed and late is None:
             if progress:
                 for mart, _ in SUMMARY_MARTS:
                     progress(mart)
@@ -322,18 +400,19 @@ def refresh_summary_marts(
         engine = open_engine(warehouse or WarehouseConfig(root=root))
         try:
             register_reference(engine)
-            jobs = _update(engine, root, config, days, changed, progress)
+            jobs, weeks = _update(engine, root, config, days, changed, late, progress)
         finally:
             engine.close()
-        _save_state(root, inputs, days)
+        _save_state(root, inputs, days, records)
         for mart, _ in SUMMARY_MARTS:
             register_table(con, root, mart)
         counts = {m: mart_rows(root, m) for m, _ in SUMMARY_MARTS}
-        return SummaryUpdate("incremental", counts, changed, jobs)
+        late_jobs = 0 if late is None else late.num_rows
+        return SummaryUpdate("incremental", counts, changed, jobs, weeks, late_jobs)
     for mart, _ in SAMPLE_MARTS:
         register_table(con, root, mart)
     counts = build_summary_marts(con, root, config, progress)
-    record_summary_state(root, config, inputs=inputs)
+    record_summary_state(root, config, inputs=inputs, records=records)
     return SummaryUpdate("rebuilt", counts, reason=reason)
 
 
@@ -374,14 +453,17 @@ def _scope_days(
     before: dict[str, float],
     after: dict[str, float],
     open_from: dict[str, float],
+    touched: Iterable[tuple[str, dt.date]] = (),
 ) -> tuple[pa.Table, list[str]]:
     """The (cluster, day)s whose usage_daily rows can change, and the clusters whose data end
-    moved: the changed days (by the clusters their rows name), and every day between a
-    cluster's old and new end of data (allocations still open run to it); where the cluster
-    had no data before or has none now, every day from its earliest open allocation's start
-    (`open_from`), which held nothing without an end of data."""
+    moved: the changed days (by the clusters their rows name), every day between a cluster's
+    old and new end of data (allocations still open run to it; where the cluster had no data
+    before or has none now, every day from its earliest open allocation's start, `open_from`,
+    as such an allocation holds nothing without an end of data), and the days late scheduler
+    records `touched`."""
     wanted = set(changed)
     days = {(c, d) for c, d in _pairs(both_changed) if (layout.safe_name(c), d) in wanted}
+    days.update(touched)
     moved = []
     for cluster in sorted(set(before) | set(after)):
         ends = [e for e in (before.get(cluster), after.get(cluster)) if e is not None]
@@ -402,6 +484,36 @@ def _scope_days(
         }
     )
     return table, moved
+
+
+def _late_jobs(files: Iterable[Path]) -> pa.Table:
+    """The distinct (cluster, job_id) of the rows in scheduler batch `files`."""
+    keys = pa.schema([("cluster", pa.string()), ("job_id", pa.string())])
+    rows = [pq.read_table(p, columns=keys.names).cast(keys) for p in files]
+    return pa.concat_tables(rows or [keys.empty_table()]).group_by(keys.names).aggregate([])
+
+
+def _late_records(
+    con: duckdb.DuckDBPyConnection, root: Path, jobs_latest: pa.Table, intervals: pa.Table
+) -> tuple[pa.Table, list[tuple[str, dt.date]]]:
+    """jobs_latest with the rows of the jobs in `late_jobs` taken anew from every record, and
+    the (cluster, day)s those jobs touch before and after (sql/attribution/late_days.sql)."""
+    _register_raw(con, root, ("jobs",))
+    for table in ("jobs", "job_gpus"):
+        _restricted(con, f"{table}_all", table, "late_jobs")
+    fresh = con.sql(sql.load(DERIVED_VIEWS["jobs_latest"])).to_arrow_table()
+    _arrow_view(con, "late_jobs_latest", fresh)
+    late_intervals = con.sql(sql.load(DERIVED_VIEWS["job_gpu_intervals"])).to_arrow_table()
+    _arrow_view(con, "late_job_gpu_intervals", late_intervals)
+    _arrow_view(con, "jobs_latest_before", jobs_latest)
+    _arrow_view(con, "job_gpu_intervals_before", intervals)
+    touched = _pairs(queries.run_arrow(con, "attribution/late_days"))
+    others = con.from_arrow(jobs_latest).join(
+        con.table("late_jobs"), ["cluster", "job_id"], how="anti"
+    )
+    merged = others.union(con.from_arrow(fresh.cast(jobs_latest.schema))).to_arrow_table()
+    con.table("job_gpus_all").create_view("job_gpus")
+    return merged, touched
 
 
 def _pairs(table: pa.Table) -> list[tuple[str, dt.date]]:
@@ -478,6 +590,37 @@ def _reaching(index: pa.Table, days: set[tuple[str, dt.date]]) -> set[DayKey]:
         if any(date == d or (date < d and end > _day_start(d)) for d in wanted.get(cluster, ())):
             out.add((layout.safe_name(cluster), date))
     return out
+
+
+def _week_ranges(weeks: pa.Table) -> list[tuple[str, dt.date, int]]:
+    """(cluster, first Monday, weeks) of each cluster's range of weeks in `weeks`."""
+    return [
+        (c, _EPOCH + dt.timedelta(days=4 + 7 * first), last - first + 1)
+        for c, first, last in zip(
+            weeks.column("cluster").to_pylist(),
+            weeks.column("first_week_n").to_pylist(),
+            weeks.column("last_week_n").to_pylist(),
+            strict=True,
+        )
+    ]
+
+
+def _week_starts(weeks: pa.Table) -> set[tuple[str, dt.date]]:
+    """The (cluster, Monday) of every week in scope: fairness_weekly's partitions."""
+    return {
+        (c, monday + dt.timedelta(days=7 * n))
+        for c, monday, count in _week_ranges(weeks)
+        for n in range(count)
+    }
+
+
+def _week_days(weeks: pa.Table) -> set[tuple[str, dt.date]]:
+    """The (cluster, day) of every day of the weeks in scope."""
+    return {
+        (c, monday + dt.timedelta(days=n))
+        for c, monday, count in _week_ranges(weeks)
+        for n in range(7 * count)
+    }
 
 
 def _partition_day(mart: str, table: pa.Table) -> list[dt.date | None]:
@@ -574,15 +717,30 @@ def _write_derived(con: duckdb.DuckDBPyConnection, root: Path, index: pa.Table) 
         _write_state_file(con.table(view).to_arrow_table(), _derived_path(root, view))
 
 
+def _shares(con: duckdb.DuckDBPyConnection, intervals: pa.Table, jobs: str) -> pa.Table:
+    """`job_gpu_shares` of the jobs in view `jobs` (cluster, job_id), from every job's
+    `intervals`: a job's share of a GPU depends on all the jobs that held it at the same time,
+    in scope or not, so the shares are cut from every interval on the devices those jobs hold.
+    Leaves `job_gpu_intervals` registered as those intervals: the caller sets it after."""
+    everyone = con.from_arrow(intervals)
+    devices = everyone.join(con.table(jobs), ["cluster", "job_id"], how="semi")
+    on_devices = everyone.join(devices.select("cluster, device"), ["cluster", "device"], how="semi")
+    _arrow_view(con, "job_gpu_intervals", on_devices.to_arrow_table())
+    shares = con.sql(sql.load(DERIVED_VIEWS["job_gpu_shares"]))
+    return shares.join(con.table(jobs), ["cluster", "job_id"], how="semi").to_arrow_table()
+
+
 def _update(
     con: duckdb.DuckDBPyConnection,
     root: Path,
     config: AttributionConfig,
     days: dict[DayKey, list[Path]],
     changed: tuple[DayKey, ...],
+    late: pa.Table | None,
     progress: Callable[[str], None] | None,
-) -> int:
-    """Update the summary marts for the `changed` day partitions; return the jobs in scope."""
+) -> tuple[int, int]:
+    """Update the summary marts for the `changed` day partitions and the `late` scheduler
+    records' jobs; return the jobs and the (cluster, week)s in scope."""
     # The index before (as recorded) and after (the changed days indexed again).
     old_changed = _read_index(root, changed)
     kept = _read_index(root, (k for k in days if k not in set(changed)))
@@ -596,21 +754,27 @@ def _update(
     )
     new_index = pa.concat_tables([*(t.cast(schema) for t in kept), new_changed])
     both_changed = pa.concat_tables([*(t.cast(schema) for t in old_changed), new_changed])
+    _write_index(root, new_changed, changed)
+
+    # jobs_latest and the allocations as last built, the late records' jobs anew.
     _register_raw(con, root, ("job_gpus", "gpus", "app_throughput", "gpu_events", "associations"))
+    _arrow_view(con, "gpu_job_buckets", new_index)  # stands in: the data's extent and devices
+    _arrow_view(con, "summary_index", new_index)
+    jobs_latest = pq.read_table(_derived_path(root, "jobs_latest"))
+    intervals = pq.read_table(_derived_path(root, "job_gpu_intervals"))
+    _arrow_view(con, "late_jobs", _late_jobs(()) if late is None else late)
+    touched: list[tuple[str, dt.date]] = []
+    if late is not None:
+        jobs_latest, touched = _late_records(con, root, jobs_latest, intervals)
     starts = queries.run_arrow(con, "attribution/open_starts")
     open_from = dict(zip(starts["cluster"].to_pylist(), starts["start_e"].to_pylist(), strict=True))
     scope_days, moved = _scope_days(
-        both_changed, changed, _ends(old_index), _ends(new_index), open_from
+        both_changed, changed, _ends(old_index), _ends(new_index), open_from, touched
     )
-    _write_index(root, new_changed, changed)
 
-    # The jobs in scope; jobs_latest and the allocations of other jobs are as last built.
-    jobs_latest = pq.read_table(_derived_path(root, "jobs_latest"))
-    intervals = pq.read_table(_derived_path(root, "job_gpu_intervals"))
+    # The jobs in scope.
     _arrow_view(con, "jobs_latest_all", jobs_latest)
     con.table("jobs_latest_all").create_view("jobs_latest")
-    _arrow_view(con, "gpu_job_buckets", new_index)  # stands in: the data's extent and devices
-    _arrow_view(con, "summary_index", new_index)
     _arrow_view(con, "scope_days", scope_days)
     _arrow_view(con, "changed_index", both_changed)
     _arrow_view(con, "moved_ends", pa.table({"cluster": pa.array(moved, pa.string())}))
@@ -625,19 +789,9 @@ def _update(
         con.table("scope_jobs"), ["cluster", "job_id"], how="anti"
     )
     intervals = others.union(con.from_arrow(fresh.cast(intervals.schema))).to_arrow_table()
-    # A job's share of a GPU depends on every job that held it at the same time, in scope or
-    # not: the shares of the jobs in scope are cut from all the intervals on their devices.
-    on_their_devices = con.from_arrow(intervals).join(
-        con.from_arrow(fresh.select(["cluster", "device"])), ["cluster", "device"], how="semi"
-    )
-    _arrow_view(con, "job_gpu_intervals", on_their_devices.to_arrow_table())
-    shares = (
-        con.sql(sql.load(DERIVED_VIEWS["job_gpu_shares"]))
-        .join(con.table("scope_jobs"), ["cluster", "job_id"], how="semi")
-        .to_arrow_table()
-    )
-    _arrow_view(con, "job_gpu_shares", shares)
+    _arrow_view(con, "job_gpu_shares", _shares(con, intervals, "scope_jobs"))
     _arrow_view(con, "job_gpu_intervals", fresh)
+    weeks = queries.run_arrow(con, "attribution/scope_weeks")  # fairness_weekly's, below
     daily_files = layout.table_files(root, "job_gpu_daily")
     held = _days_holding(new_index, scope)  # the days the jobs in scope have rows on
     register_files(
@@ -689,15 +843,32 @@ def _update(
     register_files(con, "bucket_occupancy", occupancy_files)
     _land_changed(root, "cluster_occupancy", run("cluster_occupancy"), occupancy_days)
 
-    # fairness_weekly from the small marts; changed partitions land.
+    # fairness_weekly of the weeks in scope, from every job reaching them and their days of
+    # usage_daily; changed partitions land.
     for table in ("job_gpus", "app_throughput", "jobs_latest"):
         con.table(f"{table}_all").create_view(table)
-    _arrow_view(con, "job_gpu_intervals", intervals)
-    all_shares = con.sql(sql.load(DERIVED_VIEWS["job_gpu_shares"])).to_arrow_table()
-    _arrow_view(con, "job_gpu_shares", all_shares)
+    _arrow_view(con, "job_gpu_intervals_all", intervals)
+    con.table("job_gpu_intervals_all").create_view("job_gpu_intervals")
+    _arrow_view(con, "scope_weeks", weeks)
+    _arrow_view(con, "scope_week_jobs", queries.run_arrow(con, "attribution/scope_week_jobs"))
+    _arrow_view(con, "job_gpu_shares", _shares(con, intervals, "scope_week_jobs"))
+    for table in ("jobs_latest", "job_gpu_intervals"):
+        _restricted(con, f"{table}_all", table, "scope_week_jobs")
     _arrow_view(con, "job_usage", merged_usage)
     _arrow_view(con, "job_outcomes", merged_outcomes)
-    register_table(con, root, "usage_daily")
-    _land_changed(root, "fairness_weekly", run("fairness_weekly"))
+    in_weeks = _week_days(weeks)
+    register_files(
+        con,
+        "usage_daily",
+        [
+            p
+            for p in layout.table_files(root, "usage_daily")
+            if layout.partition_key(p) in {(layout.safe_name(c), d) for c, d in in_weeks}
+        ],
+    )
+    in_scope_weeks = _week_starts(weeks)
+    _land_changed(root, "fairness_weekly", run("fairness_weekly"), in_scope_weeks)
     _write_state_file(intervals, _derived_path(root, "job_gpu_intervals"))
-    return int(scope.num_rows)
+    if late is not None:
+        _write_state_file(jobs_latest, _derived_path(root, "jobs_latest"))
+    return int(scope.num_rows), len(in_scope_weeks)

@@ -4,17 +4,20 @@
 -- Grain:   one row per (cluster, job_id)
 -- Reads:   scope_days (cluster, date, start_e, end_e: the days to update), changed_index (the
 --          summary_index rows of the changed days, before and after), summary_index (after),
---          job_gpus, jobs_latest, moved_ends (cluster: the clusters whose data end moved)
+--          job_gpus, jobs_latest, moved_ends (cluster: the clusters whose data end moved),
+--          late_jobs (cluster, job_id: the jobs in new scheduler batches)
 -- Params:  none
 -- Returns: cluster, job_id
 --
 -- A job is in scope when it had or has samples on a changed day, has samples on a day to
 -- update, holds an allocation overlapping a day to update (open allocations end at the data's
--- end), or is still running in a cluster whose data end moved (its allocated time runs to it).
--- A job's share of a GPU held by several jobs at once (job_gpu_shares) changes only where a
--- sharer's interval changed: an open allocation's, over the days between the old and the new
--- end of data (or from its start, where the cluster's data began or ended), which are days to
--- update, so every such sharer holds an allocation overlapping one and is in scope already.
+-- end), is still running in a cluster whose data end moved (its allocated time runs to it), or
+-- has a late scheduler record. A job's share of a GPU held by several jobs at once
+-- (job_gpu_shares) changes only where a sharer's interval changed: an open allocation's, over
+-- the days between the old and the new end of data (or from its start, where the cluster's
+-- data began or ended), or a late record's job's, over the days it held GPUs (late_days); those
+-- are days to update, so every such sharer holds an allocation overlapping one and is in scope
+-- already.
 
 SELECT cluster, job_id
 FROM changed_index
@@ -44,3 +47,6 @@ FROM jobs_latest AS j
 JOIN moved_ends AS m
     ON m.cluster = j.cluster
 WHERE j.start_ts IS NOT NULL AND j.end_ts IS NULL
+UNION
+SELECT cluster, job_id
+FROM late_jobs

@@ -283,6 +283,10 @@ def test_bench_writes_its_results_as_json(tmp_path: Path) -> None:
     assert inc["mode"] == "incremental", "the new day rebuilt the summary marts whole"
     assert inc["vs_marts"] == pytest.approx(inc["seconds"] / a["marts_s"])
     assert "incremental: mart update" in result.stdout
+    assert 0 < inc["mart_sql_on_empty_s"] and "an update's fixed cost" in result.stdout
+    late = inc["late_records"]
+    assert late["jobs"] > 0 and late["mode"] == "incremental", "late records rebuilt whole"
+    assert late["jobs_recomputed"] >= late["jobs"] and "incremental: late records" in result.stdout
     timed = {q["query"]: q for q in a["dashboard"]}
     assert "dashboard/cluster_summary" in timed and "seconds" in timed["dashboard/cluster_summary"]
     assert a["dashboard_pages"] and all(s > 0 for s in a["dashboard_pages"].values())

@@ -8,8 +8,11 @@ from app.dashboard_timing import PAGES, time_pages
 
 
 @pytest.mark.slow
-def test_time_pages_times_every_page(plain_lake):
+def test_time_pages_times_every_page(plain_lake, capfd):
     timings = time_pages(plain_lake)
 
     assert list(timings) == list(PAGES)
     assert all(0 < seconds < 60 for seconds in timings.values())
+    # Streamlit's warnings outside a server (one per cached function and page) are not printed
+    err = capfd.readouterr().err
+    assert "No runtime found" not in err and "missing ScriptRunContext" not in err

@@ -68,9 +68,11 @@ def rebuilt_from_scratch(root: Path, scratch: Path) -> dict[str, pl.DataFrame]:
     return snapshot(scratch)
 
 
-def assert_same_marts(got: dict[str, pl.DataFrame], expected: dict[str, pl.DataFrame]) -> None:
+def assert_same_marts(
+    got: dict[str, pl.DataFrame], expected: dict[str, pl.DataFrame], *, may_be_empty: bool = False
+) -> None:
     for name, frame in expected.items():
-        assert frame.height > 0 or name in ("job_outcomes", "app_throughput"), name
+        assert frame.height > 0 or may_be_empty or name in ("job_outcomes", "app_throughput"), name
         assert_frame_equal(got[name], frame, check_exact=False, rel_tol=1e-9, abs_tol=1e-9)
 
 
@@ -166,16 +168,22 @@ def test_removed_samples_remove_their_day_partitions(tmp_path):
 OFFSET_S = 60  # samples at hh:m1:00, so each day's last sample runs 60 s past midnight
 
 
-def land_offset_day(root: Path, day: int, gpus: tuple[int, ...] = (0, 1)) -> None:
+def land_offset_day(
+    root: Path, day: int, gpus: tuple[int, ...] = (0, 1), busy: float | None = None
+) -> None:
+    """A day of samples: busy 0.7 two hours in three, else 0 (or `busy` all day)."""
     rows = []
     for gpu_index in gpus:
         times = list(range(day * DAY_S + OFFSET_S, (day + 1) * DAY_S, STEP_S))
-        busy = [0.7 if (t // 3600) % 3 else 0.0 for t in times]
+        if busy is None:
+            active = [0.7 if (t // 3600) % 3 else 0.0 for t in times]
+        else:
+            active = [busy] * len(times)
         rows += r.samples(
             times,
             gpu_index=gpu_index,
             interval_s=float(STEP_S),
-            engine_active=busy,
+            engine_active=active,
             power_w=200.0,
         )
     r.land(root, "gpu_samples", rows, batch_id=f"day{day}")
@@ -286,6 +294,70 @@ def test_a_removed_day_updates_the_summary_marts_in_place_as_a_rebuild_would(tmp
     assert_same_marts(got, rebuilt_from_scratch(root, tmp_path / "scratch"))
 
 
+def test_a_new_day_updates_only_the_weeks_its_jobs_reach(tmp_path):
+    """fairness_weekly's week before the new day's is recomputed only where a job in scope
+    spans it: here every job of that week ended in it, so it is left alone."""
+    root = tmp_path / "lake"
+    lake_over_two_weeks(root, running_since=3 * DAY_S + 10000)  # Monday
+    before = summary_files(root)
+
+    land_offset_day(root, 4)  # Tuesday
+    done = update(root)
+
+    assert (done.mode, done.weeks) == ("incremental", 1), done.reason
+    assert_same_marts(snapshot(root), rebuilt_from_scratch(root, tmp_path / "scratch"))
+    after = summary_files(root)
+    weeks = {day_of(p): p for p in after if p.startswith("fairness_weekly")}
+    assert sorted(weeks) == ["date=2024-02-26", "date=2024-03-04"]
+    assert after[weeks["date=2024-02-26"]] == before[weeks["date=2024-02-26"]]
+    assert after[weeks["date=2024-03-04"]] != before[weeks["date=2024-03-04"]]
+
+
+def test_a_new_day_updates_the_weeks_before_that_a_running_job_spans(tmp_path):
+    """A job running since Sunday turns low-efficiency on an idle Tuesday: its GPU-hours of the
+    week before count as low-efficiency too, though no day of that week changed."""
+    root = tmp_path / "lake"
+    lake_over_two_weeks(root, running_since=2 * DAY_S + 72000)  # Sunday 20:00
+    old = snapshot(root)
+
+    land_offset_day(root, 4, busy=0.0)  # Tuesday
+    done = update(root)
+
+    assert (done.mode, done.weeks) == ("incremental", 2), done.reason
+    got = snapshot(root)
+    assert_same_marts(got, rebuilt_from_scratch(root, tmp_path / "scratch"))
+    week = (pl.col("week") == r.at(-4 * DAY_S).date()) & (pl.col("level") == "account")
+    low = [snap["fairness_weekly"].filter(week)["low_eff_gpu_h"].item() for snap in (old, got)]
+    assert low[0] == 0 and low[1] == pytest.approx(4.0)  # Sunday 20:00 to midnight
+
+
+def lake_over_two_weeks(root: Path, running_since: float) -> None:
+    """Fri 2024-03-01 to Mon 03-04 of two GPUs (Monday busy 0.3): a job on Friday and Saturday,
+    one on Monday, and one running on GPU 1 since `running_since`."""
+    for day in range(4):
+        land_offset_day(root, day, busy=0.3 if day == 3 else None)
+    r.land(
+        root,
+        "jobs",
+        [
+            r.job("jweek", 3600, DAY_S + 7200),
+            r.job("jmon", 3 * DAY_S + 3600, 3 * DAY_S + 7200, user="bob"),
+            r.job("jrun", running_since, None, state="RUNNING"),
+        ],
+    )
+    r.land(
+        root,
+        "job_gpus",
+        [
+            r.job_gpu("jweek", 3600, DAY_S + 7200, gpu_index=0),
+            r.job_gpu("jmon", 3 * DAY_S + 3600, 3 * DAY_S + 7200, gpu_index=0),
+            r.job_gpu("jrun", running_since, None, gpu_index=1),
+        ],
+    )
+    r.land(root, "gpus", [r.gpu(), r.gpu(gpu_index=1)])
+    build(root)
+
+
 @pytest.mark.parametrize(
     ("change", "untouched_day"),
     [("a new GPU", 1), ("an earlier day", None), ("the first day removed", 1)],
@@ -336,11 +408,10 @@ def test_other_changes_rebuild_the_summary_marts_whole(tmp_path):
     root = tmp_path / "lake"
     lake_for_summaries(root)
 
-    # a late scheduler record: raw tables other than samples changed
-    r.land(root, "jobs", [r.job("j9", DAY_S + 600, DAY_S + 4200)], batch_id="late")
-    r.land(root, "job_gpus", [r.job_gpu("j9", DAY_S + 600, DAY_S + 4200, gpu_index=1)], "late")
-    late = update(root)
-    assert late.mode == "rebuilt" and "raw tables" in late.reason
+    # raw tables other than samples and the scheduler's changed
+    r.land(root, "gpu_events", [r.event(DAY_S + 600, "xid", 79)], batch_id="late")
+    other = update(root)
+    assert other.mode == "rebuilt" and "raw tables" in other.reason
     assert_same_marts(snapshot(root), rebuilt_from_scratch(root, tmp_path / "scratch"))
 
     # the state the update reads is gone or was changed by hand: rebuilt, not trusted
@@ -349,6 +420,50 @@ def test_other_changes_rebuild_the_summary_marts_whole(tmp_path):
     lost = update(root)
     assert lost.mode == "rebuilt" and "index" in lost.reason
     assert_same_marts(snapshot(root), rebuilt_from_scratch(root, tmp_path / "scratch2"))
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        "a job no record had",  # with its GPU: its samples change owner on Saturday, and j1
+        # shares GPU 0 with it there: j1's allocated time is split
+        "a running job ended",  # jrun's allocation stops; the days after lose it
+        "a job moved account",  # every day of j1 moves from physics to chem
+        "a job without samples",  # on a GPU no sample reports: allocated, not observed
+        "a batch file removed",
+    ],
+)
+def test_a_late_scheduler_record_updates_the_summary_marts_in_place(tmp_path, record):
+    root = tmp_path / "lake"
+    lake_for_summaries(root)
+    land_offset_day(root, 3)
+    update(root)
+    old = snapshot(root)
+
+    if record == "a job no record had":
+        r.land(root, "jobs", [r.job("j9", DAY_S + 600, DAY_S + 4200)], batch_id="late")
+        r.land(root, "job_gpus", [r.job_gpu("j9", DAY_S + 600, DAY_S + 4200, gpu_index=0)], "late")
+    elif record == "a running job ended":  # as the Slurm collector closes it: batch rewritten
+        ended = r.job("jrun", 2 * DAY_S + 20000, 2 * DAY_S + 30000, updated_ts=r.at(3 * DAY_S))
+        r.land(root, "jobs", [ended], batch_id="late")
+        gpu = r.job_gpu("jrun", 2 * DAY_S + 20000, 2 * DAY_S + 30000, gpu_index=1)
+        r.land(root, "job_gpus", [gpu], batch_id="test")
+    elif record == "a batch file removed":
+        next((root / "job_gpus").rglob("date=2024-03-01/*.parquet")).unlink()  # j1 and jold
+    elif record == "a job moved account":
+        moved = r.job("j1", 3600, 2 * DAY_S + 7200, account="chem", updated_ts=r.at(4 * DAY_S))
+        r.land(root, "jobs", [moved], batch_id="late")
+    else:
+        r.land(root, "jobs", [r.job("jx", DAY_S, DAY_S + 7200, user="carol")], batch_id="late")
+        r.land(root, "job_gpus", [r.job_gpu("jx", DAY_S, DAY_S + 7200, gpu_index=7)], "late")
+    done = update(root)
+
+    assert done.mode == "incremental", done.reason
+    assert done.late_jobs == (2 if record == "a batch file removed" else 1)
+    got = snapshot(root)
+    assert_same_marts(got, rebuilt_from_scratch(root, tmp_path / "scratch"))
+    assert not got["usage_daily"].equals(old["usage_daily"])
+    assert update(root).mode == "unchanged"
 
 
 # --- shared GPUs: a job's allocated time depends on the jobs sharing its GPU --------------------
