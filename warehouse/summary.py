@@ -92,6 +92,8 @@ _HELPERS = (
     "attribution/scope_week_jobs",
     *DERIVED_VIEWS.values(),
 )
+# Derived views several summary marts read, in the order they read each other.
+_BUILT_ONCE = ("job_gpu_intervals", "job_gpu_shares")
 _INDEX_DIR = "summary_index"
 # The scheduler's tables: a batch file of them new, rewritten (an allocation closed) or removed
 # since the last build holds late records, whose jobs are updated in place.
@@ -140,13 +142,20 @@ def build_summary_marts(
     """
     for table in (*RAW_TABLES, *(m for m, _ in SAMPLE_MARTS)):  # what is in the lake now
         register_table(con, root, table)
+    # Read by several marts: each computed once for this build (then views again, below).
+    for view in _BUILT_ONCE:
+        con.from_arrow(con.sql(sql.load(DERIVED_VIEWS[view])).to_arrow_table()).create_view(view)
     counts = {}
-    for mart, query in SUMMARY_MARTS:
-        if progress:
-            progress(mart)
-        result = queries.run_arrow(con, query, **config.params(query, con))
-        counts[mart] = land_mart(root, mart, result)
-        register_table(con, root, mart)
+    try:
+        for mart, query in SUMMARY_MARTS:
+            if progress:
+                progress(mart)
+            result = queries.run_arrow(con, query, **config.params(query, con))
+            counts[mart] = land_mart(root, mart, result)
+            register_table(con, root, mart)
+    finally:
+        for view in _BUILT_ONCE:
+            con.sql(sql.load(DERIVED_VIEWS[view])).create_view(view)
     return counts
 
 
