@@ -89,6 +89,7 @@ _HELPERS = (
     "attribution/open_starts",
     "attribution/scope_weeks",
     "attribution/late_days",
+    "attribution/share_peers",
     "attribution/scope_week_jobs",
     *DERIVED_VIEWS.values(),
 )
@@ -729,12 +730,12 @@ def _write_derived(con: duckdb.DuckDBPyConnection, root: Path, index: pa.Table) 
 def _shares(con: duckdb.DuckDBPyConnection, intervals: pa.Table, jobs: str) -> pa.Table:
     """`job_gpu_shares` of the jobs in view `jobs` (cluster, job_id), from every job's
     `intervals`: a job's share of a GPU depends on all the jobs that held it at the same time,
-    in scope or not, so the shares are cut from every interval on the devices those jobs hold.
-    Leaves `job_gpu_intervals` registered as those intervals: the caller sets it after."""
-    everyone = con.from_arrow(intervals)
-    devices = everyone.join(con.table(jobs), ["cluster", "job_id"], how="semi")
-    on_devices = everyone.join(devices.select("cluster, device"), ["cluster", "device"], how="semi")
-    _arrow_view(con, "job_gpu_intervals", on_devices.to_arrow_table())
+    in scope or not, so the shares are cut from every interval on their devices that meets
+    theirs in time (sql/attribution/share_peers.sql). Leaves `job_gpu_intervals` registered as
+    those intervals: the caller sets it after."""
+    _arrow_view(con, "share_pool", intervals)
+    con.table(jobs).create_view("share_jobs")
+    _arrow_view(con, "job_gpu_intervals", queries.run_arrow(con, "attribution/share_peers"))
     shares = con.sql(sql.load(DERIVED_VIEWS["job_gpu_shares"]))
     return shares.join(con.table(jobs), ["cluster", "job_id"], how="semi").to_arrow_table()
 
