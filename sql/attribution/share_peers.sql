@@ -9,16 +9,21 @@
 -- A piece of a job's interval is cut only where another interval on its device starts or ends
 -- inside it, so the intervals that do not meet the job's give it the same pieces and sharers
 -- whether they are read or not: the update reads these, not the device's whole history.
+-- (A join on the device, not a correlated EXISTS: that one DuckDB runs as a nested loop.)
 
-SELECT p.*
+SELECT DISTINCT p.*
 FROM share_pool AS p
-WHERE EXISTS (
-    SELECT 1
+JOIN (
+    SELECT
+        m.cluster,
+        m.device,
+        m.start_e,
+        m.end_e
     FROM share_pool AS m
     JOIN share_jobs AS s
         ON s.cluster = m.cluster AND s.job_id = m.job_id
-    WHERE m.cluster = p.cluster
-        AND m.device = p.device
-        AND p.start_e <= m.end_e
-        AND p.end_e >= m.start_e
-)
+) AS m
+    ON m.cluster = p.cluster
+    AND m.device = p.device
+    AND p.start_e <= m.end_e
+    AND p.end_e >= m.start_e
