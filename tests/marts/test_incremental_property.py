@@ -129,7 +129,7 @@ def land_jobs(root: Path, jobs: list[Job], batch: str, end_at: int | None = None
 HALF = (0.5, 0.5, 0.5, 0.5)
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(h=histories())
 # a job moved to another account: its days before the new ones change account too
 @example(History(3, 2, (HALF,) * 3, (Job("j0", 0, 0, None, "physics", False, True),), None, "j0"))
