@@ -347,7 +347,7 @@ def _stale_reason(
         ]
     reason = _stale_why(root, inputs, built)
     fresh = [Path(p) for p, stamp in records.items() if known.get(p) != stamp]
-    if not fresh and not gone:
+    if reason or (not fresh and not gone):  # rebuilt whole anyway, or no late record
         return reason, recorded, None
     old = pa.table(
         {
@@ -866,15 +866,11 @@ def _update(
         _restricted(con, f"{table}_all", table, "scope_week_jobs")
     _arrow_view(con, "job_usage", merged_usage)
     _arrow_view(con, "job_outcomes", merged_outcomes)
-    in_weeks = _week_days(weeks)
+    in_weeks = {(layout.safe_name(c), d) for c, d in _week_days(weeks)}
     register_files(
         con,
         "usage_daily",
-        [
-            p
-            for p in layout.table_files(root, "usage_daily")
-            if layout.partition_key(p) in {(layout.safe_name(c), d) for c, d in in_weeks}
-        ],
+        [p for p in layout.table_files(root, "usage_daily") if layout.partition_key(p) in in_weeks],
     )
     in_scope_weeks = _week_starts(weeks)
     _land_changed(root, "fairness_weekly", run("fairness_weekly"), in_scope_weeks)
