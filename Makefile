@@ -7,6 +7,8 @@ BIN    := $(VENV)/bin
 LAKE   ?= lake
 PORT   ?= 8501
 STAMP  := $(VENV)/.installed-stamp
+# pytest-xdist workers for `make test` (tests/conftest.py says which tests share one)
+TEST_WORKERS ?= 2
 
 .PHONY: install system-deps demo test lint format bench clean
 
@@ -32,7 +34,7 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 test: system-deps lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS)
 
 format: $(STAMP)
 	$(BIN)/ruff format .
