@@ -534,10 +534,15 @@ def _pairs(table: pa.Table) -> list[tuple[str, dt.date]]:
     )
 
 
+def _folder_keys(pairs: Iterable[tuple[str, dt.date]]) -> set[DayKey]:
+    """The partition folders' keys of (cluster, date) pairs."""
+    return {(layout.safe_name(c), d) for c, d in pairs}
+
+
 def _days_holding(index: pa.Table, jobs: pa.Table) -> set[DayKey]:
     """The day partitions holding rows of `jobs` (cluster, job_id), by the index."""
     held = index.join(jobs, ["cluster", "job_id"], join_type="left semi")
-    return {(layout.safe_name(c), d) for c, d in _pairs(held)}
+    return _folder_keys(_pairs(held))
 
 
 def _extent(index: pa.Table) -> dict[str, tuple[float, float, int]]:
@@ -655,13 +660,13 @@ def _land_changed(
     for row, (cluster, day) in enumerate(zip(clusters, _partition_day(mart, table), strict=True)):
         if day is not None and (partitions is None or (cluster, day) in partitions):
             groups.setdefault((cluster, day), []).append(row)
-    folders = {(layout.safe_name(c), d): (c, d) for c, d in groups}
+    folders = _folder_keys(groups)
     present: set[tuple[str, dt.date]] = set()
     for path in layout.table_files(root, mart):
         if (found := layout.partition_key(path)) is not None:
             present.add(found)
-    considered = None if partitions is None else {(layout.safe_name(c), d) for c, d in partitions}
-    for folder_key in sorted(present - set(folders)):
+    considered = None if partitions is None else _folder_keys(partitions)
+    for folder_key in sorted(present - folders):
         if considered is None or folder_key in considered:
             replace_partition(root, mart, schema.empty_table(), folder_key[0], folder_key[1])
     for (cluster, day), rows in sorted(groups.items()):
@@ -832,7 +837,7 @@ def _update(
             strict=True,
         )
     )
-    folders = {(layout.safe_name(c), d) for c, d in keys}
+    folders = _folder_keys(keys)
     files = [p for p in daily_files if layout.partition_key(p) in folders]
     register_files(con, "job_gpu_daily", files, view="job_gpu_daily_days")
     dates = con.from_arrow(scope_days.select(["cluster", "date"]))
@@ -866,7 +871,7 @@ def _update(
         _restricted(con, f"{table}_all", table, "scope_week_jobs")
     _arrow_view(con, "job_usage", merged_usage)
     _arrow_view(con, "job_outcomes", merged_outcomes)
-    in_weeks = {(layout.safe_name(c), d) for c, d in _week_days(weeks)}
+    in_weeks = _folder_keys(_week_days(weeks))
     register_files(
         con,
         "usage_daily",
