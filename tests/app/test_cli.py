@@ -292,3 +292,17 @@ def test_bench_writes_its_results_as_json(tmp_path: Path) -> None:
     assert a["dashboard_pages"] and all(s > 0 for s in a["dashboard_pages"].values())
     assert "page: " in result.stdout
     assert list(work.iterdir()) == [], "bench left its lake behind"
+
+
+@pytest.mark.parametrize(
+    ("speedup", "words"),
+    [
+        (27.4, "27× faster than pandas"),
+        (1.27, "1.3× faster than pandas"),
+        (0.9, "1.1× slower than pandas"),  # not "0.9× faster"
+    ],
+)
+def test_bench_says_slower_when_a_baseline_wins(speedup: float, words: str) -> None:
+    from app.bench import _against
+
+    assert _against(speedup, "pandas") == words
