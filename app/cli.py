@@ -298,8 +298,27 @@ def _parse_param(raw: str) -> tuple[str, object]:
     return key.strip(), parsed
 
 
+# Shipped SQL folders that only the pipeline runs (their queries read its staging views).
+_INTERNAL_SQL = ("attribution/", "bench/")
+
+
+def _query_names(tables: list[str], shipped: tuple[str, ...]) -> str:
+    """What `gpuledger query NAME` accepts, grouped: tables and views, then shipped queries."""
+    lines = ["Tables and views:", *(f"  {t}" for t in tables), "", "Shipped queries (sql/):"]
+    folder = None
+    for name in shipped:
+        if name.startswith(_INTERNAL_SQL):
+            continue
+        head, _, _ = name.rpartition("/")
+        if head != folder:
+            lines.append(f"  {head}/")
+            folder = head
+        lines.append(f"    {name}")
+    return "\n".join(lines)
+
+
 @cli.command()
-@click.argument("name")
+@click.argument("name", required=False)
 @lake_option
 @click.option(
     "--param",
@@ -325,18 +344,35 @@ def _parse_param(raw: str) -> tuple[str, object]:
 @click.option(
     "--limit", type=click.IntRange(min=1), default=None, help="Show at most this many rows."
 )
+@click.option(
+    "--columns",
+    "-c",
+    metavar="A,B,…",
+    default=None,
+    help="Only these columns, in this order (comma-separated).",
+)
 @reports_errors
 def query(
-    name: str, lake: Path, params: tuple[str, ...], fmt: str, out: Path | None, limit: int | None
+    name: str | None,
+    lake: Path,
+    params: tuple[str, ...],
+    fmt: str,
+    out: Path | None,
+    limit: int | None,
+    columns: str | None,
 ) -> None:
     """Run a shipped query or read a table, and print the result.
 
     \b
     NAME is a table or view (job_usage, usage_daily, cluster_occupancy, jobs_latest, …) or a
-    shipped SQL file by its path under sql/ (dashboard/top_users_by_idle, …).
+    shipped SQL file by its path under sql/ (dashboard/top_users_by_idle, …); without NAME,
+    every name is listed. A shipped query's $parameters are given with -p (an unknown or
+    missing one is named in the error).
     Examples:
+      gpuledger query                                   # what can be queried
+      gpuledger query job_usage -c job_id,user,idle_gpu_h --limit 20
       gpuledger query job_usage --format csv --out jobs.csv
-      gpuledger query dashboard/top_users_by_idle -p cluster=sim -p limit=10 \
+      gpuledger query dashboard/top_users_by_idle -p cluster=sim -p limit=10 \\
           -p start=null -p end=null
     """
     import sql
@@ -345,8 +381,11 @@ def query(
     from warehouse.errors import EmptyWarehouse
     from warehouse.schema import TABLES
 
-    values = dict(_parse_param(p) for p in params)
     readable = set(TABLES) | set(DERIVED_VIEWS) | set(REFERENCE_VIEWS)
+    if name is None:
+        click.echo(_query_names(sorted(readable), sql.names()))
+        return
+    values = dict(_parse_param(p) for p in params)
     if name not in readable and name not in sql.names():
         known = ", ".join(sorted(readable) + list(sql.names()))
         raise click.BadParameter(
@@ -362,6 +401,16 @@ def query(
         frame = con.sql(f"SELECT * FROM {quote_ident(name)}").pl()  # name is from a closed set
     else:
         frame = queries.run(con, name, **values)
+    if columns is not None:
+        wanted = [c.strip() for c in columns.split(",") if c.strip()]
+        unknown = [c for c in wanted if c not in frame.columns]
+        if unknown or not wanted:
+            raise click.BadParameter(
+                f"no column {', '.join(map(repr, unknown)) or 'given'}; "
+                f"{name} has: {', '.join(frame.columns)}",
+                param_hint="--columns",
+            )
+        frame = frame.select(wanted)
     if limit is not None:
         frame = frame.head(limit)
     if fmt == "parquet":
@@ -381,15 +430,15 @@ def query(
     elif fmt == "json":
         text = json.dumps(frame.to_dicts(), default=str, indent=1)
     else:
-        import polars as pl
+        from app.terminal_table import render
 
-        with pl.Config(
-            tbl_rows=50 if limit is None else limit,
-            tbl_cols=-1,
-            fmt_str_lengths=40,
-            tbl_width_chars=200,
-        ):
-            text = str(frame)
+        text, left_out = render(frame, 50 if limit is None else limit)
+        if left_out:
+            click.echo(
+                f"{len(left_out)} more column(s) did not fit: {', '.join(left_out)} "
+                "(pick some with --columns, or see all with --format csv or json)",
+                err=True,
+            )
     if out is not None:
         out.write_text(text, encoding="utf-8")
         click.echo(f"Wrote {frame.height:,} rows to {out}", err=True)

@@ -14,17 +14,37 @@ import click
 __all__ = ["LAKE_HELP", "Timestamp", "lake_option", "progress_bar"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-LAKE_HELP = "Lake root folder (default: $GPULEDGER_LAKE, else ./lake)."
+LAKE_HELP = (
+    "Lake root folder (default: $GPULEDGER_LAKE, else the configuration file's `lake`, "
+    "else ./lake)."
+)
+
+
+def _configured_lake(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path:
+    """--lake as given, else $GPULEDGER_LAKE, else the configuration's `lake`, else ./lake:
+    the same root `gpuledger run`, `report` and the dashboard use (DESIGN §7)."""
+    if value is not None:
+        return value
+    if any(p.name == "config_path" for p in ctx.command.params):
+        return Path("lake")  # such a command reads its own --config and takes `lake` from it
+    from app.config import ConfigError, load_config
+
+    try:
+        return load_config().lake.root
+    except ConfigError as err:
+        raise click.BadParameter(
+            f"not given, and the configuration that would name it is not valid: {err}", ctx, param
+        ) from None
 
 
 def lake_option(func: F) -> F:
-    """`--lake DIR`, from $GPULEDGER_LAKE when not given, else ./lake (DESIGN §3)."""
+    """`--lake DIR`, else $GPULEDGER_LAKE, else the configuration's `lake`, else ./lake."""
     return click.option(
         "--lake",
         type=click.Path(file_okay=False, path_type=Path),
         envvar="GPULEDGER_LAKE",
-        default=Path("lake"),
-        show_default=True,
+        default=None,
+        callback=_configured_lake,
         help=LAKE_HELP,
     )(func)
 

@@ -20,7 +20,7 @@ lake_override = click.option(
     "--lake",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
-    help=LAKE_HELP.replace("(default:", "(default: the configuration's `lake`, else"),
+    help=LAKE_HELP,
 )
 
 

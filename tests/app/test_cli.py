@@ -306,3 +306,57 @@ def test_bench_says_slower_when_a_baseline_wins(speedup: float, words: str) -> N
     from app.bench import _against
 
     assert _against(speedup, "pandas") == words
+
+
+def test_lake_comes_from_the_configuration_when_not_given(
+    lake: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--lake, else $GPULEDGER_LAKE, else the config file's `lake`: as `report` and `run` do."""
+    monkeypatch.chdir(tmp_path)  # ./gpuledger.toml is the default configuration file
+    (tmp_path / "gpuledger.toml").write_text(f"lake = {str(lake)!r}\n", encoding="utf-8")
+    result = invoke("query", "job_usage", "--format", "csv")
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("cluster,job_id"), result.output
+    elsewhere = tmp_path / "other"
+    given = invoke("query", "job_usage", "--lake", str(elsewhere))
+    _assert_one_line_error(given, 1, str(elsewhere))  # --lake still wins
+
+
+def test_an_invalid_configuration_is_named_when_it_would_give_the_lake(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "gpuledger.toml").write_text("lake = [\n", encoding="utf-8")
+    result = invoke("query", "job_usage")
+    _assert_one_line_error(result, 2, "--lake", "gpuledger.toml")
+    given = invoke("query", "job_usage", "--lake", str(tmp_path))  # the config is not read
+    assert given.exit_code == 0 and "gpuledger.toml" not in given.output, given.output
+
+
+def test_query_table_keeps_to_the_width_and_names_the_columns_left_out(lake: Path) -> None:
+    from app.terminal_table import render
+
+    frame = pl.read_parquet(sorted(lake.glob("job_usage/**/*.parquet")))
+    text, left_out = render(frame, 3, width=100)
+    assert max(len(line) for line in text.splitlines()) <= 100
+    assert left_out and left_out == frame.columns[len(frame.columns) - len(left_out) :]
+    assert "job_id" in text and left_out[0] not in text
+    result = invoke("query", "job_usage", "--lake", str(lake), "--limit", "2")
+    assert "did not fit" in result.stderr and "--columns" in result.stderr
+
+
+def test_query_picks_columns_in_order(lake: Path) -> None:
+    result = invoke(
+        "query", "job_usage", "--lake", str(lake), "-c", "user,job_id", "--format", "csv"
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0] == "user,job_id"
+    bad = invoke("query", "job_usage", "--lake", str(lake), "-c", "job_id,nope")
+    _assert_one_line_error(bad, 2, "'nope'", "idle_gpu_h")
+
+
+def test_query_without_a_name_lists_what_can_be_queried() -> None:
+    result = invoke("query")
+    assert result.exit_code == 0, result.output
+    assert "  job_usage" in result.stdout and "    dashboard/top_users_by_idle" in result.stdout
+    assert "attribution/" not in result.stdout  # the pipeline's own staging queries
