@@ -30,13 +30,14 @@ def render_summary(con: duckdb.DuckDBPyConnection, top: int = 5) -> str:
         lines += [
             f"Cluster {c['cluster']}: {c['gpus_total']:.0f} GPUs, "
             f"{c['data_start']:%Y-%m-%d %H:%M} to {c['data_end']:%Y-%m-%d %H:%M} UTC "
-            f"({c['span_h']:.0f} h), {c['jobs']} jobs",
+            f"({c['span_h']:.0f} h), {c['jobs']:,} jobs",
             f"  occupancy (allocated / capacity)   {_pct(c['occupancy'])}",
-            f"  allocated GPU-hours                {_h(c['allocated_gpu_h'])}"
+            f"  allocated GPU-hours (observed)     {_h(c['allocated_gpu_h'])}"
             f"  of {_h(c['capacity_gpu_h'])} possible",
             f"  idle while allocated               {_h(c['idle_allocated_gpu_h'])} GPU-h"
             f"  ({_pct(c['idle_share_of_allocated'])} of allocated)",
-            f"  effective GPU-hours (Σ busy)       {_h(c['effective_gpu_h'])}",
+            f"  effective GPU-hours                {_h(c['effective_gpu_h'])}"
+            "  (busy × time: the GPUs' worth of work done)",
             f"  unallocated / unobserved           {_h(c['unallocated_gpu_h'])}"
             f" / {_h(c['unobserved_gpu_h'])} GPU-h",
             f"  energy                             {_h(c['energy_kwh'])} kWh",

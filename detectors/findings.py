@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pyarrow as pa
@@ -141,10 +143,29 @@ def read_findings(root: Path, cluster: str | None = None) -> pa.Table:
 
 @dataclass(frozen=True, slots=True)
 class WriteResult:
-    """What `write_findings` did: findings new to the lake, and ones it updated in place."""
+    """What `write_findings` did: findings new to the lake, ones whose figures changed (updated
+    in place), and ones found again exactly as stored."""
 
     new: int
     updated: int
+    unchanged: int = 0
+
+
+def _settled(value: Any) -> Any:
+    """`value` with floats to 12 significant digits, in the evidence JSON too: a parallel sum
+    may differ in its last bits from run to run, which is not a change worth reporting."""
+    if isinstance(value, float):
+        return float(f"{value:.12g}")
+    if isinstance(value, dict):
+        return {k: _settled(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_settled(v) for v in value]
+    if isinstance(value, str) and value.startswith("{"):
+        try:
+            return _settled(json.loads(value))
+        except ValueError:
+            return value
+    return value
 
 
 def write_findings(root: Path, findings: pa.Table) -> WriteResult:
@@ -154,7 +175,7 @@ def write_findings(root: Path, findings: pa.Table) -> WriteResult:
     (when it was first raised). Each cluster's findings are rewritten whole, atomically.
     """
     findings = conform(TABLES["findings"], findings)
-    new = updated = 0
+    new = updated = unchanged = 0
     for cluster in sorted(set(findings.column("cluster").to_pylist())):
         incoming = findings.filter(pc.equal(findings.column("cluster"), cluster))
         stored = read_findings(root, cluster)
@@ -174,12 +195,16 @@ def write_findings(root: Path, findings: pa.Table) -> WriteResult:
             pa.array(detected, FINDINGS_SCHEMA.field("detected_ts").type),
         )
         seen = set(first_seen)
-        updated += sum(1 for i in set(ids) if i in seen)
+        before = {r["finding_id"]: r for r in stored.to_pylist()}
+        again = {r["finding_id"]: r for r in incoming.to_pylist() if r["finding_id"] in seen}
+        same = sum(1 for i, r in again.items() if _settled(before[i]) == _settled(r))
+        unchanged += same
+        updated += len(again) - same
         new += len(set(ids) - seen)
         kept = stored.filter(pc.invert(pc.is_in(stored.column("finding_id"), pa.array(ids))))
         merged = pa.concat_tables([kept, incoming])
         replace_partitions(root, "findings", merged, cluster, batch_id="findings")
-    return WriteResult(new=new, updated=updated)
+    return WriteResult(new=new, updated=updated, unchanged=unchanged)
 
 
 def as_frame(frame: pl.DataFrame) -> pl.DataFrame:

@@ -130,7 +130,7 @@ class AlertsConfig:
     )
     min_severity: str = setting("warn", "Findings below this severity are not sent.", _severity)
     idle_detectors: tuple[str, ...] = setting(
-        ("idle_job", "idle_gpu"), "Detectors whose findings are idle jobs (escalated)."
+        ("idle_job",), "Detectors whose findings are idle jobs (escalated)."
     )
     # escalation of idle jobs (minutes of full idleness, from the finding's start)
     idle_after_minutes: float = setting(

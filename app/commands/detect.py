@@ -67,6 +67,7 @@ class DetectOutcome:
     new: int
     updated: int
     recommendations: int
+    unchanged: int = 0
 
 
 def detect_once(
@@ -110,7 +111,7 @@ def detect_once(
         finally:
             con.close()
         stored = write_recommendations(lake, recs, clusters)
-    return DetectOutcome(findings, result.new, result.updated, stored)
+    return DetectOutcome(findings, result.new, result.updated, stored, result.unchanged)
 
 
 def _summary(findings: pa.Table) -> list[str]:
@@ -203,6 +204,7 @@ def command(lake: Path, since: dt.datetime | None, now: dt.datetime | None, quie
             click.echo(line)
     click.echo(
         f"{findings.num_rows:,} findings: {outcome.new:,} new, {outcome.updated:,} updated, "
+        f"{outcome.unchanged:,} unchanged, "
         f"in {lake / 'findings'}; {outcome.recommendations:,} recommendations in "
         f"{lake / 'recommendations'}"
     )

@@ -41,7 +41,10 @@ def test_detect_twice_stores_each_finding_once_and_keeps_ids(lake: Path) -> None
 
     second = invoke("detect", "--lake", str(lake), "--now", "2026-12-02T00:00")
     assert second.exit_code == 0, second.output
-    assert f"{n:,} findings: 0 new, {n:,} updated" in second.output
+    assert f"{n:,} findings: 0 new, " in second.output
+    # the same run again: every finding is found as stored, none reported as updated
+    third = invoke("detect", "--lake", str(lake), "--now", "2026-12-02T00:00")
+    assert f"{n:,} findings: 0 new, 0 updated, {n:,} unchanged" in third.output
     again = read_findings(lake)
     assert sorted(again.column("finding_id").to_pylist()) == sorted(
         stored.column("finding_id").to_pylist()

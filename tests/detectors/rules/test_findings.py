@@ -56,12 +56,20 @@ def test_writing_twice_keeps_one_row_per_finding_and_the_first_detection_time(tm
     again = to_findings(frame([row("2", 5.0), row("3", 3.0)]), detected_ts=at(7200))
     result = write_findings(tmp_path, again)
 
-    assert (result.new, result.updated) == (1, 1)
+    assert (result.new, result.updated, result.unchanged) == (1, 1, 0)
     stored = {r["subject_id"]: r for r in read_findings(tmp_path).to_pylist()}
     assert sorted(stored) == ["1", "2", "3"]
     assert stored["2"]["gpu_h_at_stake"] == 5.0  # the new figures
     assert stored["2"]["detected_ts"] == at(3600)  # first raised at the first run
     assert stored["3"]["detected_ts"] == at(7200)
+
+
+def test_a_finding_found_again_as_stored_counts_as_unchanged(tmp_path):
+    first = to_findings(frame([row("1", 1.0), row("2", 2.0)]), detected_ts=at(3600))
+    write_findings(tmp_path, first)
+    again = to_findings(frame([row("1", 1.0), row("2", 2.5)]), detected_ts=at(7200))
+    result = write_findings(tmp_path, again)
+    assert (result.new, result.updated, result.unchanged) == (0, 1, 1)
 
 
 def test_clusters_are_kept_apart(tmp_path):
