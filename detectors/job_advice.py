@@ -159,6 +159,7 @@ def _hw_advice(
     cause = f"a hardware event on its GPUs ({kinds})" if kinds else "a hardware fault"
     if f.state.startswith("NODE_FAIL"):
         cause = f"a node failure after {cause}" if kinds else "a node failure"
+    flagged = any(x.get("detector") == HW_FAILURE_DETECTOR for x in findings)
     checkpoint = next((x for x in findings if x.get("detector") == CHECKPOINT_DETECTOR), None)
     interval_s = _num(_evidence(checkpoint).get("interval_s")) if checkpoint else None
     every = (
@@ -170,9 +171,10 @@ def _hw_advice(
     return [
         Advice(
             "Resubmit: a hardware fault ended it",
-            f"The job ended through {cause}, not through a fault of its own; the GPU is "
-            f"flagged for the admins. Resubmit it from its last checkpoint (or let --requeue "
-            f"do it) and {every}. Its run time says nothing about the time limit it needs.",
+            f"The job ended through {cause}, not through a fault of its own"
+            + ("; a finding flags the GPU for the admins" if flagged else "")
+            + f". Resubmit it from its last checkpoint (or let --requeue do it) and {every}. "
+            "Its run time says nothing about the time limit it needs.",
             "--requeue",
         )
     ]
