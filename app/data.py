@@ -18,6 +18,8 @@ import streamlit as st
 
 from app.config import lake_root
 from app.errors import AppError
+from detectors.job_advice import Advice
+from detectors.job_report import UnknownJob, load_job_advice
 from warehouse import layout, queries
 from warehouse.connection import connect
 from warehouse.schema import TABLES
@@ -38,6 +40,7 @@ __all__ = [
     "gpu_events_daily",
     "gpu_health",
     "has_fairness",
+    "job_advice",
     "job_detail",
     "job_facets",
     "job_gpu_timeline",
@@ -176,6 +179,19 @@ def job_facets(
 @st.cache_data(ttl=TTL_S)
 def job_detail(root: str, cluster: str, job_id: str, viewer: str | None) -> pl.DataFrame:
     return _run(root, "dashboard/job_detail", cluster=cluster, job_id=job_id, viewer=viewer)
+
+
+@st.cache_data(ttl=TTL_S)
+def job_advice(root: str, cluster: str, job_id: str) -> list[Advice]:
+    """What to change next time: the advice `gpuledger job` gives, from the same engine."""
+    try:
+        try:
+            return load_job_advice(_connection(root).cursor(), job_id, cluster)
+        except duckdb.IOException:  # files replaced since the views were opened (see _run)
+            _connection.clear()
+            return load_job_advice(_connection(root).cursor(), job_id, cluster)
+    except UnknownJob:
+        return []
 
 
 @st.cache_data(ttl=TTL_S)

@@ -1,12 +1,30 @@
-"""The concrete change to make next time, for one job: --gres, --time, --cpus-per-gpu, MIG.
+"""What a job's owner should change next time: the one advice engine of the Job page and `job`.
 
 Pure: takes the job's record and usage (sql/jobs/job_detail.sql), its per-GPU activity
-(sql/jobs/job_gpu_activity.sql) and its bottleneck diagnosis, and returns Slurm options with
-the reason for each, in the spirit of jobstats' notes (thresholds as data, not eval'd code).
+(sql/jobs/job_gpu_activity.sql), its bottleneck diagnosis (detectors/bottleneck.py) and its
+findings (sql/jobs/job_findings.sql), and returns plain-language advice, most valuable first,
+each with the Slurm option (and the Kubernetes equivalent) where there is one. Thresholds are
+data (`AdviceThresholds`), in the spirit of jobstats' notes.
+
+How the job ended comes first, because it decides which usual advice still holds:
+
+- hung (diagnosis `stalled` or a `hung_job` finding): make the hang fail fast (collective
+  timeout, watchdog, checkpoints). The idle GPUs, idle cores and a time limit reached are the
+  hang's doing, so no --gres, --cpus-per-gpu, MIG or --time advice follows from them;
+- ended by a hardware fault (NODE_FAIL, or failed after an XID/ECC event on its GPUs):
+  resubmit (--requeue) and checkpoint; a run cut short is no reason to change --time, and
+  the accounting of a failed node's cores is incomplete, so no --cpus-per-gpu either.
+
+Otherwise: --gres for GPUs never active, giving back idle GPUs (the wording differs for
+interactive sessions and batch jobs), a MIG slice, --time (shorter only for a job that
+COMPLETED well under its limit; longer only for a TIMEOUT that was making progress),
+--cpus-per-gpu (more only when the diagnosis is `input_bound`; fewer when most cores idled)
+and mixed precision when busy GPUs left the tensor cores unused.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -17,60 +35,221 @@ from detectors.recommend.recommendation import hhmmss, round_up
 
 __all__ = ["Advice", "AdviceThresholds", "advise"]
 
+HUNG_DETECTOR = "hung_job"
+HW_FAILURE_DETECTOR = "failed_after_hw_event"
+CHECKPOINT_DETECTOR = "checkpoint_interval"
+# how a job can end by failing (Slurm states), for "failed after a hardware event"
+FAILED_STATES = ("FAILED", "NODE_FAIL", "BOOT_FAIL", "OUT_OF_ME")
+# diagnoses that mean the GPUs made no progress: no "ask for more time" for those
+NO_PROGRESS = ("idle", "stalled")
+
 
 @dataclass(frozen=True, slots=True)
 class Advice:
-    """One option to change (`--time=01:30:00`), the same for a Kubernetes pod spec, and why."""
+    """One change: a short headline, why, and the Slurm option / Kubernetes setting if any."""
 
-    option: str
+    headline: str
     reason: str
-    kubernetes: str = ""
+    option: str | None = None
+    kubernetes: str | None = None
+
+    def setting(self, source: str | None) -> str | None:
+        """The line to put in the job's spec: the pod's for Kubernetes jobs, else `#SBATCH`."""
+        if source == "kubernetes":
+            return self.kubernetes
+        return None if self.option is None else f"#SBATCH {self.option}"
 
 
 @dataclass(frozen=True, slots=True)
 class AdviceThresholds:
     """When each piece of advice is given (fractions 0-1)."""
 
-    time_used_below: float = 0.5  # ask for less time when the run used less than this
+    time_used_below: float = 0.5  # ask for less time when a completed run used less than this
     time_margin: float = 1.5  # the new --time is the run time × this, up to 15 minutes
+    idle_share_above: float = 0.5  # give back GPUs idle at least this share of the time
     mig_busy_below: float = 0.2
     mig_fb_max_mib: float = 10240.0
     mig_fb_headroom: float = 1.2
     cpu_efficiency_below: float = 0.5
     input_cpus_per_gpu_min: int = 8
+    tensor_busy_above: float = 0.3  # mixed precision only for GPUs busy at least this much
+    tensor_active_below: float = 0.05
 
 
-def _gpu_advice(job: Mapping[str, Any], gpus: Sequence[Mapping[str, Any]]) -> list[Advice]:
-    allocated = int(job.get("gpus") or len(gpus) or 0)
-    if not gpus or allocated == 0:
+@dataclass(frozen=True, slots=True)
+class _Facts:
+    """What decides which advice applies, read once from the inputs."""
+
+    state: str
+    gpus: int
+    diagnosis: str | None
+    hung: bool
+    hw_failed: bool
+    interactive: bool
+
+
+def _num(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _evidence(row: Mapping[str, Any]) -> dict[str, Any]:
+    raw = row.get("evidence")
+    if isinstance(raw, Mapping):
+        return dict(raw)
+    try:
+        loaded = json.loads(raw) if isinstance(raw, str) else None
+    except ValueError:
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def _facts(
+    job: Mapping[str, Any], diagnosis: str | None, findings: Sequence[Mapping[str, Any]]
+) -> _Facts:
+    state = str(job.get("state") or "")
+    detectors = {f.get("detector") for f in findings}
+    hw_event = job.get("hw_event_before_end") is True
+    return _Facts(
+        state=state,
+        gpus=int(_num(job.get("gpus")) or 0),
+        diagnosis=diagnosis,
+        hung=diagnosis == "stalled" or HUNG_DETECTOR in detectors,
+        hw_failed=state.startswith("NODE_FAIL")
+        or HW_FAILURE_DETECTOR in detectors
+        or (hw_event and state.startswith(FAILED_STATES)),
+        interactive=job.get("interactive") is True,
+    )
+
+
+def _hung_advice(
+    job: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], f: _Facts
+) -> list[Advice]:
+    if not f.hung:
         return []
-    active = sum(1 for g in gpus if (g.get("active_h") or 0) > 0)
+    hung = next((x for x in findings if x.get("detector") == HUNG_DETECTOR), None)
+    held = _num(_evidence(hung).get("state_gpu_h")) if hung is not None else None
+    held = held if held is not None else _num(job.get("idle_gpu_h"))
+    how_long = f" for {held:,.1f} GPU-hours" if held else ""
+    limit = (
+        " It reached its time limit because it hung, not because it needed more time."
+        if f.state.startswith("TIMEOUT")
+        else ""
+    )
+    return [
+        Advice(
+            "Make a hang fail fast",
+            f"The GPUs reported a resident kernel while the SMs did nothing{how_long}: a hung "
+            "collective (NCCL) or a deadlock." + limit + " Give torch.distributed."
+            "init_process_group a timeout (e.g. timedelta(minutes=30)) with "
+            "TORCH_NCCL_ASYNC_ERROR_HANDLING=1, or run a watchdog that exits when the step "
+            "counter stops, so the job fails in minutes instead of holding its GPUs; "
+            "checkpoint so the rerun resumes where it stopped.",
+        )
+    ]
+
+
+def _hw_advice(
+    job: Mapping[str, Any], findings: Sequence[Mapping[str, Any]], f: _Facts
+) -> list[Advice]:
+    if not f.hw_failed:
+        return []
+    kinds = job.get("hw_event_kinds")
+    cause = f"a hardware event on its GPUs ({kinds})" if kinds else "a hardware fault"
+    if f.state.startswith("NODE_FAIL"):
+        cause = f"a node failure after {cause}" if kinds else "a node failure"
+    flagged = any(x.get("detector") == HW_FAILURE_DETECTOR for x in findings)
+    checkpoint = next((x for x in findings if x.get("detector") == CHECKPOINT_DETECTOR), None)
+    interval_s = _num(_evidence(checkpoint).get("interval_s")) if checkpoint else None
+    every = (
+        f"checkpoint every {interval_s / 60:.0f} min (the interval that loses least at this "
+        "cluster's failure rate)"
+        if interval_s
+        else "checkpoint often enough that a node failure costs little"
+    )
+    return [
+        Advice(
+            "Resubmit: a hardware fault ended it",
+            f"The job ended through {cause}, not through a fault of its own"
+            + ("; a finding flags the GPU for the admins" if flagged else "")
+            + f". Resubmit it from its last checkpoint (or let --requeue do it) and {every}. "
+            "Its run time says nothing about the time limit it needs.",
+            "--requeue",
+        )
+    ]
+
+
+def _gpu_advice(
+    job: Mapping[str, Any], gpus: Sequence[Mapping[str, Any]], f: _Facts
+) -> list[Advice]:
+    allocated = f.gpus or len(gpus)
+    if not gpus or allocated == 0 or f.hung:
+        return []  # a hung job's idle GPUs are the hang's doing
+    active = sum(1 for g in gpus if (_num(g.get("active_h")) or 0) > 0)
     if active == 0:
         return [
             Advice(
+                "Test on one GPU first",
+                f"None of the {allocated} GPU(s) did any work: check in a short test job that "
+                "the code uses the GPU (e.g. torch.cuda.is_available()) before asking for more.",
                 "--gres=gpu:1 --time=00:30:00",
-                f"none of the {allocated} GPU(s) did any work: check in a short test job that "
-                "the code uses the GPU (e.g. torch.cuda.is_available()) before asking for more",
                 'limits: {nvidia.com/gpu: 1}; label kueue.x-k8s.io/max-exec-time-seconds: "1800"',
             )
         ]
     if active < allocated:
         return [
             Advice(
+                f"Ask for {active} GPU{'s' if active > 1 else ''}, not {allocated}",
+                f"{allocated - active} of the {allocated} GPUs were never active: ask for the "
+                f"{active} the job used (or make it use all it asks for).",
                 f"--gres=gpu:{active}",
-                f"{allocated - active} of {allocated} GPUs were never active; ask for the "
-                f"{active} the job used (or make it use all it asks for)",
                 f"limits: {{nvidia.com/gpu: {active}}}",
             )
         ]
     return []
 
 
-def _mig_advice(
-    job: Mapping[str, Any], gpus: Sequence[Mapping[str, Any]], t: AdviceThresholds
+def _idle_advice(
+    job: Mapping[str, Any], gpus: Sequence[Mapping[str, Any]], f: _Facts, t: AdviceThresholds
 ) -> list[Advice]:
-    busy, fb = job.get("busy_mean"), job.get("fb_used_mib_max")
-    if int(job.get("gpus") or 0) != 1 or busy is None or busy >= t.mig_busy_below:
+    observed, idle = _num(job.get("observed_gpu_h")) or 0.0, _num(job.get("idle_gpu_h")) or 0.0
+    worked = [g for g in gpus if (_num(g.get("active_h")) or 0) > 0]
+    if worked and all(_num(g.get("observed_h")) is not None for g in worked):
+        # GPUs never active are advice of their own (--gres): judge the ones that worked
+        observed = sum(_num(g.get("observed_h")) or 0.0 for g in worked)
+        idle = sum(_num(g.get("idle_h")) or 0.0 for g in worked)
+    if observed <= 0 or idle / observed < t.idle_share_above:
+        return []
+    share = f"The GPUs sat idle {idle / observed:.0%} of the time ({idle:,.1f} GPU-hours)."
+    if f.interactive:
+        return [
+            Advice(
+                "Release GPUs you are not using",
+                f"{share} End interactive sessions when done (give salloc a short --time), or "
+                "run the work as a batch job.",
+            )
+        ]
+    if (
+        f.hung
+        or f.hw_failed
+        or (gpus and not any((_num(g.get("active_h")) or 0) > 0 for g in gpus))
+    ):
+        return []  # the hang, the fault or the short test job explain it
+    return [
+        Advice(
+            "Keep the GPUs busy or give them back",
+            f"{share} Run CPU-only steps (data preparation, evaluation, uploads) as jobs without "
+            "GPUs (chained with --dependency), so the GPUs are held only while they compute.",
+        )
+    ]
+
+
+def _mig_advice(
+    job: Mapping[str, Any], gpus: Sequence[Mapping[str, Any]], f: _Facts, t: AdviceThresholds
+) -> list[Advice]:
+    busy, fb = _num(job.get("busy_mean")), _num(job.get("fb_used_mib_max"))
+    if f.gpus != 1 or f.hung or busy is None or busy >= t.mig_busy_below:
         return []
     if (fb or 0.0) > t.mig_fb_max_mib or busy < 0.01:
         return []  # too much memory for a small slice; or idle (the GPU advice covers it)
@@ -81,85 +260,112 @@ def _mig_advice(
     name = profile_name(g, dict(PROFILES)[g], total)
     return [
         Advice(
+            "Use a MIG slice",
+            f"Busy {busy:.0%} with at most {(fb or 0) / 1024:.1f} GiB of GPU memory: a MIG "
+            f"{name} slice ({g}/7 of the GPU) is enough and frees the rest.",
             f"--gres=gpu:{name}:1",
-            f"busy {busy:.0%} with at most {(fb or 0) / 1024:.1f} GiB of GPU memory: a MIG "
-            f"{name} slice ({g}/7 of the GPU) is enough and frees the rest",
             f"limits: {{nvidia.com/mig-{name}: 1}}",
         )
     ]
 
 
-def _time_advice(job: Mapping[str, Any], t: AdviceThresholds) -> list[Advice]:
-    limit, runtime, state = job.get("time_limit_s"), job.get("runtime_s"), job.get("state") or ""
-    if not limit or runtime is None:
-        return []
-    if state.startswith("TIMEOUT"):
+def _time_advice(job: Mapping[str, Any], f: _Facts, t: AdviceThresholds) -> list[Advice]:
+    limit, runtime = _num(job.get("time_limit_s")), _num(job.get("runtime_s"))
+    if not limit or runtime is None or f.hung or f.hw_failed:
+        return []  # a hang or a fault, not the limit, decided how long it ran
+    if f.state.startswith("TIMEOUT") and f.diagnosis not in NO_PROGRESS:
+        new = round_up(limit * t.time_margin, 900)
         return [
             Advice(
-                f"--time={hhmmss(round_up(limit * t.time_margin, 900))}",
-                f"the job hit its {hhmmss(limit)} limit: ask for more, and checkpoint so a "
-                "limit costs minutes, not the run",
-                "label kueue.x-k8s.io/max-exec-time-seconds: "
-                f'"{int(round_up(limit * t.time_margin, 900))}"',
+                "Ask for more time",
+                f"The job was still working when it hit its {hhmmss(limit)} limit: ask for "
+                "more, and checkpoint so a limit costs minutes, not the run.",
+                f"--time={hhmmss(new)}",
+                f'label kueue.x-k8s.io/max-exec-time-seconds: "{int(new)}"',
             )
         ]
-    if state.startswith("COMPLETED") and runtime < t.time_used_below * limit:
+    if f.state.startswith("COMPLETED") and runtime < t.time_used_below * limit:
         new = round_up(runtime * t.time_margin, 900)
         return [
             Advice(
+                "Ask for a shorter time limit",
+                f"It ran {hhmmss(runtime)} of a {hhmmss(limit)} limit ({runtime / limit:.0%}); "
+                "a tighter limit starts sooner through backfill.",
                 f"--time={hhmmss(new)}",
-                f"it ran {hhmmss(runtime)} of a {hhmmss(limit)} limit "
-                f"({runtime / limit:.0%}); a tighter limit starts sooner through backfill",
                 f'label kueue.x-k8s.io/max-exec-time-seconds: "{int(new)}"',
             )
         ]
     return []
 
 
-def _cpu_advice(job: Mapping[str, Any], diagnosis: str | None, t: AdviceThresholds) -> list[Advice]:
-    cpus, gpus = job.get("cpus"), int(job.get("gpus") or 0)
-    if not cpus or gpus == 0:
-        return []
-    per_gpu = math.ceil(cpus / gpus)
-    if diagnosis == "input_bound":
+def _cpu_advice(job: Mapping[str, Any], f: _Facts, t: AdviceThresholds) -> list[Advice]:
+    cpus = int(_num(job.get("cpus")) or 0)
+    if f.gpus == 0 or f.hung:
+        return []  # a hung job's cores idle with its GPUs: no advice from them
+    per_gpu = math.ceil(cpus / f.gpus) if cpus else 0
+    if f.diagnosis == "input_bound":
         more = max(per_gpu * 2, t.input_cpus_per_gpu_min)
+        have = f" with {per_gpu} core(s) per GPU" if cpus else ""
         return [
             Advice(
+                "Feed the GPU faster",
+                f"The GPUs worked in bursts and waited for input between them{have}: use more "
+                "DataLoader workers (pinned memory, prefetching), which need more cores.",
                 f"--cpus-per-gpu={more}",
-                f"the GPUs waited for input with {per_gpu} core(s) per GPU: more DataLoader "
-                "workers need more cores",
-                f'requests: {{cpu: "{more * gpus}"}}',
+                f'requests: {{cpu: "{more * f.gpus}"}}',
             )
         ]
-    cpu_time, runtime = job.get("cpu_time_s"), job.get("runtime_s")
-    if cpu_time is None or not runtime:
-        return []
+    cpu_time, runtime = _num(job.get("cpu_time_s")), _num(job.get("runtime_s"))
+    if not cpus or cpu_time is None or not runtime or f.hw_failed:
+        return []  # a failed node's cores are missing from the accounting
     used = cpu_time / runtime
     if used / cpus < t.cpu_efficiency_below:
-        fewer = max(1, math.ceil(used * 1.25 / gpus))
+        fewer = max(1, math.ceil(used * 1.25 / f.gpus))
         if fewer < per_gpu:
             return [
                 Advice(
+                    "Ask for fewer CPU cores",
+                    f"It used {used:.1f} of {cpus} cores ({used / cpus:.0%}); idle cores "
+                    "strand the node's other GPUs.",
                     f"--cpus-per-gpu={fewer}",
-                    f"it used {used:.1f} of {cpus} cores ({used / cpus:.0%}); idle cores "
-                    "strand the node's other GPUs",
-                    f'requests: {{cpu: "{fewer * gpus}"}}',
+                    f'requests: {{cpu: "{fewer * f.gpus}"}}',
                 )
             ]
     return []
+
+
+def _tensor_advice(job: Mapping[str, Any], f: _Facts, t: AdviceThresholds) -> list[Advice]:
+    busy, tensor = _num(job.get("busy_mean")), _num(job.get("tensor_active_mean"))
+    if f.hung or busy is None or tensor is None:
+        return []
+    if busy < t.tensor_busy_above or tensor >= t.tensor_active_below:
+        return []
+    return [
+        Advice(
+            "Use the tensor cores",
+            f"Tensor pipes were active {tensor:.1%} of the time although the GPUs were busy "
+            f"{busy:.0%}: train in bf16/fp16 mixed precision (or TF32).",
+        )
+    ]
 
 
 def advise(
     job: Mapping[str, Any],
     gpus: Sequence[Mapping[str, Any]],
     diagnosis: str | None,
+    findings: Sequence[Mapping[str, Any]] = (),
     thresholds: AdviceThresholds | None = None,
 ) -> list[Advice]:
-    """Every change worth making next time, GPU count first; empty when the job was well sized."""
+    """Every change worth making next time, most valuable first; empty when it was well sized."""
     t = thresholds or AdviceThresholds()
+    f = _facts(job, diagnosis, findings)
     return (
-        _gpu_advice(job, gpus)
-        + _mig_advice(job, gpus, t)
-        + _time_advice(job, t)
-        + _cpu_advice(job, diagnosis, t)
+        _hung_advice(job, findings, f)
+        + _hw_advice(job, findings, f)
+        + _gpu_advice(job, gpus, f)
+        + _idle_advice(job, gpus, f, t)
+        + _mig_advice(job, gpus, f, t)
+        + _time_advice(job, f, t)
+        + _cpu_advice(job, f, t)
+        + _tensor_advice(job, f, t)
     )

@@ -3,10 +3,14 @@
 Allocation and usage (sql/jobs/job_detail), per-GPU activity and its time series, the
 bottleneck diagnosis, the job's findings (when `gpuledger detect` has written any) and the
 change to make next time. Rendering is the app's business; this returns plain data.
+
+`load_job_advice` gathers the same inputs without the time series: the dashboard's Job page
+calls it, so the page and `gpuledger job` give the same advice for the same job.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +21,7 @@ from warehouse import queries
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["AmbiguousJob", "JobReport", "UnknownJob", "load_job_report"]
+__all__ = ["AmbiguousJob", "JobReport", "UnknownJob", "load_job_advice", "load_job_report"]
 
 
 class UnknownJob(LookupError):
@@ -39,10 +43,7 @@ class JobReport:
     advice: list[Advice] = field(default_factory=list)
 
 
-def load_job_report(
-    con: duckdb.DuckDBPyConnection, job_id: str, cluster: str | None = None
-) -> JobReport:
-    """The report of `job_id` (on `cluster`, needed only when several clusters have the id)."""
+def _load_job(con: duckdb.DuckDBPyConnection, job_id: str, cluster: str | None) -> dict[str, Any]:
     rows = queries.run(con, "jobs/job_detail", job_id=job_id, cluster=cluster).to_dicts()
     if not rows:
         where = f" on cluster {cluster!r}" if cluster else ""
@@ -50,10 +51,41 @@ def load_job_report(
     if len(rows) > 1:
         clusters = ", ".join(row["cluster"] for row in rows)
         raise AmbiguousJob(f"Job {job_id!r} exists on several clusters ({clusters}); use --cluster")
-    job = rows[0]
-    params = {"cluster": job["cluster"], "job_id": job_id}
+    return rows[0]
+
+
+def _advice_inputs(
+    con: duckdb.DuckDBPyConnection, job: Mapping[str, Any]
+) -> tuple[list[dict[str, Any]], dict[str, Any], list[dict[str, Any]]]:
+    """The job's per-GPU activity, its diagnosis and its findings (what `advise` reads)."""
+    params = {"cluster": job["cluster"], "job_id": job["job_id"]}
     gpus = queries.run(con, "jobs/job_gpu_activity", **params).to_dicts()
-    series = queries.run(con, "jobs/job_gpu_series", **params)
+    diagnosed = [
+        row
+        for row in diagnose(con, [job["job_id"]]).to_pylist()
+        if row["cluster"] in (job["cluster"], None)
+    ]
+    diagnosis = diagnosed[0] if diagnosed else {"diagnosis": "unobserved"}
+    findings = queries.run(con, "jobs/job_findings", **params).to_dicts()
+    return gpus, diagnosis, findings
+
+
+def load_job_advice(
+    con: duckdb.DuckDBPyConnection, job_id: str, cluster: str | None = None
+) -> list[Advice]:
+    """What to change next time for `job_id`: the advice of `load_job_report`, alone."""
+    job = _load_job(con, job_id, cluster)
+    gpus, diagnosis, findings = _advice_inputs(con, job)
+    return advise(job, gpus, diagnosis.get("diagnosis"), findings)
+
+
+def load_job_report(
+    con: duckdb.DuckDBPyConnection, job_id: str, cluster: str | None = None
+) -> JobReport:
+    """The report of `job_id` (on `cluster`, needed only when several clusters have the id)."""
+    job = _load_job(con, job_id, cluster)
+    gpus, diagnosis, findings = _advice_inputs(con, job)
+    series = queries.run(con, "jobs/job_gpu_series", cluster=job["cluster"], job_id=job_id)
     for gpu in gpus:
         mine = series.filter(
             (series["device"] == gpu["device"])
@@ -65,17 +97,10 @@ def load_job_report(
         )
         gpu["busy_series"] = mine["busy"].to_list()
         gpu["series_start"] = mine["bucket"].min()
-    diagnosed = [
-        row
-        for row in diagnose(con, [job_id]).to_pylist()
-        if row["cluster"] in (job["cluster"], None)
-    ]
-    diagnosis = diagnosed[0] if diagnosed else {"diagnosis": "unobserved"}
-    findings = queries.run(con, "jobs/job_findings", **params).to_dicts()
     return JobReport(
         job=job,
         gpus=gpus,
         diagnosis=diagnosis,
         findings=findings,
-        advice=advise(job, gpus, diagnosis.get("diagnosis")),
+        advice=advise(job, gpus, diagnosis.get("diagnosis"), findings),
     )

@@ -6,7 +6,6 @@ import streamlit as st
 
 from app import charts, data, scope
 from app.downloads import show_table
-from app.job_advice import advise
 
 s = scope.current()
 viewer = s.viewer.user_filter
@@ -75,14 +74,16 @@ if job.get("shared"):
     )
 
 st.subheader("What to change next time")
-advice = advise(job)
+# the same engine and inputs as `gpuledger job` (detectors/job_advice.py)
+advice = data.job_advice(s.root, s.cluster, job_id)
 if not advice:
     st.success("Nothing to change: the job used what it asked for.")
 for item in advice:
     with st.container(border=True):
-        st.markdown(f"**{item.headline}** — {item.why}")
-        if item.option:
-            st.code(item.option, language="bash")
+        st.markdown(f"**{item.headline}** — {item.reason}")
+        setting = item.setting(job["source"])
+        if setting:
+            st.code(setting, language="yaml" if job["source"] == "kubernetes" else "bash")
 
 st.subheader("Per-GPU timelines")
 timeline = data.job_gpu_timeline(s.root, s.cluster, job_id)

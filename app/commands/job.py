@@ -151,9 +151,11 @@ def render_text(report: JobReport) -> str:
 
     lines += _title("Next Time")
     if report.advice:
-        pod = job.get("source") == "kubernetes"
         for a in report.advice:
-            lines.append(f"  {a.kubernetes}" if pod and a.kubernetes else f"  #SBATCH {a.option}")
+            lines.append(f"  {a.headline}")
+            setting = a.setting(job.get("source"))
+            if setting:
+                lines.append(f"      {setting}")
             lines += _wrap(a.reason, "      ", "      ")
     else:
         lines.append("  Nothing to change: the job was sized well for what it did.")
@@ -174,7 +176,12 @@ def render_json(report: JobReport) -> str:
         "diagnosis": report.diagnosis,
         "findings": report.findings,
         "next_time": [
-            {"option": a.option, "kubernetes": a.kubernetes, "reason": a.reason}
+            {
+                "headline": a.headline,
+                "option": a.option,
+                "kubernetes": a.kubernetes,
+                "reason": a.reason,
+            }
             for a in report.advice
         ],
     }
@@ -206,8 +213,10 @@ def command(job_id: str, cluster: str | None, fmt: str, lake: Path) -> None:
     activity (busy, SM, tensor, DRAM, memory, power, energy) with a sparkline of
     each GPU's busy fraction over the run, the bottleneck (compute-, memory-,
     input- or communication-bound, idle, stalled), the job's findings (after
-    `gpuledger detect`), and the options to change next time (--gres, --time,
-    --cpus-per-gpu, a MIG slice).
+    `gpuledger detect`), and what to change next time (--gres, --time,
+    --cpus-per-gpu, a MIG slice; for a hung job a collective timeout or a
+    watchdog; after a node failure --requeue and checkpoints), the same advice
+    as the dashboard's Job page.
     Examples:
       gpuledger job 123456
       gpuledger job 123456_7 --cluster della --format json

@@ -11,7 +11,7 @@
 --          time_limit_h, alloc_gpu_h, observed_gpu_h, active_gpu_h, idle_gpu_h,
 --          effective_gpu_h, busy_mean, gpu_util_pct_mean, sm_active_mean, tensor_active_mean,
 --          dram_active_mean, fb_used_mib_max, energy_kwh, power_w_mean, est_tflops_mean,
---          gpus_never_active, gpu_h_lost, hw_event_before_end, shared
+--          gpus_never_active, gpu_h_lost, hw_event_before_end, shared, source
 
 SELECT
     u.job_id,
@@ -50,7 +50,8 @@ SELECT
     u.gpus_never_active,
     o.gpu_h_lost,
     o.hw_event_before_end,
-    coalesce(u.shared, FALSE) AS shared
+    coalesce(u.shared, FALSE) AS shared,
+    j.source
 FROM job_usage AS u
 LEFT JOIN jobs_latest AS j
     ON j.cluster = u.cluster

@@ -1,7 +1,7 @@
 -- job_detail: one job's scheduler record and its usage summary, for `gpuledger job`.
 --
 -- Grain:   one row per cluster that has a job with this id
--- Reads:   jobs_latest, job_usage
+-- Reads:   jobs_latest, job_usage, job_outcomes
 -- Params:
 --   $job_id   the job id (Slurm array tasks as 1234_7)
 --   $cluster  the cluster, or NULL for any
@@ -11,7 +11,8 @@
 --          observed_gpu_h, active_gpu_h, idle_gpu_h, effective_gpu_h, busy_mean,
 --          gpu_util_pct_mean, sm_active_mean, tensor_active_mean, dram_active_mean,
 --          fb_used_mib_max, energy_kwh, power_w_mean, est_tflops_mean, nvlink_gb, pcie_gb,
---          gpus_never_active, samples, shared (GPU time split with other jobs: estimates)
+--          gpus_never_active, samples, shared (GPU time split with other jobs: estimates),
+--          hw_event_before_end, hw_event_kinds (a hardware event on its GPUs; NULL unbuilt)
 --
 -- runtime_s runs to end_ts, or to the job's last sample while it is still running.
 
@@ -61,10 +62,14 @@ SELECT
     u.pcie_gb,
     u.gpus_never_active,
     u.samples,
-    u.shared
+    u.shared,
+    o.hw_event_before_end,
+    o.hw_event_kinds
 FROM jobs_latest AS j
 LEFT JOIN job_usage AS u
     ON u.cluster = j.cluster AND u.job_id = j.job_id
+LEFT JOIN job_outcomes AS o
+    ON o.cluster = j.cluster AND o.job_id = j.job_id
 WHERE j.job_id = $job_id
     AND ($cluster IS NULL OR j.cluster = $cluster)
 ORDER BY j.cluster

@@ -1,0 +1,148 @@
+"""The Job page and `gpuledger job` give the same advice for the same job (one engine).
+
+A hand-made lake with the two jobs the advice used to get wrong: one that hung (GPU_UTIL 100 %,
+SM activity 0, a critical hung_job finding) until its time limit, and a 2-node job that ended
+in NODE_FAIL after an XID 79 on one of its GPUs, 1 h into a 10 h limit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from streamlit.testing.v1 import AppTest
+
+from app.cli import cli
+from app.dashboard_timing import PAGES
+from tests.marts import rows as r
+
+H = 3600.0
+ENTRY = Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py"
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("advice-lake")
+    times = range(0, int(2 * H), 30)
+    hung = [
+        row
+        for i in (0, 1)
+        for row in r.samples(
+            times, gpu_index=i, engine_active=0.01, sm_active=0.0, gpu_util_pct=100.0
+        )
+    ]
+    broken = [
+        row
+        for i in (2, 3)
+        for row in r.samples(
+            range(0, int(H), 30), gpu_index=i, engine_active=0.9, sm_active=0.7, tensor_active=0.4
+        )
+    ]
+    jobs = [
+        r.job(
+            "hung",
+            0,
+            2 * H,
+            gpus=2,
+            state="TIMEOUT",
+            time_limit_s=int(2 * H),
+            cpus=16,
+            cpu_time_s=2 * H,
+            job_name="train-ddp",
+            interactive=False,
+        ),
+        r.job(
+            "nodefail",
+            0,
+            H,
+            gpus=2,
+            state="NODE_FAIL",
+            time_limit_s=int(10 * H),
+            cpus=16,
+            cpu_time_s=2 * H,  # 2 of 16 cores: no --cpus-per-gpu after a node failure
+            job_name="llama-pt",
+        ),
+    ]
+    job_gpus = [r.job_gpu("hung", 0, 2 * H, gpu_index=i) for i in (0, 1)] + [
+        r.job_gpu("nodefail", 0, H, gpu_index=i) for i in (2, 3)
+    ]
+    r.land(
+        root,
+        "findings",
+        [
+            {
+                "cluster": r.CLUSTER,
+                "finding_id": "f-hung",
+                "detector": "hung_job",
+                "severity": "critical",
+                "subject_kind": "job",
+                "subject_id": "hung",
+                "job_id": "hung",
+                "detected_ts": r.at(2 * H),
+                "gpu_h_at_stake": 3.9,
+                "message": "hung: GPU_UTIL 100% but SM activity ~0",
+                "evidence": json.dumps({"state": "hung", "state_gpu_h": 3.9}),
+            }
+        ],
+    )
+    r.build_lake(
+        root,
+        samples=hung + broken,
+        jobs=jobs,
+        job_gpus=job_gpus,
+        events=[r.event(0.9 * H, "xid", 79, gpu_index=2)],
+    )
+    return root
+
+
+def cli_advice(lake: Path, job_id: str) -> list[dict[str, str | None]]:
+    runner = CliRunner(env={k: None for k in os.environ if k.startswith("GPULEDGER_")})
+    result = runner.invoke(cli, ["job", job_id, "--format", "json", "--lake", str(lake)])
+    assert result.exit_code == 0, result.output
+    advice: list[dict[str, str | None]] = json.loads(result.output)["next_time"]
+    return advice
+
+
+def page_advice(lake: Path, job_id: str, monkeypatch: pytest.MonkeyPatch) -> tuple[list, list]:
+    monkeypatch.setenv("GPULEDGER_LAKE", str(lake))
+    for name in ("GPULEDGER_DASHBOARD_MANAGERS", "GPULEDGER_DASHBOARD_COST_PER_GPU_HOUR"):
+        monkeypatch.delenv(name, raising=False)
+    at = AppTest.from_file(str(ENTRY), default_timeout=60)
+    at.session_state["job_id_input"] = job_id
+    at.switch_page(PAGES["job"])
+    at.run()
+    assert not at.exception, at.exception
+    items = [m.value for m in at.markdown if m.value.startswith("**")]
+    return items, [c.value for c in at.code]
+
+
+@pytest.mark.parametrize(
+    ("job_id", "headlines"),
+    [
+        ("hung", ["Make a hang fail fast"]),
+        ("nodefail", ["Resubmit: a hardware fault ended it"]),
+    ],
+)
+def test_the_job_page_and_the_cli_give_the_same_advice(lake, monkeypatch, job_id, headlines):
+    cli = cli_advice(lake, job_id)
+    items, settings = page_advice(lake, job_id, monkeypatch)
+
+    assert [a["headline"] for a in cli] == headlines
+    assert items == [f"**{a['headline']}** — {a['reason']}" for a in cli]
+    assert settings == [f"#SBATCH {a['option']}" for a in cli if a["option"]]
+    said = " ".join(f"{a['reason']} {a['option']}" for a in cli)
+    assert "--time" not in said and "--cpus-per-gpu" not in said
+    assert "interactive" not in said
+
+
+def test_what_each_broken_job_is_told(lake):
+    [hung] = cli_advice(lake, "hung")
+    [failed] = cli_advice(lake, "nodefail")
+
+    assert "NCCL" in hung["reason"] and "watchdog" in hung["reason"]
+    assert "because it hung, not because it needed more time" in hung["reason"]
+    assert failed["option"] == "--requeue"
+    assert "xid 79" in failed["reason"]

@@ -1,0 +1,288 @@
+"""The one advice engine the Job page and `gpuledger job` share, on rows made by hand.
+
+A job is the row of sql/jobs/job_detail.sql, its GPUs rows of sql/jobs/job_gpu_activity.sql,
+its findings rows of sql/jobs/job_findings.sql, plus the bottleneck diagnosis.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from detectors.job_advice import Advice, advise
+
+H = 3600.0
+WELL_USED: dict[str, Any] = {
+    "gpus": 4,
+    "state": "COMPLETED",
+    "source": "slurm",
+    "interactive": False,
+    "time_limit_s": 12 * H,
+    "runtime_s": 10 * H,
+    "cpus": 32,
+    "cpu_time_s": 24 * 10 * H,  # 24 of 32 cores busy
+    "observed_gpu_h": 40.0,
+    "idle_gpu_h": 1.0,
+    "busy_mean": 0.8,
+    "tensor_active_mean": 0.4,
+    "fb_used_mib_max": 70_000.0,
+    "hw_event_before_end": False,
+}
+
+
+def gpus_of(n: int, active_h: float = 10.0, idle_h: float = 0.0) -> list[dict[str, Any]]:
+    return [
+        {
+            "gpu_index": i,
+            "observed_h": active_h + idle_h,
+            "active_h": active_h,
+            "idle_h": idle_h,
+            "fb_total_mib": 81920.0,
+        }
+        for i in range(n)
+    ]
+
+
+def finding(detector: str, **evidence: Any) -> dict[str, Any]:
+    return {"detector": detector, "severity": "warn", "evidence": json.dumps(evidence)}
+
+
+def run(
+    diagnosis: str = "compute_bound",
+    findings: list[dict[str, Any]] | None = None,
+    gpu_rows: list[dict[str, Any]] | None = None,
+    **job: Any,
+) -> list[Advice]:
+    row = {**WELL_USED, **job}
+    n, observed, idle = row["gpus"], row["observed_gpu_h"], row["idle_gpu_h"]
+    gpus = gpus_of(n, (observed - idle) / n, idle / n) if gpu_rows is None else gpu_rows
+    return advise(row, gpus, diagnosis, findings or [])
+
+
+def options(**kw: Any) -> list[str | None]:
+    return [a.option for a in run(**kw)]
+
+
+def headlines(**kw: Any) -> list[str]:
+    return [a.headline for a in run(**kw)]
+
+
+def said(advice: list[Advice]) -> str:
+    return " ".join(f"{a.headline} {a.reason} {a.option or ''}" for a in advice)
+
+
+def test_a_well_used_job_gets_no_advice():
+    assert run() == []
+
+
+# ---------------------------------------------------------------- hung jobs
+
+HUNG = {
+    "state": "TIMEOUT",
+    "gpus": 8,
+    "time_limit_s": 50 * H,
+    "runtime_s": 50 * H,
+    "cpus": 64,
+    "cpu_time_s": 3 * 50 * H,  # the CPUs idled through the hang as well
+    "observed_gpu_h": 400.0,
+    "idle_gpu_h": 380.0,
+    "busy_mean": 0.04,
+    "tensor_active_mean": 0.01,
+}
+
+
+@pytest.mark.parametrize(
+    ("diagnosis", "findings"),
+    [
+        ("stalled", []),
+        ("idle", [finding("hung_job", state="hung", state_gpu_h=378.0)]),
+        ("stalled", [finding("hung_job", state="hung", state_gpu_h=378.0)]),
+    ],
+    ids=["diagnosed-stalled", "hung-finding", "both"],
+)
+def test_a_hung_batch_job_is_told_to_fail_fast_not_to_ask_for_time(diagnosis, findings):
+    advice = run(diagnosis=diagnosis, findings=findings, **HUNG)
+    text = said(advice)
+
+    assert [a.headline for a in advice] == ["Make a hang fail fast"]
+    assert "NCCL" in text and "watchdog" in text and "checkpoint" in text
+    assert "--time" not in text  # it hit the limit because it hung, not because it needed more
+    assert "--cpus-per-gpu" not in text  # not input-bound: it waited on a collective
+    assert "interactive" not in text.lower() and "Release" not in text
+
+
+def test_a_hung_job_that_hit_its_limit_is_told_the_limit_was_not_the_problem():
+    [advice] = run(diagnosis="stalled", **HUNG)
+
+    assert "time limit" in advice.reason and "more time" in advice.reason
+
+
+def test_a_hung_interactive_session_is_also_told_to_end_it():
+    assert headlines(diagnosis="stalled", **{**HUNG, "interactive": True}) == [
+        "Make a hang fail fast",
+        "Release GPUs you are not using",
+    ]
+
+
+# ---------------------------------------------------------------- hardware failures
+
+NODE_FAIL = {
+    "state": "NODE_FAIL",
+    "gpus": 64,
+    "time_limit_s": 72 * H,
+    "runtime_s": 23 * H,
+    "cpus": 768,
+    "cpu_time_s": 322.5 * 23 * H,  # 42 % of the cores: no --cpus-per-gpu after a node failure
+    "observed_gpu_h": 1472.0,
+    "idle_gpu_h": 10.0,
+    "hw_event_before_end": True,
+    "hw_event_kinds": "offline, xid 79",
+}
+
+
+def test_a_node_failure_is_resubmitted_with_no_time_advice():
+    findings = [
+        finding("failed_after_hw_event", outcome="node_fail", hw_event_kinds="offline, xid 79"),
+        finding("checkpoint_interval", interval_s=26153.5, mtbf_s=1157481.9),
+    ]
+    [advice] = run(findings=findings, **NODE_FAIL)
+
+    assert advice.headline == "Resubmit: a hardware fault ended it"
+    assert advice.option == "--requeue"
+    assert "offline, xid 79" in advice.reason
+    assert "checkpoint every 436 min" in advice.reason  # the checkpoint_interval finding
+    assert "--time" not in said([advice])
+
+
+def test_node_fail_alone_is_enough():
+    assert options(**{**NODE_FAIL, "hw_event_before_end": False}) == ["--requeue"]
+
+
+def test_a_failed_job_after_a_hardware_event_is_resubmitted_too():
+    job = {**NODE_FAIL, "state": "FAILED"}
+    assert headlines(**job) == ["Resubmit: a hardware fault ended it"]
+
+
+def test_a_completed_job_with_a_hardware_event_was_not_ended_by_it():
+    # a correctable blip during a run that finished: the usual advice, here a shorter limit
+    job = {"hw_event_before_end": True, "runtime_s": 2 * H, "time_limit_s": 24 * H}
+    assert options(**job) == ["--time=03:00:00"]
+
+
+# ---------------------------------------------------------------- time limits
+
+
+@pytest.mark.parametrize(
+    ("runtime_h", "limit_h", "expected"),
+    [
+        (2.0, 24.0, ["--time=03:00:00"]),  # 1.5 × 2 h
+        (1.1, 24.0, ["--time=01:45:00"]),  # 1.65 h rounded up to a quarter hour
+        (20.0, 72.0, ["--time=1-06:00:00"]),  # Slurm's day format
+        (5.0, 10.0, []),  # exactly half: fine
+    ],
+)
+def test_a_completed_job_far_under_its_limit_asks_for_less(runtime_h, limit_h, expected):
+    job = {
+        "runtime_s": runtime_h * H,
+        "time_limit_s": limit_h * H,
+        "cpu_time_s": 24 * runtime_h * H,
+    }
+    assert options(**job) == expected
+
+
+@pytest.mark.parametrize("state", ["FAILED", "CANCELLED by 1000", "OUT_OF_MEMORY", "RUNNING"])
+def test_only_a_completed_job_asks_for_a_shorter_limit(state):
+    assert options(state=state, runtime_s=2 * H, time_limit_s=24 * H) == []
+
+
+def test_a_timed_out_busy_job_asks_for_more_time_and_checkpoints():
+    [advice] = run(state="TIMEOUT", runtime_s=12 * H, time_limit_s=12 * H)
+
+    assert advice.headline == "Ask for more time"
+    assert advice.option == "--time=18:00:00"
+    assert "checkpoint" in advice.reason
+    assert advice.kubernetes == 'label kueue.x-k8s.io/max-exec-time-seconds: "64800"'
+
+
+@pytest.mark.parametrize("diagnosis", ["idle", "stalled"])
+def test_a_timed_out_job_that_made_no_progress_gets_no_more_time(diagnosis):
+    job = {"state": "TIMEOUT", "runtime_s": 12 * H, "time_limit_s": 12 * H, "busy_mean": 0.01}
+    assert not any("--time" in (o or "") for o in options(diagnosis=diagnosis, **job))
+
+
+# ---------------------------------------------------------------- CPUs and input
+
+
+def test_an_input_bound_job_gets_more_cpus():
+    # 16 cores for 4 GPUs: twice the 4 per GPU, at least 8
+    assert options(diagnosis="input_bound", busy_mean=0.2, cpus=16, cpu_time_s=16 * 10 * H) == [
+        "--cpus-per-gpu=8"
+    ]
+    assert headlines(diagnosis="input_bound", busy_mean=0.2) == ["Feed the GPU faster"]
+
+
+@pytest.mark.parametrize("diagnosis", ["underutilized", "memory_bound", "stalled", "idle"])
+def test_low_busy_alone_is_not_input_bound(diagnosis):
+    assert not any("--cpus-per-gpu=8" == o for o in options(diagnosis=diagnosis, busy_mean=0.2))
+
+
+def test_unused_cores_are_given_back():
+    # 4 of 32 cores busy: 4 × 1.25 / 4 GPUs -> 2 per GPU
+    assert options(cpu_time_s=4 * 10 * H) == ["--cpus-per-gpu=2"]
+    assert headlines(cpu_time_s=4 * 10 * H) == ["Ask for fewer CPU cores"]
+
+
+# ---------------------------------------------------------------- GPUs, idle, MIG, tensor
+
+
+def test_never_active_gpus_ask_for_fewer():
+    gpus = gpus_of(1) + gpus_of(3, active_h=0.0)
+    assert options(gpu_rows=gpus) == ["--gres=gpu:1"]
+    assert headlines(gpu_rows=gpus) == ["Ask for 1 GPU, not 4"]
+
+
+def test_no_gpu_active_asks_for_a_short_test_job():
+    assert options(gpu_rows=gpus_of(4, active_h=0.0), diagnosis="idle", busy_mean=0.0) == [
+        "--gres=gpu:1 --time=00:30:00"
+    ]
+
+
+def test_a_mostly_idle_interactive_session_is_told_to_end_it():
+    advice = run(interactive=True, idle_gpu_h=20.0)
+    assert [a.headline for a in advice] == ["Release GPUs you are not using"]
+    assert "interactive" in advice[0].reason
+    assert run(interactive=True, idle_gpu_h=19.9) == []  # below half of the observed time
+
+
+def test_gpus_never_active_do_not_count_as_idle_twice():
+    # one GPU worked all the time, three never did: --gres, not "give them back"
+    gpus = gpus_of(1) + gpus_of(3, active_h=0.0, idle_h=10.0)
+    assert headlines(gpu_rows=gpus, idle_gpu_h=30.0) == ["Ask for 1 GPU, not 4"]
+
+
+def test_a_mostly_idle_batch_job_is_not_told_about_interactive_sessions():
+    advice = run(idle_gpu_h=20.0)
+    assert [a.headline for a in advice] == ["Keep the GPUs busy or give them back"]
+    assert "interactive" not in said(advice).lower()
+
+
+def test_a_small_quiet_one_gpu_job_fits_a_mig_slice():
+    job = {"gpus": 1, "busy_mean": 0.1, "fb_used_mib_max": 4096.0, "cpus": 4, "cpu_time_s": 30 * H}
+    assert options(diagnosis="underutilized", **job) == ["--gres=gpu:1g.10gb:1"]
+
+
+def test_busy_job_without_tensor_cores_is_told_mixed_precision():
+    assert headlines(tensor_active_mean=0.01) == ["Use the tensor cores"]
+    assert headlines(tensor_active_mean=None) == []  # not reported: nothing to say
+
+
+# ---------------------------------------------------------------- where it is applied
+
+
+def test_each_item_is_written_for_the_jobs_scheduler():
+    [advice] = run(state="TIMEOUT", runtime_s=12 * H, time_limit_s=12 * H)
+    assert advice.setting("slurm") == "#SBATCH --time=18:00:00"
+    assert advice.setting("kubernetes") == advice.kubernetes
+    assert Advice("Use the tensor cores", "why").setting("slurm") is None
