@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.dashboard_timing import PAGES
+from tests.dashboard.factories import make_fairness_row, write_fairness
 from warehouse.connection import connect
 
 ENTRY = Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py"
@@ -101,14 +103,44 @@ def test_overview_headline_numbers_and_trend(demo_lake, monkeypatch):
     assert at.metric[1].delta is None or at.metric[1].delta == ""
 
 
-def test_fairness_without_entitlements_says_so(plain_lake, monkeypatch):
-    # `attribute` builds fairness_weekly on every lake now; a lake with no shares collected
-    # (no `collect slurm-shares`, no Kueue quotas) has no entitlement to compare usage with
+def test_fairness_of_the_simulator_compares_use_with_entitlements(plain_lake, monkeypatch):
+    # the simulator lands its accounts' fair shares as Slurm associations, so the mart built by
+    # `attribute` has entitled shares: ticks on the chart, Jain's index per week
     at = open_page(plain_lake, "fairness", monkeypatch)
 
-    assert not at.exception
-    message = at.info[0].value
-    assert "No account has an entitlement" in message or "No fairness data yet" in message
+    assert not at.exception, at.exception
+    assert not at.info, [i.value for i in at.info]
+    assert any("red ticks: entitled share" in c.value for c in at.caption)
+    [accounts] = [d.value for d in at.dataframe if "alloc_gpu_h" in d.value.columns][:1]
+    assert accounts["entitled_share"].notna().all()
+    assert float(accounts["entitled_share"].sum()) == pytest.approx(1.0)
+    [jain] = [d.value for d in at.dataframe if "jain_index" in d.value.columns]
+    assert len(jain) >= 1 and jain["jain_index"].notna().all()
+    assert len(charts(at)) >= 2  # shares with ticks, Jain's index over time
+
+
+def test_fairness_without_entitlements_says_so_and_shows_dashes(plain_lake, tmp_path, monkeypatch):
+    # a lake with no shares collected (no `collect slurm-shares`, no Kueue quotas) has no
+    # entitlement to compare usage with: the page says so, draws no ticks and shows "—"
+    lake = tmp_path / "lake"
+    shutil.copytree(plain_lake, lake)
+    shutil.rmtree(lake / "fairness_weekly")
+    write_fairness(
+        lake,
+        [make_fairness_row("a", 0.7, None), make_fairness_row("b", 0.3, None)]
+        + [make_fairness_row("a", 0.7, None, user="u")],
+    )
+    at = open_page(lake, "fairness", monkeypatch)
+
+    assert not at.exception, at.exception
+    assert "No account has an entitlement" in at.info[0].value
+    assert not any("red ticks" in c.value for c in at.caption)
+    tables = [d.value for d in at.dataframe if "entitled_share" in d.value.columns]
+    assert len(tables) == 2  # accounts and users; no empty Jain's index table
+    for table in tables:
+        assert set(table["entitled_share"]) == {"—"}
+        assert set(table["usage_ratio"]) == {"—"}
+        assert "None" not in table.astype(str).to_numpy()
 
 
 def test_jobs_state_filter_keeps_only_that_state(demo_lake, monkeypatch):
