@@ -9,7 +9,13 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.dashboard_timing import PAGES
-from tests.dashboard.factories import make_fairness_row, write_fairness
+from tests.dashboard.factories import (
+    make_fairness_row,
+    make_finding,
+    make_recommendation,
+    write_fairness,
+    write_rows,
+)
 from warehouse.connection import connect
 
 ENTRY = Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py"
@@ -217,6 +223,47 @@ def test_health_lists_the_drain_candidate(demo_lake, names, monkeypatch):
     assert list(risk["node"]) == [names["node"]]
     assert list(risk["drain_candidate"]) == [True]
     assert any(f"NodeName={names['node']} State=DRAIN" in c.value for c in at.code)
+
+
+def test_health_counts_drain_candidates_without_trained_models(plain_lake, tmp_path, monkeypatch):
+    # no model trained, so nothing predicted: a critical XID on one node and a drain_node
+    # recommendation for another still make two drain candidates, and the page says why
+    lake = tmp_path / "lake"
+    shutil.copytree(plain_lake, lake)
+    write_rows(
+        lake,
+        "findings",
+        [
+            make_finding(
+                "f-xid",
+                detector="xid_hardware",
+                severity="critical",
+                subject_kind="gpu",
+                node="gpu-002",
+                gpu_uuid="GPU-x",
+                message="XID 79: fell off the bus",
+            )
+        ],
+        "handmade",
+    )
+    write_rows(
+        lake,
+        "recommendations",
+        [make_recommendation("r-drain", kind="drain_node", scope="node=gpu-001")],
+        "handmade",
+    )
+    at = open_page(lake, "health", monkeypatch)
+
+    assert not at.exception, at.exception
+    [metric] = [m for m in at.metric if m.label == "Drain candidates"]
+    assert metric.value == "2"
+    assert "drain_node" in metric.help and "critical hardware finding" in metric.help
+    [risk] = [d.value for d in at.dataframe if "drain_candidate" in d.value.columns]
+    reasons = dict(zip(risk["node"], risk["drain_reason"], strict=True))
+    assert reasons == {
+        "gpu-001": "drain_node recommendation",
+        "gpu-002": "critical hardware finding",
+    }
 
 
 def test_search_text_is_literal_not_a_like_pattern(demo_lake, monkeypatch):
