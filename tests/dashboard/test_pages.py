@@ -99,12 +99,13 @@ def test_overview_headline_numbers_and_trend(demo_lake, monkeypatch):
     labels = [m.label for m in at.metric]
     assert labels == [
         "Occupancy",
-        "Idle while allocated (GPU-h)",
+        "Idle GPU-h",
         "Effective utilisation",
-        "Energy (kWh)",
+        "Energy kWh",
         "Cost of idle GPUs",
     ]
     assert at.metric[0].value.endswith("%")
+    assert at.metric[4].value.startswith("$")  # the cost, in the configured currency
     # the default window is the whole 2-day lake, so there is no earlier window to compare with
     assert at.metric[1].delta is None or at.metric[1].delta == ""
 
