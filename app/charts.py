@@ -145,9 +145,9 @@ def user_daily_bars(daily: pl.DataFrame) -> alt.Chart:
 
 
 _TIMELINE_METRICS = {
-    "busy": "busy (0–1)",
-    "sm_active": "SM active (0–1)",
-    "tensor_active": "tensor active (0–1)",
+    "busy": "busy (%)",
+    "sm_active": "SM active (%)",
+    "tensor_active": "tensor active (%)",
     "fb_used_gib": "memory used (GiB)",
     "power_w": "power (W)",
 }
@@ -251,7 +251,7 @@ def finding_bars(feed: pl.DataFrame) -> alt.Chart:
         alt.Chart(counts)
         .mark_bar()
         .encode(
-            y=alt.Y("detector:N", sort="-x", title=None),
+            y=alt.Y("detector:N", sort="-x", title=None, axis=alt.Axis(labelLimit=320)),
             x=alt.X("findings:Q", stack=True, title="findings"),
             color=alt.Color(
                 "severity:N",
@@ -300,7 +300,7 @@ def job_waste_scatter(jobs: pl.DataFrame) -> alt.Chart:
                 axis=alt.Axis(format="%"),
                 title="mean busy",
             ),
-            size=alt.Size("idle_gpu_h:Q", title="idle GPU-hours", legend=_TOP),
+            size=alt.Size("idle_gpu_h:Q", legend=alt.Legend(orient="top", title="idle GPU-hours")),
             color=alt.Color("state:N", legend=_TOP, scale=alt.Scale(scheme="tableau10")),
             tooltip=[
                 "job_id:N",

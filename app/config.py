@@ -24,6 +24,7 @@ from app.access import AccessPolicy
 from app.errors import AppError
 
 __all__ = [
+    "DASHBOARD_CURRENCY",
     "DEFAULT_COST_PER_GPU_HOUR",
     "dashboard_access_policy",
     "dashboard_cost_per_gpu_hour",
@@ -480,6 +481,8 @@ def lake_root() -> Path:
 
 # What a GPU-hour costs (USD) when $GPULEDGER_DASHBOARD_COST_PER_GPU_HOUR is unset.
 DEFAULT_COST_PER_GPU_HOUR = 2.0
+# The symbol the dashboard writes before a cost (costs are in USD, as in the weekly report).
+DASHBOARD_CURRENCY = "$"
 
 
 def dashboard_access_policy() -> AccessPolicy:

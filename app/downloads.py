@@ -9,7 +9,9 @@ from typing import Any
 import polars as pl
 import streamlit as st
 
-__all__ = ["DEFAULT_COLUMNS", "csv_bytes", "parquet_bytes", "show_table"]
+__all__ = ["DEFAULT_COLUMNS", "NO_VALUE", "csv_bytes", "dash_nulls", "parquet_bytes", "show_table"]
+
+NO_VALUE = "—"  # what a table shows where a figure does not exist (st.dataframe shows "None")
 
 
 def _hours(label: str) -> Any:
@@ -76,6 +78,23 @@ def parquet_bytes(frame: pl.DataFrame) -> bytes:
     return buffer.getvalue()
 
 
+def dash_nulls(
+    frame: pl.DataFrame, formats: Mapping[str, str], config: dict[str, Any]
+) -> pl.DataFrame:
+    """`frame` with each column of `formats` that holds a null shown as text: the value in
+    that Python format (e.g. "{:.1%}") and `NO_VALUE` where null. `config` (the columns'
+    settings) gets a text column of the same label for each column changed."""
+    for column, fmt in formats.items():
+        if column not in frame.columns or not frame.get_column(column).is_null().any():
+            continue
+        text = [NO_VALUE if v is None else fmt.format(v) for v in frame.get_column(column)]
+        frame = frame.with_columns(pl.Series(column, text, dtype=pl.String))
+        old = config.get(column)
+        label = old.get("label") if isinstance(old, Mapping) else None
+        config[column] = st.column_config.TextColumn(label or column)
+    return frame
+
+
 def show_table(
     frame: pl.DataFrame,
     name: str,
@@ -84,19 +103,23 @@ def show_table(
     column_config: Mapping[str, Any] | None = None,
     height: int | None = None,
     on_select: bool = False,
+    dashes: Mapping[str, str] | None = None,
 ) -> Any:
     """Show `frame` with CSV and Parquet download buttons; return the selection when asked.
 
     `name` is the download's file name (without suffix); `key` prefixes the widgets' keys.
+    `dashes` maps columns that may be null to a Python format ("{:.1%}"): where such a column
+    holds a null it is shown as formatted text with "—" for the null; downloads keep numbers.
     """
     config = {c: v for c, v in DEFAULT_COLUMNS.items() if c in frame.columns}
     config.update(column_config or {})
+    shown = dash_nulls(frame, dashes, config) if dashes else frame
     kwargs: dict[str, Any] = {"hide_index": True, "column_config": config}
     if height is not None:
         kwargs["height"] = min(height, 38 + 35 * max(frame.height, 1))  # no empty rows
     if on_select:
         kwargs.update(on_select="rerun", selection_mode="single-row", key=f"{key}_table")
-    event = st.dataframe(frame, width="stretch", **kwargs)
+    event = st.dataframe(shown, width="stretch", **kwargs)
     row = st.container(horizontal=True)
     row.download_button(
         "CSV",

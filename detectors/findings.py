@@ -99,7 +99,8 @@ def finding_id(
 def to_findings(frame: pl.DataFrame, detected_ts: dt.datetime) -> pa.Table:
     """Type a producer's frame as `findings` rows: add `finding_id` and `detected_ts`.
 
-    Rows with the same id (one producer reporting a problem twice) keep the first.
+    Rows with the same id (one producer reporting a problem twice) keep the first. A null
+    message becomes "<detector> finding on <subject kind> <subject id>".
     """
     missing = [c for c in FRAME_COLUMNS if c not in frame.columns]
     if missing:
@@ -121,6 +122,10 @@ def to_findings(frame: pl.DataFrame, detected_ts: dt.datetime) -> pa.Table:
             pl.Series("finding_id", ids, pl.String()),
             pl.lit(detected_ts).cast(_TS).alias("detected_ts"),
             pl.col("predicted").fill_null(False),
+            # a template with a null figure (pl.format) gives a null text: still say what it is
+            pl.col("message").fill_null(
+                pl.format("{} finding on {} {}", "detector", "subject_kind", "subject_id")
+            ),
         )
         .unique("finding_id", keep="first", maintain_order=True)
         .select(FINDINGS_SCHEMA.names)

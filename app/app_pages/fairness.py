@@ -37,7 +37,13 @@ with left:
         st.info("No account rows for this week.")
     else:
         st.altair_chart(charts.share_vs_entitlement(this_week), width="stretch")
-        st.caption("Bars: share of the cluster's GPU-hours used; red ticks: entitled share.")
+        if this_week.get_column("entitled_share").is_not_null().any():
+            st.caption("Bars: share of the cluster's GPU-hours used; red ticks: entitled share.")
+        else:
+            st.caption(
+                "Bars: share of the cluster's GPU-hours used. No account has an entitlement "
+                "this week, so there is nothing to compare them with."
+            )
 with right:
     st.subheader("Jain's index over time")
     if jain.is_empty():
@@ -61,12 +67,20 @@ share_columns = {
     "entitled_share": st.column_config.NumberColumn("entitled share", format="percent"),
     "usage_ratio": st.column_config.NumberColumn("used ÷ entitled", format="%.2f"),
 }
+# where a figure does not exist (no entitlement; no job started) the tables show "—"
+dashes = {
+    "entitled_share": "{:.1%}",
+    "usage_ratio": "{:.2f}",
+    "wait_p50_h": "{:.1f}",
+    "wait_p95_h": "{:.1f}",
+}
 st.subheader("Accounts: shares, waits and waste")
 show_table(
     this_week.drop("user"),
     f"fairness_{week}",
     "fairness_accounts",
     column_config=share_columns,
+    dashes=dashes,
 )
 users = shares.filter(pl.col("user").is_not_null() & (pl.col("week") == week))
 if not users.is_empty():
@@ -76,6 +90,8 @@ if not users.is_empty():
         f"fairness_users_{week}",
         "fairness_users",
         column_config=share_columns,
+        dashes=dashes,
     )
-st.subheader("Jain's index per week")
-show_table(jain, "fairness_jain", "fairness_jain")
+if not jain.is_empty():
+    st.subheader("Jain's index per week")
+    show_table(jain, "fairness_jain", "fairness_jain")

@@ -21,7 +21,15 @@ c2.metric("XIDs", f"{kinds.get('xid', 0):,}")
 c3.metric(
     "ECC / row-remap failures", f"{kinds.get('ecc_dbe', 0) + kinds.get('row_remap_failure', 0):,}"
 )
-c4.metric("Drain candidates", f"{drain.height:,}", help=f"Predicted failure score ≥ {DRAIN_SCORE}")
+c4.metric(
+    "Drain candidates",
+    f"{drain.height:,}",
+    help=(
+        "Nodes that `gpuledger detect` recommends draining (drain_node), that have a critical "
+        "hardware finding (XID 79, double-bit ECC, row-remap failure …), or whose predicted "
+        f"failure score is ≥ {DRAIN_SCORE} (only once the models are trained: `gpuledger train`)."
+    ),
+)
 
 st.subheader("Events per day")
 if daily.is_empty():
@@ -32,8 +40,8 @@ else:
 st.subheader("Failure risk and drain candidates")
 if risk.is_empty():
     st.caption(
-        "No predicted hardware failures in this window (findings with predicted = true on a "
-        "GPU or node)."
+        "No node to drain in this window: no drain_node recommendation, no critical hardware "
+        "finding and no predicted failure (findings with predicted = true on a GPU or node)."
     )
 else:
     show_table(
@@ -42,15 +50,21 @@ else:
         "health_risk",
         column_config={
             "risk_score": st.column_config.ProgressColumn(
-                "risk", format="%.2f", min_value=0.0, max_value=1.0
+                "predicted risk",
+                format="%.2f",
+                min_value=0.0,
+                max_value=1.0,
+                help="Highest predicted failure score; empty where nothing was predicted.",
             ),
+            "drain_recommended": st.column_config.CheckboxColumn("drain_node rec."),
             "drain_candidate": st.column_config.CheckboxColumn("drain?"),
+            "drain_reason": st.column_config.TextColumn("why drain"),
         },
     )
     for row in drain.iter_rows(named=True):
         st.code(
             f"scontrol update NodeName={row['node']} State=DRAIN "
-            f'Reason="gpuledger: predicted GPU failure, risk {row["risk_score"]:.2f}"',
+            f'Reason="gpuledger: {row["drain_reason"]}"',
             language="bash",
         )
 

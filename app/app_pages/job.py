@@ -50,10 +50,10 @@ def percent(value: float | None) -> str:
 
 
 c1, c2, c3, c4, c5 = st.columns(5)
-c1.metric("Allocated", f"{job['alloc_gpu_h'] or 0:,.1f} GPU-h")
+c1.metric("Allocated GPU-h", f"{job['alloc_gpu_h'] or 0:,.1f}", help="GPU-hours allocated")
 c2.metric(
-    "Idle",
-    f"{job['idle_gpu_h'] or 0:,.1f} GPU-h",
+    "Idle GPU-h",
+    f"{job['idle_gpu_h'] or 0:,.1f}",
     help=f"{100 * (job['idle_gpu_h'] or 0) / observed:.0f} % of the observed time"
     if observed
     else None,
@@ -65,7 +65,7 @@ c4.metric(
     help=f"≈ {job['est_tflops_mean'] or 0:,.0f} TFLOP/s per GPU",
 )
 c5.metric(
-    "Energy", f"{job['energy_kwh'] or 0:,.1f} kWh", help=f"mean {job['power_w_mean'] or 0:.0f} W"
+    "Energy kWh", f"{job['energy_kwh'] or 0:,.1f}", help=f"mean {job['power_w_mean'] or 0:.0f} W"
 )
 if job.get("shared"):
     st.caption(

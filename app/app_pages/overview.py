@@ -3,6 +3,7 @@
 import streamlit as st
 
 from app import charts, data, scope
+from app.config import DASHBOARD_CURRENCY as CURRENCY
 from app.config import dashboard_cost_per_gpu_hour
 from app.downloads import show_table
 
@@ -28,7 +29,7 @@ except ValueError as exc:
     st.warning(f"{exc}; using 0.")
     default_rate = 0.0
 rate = st.sidebar.number_input(
-    "Cost per GPU-hour",
+    f"Cost per GPU-hour ({CURRENCY})",
     min_value=0.0,
     value=default_rate,
     step=0.25,
@@ -54,11 +55,12 @@ c1.metric(
     help="Allocated GPU-hours / (GPUs × hours of data in the window)",
 )
 c2.metric(
-    "Idle while allocated (GPU-h)",
+    "Idle GPU-h",
     f"{w['idle_allocated_gpu_h']:,.0f}",
     _delta("idle_allocated_gpu_h"),
     delta_color="inverse",
-    help=f"Allocated samples with busy < 1 %: {100 * (w['idle_share_of_allocated'] or 0):.1f} % "
+    help="GPU-hours idle while allocated to a job. "
+    f"Allocated samples with busy < 1 %: {100 * (w['idle_share_of_allocated'] or 0):.1f} % "
     "of allocated GPU-hours",
 )
 c3.metric(
@@ -67,16 +69,22 @@ c3.metric(
     None if p_eff is None else f"{100 * (efficiency - p_eff):+.1f} pts",
     help="Σ busy × time / allocated GPU-hours: how much of what was held did work",
 )
-c4.metric("Energy (kWh)", f"{w['energy_kwh'] or 0:,.0f}", _delta("energy_kwh"), delta_color="off")
+c4.metric(
+    "Energy kWh",
+    f"{w['energy_kwh'] or 0:,.0f}",
+    _delta("energy_kwh"),
+    delta_color="off",
+    help="Energy the GPUs drew in the window (kWh)",
+)
 c5.metric(
     "Cost of idle GPUs",
-    f"{rate * w['idle_allocated_gpu_h']:,.0f}",
+    f"{CURRENCY}{rate * w['idle_allocated_gpu_h']:,.0f}",
     None
     if p is None
     else f"{rate * (w['idle_allocated_gpu_h'] - p['idle_allocated_gpu_h']):+,.0f}",
     delta_color="inverse",
-    help=f"Idle allocated GPU-hours × {rate:.2f}; all allocated GPU-hours cost "
-    f"{rate * w['allocated_gpu_h']:,.0f}",
+    help=f"Idle allocated GPU-hours × {CURRENCY}{rate:.2f}; all allocated GPU-hours cost "
+    f"{CURRENCY}{rate * w['allocated_gpu_h']:,.0f}",
 )
 st.caption(
     f"{w['gpus_total']:.0f} GPUs, {w['jobs']:,} jobs with samples in the window; "
@@ -108,4 +116,10 @@ with right:
         jobs.select("job_id", "user", "state", "gpus", "alloc_gpu_h", "idle_gpu_h", "busy_mean"),
         "top_jobs_by_idle",
         "overview_jobs",
+        # wide enough that the header reads "busy", not "bus…"
+        column_config={
+            "busy_mean": st.column_config.ProgressColumn(
+                "busy", format="percent", min_value=0.0, max_value=1.0, width="medium"
+            )
+        },
     )

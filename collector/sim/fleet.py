@@ -74,6 +74,7 @@ class Account:
     name: str
     share: float  # fair-share entitlement (normalised to sum 1)
     pretrain: bool  # runs the big multi-node pre-training jobs
+    raw_shares: int  # the entitlement as Slurm's RawShares (FairShare=N of its association)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +107,7 @@ def make_population(
 ) -> tuple[list[Account], list[User]]:
     """Accounts with entitlements and users spread over them; ~12% of users are wasteful."""
     total = sum(s for _, s, _ in _ACCOUNTS)
-    accounts = [Account(n, s / total, p) for n, s, p in _ACCOUNTS]
+    accounts = [Account(n, s / total, p, s) for n, s, p in _ACCOUNTS]
     weights = np.array([a.share for a in accounts]) ** 0.7
     weights /= weights.sum()
     users = []

@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from collector.errors import ConfigError
-from collector.sim.fleet import Fleet, make_fleet, make_population
+from collector.sim.fleet import Account, Fleet, User, make_fleet, make_population
 from collector.sim.health import Health, make_health
 from collector.sim.telemetry import (
     Allocations,
@@ -21,6 +21,7 @@ from collector.sim.telemetry import (
     make_samples,
 )
 from collector.sim.workload import DAY_S, Job, make_jobs, schedule
+from collector.sources.slurm_assoc import AssociationRow, associations_table
 from warehouse.attribution import record_attributed
 from warehouse.schema import TIMESTAMP
 from warehouse.writer import write_batch
@@ -333,6 +334,20 @@ def _truth_table(
     )
 
 
+def _associations_table(
+    cfg: SimConfig, accounts: list[Account], users: list[User], t0_ms: int
+) -> pa.Table:
+    """The accounts' fair-share entitlements as Slurm's association tree, landed like
+    `collect slurm-shares` lands sacctmgr's: root, each account under root with its RawShares,
+    each user under its account with FairShare=1 (Slurm's default). Stamped at the end of the
+    simulated window, so the same config lands the same snapshot."""
+    rows = [AssociationRow(cfg.cluster, "root", None, None, 1)]
+    rows += [AssociationRow(cfg.cluster, a.name, None, "root", a.raw_shares) for a in accounts]
+    rows += [AssociationRow(cfg.cluster, u.account, u.name, None, 1) for u in users]
+    stamp = dt.datetime.fromtimestamp((t0_ms + cfg.days * DAY_S * 1000) / 1000, tz=dt.UTC)
+    return associations_table(rows, stamp, source="sim")
+
+
 @dataclass(frozen=True, slots=True)
 class World:
     """Everything drawn before telemetry: the fleet, its jobs (scheduled) and its faults."""
@@ -343,6 +358,8 @@ class World:
     app_xids: list[tuple[int, float, int]]
     allocs: Allocations
     xids: XidTimeline
+    accounts: list[Account]
+    users: list[User]
 
 
 def build_world(cfg: SimConfig, rng: np.random.Generator) -> World:
@@ -378,6 +395,8 @@ def build_world(cfg: SimConfig, rng: np.random.Generator) -> World:
         app_xids=app_xids,
         allocs=make_allocations(jobs),
         xids=_xid_timeline(health, app_xids),
+        accounts=accounts,
+        users=users,
     )
 
 
@@ -410,6 +429,14 @@ def simulate(
     files += len(write_batch(root, "job_gpus", _job_gpus_table(cfg, jobs, fleet, t0_ms), batch))
     files += len(
         write_batch(root, "gpu_events", _events_table(cfg, fleet, health, app_xids, t0_ms), batch)
+    )
+    files += len(
+        write_batch(
+            root,
+            "associations",
+            _associations_table(cfg, world.accounts, world.users, t0_ms),
+            batch,
+        )
     )
     files += len(
         write_batch(root, "sim_truth", _truth_table(cfg, jobs, fleet, health, t0_ms), batch)

@@ -276,7 +276,9 @@ def make_samples(
     clock = np.where(capped, clock * 0.92, clock)
     clock = np.where(hot & busy, clock * 0.7, clock)
     reasons = np.where(busy, 0, CLOCK_IDLE) | np.where(capped, CLOCK_SW_POWER_CAP, 0)
-    reasons = reasons | np.where(hot, CLOCK_SW_THERMAL | CLOCK_HW_THERMAL, 0)
+    # thermal slowdown needs heat: an idle GPU on a hot node stays far below its slowdown
+    # temperature, so only busy ones throttle (as their clocks above)
+    reasons = reasons | np.where(hot & busy, CLOCK_SW_THERMAL | CLOCK_HW_THERMAL, 0)
     fb_used = np.minimum(
         fb_frac * fb_total + np.where(fb_frac > 0, 0, 1.0), fb_total - MIB_RESERVED
     )

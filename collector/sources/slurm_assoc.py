@@ -92,8 +92,10 @@ def parse_associations(text: str, cluster: str) -> tuple[list[AssociationRow], l
     return list(rows.values()), bad
 
 
-def associations_table(rows: Sequence[AssociationRow], updated: dt.datetime) -> pa.Table:
-    """The rows as an `associations` batch, all stamped `updated`."""
+def associations_table(
+    rows: Sequence[AssociationRow], updated: dt.datetime, source: str = "sacctmgr"
+) -> pa.Table:
+    """The rows as an `associations` batch, all stamped `updated` and from `source`."""
     schema = RAW_TABLES["associations"].schema
     return pa.table(
         {
@@ -102,7 +104,7 @@ def associations_table(rows: Sequence[AssociationRow], updated: dt.datetime) -> 
             "user": [r.user for r in rows],
             "parent": [r.parent for r in rows],
             "raw_shares": [r.raw_shares for r in rows],
-            "source": ["sacctmgr"] * len(rows),
+            "source": [source] * len(rows),
             "updated_ts": [updated] * len(rows),
         },
         schema=schema,

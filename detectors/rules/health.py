@@ -28,6 +28,9 @@ EVENTS = "detectors/gpu_health_events"
 _OUT_OF_SERVICE = ("RESET_GPU", "RESTART_BM", "RESTART_VM", "WORKFLOW_XID_48", "CHECK_MECHANICALS")
 # XIDs that warn of a failure to come (SBE storm, row-remap events): predicted findings.
 _PRECURSORS = (63, 92)
+# Below this an H100/A100 is far from its slowdown temperature (~85-90 °C): thermal bits at
+# such a temperature say more about the reading than about the heat.
+_HOT_C = 75.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,11 +96,17 @@ def _throttling(hourly: pl.DataFrame, t: HealthThresholds) -> pl.DataFrame:
         .then(pl.lit("power brake"))
         .otherwise(pl.lit("HW slowdown"))
     )
+    # Never busy while throttled (no throttled busy clock): the bits were seen on an idle GPU,
+    # so no work was slowed, and thermal bits at idle temperatures point at the reading (sensor,
+    # firmware) more than at cooling. Say what was seen, as information only.
+    idle = pl.col("clock_throttled_mean").is_null()
     return (
         gpus.with_columns(
             cause.alias("cause"),
             pl.lit("throttling").alias("detector"),
-            pl.when(pl.col("throttled_hours") >= 24)
+            pl.when(idle)
+            .then(pl.lit(Severity.INFO.value))
+            .when(pl.col("throttled_hours") >= 24)
             .then(pl.lit(Severity.CRITICAL.value))
             .otherwise(pl.lit(Severity.WARN.value))
             .alias("severity"),
@@ -109,18 +118,40 @@ def _throttling(hourly: pl.DataFrame, t: HealthThresholds) -> pl.DataFrame:
             pl.col("slowdown_gpu_h").alias("gpu_h_at_stake"),
         )
         .with_columns(
-            pl.format(
-                "GPU {} on {}: {} clock throttling for {} h (max {} °C, busy clock {} of {} MHz; "
-                "{} GPU-h of work slowed); check cooling and power",
-                "gpu_index",
-                "node",
-                "cause",
-                "throttled_hours",
-                pl.col("temp_max").round(0),
-                pl.col("clock_throttled_mean").round(0),
-                pl.col("model_clock_max").round(0),
-                pl.col("slowdown_gpu_h").round(2),
-            ).alias("message"),
+            pl.when(idle)
+            .then(
+                pl.format(
+                    "GPU {} on {}: {} clock-event bits reported for {} h while the GPU was idle "
+                    "(max {} °C; no work slowed); {}",
+                    "gpu_index",
+                    "node",
+                    "cause",
+                    "throttled_hours",
+                    pl.col("temp_max").round(0).cast(pl.Int64).cast(pl.String).fill_null("?"),
+                    pl.when((pl.col("cause") == "thermal") & (pl.col("temp_max") < _HOT_C))
+                    .then(pl.lit("thermal bits without heat: check the temperature sensor"))
+                    .otherwise(pl.lit("check cooling and power if it recurs under load")),
+                )
+            )
+            .otherwise(
+                pl.format(
+                    "GPU {} on {}: {} clock throttling for {} h (max {} °C, busy clock {} of {} "
+                    "MHz; {} GPU-h of work slowed); check cooling and power",
+                    "gpu_index",
+                    "node",
+                    "cause",
+                    "throttled_hours",
+                    pl.col("temp_max").round(0).cast(pl.Int64).cast(pl.String).fill_null("?"),
+                    pl.col("clock_throttled_mean").round(0).cast(pl.Int64),
+                    pl.col("model_clock_max")
+                    .round(0)
+                    .cast(pl.Int64)
+                    .cast(pl.String)
+                    .fill_null("?"),
+                    pl.col("slowdown_gpu_h").round(2),
+                )
+            )
+            .alias("message"),
             evidence(
                 "cause",
                 "throttled_hours",

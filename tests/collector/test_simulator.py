@@ -467,6 +467,57 @@ def test_default_fleet_looks_like_a_real_llm_cluster(
     assert low <= default_fleet_stats[stat] <= high, default_fleet_stats
 
 
+# ---------------------------------------------------------------- fair-share entitlements
+
+
+def test_accounts_land_their_fair_share_entitlements_as_slurm_associations(
+    tmp_path: Path,
+) -> None:
+    """The accounts' shares land in `associations`, as `collect slurm-shares` lands sacctmgr's
+    tree, so fairness_weekly (and the report and Fairness page) see an entitlement per account."""
+    lake = tmp_path / "lake"
+    simulate(SMALL, lake)
+    _attribute(lake)
+    con = connect(lake, require=("associations", "fairness_weekly"))
+    try:
+        accounts = {
+            r["account"]: r for r in _rows(con, "SELECT * FROM associations WHERE user IS NULL")
+        }
+        users = _rows(con, "SELECT * FROM associations WHERE user IS NOT NULL")
+        job_accounts = {r["account"] for r in _rows(con, "SELECT DISTINCT account FROM jobs")}
+        entitled = {
+            r["account"]: r["entitled_share"]
+            for r in _rows(
+                con,
+                "SELECT account, entitled_share FROM fairness_weekly WHERE level = 'account'",
+            )
+        }
+        user_entitled = _rows(
+            con, "SELECT entitled_share FROM fairness_weekly WHERE level = 'user'"
+        )
+    finally:
+        con.close()
+    assert accounts["root"]["parent"] is None
+    assert {a: r["raw_shares"] for a, r in accounts.items() if a != "root"} == {
+        "llm-pretrain": 30,
+        "nlp-research": 20,
+        "vision": 15,
+        "speech": 10,
+        "platform": 10,
+        "robotics": 10,
+        "students": 5,
+    }
+    assert all(r["parent"] == "root" for a, r in accounts.items() if a != "root")
+    assert all(r["source"] == "sim" and r["cluster"] == SMALL.cluster for r in accounts.values())
+    assert job_accounts <= set(accounts)
+    assert users and all(r["raw_shares"] == 1 and r["account"] in accounts for r in users)
+    # every account has its entitled share in the mart: raw shares normalised (they sum to 100)
+    assert entitled["llm-pretrain"] == pytest.approx(0.30)
+    assert entitled["students"] == pytest.approx(0.05)
+    assert sum(entitled.values()) == pytest.approx(1.0)
+    assert user_entitled and all(r["entitled_share"] is not None for r in user_entitled)
+
+
 # ---------------------------------------------------------------- configuration
 
 

@@ -28,5 +28,5 @@ def names(demo_lake_names: tuple[Path, dict[str, str]]) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def plain_lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A simulated lake with no findings, recommendations or fairness mart."""
+    """A simulated lake with no findings or recommendations (its fairness mart is `attribute`'s)."""
     return make_sim_lake(tmp_path_factory.mktemp("dashboard-plain"), gpus=16, days=1)

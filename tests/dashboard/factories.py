@@ -119,7 +119,7 @@ def write_fairness(root: Path, rows: list[dict[str, object]], cluster: str = "si
 def make_fairness_row(
     account: str,
     usage_share: float,
-    entitled_share: float,
+    entitled_share: float | None,
     *,
     week: dt.date = dt.date(2026, 11, 2),
     user: str | None = None,

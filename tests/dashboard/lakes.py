@@ -89,7 +89,7 @@ def add_findings_and_more(root: Path) -> dict[str, str]:
         make_recommendation(
             "r-drain",
             kind="drain_node",
-            scope=f"node {node}",
+            scope=f"node={node}",
             gain=8.0,
             config=f"scontrol update NodeName={node} State=DRAIN Reason=failing-gpu",
         ),

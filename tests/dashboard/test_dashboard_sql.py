@@ -224,6 +224,7 @@ def test_failure_risk_by_node_picks_drain_candidates(con):
             ],
         ),
     )
+    con.register("recommendations", table("recommendations", []))
     frame = queries.run(con, "dashboard/failure_risk_by_node", **WEEK, drain_score=0.7)
 
     assert frame.select("node", "risk_score", "gpus_at_risk", "drain_candidate").rows() == [
@@ -231,6 +232,54 @@ def test_failure_risk_by_node_picks_drain_candidates(con):
         ("n2", pytest.approx(0.2), 1, True),
         ("n3", pytest.approx(0.3), 1, False),
     ]
+
+
+def test_drain_candidates_also_count_critical_hardware_and_drain_recommendations(con):
+    # untrained models predict nothing: a node is still a drain candidate when a hardware
+    # detector found something critical on it (XID 79, row-remap failure) or `recommend`
+    # proposed draining it; the query says which of the three made it one
+    from tests.dashboard.factories import make_recommendation
+
+    gpu = {"subject_kind": "gpu"}
+    con.register(
+        "findings",
+        table(
+            "findings",
+            [
+                make_finding(
+                    "x",
+                    node="n1",
+                    gpu_uuid="g1",
+                    detector="xid_hardware",
+                    severity="critical",
+                    **gpu,
+                ),
+                make_finding("t", node="n2", gpu_uuid="g2", detector="throttling", **gpu),  # warn
+                make_finding("p", node="n3", gpu_uuid="g3", score=0.9, predicted=True, **gpu),
+            ],
+        ),
+    )
+    con.register(
+        "recommendations",
+        table(
+            "recommendations",
+            [
+                make_recommendation("d1", kind="drain_node", scope="node=n1"),
+                make_recommendation("d4", kind="drain_node", scope="node=n4"),
+                make_recommendation("o", kind="drain_node", scope="node=n9", cluster="other"),
+            ],
+        ),
+    )
+    frame = queries.run(con, "dashboard/failure_risk_by_node", **WEEK, drain_score=0.7)
+
+    rows = {r["node"]: r for r in frame.iter_rows(named=True)}
+    assert sorted(rows) == ["n1", "n3", "n4"]
+    assert all(r["drain_candidate"] for r in rows.values())
+    assert rows["n1"]["drain_reason"] == "drain_node recommendation; critical hardware finding"
+    assert rows["n1"]["risk_score"] is None and rows["n1"]["critical_findings"] == 1
+    assert rows["n3"]["drain_reason"] == "predicted failure risk"
+    assert rows["n4"]["drain_reason"] == "drain_node recommendation"
+    assert rows["n4"]["findings"] == 0
 
 
 def test_gpu_health_counts_events_by_kind_and_xid_class(con):

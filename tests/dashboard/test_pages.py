@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.dashboard_timing import PAGES
+from tests.dashboard.factories import (
+    make_fairness_row,
+    make_finding,
+    make_recommendation,
+    write_fairness,
+    write_rows,
+)
 from warehouse.connection import connect
 
 ENTRY = Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py"
@@ -91,24 +99,55 @@ def test_overview_headline_numbers_and_trend(demo_lake, monkeypatch):
     labels = [m.label for m in at.metric]
     assert labels == [
         "Occupancy",
-        "Idle while allocated (GPU-h)",
+        "Idle GPU-h",
         "Effective utilisation",
-        "Energy (kWh)",
+        "Energy kWh",
         "Cost of idle GPUs",
     ]
     assert at.metric[0].value.endswith("%")
+    assert at.metric[4].value.startswith("$")  # the cost, in the configured currency
     # the default window is the whole 2-day lake, so there is no earlier window to compare with
     assert at.metric[1].delta is None or at.metric[1].delta == ""
 
 
-def test_fairness_without_entitlements_says_so(plain_lake, monkeypatch):
-    # `attribute` builds fairness_weekly on every lake now; a lake with no shares collected
-    # (no `collect slurm-shares`, no Kueue quotas) has no entitlement to compare usage with
+def test_fairness_of_the_simulator_compares_use_with_entitlements(plain_lake, monkeypatch):
+    # the simulator lands its accounts' fair shares as Slurm associations, so the mart built by
+    # `attribute` has entitled shares: ticks on the chart, Jain's index per week
     at = open_page(plain_lake, "fairness", monkeypatch)
 
-    assert not at.exception
-    message = at.info[0].value
-    assert "No account has an entitlement" in message or "No fairness data yet" in message
+    assert not at.exception, at.exception
+    assert not at.info, [i.value for i in at.info]
+    assert any("red ticks: entitled share" in c.value for c in at.caption)
+    [accounts] = [d.value for d in at.dataframe if "alloc_gpu_h" in d.value.columns][:1]
+    assert accounts["entitled_share"].notna().all()
+    assert float(accounts["entitled_share"].sum()) == pytest.approx(1.0)
+    [jain] = [d.value for d in at.dataframe if "jain_index" in d.value.columns]
+    assert len(jain) >= 1 and jain["jain_index"].notna().all()
+    assert len(charts(at)) >= 2  # shares with ticks, Jain's index over time
+
+
+def test_fairness_without_entitlements_says_so_and_shows_dashes(plain_lake, tmp_path, monkeypatch):
+    # a lake with no shares collected (no `collect slurm-shares`, no Kueue quotas) has no
+    # entitlement to compare usage with: the page says so, draws no ticks and shows "—"
+    lake = tmp_path / "lake"
+    shutil.copytree(plain_lake, lake)
+    shutil.rmtree(lake / "fairness_weekly")
+    write_fairness(
+        lake,
+        [make_fairness_row("a", 0.7, None), make_fairness_row("b", 0.3, None)]
+        + [make_fairness_row("a", 0.7, None, user="u")],
+    )
+    at = open_page(lake, "fairness", monkeypatch)
+
+    assert not at.exception, at.exception
+    assert "No account has an entitlement" in at.info[0].value
+    assert not any("red ticks" in c.value for c in at.caption)
+    tables = [d.value for d in at.dataframe if "entitled_share" in d.value.columns]
+    assert len(tables) == 2  # accounts and users; no empty Jain's index table
+    for table in tables:
+        assert set(table["entitled_share"]) == {"—"}
+        assert set(table["usage_ratio"]) == {"—"}
+        assert "None" not in table.astype(str).to_numpy()
 
 
 def test_jobs_state_filter_keeps_only_that_state(demo_lake, monkeypatch):
@@ -185,6 +224,47 @@ def test_health_lists_the_drain_candidate(demo_lake, names, monkeypatch):
     assert list(risk["node"]) == [names["node"]]
     assert list(risk["drain_candidate"]) == [True]
     assert any(f"NodeName={names['node']} State=DRAIN" in c.value for c in at.code)
+
+
+def test_health_counts_drain_candidates_without_trained_models(plain_lake, tmp_path, monkeypatch):
+    # no model trained, so nothing predicted: a critical XID on one node and a drain_node
+    # recommendation for another still make two drain candidates, and the page says why
+    lake = tmp_path / "lake"
+    shutil.copytree(plain_lake, lake)
+    write_rows(
+        lake,
+        "findings",
+        [
+            make_finding(
+                "f-xid",
+                detector="xid_hardware",
+                severity="critical",
+                subject_kind="gpu",
+                node="gpu-002",
+                gpu_uuid="GPU-x",
+                message="XID 79: fell off the bus",
+            )
+        ],
+        "handmade",
+    )
+    write_rows(
+        lake,
+        "recommendations",
+        [make_recommendation("r-drain", kind="drain_node", scope="node=gpu-001")],
+        "handmade",
+    )
+    at = open_page(lake, "health", monkeypatch)
+
+    assert not at.exception, at.exception
+    [metric] = [m for m in at.metric if m.label == "Drain candidates"]
+    assert metric.value == "2"
+    assert "drain_node" in metric.help and "critical hardware finding" in metric.help
+    [risk] = [d.value for d in at.dataframe if "drain_candidate" in d.value.columns]
+    reasons = dict(zip(risk["node"], risk["drain_reason"], strict=True))
+    assert reasons == {
+        "gpu-001": "drain_node recommendation",
+        "gpu-002": "critical hardware finding",
+    }
 
 
 def test_search_text_is_literal_not_a_like_pattern(demo_lake, monkeypatch):

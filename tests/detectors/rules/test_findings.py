@@ -90,3 +90,13 @@ def test_no_findings_writes_nothing(tmp_path):
     assert write_findings(tmp_path, empty).new == 0
     assert read_findings(tmp_path).num_rows == 0
     assert isinstance(at(0), dt.datetime)
+
+
+def test_a_finding_whose_producer_left_the_message_null_still_says_what_it_is():
+    # a producer's text template turns null when one of its figures is null (pl.format);
+    # the stored finding must still read as something on the dashboards and in alerts
+    rows = [row("1", 1.0), {**row("2", 2.0), "message": None}]
+    table = to_findings(frame(rows), at(0))
+    messages = dict(zip(table["subject_id"].to_pylist(), table["message"].to_pylist(), strict=True))
+    assert messages["1"] == rows[0]["message"]
+    assert messages["2"] == "idle_job finding on job 2"

@@ -58,6 +58,64 @@ def test_two_hours_of_hw_thermal_slowdown_at_70_percent_clock(tmp_path):
     assert "thermal clock throttling for 2 h" in finding["message"]
 
 
+def idle_thermal_bits(hours=3):
+    """An idle GPU reporting SW+HW thermal clock-event bits at 48 °C for `hours` (never busy:
+    its throttled busy clock is null)."""
+    return [
+        sample(
+            m * 60,
+            clock_event_reasons=0x1 | 0x20 | 0x40,
+            gpu_util_pct=0.0,
+            sm_clock_mhz=345.0,
+            temp_c=48.0,
+        )
+        for m in range(hours * 60)
+    ]
+
+
+def test_thermal_bits_on_an_idle_cool_gpu_say_what_was_seen_not_check_cooling(tmp_path):
+    [finding] = run(tmp_path, idle_thermal_bits())
+    assert finding["detector"] == "throttling"
+    message = finding["message"]
+    assert message is not None
+    assert "idle" in message and "48 °C" in message and "no work slowed" in message
+    assert "thermal clock throttling" not in message  # no throttled work was seen
+    assert "sensor" in message  # thermal bits without heat: the reading is the suspect
+    assert finding["severity"] == "info"
+    assert finding["gpu_h_at_stake"] == 0
+
+
+def test_every_rule_gives_every_finding_a_message(tmp_path):
+    # all rules over a lake with a null throttled clock (idle GPU with thermal bits), a busy
+    # throttled GPU, counters and XIDs
+    samples = idle_thermal_bits()
+    samples += [
+        sample(m * 60, gpu_index=1, gpu_uuid="GPU-b", clock_event_reasons=0x40, temp_c=91.0)
+        for m in range(180)
+    ]
+    samples += [
+        sample(m * 60, gpu_index=2, gpu_uuid="GPU-c", ecc_dbe_volatile=1) for m in range(60)
+    ]
+    con = connection(
+        tmp_path,
+        gpu_samples=samples,
+        gpu_events=[
+            {
+                "cluster": CLUSTER,
+                "node": "g001",
+                "gpu_uuid": "GPU-a",
+                "gpu_index": 0,
+                "ts": at(7200),
+                "kind": "xid",
+                "code": 79,
+            },
+        ],
+    )
+    found = run_rules(con, RuleConfig(), NOW).to_pylist()
+    assert {f["detector"] for f in found} >= {"throttling", "ecc_dbe", "xid_hardware"}
+    assert [f for f in found if not f["message"]] == []
+
+
 def test_the_power_cap_bit_alone_is_normal_at_full_load(tmp_path):
     samples = [sample(m * 60, clock_event_reasons=0x4) for m in range(180)]
     assert run(tmp_path, samples) == []
