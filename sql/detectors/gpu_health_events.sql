@@ -47,7 +47,8 @@ jobs_on_gpu AS (
         AND i.node = v.node
         AND (i.gpu_index IS NULL OR i.gpu_index = v.gpu_index)
         AND i.start_e <= epoch(v.first_ts)
-        AND epoch(v.first_ts) < i.end_e
+        -- up to its end included: Slurm closes the job an XID kills at the XID's time
+        AND epoch(v.first_ts) <= i.end_e
 ),
 hit AS (
     SELECT

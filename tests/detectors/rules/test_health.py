@@ -193,6 +193,28 @@ def test_xids_are_classed_hardware_or_application_by_nvidia_catalogue(tmp_path):
     assert early["severity"] == "warn" and early["predicted"] is True
 
 
+def test_the_job_an_xid_ended_is_the_job_at_risk(tmp_path):
+    # Slurm closes the job of a GPU that fell off the bus at the XID's time (NODE_FAIL):
+    # its allocation ends at the event, and its 4 GPUs x 2 h are what the XID cost.
+    intervals = [
+        {
+            "cluster": CLUSTER,
+            "job_id": "43",
+            "node": "g001",
+            "gpu_index": g,
+            "start_ts": at(0),
+            "end_ts": at(7200),
+            "mapping": "test",
+        }
+        for g in range(4)
+    ]
+    jobs = [job("43", 0, 7200, gpus=4, state="NODE_FAIL")]
+    [fatal] = run(tmp_path, events=[event(7200, "xid", 79)], intervals=intervals, jobs=jobs)
+    assert fatal["job_id"] == "43"
+    assert fatal["gpu_h_at_stake"] == pytest.approx(8.0)
+    assert "1 job(s) running on it had 8.0 GPU-h at risk" in fatal["message"]
+
+
 def test_an_ecc_event_and_its_counter_give_one_finding(tmp_path):
     samples = [sample(m * 60, ecc_dbe_volatile=1) for m in range(60, 90)]
     found = run(tmp_path, samples, events=[event(3600, "ecc_dbe", 1)])
