@@ -32,8 +32,10 @@ if feed.is_empty():
 else:
     open_n = feed.filter(feed.get_column("status") == "open").height
     st.caption(
-        f"{feed.height:,} finding(s), {open_n:,} still open, "
-        f"{feed.get_column('gpu_h_at_stake').sum():,.0f} GPU-hours at stake."
+        f"{feed.height:,} finding(s), {open_n:,} still open. GPU-hours at stake, summed over "
+        f"the findings: {feed.get_column('gpu_h_at_stake').sum():,.0f} — findings overlap (one "
+        "idle job can also be a bottleneck and a stranded-GPU finding), so this is not the "
+        "waste; the Overview's idle GPU-hours are."
     )
     st.altair_chart(charts.finding_bars(feed), width="stretch")
     first = ["severity", "status", "detector", "message", "gpu_h_at_stake", "job_id", "user"]

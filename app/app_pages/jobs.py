@@ -56,7 +56,8 @@ if jobs.is_empty():
 idle_h = jobs.get_column("idle_gpu_h").sum()
 st.caption(
     f"{jobs.height:,} job(s){' (the 5,000 most wasteful)' if jobs.height == 5000 else ''}, "
-    f"{jobs.get_column('alloc_gpu_h').sum():,.0f} allocated GPU-hours, {idle_h:,.0f} idle. "
+    f"{jobs.get_column('alloc_gpu_h').sum():,.0f} GPU-hours allocated by the scheduler "
+    f"(the Overview counts those telemetry observed), {idle_h:,.0f} idle. "
     "Select a row to open the job."
 )
 st.altair_chart(charts.job_waste_scatter(jobs), width="stretch")

@@ -52,7 +52,9 @@ c1.metric(
     "Occupancy",
     f"{100 * (w['occupancy'] or 0):.1f} %",
     _delta("occupancy", 100, "{:+.1f} pts"),
-    help="Allocated GPU-hours / (GPUs × hours of data in the window)",
+    help="Allocated GPU-hours telemetry observed (samples attributed to a job) / (GPUs × "
+    "hours of data in the window). The Jobs page sums the scheduler's allocations instead, "
+    "which also count allocated time no sample covered.",
 )
 c2.metric(
     "Idle GPU-h",
