@@ -9,24 +9,26 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from app.report.fairshare import ROOT_ACCOUNT, Association, fair_tree, jain_index, max_min_ratio
-from app.report.week import IsoWeek
+from app.report.week import IsoWeek, default_week
 from warehouse import queries
 
 if TYPE_CHECKING:
     import duckdb
 
 __all__ = [
+    "DataWeeks",
     "ReportSettings",
     "WeeklyReport",
     "assemble_report",
     "clusters_in_lake",
+    "data_weeks",
     "marts_built",
 ]
 
@@ -47,6 +49,26 @@ class ReportSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class DataWeeks:
+    """The ISO weeks some clusters have data for (sorted) and where their data end."""
+
+    weeks: list[IsoWeek]
+    data_end: dt.datetime | None
+
+    @property
+    def span(self) -> str:
+        """`2026-W45 to 2026-W46`, `2026-W45` for one week, `none` without data."""
+        if not self.weeks:
+            return "none"
+        first, last = self.weeks[0].label, self.weeks[-1].label
+        return first if first == last else f"{first} to {last}"
+
+    def default(self, now: dt.datetime) -> IsoWeek | None:
+        """The week to report without --week (`app.report.week.default_week`)."""
+        return default_week(self.weeks, self.data_end, now)
+
+
+@dataclass(frozen=True, slots=True)
 class WeeklyReport:
     """Everything the report shows; `tables` are written out as CSV and Parquet too."""
 
@@ -60,12 +82,22 @@ class WeeklyReport:
     scalars: dict[str, Any]
     tables: dict[str, pl.DataFrame]
     headlines: list[str] = field(default_factory=list)
+    data_weeks: DataWeeks = field(default_factory=lambda: DataWeeks([], None))
 
 
 def clusters_in_lake(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Clusters with any job or fairness row in the lake, sorted."""
     frame = queries.run(con, "report/clusters")
     return [str(c) for c in frame.get_column("cluster").to_list()]
+
+
+def data_weeks(con: duckdb.DuckDBPyConnection, clusters: Sequence[str]) -> DataWeeks:
+    """The weeks with data of any of `clusters`, and the latest end of their data."""
+    frame = queries.run(con, "report/data_weeks").filter(pl.col("cluster").is_in(list(clusters)))
+    weeks = sorted({IsoWeek.of(d) for d in frame.get_column("week").to_list()})
+    ends = [float(e) for e in frame.get_column("data_end_e").to_list() if e is not None]
+    end = dt.datetime.fromtimestamp(max(ends), dt.UTC) if ends else None
+    return DataWeeks(weeks, end)
 
 
 def marts_built(con: duckdb.DuckDBPyConnection) -> bool:
@@ -449,4 +481,5 @@ def assemble_report(
         notes=notes,
         scalars=scalars,
         tables=tables,
+        data_weeks=data_weeks(con, [cluster]),
     )

@@ -24,7 +24,8 @@ def _summary(report: WeeklyReport) -> str:
     if not report.has_data:
         return (
             f"No GPU jobs ran or waited on {report.cluster} in week {report.week.label}; "
-            "there is nothing to report."
+            "there is nothing to report. The lake has data for "
+            f"{report.cluster} in {report.data_weeks.span}."
         )
     jain = s.get("jain_index")
     lines = [
