@@ -280,10 +280,26 @@ def _scalars(accounts: pl.DataFrame) -> dict[str, Any]:
     }
 
 
+def _known_weeks(weeks: pl.DataFrame) -> set[dt.date]:
+    """The Mondays of the weeks in `weeks` (fairness_weekly rows) that the cluster has data for.
+
+    A week without rows (before the lake's first data, or a gap) is unknown, not zero; in a
+    week with rows, an account without one had no usage: zero.
+    """
+    return set(weeks.get_column("week").to_list())
+
+
 def _waste(
     weeks: pl.DataFrame, week: IsoWeek, level: str, settings: ReportSettings
 ) -> pl.DataFrame:
-    """Waste per account (or user) this week, its cost, last week's and the 4-week mean."""
+    """Waste per account (or user) this week, its cost, last week's and the mean over the
+    weeks with data among the last 4 (`waste_mean_weeks` of them).
+
+    Last week's waste and the change are null when the cluster has no data for last week.
+    """
+    known = _known_weeks(weeks)
+    previous_known = week.minus(1).monday in known
+    mean_weeks = len(known)
     keys = ["account"] if level == "account" else ["account", "user"]
     cols = [
         "idle_gpu_h",
@@ -299,16 +315,19 @@ def _waste(
         *keys, pl.col("waste_gpu_h").alias("waste_prev_gpu_h")
     )
     trend = rows.group_by(keys).agg(
-        (pl.col("waste_gpu_h").sum() / TREND_WEEKS).alias("waste_4wk_mean_gpu_h")
+        (pl.col("waste_gpu_h").sum() / max(mean_weeks, 1)).alias("waste_4wk_mean_gpu_h")
+    )
+    prev = (
+        pl.col("waste_prev_gpu_h").fill_null(0.0)
+        if previous_known
+        else pl.lit(None, pl.Float64).alias("waste_prev_gpu_h")
     )
     frame = (
         current.join(previous, on=keys, how="left", nulls_equal=True)
         .join(trend, on=keys, how="left", nulls_equal=True)
+        .with_columns(prev, pl.lit(mean_weeks, pl.Int64).alias("waste_mean_weeks"))
         .with_columns(
-            pl.col("waste_prev_gpu_h").fill_null(0.0),
-            (pl.col("waste_gpu_h") - pl.col("waste_prev_gpu_h").fill_null(0.0)).alias(
-                "waste_change_gpu_h"
-            ),
+            (pl.col("waste_gpu_h") - pl.col("waste_prev_gpu_h")).alias("waste_change_gpu_h"),
             (
                 pl.col("waste_gpu_h") * settings.cost_per_gpu_h
                 if settings.cost_per_gpu_h is not None
@@ -327,10 +346,13 @@ def _waste(
 
 
 def _waste_trend(weeks: pl.DataFrame, week: IsoWeek) -> pl.DataFrame:
-    """The cluster's waste categories for each of the last 4 weeks (zeros for empty weeks)."""
-    mondays = pl.DataFrame(
-        {"week": [week.minus(k).monday for k in range(TREND_WEEKS - 1, -1, -1)]},
-        schema={"week": pl.Date},
+    """The cluster's waste categories for each of the last 4 weeks; `has_data` false and the
+    figures null for a week the cluster has no data for (unknown, not zero)."""
+    known = _known_weeks(weeks)
+    mondays = [week.minus(k).monday for k in range(TREND_WEEKS - 1, -1, -1)]
+    frame = pl.DataFrame(
+        {"week": mondays, "has_data": [m in known for m in mondays]},
+        schema={"week": pl.Date, "has_data": pl.Boolean},
     )
     sums = (
         weeks.filter(pl.col("level") == "account")
@@ -348,11 +370,21 @@ def _waste_trend(weeks: pl.DataFrame, week: IsoWeek) -> pl.DataFrame:
             )
         )
     )
-    return mondays.join(sums, on="week", how="left").fill_null(0.0).sort("week")
+    figures = [c for c in sums.columns if c != "week"]
+    return (
+        frame.join(sums, on="week", how="left")
+        .with_columns(
+            pl.when(pl.col("has_data")).then(pl.col(c).fill_null(0.0)).alias(c) for c in figures
+        )
+        .sort("week")
+    )
 
 
 def _headlines(
-    tables: dict[str, pl.DataFrame], scalars: dict[str, Any], settings: ReportSettings
+    tables: dict[str, pl.DataFrame],
+    scalars: dict[str, Any],
+    settings: ReportSettings,
+    week: IsoWeek,
 ) -> list[str]:
     """A few plain sentences for the top of the page: who is over or under share, waste, waits."""
     lines: list[str] = []
@@ -371,9 +403,15 @@ def _headlines(
     if waste.height and waste.get_column("waste_gpu_h")[0] > 0:
         top = waste.row(0, named=True)
         cost = f" (${top['waste_cost']:,.0f})" if settings.cost_per_gpu_h is not None else ""
+        change = top["waste_change_gpu_h"]
+        versus = (
+            f"{change:+,.1f} on last week"
+            if change is not None
+            else f"no data for {week.minus(1).label} to compare"
+        )
         lines.append(
             f"Most waste: {top['account']}, {top['waste_gpu_h']:,.1f} GPU-hours held but not "
-            f"working{cost}, {top['waste_change_gpu_h']:+,.1f} on last week."
+            f"working{cost}, {versus}."
         )
     waits = tables["waits_by_size"].filter(pl.col("account") == "(all)")
     if waits.height:
@@ -442,6 +480,7 @@ def assemble_report(
     if settings.cost_per_kwh is not None:
         energy = energy.with_columns((pl.col("energy_kwh") * settings.cost_per_kwh).alias("cost"))
     kueue = queries.run(con, "report/kueue_queue_share", **p)
+    known = _known_weeks(weeks)
     tables = {
         "accounts": accounts,
         "users": users,
@@ -468,10 +507,14 @@ def assemble_report(
             "gpu_h_lost": float(failures.get_column("gpu_h_lost").sum()),
             "jobs_pending_at_end": int(tables["pending_backlog"].get_column("jobs_pending").sum()),
             "half_life_days": settings.half_life_days,
+            "trend_weeks_with_data": len(known),
+            "trend_first_week": week.minus(TREND_WEEKS - 1),
+            "previous_week": week.minus(1),
+            "previous_week_has_data": week.minus(1).monday in known,
         }
     )
     return WeeklyReport(
-        headlines=_headlines(tables, scalars, settings),
+        headlines=_headlines(tables, scalars, settings, week),
         cluster=cluster,
         week=week,
         generated=now,

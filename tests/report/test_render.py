@@ -107,6 +107,20 @@ def test_a_week_without_data_renders_a_page_that_says_so(con, tmp_path):
     assert (files.folder / "tables" / "accounts.csv").exists()
 
 
+def text_of(html: str) -> str:
+    return " ".join(re.sub(r"<[^>]+>", " ", html).split())
+
+
+def test_the_first_week_with_data_has_no_week_over_week_change(written):
+    # W09 is the lake's first week: W08 is unknown, so no "+0.5 on last week" in red.
+    _, files = written
+    text = text_of(files.html.read_text(encoding="utf-8"))
+    assert "+0.5" not in text and "+0.4" not in text
+    assert "The lake has no data for 2024-W08" in text
+    assert "over the 1 week with data among the last 4" in text
+    assert "no data for 2024-W08 to compare" in text  # the waste headline, instead of +0.5
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
