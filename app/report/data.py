@@ -480,6 +480,7 @@ def assemble_report(
     if settings.cost_per_kwh is not None:
         energy = energy.with_columns((pl.col("energy_kwh") * settings.cost_per_kwh).alias("cost"))
     kueue = queries.run(con, "report/kueue_queue_share", **p)
+    recs = queries.run(con, "report/recommendations_weekly", **p)
     known = _known_weeks(weeks)
     tables = {
         "accounts": accounts,
@@ -495,7 +496,7 @@ def assemble_report(
         "energy_by_account": energy,
         "power_findings": queries.run(con, "report/power_findings", **p),
         "cluster_frame": frame,
-        "recommendations": queries.run(con, "report/recommendations_weekly", **p),
+        "recommendations": recs.filter(pl.col("covers_week")).drop("covers_week"),
         "kueue_queues": kueue,
     }
     scalars.update(
@@ -511,6 +512,12 @@ def assemble_report(
             "trend_first_week": week.minus(TREND_WEEKS - 1),
             "previous_week": week.minus(1),
             "previous_week_has_data": week.minus(1).monday in known,
+            "recommendations_stored": recs.height,
+            "recommendations_made_last": (
+                recs.get_column("created_ts").max() if recs.height else None
+            ),
+            "recommendations_evidence_from": recs.get_column("evidence_from").min(),
+            "recommendations_evidence_until": recs.get_column("evidence_until").max(),
         }
     )
     return WeeklyReport(

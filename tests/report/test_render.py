@@ -121,6 +121,31 @@ def test_the_first_week_with_data_has_no_week_over_week_change(written):
     assert "no data for 2024-W08 to compare" in text  # the waste headline, instead of +0.5
 
 
+def test_recommendations_are_shown_by_the_evidence_they_cover(written):
+    _, files = written
+    text = text_of(files.html.read_text(encoding="utf-8"))
+    assert "gpu_cap" in text  # r4: made 30 days later, evidence covers the week
+    assert "Evidence replayed over 20 Feb 2024 – 31 Mar 2024" in text
+    assert "made 2024-03-31" in text
+
+
+def test_why_there_are_no_recommendations(con, tmp_path):
+    import dataclasses
+
+    from app.report.html import render_html
+
+    bare = build_fairness_lake(tmp_path, recommendations=False)
+    report = assemble_report(bare, "della", IsoWeek(2024, 9), ReportSettings(), NOW)
+    text = text_of(render_html(report, {}))
+    assert "No recommendations stored for della: `gpuledger detect` has not run" in text
+    stored = dataclasses.replace(report, scalars={**report.scalars, "recommendations_stored": 5})
+    stored.scalars["recommendations_made_last"] = T0 + dt.timedelta(days=30)
+    text = text_of(render_html(stored, {}))
+    assert "None of the 5 recommendations stored for della covers 2024-W09" in text
+    assert "latest made 2024-03-31" in text
+    assert "has not run" not in text
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

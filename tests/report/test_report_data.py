@@ -164,8 +164,10 @@ def test_resilience_power_frame_and_actions(report):
     assert frame["planned_gpu_h"] == 0 and frame["idle_gpu_h"] == 0
     assert frame["unobserved_gpu_h"] == pytest.approx(1.5)
     actions = report.tables["recommendations"].to_dicts()
-    assert [a["rec_id"] for a in actions] == ["r1", "r3"]  # by gain; r2 is next week's
-    assert actions[0]["expected_gain_gpu_h"] == 12.5
+    # By gain: r4 was made a month later but its evidence covers W09; r1 and r3 (no evidence
+    # window) were made in W09; r2 was made the week after, r5's evidence starts after W09.
+    assert [a["rec_id"] for a in actions] == ["r4", "r1", "r3"]
+    assert actions[1]["expected_gain_gpu_h"] == 12.5
 
 
 def test_a_week_without_data_is_a_report_that_says_so(con):
@@ -215,3 +217,19 @@ def test_the_weeks_with_data_and_where_the_data_end(con):
     assert weeks.data_end == T0 + dt.timedelta(seconds=WEEK_END_S + 1800)
     assert data_weeks(con, ["nowhere"]).weeks == []
     assert data_weeks(con, ["nowhere"]).span == "none"
+
+
+def test_recommendations_stored_but_none_for_the_week(con):
+    # W02: no recommendation's evidence covers it, but five are stored.
+    empty = assemble_report(con, "della", IsoWeek(2024, 2), ReportSettings(), NOW)
+    assert empty.tables["recommendations"].is_empty()
+    assert empty.scalars["recommendations_stored"] == 5
+    assert empty.scalars["recommendations_made_last"] == T0 + dt.timedelta(days=30)
+
+
+def test_no_recommendations_stored_means_detect_has_not_run(tmp_path):
+    con = build_fairness_lake(tmp_path, recommendations=False)
+    report = assemble_report(con, "della", WEEK, ReportSettings(), NOW)
+    assert report.tables["recommendations"].is_empty()
+    assert report.scalars["recommendations_stored"] == 0
+    assert report.scalars["recommendations_made_last"] is None
