@@ -37,6 +37,7 @@ def _summary(report: WeeklyReport) -> str:
         + ("n/a" if jain is None else f"{jain:.3f}"),
         f"Jobs queued at week end: {s['jobs_pending_at_end']}",
         "",
+        *(f"Note: {note}" for note in report.notes),
         *(f"- {line}" for line in report.headlines),
         "",
         "The full report is in the HTML part and the attached PDF.",

@@ -146,6 +146,21 @@ def test_why_there_are_no_recommendations(con, tmp_path):
     assert "has not run" not in text
 
 
+def test_equal_shares_are_said_before_the_headlines_and_in_the_email_text(tmp_path):
+    from app.report.html import render_html
+    from app.report.mail import _summary
+
+    bare = build_fairness_lake(tmp_path, associations=False)
+    report = assemble_report(bare, "della", IsoWeek(2024, 9), ReportSettings(), NOW)
+    text = text_of(render_html(report, {}))
+    note = "No entitlements known: every account with usage or demand is given an equal share"
+    assert text.count(note) == 1
+    assert text.index(note) < text.index("1. Usage vs entitlement")
+    if report.headlines:
+        assert text.index(note) < text.index(report.headlines[0])
+    assert note in _summary(report)
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
