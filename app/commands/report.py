@@ -5,13 +5,17 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from app.commands.config import config_option
 from app.errors import AppError, reports_errors
 from app.options import lake_option
+
+if TYPE_CHECKING:
+    from app.report.data import DataWeeks
+    from app.report.week import IsoWeek
 
 __all__ = ["command"]
 
@@ -65,7 +69,8 @@ def _utc_now() -> dt.datetime:
     type=WeekParam(),
     default=None,
     metavar="YYYY-Www",
-    help="ISO week to report, e.g. 2026-W48 [default: the last complete week].",
+    help="ISO week to report, e.g. 2026-W48 [default: the latest complete week with data, "
+    "else the current week if only it has data].",
 )
 @click.option(
     "--out",
@@ -137,7 +142,8 @@ def weekly(
     """Write the weekly fairness report of each cluster: usage vs entitlement, waits, waste.
 
     \b
-    For every cluster (or --cluster), for the ISO --week (default: last complete week):
+    For every cluster (or --cluster), for the ISO --week (default: the latest complete week
+    with data; on a live lake, last week; on a backfilled one, its last full week):
       1. usage vs entitlement per account and user: GPU-hours, usage share raw and decayed
          with --half-life-days, entitled share, Slurm's classic and Fair Tree fair-share
          (and Kueue ClusterQueue shares on Kubernetes);
@@ -148,7 +154,8 @@ def weekly(
       6. the cluster frame as sreport shows it; 7. recommended actions with evidence.
     Writes <out>/<cluster>/<week>/fairness-<cluster>-<week>.html (self-contained), .pdf
     (headless Chromium) and tables/*.csv + *.parquet. Reads the marts: run
-    `gpuledger attribute` first. A week without data gives a report that says so.
+    `gpuledger attribute` first. A week without data gives a report that says so, and the
+    command names the weeks that have data.
 
     \b
     Example:
@@ -200,6 +207,21 @@ def _smtp(cfg: Any, email_to: str | None) -> tuple[Any, list[str]]:
     return SmtpSender(SmtpSettings.from_alerts(alerts)), recipients
 
 
+def _default_week(found: DataWeeks, moment: dt.datetime, fallback: IsoWeek) -> IsoWeek:
+    """The latest complete week with data (saying so), else the last complete week."""
+    chosen = found.default(moment)
+    if chosen is None:
+        click.echo(f"No --week given and no week has data: reporting {fallback.label}.")
+        return fallback
+    complete = found.data_end is not None and chosen.end <= min(found.data_end, moment)
+    why = "the latest complete week with data" if complete else "the current week, in progress"
+    click.echo(
+        f"No --week given: reporting {chosen.label}, {why} (data in {found.span}); "
+        "pass --week for another."
+    )
+    return chosen
+
+
 def _run_weekly(
     *,
     week: Any,
@@ -214,13 +236,18 @@ def _run_weekly(
     email: tuple[Any, list[str]] | None,
     now: Callable[[], dt.datetime],
 ) -> None:
-    from app.report.data import ReportSettings, assemble_report, clusters_in_lake, marts_built
+    from app.report.data import (
+        ReportSettings,
+        assemble_report,
+        clusters_in_lake,
+        data_weeks,
+        marts_built,
+    )
     from app.report.outputs import write_report
     from app.report.week import last_complete_week
     from warehouse.connection import connect
 
     moment = now()
-    target = week or last_complete_week(moment)
     con = connect(lake, require=["jobs"])
     if not marts_built(con):
         raise AppError(
@@ -235,6 +262,7 @@ def _run_weekly(
                 f"known: {', '.join(clusters) or 'none'}"
             )
         clusters = [cluster]
+    target = week or _default_week(data_weeks(con, clusters), moment, last_complete_week(moment))
     settings = ReportSettings(
         half_life_days=half_life_days,
         cost_per_gpu_h=cost_per_gpu_hour,
@@ -244,7 +272,11 @@ def _run_weekly(
     for name in clusters:
         report = assemble_report(con, name, target, settings, moment)
         files = write_report(report, out, pdf=not no_pdf)
-        status = "" if report.has_data else " (no data this week)"
+        status = (
+            ""
+            if report.has_data
+            else f" (no data this week; {name} has data in {report.data_weeks.span})"
+        )
         click.echo(f"{name} {target.label}{status}: {files.html}")
         if files.pdf:
             click.echo(f"{name} {target.label}: {files.pdf}")

@@ -91,10 +91,16 @@ def chart_waits(waits: pl.DataFrame) -> bytes | None:
 
 
 def chart_waste_trend(trend: pl.DataFrame) -> bytes | None:
-    """Stacked bars per week: idle, low-efficiency, failed-job GPU-hours (4 weeks)."""
-    if trend.is_empty() or trend.get_column("alloc_gpu_h").sum() == 0:
+    """Stacked bars per week: idle, low-efficiency, failed-job GPU-hours (4 weeks); a week
+    without data has no bar and says so under its date."""
+    if trend.is_empty() or not trend.get_column("alloc_gpu_h").sum():
         return None
-    labels = [d.strftime("%d %b") for d in trend.get_column("week").to_list()]
+    labels = [
+        d.strftime("%d %b") + ("" if known else "\nno data")
+        for d, known in zip(
+            trend.get_column("week").to_list(), trend.get_column("has_data").to_list(), strict=True
+        )
+    ]
     fig, ax = plt.subplots(figsize=(7.2, 2.6))
     bottom = [0.0] * len(labels)
     for (column, label), color in zip(
@@ -106,7 +112,7 @@ def chart_waste_trend(trend: pl.DataFrame) -> bytes | None:
         [RED, ORANGE, "#7c3aed"],
         strict=True,
     ):
-        values = trend.get_column(column).to_list()
+        values = [v or 0.0 for v in trend.get_column(column).to_list()]
         ax.bar(labels, values, 0.6, bottom=bottom, label=label, color=color)
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
     ax.set_ylabel("GPU-hours (categories overlap)", fontsize=8, color=INK)

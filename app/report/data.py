@@ -9,24 +9,26 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from app.report.fairshare import ROOT_ACCOUNT, Association, fair_tree, jain_index, max_min_ratio
-from app.report.week import IsoWeek
+from app.report.week import IsoWeek, default_week
 from warehouse import queries
 
 if TYPE_CHECKING:
     import duckdb
 
 __all__ = [
+    "DataWeeks",
     "ReportSettings",
     "WeeklyReport",
     "assemble_report",
     "clusters_in_lake",
+    "data_weeks",
     "marts_built",
 ]
 
@@ -47,6 +49,26 @@ class ReportSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class DataWeeks:
+    """The ISO weeks some clusters have data for (sorted) and where their data end."""
+
+    weeks: list[IsoWeek]
+    data_end: dt.datetime | None
+
+    @property
+    def span(self) -> str:
+        """`2026-W45 to 2026-W46`, `2026-W45` for one week, `none` without data."""
+        if not self.weeks:
+            return "none"
+        first, last = self.weeks[0].label, self.weeks[-1].label
+        return first if first == last else f"{first} to {last}"
+
+    def default(self, now: dt.datetime) -> IsoWeek | None:
+        """The week to report without --week (`app.report.week.default_week`)."""
+        return default_week(self.weeks, self.data_end, now)
+
+
+@dataclass(frozen=True, slots=True)
 class WeeklyReport:
     """Everything the report shows; `tables` are written out as CSV and Parquet too."""
 
@@ -60,12 +82,22 @@ class WeeklyReport:
     scalars: dict[str, Any]
     tables: dict[str, pl.DataFrame]
     headlines: list[str] = field(default_factory=list)
+    data_weeks: DataWeeks = field(default_factory=lambda: DataWeeks([], None))
 
 
 def clusters_in_lake(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Clusters with any job or fairness row in the lake, sorted."""
     frame = queries.run(con, "report/clusters")
     return [str(c) for c in frame.get_column("cluster").to_list()]
+
+
+def data_weeks(con: duckdb.DuckDBPyConnection, clusters: Sequence[str]) -> DataWeeks:
+    """The weeks with data of any of `clusters`, and the latest end of their data."""
+    frame = queries.run(con, "report/data_weeks").filter(pl.col("cluster").is_in(list(clusters)))
+    weeks = sorted({IsoWeek.of(d) for d in frame.get_column("week").to_list()})
+    ends = [float(e) for e in frame.get_column("data_end_e").to_list() if e is not None]
+    end = dt.datetime.fromtimestamp(max(ends), dt.UTC) if ends else None
+    return DataWeeks(weeks, end)
 
 
 def marts_built(con: duckdb.DuckDBPyConnection) -> bool:
@@ -248,10 +280,26 @@ def _scalars(accounts: pl.DataFrame) -> dict[str, Any]:
     }
 
 
+def _known_weeks(weeks: pl.DataFrame) -> set[dt.date]:
+    """The Mondays of the weeks in `weeks` (fairness_weekly rows) that the cluster has data for.
+
+    A week without rows (before the lake's first data, or a gap) is unknown, not zero; in a
+    week with rows, an account without one had no usage: zero.
+    """
+    return set(weeks.get_column("week").to_list())
+
+
 def _waste(
     weeks: pl.DataFrame, week: IsoWeek, level: str, settings: ReportSettings
 ) -> pl.DataFrame:
-    """Waste per account (or user) this week, its cost, last week's and the 4-week mean."""
+    """Waste per account (or user) this week, its cost, last week's and the mean over the
+    weeks with data among the last 4 (`waste_mean_weeks` of them).
+
+    Last week's waste and the change are null when the cluster has no data for last week.
+    """
+    known = _known_weeks(weeks)
+    previous_known = week.minus(1).monday in known
+    mean_weeks = len(known)
     keys = ["account"] if level == "account" else ["account", "user"]
     cols = [
         "idle_gpu_h",
@@ -267,16 +315,19 @@ def _waste(
         *keys, pl.col("waste_gpu_h").alias("waste_prev_gpu_h")
     )
     trend = rows.group_by(keys).agg(
-        (pl.col("waste_gpu_h").sum() / TREND_WEEKS).alias("waste_4wk_mean_gpu_h")
+        (pl.col("waste_gpu_h").sum() / max(mean_weeks, 1)).alias("waste_4wk_mean_gpu_h")
+    )
+    prev = (
+        pl.col("waste_prev_gpu_h").fill_null(0.0)
+        if previous_known
+        else pl.lit(None, pl.Float64).alias("waste_prev_gpu_h")
     )
     frame = (
         current.join(previous, on=keys, how="left", nulls_equal=True)
         .join(trend, on=keys, how="left", nulls_equal=True)
+        .with_columns(prev, pl.lit(mean_weeks, pl.Int64).alias("waste_mean_weeks"))
         .with_columns(
-            pl.col("waste_prev_gpu_h").fill_null(0.0),
-            (pl.col("waste_gpu_h") - pl.col("waste_prev_gpu_h").fill_null(0.0)).alias(
-                "waste_change_gpu_h"
-            ),
+            (pl.col("waste_gpu_h") - pl.col("waste_prev_gpu_h")).alias("waste_change_gpu_h"),
             (
                 pl.col("waste_gpu_h") * settings.cost_per_gpu_h
                 if settings.cost_per_gpu_h is not None
@@ -295,10 +346,13 @@ def _waste(
 
 
 def _waste_trend(weeks: pl.DataFrame, week: IsoWeek) -> pl.DataFrame:
-    """The cluster's waste categories for each of the last 4 weeks (zeros for empty weeks)."""
-    mondays = pl.DataFrame(
-        {"week": [week.minus(k).monday for k in range(TREND_WEEKS - 1, -1, -1)]},
-        schema={"week": pl.Date},
+    """The cluster's waste categories for each of the last 4 weeks; `has_data` false and the
+    figures null for a week the cluster has no data for (unknown, not zero)."""
+    known = _known_weeks(weeks)
+    mondays = [week.minus(k).monday for k in range(TREND_WEEKS - 1, -1, -1)]
+    frame = pl.DataFrame(
+        {"week": mondays, "has_data": [m in known for m in mondays]},
+        schema={"week": pl.Date, "has_data": pl.Boolean},
     )
     sums = (
         weeks.filter(pl.col("level") == "account")
@@ -316,11 +370,21 @@ def _waste_trend(weeks: pl.DataFrame, week: IsoWeek) -> pl.DataFrame:
             )
         )
     )
-    return mondays.join(sums, on="week", how="left").fill_null(0.0).sort("week")
+    figures = [c for c in sums.columns if c != "week"]
+    return (
+        frame.join(sums, on="week", how="left")
+        .with_columns(
+            pl.when(pl.col("has_data")).then(pl.col(c).fill_null(0.0)).alias(c) for c in figures
+        )
+        .sort("week")
+    )
 
 
 def _headlines(
-    tables: dict[str, pl.DataFrame], scalars: dict[str, Any], settings: ReportSettings
+    tables: dict[str, pl.DataFrame],
+    scalars: dict[str, Any],
+    settings: ReportSettings,
+    week: IsoWeek,
 ) -> list[str]:
     """A few plain sentences for the top of the page: who is over or under share, waste, waits."""
     lines: list[str] = []
@@ -339,9 +403,15 @@ def _headlines(
     if waste.height and waste.get_column("waste_gpu_h")[0] > 0:
         top = waste.row(0, named=True)
         cost = f" (${top['waste_cost']:,.0f})" if settings.cost_per_gpu_h is not None else ""
+        change = top["waste_change_gpu_h"]
+        versus = (
+            f"{change:+,.1f} on last week"
+            if change is not None
+            else f"no data for {week.minus(1).label} to compare"
+        )
         lines.append(
             f"Most waste: {top['account']}, {top['waste_gpu_h']:,.1f} GPU-hours held but not "
-            f"working{cost}, {top['waste_change_gpu_h']:+,.1f} on last week."
+            f"working{cost}, {versus}."
         )
     waits = tables["waits_by_size"].filter(pl.col("account") == "(all)")
     if waits.height:
@@ -410,6 +480,8 @@ def assemble_report(
     if settings.cost_per_kwh is not None:
         energy = energy.with_columns((pl.col("energy_kwh") * settings.cost_per_kwh).alias("cost"))
     kueue = queries.run(con, "report/kueue_queue_share", **p)
+    recs = queries.run(con, "report/recommendations_weekly", **p)
+    known = _known_weeks(weeks)
     tables = {
         "accounts": accounts,
         "users": users,
@@ -424,7 +496,7 @@ def assemble_report(
         "energy_by_account": energy,
         "power_findings": queries.run(con, "report/power_findings", **p),
         "cluster_frame": frame,
-        "recommendations": queries.run(con, "report/recommendations_weekly", **p),
+        "recommendations": recs.filter(pl.col("covers_week")).drop("covers_week"),
         "kueue_queues": kueue,
     }
     scalars.update(
@@ -436,10 +508,20 @@ def assemble_report(
             "gpu_h_lost": float(failures.get_column("gpu_h_lost").sum()),
             "jobs_pending_at_end": int(tables["pending_backlog"].get_column("jobs_pending").sum()),
             "half_life_days": settings.half_life_days,
+            "trend_weeks_with_data": len(known),
+            "trend_first_week": week.minus(TREND_WEEKS - 1),
+            "previous_week": week.minus(1),
+            "previous_week_has_data": week.minus(1).monday in known,
+            "recommendations_stored": recs.height,
+            "recommendations_made_last": (
+                recs.get_column("created_ts").max() if recs.height else None
+            ),
+            "recommendations_evidence_from": recs.get_column("evidence_from").min(),
+            "recommendations_evidence_until": recs.get_column("evidence_until").max(),
         }
     )
     return WeeklyReport(
-        headlines=_headlines(tables, scalars, settings),
+        headlines=_headlines(tables, scalars, settings, week),
         cluster=cluster,
         week=week,
         generated=now,
@@ -449,4 +531,5 @@ def assemble_report(
         notes=notes,
         scalars=scalars,
         tables=tables,
+        data_weeks=data_weeks(con, [cluster]),
     )

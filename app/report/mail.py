@@ -24,7 +24,8 @@ def _summary(report: WeeklyReport) -> str:
     if not report.has_data:
         return (
             f"No GPU jobs ran or waited on {report.cluster} in week {report.week.label}; "
-            "there is nothing to report."
+            "there is nothing to report. The lake has data for "
+            f"{report.cluster} in {report.data_weeks.span}."
         )
     jain = s.get("jain_index")
     lines = [
@@ -36,6 +37,7 @@ def _summary(report: WeeklyReport) -> str:
         + ("n/a" if jain is None else f"{jain:.3f}"),
         f"Jobs queued at week end: {s['jobs_pending_at_end']}",
         "",
+        *(f"Note: {note}" for note in report.notes),
         *(f"- {line}" for line in report.headlines),
         "",
         "The full report is in the HTML part and the attached PDF.",

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["IsoWeek", "last_complete_week", "parse_week"]
+__all__ = ["IsoWeek", "default_week", "last_complete_week", "parse_week"]
 
 _WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, order=True)
 class IsoWeek:
-    """One ISO week; `start` is its Monday 00:00 UTC, `end` the next Monday (exclusive)."""
+    """One ISO week; `start` is its Monday 00:00 UTC, `end` the next Monday (exclusive).
+
+    Weeks sort in time order (by year, then number).
+    """
 
     year: int
     number: int
@@ -61,3 +65,21 @@ def parse_week(text: str) -> IsoWeek:
 def last_complete_week(now: dt.datetime) -> IsoWeek:
     """The latest week that ended at or before `now` (on a Monday: the week just ended)."""
     return IsoWeek.of(now.astimezone(dt.UTC).date()).minus(1)
+
+
+def default_week(
+    weeks: Iterable[IsoWeek], data_end: dt.datetime | None, now: dt.datetime
+) -> IsoWeek | None:
+    """The week to report when none is asked for: the latest week with data that has begun by
+    `now` and that the data cover to its end (ended at or before `data_end`); where no such
+    week is complete, the latest one that has begun (the current week, in progress); None when
+    no week that has begun has data.
+
+    On a live lake this is last week (as `last_complete_week`); on a backfilled one, the last
+    week of the backfill rather than an empty week before today.
+    """
+    begun = [w for w in weeks if w.start <= now]
+    complete = [w for w in begun if data_end is not None and w.end <= min(data_end, now)]
+    if complete:
+        return max(complete)
+    return max(begun) if begun else None

@@ -1,5 +1,6 @@
--- recommendations_weekly: the policy recommendations the detectors made in a week, largest
--- expected gain first, with their evidence and the exact configuration to apply.
+-- recommendations_weekly: every policy recommendation stored for a cluster, largest expected
+-- gain first, with its evidence, the exact configuration to apply, the window its evidence was
+-- replayed over, and whether that evidence covers the report's week.
 --
 -- Grain:   one row per recommendation (latest version of each rec_id)
 -- Reads:   recommendations
@@ -7,8 +8,38 @@
 --   $cluster       cluster name
 --   $week_start_e  start of the week (epoch seconds)
 --   $week_end_e    end of the week (exclusive)
--- Returns: rec_id, kind, scope, target, expected_gain_gpu_h, risk, evidence, config, created_ts
+-- Returns: rec_id, kind, scope, target, expected_gain_gpu_h, risk, evidence, config, created_ts,
+--          evidence_from, evidence_until, covers_week
+--
+-- `detect` stamps created_ts with the time it ran (for a backfilled lake, weeks after the data)
+-- and records the replayed window in the evidence JSON (`replayed_from`, `replayed_until`,
+-- ISO text; read with a regular expression, so malformed evidence has no window). A
+-- recommendation covers the week when that window overlaps it; one without a window, when it
+-- was made in the week.
 
+WITH latest AS (
+    SELECT
+        rec_id,
+        kind,
+        scope,
+        target,
+        expected_gain_gpu_h,
+        risk,
+        evidence,
+        config,
+        created_ts,
+        try_cast(
+            nullif(regexp_extract(evidence, '"replayed_from"\s*:\s*"([^"]+)"', 1), '')
+            AS TIMESTAMPTZ
+        ) AS evidence_from,
+        try_cast(
+            nullif(regexp_extract(evidence, '"replayed_until"\s*:\s*"([^"]+)"', 1), '')
+            AS TIMESTAMPTZ
+        ) AS evidence_until
+    FROM recommendations
+    WHERE cluster = $cluster
+    QUALIFY row_number() OVER (PARTITION BY rec_id ORDER BY created_ts DESC) = 1
+)
 SELECT
     rec_id,
     kind,
@@ -18,10 +49,13 @@ SELECT
     risk,
     evidence,
     config,
-    created_ts
-FROM recommendations
-WHERE cluster = $cluster
-    AND epoch(created_ts) >= $week_start_e
-    AND epoch(created_ts) < $week_end_e
-QUALIFY row_number() OVER (PARTITION BY rec_id ORDER BY created_ts DESC) = 1
+    created_ts,
+    evidence_from,
+    evidence_until,
+    CASE
+        WHEN evidence_from IS NOT NULL AND evidence_until IS NOT NULL
+            THEN epoch(evidence_from) < $week_end_e AND epoch(evidence_until) > $week_start_e
+        ELSE epoch(created_ts) >= $week_start_e AND epoch(created_ts) < $week_end_e
+    END AS covers_week
+FROM latest
 ORDER BY expected_gain_gpu_h DESC NULLS LAST, rec_id

@@ -11,10 +11,19 @@ user bob).
 - j3 physics/carol: 1 GPU (g002/0) over the week boundary, 30 min on each side, submitted 2 h
   before it started, no samples, 1 CPU.
 - j4 bio/bob: 4 GPUs asked, 10 h limit, submitted 48 h before the week's end, never started.
+
+The data therefore reach into 2024-W10 (j3's last half hour, to T0 + 3 days + 30 min): W09 is
+the first week with data, W10 the last (and incomplete).
+
+Recommendations: r1 and r3 made in W09 without an evidence window, r2 made the week after; r4
+and r5 made 30 days later (as `detect` stamps them when run on a backfilled lake) with evidence
+replayed over [T0 − 10 d, T0 + 30 d), which covers W09, and [T0 + 20 d, T0 + 30 d), which does
+not.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tests.marts.rows import CLUSTER, T0, at, build_lake, gpu, job, job_gpu, land, samples
@@ -23,7 +32,7 @@ WEEK_END_S = 3 * 86400.0  # Monday 2024-03-04 00:00, seconds after T0
 HOUR = 3600.0
 
 
-def build_fairness_lake(root: Path, *, associations: bool = True):
+def build_fairness_lake(root: Path, *, associations: bool = True, recommendations: bool = True):
     j1_busy = [0.0 if t < 1800 else 1.0 for t in range(0, 3600, 30)]
     if associations:
         land(
@@ -38,6 +47,7 @@ def build_fairness_lake(root: Path, *, associations: bool = True):
                 assoc("bio", "bob", None, 1),
             ],
         )
+    later = at(30 * 86400)
     land(
         root,
         "recommendations",
@@ -45,7 +55,11 @@ def build_fairness_lake(root: Path, *, associations: bool = True):
             rec("r1", at(3600), 12.5, kind="idle_cancel_policy"),
             rec("r2", at(WEEK_END_S + 60), 99.0, kind="time_limit"),  # the next week
             rec("r3", at(7200), None, kind="power_cap") | {"evidence": '{"kwh_saved": 40.0}'},
-        ],
+            rec("r4", later, 50.0, kind="gpu_cap") | {"evidence": window(-10 * 86400, later)},
+            rec("r5", later, 70.0, kind="gpu_cap") | {"evidence": window(20 * 86400, later)},
+        ]
+        if recommendations
+        else [],
     )
     land(
         root,
@@ -129,6 +143,14 @@ def rec(rec_id, created, gain, *, kind):
         "config": "sacctmgr modify account bio set GrpTRES=gres/gpu=8",
         "created_ts": created,
     }
+
+
+def window(start_s: float, until) -> str:
+    """Evidence as `detect` writes it: the replayed window's ends as ISO text, keys sorted."""
+    return json.dumps(
+        {"jobs": 3, "replayed_from": at(start_s).isoformat(), "replayed_until": until.isoformat()},
+        sort_keys=True,
+    )
 
 
 def finding(finding_id, detector, gpu_h):

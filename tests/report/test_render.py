@@ -101,9 +101,64 @@ def test_a_week_without_data_renders_a_page_that_says_so(con, tmp_path):
     files = write_report(report, tmp_path, pdf=False)
     html = files.html.read_text(encoding="utf-8")
     assert "No GPU jobs ran or waited on della in week 2024-W02" in html
+    assert "The lake has data for della in 2024-W09 to 2024-W10" in " ".join(html.split())
     assert "<img" not in html
     assert files.pdf is None
     assert (files.folder / "tables" / "accounts.csv").exists()
+
+
+def text_of(html: str) -> str:
+    return " ".join(re.sub(r"<[^>]+>", " ", html).split())
+
+
+def test_the_first_week_with_data_has_no_week_over_week_change(written):
+    # W09 is the lake's first week: W08 is unknown, so no "+0.5 on last week" in red.
+    _, files = written
+    text = text_of(files.html.read_text(encoding="utf-8"))
+    assert "+0.5" not in text and "+0.4" not in text
+    assert "The lake has no data for 2024-W08" in text
+    assert "over the 1 week with data among the last 4" in text
+    assert "no data for 2024-W08 to compare" in text  # the waste headline, instead of +0.5
+
+
+def test_recommendations_are_shown_by_the_evidence_they_cover(written):
+    _, files = written
+    text = text_of(files.html.read_text(encoding="utf-8"))
+    assert "gpu_cap" in text  # r4: made 30 days later, evidence covers the week
+    assert "Evidence replayed over 20 Feb 2024 – 31 Mar 2024" in text
+    assert "made 2024-03-31" in text
+
+
+def test_why_there_are_no_recommendations(con, tmp_path):
+    import dataclasses
+
+    from app.report.html import render_html
+
+    bare = build_fairness_lake(tmp_path, recommendations=False)
+    report = assemble_report(bare, "della", IsoWeek(2024, 9), ReportSettings(), NOW)
+    text = text_of(render_html(report, {}))
+    assert "No recommendations stored for della: `gpuledger detect` has not run" in text
+    stored = dataclasses.replace(report, scalars={**report.scalars, "recommendations_stored": 5})
+    stored.scalars["recommendations_made_last"] = T0 + dt.timedelta(days=30)
+    text = text_of(render_html(stored, {}))
+    assert "None of the 5 recommendations stored for della covers 2024-W09" in text
+    assert "latest made 2024-03-31" in text
+    assert "has not run" not in text
+
+
+def test_equal_shares_are_said_before_the_headlines_and_in_the_email_text(tmp_path):
+    from app.report.html import render_html
+    from app.report.mail import _summary
+
+    bare = build_fairness_lake(tmp_path, associations=False)
+    report = assemble_report(bare, "della", IsoWeek(2024, 9), ReportSettings(), NOW)
+    text = text_of(render_html(report, {}))
+    note = "No entitlements known: every account with usage or demand is given an equal share"
+    assert text.count(note) == 1
+    assert text.index(note) < text.index("1. Usage vs entitlement")
+    if report.headlines:
+        assert text.index(note) < text.index(report.headlines[0])
+    assert note in _summary(report)
 
 
 def free_port() -> int:

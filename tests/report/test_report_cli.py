@@ -97,9 +97,30 @@ def test_an_empty_week_is_a_report_not_an_error(lake, tmp_path):
         "--no-pdf",
     )  # fmt: skip
     assert result.exit_code == 0, result.output
-    assert "(no data this week)" in result.output
+    # One line that names the weeks that do have data.
+    [line] = [ln for ln in result.output.splitlines() if "2024-W02" in ln]
+    assert "no data this week" in line
+    assert "della has data in 2024-W09 to 2024-W10" in line
     html = (tmp_path / "della" / "2024-W02" / "fairness-della-2024-W02.html").read_text()
     assert "No GPU jobs ran or waited" in html
+    assert "2024-W09 to 2024-W10" in html
+
+
+def test_without_week_the_latest_complete_week_with_data_is_reported(lake, tmp_path):
+    # The lake's data end half an hour into 2024-W10: W09 is the latest complete week with
+    # data, whatever today's date (the old default, the last complete week before today, had
+    # nothing in it).
+    result = invoke("report", "weekly", "--lake", str(lake), "--out", str(tmp_path), "--no-pdf")
+    assert result.exit_code == 0, result.output
+    assert "2024-W09, the latest complete week with data" in result.output
+    assert "2024-W09 to 2024-W10" in result.output
+    assert "no data" not in result.output
+    assert (tmp_path / "della" / "2024-W09" / "fairness-della-2024-W09.html").is_file()
+
+
+def test_help_says_what_the_default_week_is():
+    result = invoke("report", "weekly", "--help")
+    assert "latest complete week with data" in " ".join(result.output.split())
 
 
 def test_default_week_is_the_last_complete_one():
@@ -110,6 +131,23 @@ def test_default_week_is_the_last_complete_one():
     assert last_complete_week(monday + dt.timedelta(days=6, hours=23)).label == "2026-W48"
     assert last_complete_week(monday - dt.timedelta(seconds=1)).label == "2026-W47"
     assert last_complete_week(dt.datetime(2027, 1, 4, tzinfo=dt.UTC)).label == "2026-W53"
+
+
+def test_default_week_is_the_latest_week_with_data_that_the_data_cover():
+    from app.report.week import IsoWeek, default_week
+
+    now = dt.datetime(2026, 12, 3, 15, tzinfo=dt.UTC)  # a Thursday of W49
+    w45, w46, w48, w49 = (IsoWeek(2026, n) for n in (45, 46, 48, 49))
+    # A backfilled lake whose last sample ends 30 s into W46: W45, not W48 (empty) nor W46.
+    assert default_week([w45, w46], w46.start + dt.timedelta(seconds=30), now) == w45
+    # A live lake on a Thursday: last week, not the one in progress.
+    assert default_week([w48, w49], now, now) == w48
+    # Only the current week has data: the current week.
+    assert default_week([w49], now, now) == w49
+    # Data in the future (clock skew) do not count; no data: no default.
+    assert default_week([w45, IsoWeek(2027, 2)], w45.end, now) == w45
+    assert default_week([], None, now) is None
+    assert default_week([IsoWeek(2027, 2)], None, now) is None
 
 
 def test_parse_real_sacctmgr_associations():

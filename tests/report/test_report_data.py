@@ -119,14 +119,19 @@ def test_waste_costs_and_trend(report):
     assert waste["physics"]["waste_gpu_h"] == pytest.approx(0.5)
     assert waste["physics"]["waste_cost"] == pytest.approx(1.0)  # 0.5 GPU-h × $2
     assert waste["physics"]["energy_cost"] == pytest.approx(0.2)  # 0.4 kWh × $0.5
-    assert waste["physics"]["waste_prev_gpu_h"] == 0
-    assert waste["physics"]["waste_change_gpu_h"] == pytest.approx(0.5)
-    assert waste["physics"]["waste_4wk_mean_gpu_h"] == pytest.approx(0.5 / 4)
+    # W09 is the lake's first week with data: the weeks before it are unknown, not zero.
+    assert waste["physics"]["waste_prev_gpu_h"] is None
+    assert waste["physics"]["waste_change_gpu_h"] is None
+    assert waste["physics"]["waste_4wk_mean_gpu_h"] == pytest.approx(0.5)  # over W09 alone
+    assert waste["physics"]["waste_mean_weeks"] == 1
+    assert report.scalars["trend_weeks_with_data"] == 1
+    assert report.scalars["previous_week_has_data"] is False
     assert waste["bio"]["waste_gpu_h"] == pytest.approx(0.45)
     trend = report.tables["waste_trend"]
     assert trend.get_column("week").to_list() == [WEEK.minus(k).monday for k in (3, 2, 1, 0)]
-    assert trend.get_column("waste_gpu_h").to_list() == pytest.approx([0, 0, 0, 0.95])
-    assert trend.get_column("failed_gpu_h").to_list() == pytest.approx([0, 0, 0, 1.0])
+    assert trend.get_column("has_data").to_list() == [False, False, False, True]
+    assert trend.get_column("waste_gpu_h").to_list() == [None, None, None, pytest.approx(0.95)]
+    assert trend.get_column("failed_gpu_h").to_list() == [None, None, None, pytest.approx(1.0)]
     assert report.scalars["waste_gpu_h"] == pytest.approx(0.95)
     top = report.tables["waste_by_user"].get_column("user").to_list()
     assert top == ["alice", "bob", "carol"]  # by waste; carol's job had no telemetry: 0
@@ -159,8 +164,10 @@ def test_resilience_power_frame_and_actions(report):
     assert frame["planned_gpu_h"] == 0 and frame["idle_gpu_h"] == 0
     assert frame["unobserved_gpu_h"] == pytest.approx(1.5)
     actions = report.tables["recommendations"].to_dicts()
-    assert [a["rec_id"] for a in actions] == ["r1", "r3"]  # by gain; r2 is next week's
-    assert actions[0]["expected_gain_gpu_h"] == 12.5
+    # By gain: r4 was made a month later but its evidence covers W09; r1 and r3 (no evidence
+    # window) were made in W09; r2 was made the week after, r5's evidence starts after W09.
+    assert [a["rec_id"] for a in actions] == ["r4", "r1", "r3"]
+    assert actions[1]["expected_gain_gpu_h"] == 12.5
 
 
 def test_a_week_without_data_is_a_report_that_says_so(con):
@@ -184,3 +191,45 @@ def test_shares_from_the_command_line_when_the_lake_has_none(tmp_path):
     assert equal.share_source.startswith("equal shares")
     assert any("equal share" in n for n in equal.notes)
     assert not math.isnan(rows(equal.tables["accounts"], "account")["bio"]["usage_ratio"])
+
+
+def test_the_week_after_compares_with_the_first_and_averages_two_weeks(con):
+    # W10 holds carol's last half hour (no telemetry: no waste); W09 is known and had 0.5.
+    later = assemble_report(con, "della", IsoWeek(2024, 10), ReportSettings(), NOW)
+    waste = rows(later.tables["waste_by_account"], "account")
+    assert waste["physics"]["waste_prev_gpu_h"] == pytest.approx(0.5)
+    assert waste["physics"]["waste_change_gpu_h"] == pytest.approx(-0.5)
+    assert waste["physics"]["waste_4wk_mean_gpu_h"] == pytest.approx(0.25)  # (0.5 + 0) / 2
+    assert waste["physics"]["waste_mean_weeks"] == 2
+    assert later.scalars["previous_week_has_data"] is True
+    trend = later.tables["waste_trend"]
+    assert trend.get_column("has_data").to_list() == [False, False, True, True]
+    assert trend.get_column("waste_gpu_h").to_list() == [None, None, pytest.approx(0.95), 0.0]
+
+
+def test_the_weeks_with_data_and_where_the_data_end(con):
+    from app.report.data import data_weeks
+
+    weeks = data_weeks(con, ["della"])
+    assert [w.label for w in weeks.weeks] == ["2024-W09", "2024-W10"]
+    assert weeks.span == "2024-W09 to 2024-W10"
+    # j3 ends half an hour into W10, the latest record of the lake.
+    assert weeks.data_end == T0 + dt.timedelta(seconds=WEEK_END_S + 1800)
+    assert data_weeks(con, ["nowhere"]).weeks == []
+    assert data_weeks(con, ["nowhere"]).span == "none"
+
+
+def test_recommendations_stored_but_none_for_the_week(con):
+    # W02: no recommendation's evidence covers it, but five are stored.
+    empty = assemble_report(con, "della", IsoWeek(2024, 2), ReportSettings(), NOW)
+    assert empty.tables["recommendations"].is_empty()
+    assert empty.scalars["recommendations_stored"] == 5
+    assert empty.scalars["recommendations_made_last"] == T0 + dt.timedelta(days=30)
+
+
+def test_no_recommendations_stored_means_detect_has_not_run(tmp_path):
+    con = build_fairness_lake(tmp_path, recommendations=False)
+    report = assemble_report(con, "della", WEEK, ReportSettings(), NOW)
+    assert report.tables["recommendations"].is_empty()
+    assert report.scalars["recommendations_stored"] == 0
+    assert report.scalars["recommendations_made_last"] is None
