@@ -34,7 +34,7 @@ def cli() -> None:
       gpuledger detect --lake ./lake        # findings and policy recommendations
       gpuledger query job_usage --lake ./lake --format csv > jobs.csv
       gpuledger dashboard --lake ./lake
-    or all of it at once:  gpuledger demo   (about half a minute on 2 cores, then the dashboard)
+    or all of it at once:  gpuledger demo   (under a minute on 2 cores, then the dashboard)
     """
 
 
