@@ -538,7 +538,7 @@ def demo(
     """Simulate a cluster, attribute it, detect waste, print a summary and serve the dashboard.
 
     The whole pipeline on an embedded default (256 simulated H100s, one week): simulate,
-    attribute, detect (findings and policy recommendations) — about half a minute on 2 cores —
+    attribute, detect (findings and policy recommendations) — under a minute on 2 cores —
     then the dashboard on http://ADDRESS:PORT until Ctrl-C.
     Re-running it gives the same lake.
 
