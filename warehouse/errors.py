@@ -6,6 +6,7 @@ from pathlib import Path
 
 __all__ = [
     "EmptyWarehouse",
+    "NotWritable",
     "QueryParameterError",
     "SchemaMismatch",
     "UnknownTable",
@@ -26,6 +27,17 @@ class EmptyWarehouse(WarehouseError):
             f"The lake at {str(root)!r} has no data for {what}; "
             "land data with `gpuledger simulate` or `gpuledger collect`, "
             "then build the marts with `gpuledger attribute`."
+        )
+
+
+class NotWritable(WarehouseError):
+    """A folder or file of the lake (or another output) cannot be created or written."""
+
+    def __init__(self, path: Path, exc: OSError, what: str = "create the folder") -> None:
+        self.path = path
+        super().__init__(
+            f"cannot {what} {str(path)!r} ({exc.strerror or exc}); "
+            "expected a folder this user can write to"
         )
 
 

@@ -14,6 +14,8 @@ import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
 
+from warehouse.errors import NotWritable
+
 __all__ = [
     "DIR_MODE",
     "FILE_MODE",
@@ -123,13 +125,20 @@ def open_private_db(
 
 
 def ensure_dir(path: Path) -> Path:
-    """Create `path` and its parents with DIR_MODE (not world-readable)."""
+    """Create `path` and its parents with DIR_MODE (not world-readable).
+
+    Raises NotWritable naming the folder when it cannot be made (a file in the way, no
+    permission, a read-only file system).
+    """
     missing = []
     probe = path
     while not probe.exists():
         missing.append(probe)
         probe = probe.parent
     for folder in reversed(missing):
-        folder.mkdir(exist_ok=True)
-        os.chmod(folder, DIR_MODE)
+        try:
+            folder.mkdir(exist_ok=True)
+            os.chmod(folder, DIR_MODE)
+        except OSError as exc:
+            raise NotWritable(folder, exc) from exc
     return path

@@ -227,6 +227,14 @@ def test_simulate_refuses_a_start_that_is_not_a_date(tmp_path: Path) -> None:
     _assert_one_line_error(result, 2, "'yesterday'", "ISO")
 
 
+def test_simulate_into_a_lake_that_cannot_be_created_names_it(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder\n")
+    lake = blocker / "lake"
+    result = invoke("simulate", "--lake", str(lake), *SMALL, "--quiet")
+    _assert_one_line_error(result, 1, str(lake), "Not a directory")
+
+
 # ---------------------------------------------------------------- demo and bench
 
 
