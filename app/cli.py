@@ -298,6 +298,17 @@ def _parse_param(raw: str) -> tuple[str, object]:
     return key.strip(), parsed
 
 
+def _write_out(out: Path, write: Callable[[], object]) -> None:
+    """Run `write`; a file that cannot be written is one clear line naming it."""
+    try:
+        write()
+    except OSError as exc:
+        raise AppError(
+            f"cannot write {str(out)!r} ({exc.strerror or exc}); "
+            "expected --out to be a file in a folder this user can write to"
+        ) from exc
+
+
 @cli.command()
 @click.argument("name")
 @lake_option
@@ -367,7 +378,7 @@ def query(
     if fmt == "parquet":
         if out is None:
             raise click.BadParameter("parquet output needs --out FILE", param_hint="--out")
-        frame.write_parquet(out)
+        _write_out(out, lambda: frame.write_parquet(out))
         click.echo(f"Wrote {frame.height:,} rows to {out}", err=True)
         return
     if fmt == "csv":
@@ -391,7 +402,7 @@ def query(
         ):
             text = str(frame)
     if out is not None:
-        out.write_text(text, encoding="utf-8")
+        _write_out(out, lambda: out.write_text(text, encoding="utf-8"))
         click.echo(f"Wrote {frame.height:,} rows to {out}", err=True)
     else:
         click.echo(text, nl=not text.endswith("\n"))  # CSV already ends its last line

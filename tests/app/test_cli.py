@@ -209,6 +209,17 @@ def test_bad_query_options_are_usage_errors(lake: Path, args: list[str], fragmen
     _assert_one_line_error(result, 2, fragment)
 
 
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_query_out_to_a_file_that_cannot_be_written_names_it(
+    lake: Path, tmp_path: Path, fmt: str
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder\n")
+    out = blocker / f"jobs.{fmt}"
+    result = invoke("query", "job_usage", "--lake", str(lake), "--format", fmt, "--out", str(out))
+    _assert_one_line_error(result, 1, str(out), "--out")
+
+
 def test_simulate_refuses_zero_gpus(tmp_path: Path) -> None:
     result = invoke("simulate", "--lake", str(tmp_path / "lake"), "--gpus", "0")
     _assert_one_line_error(result, 2, "--gpus", "0")

@@ -91,6 +91,16 @@ def test_weekly_writes_html_pdf_and_tables(lake, tmp_path):
     assert str(folder / "fairness-della-2024-W09.pdf") in result.output
 
 
+def test_an_out_folder_that_cannot_be_created_is_one_line_error(lake, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder\n")
+    result = invoke(
+        "report", "weekly", "--lake", str(lake), "--week", "2024-W02",
+        "--out", str(blocker / "reports"), "--no-pdf",
+    )  # fmt: skip
+    one_error(result, 1, str(blocker / "reports"), "--out")
+
+
 def test_an_empty_week_is_a_report_not_an_error(lake, tmp_path):
     result = invoke(
         "report", "weekly", "--lake", str(lake), "--week", "2024-W02", "--out", str(tmp_path),
