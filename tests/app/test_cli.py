@@ -196,6 +196,21 @@ def test_query_without_its_params_names_the_expected_ones(lake: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("param", "fragment"),
+    [("limit=ten", "'ten'"), ("limit=-5", "negative"), ("start=yesterday", "'yesterday'")],
+)
+def test_query_with_a_param_of_the_wrong_type_names_it(
+    lake: Path, param: str, fragment: str
+) -> None:
+    params = {"cluster": "sim", "limit": "10", "start": "null", "end": "null"}
+    key, value = param.split("=", 1)
+    params[key] = value
+    args = [arg for k, v in params.items() for arg in ("-p", f"{k}={v}")]
+    result = invoke("query", "dashboard/top_users_by_idle", "--lake", str(lake), *args)
+    _assert_one_line_error(result, 1, "dashboard/top_users_by_idle", fragment)
+
+
+@pytest.mark.parametrize(
     ("args", "fragment"),
     [
         (["-p", "cluster"], "KEY=VALUE"),  # not KEY=VALUE
