@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 __all__ = [
+    "DamagedFile",
     "EmptyWarehouse",
     "NotWritable",
     "QueryParameterError",
@@ -27,6 +28,17 @@ class EmptyWarehouse(WarehouseError):
             f"The lake at {str(root)!r} has no data for {what}; "
             "land data with `gpuledger simulate` or `gpuledger collect`, "
             "then build the marts with `gpuledger attribute`."
+        )
+
+
+class DamagedFile(WarehouseError):
+    """A file in a table's folder is not readable Parquet (cut short, overwritten, empty)."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        self.path = path
+        super().__init__(
+            f"The lake file {str(path)!r} is not readable Parquet ({reason}); move it out of "
+            "the lake (or restore it from a backup) and run again"
         )
 
 
