@@ -56,6 +56,8 @@ def test_help_teaches_the_options():
     [
         (["--week", "2024-09"], "expected YYYY-Www"),
         (["--week", "2021-W53"], "2021 has no week 53"),
+        (["--week", "9999-W52"], "expected a year from"),
+        (["--week", "0001-W01"], "expected a year from"),
         (["--share", "physics"], "expected ACCOUNT=SHARES"),
         (["--share", "physics=-1"], "expected ACCOUNT=SHARES"),
         (["--cost-per-gpu-hour", "-2"], "--cost-per-gpu-hour"),
