@@ -62,6 +62,11 @@ def find_trace_files(directory: Path) -> TraceFiles:
 
     Raises ConfigError naming the folder or every missing file.
     """
+    if directory.is_file():
+        raise ConfigError(
+            f"Philly trace folder {str(directory)!r} is a file, not a folder; expected the "
+            "folder that holds cluster_job_log, cluster_gpu_util and cluster_machine_list"
+        )
     if not directory.is_dir():
         raise ConfigError(f"Philly trace folder {str(directory)!r} does not exist")
     found: dict[str, Path] = {}

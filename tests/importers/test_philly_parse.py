@@ -316,6 +316,13 @@ def test_missing_folder_or_files_are_named(tmp_path):
         find_trace_files(tmp_path)
 
 
+def test_a_file_given_as_the_trace_folder_is_named_as_a_file(tmp_path):
+    log = tmp_path / "cluster_job_log"
+    log.write_text("[]")
+    with pytest.raises(ConfigError, match="is a file, not a folder"):
+        find_trace_files(log)
+
+
 def test_a_truncated_gzip_file_is_one_clear_error(tmp_path):
     body = "".join(f"2017-10-03 00:{m:02d}:00 PDT,m1,{m},NA,\n" for m in range(60))
     data = gzip.compress((HEADER + body * 50).encode())
