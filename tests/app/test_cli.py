@@ -241,6 +241,13 @@ def test_simulate_refuses_zero_gpus(tmp_path: Path) -> None:
     assert not (tmp_path / "lake").exists()
 
 
+@pytest.mark.parametrize("cluster", ["", "  "])
+def test_simulate_refuses_an_empty_cluster_name(tmp_path: Path, cluster: str) -> None:
+    result = invoke("simulate", "--lake", str(tmp_path / "lake"), "--cluster", cluster, *SMALL)
+    _assert_one_line_error(result, 1, "cluster", "--cluster")
+    assert not (tmp_path / "lake").exists()
+
+
 def test_simulate_refuses_an_interval_that_does_not_divide_a_day(tmp_path: Path) -> None:
     result = invoke("simulate", "--lake", str(tmp_path / "lake"), "--interval", "7", *SMALL)
     assert result.exit_code in (1, 2), result.output
