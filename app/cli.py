@@ -368,6 +368,8 @@ def query(
     # a mistyped --lake would otherwise print an empty table and exit 0
     if not lake.is_dir():
         raise EmptyWarehouse(lake, "any table (the folder does not exist)")
+    if not any((lake / table).is_dir() for table in TABLES):
+        raise EmptyWarehouse(lake, "any table (it holds no table folders; is --lake right?)")
     con = connect(lake)
     if name in readable:
         frame = con.sql(f"SELECT * FROM {quote_ident(name)}").pl()  # name is from a closed set

@@ -185,6 +185,20 @@ def test_query_on_a_missing_lake_names_it(tmp_path: Path) -> None:
     assert not missing.exists()
 
 
+@pytest.mark.parametrize("name", ["job_usage", "jobs_latest", "dashboard/top_users_by_idle"])
+def test_query_on_a_folder_that_holds_no_lake_names_it(tmp_path: Path, name: str) -> None:
+    (tmp_path / "notes.txt").write_text("a folder, but not a lake\n")
+    params = ["-p", "cluster=sim", "-p", "limit=1", "-p", "start=null", "-p", "end=null"]
+    args = params if "/" in name else []
+    result = invoke("query", name, "--lake", str(tmp_path), *args)
+    _assert_one_line_error(result, 1, str(tmp_path))
+
+
+def test_query_of_a_table_with_no_rows_yet_is_an_empty_result(lake: Path) -> None:
+    result = invoke("query", "evaluation_scores", "--lake", str(lake), "--format", "csv")
+    assert result.exit_code == 0, result.output
+
+
 def test_query_of_an_unknown_name_is_a_usage_error_listing_known_names(lake: Path) -> None:
     result = invoke("query", "nosuchthing", "--lake", str(lake))
     _assert_one_line_error(result, 2, "'nosuchthing'", "job_usage", "dashboard/top_users_by_idle")
