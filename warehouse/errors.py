@@ -32,12 +32,13 @@ class EmptyWarehouse(WarehouseError):
 
 
 class DamagedFile(WarehouseError):
-    """A file in a table's folder is not readable Parquet (cut short, overwritten, empty)."""
+    """A file of the lake is not readable (cut short, overwritten, empty): a table's Parquet
+    file, or a state database under `_state/`."""
 
-    def __init__(self, path: Path, reason: str) -> None:
+    def __init__(self, path: Path, reason: str, kind: str = "Parquet") -> None:
         self.path = path
         super().__init__(
-            f"The lake file {str(path)!r} is not readable Parquet ({reason}); move it out of "
+            f"The lake file {str(path)!r} is not readable {kind} ({reason}); move it out of "
             "the lake (or restore it from a backup) and run again"
         )
 

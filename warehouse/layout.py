@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
 
-from warehouse.errors import NotWritable
+from warehouse.errors import DamagedFile, NotWritable
 
 __all__ = [
     "DIR_MODE",
@@ -120,8 +120,17 @@ def open_private_db(
     os.close(os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE))
     os.chmod(path, FILE_MODE)
     if autocommit:  # the caller issues BEGIN/COMMIT itself
-        return sqlite3.connect(path, timeout=timeout_s, isolation_level=None)
-    return sqlite3.connect(path, timeout=timeout_s)
+        con = sqlite3.connect(path, timeout=timeout_s, isolation_level=None)
+    else:
+        con = sqlite3.connect(path, timeout=timeout_s)
+    try:
+        con.execute("PRAGMA schema_version").fetchone()  # reads the header: is it SQLite?
+    except sqlite3.DatabaseError as exc:
+        con.close()
+        if isinstance(exc, sqlite3.OperationalError):  # locked, busy: not damage
+            raise
+        raise DamagedFile(path, str(exc), "SQLite state") from exc
+    return con
 
 
 def ensure_dir(path: Path) -> Path:

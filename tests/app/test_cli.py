@@ -282,6 +282,17 @@ def test_simulate_into_a_lake_that_cannot_be_created_names_it(tmp_path: Path) ->
     _assert_one_line_error(result, 1, str(lake), "Not a directory")
 
 
+def test_attribute_with_a_damaged_state_database_names_it(lake: Path, tmp_path: Path) -> None:
+    import shutil
+
+    copy = tmp_path / "lake"
+    shutil.copytree(lake, copy)
+    state = copy / "_state" / "attribution.sqlite"
+    state.write_text("not a database\n")
+    result = invoke("attribute", "--lake", str(copy), "--quiet")
+    _assert_one_line_error(result, 1, str(state), "SQLite")
+
+
 # ---------------------------------------------------------------- demo and bench
 
 
