@@ -33,13 +33,13 @@ class EmptyWarehouse(WarehouseError):
 
 class DamagedFile(WarehouseError):
     """A file of the lake is not readable (cut short, overwritten, empty): a table's Parquet
-    file, or a state database under `_state/`."""
+    file, or a state database or stored model under `_state/`."""
 
     def __init__(self, path: Path, reason: str, kind: str = "Parquet") -> None:
         self.path = path
         super().__init__(
-            f"The lake file {str(path)!r} is not readable {kind} ({reason}); move it out of "
-            "the lake (or restore it from a backup) and run again"
+            f"The lake file {str(path)!r} is not a readable {kind} file ({reason}); "
+            "move it out of the lake (or restore it from a backup) and run again"
         )
 
 
