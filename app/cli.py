@@ -323,6 +323,17 @@ def _query_names(tables: list[str], shipped: tuple[str, ...]) -> str:
     return "\n".join(lines)
 
 
+def _write_out(out: Path, write: Callable[[], object]) -> None:
+    """Run `write`; a file that cannot be written is one clear line naming it."""
+    try:
+        write()
+    except OSError as exc:
+        raise AppError(
+            f"cannot write {str(out)!r} ({exc.strerror or exc}); "
+            "expected --out to be a file in a folder this user can write to"
+        ) from exc
+
+
 @cli.command()
 @click.argument("name", required=False)
 @lake_option
@@ -402,6 +413,8 @@ def query(
     # a mistyped --lake would otherwise print an empty table and exit 0
     if not lake.is_dir():
         raise EmptyWarehouse(lake, "any table (the folder does not exist)")
+    if not any((lake / table).is_dir() for table in TABLES):
+        raise EmptyWarehouse(lake, "any table (it holds no table folders; is --lake right?)")
     con = connect(lake)
     if name in readable:
         frame = con.sql(f"SELECT * FROM {quote_ident(name)}").pl()  # name is from a closed set
@@ -422,7 +435,7 @@ def query(
     if fmt == "parquet":
         if out is None:
             raise click.BadParameter("parquet output needs --out FILE", param_hint="--out")
-        frame.write_parquet(out)
+        _write_out(out, lambda: frame.write_parquet(out))
         click.echo(f"Wrote {frame.height:,} rows to {out}", err=True)
         return
     if fmt == "csv":
@@ -446,7 +459,7 @@ def query(
                 err=True,
             )
     if out is not None:
-        out.write_text(text, encoding="utf-8")
+        _write_out(out, lambda: out.write_text(text, encoding="utf-8"))
         click.echo(f"Wrote {frame.height:,} rows to {out}", err=True)
     else:
         click.echo(text, nl=not text.endswith("\n"))  # CSV already ends its last line

@@ -349,6 +349,11 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read config file {str(path)!r} ({exc.strerror})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {str(path)!r} is not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"config file {str(path)!r} is not UTF-8 text (byte {exc.start}: {exc.reason}); "
+            "save it as UTF-8"
+        ) from None
 
 
 def load_config(path: Path | None = None, environ: Mapping[str, str] | None = None) -> Config:

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 import sql
 from warehouse import layout
-from warehouse.errors import EmptyWarehouse
+from warehouse.errors import DamagedFile, EmptyWarehouse
 from warehouse.schema import TABLES
 
 if TYPE_CHECKING:
@@ -104,7 +104,12 @@ def register_files(
     if not paths:
         con.from_arrow(schema.empty_table()).create_view(name)
         return False
-    rel = con.read_parquet([str(p) for p in paths], hive_partitioning=False, union_by_name=True)
+    import duckdb
+
+    try:
+        rel = con.read_parquet([str(p) for p in paths], hive_partitioning=False, union_by_name=True)
+    except (duckdb.InvalidInputException, duckdb.IOException) as exc:
+        raise _damaged(paths, exc) from exc
     present = set(rel.columns)
     projection = []
     for field in schema:
@@ -113,6 +118,18 @@ def register_files(
         projection.append(f"CAST({source} AS {target}) AS {quote_ident(field.name)}")
     rel.project(", ".join(projection)).create_view(name)
     return True
+
+
+def _damaged(paths: list[Path], exc: Exception) -> Exception:
+    """The first of `paths` whose Parquet footer cannot be read, as DamagedFile; else `exc`."""
+    import pyarrow.parquet as pq
+
+    for path in paths:
+        try:
+            pq.read_metadata(path)
+        except (pa.ArrowException, OSError) as bad:
+            return DamagedFile(path, str(bad).strip().splitlines()[0] if str(bad) else "empty")
+    return exc
 
 
 def open_engine(config: WarehouseConfig) -> duckdb.DuckDBPyConnection:

@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 __all__ = [
+    "DamagedFile",
     "EmptyWarehouse",
+    "NotWritable",
     "QueryParameterError",
     "SchemaMismatch",
     "UnknownTable",
@@ -26,6 +28,29 @@ class EmptyWarehouse(WarehouseError):
             f"The lake at {str(root)!r} has no data for {what}; "
             "land data with `gpuledger simulate` or `gpuledger collect`, "
             "then build the marts with `gpuledger attribute`."
+        )
+
+
+class DamagedFile(WarehouseError):
+    """A file of the lake is not readable (cut short, overwritten, empty): a table's Parquet
+    file, or a state database or stored model under `_state/`."""
+
+    def __init__(self, path: Path, reason: str, kind: str = "Parquet") -> None:
+        self.path = path
+        super().__init__(
+            f"The lake file {str(path)!r} is not a readable {kind} file ({reason}); "
+            "move it out of the lake (or restore it from a backup) and run again"
+        )
+
+
+class NotWritable(WarehouseError):
+    """A folder or file of the lake (or another output) cannot be created or written."""
+
+    def __init__(self, path: Path, exc: OSError, what: str = "create the folder") -> None:
+        self.path = path
+        super().__init__(
+            f"cannot {what} {str(path)!r} ({exc.strerror or exc}); "
+            "expected a folder this user can write to"
         )
 
 

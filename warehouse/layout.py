@@ -14,6 +14,8 @@ import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
 
+from warehouse.errors import DamagedFile, NotWritable
+
 __all__ = [
     "DIR_MODE",
     "FILE_MODE",
@@ -118,18 +120,34 @@ def open_private_db(
     os.close(os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE))
     os.chmod(path, FILE_MODE)
     if autocommit:  # the caller issues BEGIN/COMMIT itself
-        return sqlite3.connect(path, timeout=timeout_s, isolation_level=None)
-    return sqlite3.connect(path, timeout=timeout_s)
+        con = sqlite3.connect(path, timeout=timeout_s, isolation_level=None)
+    else:
+        con = sqlite3.connect(path, timeout=timeout_s)
+    try:
+        con.execute("PRAGMA schema_version").fetchone()  # reads the header: is it SQLite?
+    except sqlite3.DatabaseError as exc:
+        con.close()
+        if isinstance(exc, sqlite3.OperationalError):  # locked, busy: not damage
+            raise
+        raise DamagedFile(path, str(exc), "SQLite state") from exc
+    return con
 
 
 def ensure_dir(path: Path) -> Path:
-    """Create `path` and its parents with DIR_MODE (not world-readable)."""
+    """Create `path` and its parents with DIR_MODE (not world-readable).
+
+    Raises NotWritable naming the folder when it cannot be made (a file in the way, no
+    permission, a read-only file system).
+    """
     missing = []
     probe = path
     while not probe.exists():
         missing.append(probe)
         probe = probe.parent
     for folder in reversed(missing):
-        folder.mkdir(exist_ok=True)
-        os.chmod(folder, DIR_MODE)
+        try:
+            folder.mkdir(exist_ok=True)
+            os.chmod(folder, DIR_MODE)
+        except OSError as exc:
+            raise NotWritable(folder, exc) from exc
     return path

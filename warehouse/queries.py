@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import sql
@@ -33,7 +35,33 @@ def _relation(
         raise QueryParameterError(
             f"{name}: expects parameters {sorted(expected)!r}, got {sorted(params)!r}"
         )
-    return con.sql(text, params=params or None)
+    with _parameter_errors(name, params):
+        return con.sql(text, params=params or None)
+
+
+@contextmanager
+def _parameter_errors(name: str, params: dict[str, Any]) -> Iterator[None]:
+    """Turn DuckDB's refusal of a parameter's value (a string where a number or a time is
+    expected, a negative LIMIT) into one QueryParameterError naming the values given."""
+    import duckdb
+
+    try:
+        yield
+    except (
+        duckdb.ConversionException,
+        duckdb.BinderException,
+        duckdb.InvalidInputException,
+    ) as exc:
+        # not the caller's values: a bug in the query or a damaged file, let it surface
+        if not params or (
+            isinstance(exc, duckdb.InvalidInputException) and "cast" not in str(exc).lower()
+        ):
+            raise
+        given = ", ".join(f"{key}={value!r}" for key, value in sorted(params.items()))
+        reason = str(exc).strip().splitlines()[0]
+        raise QueryParameterError(
+            f"{name}: a parameter does not fit the query ({given}): {reason}"
+        ) from exc
 
 
 def relation(
@@ -45,10 +73,12 @@ def relation(
 
 def run(con: duckdb.DuckDBPyConnection, name: str, /, **params: Any) -> pl.DataFrame:
     """Execute sql/<name>.sql with `params` bound by name and return the result as polars."""
-    frame: pl.DataFrame = _relation(con, name, params).pl()
+    with _parameter_errors(name, params):
+        frame: pl.DataFrame = _relation(con, name, params).pl()
     return frame
 
 
 def run_arrow(con: duckdb.DuckDBPyConnection, name: str, /, **params: Any) -> pa.Table:
     """Like `run`, but return an Arrow table (what the writer lands)."""
-    return _relation(con, name, params).to_arrow_table()
+    with _parameter_errors(name, params):
+        return _relation(con, name, params).to_arrow_table()

@@ -96,6 +96,12 @@ def _from_toml(path: Path, domain: str, opted_out: frozenset[str]) -> Directory:
     unknown = sorted(set(data) - {"users", "accounts"})
     if unknown:
         raise RoutingError(f"directory {str(path)!r}: unknown table {unknown[0]!r}")
+    for table in ("users", "accounts"):
+        if not isinstance(data.get(table, {}), dict):
+            raise RoutingError(
+                f"directory {str(path)!r}: {table}: expected a table ([{table}.NAME]), "
+                f"got {data[table]!r}"
+            )
     users = {}
     for user, entry in data.get("users", {}).items():
         where = f"directory {path.name}: users.{user}"
@@ -163,8 +169,14 @@ def load_directory(
         return Directory(email_domain, opted_out=out)
     if not path.is_file():
         raise RoutingError(f"directory {str(path)!r} does not exist (alerts.directory)")
-    if path.suffix.lower() == ".toml":
-        return _from_toml(path, email_domain, out)
-    if path.suffix.lower() == ".csv":
-        return _from_csv(path, email_domain, out)
+    try:
+        if path.suffix.lower() == ".toml":
+            return _from_toml(path, email_domain, out)
+        if path.suffix.lower() == ".csv":
+            return _from_csv(path, email_domain, out)
+    except UnicodeDecodeError as exc:
+        raise RoutingError(
+            f"directory {str(path)!r} is not UTF-8 text (byte {exc.start}: {exc.reason}); "
+            "save it as UTF-8"
+        ) from None
     raise RoutingError(f"directory {str(path)!r}: expected a .toml or .csv file")

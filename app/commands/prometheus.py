@@ -123,8 +123,24 @@ def _progress(window: WindowLanded) -> None:
     )
 
 
+def _url(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    from collector.errors import ConfigError
+    from collector.sources.prometheus_transport import check_base_url
+
+    try:
+        check_base_url(value)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    return value
+
+
 @click.command(name="prometheus")
-@click.option("--url", required=True, help="Prometheus base URL, e.g. http://prometheus:9090.")
+@click.option(
+    "--url",
+    required=True,
+    callback=_url,
+    help="Prometheus base URL, e.g. http://prometheus:9090.",
+)
 @click.option("--cluster", required=True, help="Cluster name the rows land under.")
 @click.option(
     "--selector",

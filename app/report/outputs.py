@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.errors import AppError
 from app.report.data import WeeklyReport
 from app.report.html import data_uris, render_charts, render_html
 from app.report.pdf import print_pdf
@@ -29,7 +30,13 @@ def write_report(
     """Write `<out>/<cluster>/<week>/` (replacing a previous run's files of the same names)."""
     folder = out / report.cluster / report.week.label
     tables_dir = folder / "tables"
-    tables_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        tables_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise AppError(
+            f"cannot create the report folder {str(tables_dir)!r} ({exc.strerror or exc}); "
+            f"expected --out {str(out)!r} to be a folder this user can write to"
+        ) from exc
     charts = render_charts(report)
     stem = f"fairness-{report.cluster}-{report.week.label}"
     html = folder / f"{stem}.html"

@@ -10,6 +10,9 @@ from dataclasses import dataclass
 __all__ = ["IsoWeek", "default_week", "last_complete_week", "parse_week"]
 
 _WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
+# Weeks a report can be about: its trend looks back a few weeks and its end is a week on,
+# which must stay within the dates Python (and the lake's timestamps) can hold.
+FIRST_YEAR, LAST_YEAR = 1970, 9998
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -55,6 +58,8 @@ def parse_week(text: str) -> IsoWeek:
     if not match:
         raise ValueError(f"{text!r} is not an ISO week; expected YYYY-Www, e.g. 2026-W48")
     year, number = int(match.group(1)), int(match.group(2))
+    if not FIRST_YEAR <= year <= LAST_YEAR:  # the trend weeks before and the end after must fit
+        raise ValueError(f"{text!r}: expected a year from {FIRST_YEAR} to {LAST_YEAR}")
     try:
         dt.date.fromisocalendar(year, number, 1)
     except ValueError:

@@ -68,6 +68,8 @@ class SimConfig:
     failure_rate: float = 1.0  # failing GPUs per 100 GPUs per week
 
     def validate(self) -> None:
+        if not self.cluster.strip():
+            raise ConfigError("cluster name is empty; expected e.g. --cluster sim")
         if self.gpus < 1:
             raise ConfigError(f"gpus must be at least 1, got {self.gpus!r}")
         if self.days < 1:

@@ -220,6 +220,11 @@ class EventLatch:
             )
 
 
+def _has_lines(text: str) -> bool:
+    """Whether `text` holds any line besides blanks and # comments."""
+    return any(line.strip() and not line.lstrip().startswith("#") for line in text.splitlines())
+
+
 def check_url(url: str) -> None:
     """Raise ConfigError unless `url` is an http(s) URL with a host."""
     try:
@@ -316,6 +321,17 @@ def scrape_exporters(
             source=SOURCE,
             default_node=urlsplit(url).hostname,
         )
+        if parsed.samples.num_rows == 0 and _has_lines(text):
+            # an HTML page, another exporter's metrics: a wrong URL, not a GPU-less node
+            return ScrapeOutcome(
+                url=url,
+                ts=None,
+                attempts=tries,
+                counts=parsed.counts,
+                examples=parsed.examples,
+                error="answered, but with no DCGM metric; expected dcgm-exporter's /metrics "
+                "(e.g. http://node01:9400/metrics)",
+            )
         batch_id = batch_id_for(cluster, url, ts)
         events = latch.transitions(parsed.events)
         write_batch(root, "gpu_samples", parsed.samples, batch_id)

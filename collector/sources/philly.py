@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from collector.errors import ConfigError, MalformedSample
-from collector.sources.philly_util import UtilStats, open_text, read_gpu_util
+from collector.sources.philly_util import DAMAGED, UtilStats, open_text, read_gpu_util
 from warehouse.schema import TIMESTAMP
 from warehouse.writer import write_batch
 
@@ -62,6 +62,11 @@ def find_trace_files(directory: Path) -> TraceFiles:
 
     Raises ConfigError naming the folder or every missing file.
     """
+    if directory.is_file():
+        raise ConfigError(
+            f"Philly trace folder {str(directory)!r} is a file, not a folder; expected the "
+            "folder that holds cluster_job_log, cluster_gpu_util and cluster_machine_list"
+        )
     if not directory.is_dir():
         raise ConfigError(f"Philly trace folder {str(directory)!r} does not exist")
     found: dict[str, Path] = {}
@@ -110,7 +115,8 @@ def read_machine_list(path: Path, skipped: Skipped) -> dict[str, Machine]:
                 if (line_no == 1 and cells[:1] == ["machineId"]) or not any(cells):
                     continue
                 memory = _MEMORY.match(cells[2]) if len(cells) == 3 else None
-                if len(cells) != 3 or not cells[0] or not cells[1].isdigit():
+                damaged = any(DAMAGED in c for c in cells)
+                if damaged or len(cells) != 3 or not cells[0] or not cells[1].isdigit():
                     skipped.add(f"cluster_machine_list line {line_no}: {','.join(row)!r}")
                     continue
                 mib = float(memory.group(1)) * 1024 if memory else None
@@ -231,7 +237,8 @@ def read_job_log(path: Path, cluster: str, skipped: Skipped) -> JobLog:
     """
     try:
         with open_text(path) as handle:
-            records = json.load(handle)
+            text = handle.read()
+        records = json.loads(text)
     except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise MalformedSample(f"{path}: not a JSON job log: {exc}") from exc
     if not isinstance(records, list):
@@ -241,6 +248,9 @@ def read_job_log(path: Path, cluster: str, skipped: Skipped) -> JobLog:
     seen: set[str] = set()
     attempts = unknown = 0
     for n, job in enumerate(records):
+        if DAMAGED in text and DAMAGED in json.dumps(job, ensure_ascii=False):
+            skipped.add(f"cluster_job_log job #{n}: holds bytes that are not UTF-8")
+            continue
         try:
             parsed = _parse_job(job)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:

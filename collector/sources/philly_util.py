@@ -7,6 +7,7 @@ It never holds the whole file: pyarrow's CSV reader yields blocks, each turned i
 
 from __future__ import annotations
 
+import codecs
 import csv
 import gzip
 import logging
@@ -34,6 +35,7 @@ _GPU_COLUMN = re.compile(r"^gpu(\d+)_util$")
 _HOUR_MS = 3_600_000
 # Batch ids depend on where blocks end: keep the block size fixed between imports of one trace.
 BLOCK_BYTES = 4 << 20
+DAMAGED = "\ufffd"  # what a byte sequence that is not UTF-8 reads as
 _EXAMPLES = 5
 
 
@@ -60,10 +62,22 @@ class UtilStats:
 
 
 def open_text(path: Path) -> TextIO:
-    """Open a trace file as text, through gzip when its name ends in `.gz`."""
+    """Open a trace file as text, through gzip when its name ends in `.gz`.
+
+    Bytes that are not UTF-8 read as U+FFFD (DAMAGED), so the line holding them is skipped
+    and counted as malformed rather than ending the import.
+    """
     if path.name.endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8", newline="")
-    return open(path, encoding="utf-8", newline="")
+        return gzip.open(path, "rt", encoding="utf-8", errors="replace", newline="")
+    return open(path, encoding="utf-8", errors="replace", newline="")
+
+
+def _replacing_utf8(stream: pa.NativeFile) -> pa.NativeFile:
+    """`stream` with every byte sequence that is not UTF-8 replaced by U+FFFD (DAMAGED), so
+    the CSV reader sees one malformed line instead of failing the whole file."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    encoder = codecs.getincrementalencoder("utf-8")()
+    return pa.lib.TransformInputStream(stream, pa.lib.Transcoder(decoder, encoder))
 
 
 def _header(path: Path) -> tuple[int, bool]:
@@ -132,7 +146,10 @@ def _to_long(
     machine = pc.utf8_trim_whitespace(wide.column("machine"))
     ok = pc.and_(
         pc.and_(pc.match_substring_regex(time, _TIME_RE), pc.is_valid(local)),
-        pc.greater(pc.utf8_length(machine), 0),
+        pc.and_(
+            pc.greater(pc.utf8_length(machine), 0),
+            pc.invert(pc.match_substring(machine, DAMAGED)),  # a name cut by a bad byte
+        ),
     )
     if "_trailing" in wide.column_names:
         ok = pc.and_(ok, pc.is_null(wide.column("_trailing")))
@@ -225,7 +242,9 @@ def read_gpu_util(
 
     total = path.stat().st_size
     raw = pa.OSFile(str(path), "rb")
-    stream = pa.CompressedInputStream(raw, "gzip") if path.name.endswith(".gz") else raw
+    stream = _replacing_utf8(
+        pa.CompressedInputStream(raw, "gzip") if path.name.endswith(".gz") else raw
+    )
     pending: list[pa.Table] = []
     pending_lines = 0
     try:

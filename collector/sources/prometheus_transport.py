@@ -13,8 +13,9 @@ import datetime as dt
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, Protocol
+from urllib.parse import urlsplit
 
-from collector.errors import CollectorError
+from collector.errors import CollectorError, ConfigError
 
 if TYPE_CHECKING:
     import requests
@@ -25,6 +26,7 @@ __all__ = [
     "PrometheusUnavailable",
     "QueryTooLarge",
     "Transport",
+    "check_base_url",
 ]
 
 # Prometheus' own words when a query needs more samples than `--query.max-samples` allows.
@@ -94,6 +96,21 @@ def _refusal(status: int, body: str, what: str) -> CollectorError:
     return PrometheusQueryError(message)
 
 
+def check_base_url(url: str) -> None:
+    """Raise ConfigError unless `url` is an http(s) URL with a host (and a valid port)."""
+    try:
+        parts = urlsplit(url)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+        parts.port  # noqa: B018  # raises ValueError on a port that is not a number 0-65535
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ConfigError(
+            f"Prometheus URL {url!r} is not an http(s) URL with a host; "
+            "expected e.g. http://prometheus:9090"
+        )
+
+
 class ApiClientTransport:
     """A `Transport` over prometheus-api-client's `PrometheusConnect`.
 
@@ -119,6 +136,7 @@ class ApiClientTransport:
         from requests.adapters import HTTPAdapter
         from urllib3.util.retry import Retry
 
+        check_base_url(url)
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
         self._requests = requests

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from warehouse import layout
+from warehouse.errors import DamagedFile
 
 __all__ = [
     "ModelCard",
@@ -102,8 +103,15 @@ def load(root: Path, name: str) -> tuple[ModelCard, Any]:
         raise ModelNotTrained(
             f"No trained model {name!r} in {folder} (run `gpuledger evaluate` or train it first)"
         )
-    card = ModelCard.from_json(card_path.read_text(encoding="utf-8"))
-    return card, joblib.load(model_path)
+    try:
+        card = ModelCard.from_json(card_path.read_text(encoding="utf-8"))
+    except (ValueError, KeyError, TypeError) as exc:  # JSONDecodeError, UnicodeDecodeError: too
+        raise DamagedFile(card_path, f"{type(exc).__name__}: {exc}", "model card") from exc
+    try:
+        model = joblib.load(model_path)
+    except Exception as exc:  # unpickling garbage raises almost anything; name the file
+        raise DamagedFile(model_path, f"{type(exc).__name__}: {exc}", "model") from exc
+    return card, model
 
 
 def now_iso(now: dt.datetime | None = None) -> str:

@@ -74,6 +74,17 @@ def test_bad_values_name_the_key(tmp_path, text, env, message):
         load_config(cfg_file, environ=env)
 
 
+def test_a_config_file_that_is_not_utf8_names_the_file(tmp_path):
+    cfg_file = tmp_path / "g.toml"
+    cfg_file.write_bytes(b"\xff\xfe[alerts]\nsmtp_port = 25\n")  # UTF-16 from a Windows editor
+
+    with pytest.raises(ConfigError) as info:
+        load_config(cfg_file, environ={})
+
+    assert str(cfg_file) in str(info.value)
+    assert "UTF-8" in str(info.value)
+
+
 def test_a_secret_in_the_file_is_refused(tmp_path):
     cfg_file = write(tmp_path / "g.toml", "[alerts]\nsmtp_password = 'pw'\n")
     with pytest.raises(ConfigError, match="secrets may not be written in the config file") as e:

@@ -38,6 +38,8 @@ def test_opt_out_from_the_configuration(tmp_path):
         ("d.toml", "[users.a]\nopt_out = 'no'\n", "users.a.opt_out: expected true or false"),
         ("d.toml", "[accounts.p]\nmanagers = 'bob'\n", "accounts.p.managers: expected a list"),
         ("d.toml", "[groups]\n", "unknown table 'groups'"),
+        ("d.toml", "users = 5\n", "users: expected a table"),
+        ("d.toml", "accounts = ['p']\n", "accounts: expected a table"),
         ("d.json", "{}", "expected a .toml or .csv file"),
     ],
 )
@@ -46,6 +48,16 @@ def test_bad_directory_files_name_the_problem(tmp_path, name, text, message):
     path.write_text(text, encoding="utf-8")
     with pytest.raises(RoutingError, match=message.replace("(", r"\(")):
         load_directory(path, "example.org")
+
+
+@pytest.mark.parametrize("name", ["d.toml", "d.csv"])
+def test_a_directory_file_that_is_not_utf8_names_it(tmp_path, name):
+    path = tmp_path / name
+    path.write_bytes(b"\xff\xfek\x00i\x00n\x00d\x00")  # UTF-16, as some editors save
+    with pytest.raises(RoutingError) as info:
+        load_directory(path, "example.org")
+    assert str(path) in str(info.value)
+    assert "UTF-8" in str(info.value)
 
 
 def test_missing_directory_names_the_setting(tmp_path):

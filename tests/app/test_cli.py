@@ -185,6 +185,20 @@ def test_query_on_a_missing_lake_names_it(tmp_path: Path) -> None:
     assert not missing.exists()
 
 
+@pytest.mark.parametrize("name", ["job_usage", "jobs_latest", "dashboard/top_users_by_idle"])
+def test_query_on_a_folder_that_holds_no_lake_names_it(tmp_path: Path, name: str) -> None:
+    (tmp_path / "notes.txt").write_text("a folder, but not a lake\n")
+    params = ["-p", "cluster=sim", "-p", "limit=1", "-p", "start=null", "-p", "end=null"]
+    args = params if "/" in name else []
+    result = invoke("query", name, "--lake", str(tmp_path), *args)
+    _assert_one_line_error(result, 1, str(tmp_path))
+
+
+def test_query_of_a_table_with_no_rows_yet_is_an_empty_result(lake: Path) -> None:
+    result = invoke("query", "evaluation_scores", "--lake", str(lake), "--format", "csv")
+    assert result.exit_code == 0, result.output
+
+
 def test_query_of_an_unknown_name_is_a_usage_error_listing_known_names(lake: Path) -> None:
     result = invoke("query", "nosuchthing", "--lake", str(lake))
     _assert_one_line_error(result, 2, "'nosuchthing'", "job_usage", "dashboard/top_users_by_idle")
@@ -193,6 +207,21 @@ def test_query_of_an_unknown_name_is_a_usage_error_listing_known_names(lake: Pat
 def test_query_without_its_params_names_the_expected_ones(lake: Path) -> None:
     result = invoke("query", "dashboard/top_users_by_idle", "--lake", str(lake))
     _assert_one_line_error(result, 1, "dashboard/top_users_by_idle", "cluster", "limit")
+
+
+@pytest.mark.parametrize(
+    ("param", "fragment"),
+    [("limit=ten", "'ten'"), ("limit=-5", "negative"), ("start=yesterday", "'yesterday'")],
+)
+def test_query_with_a_param_of_the_wrong_type_names_it(
+    lake: Path, param: str, fragment: str
+) -> None:
+    params = {"cluster": "sim", "limit": "10", "start": "null", "end": "null"}
+    key, value = param.split("=", 1)
+    params[key] = value
+    args = [arg for k, v in params.items() for arg in ("-p", f"{k}={v}")]
+    result = invoke("query", "dashboard/top_users_by_idle", "--lake", str(lake), *args)
+    _assert_one_line_error(result, 1, "dashboard/top_users_by_idle", fragment)
 
 
 @pytest.mark.parametrize(
@@ -209,9 +238,27 @@ def test_bad_query_options_are_usage_errors(lake: Path, args: list[str], fragmen
     _assert_one_line_error(result, 2, fragment)
 
 
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_query_out_to_a_file_that_cannot_be_written_names_it(
+    lake: Path, tmp_path: Path, fmt: str
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder\n")
+    out = blocker / f"jobs.{fmt}"
+    result = invoke("query", "job_usage", "--lake", str(lake), "--format", fmt, "--out", str(out))
+    _assert_one_line_error(result, 1, str(out), "--out")
+
+
 def test_simulate_refuses_zero_gpus(tmp_path: Path) -> None:
     result = invoke("simulate", "--lake", str(tmp_path / "lake"), "--gpus", "0")
     _assert_one_line_error(result, 2, "--gpus", "0")
+    assert not (tmp_path / "lake").exists()
+
+
+@pytest.mark.parametrize("cluster", ["", "  "])
+def test_simulate_refuses_an_empty_cluster_name(tmp_path: Path, cluster: str) -> None:
+    result = invoke("simulate", "--lake", str(tmp_path / "lake"), "--cluster", cluster, *SMALL)
+    _assert_one_line_error(result, 1, "cluster", "--cluster")
     assert not (tmp_path / "lake").exists()
 
 
@@ -225,6 +272,25 @@ def test_simulate_refuses_an_interval_that_does_not_divide_a_day(tmp_path: Path)
 def test_simulate_refuses_a_start_that_is_not_a_date(tmp_path: Path) -> None:
     result = invoke("simulate", "--lake", str(tmp_path / "lake"), "--start", "yesterday")
     _assert_one_line_error(result, 2, "'yesterday'", "ISO")
+
+
+def test_simulate_into_a_lake_that_cannot_be_created_names_it(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder\n")
+    lake = blocker / "lake"
+    result = invoke("simulate", "--lake", str(lake), *SMALL, "--quiet")
+    _assert_one_line_error(result, 1, str(lake), "Not a directory")
+
+
+def test_attribute_with_a_damaged_state_database_names_it(lake: Path, tmp_path: Path) -> None:
+    import shutil
+
+    copy = tmp_path / "lake"
+    shutil.copytree(lake, copy)
+    state = copy / "_state" / "attribution.sqlite"
+    state.write_text("not a database\n")
+    result = invoke("attribute", "--lake", str(copy), "--quiet")
+    _assert_one_line_error(result, 1, str(state), "SQLite")
 
 
 # ---------------------------------------------------------------- demo and bench
@@ -330,7 +396,8 @@ def test_an_invalid_configuration_is_named_when_it_would_give_the_lake(
     result = invoke("query", "job_usage")
     _assert_one_line_error(result, 2, "--lake", "gpuledger.toml")
     given = invoke("query", "job_usage", "--lake", str(tmp_path))  # the config is not read
-    assert given.exit_code == 0 and "gpuledger.toml" not in given.output, given.output
+    _assert_one_line_error(given, 1, str(tmp_path), "no table folders")
+    assert "gpuledger.toml" not in given.output
 
 
 def test_query_table_keeps_to_the_width_and_names_the_columns_left_out(lake: Path) -> None:

@@ -339,6 +339,29 @@ def test_cli_reports_a_dead_exporter_in_one_line_and_exits_1(
 
 
 @pytest.mark.parametrize(
+    "body",
+    [
+        "<!DOCTYPE html>\n<html><body><h1>Directory listing</h1></body></html>\n",
+        "# HELP go_goroutines Number of goroutines.\n# TYPE go_goroutines gauge\n"
+        "go_goroutines 42\nnode_load1 0.5\n",
+    ],
+    ids=["html-page", "another-exporter"],
+)
+def test_cli_an_answer_without_any_dcgm_metric_is_a_failed_scrape(
+    exporter_server, read_lake, tmp_path, body
+):
+    base, pages = exporter_server
+    pages.pages["/"] = (200, body)
+
+    result = _cli(["--cluster", "della", "--url", f"{base}/", "--lake", str(tmp_path)])
+
+    assert result.exit_code == 1, result.output
+    [error] = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert f"{base}/" in error and "no DCGM metric" in error and "/metrics" in error
+    assert read_lake(tmp_path, "gpu_samples").num_rows == 0
+
+
+@pytest.mark.parametrize(
     ("args", "message"),
     [
         (["--cluster", "c", "--url", "ftp://x/metrics"], "not an http(s) URL"),

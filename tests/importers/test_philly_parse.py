@@ -120,6 +120,33 @@ def test_malformed_lines_are_skipped_counted_and_reported(tmp_path):
     assert any("line 3" in e and "garbage" in e for e in stats.examples), stats.examples
 
 
+@pytest.mark.parametrize("gz", [False, True], ids=["plain", "gzip"])
+def test_lines_with_bytes_that_are_not_utf8_are_skipped_and_counted(tmp_path, gz):
+    body = (
+        b"2017-10-03 00:08:00 PDT,m1,10,20,\n"
+        b"\xff\xfe damaged\n"  # wrong field count as well
+        b"2017-10-03 00:09:00 PDT,m\xff1,10,20,\n"  # a machine name cut by a bad byte
+        b"2017-10-03 00:10:00 PDT,m1,1\xff0,20,\n"  # a bad value: null, counted
+        b"2017-10-03 00:11:00 PDT,m2,50,60,\n"
+    )
+    data = HEADER.encode() + body * 3
+    path = tmp_path / ("cluster_gpu_util.gz" if gz else "cluster_gpu_util")
+    path.write_bytes(gzip.compress(data) if gz else data)
+    stats = UtilStats()
+
+    tables = list(read_gpu_util(path, "c", {"m1": 2, "m2": 2}, stats, block_bytes=64))
+
+    rows = pa.concat_tables(tables).to_pylist()
+    assert stats.lines == 15
+    assert stats.malformed == 6
+    assert stats.invalid_values == 3
+    assert sorted({(r["node"], r["ts"].minute) for r in rows}) == [
+        ("m1", 8),
+        ("m1", 10),
+        ("m2", 11),
+    ]
+
+
 def test_gpus_beyond_the_machine_count_land_only_where_they_hold_a_value(tmp_path):
     rows, stats = _read(tmp_path, "2017-10-03 00:08:00 PDT,m1,10,20,\n", counts={"m1": 1})
     assert [(r["gpu_index"], r["gpu_util_pct"]) for r in rows] == [(0, 10.0), (1, 20.0)]
@@ -244,6 +271,16 @@ def test_a_last_attempt_without_end_is_still_running(tmp_path):
     assert [r["end_ts"] for r in log.job_gpus.to_pylist()][-2:] == [None, None]
 
 
+def test_a_job_with_bytes_that_are_not_utf8_is_skipped_and_counted(tmp_path):
+    path = tmp_path / "cluster_job_log"
+    text = json.dumps([_job(user="u@@1"), _job(jobid="j2")], ensure_ascii=False)
+    path.write_bytes(text.encode().replace(b"@@", b"\xff"))
+    skipped = Skipped()
+    log = read_job_log(path, "c", skipped)
+    assert log.jobs.column("job_id").to_pylist() == ["j2"]
+    assert skipped.count == 1
+
+
 def test_attempts_with_unknown_spans_are_not_landed(tmp_path):
     job = _job()
     job["attempts"][0]["end_time"] = "None"  # not the last attempt: a logging error
@@ -291,6 +328,19 @@ def test_machine_list_rows_and_bad_rows(tmp_path):
     assert skipped.count == 1
 
 
+def test_machine_list_rows_with_bytes_that_are_not_utf8_are_skipped(tmp_path):
+    path = tmp_path / "cluster_machine_list"
+    path.write_bytes(
+        b"machineId, number of GPUs, single GPU mem\nm0,2, 12GB\n"
+        b"m\xff1,8, 24GB\n\xff\xfe\n"
+        b"m2,8, 24GB\n"
+    )
+    skipped = Skipped()
+    machines = read_machine_list(path, skipped)
+    assert machines == {"m0": Machine(2, 12 * 1024.0), "m2": Machine(8, 24 * 1024.0)}
+    assert skipped.count == 2
+
+
 def test_gpu_counts_follow_the_trace_where_the_machine_list_under_counts():
     machines = {"m0": Machine(2, 12288.0), "m1": Machine(8, 24576.0), "m2": Machine(2, 12288.0)}
     counts = gpu_counts(machines, {"m0": 2, "m1": 3, "m2": 5, "m9": 1})
@@ -314,6 +364,13 @@ def test_missing_folder_or_files_are_named(tmp_path):
     (tmp_path / "cluster_job_log").write_text("[]")
     with pytest.raises(ConfigError, match="has no cluster_gpu_util, cluster_machine_list"):
         find_trace_files(tmp_path)
+
+
+def test_a_file_given_as_the_trace_folder_is_named_as_a_file(tmp_path):
+    log = tmp_path / "cluster_job_log"
+    log.write_text("[]")
+    with pytest.raises(ConfigError, match="is a file, not a folder"):
+        find_trace_files(log)
 
 
 def test_a_truncated_gzip_file_is_one_clear_error(tmp_path):

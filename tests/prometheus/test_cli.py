@@ -71,6 +71,21 @@ def test_bad_options_are_usage_errors(tmp_path, args, fragment):
     assert fragment in result.output
 
 
+@pytest.mark.parametrize(
+    "url", ["prometheus:9090", "ftp://prom", "http://", "http://127.0.0.1:99999"]
+)
+def test_a_url_that_is_not_http_is_a_usage_error_without_retries(tmp_path, url):
+    result = CliRunner().invoke(
+        command_prometheus,
+        ["--url", url, "--cluster", "c", "--lake", str(tmp_path), "--backoff", "30"],
+    )
+
+    assert result.exit_code == 2, result.output
+    assert f"{url!r}" in result.output
+    assert "http://prometheus:9090" in result.output  # says what a URL looks like
+    assert "retrying" not in result.output
+
+
 def test_a_window_that_does_not_divide_a_day_is_one_clear_error(tmp_path):
     result = CliRunner().invoke(
         command_prometheus,

@@ -56,6 +56,8 @@ def test_help_teaches_the_options():
     [
         (["--week", "2024-09"], "expected YYYY-Www"),
         (["--week", "2021-W53"], "2021 has no week 53"),
+        (["--week", "9999-W52"], "expected a year from"),
+        (["--week", "0001-W01"], "expected a year from"),
         (["--share", "physics"], "expected ACCOUNT=SHARES"),
         (["--share", "physics=-1"], "expected ACCOUNT=SHARES"),
         (["--cost-per-gpu-hour", "-2"], "--cost-per-gpu-hour"),
@@ -89,6 +91,16 @@ def test_weekly_writes_html_pdf_and_tables(lake, tmp_path):
     assert (folder / "fairness-della-2024-W09.pdf").read_bytes()[:5] == b"%PDF-"
     assert (folder / "tables" / "accounts.parquet").is_file()
     assert str(folder / "fairness-della-2024-W09.pdf") in result.output
+
+
+def test_an_out_folder_that_cannot_be_created_is_one_line_error(lake, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder\n")
+    result = invoke(
+        "report", "weekly", "--lake", str(lake), "--week", "2024-W02",
+        "--out", str(blocker / "reports"), "--no-pdf",
+    )  # fmt: skip
+    one_error(result, 1, str(blocker / "reports"), "--out")
 
 
 def test_an_empty_week_is_a_report_not_an_error(lake, tmp_path):

@@ -12,7 +12,7 @@ import pytest
 
 from warehouse import writer
 from warehouse.connection import WarehouseConfig, connect
-from warehouse.errors import EmptyWarehouse, WarehouseError
+from warehouse.errors import DamagedFile, EmptyWarehouse, WarehouseError
 from warehouse.schema import TABLES, TIMESTAMP
 
 UTC = dt.UTC
@@ -59,6 +59,39 @@ def test_empty_lake_with_require_raises_naming_path_and_table(lake, make_samples
     assert "'gpu_samples'" in message
     assert "'jobs'" not in message
     assert "gpuledger simulate" in message  # says what to do about it
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda path: path.write_bytes(path.read_bytes()[:200]),  # truncated: a copy cut short
+        lambda path: path.write_text("hello, not parquet\n"),  # another file under the name
+        lambda path: path.write_bytes(b""),
+    ],
+    ids=["truncated", "text", "empty"],
+)
+def test_a_damaged_parquet_file_is_one_error_naming_it(lake, make_samples, t0, damage):
+    writer.write_batch(lake, "gpu_samples", make_samples([t0]), "w1")
+    [good] = writer.write_batch(
+        lake, "gpu_samples", make_samples([t0 + dt.timedelta(days=1)]), "w2"
+    )
+    damage(good)
+
+    with pytest.raises(DamagedFile) as info:
+        connect(lake)
+
+    message = str(info.value)
+    assert str(good) in message
+    assert "\n" not in message
+    assert isinstance(info.value, WarehouseError)
+
+
+def test_files_that_are_not_parquet_in_a_table_folder_are_ignored(lake, make_samples, t0):
+    [landed] = writer.write_batch(lake, "gpu_samples", make_samples([t0]), "w1")
+    (landed.parent / "README.txt").write_text("notes\n")
+
+    with connect(lake, require=("gpu_samples",)) as con:
+        assert con.sql("SELECT count(*) FROM gpu_samples").fetchall() == [(1,)]
 
 
 def test_require_is_met_once_the_table_has_a_file(lake, make_samples, t0):

@@ -71,6 +71,22 @@ def test_run_arrow_checks_parameters_too(con, probe):
         queries.run_arrow(con, probe, start=1)
 
 
+@pytest.mark.parametrize("run", [queries.run, queries.run_arrow])
+@pytest.mark.parametrize(
+    ("params", "fragment"), [({"start": "one", "end": 4}, "'one'"), ({"start": 1, "end": ""}, "''")]
+)
+def test_a_parameter_of_the_wrong_type_is_a_parameter_error_naming_it(
+    con, probe, run, params, fragment
+):
+    with pytest.raises(QueryParameterError) as info:
+        run(con, probe, **params)
+
+    message = str(info.value)
+    assert message.startswith(f"{probe}: ")
+    assert fragment in message
+    assert "\n" not in message
+
+
 def test_right_parameters_return_polars_and_arrow(con, probe):
     frame = queries.run(con, probe, start=1, end=4)
     table = queries.run_arrow(con, probe, start=1, end=4)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from detectors.models.store import ModelCard, ModelNotTrained, load, model_dir, save
+from warehouse.errors import DamagedFile
 
 
 def card(name="m"):
@@ -41,3 +42,21 @@ def test_a_missing_model_is_named(tmp_path):
     with pytest.raises(ModelNotTrained, match="'early_waste_30m'"):
         load(tmp_path, "early_waste_30m")
     assert not (tmp_path / "_state").exists()  # looking creates nothing
+
+
+@pytest.mark.parametrize(
+    ("suffix", "damage"),
+    [
+        (".json", b"garbage\n"),
+        (".json", b'{"name": "m"}'),  # a card cut short: fields missing
+        (".joblib", b"garbage\n"),
+        (".joblib", b""),
+    ],
+)
+def test_a_damaged_model_or_card_is_named(tmp_path, suffix, damage):
+    save(tmp_path, card(), {"weights": [1, 2, 3]})
+    path = model_dir(tmp_path) / f"m{suffix}"
+    path.write_bytes(damage)
+    with pytest.raises(DamagedFile) as info:
+        load(tmp_path, "m")
+    assert str(path) in str(info.value)
