@@ -9,6 +9,7 @@ views) so that compaction can merge files and a later re-landing can still repla
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import os
@@ -21,7 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from warehouse import layout
-from warehouse.errors import SchemaMismatch
+from warehouse.errors import NotWritable, SchemaMismatch
 from warehouse.schema import TableSpec, spec
 
 __all__ = [
@@ -131,8 +132,10 @@ def atomic_write(
             os.fsync(handle.fileno())
         os.chmod(tmp, layout.FILE_MODE)
         os.replace(tmp, path)
+    except OSError as exc:  # no space, no permission, a name too long: the old file stays
+        raise NotWritable(path, exc, "write") from exc
     finally:
-        if tmp.exists():
+        with contextlib.suppress(OSError):  # gone already, or it never could be made
             tmp.unlink()
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:

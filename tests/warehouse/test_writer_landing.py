@@ -146,7 +146,10 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(
         raise OSError("No space left on device")
 
     monkeypatch.setattr(writer.pq, "write_table", half_write)
-    with pytest.raises(OSError, match="No space left"):
+    from warehouse.errors import NotWritable
+
+    # one clear error naming the file, not a traceback of the write
+    with pytest.raises(NotWritable, match="cannot write .*w1.parquet.*No space left"):
         writer.write_batch(lake, "gpu_samples", make_samples([t0, t0]), "w1")
 
     assert path.read_bytes() == before
@@ -197,3 +200,15 @@ def test_every_row_lands_once_in_the_partition_of_its_utc_date(make_samples, tim
         assert sorted(p.name for p in root.rglob("*") if p.is_file()) == ["w.parquet"] * len(
             written
         )
+
+
+def test_a_file_that_cannot_be_written_is_one_clear_error_and_leaves_nothing(
+    tmp_path: Path,
+) -> None:
+    from warehouse.errors import NotWritable
+
+    # a name the file system refuses (too long for the temporary file): a real OSError
+    path = tmp_path / ("x" * 240 + ".parquet")
+    with pytest.raises(NotWritable, match="cannot write .*expected a folder this user can write"):
+        writer.atomic_write(pa.table({"a": [1]}), path, None)
+    assert list(tmp_path.iterdir()) == []
