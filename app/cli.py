@@ -550,9 +550,9 @@ def demo(
 ) -> None:
     """Simulate a cluster, attribute it, detect waste, print a summary and serve the dashboard.
 
-    The whole pipeline on an embedded default (256 simulated H100s, one week): simulate,
-    attribute, detect (findings and policy recommendations) — under a minute on 2 cores —
-    then the dashboard on http://ADDRESS:PORT until Ctrl-C.
+    The whole pipeline on an embedded default (256 simulated GPUs for one week: 28 nodes of 8
+    H100 and 4 of 8 A100): simulate, attribute, detect (findings and policy recommendations) —
+    under a minute on 2 cores — then the dashboard on http://ADDRESS:PORT until Ctrl-C.
     Re-running it gives the same lake.
 
     \b

@@ -56,7 +56,7 @@ def _when(ts: dt.datetime | None) -> str:
     return "-" if ts is None else ts.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def render_text(report: JobReport) -> str:
+def render_text(report: JobReport, *, detected: bool = False) -> str:
     """The report as jobstats users know it, plus per-GPU sparklines, diagnosis and findings."""
     from app.sparkline import render_sparkline
 
@@ -147,7 +147,11 @@ def render_text(report: JobReport) -> str:
             extra = "" if stake is None else f" ({stake:.1f} GPU-h at stake)"
             lines += _wrap(f"[{f['severity']}] {f['detector']}: {f.get('message') or ''}{extra}")
     else:
-        lines.append("  None (run `gpuledger detect` to look for them).")
+        lines.append(
+            "  None: `gpuledger detect` found nothing for this job."
+            if detected
+            else "  None (run `gpuledger detect` to look for them)."
+        )
 
     lines += _title("Next Time")
     if report.advice:
@@ -223,6 +227,7 @@ def command(job_id: str, cluster: str | None, fmt: str, lake: Path) -> None:
     Build the marts first (`gpuledger attribute`) so the usage is current.
     """
     from detectors.job_report import AmbiguousJob, UnknownJob, load_job_report
+    from warehouse import layout
     from warehouse.connection import connect
     from warehouse.errors import EmptyWarehouse
 
@@ -233,4 +238,8 @@ def command(job_id: str, cluster: str | None, fmt: str, lake: Path) -> None:
         report = load_job_report(con, job_id, cluster)
     except (UnknownJob, AmbiguousJob) as exc:
         raise AppError(str(exc)) from exc
-    click.echo(render_json(report) if fmt == "json" else render_text(report), nl=False)
+    if fmt == "json":
+        click.echo(render_json(report), nl=False)
+    else:  # whether detect has stored findings in the lake at all, for "None" to mean none
+        detected = bool(layout.table_files(lake, "findings"))
+        click.echo(render_text(report, detected=detected), nl=False)

@@ -131,7 +131,8 @@ def test_a_small_job_is_told_its_mig_slice(lake):
 
     assert result.exit_code == 0, result.output
     assert "#SBATCH --gres=gpu:1g.10gb:1" in result.output  # busy 10 %, 3.9 GiB
-    assert "None (run `gpuledger detect`" in result.output
+    # detect has stored findings in this lake, none of them this job's
+    assert "None: `gpuledger detect` found nothing for this job." in result.output
 
 
 def test_an_unknown_job_is_one_line_and_exit_1(lake):
@@ -187,6 +188,7 @@ def test_job_report_on_a_small_simulated_lake(tmp_path):
 
     assert text.exit_code == 0, text.output
     assert f"Job ID: {job_id}" in text.output
+    assert "None (run `gpuledger detect` to look for them)." in text.output  # never ran
     assert body["diagnosis"]["diagnosis"] in ADVICE
     assert body["gpus"] and all(g["busy_series"] for g in body["gpus"])
 
