@@ -187,6 +187,16 @@ def _gpu_advice(
     if not gpus or allocated == 0 or f.hung:
         return []  # a hung job's idle GPUs are the hang's doing
     active = sum(1 for g in gpus if (_num(g.get("active_h")) or 0) > 0)
+    if active == 0 and f.interactive:
+        return []  # a session that never used its GPU: the idle advice tells it to release it
+    if active == 0 and allocated == 1:
+        return [
+            Advice(
+                "Check that the code uses its GPU",
+                "The GPU it held did no work: check that the code finds it (e.g. "
+                "torch.cuda.is_available()), or run it where no GPU is allocated.",
+            )
+        ]
     if active == 0:
         return [
             Advice(

@@ -249,6 +249,18 @@ def test_no_gpu_active_asks_for_a_short_test_job():
     ]
 
 
+def test_a_one_gpu_job_that_never_used_it_is_not_told_to_test_on_one_gpu_first():
+    idle = {"gpus": 1, "observed_gpu_h": 10.0, "idle_gpu_h": 10.0, "busy_mean": 0.0}
+    advice = run(gpu_rows=gpus_of(1, active_h=0.0, idle_h=10.0), diagnosis="idle", **idle)
+    assert [a.headline for a in advice] == ["Check that the code uses its GPU"]
+    assert all("--gres" not in (a.option or "") for a in advice)
+    # an interactive session is told to release it, once
+    session = run(
+        gpu_rows=gpus_of(1, active_h=0.0, idle_h=10.0), diagnosis="idle", interactive=True, **idle
+    )
+    assert [a.headline for a in session] == ["Release GPUs you are not using"]
+
+
 def test_a_mostly_idle_interactive_session_is_told_to_end_it():
     advice = run(interactive=True, idle_gpu_h=20.0)
     assert [a.headline for a in advice] == ["Release GPUs you are not using"]
