@@ -43,6 +43,21 @@ def _action(v: str) -> str | None:
     return None if v in ACTIONS else f"expected one of {', '.join(ACTIONS)}"
 
 
+def _detectors(v: tuple[str, ...]) -> str | None:
+    """Names a detector writes: a rule's, the bottleneck diagnosis, or a model's."""
+    from detectors import bottleneck_findings
+    from detectors.models import early_waste, failing_gpu, lemon, runtime
+    from detectors.rules import DETECTORS
+
+    known = {*DETECTORS, bottleneck_findings.DETECTOR}
+    known |= {failing_gpu.DETECTOR, runtime.DETECTOR, lemon.DETECTOR}
+    early = re.compile(rf"{re.escape(early_waste.DETECTOR)}_\d+m")
+    bad = [d for d in v if d not in known and not early.fullmatch(d)]
+    if bad:
+        return f"no detector named {', '.join(map(repr, bad))}; known: {', '.join(sorted(known))}"
+    return None
+
+
 def _quiet(v: str) -> str | None:
     return None if v == "" or _QUIET.match(v) else "expected HH:MM-HH:MM (e.g. 20:00-08:00) or ''"
 
@@ -130,7 +145,7 @@ class AlertsConfig:
     )
     min_severity: str = setting("warn", "Findings below this severity are not sent.", _severity)
     idle_detectors: tuple[str, ...] = setting(
-        ("idle_job",), "Detectors whose findings are idle jobs (escalated)."
+        ("idle_job",), "Detectors whose findings are idle jobs (escalated).", _detectors
     )
     # escalation of idle jobs (minutes of full idleness, from the finding's start)
     idle_after_minutes: float = setting(

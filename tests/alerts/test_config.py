@@ -66,6 +66,11 @@ def test_lake_env_wins_over_the_file(tmp_path, monkeypatch):
         ("", {"GPULEDGER_ALERTS_SMTP_STARTTLS": "maybe"}, "expected true or false, got 'maybe'"),
         ("[alerts]\nfinal_notice_minutes = 30\n", {}, "escalation must not go backwards"),
         ("[alerts\n", {}, "is not valid TOML"),
+        (
+            "[alerts]\nidle_detectors = ['idle_job', 'idle_gpu']\n",
+            {},
+            "alerts.idle_detectors: no detector named 'idle_gpu'; known: ",
+        ),
     ],
 )
 def test_bad_values_name_the_key(tmp_path, text, env, message):
@@ -197,3 +202,9 @@ def test_environment_overrides_round_trip(port, admins, tls):
 def test_every_port_outside_the_range_is_refused(port):
     with pytest.raises(ConfigError, match="alerts.smtp_port: expected a port number"):
         load_config(None, environ={"GPULEDGER_ALERTS_SMTP_PORT": str(port)})
+
+
+def test_idle_detectors_may_name_rules_and_models(tmp_path):
+    text = "[alerts]\nidle_detectors = ['idle_job', 'memory_hold', 'early_waste_model_30m']\n"
+    cfg = load_config(write(tmp_path / "g.toml", text), environ={})
+    assert "early_waste_model_30m" in str(list(cfg.effective()))
