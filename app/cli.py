@@ -292,7 +292,9 @@ def _parse_param(raw: str) -> tuple[str, object]:
         raise click.BadParameter(f"{raw!r} is not KEY=VALUE", param_hint="--param")
     key, value = raw.split("=", 1)
     parsed: object = value
-    if value.lower() in ("null", "none"):
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        parsed = value[1:-1]  # quoted: text as it is (a cluster named 1, the word null)
+    elif value.lower() in ("null", "none"):
         parsed = None
     else:
         for kind in (int, float):
@@ -343,7 +345,8 @@ def _write_out(out: Path, write: Callable[[], object]) -> None:
     "params",
     multiple=True,
     metavar="KEY=VALUE",
-    help="A $parameter of the query (repeatable); numbers are passed as numbers, 'null' as NULL.",
+    help="A $parameter of the query (repeatable); numbers are passed as numbers, 'null' as "
+    "NULL, a quoted value as text (-p 'cluster=\"1\"').",
 )
 @click.option(
     "--format",

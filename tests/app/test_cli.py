@@ -427,3 +427,12 @@ def test_query_without_a_name_lists_what_can_be_queried() -> None:
     assert result.exit_code == 0, result.output
     assert "  job_usage" in result.stdout and "    dashboard/top_users_by_idle" in result.stdout
     assert "attribution/" not in result.stdout  # the pipeline's own staging queries
+
+
+def test_a_quoted_param_value_stays_text() -> None:
+    from app.cli import _parse_param
+
+    assert _parse_param("cluster=1") == ("cluster", 1)
+    assert _parse_param('cluster="1"') == ("cluster", "1")
+    assert _parse_param("user='null'") == ("user", "null")
+    assert _parse_param("user=null") == ("user", None)
