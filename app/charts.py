@@ -11,6 +11,9 @@ import polars as pl
 
 __all__ = [
     "STATE_COLOURS",
+    "TIMELINE_LINES_MAX",
+    "TIMELINE_WORST",
+    "TimelineChart",
     "efficiency_bars",
     "event_bars",
     "finding_bars",
@@ -20,6 +23,7 @@ __all__ = [
     "job_gpu_timelines",
     "job_waste_scatter",
     "share_vs_entitlement",
+    "timeline_worst_gpus",
     "usage_bars",
     "user_daily_bars",
     "wait_bars",
@@ -153,37 +157,138 @@ _TIMELINE_METRICS = {
 }
 
 
-def job_gpu_timelines(timeline: pl.DataFrame) -> dict[str, alt.Chart | None]:
-    """Per-GPU lines of busy, SM, tensor, memory and power: one chart per metric, keyed by its
-    title; None for a metric no GPU of the job reported (an exporter without profiling)."""
+# Up to this many GPUs a job's charts draw one line per GPU; above it, the spread across the GPUs
+# (a min-max band and the median) and the few GPUs that did least, so legends stay short.
+TIMELINE_LINES_MAX = 8
+TIMELINE_WORST = 3
+_SPREAD_COLOURS = ["#b0bec5", "#263238", "#c62828", "#ef6c00", "#6a1b9a"]
+
+TimelineChart = alt.Chart | alt.LayerChart
+
+
+def timeline_worst_gpus(timeline: pl.DataFrame, count: int = TIMELINE_WORST) -> list[str]:
+    """The `count` GPUs of the job with the lowest mean busy (then by name): the ones a big
+    job's charts draw on their own."""
+    ranked = (
+        timeline.group_by("gpu")
+        .agg(pl.col("busy").mean().alias("busy"))
+        .sort(["busy", "gpu"], nulls_last=True)
+    )
+    return [str(g) for g in ranked.get_column("gpu").head(count).to_list()]
+
+
+def _timeline_y(field: str, column: str, title: str) -> alt.Y:
+    """The y axis of `column`'s chart (a fraction 0-1 shown in %, or GiB or W) on `field`."""
+    fraction = column != "fb_used_gib" and column != "power_w"
+    return alt.Y(
+        f"{field}:Q",
+        title=title,
+        scale=alt.Scale(domain=[0, 1]) if fraction else alt.Undefined,
+        axis=alt.Axis(format="%", titleLimit=0) if fraction else alt.Axis(titleLimit=0),
+    )
+
+
+def _per_gpu_lines(timeline: pl.DataFrame, column: str, title: str) -> alt.Chart:
     gpus = timeline.get_column("gpu").unique().sort().to_list()
-    charts: dict[str, alt.Chart | None] = {}
+    chart: alt.Chart = (
+        alt.Chart(timeline.select("gpu", "bucket", column))
+        .mark_line(interpolate="step-after", strokeWidth=1.5)
+        .encode(
+            x=alt.X("bucket:T", title=None),
+            y=_timeline_y(column, column, title),
+            color=alt.Color(
+                "gpu:N",
+                sort=gpus,
+                title="GPU (node:index)",
+                legend=alt.Legend(orient="top", columns=4) if len(gpus) > 1 else None,
+            ),
+            tooltip=["gpu:N", "bucket:T", alt.Tooltip(f"{column}:Q", format=".2f")],
+        )
+        .properties(height=220)
+    )
+    return chart
+
+
+def _spread(timeline: pl.DataFrame, column: str, title: str, worst: list[str]) -> alt.LayerChart:
+    """Many GPUs: a band from the lowest to the highest GPU per bucket, the median GPU as a
+    line, and the `worst` GPUs as lines of their own; a legend of at most len(worst) + 2."""
+    gpus = timeline.get_column("gpu").n_unique()
+    band_label, median_label = f"min–max of {gpus} GPUs", "median GPU"
+    labels = [band_label, median_label, *worst]
+    colour = alt.Color(
+        "series:N",
+        sort=labels,
+        scale=alt.Scale(domain=labels, range=_SPREAD_COLOURS[: len(labels)]),
+        legend=alt.Legend(orient="top", title=None, columns=3, labelLimit=260),
+    )
+    fmt = ".2f"
+    band = (
+        timeline.group_by("bucket")
+        .agg(
+            pl.col(column).min().alias("low"),
+            pl.col(column).median().alias("median"),
+            pl.col(column).max().alias("high"),
+        )
+        .sort("bucket")
+    )
+    area = (
+        alt.Chart(band.with_columns(pl.lit(band_label).alias("series")))
+        .mark_area(interpolate="step-after", opacity=0.45)
+        .encode(
+            x=alt.X("bucket:T", title=None),
+            y=_timeline_y("low", column, title),
+            y2=alt.Y2("high:Q"),
+            color=colour,
+            tooltip=[
+                "bucket:T",
+                alt.Tooltip("low:Q", format=fmt, title="lowest GPU"),
+                alt.Tooltip("median:Q", format=fmt, title="median GPU"),
+                alt.Tooltip("high:Q", format=fmt, title="highest GPU"),
+            ],
+        )
+    )
+    lines = pl.concat(
+        [
+            band.select(
+                pl.lit(median_label).alias("series"), "bucket", pl.col("median").alias("value")
+            ),
+            timeline.filter(pl.col("gpu").is_in(worst)).select(
+                pl.col("gpu").alias("series"), "bucket", pl.col(column).alias("value")
+            ),
+        ],
+        how="vertical_relaxed",
+    )
+    line = (
+        alt.Chart(lines)
+        .mark_line(interpolate="step-after", strokeWidth=1.5)
+        .encode(
+            x=alt.X("bucket:T", title=None),
+            y=_timeline_y("value", column, title),
+            color=colour,
+            tooltip=["series:N", "bucket:T", alt.Tooltip("value:Q", format=fmt, title=title)],
+        )
+    )
+    chart: alt.LayerChart = (area + line).properties(height=220)
+    return chart
+
+
+def job_gpu_timelines(timeline: pl.DataFrame) -> dict[str, TimelineChart | None]:
+    """Busy, SM, tensor, memory and power over the job: one chart per metric, keyed by its
+    title; None for a metric no GPU of the job reported (an exporter without profiling).
+
+    Up to TIMELINE_LINES_MAX GPUs, one line per GPU; above, a min-max band across the GPUs,
+    their median, and the TIMELINE_WORST GPUs with the lowest mean busy (timeline_worst_gpus),
+    the same GPUs in every chart."""
+    many = timeline.get_column("gpu").n_unique() > TIMELINE_LINES_MAX
+    worst = timeline_worst_gpus(timeline) if many else []
+    charts: dict[str, TimelineChart | None] = {}
     for column, title in _TIMELINE_METRICS.items():
         if timeline.get_column(column).is_null().all():
             charts[title] = None
-            continue
-        fraction = column != "fb_used_gib" and column != "power_w"
-        charts[title] = (
-            alt.Chart(timeline.select("gpu", "bucket", column))
-            .mark_line(interpolate="step-after", strokeWidth=1.5)
-            .encode(
-                x=alt.X("bucket:T", title=None),
-                y=alt.Y(
-                    f"{column}:Q",
-                    title=title,
-                    scale=alt.Scale(domain=[0, 1]) if fraction else alt.Undefined,
-                    axis=alt.Axis(format="%") if fraction else alt.Undefined,
-                ),
-                color=alt.Color(
-                    "gpu:N",
-                    sort=gpus,
-                    title="GPU (node:index)",
-                    legend=alt.Legend(orient="top", columns=4) if len(gpus) > 1 else None,
-                ),
-                tooltip=["gpu:N", "bucket:T", alt.Tooltip(f"{column}:Q", format=".2f")],
-            )
-            .properties(height=220)
-        )
+        elif many:
+            charts[title] = _spread(timeline, column, title, worst)
+        else:
+            charts[title] = _per_gpu_lines(timeline, column, title)
     return charts
 
 

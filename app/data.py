@@ -19,7 +19,7 @@ import streamlit as st
 from app.config import lake_root
 from app.errors import AppError
 from detectors.job_advice import Advice
-from detectors.job_report import UnknownJob, load_job_advice
+from detectors.job_report import UnknownJob, load_job_advice, load_job_diagnosis
 from warehouse import layout, queries
 from warehouse.connection import connect
 from warehouse.schema import TABLES
@@ -42,6 +42,7 @@ __all__ = [
     "has_fairness",
     "job_advice",
     "job_detail",
+    "job_diagnosis",
     "job_facets",
     "job_gpu_timeline",
     "job_table",
@@ -192,6 +193,20 @@ def job_advice(root: str, cluster: str, job_id: str) -> list[Advice]:
             return load_job_advice(_connection(root).cursor(), job_id, cluster)
     except UnknownJob:
         return []
+
+
+@st.cache_data(ttl=TTL_S)
+def job_diagnosis(root: str, cluster: str, job_id: str) -> dict[str, object]:
+    """The job's bottleneck (`diagnosis`, `advice` and the signals behind them): what
+    `gpuledger job` prints under Bottleneck, from the same function; {} for an unknown job."""
+    try:
+        try:
+            return load_job_diagnosis(_connection(root).cursor(), job_id, cluster)
+        except duckdb.IOException:  # files replaced since the views were opened (see _run)
+            _connection.clear()
+            return load_job_diagnosis(_connection(root).cursor(), job_id, cluster)
+    except UnknownJob:
+        return {}
 
 
 @st.cache_data(ttl=TTL_S)

@@ -14,49 +14,86 @@ __all__ = ["DEFAULT_COLUMNS", "NO_VALUE", "csv_bytes", "dash_nulls", "parquet_by
 NO_VALUE = "—"  # what a table shows where a figure does not exist (st.dataframe shows "None")
 
 
-def _hours(label: str) -> Any:
-    return st.column_config.NumberColumn(label, format="%.1f")
+def _hours(label: str, help: str | None = None) -> Any:
+    return st.column_config.NumberColumn(label, format="%.1f", help=help)
 
 
-def _share(label: str) -> Any:
-    return st.column_config.ProgressColumn(label, format="percent", min_value=0.0, max_value=1.0)
+def _share(label: str, help: str | None = None) -> Any:
+    return st.column_config.ProgressColumn(
+        label, format="percent", min_value=0.0, max_value=1.0, help=help
+    )
 
 
-def _time(label: str) -> Any:
-    return st.column_config.DatetimeColumn(label, format="YYYY-MM-DD HH:mm")
+def _time(label: str, help: str | None = None) -> Any:
+    return st.column_config.DatetimeColumn(label, format="YYYY-MM-DD HH:mm", help=help)
+
+
+def _count(label: str, help: str | None = None) -> Any:
+    return st.column_config.NumberColumn(label, format="%d", help=help)
 
 
 # How the columns the queries return are shown, wherever they appear (a page may override).
-# The downloads keep the queries' own column names.
+# Labels are short (a table of ~10 columns fits 1400 px without cutting a header) and carry
+# their unit; `help` (the header's tooltip) says what the figure is. The downloads keep the
+# queries' own column names.
 DEFAULT_COLUMNS: dict[str, Any] = {
-    "job_id": st.column_config.TextColumn("job"),
+    "job_id": st.column_config.TextColumn("job", pinned=True),
     "job_name": st.column_config.TextColumn("name"),
-    "alloc_gpu_h": _hours("allocated GPU-h"),
-    "observed_gpu_h": _hours("observed GPU-h"),
-    "active_gpu_h": _hours("active GPU-h"),
-    "idle_gpu_h": _hours("idle GPU-h"),
-    "effective_gpu_h": _hours("effective GPU-h"),
-    "gpu_h_at_stake": _hours("GPU-h at stake"),
+    "gpus": _count("GPUs", "GPUs allocated to the job"),
+    "alloc_gpu_h": _hours("alloc. GPU-h", "GPU-hours allocated by the scheduler"),
+    "observed_gpu_h": _hours("observed GPU-h", "Allocated GPU-hours that telemetry saw"),
+    "active_gpu_h": _hours("active GPU-h", "Allocated GPU-hours with the GPU busy"),
+    "idle_gpu_h": _hours("idle GPU-h", "GPU-hours allocated but idle (busy < 1 %)"),
+    "effective_gpu_h": _hours("effective GPU-h", "Σ busy × time: the GPU-hours of real work"),
+    "gpu_h_at_stake": _hours("GPU-h at stake", "GPU-hours the finding puts at risk or wasted"),
     "gpu_h_lost": _hours("GPU-h lost"),
     "expected_gain_gpu_h": _hours("expected gain GPU-h"),
     "waste_gpu_h": _hours("waste GPU-h"),
-    "energy_kwh": _hours("energy kWh"),
+    "energy_kwh": _hours("kWh", "Energy the GPUs drew (kWh)"),
     "runtime_h": _hours("run time h"),
-    "wait_p50_h": _hours("wait p50 h"),
-    "wait_p95_h": _hours("wait p95 h"),
-    "idle_share": _share("idle share"),
-    "busy_mean": _share("busy"),
-    "efficiency": _share("efficiency"),
-    "sm_active_mean": _share("SM active"),
-    "tensor_active_mean": _share("tensor active"),
-    "gpus_never_active": st.column_config.NumberColumn("GPUs never active"),
+    "wait_p50_h": _hours("wait p50 h", "Median wait before start (hours)"),
+    "wait_p95_h": _hours("wait p95 h", "95th-percentile wait before start (hours)"),
+    "idle_share": _share("idle share", "Idle GPU-hours ÷ observed GPU-hours"),
+    "busy_mean": _share("busy", "Mean busy fraction of the GPUs while observed"),
+    "efficiency": _share("efficiency", "Effective ÷ observed GPU-hours"),
+    "sm_active_mean": _share("SM active", "Mean SM activity (DCGM profiling)"),
+    "tensor_active_mean": _share("tensor active", "Mean tensor-core activity"),
+    "gpus_never_active": _count("idle GPUs", "GPUs that never showed any activity"),
+    "users": _count("users"),
+    "jobs": _count("jobs"),
+    # hardware health
+    "gpu_index": _count("index", "GPU index on its node"),
+    "gpu_uuid": st.column_config.TextColumn("GPU UUID"),
+    "gpus_with_events": _count("GPUs hit", "GPUs of the node with a hardware event"),
+    "gpus_at_risk": _count("GPUs at risk", "GPUs with a predicted or critical finding"),
+    "xids": _count("XIDs", "XID errors the driver reported"),
+    "fatal_xids": _count("fatal XIDs", "XIDs NVIDIA's catalogue marks fatal (e.g. 79, 48)"),
+    "last_xid": _count("last XID", "The code of the latest XID"),
+    "ecc_dbe": _count("ECC DBE", "Double-bit (uncorrectable) ECC errors"),
+    "row_remap_failures": _count("remap fails", "Row-remap failures (memory to replace)"),
+    "throttle_events": _count("throttles", "HW slowdown, thermal and power-brake events"),
+    "offline_events": _count("offline", "Times the GPU fell off the bus or went offline"),
+    "critical_findings": _count("critical", "Findings of critical severity"),
+    "findings": _count("findings"),
+    # fairness
+    "accounts": _count("accounts"),
+    "jain_index": st.column_config.NumberColumn(
+        "Jain's index",
+        format="%.3f",
+        help="1 = every account used in proportion to its entitlement; 1/n = one took all",
+    ),
+    "max_min_ratio": st.column_config.NumberColumn(
+        "max ÷ min",
+        format="%.2f",
+        help="The highest used ÷ entitled share of an account over the lowest",
+    ),
     "start_ts": _time("start"),
     "end_ts": _time("end"),
-    "detected_ts": _time("detected"),
+    "detected_ts": _time("detected", "When `gpuledger detect` raised it"),
     "created_ts": _time("created"),
     "first_event_ts": _time("first event"),
     "last_event_ts": _time("last event"),
-    "last_detected_ts": _time("last detected"),
+    "last_detected_ts": _time("last detected", "When `gpuledger detect` last ran on it"),
     "ts": _time("time"),
     "week": st.column_config.DateColumn("week", format="YYYY-MM-DD"),
     "date": st.column_config.DateColumn("day", format="YYYY-MM-DD"),

@@ -4,8 +4,9 @@ Allocation and usage (sql/jobs/job_detail), per-GPU activity and its time series
 bottleneck diagnosis, the job's findings (when `gpuledger detect` has written any) and the
 change to make next time. Rendering is the app's business; this returns plain data.
 
-`load_job_advice` gathers the same inputs without the time series: the dashboard's Job page
-calls it, so the page and `gpuledger job` give the same advice for the same job.
+`load_job_advice` gathers the same inputs without the time series, and `load_job_diagnosis`
+the bottleneck alone: the dashboard's Job page calls them, so the page and `gpuledger job` give
+the same advice and diagnosis for the same job.
 """
 
 from __future__ import annotations
@@ -21,7 +22,14 @@ from warehouse import queries
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["AmbiguousJob", "JobReport", "UnknownJob", "load_job_advice", "load_job_report"]
+__all__ = [
+    "AmbiguousJob",
+    "JobReport",
+    "UnknownJob",
+    "load_job_advice",
+    "load_job_diagnosis",
+    "load_job_report",
+]
 
 
 class UnknownJob(LookupError):
@@ -54,18 +62,23 @@ def _load_job(con: duckdb.DuckDBPyConnection, job_id: str, cluster: str | None) 
     return rows[0]
 
 
+def _diagnosis(con: duckdb.DuckDBPyConnection, job: Mapping[str, Any]) -> dict[str, Any]:
+    """The job's bottleneck: its signals, `diagnosis` and `advice` (detectors.bottleneck)."""
+    diagnosed = [
+        row
+        for row in diagnose(con, [job["job_id"]]).to_pylist()
+        if row["cluster"] in (job["cluster"], None)
+    ]
+    return diagnosed[0] if diagnosed else {"diagnosis": "unobserved"}
+
+
 def _advice_inputs(
     con: duckdb.DuckDBPyConnection, job: Mapping[str, Any]
 ) -> tuple[list[dict[str, Any]], dict[str, Any], list[dict[str, Any]]]:
     """The job's per-GPU activity, its diagnosis and its findings (what `advise` reads)."""
     params = {"cluster": job["cluster"], "job_id": job["job_id"]}
     gpus = queries.run(con, "jobs/job_gpu_activity", **params).to_dicts()
-    diagnosed = [
-        row
-        for row in diagnose(con, [job["job_id"]]).to_pylist()
-        if row["cluster"] in (job["cluster"], None)
-    ]
-    diagnosis = diagnosed[0] if diagnosed else {"diagnosis": "unobserved"}
+    diagnosis = _diagnosis(con, job)
     findings = queries.run(con, "jobs/job_findings", **params).to_dicts()
     return gpus, diagnosis, findings
 
@@ -77,6 +90,13 @@ def load_job_advice(
     job = _load_job(con, job_id, cluster)
     gpus, diagnosis, findings = _advice_inputs(con, job)
     return advise(job, gpus, diagnosis.get("diagnosis"), findings)
+
+
+def load_job_diagnosis(
+    con: duckdb.DuckDBPyConnection, job_id: str, cluster: str | None = None
+) -> dict[str, Any]:
+    """The bottleneck diagnosis of `job_id`: the `diagnosis` of `load_job_report`, alone."""
+    return _diagnosis(con, _load_job(con, job_id, cluster))
 
 
 def load_job_report(

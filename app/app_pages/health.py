@@ -44,23 +44,54 @@ if risk.is_empty():
         "finding and no predicted failure (findings with predicted = true on a GPU or node)."
     )
 else:
+    predicted = risk.get_column("risk_score").is_not_null().any()
     show_table(
         risk,
         "failure_risk_by_node",
         "health_risk",
         column_config={
+            # no model trained: an empty column; the caption below says so
             "risk_score": st.column_config.ProgressColumn(
                 "predicted risk",
                 format="%.2f",
                 min_value=0.0,
                 max_value=1.0,
                 help="Highest predicted failure score; empty where nothing was predicted.",
+            )
+            if predicted
+            else None,
+            "gpu_h_at_stake": st.column_config.NumberColumn(
+                "GPU-h at stake",
+                format="%.1f",
+                help="The larger of the findings' GPU-hours at stake and the drain_node "
+                "recommendation's expected gain (GPU time its failed jobs held on the node); "
+                "they overlap, so they are not added.",
             ),
-            "drain_recommended": st.column_config.CheckboxColumn("drain_node rec."),
-            "drain_candidate": st.column_config.CheckboxColumn("drain?"),
+            "first_event_ts": st.column_config.DatetimeColumn(
+                "first event",
+                format="YYYY-MM-DD HH:mm",
+                help="When the earliest hardware problem of the findings began (UTC)",
+            ),
+            "last_event_ts": st.column_config.DatetimeColumn(
+                "last event",
+                format="YYYY-MM-DD HH:mm",
+                help="When the latest hardware problem of the findings ended (UTC); "
+                "the time `gpuledger detect` ran is in the download (last_detected_ts)",
+            ),
+            "last_detected_ts": None,  # when detect ran, not when the hardware failed
+            "drain_recommended": None,  # "why drain" names the recommendation
+            "drain_candidate": st.column_config.CheckboxColumn(
+                "drain?", help="Recommended, critical, or predicted risk ≥ the drain score"
+            ),
             "drain_reason": st.column_config.TextColumn("why drain"),
         },
     )
+    if not predicted:
+        st.caption(
+            "No predicted risk column: no failure model is trained. `gpuledger train` trains them; "
+            "`gpuledger detect` then scores every GPU. Until then a node is a drain candidate "
+            "by a drain_node recommendation or a critical hardware finding."
+        )
     for row in drain.iter_rows(named=True):
         st.code(
             f"scontrol update NodeName={row['node']} State=DRAIN "

@@ -85,6 +85,18 @@ for item in advice:
         if setting:
             st.code(setting, language="yaml" if job["source"] == "kubernetes" else "bash")
 
+st.subheader("Bottleneck")
+# the same diagnosis as `gpuledger job` prints under Bottleneck (detectors/bottleneck.py)
+diagnosis = data.job_diagnosis(s.root, s.cluster, job_id)
+name = str(diagnosis.get("diagnosis") or "unobserved")
+said = f"`{name}` — {diagnosis.get('advice') or ''}".rstrip(" —")
+if name in ("idle", "stalled"):
+    st.warning(said, icon=":material/hourglass_disabled:")
+elif name == "compute_bound":
+    st.success(said, icon=":material/speed:")
+else:
+    st.info(said, icon=":material/troubleshoot:")
+
 st.subheader("Per-GPU timelines")
 timeline = data.job_gpu_timeline(s.root, s.cluster, job_id)
 if timeline.is_empty():
@@ -96,6 +108,15 @@ else:
     for pair in range(0, len(drawn), 2):
         for column, chart in zip(st.columns(2), drawn[pair : pair + 2], strict=False):
             column.altair_chart(chart, width="stretch")
+    gpu_count = timeline.get_column("gpu").n_unique()
+    if gpu_count > charts.TIMELINE_LINES_MAX:
+        lowest = ", ".join(charts.timeline_worst_gpus(timeline))
+        st.caption(
+            f"{gpu_count} GPUs: the grey band spans the lowest to the highest GPU at each "
+            f"moment and the dark line is the median GPU; the lines of their own are the "
+            f"{charts.TIMELINE_WORST} GPUs with the lowest mean busy ({lowest}). Every GPU's "
+            "figures are in the timeline data below."
+        )
     if missing:
         st.caption(f"Not reported by this job's GPUs: {', '.join(missing)}.")
     with st.expander("Timeline data"):

@@ -1,5 +1,6 @@
 """Jobs: every job of the window, searchable and filterable, most wasteful first."""
 
+import polars as pl
 import streamlit as st
 
 from app import charts, data, scope
@@ -61,8 +62,12 @@ st.caption(
     "Select a row to open the job."
 )
 st.altair_chart(charts.job_waste_scatter(jobs), width="stretch")
+# the figures first, the times and the partition last: at 1400 px the table scrolls sideways
+# from about the 12th column (the job column stays pinned)
+first = ["job_id", "job_name", "user", "account", "state", "gpus", "alloc_gpu_h", "idle_gpu_h"]
+last = ["runtime_h", "start_ts", "end_ts", "partition"]
 event = show_table(
-    jobs,
+    jobs.select(*first, pl.exclude(first + last), *last),
     "jobs",
     "jobs",
     height=480,

@@ -118,10 +118,10 @@ with right:
         jobs.select("job_id", "user", "state", "gpus", "alloc_gpu_h", "idle_gpu_h", "busy_mean"),
         "top_jobs_by_idle",
         "overview_jobs",
-        # wide enough that the header reads "busy", not "bus…"
+        # narrow, so the table fits half the page and the header reads "busy", not "bus…"
         column_config={
             "busy_mean": st.column_config.ProgressColumn(
-                "busy", format="percent", min_value=0.0, max_value=1.0, width="medium"
+                "busy", format="percent", min_value=0.0, max_value=1.0, width="small"
             )
         },
     )

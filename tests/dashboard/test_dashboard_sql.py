@@ -280,6 +280,12 @@ def test_drain_candidates_also_count_critical_hardware_and_drain_recommendations
     assert rows["n3"]["drain_reason"] == "predicted failure risk"
     assert rows["n4"]["drain_reason"] == "drain_node recommendation"
     assert rows["n4"]["findings"] == 0
+    # at stake: the larger of the findings' figure and the recommendation's gain (not added)
+    assert rows["n4"]["gpu_h_at_stake"] == pytest.approx(10.0)
+    assert rows["n4"]["first_event_ts"] is None
+    # the event times are the findings' own span, not when detect ran
+    assert rows["n1"]["first_event_ts"] == T0 + dt.timedelta(hours=1)
+    assert rows["n1"]["last_event_ts"] == T0 + dt.timedelta(hours=2)
 
 
 def test_gpu_health_counts_events_by_kind_and_xid_class(con):

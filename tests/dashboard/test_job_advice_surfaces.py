@@ -146,3 +146,32 @@ def test_what_each_broken_job_is_told(lake):
     assert "because it hung, not because it needed more time" in hung["reason"]
     assert failed["option"] == "--requeue"
     assert "xid 79" in failed["reason"]
+
+
+def cli_diagnosis(lake: Path, job_id: str) -> dict[str, object]:
+    runner = CliRunner(env={k: None for k in os.environ if k.startswith("GPULEDGER_")})
+    result = runner.invoke(cli, ["job", job_id, "--format", "json", "--lake", str(lake)])
+    assert result.exit_code == 0, result.output
+    diagnosis: dict[str, object] = json.loads(result.output)["diagnosis"]
+    return diagnosis
+
+
+@pytest.mark.parametrize(("job_id", "diagnosis"), [("hung", "stalled"), ("nodefail", None)])
+def test_the_job_page_shows_the_bottleneck_the_cli_diagnoses(lake, monkeypatch, job_id, diagnosis):
+    cli_said = cli_diagnosis(lake, job_id)
+    monkeypatch.setenv("GPULEDGER_LAKE", str(lake))
+    for name in ("GPULEDGER_DASHBOARD_MANAGERS", "GPULEDGER_DASHBOARD_COST_PER_GPU_HOUR"):
+        monkeypatch.delenv(name, raising=False)
+    at = AppTest.from_file(str(ENTRY), default_timeout=60)
+    at.session_state["job_id_input"] = job_id
+    at.switch_page(PAGES["job"])
+    at.run()
+
+    assert not at.exception, at.exception
+    assert "Bottleneck" in [h.value for h in at.subheader]
+    said = [a.value for a in [*at.warning, *at.info, *at.success] if a.value.startswith("`")]
+    assert said == [f"`{cli_said['diagnosis']}` — {cli_said['advice']}"]
+    if diagnosis:
+        assert cli_said["diagnosis"] == diagnosis
+        [warning] = at.warning
+        assert "NCCL_TIMEOUT" in warning.value
