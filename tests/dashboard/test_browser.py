@@ -143,6 +143,6 @@ def test_every_page_shows_its_title_and_a_rendered_chart(dashboard_url):
                             has_text="CSV"
                         ).first.click()
                     header = Path(download.value.path()).read_text().splitlines()[0]
-                    assert header.startswith("job_id,job_name,user,account,partition,state")
+                    assert header.startswith("job_id,job_name,user,account,state,gpus,alloc_gpu_h")
         finally:
             browser.close()
