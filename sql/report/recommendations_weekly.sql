@@ -13,9 +13,9 @@
 --
 -- `detect` stamps created_ts with the time it ran (for a backfilled lake, weeks after the data)
 -- and records the span of the data it replayed (not its lookback window) in the evidence JSON
--- (`replayed_from`, `replayed_until`, ISO text; read with a regular expression, so malformed evidence has no window). A
--- recommendation covers the week when that window overlaps it; one without a window, when it
--- was made in the week.
+-- (`replayed_from`, `replayed_until`, ISO text; read with a regular expression, so malformed
+-- evidence has no window). A recommendation covers the week when that window overlaps it; one
+-- without a window, when it was made in the week.
 
 WITH latest AS (
     SELECT
