@@ -6,6 +6,7 @@ import streamlit as st
 
 from app import charts, data, scope
 from app.downloads import show_table
+from detectors.recommend.recommendation import GAIN_KINDS
 
 s = scope.current()
 st.title("Alerts & recommendations")
@@ -64,7 +65,11 @@ if recs.is_empty():
         else "No recommendations yet: `gpuledger detect` writes them."
     )
     st.stop()
-st.altair_chart(charts.gain_bars(recs), width="stretch")
+# only GPU-hours the cluster gets back are charted against each other: reserved time released
+# to backfill and GPU-hours shifted between users are other quantities (their own titles say so)
+saved = recs.filter(recs.get_column("gain_kind").is_in(["saved", "failures_avoided"]))
+if not saved.is_empty():
+    st.altair_chart(charts.gain_bars(saved), width="stretch")
 show_table(
     recs.drop("config", "evidence"),
     "recommendations",
@@ -72,8 +77,9 @@ show_table(
 )
 for rec in recs.iter_rows(named=True):
     gain = rec["expected_gain_gpu_h"]
+    what = GAIN_KINDS.get(rec["gain_kind"] or "", "GPU-h expected")
     title = f"{rec['kind']} · {rec['scope'] or 'cluster'}" + (
-        f" — {gain:,.0f} GPU-h expected" if gain is not None else ""
+        f" — {gain:,.0f} {what}" if gain is not None else ""
     )
     with st.expander(title):
         st.markdown(f"**Target:** {rec['target'] or '—'}  \n**Risk:** {rec['risk'] or '—'}")

@@ -20,6 +20,7 @@ from app.report.charts import (
     chart_waste_trend,
 )
 from app.report.data import WeeklyReport
+from app.report.recs import evidence_figures, gain_text, pick
 
 __all__ = ["data_uris", "render_charts", "render_html"]
 
@@ -93,6 +94,25 @@ def data_uris(charts: Mapping[str, bytes]) -> dict[str, str]:
     return {n: "data:image/png;base64," + base64.b64encode(p).decode() for n, p in charts.items()}
 
 
+def _recommendations(report: WeeklyReport) -> tuple[list[dict[str, object]], int]:
+    """The recommendations §7 shows, each with its gain and evidence in words; how many more."""
+    rows, more = pick(report.tables["recommendations"], MAX_RECOMMENDATIONS)
+    shown = [
+        row
+        | {
+            "gain": gain_text(
+                row["expected_gain_gpu_h"],
+                row["gain_kind"],
+                row["evidence_from"],
+                row["evidence_until"],
+            ),
+            "figures": evidence_figures(row["kind"], row["evidence"]),
+        }
+        for row in rows
+    ]
+    return shown, more
+
+
 def render_html(report: WeeklyReport, images: Mapping[str, str]) -> str:
     """The report page; `images` maps chart names to their `src` (absent charts are left out)."""
     env = jinja2.Environment(
@@ -103,13 +123,15 @@ def render_html(report: WeeklyReport, images: Mapping[str, str]) -> str:
         lstrip_blocks=True,
     )
     template = env.get_template("weekly.html.j2")
+    recs, more_recs = _recommendations(report)
     return template.render(
         r=report,
         t=report.tables,
         images={n: images.get(n) for n in ("usage", "waits", "waste", "frame")},
         one_day=dt.timedelta(days=1),
         max_rows=MAX_USER_ROWS,
-        max_recs=MAX_RECOMMENDATIONS,
+        recs=recs,
+        more_recs=more_recs,
         frame_rows=FRAME_ROWS,
         num=_num,
         pct=_pct,

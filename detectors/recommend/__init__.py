@@ -86,8 +86,12 @@ def recommend(
     since = min(latest or now, now) - dt.timedelta(days=config.lookback_days)
     recs: list[Recommendation] = []
     for facts in cluster_facts(con, since, now):
-        # every figure is reproducible from the window it was replayed over
-        window = {"replayed_from": facts.window_start, "replayed_until": facts.window_end}
+        # the span the replayed data cover (not the lookback window, nor the run's clock):
+        # the report shows a recommendation for the weeks this span overlaps
+        window = {
+            "replayed_from": dt.datetime.fromtimestamp(facts.data_start_e, dt.UTC),
+            "replayed_until": dt.datetime.fromtimestamp(facts.data_end_e, dt.UTC),
+        }
         for kind, (run, part) in KINDS.items():
             if kinds is None or kind in kinds:
                 recs.extend(

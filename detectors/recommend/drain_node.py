@@ -80,6 +80,7 @@ def recommend(
                     "failed_gpu_h": row["failed_gpu_h"],
                 },
                 expected_gain_gpu_h=float(row["failed_gpu_h"]),
+                gain_kind="failures_avoided",
                 risk=(
                     f"{row['gpus']} GPU(s) out of service until the node is repaired "
                     f"({row['gpus']} GPU-h per hour drained)"

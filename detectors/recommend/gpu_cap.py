@@ -198,6 +198,7 @@ def recommend(
                 target=facts.target,
                 evidence=evidence,
                 expected_gain_gpu_h=excess,
+                gain_kind="shifted",
                 risk=f"{excess:.1f} GPU-h of {whose}",
                 config=config_for(cap),
             )

@@ -131,6 +131,7 @@ def recommend(
             target=facts.target,
             evidence=evidence,
             expected_gain_gpu_h=best["gain_gpu_h"],
+            gain_kind="saved",
             risk=risk,
             config=_config(facts, best),
         )

@@ -145,6 +145,7 @@ def recommend(
             target=facts.target,
             evidence=evidence,
             expected_gain_gpu_h=freed,
+            gain_kind="saved",
             risk=(
                 f"{gpus} GPU(s) leave the whole-GPU pool; jobs whose use grows beyond their "
                 "slice run slower (MIG slices do not borrow idle compute)"

@@ -15,6 +15,7 @@ import pyarrow as pa
 from warehouse.schema import TABLES
 
 __all__ = [
+    "GAIN_KINDS",
     "ClusterFacts",
     "Recommendation",
     "hhmmss",
@@ -22,6 +23,18 @@ __all__ = [
     "round_up",
     "to_table",
 ]
+
+
+# What a recommendation's expected_gain_gpu_h counts (`gain_kind` in its evidence). Only
+# "saved" and "failures_avoided" are GPU-hours the cluster gets back; "shifted" moves GPU-hours
+# from one user to others, "backfill" frees reserved (not computed) time for the scheduler's
+# backfill, so reports must not rank those against real savings.
+GAIN_KINDS: dict[str, str] = {
+    "saved": "GPU-h saved",
+    "failures_avoided": "GPU-h that failed jobs lost on it (avoidable)",
+    "shifted": "GPU-h shifted to others' waiting jobs",
+    "backfill": "reserved GPU-h released to backfill",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +61,8 @@ class Recommendation:
 
     `scope` names what it applies to (`cluster`, `partition=gpu`, `user=alice`, `node=g001`);
     the same (cluster, kind, scope, target) is the same recommendation, so its id is stable.
+    `gain_kind` (a key of GAIN_KINDS) says what `expected_gain_gpu_h` counts; it is stored in
+    the evidence, since the table has no column for it.
     """
 
     cluster: str
@@ -58,6 +73,11 @@ class Recommendation:
     expected_gain_gpu_h: float | None
     risk: str
     config: str
+    gain_kind: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.expected_gain_gpu_h is not None and self.gain_kind not in GAIN_KINDS:
+            raise ValueError(f"{self.kind}: a gain needs a gain_kind of {sorted(GAIN_KINDS)}")
 
     @property
     def rec_id(self) -> str:
@@ -83,6 +103,12 @@ def _clean(value: Any) -> Any:
     return value
 
 
+def _evidence(rec: Recommendation) -> Mapping[str, Any]:
+    if rec.expected_gain_gpu_h is None or rec.gain_kind is None:
+        return rec.evidence
+    return {**rec.evidence, "gain_kind": rec.gain_kind}
+
+
 def to_table(recs: Iterable[Recommendation], created: dt.datetime) -> pa.Table:
     """The recommendations as rows of the lake's `recommendations` table."""
     rows = [
@@ -92,7 +118,7 @@ def to_table(recs: Iterable[Recommendation], created: dt.datetime) -> pa.Table:
             "kind": rec.kind,
             "scope": rec.scope,
             "target": rec.target,
-            "evidence": json.dumps(_clean(rec.evidence), sort_keys=True),
+            "evidence": json.dumps(_clean(_evidence(rec)), sort_keys=True),
             "expected_gain_gpu_h": (
                 None if rec.expected_gain_gpu_h is None else round(rec.expected_gain_gpu_h, 6)
             ),

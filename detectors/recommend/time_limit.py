@@ -116,6 +116,7 @@ def recommend(
                 evidence=figures
                 | {"default_time_s": default_s, "max_time_s": max_s, "gain_is": GAIN_IS},
                 expected_gain_gpu_h=figures["released_gpu_h"],
+                gain_kind="backfill",
                 risk=(
                     f"{figures['jobs_over_new_limit']} of {part.height} completed jobs ran longer "
                     f"than the new default {hhmmss(default_s)} and must ask for more; none "
@@ -145,6 +146,7 @@ def recommend(
                 target=facts.target,
                 evidence=figures | {"time_hint_s": hint_s, "gain_is": GAIN_IS},
                 expected_gain_gpu_h=figures["released_gpu_h"],
+                gain_kind="backfill",
                 risk=(
                     f"{figures['jobs_over_new_limit']} of {mine.height} of {user}'s jobs ran "
                     f"longer than {hhmmss(hint_s)}"

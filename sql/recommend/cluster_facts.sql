@@ -1,7 +1,7 @@
 -- cluster_facts: per cluster, what every recommendation needs to know about it.
 --
 -- Grain:   one row per cluster with jobs that started in [$since, $until)
--- Reads:   jobs_latest, gpus, job_gpus
+-- Reads:   jobs_latest, gpus, job_gpus, gpu_samples
 -- Params:
 --   $since  inclusive lower bound on job start (TIMESTAMP, UTC)
 --   $until  exclusive upper bound on job start
@@ -10,19 +10,45 @@
 -- target is `kueue` when most of the window's jobs came from the Kubernetes collector,
 -- else `slurm`. gpus_total is the inventory's GPU count (gpus), else the distinct GPUs the
 -- scheduler ever allocated (job_gpus). data_start_e/data_end_e (epoch seconds) bound what the
--- window holds: its first job start, and its last job end (a running job: $until) capped at
--- $until, so averages over time use the span the lake covers rather than the whole window.
+-- window holds: its first job start, and its last job end capped at $until, so averages over
+-- time use the span the lake covers rather than the whole window. A job still running ends
+-- where the cluster's data end (the later of its last sample interval's end and its latest job
+-- submit, start or end, as sql/report/data_weeks.sql), not at $until: `detect` run weeks after
+-- the data must not stretch the span to its own clock. Only without any data: $until.
 
-WITH window_jobs AS (
+WITH lake_end AS (
     SELECT
         cluster,
-        count(*) AS jobs,
-        count(*) FILTER (WHERE source = 'kubernetes') AS kubernetes_jobs,
-        min(epoch(start_ts)) AS data_start_e,
-        least(max(coalesce(epoch(end_ts), epoch($until))), epoch($until)) AS data_end_e
-    FROM jobs_latest
-    WHERE start_ts >= $since AND start_ts < $until
+        max(end_e) AS end_e
+    FROM (
+        SELECT
+            cluster,
+            max(epoch(greatest(submit_ts, start_ts, end_ts))) AS end_e
+        FROM jobs_latest
+        GROUP BY cluster
+        UNION ALL
+        SELECT
+            cluster,
+            max(epoch(ts) + interval_s) AS end_e
+        FROM gpu_samples
+        GROUP BY cluster
+    )
     GROUP BY cluster
+),
+window_jobs AS (
+    SELECT
+        j.cluster,
+        count(*) AS jobs,
+        count(*) FILTER (WHERE j.source = 'kubernetes') AS kubernetes_jobs,
+        min(epoch(j.start_ts)) AS data_start_e,
+        least(
+            max(coalesce(epoch(j.end_ts), e.end_e, epoch($until))), epoch($until)
+        ) AS data_end_e
+    FROM jobs_latest AS j
+    LEFT JOIN lake_end AS e
+        ON e.cluster = j.cluster
+    WHERE j.start_ts >= $since AND j.start_ts < $until
+    GROUP BY j.cluster
 ),
 inventory AS (
     SELECT

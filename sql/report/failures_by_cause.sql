@@ -9,14 +9,17 @@
 --   $week_end_e    end of the week (exclusive)
 -- Returns: account, outcome, cause, jobs, gpu_h_lost
 --
--- cause is 'hardware' when job_outcomes saw an XID, ECC or row-remap event on the job's GPUs
--- before it ended, else 'application' (preemptions and time limits are 'scheduler').
+-- cause is 'hardware' when job_outcomes saw an XID, ECC, row-remap or offline event on the job's
+-- GPUs before it ended; else 'node' for a NODE_FAIL (the node failed under the job: not the
+-- application's fault, as detectors/job_advice.py tells its owner); 'scheduler' for preemptions
+-- and time limits; else 'application'.
 
 SELECT
     coalesce(o.account, '(none)') AS account,
     o.outcome,
     CASE
         WHEN o.hw_event_before_end THEN 'hardware'
+        WHEN o.outcome = 'node_fail' THEN 'node'
         WHEN o.outcome IN ('preempted', 'timeout') THEN 'scheduler'
         ELSE 'application'
     END AS cause,

@@ -1,6 +1,6 @@
--- recommendations_weekly: every policy recommendation stored for a cluster, largest expected
--- gain first, with its evidence, the exact configuration to apply, the window its evidence was
--- replayed over, and whether that evidence covers the report's week.
+-- recommendations_weekly: every policy recommendation stored for a cluster, most pressing first,
+-- with what its gain counts, its evidence, the exact configuration to apply, the window its
+-- evidence was replayed over, and whether that evidence covers the report's week.
 --
 -- Grain:   one row per recommendation (latest version of each rec_id)
 -- Reads:   recommendations
@@ -8,14 +8,20 @@
 --   $cluster       cluster name
 --   $week_start_e  start of the week (epoch seconds)
 --   $week_end_e    end of the week (exclusive)
--- Returns: rec_id, kind, scope, target, expected_gain_gpu_h, risk, evidence, config, created_ts,
---          evidence_from, evidence_until, covers_week
+-- Returns: rec_id, kind, scope, target, expected_gain_gpu_h, gain_kind, risk, evidence, config,
+--          created_ts, evidence_from, evidence_until, covers_week
 --
 -- `detect` stamps created_ts with the time it ran (for a backfilled lake, weeks after the data)
--- and records the replayed window in the evidence JSON (`replayed_from`, `replayed_until`,
--- ISO text; read with a regular expression, so malformed evidence has no window). A
--- recommendation covers the week when that window overlaps it; one without a window, when it
--- was made in the week.
+-- and records the span of the data it replayed (not its lookback window) in the evidence JSON
+-- (`replayed_from`, `replayed_until`, ISO text; read with a regular expression, so malformed
+-- evidence has no window). A recommendation covers the week when that window overlaps it; one
+-- without a window, when it was made in the week.
+--
+-- gain_kind (what expected_gain_gpu_h counts: detectors/recommend/recommendation.py GAIN_KINDS)
+-- is the evidence's `gain_kind`, else (stored before it was recorded) the one its kind makes;
+-- null without a gain. Order: nodes to drain (never left out of a short list), then GPU-hours
+-- saved, then gains that are not savings (reserved time released to backfill, GPU-hours
+-- shifted between users), then changes without a gain; by gain within each.
 
 WITH latest AS (
     SELECT
@@ -28,6 +34,19 @@ WITH latest AS (
         evidence,
         config,
         created_ts,
+        CASE
+            WHEN expected_gain_gpu_h IS NOT NULL
+                THEN coalesce(
+                    nullif(regexp_extract(evidence, '"gain_kind"\s*:\s*"([^"]+)"', 1), ''),
+                    CASE kind
+                        WHEN 'idle_cancel_policy' THEN 'saved'
+                        WHEN 'mig_packing' THEN 'saved'
+                        WHEN 'drain_node' THEN 'failures_avoided'
+                        WHEN 'gpu_cap' THEN 'shifted'
+                        WHEN 'time_limit' THEN 'backfill'
+                    END
+                )
+        END AS gain_kind,
         try_cast(
             nullif(regexp_extract(evidence, '"replayed_from"\s*:\s*"([^"]+)"', 1), '')
             AS TIMESTAMPTZ
@@ -46,6 +65,7 @@ SELECT
     scope,
     target,
     expected_gain_gpu_h,
+    gain_kind,
     risk,
     evidence,
     config,
@@ -58,4 +78,12 @@ SELECT
         ELSE epoch(created_ts) >= $week_start_e AND epoch(created_ts) < $week_end_e
     END AS covers_week
 FROM latest
-ORDER BY expected_gain_gpu_h DESC NULLS LAST, rec_id
+ORDER BY
+    CASE
+        WHEN kind = 'drain_node' THEN 0
+        WHEN gain_kind IN ('saved', 'failures_avoided') THEN 1
+        WHEN expected_gain_gpu_h IS NOT NULL THEN 2
+        ELSE 3
+    END,
+    expected_gain_gpu_h DESC NULLS LAST,
+    rec_id

@@ -391,7 +391,7 @@ def test_job_gpu_timeline_means_and_unknown_fields(con):
     assert row["power_w"] == pytest.approx(200.0)
 
 
-def test_recommendation_list_keeps_the_latest_version_largest_gain_first(con):
+def test_recommendation_list_keeps_the_latest_version_savings_first(con):
     from tests.dashboard.factories import make_recommendation
 
     con.register(
@@ -403,12 +403,21 @@ def test_recommendation_list_keeps_the_latest_version_largest_gain_first(con):
                 make_recommendation("r1", gain=50.0, created_h=9),  # the newer version wins
                 make_recommendation("r2", kind="gpu_cap", gain=20.0, config="sacctmgr modify"),
                 make_recommendation("r3", cluster="other", gain=99.0),
+                # reserved time released to backfill: a larger figure, but not GPU-h saved
+                make_recommendation("r4", kind="time_limit", gain=500.0)
+                | {"evidence": '{"gain_kind": "backfill"}'},
+                make_recommendation("r5", kind="drain_node", gain=1.0),  # drains first
             ],
         ),
     )
     frame = queries.run(con, "dashboard/recommendation_list", cluster="sim", needle="")
 
-    assert frame.select("rec_id", "expected_gain_gpu_h").rows() == [("r1", 50.0), ("r2", 20.0)]
+    assert frame.select("rec_id", "expected_gain_gpu_h", "gain_kind").rows() == [
+        ("r5", 1.0, "failures_avoided"),
+        ("r1", 50.0, "saved"),
+        ("r4", 500.0, "backfill"),
+        ("r2", 20.0, "shifted"),
+    ]
     found = queries.run(con, "dashboard/recommendation_list", cluster="sim", needle="sacctmgr")
     assert found.get_column("rec_id").to_list() == ["r2"]
 

@@ -164,10 +164,13 @@ def test_resilience_power_frame_and_actions(report):
     assert frame["planned_gpu_h"] == 0 and frame["idle_gpu_h"] == 0
     assert frame["unobserved_gpu_h"] == pytest.approx(1.5)
     actions = report.tables["recommendations"].to_dicts()
-    # By gain: r4 was made a month later but its evidence covers W09; r1 and r3 (no evidence
-    # window) were made in W09; r2 was made the week after, r5's evidence starts after W09.
-    assert [a["rec_id"] for a in actions] == ["r4", "r1", "r3"]
-    assert actions[1]["expected_gain_gpu_h"] == 12.5
+    # r4 was made a month later but its evidence covers W09; r1 and r3 (no evidence window)
+    # were made in W09; r2 was made the week after, r5's evidence starts after W09. GPU-hours
+    # saved (r1's idle-cancel policy) come before r4's larger gain, GPU-hours a cap shifts to
+    # others (what each gain counts follows from the kind: these rows predate gain_kind).
+    assert [a["rec_id"] for a in actions] == ["r1", "r4", "r3"]
+    assert [a["gain_kind"] for a in actions] == ["saved", "shifted", None]
+    assert actions[0]["expected_gain_gpu_h"] == 12.5
 
 
 def test_a_week_without_data_is_a_report_that_says_so(con):

@@ -7,7 +7,16 @@ import json
 import pytest
 
 from detectors.recommend import KINDS, RecommendConfig, recommend
+from detectors.recommend.recommendation import GAIN_KINDS
 from warehouse.schema import TABLES
+
+GAIN_KINDS_BY_KIND = {
+    "idle_cancel_policy": "saved",
+    "mig_packing": "saved",
+    "drain_node": "failures_avoided",
+    "gpu_cap": "shifted",
+    "time_limit": "backfill",
+}
 
 pytestmark = pytest.mark.slow
 
@@ -50,6 +59,11 @@ def test_recommendations_over_a_simulated_lake(lake):
         assert isinstance(evidence, dict) and evidence
         if row["expected_gain_gpu_h"] is not None:
             assert row["expected_gain_gpu_h"] >= 0
+            # what the gain counts, so GPU-hours saved are not ranked against others
+            assert evidence["gain_kind"] == GAIN_KINDS_BY_KIND[row["kind"]]
+            assert evidence["gain_kind"] in GAIN_KINDS
+        else:
+            assert "gain_kind" not in evidence
     kinds = set(first.column("kind").to_pylist())
     # the simulator injects idle jobs, over-long limits, small jobs and failing GPUs
     assert {"idle_cancel_policy", "time_limit", "mig_packing"} <= kinds
