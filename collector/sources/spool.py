@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from collector.throughput import INBOX
 from warehouse import layout
-from warehouse.errors import WarehouseError
+from warehouse.errors import NotWritable, WarehouseError
 from warehouse.schema import RAW_TABLES, spec
 from warehouse.writer import atomic_write, conform, write_batch
 
@@ -219,14 +219,14 @@ class Spool:
                 continue
             try:
                 write(lake, item.table, table, item.batch_id)
-            except WarehouseError as exc:
-                self._reject(item, str(exc), result)
-                continue
-            except OSError as exc:
+            except (OSError, NotWritable) as exc:  # the lake, not the file: keep it for later
                 result.error = f"lake {str(lake)!r} not writable: {exc}"
                 result.pending = len(items) - done
                 logger.warning("spool: %s; %d file(s) kept for later", result.error, result.pending)
                 return result
+            except WarehouseError as exc:  # the file's rows break the contract
+                self._reject(item, str(exc), result)
+                continue
             item.path.unlink(missing_ok=True)
             result.files += 1
             result.rows[item.table] += table.num_rows
