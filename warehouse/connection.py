@@ -127,6 +127,8 @@ def _damaged(paths: list[Path], exc: Exception) -> Exception:
     for path in paths:
         try:
             pq.read_metadata(path)
+        except FileNotFoundError:
+            continue  # removed since it was listed (compaction, a rebuild): not damage
         except (pa.ArrowException, OSError) as bad:
             return DamagedFile(path, str(bad).strip().splitlines()[0] if str(bad) else "empty")
     return exc

@@ -52,10 +52,17 @@ def _parameter_errors(name: str, params: dict[str, Any]) -> Iterator[None]:
         duckdb.BinderException,
         duckdb.InvalidInputException,
     ) as exc:
-        # not the caller's values: a bug in the query or a damaged file, let it surface
-        if not params or (
-            isinstance(exc, duckdb.InvalidInputException) and "cast" not in str(exc).lower()
-        ):
+        # only what names a value given (or LIMIT/OFFSET, which take one): else a bug in the
+        # query, a mart built before a column existed or a damaged file, and its own error
+        message = str(exc)
+        named = any(
+            (f"'{v}'" if isinstance(v, str) else str(v)) in message
+            for v in params.values()
+            if v is not None
+        )
+        if not params or not (named or "LIMIT" in message or "OFFSET" in message):
+            raise
+        if isinstance(exc, duckdb.InvalidInputException) and "cast" not in message.lower():
             raise
         given = ", ".join(f"{key}={value!r}" for key, value in sorted(params.items()))
         reason = str(exc).strip().splitlines()[0]

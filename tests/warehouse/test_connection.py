@@ -219,3 +219,15 @@ def test_temporary_spill_files_live_under_state(tmp_path):
         [(spill,)] = con.sql("SELECT current_setting('temp_directory')").fetchall()
 
     assert Path(spill) == tmp_path / "_state" / "duckdb_tmp"
+
+
+def test_a_file_removed_after_listing_is_not_called_damaged(tmp_path):
+    """Compaction or a rebuild can remove a file between listing and reading: DuckDB's own
+    IOException comes back (callers retry on it), not DamagedFile."""
+    from warehouse.connection import register_files
+
+    kept, gone = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    pq.write_table(pa.table({"cluster": ["c"]}), kept)
+    with connect(tmp_path) as con:
+        with pytest.raises(duckdb.IOException):
+            register_files(con, "gpus", [kept, gone])

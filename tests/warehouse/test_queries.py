@@ -108,3 +108,15 @@ def test_a_query_without_parameters_runs_on_an_empty_lake(con):
 def test_an_unknown_query_is_refused(con):
     with pytest.raises(sql.UnknownQuery, match=r"No SQL file named 'views/nope'"):
         queries.run(con, "views/nope")
+
+
+def test_a_query_error_that_is_not_about_a_value_given_keeps_its_own_type(con, monkeypatch):
+    """A mart built before a column existed is the caller's to handle (the Fairness page
+    says so), not "a parameter does not fit"."""
+    import duckdb
+
+    real = sql.load
+    text = "SELECT no_such_column FROM range($start, $end) AS r(i)"
+    monkeypatch.setattr(sql, "load", lambda name: text if name == PROBE else real(name))
+    with pytest.raises(duckdb.BinderException):
+        queries.run(con, PROBE, start=1, end=4)
