@@ -56,7 +56,7 @@ def _parameter_errors(name: str, params: dict[str, Any]) -> Iterator[None]:
         # query, a mart built before a column existed or a damaged file, and its own error
         message = str(exc)
         named = any(
-            (f"'{v}'" if isinstance(v, str) else str(v)) in message
+            any(q in message for q in ((f"'{v}'", f'"{v}"') if isinstance(v, str) else (str(v),)))
             for v in params.values()
             if v is not None
         )
