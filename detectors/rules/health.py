@@ -80,6 +80,7 @@ def _throttling(hourly: pl.DataFrame, t: HealthThresholds) -> pl.DataFrame:
             pl.col("thermal_samples").sum(),
             pl.col("hw_slowdown_samples").sum(),
             pl.col("power_brake_samples").sum(),
+            pl.col("throttled_busy_samples").sum(),
             pl.col("temp_max").max(),
             pl.col("clock_throttled_mean").mean(),
             pl.col("model_clock_max").first(),
@@ -96,10 +97,11 @@ def _throttling(hourly: pl.DataFrame, t: HealthThresholds) -> pl.DataFrame:
         .then(pl.lit("power brake"))
         .otherwise(pl.lit("HW slowdown"))
     )
-    # Never busy while throttled (no throttled busy clock): the bits were seen on an idle GPU,
-    # so no work was slowed, and thermal bits at idle temperatures point at the reading (sensor,
-    # firmware) more than at cooling. Say what was seen, as information only.
-    idle = pl.col("clock_throttled_mean").is_null()
+    # Never busy while throttled: the bits were seen on an idle GPU, so no work was slowed,
+    # and thermal bits at idle temperatures point at the reading (sensor, firmware) more than
+    # at cooling. Say what was seen, as information only. (Not "no throttled busy clock": an
+    # exporter without SM_CLOCK has none while the GPU works flat out.)
+    idle = pl.col("throttled_busy_samples") == 0
     return (
         gpus.with_columns(
             cause.alias("cause"),
@@ -142,7 +144,11 @@ def _throttling(hourly: pl.DataFrame, t: HealthThresholds) -> pl.DataFrame:
                     "cause",
                     "throttled_hours",
                     pl.col("temp_max").round(0).cast(pl.Int64).cast(pl.String).fill_null("?"),
-                    pl.col("clock_throttled_mean").round(0).cast(pl.Int64),
+                    pl.col("clock_throttled_mean")
+                    .round(0)
+                    .cast(pl.Int64)
+                    .cast(pl.String)
+                    .fill_null("?"),  # an exporter without SM_CLOCK
                     pl.col("model_clock_max")
                     .round(0)
                     .cast(pl.Int64)

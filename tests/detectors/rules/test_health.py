@@ -233,3 +233,16 @@ def test_mig_instances_repeating_device_fields_count_once(tmp_path):
     ]
     [finding] = run(tmp_path, [sample(m * 60) for m in range(60)] + hot)
     assert finding["gpu_h_at_stake"] == pytest.approx(0.6)  # as for one instance
+
+
+def test_throttling_under_load_without_an_sm_clock_is_not_called_idle(tmp_path):
+    # an exporter without SM_CLOCK: busy GPUs with thermal bits for 30 h are a critical
+    # finding with its message, not "idle, no work slowed"
+    samples = [
+        sample(m * 600, clock_event_reasons=0x40, sm_clock_mhz=None, temp_c=92.0)
+        for m in range(6 * 30)
+    ]
+    [finding] = run(tmp_path, samples)
+    assert finding["severity"] == "critical"
+    assert "while the GPU was idle" not in finding["message"]
+    assert "busy clock ? of" in finding["message"]
