@@ -283,7 +283,8 @@ def _time_advice(job: Mapping[str, Any], f: _Facts, t: AdviceThresholds) -> list
     limit, runtime = _num(job.get("time_limit_s")), _num(job.get("runtime_s"))
     if not limit or runtime is None or f.hung or f.hw_failed:
         return []  # a hang or a fault, not the limit, decided how long it ran
-    if f.state.startswith("TIMEOUT") and f.diagnosis not in NO_PROGRESS:
+    # only when the telemetry showed it working: no diagnosis (unobserved) says nothing
+    if f.state.startswith("TIMEOUT") and f.diagnosis not in (*NO_PROGRESS, "unobserved", None):
         new = round_up(limit * t.time_margin, 900)
         return [
             Advice(

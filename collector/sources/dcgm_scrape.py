@@ -321,7 +321,8 @@ def scrape_exporters(
             source=SOURCE,
             default_node=urlsplit(url).hostname,
         )
-        if parsed.samples.num_rows == 0 and _has_lines(text):
+        found = parsed.samples.num_rows + parsed.events.num_rows + parsed.job_gpus.num_rows
+        if found == 0 and _has_lines(text):
             # an HTML page, another exporter's metrics: a wrong URL, not a GPU-less node
             return ScrapeOutcome(
                 url=url,

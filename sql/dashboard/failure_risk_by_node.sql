@@ -80,7 +80,7 @@ joined AS (
         p.last_event_ts,
         p.last_detected_ts,
         r.node IS NOT NULL AS drain_recommended,
-        coalesce(p.risk_score, 0) >= $drain_score AS predicted_risk
+        coalesce(p.risk_score >= $drain_score, false) AS predicted_risk
     FROM per_node AS p
     FULL OUTER JOIN drain_recs AS r
         ON p.node = r.node

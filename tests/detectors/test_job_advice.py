@@ -206,7 +206,7 @@ def test_a_timed_out_busy_job_asks_for_more_time_and_checkpoints():
     assert advice.kubernetes == 'label kueue.x-k8s.io/max-exec-time-seconds: "64800"'
 
 
-@pytest.mark.parametrize("diagnosis", ["idle", "stalled"])
+@pytest.mark.parametrize("diagnosis", ["idle", "stalled", "unobserved", None])
 def test_a_timed_out_job_that_made_no_progress_gets_no_more_time(diagnosis):
     job = {"state": "TIMEOUT", "runtime_s": 12 * H, "time_limit_s": 12 * H, "busy_mean": 0.01}
     assert not any("--time" in (o or "") for o in options(diagnosis=diagnosis, **job))
