@@ -10,7 +10,9 @@ whose jobs alone may be shown, or None for everyone's (app.access).
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import duckdb
 import polars as pl
@@ -23,6 +25,8 @@ from detectors.job_report import UnknownJob, load_job_advice, load_job_diagnosis
 from warehouse import layout, queries
 from warehouse.connection import connect
 from warehouse.schema import TABLES
+
+T = TypeVar("T")
 
 __all__ = [
     "FAIRNESS_TABLE",
@@ -95,15 +99,20 @@ def _connection(root: str) -> duckdb.DuckDBPyConnection:
     return con
 
 
-def _run(root: str, name: str, **params: object) -> pl.DataFrame:
-    # A DuckDB connection is not thread-safe; each query runs on its own cursor.
+def _on_lake(root: str, read: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
+    """`read` on a cursor of the lake's connection (a DuckDB connection is not thread-safe;
+    each read gets its own cursor). The views name the files the lake had when they were
+    opened; a collector, compaction or `gpuledger attribute` may have replaced some since, so
+    on DuckDB's IOException the lake is reopened once."""
     try:
-        return queries.run(_connection(root).cursor(), name, **params)
+        return read(_connection(root).cursor())
     except duckdb.IOException:
-        # The views name the files the lake had when they were opened; a collector, compaction
-        # or `gpuledger attribute` may have replaced some since. Reopen the lake once.
         _connection.clear()
-        return queries.run(_connection(root).cursor(), name, **params)
+        return read(_connection(root).cursor())
+
+
+def _run(root: str, name: str, **params: object) -> pl.DataFrame:
+    return _on_lake(root, lambda con: queries.run(con, name, **params))
 
 
 # ---------------------------------------------------------------- cluster and overview
@@ -186,11 +195,7 @@ def job_detail(root: str, cluster: str, job_id: str, viewer: str | None) -> pl.D
 def job_advice(root: str, cluster: str, job_id: str) -> list[Advice]:
     """What to change next time: the advice `gpuledger job` gives, from the same engine."""
     try:
-        try:
-            return load_job_advice(_connection(root).cursor(), job_id, cluster)
-        except duckdb.IOException:  # files replaced since the views were opened (see _run)
-            _connection.clear()
-            return load_job_advice(_connection(root).cursor(), job_id, cluster)
+        return _on_lake(root, lambda con: load_job_advice(con, job_id, cluster))
     except UnknownJob:
         return []
 
@@ -200,11 +205,7 @@ def job_diagnosis(root: str, cluster: str, job_id: str) -> dict[str, object]:
     """The job's bottleneck (`diagnosis`, `advice` and the signals behind them): what
     `gpuledger job` prints under Bottleneck, from the same function; {} for an unknown job."""
     try:
-        try:
-            return load_job_diagnosis(_connection(root).cursor(), job_id, cluster)
-        except duckdb.IOException:  # files replaced since the views were opened (see _run)
-            _connection.clear()
-            return load_job_diagnosis(_connection(root).cursor(), job_id, cluster)
+        return _on_lake(root, lambda con: load_job_diagnosis(con, job_id, cluster))
     except UnknownJob:
         return {}
 

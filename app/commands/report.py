@@ -209,11 +209,13 @@ def _smtp(cfg: Any, email_to: str | None) -> tuple[Any, list[str]]:
 
 def _default_week(found: DataWeeks, moment: dt.datetime, fallback: IsoWeek) -> IsoWeek:
     """The latest complete week with data (saying so), else the last complete week."""
+    from app.report.week import covered
+
     chosen = found.default(moment)
     if chosen is None:
         click.echo(f"No --week given and no week has data: reporting {fallback.label}.")
         return fallback
-    complete = found.data_end is not None and chosen.end <= min(found.data_end, moment)
+    complete = covered(chosen, found.data_end, moment)
     why = "the latest complete week with data" if complete else "the current week, in progress"
     click.echo(
         f"No --week given: reporting {chosen.label}, {why} (data in {found.span}); "

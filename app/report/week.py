@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["IsoWeek", "default_week", "last_complete_week", "parse_week"]
+__all__ = ["IsoWeek", "covered", "default_week", "last_complete_week", "parse_week"]
 
 _WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
 # Weeks a report can be about: its trend looks back a few weeks and its end is a week on,
@@ -72,6 +72,11 @@ def last_complete_week(now: dt.datetime) -> IsoWeek:
     return IsoWeek.of(now.astimezone(dt.UTC).date()).minus(1)
 
 
+def covered(week: IsoWeek, data_end: dt.datetime | None, now: dt.datetime) -> bool:
+    """Whether the data cover `week` to its end (it ended at or before `data_end` and now)."""
+    return data_end is not None and week.end <= min(data_end, now)
+
+
 def default_week(
     weeks: Iterable[IsoWeek], data_end: dt.datetime | None, now: dt.datetime
 ) -> IsoWeek | None:
@@ -84,7 +89,7 @@ def default_week(
     week of the backfill rather than an empty week before today.
     """
     begun = [w for w in weeks if w.start <= now]
-    complete = [w for w in begun if data_end is not None and w.end <= min(data_end, now)]
+    complete = [w for w in begun if covered(w, data_end, now)]
     if complete:
         return max(complete)
     return max(begun) if begun else None

@@ -33,6 +33,7 @@ import pyarrow as pa
 from collector.errors import CollectorError, ConfigError
 from collector.sources.dcgm_rows import observed_conditions, to_ms
 from collector.sources.exposition import parse_exposition
+from collector.sources.http_url import check_http_url
 from warehouse import layout
 from warehouse.writer import write_batch
 
@@ -227,17 +228,7 @@ def _has_lines(text: str) -> bool:
 
 def check_url(url: str) -> None:
     """Raise ConfigError unless `url` is an http(s) URL with a host."""
-    try:
-        parts = urlsplit(url)
-        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
-        parts.port  # noqa: B018  # raises ValueError on a port that is not a number
-    except ValueError:
-        ok = False
-    if not ok:
-        raise ConfigError(
-            f"exporter URL {url!r} is not an http(s) URL with a host; "
-            "expected e.g. http://node01:9400/metrics"
-        )
+    check_http_url(url, "exporter", "http://node01:9400/metrics")
 
 
 def _check_config(

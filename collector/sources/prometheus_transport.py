@@ -13,9 +13,9 @@ import datetime as dt
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, Protocol
-from urllib.parse import urlsplit
 
-from collector.errors import CollectorError, ConfigError
+from collector.errors import CollectorError
+from collector.sources.http_url import check_http_url
 
 if TYPE_CHECKING:
     import requests
@@ -98,17 +98,7 @@ def _refusal(status: int, body: str, what: str) -> CollectorError:
 
 def check_base_url(url: str) -> None:
     """Raise ConfigError unless `url` is an http(s) URL with a host (and a valid port)."""
-    try:
-        parts = urlsplit(url)
-        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
-        parts.port  # noqa: B018  # raises ValueError on a port that is not a number 0-65535
-    except ValueError:
-        ok = False
-    if not ok:
-        raise ConfigError(
-            f"Prometheus URL {url!r} is not an http(s) URL with a host; "
-            "expected e.g. http://prometheus:9090"
-        )
+    check_http_url(url, "Prometheus", "http://prometheus:9090")
 
 
 class ApiClientTransport:
