@@ -10,12 +10,13 @@ from __future__ import annotations
 import codecs
 import csv
 import gzip
+import io
 import logging
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -23,6 +24,9 @@ import pyarrow.csv as pcsv
 
 from collector.errors import MalformedSample
 from warehouse.schema import TIMESTAMP
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 __all__ = ["BLOCK_BYTES", "INTERVAL_S", "UtilStats", "open_text", "read_gpu_util"]
 
@@ -72,12 +76,32 @@ def open_text(path: Path) -> TextIO:
     return open(path, encoding="utf-8", errors="replace", newline="")
 
 
-def _replacing_utf8(stream: pa.NativeFile) -> pa.NativeFile:
-    """`stream` with every byte sequence that is not UTF-8 replaced by U+FFFD (DAMAGED), so
-    the CSV reader sees one malformed line instead of failing the whole file."""
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    encoder = codecs.getincrementalencoder("utf-8")()
-    return pa.lib.TransformInputStream(stream, pa.lib.Transcoder(decoder, encoder))
+class _ReplacingUtf8(io.RawIOBase):
+    """A binary stream of `source`'s bytes with every sequence that is not UTF-8 replaced by
+    U+FFFD (DAMAGED), so the CSV reader sees one malformed line instead of failing the file.
+    Decodes incrementally: a sequence cut by a chunk boundary is joined, not replaced."""
+
+    def __init__(self, source: io.BufferedIOBase, chunk_bytes: int = 1 << 20) -> None:
+        super().__init__()
+        self._source = source
+        self._chunk_bytes = chunk_bytes
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._pending = memoryview(b"")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: WriteableBuffer) -> int:
+        while not self._pending:
+            chunk = self._source.read(self._chunk_bytes)
+            self._pending = memoryview(self._decoder.decode(chunk, final=not chunk).encode())
+            if not chunk:
+                break
+        out = memoryview(buffer).cast("B")
+        n = min(len(out), len(self._pending))
+        out[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        return n
 
 
 def _header(path: Path) -> tuple[int, bool]:
@@ -241,10 +265,9 @@ def read_gpu_util(
         return "skip"
 
     total = path.stat().st_size
-    raw = pa.OSFile(str(path), "rb")
-    stream = _replacing_utf8(
-        pa.CompressedInputStream(raw, "gzip") if path.name.endswith(".gz") else raw
-    )
+    raw = open(path, "rb")  # noqa: SIM115 - closed below; its position is the progress
+    source: io.BufferedIOBase = gzip.GzipFile(fileobj=raw) if path.name.endswith(".gz") else raw
+    stream = _ReplacingUtf8(source)
     pending: list[pa.Table] = []
     pending_lines = 0
     try:

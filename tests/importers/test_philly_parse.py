@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import gzip
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from collector.sources.philly import (
     read_job_log,
     read_machine_list,
 )
-from collector.sources.philly_util import UtilStats, read_gpu_util
+from collector.sources.philly_util import UtilStats, _ReplacingUtf8, read_gpu_util
 
 UTC = dt.UTC
 HEADER = "time,machineId,gpu0_util,gpu1_util\n"
@@ -145,6 +146,19 @@ def test_lines_with_bytes_that_are_not_utf8_are_skipped_and_counted(tmp_path, gz
         ("m1", 10),
         ("m2", 11),
     ]
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 7, 1 << 20])
+@pytest.mark.parametrize("read", [1, 5, 4096])
+def test_utf8_replacing_stream_keeps_valid_text_and_replaces_only_bad_bytes(chunk, read):
+    # 2- and 3-byte characters cut by every chunk boundary stay whole; each bad byte is one
+    # U+FFFD, and a truncated sequence at the very end is replaced too.
+    data = "é€ µ".encode() + b"ok\xffz\xc3" + "—x".encode() + b"\xe2\x82"
+    stream = _ReplacingUtf8(io.BytesIO(data), chunk_bytes=chunk)
+    out = bytearray()
+    while part := stream.read(read):
+        out += part
+    assert out.decode() == "é€ µok\ufffdz\ufffd—x\ufffd"
 
 
 def test_gpus_beyond_the_machine_count_land_only_where_they_hold_a_value(tmp_path):
