@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 import sql
 from warehouse import layout, queries
@@ -56,6 +55,8 @@ SAMPLE_MARTS: tuple[tuple[str, str], ...] = (
 _HELPERS = ("attribution/next_day_head", "attribution/partition_samples", "views/sample_spans")
 
 DayKey = tuple[str, dt.date]
+# Rows per record batch streamed from the engine to a partition file.
+_STREAM_ROWS = 65_536
 
 
 def _empty() -> pa.Table:
@@ -142,25 +143,43 @@ def build_day(
         on_day = duckdb.ColumnExpression("date") == duckdb.ConstantExpression(day)
         for mart, query in SAMPLE_MARTS:
             wanted = queries.parameters(con, query)
+            schema = MARTS[mart].schema
             # rows of the next day's head samples fall on the next day: not this partition's
             relation = queries.relation(con, query, **{k: params[k] for k in wanted})
-            schema = MARTS[mart].schema
-            rows = relation.filter(on_day).to_arrow_table().select(schema.names).cast(schema)
+            relation = relation.filter(on_day).select(*schema.names)
             if from_ts is not None and mart == SAMPLE_MARTS[0][0]:
-                kept = queries.run_arrow(con, "attribution/buckets_before", from_ts=from_ts)
-                rows = pa.concat_tables([kept.select(schema.names).cast(schema), rows])
-            clusters = pc.unique(rows.column("cluster")).to_pylist() or [cluster_folder]
+                kept = queries.relation(con, "attribution/buckets_before", from_ts=from_ts)
+                relation = kept.select(*schema.names).union(relation)
+            # Held in the engine (under its memory limit, spilled past it), not in Python: the
+            # later marts read it there, and each cluster's rows are streamed to its file.
+            relation.create(f"{mart}_day")
+            built = con.table(f"{mart}_day")
+            clusters = [c for (c,) in built.unique("cluster").fetchall()] or [cluster_folder]
+            counts[mart] = 0
             for cluster in clusters:
-                part = rows  # one cluster, the usual case: no copy of the rows
+                part = built  # one cluster, the usual case
                 if len(clusters) > 1:
-                    part = rows.filter(pc.equal(rows.column("cluster"), cluster))
-                replace_partition(root, mart, part, str(cluster), day)
-            con.from_arrow(rows).create_view(mart)
-            counts[mart] = rows.num_rows
+                    cluster_is = duckdb.ColumnExpression("cluster") == duckdb.ConstantExpression(
+                        cluster
+                    )
+                    part = built.filter(cluster_is)
+                counts[mart] += replace_partition(
+                    root, mart, _conformed(part, schema), str(cluster), day
+                )
+            built.create_view(mart)
         return counts
-    finally:  # let go of this day's Arrow tables before the next day is read
+    finally:  # let go of this day's tables before the next day is read
         for view in ("day_samples", "next_day_head", *(mart for mart, _ in SAMPLE_MARTS)):
             con.from_arrow(_empty()).create_view(view)
+        for mart, _ in SAMPLE_MARTS:
+            con.execute(f"DROP TABLE IF EXISTS {mart}_day")  # a name of ours, not a value
+
+
+def _conformed(relation: duckdb.DuckDBPyRelation, schema: pa.Schema) -> pa.RecordBatchReader:
+    """`relation` streamed as record batches of `schema` (the engine's types cast to the
+    contract's: microsecond times to milliseconds, doubles to the floats they are)."""
+    reader = relation.to_arrow_reader(_STREAM_ROWS)
+    return pa.RecordBatchReader.from_batches(schema, (b.cast(schema) for b in reader))
 
 
 def _remove_day(root: Path, key: DayKey) -> None:

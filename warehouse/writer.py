@@ -12,9 +12,10 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import hashlib
+import itertools
 import os
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -39,6 +40,7 @@ BATCH_COLUMN = "_batch"
 _BATCHES_KEY = b"gpuledger.batches"
 _MS_PER_DAY = 86_400_000
 _EPOCH = dt.date(1970, 1, 1)
+_ROW_GROUP = 256_000
 
 
 def conform(table_spec: TableSpec, batch: pa.Table | pa.RecordBatch) -> pa.Table:
@@ -113,21 +115,28 @@ def atomic_write(
     `batches` is recorded in the file's metadata; None keeps what `table` already carries.
     `dictionary`: the columns to dictionary-encode (all by default).
     """
-    layout.ensure_dir(path.parent)
     meta = dict(table.schema.metadata or {})
     if batches is not None:
         meta[_BATCHES_KEY] = ",".join(sorted(set(batches))).encode()
-    table = table.replace_schema_metadata(meta)
+    _write_atomically(table.schema.with_metadata(meta), [table], path, dictionary)
+
+
+def _write_atomically(
+    schema: pa.Schema, chunks: Iterable[pa.Table], path: Path, dictionary: bool | list[str]
+) -> int:
+    """Write `chunks` (of `schema`, metadata included) to `path` as atomic_write does, one row
+    group of at most _ROW_GROUP rows at a time; return the rows written."""
+    layout.ensure_dir(path.parent)
     tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
+    rows = 0
     try:
         with open(tmp, "wb") as handle:
-            pq.write_table(
-                table,
-                handle,
-                compression="zstd",
-                row_group_size=256_000,
-                use_dictionary=dictionary,
-            )
+            with pq.ParquetWriter(
+                handle, schema, compression="zstd", use_dictionary=dictionary
+            ) as writer:
+                for chunk in chunks:
+                    writer.write_table(chunk, _ROW_GROUP)
+                    rows += chunk.num_rows
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, layout.FILE_MODE)
@@ -142,6 +151,7 @@ def atomic_write(
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+    return rows
 
 
 def _batches_in(path: Path) -> set[str]:
@@ -220,32 +230,64 @@ def replace_partitions(
 
 
 def replace_partition(
-    root: Path, table: str, batch: pa.Table, cluster: str, date: dt.date, batch_id: str = "mart"
-) -> list[Path]:
+    root: Path,
+    table: str,
+    batch: pa.Table | pa.RecordBatchReader,
+    cluster: str,
+    date: dt.date,
+    batch_id: str = "mart",
+) -> int:
     """Replace the one (cluster, date) partition of a mart by `batch`; other partitions stay.
+    Return the rows written.
 
     `batch` must hold only rows of that partition (the caller built it for that day, so the
-    rows are not split again); an empty batch removes the partition.
+    rows are not split again); an empty batch removes the partition. A RecordBatchReader is
+    streamed to the file a row group at a time, never held whole.
     """
-    conformed = conform(spec(table), batch)
+    table_spec = spec(table)
     folder = layout.partition_dir(root, table, cluster, date)
-    written = []
-    if conformed.num_rows:
-        batch_id = layout.safe_name(batch_id)
-        rows = conformed.append_column(
-            BATCH_COLUMN, pa.repeat(pa.scalar(batch_id), conformed.num_rows)
-        )
-        path = layout.batch_path(folder, batch_id)
+    batch_id = layout.safe_name(batch_id)
+    path = layout.batch_path(folder, batch_id)
+    schema = table_spec.schema.append(pa.field(BATCH_COLUMN, pa.string()))
+    schema = schema.with_metadata({_BATCHES_KEY: batch_id.encode()})
+
+    def chunks() -> Iterator[pa.Table]:
+        for rows in _row_groups(batch):
+            conformed = conform(table_spec, rows)
+            yield conformed.append_column(
+                BATCH_COLUMN, pa.repeat(pa.scalar(batch_id), conformed.num_rows)
+            )
+
+    chunked = chunks()
+    first = next((c for c in chunked if c.num_rows), None)
+    written = 0
+    if first is not None:
         # Mart columns are mostly sums of floats, nearly all distinct: dictionaries of them cost
         # time (a third of the write) for nothing; the strings keep theirs.
-        strings = [f.name for f in rows.schema if pa.types.is_string(f.type)]
-        atomic_write(rows, path, [batch_id], dictionary=strings)
-        written.append(path)
+        strings = [f.name for f in schema if pa.types.is_string(f.type)]
+        written = _write_atomically(schema, itertools.chain([first], chunked), path, strings)
     if folder.is_dir():
-        for path in folder.glob("*.parquet"):
-            if path not in written:
-                path.unlink()
+        for other in folder.glob("*.parquet"):
+            if not written or other != path:
+                other.unlink()
     return written
+
+
+def _row_groups(batch: pa.Table | pa.RecordBatchReader) -> Iterator[pa.Table]:
+    """`batch` in tables of _ROW_GROUP rows (the last fewer), small reader batches joined."""
+    if isinstance(batch, pa.Table):
+        yield batch
+        return
+    pending: list[pa.RecordBatch] = []
+    held = 0
+    for record_batch in batch:
+        pending.append(record_batch)
+        held += record_batch.num_rows
+        if held >= _ROW_GROUP:
+            yield pa.Table.from_batches(pending)
+            pending, held = [], 0
+    if pending:
+        yield pa.Table.from_batches(pending)
 
 
 def compact(root: Path, table: str, min_files: int = 2) -> int:

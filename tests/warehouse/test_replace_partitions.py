@@ -6,11 +6,13 @@ import datetime as dt
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from warehouse import layout, writer
 from warehouse.connection import connect
 from warehouse.errors import SchemaMismatch
+from warehouse.schema import spec
 
 D1, D2, D3 = dt.date(2024, 3, 1), dt.date(2024, 3, 2), dt.date(2024, 3, 3)
 
@@ -151,4 +153,40 @@ def test_an_empty_batch_removes_the_day_partition(tmp_path):
 
     writer.replace_partition(tmp_path, "usage_daily", usage_daily("della", []), "della", D2)
 
+    assert partitions(tmp_path, "usage_daily") == ["cluster=della/date=2024-03-01"]
+
+
+def _reader(*tables: pa.Table) -> pa.RecordBatchReader:
+    schema = spec("usage_daily").schema
+    batches = [b for t in tables for b in writer.conform(spec("usage_daily"), t).to_batches()]
+    return pa.RecordBatchReader.from_batches(schema, batches)
+
+
+def test_a_streamed_day_partition_lands_every_batch_in_one_file_in_row_groups(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr(writer, "_ROW_GROUP", 3)  # small row groups: several per file
+    writer.replace_partitions(tmp_path, "usage_daily", usage_daily("della", [D1, D2]), "della")
+    batches = [usage_daily("della", [D2] * n, gpu_h=float(n)) for n in (1, 2, 4)]
+
+    written = writer.replace_partition(tmp_path, "usage_daily", _reader(*batches), "della", D2)
+
+    assert written == 7
+    [path] = [p for p in layout.table_files(tmp_path, "usage_daily") if "2024-03-02" in str(p)]
+    meta = pq.ParquetFile(path).metadata
+    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [3, 3, 1]
+    assert rows(
+        tmp_path, "SELECT date, sum(alloc_gpu_h) FROM usage_daily GROUP BY 1 ORDER BY 1"
+    ) == [
+        (D1, 1.0),
+        (D2, 1.0 + 2 * 2.0 + 4 * 4.0),
+    ]
+
+
+def test_an_empty_stream_removes_the_day_partition(tmp_path):
+    writer.replace_partitions(tmp_path, "usage_daily", usage_daily("della", [D1, D2]), "della")
+
+    written = writer.replace_partition(tmp_path, "usage_daily", _reader(), "della", D2)
+
+    assert written == 0
     assert partitions(tmp_path, "usage_daily") == ["cluster=della/date=2024-03-01"]

@@ -141,11 +141,21 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(
     [path] = writer.write_batch(lake, "gpu_samples", make_samples([t0]), "w1")
     before = path.read_bytes()
 
-    def half_write(table, where, **kwargs):
-        where.write(b"PAR1 and then the disk filled up")
-        raise OSError("No space left on device")
+    class HalfWriter:  # writes a few bytes, then the disk is full
+        def __init__(self, where, schema, **kwargs):
+            self.where = where
 
-    monkeypatch.setattr(writer.pq, "write_table", half_write)
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def write_table(self, table, row_group_size=None):
+            self.where.write(b"PAR1 and then the disk filled up")
+            raise OSError("No space left on device")
+
+    monkeypatch.setattr(writer.pq, "ParquetWriter", HalfWriter)
     from warehouse.errors import NotWritable
 
     # one clear error naming the file, not a traceback of the write
