@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import configparser
 import shlex
+import tomllib
 from pathlib import Path
 
 import click
@@ -13,7 +14,7 @@ import yaml
 from click.testing import CliRunner
 
 from app.cli import cli
-from app.config import load_config
+from app.config import ConfigError, load_config
 from collector.sources import kubernetes_collect
 from collector.sources.kubernetes_queues import KUEUE_GROUP, VOLCANO_GROUP
 
@@ -114,3 +115,44 @@ def test_kubernetes_manifest_grants_what_the_collector_lists_and_carries_a_valid
     container = kinds["Deployment"]["spec"]["template"]["spec"]["containers"][0]
     assert container["args"][:1] == ["run"]
     assert container["ports"][0]["containerPort"] == 9746
+
+
+def manifest() -> dict[str, dict]:
+    docs = yaml.safe_load_all((DEPLOY / "kubernetes" / "gpuledger-collector.yaml").read_text())
+    return {d["kind"]: d for d in docs}
+
+
+def test_kubernetes_pod_finds_its_configuration_for_run_and_for_kubectl_exec_status(tmp_path):
+    kinds = manifest()
+    pod = kinds["Deployment"]["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    env = {e["name"]: e["value"] for e in container.get("env", [])}
+    # `kubectl exec deploy/gpuledger -- gpuledger status` passes no --config: the environment
+    # must name the mounted ConfigMap, whose lake is the mounted volume
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    config_path = Path(env["GPULEDGER_CONFIG"])
+    assert config_path.parent == Path(mounts["config"])
+    assert config_path.name in kinds["ConfigMap"]["data"]
+    (tmp_path / config_path.name).write_text(kinds["ConfigMap"]["data"][config_path.name])
+    cfg = load_config(None, environ={"GPULEDGER_CONFIG": str(tmp_path / config_path.name)})
+    assert cfg.lake.root == Path(mounts["lake"]) / "lake"
+    # and SIGTERM's grace outlasts the loop's own wait for its steps
+    from app.service.settings import ServiceConfig
+
+    assert pod["terminationGracePeriodSeconds"] > cfg.section(ServiceConfig).stop_timeout_s
+
+
+def test_kubernetes_service_links_are_off_because_they_would_break_the_configuration():
+    # A Service named gpuledger makes the kubelet inject GPULEDGER_SERVICE_HOST/_PORT into
+    # every pod of the namespace; gpuledger rejects unknown GPULEDGER_SERVICE_* keys.
+    injected = {"GPULEDGER_SERVICE_HOST": "10.0.0.7", "GPULEDGER_SERVICE_PORT": "9746"}
+    with pytest.raises(ConfigError, match="GPULEDGER_SERVICE_HOST"):
+        load_config(None, environ=injected)
+    assert manifest()["Deployment"]["spec"]["template"]["spec"]["enableServiceLinks"] is False
+
+
+def test_systemd_stop_timeout_outlasts_the_loops_own_wait():
+    parser = configparser.ConfigParser(strict=False, interpolation=None)
+    parser.read(DEPLOY / "systemd" / "gpuledger.service")
+    example = tomllib.loads((DEPLOY / "gpuledger.example.toml").read_text())
+    assert float(parser["Service"]["TimeoutStopSec"]) > example["service"]["stop_timeout_s"]
