@@ -4,6 +4,8 @@ manifest are checked against the code they start (config loader, CLI, collector'
 from __future__ import annotations
 
 import configparser
+import os
+import re
 import shlex
 import tomllib
 from pathlib import Path
@@ -156,3 +158,82 @@ def test_systemd_stop_timeout_outlasts_the_loops_own_wait():
     parser.read(DEPLOY / "systemd" / "gpuledger.service")
     example = tomllib.loads((DEPLOY / "gpuledger.example.toml").read_text())
     assert float(parser["Service"]["TimeoutStopSec"]) > example["service"]["stop_timeout_s"]
+
+
+def slurm_recipe() -> list[list[str]]:
+    """The shell lines of README's "On a Slurm cluster" recipe, split into words."""
+    readme = (DEPLOY.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### On a Slurm cluster", 1)[1]
+    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    return [shlex.split(line, comments=True) for line in block.splitlines() if line.strip()]
+
+
+def installed(recipe: list[list[str]]) -> dict[str, dict[str, str]]:
+    """Every path an `install` line creates: {path: {"-m": mode, "-o": owner, "-g": group}}."""
+    out: dict[str, dict[str, str]] = {}
+    for words in recipe:
+        if not words or words[0] != "install":
+            continue
+        flags: dict[str, str] = {}
+        paths: list[str] = []
+        rest = iter(words[1:])
+        for word in rest:
+            if word in ("-m", "-o", "-g"):
+                flags[word] = next(rest)
+            elif word == "-d":
+                flags["-d"] = "yes"
+            else:
+                paths.append(word)
+        for path in paths if "-d" in flags else paths[-1:]:
+            out[path] = flags
+    return out
+
+
+def test_the_slurm_recipe_creates_every_file_the_example_configuration_names(tmp_path, monkeypatch):
+    # Followed to the letter, the recipe must give a configuration that `config check` passes
+    # when run as the service user with nothing in the environment (sudo -u gpuledger …).
+    files = installed(slurm_recipe())
+    example = tomllib.loads((DEPLOY / "gpuledger.example.toml").read_text())
+    config = files["/etc/gpuledger/gpuledger.toml"]
+    assert config["-m"] == "0640" and "gpuledger" in (config.get("-o"), config.get("-g"))
+    named = {k: v for k, v in example["alerts"].items() if k.endswith("_file") or k == "directory"}
+    assert named, "the example names no file: this test checks nothing"
+    for key, path in named.items():
+        assert path in files, f"alerts.{key} = {path!r}: the recipe does not create it"
+        if key.endswith("_file"):  # a secret: readable by the service user alone
+            assert files[path]["-m"] == "0600" and files[path]["-o"] == "gpuledger", key
+        else:
+            assert "gpuledger" in (files[path].get("-o"), files[path].get("-g")), key
+    lake = Path(example["lake"])
+    assert any(Path(p) in lake.parents and f.get("-o") == "gpuledger" for p, f in files.items())
+    # the same files, made as the recipe makes them (empty), in a scratch /etc/gpuledger
+    for var in [v for v in os.environ if v.startswith("GPULEDGER_")]:
+        monkeypatch.delenv(var)
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    for path, flags in files.items():
+        if path.startswith("/etc/gpuledger/") and "-d" not in flags:
+            made = etc / Path(path).name
+            made.write_text("")
+            made.chmod(int(flags["-m"], 8))
+    text = (DEPLOY / "gpuledger.example.toml").read_text().replace("/etc/gpuledger/", f"{etc}/")
+    (etc / "gpuledger.toml").write_text(text)
+    result = CliRunner().invoke(cli, ["config", "check", "--config", str(etc / "gpuledger.toml")])
+    assert result.exit_code == 0, result.output
+
+
+def test_every_extra_an_install_line_names_is_declared():
+    root = DEPLOY.parent
+    declared = set(
+        tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    )
+    texts = [root / "README.md", *sorted(root.glob("deploy/**/*.*"))]
+    texts += sorted(p for pkg in ("app", "collector") for p in (root / pkg).rglob("*.py"))
+    named = {
+        (path.name, extra)
+        for path in texts
+        for extra in re.findall(r"pip install '[^'\[]*\[([\w,-]+)\]'", path.read_text())
+    }
+    assert {extra for _, extra in named} >= {"dashboard", "k8s", "nvml"}
+    for where, extras in named:
+        assert set(extras.split(",")) <= declared, (where, extras)
