@@ -84,7 +84,10 @@ def deploy_commands() -> list[Documented]:
         for n, line in enumerate(text.splitlines(), 1):
             # a command is what a unit starts, or a comment line indented as an example
             # (`#   gpuledger config check …`), not prose about gpuledger
-            if not re.match(r"ExecStart=|#\s{2,}\S", line):
+            cron = re.match(r"(?:[\d*/,-]+\s+){5}\S+\s+(?=\S*gpuledger\s)", line)
+            if cron:  # minute hour day month weekday user command
+                line = line[cron.end() :]
+            elif not re.match(r"ExecStart=|#\s{2,}\S", line):
                 continue
             line = line.removeprefix("ExecStart=")
             for cmd in _commands_in(line):
@@ -160,6 +163,7 @@ def test_the_docs_show_command_lines_and_the_extraction_finds_them():
     assert "gpuledger config check --config /etc/gpuledger/gpuledger.toml" in lines
     assert "gpuledger status --lake /var/lib/gpuledger/lake" in lines  # README's recipe
     assert "gpuledger alert --follow --interval 60" in lines
+    assert "gpuledger collect slurm-shares --cluster della" in lines  # deploy/cron/gpuledger
     assert any(d.where.startswith("`gpuledger collect nvml --help`") for d in everything())
     assert len(lines) > 60
 
