@@ -63,6 +63,8 @@ def test_systemd_units_start_real_commands_with_private_files(unit):
             name, sub, rest = sub.resolve_command(ctx, rest)
         sub.make_context(name or "", rest, parent=ctx)
     assert service["UMask"] == "0027"  # lake files not world-readable
+    # the service user reads every file of the lake (0640): each unit runs in its group
+    assert service["Group"] == "gpuledger"
     if unit.name != "gpuledger-node-agent.service":  # the agent needs root for /proc/<pid>
         assert service["User"] == "gpuledger"
         assert service["NoNewPrivileges"] == "yes"
