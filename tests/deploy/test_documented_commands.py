@@ -47,6 +47,9 @@ def _commands_in(text: str) -> Iterator[str]:
             for match in PROGRAM.finditer(piece):
                 words = piece[match.end() :].split()
                 # `sudo -u gpuledger /opt/…/gpuledger`, `kubectl -n gpuledger exec`: a name
+                before = piece[: match.start() + 1].split()[-1:]
+                if before in (["-n"], ["-u"], ["-o"], ["-g"]):  # `kubectl -n gpuledger …`
+                    continue
                 if words and (words[0][0] in "/." or words[0] in NOT_ARGUMENTS):
                     continue
                 yield "gpuledger" + piece[match.end() :]

@@ -239,3 +239,21 @@ def test_every_extra_an_install_line_names_is_declared():
     assert {extra for _, extra in named} >= {"dashboard", "k8s", "nvml"}
     for where, extras in named:
         assert set(extras.split(",")) <= declared, (where, extras)
+
+
+def test_deploy_files_point_at_readme_sections_that_exist():
+    headings = {
+        line.lstrip("#").strip()
+        for line in (DEPLOY.parent / "README.md").read_text(encoding="utf-8").splitlines()
+        if line.startswith("#")
+    }
+    pointers = [
+        (path.name, name)
+        for path in sorted(DEPLOY.rglob("*"))
+        if path.is_file()
+        for ref in re.findall(r'README,? ((?:"[^"]+",? ?)+)', path.read_text())
+        for name in re.findall(r'"([^"]+)"', ref)
+    ]
+    assert len(pointers) >= 4
+    for where, name in pointers:
+        assert name in headings, f"{where}: README has no section {name!r}"
