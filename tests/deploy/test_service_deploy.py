@@ -257,3 +257,61 @@ def test_deploy_files_point_at_readme_sections_that_exist():
     assert len(pointers) >= 4
     for where, name in pointers:
         assert name in headings, f"{where}: README has no section {name!r}"
+
+
+KEY_LINE = re.compile(r"^(?:# )?([a-z_]+) = ")
+SECTION_LINE = re.compile(r"^(?:# )?\[{1,2}([a-z]+)\]{1,2}")
+
+
+def test_every_key_of_the_example_configuration_is_explained_where_it_first_appears():
+    lines = (DEPLOY / "gpuledger.example.toml").read_text().splitlines()
+    section, seen, unexplained = "lake", set(), []
+    for n, line in enumerate(lines):
+        if match := SECTION_LINE.match(line):
+            section = match.group(1)
+            continue
+        match = KEY_LINE.match(line)
+        if match is None or (section, match.group(1)) in seen:
+            continue
+        seen.add((section, match.group(1)))
+        above = n - 1  # the nearest line above that is not another key: a comment explains it
+        while above >= 0 and KEY_LINE.match(lines[above]):
+            above -= 1
+        explained = "  # " in line.split(" = ", 1)[1] or (
+            above >= 0 and lines[above].startswith("#") and not SECTION_LINE.match(lines[above])
+        )
+        if not explained:
+            unexplained.append(f"{section}.{match.group(1)}")
+    assert len(seen) > 25
+    assert not unexplained, unexplained
+
+
+def test_uncommenting_every_optional_line_of_the_example_still_passes_config_check(
+    tmp_path, monkeypatch
+):
+    # The commented-out keys and [[sources]] are offers to the operator: each must be a real
+    # key with a valid value (a typo there would only show when someone turns it on).
+    for var in [v for v in os.environ if v.startswith("GPULEDGER_")]:
+        monkeypatch.delenv(var)
+    text = (DEPLOY / "gpuledger.example.toml").read_text()
+    text = re.sub(r"(?m)^# (?=\[\[sources\]\]|[a-z_]+ = )", "", text)
+    text = text.replace("/etc/gpuledger/", f"{tmp_path}/")
+    example = tomllib.loads(text)
+    assert example["alerts"]["test_mode"] is True  # a commented key was really turned on
+    for key, value in example["alerts"].items():
+        if key.endswith("_file") or key == "directory":
+            Path(value).write_text("")
+            Path(value).chmod(0o600)
+    (tmp_path / "gpuledger.toml").write_text(text)
+    result = CliRunner().invoke(
+        cli, ["config", "check", "--config", str(tmp_path / "gpuledger.toml")]
+    )
+    assert result.exit_code == 0, result.output
+    assert "test_mode = true  # file" in result.output
+    cfg = load_config(tmp_path / "gpuledger.toml", environ={})
+    assert {s.name for s in cfg.values["sources"]} == {
+        "prometheus:della",
+        "slurm:della",
+        "dcgm-exporter:della",
+        "kubernetes:k8s-prod",
+    }
