@@ -1,0 +1,112 @@
+"""README's Configuration table and environment overrides agree with the loader (app/config.py):
+each key's variable name, default and meaning, and every documented variable really sets its key."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.config import ConfigError, Secret, describe_settings, load_config
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+ROW = re.compile(r"^\| `([a-z_]+\.[a-z_]+)` \| `(GPULEDGER_[A-Z_]+)` \| (.+?) \| (.+) \|$", re.M)
+
+
+def shown(default: Any) -> str:
+    """A default as the README table writes it."""
+    if default is None or default == ():
+        return "—"
+    if isinstance(default, bool):
+        return f"`{str(default).lower()}`"
+    if isinstance(default, tuple):
+        return "`" + ", ".join(default) + "`"
+    return f"`{default}`"
+
+
+def table() -> dict[str, tuple[str, str, str]]:
+    rows = {m.group(1): m.group(2, 3, 4) for m in ROW.finditer(README.read_text("utf-8"))}
+    assert len(rows) > 40, "the Configuration table was not found"
+    return rows
+
+
+def test_the_readme_table_gives_each_key_its_real_variable_default_and_meaning():
+    rows = table()
+    for info in describe_settings():
+        assert info.key in rows, f"{info.key} is not in README's table"
+        env, default, meaning = rows[info.key]
+        assert env == info.env, info.key
+        assert default == shown(info.default), info.key
+        assert meaning == info.help, info.key
+    assert set(rows) <= {i.key for i in describe_settings()}, "README documents unknown keys"
+
+
+def env_value(default: Any, secret: bool) -> str:
+    """A valid environment value for a key: its default written as text, or a sample."""
+    if secret:
+        return "s3cret"
+    if default is None:
+        return "hpc-help@example.org"
+    if isinstance(default, bool):
+        return "true" if not default else "false"
+    if isinstance(default, tuple):
+        return ",".join(default) if default else "2026-12-25"
+    return str(default)
+
+
+def test_every_documented_variable_sets_its_key():
+    infos = describe_settings()
+    documented = table()
+    environ = {
+        documented[i.key][0]: env_value(i.default, i.secret) for i in infos if i.key in documented
+    }
+    cfg = load_config(None, environ=environ)
+    for info in infos:
+        section, key = info.key.split(".")
+        value = getattr(cfg.values[section], key)
+        if info.secret:
+            assert isinstance(value, Secret) and value.reveal() == "s3cret", info.key
+        else:
+            assert cfg.sources[info.key] == f"env {info.env}", info.key
+    alerts = cfg.values["alerts"]
+    assert alerts.workdays == ("mon", "tue", "wed", "thu", "fri")  # lists: comma-separated
+    assert alerts.action_enabled is True and alerts.test_mode is True  # booleans: true/false
+
+
+def test_gpuledger_lake_is_the_short_name_of_the_lake_and_wins():
+    both = {"GPULEDGER_LAKE_ROOT": "/a", "GPULEDGER_LAKE": "/srv/lake"}
+    cfg = load_config(None, environ=both)
+    assert cfg.lake.root == Path("/srv/lake") and cfg.sources["lake.root"] == "env GPULEDGER_LAKE"
+
+
+def test_the_documented_example_override():
+    # README: "GPULEDGER_ALERTS_SMTP_PORT=2525 sets alerts.smtp_port"; lists comma-separated
+    cfg = load_config(
+        None,
+        environ={
+            "GPULEDGER_ALERTS_SMTP_PORT": "2525",
+            "GPULEDGER_ALERTS_ADMIN_EMAILS": "a@example.org, b@example.org",
+            "GPULEDGER_SERVICE_ALERT": "false",
+        },
+    )
+    assert cfg.values["alerts"].smtp_port == 2525
+    assert cfg.values["alerts"].admin_emails == ("a@example.org", "b@example.org")
+    assert cfg.values["service"].alert is False
+
+
+def test_dashboard_variables_are_not_mistaken_for_configuration_keys():
+    # GPULEDGER_DASHBOARD_* are read by the dashboard only (no [dashboard] section)
+    load_config(
+        None,
+        environ={
+            "GPULEDGER_DASHBOARD_MANAGERS": "alice",
+            "GPULEDGER_DASHBOARD_COST_PER_GPU_HOUR": "2.5",
+        },
+    )
+
+
+def test_sources_cannot_be_set_from_the_environment_and_saying_so_beats_ignoring_it():
+    with pytest.raises(ConfigError, match=r"GPULEDGER_SOURCES_URL: \[\[sources\]\] entries"):
+        load_config(None, environ={"GPULEDGER_SOURCES_URL": "http://prometheus:9090"})
