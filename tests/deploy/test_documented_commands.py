@@ -48,7 +48,7 @@ def _commands_in(text: str) -> Iterator[str]:
                 words = piece[match.end() :].split()
                 # `sudo -u gpuledger /opt/…/gpuledger`, `kubectl -n gpuledger exec`: a name
                 before = piece[: match.start() + 1].split()[-1:]
-                if before in (["-n"], ["-u"], ["-o"], ["-g"]):  # `kubectl -n gpuledger …`
+                if before in (["-n"], ["-u"], ["-o"], ["-g"], ["user"]):  # `kubectl -n gpuledger`
                     continue
                 if words and (words[0][0] in "/." or words[0] in NOT_ARGUMENTS):
                     continue
