@@ -144,6 +144,9 @@ def test_kubernetes_pod_finds_its_configuration_for_run_and_for_kubectl_exec_sta
     from app.service.settings import ServiceConfig
 
     assert pod["terminationGracePeriodSeconds"] > cfg.section(ServiceConfig).stop_timeout_s
+    # no [alerts] in the ConfigMap: alerting must be off rather than mail <user>@localhost
+    alerts = cfg.values["alerts"]
+    assert cfg.section(ServiceConfig).alert is False or alerts.smtp_host != "localhost"
 
 
 def test_kubernetes_service_links_are_off_because_they_would_break_the_configuration():
