@@ -318,3 +318,49 @@ def test_uncommenting_every_optional_line_of_the_example_still_passes_config_che
         "dcgm-exporter:della",
         "kubernetes:k8s-prod",
     }
+
+
+def unknown_fields(value: object, kind: str, where: str = "") -> list[str]:
+    """Keys of `value` that the Kubernetes API type `kind` does not have (the official client's
+    models carry the OpenAPI schema: `openapi_types`, `attribute_map`), recursively."""
+    from kubernetes import client
+
+    if kind.lower().startswith("list[") and isinstance(value, list):
+        item = kind[5:-1]
+        return [e for i, v in enumerate(value) for e in unknown_fields(v, item, f"{where}[{i}]")]
+    scalars = ("object", "str", "int", "bool", "float", "datetime")
+    if kind.lower().startswith(("dict(", "dict[")) or kind in scalars:
+        return []
+    model = getattr(client, kind)
+    by_json = {model.attribute_map[a]: t for a, t in model.openapi_types.items()}
+    if not isinstance(value, dict):
+        return [f"{where}: expected an object for {kind}"]
+    problems = []
+    for key, item in value.items():
+        if key not in by_json:
+            problems.append(f"{where}.{key}: not a field of {kind}")
+        else:
+            problems += unknown_fields(item, by_json[key], f"{where}.{key}")
+    return problems
+
+
+def test_kubernetes_manifest_uses_only_fields_the_api_has():
+    types = {
+        "Namespace": "V1Namespace",
+        "ServiceAccount": "V1ServiceAccount",
+        "ClusterRole": "V1ClusterRole",
+        "ClusterRoleBinding": "V1ClusterRoleBinding",
+        "PersistentVolumeClaim": "V1PersistentVolumeClaim",
+        "ConfigMap": "V1ConfigMap",
+        "Deployment": "V1Deployment",
+    }
+    kinds = manifest()
+    assert set(kinds) == set(types)
+    for kind, doc in kinds.items():
+        assert unknown_fields(doc, types[kind], kind) == []
+    # the check can fail: a misspelt field is found
+    pod = kinds["Deployment"]["spec"]["template"]["spec"]
+    pod["enableServiceLink"] = False
+    assert unknown_fields(kinds["Deployment"], "V1Deployment", "Deployment") == [
+        "Deployment.spec.template.spec.enableServiceLink: not a field of V1PodSpec"
+    ]
