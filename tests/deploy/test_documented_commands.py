@@ -195,3 +195,33 @@ def test_the_check_fails_on_a_drifted_line(line, problem, monkeypatch, tmp_path)
     with pytest.raises((AssertionError, click.ClickException)) as caught:
         check(Documented("a doc", line))
     assert problem in str(caught.value) or problem in getattr(caught.value, "message", "")
+
+
+REPO_ROOTS = ("deploy/", "app/", "sql/", "collector/", "warehouse/", "detectors/", "tests/")
+
+
+def named_paths() -> list[tuple[str, str]]:
+    """(where, path) for every repository path README (inline code) and deploy/ files name."""
+    found = []
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    for match in re.finditer(r"`([^`\s]+)`", text):
+        if match.group(1).startswith(REPO_ROOTS):
+            found.append(("README.md", match.group(1).rstrip(".,;:)")))
+    for path in sorted((ROOT / "deploy").rglob("*")):
+        if path.is_file():
+            # `kubectl … deploy/gpuledger` names a Deployment, not a folder
+            pattern = r"(?<![\w/])(?<!exec )(?<!restart )((?:deploy|app|sql|tests)/[\w./-]+)"
+            for name in re.findall(pattern, path.read_text()):
+                found.append((str(path.relative_to(ROOT)), name.rstrip(".,;:)")))
+    return found
+
+
+def test_every_repository_path_the_docs_name_exists():
+    paths = named_paths()
+    assert len(paths) > 50
+    for where, name in paths:
+        if re.search(r"[*<…{]", name):  # a pattern: `app/alerts/templates/*.j2`, `epilog-…`
+            glob = re.sub(r"<[^>]+>|…|\{[^}]*\}", "*", name)
+            assert list(ROOT.glob(glob)), f"{where}: nothing matches {name!r}"
+        else:
+            assert (ROOT / name).exists(), f"{where}: {name!r} does not exist"
