@@ -7,8 +7,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 
+from app.cli import cli
 from app.config import ConfigError, Secret, describe_settings, load_config
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -110,3 +112,49 @@ def test_dashboard_variables_are_not_mistaken_for_configuration_keys():
 def test_sources_cannot_be_set_from_the_environment_and_saying_so_beats_ignoring_it():
     with pytest.raises(ConfigError, match=r"GPULEDGER_SOURCES_URL: \[\[sources\]\] entries"):
         load_config(None, environ={"GPULEDGER_SOURCES_URL": "http://prometheus:9090"})
+
+
+ROOT = README.parent
+# Variables read outside the configuration loader, and by whom (each must be in that code).
+READ_ELSEWHERE = {
+    "GPULEDGER_CONFIG": "app/config.py",
+    "GPULEDGER_LAKE": "app/options.py",
+    "GPULEDGER_DASHBOARD_MANAGERS": "app/config.py",
+    "GPULEDGER_DASHBOARD_COST_PER_GPU_HOUR": "app/config.py",
+    "GPULEDGER_HPC_JOB_MAPPING_DIR": "deploy/slurm/prolog-dcgm-job-mapping.sh",
+    "GPULEDGER_SPOOL": "collector/throughput.py",
+}
+
+
+def test_every_variable_the_docs_name_is_read_by_the_code():
+    known = set(READ_ELSEWHERE)
+    for info in describe_settings():
+        known.add(info.env)
+        if info.secret:
+            known.add(f"{info.env}_FILE")
+    for name, reader in READ_ELSEWHERE.items():
+        assert (
+            f'"{name}"' in (ROOT / reader).read_text() or f"{name}:-" in (ROOT / reader).read_text()
+        ), f"{reader} does not read {name}"
+    texts = [README, *sorted(p for p in (ROOT / "deploy").rglob("*") if p.is_file())]
+    named = {
+        (path.name, var)
+        for path in texts
+        for var in re.findall(r"\bGPULEDGER_[A-Z0-9_]*[A-Z0-9]\b", path.read_text("utf-8"))
+    }
+    helps = [("gpuledger --help", cli)]
+    while helps:  # and every command's --help
+        where, command = helps.pop()
+        named |= {
+            (where, v) for v in re.findall(r"\bGPULEDGER_[A-Z0-9_]*[A-Z0-9]\b", command.help or "")
+        }
+        if isinstance(command, click.Group):
+            for name in command.list_commands(click.Context(command)):
+                sub = command.get_command(click.Context(command), name)
+                helps.append((f"{where[:-7]}{name} --help", sub))
+    assert len(named) > 40
+    for where, var in named:
+        prefix = var + "_"  # `GPULEDGER_ALERTS_*`, `GPULEDGER_<SECTION>_<KEY>` as patterns
+        if var in ("GPULEDGER_SOURCES", "GPULEDGER_SERVICE_HOST"):
+            continue  # named as errors: README's Configuration, the manifest's service links
+        assert var in known or any(k.startswith(prefix) for k in known), f"{where}: {var}"
