@@ -158,3 +158,22 @@ def test_every_variable_the_docs_name_is_read_by_the_code():
         if var in ("GPULEDGER_SOURCES", "GPULEDGER_SERVICE_HOST"):
             continue  # named as errors: README's Configuration, the manifest's service links
         assert var in known or any(k.startswith(prefix) for k in known), f"{where}: {var}"
+
+
+def readme_toml_blocks() -> list[str]:
+    text = README.read_text("utf-8")
+    return re.findall(r"^```toml\n(.*?)^```", text, re.M | re.S)
+
+
+@pytest.mark.parametrize("index", range(len(readme_toml_blocks())))
+def test_every_toml_example_in_the_readme_loads(index, tmp_path):
+    text = readme_toml_blocks()[index].replace("/etc/gpuledger/", f"{tmp_path}/")
+    for path in re.findall(rf'"({re.escape(str(tmp_path))}/[^"]+)"', text):
+        Path(path).write_text("")  # the files it names (a secret must be the owner's alone)
+        Path(path).chmod(0o600)
+    (tmp_path / "gpuledger.toml").write_text(text)
+    load_config(tmp_path / "gpuledger.toml", environ={})
+
+
+def test_the_readme_shows_its_configuration_examples():
+    assert len(readme_toml_blocks()) >= 2
