@@ -364,3 +364,42 @@ def test_kubernetes_manifest_uses_only_fields_the_api_has():
     assert unknown_fields(kinds["Deployment"], "V1Deployment", "Deployment") == [
         "Deployment.spec.template.spec.enableServiceLink: not a field of V1PodSpec"
     ]
+
+
+@pytest.mark.parametrize("name", ["gpuledger.service", "gpuledger-dashboard.service"])
+def test_each_unit_works_on_the_configured_lake_inside_its_writable_paths(
+    name, tmp_path, monkeypatch
+):
+    parser = configparser.ConfigParser(strict=False, interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    parser.read(DEPLOY / "systemd" / name)
+    service = parser["Service"]
+    # configparser keeps only the last of repeated keys: read Environment= from the file
+    environment = dict(
+        line.removeprefix("Environment=").split("=", 1)
+        for line in (DEPLOY / "systemd" / name).read_text().splitlines()
+        if line.startswith("Environment=")
+    )
+    assert environment["GPULEDGER_CONFIG"] == "/etc/gpuledger/gpuledger.toml"
+    for var in [v for v in os.environ if v.startswith("GPULEDGER_")]:
+        monkeypatch.delenv(var)
+    for file in ("smtp-password", "directory.toml"):
+        (tmp_path / file).write_text("")
+        (tmp_path / file).chmod(0o600)
+    text = (
+        (DEPLOY / "gpuledger.example.toml").read_text().replace("/etc/gpuledger/", f"{tmp_path}/")
+    )
+    (tmp_path / "gpuledger.toml").write_text(text)
+    for var, value in environment.items():
+        monkeypatch.setenv(var, value)
+    monkeypatch.setenv("GPULEDGER_CONFIG", str(tmp_path / "gpuledger.toml"))
+    argv = shlex.split(service["ExecStart"])[1:]
+    ctx = cli.make_context("gpuledger", list(argv))
+    with ctx:
+        sub_name, sub, rest = cli.resolve_command(ctx, list(argv))
+        assert sub is not None
+        params = sub.make_context(sub_name or "", rest, parent=ctx).params
+    lake = params.get("lake") or load_config().lake.root  # `run` reads its own configuration
+    assert lake == Path(tomllib.loads(text)["lake"])
+    writable = [Path(p) for p in service["ReadWritePaths"].split()]
+    assert any(w == lake or w in lake.parents for w in writable), (lake, writable)
