@@ -144,6 +144,12 @@ def test_kubernetes_pod_finds_its_configuration_for_run_and_for_kubectl_exec_sta
     from app.service.settings import ServiceConfig
 
     assert pod["terminationGracePeriodSeconds"] > cfg.section(ServiceConfig).stop_timeout_s
+    # the container's arguments parse with the real CLI
+    args = list(container["args"])
+    with cli.make_context("gpuledger", list(args)) as ctx:
+        name, sub, rest = cli.resolve_command(ctx, args)
+        assert sub is not None and name == "run"
+        sub.make_context(name, rest, parent=ctx)
     # no [alerts] in the ConfigMap: alerting must be off rather than mail <user>@localhost
     alerts = cfg.values["alerts"]
     assert cfg.section(ServiceConfig).alert is False or alerts.smtp_host != "localhost"
