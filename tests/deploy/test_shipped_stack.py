@@ -148,22 +148,24 @@ def test_shipped_prometheus_config_rules_and_example_configuration_work_together
             60,
             log,
         )
+
         # the shipped recording rules over the fleet's real series: one busy ratio per GPU
         # (as many GPUs as the exporters publish GPU_UTIL for, read from their own /metrics:
         # the simulated fleet has GPUs that are offline or never report)
-        reporting = set()
-        for target in exporters.targets.values():
-            text = http_get(f"http://{target}/metrics")[1].decode()
-            reporting |= set(re.findall(r'^DCGM_FI_DEV_GPU_UTIL\{[^}]*UUID="([^"]+)"', text, re.M))
-        assert 0 < len(reporting) <= GPUS
-        wait_until(
-            f"the recording rules to count the {len(reporting)} GPUs reporting",
-            lambda: query(prom_url, f"cluster:gpus:count == {len(reporting)}"),
-            30,
-            log,
-        )
+        def reporting() -> int:
+            uuids: set[str] = set()
+            for target in exporters.targets.values():
+                text = http_get(f"http://{target}/metrics")[1].decode()
+                uuids |= set(re.findall(r'^DCGM_FI_DEV_GPU_UTIL\{[^}]*UUID="([^"]+)"', text, re.M))
+            return len(uuids)
+
+        def rules_agree() -> bool:
+            count = query(prom_url, "cluster:gpus:count")
+            return bool(count) and 0 < float(count[0]["value"][1]) == reporting() <= GPUS
+
+        wait_until("the recording rules to count the GPUs reporting", rules_agree, 30, log)
         effective = query(prom_url, "cluster:gpus_effective:sum")
-        assert 0 <= float(effective[0]["value"][1]) <= len(reporting)
+        assert 0 <= float(effective[0]["value"][1]) <= GPUS
         # `gpuledger status` with only GPULEDGER_CONFIG (no --lake) finds the service's lake
         status = subprocess.run(
             [sys.executable, "-m", "app.cli", "status", "--check"],
