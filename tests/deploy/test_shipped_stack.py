@@ -188,3 +188,43 @@ def test_shipped_prometheus_config_rules_and_example_configuration_work_together
             if proc.poll() is None:
                 proc.terminate()
                 proc.wait(timeout=30)
+
+
+def test_dashboard_unit_serves_under_the_proxy_path_it_documents(tmp_path):
+    # gpuledger-dashboard.service as shipped, with its commented base path turned on
+    import configparser
+    import shlex
+
+    unit = (DEPLOY / "systemd" / "gpuledger-dashboard.service").read_text()
+    base = re.search(r"^# Environment=STREAMLIT_SERVER_BASE_URL_PATH=(\S+)$", unit, re.M)
+    assert base, "the unit no longer shows how to serve under a path"
+    parser = configparser.ConfigParser(strict=False, interpolation=None)
+    parser.read_string(unit)
+    argv = shlex.split(parser["Service"]["ExecStart"])[1:]
+    port = free_port()
+    argv[argv.index("--port") + 1] = str(port)
+    config = example_configuration(tmp_path, tmp_path / "lake", "http://127.0.0.1:9", port)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPULEDGER_", "STREAMLIT_"))}
+    env.update(GPULEDGER_CONFIG=str(config), STREAMLIT_SERVER_BASE_URL_PATH=base.group(1))
+    log = tmp_path / "dashboard.log"
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", *argv],
+            cwd=REPO,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_until(
+            "the dashboard under its path",
+            lambda: http_get(f"{url}/{base.group(1)}/_stcore/health", 2)[0] == 200,
+            90,
+            log,
+        )
+        assert http_get(f"{url}/_stcore/health", 2)[0] == 404  # only under the path
+        assert f"Dashboard on http://127.0.0.1:{port}" in log.read_text()
+    finally:
+        proc.send_signal(signal.SIGTERM)  # systemctl stop: Streamlit stops with it
+        assert proc.wait(timeout=60) is not None
