@@ -330,7 +330,14 @@ def _check_env_names(environ: Mapping[str, str]) -> None:
             known.add(_env_name(name, f.name))
             if f.metadata.get("secret"):
                 known.add(_env_name(name, f.name + SECRET_FILE_SUFFIX))
+    lists = tuple(_env_name(name, "") for name in _LIST_SECTIONS)
     for var in environ:
+        if lists and var.startswith(lists):
+            name = next(p for p in lists if var.startswith(p))[len(ENV_PREFIX) : -1].lower()
+            raise ConfigError(
+                f"{var}: [[{name}]] entries cannot be set from the environment "
+                "(a list has no stable names); write them in the configuration file"
+            )
         if var.startswith(tuple(prefixes)) and var not in known:
             section = next(p for p in prefixes if var.startswith(p))[len(ENV_PREFIX) : -1]
             raise ConfigError(

@@ -7,6 +7,7 @@ from pathlib import Path
 __all__ = [
     "DamagedFile",
     "EmptyWarehouse",
+    "NotReadable",
     "NotWritable",
     "QueryParameterError",
     "SchemaMismatch",
@@ -51,6 +52,18 @@ class NotWritable(WarehouseError):
         super().__init__(
             f"cannot {what} {str(path)!r} ({exc.strerror or exc}); "
             "expected a folder this user can write to"
+        )
+
+
+class NotReadable(WarehouseError):
+    """A folder of the lake cannot be read by this user (another user's files, e.g. a node
+    agent's): without this error its files would silently be missing from every query."""
+
+    def __init__(self, path: Path, exc: OSError) -> None:
+        self.path = path
+        super().__init__(
+            f"cannot read {str(path)!r} ({exc.strerror or exc}); every folder and file of the "
+            "lake must be readable by this user (e.g. through the lake's group)"
         )
 
 

@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Iterable
 from pathlib import Path
 
-from warehouse.errors import DamagedFile, NotWritable
+from warehouse.errors import DamagedFile, NotReadable, NotWritable
 
 __all__ = [
     "DIR_MODE",
@@ -83,9 +83,22 @@ def batch_path(partition: Path, batch_id: str) -> Path:
 def table_files(root: Path, table: str) -> list[Path]:
     """Every committed Parquet file of `table` (temporary files start with a dot: skipped)."""
     folder = table_dir(root, table)
-    if not folder.is_dir():
-        return []
-    return sorted(p for p in folder.rglob("*.parquet") if not p.name.startswith("."))
+    try:
+        if not folder.is_dir():
+            return []
+    except PermissionError as exc:  # the lake itself is not this user's to enter
+        raise NotReadable(folder, exc) from None
+
+    def unreadable(exc: OSError) -> None:  # a folder removed meanwhile is simply gone
+        if isinstance(exc, PermissionError):
+            raise NotReadable(Path(exc.filename or folder), exc)
+
+    return sorted(
+        Path(parent) / name
+        for parent, _dirs, names in os.walk(folder, onerror=unreadable)
+        for name in names
+        if name.endswith(".parquet") and not name.startswith(".")
+    )
 
 
 def files_fingerprint(paths: Iterable[Path], salt: str = "") -> str:

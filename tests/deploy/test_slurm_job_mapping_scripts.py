@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -48,3 +49,12 @@ def test_scripts_never_fail_the_job_on_odd_input(tmp_path):
     assert files(folder) == {"0": ["7"]}
     assert run(PROLOG, folder, "", "0").returncode == 0  # not in a job: nothing to do
     assert run(EPILOG, tmp_path / "missing", "7", "0").returncode == 0
+
+
+def test_readme_starts_dcgm_exporter_on_the_folder_the_scripts_write():
+    readme = (DEPLOY.parents[1] / "README.md").read_text(encoding="utf-8")
+    folders = set(re.findall(r"--hpc-job-mapping-dir (/\S+?)`", readme))
+    assert folders, "README no longer says how to start dcgm-exporter"
+    for script in (PROLOG, EPILOG):
+        (default,) = re.findall(r"GPULEDGER_HPC_JOB_MAPPING_DIR:-(/[^}]+)\}", script.read_text())
+        assert folders == {default}, (script.name, folders, default)

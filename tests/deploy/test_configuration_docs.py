@@ -1,0 +1,179 @@
+"""README's Configuration table and environment overrides agree with the loader (app/config.py):
+each key's variable name, default and meaning, and every documented variable really sets its key."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+
+from app.cli import cli
+from app.config import ConfigError, Secret, describe_settings, load_config
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+ROW = re.compile(r"^\| `([a-z_]+\.[a-z_]+)` \| `(GPULEDGER_[A-Z_]+)` \| (.+?) \| (.+) \|$", re.M)
+
+
+def shown(default: Any) -> str:
+    """A default as the README table writes it."""
+    if default is None or default == ():
+        return "—"
+    if isinstance(default, bool):
+        return f"`{str(default).lower()}`"
+    if isinstance(default, tuple):
+        return "`" + ", ".join(default) + "`"
+    return f"`{default}`"
+
+
+def table() -> dict[str, tuple[str, str, str]]:
+    rows = {m.group(1): m.group(2, 3, 4) for m in ROW.finditer(README.read_text("utf-8"))}
+    assert len(rows) > 40, "the Configuration table was not found"
+    return rows
+
+
+def test_the_readme_table_gives_each_key_its_real_variable_default_and_meaning():
+    rows = table()
+    for info in describe_settings():
+        assert info.key in rows, f"{info.key} is not in README's table"
+        env, default, meaning = rows[info.key]
+        assert env == info.env, info.key
+        assert default == shown(info.default), info.key
+        assert meaning == info.help, info.key
+    assert set(rows) <= {i.key for i in describe_settings()}, "README documents unknown keys"
+
+
+def env_value(default: Any, secret: bool) -> str:
+    """A valid environment value for a key: its default written as text, or a sample."""
+    if secret:
+        return "s3cret"
+    if default is None:
+        return "hpc-help@example.org"
+    if isinstance(default, bool):
+        return "true" if not default else "false"
+    if isinstance(default, tuple):
+        return ",".join(default) if default else "2026-12-25"
+    return str(default)
+
+
+def test_every_documented_variable_sets_its_key():
+    infos = describe_settings()
+    documented = table()
+    environ = {
+        documented[i.key][0]: env_value(i.default, i.secret) for i in infos if i.key in documented
+    }
+    cfg = load_config(None, environ=environ)
+    for info in infos:
+        section, key = info.key.split(".")
+        value = getattr(cfg.values[section], key)
+        if info.secret:
+            assert isinstance(value, Secret) and value.reveal() == "s3cret", info.key
+        else:
+            assert cfg.sources[info.key] == f"env {info.env}", info.key
+    alerts = cfg.values["alerts"]
+    assert alerts.workdays == ("mon", "tue", "wed", "thu", "fri")  # lists: comma-separated
+    assert alerts.action_enabled is True and alerts.test_mode is True  # booleans: true/false
+
+
+def test_gpuledger_lake_is_the_short_name_of_the_lake_and_wins():
+    both = {"GPULEDGER_LAKE_ROOT": "/a", "GPULEDGER_LAKE": "/srv/lake"}
+    cfg = load_config(None, environ=both)
+    assert cfg.lake.root == Path("/srv/lake") and cfg.sources["lake.root"] == "env GPULEDGER_LAKE"
+
+
+def test_the_documented_example_override():
+    # README: "GPULEDGER_ALERTS_SMTP_PORT=2525 sets alerts.smtp_port"; lists comma-separated
+    cfg = load_config(
+        None,
+        environ={
+            "GPULEDGER_ALERTS_SMTP_PORT": "2525",
+            "GPULEDGER_ALERTS_ADMIN_EMAILS": "a@example.org, b@example.org",
+            "GPULEDGER_SERVICE_ALERT": "false",
+        },
+    )
+    assert cfg.values["alerts"].smtp_port == 2525
+    assert cfg.values["alerts"].admin_emails == ("a@example.org", "b@example.org")
+    assert cfg.values["service"].alert is False
+
+
+def test_dashboard_variables_are_not_mistaken_for_configuration_keys():
+    # GPULEDGER_DASHBOARD_* are read by the dashboard only (no [dashboard] section)
+    load_config(
+        None,
+        environ={
+            "GPULEDGER_DASHBOARD_MANAGERS": "alice",
+            "GPULEDGER_DASHBOARD_COST_PER_GPU_HOUR": "2.5",
+        },
+    )
+
+
+def test_sources_cannot_be_set_from_the_environment_and_saying_so_beats_ignoring_it():
+    with pytest.raises(ConfigError, match=r"GPULEDGER_SOURCES_URL: \[\[sources\]\] entries"):
+        load_config(None, environ={"GPULEDGER_SOURCES_URL": "http://prometheus:9090"})
+
+
+ROOT = README.parent
+# Variables read outside the configuration loader, and by whom (each must be in that code).
+READ_ELSEWHERE = {
+    "GPULEDGER_CONFIG": "app/config.py",
+    "GPULEDGER_LAKE": "app/options.py",
+    "GPULEDGER_DASHBOARD_MANAGERS": "app/config.py",
+    "GPULEDGER_DASHBOARD_COST_PER_GPU_HOUR": "app/config.py",
+    "GPULEDGER_HPC_JOB_MAPPING_DIR": "deploy/slurm/prolog-dcgm-job-mapping.sh",
+    "GPULEDGER_SPOOL": "collector/throughput.py",
+}
+
+
+def test_every_variable_the_docs_name_is_read_by_the_code():
+    known = set(READ_ELSEWHERE)
+    for info in describe_settings():
+        known.add(info.env)
+        if info.secret:
+            known.add(f"{info.env}_FILE")
+    for name, reader in READ_ELSEWHERE.items():
+        assert (
+            f'"{name}"' in (ROOT / reader).read_text() or f"{name}:-" in (ROOT / reader).read_text()
+        ), f"{reader} does not read {name}"
+    texts = [README, *sorted(p for p in (ROOT / "deploy").rglob("*") if p.is_file())]
+    named = {
+        (path.name, var)
+        for path in texts
+        for var in re.findall(r"\bGPULEDGER_[A-Z0-9_]*[A-Z0-9]\b", path.read_text("utf-8"))
+    }
+    helps = [("gpuledger --help", cli)]
+    while helps:  # and every command's --help
+        where, command = helps.pop()
+        named |= {
+            (where, v) for v in re.findall(r"\bGPULEDGER_[A-Z0-9_]*[A-Z0-9]\b", command.help or "")
+        }
+        if isinstance(command, click.Group):
+            for name in command.list_commands(click.Context(command)):
+                sub = command.get_command(click.Context(command), name)
+                helps.append((f"{where[:-7]}{name} --help", sub))
+    assert len(named) > 40
+    for where, var in named:
+        prefix = var + "_"  # `GPULEDGER_ALERTS_*`, `GPULEDGER_<SECTION>_<KEY>` as patterns
+        if var in ("GPULEDGER_SOURCES", "GPULEDGER_SERVICE_HOST"):
+            continue  # named as errors: README's Configuration, the manifest's service links
+        assert var in known or any(k.startswith(prefix) for k in known), f"{where}: {var}"
+
+
+def readme_toml_blocks() -> list[str]:
+    text = README.read_text("utf-8")
+    return re.findall(r"^```toml\n(.*?)^```", text, re.M | re.S)
+
+
+@pytest.mark.parametrize("index", range(len(readme_toml_blocks())))
+def test_every_toml_example_in_the_readme_loads(index, tmp_path):
+    text = readme_toml_blocks()[index].replace("/etc/gpuledger/", f"{tmp_path}/")
+    for path in re.findall(rf'"({re.escape(str(tmp_path))}/[^"]+)"', text):
+        Path(path).write_text("")  # the files it names (a secret must be the owner's alone)
+        Path(path).chmod(0o600)
+    (tmp_path / "gpuledger.toml").write_text(text)
+    load_config(tmp_path / "gpuledger.toml", environ={})
+
+
+def test_the_readme_shows_its_configuration_examples():
+    assert len(readme_toml_blocks()) >= 2
