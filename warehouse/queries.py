@@ -9,6 +9,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import sql
+from warehouse.damage import as_damaged
 from warehouse.errors import QueryParameterError
 
 if TYPE_CHECKING:
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
     import polars as pl
     import pyarrow as pa
 
-__all__ = ["parameters", "relation", "run", "run_arrow"]
+__all__ = ["damaged_files", "parameters", "relation", "run", "run_arrow"]
 
 
 def parameters(con: duckdb.DuckDBPyConnection, name: str) -> set[str]:
@@ -119,14 +120,30 @@ def relation(
     return _relation(con, name, params)
 
 
+@contextmanager
+def damaged_files(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """Turn DuckDB failing to decode a lake file that `con`'s views read (a damaged data page)
+    into DamagedFile naming the file; any other error stays as it is."""
+    try:
+        yield
+    except Exception as exc:
+        mapped = as_damaged(exc, con)
+        if mapped is exc:
+            raise
+        raise mapped from exc
+
+
 def run(con: duckdb.DuckDBPyConnection, name: str, /, **params: Any) -> pl.DataFrame:
-    """Execute sql/<name>.sql with `params` bound by name and return the result as polars."""
-    with _parameter_errors(name, params):
+    """Execute sql/<name>.sql with `params` bound by name and return the result as polars.
+
+    Raises DamagedFile when a lake file the query reads is damaged inside.
+    """
+    with damaged_files(con), _parameter_errors(name, params):
         frame: pl.DataFrame = _relation(con, name, params).pl()
     return frame
 
 
 def run_arrow(con: duckdb.DuckDBPyConnection, name: str, /, **params: Any) -> pa.Table:
     """Like `run`, but return an Arrow table (what the writer lands)."""
-    with _parameter_errors(name, params):
+    with damaged_files(con), _parameter_errors(name, params):
         return _relation(con, name, params).to_arrow_table()
