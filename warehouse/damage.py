@@ -26,9 +26,11 @@ __all__ = ["as_damaged", "looks_damaged", "remember"]
 
 # Messages of DuckDB's Parquet reader for a file damaged inside (seen on flipped bytes in
 # data and dictionary pages: decompression failures, offsets out of range, page headers Thrift
-# cannot decode — "don't know what type"); these come as DuckDB's bare base error too.
+# cannot decode — "don't know what type", "Varint-decoding found too large number"); these come
+# as DuckDB's bare base error too.
 _DAMAGE = re.compile(
-    r"corrupt|decompress|payload value|thrift|parquet|don't know what type", re.IGNORECASE
+    r"corrupt|decompress|payload value|thrift|parquet|don't know what type|varint",
+    re.IGNORECASE,
 )
 _NAMED = re.compile(r"""file ["']([^"']+)["']""")
 
@@ -60,8 +62,10 @@ def _reason(exc: BaseException) -> str:
 
 
 def _remembered(con: duckdb.DuckDBPyConnection | None) -> Iterator[str]:
-    if con is not None:
-        yield from list(_FILES.get(con, {}))
+    """The files `con`'s views read; every live connection's for None or for a connection
+    whose views were not registered here (a cursor of one that was)."""
+    if con is not None and con in _FILES:
+        yield from list(_FILES[con])
         return
     for files in list(_FILES.values()):
         yield from list(files)
@@ -86,7 +90,8 @@ def _unreadable(path: str) -> bool:
 
 def as_damaged(exc: BaseException, con: duckdb.DuckDBPyConnection | None = None) -> BaseException:
     """`exc` as DamagedFile naming the damaged file when it is DuckDB failing to decode one of
-    the lake files `con`'s views read (any live connection's when `con` is None); else `exc`.
+    the lake files `con`'s views read (any live connection's when `con` is None or a cursor);
+    else `exc`.
 
     The file is the one the message names, else found by decoding each remembered file in turn
     (only on this error path: a lake's worth of reading, once).
