@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 import jinja2
 
+from app.glossary import WASTE_GPU_H
 from app.report.charts import (
     chart_cluster_frame,
     chart_usage_vs_share,
@@ -166,6 +167,7 @@ def render_html(report: WeeklyReport, images: Mapping[str, str]) -> str:
         more_recs=more_recs,
         frame_rows=FRAME_ROWS,
         allocated_note=allocated_note(report),
+        waste_definition=WASTE_GPU_H,
         num=_num,
         pct=_pct,
         signed=_signed,
