@@ -44,6 +44,7 @@ DERIVED_VIEWS = {
     "sample_spans": "views/sample_spans",
     "job_gpu_intervals": "views/job_gpu_intervals",
     "job_gpu_shares": "views/job_gpu_shares",
+    "recommendations_latest": "views/recommendations_latest",
 }
 
 
