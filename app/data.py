@@ -95,12 +95,17 @@ def _on_lake(root: str, read: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
     """`read` on a cursor of the lake's connection (a DuckDB connection is not thread-safe;
     each read gets its own cursor). The views name the files the lake had when they were
     opened; a collector, compaction or `gpuledger attribute` may have replaced some since, so
-    on DuckDB's IOException the lake is reopened once."""
+    on DuckDB's IOException the lake is reopened once. A file damaged inside is DamagedFile
+    naming it (the cursor's views are the connection's)."""
     try:
-        return read(_connection(root).cursor())
+        con = _connection(root)
+        with queries.damaged_files(con):
+            return read(con.cursor())
     except duckdb.IOException:
         _connection.clear()
-        return read(_connection(root).cursor())
+        con = _connection(root)
+        with queries.damaged_files(con):
+            return read(con.cursor())
 
 
 def _run(root: str, name: str, **params: object) -> pl.DataFrame:

@@ -29,8 +29,7 @@ __all__ = ["as_damaged", "looks_damaged", "remember"]
 # cannot decode — "don't know what type", "Varint-decoding found too large number"); these come
 # as DuckDB's bare base error too.
 _DAMAGE = re.compile(
-    r"corrupt|decompress|payload value|thrift|parquet|don't know what type|varint",
-    re.IGNORECASE,
+    r"corrupt|decompress|payload value|thrift|don't know what type|varint", re.IGNORECASE
 )
 _NAMED = re.compile(r"""file ["']([^"']+)["']""")
 
@@ -62,12 +61,13 @@ def _reason(exc: BaseException) -> str:
 
 
 def _remembered(con: duckdb.DuckDBPyConnection | None) -> Iterator[str]:
-    """The files `con`'s views read; every live connection's for None or for a connection
-    whose views were not registered here (a cursor of one that was)."""
-    if con is not None and con in _FILES:
-        yield from list(_FILES[con])
+    """The files `con`'s views read (none for a connection whose views were not registered
+    here, such as a cursor: its caller maps the error with the connection itself); for None,
+    every live connection's, the newest first (a command's own connection is its newest)."""
+    if con is not None:
+        yield from list(_FILES.get(con, {}))
         return
-    for files in list(_FILES.values()):
+    for files in reversed(list(_FILES.values())):
         yield from list(files)
 
 
@@ -90,20 +90,27 @@ def _unreadable(path: str) -> bool:
 
 def as_damaged(exc: BaseException, con: duckdb.DuckDBPyConnection | None = None) -> BaseException:
     """`exc` as DamagedFile naming the damaged file when it is DuckDB failing to decode one of
-    the lake files `con`'s views read (any live connection's when `con` is None or a cursor);
-    else `exc`.
+    the lake files `con`'s views read (any live connection's when `con` is None); else `exc`.
 
-    The file is the one the message names, else found by decoding each remembered file in turn
-    (only on this error path: a lake's worth of reading, once).
+    The file is the one the message names (if it indeed does not decode), else, for a message
+    of damage, found by decoding each remembered file in turn (only on this error path: a
+    lake's worth of reading, once). A file missing since its view was made is not damage.
     """
-    if isinstance(exc, DamagedFile) or not looks_damaged(exc):
+    import duckdb
+
+    if isinstance(exc, DamagedFile) or not isinstance(exc, duckdb.Error):
         return exc
     reason = _reason(exc)
     named = _NAMED.search(reason)
-    if named is not None:
-        path = named.group(1)
-        reason = reason.split(named.group(0), 1)[1].lstrip(" :") or reason
-        return DamagedFile(Path(path), reason)
+    if named is not None and Path(named.group(1)).is_file():
+        # DuckDB named it ("Failed to read file …"): damage if it does not decode whole (a
+        # file replaced or removed since the view was made is not)
+        if not _unreadable(named.group(1)):
+            return exc
+        detail = reason.split(named.group(0), 1)[1].lstrip(" :")
+        return DamagedFile(Path(named.group(1)), detail or reason)
+    if not looks_damaged(exc):
+        return exc
     for path in _remembered(con):
         if _unreadable(path):
             return DamagedFile(Path(path), reason)
