@@ -22,7 +22,7 @@ from warehouse.errors import WarehouseError
 if TYPE_CHECKING:
     from streamlit.navigation.page import StreamlitPage
 
-__all__ = ["Scope", "current", "render_scope", "stop_with_error"]
+__all__ = ["Scope", "current", "render_scope", "run_page", "stop_with_error"]
 
 _STATE_KEY = "scope_current"
 DEFAULT_DAYS = 7
