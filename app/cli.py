@@ -420,7 +420,8 @@ def query(
         raise EmptyWarehouse(lake, "any table (it holds no table folders; is --lake right?)")
     con = connect(lake)
     if name in readable:
-        frame = con.sql(f"SELECT * FROM {quote_ident(name)}").pl()  # name is from a closed set
+        with queries.damaged_files(con):  # a file damaged inside: DamagedFile naming it
+            frame = con.sql(f"SELECT * FROM {quote_ident(name)}").pl()  # name: a closed set
     else:
         frame = queries.run(con, name, **values)
     if columns is not None:

@@ -22,9 +22,8 @@ from app.config import lake_root
 from app.errors import AppError
 from detectors.job_advice import Advice
 from detectors.job_report import UnknownJob, load_job_advice, load_job_diagnosis
-from warehouse import layout, queries
+from warehouse import queries
 from warehouse.connection import connect
-from warehouse.schema import TABLES
 
 T = TypeVar("T")
 
@@ -61,8 +60,7 @@ __all__ = [
 ]
 
 TTL_S = 300
-# The weekly fairness mart is built by the report (DESIGN §4.1); until the contract registers it
-# in warehouse.schema, its files in the lake's layout are read here directly.
+# The weekly fairness mart (DESIGN §4.1), built by `gpuledger attribute`.
 FAIRNESS_TABLE = "fairness_weekly"
 
 
@@ -88,27 +86,26 @@ def clear_caches() -> None:
 
 @st.cache_resource(ttl=TTL_S)
 def _connection(root: str) -> duckdb.DuckDBPyConnection:
-    path = Path(root)
-    con = connect(path, require=("job_usage",))
-    if FAIRNESS_TABLE not in TABLES:
-        files = layout.table_files(path, FAIRNESS_TABLE)
-        if files:
-            con.read_parquet([str(f) for f in files], union_by_name=True).create_view(
-                FAIRNESS_TABLE
-            )
-    return con
+    # every table, the fairness mart too, is a view `connect` registers over the lake's files:
+    # a file damaged inside is DamagedFile naming it when a query decodes it (warehouse.damage)
+    return connect(Path(root), require=("job_usage",))
 
 
 def _on_lake(root: str, read: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
     """`read` on a cursor of the lake's connection (a DuckDB connection is not thread-safe;
     each read gets its own cursor). The views name the files the lake had when they were
     opened; a collector, compaction or `gpuledger attribute` may have replaced some since, so
-    on DuckDB's IOException the lake is reopened once."""
+    on DuckDB's IOException the lake is reopened once. A file damaged inside is DamagedFile
+    naming it (the cursor's views are the connection's)."""
     try:
-        return read(_connection(root).cursor())
+        con = _connection(root)
+        with queries.damaged_files(con):
+            return read(con.cursor())
     except duckdb.IOException:
         _connection.clear()
-        return read(_connection(root).cursor())
+        con = _connection(root)
+        with queries.damaged_files(con):
+            return read(con.cursor())
 
 
 def _run(root: str, name: str, **params: object) -> pl.DataFrame:

@@ -9,6 +9,8 @@ from typing import Any
 import polars as pl
 import streamlit as st
 
+from app.glossary import WASTE_GPU_H
+
 __all__ = ["DEFAULT_COLUMNS", "NO_VALUE", "csv_bytes", "dash_nulls", "parquet_bytes", "show_table"]
 
 NO_VALUE = "—"  # what a table shows where a figure does not exist (st.dataframe shows "None")
@@ -48,7 +50,7 @@ DEFAULT_COLUMNS: dict[str, Any] = {
     "gpu_h_at_stake": _hours("GPU-h at stake", "GPU-hours the finding puts at risk or wasted"),
     "gpu_h_lost": _hours("GPU-h lost"),
     "expected_gain_gpu_h": _hours("expected gain GPU-h"),
-    "waste_gpu_h": _hours("waste GPU-h"),
+    "waste_gpu_h": _hours("waste GPU-h", WASTE_GPU_H),
     "energy_kwh": _hours("kWh", "Energy the GPUs drew (kWh)"),
     "runtime_h": _hours("run time h"),
     "wait_p50_h": _hours("wait p50 h", "Median wait before start (hours)"),

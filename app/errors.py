@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
@@ -21,6 +22,18 @@ class AppError(Exception):
     """A problem the user can fix (bad input file, missing optional dependency)."""
 
 
+def _damaged_lake_file(exc: Exception) -> WarehouseError | None:
+    """DamagedFile for DuckDB failing to decode a lake file outside `warehouse.queries` (a
+    table read whole, a mart's build); None for any other error."""
+    duckdb = sys.modules.get("duckdb")  # not loaded: the error cannot be DuckDB's
+    if duckdb is None or not isinstance(exc, duckdb.Error):
+        return None
+    from warehouse.damage import as_damaged
+
+    mapped = as_damaged(exc)
+    return mapped if isinstance(mapped, WarehouseError) else None
+
+
 def reports_errors(func: Callable[P, R]) -> Callable[P, R]:
     """Turn our errors into `Error: <message>` and exit 1; a usage error keeps exit 2."""
 
@@ -30,5 +43,10 @@ def reports_errors(func: Callable[P, R]) -> Callable[P, R]:
             return func(*args, **kwargs)
         except (AppError, CollectorError, WarehouseError) as exc:
             raise click.ClickException(str(exc)) from exc
+        except Exception as exc:
+            damaged = _damaged_lake_file(exc)
+            if damaged is None:
+                raise
+            raise click.ClickException(str(damaged)) from exc
 
     return wrapper

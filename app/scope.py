@@ -1,13 +1,15 @@
 """The frame every page shares: sign-in, the cluster selector and the date range (sidebar).
 
-The entry script calls `render_scope` once per run, before the page; pages read the result
-with `current()`. Widgets live in the entry script, so the choice survives page switches.
+The entry script calls `render_scope` once per run, before the page, and runs the page with
+`run_page`; pages read the scope with `current()`. Widgets live in the entry script, so the
+choice survives page switches.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import polars as pl
 import streamlit as st
@@ -17,7 +19,10 @@ from app.access import Viewer, resolve_viewer
 from app.config import dashboard_access_policy
 from warehouse.errors import WarehouseError
 
-__all__ = ["Scope", "current", "render_scope", "stop_with_error"]
+if TYPE_CHECKING:
+    from streamlit.navigation.page import StreamlitPage
+
+__all__ = ["Scope", "current", "render_scope", "run_page", "stop_with_error"]
 
 _STATE_KEY = "scope_current"
 DEFAULT_DAYS = 7
@@ -150,3 +155,13 @@ def current() -> Scope:
     scope = st.session_state[_STATE_KEY]
     assert isinstance(scope, Scope)
     return scope
+
+
+def run_page(page: StreamlitPage) -> None:
+    """Run the chosen page; a lake error it meets (a file damaged inside, which only a query
+    decoding it notices) ends it with one message naming the file instead of a traceback."""
+    try:
+        page.run()
+    except WarehouseError as exc:
+        st.error(str(exc))
+        st.stop()

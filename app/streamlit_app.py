@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from app.scope import render_scope
+from app.scope import render_scope, run_page
 
 st.set_page_config(page_title="gpuledger", page_icon=":material/memory:", layout="wide")
 page = st.navigation(
@@ -23,4 +23,4 @@ page = st.navigation(
     ]
 )
 render_scope(page.title)
-page.run()
+run_page(page)

@@ -18,6 +18,7 @@ import pyarrow as pa
 
 import sql
 from warehouse import layout
+from warehouse.damage import remember
 from warehouse.errors import DamagedFile, EmptyWarehouse
 from warehouse.schema import TABLES
 
@@ -43,6 +44,7 @@ DERIVED_VIEWS = {
     "sample_spans": "views/sample_spans",
     "job_gpu_intervals": "views/job_gpu_intervals",
     "job_gpu_shares": "views/job_gpu_shares",
+    "recommendations_latest": "views/recommendations_latest",
 }
 
 
@@ -110,6 +112,7 @@ def register_files(
         rel = con.read_parquet([str(p) for p in paths], hive_partitioning=False, union_by_name=True)
     except (duckdb.InvalidInputException, duckdb.IOException) as exc:
         raise _damaged(paths, exc) from exc
+    remember(con, paths)  # to name a file damaged inside when a query decodes it
     present = set(rel.columns)
     projection = []
     for field in schema:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import sql
+from warehouse.damage import as_damaged
 from warehouse.errors import QueryParameterError
 
 if TYPE_CHECKING:
@@ -14,7 +17,7 @@ if TYPE_CHECKING:
     import polars as pl
     import pyarrow as pa
 
-__all__ = ["parameters", "relation", "run", "run_arrow"]
+__all__ = ["damaged_files", "parameters", "relation", "run", "run_arrow"]
 
 
 def parameters(con: duckdb.DuckDBPyConnection, name: str) -> set[str]:
@@ -35,8 +38,47 @@ def _relation(
         raise QueryParameterError(
             f"{name}: expects parameters {sorted(expected)!r}, got {sorted(params)!r}"
         )
+    _refuse_fractions(name, params)
     with _parameter_errors(name, params):
         return con.sql(text, params=params or None)
+
+
+@cache
+def _integer_parameters(name: str) -> dict[str, str]:
+    """The `$params` of sql/<name>.sql that only take whole numbers, each with where it is
+    used: a LIMIT or OFFSET, or cast to an integer type."""
+    import sqlglot
+    from sqlglot import exp
+
+    tree = sqlglot.parse_one(sql.load(name), read="duckdb")
+    found: dict[str, str] = {}
+    for clause in tree.find_all(exp.Limit, exp.Offset):
+        if isinstance(clause.expression, exp.Placeholder):
+            found[clause.expression.name] = f"the query's {clause.key.upper()}"
+    for cast in tree.find_all(exp.Cast):
+        if isinstance(cast.this, exp.Placeholder) and cast.to.is_type(*exp.DataType.INTEGER_TYPES):
+            kind = cast.to.sql(dialect="duckdb")
+            found.setdefault(cast.this.name, f"the query casts it to {kind}")
+    return found
+
+
+def _refuse_fractions(name: str, params: dict[str, Any]) -> None:
+    """Refuse a number with a fraction where the query takes a whole number: DuckDB would
+    round it without a word (LIMIT 1.5 returns 2 rows)."""
+    fractions = {
+        key: value
+        for key, value in params.items()
+        if isinstance(value, float) and not (math.isfinite(value) and value.is_integer())
+    }
+    if not fractions:
+        return  # the usual case: no need to parse the query
+    integers = _integer_parameters(name)
+    for key, value in sorted(fractions.items()):
+        if key in integers:
+            raise QueryParameterError(
+                f"{name}: a parameter does not fit the query ({key}={value!r}): "
+                f"${key} takes an integer ({integers[key]}), got {value!r}"
+            )
 
 
 @contextmanager
@@ -78,14 +120,30 @@ def relation(
     return _relation(con, name, params)
 
 
+@contextmanager
+def damaged_files(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """Turn DuckDB failing to decode a lake file that `con`'s views read (a damaged data page)
+    into DamagedFile naming the file; any other error stays as it is."""
+    try:
+        yield
+    except Exception as exc:
+        mapped = as_damaged(exc, con)
+        if mapped is exc:
+            raise
+        raise mapped from exc
+
+
 def run(con: duckdb.DuckDBPyConnection, name: str, /, **params: Any) -> pl.DataFrame:
-    """Execute sql/<name>.sql with `params` bound by name and return the result as polars."""
-    with _parameter_errors(name, params):
+    """Execute sql/<name>.sql with `params` bound by name and return the result as polars.
+
+    Raises DamagedFile when a lake file the query reads is damaged inside.
+    """
+    with damaged_files(con), _parameter_errors(name, params):
         frame: pl.DataFrame = _relation(con, name, params).pl()
     return frame
 
 
 def run_arrow(con: duckdb.DuckDBPyConnection, name: str, /, **params: Any) -> pa.Table:
     """Like `run`, but return an Arrow table (what the writer lands)."""
-    with _parameter_errors(name, params):
+    with damaged_files(con), _parameter_errors(name, params):
         return _relation(con, name, params).to_arrow_table()

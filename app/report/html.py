@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 import jinja2
 
+from app.glossary import WASTE_GPU_H
 from app.report.charts import (
     chart_cluster_frame,
     chart_usage_vs_share,
@@ -22,12 +23,12 @@ from app.report.charts import (
 from app.report.data import WeeklyReport
 from app.report.recs import evidence_figures, gain_text, pick
 
-__all__ = ["data_uris", "render_charts", "render_html"]
+__all__ = ["allocated_note", "data_uris", "render_charts", "render_html"]
 
 MAX_USER_ROWS = 25
 MAX_RECOMMENDATIONS = 12
 FRAME_ROWS = (
-    ("Allocated", "allocated_gpu_h", "Allocated"),
+    ("Allocated (telemetry observed)", "allocated_gpu_h", "Allocated"),
     ("… of which active", "active_gpu_h", "(utilisation-weighted view)"),
     ("… of which idle while allocated", "idle_allocated_gpu_h", "(hidden inside Allocated)"),
     ("Unallocated while jobs waited", "planned_gpu_h", "Planned"),
@@ -73,6 +74,38 @@ def _ratio_class(value: float | None) -> str:
     if value is None or math.isnan(value):
         return ""
     return "over" if value > 2 else "under" if value < 0.5 else ""
+
+
+def allocated_note(report: WeeklyReport) -> str | None:
+    """One line saying which allocated figure is which, where the scheduler's (the headline,
+    §1 and §4) and the telemetry's (the cluster frame, §6) differ as the report shows them.
+
+    The dashboard words the same two figures alike: its Jobs page sums the scheduler's
+    allocations, its Overview the allocated GPU-hours telemetry observed.
+    """
+    frame = report.tables["cluster_frame"]
+    if not report.has_data or frame.is_empty() or not frame.get_column("buckets")[0]:
+        return None  # no telemetry this week: the frame says so itself
+    scheduler = float(report.scalars["alloc_gpu_h"])
+    telemetry = float(frame.get_column("allocated_gpu_h")[0])
+    if _num(scheduler) == _num(telemetry):
+        return None
+    both = (
+        f"Two allocated figures: {_num(scheduler)} GPU-hours allocated by the scheduler "
+        f"(its records: the headline, §1 and §4) and {_num(telemetry)} that telemetry observed "
+        "(samples attributed to a job: this frame)."
+    )
+    if scheduler > telemetry:
+        why = (
+            f" The scheduler's figure also counts allocated time no sample covered "
+            f"({_num(scheduler - telemetry)} GPU-hours more)."
+        )
+    else:
+        why = (
+            f" Telemetry saw {_num(telemetry - scheduler)} GPU-hours more: a sample stands for "
+            "the time until the next one, which can outlast the allocation it belongs to."
+        )
+    return both + why
 
 
 def render_charts(report: WeeklyReport) -> dict[str, bytes]:
@@ -133,6 +166,8 @@ def render_html(report: WeeklyReport, images: Mapping[str, str]) -> str:
         recs=recs,
         more_recs=more_recs,
         frame_rows=FRAME_ROWS,
+        allocated_note=allocated_note(report),
+        waste_definition=WASTE_GPU_H,
         num=_num,
         pct=_pct,
         signed=_signed,

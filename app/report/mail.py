@@ -31,7 +31,7 @@ def _summary(report: WeeklyReport) -> str:
     lines = [
         f"GPU fairness report for {report.cluster}, week {report.week.label}",
         "",
-        f"GPU-hours allocated: {s['alloc_gpu_h']:.1f}",
+        f"GPU-hours allocated by the scheduler: {s['alloc_gpu_h']:.1f}",
         f"GPU-hours wasted: {s['waste_gpu_h']:.1f}",
         f"Jain's index over {s['accounts_with_demand']} account(s) with demand: "
         + ("n/a" if jain is None else f"{jain:.3f}"),

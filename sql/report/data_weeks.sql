@@ -7,33 +7,49 @@
 -- Returns: cluster, week (its Monday, DATE), data_end_e (epoch seconds: the later of the end of
 --          the cluster's last sample interval and its latest job submit, start or end)
 --
--- A week has data where fairness_weekly has rows for it (jobs held GPUs, started or ended
--- short of their limit): the weeks the report's trends count. Jobs merely submitted or queued
--- in a week (e.g. before the first telemetry) do not make it a week with data.
+-- A week has data where fairness_weekly has GPU-hours allocated or observed in it (the weeks
+-- the report's trends count) and something was recorded inside it: a sample taken at or after
+-- its Monday 00:00 (its 5-minute bucket starts there or later), or a job submitted, started or
+-- ended after it. So the week that begins as the data end holds only their closing instant and
+-- has none: a job that ended exactly at Monday 00:00 (the unused part of its limit is booked to
+-- that week), or the last samples' intervals (and running jobs, counted to the end of the data)
+-- reaching a few seconds past it. Jobs merely submitted or queued in a week (e.g. before the
+-- first telemetry) do not make it a week with data.
 
 WITH weeks AS (
-    SELECT DISTINCT
+    SELECT
         cluster,
         week
     FROM fairness_weekly
+    WHERE level = 'account'
+    GROUP BY cluster, week
+    HAVING sum(alloc_gpu_h) > 0 OR sum(observed_gpu_h) > 0
 ),
+-- per source: where its data end, and the latest instant it recorded (a sample's bucket start:
+-- a sample was taken at or after it; a job's latest submit, start or end)
 ends AS (
     SELECT
         cluster,
-        max(epoch(greatest(submit_ts, start_ts, end_ts))) AS end_e
+        max(epoch(greatest(submit_ts, start_ts, end_ts))) AS end_e,
+        max(epoch(greatest(submit_ts, start_ts, end_ts))) AS job_record_e,
+        CAST(NULL AS DOUBLE) AS sampled_from_e
     FROM jobs_latest
     GROUP BY cluster
     UNION ALL
     SELECT
         cluster,
-        max(interval_end_e) AS end_e
+        max(interval_end_e) AS end_e,
+        CAST(NULL AS DOUBLE) AS job_record_e,
+        max(epoch(bucket)) AS sampled_from_e
     FROM gpu_job_buckets
     GROUP BY cluster
 ),
 data_end AS (
     SELECT
         cluster,
-        max(end_e) AS data_end_e
+        max(end_e) AS data_end_e,
+        max(job_record_e) AS job_record_e,
+        max(sampled_from_e) AS sampled_from_e
     FROM ends
     GROUP BY cluster
 )
@@ -42,6 +58,8 @@ SELECT
     w.week,
     d.data_end_e
 FROM weeks AS w
-LEFT JOIN data_end AS d
+JOIN data_end AS d
     ON d.cluster = w.cluster
+WHERE epoch(CAST(w.week AS TIMESTAMP)) <= d.sampled_from_e
+    OR epoch(CAST(w.week AS TIMESTAMP)) < d.job_record_e
 ORDER BY w.cluster, w.week

@@ -3,7 +3,7 @@
 -- evidence was replayed over, and whether that evidence covers the report's week.
 --
 -- Grain:   one row per recommendation (latest version of each rec_id)
--- Reads:   recommendations
+-- Reads:   recommendations_latest
 -- Params:
 --   $cluster       cluster name
 --   $week_start_e  start of the week (epoch seconds)
@@ -17,11 +17,9 @@
 -- evidence has no window). A recommendation covers the week when that window overlaps it; one
 -- without a window, when it was made in the week.
 --
--- gain_kind (what expected_gain_gpu_h counts: detectors/recommend/recommendation.py GAIN_KINDS)
--- is the evidence's `gain_kind`, else (stored before it was recorded) the one its kind makes;
--- null without a gain. Order: nodes to drain (never left out of a short list), then GPU-hours
--- saved, then gains that are not savings (reserved time released to backfill, GPU-hours
--- shifted between users), then changes without a gain; by gain within each.
+-- gain_kind and the order (nodes to drain, then GPU-hours saved, then gains that are not
+-- savings, then no gain; by gain within each) are recommendations_latest's
+-- (sql/views/recommendations_latest.sql), as on the dashboard.
 
 WITH latest AS (
     SELECT
@@ -30,23 +28,12 @@ WITH latest AS (
         scope,
         target,
         expected_gain_gpu_h,
+        gain_kind,
+        gain_rank,
         risk,
         evidence,
         config,
         created_ts,
-        CASE
-            WHEN expected_gain_gpu_h IS NOT NULL
-                THEN coalesce(
-                    nullif(regexp_extract(evidence, '"gain_kind"\s*:\s*"([^"]+)"', 1), ''),
-                    CASE kind
-                        WHEN 'idle_cancel_policy' THEN 'saved'
-                        WHEN 'mig_packing' THEN 'saved'
-                        WHEN 'drain_node' THEN 'failures_avoided'
-                        WHEN 'gpu_cap' THEN 'shifted'
-                        WHEN 'time_limit' THEN 'backfill'
-                    END
-                )
-        END AS gain_kind,
         try_cast(
             nullif(regexp_extract(evidence, '"replayed_from"\s*:\s*"([^"]+)"', 1), '')
             AS TIMESTAMPTZ
@@ -55,9 +42,8 @@ WITH latest AS (
             nullif(regexp_extract(evidence, '"replayed_until"\s*:\s*"([^"]+)"', 1), '')
             AS TIMESTAMPTZ
         ) AS evidence_until
-    FROM recommendations
+    FROM recommendations_latest
     WHERE cluster = $cluster
-    QUALIFY row_number() OVER (PARTITION BY rec_id ORDER BY created_ts DESC) = 1
 )
 SELECT
     rec_id,
@@ -79,11 +65,6 @@ SELECT
     END AS covers_week
 FROM latest
 ORDER BY
-    CASE
-        WHEN kind = 'drain_node' THEN 0
-        WHEN gain_kind IN ('saved', 'failures_avoided') THEN 1
-        WHEN expected_gain_gpu_h IS NOT NULL THEN 2
-        ELSE 3
-    END,
+    gain_rank,
     expected_gain_gpu_h DESC NULLS LAST,
     rec_id

@@ -211,7 +211,12 @@ def test_query_without_its_params_names_the_expected_ones(lake: Path) -> None:
 
 @pytest.mark.parametrize(
     ("param", "fragment"),
-    [("limit=ten", "'ten'"), ("limit=-5", "negative"), ("start=yesterday", "'yesterday'")],
+    [
+        ("limit=ten", "'ten'"),
+        ("limit=-5", "negative"),
+        ("start=yesterday", "'yesterday'"),
+        ("limit=1.5", "$limit takes an integer (the query's LIMIT), got 1.5"),  # not 2 rows
+    ],
 )
 def test_query_with_a_param_of_the_wrong_type_names_it(
     lake: Path, param: str, fragment: str

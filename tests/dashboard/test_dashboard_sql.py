@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import sql
 from tests.dashboard.factories import FAIRNESS_SCHEMA, T0, make_fairness_row, make_finding
 from warehouse import queries
 from warehouse.schema import TABLES
@@ -410,6 +411,8 @@ def test_recommendation_list_keeps_the_latest_version_savings_first(con):
             ],
         ),
     )
+    # the view every connection of the lake has (warehouse.connection.DERIVED_VIEWS)
+    con.sql(sql.load("views/recommendations_latest")).create_view("recommendations_latest")
     frame = queries.run(con, "dashboard/recommendation_list", cluster="sim", needle="")
 
     assert frame.select("rec_id", "expected_gain_gpu_h", "gain_kind").rows() == [

@@ -120,3 +120,58 @@ def test_a_query_error_that_is_not_about_a_value_given_keeps_its_own_type(con, m
     monkeypatch.setattr(sql, "load", lambda name: text if name == PROBE else real(name))
     with pytest.raises(duckdb.BinderException):
         queries.run(con, PROBE, start=1, end=4)
+
+
+WHOLE = "tests/probe_whole"
+WHOLE_SQL = """\
+-- probe_whole: $n integers from $first, skipping $skip, each plus $step.
+--
+-- Params:
+--   $first  where the range starts (cast to an integer)
+--   $step   added to each (any number)
+--   $n      how many (LIMIT)
+--   $skip   how many to skip (OFFSET)
+
+SELECT
+    i + $step AS v
+FROM range(CAST($first AS BIGINT), 100) AS r(i)
+ORDER BY i
+LIMIT $n
+OFFSET $skip
+"""
+
+
+@pytest.fixture
+def whole(monkeypatch):
+    real = sql.load
+    monkeypatch.setattr(sql, "load", lambda name: WHOLE_SQL if name == WHOLE else real(name))
+    return WHOLE
+
+
+@pytest.mark.parametrize("run", [queries.run, queries.run_arrow])
+@pytest.mark.parametrize(
+    ("params", "fragment"),
+    [
+        ({"n": 1.5}, "$n takes an integer (the query's LIMIT), got 1.5"),
+        ({"skip": 0.25}, "$skip takes an integer (the query's OFFSET), got 0.25"),
+        ({"first": 2.5}, "$first takes an integer (the query casts it to BIGINT), got 2.5"),
+        ({"n": float("inf")}, "$n takes an integer (the query's LIMIT), got inf"),
+    ],
+)
+def test_a_fraction_where_the_query_takes_an_integer_is_refused_not_rounded(
+    con, whole, run, params, fragment
+):
+    given = {"first": 0, "step": 0, "n": 2, "skip": 0} | params
+    with pytest.raises(QueryParameterError) as info:
+        run(con, whole, **given)
+
+    message = str(info.value)
+    assert message.startswith(f"{whole}: a parameter does not fit the query (")
+    assert message.endswith(fragment)
+    assert "\n" not in message
+
+
+def test_whole_floats_and_fractions_elsewhere_are_taken(con, whole):
+    frame = queries.run(con, whole, first=3.0, step=0.5, n=2.0, skip=1)
+
+    assert frame["v"].to_list() == [4.5, 5.5]

@@ -1,0 +1,71 @@
+"""The report's two allocated figures — the scheduler's (headline, §1, §4) and the telemetry's
+(cluster frame, §6) — are labelled, and a note says which is which where they differ."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import html as html_lib
+import re
+
+import polars as pl
+import pytest
+
+from app.report.data import ReportSettings, assemble_report
+from app.report.html import allocated_note, render_html
+from app.report.week import IsoWeek
+from tests.marts.rows import T0
+from tests.report.lake import build_fairness_lake
+
+NOW = T0 + dt.timedelta(days=10)
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    con = build_fairness_lake(tmp_path_factory.mktemp("lake"))
+    return assemble_report(con, "della", IsoWeek(2024, 9), ReportSettings(), NOW)
+
+
+def text_of(page: str) -> str:
+    return " ".join(html_lib.unescape(re.sub(r"<[^>]+>", " ", page)).split())
+
+
+def test_the_headline_and_the_frame_name_their_source_and_the_note_gives_both(report):
+    # Scheduler (tests/report/lake.py): j1 1 GPU × 1 h + j2 2 GPUs × 0.5 h + j3's first half
+    # hour in W09 = 2.5 GPU-h. Telemetry: j1's GPU observed 1 h, j2's reporting GPU 0.5 h = 1.5.
+    assert report.scalars["alloc_gpu_h"] == pytest.approx(2.5)
+    assert report.tables["cluster_frame"].get_column("allocated_gpu_h")[0] == pytest.approx(1.5)
+    page = text_of(render_html(report, {}))
+    assert "2.5 GPU-hours allocated by the scheduler" in page
+    assert "Allocated (telemetry observed) 1.5" in page
+    note = allocated_note(report)
+    assert note is not None and note in page
+    assert "2.5 GPU-hours allocated by the scheduler" in note
+    assert "1.5 that telemetry observed" in note
+    assert "allocated time no sample covered (1.0 GPU-hours more)" in note
+
+
+def with_frame_allocated(report, value: float):
+    frame = report.tables["cluster_frame"].with_columns(pl.lit(value).alias("allocated_gpu_h"))
+    return dataclasses.replace(report, tables=report.tables | {"cluster_frame": frame})
+
+
+def test_no_note_where_the_two_figures_agree_as_shown(report):
+    assert allocated_note(with_frame_allocated(report, 2.5 + 0.04)) is None
+    page = text_of(render_html(with_frame_allocated(report, 2.5), {}))
+    assert "Two allocated figures" not in page
+    assert "2.5 GPU-hours allocated by the scheduler" in page  # the label stays
+
+
+def test_telemetry_above_the_scheduler_says_why(report):
+    note = allocated_note(with_frame_allocated(report, 3.0))
+    assert note is not None
+    assert "Telemetry saw 0.5 GPU-hours more" in note
+
+
+def test_no_note_without_telemetry_in_the_week(report):
+    frame = report.tables["cluster_frame"].with_columns(
+        pl.lit(0.0).alias("allocated_gpu_h"), pl.lit(0, pl.Int64).alias("buckets")
+    )
+    bare = dataclasses.replace(report, tables=report.tables | {"cluster_frame": frame})
+    assert allocated_note(bare) is None
