@@ -73,15 +73,16 @@ def _remembered(con: duckdb.DuckDBPyConnection | None) -> Iterator[str]:
 
 def _unreadable(path: str) -> bool:
     """Whether DuckDB fails to decode every column of every row of `path` (a fresh reader, so
-    nothing of the failed query's state is reused)."""
+    nothing of the failed query's state is reused; streamed, so a large file is never held)."""
     import duckdb
 
     if not Path(path).is_file():
         return False  # removed since it was listed (compaction, a rebuild): not damage
     probe = duckdb.connect()
     try:
-        probe.read_parquet(path).to_arrow_table()
-    except duckdb.Error:
+        for _ in probe.read_parquet(path).to_arrow_reader(65_536):
+            pass  # decoded batch by batch, dropped: memory stays one batch, not one file
+    except (duckdb.Error, OSError, ValueError):  # the stream raises DuckDB's error as Arrow's
         return True
     finally:
         probe.close()
