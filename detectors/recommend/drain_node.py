@@ -8,6 +8,7 @@ jobs held on the node in the window: what the next window loses if the node stay
 
 from __future__ import annotations
 
+import shlex
 from typing import TYPE_CHECKING
 
 import polars as pl
@@ -37,13 +38,18 @@ def _reason(row: dict[str, object], rate: float) -> str:
 
 
 def _config(facts: ClusterFacts, node: str, reason: str) -> str:
+    # the reason is data (event kinds, counts): quoted for the shell whatever it holds
     if facts.target == "kueue":
         return (
-            f"kubectl cordon {node}\n"
-            f"kubectl taint nodes {node} gpuledger.io/lemon=true:NoSchedule\n"
-            f"kubectl annotate node {node} gpuledger.io/drain-reason='{reason}'\n"
+            f"kubectl cordon {shlex.quote(node)}\n"
+            f"kubectl taint nodes {shlex.quote(node)} gpuledger.io/lemon=true:NoSchedule\n"
+            f"kubectl annotate node {shlex.quote(node)} "
+            f"{shlex.quote('gpuledger.io/drain-reason=' + reason)}\n"
         )
-    return f'scontrol update NodeName={node} State=DRAIN Reason="gpuledger: {reason}"\n'
+    return (
+        f"scontrol update NodeName={shlex.quote(node)} State=DRAIN "
+        f"Reason={shlex.quote('gpuledger: ' + reason)}\n"
+    )
 
 
 def recommend(
