@@ -38,7 +38,9 @@ def _reason(row: dict[str, object], rate: float) -> str:
 
 
 def _config(facts: ClusterFacts, node: str, reason: str) -> str:
-    # the reason is data (event kinds, counts): quoted for the shell whatever it holds
+    # the reason is data (event kinds, counts): quoted for the shell whatever it holds, and
+    # without double quotes, which scontrol strips from a reason's end (seen on Slurm 22.05)
+    reason = reason.replace('"', "'")
     if facts.target == "kueue":
         return (
             f"kubectl cordon {shlex.quote(node)}\n"
