@@ -86,6 +86,11 @@ def _accounts(
 
 def _config(facts: ClusterFacts, changes: list[dict[str, Any]], raw_total: float, n: int) -> str:
     lines = []
+    if facts.target == "kueue":
+        lines.append(
+            "# LocalQueue weights count with admission fair sharing (Kueue >= 0.12, alpha: the\n"
+            "# AdmissionFairSharing feature gate); <queue> is the account's LocalQueue"
+        )
     for c in changes:
         if facts.target == "kueue":
             weight = round(c["new_share"] * n, 3)

@@ -26,7 +26,7 @@ from detectors.recommend import billing, drain_node, fairshare, gpu_cap, time_li
 from detectors.recommend.recommendation import ClusterFacts
 from tests.slurm_live.cluster import CLUSTER, SlurmCluster
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 T0 = dt.datetime(2026, 1, 5, tzinfo=dt.UTC)
 FACTS = ClusterFacts(CLUSTER, "slurm", 12, T0, T0, T0.timestamp(), T0.timestamp())
