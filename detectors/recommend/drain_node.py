@@ -20,7 +20,7 @@ from warehouse import queries
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["KIND", "QUERY", "recommend"]
+__all__ = ["KIND", "QUERY", "drain_command", "recommend"]
 
 KIND = "drain_node"
 QUERY = "recommend/node_health"
@@ -37,9 +37,15 @@ def _reason(row: dict[str, object], rate: float) -> str:
     return "; ".join(parts)
 
 
+def drain_command(node: str, reason: str) -> str:
+    """`scontrol update … State=DRAIN` with the reason quoted for the shell whatever it holds
+    (it is data: event kinds, counts) and without double quotes, which scontrol strips from a
+    reason's end (seen on Slurm 22.05)."""
+    reason = "gpuledger: " + reason.replace('"', "'")
+    return f"scontrol update NodeName={shlex.quote(node)} State=DRAIN Reason={shlex.quote(reason)}"
+
+
 def _config(facts: ClusterFacts, node: str, reason: str) -> str:
-    # the reason is data (event kinds, counts): quoted for the shell whatever it holds, and
-    # without double quotes, which scontrol strips from a reason's end (seen on Slurm 22.05)
     reason = reason.replace('"', "'")
     if facts.target == "kueue":
         return (
@@ -48,10 +54,7 @@ def _config(facts: ClusterFacts, node: str, reason: str) -> str:
             f"kubectl annotate node {shlex.quote(node)} "
             f"{shlex.quote('gpuledger.io/drain-reason=' + reason)}\n"
         )
-    return (
-        f"scontrol update NodeName={shlex.quote(node)} State=DRAIN "
-        f"Reason={shlex.quote('gpuledger: ' + reason)}\n"
-    )
+    return drain_command(node, reason) + "\n"
 
 
 def recommend(

@@ -61,6 +61,7 @@ def partition(cluster: SlurmCluster, name: str = "gpu") -> dict[str, str]:
 @pytest.fixture(scope="module")
 def cluster(slurm_cluster: SlurmCluster) -> Iterator[SlurmCluster]:
     c = slurm_cluster
+    c.start()  # every daemon up: an earlier live test may have left one stopped (idempotent)
     c.jobs_dir.mkdir(mode=0o1777, exist_ok=True)
     c.run("sacctmgr", "-i", "add", "account", ACCOUNT, f"cluster={CLUSTER}", "fairshare=10")
     c.run("sacctmgr", "-i", "add", "user", "alice", f"account={ACCOUNT}", f"cluster={CLUSTER}")
