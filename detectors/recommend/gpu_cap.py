@@ -73,6 +73,13 @@ def _waiting(others: pl.DataFrame, above: pl.DataFrame) -> tuple[int, float]:
     return overlap["job_id"].n_unique(), gpu_h
 
 
+# what slurm.conf needs for a GrpTRES=gres/gpu limit to hold (as the live test cluster has it)
+LIMITS_NEED = (
+    "# enforced when slurm.conf has gres/gpu in AccountingStorageTRES and limits in\n"
+    "# AccountingStorageEnforce\n"
+)
+
+
 def kube_name(text: str) -> str:
     """`text` as a Kubernetes object name (RFC 1123 label: lower-case alphanumerics and '-'),
     quoted for YAML (a bare `null`, `true` or `0` would not be read as a name)."""
@@ -127,7 +134,7 @@ def _user_config(facts: ClusterFacts, user: str, account: str, cap: int) -> str:
         f"sacctmgr -i modify user where name={user} account={account} cluster={facts.cluster} "
         f"set GrpTRES=gres/gpu={cap}\n"
         f"# or for every user of a QOS: sacctmgr -i modify qos normal set "
-        f"MaxTRESPerUser=gres/gpu={cap}\n"
+        f"MaxTRESPerUser=gres/gpu={cap}\n" + LIMITS_NEED
     )
 
 
@@ -136,7 +143,7 @@ def _account_config(facts: ClusterFacts, account: str, cap: int) -> str:
         return _queue_yaml(kube_name(account), kube_name("gpus"), cap)
     return (
         f"sacctmgr -i modify account where name={account} cluster={facts.cluster} "
-        f"set GrpTRES=gres/gpu={cap}\n"
+        f"set GrpTRES=gres/gpu={cap}\n" + LIMITS_NEED
     )
 
 
