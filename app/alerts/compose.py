@@ -57,6 +57,11 @@ def _payload(r: Rendered, recipient: str) -> dict[str, Any]:
     }
 
 
+def _contacts(cfg: AlertsConfig) -> tuple[str, ...]:
+    """Whom a user writes to with questions: the reply-to address, else the admins."""
+    return (cfg.email_reply_to,) if cfg.email_reply_to else tuple(cfg.admin_emails)
+
+
 def _recipients(n: Notice, directory: Directory, cfg: AlertsConfig) -> list[tuple[Person, str]]:
     f = n.finding
     admins = [(Person(user=None, email=a, name="admin"), "admin") for a in cfg.admin_emails]
@@ -80,7 +85,7 @@ def compose_notice(
     out = []
     seen: set[tuple[str, str]] = set()
     for person, role in _recipients(n, directory, cfg):
-        rendered = render_notice(n, person, role, cfg.idle_detectors)
+        rendered = render_notice(n, person, role, cfg.idle_detectors, _contacts(cfg))
         channels = []
         if person.email:
             channels.append(("email", person.email))

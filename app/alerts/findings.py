@@ -83,6 +83,15 @@ class FindingContext:
         return self.subject_kind in HARDWARE_SUBJECTS
 
     @property
+    def job_ended(self) -> bool:
+        """The scheduler says the job is over (an end time, or a state other than running)."""
+        if self.job_id is None:
+            return False
+        if self.job_end_ts is not None:
+            return True
+        return self.job_state is not None and self.job_state not in RUNNING_STATES
+
+    @property
     def job_running(self) -> bool:
         """The job is known and has not ended."""
         if self.job_id is None:

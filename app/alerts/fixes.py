@@ -60,6 +60,14 @@ def concrete_fix(f: FindingContext, idle_detectors: tuple[str, ...]) -> str:
                 f"Request only the GPUs the job uses: `--gres=gpu:{used}` "
                 f"({f.gpus - used} of {f.gpus} never became active)."
             )
+        if f.job_ended:
+            # nothing left to cancel: say so, and what to do before the next run
+            return (
+                f"Job {job} has ended ({(f.job_state or 'ended').lower()}), so there is "
+                "nothing to cancel. Next time, try the job on one GPU with a short `--time` "
+                "first and check that your code sees the GPUs (`nvidia-smi` and "
+                "`torch.cuda.is_available()` in the job script)."
+            )
         if f.interactive:
             return f"End the session when you step away: `exit`, or `scancel {job}`."
         return (

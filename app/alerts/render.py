@@ -85,6 +85,19 @@ def _what(f: FindingContext) -> str:
     return f"{f.subject_kind} {f.subject_id}"
 
 
+def _since(f: FindingContext) -> dt.datetime | None:
+    """When the waste began: the finding's span start, never before the job itself started
+    (findings are bucketed, so their start can fall a few minutes before the job's)."""
+    if f.start_ts is not None and f.job_start_ts is not None:
+        return max(f.start_ts, f.job_start_ts)
+    return f.start_ts
+
+
+def _headline(f: FindingContext) -> str:
+    """The finding's message as the sentence a template ends with its own full stop."""
+    return (f.message or f"{f.detector} on {_what(f)}").rstrip().rstrip(".")
+
+
 def _finding_context(f: FindingContext, idle_detectors: tuple[str, ...]) -> dict[str, Any]:
     activity = []
     if f.busy_mean is not None:
@@ -100,11 +113,11 @@ def _finding_context(f: FindingContext, idle_detectors: tuple[str, ...]) -> dict
     return {
         "f": f,
         "what": _what(f),
-        "headline": f.message or f"{f.detector} on {_what(f)}",
+        "headline": _headline(f),
         "nodes": ", ".join(f.nodes) if f.nodes else (f.node or None),
         "activity": " · ".join(activity) or None,
         "gpu_h": _hours(f.gpu_h_at_stake),
-        "since": _when(f.start_ts),
+        "since": _when(_since(f)),
         "rank": (
             f"#{f.user_rank} of {f.users_ranked} users by GPU-hours at stake on {f.cluster}"
             if f.user_rank is not None and f.users_ranked
@@ -115,9 +128,14 @@ def _finding_context(f: FindingContext, idle_detectors: tuple[str, ...]) -> dict
 
 
 def render_notice(
-    notice: Notice, to: Person, role: str, idle_detectors: tuple[str, ...]
+    notice: Notice,
+    to: Person,
+    role: str,
+    idle_detectors: tuple[str, ...],
+    contacts: tuple[str, ...] = (),
 ) -> Rendered:
-    """The message about `notice` for one recipient in `role` (owner, manager or admin)."""
+    """The message about `notice` for one recipient in `role` (owner, manager or admin);
+    `contacts` are the addresses an owner is told to write to with questions."""
     if role not in ROLES:
         raise ValueError(f"role {role!r} is not one of {ROLES}")
     f = notice.finding
@@ -133,6 +151,7 @@ def render_notice(
         "role": role,
         "action_at": _when(notice.action_at),
         "test": notice.test_mode,
+        "contacts": ", ".join(contacts) or None,
     }
     prefix = "[gpuledger TEST]" if notice.test_mode else "[gpuledger]"
     subject = _one_line(f"{prefix} {label}: {ctx['headline']} ({f.cluster})")

@@ -5,6 +5,7 @@ import streamlit as st
 
 from app import charts, data, scope
 from app.downloads import show_table
+from detectors.recommend.drain_node import drain_command
 
 s = scope.current()
 st.title("GPU health")
@@ -93,11 +94,7 @@ else:
             "by a drain_node recommendation or a critical hardware finding."
         )
     for row in drain.iter_rows(named=True):
-        st.code(
-            f"scontrol update NodeName={row['node']} State=DRAIN "
-            f'Reason="gpuledger: {row["drain_reason"]}"',
-            language="bash",
-        )
+        st.code(drain_command(str(row["node"]), str(row["drain_reason"])), language="bash")
 
 search = st.text_input(
     "Search GPUs",

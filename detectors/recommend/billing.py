@@ -45,7 +45,12 @@ def _config(facts: ClusterFacts, partitions: list[str], weight: float) -> str:
     w = _format(weight)
     if facts.target == "kueue":
         return (
-            "# Kueue Configuration (controller_manager_config.yaml):\n"
+            "# Kueue's Configuration (the kueue-manager-config ConfigMap,\n"
+            "# controller_manager_config.yaml); admission fair sharing is alpha (Kueue >= 0.12,\n"
+            "# feature gate AdmissionFairSharing) and ClusterQueues opt in with\n"
+            "# spec.admissionScope.admissionMode: UsageBasedAdmissionFairSharing\n"
+            "apiVersion: config.kueue.x-k8s.io/v1beta1\n"
+            "kind: Configuration\n"
             "admissionFairSharing:\n"
             '  usageHalfLifeTime: "168h"\n'
             '  usageSamplingInterval: "5m"\n'
@@ -53,10 +58,14 @@ def _config(facts: ClusterFacts, partitions: list[str], weight: float) -> str:
             "    cpu: 1\n"
             f"    nvidia.com/gpu: {w}\n"
         )
-    lines = ["# slurm.conf: account GPUs, then bill them", "AccountingStorageTRES=gres/gpu"]
-    for p in partitions:
-        lines.append(f'PartitionName={p} TRESBillingWeights="CPU=1.0,GRES/gpu={w}"')
-    lines.append("scontrol reconfigure")
+    weights = f'TRESBillingWeights="CPU=1.0,GRES/gpu={w}"'
+    lines = [f"scontrol update PartitionName={p} {weights}" for p in partitions]
+    lines += [
+        "# slurm.conf, to keep it after a restart: on each of these PartitionName= lines set",
+        f"# {weights} (do not add a second line for a partition: slurmctld stops on a",
+        "# duplicate partition). GPUs are billed only when AccountingStorageTRES lists gres/gpu:",
+        "# add it to that line if missing and restart slurmctld (it sets TRES up at start).",
+    ]
     return "\n".join(lines) + "\n"
 
 

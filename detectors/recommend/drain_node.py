@@ -8,6 +8,7 @@ jobs held on the node in the window: what the next window loses if the node stay
 
 from __future__ import annotations
 
+import shlex
 from typing import TYPE_CHECKING
 
 import polars as pl
@@ -19,7 +20,7 @@ from warehouse import queries
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["KIND", "QUERY", "recommend"]
+__all__ = ["KIND", "QUERY", "drain_command", "recommend"]
 
 KIND = "drain_node"
 QUERY = "recommend/node_health"
@@ -36,14 +37,24 @@ def _reason(row: dict[str, object], rate: float) -> str:
     return "; ".join(parts)
 
 
+def drain_command(node: str, reason: str) -> str:
+    """`scontrol update … State=DRAIN` with the reason quoted for the shell whatever it holds
+    (it is data: event kinds, counts) and without double quotes, which scontrol strips from a
+    reason's end (seen on Slurm 22.05)."""
+    reason = "gpuledger: " + reason.replace('"', "'")
+    return f"scontrol update NodeName={shlex.quote(node)} State=DRAIN Reason={shlex.quote(reason)}"
+
+
 def _config(facts: ClusterFacts, node: str, reason: str) -> str:
+    reason = reason.replace('"', "'")
     if facts.target == "kueue":
         return (
-            f"kubectl cordon {node}\n"
-            f"kubectl taint nodes {node} gpuledger.io/lemon=true:NoSchedule\n"
-            f"kubectl annotate node {node} gpuledger.io/drain-reason='{reason}'\n"
+            f"kubectl cordon {shlex.quote(node)}\n"
+            f"kubectl taint nodes {shlex.quote(node)} gpuledger.io/lemon=true:NoSchedule\n"
+            f"kubectl annotate node {shlex.quote(node)} "
+            f"{shlex.quote('gpuledger.io/drain-reason=' + reason)}\n"
         )
-    return f'scontrol update NodeName={node} State=DRAIN Reason="gpuledger: {reason}"\n'
+    return drain_command(node, reason) + "\n"
 
 
 def recommend(

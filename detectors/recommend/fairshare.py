@@ -2,7 +2,8 @@
 
 Per account over the window: allocated GPU-hours A, GPU-hours its jobs spent waiting W, and
 its demand share d = (A + W) / Σ(A + W), against its entitled share S (raw shares from the
-configuration, equal by default). An account whose demand share is `ratio` times its share
+configuration, else the cluster's current ones from the `associations` table that
+`collect slurm-shares` lands, else equal). An account whose demand share is `ratio` times its share
 or more (or 1/`ratio` or less) is flagged, and the proposal moves its shares halfway toward
 its demand: S' = (S + d) / 2. One recommendation per cluster lists every change; fair-share
 moves priority between accounts, so no GPU-hours are gained (expected_gain is null) and the
@@ -26,10 +27,33 @@ __all__ = ["KIND", "QUERY", "recommend"]
 
 KIND = "fairshare_weight"
 QUERY = "recommend/window_jobs"
-DEFAULT_RAW_SHARES = 100.0
+SHARES_QUERY = "report/associations_latest"
+DEFAULT_RAW_SHARES = 100.0  # every account's shares when none are known (equal shares)
+SLURM_DEFAULT_SHARES = 1.0  # an account missing from a known tree: sacctmgr's default FairShare
 
 
-def _accounts(jobs: pl.DataFrame, config: FairshareConfig) -> pl.DataFrame:
+def current_shares(con: duckdb.DuckDBPyConnection, cluster: str) -> dict[str, float]:
+    """The accounts' raw shares as last collected from the cluster (empty when never)."""
+    tree = queries.run(con, SHARES_QUERY, cluster=cluster).filter(
+        pl.col("user").is_null() & pl.col("raw_shares").is_not_null()
+    )
+    return {str(row["account"]): float(row["raw_shares"]) for row in tree.iter_rows(named=True)}
+
+
+def _raw_shares(
+    config: FairshareConfig, current: dict[str, float]
+) -> tuple[dict[str, float], float, str]:
+    """The accounts' raw shares now, the shares of an account not listed, and their source."""
+    if config.shares:
+        return {a: float(v) for a, v in config.shares.items()}, DEFAULT_RAW_SHARES, "configured"
+    if current:
+        return current, SLURM_DEFAULT_SHARES, "associations"
+    return {}, DEFAULT_RAW_SHARES, "equal"
+
+
+def _accounts(
+    jobs: pl.DataFrame, shares: dict[str, float], default: float = DEFAULT_RAW_SHARES
+) -> pl.DataFrame:
     per = (
         jobs.filter(pl.col("account").is_not_null())
         .group_by("account")
@@ -39,8 +63,7 @@ def _accounts(jobs: pl.DataFrame, config: FairshareConfig) -> pl.DataFrame:
         )
         .sort("account")
     )
-    shares = config.shares or {}
-    raw = [float(shares.get(a, DEFAULT_RAW_SHARES)) for a in per["account"]]
+    raw = [shares.get(a, default) for a in per["account"]]
     return (
         per.with_columns(
             (pl.col("alloc_s") / 3600.0).alias("alloc_gpu_h"),
@@ -63,6 +86,11 @@ def _accounts(jobs: pl.DataFrame, config: FairshareConfig) -> pl.DataFrame:
 
 def _config(facts: ClusterFacts, changes: list[dict[str, Any]], raw_total: float, n: int) -> str:
     lines = []
+    if facts.target == "kueue":
+        lines.append(
+            "# LocalQueue weights count with admission fair sharing (Kueue >= 0.12, alpha: the\n"
+            "# AdmissionFairSharing feature gate); <queue> is the account's LocalQueue"
+        )
     for c in changes:
         if facts.target == "kueue":
             weight = round(c["new_share"] * n, 3)
@@ -86,7 +114,8 @@ def recommend(
     jobs = queries.run(con, QUERY, since=facts.window_start, until=facts.window_end).filter(
         pl.col("cluster") == facts.cluster
     )
-    accounts = _accounts(jobs, config)
+    shares, default, source = _raw_shares(config, current_shares(con, facts.cluster))
+    accounts = _accounts(jobs, shares, default)
     if accounts.height < 2 or float(accounts["demand_gpu_h"].sum()) <= 0:
         return []
     over = (pl.col("demand_share") >= config.ratio * pl.col("share")) & (
@@ -104,6 +133,7 @@ def recommend(
         "flagged": [c["account"] for c in changes],
         "ratio": config.ratio,
         "raw_shares_total": raw_total,
+        "raw_shares_from": source,
     }
     risk = "priority falls for " + (
         ", ".join(

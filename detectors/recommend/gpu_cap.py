@@ -9,7 +9,9 @@ times could have had; the risk is the same hours of its own work delayed.
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -71,8 +73,32 @@ def _waiting(others: pl.DataFrame, above: pl.DataFrame) -> tuple[int, float]:
     return overlap["job_id"].n_unique(), gpu_h
 
 
+# what slurm.conf needs for a GrpTRES=gres/gpu limit to hold (as the live test cluster has it)
+LIMITS_NEED = (
+    "# enforced when slurm.conf has gres/gpu in AccountingStorageTRES and limits in\n"
+    "# AccountingStorageEnforce\n"
+)
+
+
+def kube_name(text: str) -> str:
+    """`text` as a Kubernetes object name (RFC 1123 label: lower-case alphanumerics and '-'),
+    quoted for YAML (a bare `null`, `true` or `0` would not be read as a name)."""
+    name = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
+    return json.dumps(name[:63].rstrip("-") or "x")
+
+
+FLAVOR_YAML = (
+    "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata:\n  name: default-flavor\n"
+)
+
+
 def _queue_yaml(name: str, cohort: str, cap: int) -> str:
+    """A ClusterQueue `name` capped at `cap` GPUs in `cohort` (both already kube_name()s)."""
     return (
+        "# Kueue admits no workload that requests a resource its ClusterQueue does not cover:\n"
+        "# add the cpu and memory quotas this queue's jobs use today to coveredResources.\n"
+        + FLAVOR_YAML
+        + "---\n"
         "apiVersion: kueue.x-k8s.io/v1beta1\n"
         "kind: ClusterQueue\n"
         "metadata:\n"
@@ -93,14 +119,14 @@ def _queue_yaml(name: str, cohort: str, cap: int) -> str:
 
 def _user_config(facts: ClusterFacts, user: str, account: str, cap: int) -> str:
     if facts.target == "kueue":
-        name = f"{account}-{user}"
+        name = kube_name(f"{account}-{user}")  # quoted
         return (
-            _queue_yaml(name, account, cap) + "---\n"
+            _queue_yaml(name, kube_name(account), cap) + "---\n"
             "apiVersion: kueue.x-k8s.io/v1beta1\n"
             "kind: LocalQueue\n"
             "metadata:\n"
-            f"  namespace: {account}\n"
-            f"  name: {user}\n"
+            f"  namespace: {kube_name(account)}\n"
+            f"  name: {kube_name(user)}\n"
             "spec:\n"
             f"  clusterQueue: {name}\n"
         )
@@ -108,16 +134,16 @@ def _user_config(facts: ClusterFacts, user: str, account: str, cap: int) -> str:
         f"sacctmgr -i modify user where name={user} account={account} cluster={facts.cluster} "
         f"set GrpTRES=gres/gpu={cap}\n"
         f"# or for every user of a QOS: sacctmgr -i modify qos normal set "
-        f"MaxTRESPerUser=gres/gpu={cap}\n"
+        f"MaxTRESPerUser=gres/gpu={cap}\n" + LIMITS_NEED
     )
 
 
 def _account_config(facts: ClusterFacts, account: str, cap: int) -> str:
     if facts.target == "kueue":
-        return _queue_yaml(account, "gpus", cap)
+        return _queue_yaml(kube_name(account), kube_name("gpus"), cap)
     return (
         f"sacctmgr -i modify account where name={account} cluster={facts.cluster} "
-        f"set GrpTRES=gres/gpu={cap}\n"
+        f"set GrpTRES=gres/gpu={cap}\n" + LIMITS_NEED
     )
 
 

@@ -9,6 +9,7 @@ kills would have lost; the gain is recovered minus disrupted.
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -60,7 +61,7 @@ def replay(runs: pl.DataFrame, warn_min: int, cancel_min: int) -> dict[str, Any]
     }
 
 
-def _config(facts: ClusterFacts, best: dict[str, Any]) -> str:
+def _config(facts: ClusterFacts, best: dict[str, Any], partitions: list[str]) -> str:
     warn, cancel = best["warn_minutes"], best["cancel_minutes"]
     if facts.target == "kueue":
         return (
@@ -73,21 +74,31 @@ def _config(facts: ClusterFacts, best: dict[str, Any]) -> str:
             "kubectl -n <namespace> patch workload <workload> --type=merge "
             '-p \'{"spec":{"active":false}}\'\n'
         )
+    # Job Defense Shield reads `partitions` as a list of names (no wildcard) and, with a
+    # sliding window, needs its two email files and a cache folder; gpu_frac_threshold 0.01
+    # spares a job with any GPU at work, as the replay did (its default 1.0 cancels a job
+    # with one idle GPU of eight).
+    listed = "".join(f"    - {json.dumps(p)}\n" for p in partitions)
     return (
         "# Slurm has no idle timeout; notify at the warning, cancel at the limit.\n"
         "# gpuledger.toml\n"
         "[alerts]\n"
         f"idle_after_minutes = {warn}\n"
-        "# Job Defense Shield config.yaml, run from cron every 5-15 minutes; its sliding\n"
-        "# window is what was replayed (any stretch of full idleness, not only the first one):\n"
+        "# Job Defense Shield config.yaml, run from cron every 5 minutes (its\n"
+        "# sampling_period_minutes); its sliding window is what was replayed (any stretch of\n"
+        "# full idleness, not only the first one):\n"
         "cancel-zero-gpu-jobs-1:\n"
-        f"  cluster: {facts.cluster}\n"
-        "  partitions: ['*']\n"
+        f"  cluster: {json.dumps(facts.cluster)}\n"
+        "  partitions:\n"
+        f"{listed}"
         "  sampling_period_minutes: 5\n"
         f"  sliding_warning_minutes: {warn}\n"
         f"  sliding_cancel_minutes: {cancel}\n"
-        f"# the action at {cancel} idle minutes:\n"
-        "scancel <jobid>\n"
+        '  email_file_sliding_warning: "cancel_gpu_jobs_sliding_warning.txt"\n'
+        '  email_file_sliding_cancel: "cancel_gpu_jobs_sliding_cancel.txt"\n'
+        "  jobid_cache_path: /var/cache/job_defense_shield/\n"
+        "  gpu_frac_threshold: 0.01\n"
+        f"# what it runs at {cancel} idle minutes: scancel <jobid>\n"
     )
 
 
@@ -133,6 +144,6 @@ def recommend(
             expected_gain_gpu_h=best["gain_gpu_h"],
             gain_kind="saved",
             risk=risk,
-            config=_config(facts, best),
+            config=_config(facts, best, sorted(set(runs["partition"].drop_nulls().to_list()))),
         )
     ]

@@ -58,8 +58,15 @@ def _config(
             for n, c in counts.items()
         )
         return (
-            f"# GPU operator (mixed strategy): label {gpus} node GPU(s) for MIG\n"
+            f"# GPU operator (mixed strategy), {gpus} GPU(s) to convert: nvidia.com/mig.config\n"
+            "# converts every GPU of the labelled node (a mig-parted config of your own can\n"
+            "# select devices); set the ClusterQueue's quotas to the slices that result\n"
             f"kubectl label node <node> nvidia.com/mig.config=all-{names[0]} --overwrite\n"
+            "---\n"
+            "apiVersion: kueue.x-k8s.io/v1beta1\n"
+            "kind: ResourceFlavor\n"
+            "metadata:\n"
+            "  name: default-flavor\n"
             "---\n"
             "apiVersion: kueue.x-k8s.io/v1beta1\n"
             "kind: ClusterQueue\n"
@@ -80,8 +87,10 @@ def _config(
         f"nvidia-smi mig -i 0 -cgi {','.join(names)} -C\n"
         "# gres.conf\n"
         "AutoDetect=nvml\n"
-        "# slurm.conf\n"
-        f"NodeName=<node> Gres={gres}\n"
+        "# slurm.conf: on the existing NodeName=<node> line, count the converted GPU(s) as\n"
+        f"# slices: Gres=gpu:<model>:<whole GPUs left>,{gres} (do not add a second\n"
+        "# NodeName=<node> line: slurmctld ignores or rejects a duplicate node), then restart\n"
+        "# slurmd on the node and slurmctld; and add the partition:\n"
         "PartitionName=mig Nodes=<node> DefaultTime=04:00:00\n"
         f"# users: sbatch --partition=mig --gres=gpu:{names[0]}:1\n"
     )

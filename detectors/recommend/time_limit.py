@@ -71,11 +71,12 @@ def _partition_config(facts: ClusterFacts, partition: str, default_s: float, max
             "  labels:\n"
             f'    kueue.x-k8s.io/max-exec-time-seconds: "{int(max_s)}"\n'
         )
+    times = f"DefaultTime={hhmmss(default_s)} MaxTime={hhmmss(max_s)}"
     return (
-        f"scontrol update PartitionName={partition} DefaultTime={hhmmss(default_s)} "
-        f"MaxTime={hhmmss(max_s)}\n"
-        f"# slurm.conf (keep it in step):\n"
-        f"PartitionName={partition} DefaultTime={hhmmss(default_s)} MaxTime={hhmmss(max_s)}\n"
+        f"scontrol update PartitionName={partition} {times}\n"
+        f"# slurm.conf, to keep it after a restart: on the existing PartitionName={partition}\n"
+        f"# line set {times} (do not add a second PartitionName={partition} line:\n"
+        "# slurmctld stops on a duplicate partition)\n"
     )
 
 

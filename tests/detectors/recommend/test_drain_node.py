@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import shlex
+
 import pytest
 
-from detectors.recommend import RecommendConfig, recommend
+from detectors.recommend import RecommendConfig, drain_node, recommend
 from detectors.recommend.config import DrainConfig
+from detectors.recommend.recommendation import ClusterFacts
 from tests.detectors.recommend.lake import NOW, recs_of
 from tests.marts import rows as r
 
@@ -38,7 +41,11 @@ def test_the_node_with_a_fatal_xid_and_the_lemon_are_drained(tmp_path):
     assert g001["evidence"]["hw_events"] == 1
     assert g001["evidence"]["hw_event_kinds"] == "xid 79"
     assert g001["expected_gain_gpu_h"] == pytest.approx(2.0)  # f1: 2 GPUs × 1 h
-    assert g001["config"].startswith('scontrol update NodeName=g001 State=DRAIN Reason="gpuledger:')
+    # the shell hands scontrol the whole reason as one argument
+    argv = shlex.split(g001["config"])
+    assert argv[:4] == ["scontrol", "update", "NodeName=g001", "State=DRAIN"]
+    assert argv[4].startswith("Reason=gpuledger: 1 hardware event(s): xid 79;")
+    assert len(argv) == 5
     # g002: 4 of 4 failed, above 2 × the cluster rate of 5/13; 4 × 0.5 GPU-h lost
     assert g002["evidence"]["node_failure_rate"] == 1.0
     assert g002["evidence"]["cluster_failure_rate"] == pytest.approx(5 / 13, abs=1e-6)
@@ -89,3 +96,15 @@ def test_a_critical_hardware_finding_drains_its_node_and_kueue_cordons_it(tmp_pa
     assert rec["evidence"]["critical_findings"] == 1
     assert rec["expected_gain_gpu_h"] == 0.0  # no job failed there yet
     assert rec["config"].startswith("kubectl cordon g009\n")
+
+
+@pytest.mark.parametrize("target", ["slurm", "kueue"])
+def test_a_reason_with_quotes_and_dollars_stays_one_inert_argument(target):
+    """The reason comes from data (event kinds, detector names): the shell must not expand it."""
+    reason = 'it\'s "odd"; $(touch /tmp/pwned) `id` 50%'
+    facts = ClusterFacts("della", target, 8, r.T0, NOW, r.T0_E, r.T0_E + H)
+    lines = drain_node._config(facts, "g001", reason).splitlines()
+
+    argv = shlex.split(lines[-1])
+    kept = reason.replace('"', "'")  # scontrol would strip a double quote at the end
+    assert argv[-1] in (f"Reason=gpuledger: {kept}", f"gpuledger.io/drain-reason={kept}")

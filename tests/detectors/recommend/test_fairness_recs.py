@@ -8,6 +8,7 @@ from detectors.recommend import RecommendConfig, recommend
 from detectors.recommend.config import BillingConfig, FairshareConfig
 from tests.detectors.recommend.lake import NOW, recs_of
 from tests.marts import rows as r
+from warehouse.connection import connect
 
 H = 3600.0
 
@@ -53,6 +54,53 @@ def test_fairshare_with_configured_shares_that_match_demand_changes_nothing(tmp_
     assert recommend(con, config, NOW, kinds=("fairshare_weight",)).num_rows == 0
 
 
+def _assoc(account, shares, updated_ts, user=None):
+    return {
+        "cluster": "della",
+        "account": account,
+        "user": user,
+        "parent": None if user else "root",
+        "raw_shares": shares,
+        "source": "sacctmgr",
+        "updated_ts": updated_ts,
+    }
+
+
+def test_fairshare_starts_from_the_clusters_current_shares(tmp_path):
+    """The raw shares `collect slurm-shares` landed (latest snapshot) are what sacctmgr changes:
+    physics 10, chem 60, bio 30 of 100 (an older snapshot and user rows are ignored)."""
+    con = r.build_lake(tmp_path, jobs=fairshare_jobs())
+    old, new = r.at(-86400), r.at(0)
+    r.land(
+        tmp_path,
+        "associations",
+        [_assoc("physics", 99, old), _assoc("chem", 1, old)]
+        + [_assoc("physics", 10, new), _assoc("chem", 60, new), _assoc("bio", 30, new)]
+        + [_assoc("physics", 1, new, user="alice")],
+        batch_id="shares",
+    )
+    con = connect(tmp_path)
+    [rec] = recs_of(
+        recommend(con, RecommendConfig(), NOW, kinds=("fairshare_weight",)), "fairshare_weight"
+    )
+    accounts = {a["account"]: a for a in rec["evidence"]["accounts"]}
+
+    assert rec["evidence"]["raw_shares_from"] == "associations"
+    assert accounts["chem"]["share"] == pytest.approx(0.6)
+    # (share + demand share) / 2 of the 100 raw shares the cluster has now:
+    # physics (0.1 + 0.8) / 2 = 0.45, chem (0.6 + 0.1) / 2 = 0.35, bio (0.3 + 0.1) / 2 = 0.2
+    lines = rec["config"].splitlines()
+    assert lines == [
+        "sacctmgr -i modify account name=bio cluster=della set fairshare=20",
+        "sacctmgr -i modify account name=chem cluster=della set fairshare=35",
+        "sacctmgr -i modify account name=physics cluster=della set fairshare=45",
+    ]
+    # the accounts whose priority falls are those whose shares the commands lower
+    assert rec["risk"] == (
+        "priority falls for bio (share 0.300 -> 0.200), chem (share 0.600 -> 0.350)"
+    )
+
+
 def billing_jobs():
     """1 h each: physics 8 GPUs / 16 CPUs, chem 1 GPU / 64 CPUs, bio 1 GPU / 8 CPUs."""
     return [
@@ -78,7 +126,12 @@ def test_gpu_billing_weight_by_hand(tmp_path):
     # billed with GRES/gpu=8: 16 + 64 = 80, 64 + 8 = 72, 8 + 8 = 16 of 168
     assert accounts["physics"]["proposed_share"] == pytest.approx(80 / 168, abs=1e-6)
     assert accounts["chem"]["proposed_share"] == pytest.approx(72 / 168, abs=1e-6)
-    assert 'PartitionName=gpu TRESBillingWeights="CPU=1.0,GRES/gpu=8"' in rec["config"]
+    # applied live, and slurm.conf edited in place (never a second PartitionName=gpu line)
+    assert (
+        'scontrol update PartitionName=gpu TRESBillingWeights="CPU=1.0,GRES/gpu=8"\n'
+        in rec["config"]
+    )
+    assert not [line for line in rec["config"].splitlines() if line.startswith("PartitionName=")]
     # bio rises too: 8/88 = 0.091 -> 16/168 = 0.095
     assert rec["risk"] == "billed usage (and so fair-share priority cost) rises for bio, physics"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from detectors.recommend import RecommendConfig, recommend
 from detectors.recommend.config import IdleCancelConfig
@@ -119,6 +120,17 @@ def test_the_false_kill_budget_picks_the_safe_candidate(con):
     assert rec["scope"] == "cluster" and rec["target"] == "slurm"
     assert "idle_after_minutes = 120" in rec["config"]
     assert "sliding_cancel_minutes: 240" in rec["config"]
+    # Job Defense Shield's entry: the partitions replayed by name (it has no wildcard), the
+    # files and cache folder its sliding window requires, and only fully idle jobs cancelled
+    jds = rec["config"].split("# Job Defense Shield", 1)[1].split("\n", 1)[1]
+    entry = yaml.safe_load(jds)["cancel-zero-gpu-jobs-1"]
+    assert entry["cluster"] == "della"
+    assert entry["partitions"] == ["gpu"]
+    assert (entry["sliding_warning_minutes"], entry["sliding_cancel_minutes"]) == (120, 240)
+    assert {"email_file_sliding_warning", "email_file_sliding_cancel", "jobid_cache_path"} <= set(
+        entry
+    )
+    assert entry["gpu_frac_threshold"] <= 1 / 8  # a job with 1 of 8 GPUs at work is spared
     assert rec["risk"].startswith("0 of 1 cancelled jobs")
 
 

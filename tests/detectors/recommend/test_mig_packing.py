@@ -61,7 +61,9 @@ def test_profiles_and_freed_gpu_hours_by_hand(con):
         "nvidia-smi mig -i 0 -cgi 1g.10gb,1g.10gb,1g.10gb,1g.10gb,1g.10gb,1g.10gb,1g.10gb -C"
         in (rec["config"])
     )
-    assert "NodeName=<node> Gres=gpu:1g.10gb:7" in rec["config"]
+    # the node's existing line is edited (a second NodeName=<node> line is a duplicate)
+    assert "Gres=gpu:<model>:<whole GPUs left>,gpu:1g.10gb:7 " in rec["config"]
+    assert not [line for line in rec["config"].splitlines() if line.startswith("NodeName=")]
 
 
 def test_below_the_gpu_hour_floor_nothing_is_proposed(con):

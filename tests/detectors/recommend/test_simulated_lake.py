@@ -67,3 +67,27 @@ def test_recommendations_over_a_simulated_lake(lake):
     kinds = set(first.column("kind").to_pylist())
     # the simulator injects idle jobs, over-long limits, small jobs and failing GPUs
     assert {"idle_cancel_policy", "time_limit", "mig_packing"} <= kinds
+
+
+def test_no_slurm_config_redefines_a_partition_or_node_the_cluster_has(lake):
+    """slurm.conf may define a partition or node once: an appended second line for one that
+    exists makes slurmctld exit on `scontrol reconfigure` (seen on the live 22.05 cluster).
+    The commands each config runs are one shell line each that the shell splits cleanly."""
+    import shlex
+
+    from warehouse.connection import connect
+
+    con = connect(lake)
+    [(end,)] = con.sql("SELECT max(ts) FROM gpu_samples").fetchall()
+    partitions = {p for (p,) in con.sql("SELECT DISTINCT partition FROM jobs").fetchall()}
+    nodes = {n for (n,) in con.sql("SELECT DISTINCT node FROM gpus").fetchall()}
+    existing = {f"PartitionName={p}" for p in partitions} | {f"NodeName={n}" for n in nodes}
+    existing |= {"NodeName=<node>"}
+    for row in recommend(con, RecommendConfig(), end).to_pylist():
+        for line in row["config"].splitlines():
+            if line.startswith("#") or not line.strip():
+                continue
+            assert line.split()[0] not in existing, (row["kind"], line)
+            if line.startswith(("sacctmgr ", "scontrol ")):
+                argv = shlex.split(line)
+                assert "-i" in argv or argv[0] == "scontrol", line  # sacctmgr asks otherwise

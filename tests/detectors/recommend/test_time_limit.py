@@ -53,7 +53,10 @@ def test_partition_default_and_maximum_by_hand(recs):
     assert (
         "scontrol update PartitionName=gpu DefaultTime=05:00:00 MaxTime=05:00:00" in rec["config"]
     )
-    assert "PartitionName=gpu DefaultTime=05:00:00 MaxTime=05:00:00" in rec["config"]
+    # slurm.conf is edited in place, never appended to: a second PartitionName=gpu line stops
+    # slurmctld ("duplicate entry for partition gpu", seen on the live 22.05 cluster)
+    assert "# line set DefaultTime=05:00:00 MaxTime=05:00:00" in rec["config"]
+    assert not [line for line in rec["config"].splitlines() if line.startswith("PartitionName=")]
 
 
 def test_user_hint_by_hand(recs):
