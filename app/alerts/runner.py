@@ -1,8 +1,8 @@
 """One alerting cycle (read findings → plan → queue → act → deliver) and the `--follow` loop.
 
 A cycle holds an exclusive lock on `<lake>/_state/alerts.lock`: a second alerter on the same
-lake stops with one error line instead of sending twice. `--dry-run` plans against the ledger read-only and returns
-the messages it would send; it writes nothing and contacts no server.
+lake stops with one error line instead of sending twice. `--dry-run` plans against the ledger
+read-only and returns the messages it would send; it writes nothing and contacts no server.
 """
 
 from __future__ import annotations
