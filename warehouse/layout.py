@@ -2,6 +2,15 @@
 
 Marts with no date column are partitioned by cluster only. State that is updated in place lives
 under `<root>/_state/`, never beside the Parquet files.
+
+Permissions: one lake is written by several users of one group (node agents as root with
+Group=gpuledger, the service as gpuledger), and nothing in it is for other users. Folders are
+DIR_MODE, group-writable with the setgid bit, so everything made in them takes the lake root's
+group, whoever makes it, and any member may create, rename over and remove files there.
+Files are replaced whole by a rename (which needs write on the folder only), so FILE_MODE is
+group-readable; files updated in place (SQLite state, lock files) are SHARED_FILE_MODE,
+group-writable. Modes are set on what this process creates only: chmod on another user's file
+would fail, and its mode is already the lake's.
 """
 
 from __future__ import annotations
@@ -11,6 +20,7 @@ import hashlib
 import os
 import re
 import sqlite3
+import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -19,10 +29,13 @@ from warehouse.errors import DamagedFile, NotReadable, NotWritable
 __all__ = [
     "DIR_MODE",
     "FILE_MODE",
+    "SHARED_FILE_MODE",
     "batch_path",
+    "create_temp",
     "ensure_dir",
     "files_fingerprint",
     "open_private_db",
+    "open_shared_file",
     "open_state_db",
     "partition_dir",
     "partition_key",
@@ -33,8 +46,9 @@ __all__ = [
     "table_files",
 ]
 
-DIR_MODE = 0o750
-FILE_MODE = 0o640
+DIR_MODE = 0o2770  # rwxrws---: the group's members all write; new entries take its group
+FILE_MODE = 0o640  # rw-r-----: replaced by rename, never rewritten in place
+SHARED_FILE_MODE = 0o660  # rw-rw----: updated in place by whichever member runs (SQLite, locks)
 DEFAULT_ROOT = Path("lake")
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -112,26 +126,30 @@ def files_fingerprint(paths: Iterable[Path], salt: str = "") -> str:
 
 
 def state_dir(root: Path) -> Path:
-    """Return `<root>/_state`, created with owner-and-group-only permissions."""
+    """Return `<root>/_state`, created with DIR_MODE (the lake's group only)."""
     return ensure_dir(root / "_state")
 
 
 def open_state_db(
     root: Path, filename: str, timeout_s: float = 30.0, *, autocommit: bool = False
 ) -> sqlite3.Connection:
-    """Open `<root>/_state/<filename>` (SQLite), created with FILE_MODE whatever the umask."""
+    """Open `<root>/_state/<filename>` (SQLite), made SHARED_FILE_MODE whatever the umask."""
     return open_private_db(state_dir(root) / filename, timeout_s, autocommit=autocommit)
 
 
 def open_private_db(
     path: Path, timeout_s: float = 30.0, *, autocommit: bool = False
 ) -> sqlite3.Connection:
-    """Open the SQLite file `path`, created with FILE_MODE (not world-readable) whatever the umask.
+    """Open the SQLite file `path`, created with SHARED_FILE_MODE (the group may write it, other
+    users nothing) whatever the umask.
 
-    SQLite gives its journal and WAL files the database file's permissions: private too.
+    SQLite gives its journal and WAL files the database file's permissions (and, run as root,
+    its owner): shared and private too.
     """
-    os.close(os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE))
-    os.chmod(path, FILE_MODE)
+    try:
+        os.close(open_shared_file(path, os.O_RDWR))
+    except OSError as exc:  # e.g. a state file of another user, from before the lake was shared
+        raise NotWritable(path, exc, "open the state file") from exc
     if autocommit:  # the caller issues BEGIN/COMMIT itself
         con = sqlite3.connect(path, timeout=timeout_s, isolation_level=None)
     else:
@@ -146,8 +164,36 @@ def open_private_db(
     return con
 
 
+def open_shared_file(path: Path, flags: int) -> int:
+    """Open `path` with `flags` (O_RDWR, O_WRONLY, O_APPEND…), creating it with SHARED_FILE_MODE
+    whatever the umask if it is missing; return the descriptor. Symbolic links are refused.
+
+    An existing file (another member of the group may have made it) is opened as it is.
+    """
+    flags |= os.O_NOFOLLOW
+    try:
+        fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, SHARED_FILE_MODE)
+    except FileExistsError:
+        return os.open(path, flags)
+    os.fchmod(fd, SHARED_FILE_MODE)
+    return fd
+
+
+def create_temp(target: Path) -> tuple[int, Path]:
+    """Create a new temporary file beside `target` (hidden: `.<name>.<random>.tmp`), FILE_MODE
+    whatever the umask; return its descriptor (open for writing) and path.
+
+    Its folder is writable by the whole group, so the name is random and the file is made with
+    O_EXCL and O_NOFOLLOW: never a file or link another member left there.
+    """
+    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
+    os.fchmod(fd, FILE_MODE)
+    return fd, tmp
+
+
 def ensure_dir(path: Path) -> Path:
-    """Create `path` and its parents with DIR_MODE (not world-readable).
+    """Create `path` and its parents with DIR_MODE (the group's, setgid; nothing for others).
 
     Raises NotWritable naming the folder when it cannot be made (a file in the way, no
     permission, a read-only file system).

@@ -709,10 +709,13 @@ def _derived_path(root: Path, view: str) -> Path:
 def _write_state_file(table: pa.Table, path: Path) -> None:
     """Write a state file (re-derivable, so no fsync: a torn one fails the fingerprint check)."""
     layout.ensure_dir(path.parent)
-    tmp = path.parent / f".{path.name}.tmp"
-    pq.write_table(table, tmp)
-    os.chmod(tmp, layout.FILE_MODE)  # like every state file: not world-readable
-    os.replace(tmp, path)
+    fd, tmp = layout.create_temp(path)  # like every state file: the lake's group only
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            pq.write_table(table, handle)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)  # renamed into place already, unless the write failed
 
 
 def _register_raw(con: duckdb.DuckDBPyConnection, root: Path, tables: Iterable[str]) -> None:

@@ -14,7 +14,6 @@ import datetime as dt
 import hashlib
 import itertools
 import os
-import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -127,10 +126,11 @@ def _write_atomically(
     """Write `chunks` (of `schema`, metadata included) to `path` as atomic_write does, one row
     group of at most _ROW_GROUP rows at a time; return the rows written."""
     layout.ensure_dir(path.parent)
-    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
+    tmp = path  # until the temporary file exists
     rows = 0
     try:
-        with open(tmp, "wb") as handle:
+        fd, tmp = layout.create_temp(path)
+        with os.fdopen(fd, "wb") as handle:
             with pq.ParquetWriter(
                 handle, schema, compression="zstd", use_dictionary=dictionary
             ) as writer:
@@ -139,13 +139,13 @@ def _write_atomically(
                     rows += chunk.num_rows
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, layout.FILE_MODE)
         os.replace(tmp, path)
     except OSError as exc:  # no space, no permission, a name too long: the old file stays
         raise NotWritable(path, exc, "write") from exc
     finally:
-        with contextlib.suppress(OSError):  # gone already, or it never could be made
-            tmp.unlink()
+        if tmp != path:  # (equal only when it could not be made: the old file must stay)
+            with contextlib.suppress(OSError):  # renamed into place already
+                tmp.unlink()
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)

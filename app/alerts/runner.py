@@ -97,8 +97,8 @@ def build_channels(cfg: AlertsConfig) -> Channels:
 def _lake_lock(state: Path) -> Iterator[None]:
     from warehouse import layout
 
-    fd = os.open(state / LOCK_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, layout.FILE_MODE)
-    os.chmod(state / LOCK_FILE, layout.FILE_MODE)  # private whatever the umask
+    # the group's whatever the umask, so an alerter run by another member can lock it too
+    fd = layout.open_shared_file(state / LOCK_FILE, os.O_WRONLY | os.O_APPEND)
     with os.fdopen(fd, "a") as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -33,13 +33,15 @@ def write_status(
         "metrics": metrics.snapshot(),
     }
     path = layout.state_dir(root) / STATUS_FILE
-    tmp = path.with_name(f".{STATUS_FILE}.{pid}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, layout.FILE_MODE)
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        json.dump(body, out, indent=1, default=str)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, path)
+    fd, tmp = layout.create_temp(path)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(body, out, indent=1, default=str)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)  # renamed into place already, unless the write failed
 
 
 def read_status(root: Path) -> dict[str, Any] | None:

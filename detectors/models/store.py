@@ -65,17 +65,20 @@ class ModelCard:
 
 
 def model_dir(root: Path) -> Path:
-    """The folder holding the lake's models (`save` creates it owner-only)."""
+    """The folder holding the lake's models (`save` creates it for the lake's group only)."""
     return root / "_state" / MODELS_DIR
 
 
 def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    fd, tmp = layout.create_temp(path)  # the lake's group only, whatever the umask
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)  # renamed into place already, unless the write failed
 
 
 def save(root: Path, card: ModelCard, model: object) -> Path:

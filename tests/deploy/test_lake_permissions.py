@@ -4,6 +4,7 @@ user cannot read is an error naming it, not files silently missing from every qu
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -12,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.infra.permissions import world_accessible
 from warehouse import layout
 from warehouse.errors import NotReadable
 
@@ -99,3 +101,144 @@ def test_a_lake_this_user_may_not_enter_is_an_error_too(lake):
 def _expect(got: list[Path], want: list[Path]) -> None:
     if got != want:
         raise AssertionError(f"{got} != {want}")
+
+
+# ---------------------------------------------------------------- one lake, two writers
+#
+# The deployment (README "Running as a service"): node agents run as root with Group=gpuledger
+# and land samples; the service (gpuledger:gpuledger) later rewrites those files when scheduler
+# records arrive late. Here `nobody` plays the service and `nogroup` (its own group) plays
+# `gpuledger`. Every process runs under the units' UMask=0027.
+
+SHARED_GID = 65534  # nogroup
+as_root = pytest.mark.skipif(
+    os.geteuid() != 0, reason="needs root: lands as root and rewrites as another user"
+)
+SAMPLE_TIMES = range(0, 600, 30)  # 20 samples of one GPU, one every 30 s
+JOB_END = 300  # the late allocation covers the first 10
+
+
+def in_child(uid: int, gid: int, action: Callable[[], object]) -> None:
+    """Run `action` in a forked child as `uid`:`gid` (no other groups, umask 0027); fail the
+    test with what it raised."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        code = 0
+        try:
+            os.close(read)
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
+            os.umask(0o027)
+            action()
+        except BaseException as exc:  # noqa: BLE001 (reported through the pipe)
+            os.write(write, f"as {uid}:{gid}: {type(exc).__name__}: {exc}".encode())
+            code = 1
+        os._exit(code)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        message = pipe.read().decode()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, message
+
+
+def gpuledger(*args: str) -> None:
+    """Run the real CLI in this process; raise with its output unless it exits 0."""
+    from click.testing import CliRunner
+
+    from app.cli import cli
+
+    result = CliRunner().invoke(cli, list(args))
+    if result.exit_code != 0:
+        raise RuntimeError(
+            f"gpuledger {' '.join(args)} exited {result.exit_code}: {result.output}"
+            f"{result.stderr} {result.exception!r}"
+        )
+
+
+def agent_lands_samples(lake: Path) -> Callable[[], object]:
+    from tests.marts import rows as r
+
+    # what the NVML agent lands while the scheduler has not told which job held the GPU
+    return lambda: r.land(lake, "gpu_samples", r.samples(SAMPLE_TIMES), "agent-g001")
+
+
+def service_attributes_a_late_job(lake: Path) -> Callable[[], object]:
+    from tests.marts import rows as r
+
+    def run() -> None:
+        r.land(lake, "jobs", [r.job("j1", 0, JOB_END)], "slurm")
+        r.land(lake, "job_gpus", [r.job_gpu("j1", 0, JOB_END)], "slurm")
+        gpuledger("attribute", "--lake", str(lake), "--quiet")
+
+    return run
+
+
+def sample_owners(lake: Path) -> list[tuple[float, str | None]]:
+    """(seconds after T0, job) of every sample in the lake, sorted: duplicates stay visible."""
+    from tests.marts import rows as r
+
+    files = layout.table_files(lake, "gpu_samples")
+    rows = pa.concat_tables([pq.read_table(p, columns=["ts", "job_id"]) for p in files])
+    return sorted((row["ts"].timestamp() - r.T0_E, row["job_id"]) for row in rows.to_pylist())
+
+
+@pytest.fixture(scope="module")
+def warm() -> None:
+    """Run the scenario once in this process first: a child as `nobody` cannot read the
+    interpreter's own library when it lies under /root, so what it imports lazily (importlib
+    readers, SQL files' loaders…) must be imported before it forks."""
+    with tempfile.TemporaryDirectory(prefix="gpuledger-perm-warm-") as top:
+        agent_lands_samples(Path(top))()
+        service_attributes_a_late_job(Path(top))()
+
+
+@as_root
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("agent_gid", "service_first"),
+    [
+        (SHARED_GID, False),  # Group=gpuledger, the agent makes the lake
+        (0, True),  # the agent in root's own group, in a lake the service made
+    ],
+    ids=["agent-group-shared", "agent-group-root"],
+)
+def test_the_service_rewrites_samples_the_root_agent_landed(warm, lake, agent_gid, service_first):
+    if service_first:  # the README's `install -d -o gpuledger -g gpuledger -m 2770 <lake>`
+        lake.mkdir()
+        os.chown(lake, OTHER_UID, SHARED_GID)
+        os.chmod(lake, 0o2770)
+        in_child(OTHER_UID, SHARED_GID, lambda: layout.state_dir(lake))
+    in_child(0, agent_gid, agent_lands_samples(lake))
+    [landed] = layout.table_files(lake, "gpu_samples")
+    assert (landed.stat().st_uid, landed.stat().st_gid) == (0, SHARED_GID)  # the lake's group
+
+    in_child(OTHER_UID, SHARED_GID, service_attributes_a_late_job(lake))
+
+    [rewritten] = layout.table_files(lake, "gpu_samples")
+    assert rewritten == landed and rewritten.stat().st_uid == OTHER_UID  # replaced by the service
+    # every sample once, the ones inside the late allocation now owned by its job
+    assert sample_owners(lake) == [(t, "j1" if t < JOB_END else None) for t in SAMPLE_TIMES]
+    entries = [lake, *lake.rglob("*")]
+    folders = {oct(stat.S_IMODE(p.stat().st_mode)) for p in entries if p.is_dir()}
+    assert folders == {"0o2770"}  # group-writable and setgid, the folders the service made too
+    assert {p.stat().st_gid for p in entries} == {SHARED_GID}
+    assert {oct(stat.S_IMODE(p.stat().st_mode)) for p in lake.rglob("*.parquet")} == {"0o640"}
+    assert world_accessible(lake) == []
+
+
+@as_root
+@pytest.mark.slow
+def test_state_an_operator_made_as_root_is_still_the_services(warm, lake):
+    """`sudo gpuledger attribute` by hand, then the service: the SQLite state root created (and
+    the folders) must stay writable by the service."""
+    in_child(0, SHARED_GID, agent_lands_samples(lake))
+    in_child(0, 0, lambda: gpuledger("attribute", "--lake", str(lake), "--quiet"))
+    state = lake / "_state" / "attribution.sqlite"
+    assert (state.stat().st_uid, state.stat().st_gid) == (0, SHARED_GID)
+
+    in_child(OTHER_UID, SHARED_GID, service_attributes_a_late_job(lake))
+
+    assert sample_owners(lake) == [(t, "j1" if t < JOB_END else None) for t in SAMPLE_TIMES]
+    assert world_accessible(lake) == []
