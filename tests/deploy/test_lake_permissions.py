@@ -160,8 +160,12 @@ def gpuledger(*args: str) -> None:
 def agent_lands_samples(lake: Path) -> Callable[[], object]:
     from tests.marts import rows as r
 
-    # what the NVML agent lands while the scheduler has not told which job held the GPU
-    return lambda: r.land(lake, "gpu_samples", r.samples(SAMPLE_TIMES), "agent-g001")
+    def run() -> None:  # two ticks of the NVML agent, before the scheduler told whose job it was
+        half = len(SAMPLE_TIMES) // 2
+        r.land(lake, "gpu_samples", r.samples(SAMPLE_TIMES[:half]), "agent-g001-1")
+        r.land(lake, "gpu_samples", r.samples(SAMPLE_TIMES[half:]), "agent-g001-2")
+
+    return run
 
 
 def service_attributes_a_late_job(lake: Path) -> Callable[[], object]:
@@ -211,13 +215,16 @@ def test_the_service_rewrites_samples_the_root_agent_landed(warm, lake, agent_gi
         os.chmod(lake, 0o2770)
         in_child(OTHER_UID, SHARED_GID, lambda: layout.state_dir(lake))
     in_child(0, agent_gid, agent_lands_samples(lake))
-    [landed] = layout.table_files(lake, "gpu_samples")
-    assert (landed.stat().st_uid, landed.stat().st_gid) == (0, SHARED_GID)  # the lake's group
+    landed = layout.table_files(lake, "gpu_samples")
+    assert len(landed) == 2
+    assert {(p.stat().st_uid, p.stat().st_gid) for p in landed} == {(0, SHARED_GID)}  # lake's
 
     in_child(OTHER_UID, SHARED_GID, service_attributes_a_late_job(lake))
 
-    [rewritten] = layout.table_files(lake, "gpu_samples")
-    assert rewritten == landed and rewritten.stat().st_uid == OTHER_UID  # replaced by the service
+    assert layout.table_files(lake, "gpu_samples") == landed
+    owners = {p.name: p.stat().st_uid for p in landed}
+    # the file with samples inside the late allocation was replaced by the service's
+    assert owners == {"agent-g001-1.parquet": OTHER_UID, "agent-g001-2.parquet": 0}
     # every sample once, the ones inside the late allocation now owned by its job
     assert sample_owners(lake) == [(t, "j1" if t < JOB_END else None) for t in SAMPLE_TIMES]
     entries = [lake, *lake.rglob("*")]
