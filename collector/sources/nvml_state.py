@@ -12,6 +12,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from warehouse import layout
+
 __all__ = ["AgentState", "IntervalKey", "OpenInterval", "Slot", "advance_intervals"]
 
 logger = logging.getLogger(__name__)
@@ -87,9 +89,14 @@ class AgentState:
             "xid_last": self.xid_last,
             "offline": sorted(self.offline),
         }
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(json.dumps(raw, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, path)
+        # a new file of a random name: the spool's folders are its group's to write too
+        fd, tmp = layout.create_temp(path)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(json.dumps(raw, sort_keys=True))
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)  # renamed into place already, unless the write failed
 
 
 def advance_intervals(
