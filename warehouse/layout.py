@@ -29,6 +29,7 @@ from warehouse.errors import DamagedFile, NotReadable, NotWritable
 __all__ = [
     "DIR_MODE",
     "FILE_MODE",
+    "PRIVATE_DIR_MODE",
     "SHARED_FILE_MODE",
     "batch_path",
     "create_temp",
@@ -49,6 +50,7 @@ __all__ = [
 DIR_MODE = 0o2770  # rwxrws---: the group's members all write; new entries take its group
 FILE_MODE = 0o640  # rw-r-----: replaced by rename, never rewritten in place
 SHARED_FILE_MODE = 0o660  # rw-rw----: updated in place by whichever member runs (SQLite, locks)
+PRIVATE_DIR_MODE = 0o750  # rwxr-x---: written by its owner only, readable by the group
 DEFAULT_ROOT = Path("lake")
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -192,8 +194,9 @@ def create_temp(target: Path) -> tuple[int, Path]:
     return fd, tmp
 
 
-def ensure_dir(path: Path) -> Path:
-    """Create `path` and its parents with DIR_MODE (the group's, setgid; nothing for others).
+def ensure_dir(path: Path, mode: int = DIR_MODE) -> Path:
+    """Create `path` and its parents with `mode`: DIR_MODE (the group's, setgid; nothing for
+    others), or PRIVATE_DIR_MODE for a folder of one user (a node agent's spool).
 
     Raises NotWritable naming the folder when it cannot be made (a file in the way, no
     permission, a read-only file system).
@@ -206,7 +209,7 @@ def ensure_dir(path: Path) -> Path:
     for folder in reversed(missing):
         try:
             folder.mkdir(exist_ok=True)
-            os.chmod(folder, DIR_MODE)
+            os.chmod(folder, mode)
         except OSError as exc:
             raise NotWritable(folder, exc) from exc
     return path

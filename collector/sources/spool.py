@@ -9,6 +9,10 @@ retried after a crash, or a file landed twice, never duplicates rows. While the 
 written (an OSError: unmounted, read-only, permission), files stay in the spool and the next
 `land()` tries again. A file the lake refuses (SchemaMismatch) or that cannot be read is moved to
 `<spool>/_rejected/` and counted, so one bad file never blocks the others.
+
+The spool is the agent's alone (root's, on a GPU node): its folders are PRIVATE_DIR_MODE, readable
+by the lake's group but not writable by it, unlike the lake's, so nobody else can place a file or
+a link where root reads and writes.
 """
 
 from __future__ import annotations
@@ -148,13 +152,13 @@ class Spool:
     @property
     def state_dir(self) -> Path:
         """`<spool>/_state`: the agent's own small state files (not landed)."""
-        return layout.ensure_dir(self.root / STATE)
+        return layout.ensure_dir(self.root / STATE, layout.PRIVATE_DIR_MODE)
 
     def open_inbox(self) -> Path:
         """Create `<spool>/app_throughput` where applications drop their JSONL records."""
         inbox = self.root / INBOX
         if not inbox.is_dir():
-            layout.ensure_dir(self.root)
+            layout.ensure_dir(self.root, layout.PRIVATE_DIR_MODE)
             inbox.mkdir(exist_ok=True)
             os.chmod(inbox, INBOX_MODE)
         return inbox
@@ -168,7 +172,8 @@ class Spool:
         conformed = conform(spec(table), batch)
         if conformed.num_rows == 0:
             return None
-        path = self.root / table / f"{layout.safe_name(batch_id)}.parquet"
+        folder = layout.ensure_dir(self.root / table, layout.PRIVATE_DIR_MODE)
+        path = folder / f"{layout.safe_name(batch_id)}.parquet"
         atomic_write(conformed, path, batches=None)
         return path
 
@@ -194,7 +199,8 @@ class Spool:
 
     def _reject(self, item: SpoolFile, why: str, result: LandResult) -> None:
         logger.warning("spool: rejected %s: %s", item.path, why)
-        target = layout.ensure_dir(self.root / REJECTED / item.table) / item.path.name
+        rejected = layout.ensure_dir(self.root / REJECTED / item.table, layout.PRIVATE_DIR_MODE)
+        target = rejected / item.path.name
         try:
             os.replace(item.path, target)
         except FileNotFoundError:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import shutil
 
 import pyarrow as pa
@@ -144,6 +145,25 @@ def test_the_inbox_lets_anyone_drop_files_but_not_list_them(tmp_path):
     inbox = Spool(tmp_path / "spool").open_inbox()
 
     assert inbox.stat().st_mode & 0o7777 == 0o1733
+
+
+def test_the_spool_is_the_agents_alone_and_the_lake_its_groups(tmp_path, t0):
+    """Root reads and writes in the spool: its group may read it but not place files or links
+    there, unlike in the shared lake (whatever the umask)."""
+    old = os.umask(0)
+    try:
+        spool = Spool(tmp_path / "spool")
+        spool.put("gpu_events", events(t0, 48), "b1")
+        assert spool.state_dir.is_dir()  # made on first use
+        spool.land(tmp_path / "lake", "della")
+    finally:
+        os.umask(old)
+
+    def modes(root):
+        return {oct(p.stat().st_mode & 0o7777) for p in [root, *root.rglob("*")] if p.is_dir()}
+
+    assert modes(tmp_path / "spool") == {"0o750"}
+    assert modes(tmp_path / "lake") == {"0o2770"}
 
 
 # ---- the agent with a lake that comes and goes
