@@ -1,5 +1,7 @@
 """A lake written by two users (the service, and a node agent running as root): a folder this
-user cannot read is an error naming it, not files silently missing from every query."""
+user cannot read is an error naming it, not files silently missing from every query; and, run
+as root, the real thing: samples landed by root are re-attributed (their files rewritten) by
+another user sharing only the lake's group, with no row lost or duplicated."""
 
 from __future__ import annotations
 
