@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 
 from warehouse import layout
 from warehouse.errors import NotWritable, SchemaMismatch
-from warehouse.schema import TableSpec, spec
+from warehouse.schema import ALLOWED_VALUES, TableSpec, spec
 
 __all__ = [
     "BATCH_COLUMN",
@@ -46,7 +46,8 @@ def conform(table_spec: TableSpec, batch: pa.Table | pa.RecordBatch) -> pa.Table
 
     Missing nullable columns are added as nulls (a source that lacks a field writes null, never 0).
     A column of another type, an unknown column, a missing required column or a null in a required
-    column is refused with a message naming the field (and both types).
+    column is refused with a message naming the field (and both types), and so is a value of an
+    enum column outside the contract's set (`ALLOWED_VALUES`, e.g. `job_gpus.mapping`).
     """
     table = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
     expected = table_spec.schema
@@ -72,8 +73,26 @@ def conform(table_spec: TableSpec, batch: pa.Table | pa.RecordBatch) -> pa.Table
                 f"{table_spec.name}.{field.name}: {column.null_count} null value(s) "
                 "in a required column"
             )
+        allowed = ALLOWED_VALUES.get(table_spec.name, {}).get(field.name)
+        if allowed is not None:
+            _check_values(table_spec.name, field.name, column, allowed)
         columns.append(column)
     return pa.Table.from_arrays(columns, schema=expected)
+
+
+def _check_values(
+    table: str, column_name: str, column: pa.ChunkedArray, allowed: frozenset[str]
+) -> None:
+    """Raise SchemaMismatch naming the values of `column` outside the contract's set."""
+    known = pa.array(sorted(allowed), pa.string())
+    outside = pc.and_(pc.is_valid(column), pc.invert(pc.is_in(column, value_set=known)))
+    if not pc.any(outside).as_py():
+        return
+    bad = sorted(pc.unique(column.filter(outside)).to_pylist())
+    raise SchemaMismatch(
+        f"{table}.{column_name}: value(s) {bad!r} not in the contract's set; "
+        f"expected one of {sorted(allowed)!r}"
+    )
 
 
 def _partition_keys(table_spec: TableSpec, table: pa.Table) -> pa.Table:
