@@ -482,6 +482,10 @@ def _serve_dashboard(lake: Path, port: int, address: str) -> None:
         raise AppError("the dashboard needs Streamlit: pip install 'gpuledger[dashboard]'")
     entry = Path(str(files("app").joinpath("streamlit_app.py")))
     env = dict(os.environ, GPULEDGER_LAKE=str(lake.resolve()))
+    # Streamlit runs in the app's folder: hand it the ./gpuledger.toml this command was run
+    # beside, so its [dashboard] section applies (an explicit $GPULEDGER_CONFIG passes as is).
+    if not env.get("GPULEDGER_CONFIG") and Path("gpuledger.toml").is_file():
+        env["GPULEDGER_CONFIG"] = str(Path("gpuledger.toml").resolve())
     click.echo(f"Dashboard on http://{address}:{port}  (Ctrl-C to stop)")
     cmd = [
         sys.executable,

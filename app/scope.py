@@ -14,7 +14,7 @@ import streamlit as st
 
 from app import data
 from app.access import Viewer, resolve_viewer
-from app.config import dashboard_access_policy
+from app.config import ConfigError, dashboard_access_policy
 from warehouse.errors import WarehouseError
 
 __all__ = ["Scope", "current", "render_scope", "stop_with_error"]
@@ -66,7 +66,11 @@ def _auth_configured() -> bool:
 
 
 def _render_viewer(title: str) -> Viewer:
-    policy = dashboard_access_policy()
+    try:
+        policy = dashboard_access_policy()
+    except ConfigError as exc:  # e.g. dashboard.cost_per_gpu_hour = -1: one line naming the key
+        stop_with_error(title, f"The configuration is not valid: {exc}")
+        raise  # unreachable: st.stop() raises
     viewer = resolve_viewer(policy, _claims())
     if viewer is not None:
         if policy.restricted:
