@@ -65,9 +65,9 @@ def test_query_and_import_take_their_positional_arguments():
 
     assert [p.name for p in commands["query"].params if isinstance(p, click.Argument)] == ["name"]
     assert [p.name for p in commands["job"].params if isinstance(p, click.Argument)] == ["job_id"]
-    assert [
-        p.name for p in commands["import philly"].params if isinstance(p, click.Argument)
-    ] == ["directory"]
+    assert [p.name for p in commands["import philly"].params if isinstance(p, click.Argument)] == [
+        "directory"
+    ]
 
 
 def test_query_formats_are_the_listed_four():
