@@ -164,6 +164,7 @@ def _attribute(
 ) -> None:
     from warehouse.attribution import MART_ORDER, AttributionConfig, build_marts, reattribute
     from warehouse.connection import connect
+    from warehouse.writer import compact_closed_days
 
     if 86400 % bucket:
         raise click.BadParameter(f"{bucket!r} does not divide a day", param_hint="--bucket")
@@ -171,6 +172,8 @@ def _attribute(
         if value and engine != "spark":
             raise click.BadParameter("only with --engine spark", param_hint=hint)
     config = AttributionConfig(idle_below=idle_below, bucket_s=bucket)
+    # DESIGN §3: small files are compacted (a scrape per file adds up to thousands a day)
+    compacted = compact_closed_days(lake, dt.datetime.now(dt.UTC).date()) if lake.is_dir() else 0
     con = connect(lake, require=("gpu_samples",))
     with progress_bar("Checking sample owners", 1, not quiet) as update:
         checked, rewritten, changed = reattribute(
@@ -201,6 +204,8 @@ def _attribute(
         else f"{checked:,} sample file(s) re-checked against the allocations, {rewritten:,} "
         f"rewritten ({changed:,} samples re-attributed)"
     )
+    if compacted:
+        owners += f"; {compacted:,} day partition(s) of small files compacted"
     click.echo(
         f"Attributed: {owners}; marts ({engine}): "
         + ", ".join(f"{name} {rows:,} rows" for name, rows in counts.items()),
@@ -483,6 +488,10 @@ def _serve_dashboard(lake: Path, port: int, address: str) -> None:
         raise AppError("the dashboard needs Streamlit: pip install 'gpuledger[dashboard]'")
     entry = Path(str(files("app").joinpath("streamlit_app.py")))
     env = dict(os.environ, GPULEDGER_LAKE=str(lake.resolve()))
+    # Streamlit runs in the app's folder: hand it the ./gpuledger.toml this command was run
+    # beside, so its [dashboard] section applies (an explicit $GPULEDGER_CONFIG passes as is).
+    if not env.get("GPULEDGER_CONFIG") and Path("gpuledger.toml").is_file():
+        env["GPULEDGER_CONFIG"] = str(Path("gpuledger.toml").resolve())
     click.echo(f"Dashboard on http://{address}:{port}  (Ctrl-C to stop)")
     cmd = [
         sys.executable,

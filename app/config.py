@@ -32,6 +32,7 @@ __all__ = [
     "SECTION_MODULES",
     "Config",
     "ConfigError",
+    "DashboardConfig",
     "LakeConfig",
     "Secret",
     "SettingInfo",
@@ -489,41 +490,50 @@ def lake_root() -> Path:
     return load_config().lake.root
 
 
-# ---------------------------------------------------------------- the dashboard (environment)
+# ---------------------------------------------------------------- the dashboard section
 
-# What a GPU-hour costs (USD) when $GPULEDGER_DASHBOARD_COST_PER_GPU_HOUR is unset.
+# What a GPU-hour costs (USD) when `dashboard.cost_per_gpu_hour` is not set.
 DEFAULT_COST_PER_GPU_HOUR = 2.0
 # The symbol the dashboard writes before a cost (costs are in USD, as in the weekly report).
 DASHBOARD_CURRENCY = "$"
 
 
-def dashboard_access_policy() -> AccessPolicy:
-    """Who may see what on the dashboard.
+def _non_negative(v: float) -> str | None:
+    return None if v >= 0 else "expected a non-negative number"
 
-    $GPULEDGER_DASHBOARD_MANAGERS: comma-separated user names or e-mail addresses who see every
-    job. When it is unset or empty, access is open (no sign-in, everyone sees everything).
+
+@register_section("dashboard")
+@dataclass(frozen=True, slots=True)
+class DashboardConfig:
+    """Who sees what on the dashboard, and the price its cost figures start from."""
+
+    managers: tuple[str, ...] = setting(
+        (),
+        "User names or e-mail addresses who see every job; none: open access (no sign-in).",
+    )
+    cost_per_gpu_hour: float = setting(
+        DEFAULT_COST_PER_GPU_HOUR,
+        "Default price of one GPU-hour (USD) for the dashboard's cost figures.",
+        _non_negative,
+    )
+
+
+def dashboard_access_policy() -> AccessPolicy:
+    """Who may see what on the dashboard: `dashboard.managers` (env
+    GPULEDGER_DASHBOARD_MANAGERS, comma-separated) see every job; when there are none, access is
+    open (no sign-in, everyone sees everything).
+
+    Raises ConfigError naming the key when the configuration is not valid.
     """
-    raw = os.environ.get("GPULEDGER_DASHBOARD_MANAGERS", "")
-    managers = frozenset(m.strip().lower() for m in raw.split(",") if m.strip())
-    return AccessPolicy(managers=managers)
+    managers = load_config().section(DashboardConfig).managers
+    return AccessPolicy(managers=frozenset(m.strip().lower() for m in managers if m.strip()))
 
 
 def dashboard_cost_per_gpu_hour() -> float:
-    """Price of one GPU-hour for the dashboard's cost figures.
+    """Price of one GPU-hour for the dashboard's cost figures: `dashboard.cost_per_gpu_hour`
+    (env GPULEDGER_DASHBOARD_COST_PER_GPU_HOUR), else DEFAULT_COST_PER_GPU_HOUR.
 
-    From $GPULEDGER_DASHBOARD_COST_PER_GPU_HOUR, else DEFAULT_COST_PER_GPU_HOUR.
-
-    Raises ValueError naming the value when it is not a non-negative number.
+    Raises ConfigError naming the key and the value when it is not a non-negative number.
     """
-    raw = os.environ.get("GPULEDGER_DASHBOARD_COST_PER_GPU_HOUR")
-    if not raw:
-        return DEFAULT_COST_PER_GPU_HOUR
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value >= 0:
-        raise ValueError(
-            f"GPULEDGER_DASHBOARD_COST_PER_GPU_HOUR={raw!r} is not a non-negative number"
-        )
+    value: float = load_config().section(DashboardConfig).cost_per_gpu_hour
     return value

@@ -16,7 +16,7 @@ import streamlit as st
 
 from app import data
 from app.access import Viewer, resolve_viewer
-from app.config import dashboard_access_policy
+from app.config import ConfigError, dashboard_access_policy
 from warehouse.errors import WarehouseError
 
 if TYPE_CHECKING:
@@ -71,7 +71,11 @@ def _auth_configured() -> bool:
 
 
 def _render_viewer(title: str) -> Viewer:
-    policy = dashboard_access_policy()
+    try:
+        policy = dashboard_access_policy()
+    except ConfigError as exc:  # e.g. dashboard.cost_per_gpu_hour = -1: one line naming the key
+        stop_with_error(title, f"The configuration is not valid: {exc}")
+        raise  # unreachable: st.stop() raises
     viewer = resolve_viewer(policy, _claims())
     if viewer is not None:
         if policy.restricted:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 __all__ = [
+    "ALLOWED_VALUES",
     "MARTS",
     "RAW_TABLES",
     "TABLES",
@@ -479,6 +480,38 @@ JOB_GPU_DAILY = _schema(
     ("pcie_bytes", _f64),
     ("shared_s", _f64),
 )
+
+# The closed sets of values DESIGN §3 gives for enum columns; the writer refuses any other value
+# (null stays allowed where the column is nullable). Where the contract says "e.g." (sim_truth
+# labels, recommendation kinds, sources) the set is open and not listed here.
+ALLOWED_VALUES: dict[str, dict[str, frozenset[str]]] = {
+    "job_gpus": {
+        "mapping": frozenset(
+            {"scontrol-idx", "exporter-label", "nvml-cgroup", "whole-node", "trace", "sim"}
+        ),
+    },
+    "gpu_events": {
+        "kind": frozenset(
+            {
+                "xid",
+                "ecc_dbe",
+                "row_remap_failure",
+                "hw_slowdown",
+                "thermal",
+                "power_brake",
+                "offline",
+            }
+        ),
+    },  # fmt: skip
+    # `user` is not in DESIGN §3.4 (`job`/`gpu`/`node`): the simulator's `wasteful_user` truth,
+    # which `low_efficiency_user` findings are scored against, is about a user.
+    "sim_truth": {"subject_kind": frozenset({"job", "gpu", "node", "user"})},
+    "findings": {
+        "severity": frozenset({"info", "warn", "critical"}),
+        "subject_kind": frozenset({"job", "user", "account", "gpu", "node"}),
+    },
+    "recommendations": {"target": frozenset({"slurm", "kueue"})},
+}
 
 RAW_TABLES: dict[str, TableSpec] = {
     s.name: s

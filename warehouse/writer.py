@@ -23,12 +23,15 @@ import pyarrow.parquet as pq
 
 from warehouse import layout
 from warehouse.errors import NotWritable, SchemaMismatch
-from warehouse.schema import TableSpec, spec
+from warehouse.schema import ALLOWED_VALUES, RAW_TABLES, TableSpec, spec
 
 __all__ = [
     "BATCH_COLUMN",
+    "COMPACT_MAX_BYTES",
+    "COMPACT_MIN_FILES",
     "atomic_write",
     "compact",
+    "compact_closed_days",
     "conform",
     "replace_partition",
     "replace_partitions",
@@ -47,7 +50,8 @@ def conform(table_spec: TableSpec, batch: pa.Table | pa.RecordBatch) -> pa.Table
 
     Missing nullable columns are added as nulls (a source that lacks a field writes null, never 0).
     A column of another type, an unknown column, a missing required column or a null in a required
-    column is refused with a message naming the field (and both types).
+    column is refused with a message naming the field (and both types), and so is a value of an
+    enum column outside the contract's set (`ALLOWED_VALUES`, e.g. `job_gpus.mapping`).
     """
     table = pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else batch
     expected = table_spec.schema
@@ -73,8 +77,26 @@ def conform(table_spec: TableSpec, batch: pa.Table | pa.RecordBatch) -> pa.Table
                 f"{table_spec.name}.{field.name}: {column.null_count} null value(s) "
                 "in a required column"
             )
+        allowed = ALLOWED_VALUES.get(table_spec.name, {}).get(field.name)
+        if allowed is not None:
+            _check_values(table_spec.name, field.name, column, allowed)
         columns.append(column)
     return pa.Table.from_arrays(columns, schema=expected)
+
+
+def _check_values(
+    table: str, column_name: str, column: pa.ChunkedArray, allowed: frozenset[str]
+) -> None:
+    """Raise SchemaMismatch naming the values of `column` outside the contract's set."""
+    known = pa.array(sorted(allowed), pa.string())
+    outside = pc.and_(pc.is_valid(column), pc.invert(pc.is_in(column, value_set=known)))
+    if not pc.any(outside).as_py():
+        return
+    bad = sorted(pc.unique(column.filter(outside)).to_pylist())
+    raise SchemaMismatch(
+        f"{table}.{column_name}: value(s) {bad!r} not in the contract's set; "
+        f"expected one of {sorted(allowed)!r}"
+    )
 
 
 def _partition_keys(table_spec: TableSpec, table: pa.Table) -> pa.Table:
@@ -290,30 +312,96 @@ def _row_groups(batch: pa.Table | pa.RecordBatchReader) -> Iterator[pa.Table]:
         yield pa.Table.from_batches(pending)
 
 
-def compact(root: Path, table: str, min_files: int = 2) -> int:
-    """Merge each partition of `table` that has at least `min_files` files into one file.
+def compact(
+    root: Path,
+    table: str,
+    min_files: int = 2,
+    *,
+    before: dt.date | None = None,
+    max_bytes: int | None = None,
+) -> int:
+    """Merge the files of each partition of `table` that has at least `min_files` of them.
 
     Returns the number of partitions compacted. Rows keep their `_batch`, so re-landing a batch
     after compaction still replaces instead of duplicating. Only files this writer landed (they
     carry their batch ids) are merged: a file another tool placed in the layout is its to rewrite.
+
+    `before`: only day partitions of dates before it (and no date-less partition), so days that
+    collectors still write to are left alone. `max_bytes`: merge runs of files of at most this
+    many bytes in all, in name order, each into one file (which bounds the memory a merge takes);
+    by default a partition's files all become one.
     """
     by_partition: dict[Path, list[Path]] = {}
     for path in layout.table_files(root, table):
-        if _batches_in(path):
-            by_partition.setdefault(path.parent, []).append(path)
+        by_partition.setdefault(path.parent, []).append(path)
     compacted = 0
-    for folder, paths in sorted(by_partition.items()):
+    for folder, listed in sorted(by_partition.items()):
+        if len(listed) < min_files:
+            continue
+        if before is not None:
+            key = layout.partition_key(listed[0])
+            if key is None or key[1] >= before:
+                continue
+        paths = [p for p in listed if _batches_in(p)]
         if len(paths) < min_files:
             continue
-        merged = pa.concat_tables([pq.read_table(p) for p in paths], promote_options="default")
-        batches: set[str] = set()
-        for path in paths:
-            batches |= _batches_in(path)
-        digest = hashlib.sha1(",".join(sorted(batches)).encode()).hexdigest()[:16]
-        target = folder / f"compact-{digest}.parquet"
-        atomic_write(merged, target, batches)
-        for path in paths:
-            if path != target:
-                path.unlink()
-        compacted += 1
+        merged_any = False
+        for run in _runs(paths, max_bytes):
+            if len(run) > 1:
+                _merge(folder, run)
+                merged_any = True
+        compacted += merged_any
     return compacted
+
+
+def _runs(paths: list[Path], max_bytes: int | None) -> list[list[Path]]:
+    """`paths` in consecutive runs of at most `max_bytes` in all (one run when None)."""
+    if max_bytes is None:
+        return [paths]
+    runs: list[list[Path]] = [[]]
+    size = 0
+    for path in paths:
+        bytes_ = path.stat().st_size
+        if runs[-1] and size + bytes_ > max_bytes:
+            runs.append([])
+            size = 0
+        runs[-1].append(path)
+        size += bytes_
+    return runs
+
+
+def _merge(folder: Path, paths: list[Path]) -> None:
+    """Write the rows of `paths` (files of one partition) as one file, then remove them."""
+    merged = pa.concat_tables([pq.read_table(p) for p in paths], promote_options="default")
+    batches: set[str] = set()
+    for path in paths:
+        batches |= _batches_in(path)
+    digest = hashlib.sha1(",".join(sorted(batches)).encode()).hexdigest()[:16]
+    target = folder / f"compact-{digest}.parquet"
+    atomic_write(merged, target, batches)
+    for path in paths:
+        if path != target:
+            path.unlink()
+
+
+# Raw tables' day partitions are compacted once they hold this many files: a collector that
+# lands one file per scrape (dcgm-exporter, the NVML agent) writes thousands a day, and every
+# reader (views, the owner check per sample file) pays per file. Runs of at most this many
+# bytes become one file each.
+COMPACT_MIN_FILES = 32
+COMPACT_MAX_BYTES = 64 * 1024 * 1024
+
+
+def compact_closed_days(root: Path, today: dt.date) -> int:
+    """Compact the raw tables' day partitions of `COMPACT_MIN_FILES` files or more whose day
+    ended at least a day before `today` (UTC); return the number of partitions compacted.
+
+    The day of grace keeps compaction away from partitions a collector may still land in (a
+    late scrape, a Prometheus window landing again), so no newer version of a batch can be
+    merged away.
+    """
+    before = today - dt.timedelta(days=1)
+    return sum(
+        compact(root, table, COMPACT_MIN_FILES, before=before, max_bytes=COMPACT_MAX_BYTES)
+        for table in RAW_TABLES
+    )

@@ -23,11 +23,7 @@ before_start, before_end = s.previous()
 previous = data.window_summary(s.root, s.cluster, before_start, before_end)
 p = previous.row(0, named=True) if not previous.is_empty() else None
 
-try:
-    default_rate = dashboard_cost_per_gpu_hour()
-except ValueError as exc:
-    st.warning(f"{exc}; using 0.")
-    default_rate = 0.0
+default_rate = dashboard_cost_per_gpu_hour()  # a bad value already stopped the page (scope)
 rate = st.sidebar.number_input(
     f"Cost per GPU-hour ({CURRENCY})",
     min_value=0.0,

@@ -200,9 +200,11 @@ def _pipeline_step(spec: PipelineSpec, lake: Path, clock: Clock) -> Callable[[Ta
 
         from warehouse.attribution import AttributionConfig, attribute
         from warehouse.connection import connect
+        from warehouse.writer import compact_closed_days
 
         if not (lake / "gpu_samples").is_dir():
             return  # nothing collected yet
+        compact_closed_days(lake, clock().astimezone(dt.UTC).date())  # DESIGN §3: small files
         for attempt in (1, 2):
             con = connect(lake)
             try:

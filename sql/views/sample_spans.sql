@@ -91,8 +91,16 @@ slim AS (
         fb_used_mib,
         power_w,
         energy_j,
-        coalesce(nvlink_tx_bps, 0) + coalesce(nvlink_rx_bps, 0) AS nvlink_bps,
-        coalesce(pcie_tx_bps, 0) + coalesce(pcie_rx_bps, 0) AS pcie_bps,
+        -- null where the GPU reports neither direction: a job's NVLink / PCIe GB is unknown
+        -- (null), not 0, when its source lacks those fields (DESIGN §3.1: null, never 0)
+        CASE
+            WHEN nvlink_tx_bps IS NULL AND nvlink_rx_bps IS NULL THEN NULL
+            ELSE coalesce(nvlink_tx_bps, 0) + coalesce(nvlink_rx_bps, 0)
+        END AS nvlink_bps,
+        CASE
+            WHEN pcie_tx_bps IS NULL AND pcie_rx_bps IS NULL THEN NULL
+            ELSE coalesce(pcie_tx_bps, 0) + coalesce(pcie_rx_bps, 0)
+        END AS pcie_bps,
         -- the device's next sample time, past the other rows (sharers, duplicates) at this ts
         lead(ts) OVER device_time AS lead_ts,
         lead(energy_j) OVER device_time AS lead_energy_j,

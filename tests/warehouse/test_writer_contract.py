@@ -5,11 +5,12 @@ from __future__ import annotations
 import datetime as dt
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from warehouse import writer
 from warehouse.errors import SchemaMismatch, UnknownTable, WarehouseError
-from warehouse.schema import RAW_TABLES, TABLES, spec
+from warehouse.schema import ALLOWED_VALUES, RAW_TABLES, TABLES, TIMESTAMP, spec
 
 
 def _replace(table: pa.Table, name: str, column: pa.Array) -> pa.Table:
@@ -151,3 +152,73 @@ def test_utc_date_not_local_date_names_the_partition(lake, make_samples):
     [path] = writer.write_batch(lake, "gpu_samples", make_samples([local]), "b1")
 
     assert path.parent.name == "date=2024-03-02"
+
+
+def _job_gpus(mappings: list[str | None]) -> pa.Table:
+    n = len(mappings)
+    return pa.table(
+        {
+            "cluster": pa.array(["della"] * n),
+            "job_id": pa.array([f"j{i}" for i in range(n)]),
+            "node": pa.array(["g001"] * n),
+            "start_ts": pa.array([dt.datetime(2024, 3, 1, tzinfo=dt.UTC)] * n, TIMESTAMP),
+            "mapping": pa.array(mappings, pa.string()),
+        }
+    )
+
+
+def test_a_value_outside_an_enum_of_the_contract_is_refused_naming_it(lake):
+    batch = _job_gpus(["scontrol-idx", "slurm-index", "whole-node", "slurm-index", "guess"])
+
+    with pytest.raises(SchemaMismatch) as info:
+        writer.write_batch(lake, "job_gpus", batch, "b1")
+
+    assert str(info.value).startswith(
+        "job_gpus.mapping: value(s) ['guess', 'slurm-index'] not in the contract's set; "
+        "expected one of ['exporter-label', 'nvml-cgroup', 'scontrol-idx', 'sim', "
+    )
+    assert not lake.exists()
+
+
+def test_every_value_of_each_enum_is_accepted(lake):
+    mappings = sorted(ALLOWED_VALUES["job_gpus"]["mapping"])
+
+    [path] = writer.write_batch(lake, "job_gpus", _job_gpus(mappings), "b1")
+
+    assert sorted(pq.read_table(path).column("mapping").to_pylist()) == mappings
+
+
+@pytest.mark.parametrize(
+    ("table", "column", "value"),
+    [
+        ("gpu_events", "kind", "ecc_sbe"),
+        ("findings", "severity", "warning"),
+        ("findings", "subject_kind", "pod"),
+        ("recommendations", "target", "kubernetes"),
+        ("sim_truth", "subject_kind", "account"),
+    ],
+)
+def test_each_enum_of_the_contract_is_checked(table, column, value):
+    with pytest.raises(SchemaMismatch, match=f"{table}.{column}: value.s. \\['{value}'\\]"):
+        writer.conform(spec(table), _one_row(table, **{column: value}))
+
+
+def _one_row(table: str, **values: object) -> pa.Table:
+    """One row of `table` with its required columns filled (and `values`)."""
+    when = dt.datetime(2024, 3, 1, tzinfo=dt.UTC)
+    columns = {}
+    for field in spec(table).schema:
+        if field.name in values:
+            columns[field.name] = pa.array([values[field.name]], field.type)
+        elif not field.nullable:
+            fill = when if pa.types.is_timestamp(field.type) else "x"
+            if field.name in ALLOWED_VALUES.get(table, {}):
+                fill = min(ALLOWED_VALUES[table][field.name])
+            columns[field.name] = pa.array([fill], field.type)
+    return pa.table(columns)
+
+
+def test_a_null_in_a_nullable_enum_column_is_not_a_value_outside_it():
+    rows = _one_row("recommendations", target=None)
+
+    assert writer.conform(spec("recommendations"), rows).column("target").null_count == 1

@@ -174,7 +174,7 @@ def test_xids_are_classed_hardware_or_application_by_nvidia_catalogue(tmp_path):
             "gpu_index": g,
             "start_ts": at(0),
             "end_ts": at(7250),
-            "mapping": "test",
+            "mapping": "scontrol-idx",
         }
         for g in range(4)
     ]
@@ -204,7 +204,7 @@ def test_the_job_an_xid_ended_is_the_job_at_risk(tmp_path):
             "gpu_index": g,
             "start_ts": at(0),
             "end_ts": at(7200),
-            "mapping": "test",
+            "mapping": "scontrol-idx",
         }
         for g in range(4)
     ]

@@ -1,0 +1,95 @@
+"""DESIGN §3 "small files are compacted": what `gpuledger attribute` (and the service's round)
+compacts on its own: raw tables' day partitions of many files, once their day is well over."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from app.cli import cli
+from warehouse import layout, writer
+from warehouse.connection import connect
+
+UTC = dt.UTC
+TODAY = dt.date(2024, 3, 10)
+
+
+def land_scrapes(lake: Path, make_samples, day: dt.date, scrapes: int, node: str = "g001"):
+    """One file per scrape, as dcgm-exporter collection lands them: `scrapes` 15 s apart."""
+    start = dt.datetime.combine(day, dt.time(12), tzinfo=UTC)
+    for i in range(scrapes):
+        ts = start + dt.timedelta(seconds=15 * i)
+        writer.write_batch(lake, "gpu_samples", make_samples([ts], node=node), f"scrape-{i:04d}")
+
+
+def files_per_day(lake: Path) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for path in layout.table_files(lake, "gpu_samples"):
+        counts[path.parent.name] = counts.get(path.parent.name, 0) + 1
+    return counts
+
+
+def rows(lake: Path) -> list[tuple]:
+    with connect(lake) as con:
+        return con.sql("SELECT node, ts, power_w FROM gpu_samples ORDER BY ALL").fetchall()
+
+
+def test_closed_days_with_many_files_become_one_file_and_the_rows_stay(lake, make_samples):
+    many = writer.COMPACT_MIN_FILES
+    land_scrapes(lake, make_samples, TODAY - dt.timedelta(days=5), many)
+    land_scrapes(lake, make_samples, TODAY - dt.timedelta(days=2), many)
+    land_scrapes(lake, make_samples, TODAY - dt.timedelta(days=1), many)  # yesterday: grace
+    land_scrapes(lake, make_samples, TODAY, many)  # still being written
+    land_scrapes(lake, make_samples, TODAY - dt.timedelta(days=4), many - 1)  # few files
+    before = rows(lake)
+
+    assert writer.compact_closed_days(lake, TODAY) == 2
+
+    assert files_per_day(lake) == {
+        "date=2024-03-05": 1,
+        "date=2024-03-06": many - 1,
+        "date=2024-03-08": 1,
+        "date=2024-03-09": many,
+        "date=2024-03-10": many,
+    }
+    assert rows(lake) == before
+    assert writer.compact_closed_days(lake, TODAY) == 0  # nothing left to do
+
+
+def test_a_scrape_landed_again_after_compaction_replaces_its_row(lake, make_samples):
+    day = TODAY - dt.timedelta(days=3)
+    land_scrapes(lake, make_samples, day, writer.COMPACT_MIN_FILES)
+    writer.compact_closed_days(lake, TODAY)
+    ts = dt.datetime.combine(day, dt.time(12), tzinfo=UTC)
+
+    writer.write_batch(lake, "gpu_samples", make_samples([ts], power_w=111.0), "scrape-0000")
+
+    got = rows(lake)
+    assert len(got) == writer.COMPACT_MIN_FILES
+    assert ("g001", ts, 111.0) in got and ("g001", ts, 300.0) not in got
+
+
+def test_max_bytes_bounds_each_merged_file(lake, make_samples):
+    land_scrapes(lake, make_samples, TODAY - dt.timedelta(days=3), 12)
+    sizes = [p.stat().st_size for p in layout.table_files(lake, "gpu_samples")]
+    before = rows(lake)
+
+    # room for four files per merge: 12 files become 3
+    assert writer.compact(lake, "gpu_samples", 2, max_bytes=4 * max(sizes)) == 1
+
+    assert files_per_day(lake) == {"date=2024-03-07": 3}
+    assert rows(lake) == before
+
+
+def test_attribute_compacts_old_days_of_small_files(tmp_path, make_samples):
+    lake = tmp_path / "lake"
+    land_scrapes(lake, make_samples, dt.date(2024, 3, 1), writer.COMPACT_MIN_FILES)
+
+    result = CliRunner().invoke(cli, ["attribute", "--lake", str(lake), "-q"])
+
+    assert result.exit_code == 0, result.output
+    assert "1 day partition(s) of small files compacted" in result.output
+    assert files_per_day(lake) == {"date=2024-03-01": 1}
+    assert len(rows(lake)) == writer.COMPACT_MIN_FILES
