@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from detectors.recommend.config import MigPackingConfig
+from detectors.recommend.kueue import cluster_queue
 from detectors.recommend.recommendation import ClusterFacts, Recommendation
 from warehouse import queries
 
@@ -53,33 +54,13 @@ def _config(
     counts = Counter(names)
     gres = ",".join(f"gpu:{n}:{c * gpus}" for n, c in counts.items())
     if facts.target == "kueue":
-        quota = "\n".join(
-            f'      - name: "nvidia.com/mig-{n}"\n        nominalQuota: {c * gpus}'
-            for n, c in counts.items()
-        )
         return (
             f"# GPU operator (mixed strategy), {gpus} GPU(s) to convert: nvidia.com/mig.config\n"
             "# converts every GPU of the labelled node (a mig-parted config of your own can\n"
             "# select devices); set the ClusterQueue's quotas to the slices that result\n"
             f"kubectl label node <node> nvidia.com/mig.config=all-{names[0]} --overwrite\n"
             "---\n"
-            "apiVersion: kueue.x-k8s.io/v1beta1\n"
-            "kind: ResourceFlavor\n"
-            "metadata:\n"
-            "  name: default-flavor\n"
-            "---\n"
-            "apiVersion: kueue.x-k8s.io/v1beta1\n"
-            "kind: ClusterQueue\n"
-            "metadata:\n"
-            "  name: mig\n"
-            "spec:\n"
-            "  namespaceSelector: {}\n"
-            "  resourceGroups:\n"
-            "  - coveredResources: [" + ", ".join(f'"nvidia.com/mig-{n}"' for n in counts) + "]\n"
-            "    flavors:\n"
-            "    - name: default-flavor\n"
-            "      resources:\n"
-            f"{quota}\n"
+            + cluster_queue('"mig"', [(f"nvidia.com/mig-{n}", c * gpus) for n, c in counts.items()])
         )
     return (
         f"# on {gpus} GPU(s), e.g. GPU 0 of <node> (drain the node first):\n"
