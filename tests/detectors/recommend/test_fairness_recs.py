@@ -54,12 +54,12 @@ def test_fairshare_with_configured_shares_that_match_demand_changes_nothing(tmp_
     assert recommend(con, config, NOW, kinds=("fairshare_weight",)).num_rows == 0
 
 
-def _assoc(account, shares, updated_ts, user=None):
+def _assoc(account, shares, updated_ts, user=None, parent="root"):
     return {
         "cluster": "della",
         "account": account,
         "user": user,
-        "parent": None if user else "root",
+        "parent": None if user else parent,
         "raw_shares": shares,
         "source": "sacctmgr",
         "updated_ts": updated_ts,
@@ -99,6 +99,110 @@ def test_fairshare_starts_from_the_clusters_current_shares(tmp_path):
     assert rec["risk"] == (
         "priority falls for bio (share 0.300 -> 0.200), chem (share 0.600 -> 0.350)"
     )
+
+
+def nested_tree_lake(tmp_path):
+    """The tree as sacctmgr lands it: root -> ml (40), research (60); ml -> ml-nlp (10),
+    ml-vision (30). Jobs, no waits: ml-nlp 4 GPUs x 2 h = 8 GPU-h, ml-vision 1 x 2 h = 2,
+    dave straight in ml 2 x 3 h = 6, research 1 x 2 h = 2."""
+    jobs = [
+        r.job("n0", 0, 2 * H, gpus=4, account="ml-nlp"),
+        r.job("v0", 0, 2 * H, user="bob", account="ml-vision"),
+        r.job("m0", 0, 3 * H, gpus=2, user="dave", account="ml"),
+        r.job("r0", 0, 2 * H, user="carol", account="research"),
+    ]
+    r.build_lake(tmp_path, jobs=jobs)
+    t = r.at(0)
+    r.land(
+        tmp_path,
+        "associations",
+        [
+            _assoc("root", 1, t, parent=None),
+            _assoc("root", 1, t, user="root"),
+            _assoc("ml", 40, t),
+            _assoc("research", 60, t),
+            _assoc("ml-nlp", 10, t, parent="ml"),
+            _assoc("ml-vision", 30, t, parent="ml"),
+            _assoc("ml", 1, t, user="dave"),
+            _assoc("ml-nlp", 1, t, user="alice"),
+        ],
+        batch_id="shares",
+    )
+    return connect(tmp_path)
+
+
+def test_fairshare_in_a_nested_tree_compares_siblings_under_each_parent(tmp_path):
+    con = nested_tree_lake(tmp_path)
+    top, ml = recs_of(
+        recommend(con, RecommendConfig(), NOW, kinds=("fairshare_weight",)), "fairshare_weight"
+    )
+
+    # under root: ml's demand is its own job and its sub-accounts' (8 + 2 + 6 = 16 GPU-h)
+    # against research's 2: demand shares 16/18 and 2/18 against shares 0.4 and 0.6; both
+    # flagged; new shares (0.4 + 0.8889) / 2 = 0.6444 and (0.6 + 0.1111) / 2 = 0.3556 of 100
+    assert (top["scope"], top["evidence"]["parent"]) == ("cluster", "root")
+    figures = {a["account"]: a for a in top["evidence"]["accounts"]}
+    assert set(figures) == {"ml", "research"}
+    assert figures["ml"]["demand_gpu_h"] == pytest.approx(16.0)
+    assert figures["ml"]["demand_share"] == pytest.approx(16 / 18)
+    assert top["config"].splitlines() == [
+        "sacctmgr -i modify account name=ml cluster=della set fairshare=64",
+        "sacctmgr -i modify account name=research cluster=della set fairshare=36",
+    ]
+    assert top["risk"] == "priority falls for research (share 0.600 -> 0.356)"
+
+    # under ml: its sub-accounts only (dave's job in ml itself is not theirs): ml-nlp 8 and
+    # ml-vision 2 GPU-h, demand shares 0.8 and 0.2 against 10/40 = 0.25 and 30/40 = 0.75;
+    # new shares (0.25 + 0.8) / 2 = 0.525 and (0.75 + 0.2) / 2 = 0.475 of ml's 40 raw shares
+    assert (ml["scope"], ml["evidence"]["parent"]) == ("parent=ml", "ml")
+    figures = {a["account"]: a for a in ml["evidence"]["accounts"]}
+    assert set(figures) == {"ml-nlp", "ml-vision"}
+    assert figures["ml-nlp"]["share"] == pytest.approx(0.25)
+    assert figures["ml-nlp"]["demand_share"] == pytest.approx(0.8)
+    assert ml["evidence"]["raw_shares_total"] == 40
+    assert ml["config"].splitlines() == [
+        "sacctmgr -i modify account name=ml-nlp cluster=della set fairshare=21",
+        "sacctmgr -i modify account name=ml-vision cluster=della set fairshare=19",
+    ]
+    assert ml["risk"] == (
+        "priority falls among the sub-accounts of ml for ml-vision (share 0.750 -> 0.475)"
+    )
+    assert top["rec_id"] != ml["rec_id"]
+
+
+def test_fairshare_does_not_compare_accounts_of_different_parents(tmp_path):
+    """ml and research use the same (ml-nlp 4 GPUs x 2 h + ml-vision 1 x 2 h = 10 GPU-h;
+    research 1 x 10 h = 10): nothing to change under root. Were the three accounts siblings
+    (shares 10, 30, 60 of 100), ml-nlp would get (0.1 + 0.4) / 2 of 100 = fairshare=25 of a
+    total it does not share with research; among ml's sub-accounts it gets 21 of ml's 40."""
+    jobs = [
+        r.job("n0", 0, 2 * H, gpus=4, account="ml-nlp"),
+        r.job("v0", 0, 2 * H, user="bob", account="ml-vision"),
+        r.job("r0", 0, 10 * H, user="carol", account="research"),
+    ]
+    r.build_lake(tmp_path, jobs=jobs)
+    t = r.at(0)
+    r.land(
+        tmp_path,
+        "associations",
+        [
+            _assoc("ml", 40, t),
+            _assoc("research", 60, t),
+            _assoc("ml-nlp", 10, t, parent="ml"),
+            _assoc("ml-vision", 30, t, parent="ml"),
+        ],
+        batch_id="shares",
+    )
+    # under root: 10 and 10 GPU-h, demand shares 0.5 / 0.5 against 0.4 / 0.6: nothing flagged
+    [rec] = recs_of(
+        recommend(connect(tmp_path), RecommendConfig(), NOW, kinds=("fairshare_weight",)),
+        "fairshare_weight",
+    )
+    assert rec["scope"] == "parent=ml"
+    assert rec["config"].splitlines() == [
+        "sacctmgr -i modify account name=ml-nlp cluster=della set fairshare=21",
+        "sacctmgr -i modify account name=ml-vision cluster=della set fairshare=19",
+    ]
 
 
 def billing_jobs():
