@@ -19,6 +19,7 @@ from app.alerts.directory import Person
 from app.alerts.findings import FindingContext
 from app.alerts.fixes import concrete_fix
 from app.alerts.plan import Notice, Stage
+from detectors.wording import counted
 
 __all__ = ["ROLES", "DigestRow", "Rendered", "render_digest", "render_notice"]
 
@@ -58,6 +59,7 @@ def _env() -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters["slack"] = _slack_escape
+    env.filters["counted"] = counted
     return env
 
 
@@ -209,7 +211,7 @@ def render_digest(rows: list[DigestRow], generated: dt.datetime) -> Rendered:
     }
     env = _env()
     prefix = "[gpuledger TEST]" if ctx["test"] else "[gpuledger]"
-    subject = f"{prefix} Digest: {len(rows)} alert(s), {ctx['total']} GPU-hours at stake"
+    subject = f"{prefix} Digest: {counted(len(rows), 'alert')}, {ctx['total']} GPU-hours at stake"
     text = env.get_template("digest.txt.j2").render(ctx)
     html = env.get_template("digest.html.j2").render(ctx | {"subject": subject})
     blocks = json.loads(env.get_template("digest.slack.json.j2").render(ctx))
