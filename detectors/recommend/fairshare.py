@@ -66,7 +66,7 @@ def _path(account: str, parents: dict[str, str]) -> list[str]:
     """`account` and its ancestors up to (without) root; an unknown account sits under root."""
     path: list[str] = []
     node = account
-    while node != ROOT_ACCOUNT and node not in path:  # (a loop in bad data ends the walk)
+    while node != ROOT_ACCOUNT and node not in path:  # a loop in bad data ends at root
         path.append(node)
         node = parents.get(node, ROOT_ACCOUNT)
     return path
@@ -77,8 +77,10 @@ def _levels(accounts: list[str], parents: dict[str, str]) -> dict[str, dict[str,
     the accounts' jobs reach (root first, then parents in name order)."""
     levels: dict[str, dict[str, str]] = {}
     for account in accounts:
-        for child in _path(account, parents):
-            levels.setdefault(parents.get(child, ROOT_ACCOUNT), {})[account] = child
+        path = _path(account, parents)
+        for i, child in enumerate(path):
+            parent = path[i + 1] if i + 1 < len(path) else ROOT_ACCOUNT
+            levels.setdefault(parent, {})[account] = child
     return dict(sorted(levels.items(), key=lambda kv: (kv[0] != ROOT_ACCOUNT, kv[0])))
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from detectors.recommend import RecommendConfig, recommend
+from detectors.recommend import RecommendConfig, fairshare, recommend
 from detectors.recommend.config import BillingConfig, FairshareConfig
 from tests.detectors.recommend.lake import NOW, recs_of
 from tests.marts import rows as r
@@ -273,3 +275,41 @@ def test_kueue_clusters_get_weights_and_resource_weights(tmp_path):
     con = r.build_lake(tmp_path / "b", jobs=billing)
     [rec] = recs_of(recommend(con, RecommendConfig(), NOW, kinds=("gpu_billing",)), "gpu_billing")
     assert "nvidia.com/gpu: 8" in rec["config"] and "admissionFairSharing" in rec["config"]
+
+
+ACCOUNT_NAMES = st.sampled_from(["a", "b", "c", "d", "e", "f"])
+
+
+@st.composite
+def trees(draw):
+    """A share tree as sacctmgr lands it: each account's parent is root or an account named
+    before it (no loops); some accounts are not in it."""
+    names = draw(st.lists(ACCOUNT_NAMES, unique=True))
+    return {n: draw(st.sampled_from(["root", *names[:i]])) for i, n in enumerate(names)}
+
+
+@given(parents=trees(), charged=st.lists(ACCOUNT_NAMES | st.just("root"), max_size=6))
+def test_each_job_rolls_up_to_one_child_of_every_parent_on_its_path(parents, charged):
+    levels = fairshare._levels(charged, parents)
+    for parent, child_of in levels.items():
+        for account, child in child_of.items():
+            assert parents.get(child, "root") == parent  # siblings share their parent
+            assert child in fairshare._path(account, parents)
+    for account in set(charged):
+        path = fairshare._path(account, parents)
+        assert "root" not in path  # jobs charged to root itself are no account's to reweight
+        assert sum(account in child_of for child_of in levels.values()) == len(path)
+    assert not levels or next(iter(levels)) == "root" or "root" not in levels
+
+
+@given(
+    parents=st.dictionaries(ACCOUNT_NAMES, ACCOUNT_NAMES | st.just("root")),
+    charged=st.lists(ACCOUNT_NAMES, max_size=6),
+)
+def test_a_loop_in_the_tree_ends_the_walk(parents, charged):
+    """Slurm allows no loops, but a damaged snapshot must not hang or count a job twice."""
+    levels = fairshare._levels(charged, parents)
+    for account in set(charged):
+        path = fairshare._path(account, parents)
+        assert len(path) == len(set(path)) <= len(parents) + 1
+        assert sum(account in child_of for child_of in levels.values()) == len(path)
