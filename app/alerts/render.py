@@ -109,7 +109,7 @@ def _finding_context(f: FindingContext, idle_detectors: tuple[str, ...]) -> dict
     if f.sm_active_mean is not None:
         activity.append(f"SM active {_pct(f.sm_active_mean)}")
     if f.gpus_never_active is not None and f.gpus:
-        activity.append(f"{f.gpus_never_active} of {f.gpus} GPUs never active")
+        activity.append(f"{f.gpus_never_active} of {counted(f.gpus, 'GPU')} never active")
     if f.fb_used_mib_max is not None:
         activity.append(f"max memory {f.fb_used_mib_max:,.0f} MiB")
     return {
@@ -121,7 +121,8 @@ def _finding_context(f: FindingContext, idle_detectors: tuple[str, ...]) -> dict
         "gpu_h": _hours(f.gpu_h_at_stake),
         "since": _when(_since(f)),
         "rank": (
-            f"#{f.user_rank} of {f.users_ranked} users by GPU-hours at stake on {f.cluster}"
+            f"#{f.user_rank} of {counted(f.users_ranked, 'user')} by GPU-hours at stake on "
+            f"{f.cluster}"
             if f.user_rank is not None and f.users_ranked
             else None
         ),
