@@ -32,6 +32,7 @@ from typing import Any
 
 from detectors.recommend.mig_packing import PROFILES, profile_for, profile_name
 from detectors.recommend.recommendation import hhmmss, round_up
+from detectors.wording import counted, noun_for
 
 __all__ = ["Advice", "AdviceThresholds", "advise"]
 
@@ -201,7 +202,8 @@ def _gpu_advice(
         return [
             Advice(
                 "Test on one GPU first",
-                f"None of the {allocated} GPU(s) did any work: check in a short test job that "
+                f"{'The GPU' if allocated == 1 else f'None of the {allocated} GPUs'} did "
+                "any work: check in a short test job that "
                 "the code uses the GPU (e.g. torch.cuda.is_available()) before asking for more.",
                 "--gres=gpu:1 --time=00:30:00",
                 'limits: {nvidia.com/gpu: 1}; label kueue.x-k8s.io/max-exec-time-seconds: "1800"',
@@ -211,7 +213,8 @@ def _gpu_advice(
         return [
             Advice(
                 f"Ask for {active} GPU{'s' if active > 1 else ''}, not {allocated}",
-                f"{allocated - active} of the {allocated} GPUs were never active: ask for the "
+                f"{allocated - active} of the {allocated} GPUs "
+                f"{noun_for(allocated - active, 'was', 'were')} never active: ask for the "
                 f"{active} the job used (or make it use all it asks for).",
                 f"--gres=gpu:{active}",
                 f"limits: {{nvidia.com/gpu: {active}}}",
@@ -316,7 +319,7 @@ def _cpu_advice(job: Mapping[str, Any], f: _Facts, t: AdviceThresholds) -> list[
     per_gpu = math.ceil(cpus / f.gpus) if cpus else 0
     if f.diagnosis == "input_bound":
         more = max(per_gpu * 2, t.input_cpus_per_gpu_min)
-        have = f" with {per_gpu} core(s) per GPU" if cpus else ""
+        have = f" with {counted(per_gpu, 'core')} per GPU" if cpus else ""
         return [
             Advice(
                 "Feed the GPU faster",

@@ -19,6 +19,7 @@ from app.alerts.directory import Person
 from app.alerts.findings import FindingContext
 from app.alerts.fixes import concrete_fix
 from app.alerts.plan import Notice, Stage
+from detectors.wording import counted
 
 __all__ = ["ROLES", "DigestRow", "Rendered", "render_digest", "render_notice"]
 
@@ -58,6 +59,7 @@ def _env() -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters["slack"] = _slack_escape
+    env.filters["counted"] = counted
     return env
 
 
@@ -107,7 +109,7 @@ def _finding_context(f: FindingContext, idle_detectors: tuple[str, ...]) -> dict
     if f.sm_active_mean is not None:
         activity.append(f"SM active {_pct(f.sm_active_mean)}")
     if f.gpus_never_active is not None and f.gpus:
-        activity.append(f"{f.gpus_never_active} of {f.gpus} GPUs never active")
+        activity.append(f"{f.gpus_never_active} of {counted(f.gpus, 'GPU')} never active")
     if f.fb_used_mib_max is not None:
         activity.append(f"max memory {f.fb_used_mib_max:,.0f} MiB")
     return {
@@ -119,7 +121,8 @@ def _finding_context(f: FindingContext, idle_detectors: tuple[str, ...]) -> dict
         "gpu_h": _hours(f.gpu_h_at_stake),
         "since": _when(_since(f)),
         "rank": (
-            f"#{f.user_rank} of {f.users_ranked} users by GPU-hours at stake on {f.cluster}"
+            f"#{f.user_rank} of {counted(f.users_ranked, 'user')} by GPU-hours at stake on "
+            f"{f.cluster}"
             if f.user_rank is not None and f.users_ranked
             else None
         ),
@@ -209,7 +212,7 @@ def render_digest(rows: list[DigestRow], generated: dt.datetime) -> Rendered:
     }
     env = _env()
     prefix = "[gpuledger TEST]" if ctx["test"] else "[gpuledger]"
-    subject = f"{prefix} Digest: {len(rows)} alert(s), {ctx['total']} GPU-hours at stake"
+    subject = f"{prefix} Digest: {counted(len(rows), 'alert')}, {ctx['total']} GPU-hours at stake"
     text = env.get_template("digest.txt.j2").render(ctx)
     html = env.get_template("digest.html.j2").render(ctx | {"subject": subject})
     blocks = json.loads(env.get_template("digest.slack.json.j2").render(ctx))

@@ -19,6 +19,11 @@ __all__ = ["ACTIONS", "SEVERITIES", "WEEKDAYS", "AlertsConfig", "QuietHours"]
 SEVERITIES = ("info", "warn", "critical")
 ACTIONS = ("scancel", "pod-delete")
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+_FULL_DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+# a day as written in the configuration (short or full name, any case) -> its WEEKDAYS name
+_DAY_NAMES = {
+    name: short for short, full in zip(WEEKDAYS, _FULL_DAYS, strict=True) for name in (short, full)
+}
 _QUIET = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)$")
 SLACK_API_URL = "https://slack.com/api/"
 
@@ -62,9 +67,19 @@ def _quiet(v: str) -> str | None:
     return None if v == "" or _QUIET.match(v) else "expected HH:MM-HH:MM (e.g. 20:00-08:00) or ''"
 
 
+def weekday(name: str) -> str | None:
+    """`name` (mon or monday, any case) as its WEEKDAYS name; None when it is no weekday."""
+    return _DAY_NAMES.get(name.strip().lower())
+
+
 def _weekdays(v: tuple[str, ...]) -> str | None:
-    bad = [d for d in v if d not in WEEKDAYS]
-    return f"expected weekday names from {', '.join(WEEKDAYS)}" if bad else None
+    bad = [d for d in v if weekday(d) is None]
+    if not bad:
+        return None
+    return (
+        f"expected weekday names ({', '.join(WEEKDAYS)} or monday … sunday, any case), "
+        f"{bad[0]!r} is not one"
+    )
 
 
 def _dates(v: tuple[str, ...]) -> str | None:
@@ -174,7 +189,9 @@ class AlertsConfig:
         "20:00-08:00", "No non-critical alerts in this local window ('' for none).", _quiet
     )
     workdays: tuple[str, ...] = setting(
-        ("mon", "tue", "wed", "thu", "fri"), "Days non-critical alerts go out.", _weekdays
+        ("mon", "tue", "wed", "thu", "fri"),
+        "Days non-critical alerts go out (mon or monday, any case).",
+        _weekdays,
     )
     holidays: tuple[str, ...] = setting((), "Dates (YYYY-MM-DD) that are not workdays.", _dates)
     timezone: str = setting("UTC", "Time zone of quiet hours and workdays.", _timezone)
@@ -188,6 +205,12 @@ class AlertsConfig:
     retry_base_s: float = setting(1.0, "First retry delay; doubles each try.", _non_negative)
     retry_max_s: float = setting(60.0, "Longest retry delay (and Retry-After honoured).")
     follow_interval_s: float = setting(60.0, "Seconds between polls with --follow.", _positive)
+
+    def __post_init__(self) -> None:
+        # workdays as the short lower-case names plan.py compares with ("Monday" -> "mon");
+        # a name that is no weekday stays as written, for the check to name it
+        days = tuple(weekday(d) or d for d in self.workdays)
+        object.__setattr__(self, "workdays", days)
 
     def validate(self) -> str | None:
         """Cross-key checks; returns `key: problem` or None."""

@@ -17,6 +17,7 @@ import polars as pl
 
 from app.report.fairshare import ROOT_ACCOUNT, Association, fair_tree, jain_index, max_min_ratio
 from app.report.week import IsoWeek, default_week
+from detectors.wording import counted
 from warehouse import queries
 
 if TYPE_CHECKING:
@@ -149,8 +150,8 @@ def _nodes(
             nodes.append(Association(account, user, None, 0.0, used[(account, user)]))
         if strays:
             notes.append(
-                f"{len(strays)} account/user pair(s) used GPUs without an association in the "
-                "lake; they are shown with no entitlement."
+                f"{counted(len(strays), 'account/user pair')} used GPUs without an association "
+                "in the lake; they are shown with no entitlement."
             )
         return nodes, source, notes
     if settings.shares:
@@ -422,7 +423,9 @@ def _headlines(
         )
     starving = int(tables["pending_backlog"].get_column("waiting_over_24h").sum())
     if starving:
-        lines.append(f"{starving} job(s) still queued at week end had waited more than 24 h.")
+        lines.append(
+            f"{counted(starving, 'job')} still queued at week end had waited more than 24 h."
+        )
     return lines
 
 

@@ -22,6 +22,7 @@ from app.report.charts import (
 )
 from app.report.data import WeeklyReport
 from app.report.recs import evidence_figures, gain_text, pick
+from detectors.wording import counted
 
 __all__ = ["allocated_note", "data_uris", "render_charts", "render_html"]
 
@@ -169,6 +170,7 @@ def render_html(report: WeeklyReport, images: Mapping[str, str]) -> str:
         allocated_note=allocated_note(report),
         waste_definition=WASTE_GPU_H,
         num=_num,
+        counted=counted,
         pct=_pct,
         signed=_signed,
         money=_money,

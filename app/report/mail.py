@@ -15,6 +15,7 @@ from email.utils import formatdate, make_msgid
 from app.report.data import WeeklyReport
 from app.report.html import render_html
 from app.report.outputs import ReportFiles
+from detectors.wording import counted
 
 __all__ = ["build_message"]
 
@@ -33,7 +34,7 @@ def _summary(report: WeeklyReport) -> str:
         "",
         f"GPU-hours allocated by the scheduler: {s['alloc_gpu_h']:.1f}",
         f"GPU-hours wasted: {s['waste_gpu_h']:.1f}",
-        f"Jain's index over {s['accounts_with_demand']} account(s) with demand: "
+        f"Jain's index over {counted(s['accounts_with_demand'], 'account')} with demand: "
         + ("n/a" if jain is None else f"{jain:.3f}"),
         f"Jobs queued at week end: {s['jobs_pending_at_end']}",
         "",

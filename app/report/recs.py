@@ -13,6 +13,7 @@ from typing import Any
 import polars as pl
 
 from detectors.recommend.recommendation import GAIN_KINDS, hhmmss
+from detectors.wording import counted
 
 __all__ = ["URGENT_KINDS", "evidence_figures", "gain_text", "pick"]
 
@@ -75,7 +76,7 @@ def _count(value: float) -> str:
 
 
 def _gpus(value: float) -> str:
-    return f"{value:,.0f} GPUs"
+    return counted(round(value), "GPU")
 
 
 Fmt = Callable[[float], str]
@@ -173,7 +174,7 @@ def evidence_figures(kind: str, evidence: str | None) -> list[str]:
             out.append(f"{events} {noun}" + (f" ({kinds})" if kinds else ""))
         failed, jobs = parsed.get("failed_jobs"), parsed.get("jobs")
         if isinstance(failed, int) and isinstance(jobs, int) and jobs:
-            out.append(f"{failed:,} of {jobs:,} jobs failed")
+            out.append(f"{failed:,} of {counted(jobs, 'job')} failed")
     spec = FIGURES.get(kind)
     if spec is None:
         figures = (_generic(str(k), v) for k, v in parsed.items())

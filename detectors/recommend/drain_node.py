@@ -9,12 +9,13 @@ jobs held on the node in the window: what the next window loses if the node stay
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from detectors.recommend.config import DrainConfig
 from detectors.recommend.recommendation import ClusterFacts, Recommendation
+from detectors.wording import counted
 from warehouse import queries
 
 if TYPE_CHECKING:
@@ -26,14 +27,16 @@ KIND = "drain_node"
 QUERY = "recommend/node_health"
 
 
-def _reason(row: dict[str, object], rate: float) -> str:
+def _reason(row: dict[str, Any], rate: float) -> str:
     parts = []
     if row["hw_events"]:
-        parts.append(f"{row['hw_events']} hardware event(s): {row['hw_event_kinds']}")
+        events = counted(int(row["hw_events"]), "hardware event")
+        parts.append(f"{events}: {row['hw_event_kinds']}")
     if row["critical_findings"]:
-        parts.append(f"{row['critical_findings']} critical finding(s)")
+        parts.append(counted(int(row["critical_findings"]), "critical finding"))
     if row["failed_jobs"]:
-        parts.append(f"{row['failed_jobs']} of {row['jobs']} jobs failed (cluster rate {rate:.0%})")
+        jobs = counted(int(row["jobs"]), "job")
+        parts.append(f"{row['failed_jobs']} of {jobs} failed (cluster rate {rate:.0%})")
     return "; ".join(parts)
 
 
@@ -93,7 +96,7 @@ def recommend(
                 expected_gain_gpu_h=float(row["failed_gpu_h"]),
                 gain_kind="failures_avoided",
                 risk=(
-                    f"{row['gpus']} GPU(s) out of service until the node is repaired "
+                    f"{counted(int(row['gpus']), 'GPU')} out of service until the node is repaired "
                     f"({row['gpus']} GPU-h per hour drained)"
                 ),
                 config=_config(facts, row["node"], reason),

@@ -1,13 +1,23 @@
 """Fair-share weights that follow demand (sacctmgr fairshare=; Kueue fairSharing.weight).
 
-Per account over the window: allocated GPU-hours A, GPU-hours its jobs spent waiting W, and
-its demand share d = (A + W) / Σ(A + W), against its entitled share S (raw shares from the
-configuration, else the cluster's current ones from the `associations` table that
-`collect slurm-shares` lands, else equal). An account whose demand share is `ratio` times its share
-or more (or 1/`ratio` or less) is flagged, and the proposal moves its shares halfway toward
-its demand: S' = (S + d) / 2. One recommendation per cluster lists every change; fair-share
-moves priority between accounts, so no GPU-hours are gained (expected_gain is null) and the
-risk names the accounts whose priority falls.
+Slurm's shares are hierarchical: an account's shares count against its siblings' (the accounts
+under the same parent), level by level (Fair Tree's S = Sraw_self / Sraw_self+siblings). So the
+comparison is made per parent, among its child accounts that had jobs in the window (in their
+own or any sub-account: usage rolls up the tree). Per child over the window: allocated
+GPU-hours A, GPU-hours its jobs spent waiting W, and its demand share among its siblings
+d = (A + W) / Σ(A + W), against its share among them S (raw shares from the configuration,
+else the cluster's current ones from the `associations` table that `collect slurm-shares`
+lands, else equal). A child whose demand share is `ratio` times its share or more (or 1/`ratio`
+or less) is flagged, and the proposal moves its shares halfway toward its demand:
+S' = (S + d) / 2, as raw shares out of the same total, so siblings without jobs, user
+associations and every other level keep their share.
+
+One recommendation per parent lists its changes: scope `cluster` for the accounts directly
+under root (a flat tree gives just that one), `parent=<account>` below. Parents come from the
+`associations` table; an account it does not list sits under root. Jobs charged to a parent
+account itself are its users' and count for it one level up, not among its sub-accounts.
+Fair-share moves priority between accounts, so no GPU-hours are gained (expected_gain is null)
+and the risk names the accounts whose priority falls.
 """
 
 from __future__ import annotations
@@ -23,21 +33,55 @@ from warehouse import queries
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["KIND", "QUERY", "recommend"]
+__all__ = ["KIND", "QUERY", "ROOT_ACCOUNT", "account_tree", "current_shares", "recommend"]
 
 KIND = "fairshare_weight"
 QUERY = "recommend/window_jobs"
 SHARES_QUERY = "report/associations_latest"
 DEFAULT_RAW_SHARES = 100.0  # every account's shares when none are known (equal shares)
 SLURM_DEFAULT_SHARES = 1.0  # an account missing from a known tree: sacctmgr's default FairShare
+ROOT_ACCOUNT = "root"  # Slurm's tree root: its children are the top level
+
+
+def _account_rows(con: duckdb.DuckDBPyConnection, cluster: str) -> pl.DataFrame:
+    return queries.run(con, SHARES_QUERY, cluster=cluster).filter(pl.col("user").is_null())
 
 
 def current_shares(con: duckdb.DuckDBPyConnection, cluster: str) -> dict[str, float]:
     """The accounts' raw shares as last collected from the cluster (empty when never)."""
-    tree = queries.run(con, SHARES_QUERY, cluster=cluster).filter(
-        pl.col("user").is_null() & pl.col("raw_shares").is_not_null()
-    )
+    tree = _account_rows(con, cluster).filter(pl.col("raw_shares").is_not_null())
     return {str(row["account"]): float(row["raw_shares"]) for row in tree.iter_rows(named=True)}
+
+
+def account_tree(con: duckdb.DuckDBPyConnection, cluster: str) -> dict[str, str]:
+    """Each account's parent account as last collected (root for a top-level account)."""
+    return {
+        str(row["account"]): str(row["parent"] or ROOT_ACCOUNT)
+        for row in _account_rows(con, cluster).iter_rows(named=True)
+        if row["account"] != ROOT_ACCOUNT
+    }
+
+
+def _path(account: str, parents: dict[str, str]) -> list[str]:
+    """`account` and its ancestors up to (without) root; an unknown account sits under root."""
+    path: list[str] = []
+    node = account
+    while node != ROOT_ACCOUNT and node not in path:  # a loop in bad data ends at root
+        path.append(node)
+        node = parents.get(node, ROOT_ACCOUNT)
+    return path
+
+
+def _levels(accounts: list[str], parents: dict[str, str]) -> dict[str, dict[str, str]]:
+    """parent -> {account charged -> the child of that parent it rolls up to}, for every level
+    the accounts' jobs reach (root first, then parents in name order)."""
+    levels: dict[str, dict[str, str]] = {}
+    for account in accounts:
+        path = _path(account, parents)
+        for i, child in enumerate(path):
+            parent = path[i + 1] if i + 1 < len(path) else ROOT_ACCOUNT
+            levels.setdefault(parent, {})[account] = child
+    return dict(sorted(levels.items(), key=lambda kv: (kv[0] != ROOT_ACCOUNT, kv[0])))
 
 
 def _raw_shares(
@@ -110,46 +154,67 @@ def _config(facts: ClusterFacts, changes: list[dict[str, Any]], raw_total: float
 def recommend(
     con: duckdb.DuckDBPyConnection, facts: ClusterFacts, config: FairshareConfig
 ) -> list[Recommendation]:
-    """At most one recommendation per cluster: the accounts whose shares miss their demand."""
+    """One recommendation per parent account whose children's shares miss their demand."""
     jobs = queries.run(con, QUERY, since=facts.window_start, until=facts.window_end).filter(
-        pl.col("cluster") == facts.cluster
+        (pl.col("cluster") == facts.cluster) & pl.col("account").is_not_null()
     )
     shares, default, source = _raw_shares(config, current_shares(con, facts.cluster))
-    accounts = _accounts(jobs, shares, default)
+    parents = account_tree(con, facts.cluster)
+    charged = sorted(set(jobs["account"].to_list()))
+    recs = []
+    for parent, child_of in _levels(charged, parents).items():
+        level = jobs.filter(pl.col("account").is_in(list(child_of))).with_columns(
+            pl.col("account").replace_strict(child_of, return_dtype=pl.String)
+        )
+        rec = _level(facts, config, parent, _accounts(level, shares, default), source)
+        if rec is not None:
+            recs.append(rec)
+    return recs
+
+
+def _level(
+    facts: ClusterFacts,
+    config: FairshareConfig,
+    parent: str,
+    accounts: pl.DataFrame,
+    source: str,
+) -> Recommendation | None:
+    """The changes among the children of `parent` (`accounts`, their figures among siblings)."""
     if accounts.height < 2 or float(accounts["demand_gpu_h"].sum()) <= 0:
-        return []
+        return None
     over = (pl.col("demand_share") >= config.ratio * pl.col("share")) & (
         pl.col("demand_gpu_h") >= config.min_demand_gpu_h
     )
     under = pl.col("demand_share") <= pl.col("share") / config.ratio
     flagged = accounts.filter(over | under)
     if flagged.is_empty():
-        return []
+        return None
     changes = flagged.to_dicts()
     falling = [c for c in changes if c["new_share"] < c["share"]]
     raw_total = float(accounts["raw_shares"].sum())
+    top = parent == ROOT_ACCOUNT
     evidence = {
+        "parent": parent,
         "accounts": accounts.to_dicts(),
         "flagged": [c["account"] for c in changes],
         "ratio": config.ratio,
         "raw_shares_total": raw_total,
         "raw_shares_from": source,
     }
-    risk = "priority falls for " + (
+    among = "" if top else f" among the sub-accounts of {parent}"
+    risk = f"priority falls{among} for " + (
         ", ".join(
             f"{c['account']} (share {c['share']:.3f} -> {c['new_share']:.3f})" for c in falling
         )
         or "no account"
     )
-    return [
-        Recommendation(
-            cluster=facts.cluster,
-            kind=KIND,
-            scope="cluster",
-            target=facts.target,
-            evidence=evidence,
-            expected_gain_gpu_h=None,
-            risk=risk,
-            config=_config(facts, changes, raw_total, accounts.height),
-        )
-    ]
+    return Recommendation(
+        cluster=facts.cluster,
+        kind=KIND,
+        scope="cluster" if top else f"parent={parent}",
+        target=facts.target,
+        evidence=evidence,
+        expected_gain_gpu_h=None,
+        risk=risk,
+        config=_config(facts, changes, raw_total, accounts.height),
+    )

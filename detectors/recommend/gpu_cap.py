@@ -9,9 +9,7 @@ times could have had; the risk is the same hours of its own work delayed.
 
 from __future__ import annotations
 
-import json
 import math
-import re
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -19,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from detectors.recommend.config import GpuCapConfig
+from detectors.recommend.kueue import cluster_queue, kube_name
 from detectors.recommend.recommendation import ClusterFacts, Recommendation
 from warehouse import queries
 
@@ -80,41 +79,9 @@ LIMITS_NEED = (
 )
 
 
-def kube_name(text: str) -> str:
-    """`text` as a Kubernetes object name (RFC 1123 label: lower-case alphanumerics and '-'),
-    quoted for YAML (a bare `null`, `true` or `0` would not be read as a name)."""
-    name = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
-    return json.dumps(name[:63].rstrip("-") or "x")
-
-
-FLAVOR_YAML = (
-    "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata:\n  name: default-flavor\n"
-)
-
-
 def _queue_yaml(name: str, cohort: str, cap: int) -> str:
     """A ClusterQueue `name` capped at `cap` GPUs in `cohort` (both already kube_name()s)."""
-    return (
-        "# Kueue admits no workload that requests a resource its ClusterQueue does not cover:\n"
-        "# add the cpu and memory quotas this queue's jobs use today to coveredResources.\n"
-        + FLAVOR_YAML
-        + "---\n"
-        "apiVersion: kueue.x-k8s.io/v1beta1\n"
-        "kind: ClusterQueue\n"
-        "metadata:\n"
-        f"  name: {name}\n"
-        "spec:\n"
-        f"  cohort: {cohort}\n"
-        "  namespaceSelector: {}\n"
-        "  resourceGroups:\n"
-        '  - coveredResources: ["nvidia.com/gpu"]\n'
-        "    flavors:\n"
-        "    - name: default-flavor\n"
-        "      resources:\n"
-        '      - name: "nvidia.com/gpu"\n'
-        f"        nominalQuota: {cap}\n"
-        "        borrowingLimit: 0\n"
-    )
+    return cluster_queue(name, [("nvidia.com/gpu", cap)], cohort=cohort, gpu_borrowing_limit=0)
 
 
 def _user_config(facts: ClusterFacts, user: str, account: str, cap: int) -> str:

@@ -16,6 +16,7 @@ import polars as pl
 
 from detectors.recommend.config import IdleCancelConfig
 from detectors.recommend.recommendation import ClusterFacts, Recommendation
+from detectors.wording import counted
 from warehouse import queries
 
 if TYPE_CHECKING:
@@ -129,8 +130,10 @@ def recommend(
         "candidates": scores,
         "max_false_kill_rate": config.max_false_kill_rate,
     }
+    one = best["false_kills"] == 1 or best["jobs_cancelled"] == 1  # "1 of 3 … was"
     risk = (
-        f"{best['false_kills']} of {best['jobs_cancelled']} cancelled jobs were active again "
+        f"{best['false_kills']} of {counted(best['jobs_cancelled'], 'cancelled job')} "
+        f"{'was' if one else 'were'} active again "
         f"after {best['cancel_minutes']} idle minutes ({best['gpu_h_disrupted']:.1f} GPU-h "
         f"disrupted); {best['interactive_cancelled']} interactive"
     )

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from detectors.recommend.config import MigPackingConfig
+from detectors.recommend.kueue import cluster_queue
 from detectors.recommend.recommendation import ClusterFacts, Recommendation
+from detectors.wording import counted, noun_for
 from warehouse import queries
 
 if TYPE_CHECKING:
@@ -53,41 +55,23 @@ def _config(
     counts = Counter(names)
     gres = ",".join(f"gpu:{n}:{c * gpus}" for n, c in counts.items())
     if facts.target == "kueue":
-        quota = "\n".join(
-            f'      - name: "nvidia.com/mig-{n}"\n        nominalQuota: {c * gpus}'
-            for n, c in counts.items()
-        )
         return (
-            f"# GPU operator (mixed strategy), {gpus} GPU(s) to convert: nvidia.com/mig.config\n"
+            f"# GPU operator (mixed strategy), {counted(gpus, 'GPU')} to convert: "
+            "nvidia.com/mig.config\n"
             "# converts every GPU of the labelled node (a mig-parted config of your own can\n"
             "# select devices); set the ClusterQueue's quotas to the slices that result\n"
             f"kubectl label node <node> nvidia.com/mig.config=all-{names[0]} --overwrite\n"
             "---\n"
-            "apiVersion: kueue.x-k8s.io/v1beta1\n"
-            "kind: ResourceFlavor\n"
-            "metadata:\n"
-            "  name: default-flavor\n"
-            "---\n"
-            "apiVersion: kueue.x-k8s.io/v1beta1\n"
-            "kind: ClusterQueue\n"
-            "metadata:\n"
-            "  name: mig\n"
-            "spec:\n"
-            "  namespaceSelector: {}\n"
-            "  resourceGroups:\n"
-            "  - coveredResources: [" + ", ".join(f'"nvidia.com/mig-{n}"' for n in counts) + "]\n"
-            "    flavors:\n"
-            "    - name: default-flavor\n"
-            "      resources:\n"
-            f"{quota}\n"
+            + cluster_queue('"mig"', [(f"nvidia.com/mig-{n}", c * gpus) for n, c in counts.items()])
         )
     return (
-        f"# on {gpus} GPU(s), e.g. GPU 0 of <node> (drain the node first):\n"
+        f"# on {counted(gpus, 'GPU')}, e.g. GPU 0 of <node> (drain the node first):\n"
         "nvidia-smi -i 0 -mig 1\n"
         f"nvidia-smi mig -i 0 -cgi {','.join(names)} -C\n"
         "# gres.conf\n"
         "AutoDetect=nvml\n"
-        "# slurm.conf: on the existing NodeName=<node> line, count the converted GPU(s) as\n"
+        "# slurm.conf: on the existing NodeName=<node> line, count the converted "
+        f"{noun_for(gpus, 'GPU')} as\n"
         f"# slices: Gres=gpu:<model>:<whole GPUs left>,{gres} (do not add a second\n"
         "# NodeName=<node> line: slurmctld ignores or rejects a duplicate node), then restart\n"
         "# slurmd on the node and slurmctld; and add the partition:\n"
@@ -156,7 +140,8 @@ def recommend(
             expected_gain_gpu_h=freed,
             gain_kind="saved",
             risk=(
-                f"{gpus} GPU(s) leave the whole-GPU pool; jobs whose use grows beyond their "
+                f"{counted(gpus, 'GPU')} {noun_for(gpus, 'leaves', 'leave')} the whole-GPU pool; "
+                "jobs whose use grows beyond their "
                 "slice run slower (MIG slices do not borrow idle compute)"
             ),
             config=_config(facts, common, gpus, fb_total, mem),

@@ -15,6 +15,7 @@ import polars as pl
 
 from detectors.recommend.config import PowerCapConfig
 from detectors.recommend.recommendation import ClusterFacts, Recommendation
+from detectors.wording import counted
 from warehouse import queries
 
 if TYPE_CHECKING:
@@ -87,7 +88,7 @@ def recommend(
                 },
                 expected_gain_gpu_h=None,
                 risk=(
-                    f"{busy.height} job(s) with SM activity >= {config.sm_below} "
+                    f"{counted(busy.height, 'job')} with SM activity >= {config.sm_below} "
                     f"({float(busy['observed_gpu_h'].sum()):.1f} GPU-h) may run slower under "
                     f"{cap_w} W"
                 ),

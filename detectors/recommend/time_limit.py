@@ -16,6 +16,7 @@ import polars as pl
 
 from detectors.recommend.config import TimeLimitConfig
 from detectors.recommend.recommendation import ClusterFacts, Recommendation, hhmmss, round_up
+from detectors.wording import counted, noun_for
 from warehouse import queries
 
 if TYPE_CHECKING:
@@ -119,7 +120,8 @@ def recommend(
                 expected_gain_gpu_h=figures["released_gpu_h"],
                 gain_kind="backfill",
                 risk=(
-                    f"{figures['jobs_over_new_limit']} of {part.height} completed jobs ran longer "
+                    f"{figures['jobs_over_new_limit']} of "
+                    f"{counted(part.height, 'completed job')} ran longer "
                     f"than the new default {hhmmss(default_s)} and must ask for more; none "
                     f"ran longer than MaxTime {hhmmss(max_s)}"
                 ),
@@ -149,7 +151,8 @@ def recommend(
                 expected_gain_gpu_h=figures["released_gpu_h"],
                 gain_kind="backfill",
                 risk=(
-                    f"{figures['jobs_over_new_limit']} of {mine.height} of {user}'s jobs ran "
+                    f"{figures['jobs_over_new_limit']} of {mine.height} of {user}'s "
+                    f"{noun_for(mine.height, 'job')} ran "
                     f"longer than {hhmmss(hint_s)}"
                 ),
                 config=_user_config(facts, str(user), hint_s),

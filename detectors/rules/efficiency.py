@@ -15,6 +15,7 @@ import polars as pl
 
 from detectors.findings import Severity, as_frame
 from detectors.rules.base import Rule, Window, as_of, evidence, period_anchor, threshold
+from detectors.wording import counted, counted_expr
 
 if TYPE_CHECKING:
     from detectors.rules.config import RuleConfig
@@ -125,15 +126,15 @@ def _low_efficiency_users(
         (1 - pl.col("ratio")).clip(0, 1).cast(pl.Float32).alias("score"),
         pl.col("wasted_gpu_h").alias("gpu_h_at_stake"),
         pl.format(
-            "User {} ({}): {}% efficient over the last {} days — {} of {} allocated GPU-h "
-            "did work across {} jobs; #{} in GPU-hours wasted",
+            "User {} ({}): {}% efficient over the last {} — {} of {} allocated GPU-h "
+            "did work across {}; #{} in GPU-hours wasted",
             "user",
             pl.col("account").fill_null("no account"),
             (pl.col("ratio") * 100).round(1),
-            pl.lit(t.user_window_days),
+            pl.lit(counted(t.user_window_days, "day")),
             pl.col("effective_gpu_h").round(1),
             pl.col("alloc_gpu_h").round(1),
-            "jobs",
+            counted_expr("jobs", "job"),
             "rank",
         ).alias("message"),
         evidence("jobs", "alloc_gpu_h", "effective_gpu_h", "idle_gpu_h", "ratio", "rank"),
@@ -183,13 +184,13 @@ def _mig_candidates(jobs: pl.DataFrame, t: EfficiencyThresholds) -> pl.DataFrame
         )
         .with_columns(
             pl.format(
-                "Job {} ({}): peak memory {}% of a GPU and {}% busy on {} GPU(s); a MIG {} slice "
+                "Job {} ({}): peak memory {}% of a GPU and {}% busy on {}; a MIG {} slice "
                 "would do (frees {} GPU-h)",
                 "job_id",
                 pl.col("user").fill_null("unknown user"),
                 (pl.col("fb_frac") * 100).round(0).cast(pl.Int64),
                 (pl.col("busy") * 100).round(0).cast(pl.Int64),
-                "gpus",
+                counted_expr("gpus", "GPU"),
                 "mig_profile",
                 saved.round(2),
             ).alias("message"),

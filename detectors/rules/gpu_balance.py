@@ -13,6 +13,7 @@ import polars as pl
 
 from detectors.findings import Severity, as_frame
 from detectors.rules.base import Rule, Window, evidence, threshold
+from detectors.wording import counted_expr
 
 if TYPE_CHECKING:
     from detectors.rules.config import RuleConfig
@@ -107,12 +108,12 @@ def _partial(devices: pl.DataFrame, t: GpuBalanceThresholds) -> pl.DataFrame:
         share.cast(pl.Float32).alias("score"),
         pl.col("idle_gpu_h").alias("gpu_h_at_stake"),
         pl.format(
-            "Job {} ({}): {} of its {} GPUs never did any work ({} GPU-h); "
+            "Job {} ({}): {} of its {} never did any work ({} GPU-h); "
             "ask for --gres=gpu:{} next time",
             "job_id",
             pl.col("user").fill_null("unknown user"),
             "idle_gpus",
-            "gpus_observed",
+            counted_expr("gpus_observed", "GPU"),
             pl.col("idle_gpu_h").round(2),
             pl.col("gpus_observed") - pl.col("idle_gpus"),
         ).alias("message"),

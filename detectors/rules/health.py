@@ -16,6 +16,7 @@ import polars as pl
 
 from detectors.findings import Severity, as_frame
 from detectors.rules.base import Rule, Window, evidence, threshold
+from detectors.wording import counted_expr
 
 if TYPE_CHECKING:
     from detectors.rules.config import RuleConfig
@@ -187,11 +188,11 @@ def _counters(hourly: pl.DataFrame, t: HealthThresholds) -> pl.DataFrame:
         pl.lit("ecc_dbe").alias("detector"),
         pl.col("dbe_from").alias("start_ts"),
         pl.format(
-            "GPU {} on {}: {} uncorrectable (double-bit) ECC error(s), {} corrected; "
+            "GPU {} on {}: {} (double-bit), {} corrected; "
             "drain it and reset the GPU (XID 48 class)",
             "gpu_index",
             "node",
-            "dbe_max",
+            counted_expr("dbe_max", "uncorrectable ECC error"),
             pl.col("sbe_max").fill_null(0),
         ).alias("message"),
     )
@@ -289,13 +290,13 @@ def _detect_events(events: pl.DataFrame, config: RuleConfig, window: Window) -> 
         pl.lit(1.0).cast(pl.Float32).alias("score"),
         pl.col("jobs_gpu_h").alias("gpu_h_at_stake"),
         pl.format(
-            "GPU {} on {}: {} ×{} on {}; {} job(s) running on it had {} GPU-h at risk",
+            "GPU {} on {}: {} ×{} on {}; {} running on it had {} GPU-h at risk",
             "gpu_index",
             "node",
             what,
             "events",
             "day",
-            "jobs_hit",
+            counted_expr("jobs_hit", "job"),
             pl.col("jobs_gpu_h").round(2),
         ).alias("message"),
         evidence("kind", "code", "xid_class", "action", "events", "job_ids", "jobs_gpu_h"),

@@ -15,6 +15,7 @@ import polars as pl
 
 from detectors.findings import Severity, as_frame
 from detectors.rules.base import Rule, Window, evidence, threshold
+from detectors.wording import counted_expr
 
 if TYPE_CHECKING:
     from detectors.rules.config import RuleConfig
@@ -117,7 +118,6 @@ def _detect(spans: pl.DataFrame, config: RuleConfig, window: Window) -> pl.DataF
             )
         )
     )
-    gpus = pl.col("gpus").cast(pl.String).fill_null("?")
     return flagged.with_columns(
         pl.col("state")
         .replace_strict({"idle": "idle_job", "memory_hold": "memory_hold", "hung": "hung_job"})
@@ -135,10 +135,10 @@ def _detect(spans: pl.DataFrame, config: RuleConfig, window: Window) -> pl.DataF
         (pl.col("state_s") / pl.col("observed_s")).clip(0, 1).cast(pl.Float32).alias("score"),
         pl.col("state_gpu_h").alias("gpu_h_at_stake"),
         pl.format(
-            "Job {} ({}, {} GPUs): {} for {} h of {} h observed ({} GPU-h){}",
+            "Job {} ({}, {}): {} for {} h of {} h observed ({} GPU-h){}",
             "job_id",
             pl.col("user").fill_null("unknown user"),
-            gpus,
+            counted_expr("gpus", "GPU").fill_null("? GPUs"),
             what,
             _HOURS.round(2),
             (pl.col("observed_s") / 3600).round(2),

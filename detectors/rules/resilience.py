@@ -16,6 +16,7 @@ import polars as pl
 
 from detectors.findings import Severity, as_frame
 from detectors.rules.base import Rule, Window, as_of, evidence, period_anchor, threshold
+from detectors.wording import counted, counted_expr
 
 if TYPE_CHECKING:
     from detectors.rules.config import RuleConfig
@@ -164,13 +165,14 @@ def _accounts(jobs: pl.DataFrame, t: ResilienceThresholds, window: Window) -> pl
         pl.col("gpu_h_lost").alias("gpu_h_at_stake"),
         pl.format(
             "Account {}: {} GPU-h ({}% of {}) lost to {} failed, timed-out, preempted or "
-            "requeued jobs in the last {} days ({} interrupted by the system)",
+            "requeued {} in the last {} ({} interrupted by the system)",
             "account",
             pl.col("gpu_h_lost").round(1),
             (pl.col("lost_share") * 100).round(1),
             pl.col("alloc_gpu_h").round(1),
             "jobs_lost",
-            pl.lit(t.account_window_days),
+            pl.when(pl.col("jobs_lost") == 1).then(pl.lit("job")).otherwise(pl.lit("jobs")),
+            pl.lit(counted(t.account_window_days, "day")),
             "interruptions",
         ).alias("message"),
         evidence("jobs", "jobs_lost", "interruptions", "alloc_gpu_h", "gpu_h_lost", "lost_share"),
@@ -209,12 +211,12 @@ def _checkpoints(jobs: pl.DataFrame, t: ResilienceThresholds) -> pl.DataFrame:
         .alias("score"),
         pl.col("avoidable_gpu_h").alias("gpu_h_at_stake"),
         pl.format(
-            "Job {} ({}, {} GPUs) was interrupted after {} h and lost {} GPU-h; jobs of {} "
+            "Job {} ({}, {}) was interrupted after {} h and lost {} GPU-h; jobs of {} "
             "are interrupted every {} h here, so checkpoint every {} min (Young/Daly, {} min "
             "per checkpoint) to lose about {} GPU-h instead",
             "job_id",
             pl.col("user").fill_null("unknown user"),
-            "gpus",
+            counted_expr("gpus", "GPU"),
             (pl.col("runtime_s") / 3600).round(1),
             pl.col("gpu_h_lost").round(1),
             "size_class",

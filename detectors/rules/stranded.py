@@ -13,6 +13,7 @@ import polars as pl
 
 from detectors.findings import Severity, as_frame
 from detectors.rules.base import Rule, Window, evidence, threshold
+from detectors.wording import counted_expr
 
 if TYPE_CHECKING:
     from detectors.rules.config import RuleConfig
@@ -65,12 +66,12 @@ def _detect(jobs: pl.DataFrame, config: RuleConfig, window: Window) -> pl.DataFr
         (pl.col("stranded_gpus") / free).clip(0, 1).cast(pl.Float32).alias("score"),
         (pl.col("stranded_gpus") * runtime_h).alias("gpu_h_at_stake"),
         pl.format(
-            "Job {} ({}): {} GPU(s) with {} CPUs and {} GiB on {} left {} of the node's {} GPUs "
+            "Job {} ({}): {} with {} and {} GiB on {} left {} of the node's {} GPUs "
             "unusable for {} h ({} GPU-h); ask for --cpus-per-gpu={} or less",
             "job_id",
             pl.col("user").fill_null("unknown user"),
-            "gpus",
-            "cpus",
+            counted_expr("gpus", "GPU"),
+            counted_expr("cpus", "CPU"),
             (pl.col("mem_req_mib") / 1024).round(0).cast(pl.Int64),
             "node",
             "stranded_gpus",

@@ -61,7 +61,12 @@ def test_lake_env_wins_over_the_file(tmp_path, monkeypatch):
         ("[alerts]\nsmtp_prot = 25\n", {}, "alerts.smtp_prot: unknown key"),
         ("[alert]\nx = 1\n", {}, "unknown section 'alert'"),
         ("[alerts]\nquiet_hours = '8-20'\n", {}, "alerts.quiet_hours: expected HH:MM-HH:MM"),
-        ("[alerts]\nworkdays = ['monday']\n", {}, "alerts.workdays: expected weekday names"),
+        (
+            "[alerts]\nworkdays = ['Mon', 'Funday']\n",
+            {},
+            "alerts.workdays: expected weekday names (mon, tue, wed, thu, fri, sat, sun or "
+            "monday … sunday, any case), 'Funday' is not one",
+        ),
         ("[alerts]\ntimezone = 'Mars/Olympus'\n", {}, "alerts.timezone: expected an IANA"),
         ("", {"GPULEDGER_ALERTS_SMTP_STARTTLS": "maybe"}, "expected true or false, got 'maybe'"),
         ("[alerts]\nfinal_notice_minutes = 30\n", {}, "escalation must not go backwards"),
@@ -77,6 +82,20 @@ def test_bad_values_name_the_key(tmp_path, text, env, message):
     cfg_file = write(tmp_path / "g.toml", text)
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         load_config(cfg_file, environ=env)
+
+
+@pytest.mark.parametrize(
+    ("text", "env"),
+    [
+        ("[alerts]\nworkdays = ['Mon', 'TUESDAY', 'wednesday', 'Thu', 'fRi']\n", {}),
+        ("", {"GPULEDGER_ALERTS_WORKDAYS": "MONDAY, Tue,wed , THURSDAY,Fri"}),
+    ],
+    ids=["file", "env"],
+)
+def test_workdays_take_short_or_full_names_in_any_case(tmp_path, text, env):
+    cfg = load_config(write(tmp_path / "g.toml", text), environ=env)
+
+    assert cfg.section(AlertsConfig).workdays == ("mon", "tue", "wed", "thu", "fri")
 
 
 def test_a_config_file_that_is_not_utf8_names_the_file(tmp_path):

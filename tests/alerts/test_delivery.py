@@ -101,7 +101,7 @@ def test_findings_become_routed_messages_and_a_second_run_sends_nothing(
     assert dm["blocks"][0]["text"]["text"] == "Final notice: job 4242"
     assert dm["metadata"]["event_type"] == "gpuledger_alert"
     [digest] = slack_server.state.webhooks
-    assert "gpuledger digest: 3 alert(s)" in digest["blocks"][0]["text"]["text"]
+    assert "gpuledger digest: 3 alerts" in digest["blocks"][0]["text"]["text"]
     assert slack_server.state.bad_auth == 0 and slack_server.state.errors == []
 
     requests, emails = slack_server.state.requests, len(smtp_server.received)
@@ -316,7 +316,7 @@ def test_the_admin_digest_batches_notices_per_period(tmp_path, smtp_server, slac
     later = run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
     assert later.notices == []
     [_, digest] = slack_server.state.webhooks
-    assert "gpuledger digest: 1 alert(s)" in digest["blocks"][0]["text"]["text"]
+    assert "gpuledger digest: 1 alert" in digest["blocks"][0]["text"]["text"]
     assert "g009 throttles" in json.dumps(digest["blocks"])
     assert sum(1 for r in smtp_server.received if "Digest" in r.message["Subject"]) == 2
 

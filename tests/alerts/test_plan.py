@@ -93,6 +93,13 @@ def test_quiet_hours_and_workdays(now, why):
     assert is_quiet_time(cfg(), now) == why
 
 
+def test_capitalised_workdays_hold_back_alerts_on_the_other_days():
+    # NOW is a Wednesday; "Saturday" and "SUN" are the only workdays
+    weekend = cfg(workdays="Saturday,SUN")
+    assert is_quiet_time(weekend, NOW) == "not a workday (wed)"
+    assert is_quiet_time(weekend, NOW + dt.timedelta(days=3)) is None
+
+
 def test_holidays_and_time_zones():
     assert is_quiet_time(cfg(holidays="2026-11-04"), NOW) == "holiday 2026-11-04"
     # 10:00 UTC is 19:00 in Tokyo: outside 20:00-08:00 there, inside 18:00-08:00

@@ -68,4 +68,4 @@ def test_findings_about_simulated_jobs_show_their_usage(tmp_path):
     assert f"GPUs:       {gpus} on " in result.output
     assert "Activity:   busy " in result.output
     assert f"Wasted:     {idle_gpu_h:,.1f} GPU-hours so far" in result.output
-    assert "Rank:       #1 of 1 users" in result.output
+    assert "Rank:       #1 of 1 user by" in result.output  # not "1 users"

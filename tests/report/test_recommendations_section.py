@@ -159,3 +159,15 @@ def test_figures_and_gain_text_for_odd_evidence():
     ]
     assert gain_text(12.5, "saved", None, None) == "12.5 GPU-h saved"
     assert gain_text(None, None, None, None) is None
+
+
+def test_figures_put_a_count_and_its_noun_in_the_same_number():
+    assert evidence_figures("gpu_cap", '{"cap_gpus": 1, "peak_gpus": 3}') == [
+        "cap 1 GPU",  # not "1 GPUs"
+        "peak held 3 GPUs",
+    ]
+    drain = '{"hw_events": 1, "hw_event_kinds": "xid 79", "failed_jobs": 1, "jobs": 1}'
+    assert evidence_figures("drain_node", drain) == [
+        "1 hardware event (xid 79)",
+        "1 of 1 job failed",
+    ]

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from detectors.recommend import RecommendConfig, recommend
+from detectors.recommend import RecommendConfig, fairshare, recommend
 from detectors.recommend.config import BillingConfig, FairshareConfig
 from tests.detectors.recommend.lake import NOW, recs_of
 from tests.marts import rows as r
@@ -54,12 +56,12 @@ def test_fairshare_with_configured_shares_that_match_demand_changes_nothing(tmp_
     assert recommend(con, config, NOW, kinds=("fairshare_weight",)).num_rows == 0
 
 
-def _assoc(account, shares, updated_ts, user=None):
+def _assoc(account, shares, updated_ts, user=None, parent="root"):
     return {
         "cluster": "della",
         "account": account,
         "user": user,
-        "parent": None if user else "root",
+        "parent": None if user else parent,
         "raw_shares": shares,
         "source": "sacctmgr",
         "updated_ts": updated_ts,
@@ -99,6 +101,110 @@ def test_fairshare_starts_from_the_clusters_current_shares(tmp_path):
     assert rec["risk"] == (
         "priority falls for bio (share 0.300 -> 0.200), chem (share 0.600 -> 0.350)"
     )
+
+
+def nested_tree_lake(tmp_path):
+    """The tree as sacctmgr lands it: root -> ml (40), research (60); ml -> ml-nlp (10),
+    ml-vision (30). Jobs, no waits: ml-nlp 4 GPUs x 2 h = 8 GPU-h, ml-vision 1 x 2 h = 2,
+    dave straight in ml 2 x 3 h = 6, research 1 x 2 h = 2."""
+    jobs = [
+        r.job("n0", 0, 2 * H, gpus=4, account="ml-nlp"),
+        r.job("v0", 0, 2 * H, user="bob", account="ml-vision"),
+        r.job("m0", 0, 3 * H, gpus=2, user="dave", account="ml"),
+        r.job("r0", 0, 2 * H, user="carol", account="research"),
+    ]
+    r.build_lake(tmp_path, jobs=jobs)
+    t = r.at(0)
+    r.land(
+        tmp_path,
+        "associations",
+        [
+            _assoc("root", 1, t, parent=None),
+            _assoc("root", 1, t, user="root"),
+            _assoc("ml", 40, t),
+            _assoc("research", 60, t),
+            _assoc("ml-nlp", 10, t, parent="ml"),
+            _assoc("ml-vision", 30, t, parent="ml"),
+            _assoc("ml", 1, t, user="dave"),
+            _assoc("ml-nlp", 1, t, user="alice"),
+        ],
+        batch_id="shares",
+    )
+    return connect(tmp_path)
+
+
+def test_fairshare_in_a_nested_tree_compares_siblings_under_each_parent(tmp_path):
+    con = nested_tree_lake(tmp_path)
+    top, ml = recs_of(
+        recommend(con, RecommendConfig(), NOW, kinds=("fairshare_weight",)), "fairshare_weight"
+    )
+
+    # under root: ml's demand is its own job and its sub-accounts' (8 + 2 + 6 = 16 GPU-h)
+    # against research's 2: demand shares 16/18 and 2/18 against shares 0.4 and 0.6; both
+    # flagged; new shares (0.4 + 0.8889) / 2 = 0.6444 and (0.6 + 0.1111) / 2 = 0.3556 of 100
+    assert (top["scope"], top["evidence"]["parent"]) == ("cluster", "root")
+    figures = {a["account"]: a for a in top["evidence"]["accounts"]}
+    assert set(figures) == {"ml", "research"}
+    assert figures["ml"]["demand_gpu_h"] == pytest.approx(16.0)
+    assert figures["ml"]["demand_share"] == pytest.approx(16 / 18)
+    assert top["config"].splitlines() == [
+        "sacctmgr -i modify account name=ml cluster=della set fairshare=64",
+        "sacctmgr -i modify account name=research cluster=della set fairshare=36",
+    ]
+    assert top["risk"] == "priority falls for research (share 0.600 -> 0.356)"
+
+    # under ml: its sub-accounts only (dave's job in ml itself is not theirs): ml-nlp 8 and
+    # ml-vision 2 GPU-h, demand shares 0.8 and 0.2 against 10/40 = 0.25 and 30/40 = 0.75;
+    # new shares (0.25 + 0.8) / 2 = 0.525 and (0.75 + 0.2) / 2 = 0.475 of ml's 40 raw shares
+    assert (ml["scope"], ml["evidence"]["parent"]) == ("parent=ml", "ml")
+    figures = {a["account"]: a for a in ml["evidence"]["accounts"]}
+    assert set(figures) == {"ml-nlp", "ml-vision"}
+    assert figures["ml-nlp"]["share"] == pytest.approx(0.25)
+    assert figures["ml-nlp"]["demand_share"] == pytest.approx(0.8)
+    assert ml["evidence"]["raw_shares_total"] == 40
+    assert ml["config"].splitlines() == [
+        "sacctmgr -i modify account name=ml-nlp cluster=della set fairshare=21",
+        "sacctmgr -i modify account name=ml-vision cluster=della set fairshare=19",
+    ]
+    assert ml["risk"] == (
+        "priority falls among the sub-accounts of ml for ml-vision (share 0.750 -> 0.475)"
+    )
+    assert top["rec_id"] != ml["rec_id"]
+
+
+def test_fairshare_does_not_compare_accounts_of_different_parents(tmp_path):
+    """ml and research use the same (ml-nlp 4 GPUs x 2 h + ml-vision 1 x 2 h = 10 GPU-h;
+    research 1 x 10 h = 10): nothing to change under root. Were the three accounts siblings
+    (shares 10, 30, 60 of 100), ml-nlp would get (0.1 + 0.4) / 2 of 100 = fairshare=25 of a
+    total it does not share with research; among ml's sub-accounts it gets 21 of ml's 40."""
+    jobs = [
+        r.job("n0", 0, 2 * H, gpus=4, account="ml-nlp"),
+        r.job("v0", 0, 2 * H, user="bob", account="ml-vision"),
+        r.job("r0", 0, 10 * H, user="carol", account="research"),
+    ]
+    r.build_lake(tmp_path, jobs=jobs)
+    t = r.at(0)
+    r.land(
+        tmp_path,
+        "associations",
+        [
+            _assoc("ml", 40, t),
+            _assoc("research", 60, t),
+            _assoc("ml-nlp", 10, t, parent="ml"),
+            _assoc("ml-vision", 30, t, parent="ml"),
+        ],
+        batch_id="shares",
+    )
+    # under root: 10 and 10 GPU-h, demand shares 0.5 / 0.5 against 0.4 / 0.6: nothing flagged
+    [rec] = recs_of(
+        recommend(connect(tmp_path), RecommendConfig(), NOW, kinds=("fairshare_weight",)),
+        "fairshare_weight",
+    )
+    assert rec["scope"] == "parent=ml"
+    assert rec["config"].splitlines() == [
+        "sacctmgr -i modify account name=ml-nlp cluster=della set fairshare=21",
+        "sacctmgr -i modify account name=ml-vision cluster=della set fairshare=19",
+    ]
 
 
 def billing_jobs():
@@ -169,3 +275,41 @@ def test_kueue_clusters_get_weights_and_resource_weights(tmp_path):
     con = r.build_lake(tmp_path / "b", jobs=billing)
     [rec] = recs_of(recommend(con, RecommendConfig(), NOW, kinds=("gpu_billing",)), "gpu_billing")
     assert "nvidia.com/gpu: 8" in rec["config"] and "admissionFairSharing" in rec["config"]
+
+
+ACCOUNT_NAMES = st.sampled_from(["a", "b", "c", "d", "e", "f"])
+
+
+@st.composite
+def trees(draw):
+    """A share tree as sacctmgr lands it: each account's parent is root or an account named
+    before it (no loops); some accounts are not in it."""
+    names = draw(st.lists(ACCOUNT_NAMES, unique=True))
+    return {n: draw(st.sampled_from(["root", *names[:i]])) for i, n in enumerate(names)}
+
+
+@given(parents=trees(), charged=st.lists(ACCOUNT_NAMES | st.just("root"), max_size=6))
+def test_each_job_rolls_up_to_one_child_of_every_parent_on_its_path(parents, charged):
+    levels = fairshare._levels(charged, parents)
+    for parent, child_of in levels.items():
+        for account, child in child_of.items():
+            assert parents.get(child, "root") == parent  # siblings share their parent
+            assert child in fairshare._path(account, parents)
+    for account in set(charged):
+        path = fairshare._path(account, parents)
+        assert "root" not in path  # jobs charged to root itself are no account's to reweight
+        assert sum(account in child_of for child_of in levels.values()) == len(path)
+    assert not levels or next(iter(levels)) == "root" or "root" not in levels
+
+
+@given(
+    parents=st.dictionaries(ACCOUNT_NAMES, ACCOUNT_NAMES | st.just("root")),
+    charged=st.lists(ACCOUNT_NAMES, max_size=6),
+)
+def test_a_loop_in_the_tree_ends_the_walk(parents, charged):
+    """Slurm allows no loops, but a damaged snapshot must not hang or count a job twice."""
+    levels = fairshare._levels(charged, parents)
+    for account in set(charged):
+        path = fairshare._path(account, parents)
+        assert len(path) == len(set(path)) <= len(parents) + 1
+        assert sum(account in child_of for child_of in levels.values()) == len(path)

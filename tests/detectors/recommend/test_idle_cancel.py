@@ -131,7 +131,7 @@ def test_the_false_kill_budget_picks_the_safe_candidate(con):
         entry
     )
     assert entry["gpu_frac_threshold"] <= 1 / 8  # a job with 1 of 8 GPUs at work is spared
-    assert rec["risk"].startswith("0 of 1 cancelled jobs")
+    assert rec["risk"].startswith("0 of 1 cancelled job was active again")
 
 
 def test_a_job_never_active_is_not_a_false_kill(con):

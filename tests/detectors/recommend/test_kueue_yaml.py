@@ -37,6 +37,8 @@ FACTS = ClusterFacts("k8s", "kueue", 64, r.T0, r.T0, r.T0_E, r.T0_E + 3600)
 KUEUE = "kueue.x-k8s.io/v1beta1"
 CONFIG = "config.kueue.x-k8s.io/v1beta1"
 NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# a Kubernetes resource.Quantity written as a string (apimachinery's quantity grammar)
+QUANTITY = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+|[kMGTPE]i?|m|)$")
 
 # kind -> the fields of its spec (Kueue v1beta1), and of the pieces inside
 SPEC_FIELDS = {
@@ -97,6 +99,11 @@ def check_object(doc: dict[str, Any], flavors: set[str]) -> None:
     if kind != "ClusterQueue":
         return
     assert spec["namespaceSelector"] == {}  # every namespace
+    covered = [r for group in spec["resourceGroups"] for r in group["coveredResources"]]
+    assert len(covered) == len(set(covered)), "a resource may be in one resource group only"
+    # Kueue admits no workload requesting a resource the queue does not cover: pods request
+    # cpu and memory besides their GPUs, so a GPU-only queue would admit nothing
+    assert {"cpu", "memory"} <= set(covered), covered
     for group in spec["resourceGroups"]:
         assert set(group) <= RESOURCE_GROUP
         for flavor in group["flavors"]:
@@ -105,7 +112,11 @@ def check_object(doc: dict[str, Any], flavors: set[str]) -> None:
             assert [q["name"] for q in flavor["resources"]] == group["coveredResources"]
             for quota in flavor["resources"]:
                 assert set(quota) <= RESOURCE_QUOTA
-                assert isinstance(quota["nominalQuota"], int) and quota["nominalQuota"] >= 0
+                nominal = quota["nominalQuota"]
+                if isinstance(nominal, str):
+                    assert QUANTITY.match(nominal), nominal
+                else:
+                    assert isinstance(nominal, int) and nominal >= 0
                 if "borrowingLimit" in quota:
                     assert spec.get("cohort"), "borrowingLimit needs a cohort"
 
@@ -139,9 +150,41 @@ def test_gpu_caps_are_a_clusterqueue_with_its_flavor_and_a_localqueue():
     assert queue["metadata"]["name"] == "ml-team-alice-smith"
     assert local["spec"]["clusterQueue"] == queue["metadata"]["name"]
     assert local["metadata"] == {"namespace": "ml-team", "name": "alice-smith"}
-    [quota] = queue["spec"]["resourceGroups"][0]["flavors"][0]["resources"]
-    assert (quota["nominalQuota"], quota["borrowingLimit"]) == (4, 0)
+    assert quotas(queue) == {
+        "cpu": {"name": "cpu", "nominalQuota": 1_000_000},
+        "memory": {"name": "memory", "nominalQuota": "1Pi"},
+        # only the GPUs are capped, and may not be borrowed from the account's cohort
+        "nvidia.com/gpu": {"name": "nvidia.com/gpu", "nominalQuota": 4, "borrowingLimit": 0},
+    }
     assert kinds(account) == ["ResourceFlavor", "ClusterQueue"]
+    assert quotas(account[1])["nvidia.com/gpu"]["nominalQuota"] == 16
+    assert quotas(account[1])["memory"]["nominalQuota"] == "1Pi"
+
+
+def quotas(queue: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A single-flavor ClusterQueue's quotas by resource name."""
+    [group] = queue["spec"]["resourceGroups"]
+    [flavor] = group["flavors"]
+    return {q["name"]: q for q in flavor["resources"]}
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        gpu_cap._user_config(FACTS, "alice", "ml", 4),
+        gpu_cap._account_config(FACTS, "ml", 16),
+        mig_packing._config(FACTS, 2, 3, 81920.0, dict(mig_packing.PROFILES)),
+    ],
+    ids=["user_cap", "account_cap", "mig_packing"],
+)
+def test_cpu_and_memory_quotas_do_not_constrain_and_say_how_to_set_them(config):
+    [queue] = [d for d in check_config(config) if d["kind"] == "ClusterQueue"]
+    q = quotas(queue)
+    # far above any node fleet: 1,000,000 cores and 1 PiB (2**50 bytes) of memory
+    assert q["cpu"]["nominalQuota"] >= 100_000
+    assert q["memory"]["nominalQuota"] == "1Pi"
+    assert "borrowingLimit" not in q["cpu"] and "borrowingLimit" not in q["memory"]
+    assert "allocatable.cpu" in config and "excludeResourcePrefixes" in config
 
 
 def test_mig_packing_queue_covers_every_slice_it_quotes():
@@ -151,8 +194,13 @@ def test_mig_packing_queue_covers_every_slice_it_quotes():
     queue = docs[-1]
     [group] = queue["spec"]["resourceGroups"]
     # 2g layout: three 2g.20gb and one 1g.10gb per GPU, 3 GPUs
-    assert group["coveredResources"] == ["nvidia.com/mig-2g.20gb", "nvidia.com/mig-1g.10gb"]
-    assert [q["nominalQuota"] for q in group["flavors"][0]["resources"]] == [9, 3]
+    assert group["coveredResources"] == [
+        "cpu",
+        "memory",
+        "nvidia.com/mig-2g.20gb",
+        "nvidia.com/mig-1g.10gb",
+    ]
+    assert [q["nominalQuota"] for q in group["flavors"][0]["resources"]][2:] == [9, 3]
 
 
 def test_billing_is_a_kueue_configuration_with_resource_weights():

@@ -56,7 +56,7 @@ def test_the_low_activity_partition_gets_a_cap_by_hand(con):
     assert ev["kwh_saved"] == pytest.approx(1.6, rel=1e-6)
     assert ev["nodes"] == ["g001", "g002"]
     assert "pdsh -w g001,g002 nvidia-smi -pl 420" in rec["config"]
-    assert rec["risk"].startswith("1 job(s) with SM activity >= 0.3 (2.0 GPU-h)")
+    assert rec["risk"].startswith("1 job with SM activity >= 0.3 (2.0 GPU-h)")
     assert rec["expected_gain_gpu_h"] is None
 
 

@@ -40,7 +40,8 @@ def test_low_efficiency_needs_ratio_and_hours_and_top_n(tmp_path):
     [bob] = users
     assert bob["gpu_h_at_stake"] == pytest.approx(90.0)
     assert bob["end_ts"] == at(9 * DAY) and bob["start_ts"] == at(2 * DAY)
-    assert "10.0% efficient over the last 7.0 days" in bob["message"]
+    assert "10.0% efficient over the last 7 days" in bob["message"]
+    assert "did work across 1 job;" in bob["message"]  # one job: not "1 jobs"
 
     both = run(tmp_path / "b", usages)
     assert sorted(f["subject_id"] for f in both if f["detector"] == "low_efficiency_user") == [

@@ -135,7 +135,7 @@ def test_double_bit_errors_and_remap_failure_in_counters_are_critical(tmp_path):
     found = {f["detector"]: f for f in run(tmp_path, samples)}
     assert sorted(found) == ["ecc_dbe", "row_remap_failure"]
     assert found["ecc_dbe"]["severity"] == "critical"
-    assert "2 uncorrectable (double-bit) ECC error(s), 89 corrected" in found["ecc_dbe"]["message"]
+    assert "2 uncorrectable ECC errors (double-bit), 89 corrected" in found["ecc_dbe"]["message"]
     assert found["ecc_dbe"]["start_ts"] == at(3600)
 
 
@@ -212,7 +212,7 @@ def test_the_job_an_xid_ended_is_the_job_at_risk(tmp_path):
     [fatal] = run(tmp_path, events=[event(7200, "xid", 79)], intervals=intervals, jobs=jobs)
     assert fatal["job_id"] == "43"
     assert fatal["gpu_h_at_stake"] == pytest.approx(8.0)
-    assert "1 job(s) running on it had 8.0 GPU-h at risk" in fatal["message"]
+    assert "; 1 job running on it had 8.0 GPU-h at risk" in fatal["message"]
 
 
 def test_an_ecc_event_and_its_counter_give_one_finding(tmp_path):

@@ -35,6 +35,7 @@ def test_a_two_gpu_job_idle_for_75_minutes_is_one_idle_finding(tmp_path):
     assert finding["severity"] == "warn"
     assert finding["score"] == pytest.approx(75 / 120)
     assert "idle for 1.25 h of 2.0 h observed (2.5 GPU-h)" in finding["message"]
+    assert finding["message"].startswith("Job 7 (alice, 2 GPUs): ")
     assert json.loads(finding["evidence"])["longest_s"] == 75 * 60
 
 
@@ -59,6 +60,7 @@ def test_a_short_job_idle_for_its_whole_run_is_flagged(tmp_path):
     [finding] = run(tmp_path, buckets, [job("8", 0, 900)])
     assert finding["detector"] == "idle_job"
     assert finding["message"].endswith("its whole run")
+    assert finding["message"].startswith("Job 8 (alice, 1 GPU): ")  # not "1 GPUs"
 
 
 def test_idle_with_memory_allocated_is_memory_hold_not_idle(tmp_path):
