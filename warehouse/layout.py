@@ -16,12 +16,14 @@ would fail, and its mode is already the lake's.
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import hashlib
 import os
 import re
 import sqlite3
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from warehouse.errors import DamagedFile, NotReadable, NotWritable
@@ -179,6 +181,25 @@ def open_shared_file(path: Path, flags: int) -> int:
         return os.open(path, flags)
     os.fchmod(fd, SHARED_FILE_MODE)
     return fd
+
+
+@contextmanager
+def table_lock(root: Path, table: str) -> Iterator[None]:
+    """Hold `<root>/_state/locks/<table>.lock` exclusively while the body runs, so landing a
+    batch of `table` (its write and the eviction of its older rows) and compacting one of its
+    partitions take turns: across threads of one process (each call opens the file anew) and
+    across processes on the lake."""
+    path = state_dir(root) / "locks" / f"{safe_name(table)}.lock"
+    try:
+        ensure_dir(path.parent)
+        fd = open_shared_file(path, os.O_RDWR)
+    except OSError as exc:
+        raise NotWritable(path, exc, "lock") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def create_temp(target: Path) -> tuple[int, Path]:

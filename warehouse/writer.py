@@ -13,6 +13,7 @@ import contextlib
 import datetime as dt
 import hashlib
 import itertools
+import logging
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -37,6 +38,8 @@ __all__ = [
     "replace_partitions",
     "write_batch",
 ]
+
+logger = logging.getLogger(__name__)
 
 BATCH_COLUMN = "_batch"
 _BATCHES_KEY = b"gpuledger.batches"
@@ -213,18 +216,19 @@ def write_batch(
     keyed = _partition_keys(table_spec, conformed)
     groups = keyed.group_by(["cluster", "__date"]).aggregate([]).to_pylist()
     written = []
-    for group in sorted(groups, key=lambda g: (g["cluster"], g["__date"])):
-        mask = pc.and_(
-            pc.equal(keyed.column("cluster"), group["cluster"]),
-            pc.equal(keyed.column("__date"), group["__date"]),
-        )
-        part = conformed.filter(mask)
-        part = part.append_column(BATCH_COLUMN, pa.repeat(pa.scalar(batch_id), part.num_rows))
-        folder = layout.partition_dir(root, table, group["cluster"], _day(group["__date"]))
-        path = layout.batch_path(folder, batch_id)
-        atomic_write(part, path, [batch_id])
-        _evict(folder, batch_id, keep=path)
-        written.append(path)
+    with layout.table_lock(root, table):  # a compaction of the table waits, and is waited for
+        for group in sorted(groups, key=lambda g: (g["cluster"], g["__date"])):
+            mask = pc.and_(
+                pc.equal(keyed.column("cluster"), group["cluster"]),
+                pc.equal(keyed.column("__date"), group["__date"]),
+            )
+            part = conformed.filter(mask)
+            part = part.append_column(BATCH_COLUMN, pa.repeat(pa.scalar(batch_id), part.num_rows))
+            folder = layout.partition_dir(root, table, group["cluster"], _day(group["__date"]))
+            path = layout.batch_path(folder, batch_id)
+            atomic_write(part, path, [batch_id])
+            _evict(folder, batch_id, keep=path)
+            written.append(path)
     return written
 
 
@@ -342,16 +346,27 @@ def compact(
             key = layout.partition_key(listed[0])
             if key is None or key[1] >= before:
                 continue
-        paths = [p for p in listed if _batches_in(p)]
-        if len(paths) < min_files:
-            continue
-        merged_any = False
-        for run in _runs(paths, max_bytes):
-            if len(run) > 1:
-                _merge(folder, run)
-                merged_any = True
-        compacted += merged_any
+        # Landing a batch of the table (which may rewrite a file of this partition or evict
+        # its rows from one) waits meanwhile: the files are listed again under the lock.
+        with layout.table_lock(root, table):
+            try:
+                compacted += _compact_partition(folder, min_files, max_bytes)
+            except (pa.ArrowException, OSError) as exc:  # a file it cannot read: left as is
+                logger.warning("%s: not compacted, a file does not read: %s", folder, exc)
     return compacted
+
+
+def _compact_partition(folder: Path, min_files: int, max_bytes: int | None) -> bool:
+    listed = sorted(p for p in folder.glob("*.parquet") if not p.name.startswith("."))
+    paths = [p for p in listed if _batches_in(p)]
+    if len(paths) < min_files:
+        return False
+    merged_any = False
+    for run in _runs(paths, max_bytes):
+        if len(run) > 1:
+            _merge(folder, run)
+            merged_any = True
+    return merged_any
 
 
 def _runs(paths: list[Path], max_bytes: int | None) -> list[list[Path]]:

@@ -93,3 +93,37 @@ def test_attribute_compacts_old_days_of_small_files(tmp_path, make_samples):
     assert "1 day partition(s) of small files compacted" in result.output
     assert files_per_day(lake) == {"date=2024-03-01": 1}
     assert len(rows(lake)) == writer.COMPACT_MIN_FILES
+
+
+def test_a_day_with_a_file_that_does_not_read_is_left_as_it_is_and_the_others_compacted(
+    lake, make_samples
+):
+    many = writer.COMPACT_MIN_FILES
+    land_scrapes(lake, make_samples, TODAY - dt.timedelta(days=5), many)
+    land_scrapes(lake, make_samples, TODAY - dt.timedelta(days=3), many)
+    damaged = sorted(layout.table_files(lake, "gpu_samples"))[0]  # on the earlier day
+    damaged.write_bytes(b"PAR1 cut short")
+
+    assert writer.compact_closed_days(lake, TODAY) == 1  # no traceback; the other day is done
+
+    assert files_per_day(lake) == {"date=2024-03-05": many, "date=2024-03-07": 1}
+    assert damaged.read_bytes() == b"PAR1 cut short"
+
+
+def test_landing_a_batch_waits_while_its_table_is_locked_for_a_compaction(lake, make_samples):
+    import threading
+
+    landed = threading.Event()
+
+    def land() -> None:
+        ts = dt.datetime.combine(TODAY, dt.time(12), tzinfo=UTC)
+        writer.write_batch(lake, "gpu_samples", make_samples([ts]), "late")
+        landed.set()
+
+    with layout.table_lock(lake, "gpu_samples"):
+        lander = threading.Thread(target=land)
+        lander.start()
+        assert not landed.wait(0.5)  # held back while the partition may be merged
+    assert landed.wait(30)
+    lander.join()
+    assert len(rows(lake)) == 1
