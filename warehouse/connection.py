@@ -19,7 +19,7 @@ import pyarrow as pa
 import sql
 from warehouse import layout
 from warehouse.damage import remember
-from warehouse.errors import DamagedFile, EmptyWarehouse
+from warehouse.errors import DamagedFile, EmptyWarehouse, NotReadable
 from warehouse.schema import TABLES
 
 if TYPE_CHECKING:
@@ -132,6 +132,8 @@ def _damaged(paths: list[Path], exc: Exception) -> Exception:
             pq.read_metadata(path)
         except FileNotFoundError:
             continue  # removed since it was listed (compaction, a rebuild): not damage
+        except PermissionError as denied:
+            return NotReadable(path, denied)  # not this user's to read: not damage
         except (pa.ArrowException, OSError) as bad:
             return DamagedFile(path, str(bad).strip().splitlines()[0] if str(bad) else "empty")
     return exc

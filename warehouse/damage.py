@@ -11,6 +11,7 @@ remembered file DuckDB cannot decode whole.
 
 from __future__ import annotations
 
+import os
 import re
 import weakref
 from collections.abc import Iterable, Iterator
@@ -78,6 +79,8 @@ def _unreadable(path: str) -> bool:
 
     if not Path(path).is_file():
         return False  # removed since it was listed (compaction, a rebuild): not damage
+    if not os.access(path, os.R_OK):
+        return False  # not this user's to read (its own error says so): not damage
     probe = duckdb.connect()
     try:
         for _ in probe.read_parquet(path).to_arrow_reader(65_536):

@@ -229,7 +229,12 @@ def ensure_dir(path: Path, mode: int = DIR_MODE) -> Path:
         probe = probe.parent
     for folder in reversed(missing):
         try:
-            folder.mkdir(exist_ok=True)
+            folder.mkdir()
+        except FileExistsError:
+            continue  # made meanwhile by another process (maybe another user's): its mode stays
+        except OSError as exc:
+            raise NotWritable(folder, exc) from exc
+        try:
             os.chmod(folder, mode)
         except OSError as exc:
             raise NotWritable(folder, exc) from exc

@@ -251,3 +251,26 @@ def test_state_an_operator_made_as_root_is_still_the_services(warm, lake):
 
     assert sample_owners(lake) == [(t, "j1" if t < JOB_END else None) for t in SAMPLE_TIMES]
     assert world_accessible(lake) == []
+
+
+def test_a_file_this_user_may_not_read_is_not_called_damaged(lake):
+    # a node agent's file made 0640 root:root before the lake was given its group: the service
+    # is told it may not read it, not to move a "damaged" file out of the lake
+    from warehouse.connection import _damaged
+    from warehouse.damage import _unreadable
+
+    path = a_file(lake, "2026-11-02")
+    for folder in [lake, *[p for p in lake.rglob("*") if p.is_dir()]]:
+        os.chmod(folder, 0o755)
+    os.chmod(path, 0o600)
+    # as root first: a child as `nobody` cannot import from this interpreter's folders
+    assert not _unreadable(str(path))
+    assert isinstance(_damaged([path], RuntimeError("x")), RuntimeError)
+
+    def check() -> None:
+        assert not _unreadable(str(path))
+        raise _damaged([path], RuntimeError("DuckDB could not open it"))
+
+    message = as_other_user(check)
+    assert message.startswith(f"cannot read {str(path)!r}"), message
+    assert "Permission denied" in message
