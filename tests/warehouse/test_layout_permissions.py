@@ -35,7 +35,7 @@ def test_every_folder_made_is_group_writable_and_setgid(lake, make_samples, t0, 
     layout.state_dir(lake)
 
     folders = [lake, *(p for p in lake.rglob("*") if p.is_dir())]
-    assert len(folders) == 5  # lake, table, cluster=, date=, _state
+    assert len(folders) == 6  # lake, table, cluster=, date=, _state, _state/locks
     assert {oct(mode(p)) for p in folders} == {"0o2770"}
     assert {p.stat().st_gid for p in lake.rglob("*")} == {lake.stat().st_gid}
 
@@ -87,3 +87,9 @@ def test_temporary_files_are_new_private_and_never_a_name_left_there(lake, umask
     os.close(fd2)
     assert tmp1 != tmp2 and tmp1.parent == target.parent and tmp1.name.startswith(".x.parquet.")
     assert oct(mode(tmp1)) == "0o640"  # before a byte is written
+
+
+def test_a_table_lock_file_is_group_writable(lake, make_samples, t0, umask):
+    # the root node agent and the service user both land batches: both take the table's lock
+    writer.write_batch(lake, "gpu_samples", make_samples([t0]), "w1")
+    assert oct(mode(lake / "_state" / "locks" / "gpu_samples.lock")) == "0o660"
