@@ -98,8 +98,12 @@ def test_the_documented_example_override():
     assert cfg.values["service"].alert is False
 
 
-def test_dashboard_variables_are_not_mistaken_for_configuration_keys():
-    # GPULEDGER_DASHBOARD_* are read by the dashboard only (no [dashboard] section)
+def test_dashboard_variables_are_the_dashboard_sections_keys():
+    # GPULEDGER_DASHBOARD_* override [dashboard] keys of the one file, like every other section
+    assert {i.env for i in describe_settings()} >= {
+        "GPULEDGER_DASHBOARD_MANAGERS",
+        "GPULEDGER_DASHBOARD_COST_PER_GPU_HOUR",
+    }
     load_config(
         None,
         environ={
@@ -119,8 +123,6 @@ ROOT = README.parent
 READ_ELSEWHERE = {
     "GPULEDGER_CONFIG": "app/config.py",
     "GPULEDGER_LAKE": "app/options.py",
-    "GPULEDGER_DASHBOARD_MANAGERS": "app/config.py",
-    "GPULEDGER_DASHBOARD_COST_PER_GPU_HOUR": "app/config.py",
     "GPULEDGER_HPC_JOB_MAPPING_DIR": "deploy/slurm/prolog-dcgm-job-mapping.sh",
     "GPULEDGER_SPOOL": "collector/throughput.py",
 }
