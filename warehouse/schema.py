@@ -332,7 +332,8 @@ JOB_OUTCOMES = _schema(
     ("preempted", _bool),
     ("requeued", _bool),
     ("alloc_gpu_h", _f64),
-    ("gpu_h_lost", _f64),
+    ("gpu_h_lost_requeue", _f64),  # held by runs before a requeue (part of gpu_h_lost)
+    ("gpu_h_lost", _f64),  # the total lost: the last run if it did not finish, and those
     ("hw_event_before_end", _bool),
     ("hw_event_kinds", _str),
 )

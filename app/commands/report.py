@@ -150,7 +150,7 @@ def weekly(
       2. Jain's index, max/min and dominant share over accounts whose jobs queued;
       3. queue waits p50/p95 by account and job size, the backlog at week end, jobs > 24 h;
       4. waste per account and user, costed, with week-over-week and 4-week trends;
-      5. GPU-hours lost to failures by cause, energy, power findings;
+      5. GPU-hours lost to failures and requeues by cause, energy, power findings;
       6. the cluster frame as sreport shows it; 7. recommended actions with evidence.
     Writes <out>/<cluster>/<week>/fairness-<cluster>-<week>.html (self-contained), .pdf
     (headless Chromium) and tables/*.csv + *.parquet. Reads the marts: run

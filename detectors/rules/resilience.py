@@ -187,10 +187,16 @@ def _checkpoints(jobs: pl.DataFrame, t: ResilienceThresholds) -> pl.DataFrame:
         pl.col("gpus") >= pl.col("min_gpus"),
         pl.col("gpus") <= pl.col("max_gpus"),
     )
-    # With checkpoints every τ, an interruption costs half an interval on average (plus writes).
-    expected = pl.col("gpus") * (pl.col("interval_s") / 2 + delta_s) / 3600
+    # With checkpoints every τ, an interruption costs half an interval on average (plus writes),
+    # once per run lost: each run before a requeue that lost GPU-hours, and the last if it did.
+    requeued_runs = pl.when(pl.col("gpu_h_lost_requeue") > 0).then(pl.col("requeues")).otherwise(0)
+    last_run = (pl.col("gpu_h_lost") > pl.col("gpu_h_lost_requeue")).cast(pl.Int64)
+    runs_lost = (requeued_runs + last_run).clip(1)
+    expected = runs_lost * pl.col("gpus") * (pl.col("interval_s") / 2 + delta_s) / 3600
     avoidable = (pl.col("gpu_h_lost") - expected).clip(0)
-    hit = sized.with_columns(avoidable.alias("avoidable_gpu_h")).filter(
+    hit = sized.with_columns(
+        avoidable.alias("avoidable_gpu_h"), runs_lost.alias("runs_lost")
+    ).filter(
         pl.col("interrupted")
         & (pl.col("gpus") >= t.checkpoint_min_gpus)
         & pl.col("interval_s").is_not_nan()
@@ -211,21 +217,24 @@ def _checkpoints(jobs: pl.DataFrame, t: ResilienceThresholds) -> pl.DataFrame:
         .alias("score"),
         pl.col("avoidable_gpu_h").alias("gpu_h_at_stake"),
         pl.format(
-            "Job {} ({}, {}) was interrupted after {} h and lost {} GPU-h; jobs of {} "
+            "Job {} ({}, {}) lost {} GPU-h in {} (its last ran {} h); jobs of {} "
             "are interrupted every {} h here, so checkpoint every {} min (Young/Daly, {} min "
             "per checkpoint) to lose about {} GPU-h instead",
             "job_id",
             pl.col("user").fill_null("unknown user"),
             counted_expr("gpus", "GPU"),
-            (pl.col("runtime_s") / 3600).round(1),
             pl.col("gpu_h_lost").round(1),
+            counted_expr("runs_lost", "interrupted run"),
+            (pl.col("runtime_s") / 3600).round(1),
             "size_class",
             (pl.col("mtbf_s") / 3600).round(1),
             (pl.col("interval_s") / 60).round(0).cast(pl.Int64),
             pl.lit(t.checkpoint_cost_minutes),
             expected.round(1),
         ).alias("message"),
-        evidence("size_class", "jobs", "job_hours", "interruptions", "mtbf_s", "interval_s"),
+        evidence(
+            "size_class", "jobs", "job_hours", "interruptions", "mtbf_s", "interval_s", "runs_lost"
+        ),
     ).pipe(as_frame)
 
 

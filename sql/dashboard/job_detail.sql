@@ -11,7 +11,11 @@
 --          time_limit_h, alloc_gpu_h, observed_gpu_h, active_gpu_h, idle_gpu_h,
 --          effective_gpu_h, busy_mean, gpu_util_pct_mean, sm_active_mean, tensor_active_mean,
 --          dram_active_mean, fb_used_mib_max, energy_kwh, power_w_mean, est_tflops_mean,
---          gpus_never_active, gpu_h_lost, hw_event_before_end, shared, source
+--          gpus_never_active, gpu_h_lost, gpu_h_lost_requeue, hw_event_before_end, shared,
+--          source
+--
+-- gpu_h_lost: all the job lost (job_outcomes), of which gpu_h_lost_requeue to runs before a
+-- requeue.
 
 SELECT
     u.job_id,
@@ -49,6 +53,7 @@ SELECT
     u.est_tflops_mean,
     u.gpus_never_active,
     o.gpu_h_lost,
+    o.gpu_h_lost_requeue,
     o.hw_event_before_end,
     coalesce(u.shared, FALSE) AS shared,
     j.source

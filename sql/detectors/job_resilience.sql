@@ -5,8 +5,8 @@
 -- Params:
 --   $since  ignore jobs that ended before this time (TIMESTAMP, UTC)
 -- Returns: cluster, job_id, user, account, gpus, start_ts, end_ts, runtime_s, outcome, failed,
---          requeued, requeues, alloc_gpu_h, gpu_h_lost, hw_event_before_end, hw_event_kinds,
---          interrupted
+--          requeued, requeues, alloc_gpu_h, gpu_h_lost, gpu_h_lost_requeue, hw_event_before_end,
+--          hw_event_kinds, interrupted
 --
 -- interrupted: the job was stopped by the system rather than by its own code — a node failure,
 -- a requeue, or a failure that a hardware event on its GPUs preceded. These are what
@@ -27,6 +27,7 @@ SELECT
     coalesce(j.requeues, 0) AS requeues,
     o.alloc_gpu_h,
     o.gpu_h_lost,
+    o.gpu_h_lost_requeue,
     o.hw_event_before_end,
     o.hw_event_kinds,
     o.outcome = 'node_fail' OR o.requeued OR (o.failed AND o.hw_event_before_end) AS interrupted

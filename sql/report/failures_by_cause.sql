@@ -1,5 +1,6 @@
--- failures_by_cause: GPU-hours lost by jobs that ended in a week without finishing, per account,
--- by how they ended and whether a hardware event on their GPUs came first.
+-- failures_by_cause: GPU-hours lost by jobs that ended in a week, per account, by how they
+-- ended and what lost them: their last run when they did not finish, their earlier runs when
+-- they were requeued.
 --
 -- Grain:   one row per (account, outcome, cause)
 -- Reads:   job_outcomes, jobs_latest
@@ -9,28 +10,48 @@
 --   $week_end_e    end of the week (exclusive)
 -- Returns: account, outcome, cause, jobs, gpu_h_lost
 --
--- cause is 'hardware' when job_outcomes saw an XID, ECC, row-remap or offline event on the job's
--- GPUs before it ended; else 'node' for a NODE_FAIL (the node failed under the job: not the
--- application's fault, as detectors/job_advice.py tells its owner); 'scheduler' for preemptions
--- and time limits; else 'application'.
+-- A job counts in up to two rows: what its runs before a requeue held (gpu_h_lost_requeue) is
+-- cause 'requeue' (a node failure, a preemption or a requeue by hand stopped them: not the
+-- application's doing); the rest of gpu_h_lost, lost when its last run did not finish, is
+-- 'hardware' when job_outcomes saw an XID, ECC, row-remap or offline event on the job's GPUs
+-- before it ended; else 'node' for a NODE_FAIL (the node failed under the job: not the
+-- application's fault, as detectors/job_advice.py tells its owner); 'scheduler' for
+-- preemptions and time limits; else 'application'.
 
+WITH ended AS (
+    SELECT
+        coalesce(o.account, '(none)') AS account,
+        o.outcome,
+        CASE
+            WHEN o.hw_event_before_end THEN 'hardware'
+            WHEN o.outcome = 'node_fail' THEN 'node'
+            WHEN o.outcome IN ('preempted', 'timeout') THEN 'scheduler'
+            ELSE 'application'
+        END AS last_run_cause,
+        o.gpu_h_lost - o.gpu_h_lost_requeue AS last_run_gpu_h,
+        o.gpu_h_lost_requeue
+    FROM job_outcomes AS o
+    JOIN jobs_latest AS j
+        ON j.cluster = o.cluster AND j.job_id = o.job_id
+    WHERE o.cluster = $cluster
+        AND o.gpu_h_lost > 0
+        AND epoch(j.end_ts) >= $week_start_e
+        AND epoch(j.end_ts) < $week_end_e
+),
+lost AS (
+    SELECT account, outcome, last_run_cause AS cause, last_run_gpu_h AS gpu_h
+    FROM ended
+    UNION ALL
+    SELECT account, outcome, 'requeue' AS cause, gpu_h_lost_requeue AS gpu_h
+    FROM ended
+)
 SELECT
-    coalesce(o.account, '(none)') AS account,
-    o.outcome,
-    CASE
-        WHEN o.hw_event_before_end THEN 'hardware'
-        WHEN o.outcome = 'node_fail' THEN 'node'
-        WHEN o.outcome IN ('preempted', 'timeout') THEN 'scheduler'
-        ELSE 'application'
-    END AS cause,
+    account,
+    outcome,
+    cause,
     count(*) AS jobs,
-    sum(o.gpu_h_lost) AS gpu_h_lost
-FROM job_outcomes AS o
-JOIN jobs_latest AS j
-    ON j.cluster = o.cluster AND j.job_id = o.job_id
-WHERE o.cluster = $cluster
-    AND o.gpu_h_lost > 0
-    AND epoch(j.end_ts) >= $week_start_e
-    AND epoch(j.end_ts) < $week_end_e
+    sum(gpu_h) AS gpu_h_lost
+FROM lost
+WHERE gpu_h > 0
 GROUP BY ALL
 ORDER BY gpu_h_lost DESC, account, outcome, cause

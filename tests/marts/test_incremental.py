@@ -428,6 +428,7 @@ def test_other_changes_rebuild_the_summary_marts_whole(tmp_path):
         "a job no record had",  # with its GPU: its samples change owner on Saturday, and j1
         # shares GPU 0 with it there: j1's allocated time is split
         "a running job ended",  # jrun's allocation stops; the days after lose it
+        "a running job requeued",  # jrun's first run ends, it runs again on GPU 0: lost
         "a job moved account",  # every day of j1 moves from physics to chem
         "a job without samples",  # on a GPU no sample reports: allocated, not observed
         "a batch file removed",
@@ -448,6 +449,14 @@ def test_a_late_scheduler_record_updates_the_summary_marts_in_place(tmp_path, re
         r.land(root, "jobs", [ended], batch_id="late")
         gpu = r.job_gpu("jrun", 2 * DAY_S + 20000, 2 * DAY_S + 30000, gpu_index=1)
         r.land(root, "job_gpus", [gpu], batch_id="test")
+    elif record == "a running job requeued":  # as the Slurm collector lands it
+        again = r.job(
+            "jrun", 2 * DAY_S + 26000, None, state="RUNNING", requeues=1, updated_ts=r.at(3 * DAY_S)
+        )
+        r.land(root, "jobs", [again], batch_id="late")
+        first = r.job_gpu("jrun", 2 * DAY_S + 20000, 2 * DAY_S + 25000, gpu_index=1)
+        r.land(root, "job_gpus", [first], batch_id="test")
+        r.land(root, "job_gpus", [r.job_gpu("jrun", 2 * DAY_S + 26000, None)], batch_id="late")
     elif record == "a batch file removed":
         next((root / "job_gpus").rglob("date=2024-03-01/*.parquet")).unlink()  # j1 and jold
     elif record == "a job moved account":
@@ -463,6 +472,9 @@ def test_a_late_scheduler_record_updates_the_summary_marts_in_place(tmp_path, re
     got = snapshot(root)
     assert_same_marts(got, rebuilt_from_scratch(root, tmp_path / "scratch"))
     assert not got["usage_daily"].equals(old["usage_daily"])
+    if record == "a running job requeued":
+        outcome = got["job_outcomes"].filter(pl.col("job_id") == "jrun").row(0, named=True)
+        assert outcome["gpu_h_lost_requeue"] == pytest.approx(5000 / 3600)
     assert update(root).mode == "unchanged"
 
 

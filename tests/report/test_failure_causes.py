@@ -1,5 +1,6 @@
 """§5's failure causes agree with `gpuledger job`: a NODE_FAIL is the node's fault, not the
-application's; a hardware event on the job's GPUs before it ended makes it 'hardware'."""
+application's; a hardware event on the job's GPUs before it ended makes it 'hardware'; the runs
+before a requeue are lost to 'requeue'."""
 
 from __future__ import annotations
 
@@ -21,11 +22,19 @@ def causes(tmp_path_factory):
             r.job("nf", 0, H, state="NODE_FAIL"),  # node failed, no GPU event seen
             r.job("nfx", 0, H, state="NODE_FAIL", user="bob"),  # an XID 79 came first
             r.job("app", 0, H, state="FAILED", user="carol"),
+            # requeued after 600 s, then completed: its first run is lost to the requeue
+            r.job("rq", 1200, H, requeues=1),
+            # requeued after 600 s, then failed: both runs lost, for different causes
+            r.job("rqf", 600, H, state="FAILED", requeues=1, user="carol"),
         ],
         job_gpus=[
             r.job_gpu("nf", 0, H, node="g002"),
             r.job_gpu("nfx", 0, H, gpu_index=1),
             r.job_gpu("app", 0, H, node="g003"),
+            r.job_gpu("rq", 0, 600, node="g004"),
+            r.job_gpu("rq", 1200, H, node="g004"),
+            r.job_gpu("rqf", 0, 600, node="g005"),
+            r.job_gpu("rqf", 600, H, node="g005"),
         ],
         events=[r.event(600, "xid", 79, gpu_index=1)],
         gpus=[r.gpu(), r.gpu(gpu_index=1), r.gpu("g002"), r.gpu("g003")],
@@ -37,12 +46,21 @@ def causes(tmp_path_factory):
         week_start_e=WEEK.start.timestamp(),
         week_end_e=WEEK.end.timestamp(),
     )
-    return {(row["outcome"], row["cause"]): row["jobs"] for row in frame.to_dicts()}
+    return {(row["outcome"], row["cause"]): row for row in frame.to_dicts()}
 
 
 def test_a_node_failure_is_not_an_application_fault(causes):
-    assert causes == {
+    assert {key: row["jobs"] for key, row in causes.items()} == {
         ("node_fail", "node"): 1,
         ("node_fail", "hardware"): 1,
-        ("failed", "application"): 1,
+        ("failed", "application"): 2,
+        ("failed", "requeue"): 1,
+        ("completed", "requeue"): 1,
     }
+
+
+def test_runs_before_a_requeue_are_lost_to_the_requeue_whatever_the_last_run_did(causes):
+    assert causes[("completed", "requeue")]["gpu_h_lost"] == pytest.approx(600 / H)
+    assert causes[("failed", "requeue")]["gpu_h_lost"] == pytest.approx(600 / H)
+    # app's whole hour and rqf's last run (H - 600 s)
+    assert causes[("failed", "application")]["gpu_h_lost"] == pytest.approx(2 - 600 / H)

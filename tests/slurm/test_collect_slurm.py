@@ -13,6 +13,7 @@ import pytest
 
 from collector.errors import ConfigError
 from collector.sources.slurm_collect import SlurmCommandError, collect_slurm
+from warehouse.attribution import AttributionConfig, build_marts
 from warehouse.connection import connect
 
 CLUSTER = "two-node"
@@ -298,6 +299,27 @@ def test_a_requeued_jobs_earlier_run_gives_up_its_gpus_when_sacct_says_it_ended(
     assert rows(
         tmp_path, "SELECT state, requeues, submit_ts, start_ts, end_ts FROM jobs_latest"
     ) == [("COMPLETED", 1, utc("2026-12-02T17:04:24"), second, end)]
+
+
+def test_a_requeued_jobs_earlier_run_counts_as_lost_in_job_outcomes(
+    tmp_path, fake_slurm, fixture_text
+):
+    # The recorded requeue (above): the first run held GPUs 0-1 for 2 s before `scontrol
+    # requeue`, the second 5 s and completed. job_outcomes counts the first run as lost.
+    for phase in REQUEUE_PHASES:
+        slurm = fake_slurm(
+            fixture_text(f"requeue/sacct-{phase}.txt"),
+            fixture_text(f"requeue/scontrol-{phase}.txt"),
+        )
+        collect_slurm(tmp_path, CLUSTER, slurm, now=REQUEUE_PHASES[phase])
+    con = connect(tmp_path)
+    build_marts(con, tmp_path, AttributionConfig())
+
+    assert rows(
+        tmp_path,
+        "SELECT outcome, requeued, alloc_gpu_h * 3600, gpu_h_lost_requeue * 3600, "
+        "gpu_h_lost * 3600 FROM job_outcomes",
+    ) == [("completed", True, pytest.approx(14.0), pytest.approx(4.0), pytest.approx(4.0))]
 
 
 def test_requeues_never_go_back_when_the_earlier_run_leaves_the_window(tmp_path, fake_slurm):

@@ -83,7 +83,7 @@ MART_COLUMNS = {
     ],
     "job_outcomes": [
         "cluster", "job_id", "failed", "timed_out", "preempted", "requeued", "gpu_h_lost",
-        "hw_event_before_end",
+        "gpu_h_lost_requeue", "hw_event_before_end",
     ],
 }  # fmt: skip
 # §4: "mark those rows `shared = true`" — the marts that sum a shared GPU's split time say so.

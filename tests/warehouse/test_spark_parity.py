@@ -104,6 +104,27 @@ def test_spark_reading_a_lake_url_builds_the_same_marts_as_duckdb(spark, tmp_pat
     r.land(lake, "job_gpus", rows["job_gpus"])
     r.land(lake, "gpus", rows["gpus"])
     r.land(lake, "gpu_events", [r.event(600, "xid", 79, gpu_index=1)])
+    # Requeued jobs (job_outcomes' lost earlier runs): touching runs, and a trace's attempts.
+    r.land(
+        lake,
+        "jobs",
+        [
+            r.job("jq", 400, 800, state="FAILED", requeues=1),
+            r.job("jt", 0, 200, requeues=1),
+        ],
+        batch_id="requeues",
+    )
+    r.land(
+        lake,
+        "job_gpus",
+        [
+            r.job_gpu("jq", 100, 400, gpu_index=2),
+            r.job_gpu("jq", 400, 800, gpu_index=2),
+            r.job_gpu("jt", 0, 100, node="g002", gpu_index=1, mapping="trace"),
+            r.job_gpu("jt", 150, 200, node="g002", gpu_index=1, mapping="trace"),
+        ],
+        batch_id="requeues",
+    )
     # A share tree for fairness_weekly: physics has a user with jobs, bio none.
     r.land(
         lake,
@@ -120,7 +141,9 @@ def test_spark_reading_a_lake_url_builds_the_same_marts_as_duckdb(spark, tmp_pat
     duck, on_spark = both_engines(spark, lake, tmp_path, as_url=True)
 
     hand_made = pl.col("cluster") == r.CLUSTER
-    assert duck["job_usage"].filter(hand_made).height == 4
+    assert duck["job_usage"].filter(hand_made).height == 6
+    requeued = duck["job_outcomes"].filter(hand_made & pl.col("requeued")).sort("job_id")
+    assert requeued["gpu_h_lost_requeue"].to_list() == pytest.approx([300 / 3600, 100 / 3600])
     assert duck["job_usage"].filter(~hand_made).height > 5
     assert duck["cluster_occupancy"].filter(hand_made).height > 0
     fairness = duck["fairness_weekly"].filter(hand_made)

@@ -56,9 +56,14 @@ def test_young_daly_matches_the_formula():
     assert math.isnan(young_daly_s(300, 0))
 
 
-def outcome(job_id, gpus, start_s, end_s, outcome_, *, hw=False, requeued=False, account="ml"):
+def outcome(
+    job_id, gpus, start_s, end_s, outcome_, *, hw=False, requeued=False, account="ml", lost_s=0.0
+):
+    """A job_outcomes row; `lost_s` seconds of its GPUs before the run [start_s, end_s) were lost
+    to requeues."""
     failed = outcome_ in ("failed", "node_fail")
-    alloc = gpus * (end_s - start_s) / 3600
+    requeue_lost = gpus * lost_s / 3600
+    alloc = gpus * (end_s - start_s) / 3600 + requeue_lost
     return {
         "cluster": CLUSTER,
         "job_id": job_id,
@@ -71,7 +76,8 @@ def outcome(job_id, gpus, start_s, end_s, outcome_, *, hw=False, requeued=False,
         "preempted": False,
         "requeued": requeued,
         "alloc_gpu_h": alloc,
-        "gpu_h_lost": alloc if failed else 0.0,
+        "gpu_h_lost_requeue": requeue_lost,
+        "gpu_h_lost": alloc if failed else requeue_lost,
         "hw_event_before_end": hw,
         "hw_event_kinds": "xid 79" if hw else None,
     }
@@ -106,6 +112,24 @@ def test_resilience_findings_from_hand_made_outcomes(tmp_path):
     assert advice["gpu_h_at_stake"] == pytest.approx(16 * 24 - expected_loss)
     assert f"checkpoint every {round(tau / 60)} min" in advice["message"]
     assert ("checkpoint_interval", "1") not in by  # it was not interrupted
+
+
+def test_checkpoint_advice_counts_each_run_lost_to_a_requeue(tmp_path):
+    # Two 16-GPU jobs of 24 h: one completed, one requeued twice after 6 h runs, then completed
+    # in 24 h -> 48 job-hours of last runs, 1 interrupted job -> MTBF 48 h.
+    outcomes = [
+        outcome("1", 16, 0, DAY, "completed"),
+        outcome("2", 16, DAY, 2 * DAY, "completed", requeued=True, lost_s=2 * 6 * 3600),
+    ]
+    jobs = [job("1", 0, DAY, gpus=16), job("2", DAY, 2 * DAY, gpus=16, requeues=2)]
+    found = run(tmp_path, resilience.RULES, job_outcomes=outcomes, jobs=jobs)
+    [advice] = [f for f in found if f["detector"] == "checkpoint_interval"]
+
+    tau = young_daly_s(300, 48 * 3600)
+    expected_loss = 2 * 16 * (tau / 2 + 300) / 3600  # two runs lost, each half an interval
+    assert advice["subject_id"] == "2"
+    assert advice["gpu_h_at_stake"] == pytest.approx(16 * 12 - expected_loss)
+    assert "lost 192.0 GPU-h in 2 interrupted runs (its last ran 24.0 h)" in advice["message"]
 
 
 def test_checkpoint_advice_per_size_class():

@@ -274,6 +274,7 @@ def outcomes(draw):
                 "requeued": draw(st.booleans()),
                 "alloc_gpu_h": gpus * hours,
                 "gpu_h_lost": gpus * hours if failed else 0.0,
+                "gpu_h_lost_requeue": 0.0,
                 "hw_event_before_end": draw(st.booleans()),
             }
         )
