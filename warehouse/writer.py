@@ -322,6 +322,7 @@ def compact(
     min_files: int = 2,
     *,
     before: dt.date | None = None,
+    since: dt.date | None = None,
     max_bytes: int | None = None,
 ) -> int:
     """Merge the files of each partition of `table` that has at least `min_files` of them.
@@ -331,7 +332,8 @@ def compact(
     carry their batch ids) are merged: a file another tool placed in the layout is its to rewrite.
 
     `before`: only day partitions of dates before it (and no date-less partition), so days that
-    collectors still write to are left alone. `max_bytes`: merge runs of files of at most this
+    collectors still write to are left alone. `since`: only day partitions of that date or later
+    (and no date-less partition). `max_bytes`: merge runs of files of at most this
     many bytes in all, in name order, each into one file (which bounds the memory a merge takes);
     by default a partition's files all become one.
     """
@@ -342,9 +344,12 @@ def compact(
     for folder, listed in sorted(by_partition.items()):
         if len(listed) < min_files:
             continue
-        if before is not None:
+        if before is not None or since is not None:
             key = layout.partition_key(listed[0])
-            if key is None or key[1] >= before:
+            if key is None:
+                continue
+            day = key[1]
+            if (before is not None and day >= before) or (since is not None and day < since):
                 continue
         # Landing a batch of the table (which may rewrite a file of this partition or evict
         # its rows from one) waits meanwhile: the files are listed again under the lock.
@@ -407,9 +412,11 @@ COMPACT_MIN_FILES = 32
 COMPACT_MAX_BYTES = 64 * 1024 * 1024
 
 
-def compact_closed_days(root: Path, today: dt.date) -> int:
+def compact_closed_days(root: Path, today: dt.date, since: dt.date | None = None) -> int:
     """Compact the raw tables' day partitions of `COMPACT_MIN_FILES` files or more whose day
-    ended at least a day before `today` (UTC); return the number of partitions compacted.
+    ended at least a day before `today` (UTC), and is `since` or later when given (`gpuledger
+    attribute --since`: older history is left as it is); return the number of partitions
+    compacted.
 
     The day of grace keeps compaction away from partitions a collector may still land in (a
     late scrape, a Prometheus window landing again), so no newer version of a batch can be
@@ -417,6 +424,13 @@ def compact_closed_days(root: Path, today: dt.date) -> int:
     """
     before = today - dt.timedelta(days=1)
     return sum(
-        compact(root, table, COMPACT_MIN_FILES, before=before, max_bytes=COMPACT_MAX_BYTES)
+        compact(
+            root,
+            table,
+            COMPACT_MIN_FILES,
+            before=before,
+            since=since,
+            max_bytes=COMPACT_MAX_BYTES,
+        )
         for table in RAW_TABLES
     )
