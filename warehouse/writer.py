@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from warehouse import layout
+from warehouse import compaction_log, layout
 from warehouse.errors import NotWritable, SchemaMismatch
 from warehouse.schema import ALLOWED_VALUES, RAW_TABLES, TableSpec, spec
 
@@ -30,6 +30,7 @@ __all__ = [
     "BATCH_COLUMN",
     "COMPACT_MAX_BYTES",
     "COMPACT_MIN_FILES",
+    "LOGGED_TABLES",
     "atomic_write",
     "compact",
     "compact_closed_days",
@@ -324,6 +325,7 @@ def compact(
     before: dt.date | None = None,
     since: dt.date | None = None,
     max_bytes: int | None = None,
+    log: bool = False,
 ) -> int:
     """Merge the files of each partition of `table` that has at least `min_files` of them.
 
@@ -335,7 +337,8 @@ def compact(
     collectors still write to are left alone. `since`: only day partitions of that date or later
     (and no date-less partition). `max_bytes`: merge runs of files of at most this
     many bytes in all, in name order, each into one file (which bounds the memory a merge takes);
-    by default a partition's files all become one.
+    by default a partition's files all become one. `log`: record each day partition's merge
+    in warehouse/compaction_log.py (for a table whose derived state can be carried across it).
     """
     by_partition: dict[Path, list[Path]] = {}
     for path in layout.table_files(root, table):
@@ -355,23 +358,42 @@ def compact(
         # its rows from one) waits meanwhile: the files are listed again under the lock.
         with layout.table_lock(root, table):
             try:
-                compacted += _compact_partition(folder, min_files, max_bytes)
+                merged = _compact_partition(folder, min_files, max_bytes)
             except (pa.ArrowException, OSError) as exc:  # a file it cannot read: left as is
                 logger.warning("%s: not compacted, a file does not read: %s", folder, exc)
+                continue
+            if merged is None:
+                continue
+            compacted += 1
+            key = layout.partition_key(folder)
+            if log and key is not None:
+                # after the renames, still under the lock: a crash before leaves no entry
+                compaction_log.record(root, table, key, merged)
     return compacted
 
 
-def _compact_partition(folder: Path, min_files: int, max_bytes: int | None) -> bool:
-    listed = sorted(p for p in folder.glob("*.parquet") if not p.name.startswith("."))
+def _committed(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.glob("*.parquet") if not p.name.startswith("."))
+
+
+def _compact_partition(
+    folder: Path, min_files: int, max_bytes: int | None
+) -> compaction_log.Merge | None:
+    """Merge the partition's files; return its files' listings before and after (None: nothing
+    was merged)."""
+    listed = _committed(folder)
     paths = [p for p in listed if _batches_in(p)]
     if len(paths) < min_files:
-        return False
+        return None
+    before = layout.files_listing(listed)
     merged_any = False
     for run in _runs(paths, max_bytes):
         if len(run) > 1:
             _merge(folder, run)
             merged_any = True
-    return merged_any
+    if not merged_any:
+        return None
+    return compaction_log.Merge(before, layout.files_listing(_committed(folder)))
 
 
 def _runs(paths: list[Path], max_bytes: int | None) -> list[list[Path]]:
@@ -410,6 +432,9 @@ def _merge(folder: Path, paths: list[Path]) -> None:
 # bytes become one file each.
 COMPACT_MIN_FILES = 32
 COMPACT_MAX_BYTES = 64 * 1024 * 1024
+# The tables whose merges are logged: the per-day pass (warehouse/partitions.py) carries its
+# state across them, and removes the entries it read (so no other table's would pile up).
+LOGGED_TABLES = ("gpu_samples",)
 
 
 def compact_closed_days(root: Path, today: dt.date, since: dt.date | None = None) -> int:
@@ -431,6 +456,7 @@ def compact_closed_days(root: Path, today: dt.date, since: dt.date | None = None
             before=before,
             since=since,
             max_bytes=COMPACT_MAX_BYTES,
+            log=table in LOGGED_TABLES,
         )
         for table in RAW_TABLES
     )
