@@ -172,13 +172,16 @@ def _attribute(
         if value and engine != "spark":
             raise click.BadParameter("only with --engine spark", param_hint=hint)
     config = AttributionConfig(idle_below=idle_below, bucket_s=bucket)
+    since_day = since.astimezone(dt.UTC).date() if since else None
     # DESIGN §3: small files are compacted (a scrape per file adds up to thousands a day)
-    compacted = compact_closed_days(lake, dt.datetime.now(dt.UTC).date()) if lake.is_dir() else 0
+    compacted = (
+        compact_closed_days(lake, dt.datetime.now(dt.UTC).date(), since=since_day)
+        if lake.is_dir()
+        else 0
+    )
     con = connect(lake, require=("gpu_samples",))
     with progress_bar("Checking sample owners", 1, not quiet) as update:
-        checked, rewritten, changed = reattribute(
-            con, lake, progress=update, since=since.astimezone(dt.UTC).date() if since else None
-        )
+        checked, rewritten, changed = reattribute(con, lake, progress=update, since=since_day)
     with progress_bar("Building marts", len(MART_ORDER), not quiet) as update:
         done = iter(range(1, len(MART_ORDER) + 1))
 
@@ -233,8 +236,8 @@ def _attribute(
     "--since",
     type=Timestamp(),
     default=None,
-    help="Only re-check sample files from this UTC day on; older history keeps the owners "
-    "it was attributed with [default: every file that changed].",
+    help="Only re-check sample files, and compact small files, from this UTC day on; older "
+    "history keeps its owners and its files as they are [default: every file that changed].",
 )
 @click.option(
     "--force", is_flag=True, help="Rebuild the marts even if nothing they read has changed."

@@ -37,6 +37,8 @@ __all__ = [
     "create_temp",
     "ensure_dir",
     "files_fingerprint",
+    "files_listing",
+    "listing_fingerprint",
     "open_private_db",
     "open_shared_file",
     "open_state_db",
@@ -122,11 +124,22 @@ def table_files(root: Path, table: str) -> list[Path]:
 def files_fingerprint(paths: Iterable[Path], salt: str = "") -> str:
     """A digest of files' names, sizes and modification times (and `salt`): it changes when
     any of them is added, removed or rewritten, without reading their contents."""
-    digest = hashlib.sha1(salt.encode())
+    return listing_fingerprint(files_listing(paths), salt)
+
+
+def files_listing(paths: Iterable[Path]) -> str:
+    """The names, sizes and modification times of files, a line each: what `files_fingerprint`
+    digests, kept to digest later with a salt not known now (warehouse/compaction_log.py)."""
+    lines = []
     for path in paths:
         stat = path.stat()
-        digest.update(f"{path}|{stat.st_size}|{stat.st_mtime_ns}\n".encode())
-    return digest.hexdigest()
+        lines.append(f"{path}|{stat.st_size}|{stat.st_mtime_ns}\n")
+    return "".join(lines)
+
+
+def listing_fingerprint(listing: str, salt: str = "") -> str:
+    """`files_fingerprint` of the files a `files_listing` listed, as they were then."""
+    return hashlib.sha1((salt + listing).encode()).hexdigest()
 
 
 def state_dir(root: Path) -> Path:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 import sql
-from warehouse import layout, queries
+from warehouse import compaction_log, layout, queries
 from warehouse.connection import (
     WarehouseConfig,
     open_engine,
@@ -67,12 +67,14 @@ def _empty() -> pa.Table:
 @dataclass(frozen=True, slots=True)
 class PartitionReport:
     """What one run did: days rebuilt whole, days whose tail was rebuilt (the next day changed),
-    days left as they were, days removed (no samples left)."""
+    days left as they were (among them, days whose files or next day's files were only
+    compacted: the same rows), days removed (no samples left)."""
 
     rebuilt: tuple[DayKey, ...]
     tails: tuple[DayKey, ...]
     unchanged: int
     removed: tuple[DayKey, ...]
+    carried: tuple[DayKey, ...] = ()  # of the unchanged: their (next) day's files compacted
 
 
 def sample_days(root: Path) -> dict[DayKey, list[Path]]:
@@ -200,13 +202,28 @@ def build_sample_marts(
     """Rebuild the day partitions whose inputs changed since they were built; drop stale ones.
 
     A day's inputs are its sample files, the next day's sample files (for the first sample of
-    each device), the SQL of the sample-level marts and `params`.
+    each device), the SQL of the sample-level marts and `params`. A day whose files (or next
+    day's files) were only compacted since it was built, exactly the files it was built from
+    (warehouse/compaction_log.py), has the same rows: it is not built again.
     """
     root = config.root
+    merged = compaction_log.merges(root, "gpu_samples")  # before the files are listed
     days = sample_days(root)
     salt = repr(sorted(params.items())) + "".join(
         sql.load(q) for q in (*_HELPERS, *(query for _, query in SAMPLE_MARTS))
     )
+
+    def same_rows(key: DayKey, was: str | None, now: str) -> bool:
+        """Whether the files of `key` that digested to `was` hold the rows of those now."""
+        if was == now:
+            return True
+        merge = merged.get(key)
+        return (
+            merge is not None
+            and was == layout.listing_fingerprint(merge.before, salt)
+            and now == layout.listing_fingerprint(merge.after, salt)
+        )
+
     with _state(root) as db:
         built = {
             (cluster, dt.date.fromisoformat(date)): (own, following)
@@ -219,9 +236,11 @@ def build_sample_marts(
     try:
         rebuilt: list[DayKey] = []
         tails: list[DayKey] = []
+        carried: list[DayKey] = []
         unchanged = 0
         for done, key in enumerate(sorted(days), start=1):
-            next_files = days.get((key[0], key[1] + dt.timedelta(days=1)), [])
+            next_key = (key[0], key[1] + dt.timedelta(days=1))
+            next_files = days.get(next_key, [])
             own, following = (
                 layout.files_fingerprint(days[key], salt),
                 layout.files_fingerprint(next_files, salt),
@@ -229,15 +248,18 @@ def build_sample_marts(
             present = (
                 layout.table_dir(root, SAMPLE_MARTS[0][0]) / f"cluster={key[0]}" / f"date={key[1]}"
             ).is_dir()
-            if force or not present or built.get(key, ("", ""))[0] != own:
+            was_own, was_next = built.get(key, (None, None))
+            if force or not present or not same_rows(key, was_own, own):
                 build_day(con, root, key, days[key], next_files, params)
                 rebuilt.append(key)
-            elif built[key][1] != following:
+            elif not same_rows(next_key, was_next, following):
                 build_day(con, root, key, days[key], next_files, params, tail_only=True)
                 tails.append(key)
             else:
                 unchanged += 1
-            if key in rebuilt or key in tails:
+                if (was_own, was_next) != (own, following):
+                    carried.append(key)
+            if key in rebuilt or key in tails or key in carried:
                 with _state(root) as db:
                     db.execute(
                         "INSERT OR REPLACE INTO sample_days_built VALUES (?, ?, ?, ?)",
@@ -247,6 +269,7 @@ def build_sample_marts(
                 progress(done, len(days))
     finally:
         con.close()
+    compaction_log.forget(root, "gpu_samples", merged)  # every day now records its files
     removed = tuple(sorted(set(built) - set(days)))
     for key in removed:
         _remove_day(root, key)
@@ -255,4 +278,4 @@ def build_sample_marts(
                 "DELETE FROM sample_days_built WHERE cluster = ? AND date = ?",
                 (key[0], key[1].isoformat()),
             )
-    return PartitionReport(tuple(rebuilt), tuple(tails), unchanged, removed)
+    return PartitionReport(tuple(rebuilt), tuple(tails), unchanged, removed, tuple(carried))

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from warehouse import layout
+from warehouse import compaction_log, layout
 from warehouse.errors import NotWritable, SchemaMismatch
 from warehouse.schema import ALLOWED_VALUES, RAW_TABLES, TableSpec, spec
 
@@ -30,6 +30,7 @@ __all__ = [
     "BATCH_COLUMN",
     "COMPACT_MAX_BYTES",
     "COMPACT_MIN_FILES",
+    "LOGGED_TABLES",
     "atomic_write",
     "compact",
     "compact_closed_days",
@@ -322,7 +323,9 @@ def compact(
     min_files: int = 2,
     *,
     before: dt.date | None = None,
+    since: dt.date | None = None,
     max_bytes: int | None = None,
+    log: bool = False,
 ) -> int:
     """Merge the files of each partition of `table` that has at least `min_files` of them.
 
@@ -331,9 +334,11 @@ def compact(
     carry their batch ids) are merged: a file another tool placed in the layout is its to rewrite.
 
     `before`: only day partitions of dates before it (and no date-less partition), so days that
-    collectors still write to are left alone. `max_bytes`: merge runs of files of at most this
+    collectors still write to are left alone. `since`: only day partitions of that date or later
+    (and no date-less partition). `max_bytes`: merge runs of files of at most this
     many bytes in all, in name order, each into one file (which bounds the memory a merge takes);
-    by default a partition's files all become one.
+    by default a partition's files all become one. `log`: record each day partition's merge
+    in warehouse/compaction_log.py (for a table whose derived state can be carried across it).
     """
     by_partition: dict[Path, list[Path]] = {}
     for path in layout.table_files(root, table):
@@ -342,31 +347,53 @@ def compact(
     for folder, listed in sorted(by_partition.items()):
         if len(listed) < min_files:
             continue
-        if before is not None:
+        if before is not None or since is not None:
             key = layout.partition_key(listed[0])
-            if key is None or key[1] >= before:
+            if key is None:
+                continue
+            day = key[1]
+            if (before is not None and day >= before) or (since is not None and day < since):
                 continue
         # Landing a batch of the table (which may rewrite a file of this partition or evict
         # its rows from one) waits meanwhile: the files are listed again under the lock.
         with layout.table_lock(root, table):
             try:
-                compacted += _compact_partition(folder, min_files, max_bytes)
+                merged = _compact_partition(folder, min_files, max_bytes)
             except (pa.ArrowException, OSError) as exc:  # a file it cannot read: left as is
                 logger.warning("%s: not compacted, a file does not read: %s", folder, exc)
+                continue
+            if merged is None:
+                continue
+            compacted += 1
+            key = layout.partition_key(folder)
+            if log and key is not None:
+                # after the renames, still under the lock: a crash before leaves no entry
+                compaction_log.record(root, table, key, merged)
     return compacted
 
 
-def _compact_partition(folder: Path, min_files: int, max_bytes: int | None) -> bool:
-    listed = sorted(p for p in folder.glob("*.parquet") if not p.name.startswith("."))
+def _committed(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.glob("*.parquet") if not p.name.startswith("."))
+
+
+def _compact_partition(
+    folder: Path, min_files: int, max_bytes: int | None
+) -> compaction_log.Merge | None:
+    """Merge the partition's files; return its files' listings before and after (None: nothing
+    was merged)."""
+    listed = _committed(folder)
     paths = [p for p in listed if _batches_in(p)]
     if len(paths) < min_files:
-        return False
+        return None
+    before = layout.files_listing(listed)
     merged_any = False
     for run in _runs(paths, max_bytes):
         if len(run) > 1:
             _merge(folder, run)
             merged_any = True
-    return merged_any
+    if not merged_any:
+        return None
+    return compaction_log.Merge(before, layout.files_listing(_committed(folder)))
 
 
 def _runs(paths: list[Path], max_bytes: int | None) -> list[list[Path]]:
@@ -405,11 +432,16 @@ def _merge(folder: Path, paths: list[Path]) -> None:
 # bytes become one file each.
 COMPACT_MIN_FILES = 32
 COMPACT_MAX_BYTES = 64 * 1024 * 1024
+# The tables whose merges are logged: the per-day pass (warehouse/partitions.py) carries its
+# state across them, and removes the entries it read (so no other table's would pile up).
+LOGGED_TABLES = ("gpu_samples",)
 
 
-def compact_closed_days(root: Path, today: dt.date) -> int:
+def compact_closed_days(root: Path, today: dt.date, since: dt.date | None = None) -> int:
     """Compact the raw tables' day partitions of `COMPACT_MIN_FILES` files or more whose day
-    ended at least a day before `today` (UTC); return the number of partitions compacted.
+    ended at least a day before `today` (UTC), and is `since` or later when given (`gpuledger
+    attribute --since`: older history is left as it is); return the number of partitions
+    compacted.
 
     The day of grace keeps compaction away from partitions a collector may still land in (a
     late scrape, a Prometheus window landing again), so no newer version of a batch can be
@@ -417,6 +449,14 @@ def compact_closed_days(root: Path, today: dt.date) -> int:
     """
     before = today - dt.timedelta(days=1)
     return sum(
-        compact(root, table, COMPACT_MIN_FILES, before=before, max_bytes=COMPACT_MAX_BYTES)
+        compact(
+            root,
+            table,
+            COMPACT_MIN_FILES,
+            before=before,
+            since=since,
+            max_bytes=COMPACT_MAX_BYTES,
+            log=table in LOGGED_TABLES,
+        )
         for table in RAW_TABLES
     )

@@ -14,6 +14,7 @@ import datetime as dt
 import json
 import os
 import sqlite3
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,10 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from app.alerts.plan import Prior, Stage
+from warehouse.layout import SHARED_FILE_MODE, open_private_db
 
 __all__ = ["LEDGER_FILE", "Ledger", "StoredMessage"]
 
 LEDGER_FILE = "alerts.sqlite"
+_OWNER_ONLY = 0o600  # the mode earlier versions created the ledger with
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS notices (
     id INTEGER PRIMARY KEY,
@@ -113,11 +116,17 @@ class Ledger:
 
     @classmethod
     def open(cls, path: Path) -> Ledger:
-        """Open (or create, owner-only) the ledger file."""
-        new = not path.exists()
-        con = sqlite3.connect(path, timeout=30.0, isolation_level=None)
-        if new:
-            os.chmod(path, 0o600)  # recipients and message bodies are not for every local user
+        """Open (or create) the ledger file, the lake's shared state: SHARED_FILE_MODE (0660),
+        so an operator's `sudo gpuledger alert` leaves it writable by the service, and other
+        users get nothing (recipients, message bodies: the lake's folders keep them out too).
+        SQLite gives its -wal and -shm files the database's mode and owner.
+
+        A ledger an earlier version made owner-only (0600) is opened to the group when this
+        user owns it; one owned by another user stays as it is (chmod would fail)."""
+        con = open_private_db(path, 30.0, autocommit=True)
+        info = os.stat(path)
+        if info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) == _OWNER_ONLY:
+            os.chmod(path, SHARED_FILE_MODE)
         con.execute("PRAGMA journal_mode=WAL")
         con.execute("PRAGMA synchronous=FULL")  # an acknowledged "delivered" survives a crash
         return cls(con, path)

@@ -4,14 +4,21 @@ every message reaches the receiver, and only a message in flight at a crash is r
 from __future__ import annotations
 
 import datetime as dt
+import os
+import sqlite3
+import stat
 from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from app.alerts.deliver import Channels, deliver_due
 from app.alerts.errors import DeliveryError
-from app.alerts.ledger import Ledger
+from app.alerts.ledger import LEDGER_FILE, Ledger
+from warehouse import layout
 
 from .factories import NOW
 from .test_plan import cfg
@@ -124,3 +131,51 @@ def test_a_message_that_cannot_be_built_fails_without_blocking_the_queue(tmp_pat
     assert [k for k, _ in report.failed] == ["bad"] and report.delivered == ["good"]
     assert sent == ["b@x"]
     ledger.close()
+
+
+# ---------------------------------------------------------------- the ledger's modes
+# It is state updated in place like the lake's other SQLite files (warehouse.layout): an
+# operator's `sudo gpuledger alert` must leave it writable by the service. The two-user run is
+# in tests/deploy/test_lake_permissions.py.
+
+
+def mode(path: Path) -> str:
+    return oct(stat.S_IMODE(path.lstat().st_mode))
+
+
+@pytest.fixture(params=[0o000, 0o077], ids=["umask-000", "umask-077"])
+def umask(request: pytest.FixtureRequest) -> Iterator[int]:
+    old = os.umask(request.param)
+    yield request.param
+    os.umask(old)
+
+
+def test_the_ledger_and_its_wal_files_are_group_writable_whatever_the_umask(tmp_path, umask):
+    path = layout.state_dir(tmp_path / "lake") / LEDGER_FILE
+    ledger = Ledger.open(path)
+    ledger.add_message(
+        key="k1",
+        notice_id=None,
+        kind="notice",
+        role="owner",
+        channel="slack",
+        recipient="U1",
+        payload={},
+        now=NOW,
+    )
+    made = sorted(p for p in path.parent.iterdir() if p.name.startswith(LEDGER_FILE))
+    modes = {p.name: mode(p) for p in made}
+    journal = ledger.con.execute("PRAGMA journal_mode").fetchone()[0]
+    synchronous = ledger.con.execute("PRAGMA synchronous").fetchone()[0]
+    ledger.close()
+    assert modes == {LEDGER_FILE + suffix: "0o660" for suffix in ("", "-shm", "-wal")}
+    assert (journal, synchronous) == ("wal", 2)  # 2: FULL
+
+
+def test_an_owner_only_ledger_of_this_user_is_opened_to_the_group(tmp_path):
+    """A ledger an earlier version made 0600: its owner's next run makes it the group's."""
+    path = layout.state_dir(tmp_path / "lake") / LEDGER_FILE
+    sqlite3.connect(path).close()
+    os.chmod(path, 0o600)
+    Ledger.open(path).close()
+    assert mode(path) == "0o660"

@@ -5,6 +5,7 @@ another user sharing only the lake's group, with no row lost or duplicated."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import stat
 import tempfile
@@ -274,3 +275,50 @@ def test_a_file_this_user_may_not_read_is_not_called_damaged(lake):
     message = as_other_user(check)
     assert message.startswith(f"cannot read {str(path)!r}"), message
     assert "Permission denied" in message
+
+
+@as_root
+def test_an_alert_ledger_root_made_is_still_the_services(lake):
+    """`sudo gpuledger alert` by hand, killed before it closed the ledger, then the service:
+    the ledger root created, and the -wal and -shm files it left, must stay the service's."""
+    from app.alerts.ledger import LEDGER_FILE, Ledger
+
+    at = dt.datetime(2026, 11, 4, 10, 0, tzinfo=dt.UTC)
+    lake.mkdir()  # the README's `install -d -o gpuledger -g gpuledger -m 2770 <lake>`
+    os.chown(lake, OTHER_UID, SHARED_GID)
+    os.chmod(lake, 0o2770)
+    path = lake / "_state" / LEDGER_FILE
+
+    def operator() -> None:  # leaves without closing: the child exits as if killed
+        ledger = Ledger.open(layout.state_dir(lake) / LEDGER_FILE)
+        ledger.add_message(
+            key="k1",
+            notice_id=None,
+            kind="notice",
+            role="owner",
+            channel="slack",
+            recipient="U1",
+            payload={},
+            now=at,
+        )
+
+    def service() -> None:
+        ledger = Ledger.open(path)
+        if [m.key for m in ledger.due(at)] != ["k1"]:
+            raise AssertionError(f"the operator's message is not due: {ledger.due(at)}")
+        ledger.mark_sending("k1", at)
+        ledger.mark_delivered("k1", at)
+        ledger.close()
+
+    in_child(0, 0, operator)
+    files = sorted(p for p in path.parent.iterdir() if p.name.startswith(LEDGER_FILE))
+    assert [p.name for p in files] == [LEDGER_FILE, f"{LEDGER_FILE}-shm", f"{LEDGER_FILE}-wal"]
+    assert {(p.stat().st_uid, p.stat().st_gid) for p in files} == {(0, SHARED_GID)}
+    assert {oct(stat.S_IMODE(p.stat().st_mode)) for p in files} == {"0o660"}
+
+    in_child(OTHER_UID, SHARED_GID, service)
+
+    ledger = Ledger.open(path)
+    assert ledger.counts() == {"delivered": 1}
+    ledger.close()
+    assert world_accessible(lake) == []

@@ -95,6 +95,40 @@ def test_attribute_compacts_old_days_of_small_files(tmp_path, make_samples):
     assert len(rows(lake)) == writer.COMPACT_MIN_FILES
 
 
+def test_since_limits_compaction_to_days_from_it_on_and_keeps_the_grace(lake, make_samples):
+    many = writer.COMPACT_MIN_FILES
+    for days_ago in (5, 4, 2, 1):
+        land_scrapes(lake, make_samples, TODAY - dt.timedelta(days=days_ago), many)
+    before = rows(lake)
+
+    assert writer.compact_closed_days(lake, TODAY, since=TODAY - dt.timedelta(days=4)) == 2
+
+    assert files_per_day(lake) == {
+        "date=2024-03-05": many,  # before --since: left as it is
+        "date=2024-03-06": 1,  # the since day itself
+        "date=2024-03-08": 1,
+        "date=2024-03-09": many,  # yesterday: the day of grace still holds
+    }
+    assert rows(lake) == before
+
+
+def test_attribute_since_compacts_only_days_from_it_on(tmp_path, make_samples):
+    lake = tmp_path / "lake"
+    land_scrapes(lake, make_samples, dt.date(2024, 3, 1), writer.COMPACT_MIN_FILES)
+    land_scrapes(lake, make_samples, dt.date(2024, 3, 3), writer.COMPACT_MIN_FILES)
+
+    result = CliRunner().invoke(
+        cli, ["attribute", "--lake", str(lake), "-q", "--since", "2024-03-02T12:00"]
+    )
+
+    assert result.exit_code == 0, result.output
+    assert "1 day partition(s) of small files compacted" in result.output
+    assert files_per_day(lake) == {
+        "date=2024-03-01": writer.COMPACT_MIN_FILES,
+        "date=2024-03-03": 1,
+    }
+
+
 def test_a_day_with_a_file_that_does_not_read_is_left_as_it_is_and_the_others_compacted(
     lake, make_samples
 ):
