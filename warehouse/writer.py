@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from warehouse import compaction_log, layout
+from warehouse import compaction_log, intents, layout
 from warehouse.errors import NotWritable, SchemaMismatch
 from warehouse.schema import ALLOWED_VALUES, RAW_TABLES, TableSpec, spec
 
@@ -35,6 +35,7 @@ __all__ = [
     "compact",
     "compact_closed_days",
     "conform",
+    "recover",
     "replace_partition",
     "replace_partitions",
     "write_batch",
@@ -186,11 +187,18 @@ def _batches_in(path: Path) -> set[str]:
     return {b for b in raw.decode().split(",") if b}
 
 
-def _evict(partition: Path, batch_id: str, keep: Path) -> None:
-    """Remove rows of `batch_id` from other (compacted) files of a partition before re-landing."""
-    for other in sorted(partition.glob("*.parquet")):
-        if other == keep or other.name.startswith(".") or batch_id not in _batches_in(other):
-            continue
+def _holders(partition: Path, batch_id: str, keep: Path) -> list[Path]:
+    """The files of `partition` other than `keep` that hold rows of `batch_id` (compacted ones)."""
+    return [
+        other
+        for other in sorted(partition.glob("*.parquet"))
+        if other != keep and not other.name.startswith(".") and batch_id in _batches_in(other)
+    ]
+
+
+def _evict(holders: list[Path], batch_id: str) -> None:
+    """Remove the rows of `batch_id` from `holders` (after it landed again in its own file)."""
+    for other in holders:
         rows = pq.read_table(other)
         # Rows from files of other tools have a null `_batch`: they belong to no batch, keep them.
         others = pc.fill_null(pc.not_equal(rows.column(BATCH_COLUMN), batch_id), True)
@@ -199,6 +207,65 @@ def _evict(partition: Path, batch_id: str, keep: Path) -> None:
             atomic_write(remaining, other, _batches_in(other) - {batch_id})
         else:
             other.unlink()
+
+
+def _land(folder: Path, part: pa.Table, path: Path, batch_id: str) -> None:
+    """Write `part` as batch `batch_id`'s file `path`, its rows leaving any file that held them
+    before; a crash between the two is finished by `_recover` (warehouse/intents.py)."""
+    _recover(folder)
+    holders = _holders(folder, batch_id, keep=path)
+    if not holders:
+        atomic_write(part, path, [batch_id])
+        return
+    others = tuple(intents.stat_of(h) for h in holders)
+    intent = intents.record(folder, intents.Intent("reland", path.name, others, batch_id))
+    atomic_write(part, path, [batch_id])
+    _evict(holders, batch_id)
+    intents.clear(intent)
+
+
+def _recover(folder: Path) -> int:
+    """Finish the changes of `folder`'s files that a crash left recorded; return how many.
+
+    A merge whose file was renamed into place loses its sources (those still as recorded); a
+    batch whose new file landed has its rows evicted from the files that still hold them. A
+    change that never reached its first rename leaves the files as they were: only its record
+    goes.
+    """
+    done = 0
+    for path, intent in intents.pending(folder):
+        if intent is None or intent.kind not in ("merge", "reland"):
+            logger.warning("%s: not an intent this version knows; left as is", path)
+            continue
+        target = folder / intent.target
+        if intent.kind == "merge":
+            if target.exists() and intents.stat_of(target) not in intent.others:
+                for name, size, mtime_ns in intent.others:
+                    source = folder / name
+                    with contextlib.suppress(FileNotFoundError):
+                        if source != target and intents.stat_of(source) == (name, size, mtime_ns):
+                            source.unlink()
+        elif target.exists():
+            _evict(_holders(folder, intent.batch, keep=target), intent.batch)
+        logger.warning("%s: finished a %s left half done", folder, intent.kind)
+        intents.clear(path)
+        done += 1
+    return done
+
+
+def recover(root: Path) -> int:
+    """Finish every change of a raw table's partition that a crash left half done (see
+    warehouse/intents.py); return how many. Run before building marts over the raw tables."""
+    done = 0
+    for table in RAW_TABLES:
+        folder = layout.table_dir(root, table)
+        if not folder.is_dir():
+            continue
+        for parent, _dirs, names in os.walk(folder):
+            if any(name.startswith(intents.PREFIX) for name in names):
+                with layout.table_lock(root, table):
+                    done += _recover(Path(parent))
+    return done
 
 
 def write_batch(
@@ -227,8 +294,7 @@ def write_batch(
             part = part.append_column(BATCH_COLUMN, pa.repeat(pa.scalar(batch_id), part.num_rows))
             folder = layout.partition_dir(root, table, group["cluster"], _day(group["__date"]))
             path = layout.batch_path(folder, batch_id)
-            atomic_write(part, path, [batch_id])
-            _evict(folder, batch_id, keep=path)
+            _land(folder, part, path, batch_id)
             written.append(path)
     return written
 
@@ -358,6 +424,7 @@ def compact(
         # its rows from one) waits meanwhile: the files are listed again under the lock.
         with layout.table_lock(root, table):
             try:
+                _recover(folder)
                 merged = _compact_partition(folder, min_files, max_bytes)
             except (pa.ArrowException, OSError) as exc:  # a file it cannot read: left as is
                 logger.warning("%s: not compacted, a file does not read: %s", folder, exc)
@@ -413,17 +480,21 @@ def _runs(paths: list[Path], max_bytes: int | None) -> list[list[Path]]:
 
 
 def _merge(folder: Path, paths: list[Path]) -> None:
-    """Write the rows of `paths` (files of one partition) as one file, then remove them."""
+    """Write the rows of `paths` (files of one partition) as one file, then remove them; a crash
+    between the two is finished by `_recover` (warehouse/intents.py)."""
     merged = pa.concat_tables([pq.read_table(p) for p in paths], promote_options="default")
     batches: set[str] = set()
     for path in paths:
         batches |= _batches_in(path)
     digest = hashlib.sha1(",".join(sorted(batches)).encode()).hexdigest()[:16]
     target = folder / f"compact-{digest}.parquet"
+    sources = tuple(intents.stat_of(p) for p in paths)
+    intent = intents.record(folder, intents.Intent("merge", target.name, sources))
     atomic_write(merged, target, batches)
     for path in paths:
         if path != target:
             path.unlink()
+    intents.clear(intent)
 
 
 # Raw tables' day partitions are compacted once they hold this many files: a collector that
@@ -445,8 +516,10 @@ def compact_closed_days(root: Path, today: dt.date, since: dt.date | None = None
 
     The day of grace keeps compaction away from partitions a collector may still land in (a
     late scrape, a Prometheus window landing again), so no newer version of a batch can be
-    merged away.
+    merged away. First, changes of any partition that a crash left half done are finished
+    (`recover`), so the marts built next never count a row twice.
     """
+    recover(root)
     before = today - dt.timedelta(days=1)
     return sum(
         compact(
