@@ -118,6 +118,8 @@ FIGURES: dict[str, tuple[tuple[str, str, Fmt], ...]] = {
     "drain_node": (
         ("node_failure_rate", "node failure rate", _pct),
         ("cluster_failure_rate", "cluster failure rate", _pct),
+        ("failed_gpu_h", "failed jobs' GPU time", _gpu_h),
+        ("failed_gpu_h_at_cluster_rate", "of which at the cluster's rate", _gpu_h),
         ("critical_findings", "critical findings", _count),
     ),
     "power_cap": (

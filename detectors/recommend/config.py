@@ -119,12 +119,14 @@ class DrainConfig:
 
     A node is proposed with `min_hw_events` hardware events (fatal XIDs, ECC DBE, row-remap
     failure, GPU offline) or critical hardware findings, or with `min_failures` failed jobs
-    at `lemon_ratio` × the cluster's failure rate or more.
+    at `lemon_ratio` × the cluster's failure rate or more. Hardware trouble no longer counts
+    once the node has run `healthy_jobs` jobs to a successful end after it (back in service).
     """
 
     min_hw_events: int = 1
     min_failures: int = 3
     lemon_ratio: float = 2.0
+    healthy_jobs: int = 1
 
 
 @dataclass(frozen=True, slots=True)
