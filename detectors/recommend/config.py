@@ -77,12 +77,15 @@ class FairshareConfig:
 
     An account is flagged when its demand share (allocated + waited GPU-hours) is at least
     `ratio` times, or at most 1/`ratio` times, its entitled share; the proposal moves its
-    raw shares halfway toward its demand share.
+    raw shares halfway toward its demand share. An under-served account (usage share at most
+    1/`ratio` of its share while its jobs waited `min_waited_gpu_h` or more) is never cut, and
+    no share is raised while one is.
     """
 
     shares: Mapping[str, float] | None = None
     ratio: float = 2.0
     min_demand_gpu_h: float = 1.0
+    min_waited_gpu_h: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
