@@ -14,9 +14,10 @@
 -- several jobs at once split evenly among them, as in job_usage); held_gpu_h is the GPU time
 -- all jobs held on it, the base for comparing its failures with the cluster's. trouble_e is
 -- the time (epoch seconds) of the node's last hardware event or critical finding in the window
--- (null without either), and healthy_jobs_since counts the jobs that started on the node at or
--- after it and ended without failing: a node back in service that runs jobs to the end again
--- came back from its trouble (repaired, or it was transient).
+-- (null without either; a finding's time is the end of the span it covers, else its start,
+-- since detected_ts is when `detect` ran), and healthy_jobs_since counts the jobs that started
+-- on the node at or after it and ended without failing: a node back in service that runs jobs
+-- to the end again came back from its trouble (repaired, or it was transient).
 
 WITH hw AS (
     SELECT
@@ -47,7 +48,8 @@ crit AS (
         cluster,
         node,
         count(*) AS critical_findings,
-        max(epoch(detected_ts)) AS last_crit_e
+        -- when the trouble was last seen: the span the finding covers, not when detect ran
+        max(epoch(coalesce(end_ts, start_ts, detected_ts))) AS last_crit_e
     FROM findings
     WHERE severity = 'critical'
         AND node IS NOT NULL

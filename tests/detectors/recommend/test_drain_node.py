@@ -155,3 +155,31 @@ def test_failures_at_the_cluster_rate_are_not_counted_as_avoidable(tmp_path):
     assert rec["expected_gain_gpu_h"] == pytest.approx(0.0)
     assert rec["evidence"]["failed_gpu_h"] == pytest.approx(3.0)
     assert rec["evidence"]["failed_gpu_h_at_cluster_rate"] == pytest.approx(3.0)
+
+
+def test_a_critical_finding_counts_from_what_it_saw_not_from_when_detect_ran(tmp_path):
+    """g009: a critical ECC finding covering [0, 10 min), stored by a `detect` run a day
+    later; the node has run a job to its end since the fault. (M7)"""
+    root = tmp_path / "lake"
+    r.land(
+        root,
+        "findings",
+        [
+            {
+                "cluster": r.CLUSTER,
+                "finding_id": "f-ecc",
+                "detector": "ecc_dbe",
+                "severity": "critical",
+                "subject_kind": "gpu",
+                "subject_id": r.uuid_of("g009", 0),
+                "node": "g009",
+                "start_ts": r.at(0),
+                "end_ts": r.at(600),
+                "detected_ts": r.at(24 * H),
+            }
+        ],
+    )
+    jobs = [r.job("ok", H, 2 * H)]
+    con = r.build_lake(root, jobs=jobs, job_gpus=[r.job_gpu("ok", H, 2 * H, node="g009")])
+
+    assert recommend(con, RecommendConfig(), NOW, kinds=("drain_node",)).num_rows == 0
