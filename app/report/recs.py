@@ -90,7 +90,9 @@ FIGURES: dict[str, tuple[tuple[str, str, Fmt], ...]] = {
         ("max_time_s", "new MaxTime", hhmmss),
         ("time_hint_s", "suggested --time", hhmmss),
         ("jobs_over_new_limit", "jobs longer than the new limit", _count),
+        ("jobs_over_max_time", "jobs asking more than MaxTime", _count),
         ("unused_limit_gpu_h", "reserved but unused", _gpu_h),
+        ("default_time_gpu_h_if_all_default", "DefaultTime's release if no job set --time", _gpu_h),
     ),
     "gpu_cap": (
         ("cap_gpus", "cap", _gpus),
@@ -116,6 +118,8 @@ FIGURES: dict[str, tuple[tuple[str, str, Fmt], ...]] = {
     "drain_node": (
         ("node_failure_rate", "node failure rate", _pct),
         ("cluster_failure_rate", "cluster failure rate", _pct),
+        ("failed_gpu_h", "failed jobs' GPU time", _gpu_h),
+        ("failed_gpu_h_at_cluster_rate", "of which at the cluster's rate", _gpu_h),
         ("critical_findings", "critical findings", _count),
     ),
     "power_cap": (

@@ -77,12 +77,15 @@ class FairshareConfig:
 
     An account is flagged when its demand share (allocated + waited GPU-hours) is at least
     `ratio` times, or at most 1/`ratio` times, its entitled share; the proposal moves its
-    raw shares halfway toward its demand share.
+    raw shares halfway toward its demand share. An under-served account (usage share at most
+    1/`ratio` of its share while its jobs waited `min_waited_gpu_h` or more) is never cut, and
+    no share is raised while one is.
     """
 
     shares: Mapping[str, float] | None = None
     ratio: float = 2.0
     min_demand_gpu_h: float = 1.0
+    min_waited_gpu_h: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,12 +122,14 @@ class DrainConfig:
 
     A node is proposed with `min_hw_events` hardware events (fatal XIDs, ECC DBE, row-remap
     failure, GPU offline) or critical hardware findings, or with `min_failures` failed jobs
-    at `lemon_ratio` × the cluster's failure rate or more.
+    at `lemon_ratio` × the cluster's failure rate or more. Hardware trouble no longer counts
+    once the node has run `healthy_jobs` jobs to a successful end after it (back in service).
     """
 
     min_hw_events: int = 1
     min_failures: int = 3
     lemon_ratio: float = 2.0
+    healthy_jobs: int = 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,8 +2,15 @@
 
 Per node over the window: hardware events (fatal XIDs, ECC DBE, row-remap failure, GPU
 offline), critical findings of the hardware detectors when the lake has them, and its job
-failure rate against the cluster's (Meta's lemon-node signals). The gain is the GPU time failed
-jobs held on the node in the window: what the next window loses if the node stays in service.
+failure rate against the cluster's (Meta's lemon-node signals). Hardware trouble drains a
+node only while it has not come back from it: a node that has run `healthy_jobs` jobs to a
+successful end since its last hardware event or critical finding was repaired (or the fault
+was transient), and only its failure rate can still make it a lemon.
+
+The gain is the GPU time failed jobs held on the node beyond what the cluster's own failure
+share would lose on the same GPU time: failed GPU-h − (cluster failed GPU-h / cluster held
+GPU-h) × the node's held GPU-h, at least 0. Failures at the cluster's base rate would happen
+on any node, so draining this one does not avoid them.
 """
 
 from __future__ import annotations
@@ -25,6 +32,10 @@ __all__ = ["KIND", "QUERY", "drain_command", "recommend"]
 
 KIND = "drain_node"
 QUERY = "recommend/node_health"
+GAIN_IS = (
+    "GPU time failed jobs held on the node beyond the cluster's failure share of the same "
+    "GPU time (failures at the base rate happen on any node)"
+)
 
 
 def _reason(row: dict[str, Any], rate: float) -> str:
@@ -69,14 +80,20 @@ def recommend(
     )
     jobs = int(nodes["jobs"].sum())
     rate = float(nodes["failed_jobs"].sum()) / jobs if jobs else 0.0
+    held = float(nodes["held_gpu_h"].sum())
+    failed_share = float(nodes["failed_gpu_h"].sum()) / held if held else 0.0
     lemon = (pl.col("failed_jobs") >= config.min_failures) & (
         pl.col("failed_jobs") >= config.lemon_ratio * rate * pl.col("jobs")
     )
-    hardware = (pl.col("hw_events") >= config.min_hw_events) | (pl.col("critical_findings") > 0)
+    hardware = (
+        (pl.col("hw_events") >= config.min_hw_events) | (pl.col("critical_findings") > 0)
+    ) & (pl.col("healthy_jobs_since") < config.healthy_jobs)
     recs = []
     for row in nodes.filter(hardware | lemon).iter_rows(named=True):
         reason = _reason(row, rate)
         node_rate = row["failed_jobs"] / row["jobs"] if row["jobs"] else None
+        expected = failed_share * float(row["held_gpu_h"])
+        avoidable = max(float(row["failed_gpu_h"]) - expected, 0.0)
         recs.append(
             Recommendation(
                 cluster=facts.cluster,
@@ -92,8 +109,13 @@ def recommend(
                     "node_failure_rate": node_rate,
                     "cluster_failure_rate": rate,
                     "failed_gpu_h": row["failed_gpu_h"],
+                    "held_gpu_h": row["held_gpu_h"],
+                    "cluster_failed_gpu_h_share": failed_share,
+                    "failed_gpu_h_at_cluster_rate": expected,
+                    "healthy_jobs_since_trouble": row["healthy_jobs_since"],
+                    "gain_is": GAIN_IS,
                 },
-                expected_gain_gpu_h=float(row["failed_gpu_h"]),
+                expected_gain_gpu_h=avoidable,
                 gain_kind="failures_avoided",
                 risk=(
                     f"{counted(int(row['gpus']), 'GPU')} out of service until the node is repaired "

@@ -12,6 +12,13 @@ or less) is flagged, and the proposal moves its shares halfway toward its demand
 S' = (S + d) / 2, as raw shares out of the same total, so siblings without jobs, user
 associations and every other level keep their share.
 
+An account that is under-served (its usage share 1/`ratio` of its share or less while its jobs
+waited `min_waited_gpu_h` or more: the weekly report's "under-served") had demand the cluster
+did not meet; its demand share is small only next to a sibling that got more than its own
+share. Its shares are never cut (that would lower its priority further), and while a sibling
+is under-served no account's shares are raised (that would take priority from it). The risk
+names the accounts kept out and why, so the recommendation and the report agree.
+
 One recommendation per parent lists its changes: scope `cluster` for the accounts directly
 under root (a flat tree gives just that one), `parent=<account>` below. Parents come from the
 `associations` table; an account it does not list sits under root. Jobs charged to a parent
@@ -185,8 +192,12 @@ def _level(
     over = (pl.col("demand_share") >= config.ratio * pl.col("share")) & (
         pl.col("demand_gpu_h") >= config.min_demand_gpu_h
     )
-    under = pl.col("demand_share") <= pl.col("share") / config.ratio
-    flagged = accounts.filter(over | under)
+    under_served = (pl.col("usage_share") <= pl.col("share") / config.ratio) & (
+        pl.col("waited_gpu_h") >= config.min_waited_gpu_h
+    )
+    under = (pl.col("demand_share") <= pl.col("share") / config.ratio) & ~under_served
+    held_back = accounts.filter(under_served).to_dicts()
+    flagged = accounts.filter(under if held_back else over | under)
     if flagged.is_empty():
         return None
     changes = flagged.to_dicts()
@@ -200,6 +211,7 @@ def _level(
         "ratio": config.ratio,
         "raw_shares_total": raw_total,
         "raw_shares_from": source,
+        "under_served": [c["account"] for c in held_back],
     }
     among = "" if top else f" among the sub-accounts of {parent}"
     risk = f"priority falls{among} for " + (
@@ -208,6 +220,13 @@ def _level(
         )
         or "no account"
     )
+    if held_back:
+        risk += "; kept out: " + ", ".join(
+            f"{c['account']} got {c['usage_over_share']:.1f}× its share while its jobs waited "
+            f"{c['waited_gpu_h']:,.1f} GPU-h (under-served: not cut)"
+            for c in held_back
+        )
+        risk += "; no account's share is raised while another is under-served"
     return Recommendation(
         cluster=facts.cluster,
         kind=KIND,

@@ -5,6 +5,11 @@ idle) reaches X minutes and cancelled at the point its first such run reaches Y 
 replay reports GPU-hours recovered (GPUs × time from the cancel point to the job's real end),
 false kills (cancelled jobs that were active again afterwards) and the GPU-hours those false
 kills would have lost; the gain is recovered minus disrupted.
+
+Idle here is what the proposed Job Defense Shield rule sees: no GPU activity and no GPU
+utilization (sql/recommend/idle_runs.sql). A hung job (GPU_UTIL high, SM activity ~0) shows
+100 % utilization to JDS, which never cancels it, so the replay leaves it out rather than
+credit the rule with GPU-hours it would not recover; the `hung_job` detector reports those.
 """
 
 from __future__ import annotations
@@ -26,6 +31,11 @@ __all__ = ["KIND", "QUERY", "recommend", "replay"]
 
 KIND = "idle_cancel_policy"
 QUERY = "recommend/idle_runs"
+IDLE_IS = (
+    "every GPU of the job with no activity and GPU utilization under 1 %, as Job Defense "
+    "Shield's cancel-zero-gpu-jobs sees it; hung GPUs (utilization high, no SM activity) are "
+    "not idle to it and are not counted"
+)
 
 
 def replay(runs: pl.DataFrame, warn_min: int, cancel_min: int) -> dict[str, Any]:
@@ -129,6 +139,7 @@ def recommend(
         "chosen": best,
         "candidates": scores,
         "max_false_kill_rate": config.max_false_kill_rate,
+        "idle_is": IDLE_IS,
     }
     one = best["false_kills"] == 1 or best["jobs_cancelled"] == 1  # "1 of 3 … was"
     risk = (

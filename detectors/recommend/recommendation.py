@@ -31,7 +31,7 @@ __all__ = [
 # backfill, so reports must not rank those against real savings.
 GAIN_KINDS: dict[str, str] = {
     "saved": "GPU-h saved",
-    "failures_avoided": "GPU-h that failed jobs lost on it (avoidable)",
+    "failures_avoided": "GPU-h that failed jobs lost on it above the cluster's failure rate",
     "shifted": "GPU-h shifted to others' waiting jobs",
     "backfill": "reserved GPU-h released to backfill",
 }

@@ -4,8 +4,15 @@ Over-long limits hide free GPUs from backfill: a job asking 24 h for a 1-hour ru
 24-hour hole in the plan. From the window's completed GPU jobs this proposes, per partition,
 DefaultTime = the run-time quantile × margin (rounded up) and MaxTime = the longest run ×
 margin (rounded up to an hour); and per user whose median run uses a small fraction of the
-limit, a `--time` value. The gain is reserved (not computed) GPU-hours released to backfill:
-for jobs that ran within the new limit, GPUs × (old limit − new limit).
+limit, a `--time` value. The gain is reserved (not computed) GPU-hours released to backfill.
+
+Slurm gives DefaultTime only to jobs submitted without `--time`, and the lake cannot tell
+those from jobs that asked for the same limit, so a partition's gain counts only what MaxTime
+takes back: GPUs × (old limit − MaxTime) for jobs that asked for more than it (every
+completed one ran within it). What DefaultTime would release if every job had taken the
+default is evidence (`default_time_gpu_h_if_all_default`), not gain. A user's `--time` hint
+is the user's own request, so its gain counts their jobs that ran within it:
+GPUs × (old limit − hint).
 """
 
 from __future__ import annotations
@@ -27,6 +34,11 @@ __all__ = ["KIND", "QUERY", "recommend"]
 KIND = "time_limit"
 QUERY = "recommend/job_runtimes"
 GAIN_IS = "GPU-hours of reservation released to backfill (jobs that ran within the new limit)"
+PARTITION_GAIN_IS = (
+    "GPU-hours of reservation released to backfill by MaxTime (jobs that asked for more than "
+    "it); DefaultTime changes only jobs submitted without --time, which the lake cannot tell "
+    "apart, so it adds nothing here"
+)
 
 
 def _quantile(values: pl.Series, q: float) -> float:
@@ -61,6 +73,15 @@ def _figures(jobs: pl.DataFrame, limit_s: float, quantile: float) -> dict[str, A
         / 3600.0,
         "released_gpu_h": _sum(within["gpus"] * (within["time_limit_s"] - limit_s)) / 3600.0,
         "jobs_over_new_limit": jobs.filter(pl.col("runtime_s") > limit_s).height,
+    }
+
+
+def _max_time_figures(jobs: pl.DataFrame, max_s: float) -> dict[str, Any]:
+    """What MaxTime `max_s` takes back: the jobs that asked for more (none ran longer)."""
+    over = jobs.filter(pl.col("time_limit_s").is_not_null() & (pl.col("time_limit_s") > max_s))
+    return {
+        "jobs_over_max_time": over.height,
+        "max_time_released_gpu_h": _sum(over["gpus"] * (over["time_limit_s"] - max_s)) / 3600.0,
     }
 
 
@@ -107,7 +128,9 @@ def recommend(
         default_s = round_up(_quantile(part["runtime_s"], q) * config.margin, config.round_s)
         max_s = round_up(_quantile(part["runtime_s"], 1.0) * config.margin, 3600)
         figures = _figures(part, default_s, q)
-        if figures["released_gpu_h"] <= 0:
+        default_if_all = figures.pop("released_gpu_h")
+        figures |= _max_time_figures(part, max_s)
+        if figures["max_time_released_gpu_h"] <= 0:
             continue
         recs.append(
             Recommendation(
@@ -116,14 +139,20 @@ def recommend(
                 scope=f"partition={partition}",
                 target=facts.target,
                 evidence=figures
-                | {"default_time_s": default_s, "max_time_s": max_s, "gain_is": GAIN_IS},
-                expected_gain_gpu_h=figures["released_gpu_h"],
+                | {
+                    "default_time_s": default_s,
+                    "max_time_s": max_s,
+                    "default_time_gpu_h_if_all_default": default_if_all,
+                    "gain_is": PARTITION_GAIN_IS,
+                },
+                expected_gain_gpu_h=figures["max_time_released_gpu_h"],
                 gain_kind="backfill",
                 risk=(
-                    f"{figures['jobs_over_new_limit']} of "
-                    f"{counted(part.height, 'completed job')} ran longer "
-                    f"than the new default {hhmmss(default_s)} and must ask for more; none "
-                    f"ran longer than MaxTime {hhmmss(max_s)}"
+                    f"{figures['jobs_over_max_time']} of "
+                    f"{counted(part.height, 'completed job')} asked for more than MaxTime "
+                    f"{hhmmss(max_s)} and must ask for less (none ran longer); "
+                    f"{figures['jobs_over_new_limit']} ran longer than the new default "
+                    f"{hhmmss(default_s)}: those submitted without --time must ask for more"
                 ),
                 config=_partition_config(facts, str(partition), default_s, max_s),
             )

@@ -9,8 +9,12 @@
 -- Returns: cluster, job_id, user, account, partition, interactive, gpus, job_start_e, job_end_e,
 --          run_start_e, run_end_e, last_active_e
 --
--- A bucket is fully idle for a job when its GPUs were observed in it and none was active
--- (DESIGN §4: active = observed and busy >= idle threshold). Runs are clipped to the job's
+-- A bucket is fully idle for a job when its GPUs were observed in it, none was active
+-- (DESIGN §4: active = observed and busy >= idle threshold) and none showed GPU utilization
+-- (mean GPU_UTIL of 1 % or more in the bucket): the policy replayed is Job Defense Shield's
+-- cancel-zero-gpu-jobs, which reads utilization, so a hung GPU (GPU_UTIL high, SM activity
+-- ~0) is never idle to it and is not replayed as cancelled. A GPU that reports no GPU_UTIL
+-- falls back to busy. Runs are clipped to the job's
 -- span; a job still running ends at the end of its cluster's data. last_active_e is the end
 -- of the job's last bucket with any active GPU (null when it never was active), so a policy
 -- that cancels at t kills a job that would have worked again when last_active_e > t.
@@ -44,7 +48,9 @@ job_buckets AS (
         b.job_id,
         epoch(b.bucket) AS bucket_e,
         sum(b.observed_s) AS observed_s,
-        sum(b.active_s) AS active_s
+        sum(b.active_s) AS active_s,
+        count(*) FILTER (WHERE b.util_known_s > 0 AND b.util_sum / b.util_known_s >= 1.0)
+            AS utilized_gpus
     FROM gpu_job_buckets AS b
     WHERE b.job_id IS NOT NULL
     GROUP BY b.cluster, b.job_id, b.bucket
@@ -57,7 +63,7 @@ idle_buckets AS (
         bucket_e / $bucket_s
             - row_number() OVER (PARTITION BY cluster, job_id ORDER BY bucket_e) AS run
     FROM job_buckets
-    WHERE observed_s > 0 AND active_s = 0
+    WHERE observed_s > 0 AND active_s = 0 AND utilized_gpus = 0
 ),
 runs AS (
     SELECT

@@ -40,7 +40,10 @@ def test_the_node_with_a_fatal_xid_and_the_lemon_are_drained(tmp_path):
     # only XID 79 is hardware (NVIDIA: FATAL); XID 13 is the application's
     assert g001["evidence"]["hw_events"] == 1
     assert g001["evidence"]["hw_event_kinds"] == "xid 79"
-    assert g001["expected_gain_gpu_h"] == pytest.approx(2.0)  # f1: 2 GPUs × 1 h
+    # f1 lost 2 GPUs × 1 h; the cluster loses 4 of its 12 held GPU-h to failures, so 1/3 of
+    # g001's 2 held GPU-h would have failed on any node: 2 - 2/3 avoidable
+    assert g001["evidence"]["cluster_failed_gpu_h_share"] == pytest.approx(4 / 12)
+    assert g001["expected_gain_gpu_h"] == pytest.approx(2.0 - 2 / 3)
     # the shell hands scontrol the whole reason as one argument
     argv = shlex.split(g001["config"])
     assert argv[:4] == ["scontrol", "update", "NodeName=g001", "State=DRAIN"]
@@ -49,7 +52,7 @@ def test_the_node_with_a_fatal_xid_and_the_lemon_are_drained(tmp_path):
     # g002: 4 of 4 failed, above 2 × the cluster rate of 5/13; 4 × 0.5 GPU-h lost
     assert g002["evidence"]["node_failure_rate"] == 1.0
     assert g002["evidence"]["cluster_failure_rate"] == pytest.approx(5 / 13, abs=1e-6)
-    assert g002["expected_gain_gpu_h"] == pytest.approx(2.0)
+    assert g002["expected_gain_gpu_h"] == pytest.approx(2.0 - 2 / 3)  # 4 × 0.5 h, less 1/3
     assert g002["risk"].startswith("1 GPU out of service")
 
 
@@ -108,3 +111,75 @@ def test_a_reason_with_quotes_and_dollars_stays_one_inert_argument(target):
     argv = shlex.split(lines[-1])
     kept = reason.replace('"', "'")  # scontrol would strip a double quote at the end
     assert argv[-1] in (f"Reason=gpuledger: {kept}", f"gpuledger.io/drain-reason={kept}")
+
+
+def test_a_node_back_in_service_after_its_hardware_event_is_not_drained(tmp_path):
+    """g001: XID 79 at 10 min during job f1 (failed); repaired, it then ran ok1 and ok2 to
+    the end. g005: the same XID, and nothing has run there since. (M7)"""
+    jobs = [
+        r.job("f1", 0, H, state="FAILED"),
+        r.job("ok1", 2 * H, 3 * H),
+        r.job("ok2", 3 * H, 4 * H),
+        r.job("f5", 0, H, state="FAILED"),
+    ]
+    job_gpus = [
+        r.job_gpu("f1", 0, H),
+        r.job_gpu("ok1", 2 * H, 3 * H),
+        r.job_gpu("ok2", 3 * H, 4 * H),
+        r.job_gpu("f5", 0, H, node="g005"),
+    ]
+    events = [r.event(600, "xid", 79), r.event(600, "xid", 79, node="g005")]
+    con = r.build_lake(tmp_path, jobs=jobs, job_gpus=job_gpus, events=events)
+    recs = recs_of(recommend(con, RecommendConfig(), NOW, kinds=("drain_node",)), "drain_node")
+
+    assert [rec["scope"] for rec in recs] == ["node=g005"]
+    assert recs[0]["evidence"]["healthy_jobs_since_trouble"] == 0
+
+
+def test_failures_at_the_cluster_rate_are_not_counted_as_avoidable(tmp_path):
+    """Ten nodes with 1 h one-GPU jobs, 3 of 8 failed on each: the cluster's rate. g001 also
+    had a fatal XID (no healthy job after it): it is drained, but none of its failures would
+    have been avoided on another node. (M7)"""
+    jobs, job_gpus = [], []
+    for n in range(1, 11):
+        for i in range(8):
+            job_id = f"n{n}j{i}"
+            failed = {"state": "FAILED"} if i >= 5 else {}
+            jobs.append(r.job(job_id, i * H, (i + 1) * H, **failed))
+            job_gpus.append(r.job_gpu(job_id, i * H, (i + 1) * H, node=f"g{n:03d}"))
+    events = [r.event(7.5 * H, "xid", 79)]
+    con = r.build_lake(tmp_path, jobs=jobs, job_gpus=job_gpus, events=events)
+    [rec] = recs_of(recommend(con, RecommendConfig(), NOW, kinds=("drain_node",)), "drain_node")
+
+    assert rec["scope"] == "node=g001"
+    assert rec["expected_gain_gpu_h"] == pytest.approx(0.0)
+    assert rec["evidence"]["failed_gpu_h"] == pytest.approx(3.0)
+    assert rec["evidence"]["failed_gpu_h_at_cluster_rate"] == pytest.approx(3.0)
+
+
+def test_a_critical_finding_counts_from_what_it_saw_not_from_when_detect_ran(tmp_path):
+    """g009: a critical ECC finding covering [0, 10 min), stored by a `detect` run a day
+    later; the node has run a job to its end since the fault. (M7)"""
+    root = tmp_path / "lake"
+    r.land(
+        root,
+        "findings",
+        [
+            {
+                "cluster": r.CLUSTER,
+                "finding_id": "f-ecc",
+                "detector": "ecc_dbe",
+                "severity": "critical",
+                "subject_kind": "gpu",
+                "subject_id": r.uuid_of("g009", 0),
+                "node": "g009",
+                "start_ts": r.at(0),
+                "end_ts": r.at(600),
+                "detected_ts": r.at(24 * H),
+            }
+        ],
+    )
+    jobs = [r.job("ok", H, 2 * H)]
+    con = r.build_lake(root, jobs=jobs, job_gpus=[r.job_gpu("ok", H, 2 * H, node="g009")])
+
+    assert recommend(con, RecommendConfig(), NOW, kinds=("drain_node",)).num_rows == 0

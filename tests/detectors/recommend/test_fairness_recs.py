@@ -313,3 +313,27 @@ def test_a_loop_in_the_tree_ends_the_walk(parents, charged):
         path = fairshare._path(account, parents)
         assert len(path) == len(set(path)) <= len(parents) + 1
         assert sum(account in child_of for child_of in levels.values()) == len(path)
+
+
+def test_an_under_served_account_is_not_cut_and_no_share_is_raised_over_it(tmp_path):
+    """physics: 2 GPUs × 40 h (80 GPU-h). chem: 1 GPU × 1 h after waiting 5 h: 1/82 of the
+    usage for a 1/3 share while its jobs queued, which the weekly report calls under-served.
+    Its demand share 6/87 is small only next to physics'. bio: 1 GPU × 1 h, no wait. (M5)"""
+    jobs = [
+        r.job("p0", 0, 40 * H, gpus=2),
+        r.job("c0", 5 * H, 6 * H, user="bob", account="chem", submit_ts=r.at(0)),
+        r.job("b0", 0, H, user="dave", account="bio"),
+    ]
+    con = r.build_lake(tmp_path, jobs=jobs)
+    [rec] = recs_of(
+        recommend(con, RecommendConfig(), NOW, kinds=("fairshare_weight",)), "fairshare_weight"
+    )
+
+    # bio asked for little and waited for nothing: its cut stands; chem is kept, physics too
+    assert rec["evidence"]["flagged"] == ["bio"]
+    assert rec["evidence"]["under_served"] == ["chem"]
+    assert "name=chem" not in rec["config"] and "name=physics" not in rec["config"]
+    assert (
+        "chem got 0.0× its share while its jobs waited 5.0 GPU-h (under-served: not cut)"
+        in (rec["risk"])
+    )

@@ -179,3 +179,21 @@ def test_storing_twice_keeps_one_row_per_recommendation_and_its_first_time(tmp_p
     # a run that no longer makes it removes it
     assert write_recommendations(root, recommend(con, config, NOW, kinds=()), ["della"]) == 0
     assert read_recommendations(root).num_rows == 0
+
+
+def test_a_hung_job_is_not_counted_since_the_rule_proposed_would_never_cancel_it(tmp_path):
+    """h: 1 GPU, [0, 5h): no SM activity but GPU_UTIL 100 % (hung) for 5 h. z: 1 GPU,
+    [0, 3h): no activity and GPU_UTIL 0 % for 3 h. Job Defense Shield's cancel-zero-gpu-jobs
+    reads utilization: it cancels z at 2 h (1 GPU-h) and never h (H2)."""
+    samples = busy_samples(
+        [(0, 5 * H, 0.0)], gpu_index=0, sm_active=0.0, gpu_util_pct=100.0
+    ) + busy_samples([(0, 3 * H, 0.0)], gpu_index=1, sm_active=0.0, gpu_util_pct=0.0)
+    jobs = [r.job("h", 0, 5 * H), r.job("z", 0, 3 * H)]
+    job_gpus = [r.job_gpu("h", 0, 5 * H, gpu_index=0), r.job_gpu("z", 0, 3 * H, gpu_index=1)]
+    con = r.build_lake(tmp_path, samples=samples, jobs=jobs, job_gpus=job_gpus)
+    [rec] = run(con, candidates=((60, 120),))
+    chosen = rec["evidence"]["chosen"]
+
+    assert (chosen["jobs_warned"], chosen["jobs_cancelled"]) == (1, 1)
+    assert rec["expected_gain_gpu_h"] == pytest.approx(1.0)  # z only: 1 GPU × (3 h - 2 h)
+    assert "hung GPUs" in rec["evidence"]["idle_is"]

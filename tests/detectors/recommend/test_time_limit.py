@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from detectors.recommend import RecommendConfig, recommend
+from detectors.recommend.config import TimeLimitConfig
 from tests.detectors.recommend.lake import NOW, recs_of
 from tests.marts import rows as r
 
@@ -47,8 +48,9 @@ def test_partition_default_and_maximum_by_hand(recs):
     assert ev["max_time_s"] == 5 * H
     # unused limit: alice 23+23+22+22+21 = 111, bob 2 × (1+1+0.5+0.5+0) = 6
     assert ev["unused_limit_gpu_h"] == pytest.approx(117.0)
-    # released: alice's 5 jobs fit in 5 h and asked 24 h: 5 × (24 - 5) = 95 GPU-h
+    # released by MaxTime: alice's 5 jobs asked 24 h, more than MaxTime 5 h: 5 × (24 - 5)
     assert rec["expected_gain_gpu_h"] == pytest.approx(95.0)
+    assert ev["jobs_over_max_time"] == 5
     assert ev["jobs_over_new_limit"] == 0
     assert (
         "scontrol update PartitionName=gpu DefaultTime=05:00:00 MaxTime=05:00:00" in rec["config"]
@@ -95,3 +97,50 @@ def test_an_old_lake_is_judged_as_of_its_own_end(tmp_path):
     table = recommend(con, RecommendConfig(), much_later, kinds=("time_limit",))
 
     assert sorted(table.column("scope").to_pylist()) == ["partition=gpu", "user=alice"]
+
+
+def test_a_new_default_time_gains_nothing_from_jobs_that_set_their_own_limit(tmp_path):
+    """DefaultTime applies only to jobs submitted without --time: limits of 9 to 10 h, none
+    over the new MaxTime (8 h × 1.2 -> 10 h), are the jobs' own requests, so a new
+    DefaultTime (median 2 h × 1.2 -> 2:30) releases nothing and no partition change is
+    proposed (H1)."""
+    runs = [1, 1, 1, 1, 2, 2, 2, 3, 3, 8]
+    out = [
+        r.job(f"j{i}", i * 60, i * 60 + hours * H, time_limit_s=int((9 + i / 9) * H))
+        for i, hours in enumerate(runs)
+    ]
+    con = r.build_lake(tmp_path, jobs=out)
+    config = RecommendConfig(time_limit=TimeLimitConfig(quantile=0.5))
+    recs = recs_of(recommend(con, config, NOW, kinds=("time_limit",)), "time_limit")
+
+    assert [rec["scope"] for rec in recs] == []
+
+
+def test_the_partition_gain_counts_only_what_max_time_takes_back(tmp_path):
+    """One job asked 30 h, nine asked 5 h; all ran 1-4 h. MaxTime (4 h × 1.2 -> 5 h) takes
+    back only the 30-h job's 25 h. DefaultTime (median 1 h × 1.2 -> 1:15) would release more
+    only from jobs that took the default, which the lake cannot tell: evidence, not gain."""
+    runs = [1, 1, 1, 1, 1, 1, 2, 3, 4, 4]
+    out = [
+        r.job(f"j{i}", i * 60, i * 60 + hours * H, time_limit_s=int((30 if i == 0 else 5) * H))
+        for i, hours in enumerate(runs)
+    ]
+    con = r.build_lake(tmp_path, jobs=out)
+    config = RecommendConfig(time_limit=TimeLimitConfig(quantile=0.5))
+    [rec] = [
+        rec
+        for rec in recs_of(recommend(con, config, NOW, kinds=("time_limit",)), "time_limit")
+        if rec["scope"] == "partition=gpu"
+    ]
+    ev = rec["evidence"]
+
+    assert ev["default_time_s"] == 1.25 * H and ev["max_time_s"] == 5 * H
+    assert rec["expected_gain_gpu_h"] == pytest.approx(25.0)
+    # had every job taken the default: the six 1-h runs, (30 - 1.25) + 5 × (5 - 1.25)
+    assert ev["default_time_gpu_h_if_all_default"] == pytest.approx(28.75 + 18.75)
+    assert ev["jobs_over_max_time"] == 1
+    assert rec["risk"].startswith("1 of 10 completed jobs asked for more than MaxTime 05:00:00")
+    assert (
+        "4 ran longer than the new default 01:15:00: those submitted without --time"
+        in (rec["risk"])
+    )
