@@ -16,8 +16,9 @@ How the job ended comes first, because it decides which usual advice still holds
   the accounting of a failed node's cores is incomplete, so no --cpus-per-gpu either.
 
 Otherwise: --gres for GPUs never active, giving back idle GPUs (the wording differs for
-interactive sessions and batch jobs), fewer GPUs when an `overallocated` finding says fewer
-could hold the whole use, a MIG slice (one-GPU jobs only), --cpus-per-gpu and --mem-per-gpu
+interactive sessions and batch jobs), fewer GPUs or one MIG slice when a multi-GPU job's
+`overallocated` finding says they would hold its whole use, a MIG slice (one-GPU jobs, from
+their own usage), --cpus-per-gpu and --mem-per-gpu
 for each resource a `stranded_gpus` finding says stranded the node's other GPUs, --time
 (shorter only for a job that COMPLETED well under its limit; longer only for a TIMEOUT that
 was making progress), --cpus-per-gpu (more only when the diagnosis is `input_bound`; fewer
@@ -345,8 +346,21 @@ def host_request_options(evidence: Mapping[str, Any]) -> list[str]:
 
 def _fewer_gpus_advice(findings: Sequence[Mapping[str, Any]], f: _Facts) -> list[Advice]:
     found = next((x for x in findings if x.get("detector") == OVERALLOCATED_DETECTOR), None)
-    needed = _num(_evidence(found).get("gpus_needed")) if found is not None else None
-    if needed is None or f.hung or not 0 < needed < f.gpus:
+    if found is None or f.hung or f.gpus < 2:
+        return []  # one GPU: _mig_advice judges it from the job's own usage
+    ev = _evidence(found)
+    needed, profile = _num(ev.get("gpus_needed")), ev.get("mig_profile")
+    if isinstance(profile, str) and profile:
+        return [
+            Advice(
+                f"Use one MIG slice, not {f.gpus} GPUs",
+                f"All {f.gpus} GPUs together did less work and held less memory than one "
+                f"MIG {profile} slice holds: run the job on that one slice.",
+                f"--gres=gpu:{profile}:1",
+                f"limits: {{nvidia.com/mig-{profile}: 1}}",
+            )
+        ]
+    if needed is None or not 0 < needed < f.gpus:
         return []
     n = int(needed)
     return [

@@ -343,3 +343,10 @@ def test_sized_well_is_said_only_of_a_job_with_telemetry():
     for unobserved in (0.0, None):
         said = when_no_advice({**WELL_USED, "observed_gpu_h": unobserved})
         assert said.startswith("No advice: no GPU telemetry") and "sized well for" not in said
+
+
+def test_a_multi_gpu_job_one_slice_holds_is_told_that_slice():
+    over = finding("overallocated", gpus=2, gpus_needed=None, mig_profile="2g.20gb")
+    advice = run(findings=[over], gpus=2, observed_gpu_h=20.0, busy_mean=0.09)
+    assert advice[0].headline == "Use one MIG slice, not 2 GPUs"
+    assert advice[0].option == "--gres=gpu:2g.20gb:1"
