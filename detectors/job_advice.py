@@ -16,10 +16,16 @@ How the job ended comes first, because it decides which usual advice still holds
   the accounting of a failed node's cores is incomplete, so no --cpus-per-gpu either.
 
 Otherwise: --gres for GPUs never active, giving back idle GPUs (the wording differs for
-interactive sessions and batch jobs), a MIG slice, --time (shorter only for a job that
-COMPLETED well under its limit; longer only for a TIMEOUT that was making progress),
---cpus-per-gpu (more only when the diagnosis is `input_bound`; fewer when most cores idled)
-and mixed precision when busy GPUs left the tensor cores unused.
+interactive sessions and batch jobs), fewer GPUs or one MIG slice when a multi-GPU job's
+`overallocated` finding says they would hold its whole use, a MIG slice (one-GPU jobs, from
+their own usage), --cpus-per-gpu and --mem-per-gpu
+for each resource a `stranded_gpus` finding says stranded the node's other GPUs, --time
+(shorter only for a job that COMPLETED well under its limit; longer only for a TIMEOUT that
+was making progress), --cpus-per-gpu (more only when the diagnosis is `input_bound`; fewer
+when most cores idled) and mixed precision when busy GPUs left the tensor cores unused.
+
+No advice means "sized well" only for a job with telemetry (`when_no_advice`): a job whose
+GPUs reported nothing was not judged at all.
 """
 
 from __future__ import annotations
@@ -34,9 +40,30 @@ from detectors.recommend.mig_packing import PROFILES, profile_for, profile_name
 from detectors.recommend.recommendation import hhmmss, round_up
 from detectors.wording import counted, noun_for
 
-__all__ = ["Advice", "AdviceThresholds", "advise"]
+__all__ = [
+    "HANG_FIX",
+    "Advice",
+    "AdviceThresholds",
+    "advise",
+    "host_request_options",
+    "when_no_advice",
+]
 
 HUNG_DETECTOR = "hung_job"
+STRANDED_DETECTOR = "stranded_gpus"
+OVERALLOCATED_DETECTOR = "overallocated"
+# how to make a hang fail fast: the Job page, `gpuledger job` and the alert emails say it alike
+HANG_FIX = (
+    "Give torch.distributed.init_process_group a timeout (e.g. timedelta(minutes=30)) with "
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING=1, or run a watchdog that exits when the step counter "
+    "stops, so the job fails in minutes instead of holding its GPUs; checkpoint so the rerun "
+    "resumes where it stopped."
+)
+NOTHING_TO_CHANGE = "Nothing to change: the job was sized well for what it did."
+NO_TELEMETRY = (
+    "No advice: no GPU telemetry was attributed to this job, so whether it was sized well "
+    "is unknown."
+)
 HW_FAILURE_DETECTOR = "failed_after_hw_event"
 CHECKPOINT_DETECTOR = "checkpoint_interval"
 # how a job can end by failing (Slurm states), for "failed after a hardware event"
@@ -142,11 +169,7 @@ def _hung_advice(
         Advice(
             "Make a hang fail fast",
             f"The GPUs reported a resident kernel while the SMs did nothing{how_long}: a hung "
-            "collective (NCCL) or a deadlock." + limit + " Give torch.distributed."
-            "init_process_group a timeout (e.g. timedelta(minutes=30)) with "
-            "TORCH_NCCL_ASYNC_ERROR_HANDLING=1, or run a watchdog that exits when the step "
-            "counter stops, so the job fails in minutes instead of holding its GPUs; "
-            "checkpoint so the rerun resumes where it stopped.",
+            "collective (NCCL) or a deadlock." + limit + " " + HANG_FIX,
         )
     ]
 
@@ -282,6 +305,75 @@ def _mig_advice(
     ]
 
 
+def _stranded_advice(findings: Sequence[Mapping[str, Any]], f: _Facts) -> list[Advice]:
+    found = next((x for x in findings if x.get("detector") == STRANDED_DETECTOR), None)
+    if found is None or f.gpus == 0:
+        return []
+    ev = _evidence(found)
+    options = host_request_options(ev)
+    if not options:
+        return []
+    cpus, mem = _num(ev.get("max_cpus_per_gpu")), _num(ev.get("max_mem_per_gpu_gib"))
+    requests = ([f'cpu: "{int(cpus) * f.gpus}"'] if cpus else []) + (
+        [f'memory: "{int(mem) * f.gpus}Gi"'] if mem else []
+    )
+    what = " and ".join((["cores"] if cpus else []) + (["memory"] if mem else []))
+    stranded, node_gpus = _num(ev.get("stranded_gpus")), _num(ev.get("node_gpus"))
+    left = (
+        f" left {int(stranded)} of the node's {counted(int(node_gpus), 'GPU')} unusable"
+        if stranded and node_gpus
+        else " left some of the node's GPUs unusable"
+    )
+    return [
+        Advice(
+            "Ask for no more than each GPU's share of the node",
+            f"Its {what} request{left}: a GPU is usable only with its share of the node's "
+            f"{what}. Ask for at most that share per GPU.",
+            " ".join(options),
+            f"requests: {{{', '.join(requests)}}}",
+        )
+    ]
+
+
+def host_request_options(evidence: Mapping[str, Any]) -> list[str]:
+    """The Slurm options that keep a `stranded_gpus` finding's job within each GPU's share of
+    its node: one for every resource (cores, memory) whose request stranded GPUs."""
+    cpus, mem = _num(evidence.get("max_cpus_per_gpu")), _num(evidence.get("max_mem_per_gpu_gib"))
+    return ([f"--cpus-per-gpu={int(cpus)}"] if cpus else []) + (
+        [f"--mem-per-gpu={int(mem)}G"] if mem else []
+    )
+
+
+def _fewer_gpus_advice(findings: Sequence[Mapping[str, Any]], f: _Facts) -> list[Advice]:
+    found = next((x for x in findings if x.get("detector") == OVERALLOCATED_DETECTOR), None)
+    if found is None or f.hung or f.gpus < 2:
+        return []  # one GPU: _mig_advice judges it from the job's own usage
+    ev = _evidence(found)
+    needed, profile = _num(ev.get("gpus_needed")), ev.get("mig_profile")
+    if isinstance(profile, str) and profile:
+        return [
+            Advice(
+                f"Use one MIG slice, not {f.gpus} GPUs",
+                f"All {f.gpus} GPUs together did less work and held less memory than one "
+                f"MIG {profile} slice holds: run the job on that one slice.",
+                f"--gres=gpu:{profile}:1",
+                f"limits: {{nvidia.com/mig-{profile}: 1}}",
+            )
+        ]
+    if needed is None or not 0 < needed < f.gpus:
+        return []
+    n = int(needed)
+    return [
+        Advice(
+            f"Ask for {counted(n, 'GPU')}, not {f.gpus}",
+            f"All {f.gpus} GPUs were active but lightly used: together they did the work of "
+            f"{counted(n, 'GPU')} or less, in both compute and memory.",
+            f"--gres=gpu:{n}",
+            f"limits: {{nvidia.com/gpu: {n}}}",
+        )
+    ]
+
+
 def _time_advice(job: Mapping[str, Any], f: _Facts, t: AdviceThresholds) -> list[Advice]:
     limit, runtime = _num(job.get("time_limit_s")), _num(job.get("runtime_s"))
     if not limit or runtime is None or f.hung or f.hw_failed:
@@ -312,7 +404,16 @@ def _time_advice(job: Mapping[str, Any], f: _Facts, t: AdviceThresholds) -> list
     return []
 
 
-def _cpu_advice(job: Mapping[str, Any], f: _Facts, t: AdviceThresholds) -> list[Advice]:
+def _stranded_cap(findings: Sequence[Mapping[str, Any]]) -> int | None:
+    """The most cores per GPU that strand none of the node's GPUs, from `stranded_gpus`."""
+    found = next((x for x in findings if x.get("detector") == STRANDED_DETECTOR), None)
+    cap = _num(_evidence(found).get("max_cpus_per_gpu")) if found is not None else None
+    return None if cap is None else int(cap)
+
+
+def _cpu_advice(
+    job: Mapping[str, Any], f: _Facts, t: AdviceThresholds, cap: int | None = None
+) -> list[Advice]:
     cpus = int(_num(job.get("cpus")) or 0)
     if f.gpus == 0 or f.hung:
         return []  # a hung job's cores idle with its GPUs: no advice from them
@@ -335,6 +436,7 @@ def _cpu_advice(job: Mapping[str, Any], f: _Facts, t: AdviceThresholds) -> list[
     used = cpu_time / runtime
     if used / cpus < t.cpu_efficiency_below:
         fewer = max(1, math.ceil(used * 1.25 / f.gpus))
+        fewer = fewer if cap is None else min(fewer, cap)  # and strand no GPU either
         if fewer < per_gpu:
             return [
                 Advice(
@@ -363,6 +465,12 @@ def _tensor_advice(job: Mapping[str, Any], f: _Facts, t: AdviceThresholds) -> li
     ]
 
 
+def when_no_advice(job: Mapping[str, Any]) -> str:
+    """What to say when `advise` has nothing: "sized well" only for a job with telemetry."""
+    observed = _num(job.get("observed_gpu_h"))
+    return NOTHING_TO_CHANGE if observed is not None and observed > 0 else NO_TELEMETRY
+
+
 def advise(
     job: Mapping[str, Any],
     gpus: Sequence[Mapping[str, Any]],
@@ -378,8 +486,10 @@ def advise(
         + _hw_advice(job, findings, f)
         + _gpu_advice(job, gpus, f)
         + _idle_advice(job, gpus, f, t)
+        + _fewer_gpus_advice(findings, f)
         + _mig_advice(job, gpus, f, t)
+        + _stranded_advice(findings, f)
         + _time_advice(job, f, t)
-        + _cpu_advice(job, f, t)
+        + _cpu_advice(job, f, t, _stranded_cap(findings))
         + _tensor_advice(job, f, t)
     )

@@ -6,6 +6,7 @@ import streamlit as st
 
 from app import charts, data, scope
 from app.downloads import show_table
+from detectors.job_advice import when_no_advice
 
 s = scope.current()
 viewer = s.viewer.user_filter
@@ -76,8 +77,10 @@ if job.get("shared"):
 st.subheader("What to change next time")
 # the same engine and inputs as `gpuledger job` (detectors/job_advice.py)
 advice = data.job_advice(s.root, s.cluster, job_id)
-if not advice:
-    st.success("Nothing to change: the job used what it asked for.")
+if not advice and observed > 0:
+    st.success(when_no_advice(job))
+elif not advice:
+    st.warning(when_no_advice(job), icon=":material/visibility_off:")
 for item in advice:
     with st.container(border=True):
         st.markdown(f"**{item.headline}** — {item.reason}")

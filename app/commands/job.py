@@ -59,6 +59,7 @@ def _when(ts: dt.datetime | None) -> str:
 def render_text(report: JobReport, *, detected: bool = False) -> str:
     """The report as jobstats users know it, plus per-GPU sparklines, diagnosis and findings."""
     from app.sparkline import render_sparkline
+    from detectors.job_advice import when_no_advice
 
     job = report.job
     limit, runtime = job.get("time_limit_s"), job.get("runtime_s")
@@ -162,7 +163,7 @@ def render_text(report: JobReport, *, detected: bool = False) -> str:
                 lines.append(f"      {setting}")
             lines += _wrap(a.reason, "      ", "      ")
     else:
-        lines.append("  Nothing to change: the job was sized well for what it did.")
+        lines += _wrap(when_no_advice(job))
     return "\n".join(lines) + "\n"
 
 

@@ -152,22 +152,60 @@ def _mig_profile(fb_frac: float | None, busy: float | None) -> tuple[int, float]
 
 
 def _mig_candidates(jobs: pl.DataFrame, t: EfficiencyThresholds) -> pl.DataFrame:
+    """Lightly used jobs: one MIG slice where one slice holds the job's whole use (all its
+    GPUs' compute and memory together), else fewer whole GPUs (a multi-GPU job); else none."""
     busy = pl.coalesce("sm_active_mean", "busy_mean")
     fb_frac = pl.col("fb_used_mib_max") / pl.col("fb_total_mib")
+    gpus = pl.col("gpus").fill_null(1).clip(1)
     small = jobs.with_columns(fb_frac.alias("fb_frac"), busy.alias("busy")).filter(
         (pl.col("fb_frac") <= t.mig_fb_max_frac)
         & (pl.col("busy") <= t.mig_busy_max)
         & (pl.col("busy_mean") >= t.mig_busy_min)
-        & (pl.col("observed_gpu_h") / pl.col("gpus").clip(1) >= t.mig_min_hours)
+        & (pl.col("observed_gpu_h") / gpus >= t.mig_min_hours)
     )
-    profiles = [_mig_profile(f, b) for f, b in zip(small["fb_frac"], small["busy"], strict=True)]
-    small = small.with_columns(
-        pl.Series("slices", [p[0] if p else None for p in profiles], pl.Int64),
-        pl.Series("mem_frac", [p[1] if p else None for p in profiles], pl.Float64),
-    ).filter(pl.col("slices").is_not_null())
+    # the whole job's use: each GPU's peak memory and mean activity, times its GPUs
+    n = small.select(gpus).to_series()
+    profiles = [
+        _mig_profile(f * k, b * k)
+        for f, b, k in zip(small["fb_frac"], small["busy"], n, strict=True)
+    ]
+    # GPUs enough for all of it (with the same headroom), where no one slice is
+    needed = (
+        (pl.max_horizontal(pl.col("busy"), pl.col("fb_frac")) * gpus * MIG_HEADROOM)
+        .ceil()
+        .clip(1)
+        .cast(pl.Int64)
+    )
+    small = (
+        small.with_columns(
+            pl.Series("slices", [p[0] if p else None for p in profiles], pl.Int64),
+            pl.Series("mem_frac", [p[1] if p else None for p in profiles], pl.Float64),
+        )
+        .with_columns(
+            pl.when(pl.col("slices").is_null()).then(needed).alias("gpus_needed"),
+        )
+        .filter(pl.col("slices").is_not_null() | (pl.col("gpus_needed") < gpus))
+    )
     gb = (pl.col("fb_total_mib") * pl.col("mem_frac") / 1024).round(0).cast(pl.Int64)
     profile = pl.format("{}g.{}gb", "slices", gb)
-    saved = pl.col("alloc_gpu_h") * (1 - pl.col("slices") / 7)
+    saved = (
+        pl.when(pl.col("slices").is_not_null())
+        .then(pl.col("alloc_gpu_h") * (1 - pl.col("slices") / 7 / gpus))
+        .otherwise(pl.col("alloc_gpu_h") * (1 - pl.col("gpus_needed") / gpus))
+    )
+    change = (
+        pl.when(pl.col("slices").is_null())
+        .then(
+            pl.format(
+                "together {} would do: ask for --gres=gpu:{}",
+                counted_expr("gpus_needed", "GPU"),
+                "gpus_needed",
+            )
+        )
+        .when(gpus > 1)
+        .then(pl.format("one MIG {} slice would hold all of it", "mig_profile"))
+        .otherwise(pl.format("a MIG {} slice would do", "mig_profile"))
+    )
     return (
         small.with_columns(
             profile.alias("mig_profile"),
@@ -184,17 +222,24 @@ def _mig_candidates(jobs: pl.DataFrame, t: EfficiencyThresholds) -> pl.DataFrame
         )
         .with_columns(
             pl.format(
-                "Job {} ({}): peak memory {}% of a GPU and {}% busy on {}; a MIG {} slice "
-                "would do (frees {} GPU-h)",
+                "Job {} ({}): peak memory {}% of a GPU and {}% busy on {}; {} (frees {} GPU-h)",
                 "job_id",
                 pl.col("user").fill_null("unknown user"),
                 (pl.col("fb_frac") * 100).round(0).cast(pl.Int64),
                 (pl.col("busy") * 100).round(0).cast(pl.Int64),
                 counted_expr("gpus", "GPU"),
-                "mig_profile",
+                change,
                 saved.round(2),
             ).alias("message"),
-            evidence("fb_used_mib_max", "fb_total_mib", "busy", "gpus", "mig_profile", "model"),
+            evidence(
+                "fb_used_mib_max",
+                "fb_total_mib",
+                "busy",
+                "gpus",
+                "mig_profile",
+                "gpus_needed",
+                "model",
+            ),
         )
         .pipe(as_frame)
     )

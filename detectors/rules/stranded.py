@@ -49,8 +49,14 @@ def _detect(jobs: pl.DataFrame, config: RuleConfig, window: Window) -> pl.DataFr
     found = jobs.with_columns(
         (free - usable).cast(pl.Int64).alias("stranded_gpus"),
         (pl.col("cpus") / pl.col("gpus")).alias("cpus_per_gpu"),
-        per_gpu_cpus.floor().cast(pl.Int64).alias("fair_cpus_per_gpu"),
-        (by_cpu < by_mem.fill_null(float("inf"))).alias("cpu_bound"),
+        # the most of each resource per GPU that leaves the other GPUs their share; null
+        # where that resource strands none of them (only what strands GPUs needs changing)
+        pl.when(by_cpu.fill_nan(None) < free)
+        .then(per_gpu_cpus.floor().cast(pl.Int64))
+        .alias("max_cpus_per_gpu"),
+        pl.when(by_mem.fill_nan(None) < free)
+        .then((per_gpu_mem / 1024).floor().cast(pl.Int64))
+        .alias("max_mem_per_gpu_gib"),
     ).filter(
         (pl.col("stranded_gpus") >= max(t.min_stranded_gpus, 1))
         & (pl.col("runtime_s") >= t.min_runtime_minutes * 60)
@@ -67,7 +73,7 @@ def _detect(jobs: pl.DataFrame, config: RuleConfig, window: Window) -> pl.DataFr
         (pl.col("stranded_gpus") * runtime_h).alias("gpu_h_at_stake"),
         pl.format(
             "Job {} ({}): {} with {} and {} GiB on {} left {} of the node's {} GPUs "
-            "unusable for {} h ({} GPU-h); ask for --cpus-per-gpu={} or less",
+            "unusable for {} h ({} GPU-h); ask for {}",
             "job_id",
             pl.col("user").fill_null("unknown user"),
             counted_expr("gpus", "GPU"),
@@ -78,7 +84,12 @@ def _detect(jobs: pl.DataFrame, config: RuleConfig, window: Window) -> pl.DataFr
             pl.col("node_gpus").cast(pl.Int64),
             runtime_h.round(2),
             (pl.col("stranded_gpus") * runtime_h).round(2),
-            "fair_cpus_per_gpu",
+            pl.concat_str(
+                pl.format("--cpus-per-gpu={} or less", "max_cpus_per_gpu"),
+                pl.format("--mem-per-gpu={}G or less", "max_mem_per_gpu_gib"),
+                separator=" and ",
+                ignore_nulls=True,
+            ),
         ).alias("message"),
         evidence(
             "gpus",
@@ -88,6 +99,8 @@ def _detect(jobs: pl.DataFrame, config: RuleConfig, window: Window) -> pl.DataFr
             "node_cpus_seen",
             "node_mem_mib_seen",
             "stranded_gpus",
+            "max_cpus_per_gpu",
+            "max_mem_per_gpu_gib",
         ),
     ).pipe(as_frame)
 

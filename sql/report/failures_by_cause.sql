@@ -3,7 +3,7 @@
 -- they were requeued.
 --
 -- Grain:   one row per (account, outcome, cause)
--- Reads:   job_outcomes, jobs_latest
+-- Reads:   job_outcomes, jobs_latest, findings
 -- Params:
 --   $cluster       cluster name
 --   $week_start_e  start of the week (epoch seconds)
@@ -15,8 +15,10 @@
 -- application's doing); the rest of gpu_h_lost, lost when its last run did not finish, is
 -- 'hardware' when job_outcomes saw an XID, ECC, row-remap or offline event on the job's GPUs
 -- before it ended; else 'node' for a NODE_FAIL (the node failed under the job: not the
--- application's fault, as detectors/job_advice.py tells its owner); 'scheduler' for
--- preemptions and time limits; else 'application'.
+-- application's fault, as detectors/job_advice.py tells its owner); 'hang' when the job has
+-- a hung_job finding (a hung job that reached its time limit ran out of time because it hung,
+-- as `gpuledger job` tells its owner); 'scheduler' for preemptions and time limits; else
+-- 'application'.
 
 WITH ended AS (
     SELECT
@@ -25,6 +27,11 @@ WITH ended AS (
         CASE
             WHEN o.hw_event_before_end THEN 'hardware'
             WHEN o.outcome = 'node_fail' THEN 'node'
+            WHEN EXISTS (
+                SELECT 1
+                FROM findings AS f
+                WHERE f.cluster = o.cluster AND f.job_id = o.job_id AND f.detector = 'hung_job'
+            ) THEN 'hang'
             WHEN o.outcome IN ('preempted', 'timeout') THEN 'scheduler'
             ELSE 'application'
         END AS last_run_cause,

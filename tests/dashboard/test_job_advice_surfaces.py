@@ -65,6 +65,8 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
             cpu_time_s=2 * H,  # 2 of 16 cores: no --cpus-per-gpu after a node failure
             job_name="llama-pt",
         ),
+        # ran to completion near its limit, but its GPUs sent no telemetry at all
+        r.job("dark", 0, H, gpus=1, state="COMPLETED", time_limit_s=int(H), interactive=False),
     ]
     job_gpus = [r.job_gpu("hung", 0, 2 * H, gpu_index=i) for i in (0, 1)] + [
         r.job_gpu("nodefail", 0, H, gpu_index=i) for i in (2, 3)
@@ -175,3 +177,23 @@ def test_the_job_page_shows_the_bottleneck_the_cli_diagnoses(lake, monkeypatch, 
         assert cli_said["diagnosis"] == diagnosis
         [warning] = at.warning
         assert "NCCL_TIMEOUT" in warning.value
+
+
+def test_a_job_without_telemetry_is_not_called_sized_well(lake, monkeypatch):
+    runner = CliRunner(env={k: None for k in os.environ if k.startswith("GPULEDGER_")})
+    text = runner.invoke(cli, ["job", "dark", "--lake", str(lake)])
+    assert text.exit_code == 0, text.output
+    next_time = text.output.split("Next Time")[1]
+    assert "No advice: no GPU telemetry was attributed to this job" in next_time
+    assert "sized well for" not in next_time
+
+    monkeypatch.setenv("GPULEDGER_LAKE", str(lake))
+    for name in ("GPULEDGER_DASHBOARD_MANAGERS", "GPULEDGER_DASHBOARD_COST_PER_GPU_HOUR"):
+        monkeypatch.delenv(name, raising=False)
+    at = AppTest.from_file(str(ENTRY), default_timeout=60)
+    at.session_state["job_id_input"] = "dark"
+    at.switch_page(PAGES["job"])
+    at.run()
+    assert not at.exception, at.exception
+    assert not [a.value for a in at.success if "Nothing to change" in a.value]
+    assert [w.value for w in at.warning if w.value.startswith("No advice: no GPU telemetry")]

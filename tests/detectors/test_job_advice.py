@@ -298,3 +298,55 @@ def test_each_item_is_written_for_the_jobs_scheduler():
     assert advice.setting("slurm") == "#SBATCH --time=18:00:00"
     assert advice.setting("kubernetes") == advice.kubernetes
     assert Advice("Use the tensor cores", "why").setting("slurm") is None
+
+
+# ---------------------------------------------------------------- stranded, fewer GPUs, no data
+
+
+def test_a_job_that_stranded_gpus_by_cpus_and_memory_is_told_to_cap_both():
+    stranded = finding(
+        "stranded_gpus", stranded_gpus=6, node_gpus=8, max_cpus_per_gpu=12, max_mem_per_gpu_gib=120
+    )
+    advice = run(findings=[stranded], gpus=2, observed_gpu_h=20.0, cpus=96, cpu_time_s=0.0)
+    [cap] = [a for a in advice if a.option and "--mem-per-gpu" in a.option]
+    assert cap.option == "--cpus-per-gpu=12 --mem-per-gpu=120G"
+    assert cap.kubernetes == 'requests: {cpu: "24", memory: "240Gi"}'
+    assert "6 of the node's 8 GPUs" in cap.reason
+
+
+def test_memory_alone_stranding_gpus_asks_only_for_less_memory():
+    stranded = finding("stranded_gpus", stranded_gpus=5, node_gpus=8, max_mem_per_gpu_gib=10)
+    [cap] = [a for a in run(findings=[stranded]) if a.option]
+    assert cap.option == "--mem-per-gpu=10G"
+    assert "memory" in cap.reason and "cores" not in cap.reason
+
+
+def test_idle_cores_advice_is_capped_at_the_share_that_strands_nothing():
+    stranded = finding("stranded_gpus", stranded_gpus=3, node_gpus=8, max_cpus_per_gpu=4)
+    # 15 of 32 cores used on 4 GPUs: 5 per GPU would do for the cores, but 4 strands nothing
+    options = [a.option for a in run(findings=[stranded], cpu_time_s=15 * 10 * H) if a.option]
+    assert options == ["--cpus-per-gpu=4", "--cpus-per-gpu=4"]
+
+
+def test_an_overallocated_multi_gpu_job_is_told_how_many_gpus_to_ask_for():
+    over = finding("overallocated", gpus=4, gpus_needed=1, mig_profile=None)
+    advice = run(findings=[over], busy_mean=0.09, tensor_active_mean=None)
+    assert [a.option for a in advice] == ["--gres=gpu:1"]
+    assert advice[0].headline == "Ask for 1 GPU, not 4"
+    assert not any("MIG" in a.headline for a in advice)
+
+
+def test_sized_well_is_said_only_of_a_job_with_telemetry():
+    from detectors.job_advice import when_no_advice
+
+    assert when_no_advice(WELL_USED).startswith("Nothing to change")
+    for unobserved in (0.0, None):
+        said = when_no_advice({**WELL_USED, "observed_gpu_h": unobserved})
+        assert said.startswith("No advice: no GPU telemetry") and "sized well for" not in said
+
+
+def test_a_multi_gpu_job_one_slice_holds_is_told_that_slice():
+    over = finding("overallocated", gpus=2, gpus_needed=None, mig_profile="2g.20gb")
+    advice = run(findings=[over], gpus=2, observed_gpu_h=20.0, busy_mean=0.09)
+    assert advice[0].headline == "Use one MIG slice, not 2 GPUs"
+    assert advice[0].option == "--gres=gpu:2g.20gb:1"

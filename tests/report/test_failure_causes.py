@@ -1,6 +1,7 @@
 """§5's failure causes agree with `gpuledger job`: a NODE_FAIL is the node's fault, not the
 application's; a hardware event on the job's GPUs before it ended makes it 'hardware'; the runs
-before a requeue are lost to 'requeue'."""
+before a requeue are lost to 'requeue'; a hung job that hit its time limit is lost to 'hang', not
+to the 'scheduler'."""
 
 from __future__ import annotations
 
@@ -16,8 +17,26 @@ WEEK = IsoWeek(2024, 9)
 
 @pytest.fixture(scope="module")
 def causes(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lake")
+    r.land(
+        root,
+        "findings",
+        [
+            {
+                "cluster": r.CLUSTER,
+                "finding_id": "f-hung",
+                "detector": "hung_job",
+                "severity": "critical",
+                "subject_kind": "job",
+                "subject_id": "hung",
+                "job_id": "hung",
+                "detected_ts": r.at(H),
+                "message": "hung: GPU_UTIL 100% but SM activity ~0",
+            }
+        ],
+    )
     con = r.build_lake(
-        tmp_path_factory.mktemp("lake"),
+        root,
         jobs=[
             r.job("nf", 0, H, state="NODE_FAIL"),  # node failed, no GPU event seen
             r.job("nfx", 0, H, state="NODE_FAIL", user="bob"),  # an XID 79 came first
@@ -26,6 +45,10 @@ def causes(tmp_path_factory):
             r.job("rq", 1200, H, requeues=1),
             # requeued after 600 s, then failed: both runs lost, for different causes
             r.job("rqf", 600, H, state="FAILED", requeues=1, user="carol"),
+            # hung until its time limit: the hang's doing, not the scheduler's
+            r.job("hung", 0, H, state="TIMEOUT", time_limit_s=int(H), user="dave"),
+            # an ordinary time limit reached
+            r.job("slow", 0, H, state="TIMEOUT", time_limit_s=int(H), user="erin"),
         ],
         job_gpus=[
             r.job_gpu("nf", 0, H, node="g002"),
@@ -35,6 +58,8 @@ def causes(tmp_path_factory):
             r.job_gpu("rq", 1200, H, node="g004"),
             r.job_gpu("rqf", 0, 600, node="g005"),
             r.job_gpu("rqf", 600, H, node="g005"),
+            r.job_gpu("hung", 0, H, node="g006"),
+            r.job_gpu("slow", 0, H, node="g007"),
         ],
         events=[r.event(600, "xid", 79, gpu_index=1)],
         gpus=[r.gpu(), r.gpu(gpu_index=1), r.gpu("g002"), r.gpu("g003")],
@@ -56,6 +81,8 @@ def test_a_node_failure_is_not_an_application_fault(causes):
         ("failed", "application"): 2,
         ("failed", "requeue"): 1,
         ("completed", "requeue"): 1,
+        ("timeout", "hang"): 1,
+        ("timeout", "scheduler"): 1,
     }
 
 

@@ -125,3 +125,54 @@ def test_high_power_at_low_activity_is_a_power_cap_candidate(tmp_path):
 
 def test_no_jobs_no_findings(tmp_path):
     assert run(tmp_path, []) == []
+
+
+def test_a_multi_gpu_job_gets_a_mig_slice_only_if_one_slice_holds_all_of_it(tmp_path):
+    two = {"gpus": 2, "alloc_gpu_h": 8.0, "observed_gpu_h": 8.0}
+    usages = [
+        # 2 GPUs, each 9 % busy and 7 % of its memory: 18 % of a GPU's work in all (21.6 %
+        # with headroom), more than a 1g slice (1/7) holds, but one 2g.20gb slice holds it
+        usage("20", 0, 14400, busy_mean=0.09, sm_active_mean=0.09, fb_used_mib_max=5709.0, **two),
+        # 2 GPUs at 3 % each and 4 % memory: one 1g.10gb slice holds both (7.2 %, 9.6 %)
+        usage("21", 0, 14400, busy_mean=0.03, sm_active_mean=0.03, fb_used_mib_max=3262.0, **two),
+        # 2 GPUs at 25 % each: 60 % of a GPU with headroom, more than a 4g slice: one GPU
+        usage("23", 0, 14400, busy_mean=0.25, sm_active_mean=0.25, fb_used_mib_max=5709.0, **two),
+    ]
+    days = [
+        device_day(j, i, observed_s=14400, busy=0.05) for j in ("20", "21", "23") for i in (0, 1)
+    ]
+    found = {
+        f["subject_id"]: f
+        for f in run(tmp_path, usages, days=days)
+        if f["detector"] == "overallocated"
+    }
+    assert "on 2 GPUs; one MIG 2g.20gb slice would hold all of it" in found["20"]["message"]
+    assert found["20"]["gpu_h_at_stake"] == pytest.approx(8.0 * (1 - 2 / 14))
+    assert "on 2 GPUs; one MIG 1g.10gb slice would hold all of it" in found["21"]["message"]
+    assert found["21"]["gpu_h_at_stake"] == pytest.approx(8.0 * (1 - 1 / 14))
+    fewer = found["23"]
+    assert "MIG" not in fewer["message"]
+    assert "together 1 GPU would do: ask for --gres=gpu:1" in fewer["message"]
+    assert '"gpus_needed":1' in fewer["evidence"] and '"mig_profile":null' in fewer["evidence"]
+    assert fewer["gpu_h_at_stake"] == pytest.approx(8.0 / 2)
+
+
+def test_a_lightly_used_job_on_many_gpus_is_told_how_many_it_needs(tmp_path):
+    # 8 GPUs, each 25 % busy and 10 % of memory: 2 GPUs of work, 2.4 with headroom: 3 GPUs
+    usages = [
+        usage(
+            "22",
+            0,
+            4 * 3600,
+            gpus=8,
+            alloc_gpu_h=32.0,
+            observed_gpu_h=32.0,
+            busy_mean=0.25,
+            sm_active_mean=0.25,
+            fb_used_mib_max=0.10 * 81559,
+        )
+    ]
+    days = [device_day("22", i, observed_s=4 * 3600, busy=0.25) for i in range(8)]
+    [finding] = [f for f in run(tmp_path, usages, days=days) if f["detector"] == "overallocated"]
+    assert "on 8 GPUs; together 3 GPUs would do: ask for --gres=gpu:3" in finding["message"]
+    assert finding["gpu_h_at_stake"] == pytest.approx(32.0 * 5 / 8)

@@ -183,7 +183,7 @@ def test_one_gpu_with_all_the_nodes_cpus_strands_seven(tmp_path):
     assert finding["detector"] == "stranded_gpus" and finding["subject_id"] == "9"
     assert finding["gpu_h_at_stake"] == pytest.approx(7 * 2.0)
     assert "left 7 of the node's 8 GPUs unusable" in finding["message"]
-    assert "--cpus-per-gpu=12" in finding["message"]
+    assert finding["message"].endswith("ask for --cpus-per-gpu=12 or less")  # memory was fair
 
 
 def test_memory_can_strand_gpus_too(tmp_path):
@@ -197,6 +197,26 @@ def test_memory_can_strand_gpus_too(tmp_path):
     ]
     [finding] = run(tmp_path, stranded.RULES, jobs=jobs)
     assert '"stranded_gpus":5' in finding["evidence"]
+    # 80 GiB / 8 GPUs: 10 GiB each; the CPUs were fair, so only memory needs changing
+    assert finding["message"].endswith("ask for --mem-per-gpu=10G or less")
+
+
+def test_when_cpus_and_memory_both_strand_gpus_the_advice_fixes_both(tmp_path):
+    jobs = [
+        *[
+            job(f"f{i}", 0, 3600, gpus=1, cpus=12, mem_req_mib=10240, nodes=["g001"])
+            for i in range(8)
+        ],
+        # 2 GPUs with all 96 CPUs and all 80 GiB: a smaller CPU request alone strands 6 still
+        job("9", 3600, 7200, gpus=2, cpus=96, mem_req_mib=81920, nodes=["g001"]),
+    ]
+    [finding] = run(tmp_path, stranded.RULES, jobs=jobs)
+    assert "left 6 of the node's 8 GPUs unusable" in finding["message"]
+    assert finding["message"].endswith(
+        "ask for --cpus-per-gpu=12 or less and --mem-per-gpu=10G or less"
+    )
+    assert '"max_cpus_per_gpu":12' in finding["evidence"]
+    assert '"max_mem_per_gpu_gib":10' in finding["evidence"]
 
 
 def test_no_jobs_no_findings_for_any_of_these_families(tmp_path):
