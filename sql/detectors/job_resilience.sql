@@ -27,7 +27,7 @@ SELECT
     coalesce(j.requeues, 0) AS requeues,
     o.alloc_gpu_h,
     o.gpu_h_lost,
-    o.gpu_h_lost_requeue,
+    coalesce(o.gpu_h_lost_requeue, 0.0) AS gpu_h_lost_requeue,  -- null: a mart built before it
     o.hw_event_before_end,
     o.hw_event_kinds,
     o.outcome = 'node_fail' OR o.requeued OR (o.failed AND o.hw_event_before_end) AS interrupted

@@ -35,8 +35,9 @@ WITH ended AS (
             WHEN o.outcome IN ('preempted', 'timeout') THEN 'scheduler'
             ELSE 'application'
         END AS last_run_cause,
-        o.gpu_h_lost - o.gpu_h_lost_requeue AS last_run_gpu_h,
-        o.gpu_h_lost_requeue
+        -- (null in a mart an earlier version built, until `attribute` rebuilds it: none known)
+        o.gpu_h_lost - coalesce(o.gpu_h_lost_requeue, 0.0) AS last_run_gpu_h,
+        coalesce(o.gpu_h_lost_requeue, 0.0) AS gpu_h_lost_requeue
     FROM job_outcomes AS o
     JOIN jobs_latest AS j
         ON j.cluster = o.cluster AND j.job_id = o.job_id

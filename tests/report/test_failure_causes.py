@@ -7,16 +7,23 @@ from __future__ import annotations
 
 import pytest
 
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
 from app.report.week import IsoWeek
 from tests.marts import rows as r
-from warehouse import queries
+from warehouse import layout, queries
+from warehouse.connection import connect
 
 H = 3600.0
 WEEK = IsoWeek(2024, 9)
 
 
 @pytest.fixture(scope="module")
-def causes(tmp_path_factory):
+def lake(tmp_path_factory):
     root = tmp_path_factory.mktemp("lake")
     r.land(
         root,
@@ -64,14 +71,25 @@ def causes(tmp_path_factory):
         events=[r.event(600, "xid", 79, gpu_index=1)],
         gpus=[r.gpu(), r.gpu(gpu_index=1), r.gpu("g002"), r.gpu("g003")],
     )
-    frame = queries.run(
-        con,
-        "report/failures_by_cause",
-        cluster=r.CLUSTER,
-        week_start_e=WEEK.start.timestamp(),
-        week_end_e=WEEK.end.timestamp(),
-    )
+    con.close()
+    return root
+
+
+def by_cause(root: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    with connect(root) as con:
+        frame = queries.run(
+            con,
+            "report/failures_by_cause",
+            cluster=r.CLUSTER,
+            week_start_e=WEEK.start.timestamp(),
+            week_end_e=WEEK.end.timestamp(),
+        )
     return {(row["outcome"], row["cause"]): row for row in frame.to_dicts()}
+
+
+@pytest.fixture(scope="module")
+def causes(lake):
+    return by_cause(lake)
 
 
 def test_a_node_failure_is_not_an_application_fault(causes):
@@ -91,3 +109,23 @@ def test_runs_before_a_requeue_are_lost_to_the_requeue_whatever_the_last_run_did
     assert causes[("failed", "requeue")]["gpu_h_lost"] == pytest.approx(600 / H)
     # app's whole hour and rqf's last run (H - 600 s)
     assert causes[("failed", "application")]["gpu_h_lost"] == pytest.approx(2 - 600 / H)
+
+
+def test_a_job_outcomes_mart_built_before_the_requeue_column_still_counts_failures(
+    lake, causes, tmp_path
+):
+    """Marts an earlier version built (no gpu_h_lost_requeue) until `attribute` rebuilds them:
+    the failures of the week still count, with nothing lost to requeues."""
+    old = tmp_path / "old"
+    shutil.copytree(lake, old)
+    for path in layout.table_files(old, "job_outcomes"):
+        table = pq.read_table(path)
+        pq.write_table(table.drop_columns(["gpu_h_lost_requeue"]), path)
+
+    before = by_cause(old)
+
+    assert (
+        before[("node_fail", "node")]["gpu_h_lost"] == causes[("node_fail", "node")]["gpu_h_lost"]
+    )
+    assert before[("timeout", "hang")]["gpu_h_lost"] == pytest.approx(1.0)
+    assert ("completed", "requeue") not in before  # not known: none counted
