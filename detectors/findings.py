@@ -35,6 +35,7 @@ __all__ = [
     "empty_frame",
     "finding_id",
     "read_findings",
+    "seen_since",
     "to_findings",
     "write_findings",
 ]
@@ -144,6 +145,19 @@ def read_findings(root: Path, cluster: str | None = None) -> pa.Table:
     if not parts:
         return FINDINGS_SCHEMA.empty_table()
     return pa.concat_tables(parts)
+
+
+def seen_since(findings: pa.Table, since: dt.datetime) -> pa.Table:
+    """The findings about problems seen at or after `since`: their span ends then or later, or
+    is still open (no `end_ts`).
+
+    `gpuledger detect --since` keeps only these. Their figures must still come from all the
+    data (a job's whole run, a user's whole 7 days): a finding keeps its id when found again,
+    so one computed from part of its data would overwrite the complete one.
+    """
+    end = findings.column("end_ts")
+    later = pc.greater_equal(end, pa.scalar(since, type=end.type))
+    return findings.filter(pc.or_kleene(pc.is_null(end), later))
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,15 +32,19 @@ __all__ = [
     "rule_findings",
 ]
 
-# (connection, now, since) -> a table in the `findings` schema (warehouse.schema FINDINGS)
+# (connection, now, since) -> a table in the `findings` schema (warehouse.schema FINDINGS).
+# `since` may only narrow which subjects a producer examines: each finding's figures come from
+# all the lake's data (a job's whole run, a user's whole 7 days), since a finding found again
+# replaces the stored one under its id. `detect_once` then keeps the findings seen since then.
 FindingProducer = Callable[["duckdb.DuckDBPyConnection", dt.datetime, dt.datetime], "pa.Table"]
 
 
 def rule_findings(con: duckdb.DuckDBPyConnection, now: dt.datetime, since: dt.datetime) -> pa.Table:
-    """The waste and health rules with their default thresholds."""
+    """The waste and health rules with their default thresholds, over all the data (their
+    windows would cut a job's run or a user's 7 days at `since`)."""
     from detectors.rules import RuleConfig, run_rules
 
-    return run_rules(con, RuleConfig(), now, since)
+    return run_rules(con, RuleConfig(), now)
 
 
 TOP_FINDINGS = 5  # how many findings the summary spells out
@@ -49,10 +53,12 @@ TOP_FINDINGS = 5  # how many findings the summary spells out
 def bottleneck_producer(
     con: duckdb.DuckDBPyConnection, now: dt.datetime, since: dt.datetime
 ) -> pa.Table:
-    """Jobs whose bottleneck (input-, memory-, communication-bound, underused) has a fix."""
+    """Jobs whose bottleneck (input-, memory-, communication-bound, underused) has a fix (every
+    job: one started before `since` may still run after it)."""
     from detectors.bottleneck_findings import bottleneck_findings
+    from detectors.rules.base import EPOCH
 
-    return bottleneck_findings(con, now, since)
+    return bottleneck_findings(con, now, EPOCH)
 
 
 # Every producer's rows are merged and written once per run.
@@ -73,10 +79,15 @@ class DetectOutcome:
 def detect_once(
     lake: Path, now: dt.datetime, since: dt.datetime | None = None, *, recommend: bool = True
 ) -> DetectOutcome:
-    """Run every finding producer, upsert the findings, then replay the recommendations."""
+    """Run every finding producer, upsert the findings, then replay the recommendations.
+
+    With `since`, only findings about problems seen at or after it (their span ends then or
+    later, or is open) are stored; their figures come from all the data, so a finding found
+    whole before is stored again as it was, not with the figures of a shorter window.
+    """
     import pyarrow as pa
 
-    from detectors.findings import FINDINGS_SCHEMA, write_findings
+    from detectors.findings import FINDINGS_SCHEMA, seen_since, write_findings
     from detectors.models import producer as model_producer
     from detectors.rules.base import EPOCH
     from warehouse.connection import connect
@@ -95,6 +106,8 @@ def detect_once(
     findings = pa.concat_tables(
         [FINDINGS_SCHEMA.empty_table()] + [conform(TABLES["findings"], table) for table in tables]
     )
+    if since is not None:
+        findings = seen_since(findings, since)
     result = write_findings(lake, findings)
     stored = 0
     if recommend:
@@ -150,7 +163,8 @@ def _summary(findings: pa.Table) -> list[str]:
     "--since",
     type=Timestamp(),
     default=None,
-    help="Look only at data from this time on (ISO, UTC) [default: everything].",
+    help="Store only findings about problems seen from this time on (ISO, UTC); their figures "
+    "still come from all the data: a job's whole run, a user's whole 7 days [default: all].",
 )
 @click.option(
     "--now",
@@ -188,8 +202,10 @@ def command(lake: Path, since: dt.datetime | None, now: dt.datetime | None, quie
 
     \b
     Findings go to the lake's `findings` table: a problem found again keeps its finding_id
-    and first detected_ts, so running detect twice stores nothing twice. Build the marts
-    first with `gpuledger attribute`.
+    and first detected_ts, so running detect twice stores nothing twice. With --since, the
+    findings about problems that ended before it are left as stored; the others are computed
+    over all the data, so a finding is never rewritten from a shorter window. Build the
+    marts first with `gpuledger attribute`.
 
     \b
     Example:

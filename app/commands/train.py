@@ -36,9 +36,13 @@ def command(lake: Path, now: dt.datetime | None) -> None:
     with a JSON card (training window, features, metrics, alarm threshold). `gpuledger detect`
     then adds their predictions to the findings. Build the marts first (`gpuledger attribute`).
     A model the history cannot teach (no failure yet, too few jobs) is skipped with the reason.
+    A failing_gpu model whose alarm threshold could not be chosen on failures it did not train
+    on (none fell in the held-out 30 %, or none was warned of) is stored, but detect raises no
+    findings from it until a later train can check it; the output says so.
     """
+    from detectors.models.failing_gpu import not_evaluated
     from detectors.models.store import model_dir
-    from detectors.models.training import load_data, train_all
+    from detectors.models.training import FAILING_GPU, load_data, train_all
     from warehouse.connection import connect
 
     con = connect(lake, require=["gpu_samples", "jobs", "gpu_job_buckets"])
@@ -53,8 +57,12 @@ def command(lake: Path, now: dt.datetime | None) -> None:
             f"{k} {v:.3g}" for k, v in sorted(card.metrics.items()) if k.startswith("test_") and v
         )
         click.echo(
-            f"{name}: {card.rows:,} rows {card.window_start} .. {card.window_end}; {figures}"
+            f"{name}: {card.rows:,} rows {card.window_start} .. {card.window_end}"
+            + (f"; {figures}" if figures else "")
         )
+        why = not_evaluated(card) if name == FAILING_GPU else None
+        if why is not None:
+            click.echo(f"{name}: stored, but detect raises no findings from it: {why}")
     for name, why in sorted(trained.skipped.items()):
         click.echo(f"{name}: not trained ({why})", err=True)
     click.echo(f"Stored in {model_dir(lake)}.")

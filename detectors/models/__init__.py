@@ -69,7 +69,9 @@ def _failing_gpu(data: TrainingData, card: store.ModelCard, model: Any) -> pl.Da
     horizon = float(card.params.get("horizon_h", 24.0))
     frame = failing_gpu.label(failing_gpu.features(data.hourly), data.failures, horizon)
     scored = failing_gpu.score(model, frame)
-    threshold = card.threshold if card.threshold is not None else 0.5
+    if failing_gpu.not_evaluated(card) is not None or card.threshold is None:
+        return _frame(pl.DataFrame(schema={"detected_ts": _TS}))  # see `gpuledger train`
+    threshold = card.threshold
     episodes = failing_gpu.alarm_episodes(
         scored, threshold, float(card.params.get("merge_gap_h", 6.0))
     )
@@ -118,9 +120,15 @@ def _early_waste(
     hits = scored.filter(pl.col("score") >= threshold)
     if hits.is_empty():
         return _frame(pl.DataFrame(schema={"detected_ts": _TS}))
+    # What the job can still hold after the prediction: up to its time limit while it runs,
+    # what it did hold once it has ended (known as of `now`), never more than that.
+    ended = pl.col("end_ts").is_not_null()
+    held_s = pl.when(ended).then(pl.col("runtime_s")).otherwise(pl.col("time_limit_s"))
+    at_stake = pl.col("gpus") * (held_s - minutes * 60).clip(lower_bound=0) / 3600.0
+    hits = hits.with_columns(pl.when(ended).then(at_stake).alias("held_after_gpu_h"))
     msgs = [
-        early_waste.message(j, u or "unknown user", minutes, s)
-        for j, u, s in hits.select("job_id", "user", "score").iter_rows()
+        early_waste.message(j, u or "unknown user", minutes, s, held)
+        for j, u, s, held in hits.select("job_id", "user", "score", "held_after_gpu_h").iter_rows()
     ]
     at = pl.col("start_ts") + pl.duration(minutes=minutes)
     evidence = [
@@ -144,9 +152,7 @@ def _early_waste(
             pl.col("job_id").alias("subject_id"),
             pl.col("start_ts").alias("anchor_ts"),
             pl.lit(True).alias("predicted"),
-            (pl.col("gpus") * (pl.col("time_limit_s") - minutes * 60) / 3600.0).alias(
-                "gpu_h_at_stake"
-            ),
+            at_stake.alias("gpu_h_at_stake"),
             pl.Series("message", msgs, pl.String),
             pl.Series("evidence", evidence, pl.String),
             at.alias("detected_ts"),

@@ -141,9 +141,15 @@ def threshold_for_recall(labels: np.ndarray, scores: np.ndarray, recall: float) 
     return float(s[reach[0]]) if reach.size else float(s[-1])
 
 
-def message(job_id: str, user: str, minutes: int, score_: float) -> str:
-    """The finding's one line."""
-    return (
+def message(
+    job_id: str, user: str, minutes: int, score_: float, held_after_gpu_h: float | None = None
+) -> str:
+    """The finding's one line; `held_after_gpu_h` is what a job that has ended held after the
+    prediction (None while it runs)."""
+    said = (
         f"Job {job_id} ({user}), {minutes} min in: {score_:.0%} chance it stays idle or under "
-        "20 % busy for most of its run; check it before it holds its GPUs for hours"
+        "20 % busy for most of its run; "
     )
+    if held_after_gpu_h is None:
+        return said + "check it before it holds its GPUs for hours"
+    return said + f"it has ended, holding {held_after_gpu_h:.1f} GPU-h after that"

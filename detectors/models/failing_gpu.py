@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from detectors.models.store import NotEnoughHistory
+from detectors.models.store import ModelCard, NotEnoughHistory
 
 __all__ = [
     "DETECTOR",
@@ -30,6 +30,7 @@ __all__ = [
     "fit",
     "label",
     "message",
+    "not_evaluated",
     "score",
     "self_check",
 ]
@@ -286,16 +287,33 @@ def self_check(
 
 def choose_threshold(
     scored: pl.DataFrame, failures: pl.DataFrame, config: FailingGpuConfig
-) -> float:
+) -> float | None:
     """The threshold that warns for the most failures within the false-alarm budget (ties: the
-    highest threshold); 0.5 when no failure was seen."""
+    highest threshold); None when none warns of any (no failure seen, or none caught in time):
+    then there is no evidence for any threshold, and the model raises no findings."""
     best: tuple[int, float] = (-1, 0.99)
     for threshold in np.unique(np.round(np.linspace(0.05, 0.995, 64), 3)):
         check = self_check(scored, failures, float(threshold), config)
         rate = check.false_alarms_per_1000_gpu_days or 0.0
         if rate <= config.false_alarms_per_1000_gpu_days and check.warned >= best[0]:
             best = (check.warned, float(threshold))
-    return best[1] if best[0] > 0 else 0.5
+    return best[1] if best[0] > 0 else None
+
+
+def not_evaluated(card: ModelCard) -> str | None:
+    """Why a stored model's alarms cannot be trusted, so `detect` raises none (None: they can).
+
+    Its findings are critical (drain the GPU), so its threshold must have been chosen on
+    failures it did not train on, and must have warned of at least one of them.
+    """
+    if not card.metrics.get("held_out_failures"):
+        return (
+            "no GPU failure fell in its held-out data, so its alarm threshold could not be "
+            "chosen or checked"
+        )
+    if card.threshold is None:
+        return "no alarm threshold warned of a held-out failure within the false-alarm budget"
+    return None
 
 
 def message(gpu_uuid: str, node: str, score_: float, horizon_h: float) -> str:

@@ -105,7 +105,9 @@ def run_rules(
     """Run every rule over the lake behind `con`; return the findings (`findings` schema).
 
     `now` stamps `detected_ts` and ends windows such as "the last 7 days"; data before `since`
-    is not looked at.
+    is not looked at, so figures (a job's idle hours, a user's 7 days) then come from that data
+    only: `gpuledger detect --since` runs the rules over everything and keeps the findings seen
+    since (`detectors.findings.seen_since`) instead.
     """
     window = Window(now=now, since=since)
     return to_findings(detect_frame(con, config, window, rules), detected_ts=now)

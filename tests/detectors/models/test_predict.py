@@ -4,6 +4,8 @@ with stable ids, nothing from after `now`, and nothing at all before any model i
 from __future__ import annotations
 
 import datetime as dt
+import json
+import shutil
 from pathlib import Path
 
 import polars as pl
@@ -86,3 +88,46 @@ def test_the_detect_producer_drops_findings_raised_before_since(lake: Path) -> N
     rows = pl.DataFrame(producer(lake)(connect(lake), NOW, since))
     everything = pl.DataFrame(predict(connect(lake), lake, NOW))
     assert rows.height == everything.filter(pl.col("detected_ts") >= since).height > 0
+
+
+def test_a_failing_gpu_model_with_no_held_out_failure_raises_no_finding(
+    lake: Path, tmp_path: Path
+) -> None:
+    # M9: a card whose threshold was a default, not chosen on failures the model did not
+    # train on, raised critical findings anyway
+    def failing(root: Path) -> int:
+        found = pl.DataFrame(predict(connect(root), root, NOW))
+        return found.filter(pl.col("detector") == "failing_gpu_model").height
+
+    assert failing(lake) > 0
+    copy = tmp_path / "lake"
+    shutil.copytree(lake, copy)
+    path = copy / "_state" / "models" / "failing_gpu.json"
+    card = json.loads(path.read_text())
+    card["metrics"]["held_out_failures"] = 0
+    card["threshold"] = 0.5  # what such a card held before
+    path.write_text(json.dumps(card))
+    assert failing(copy) == 0
+
+
+def test_early_waste_at_stake_is_at_most_what_the_job_held_after_the_prediction(
+    lake: Path,
+) -> None:
+    # M9: at stake was GPUs x (time limit - minutes) even for jobs long over
+    found = pl.DataFrame(predict(connect(lake), lake, NOW)).filter(
+        pl.col("detector").str.starts_with("early_waste_model")
+    )
+    jobs = pl.DataFrame(
+        connect(lake)
+        .sql("SELECT job_id, gpus, start_ts, end_ts, time_limit_s FROM jobs_latest")
+        .arrow()
+    )
+    rows = found.join(jobs, left_on="subject_id", right_on="job_id", suffix="_job")
+    minutes = pl.col("detector").str.extract(r"_(\d+)m$").cast(pl.Int64)
+    at = pl.col("start_ts_job") + pl.duration(minutes=minutes)
+    ended = rows.filter(pl.col("end_ts_job") <= NOW)
+    assert ended.height > 0
+    held = pl.col("gpus") * (pl.col("end_ts_job") - at).dt.total_milliseconds() / 3.6e6
+    assert ended.filter(pl.col("gpu_h_at_stake") > held + 1e-3).height == 0
+    assert ended.filter(pl.col("gpus") * pl.col("time_limit_s") / 3600 > held + 1).height > 0
+    assert ended["message"].str.contains("it has ended, holding").all()

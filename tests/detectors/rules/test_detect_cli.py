@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from click.testing import CliRunner, Result
 
@@ -65,6 +68,54 @@ def test_detect_since_a_later_time_looks_at_less(lake: Path) -> None:
     result = invoke("detect", "--lake", str(lake), "--since", "2026-11-02T20:00", "-q")
     assert result.exit_code == 0, result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+def _as_told(findings: pa.Table) -> list[tuple[object, ...]]:
+    """What users and alerts see of each finding (a parallel sum's last bits aside)."""
+    return [
+        (f["finding_id"], f["severity"], f["message"], f["end_ts"], f["detected_ts"])
+        + (round(f["gpu_h_at_stake"] or 0.0, 9), f["score"])
+        for f in findings.to_pylist()
+    ]
+
+
+@pytest.mark.slow
+def test_detect_since_stores_again_what_the_whole_data_shows(lake: Path) -> None:
+    # H3: --since must not rewrite a finding under its id with the figures of a shorter window
+    # (a job's "1.28 h of 1.28 h observed — its whole run", a user's "7 days" of one day)
+    now = "2026-12-02T00:00"
+    whole = invoke("detect", "--lake", str(lake), "--now", now, "-q")
+    assert whole.exit_code == 0, whole.output
+    stored = read_findings(lake).sort_by("finding_id")
+    before = _as_told(stored)
+    for since in ("2026-11-02T16:00", "2026-11-02T20:00"):
+        later = invoke("detect", "--lake", str(lake), "--now", now, "--since", since, "-q")
+        assert later.exit_code == 0, later.output
+        # it looks again at the findings seen since then (open, or ending then or later) ...
+        end = stored.column("end_ts")
+        cut = pa.scalar(dt.datetime.fromisoformat(since).replace(tzinfo=dt.UTC), end.type)
+        seen = pc.sum(pc.or_kleene(pc.is_null(end), pc.greater_equal(end, cut))).as_py()
+        assert 0 < seen < stored.num_rows
+        # ... and finds each exactly as the whole data did: nothing new, nothing rewritten
+        assert f"{seen:,} findings: 0 new, 0 updated, {seen:,} unchanged" in later.output
+        assert _as_told(read_findings(lake).sort_by("finding_id")) == before
+
+
+def test_seen_since_keeps_open_findings_and_those_ending_from_then_on() -> None:
+    import polars as pl
+
+    from detectors.findings import FRAME_SCHEMA, seen_since, to_findings
+
+    t = dt.datetime(2026, 11, 2, 12, tzinfo=dt.UTC)
+    rows = []
+    for job, end in (("ended", t - dt.timedelta(seconds=1)), ("at", t), ("open", None)):
+        row = {c: None for c in FRAME_SCHEMA}
+        row.update(cluster="c", detector="idle_job", severity="warn", subject_kind="job")
+        row.update(subject_id=job, message="idle")
+        row.update(anchor_ts=t - dt.timedelta(hours=5), end_ts=end)
+        rows.append(row)
+    found = to_findings(pl.DataFrame(rows, schema=FRAME_SCHEMA), t)
+    assert seen_since(found, t).column("subject_id").to_pylist() == ["at", "open"]
 
 
 def test_detect_on_an_empty_lake_says_to_build_the_marts(tmp_path: Path) -> None:
