@@ -5,13 +5,12 @@ to the 'scheduler'."""
 
 from __future__ import annotations
 
-import pytest
-
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
+import pytest
 
 from app.report.week import IsoWeek
 from tests.marts import rows as r
