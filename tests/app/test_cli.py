@@ -360,6 +360,11 @@ def test_bench_writes_its_results_as_json(tmp_path: Path) -> None:
     assert late["jobs_recomputed"] >= late["jobs"] and "incremental: late records" in result.stdout
     timed = {q["query"]: q for q in a["dashboard"]}
     assert "dashboard/cluster_summary" in timed and "seconds" in timed["dashboard/cluster_summary"]
+    # detect ran first: the findings and recommendations views are timed on real rows
+    assert a["detect"]["findings"] > 0 and a["detect"]["recommendations"] > 0
+    assert timed["dashboard/findings_feed"]["rows"] > 0
+    assert timed["dashboard/recommendation_list"]["rows"] > 0
+    assert "detect (before the queries)" in result.stdout
     assert a["dashboard_pages"] and all(s > 0 for s in a["dashboard_pages"].values())
     assert "page: " in result.stdout
     assert list(work.iterdir()) == [], "bench left its lake behind"
