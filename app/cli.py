@@ -415,9 +415,15 @@ def query(
         return
     values = dict(_parse_param(p) for p in params)
     if name not in readable and name not in sql.names():
-        known = ", ".join(sorted(readable) + list(sql.names()))
+        import difflib
+
+        # the names the listing shows (not the pipeline's internal queries)
+        public = sorted(readable) + [n for n in sql.names() if not n.startswith(_INTERNAL_SQL)]
+        close = difflib.get_close_matches(name, public, n=3, cutoff=0.6)
+        hint = f"did you mean {', '.join(close)}? " if close else ""
         raise click.BadParameter(
-            f"{name!r} is neither a table nor a shipped query; known: {known}", param_hint="NAME"
+            f"{name!r} is neither a table nor a shipped query; {hint}known: {', '.join(public)}",
+            param_hint="NAME",
         )
     if name in readable and values:
         raise click.BadParameter("tables take no --param", param_hint="--param")

@@ -157,6 +157,24 @@ def test_query_runs_a_shipped_query_with_params(lake: Path) -> None:
     assert idle == sorted(idle, reverse=True)
 
 
+def test_query_names_an_unknown_parameter(lake: Path) -> None:
+    result = invoke(
+        "query", "dashboard/top_users_by_idle", "--lake", str(lake), "-p", "cluster=sim",
+        "-p", "limit=3", "-p", "start=null", "-p", "end=null", "-p", "bogus=1",
+    )  # fmt: skip
+    line = _assert_one_line_error(result, 1, "expects parameters")
+    assert line.endswith("; unknown: bogus")
+
+
+def test_an_unknown_query_name_suggests_the_listed_names_only(lake: Path) -> None:
+    result = invoke("query", "dashboard/top_user_by_idle", "--lake", str(lake))
+    line = _assert_one_line_error(result, 2, "is neither a table nor a shipped query")
+    assert "did you mean dashboard/top_users_by_idle," in line
+    assert "known: " in line and "job_usage" in line
+    # the pipeline's internal queries, which the listing leaves out, are not offered either
+    assert "attribution/" not in line and "bench/" not in line
+
+
 def test_query_prints_a_table_by_default(lake: Path) -> None:
     result = invoke("query", "job_usage", "--lake", str(lake), "--limit", "3")
     assert result.exit_code == 0, result.output
