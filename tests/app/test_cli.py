@@ -3,9 +3,11 @@ demo and bench, and errors as one clear line with exit code 1 (2 for usage error
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import json
 import os
+import re
 from pathlib import Path
 
 import polars as pl
@@ -327,6 +329,18 @@ def test_demo_prints_the_summary(tmp_path: Path) -> None:
     assert "Cluster sim: 16 GPUs" in out
     assert "occupancy (allocated / capacity)" in out
     assert "idle while allocated" in out
+    # the span is printed as capacity uses it: GPUs × span = the capacity shown
+    head = re.search(
+        r"Cluster sim: (\d+) GPUs, (\S+ \d\d:\d\d:\d\d) to (\S+ \d\d:\d\d:\d\d) UTC "
+        r"\(([\d,]+\.\d\d) h\)",
+        out,
+    )
+    assert head is not None, out
+    start, end = (dt.datetime.fromisoformat(t) for t in head.group(2, 3))
+    span_h = float(head.group(4).replace(",", ""))
+    assert span_h == round((end - start).total_seconds() / 3600, 2)
+    capacity = float(re.search(r"of ([\d,]+) possible", out).group(1).replace(",", ""))
+    assert abs(int(head.group(1)) * span_h - capacity) <= 0.5 + 0.005 * int(head.group(1))
     assert "top 5 users by idle GPU-hours:" in out
     users = out.split("top 5 users by idle GPU-hours:")[1].split("top 5 jobs")[0]
     assert "idle GPU-h" in users, "no user listed under the top idle users"
