@@ -486,6 +486,9 @@ def query(
 # ---------------------------------------------------------------- dashboard and demo
 
 
+_STOP_WAIT_S = 10.0  # how long a stopping dashboard server may take before SIGTERM
+
+
 def _serve_dashboard(lake: Path, port: int, address: str) -> None:
     import importlib.util
     import os
@@ -522,8 +525,15 @@ def _serve_dashboard(lake: Path, port: int, address: str) -> None:
     previous = signal.signal(signal.SIGTERM, lambda _signum, _frame: server.terminate())
     try:
         server.wait()
-    except KeyboardInterrupt:  # Ctrl-C reached Streamlit as well; let it finish
-        server.wait()
+    except KeyboardInterrupt:
+        # A terminal's Ctrl-C reaches Streamlit too, but `kill -INT <our pid>` reaches only
+        # us: pass it on (a second SIGINT is harmless), then wait for the server to stop
+        server.send_signal(signal.SIGINT)
+        try:
+            server.wait(timeout=_STOP_WAIT_S)
+        except subprocess.TimeoutExpired:
+            server.terminate()
+            server.wait()
     finally:
         signal.signal(signal.SIGTERM, previous)
 
