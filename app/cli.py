@@ -415,9 +415,15 @@ def query(
         return
     values = dict(_parse_param(p) for p in params)
     if name not in readable and name not in sql.names():
-        known = ", ".join(sorted(readable) + list(sql.names()))
+        import difflib
+
+        # the names the listing shows (not the pipeline's internal queries)
+        public = sorted(readable) + [n for n in sql.names() if not n.startswith(_INTERNAL_SQL)]
+        close = difflib.get_close_matches(name, public, n=3, cutoff=0.6)
+        hint = f"did you mean {', '.join(close)}? " if close else ""
         raise click.BadParameter(
-            f"{name!r} is neither a table nor a shipped query; known: {known}", param_hint="NAME"
+            f"{name!r} is neither a table nor a shipped query; {hint}known: {', '.join(public)}",
+            param_hint="NAME",
         )
     if name in readable and values:
         raise click.BadParameter("tables take no --param", param_hint="--param")
@@ -480,6 +486,9 @@ def query(
 # ---------------------------------------------------------------- dashboard and demo
 
 
+_STOP_WAIT_S = 10.0  # how long a stopping dashboard server may take before SIGTERM
+
+
 def _serve_dashboard(lake: Path, port: int, address: str) -> None:
     import importlib.util
     import os
@@ -516,8 +525,15 @@ def _serve_dashboard(lake: Path, port: int, address: str) -> None:
     previous = signal.signal(signal.SIGTERM, lambda _signum, _frame: server.terminate())
     try:
         server.wait()
-    except KeyboardInterrupt:  # Ctrl-C reached Streamlit as well; let it finish
-        server.wait()
+    except KeyboardInterrupt:
+        # A terminal's Ctrl-C reaches Streamlit too, but `kill -INT <our pid>` reaches only
+        # us: pass it on (a second SIGINT is harmless), then wait for the server to stop
+        server.send_signal(signal.SIGINT)
+        try:
+            server.wait(timeout=_STOP_WAIT_S)
+        except subprocess.TimeoutExpired:
+            server.terminate()
+            server.wait()
     finally:
         signal.signal(signal.SIGTERM, previous)
 

@@ -288,6 +288,17 @@ class Config:
         """The `[lake]` section."""
         return self.section(LakeConfig)
 
+    def effective_lists(self) -> Iterator[tuple[str, list[tuple[str, str]]]]:
+        """(section, [(key, printable value)]) for each entry of the `[[section]]` arrays of
+        tables, in file order: its `kind` first (when it has one), then every field."""
+        for name in _LIST_SECTIONS:
+            for entry in self.values[name]:
+                keys = [("kind", _show(entry.kind))] if hasattr(entry, "kind") else []
+                for f in dataclasses.fields(entry):
+                    value = getattr(entry, f.name)
+                    keys.append((f.name, "(unset)" if value is None else _show(value)))
+                yield name, keys
+
     def effective(self) -> Iterator[tuple[str, str, str]]:
         """(key, printable value, source) for every key; secrets are masked."""
         for name in _SECTIONS:

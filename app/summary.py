@@ -29,8 +29,10 @@ def render_summary(con: duckdb.DuckDBPyConnection, top: int = 5) -> str:
     for c in clusters.iter_rows(named=True):
         lines += [
             f"Cluster {c['cluster']}: {c['gpus_total']:.0f} GPUs, "
-            f"{c['data_start']:%Y-%m-%d %H:%M} to {c['data_end']:%Y-%m-%d %H:%M} UTC "
-            f"({c['span_h']:.0f} h), {c['jobs']:,} jobs",
+            # to the second: the last samples' intervals reach past the hour, and capacity is
+            # GPUs × this span (256 GPUs × 168.01 h, not × 168 h)
+            f"{c['data_start']:%Y-%m-%d %H:%M:%S} to {c['data_end']:%Y-%m-%d %H:%M:%S} UTC "
+            f"({c['span_h']:,.2f} h), {c['jobs']:,} jobs",
             f"  occupancy (allocated / capacity)   {_pct(c['occupancy'])}",
             f"  allocated GPU-hours (observed)     {_h(c['allocated_gpu_h'])}"
             f"  of {_h(c['capacity_gpu_h'])} possible",

@@ -35,8 +35,11 @@ def _relation(
         raise QueryParameterError(f"{name}: holds {len(statements)} statements, expected one")
     expected = set(statements[0].named_parameters)
     if set(params) != expected:
+        unknown, missing = sorted(set(params) - expected), sorted(expected - set(params))
         raise QueryParameterError(
             f"{name}: expects parameters {sorted(expected)!r}, got {sorted(params)!r}"
+            + (f"; unknown: {', '.join(unknown)}" if unknown else "")
+            + (f"; missing: {', '.join(missing)}" if missing else "")
         )
     _refuse_fractions(name, params)
     with _parameter_errors(name, params):

@@ -2,8 +2,14 @@
 
 `sending` is committed before a hand-over and `delivered` after it. A transient failure is
 retried up to `max_attempts` times in the run, waiting `Retry-After` when the server said so,
-else `retry_base_s` doubling up to `retry_max_s`; after that the message waits in the ledger
-for the next run, and the rest of that channel's queue waits too (its server is down).
+else `retry_base_s` doubling up to `retry_max_s`; after that the run gives up on the message,
+and the rest of that channel's queue waits too (its server is down). A permanent error about
+the whole channel (login refused, relay denied, SMTP 5xx at MAIL or DATA) gives up at once,
+after one message, not one per queued message. A message a run gave up on is tried again by a
+later run, `retry_later_s` after, doubling each time, and after `give_up_after_runs` such runs
+it is `failed`; the channel's other messages wait as long, untried, so one message probes the
+channel after each wait. A permanent error about the message itself (recipient refused) fails it at
+once. `alert --retry-failed` puts failed messages back in the queue.
 Clock, sleep and the point after each hand-over (a crash-injection seam) are injected.
 """
 
@@ -85,6 +91,7 @@ class DeliveryReport:
     delivered: list[str] = field(default_factory=list)
     retrying: list[str] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
+    refused: list[tuple[str, str]] = field(default_factory=list)  # a channel refused by 5xx
     attempts: int = 0
 
 
@@ -92,6 +99,27 @@ def _backoff(cfg: AlertsConfig, attempt: int, err: DeliveryError) -> float:
     if err.retry_after_s is not None:
         return err.retry_after_s
     return float(min(cfg.retry_max_s, cfg.retry_base_s * 2**attempt))
+
+
+_LATER_MAX_S = 24 * 3600.0
+
+
+def _give_up_for_now(
+    ledger: Ledger, msg: StoredMessage, cfg: AlertsConfig, now: dt.datetime, err: DeliveryError
+) -> bool:
+    """This run gives up on `msg`: a later run tries again after `retry_later_s`, doubling
+    each time; after `give_up_after_runs` such runs it is `failed`. True when it failed."""
+    runs = ledger.deferrals(msg.key) + 1
+    if runs >= cfg.give_up_after_runs:
+        ledger.mark_failed(msg.key, now, f"{err} (given up after {runs} run(s))")
+        return True
+    delay = min(_LATER_MAX_S, cfg.retry_later_s * 2 ** (runs - 1))
+    if err.retry_after_s is not None:
+        delay = max(delay, err.retry_after_s)
+    until = now + dt.timedelta(seconds=delay)
+    ledger.mark_deferred(msg.key, now, until, str(err))
+    ledger.postpone_channel(msg.channel, until)  # one message probes the channel per wait
+    return False
 
 
 def deliver_due(
@@ -115,20 +143,26 @@ def deliver_due(
             try:
                 channels.send(msg)
             except DeliveryError as err:
-                if err.permanent:
+                if err.permanent and not err.channel_wide:
                     ledger.mark_failed(msg.key, clock(), str(err))
                     report.failed.append((msg.key, str(err)))
                     logger.warning("message %s failed: %s", msg.key, err)
                     break
                 delay = _backoff(cfg, attempt, err)
                 now = clock()
-                last = attempt + 1 == cfg.max_attempts or delay > cfg.retry_max_s
-                ledger.mark_retry(msg.key, now, now + dt.timedelta(seconds=delay), str(err))
-                if last:
+                if err.permanent or attempt + 1 == cfg.max_attempts or delay > cfg.retry_max_s:
+                    # the channel is down or refuses every message: its queue waits
                     down.add(msg.channel)
-                    report.retrying.append(msg.key)
-                    logger.warning("message %s waits for the next run: %s", msg.key, err)
+                    if err.permanent:
+                        report.refused.append((msg.key, str(err)))
+                    if _give_up_for_now(ledger, msg, cfg, now, err):
+                        report.failed.append((msg.key, str(err)))
+                        logger.warning("message %s failed: %s", msg.key, err)
+                    else:
+                        report.retrying.append(msg.key)
+                        logger.warning("message %s waits for a later run: %s", msg.key, err)
                     break
+                ledger.mark_retry(msg.key, now, now + dt.timedelta(seconds=delay), str(err))
                 logger.info("message %s: %s; retrying in %.1f s", msg.key, err, delay)
                 sleep(delay)
                 continue

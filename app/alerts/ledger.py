@@ -2,7 +2,9 @@
 
 Every message has an idempotency key. Its life: `pending` (planned, committed together with its
 notice) → `sending` (committed before the hand-over) → `delivered` (committed after), or back to
-`pending` with a later `next_try_ts` on a transient error, or `failed` on a permanent one. A run
+`pending` with a later `next_try_ts` on a transient error or one about the whole channel (a
+`deferred` attempt when the run gives up on it), or `failed` on a permanent error about this
+message, or after `give_up_after_runs` deferrals; `requeue_failed` puts failed ones back. A run
 that dies between hand-over and record leaves `sending`: the next run sends it again with the
 same key (the receiver dedupes), so nothing delivered is sent twice by us and nothing is lost.
 Each statement commits on its own (autocommit), so a crash loses at most the step in progress.
@@ -66,7 +68,7 @@ CREATE TABLE IF NOT EXISTS attempts (
     id INTEGER PRIMARY KEY,
     key TEXT NOT NULL REFERENCES messages (key),
     ts TEXT NOT NULL,
-    outcome TEXT NOT NULL,       -- sending | delivered | retry | failed
+    outcome TEXT NOT NULL,       -- sending | delivered | retry | deferred | failed | requeued
     detail TEXT
 );
 CREATE TABLE IF NOT EXISTS actions (
@@ -329,8 +331,52 @@ class Ledger:
             )
             self._attempt(key, now, "retry", error)
 
+    def mark_deferred(self, key: str, now: dt.datetime, next_try: dt.datetime, error: str) -> None:
+        """This run gives up on the message: back to pending, for a run after `next_try`."""
+        with self.transaction():
+            self.con.execute(
+                "UPDATE messages SET state = 'pending', next_try_ts = ?, updated_ts = ?, "
+                "last_error = ? WHERE key = ?",
+                (_ts(next_try), _ts(now), error, key),
+            )
+            self._attempt(key, now, "deferred", error)
+
+    def postpone_channel(self, channel: str, until: dt.datetime) -> None:
+        """The channel is down or refusing: its other pending messages wait until `until` too
+        (not counted as attempts: they were not tried)."""
+        self.con.execute(
+            "UPDATE messages SET next_try_ts = ? "
+            "WHERE channel = ? AND state = 'pending' AND next_try_ts < ?",
+            (_ts(until), channel, _ts(until)),
+        )
+
+    def deferrals(self, key: str) -> int:
+        """Runs that gave up on the message since it was queued or last requeued."""
+        row = self.con.execute(
+            "SELECT count(*) FROM attempts WHERE key = ? AND outcome = 'deferred' AND id > "
+            "coalesce((SELECT max(id) FROM attempts WHERE key = ? AND outcome = 'requeued'), 0)",
+            (key, key),
+        ).fetchone()
+        return int(row[0])
+
+    def requeue_failed(self, now: dt.datetime) -> int:
+        """Put every `failed` message back to `pending`, due now; returns how many."""
+        with self.transaction():
+            keys = [
+                str(r[0])
+                for r in self.con.execute("SELECT key FROM messages WHERE state = 'failed'")
+            ]
+            for key in keys:
+                self.con.execute(
+                    "UPDATE messages SET state = 'pending', next_try_ts = ?, updated_ts = ? "
+                    "WHERE key = ?",
+                    (_ts(now), _ts(now), key),
+                )
+                self._attempt(key, now, "requeued", None)
+        return len(keys)
+
     def mark_failed(self, key: str, now: dt.datetime, error: str) -> None:
-        """A permanent failure (refused recipient, bad credentials): kept, not retried."""
+        """A permanent failure (refused recipient, or given up on): kept, not retried."""
         with self.transaction():
             self.con.execute(
                 "UPDATE messages SET state = 'failed', updated_ts = ?, last_error = ? "

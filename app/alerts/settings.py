@@ -204,6 +204,14 @@ class AlertsConfig:
     max_attempts: int = setting(5, "Tries per message in one run before it waits for the next.")
     retry_base_s: float = setting(1.0, "First retry delay; doubles each try.", _non_negative)
     retry_max_s: float = setting(60.0, "Longest retry delay (and Retry-After honoured).")
+    retry_later_s: float = setting(
+        300.0,
+        "After a run gives up on a message, wait this long for the next try; doubles, to 24 h.",
+        _non_negative,
+    )
+    give_up_after_runs: int = setting(
+        8, "Runs that may give up on a message before it is marked failed."
+    )
     follow_interval_s: float = setting(60.0, "Seconds between polls with --follow.", _positive)
 
     def __post_init__(self) -> None:
@@ -230,6 +238,8 @@ class AlertsConfig:
             return "smtp_user: an SMTP password is set but no user to log in with"
         if self.max_attempts < 1:
             return f"max_attempts: expected at least 1, got {self.max_attempts}"
+        if self.give_up_after_runs < 1:
+            return f"give_up_after_runs: expected at least 1, got {self.give_up_after_runs}"
         return None
 
     @property

@@ -41,6 +41,12 @@ def _retry_after(headers: Any) -> float | None:
     return None
 
 
+# Slack errors about the token or workspace, not the message: a fixed token delivers it later
+_CHANNEL_WIDE = frozenset(
+    {"invalid_auth", "not_authed", "token_revoked", "token_expired", "account_inactive"}
+)
+
+
 def _classify(status: int, error: str, headers: Any, where: str) -> DeliveryError:
     if status == 429:
         return DeliveryError(
@@ -48,7 +54,11 @@ def _classify(status: int, error: str, headers: Any, where: str) -> DeliveryErro
         )
     if status >= 500:
         return DeliveryError(f"{where}: server error (HTTP {status})")
-    return DeliveryError(f"{where}: {error or f'HTTP {status}'}", permanent=True)
+    return DeliveryError(
+        f"{where}: {error or f'HTTP {status}'}",
+        permanent=True,
+        channel_wide=error in _CHANNEL_WIDE or status in (401, 403),
+    )
 
 
 class SlackSender:

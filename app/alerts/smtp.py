@@ -2,7 +2,9 @@
 
 Reusable beyond alerts (the weekly report mails with it): `SmtpSettings.from_alerts(cfg)` and
 `SmtpSender(settings).send(compose_email(...))`. Failures become `DeliveryError` saying whether
-a retry may help; the password is never put in an error or log line.
+a retry may help, as SMTP defines it (RFC 5321: 4xx transient, 5xx permanent), and whether it
+concerns the whole session (login, sender, relay, DATA: every message would meet it) or only
+this message's recipients; the password is never put in an error or log line.
 """
 
 from __future__ import annotations
@@ -124,7 +126,9 @@ class SmtpSender:
                 refused = smtp.send_message(message)
         except smtplib.SMTPAuthenticationError as exc:
             raise DeliveryError(
-                f"{where}: login as {s.user!r} refused ({exc.smtp_code})", permanent=True
+                f"{where}: login as {s.user!r} refused ({exc.smtp_code})",
+                permanent=True,
+                channel_wide=True,
             ) from None
         except smtplib.SMTPRecipientsRefused as exc:
             codes = sorted({code for code, _ in exc.recipients.values()})
@@ -133,15 +137,20 @@ class SmtpSender:
                 permanent=all(code >= 500 for code in codes),
             ) from None
         except smtplib.SMTPResponseException as exc:
+            # MAIL FROM, DATA, a relay denied: the session, not this recipient
             raise DeliveryError(
-                f"{where}: server answered {exc.smtp_code}", permanent=exc.smtp_code >= 500
+                f"{where}: server answered {exc.smtp_code}",
+                permanent=exc.smtp_code >= 500,
+                channel_wide=True,
             ) from None
         except smtplib.SMTPNotSupportedError:
             raise DeliveryError(
-                f"{where}: the server offers no STARTTLS or AUTH", permanent=True
+                f"{where}: the server offers no STARTTLS or AUTH", permanent=True, channel_wide=True
             ) from None
         except ssl.SSLError as exc:
-            raise DeliveryError(f"{where}: TLS failed ({exc.reason})", permanent=True) from None
+            raise DeliveryError(
+                f"{where}: TLS failed ({exc.reason})", permanent=True, channel_wide=True
+            ) from None
         except (OSError, smtplib.SMTPException) as exc:
             # connection refused, timeouts, dropped connections: the server may come back
             raise DeliveryError(f"{where}: {type(exc).__name__}: {exc}") from None

@@ -69,6 +69,23 @@ def _show_status(lake: Path) -> None:
         ledger.close()
 
 
+def _requeue_failed(lake: Path) -> int:
+    from app.alerts.ledger import LEDGER_FILE, Ledger
+    from app.alerts.runner import utc_now
+    from warehouse import layout
+
+    if not lake.is_dir():
+        raise AppError(f"lake {str(lake)!r} does not exist (--lake or GPULEDGER_LAKE)")
+    path = layout.state_dir(lake) / LEDGER_FILE
+    if not path.exists():
+        return 0
+    ledger = Ledger.open(path)
+    try:
+        return ledger.requeue_failed(utc_now())
+    finally:
+        ledger.close()
+
+
 def _summary(report: object) -> str:
     from app.alerts.runner import CycleReport
 
@@ -112,6 +129,11 @@ def _summary(report: object) -> str:
     help="Show the ledger: messages by state, those not delivered and why, the action audit.",
 )
 @click.option(
+    "--retry-failed",
+    is_flag=True,
+    help="First put every 'failed' message back in the queue (e.g. after fixing the SMTP relay).",
+)
+@click.option(
     "--interval",
     type=click.FloatRange(min=0.1),
     default=None,
@@ -126,6 +148,7 @@ def command(
     dry_run: bool,
     follow: bool,
     status: bool,
+    retry_failed: bool,
     interval: float | None,
 ) -> None:
     """Turn new and changed findings into Slack and email messages, exactly once.
@@ -138,7 +161,10 @@ def command(
     alert per subject per rule per alerts.period_hours, quiet hours and workdays for
     non-critical alerts, per-user opt-out, alerts.test_mode sends to admins only.
     Every message is recorded in <lake>/_state/alerts.sqlite with an idempotency key; running
-    again sends nothing twice, and what could not be delivered is retried next time.
+    again sends nothing twice. What could not be delivered (server down, a relay or login
+    refused) is retried by later runs, alerts.retry_later_s apart and doubling, until
+    alerts.give_up_after_runs runs gave up on it: then it is 'failed', and --retry-failed
+    queues it again. A recipient refused with SMTP 5xx fails at once.
 
     \b
     Examples:
@@ -146,6 +172,7 @@ def command(
       gpuledger alert --config /etc/gpuledger.toml
       gpuledger alert --follow --interval 60     # as a service
       gpuledger alert --status                   # what is waiting, what failed, actions taken
+      gpuledger alert --retry-failed             # resend what failed, once the relay is fixed
     """
     from click.core import ParameterSource
 
@@ -156,6 +183,11 @@ def command(
 
     if dry_run and follow:
         raise click.BadParameter("--dry-run runs once; leave out --follow", param_hint="--follow")
+    if retry_failed and (dry_run or status):
+        raise click.BadParameter(
+            "--retry-failed changes the ledger; leave out --dry-run and --status",
+            param_hint="--retry-failed",
+        )
     cfg = load_config(config_path)
     alerts = cfg.section(AlertsConfig)
     if ctx.get_parameter_source("lake") == ParameterSource.DEFAULT:
@@ -164,17 +196,27 @@ def command(
         _show_status(lake)
         return
     seams = Seams(sleep=time.sleep)
+    if retry_failed:
+        click.echo(f"Requeued {_requeue_failed(lake)} failed message(s).")
     if dry_run:
         _show_dry(run_cycle(lake, alerts, seams, dry_run=True))
         return
     if not follow:
         report = run_cycle(lake, alerts, seams)
         click.echo(_summary(report))
-        if report.delivery.failed:
-            key, error = report.delivery.failed[0]
+        d = report.delivery
+        if d.failed:
+            key, error = d.failed[0]
             raise AppError(
-                f"{len(report.delivery.failed)} message(s) could not be delivered "
-                f"(first: {key}: {error}); they stay in the ledger as 'failed'"
+                f"{len(d.failed)} message(s) could not be delivered "
+                f"(first: {key}: {error}); they stay in the ledger as 'failed' "
+                "(`gpuledger alert --retry-failed` sends them again)"
+            )
+        if d.refused:
+            key, error = d.refused[0]
+            raise AppError(
+                f"{error} (message {key}); {len(d.retrying)} message(s) wait for a later run "
+                f"(alerts.retry_later_s, {alerts.retry_later_s:g} s): fix the channel"
             )
         return
     every = interval if interval is not None else alerts.follow_interval_s

@@ -38,9 +38,10 @@ def check(config_path: Path | None, lake: Path | None) -> None:
 
     \b
     Keys come from the file's [section] tables, overridden by GPULEDGER_<SECTION>_<KEY>
-    (e.g. GPULEDGER_ALERTS_SMTP_PORT=2525). Secrets (alerts.smtp_password, alerts.slack_token,
-    alerts.slack_webhook_url) are only read from the environment or a <key>_file readable by
-    its owner alone, and are shown as ********. Exits 1 naming the first bad key.
+    (e.g. GPULEDGER_ALERTS_SMTP_PORT=2525); each [[sources]] entry follows, from the file.
+    Secrets (alerts.smtp_password, alerts.slack_token, alerts.slack_webhook_url) are only
+    read from the environment or a <key>_file readable by its owner alone, and are shown as
+    ********. Exits 1 naming the first bad key.
     """
     from app.config import load_config
 
@@ -60,6 +61,14 @@ def check(config_path: Path | None, lake: Path | None) -> None:
             click.echo(f"# {leaf} is unset  # {source}")
         else:
             click.echo(f"{leaf} = {shown}  # {source}")
+    for name, keys in cfg.effective_lists():
+        # arrays of tables come only from the file (no environment overrides)
+        click.echo(f"\n[[{name}]]  # file {cfg.path}")
+        for leaf, shown in keys:
+            if shown == "(unset)":
+                click.echo(f"# {leaf} is unset  # default")
+            else:
+                click.echo(f"{leaf} = {shown}")
     root = lake if lake is not None else cfg.lake.root
     if not root.is_dir():
         click.echo(f"\nNote: the lake {str(root)!r} does not exist yet.", err=True)

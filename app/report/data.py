@@ -464,9 +464,10 @@ def assemble_report(
     nodes, source, notes = _nodes(assoc, usage, settings, seen)
     accounts, users = _fairness_tables(this_week, nodes, demand, settings)
     scalars = _scalars(accounts)
-    has_data = bool(this_week.height and this_week.get_column("alloc_gpu_h").sum() > 0) or bool(
-        demand.height
-    )
+    # a week with data as the README and report/data_weeks define it: GPU-hours allocated or
+    # observed, and something recorded inside it (jobs merely queued there do not count)
+    weeks_with_data = data_weeks(con, [cluster])
+    has_data = week in weeks_with_data.weeks
     frame = queries.run(
         con,
         "report/cluster_frame",
@@ -534,5 +535,5 @@ def assemble_report(
         notes=notes,
         scalars=scalars,
         tables=tables,
-        data_weeks=data_weeks(con, [cluster]),
+        data_weeks=weeks_with_data,
     )

@@ -11,6 +11,7 @@ import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from app.service.supervisor import Task, TaskContext
 
@@ -34,6 +35,7 @@ def _utc_now() -> dt.datetime:
 class PrometheusSource:
     """Pull dcgm-exporter series from Prometheus every `every_s`, from its checkpoint to now."""
 
+    kind: ClassVar[str] = "prometheus"  # `kind` of its [[sources]] entry
     cluster: str
     url: str
     selector: str = ""
@@ -51,6 +53,7 @@ class PrometheusSource:
 class ExporterSource:
     """Scrape dcgm-exporter endpoints directly, one round every `every_s`."""
 
+    kind: ClassVar[str] = "dcgm-exporter"  # `kind` of its [[sources]] entry
     cluster: str
     urls: tuple[str, ...]
     every_s: float = 30.0
@@ -65,6 +68,7 @@ class ExporterSource:
 class SlurmSource:
     """Collect sacct/scontrol every `every_s` (each run resumes from its checkpoint)."""
 
+    kind: ClassVar[str] = "slurm"  # `kind` of its [[sources]] entry
     cluster: str
     every_s: float = 60.0
 
@@ -77,6 +81,7 @@ class SlurmSource:
 class KubernetesSource:
     """Collect GPU pods and Kueue/Volcano queues every `every_s`."""
 
+    kind: ClassVar[str] = "kubernetes"  # `kind` of its [[sources]] entry
     cluster: str
     every_s: float = 60.0
     kubeconfig: Path | None = None

@@ -51,6 +51,11 @@ class Fleet:
     def model(self, g: int) -> GpuModel:
         return self.model_of[int(self.node_of[g])]
 
+    def gpu_type(self, g: int) -> str:
+        """The GRES type of GPU `g` (`h100`, `a100`), as Slurm records an allocation's."""
+        model = self.model(g)
+        return next(key for key, m in MODELS.items() if m == model)
+
 
 def make_fleet(
     cluster: str, n_gpus: int, rng: np.random.Generator, gpus_per_node: int = 8

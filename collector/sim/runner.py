@@ -124,6 +124,7 @@ def _jobs_table(
             "cpu_time_s",
             "max_rss_mib",
             "interactive",
+            "gpu_type",
         )
     }
     for job in jobs:
@@ -152,6 +153,8 @@ def _jobs_table(
         rows["time_limit_s"].append(int(job.time_limit_s))
         rows["gpus"].append(job.gpus)
         rows["nodes"].append(sorted({fleet.nodes[int(fleet.node_of[g])] for g in job.placement}))
+        # the allocated GRES type; a job that never started has none (an untyped request)
+        rows["gpu_type"].append(fleet.gpu_type(job.placement[0]) if job.placement else None)
         rows["cpus"].append(cpus)
         rows["mem_req_mib"].append(cpus * 10_240)
         rows["cpu_time_s"].append(ran * cpus * float(rng.uniform(0.2, 0.9)))
@@ -176,7 +179,7 @@ def _jobs_table(
             "time_limit_s": pa.array(rows["time_limit_s"], pa.int64()),
             "gpus": pa.array(rows["gpus"], pa.int32()),
             "gpus_requested": pa.array(rows["gpus"], pa.int32()),
-            "gpu_type": pa.repeat(pa.scalar("h100"), n),
+            "gpu_type": pa.array(rows["gpu_type"], pa.string()),
             "nodes": pa.array(rows["nodes"], pa.list_(pa.string())),
             "cpus": pa.array(rows["cpus"], pa.int32()),
             "mem_req_mib": pa.array(rows["mem_req_mib"], pa.int64()),

@@ -250,12 +250,20 @@ class Outage:
 def schedule(jobs: list[Job], fleet: Fleet, outages: list[Outage], horizon_s: float) -> None:
     """Place jobs in submit order on the GPUs that free up first (FCFS, best fit by node).
 
+    A multi-node job runs on nodes of one GPU model; a job on one node takes that node's model
+    (an untyped `--gres=gpu:N` request), recorded as its `gpu_type`.
+
     A job never straddles the start of a node outage unless it was already running (then it
     ends there with NODE_FAIL). Jobs that cannot start before `horizon_s` stay pending.
     """
     per = fleet.gpus_per_node
     n_nodes = len(fleet.nodes)
     free = np.zeros((n_nodes, per))
+    models = [fleet.model_of[n] for n in range(n_nodes)]
+    pools = [
+        np.array([n for n in range(n_nodes) if models[n] == m], dtype=np.int64)
+        for m in dict.fromkeys(models)  # first seen first: the H100 nodes, then the island
+    ]
     by_node: dict[int, list[Outage]] = {}
     for o in outages:
         by_node.setdefault(o.node, []).append(o)
@@ -269,9 +277,19 @@ def schedule(jobs: list[Job], fleet: Fleet, outages: list[Outage], horizon_s: fl
     for job in sorted(jobs, key=lambda j: j.submit_s):
         submit = max(job.submit_s, 0.0)
         if job.gpus > per:
+            # whole nodes of one GPU model (NCCL does not span models): the pool whose
+            # `need`-th node frees up first, then its earliest nodes
             need = job.gpus // per
             ready = np.array([shift(n, max(submit, free[n].max())) for n in range(n_nodes)])
-            chosen = np.argsort(ready, kind="stable")[:need]
+            chosen = np.array([], dtype=np.int64)
+            for pool in pools:
+                if len(pool) < need:
+                    continue
+                picked = pool[np.argsort(ready[pool], kind="stable")[:need]]
+                if chosen.size == 0 or ready[picked].max() < ready[chosen].max():
+                    chosen = picked
+            if chosen.size == 0:
+                continue  # no pool of one model is large enough: it never starts
             start = float(ready[chosen].max())
             slots = [(int(n), s) for n in sorted(chosen) for s in range(per)]
         else:

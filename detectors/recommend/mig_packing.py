@@ -64,18 +64,20 @@ def _config(
             "---\n"
             + cluster_queue('"mig"', [(f"nvidia.com/mig-{n}", c * gpus) for n, c in counts.items()])
         )
+    # node-side steps, not sacctmgr/scontrol commands: comments like every slurm.conf edit,
+    # so the config stays a script an operator can paste (`<node>` is theirs to fill in)
     return (
-        f"# on {counted(gpus, 'GPU')}, e.g. GPU 0 of <node> (drain the node first):\n"
-        "nvidia-smi -i 0 -mig 1\n"
-        f"nvidia-smi mig -i 0 -cgi {','.join(names)} -C\n"
-        "# gres.conf\n"
-        "AutoDetect=nvml\n"
+        f"# on {counted(gpus, 'GPU')}, e.g. GPU 0 of <node> (drain the node first), run there:\n"
+        "#   nvidia-smi -i 0 -mig 1\n"
+        f"#   nvidia-smi mig -i 0 -cgi {','.join(names)} -C\n"
+        "# gres.conf on the node:\n"
+        "#   AutoDetect=nvml\n"
         "# slurm.conf: on the existing NodeName=<node> line, count the converted "
         f"{noun_for(gpus, 'GPU')} as\n"
         f"# slices: Gres=gpu:<model>:<whole GPUs left>,{gres} (do not add a second\n"
         "# NodeName=<node> line: slurmctld ignores or rejects a duplicate node), then restart\n"
         "# slurmd on the node and slurmctld; and add the partition:\n"
-        "PartitionName=mig Nodes=<node> DefaultTime=04:00:00\n"
+        "#   PartitionName=mig Nodes=<node> DefaultTime=04:00:00\n"
         f"# users: sbatch --partition=mig --gres=gpu:{names[0]}:1\n"
     )
 

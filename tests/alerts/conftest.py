@@ -68,8 +68,22 @@ class SmtpHandler:
     received: list[Received] = field(default_factory=list)
     duplicates: int = 0
     authenticated: list[str] = field(default_factory=list)
+    reject_data: str | None = None  # an answer to every DATA instead of 250 (a broken relay)
+    refuse_rcpt: set[str] = field(default_factory=set)  # recipients answered 550
+    rcpt_seen: list[str] = field(default_factory=list)
+
+    async def handle_RCPT(
+        self, server: Any, session: Any, envelope: Any, address: str, rcpt_options: Any
+    ) -> str:
+        self.rcpt_seen.append(address)
+        if address in self.refuse_rcpt:
+            return "550 5.1.1 No such user"
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        if self.reject_data is not None:
+            return self.reject_data
         msg = email.message_from_bytes(envelope.content, policy=email.policy.default)
         assert isinstance(msg, EmailMessage)
         key = msg[IDEMPOTENCY_HEADER]

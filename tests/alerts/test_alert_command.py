@@ -87,7 +87,9 @@ def test_undeliverable_messages_exit_1_with_one_line(tmp_path, smtp_server, slac
     result = CliRunner().invoke(cli, ["alert", "--lake", str(lake)], env=env)
     assert result.exit_code == 1
     last = result.output.strip().splitlines()[-1]
-    assert last.startswith("Error: 2 message(s) could not be delivered")
+    # a refused token concerns every Slack message: one tried, both wait for a later run
+    assert last.startswith("Error: Slack chat.postMessage")
+    assert "2 message(s) wait for a later run" in last
     assert "invalid_auth" in last and "xoxb-wrong" not in result.output
     assert "Traceback" not in result.output
 

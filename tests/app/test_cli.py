@@ -3,9 +3,11 @@ demo and bench, and errors as one clear line with exit code 1 (2 for usage error
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import json
 import os
+import re
 from pathlib import Path
 
 import polars as pl
@@ -155,6 +157,24 @@ def test_query_runs_a_shipped_query_with_params(lake: Path) -> None:
     assert all(u["cluster"] == "sim" for u in users)
     idle = [u["idle_gpu_h"] for u in users]
     assert idle == sorted(idle, reverse=True)
+
+
+def test_query_names_an_unknown_parameter(lake: Path) -> None:
+    result = invoke(
+        "query", "dashboard/top_users_by_idle", "--lake", str(lake), "-p", "cluster=sim",
+        "-p", "limit=3", "-p", "start=null", "-p", "end=null", "-p", "bogus=1",
+    )  # fmt: skip
+    line = _assert_one_line_error(result, 1, "expects parameters")
+    assert line.endswith("; unknown: bogus")
+
+
+def test_an_unknown_query_name_suggests_the_listed_names_only(lake: Path) -> None:
+    result = invoke("query", "dashboard/top_user_by_idle", "--lake", str(lake))
+    line = _assert_one_line_error(result, 2, "is neither a table nor a shipped query")
+    assert "did you mean dashboard/top_users_by_idle," in line
+    assert "known: " in line and "job_usage" in line
+    # the pipeline's internal queries, which the listing leaves out, are not offered either
+    assert "attribution/" not in line and "bench/" not in line
 
 
 def test_query_prints_a_table_by_default(lake: Path) -> None:
@@ -309,6 +329,18 @@ def test_demo_prints_the_summary(tmp_path: Path) -> None:
     assert "Cluster sim: 16 GPUs" in out
     assert "occupancy (allocated / capacity)" in out
     assert "idle while allocated" in out
+    # the span is printed as capacity uses it: GPUs × span = the capacity shown
+    head = re.search(
+        r"Cluster sim: (\d+) GPUs, (\S+ \d\d:\d\d:\d\d) to (\S+ \d\d:\d\d:\d\d) UTC "
+        r"\(([\d,]+\.\d\d) h\)",
+        out,
+    )
+    assert head is not None, out
+    start, end = (dt.datetime.fromisoformat(t) for t in head.group(2, 3))
+    span_h = float(head.group(4).replace(",", ""))
+    assert span_h == round((end - start).total_seconds() / 3600, 2)
+    capacity = float(re.search(r"of ([\d,]+) possible", out).group(1).replace(",", ""))
+    assert abs(int(head.group(1)) * span_h - capacity) <= 0.5 + 0.005 * int(head.group(1))
     assert "top 5 users by idle GPU-hours:" in out
     users = out.split("top 5 users by idle GPU-hours:")[1].split("top 5 jobs")[0]
     assert "idle GPU-h" in users, "no user listed under the top idle users"
@@ -360,6 +392,11 @@ def test_bench_writes_its_results_as_json(tmp_path: Path) -> None:
     assert late["jobs_recomputed"] >= late["jobs"] and "incremental: late records" in result.stdout
     timed = {q["query"]: q for q in a["dashboard"]}
     assert "dashboard/cluster_summary" in timed and "seconds" in timed["dashboard/cluster_summary"]
+    # detect ran first: the findings and recommendations views are timed on real rows
+    assert a["detect"]["findings"] > 0 and a["detect"]["recommendations"] > 0
+    assert timed["dashboard/findings_feed"]["rows"] > 0
+    assert timed["dashboard/recommendation_list"]["rows"] > 0
+    assert "detect (before the queries)" in result.stdout
     assert a["dashboard_pages"] and all(s > 0 for s in a["dashboard_pages"].values())
     assert "page: " in result.stdout
     assert list(work.iterdir()) == [], "bench left its lake behind"

@@ -550,3 +550,38 @@ def test_a_bad_config_is_refused_before_the_lake_is_touched(tmp_path: Path) -> N
 def test_the_default_config_is_valid() -> None:
     SimConfig().validate()
     SimConfig(start=dt.datetime(2026, 1, 1, tzinfo=dt.UTC), interval_s=15, gpus=1).validate()
+
+
+# ---------------------------------------------------------------- GPU models
+
+
+def test_jobs_run_on_one_gpu_model_and_record_its_type(tmp_path: Path) -> None:
+    """Over 128 GPUs the fleet has an A100 island: no job spans H100 and A100 nodes (NCCL does
+    not cross models), and each job's `gpu_type` is the model it ran on."""
+    lake = tmp_path / "lake"
+    simulate(SimConfig(gpus=200, days=2, seed=11), lake)
+    con = connect(lake, require=("gpu_samples",))
+    try:
+        per_job = con.sql(
+            """
+            SELECT j.job_id, any_value(j.gpu_type) AS gpu_type, any_value(j.gpus) AS gpus,
+                list(DISTINCT g.model ORDER BY g.model) AS models
+            FROM jobs_latest j
+            JOIN job_gpus a USING (cluster, job_id)
+            JOIN gpus g ON g.cluster = a.cluster AND g.node = a.node
+                AND g.gpu_index = a.gpu_index
+            GROUP BY j.job_id
+            """
+        ).fetchall()
+        unstarted = con.execute(
+            "SELECT count(*) FROM jobs_latest WHERE start_ts IS NULL AND gpu_type IS NOT NULL"
+        ).fetchone()
+    finally:
+        con.close()
+    expected = {"NVIDIA H100 80GB HBM3": "h100", "NVIDIA A100-SXM4-80GB": "a100"}
+    assert [r for r in per_job if len(r[3]) != 1] == []
+    assert [r for r in per_job if r[1] != expected[r[3][0]]] == []
+    types = {r[1] for r in per_job}
+    assert types == {"h100", "a100"}
+    assert sum(r[2] > 8 for r in per_job) >= 3  # multi-node jobs were placed
+    assert unstarted == (0,)

@@ -40,3 +40,20 @@ def test_waste_holds_the_idle_hours_as_the_help_says(plain_lake):
     diff = (pl.col("observed_gpu_h") - pl.col("effective_gpu_h")).clip(lower_bound=0)
     assert rows.select((pl.col("waste_gpu_h") - diff).abs().max()).item() < 1e-9
     assert rows.filter(pl.col("waste_gpu_h") < 0.99 * pl.col("idle_gpu_h") - 1e-9).is_empty()
+
+
+def test_the_top_jobs_busy_column_shows_one_decimal_on_every_row(plain_lake, monkeypatch):
+    monkeypatch.setenv("GPULEDGER_LAKE", str(plain_lake))
+    at = AppTest.from_file(str(ENTRY), default_timeout=60)
+    at.switch_page(PAGES["overview"])
+    at.run()
+
+    assert not at.exception, at.exception
+    [(frame, config)] = [
+        (d.value, json.loads(d.proto.columns)) for d in at.dataframe if "job_id" in d.value.columns
+    ]
+    # a printf format keeps one decimal ("percent" printed 3.9%, 8.68%, 0%)
+    assert config["busy_pct"]["label"] == "busy"
+    assert config["busy_pct"]["type_config"]["format"] == "%.1f%%"
+    busy = frame["busy_pct"].dropna()
+    assert len(busy) and busy.between(0, 100).all() and busy.max() > 1

@@ -34,6 +34,22 @@ def check(tmp_path: Path, text: str) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
+def test_config_check_prints_every_source_entry(tmp_path):
+    code, output = check(
+        tmp_path,
+        '[[sources]]\nkind = "slurm"\ncluster = "della"\n'
+        '[[sources]]\nkind = "kubernetes"\ncluster = "k8s"\nnamespaces = ["ml"]\n',
+    )
+    assert code == 0, output
+    entries = output.split("[[sources]]")[1:]
+    assert len(entries) == 2, output
+    slurm, kube = entries
+    assert "kind = 'slurm'" in slurm and "cluster = 'della'" in slurm
+    assert "every_s = 60.0" in slurm  # defaults too: every effective key
+    assert "kind = 'kubernetes'" in kube and "namespaces = ['ml']" in kube
+    assert "# kubeconfig is unset" in kube
+
+
 @pytest.mark.parametrize(
     ("text", "named"),
     [

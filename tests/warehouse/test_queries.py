@@ -46,10 +46,10 @@ def probe(monkeypatch):
 @pytest.mark.parametrize(
     ("params", "got"),
     [
-        ({"start": 1}, "['start']"),  # one missing
-        ({"start": 1, "end": 3, "step": 1}, "['end', 'start', 'step']"),  # one extra
-        ({}, "[]"),  # none at all
-        ({"begin": 1, "end": 3}, "['begin', 'end']"),  # a misspelt name
+        ({"start": 1}, "['start']; missing: end"),  # one missing
+        ({"start": 1, "end": 3, "step": 1}, "['end', 'start', 'step']; unknown: step"),  # extra
+        ({}, "[]; missing: end, start"),  # none at all
+        ({"begin": 1, "end": 3}, "['begin', 'end']; unknown: begin; missing: start"),  # misspelt
     ],
 )
 def test_wrong_parameters_name_what_was_expected_and_what_came(con, probe, params, got):
@@ -63,7 +63,9 @@ def test_parameters_to_a_query_without_any_are_refused(con):
     with pytest.raises(QueryParameterError) as info:
         queries.run(con, "views/jobs_latest", cluster="della")
 
-    assert str(info.value) == "views/jobs_latest: expects parameters [], got ['cluster']"
+    assert str(info.value) == (
+        "views/jobs_latest: expects parameters [], got ['cluster']; unknown: cluster"
+    )
 
 
 def test_run_arrow_checks_parameters_too(con, probe):
