@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from warehouse import layout, queries
-from warehouse.connection import WarehouseConfig, register_table
+from warehouse.connection import WarehouseConfig, register_files, register_table
 from warehouse.partitions import SAMPLE_MARTS, build_sample_marts
 from warehouse.summary import (
     SUMMARY_MARTS,
@@ -110,13 +110,17 @@ def record_attributed(root: Path, paths: list[Path]) -> None:
 
 
 def _rewrite_owners(path: Path, changes: pa.Table) -> None:
-    """Rewrite one sample file with new job_id values at the given row numbers."""
+    """Rewrite one sample file with new job_id values at the given row numbers (a file of
+    another tool without the column gets it; its other columns stay as they are)."""
     table = pq.read_table(path)
-    owners = table.column("job_id").to_pylist()
+    index = table.schema.get_field_index("job_id")
+    if index < 0:
+        table = table.append_column("job_id", pa.nulls(table.num_rows, pa.string()))
+        index = table.num_columns - 1
+    owners = table.column(index).to_pylist()
     rows = changes.column("file_row_number").to_pylist()
     for row, job_id in zip(rows, changes.column("job_id").to_pylist(), strict=True):
         owners[row] = job_id
-    index = table.schema.get_field_index("job_id")
     updated = table.set_column(index, table.schema.field(index), pa.array(owners, pa.string()))
     atomic_write(updated, path, batches=None)
 
@@ -151,7 +155,9 @@ def reattribute(
             ).fetchone()
             if seen != (stat.st_size, stat.st_mtime_ns, allocations):
                 checked += 1
-                con.read_parquet(str(path), file_row_number=True).create_view("partition_samples")
+                # typed by the contract, like the views: a file of another tool may leave
+                # cluster to its folder and lack nullable columns (job_id, gpu_uuid, …)
+                register_files(con, "gpu_samples", [path], "partition_samples", row_numbers=True)
                 changes = queries.run_arrow(con, OWNER_CHANGES)
                 if changes.num_rows:
                     _rewrite_owners(path, changes)

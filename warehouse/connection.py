@@ -2,7 +2,9 @@
 
 Every table gets a view even when the lake has no file for it (an empty view with the contract's
 columns), so queries never fail on a missing table. Files written by other tools are read the
-same way: extra columns are ignored and missing nullable columns read as null.
+same way: extra columns are ignored and missing nullable columns read as null, but a missing
+(or null) `cluster` is the one the file's `cluster=` folder names, as a hive writer (Spark's
+partitionBy, pyarrow's hive partitioning) leaves it to the path (`register_files`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import sql
 from warehouse import layout
 from warehouse.damage import remember
 from warehouse.errors import DamagedFile, EmptyWarehouse, NotReadable
-from warehouse.schema import TABLES
+from warehouse.schema import TABLES, TableSpec
 
 if TYPE_CHECKING:
     import duckdb
@@ -95,32 +97,78 @@ def register_table(con: duckdb.DuckDBPyConnection, root: Path, name: str) -> boo
 
 
 def register_files(
-    con: duckdb.DuckDBPyConnection, table: str, paths: list[Path], view: str | None = None
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    paths: list[Path],
+    view: str | None = None,
+    *,
+    row_numbers: bool = False,
 ) -> bool:
     """Create the view `view` (default: `table`) over `paths`, typed by `table`'s contract.
+
+    A column a file lacks reads as null, except a partition key its folder names: `cluster`
+    (and `date`, for the marts partitioned by it) read from the `cluster=`/`date=` folder,
+    percent-decoded as hive writers encode it, where the file has no such column or a null in
+    it; a value in the file wins over its folder's (the lake's own folder names are made safe,
+    so a name such as 'gpu farm' sits in cluster=gpu_farm). With `row_numbers` the view ends
+    with `file_row_number`, each row's position in its file.
 
     Returns whether there was any file; with none the view is empty but has every column.
     """
     name = view or table
     schema = TABLES[table].schema
     if not paths:
-        con.from_arrow(schema.empty_table()).create_view(name)
+        empty = schema.empty_table()
+        if row_numbers:
+            empty = empty.append_column("file_row_number", pa.array([], pa.int64()))
+        con.from_arrow(empty).create_view(name)
         return False
     import duckdb
 
     try:
-        rel = con.read_parquet([str(p) for p in paths], hive_partitioning=False, union_by_name=True)
+        rel = con.sql(
+            sql.load("views/lake_files"),
+            params={"files": [str(p) for p in paths], "row_numbers": row_numbers},
+        )
     except (duckdb.InvalidInputException, duckdb.IOException) as exc:
         raise _damaged(paths, exc) from exc
     remember(con, paths)  # to name a file damaged inside when a query decodes it
-    present = set(rel.columns)
+    present = set(rel.columns) - set(_PATH_KEYS.values()) - {"file_row_number"}
+    keys = _path_keys(TABLES[table])
     projection = []
     for field in schema:
         target = _duckdb_type(con, field.type)
-        source = quote_ident(field.name) if field.name in present else "NULL"
-        projection.append(f"CAST({source} AS {target}) AS {quote_ident(field.name)}")
+        column = quote_ident(field.name)
+        from_path = keys.get(field.name)
+        if field.name not in present:
+            source = from_path or "NULL"
+        elif from_path is not None:  # the file's own value wins; its folder's fills a null
+            source = f"CASE WHEN {column} IS NULL THEN {from_path} ELSE {column} END"
+        else:
+            source = column
+        projection.append(f"CAST({source} AS {target}) AS {column}")
+    if row_numbers:
+        projection.append("file_row_number")
     rel.project(", ".join(projection)).create_view(name)
     return True
+
+
+# The partition keys a file's path names (`cluster=`, `date=`), as columns of views/lake_files.
+_PATH_KEYS = {"cluster": "__gpuledger_path_cluster", "date": "__gpuledger_path_date"}
+
+
+def _path_keys(spec: TableSpec) -> dict[str, str]:
+    """The columns of `spec` that a file may leave to its folder (column -> lake_files column).
+
+    A hive writer (Spark's partitionBy, pyarrow's hive partitioning) keeps partition columns
+    out of the files: `cluster` is every table's, `date` the date-partitioned marts' whose
+    partition column it is. Where the partition column is a timestamp (ts, start_ts, …) it is
+    in the file anyway, and a `date=` folder could not restore it.
+    """
+    keys = {"cluster": _PATH_KEYS["cluster"]}
+    if spec.date_column == "date":
+        keys["date"] = _PATH_KEYS["date"]
+    return keys
 
 
 def _damaged(paths: list[Path], exc: Exception) -> Exception:

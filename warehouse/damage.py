@@ -7,23 +7,39 @@ file is likely corrupted, dictionary offset out of range"). Every connection rem
 files its views read (`remember`, called where views are registered); `as_damaged` turns a
 damage error into `DamagedFile` naming the file — the one the message names, else the first
 remembered file DuckDB cannot decode whole.
+
+The same error is often examined twice (by `warehouse.queries` with its connection, then by
+the command line's handler with every connection), and a lake's files are mostly intact: a file
+found to decode whole is remembered by its identity (path, device, inode, size, modification
+time, as `layout.files_fingerprint` tells a changed file), so a later search skips it until it
+is rewritten or replaced. Only intact verdicts are kept (a file found damaged ends the search),
+at most INTACT_CACHE_SIZE of them, the least recently used dropped first.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from warehouse.errors import DamagedFile
 
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["as_damaged", "looks_damaged", "remember"]
+__all__ = [
+    "INTACT_CACHE_SIZE",
+    "IntactCacheInfo",
+    "as_damaged",
+    "intact_cache_info",
+    "looks_damaged",
+    "remember",
+]
 
 # Messages of DuckDB's Parquet reader for a file damaged inside (seen on flipped bytes in
 # data and dictionary pages: decompression failures, offsets out of range, page headers Thrift
@@ -37,6 +53,29 @@ _NAMED = re.compile(r"""file ["']([^"']+)["']""")
 _FILES: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, dict[str, None]] = (
     weakref.WeakKeyDictionary()
 )
+
+
+# Files found to decode whole, by identity; a dashboard's threads search concurrently.
+INTACT_CACHE_SIZE = 16_384
+_Identity = tuple[str, int, int, int, int]
+_INTACT: OrderedDict[_Identity, None] = OrderedDict()
+_INTACT_LOCK = threading.Lock()
+_COUNTS = {"hits": 0, "decodes": 0}
+
+
+class IntactCacheInfo(NamedTuple):
+    """How the search for a damaged file used its cache: files skipped as known intact (hits),
+    files decoded (decodes), and how many intact files are remembered now (size)."""
+
+    hits: int
+    decodes: int
+    size: int
+
+
+def intact_cache_info() -> IntactCacheInfo:
+    """The cache's counts since the process started (like functools' cache_info)."""
+    with _INTACT_LOCK:
+        return IntactCacheInfo(_COUNTS["hits"], _COUNTS["decodes"], len(_INTACT))
 
 
 def remember(con: duckdb.DuckDBPyConnection, paths: Iterable[Path | str]) -> None:
@@ -72,15 +111,32 @@ def _remembered(con: duckdb.DuckDBPyConnection | None) -> Iterator[str]:
         yield from list(files)
 
 
-def _unreadable(path: str) -> bool:
+def _unreadable(path: str, *, cached: bool = False) -> bool:
     """Whether DuckDB fails to decode every column of every row of `path` (a fresh reader, so
-    nothing of the failed query's state is reused; streamed, so a large file is never held)."""
+    nothing of the failed query's state is reused; streamed, so a large file is never held).
+
+    With `cached`, a file already found intact with the same identity is not decoded again,
+    and one found intact now is remembered.
+    """
     import duckdb
 
     if not Path(path).is_file():
         return False  # removed since it was listed (compaction, a rebuild): not damage
     if not os.access(path, os.R_OK):
         return False  # not this user's to read (its own error says so): not damage
+    try:
+        stat = os.stat(path)  # before decoding: a file replaced meanwhile has another identity
+    except FileNotFoundError:
+        return False  # removed just now
+    identity = (path, stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    if cached:
+        with _INTACT_LOCK:
+            if identity in _INTACT:
+                _INTACT.move_to_end(identity)
+                _COUNTS["hits"] += 1
+                return False
+    with _INTACT_LOCK:
+        _COUNTS["decodes"] += 1
     probe = duckdb.connect()
     try:
         for _ in probe.read_parquet(path).to_arrow_reader(65_536):
@@ -89,6 +145,12 @@ def _unreadable(path: str) -> bool:
         return True
     finally:
         probe.close()
+    if cached:
+        with _INTACT_LOCK:
+            _INTACT[identity] = None
+            _INTACT.move_to_end(identity)
+            while len(_INTACT) > INTACT_CACHE_SIZE:
+                _INTACT.popitem(last=False)
     return False
 
 
@@ -98,7 +160,8 @@ def as_damaged(exc: BaseException, con: duckdb.DuckDBPyConnection | None = None)
 
     The file is the one the message names (if it indeed does not decode), else, for a message
     of damage, found by decoding each remembered file in turn (only on this error path: a
-    lake's worth of reading, once). A file missing since its view was made is not damage.
+    lake's worth of reading, once; files found intact before and unchanged since are skipped).
+    A file missing since its view was made is not damage.
     """
     import duckdb
 
@@ -116,6 +179,6 @@ def as_damaged(exc: BaseException, con: duckdb.DuckDBPyConnection | None = None)
     if not looks_damaged(exc):
         return exc
     for path in _remembered(con):
-        if _unreadable(path):
+        if _unreadable(path, cached=True):
             return DamagedFile(Path(path), reason)
     return exc

@@ -25,6 +25,7 @@ import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import unquote
 
 from warehouse.errors import DamagedFile, NotReadable, NotWritable
 
@@ -38,6 +39,7 @@ __all__ = [
     "ensure_dir",
     "files_fingerprint",
     "files_listing",
+    "folder_cluster",
     "listing_fingerprint",
     "open_private_db",
     "open_shared_file",
@@ -94,6 +96,22 @@ def partition_key(path: Path) -> tuple[str, dt.date] | None:
         return found["cluster"], dt.date.fromisoformat(found["date"])
     except ValueError:
         return None
+
+
+def folder_cluster(path: Path) -> str | None:
+    """The cluster a file's nearest `cluster=` folder names, percent-decoded as hive writers
+    (Spark's partitionBy, pyarrow) encode it ('a b' in cluster=a%20b); None outside the layout
+    or where it does not decode to UTF-8. `safe_name` leaves no `%`, so the lake's own folders
+    decode to themselves. The same rule as sql/views/lake_files.sql, for files read by pyarrow.
+    """
+    for part in reversed(path.parent.parts):
+        key, sep, value = part.partition("=")
+        if sep and key == "cluster":
+            try:
+                return unquote(value, errors="strict") or None
+            except UnicodeDecodeError:
+                return None
+    return None
 
 
 def batch_path(partition: Path, batch_id: str) -> Path:

@@ -28,7 +28,7 @@ from warehouse.schema import MARTS, RAW_TABLES
 from warehouse.writer import replace_partitions
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 __all__ = [
     "SparkUnavailable",
@@ -176,6 +176,7 @@ def _register(spark: SparkSession, root: Path, table: str, source: str | None) -
             frame = (
                 spark.read.option("recursiveFileLookup", "true")
                 .option("pathGlobFilter", "*.parquet")
+                .option("mergeSchema", "true")
                 .parquet(f"{source.rstrip('/')}/{table}")
             )
             present = set(frame.columns)
@@ -186,17 +187,34 @@ def _register(spark: SparkSession, root: Path, table: str, source: str | None) -
     else:
         paths = [str(p) for p in layout.table_files(root, table)]
         if paths:
-            frame = spark.read.parquet(*paths)
+            frame = spark.read.option("mergeSchema", "true").parquet(*paths)
             present = set(frame.columns)
         else:
             frame = spark.range(0).drop("id")
+
+    def source_of(name: str) -> Column:
+        own = F.col(f"`{name}`") if name in present else F.lit(None)
+        if name == "cluster" and present:  # as the DuckDB views: the file's, else its folder's
+            return F.coalesce(own, _folder_cluster())
+        return own
+
     columns = [
-        (F.col(f"`{field.name}`") if field.name in present else F.lit(None))
-        .cast(_spark_type(field.type))
-        .alias(field.name)
-        for field in schema
+        source_of(field.name).cast(_spark_type(field.type)).alias(field.name) for field in schema
     ]
     frame.select(*columns).createOrReplaceTempView(table)
+
+
+def _folder_cluster() -> Column:
+    """The cluster the row's file's nearest `cluster=` folder names, as sql/views/lake_files.sql
+    reads it: Spark's file path is a URI (a `%` in a folder is `%25` there), so it is decoded
+    once for the URI and once for the hive writer's escaping; `+` is a plus, not a space."""
+    from pyspark.sql import functions as F
+
+    def decoded(text: Column) -> Column:
+        return F.try_url_decode(F.replace(text, F.lit("+"), F.lit("%2B")))
+
+    folder = F.regexp_extract(F.col("_metadata.file_path"), r"(?:^|.*/)cluster=([^/]*)/", 1)
+    return F.nullif(decoded(decoded(folder)), F.lit(""))
 
 
 def _run(spark: SparkSession, name: str, params: Mapping[str, Any]) -> DataFrame:

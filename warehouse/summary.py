@@ -499,8 +499,24 @@ def _scope_days(
 def _late_jobs(files: Iterable[Path]) -> pa.Table:
     """The distinct (cluster, job_id) of the rows in scheduler batch `files`."""
     keys = pa.schema([("cluster", pa.string()), ("job_id", pa.string())])
-    rows = [pq.read_table(p, columns=keys.names).cast(keys) for p in files]
+    rows = [_job_keys(p, keys) for p in files]
     return pa.concat_tables(rows or [keys.empty_table()]).group_by(keys.names).aggregate([])
+
+
+def _job_keys(path: Path, keys: pa.Schema) -> pa.Table:
+    """`path`'s (cluster, job_id) rows; a cluster the file leaves out (or null) is its folder's,
+    as the views read it (warehouse.connection.register_files)."""
+    present = [name for name in keys.names if name in pq.read_schema(path).names]
+    rows = pq.read_table(path, columns=present)
+    folder = pa.scalar(layout.folder_cluster(path), pa.string())
+    if "cluster" not in present:
+        rows = rows.append_column("cluster", pa.nulls(rows.num_rows, pa.string()))
+    rows = rows.set_column(
+        rows.schema.get_field_index("cluster"),
+        "cluster",
+        pc.fill_null(rows.column("cluster").cast(pa.string()), folder),
+    )
+    return rows.select(keys.names).cast(keys)
 
 
 def _late_records(

@@ -4,6 +4,7 @@ query decodes the page: that failure is DamagedFile naming the file, not DuckDB'
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 
 import duckdb
 import numpy as np
@@ -14,7 +15,7 @@ import sql
 from tests.damage import flip_data_page
 from warehouse import queries, writer
 from warehouse.connection import connect
-from warehouse.damage import as_damaged
+from warehouse.damage import as_damaged, intact_cache_info
 from warehouse.errors import DamagedFile, QueryParameterError
 
 PROBE = "tests/probe_power"
@@ -89,3 +90,44 @@ def test_other_query_errors_keep_their_own_type(damaged_lake, probe):
             assert as_damaged(healthy, other) is healthy
         missing = duckdb.BinderException('Referenced column "nope" not found')
         assert as_damaged(missing, con) is missing
+
+
+def test_a_second_look_decodes_no_intact_file_again_until_it_changes(lake, make_samples, t0):
+    """The query runner searches the connection's files, the command line's handler then every
+    connection's (this test's is the newest, searched first): a file found intact is not
+    decoded again until it is rewritten or replaced."""
+    midnight = t0.replace(hour=0)
+    days = [midnight + dt.timedelta(days=k) for k in range(3)]
+    files = [
+        writer.write_batch(lake, "gpu_samples", batch(make_samples, d), f"d{k}")[0]
+        for k, d in enumerate(days)
+    ]
+    looks_damaged = duckdb.Error("Parquet file is likely corrupted, dictionary offset out of range")
+
+    def decodes(look: Callable[[], BaseException]) -> tuple[int, BaseException]:
+        before = intact_cache_info().decodes
+        found = look()
+        return intact_cache_info().decodes - before, found
+
+    def by_the_runner() -> BaseException:
+        try:
+            with queries.damaged_files(con):
+                raise looks_damaged
+        except Exception as exc:
+            return exc
+        raise AssertionError("not raised")
+
+    with connect(lake) as con:
+        assert decodes(by_the_runner) == (3, looks_damaged)  # each file once; none damaged
+        assert decodes(by_the_runner) == (0, looks_damaged)
+
+        # a file landed again (a new file renamed over it) is decoded again, the others not
+        writer.write_batch(lake, "gpu_samples", batch(make_samples, days[1]), "d1")
+        assert decodes(by_the_runner) == (1, looks_damaged)
+
+        # damaged in place (the same file, its size unchanged, written since): decoded and
+        # named by the handler's look, the two files before it skipped
+        flip_data_page(files[2], "power_w")
+        count, found = decodes(lambda: as_damaged(looks_damaged))
+        assert isinstance(found, DamagedFile)
+        assert (count, found.path) == (1, files[2])

@@ -12,15 +12,18 @@ import subprocess
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from polars.testing import assert_frame_equal
 
 from collector.sim import SimConfig, simulate
 from tests.marts import rows as r
 from tests.report.lake import assoc
+from warehouse import layout
 from warehouse.attribution import MART_ORDER, AttributionConfig, build_marts, reattribute
 from warehouse.connection import connect
-from warehouse.schema import MARTS
+from warehouse.schema import MARTS, RAW_TABLES
 from warehouse.spark import transpile
 
 pytestmark = pytest.mark.slow
@@ -91,13 +94,38 @@ def test_a_distinct_window_count_becomes_the_size_of_a_set():
     assert text == "SELECT SIZE(COLLECT_SET(j) OVER (PARTITION BY d, ts)) AS k FROM t"
 
 
+def spark_partitioned_copy(spark, source: Path, lake: Path) -> None:
+    """The raw tables of `source` written into `lake` as a Spark job writes them with
+    partitionBy("cluster", "date"): no cluster column in the files, its value in the folder."""
+    for table in RAW_TABLES:
+        files = layout.table_files(source, table)
+        keys = [layout.partition_key(path) for path in files]
+        parts = [
+            pq.read_table(p).append_column(
+                "date", pa.array([key[1]] * pq.read_metadata(p).num_rows)
+            )
+            for p, key in zip(files, keys, strict=True)
+            if key is not None
+        ]
+        if parts:
+            rows = pa.concat_tables(parts, promote_options="default").drop_columns(["_batch"])
+            writer = spark.createDataFrame(rows).write.partitionBy("cluster", "date")
+            writer.parquet(str(lake / table))
+
+
 @needs_spark
 def test_spark_reading_a_lake_url_builds_the_same_marts_as_duckdb(spark, tmp_path):
     """One lake, one Spark build (planning dominates on lakes this small): a simulated day of
-    8 GPUs, and beside it a hand-made cluster with the edge cases and a share tree. Spark finds
-    the raw files itself under a file:// lake URL, as it would under s3a://."""
+    8 GPUs as a Spark job would write it (partitionBy cluster and date: the cluster's name
+    'gpu farm/1' only in the escaped folder names), and beside it files of the lake's own
+    writer: a hand-made cluster with the edge cases and a share tree. Spark finds the raw files
+    itself under a file:// lake URL, as it would under s3a://."""
     lake = tmp_path / "lake"
-    simulate(SimConfig(gpus=8, days=1, seed=3), lake)
+    simulate(SimConfig(gpus=8, days=1, seed=3, cluster="gpu farm/1"), tmp_path / "sim")
+    spark_partitioned_copy(spark, tmp_path / "sim", lake)
+    written = layout.table_files(lake, "gpu_samples")
+    assert written and all("cluster" not in pq.read_schema(f).names for f in written)
+    assert all("cluster=gpu farm%2F1" in str(f) for f in written)
     rows = r.mixed_lake()  # gaps, a duplicate, jitter, a shared GPU, a whole-node allocation
     r.land(lake, "gpu_samples", rows["samples"])
     r.land(lake, "jobs", rows["jobs"])
@@ -144,6 +172,7 @@ def test_spark_reading_a_lake_url_builds_the_same_marts_as_duckdb(spark, tmp_pat
     assert duck["job_usage"].filter(hand_made).height == 6
     requeued = duck["job_outcomes"].filter(hand_made & pl.col("requeued")).sort("job_id")
     assert requeued["gpu_h_lost_requeue"].to_list() == pytest.approx([300 / 3600, 100 / 3600])
+    assert duck["job_usage"].filter(~hand_made)["cluster"].unique().to_list() == ["gpu farm/1"]
     assert duck["job_usage"].filter(~hand_made).height > 5
     assert duck["cluster_occupancy"].filter(hand_made).height > 0
     fairness = duck["fairness_weekly"].filter(hand_made)
