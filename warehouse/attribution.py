@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from warehouse import layout, queries
+from warehouse import compaction_log, layout, queries
 from warehouse.connection import WarehouseConfig, register_table
 from warehouse.partitions import SAMPLE_MARTS, build_sample_marts
 from warehouse.summary import (
@@ -121,6 +121,22 @@ def _rewrite_owners(path: Path, changes: pa.Table) -> None:
     atomic_write(updated, path, batches=None)
 
 
+def _carry_checks(root: Path) -> str:
+    """The allocations' digest now. A sample file checked against the allocations as they were
+    before merges of `job_gpus` partitions that still hold (warehouse/compaction_log.py) was
+    checked against the same rows: it is recorded as checked against them now."""
+    carried = compaction_log.carry(root, "owner_check", "job_gpus")
+    allocations = layout.listing_fingerprint(carried.now)
+    if carried.holds:
+        with _state(root) as db:
+            db.execute(
+                "UPDATE checked_files SET allocations = ? WHERE allocations = ?",
+                (allocations, layout.listing_fingerprint(carried.before)),
+            )
+    compaction_log.forget(root, "owner_check", "job_gpus", carried.read)
+    return allocations
+
+
 def reattribute(
     con: duckdb.DuckDBPyConnection,
     root: Path,
@@ -130,12 +146,12 @@ def reattribute(
 ) -> tuple[int, int, int]:
     """Re-check sample files against `job_gpus`; return (checked, rewritten, samples changed).
 
-    A file is skipped when neither it nor the allocations changed since it was last checked,
-    and, with `since`, when its date partition is before that day (older history stays as it
-    was attributed). A rewritten file keeps its name, rows, order and `_batch`; only `job_id`
-    changes.
+    A file is skipped when neither it nor the allocations changed since it was last checked
+    (a merge of `job_gpus` partitions changes their files, not their rows), and, with `since`,
+    when its date partition is before that day (older history stays as it was attributed). A
+    rewritten file keeps its name, rows, order and `_batch`; only `job_id` changes.
     """
-    allocations = layout.files_fingerprint(layout.table_files(root, "job_gpus"))
+    allocations = _carry_checks(root)
     # The files are checked against the allocations as they are now, not as they were when
     # `con` was opened: a stale view would record files as checked against rows it never saw.
     register_table(con, root, "job_gpus")

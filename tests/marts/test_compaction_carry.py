@@ -116,13 +116,13 @@ def test_the_pass_carries_the_days_across_once_and_forgets_the_record(tmp_path):
     lake(root)
     build(root)
     compact(root)
-    assert len(compaction_log.merges(root, "gpu_samples")) == 3
+    assert len(compaction_log.merges(root, "sample_days", "gpu_samples")) == 3
 
     report = sample_pass(root)
 
     assert (report.rebuilt, report.tails) == ((), ())
     assert days(report.carried) == ["2024-03-01", "2024-03-02", "2024-03-03"]
-    assert compaction_log.merges(root, "gpu_samples") == {}
+    assert compaction_log.merges(root, "sample_days", "gpu_samples") == {}
     again = sample_pass(root)
     assert (again.rebuilt, again.tails, again.carried, again.unchanged) == ((), (), (), 3)
 
