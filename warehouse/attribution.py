@@ -137,6 +137,35 @@ def _carry_checks(root: Path) -> str:
     return allocations
 
 
+def _carry_checked_files(root: Path) -> None:
+    """Record the sample files after merges that still hold as checked against the allocations
+    their files before were all checked against (the same rows, the same owners)."""
+    carried = compaction_log.carry(root, "owner_check", "gpu_samples")
+    with _state(root) as db:
+        for merge in carried.holds.values():
+            before = compaction_log.stamps(merge.before)
+            seen = {
+                path: db.execute(
+                    "SELECT size, mtime_ns, allocations FROM checked_files WHERE path = ?", (path,)
+                ).fetchone()
+                for path in before
+            }
+            against = {row[2] for row in seen.values() if row is not None}
+            if len(against) != 1 or any(
+                row is None or f"{row[0]}|{row[1]}" != before[path] for path, row in seen.items()
+            ):
+                continue  # a file before not checked, or not as it was merged: check the new
+            db.executemany("DELETE FROM checked_files WHERE path = ?", [(p,) for p in before])
+            db.executemany(
+                "INSERT OR REPLACE INTO checked_files VALUES (?, ?, ?, ?)",
+                [
+                    (path, *map(int, stamp.split("|")), *against)
+                    for path, stamp in compaction_log.stamps(merge.after).items()
+                ],
+            )
+    compaction_log.forget(root, "owner_check", "gpu_samples", carried.read)
+
+
 def reattribute(
     con: duckdb.DuckDBPyConnection,
     root: Path,
@@ -147,11 +176,12 @@ def reattribute(
     """Re-check sample files against `job_gpus`; return (checked, rewritten, samples changed).
 
     A file is skipped when neither it nor the allocations changed since it was last checked
-    (a merge of `job_gpus` partitions changes their files, not their rows), and, with `since`,
+    (a merge of partitions of either changes their files, not their rows), and, with `since`,
     when its date partition is before that day (older history stays as it was attributed). A
     rewritten file keeps its name, rows, order and `_batch`; only `job_id` changes.
     """
     allocations = _carry_checks(root)
+    _carry_checked_files(root)
     # The files are checked against the allocations as they are now, not as they were when
     # `con` was opened: a stale view would record files as checked against rows it never saw.
     register_table(con, root, "job_gpus")
