@@ -23,7 +23,8 @@ An entry only ever states that fact:
 
 Entries live in `<lake>/_state/compaction.sqlite`, one per reader and partition (a later merge
 of the same partition replaces it). Each reader removes the entries it read (`forget`) once its
-state is carried or rebuilt, so none waits on another reader and none piles up.
+state is carried or rebuilt, so none waits on another reader and none piles up (a reader that
+does not run, the marts built with `--engine spark`, leaves at most one a compacted partition).
 """
 
 from __future__ import annotations
