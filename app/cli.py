@@ -280,7 +280,8 @@ def attribute(
 
     \b
     Sample files are re-checked only when they or the scheduler's allocations (job_gpus)
-    changed since the last run, so late scheduler records re-attribute what they cover.
+    changed since the last run (compacting their files changes no row: not re-checked), so
+    late scheduler records re-attribute what they cover.
     The sample-level marts (gpu_job_buckets, job_gpu_daily, bucket_occupancy) are rebuilt
     only for the UTC days whose sample files changed (and the last buckets of the day
     before); job_usage, job_outcomes, usage_daily and cluster_occupancy are then built from

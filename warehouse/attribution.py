@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from warehouse import layout, queries
+from warehouse import compaction_log, layout, queries
 from warehouse.connection import WarehouseConfig, register_files, register_table
 from warehouse.partitions import SAMPLE_MARTS, build_sample_marts
 from warehouse.summary import (
@@ -125,6 +125,51 @@ def _rewrite_owners(path: Path, changes: pa.Table) -> None:
     atomic_write(updated, path, batches=None)
 
 
+def _carry_checks(root: Path) -> str:
+    """The allocations' digest now. A sample file checked against the allocations as they were
+    before merges of `job_gpus` partitions that still hold (warehouse/compaction_log.py) was
+    checked against the same rows: it is recorded as checked against them now."""
+    carried = compaction_log.carry(root, "owner_check", "job_gpus")
+    allocations = layout.listing_fingerprint(carried.now)
+    if carried.holds:
+        with _state(root) as db:
+            db.execute(
+                "UPDATE checked_files SET allocations = ? WHERE allocations = ?",
+                (allocations, layout.listing_fingerprint(carried.before)),
+            )
+    compaction_log.forget(root, "owner_check", "job_gpus", carried.read)
+    return allocations
+
+
+def _carry_checked_files(root: Path) -> None:
+    """Record the sample files after merges that still hold as checked against the allocations
+    their files before were all checked against (the same rows, the same owners)."""
+    carried = compaction_log.carry(root, "owner_check", "gpu_samples")
+    with _state(root) as db:
+        for merge in carried.holds.values():
+            before = compaction_log.stamps(merge.before)
+            seen = {
+                path: db.execute(
+                    "SELECT size, mtime_ns, allocations FROM checked_files WHERE path = ?", (path,)
+                ).fetchone()
+                for path in before
+            }
+            against = {row[2] for row in seen.values() if row is not None}
+            if len(against) != 1 or any(
+                row is None or f"{row[0]}|{row[1]}" != before[path] for path, row in seen.items()
+            ):
+                continue  # a file before not checked, or not as it was merged: check the new
+            db.executemany("DELETE FROM checked_files WHERE path = ?", [(p,) for p in before])
+            db.executemany(
+                "INSERT OR REPLACE INTO checked_files VALUES (?, ?, ?, ?)",
+                [
+                    (path, *map(int, stamp.split("|")), *against)
+                    for path, stamp in compaction_log.stamps(merge.after).items()
+                ],
+            )
+    compaction_log.forget(root, "owner_check", "gpu_samples", carried.read)
+
+
 def reattribute(
     con: duckdb.DuckDBPyConnection,
     root: Path,
@@ -134,12 +179,13 @@ def reattribute(
 ) -> tuple[int, int, int]:
     """Re-check sample files against `job_gpus`; return (checked, rewritten, samples changed).
 
-    A file is skipped when neither it nor the allocations changed since it was last checked,
-    and, with `since`, when its date partition is before that day (older history stays as it
-    was attributed). A rewritten file keeps its name, rows, order and `_batch`; only `job_id`
-    changes.
+    A file is skipped when neither it nor the allocations changed since it was last checked
+    (a merge of partitions of either changes their files, not their rows), and, with `since`,
+    when its date partition is before that day (older history stays as it was attributed). A
+    rewritten file keeps its name, rows, order and `_batch`; only `job_id` changes.
     """
-    allocations = layout.files_fingerprint(layout.table_files(root, "job_gpus"))
+    allocations = _carry_checks(root)
+    _carry_checked_files(root)
     # The files are checked against the allocations as they are now, not as they were when
     # `con` was opened: a stale view would record files as checked against rows it never saw.
     register_table(con, root, "job_gpus")

@@ -207,7 +207,8 @@ def build_sample_marts(
     (warehouse/compaction_log.py), has the same rows: it is not built again.
     """
     root = config.root
-    merged = compaction_log.merges(root, "gpu_samples")  # before the files are listed
+    # read before the files are listed: a merge in between is one the next run sees
+    merged = compaction_log.merges(root, "sample_days", "gpu_samples")
     days = sample_days(root)
     salt = repr(sorted(params.items())) + "".join(
         sql.load(q) for q in (*_HELPERS, *(query for _, query in SAMPLE_MARTS))
@@ -269,7 +270,8 @@ def build_sample_marts(
                 progress(done, len(days))
     finally:
         con.close()
-    compaction_log.forget(root, "gpu_samples", merged)  # every day now records its files
+    # every day now records its files
+    compaction_log.forget(root, "sample_days", "gpu_samples", merged)
     removed = tuple(sorted(set(built) - set(days)))
     for key in removed:
         _remove_day(root, key)

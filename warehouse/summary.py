@@ -47,7 +47,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import sql
-from warehouse import layout, queries
+from warehouse import compaction_log, layout, queries
 from warehouse.connection import (
     DERIVED_VIEWS,
     WarehouseConfig,
@@ -99,6 +99,8 @@ _INDEX_DIR = "summary_index"
 # The scheduler's tables: a batch file of them new, rewritten (an allocation closed) or removed
 # since the last build holds late records, whose jobs are updated in place.
 _SCHEDULER = ("jobs", "job_gpus")
+# The raw tables the summary marts read whole (a change of their files rebuilds them).
+_OTHER_RAW = tuple(t for t in RAW_TABLES if t != "gpu_samples" and t not in _SCHEDULER)
 _DAY_S = 86400
 _EPOCH = dt.date(1970, 1, 1)
 
@@ -180,10 +182,16 @@ def _state(root: Path) -> sqlite3.Connection:
 def _inputs_fingerprint(root: Path, config: AttributionConfig) -> str:
     """What the summary marts read besides the sample-level marts and the scheduler's tables:
     the other raw tables, the SQL of every mart and helper, and the config."""
+    others = [layout.files_fingerprint(layout.table_files(root, t)) for t in _OTHER_RAW]
+    return _inputs_digest(config, others)
+
+
+def _inputs_digest(config: AttributionConfig, tables: Iterable[str]) -> str:
+    """`_inputs_fingerprint` of the other raw tables' fingerprints `tables` (in _OTHER_RAW's
+    order)."""
     digest = hashlib.sha1(repr(config).encode())
-    for table in RAW_TABLES:
-        if table != "gpu_samples" and table not in _SCHEDULER:
-            digest.update(layout.files_fingerprint(layout.table_files(root, table)).encode())
+    for fingerprint in tables:
+        digest.update(fingerprint.encode())
     for query in (*(q for _, q in SAMPLE_MARTS), *(q for _, q in SUMMARY_MARTS), *_HELPERS):
         digest.update(sql.load(query).encode())
     return digest.hexdigest()
@@ -191,12 +199,62 @@ def _inputs_fingerprint(root: Path, config: AttributionConfig) -> str:
 
 def _scheduler_records(root: Path) -> dict[str, str]:
     """Every file of the scheduler's tables -> its size and modification time."""
-    records = {}
+    records: dict[str, str] = {}
     for table in _SCHEDULER:
-        for path in layout.table_files(root, table):
-            stat = path.stat()
-            records[str(path)] = f"{stat.st_size}|{stat.st_mtime_ns}"
+        records |= compaction_log.stamps(layout.files_listing(layout.table_files(root, table)))
     return records
+
+
+def _carry_state(root: Path, config: AttributionConfig) -> tuple[str, dict[str, str]]:
+    """The other inputs' fingerprint and the scheduler's files now (as `_inputs_fingerprint`
+    and `_scheduler_records`), after carrying the recorded state across the raw tables' merges
+    since (warehouse/compaction_log.py): a merge keeps every row, so inputs recorded as the
+    files before merges that still hold are the inputs now, and scheduler files recorded as a
+    merged partition's files before hold the jobs of its files after."""
+    carries = {t: compaction_log.carry(root, "summary", t) for t in (*_OTHER_RAW, *_SCHEDULER)}
+    inputs = _inputs_digest(
+        config, (layout.listing_fingerprint(carries[t].now) for t in _OTHER_RAW)
+    )
+    before = _inputs_digest(
+        config, (layout.listing_fingerprint(carries[t].before) for t in _OTHER_RAW)
+    )
+    records: dict[str, str] = {}
+    for table in _SCHEDULER:
+        records |= compaction_log.stamps(carries[table].now)
+    with _state(root) as db:
+        if before != inputs:
+            db.execute("UPDATE summary_built SET inputs = ? WHERE inputs = ?", (inputs, before))
+        for table in _SCHEDULER:
+            for merge in carries[table].holds.values():
+                _carry_records(db, merge)
+    for table, carried in carries.items():
+        compaction_log.forget(root, "summary", table, carried.read)
+    return inputs, records
+
+
+def _carry_records(db: sqlite3.Connection, merge: compaction_log.Merge) -> None:
+    """Record the files after `merge` in place of those before, with their jobs, when the
+    recorded files are exactly those before (else they are late records, as before)."""
+    before, after = compaction_log.stamps(merge.before), compaction_log.stamps(merge.after)
+    for path, stamp in before.items():
+        known = db.execute("SELECT stamp FROM summary_records WHERE path = ?", (path,)).fetchone()
+        if known != (stamp,):
+            return
+    jobs: set[tuple[str, str]] = set()
+    for path in before:
+        jobs.update(
+            db.execute(
+                "SELECT cluster, job_id FROM summary_record_jobs WHERE path = ?", (path,)
+            ).fetchall()
+        )
+        db.execute("DELETE FROM summary_records WHERE path = ?", (path,))
+        db.execute("DELETE FROM summary_record_jobs WHERE path = ?", (path,))
+    for path, stamp in after.items():  # the rows of all files before in each: a superset
+        db.execute("INSERT INTO summary_records VALUES (?, ?)", (path, stamp))
+        db.executemany(
+            "INSERT INTO summary_record_jobs VALUES (?, ?, ?)",
+            [(path, cluster, job_id) for cluster, job_id in sorted(jobs)],
+        )
 
 
 def _sample_mart_days(root: Path) -> dict[DayKey, list[Path]] | None:
@@ -391,8 +449,7 @@ def refresh_summary_marts(
     whole otherwise (or with `force`). Views of the summary marts in `con` are refreshed; the
     update itself runs in its own connection."""
     days = _sample_mart_days(root)
-    inputs = _inputs_fingerprint(root, config)
-    records = _scheduler_records(root)
+    inputs, records = _carry_state(root, config)
     reason, recorded, late = ("forced", {}, None) if force else _stale_reason(root, inputs, records)
     if days is None:
         reason = reason or "sample-level mart files outside the partition layout"

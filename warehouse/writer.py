@@ -30,7 +30,6 @@ __all__ = [
     "BATCH_COLUMN",
     "COMPACT_MAX_BYTES",
     "COMPACT_MIN_FILES",
-    "LOGGED_TABLES",
     "atomic_write",
     "compact",
     "compact_closed_days",
@@ -503,9 +502,6 @@ def _merge(folder: Path, paths: list[Path]) -> None:
 # bytes become one file each.
 COMPACT_MIN_FILES = 32
 COMPACT_MAX_BYTES = 64 * 1024 * 1024
-# The tables whose merges are logged: the per-day pass (warehouse/partitions.py) carries its
-# state across them, and removes the entries it read (so no other table's would pile up).
-LOGGED_TABLES = ("gpu_samples",)
 
 
 def compact_closed_days(root: Path, today: dt.date, since: dt.date | None = None) -> int:
@@ -529,7 +525,7 @@ def compact_closed_days(root: Path, today: dt.date, since: dt.date | None = None
             before=before,
             since=since,
             max_bytes=COMPACT_MAX_BYTES,
-            log=table in LOGGED_TABLES,
+            log=compaction_log.logged(table),  # a reader carries its state across
         )
         for table in RAW_TABLES
     )

@@ -116,13 +116,13 @@ def test_the_pass_carries_the_days_across_once_and_forgets_the_record(tmp_path):
     lake(root)
     build(root)
     compact(root)
-    assert len(compaction_log.merges(root, "gpu_samples")) == 3
+    assert len(compaction_log.merges(root, "sample_days", "gpu_samples")) == 3
 
     report = sample_pass(root)
 
     assert (report.rebuilt, report.tails) == ((), ())
     assert days(report.carried) == ["2024-03-01", "2024-03-02", "2024-03-03"]
-    assert compaction_log.merges(root, "gpu_samples") == {}
+    assert compaction_log.merges(root, "sample_days", "gpu_samples") == {}
     again = sample_pass(root)
     assert (again.rebuilt, again.tails, again.carried, again.unchanged) == ((), (), (), 3)
 
@@ -209,3 +209,39 @@ def test_a_day_built_with_other_settings_is_rebuilt(tmp_path):
     assert days(report.rebuilt) == ["2024-03-01", "2024-03-02", "2024-03-03"]
     build(root)
     assert_same_marts(snapshot(root), rebuilt_from_scratch(root, tmp_path / "scratch"))
+
+
+def owner_check(root: Path) -> tuple[int, int]:
+    """`attribute`'s owner check: the sample files it read, and those it rewrote."""
+    checked, rewritten, _changed = reattribute(connect(root), root)
+    return checked, rewritten
+
+
+def test_the_owner_check_reads_no_compacted_sample_file_checked_before(tmp_path):
+    root = tmp_path / "lake"
+    lake(root)
+    build(root)  # every small file checked against the allocations
+    compact(root)
+
+    assert owner_check(root) == (0, 0)
+    assert compaction_log.merges(root, "owner_check", "gpu_samples") == {}
+    assert len(compaction_log.merges(root, "sample_days", "gpu_samples")) == 3  # not read yet
+
+
+def test_the_owner_check_reads_a_compacted_file_whose_rows_it_did_not_check(tmp_path):
+    root = tmp_path / "lake"
+    lake(root)
+    build(root)
+    land_day_in_scrapes(root, 1, power_w=350.0)  # day 1's batches again, never checked
+    compact(root)
+    assert owner_check(root) == (1, 0)  # day 1's merged file
+
+
+def test_the_owner_check_reads_the_files_of_a_compaction_that_died_before_its_record(tmp_path):
+    root = tmp_path / "lake"
+    lake(root)
+    build(root)
+    compact(root)
+    (root / "_state" / "compaction.sqlite").unlink()
+
+    assert owner_check(root) == (3, 0)
