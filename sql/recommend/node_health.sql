@@ -16,8 +16,9 @@
 -- the time (epoch seconds) of the node's last hardware event or critical finding in the window
 -- (null without either; a finding's time is the end of the span it covers, else its start,
 -- since detected_ts is when `detect` ran), and healthy_jobs_since counts the jobs that started
--- on the node at or after it and ended without failing: a node back in service that runs jobs
--- to the end again came back from its trouble (repaired, or it was transient).
+-- on the node at or after it and completed (a job cancelled, timed out, preempted or requeued
+-- there proves nothing): a node back in service that runs jobs to a successful end again came
+-- back from its trouble (repaired, or it was transient).
 
 WITH hw AS (
     SELECT
@@ -92,7 +93,7 @@ per_node AS (
         coalesce(sum(h.gpu_h) FILTER (WHERE o.failed), 0) AS failed_gpu_h,
         coalesce(sum(h.gpu_h), 0) AS held_gpu_h,
         count(DISTINCT h.job_id) FILTER (
-            WHERE h.start_e >= t.trouble_e AND h.ended AND NOT coalesce(o.failed, false)
+            WHERE h.start_e >= t.trouble_e AND h.ended AND o.outcome = 'completed'
         ) AS healthy_jobs_since
     FROM held AS h
     LEFT JOIN job_outcomes AS o

@@ -136,6 +136,22 @@ def test_a_node_back_in_service_after_its_hardware_event_is_not_drained(tmp_path
     assert recs[0]["evidence"]["healthy_jobs_since_trouble"] == 0
 
 
+def test_only_a_completed_job_shows_a_node_back_in_service(tmp_path):
+    """g001: XID 79 during f1; the jobs since hit their time limit or were cancelled — a hung
+    GPU looks like that — so it is still drained."""
+    jobs = [
+        r.job("f1", 0, H, state="FAILED"),
+        r.job("t1", 2 * H, 3 * H, state="TIMEOUT"),
+        r.job("c1", 3 * H, 4 * H, state="CANCELLED"),
+    ]
+    job_gpus = [r.job_gpu("f1", 0, H), r.job_gpu("t1", 2 * H, 3 * H), r.job_gpu("c1", 3 * H, 4 * H)]
+    con = r.build_lake(tmp_path, jobs=jobs, job_gpus=job_gpus, events=[r.event(600, "xid", 79)])
+    recs = recs_of(recommend(con, RecommendConfig(), NOW, kinds=("drain_node",)), "drain_node")
+
+    assert [rec["scope"] for rec in recs] == ["node=g001"]
+    assert recs[0]["evidence"]["healthy_jobs_since_trouble"] == 0
+
+
 def test_failures_at_the_cluster_rate_are_not_counted_as_avoidable(tmp_path):
     """Ten nodes with 1 h one-GPU jobs, 3 of 8 failed on each: the cluster's rate. g001 also
     had a fatal XID (no healthy job after it): it is drained, but none of its failures would
