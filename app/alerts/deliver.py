@@ -5,11 +5,14 @@ retried up to `max_attempts` times in the run, waiting `Retry-After` when the se
 else `retry_base_s` doubling up to `retry_max_s`; after that the run gives up on the message,
 and the rest of that channel's queue waits too (its server is down). A permanent error about
 the whole channel (login refused, relay denied, SMTP 5xx at MAIL or DATA) gives up at once,
-after one message, not one per queued message. A message a run gave up on is tried again by a
-later run, `retry_later_s` after, doubling each time, and after `give_up_after_runs` such runs
-it is `failed`; the channel's other messages wait as long, untried, so one message probes the
-channel after each wait. A permanent error about the message itself (recipient refused) fails it at
-once. `alert --retry-failed` puts failed messages back in the queue.
+after two messages, not one per queued message: the first refused one waits on its own, and
+the next one tells whether the channel refuses everything (refused too: the channel's queue
+waits) or only that message (too large, taken for spam: sent, and the queue goes on). A
+message a run gave up on is tried again by a later run, `retry_later_s` after, doubling each
+time, and after `give_up_after_runs` such runs it is `failed`; while a channel is down its other
+messages wait as long, untried, so two messages probe the channel after each wait. A
+permanent error about the message itself (recipient refused) fails it at once.
+`alert --retry-failed` puts failed messages back in the queue.
 Clock, sleep and the point after each hand-over (a crash-injection seam) are injected.
 """
 
@@ -105,10 +108,17 @@ _LATER_MAX_S = 24 * 3600.0
 
 
 def _give_up_for_now(
-    ledger: Ledger, msg: StoredMessage, cfg: AlertsConfig, now: dt.datetime, err: DeliveryError
+    ledger: Ledger,
+    msg: StoredMessage,
+    cfg: AlertsConfig,
+    now: dt.datetime,
+    err: DeliveryError,
+    *,
+    channel_down: bool = True,
 ) -> bool:
     """This run gives up on `msg`: a later run tries again after `retry_later_s`, doubling
-    each time; after `give_up_after_runs` such runs it is `failed`. True when it failed."""
+    each time; after `give_up_after_runs` such runs it is `failed`. With `channel_down`, the
+    channel's other messages wait as long. True when it failed."""
     runs = ledger.deferrals(msg.key) + 1
     if runs >= cfg.give_up_after_runs:
         ledger.mark_failed(msg.key, now, f"{err} (given up after {runs} run(s))")
@@ -118,7 +128,8 @@ def _give_up_for_now(
         delay = max(delay, err.retry_after_s)
     until = now + dt.timedelta(seconds=delay)
     ledger.mark_deferred(msg.key, now, until, str(err))
-    ledger.postpone_channel(msg.channel, until)  # one message probes the channel per wait
+    if channel_down:
+        ledger.postpone_channel(msg.channel, until)  # its probes go first after the wait
     return False
 
 
@@ -133,6 +144,7 @@ def deliver_due(
     """Send every due message once; see the module docstring for retries."""
     report = DeliveryReport()
     down: set[str] = set()
+    refused_once: set[str] = set()  # channels whose next message tells the channel from the message
     for msg in ledger.due(clock()):
         if msg.channel in down:
             report.retrying.append(msg.key)
@@ -151,11 +163,16 @@ def deliver_due(
                 delay = _backoff(cfg, attempt, err)
                 now = clock()
                 if err.permanent or attempt + 1 == cfg.max_attempts or delay > cfg.retry_max_s:
-                    # the channel is down or refuses every message: its queue waits
-                    down.add(msg.channel)
+                    # the channel is down or refuses every message: its queue waits; a first
+                    # refusal may be about this message alone: the next message tells
+                    first_refusal = err.permanent and msg.channel not in refused_once
+                    if first_refusal:
+                        refused_once.add(msg.channel)
+                    else:
+                        down.add(msg.channel)
                     if err.permanent:
                         report.refused.append((msg.key, str(err)))
-                    if _give_up_for_now(ledger, msg, cfg, now, err):
+                    if _give_up_for_now(ledger, msg, cfg, now, err, channel_down=not first_refusal):
                         report.failed.append((msg.key, str(err)))
                         logger.warning("message %s failed: %s", msg.key, err)
                     else:

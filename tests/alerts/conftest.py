@@ -69,6 +69,7 @@ class SmtpHandler:
     duplicates: int = 0
     authenticated: list[str] = field(default_factory=list)
     reject_data: str | None = None  # an answer to every DATA instead of 250 (a broken relay)
+    too_big_for: set[str] = field(default_factory=set)  # DATA to these answered 552 (size)
     refuse_rcpt: set[str] = field(default_factory=set)  # recipients answered 550
     rcpt_seen: list[str] = field(default_factory=list)
 
@@ -84,6 +85,8 @@ class SmtpHandler:
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
         if self.reject_data is not None:
             return self.reject_data
+        if self.too_big_for & set(envelope.rcpt_tos):
+            return "552 5.3.4 Message size exceeds fixed limit"
         msg = email.message_from_bytes(envelope.content, policy=email.policy.default)
         assert isinstance(msg, EmailMessage)
         key = msg[IDEMPOTENCY_HEADER]

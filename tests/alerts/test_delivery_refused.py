@@ -1,6 +1,7 @@
 """SMTP 5xx against a real aiosmtpd server: a channel that refuses every message (a broken
-relay, a maildir that is not there) stops after one message and is tried again by later runs;
-a refused recipient fails at once; `--retry-failed` requeues what failed."""
+relay, a maildir that is not there) stops after two messages and is tried again by later runs;
+a message refused alone (too large) waits on its own while the rest go out; a refused recipient
+fails at once; `--retry-failed` requeues what failed."""
 
 from __future__ import annotations
 
@@ -38,10 +39,11 @@ def test_a_relay_refusing_every_message_stops_email_after_one_and_a_later_run_se
     clock = FakeClock(NOW)
     first = run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
 
-    # one email met the 554 once, not once per queued email, and nothing is failed for good
-    assert [o for _, o in email_attempts(lake)] == ["sending", "deferred"]
+    # two emails met the 554 once (the second tells it is the relay, not the first message),
+    # not once per queued email, and nothing is failed for good
+    assert [o for _, o in email_attempts(lake)] == ["sending", "deferred"] * 2
     assert clock.sleeps == []  # a 5xx is not retried within the run
-    assert first.delivery.failed == [] and len(first.delivery.refused) == 1
+    assert first.delivery.failed == [] and len(first.delivery.refused) == 2
     assert "554" in first.delivery.refused[0][1]
     assert len(first.delivery.retrying) == 6 and len(first.delivery.delivered) == 3
     assert ledger_rows(lake, "SELECT count(*) FROM messages WHERE state = 'failed'") == [(0,)]
@@ -67,30 +69,51 @@ def test_a_message_refused_run_after_run_waits_longer_each_time_then_fails(
     smtp_server.handler.reject_data = RELAY_DENIED
     clock = FakeClock(NOW)
     run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
-    (head,) = {k for k, _ in email_attempts(lake)}
+    probes = list(dict.fromkeys(k for k, _ in email_attempts(lake)))
+    assert len(probes) == 2
 
-    def next_try() -> dt.datetime:
-        ((ts,),) = ledger_rows(lake, f"SELECT next_try_ts FROM messages WHERE key = '{head}'")
+    def next_try(key: str) -> dt.datetime:
+        ((ts,),) = ledger_rows(lake, f"SELECT next_try_ts FROM messages WHERE key = '{key}'")
         return dt.datetime.fromisoformat(ts)
 
-    assert next_try() == clock.now + dt.timedelta(seconds=600)
+    assert [next_try(k) for k in probes] == [clock.now + dt.timedelta(seconds=600)] * 2
     clock.now += dt.timedelta(seconds=599)
     run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
-    assert len(email_attempts(lake)) == 2  # not due yet: nothing was tried
+    assert len(email_attempts(lake)) == 4  # not due yet: nothing was tried
 
     clock.now += dt.timedelta(seconds=1)
     run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
-    assert next_try() == clock.now + dt.timedelta(seconds=1200)  # the wait doubled
+    # the same two probe the channel again, and the wait doubled
+    assert [next_try(k) for k in probes] == [clock.now + dt.timedelta(seconds=1200)] * 2
     clock.now += dt.timedelta(seconds=1200)
     third = run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
 
-    assert [o for k, o in email_attempts(lake) if k == head] == ["sending", "deferred"] * 2 + [
-        "sending",
-        "failed",
-    ]
-    assert [k for k, _ in third.delivery.failed] == [head]
+    for key in probes:
+        assert [o for k, o in email_attempts(lake) if k == key] == ["sending", "deferred"] * 2 + [
+            "sending",
+            "failed",
+        ]
+    assert [k for k, _ in third.delivery.failed] == probes
     states = dict(ledger_rows(lake, "SELECT state, count(*) FROM messages GROUP BY state"))
-    assert states == {"delivered": 3, "failed": 1, "pending": 5}
+    assert states == {"delivered": 3, "failed": 2, "pending": 4}
+
+
+def test_a_message_refused_alone_waits_on_its_own_while_the_others_go_out(
+    tmp_path, smtp_server, slack_server
+):
+    lake = tmp_path / "lake"
+    standard_lake(lake)
+    cfg = alerts_config(tmp_path, server_env(smtp_server, slack_server))
+    smtp_server.handler.too_big_for = {"bob@example.org"}
+    clock = FakeClock(NOW)
+    report = run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
+
+    assert len(report.delivery.refused) == 1 and "552" in report.delivery.refused[0][1]
+    assert report.delivery.failed == []
+    others = [e for e in EXPECTED_EMAILS if e != "bob@example.org"]
+    assert sorted(r.rcpt_tos[0] for r in smtp_server.received) == others
+    states = dict(ledger_rows(lake, "SELECT state, count(*) FROM messages GROUP BY state"))
+    assert states == {"delivered": 8, "pending": 1}
 
 
 def test_a_refused_recipient_fails_at_once_and_retry_failed_sends_it_again(
