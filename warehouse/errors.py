@@ -47,11 +47,16 @@ class DamagedFile(WarehouseError):
 class NotWritable(WarehouseError):
     """A folder or file of the lake (or another output) cannot be created or written."""
 
-    def __init__(self, path: Path, exc: OSError, what: str = "create the folder") -> None:
+    def __init__(
+        self,
+        path: Path,
+        exc: OSError,
+        what: str = "create the folder",
+        expected: str = "a folder this user can write to",
+    ) -> None:
         self.path = path
         super().__init__(
-            f"cannot {what} {str(path)!r} ({exc.strerror or exc}); "
-            "expected a folder this user can write to"
+            f"cannot {what} {str(path)!r} ({exc.strerror or exc}); expected {expected}"
         )
 
 

@@ -184,7 +184,13 @@ def open_private_db(
     try:
         os.close(open_shared_file(path, os.O_RDWR))
     except OSError as exc:  # e.g. a state file of another user, from before the lake was shared
-        raise NotWritable(path, exc, "open the state file") from exc
+        raise NotWritable(
+            path,
+            exc,
+            "open the state file",
+            "a file the lake's group may write: as its owner, `chmod 660` it and `chgrp` it to "
+            "the lake's group (an earlier version made some state files owner-only)",
+        ) from exc
     if autocommit:  # the caller issues BEGIN/COMMIT itself
         con = sqlite3.connect(path, timeout=timeout_s, isolation_level=None)
     else:

@@ -79,6 +79,29 @@ def test_a_state_db_that_cannot_be_opened_is_one_error_naming_it(lake):
         layout.open_state_db(lake, "attribution.sqlite")
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="switches to the user nobody")
+def test_another_users_owner_only_state_file_says_how_to_share_it(lake):
+    """A ledger root made 0600 with an earlier version, opened by the service user."""
+    path = lake / "_state" / "alerts.sqlite"
+    path.parent.mkdir(parents=True)
+    path.touch()
+    os.chmod(path, 0o600)
+    os.chmod(path.parent, 0o777)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setgid(65534)
+            os.setuid(65534)  # nobody
+            layout.open_private_db(path)
+        except NotWritable as exc:
+            code = 0 if "chmod 660" in str(exc) and "chgrp" in str(exc) else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
 def test_temporary_files_are_new_private_and_never_a_name_left_there(lake, umask):
     target = layout.ensure_dir(lake / "t") / "x.parquet"
     fd1, tmp1 = layout.create_temp(target)
