@@ -144,6 +144,8 @@ def _carry_checks(root: Path) -> str:
 def _carry_checked_files(root: Path) -> None:
     """Record the sample files after merges that still hold as checked against the allocations
     their files before were all checked against (the same rows, the same owners)."""
+    if not compaction_log.merges(root, "owner_check", "gpu_samples"):
+        return  # nothing merged: no need to list and stat every sample file here a second time
     carried = compaction_log.carry(root, "owner_check", "gpu_samples")
     with _state(root) as db:
         for merge in carried.holds.values():
