@@ -10,14 +10,22 @@ import datetime as dt
 import json
 import sys
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from app.commands import register
+from app.commands.config import config_option
 from app.errors import AppError, reports_errors
-from app.options import Timestamp, lake_option, progress_bar
+from app.options import Timestamp, lake_option, lake_writer, no_wait_option, progress_bar
+
+if TYPE_CHECKING:
+    pass
+
+if TYPE_CHECKING:
+    from app.pipeline import PipelineConfig
 
 __all__ = ["cli", "main"]
 
@@ -153,84 +161,80 @@ def simulate(
 
 def _attribute(
     lake: Path,
-    idle_below: float,
-    bucket: int,
+    config: PipelineConfig,
     quiet: bool,
     force: bool = False,
     since: dt.datetime | None = None,
     engine: str = "duckdb",
     spark_master: str | None = None,
     spark_source: str | None = None,
+    no_wait: bool = False,
 ) -> None:
-    from warehouse.attribution import MART_ORDER, AttributionConfig, build_marts, reattribute
-    from warehouse.connection import connect
-    from warehouse.writer import compact_closed_days
+    from app.pipeline import attribute as run_attribute
+    from warehouse.attribution import MART_ORDER
 
-    if 86400 % bucket:
-        raise click.BadParameter(f"{bucket!r} does not divide a day", param_hint="--bucket")
     for value, hint in ((spark_master, "--spark-master"), (spark_source, "--spark-source")):
         if value and engine != "spark":
             raise click.BadParameter("only with --engine spark", param_hint=hint)
-    config = AttributionConfig(idle_below=idle_below, bucket_s=bucket)
-    since_day = since.astimezone(dt.UTC).date() if since else None
-    # DESIGN §3: small files are compacted (a scrape per file adds up to thousands a day)
-    compacted = (
-        compact_closed_days(lake, dt.datetime.now(dt.UTC).date(), since=since_day)
-        if lake.is_dir()
-        else 0
-    )
-    con = connect(lake, require=("gpu_samples",))
-    with progress_bar("Checking sample owners", 1, not quiet) as update:
-        checked, rewritten, changed = reattribute(con, lake, progress=update, since=since_day)
-    with progress_bar("Building marts", len(MART_ORDER), not quiet) as update:
-        done = iter(range(1, len(MART_ORDER) + 1))
+    with lake_writer(lake, "attribute", no_wait), ExitStack() as bars:
 
-        def step(_mart: str) -> None:
-            update(next(done), len(MART_ORDER))
+        def phase(label: str, total: int) -> Callable[[int, int], None]:
+            """A progress bar opened at its first update, closing the one before it."""
+            opened: list[Callable[[int, int], None]] = []
 
-        if engine == "spark":
-            from warehouse.spark import build_marts_on_spark, spark_session
+            def update(done: int, of: int) -> None:
+                if not opened:
+                    bars.close()
+                    opened.append(bars.enter_context(progress_bar(label, total, not quiet)))
+                opened[0](done, of)
 
-            counts = build_marts_on_spark(
-                spark_session(spark_master),
-                lake,
-                config.values(),
-                MART_ORDER,
-                progress=step,
-                source=spark_source,
-            )
-        else:
-            counts = build_marts(con, lake, config, progress=step, force=force)
-    owners = (
+            return update
+
+        owners = phase("Checking sample owners", 1)
+        marts = phase("Building marts", len(MART_ORDER))
+        done = run_attribute(
+            lake,
+            config,
+            dt.datetime.now(dt.UTC),
+            since=since,
+            force=force,
+            engine=engine,
+            spark_master=spark_master,
+            spark_source=spark_source,
+            owners_progress=owners,
+            marts_progress=marts,
+        )
+    owners_line = (
         "every sample file was already checked against the allocations"
-        if checked == 0
-        else f"{checked:,} sample file(s) re-checked against the allocations, {rewritten:,} "
-        f"rewritten ({changed:,} samples re-attributed)"
+        if done.checked == 0
+        else f"{done.checked:,} sample file(s) re-checked against the allocations, "
+        f"{done.rewritten:,} rewritten ({done.changed:,} samples re-attributed)"
     )
-    if compacted:
-        owners += f"; {compacted:,} day partition(s) of small files compacted"
+    if done.compacted:
+        owners_line += f"; {done.compacted:,} day partition(s) of small files compacted"
     click.echo(
-        f"Attributed: {owners}; marts ({engine}): "
-        + ", ".join(f"{name} {rows:,} rows" for name, rows in counts.items()),
+        f"Attributed: {owners_line}; marts ({engine}): "
+        + ", ".join(f"{name} {rows:,} rows" for name, rows in done.counts.items()),
         err=quiet,
     )
 
 
 @cli.command()
+@config_option
 @lake_option
 @click.option(
     "--idle-below",
     type=click.FloatRange(0, 1),
-    default=0.01,
-    show_default=True,
-    help="A sample is idle when its busy fraction is below this.",
+    default=None,
+    help="A sample is idle when its busy fraction is below this "
+    "[default: attribute.idle_below of the configuration, 0.01].",
 )
 @click.option(
     "--bucket",
     type=click.IntRange(60, 86400),
-    default=300,
-    show_default=True,
-    help="Occupancy bucket width in seconds (must divide a day).",
+    default=None,
+    help="Occupancy bucket width in seconds (must divide a day) "
+    "[default: attribute.bucket_s of the configuration, 300].",
 )
 @click.option(
     "--since",
@@ -264,17 +268,20 @@ def _attribute(
     "of --lake; the marts are still landed in --lake.",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
+@no_wait_option
 @reports_errors
 def attribute(
+    config_path: Path | None,
     lake: Path,
-    idle_below: float,
-    bucket: int,
+    idle_below: float | None,
+    bucket: int | None,
     since: dt.datetime | None,
     force: bool,
     engine: str,
     spark_master: str | None,
     spark_source: str | None,
     quiet: bool,
+    no_wait: bool,
 ) -> None:
     """Attribute samples to jobs and bring the marts up to date.
 
@@ -286,11 +293,21 @@ def attribute(
     only for the UTC days whose sample files changed (and the last buckets of the day
     before); job_usage, job_outcomes, usage_daily and cluster_occupancy are then built from
     them (definitions: DESIGN.md §4). Re-running with nothing changed changes nothing.
+    The thresholds come from the configuration file's [attribute] table (idle_below,
+    bucket_s, hw_event_grace_s, low_efficiency_below; `gpuledger config check` lists them),
+    the one `gpuledger run` uses too; --idle-below and --bucket override it.
+    One writer at a time: beside `gpuledger run` or another attribute/detect, it waits for
+    the other (naming it on stderr), or with --no-wait exits at once.
     Examples:
       gpuledger attribute --lake ./lake
       gpuledger attribute --lake ./lake --engine spark --spark-master spark://head:7077
     """
-    _attribute(lake, idle_below, bucket, quiet, force, since, engine, spark_master, spark_source)
+    from app.commands.detect import pipeline_and_lake
+
+    if bucket is not None and 86400 % bucket:
+        raise click.BadParameter(f"{bucket!r} does not divide a day", param_hint="--bucket")
+    config, lake = pipeline_and_lake(config_path, lake, idle_below=idle_below, bucket_s=bucket)
+    _attribute(lake, config, quiet, force, since, engine, spark_master, spark_source, no_wait)
 
 
 # ---------------------------------------------------------------- query
@@ -565,7 +582,10 @@ def dashboard(lake: Path, port: int, address: str) -> None:
     Access is open unless GPULEDGER_DASHBOARD_MANAGERS is set (comma-separated user names or
     e-mail addresses): then users sign in (OIDC via st.login, an [auth] section in
     .streamlit/secrets.toml next to app/streamlit_app.py), managers see every job and anyone
-    else only their own. GPULEDGER_DASHBOARD_COST_PER_GPU_HOUR sets the price shown (2.00).
+    else only their own. Whose sign-in counts: dashboard.allowed_domains, .allowed_issuers,
+    .users (e-mail=user) and .user_claim; with none of the first three, nobody gets in.
+    Keep the default address (localhost) behind a TLS reverse proxy.
+    GPULEDGER_DASHBOARD_COST_PER_GPU_HOUR sets the price shown (2.00).
     Example:  gpuledger dashboard --lake ./lake --port 8600
     """
     _serve_dashboard(lake, port, address)
@@ -593,14 +613,16 @@ def demo(
       gpuledger demo                                   # ./lake, http://127.0.0.1:8501
       gpuledger demo --lake /tmp/lake --port 8600 --no-dashboard
     """
-    from app.commands.detect import detect_once
+    from app.pipeline import default_pipeline_config, detect
     from app.summary import render_summary
     from warehouse.connection import connect
 
+    # the built-in defaults, whatever a configuration file says: the demo is the same everywhere
+    config = default_pipeline_config()
     _simulate(lake, gpus, days, seed, "sim", 30, None, quiet=False)
-    _attribute(lake, 0.01, 300, quiet=False)
+    _attribute(lake, config, quiet=False)
     click.echo("detect: waste and health rules, bottlenecks, policy recommendations …", err=True)
-    found = detect_once(lake, dt.datetime.now(dt.UTC))
+    found = detect(lake, config, dt.datetime.now(dt.UTC))
     click.echo()
     click.echo(render_summary(connect(lake, require=("job_usage",))))
     click.echo(
@@ -619,12 +641,13 @@ def demo(
 @click.option(
     "--scenario",
     "scenarios",
-    type=click.Choice(["attribution", "incremental", "dashboard", "scale", "prometheus"]),
+    type=click.Choice(["attribution", "incremental", "dashboard", "scale", "prometheus", "replay"]),
     multiple=True,
     help="A scenario to run (repeatable) [default: all but scale]. attribution: the marts vs "
     "a plain scan, polars join_asof and pandas merge_asof; incremental: one more day lands; "
     "dashboard: every dashboard and report query; scale: a large synthetic lake, wall time "
-    "and peak memory; prometheus: Prometheus JSON → Parquet.",
+    "and peak memory; prometheus: Prometheus JSON → Parquet; replay: the policy lab's scheduler "
+    "replay of the simulator's jobs.",
 )
 @click.option(
     "--gpus",
@@ -655,6 +678,20 @@ def demo(
     help="Days of the synthetic scale lake.",
 )
 @click.option(
+    "--replay-gpus",
+    type=click.IntRange(min=8),
+    default=1024,
+    show_default=True,
+    help="GPUs of the replay scenario's simulated cluster (10000 for the large target).",
+)
+@click.option(
+    "--replay-days",
+    type=click.IntRange(min=1, max=366),
+    default=30,
+    show_default=True,
+    help="Days of the replay scenario's jobs.",
+)
+@click.option(
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),
     default=Path("bench-results.json"),
@@ -676,6 +713,8 @@ def bench(
     days: int,
     scale_gpus: int,
     scale_days: int,
+    replay_gpus: int,
+    replay_days: int,
     out: Path,
     workdir: Path | None,
 ) -> None:
@@ -689,9 +728,12 @@ def bench(
                    summary marts updated in place (vs the attribution time)
       dashboard    every query under sql/dashboard/ and sql/report*/ on that lake
       scale        4,096 GPUs × 30 days (synthetic, ~350 M samples): wall time and peak RSS
+      replay       the simulator's jobs on 1,024 GPUs × 30 days (no telemetry) replayed under
+                   the recorded policy: seconds, jobs/s, peak RSS (--replay-gpus 10000 for
+                   the large target)
     Example:  gpuledger bench --scenario attribution --gpus 256 --days 2
     """
-    from app.bench import DEFAULT_SCENARIOS, BenchPlan, render_bench, run_bench
+    from app.bench.run import DEFAULT_SCENARIOS, BenchPlan, render_bench, run_bench
 
     plan = BenchPlan(
         scenarios=scenarios or DEFAULT_SCENARIOS,
@@ -699,6 +741,8 @@ def bench(
         days=days,
         scale_gpus=scale_gpus,
         scale_days=scale_days,
+        replay_gpus=replay_gpus,
+        replay_days=replay_days,
         workdir=workdir,
     )
     results = run_bench(plan, echo=lambda m: click.echo(m, err=True))

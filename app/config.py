@@ -26,6 +26,7 @@ from app.errors import AppError
 __all__ = [
     "DASHBOARD_CURRENCY",
     "DEFAULT_COST_PER_GPU_HOUR",
+    "access_policy",
     "dashboard_access_policy",
     "dashboard_cost_per_gpu_hour",
     "CONFIG_ENV",
@@ -37,11 +38,14 @@ __all__ = [
     "Secret",
     "SettingInfo",
     "describe_settings",
+    "env_name",
+    "show_value",
     "lake_root",
     "load_config",
     "convert_setting",
     "register_list_section",
     "register_section",
+    "register_table_section",
     "sections",
     "setting",
 ]
@@ -93,7 +97,11 @@ def setting(default: Any, help: str, check: Check | None = None, secret: bool = 
 _SECTIONS: dict[str, type[Any]] = {}
 # Modules that register further sections; imported when a configuration is loaded. Add yours
 # here (one line): e.g. "detectors_settings" for detector thresholds.
-SECTION_MODULES: tuple[str, ...] = ("app.alerts.settings", "app.service.settings")
+SECTION_MODULES: tuple[str, ...] = (
+    "app.alerts.settings",
+    "app.service.settings",
+    "app.pipeline.settings",
+)
 
 
 def register_section(name: str) -> Callable[[type[S]], type[S]]:
@@ -123,9 +131,24 @@ def register_list_section(name: str, parse: ListParser) -> None:
     _LIST_SECTIONS[name] = parse
 
 
-def convert_setting(kind: Any, raw: Any) -> Any:
-    """Convert a TOML value to `kind` as sections do; ValueError says what was expected."""
-    return _convert(kind, raw, from_env=False)
+# Sections that are tables of tables (`[detect.idle_job]`): name → load(table, environ, where),
+# whose value has `effective()` yielding (key, printable value, source) for `config check`. The
+# loader reads and validates its own `GPULEDGER_<NAME>_…` variables.
+TableLoader = Callable[[dict[str, Any], Mapping[str, str], str], Any]
+_TABLE_SECTIONS: dict[str, TableLoader] = {}
+
+
+def register_table_section(name: str, load: TableLoader) -> None:
+    """Make `[name]` with nested tables a section, loaded and validated by `load`."""
+    if name in _TABLE_SECTIONS and _TABLE_SECTIONS[name] is not load:
+        raise ValueError(f"table section {name!r} is registered twice")
+    _TABLE_SECTIONS[name] = load
+
+
+def convert_setting(kind: Any, raw: Any, from_env: bool = False) -> Any:
+    """Convert a TOML value (or, `from_env`, an environment string) to `kind` as sections do;
+    ValueError says what was expected."""
+    return _convert(kind, raw, from_env=from_env)
 
 
 def sections() -> dict[str, type[Any]]:
@@ -182,6 +205,16 @@ def describe_settings() -> list[SettingInfo]:
                 )
             )
     return out
+
+
+def env_name(section: str, key: str) -> str:
+    """The variable that overrides `section.key`: GPULEDGER_<SECTION>_<KEY>."""
+    return _env_name(section, key)
+
+
+def show_value(value: Any) -> str:
+    """A value as `config check` prints it (TOML-like; secrets masked)."""
+    return "(unset)" if value is None else _show(value)
 
 
 def _env_name(section: str, key: str) -> str:
@@ -308,17 +341,22 @@ class Config:
                 value = getattr(instance, f.name)
                 shown = "(unset)" if value is None else _show(value)
                 yield key, shown, self.sources.get(key, "default")
+        for name in _TABLE_SECTIONS:
+            yield from self.values[name].effective()
 
 
 def _show(value: Any) -> str:
+    """A value as `config check` prints it: secrets masked, URLs without `user:password@`."""
+    from collector.sources.http_url import redact_urls
+
     if isinstance(value, Secret):
         return str(value)
     if isinstance(value, tuple):
-        return "[" + ", ".join(repr(str(v)) for v in value) + "]"
+        return "[" + ", ".join(repr(redact_urls(str(v))) for v in value) + "]"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str | Path):
-        return repr(str(value))
+        return repr(redact_urls(str(value)))
     return str(value)
 
 
@@ -390,11 +428,10 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
     # `lake = "/x"` at the top level is the documented shorthand for [lake] root
     if isinstance(data.get("lake"), str):
         data["lake"] = {"root": data["lake"]}
-    unknown = sorted(set(data) - set(_SECTIONS) - set(_LIST_SECTIONS))
+    unknown = sorted(set(data) - set(_SECTIONS) - set(_LIST_SECTIONS) - set(_TABLE_SECTIONS))
     if unknown:
-        raise ConfigError(
-            f"unknown section {unknown[0]!r} {where}; known: {', '.join(sorted(_SECTIONS))}"
-        )
+        known = sorted({*_SECTIONS, *_TABLE_SECTIONS})
+        raise ConfigError(f"unknown section {unknown[0]!r} {where}; known: {', '.join(known)}")
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     for name, cls in _SECTIONS.items():
@@ -407,6 +444,11 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
         if not isinstance(items, list):
             raise ConfigError(f"{name}: expected an array of tables ([[{name}]]) {where}")
         values[name] = parse(items, where)
+    for name, load in _TABLE_SECTIONS.items():
+        table = data.get(name, {})
+        if not isinstance(table, dict):
+            raise ConfigError(f"{name}: expected a table ([{name}]) {where}, got {table!r}")
+        values[name] = load(table, env, where)
     return Config(path=file_path, values=values, sources=sources)
 
 
@@ -513,14 +555,57 @@ def _non_negative(v: float) -> str | None:
     return None if v >= 0 else "expected a non-negative number"
 
 
+def _user_pairs(v: tuple[str, ...]) -> str | None:
+    for pair in v:
+        email, sep, user = pair.partition("=")
+        if not sep or "@" not in email or not email.strip() or not user.strip():
+            return f"expected 'e-mail=user' pairs, e.g. 'ann.lee@corp.example=alee' ({pair!r})"
+    return None
+
+
+def _domains(v: tuple[str, ...]) -> str | None:
+    for d in v:
+        if not d.strip() or "@" in d or "/" in d:
+            return f"expected bare e-mail domains, e.g. 'corp.example' ({d!r})"
+    return None
+
+
+def _issuers(v: tuple[str, ...]) -> str | None:
+    for i in v:
+        if not i.strip().startswith(("https://", "http://")):
+            return f"expected issuer URLs, e.g. 'https://login.corp.example' ({i!r})"
+    return None
+
+
 @register_section("dashboard")
 @dataclass(frozen=True, slots=True)
 class DashboardConfig:
-    """Who sees what on the dashboard, and the price its cost figures start from."""
+    """Who sees what on the dashboard, whose sign-in it trusts, and the price its cost
+    figures start from."""
 
     managers: tuple[str, ...] = setting(
         (),
         "User names or e-mail addresses who see every job; none: open access (no sign-in).",
+    )
+    allowed_domains: tuple[str, ...] = setting(
+        (),
+        "E-mail domains whose people may sign in (e.g. corp.example); others are refused.",
+        _domains,
+    )
+    allowed_issuers: tuple[str, ...] = setting(
+        (),
+        "OIDC issuers (the token's iss) whose sign-ins are trusted; others are refused.",
+        _issuers,
+    )
+    users: tuple[str, ...] = setting(
+        (),
+        "'e-mail=user' pairs mapping a verified e-mail address to its scheduler user name.",
+        _user_pairs,
+    )
+    user_claim: str | None = setting(
+        None,
+        "Claim holding the scheduler user name (e.g. preferred_username); unset: the "
+        "e-mail's local part.",
     )
     cost_per_gpu_hour: float = setting(
         DEFAULT_COST_PER_GPU_HOUR,
@@ -530,14 +615,34 @@ class DashboardConfig:
 
 
 def dashboard_access_policy() -> AccessPolicy:
-    """Who may see what on the dashboard: `dashboard.managers` (env
-    GPULEDGER_DASHBOARD_MANAGERS, comma-separated) see every job; when there are none, access is
-    open (no sign-in, everyone sees everything).
+    """Who may see what on the dashboard, from the `[dashboard]` section (env
+    GPULEDGER_DASHBOARD_<KEY>, lists comma-separated): `managers` see every job; when there
+    are none, access is open (no sign-in, everyone sees everything). Sign-ins are trusted per
+    `allowed_domains`, `allowed_issuers`, `users` and `user_claim` (see app.access).
 
     Raises ConfigError naming the key when the configuration is not valid.
     """
-    managers = load_config().section(DashboardConfig).managers
-    return AccessPolicy(managers=frozenset(m.strip().lower() for m in managers if m.strip()))
+    return access_policy(load_config().section(DashboardConfig))
+
+
+def access_policy(cfg: DashboardConfig) -> AccessPolicy:
+    """The access policy a `[dashboard]` section describes (names lower-cased)."""
+
+    def clean(values: tuple[str, ...]) -> frozenset[str]:
+        return frozenset(v.strip().lower() for v in values if v.strip())
+
+    users = {}
+    for pair in cfg.users:
+        email, _, user = pair.partition("=")
+        users[email.strip().lower()] = user.strip().lower()
+    claim = cfg.user_claim.strip() if cfg.user_claim and cfg.user_claim.strip() else None
+    return AccessPolicy(
+        managers=clean(cfg.managers),
+        allowed_domains=clean(cfg.allowed_domains),
+        allowed_issuers=frozenset(i.strip() for i in cfg.allowed_issuers if i.strip()),
+        users=users,
+        user_claim=claim,
+    )
 
 
 def dashboard_cost_per_gpu_hour() -> float:

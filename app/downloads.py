@@ -11,7 +11,15 @@ import streamlit as st
 
 from app.glossary import WASTE_GPU_H
 
-__all__ = ["DEFAULT_COLUMNS", "NO_VALUE", "csv_bytes", "dash_nulls", "parquet_bytes", "show_table"]
+__all__ = [
+    "DEFAULT_COLUMNS",
+    "NO_VALUE",
+    "csv_bytes",
+    "dash_nulls",
+    "neutralise_formulas",
+    "parquet_bytes",
+    "show_table",
+]
 
 NO_VALUE = "—"  # what a table shows where a figure does not exist (st.dataframe shows "None")
 
@@ -103,12 +111,37 @@ DEFAULT_COLUMNS: dict[str, Any] = {
 }
 
 
+# A text cell a spreadsheet would run as a formula ("=HYPERLINK(…)", "+cmd", "-2+3", "@SUM(…)",
+# or one hiding behind a leading tab or carriage return): OWASP's CSV-injection list.
+_FORMULA_START = r"^[=+\-@\t\r]"
+# …unless it is only a number ("-3.5", "+1e-3"): that stays a number for the spreadsheet
+_PLAIN_NUMBER = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
+
+
+def neutralise_formulas(frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` with every text cell that a spreadsheet would evaluate as a formula prefixed
+    with `'` (shown as text, not run). Number columns, and text cells that are a plain number,
+    are left as they are: a real negative number stays numeric."""
+    text = [c for c, t in frame.schema.items() if t == pl.String]
+    if not text:
+        return frame
+    return frame.with_columns(
+        pl.when(pl.col(c).str.contains(_FORMULA_START) & ~pl.col(c).str.contains(_PLAIN_NUMBER))
+        .then(pl.lit("'") + pl.col(c))
+        .otherwise(pl.col(c))
+        .alias(c)
+        for c in text
+    )
+
+
 def csv_bytes(frame: pl.DataFrame) -> bytes:
-    """The frame as UTF-8 CSV; list columns are written as comma-separated text."""
+    """The frame as UTF-8 CSV; list columns are written as comma-separated text, and text
+    cells that start like a formula (`=`, `+`, `-`, `@`, tab, CR) are prefixed with `'` so a
+    spreadsheet shows them instead of running them (see `neutralise_formulas`)."""
     nested = [c for c, t in frame.schema.items() if isinstance(t, pl.List)]
     if nested:
         frame = frame.with_columns(pl.col(nested).cast(pl.List(pl.String)).list.join(","))
-    return frame.write_csv().encode("utf-8")
+    return neutralise_formulas(frame).write_csv().encode("utf-8")
 
 
 def parquet_bytes(frame: pl.DataFrame) -> bytes:

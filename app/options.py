@@ -11,7 +11,14 @@ from typing import Any, TypeVar
 
 import click
 
-__all__ = ["LAKE_HELP", "Timestamp", "lake_option", "progress_bar"]
+__all__ = [
+    "LAKE_HELP",
+    "Timestamp",
+    "lake_option",
+    "lake_writer",
+    "no_wait_option",
+    "progress_bar",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 LAKE_HELP = (
@@ -47,6 +54,26 @@ def lake_option(func: F) -> F:
         callback=_configured_lake,
         help=LAKE_HELP,
     )(func)
+
+
+def no_wait_option(func: F) -> F:
+    """`--no-wait`: exit at once, naming the holder, when another writer holds the lake."""
+    return click.option(
+        "--no-wait",
+        is_flag=True,
+        help="If another gpuledger process is writing the lake's marts or findings (e.g. "
+        "`gpuledger run`), exit at once with a line naming it instead of waiting for it.",
+    )(func)
+
+
+@contextmanager
+def lake_writer(lake: Path, step: str, no_wait: bool) -> Iterator[None]:
+    """Hold the lake's writer lock (warehouse/writer_lock.py) for a command, telling stderr
+    whom it waits for; with `no_wait`, fail at once naming the holder."""
+    from warehouse.writer_lock import writer_lock
+
+    with writer_lock(lake, step, wait=not no_wait, progress=lambda m: click.echo(m, err=True)):
+        yield
 
 
 @contextmanager

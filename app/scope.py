@@ -15,8 +15,9 @@ import polars as pl
 import streamlit as st
 
 from app import data
-from app.access import Viewer, resolve_viewer
+from app.access import Denied, Viewer, resolve_viewer
 from app.config import ConfigError, dashboard_access_policy
+from app.markdown_text import md
 from warehouse.errors import WarehouseError
 
 if TYPE_CHECKING:
@@ -60,7 +61,13 @@ def _claims() -> dict[str, object] | None:
     user = st.user
     if not user.get("is_logged_in", False):
         return None
-    return {k: v for k, v in user.to_dict().items() if isinstance(v, str | bool)}
+    return {k: v for k, v in user.to_dict().items() if isinstance(v, str | bool | int | float)}
+
+
+def _now() -> dt.datetime:
+    """The time sign-ins are checked against (a token's `exp`): the wall clock, since a token's
+    expiry is about the present, not about the data. A seam: tests replace it."""
+    return dt.datetime.now(dt.UTC)
 
 
 def _auth_configured() -> bool:
@@ -76,13 +83,19 @@ def _render_viewer(title: str) -> Viewer:
     except ConfigError as exc:  # e.g. dashboard.cost_per_gpu_hour = -1: one line naming the key
         stop_with_error(title, f"The configuration is not valid: {exc}")
         raise  # unreachable: st.stop() raises
-    viewer = resolve_viewer(policy, _claims())
-    if viewer is not None:
+    viewer = resolve_viewer(policy, _claims(), _now())
+    if isinstance(viewer, Viewer):
         if policy.restricted:
-            st.sidebar.caption(f"Signed in as {viewer.label}")
+            st.sidebar.caption(f"Signed in as {md(viewer.label)}")
             if _auth_configured():
                 st.sidebar.button("Sign out", on_click=st.logout, key="scope_logout")
         return viewer
+    if isinstance(viewer, Denied):
+        st.title(title)
+        st.error(md(viewer.reason), icon=":material/block:")
+        if _auth_configured():
+            st.button("Sign out", on_click=st.logout, key="scope_logout_denied")
+        st.stop()
     st.title(title)
     if _auth_configured():
         st.info("This dashboard is for signed-in users. Sign in to see your jobs.")

@@ -20,6 +20,7 @@ page = st.navigation(
             title="Alerts & recommendations",
             icon=":material/notifications:",
         ),
+        st.Page("app_pages/policy_lab.py", title="Policy lab", icon=":material/science:"),
     ]
 )
 render_scope(page.title)

@@ -12,6 +12,11 @@ Prometheus text format; (b) when a spool folder is known, every `flush_every_s` 
 exit) the current totals are written as one JSON line per job into `<spool>/app_throughput/`,
 which the node agent (`gpuledger collect nvml`) lands in the lake table `app_throughput`.
 
+Each flush is a new file named `u<uid>-<node>.<reporter>.<ts>.<seq>.<random>.jsonl`: the
+writer's uid (the agent refuses a file whose owner is not the uid it claims) and 128 random
+bits, so nobody can guess another user's batch name to replace their rows. The agent lands
+rows of a file owned by an ordinary user only for that user's own jobs (the lake's `jobs`).
+
 Standard library only, so it can be imported by any training script without pulling in pyarrow,
 torch or tensorflow. `report()` never raises for I/O trouble: a failed flush is logged and kept
 for the next one. This module is an application-side edge: it reads the environment
@@ -26,6 +31,7 @@ import json
 import logging
 import os
 import re
+import secrets
 import socket
 import threading
 import time
@@ -36,6 +42,7 @@ from typing import Any, Final
 
 __all__ = [
     "DEFAULT_SPOOL",
+    "claimed_uid",
     "INBOX",
     "RECORD_FIELDS",
     "MetricsServer",
@@ -71,7 +78,14 @@ _HELP: Final = {
     "steps": "Optimizer steps taken, as reported by the application.",
 }
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+")
+_CLAIM: Final = re.compile(r"u(\d{1,10})-")
 UNKNOWN_JOB: Final = "unknown"
+
+
+def claimed_uid(file_name: str) -> int | None:
+    """The writer's uid a spool file's name claims (`u1000-…`), or None for a name without."""
+    found = _CLAIM.match(file_name)
+    return int(found.group(1)) if found else None
 
 
 def job_id_from_environment(env: Mapping[str, str] | None = None) -> str | None:
@@ -274,12 +288,15 @@ class ThroughputReporter:
             )
             for job in jobs
         ]
-        stem = _UNSAFE.sub("_", f"{self.node}.{self.reporter}.{ts_ms}.{sequence}")
+        # whose it is, and a name nobody can guess (a guessed name could replace rows)
+        unique = f"{self.node}.{self.reporter}.{ts_ms}.{sequence}.{secrets.token_hex(16)}"
+        stem = f"u{os.getuid()}-" + _UNSAFE.sub("_", unique)
         inbox = self.spool / INBOX
         path = inbox / f"{stem}.jsonl"
         tmp = inbox / f".{stem}.tmp"
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+            fd = os.open(tmp, flags, 0o644)
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write("\n".join(lines) + "\n")
                 handle.flush()

@@ -10,11 +10,13 @@ samples), and builds the job- and cluster-level marts from those small per-bucke
 from __future__ import annotations
 
 import datetime as dt
+import logging
+import os
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -29,6 +31,7 @@ from warehouse.summary import (
     refresh_summary_marts,
 )
 from warehouse.writer import atomic_write
+from warehouse.writer_lock import writer_step
 
 if TYPE_CHECKING:
     import duckdb
@@ -48,6 +51,15 @@ __all__ = [
 # Each mart and its query; a mart may read the ones before it.
 MART_ORDER: tuple[tuple[str, str], ...] = (*SAMPLE_MARTS, *SUMMARY_MARTS)
 OWNER_CHANGES = "attribution/owner_changes"
+# A sample file replaced (landed again, compacted) while its owners were checked is checked
+# again at once, up to this many times in all; then it is left for the next round.
+_CHECK_ATTEMPTS = 3
+
+# A test's hook between the steps of one file's check: ("checked", path) once its new owners
+# are known, ("read", path) once it was read for its rewrite, before the rename.
+Seam = Callable[[str, Path], None]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,10 +121,30 @@ def record_attributed(root: Path, paths: list[Path]) -> None:
             )
 
 
-def _rewrite_owners(path: Path, changes: pa.Table) -> None:
+def _same_file(pinned: os.stat_result, path: Path) -> bool:
+    """Whether `path` is still the file `pinned` describes (held open, so its inode cannot be
+    reused: a file landed again or merged since is a new inode)."""
+    try:
+        now = path.stat()
+    except FileNotFoundError:
+        return False
+    return (now.st_dev, now.st_ino, now.st_size, now.st_mtime_ns) == (
+        pinned.st_dev,
+        pinned.st_ino,
+        pinned.st_size,
+        pinned.st_mtime_ns,
+    )
+
+
+def _rewrite_owners(
+    path: Path, source: BinaryIO, changes: pa.Table, seam: Seam | None = None
+) -> None:
     """Rewrite one sample file with new job_id values at the given row numbers (a file of
-    another tool without the column gets it; its other columns stay as they are)."""
-    table = pq.read_table(path)
+    another tool without the column gets it; its other columns stay as they are). `source`:
+    the open file the owners were computed from. Call it under the table's lock."""
+    table = pq.read_table(source)
+    if seam:
+        seam("read", path)
     index = table.schema.get_field_index("job_id")
     if index < 0:
         table = table.append_column("job_id", pa.nulls(table.num_rows, pa.string()))
@@ -123,6 +155,43 @@ def _rewrite_owners(path: Path, changes: pa.Table) -> None:
         owners[row] = job_id
     updated = table.set_column(index, table.schema.field(index), pa.array(owners, pa.string()))
     atomic_write(updated, path, batches=None)
+
+
+def _check_owners(
+    con: duckdb.DuckDBPyConnection, root: Path, path: Path, seam: Seam | None
+) -> tuple[int, os.stat_result] | None:
+    """Check one sample file's owners, rewriting it where they changed; return the rows
+    changed and the stat of the file checked, or None when the file was replaced meanwhile
+    (by a landing or a compaction, as often as `_CHECK_ATTEMPTS`) or is gone: not checked.
+
+    The file is held open while it is checked, and rewritten under the table's lock (which
+    landing and compaction hold) only if it is still that file: a batch landed again meanwhile
+    is never overwritten by the older rows, nor given the owners of another version's rows.
+    """
+    for _attempt in range(_CHECK_ATTEMPTS):
+        try:
+            pinned = path.open("rb")
+        except FileNotFoundError:
+            return None  # merged into another file meanwhile: that one is checked next round
+        with pinned:
+            version = os.fstat(pinned.fileno())
+            # typed by the contract, like the views: a file of another tool may leave
+            # cluster to its folder and lack nullable columns (job_id, gpu_uuid, …)
+            register_files(con, "gpu_samples", [path], "partition_samples", row_numbers=True)
+            changes = queries.run_arrow(con, OWNER_CHANGES)
+            if seam:
+                seam("checked", path)
+            if not changes.num_rows:
+                # recorded as the version pinned: if another replaced it, it differs next round
+                return (0, version) if _same_file(version, path) else None
+            with layout.table_lock(root, "gpu_samples"):
+                if not _same_file(version, path):
+                    logger.info("%s: landed again while its owners were checked; again", path)
+                    continue
+                _rewrite_owners(path, pinned, changes, seam)
+                return changes.num_rows, path.stat()
+    logger.warning("%s: replaced while its owners were checked; left for the next round", path)
+    return None
 
 
 def _carry_checks(root: Path) -> str:
@@ -172,12 +241,14 @@ def _carry_checked_files(root: Path) -> None:
     compaction_log.forget(root, "owner_check", "gpu_samples", carried.read)
 
 
+@writer_step("attribute")
 def reattribute(
     con: duckdb.DuckDBPyConnection,
     root: Path,
     progress: Callable[[int, int], None] | None = None,
     *,
     since: dt.date | None = None,
+    seam: Seam | None = None,
 ) -> tuple[int, int, int]:
     """Re-check sample files against `job_gpus`; return (checked, rewritten, samples changed).
 
@@ -185,6 +256,11 @@ def reattribute(
     (a merge of partitions of either changes their files, not their rows), and, with `since`,
     when its date partition is before that day (older history stays as it was attributed). A
     rewritten file keeps its name, rows, order and `_batch`; only `job_id` changes.
+
+    Sources land beside it (`gpuledger run`'s Prometheus puller, the spool): a file is
+    rewritten under the table's lock, and only if it is still the file whose owners were
+    computed; one landed again meanwhile is checked again (see `_check_owners`). `seam`: a
+    test's hook between the steps of a file's check.
     """
     allocations = _carry_checks(root)
     _carry_checked_files(root)
@@ -197,25 +273,25 @@ def reattribute(
     checked = rewritten = changed_rows = 0
     with _state(root) as db:
         for done, path in enumerate(files, start=1):
-            stat = path.stat()
+            try:
+                stat = path.stat()
+            except FileNotFoundError:  # merged into another file since it was listed
+                continue
             seen = db.execute(
                 "SELECT size, mtime_ns, allocations FROM checked_files WHERE path = ?", (str(path),)
             ).fetchone()
             if seen != (stat.st_size, stat.st_mtime_ns, allocations):
                 checked += 1
-                # typed by the contract, like the views: a file of another tool may leave
-                # cluster to its folder and lack nullable columns (job_id, gpu_uuid, …)
-                register_files(con, "gpu_samples", [path], "partition_samples", row_numbers=True)
-                changes = queries.run_arrow(con, OWNER_CHANGES)
-                if changes.num_rows:
-                    _rewrite_owners(path, changes)
-                    rewritten += 1
-                    changed_rows += changes.num_rows
-                    stat = path.stat()
-                db.execute(
-                    "INSERT OR REPLACE INTO checked_files VALUES (?, ?, ?, ?)",
-                    (str(path), stat.st_size, stat.st_mtime_ns, allocations),
-                )
+                outcome = _check_owners(con, root, path, seam)
+                if outcome is not None:
+                    rows, stat = outcome
+                    if rows:
+                        rewritten += 1
+                        changed_rows += rows
+                    db.execute(
+                        "INSERT OR REPLACE INTO checked_files VALUES (?, ?, ?, ?)",
+                        (str(path), stat.st_size, stat.st_mtime_ns, allocations),
+                    )
             if progress:
                 progress(done, len(files))
     if rewritten:
@@ -223,6 +299,7 @@ def reattribute(
     return checked, rewritten, changed_rows
 
 
+@writer_step("attribute")
 def build_marts(
     con: duckdb.DuckDBPyConnection,
     root: Path,
@@ -250,6 +327,7 @@ def build_marts(
     return counts | update.counts
 
 
+@writer_step("attribute")
 def attribute(
     con: duckdb.DuckDBPyConnection,
     root: Path,

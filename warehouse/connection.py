@@ -47,6 +47,7 @@ DERIVED_VIEWS = {
     "job_gpu_intervals": "views/job_gpu_intervals",
     "job_gpu_shares": "views/job_gpu_shares",
     "recommendations_latest": "views/recommendations_latest",
+    "data_extent": "views/data_extent",
 }
 
 

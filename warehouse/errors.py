@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 __all__ = [
+    "ClusterNameClash",
     "DamagedFile",
     "EmptyWarehouse",
     "NotReadable",
@@ -69,6 +70,18 @@ class NotReadable(WarehouseError):
         super().__init__(
             f"cannot read {str(path)!r} ({exc.strerror or exc}); every folder and file of the "
             "lake must be readable by this user (e.g. through the lake's group)"
+        )
+
+
+class ClusterNameClash(WarehouseError):
+    """Two cluster names clean to one folder (`gpu farm` and `gpu_farm`): their rows would mix."""
+
+    def __init__(self, cluster: str, known: str, folder: str) -> None:
+        self.cluster, self.known, self.folder = cluster, known, folder
+        super().__init__(
+            f"cluster {cluster!r} would land in the folder cluster={folder} that holds cluster "
+            f"{known!r} (both clean to {folder!r}); use one name for one cluster, or names "
+            "that differ in letters, digits, '.', '_' or '-'"
         )
 
 

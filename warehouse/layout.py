@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import unquote
 
-from warehouse.errors import DamagedFile, NotReadable, NotWritable
+from warehouse.errors import ClusterNameClash, DamagedFile, NotReadable, NotWritable
 
 __all__ = [
     "DIR_MODE",
@@ -35,6 +35,7 @@ __all__ = [
     "PRIVATE_DIR_MODE",
     "SHARED_FILE_MODE",
     "batch_path",
+    "claim_cluster_folder",
     "create_temp",
     "ensure_dir",
     "files_fingerprint",
@@ -70,6 +71,40 @@ def safe_name(value: str) -> str:
     """Make `value` safe as one path component (cluster names and batch ids come from users)."""
     cleaned = _SAFE.sub("_", value).strip("._")
     return cleaned or "_"
+
+
+CLUSTERS_DIR = "clusters"  # under _state: <folder>.name holds the raw name of each cluster folder
+
+
+def claim_cluster_folder(root: Path, cluster: str) -> str:
+    """The folder name (`safe_name`) of `cluster`, recorded in the lake as that cluster's.
+
+    The first name landed in a folder claims it: `_state/clusters/<folder>.name` holds it
+    (created whole, by a hard link, so two writers racing see one winner). A later, different
+    name that cleans to the same folder (`gpu farm` after `gpu_farm`) raises ClusterNameClash
+    instead of mixing two clusters' rows in one folder.
+    """
+    folder = safe_name(cluster)
+    record = ensure_dir(state_dir(root) / CLUSTERS_DIR) / f"{folder}.name"
+    for _ in range(3):
+        try:
+            known = record.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            fd, tmp = create_temp(record)
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as out:
+                    out.write(cluster)
+                try:
+                    os.link(tmp, record)
+                except FileExistsError:
+                    continue  # another writer claimed it meanwhile: compare with theirs
+                return folder
+            finally:
+                tmp.unlink(missing_ok=True)
+        if known == cluster:
+            return folder
+        raise ClusterNameClash(cluster, known, folder)
+    raise AssertionError("unreachable: the record exists after a failed link")
 
 
 def table_dir(root: Path, table: str) -> Path:

@@ -257,6 +257,20 @@ ASSOCIATIONS = _schema(
     ("updated_ts", TIMESTAMP, False),
 )
 
+# Not in DESIGN §3 (an addition for the policy lab): what decides scheduling, as the scheduler
+# reported it (`gpuledger collect slurm-config`): one row per (kind, name, key) of a snapshot;
+# kind is config (`scontrol show config`), partition, node, qos or assoc (name: the account).
+# Every run lands a whole snapshot at one updated_ts; the latest snapshot is the configuration.
+SCHEDULER_CONFIG = _schema(
+    ("cluster", _str, False),
+    ("kind", _str, False),
+    ("name", _str, False),
+    ("key", _str, False),
+    ("value", _str),
+    ("source", _str, False),
+    ("updated_ts", TIMESTAMP, False),
+)
+
 # Not in DESIGN §3: what `gpuledger evaluate` scored, one row per run, setting and detector
 # (detectors.evaluation). Rates are null where their denominator is zero.
 EVALUATION_SCORES = _schema(
@@ -544,6 +558,12 @@ RAW_TABLES: dict[str, TableSpec] = {
             ("cluster", "kind", "namespace", "name", "flavor", "resource"),
         ),
         TableSpec("associations", ASSOCIATIONS, "updated_ts", ("cluster", "account", "user")),
+        TableSpec(
+            "scheduler_config",
+            SCHEDULER_CONFIG,
+            "updated_ts",
+            ("cluster", "kind", "name", "key", "updated_ts"),
+        ),
         TableSpec(
             "evaluation_scores",
             EVALUATION_SCORES,

@@ -26,6 +26,7 @@ from warehouse import layout
 from warehouse.errors import WarehouseError
 from warehouse.schema import MARTS, RAW_TABLES
 from warehouse.writer import replace_partitions
+from warehouse.writer_lock import writer_step
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -223,6 +224,7 @@ def _run(spark: SparkSession, name: str, params: Mapping[str, Any]) -> DataFrame
     return spark.sql(text, args=wanted or None)
 
 
+@writer_step("attribute")
 def build_marts_on_spark(
     spark: SparkSession,
     root: Path,

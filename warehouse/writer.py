@@ -283,6 +283,8 @@ def write_batch(
     keyed = _partition_keys(table_spec, conformed)
     groups = keyed.group_by(["cluster", "__date"]).aggregate([]).to_pylist()
     written = []
+    for cluster in sorted({g["cluster"] for g in groups}):
+        layout.claim_cluster_folder(root, cluster)  # `gpu farm` and `gpu_farm`: one error
     with layout.table_lock(root, table):  # a compaction of the table waits, and is waited for
         for group in sorted(groups, key=lambda g: (g["cluster"], g["__date"])):
             mask = pc.and_(
@@ -337,6 +339,7 @@ def replace_partition(
     streamed to the file a row group at a time, never held whole.
     """
     table_spec = spec(table)
+    layout.claim_cluster_folder(root, cluster)
     folder = layout.partition_dir(root, table, cluster, date)
     batch_id = layout.safe_name(batch_id)
     path = layout.batch_path(folder, batch_id)

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -53,6 +54,13 @@ class Channels:
     webhook: _Webhook | None = None
     email_from: str = "gpuledger@localhost"
     reply_to: str | None = None
+
+    @contextmanager
+    def session(self) -> Iterator[None]:
+        """One delivery pass: the email sender keeps one SMTP connection for all of it."""
+        session = getattr(self.email, "session", None)
+        with session() if session is not None else nullcontext():
+            yield
 
     def send(self, msg: StoredMessage) -> None:
         """Hand `msg` to its channel; raise DeliveryError when it cannot be."""
@@ -142,6 +150,18 @@ def deliver_due(
     after_send: Callable[[StoredMessage], None] | None = None,
 ) -> DeliveryReport:
     """Send every due message once; see the module docstring for retries."""
+    with channels.session():  # one SMTP connection per run, not per message
+        return _deliver(ledger, channels, cfg, clock, sleep, after_send)
+
+
+def _deliver(
+    ledger: Ledger,
+    channels: Channels,
+    cfg: AlertsConfig,
+    clock: Clock,
+    sleep: Sleep,
+    after_send: Callable[[StoredMessage], None] | None,
+) -> DeliveryReport:
     report = DeliveryReport()
     down: set[str] = set()
     refused_once: set[str] = set()  # channels whose next message tells the channel from the message

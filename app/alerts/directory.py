@@ -3,6 +3,11 @@
 The directory is a TOML or CSV file (`alerts.directory`), an export of LDAP or the site's user
 database. Users without an entry are mailed at `<user>@<email_domain>` and have no Slack ID.
 
+User names come from the lake, and some sources take them from input their users write (a
+pod's labels): only one plain name (`collector.names`) becomes `<user>@<email_domain>`, and no
+address outside `email_domain` (or its subdomains) is ever mailed — not even a directory
+entry's; such a person is reached on Slack only, or not at all (`Person.email` is None).
+
 TOML::
 
     [users.alice]
@@ -24,16 +29,31 @@ CSV (header required; `managers` separated by `;`)::
 from __future__ import annotations
 
 import csv
+import logging
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from app.alerts.errors import RoutingError
+from collector.names import valid_name
 
-__all__ = ["Directory", "Person", "load_directory"]
+__all__ = ["Directory", "Person", "in_domain", "load_directory"]
 
 _TRUE = {"1", "true", "yes", "y"}
+# one plain address: local part and domain of letters, digits and . _ % + -; nothing else
+_ADDRESS = re.compile(r"[A-Za-z0-9._%+-]+@([A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*)")
+logger = logging.getLogger(__name__)
+
+
+def in_domain(address: str, domain: str) -> bool:
+    """Whether `address` is one plain address at `domain` or one of its subdomains."""
+    found = _ADDRESS.fullmatch(address)
+    if found is None:
+        return False
+    host, want = found.group(1).lower(), domain.strip().lower().strip(".")
+    return bool(want) and (host == want or host.endswith(f".{want}"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,13 +81,28 @@ class Directory:
     managers_by_account: dict[str, tuple[str, ...]] = field(default_factory=dict)
     opted_out: frozenset[str] = frozenset()
 
+    def mailable(self, address: str | None) -> str | None:
+        """`address` when it is one plain address within `email_domain`, else None (logged)."""
+        if address is None or in_domain(address, self.email_domain):
+            return address
+        logger.warning(
+            "not mailing %r: not one address within alerts.email_domain %r",
+            address[:80],
+            self.email_domain,
+        )
+        return None
+
     def person(self, user: str) -> Person:
-        """The directory entry of `user`, else `<user>@<email_domain>` with no Slack ID."""
+        """The directory entry of `user`, else `<user>@<email_domain>` with no Slack ID; no
+        email for a user name that is not one plain name or an address outside the domain."""
         known = self.users.get(user)
         if known is None:
-            known = Person(user=user, email=f"{user}@{self.email_domain}")
-        if user in self.opted_out and not known.opt_out:
-            known = Person(known.user, known.email, known.slack_id, known.name, opt_out=True)
+            email = f"{user}@{self.email_domain}" if valid_name(user) else None
+            known = Person(user=user, email=email)
+        email = self.mailable(known.email)
+        opt_out = known.opt_out or user in self.opted_out
+        if email != known.email or opt_out != known.opt_out:
+            known = Person(known.user, email, known.slack_id, known.name, opt_out=opt_out)
         return known
 
     def managers(self, account: str | None) -> list[Person]:
@@ -76,7 +111,10 @@ class Directory:
             return []
         out = []
         for entry in self.managers_by_account.get(account, ()):
-            out.append(Person(user=None, email=entry) if "@" in entry else self.person(entry))
+            if "@" in entry:
+                out.append(Person(user=None, email=self.mailable(entry)))
+            else:
+                out.append(self.person(entry))
         return out
 
 

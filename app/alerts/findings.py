@@ -46,6 +46,8 @@ class FindingContext:
     message: str | None = None
     evidence: dict[str, Any] = field(default_factory=dict)
     job_name: str | None = None
+    job_id_raw: str | None = None  # a pod's UID; the Slurm job id without array/het suffix
+    job_submit_ts: dt.datetime | None = None  # what the action compares with the scheduler's
     partition: str | None = None
     job_state: str | None = None
     interactive: bool | None = None

@@ -10,10 +10,12 @@ slice is proposed only where one slice holds all the job used, on all its GPUs t
 from __future__ import annotations
 
 import math
+import shlex
 
 from app.alerts.findings import FindingContext
 from detectors.job_advice import HANG_FIX, host_request_options
 from detectors.recommend.mig_packing import PROFILES, profile_for, profile_name
+from detectors.recommend.recommendation import sh
 
 __all__ = ["concrete_fix", "slurm_time", "state_phrase"]
 
@@ -91,33 +93,34 @@ def concrete_fix(f: FindingContext, idle_detectors: tuple[str, ...]) -> str:
     if f.is_hardware or any(k in name for k in ("xid", "ecc", "remap", "thermal", "failing")):
         node = f.node or f.subject_id
         return (
-            f"Drain the node and check the GPU: `scontrol update NodeName={node} State=DRAIN "
-            f'Reason="gpuledger {f.detector}"`, then run `dcgmi diag -r 3` on it.'
+            f"Drain the node and check the GPU: `scontrol update {sh(f'NodeName={node}')} "
+            f"State=DRAIN {sh(f'Reason=gpuledger {f.detector}')}`, then run `dcgmi diag -r 3` "
+            "on it."
         )
     if name == "hung_job":
-        now = f"If it is still hung, cancel it: `scancel {job}`. " if _running(f) else ""
+        now = f"If it is still hung, cancel it: `scancel {sh(job)}`. " if _running(f) else ""
         return f"{now}A hang is not a sizing problem; make it fail fast next time. {HANG_FIX}"
     if name == "stranded_gpus":
         options = host_request_options(f.evidence)
         if options:
             return (
-                f"Ask for no more than each GPU's share of the node: `{' '.join(options)}` "
+                f"Ask for no more than each GPU's share of the node: `{shlex.join(options)}` "
                 "(one option for each resource whose request left the node's other GPUs "
                 "unusable)."
             )
     if "time" in name:
         used = f.evidence.get("suggested_time_s") or f.evidence.get("runtime_p95_s")
         if isinstance(used, int | float):
-            return f"Request the time your jobs need: `--time={slurm_time(float(used))}`."
+            return f"Request the time your jobs need: `{sh(f'--time={slurm_time(float(used))}')}`."
         return "Request a time limit close to your jobs' real run time (`--time=HH:MM:SS`)."
     if "mig" in name or "too_powerful" in name or "low_util" in name:
         profile = f.evidence.get("mig_profile", "1g.10gb")
-        return f"This fits a MIG slice: `--gres=gpu:{profile}:1` (or a smaller GPU model)."
+        return f"This fits a MIG slice: `{sh(f'--gres=gpu:{profile}:1')}` (or a smaller GPU model)."
     if f.detector in idle_detectors or "idle" in name:
         used = _gpus_used(f)
         if used is not None and f.gpus is not None and used < f.gpus:
             return (
-                f"Request only the GPUs the job uses: `--gres=gpu:{used}` "
+                f"Request only the GPUs the job uses: `{sh(f'--gres=gpu:{used}')}` "
                 f"({f.gpus - used} of {f.gpus} never became active)."
             )
         if f.job_ended:
@@ -129,33 +132,33 @@ def concrete_fix(f: FindingContext, idle_detectors: tuple[str, ...]) -> str:
                 "`torch.cuda.is_available()` in the job script)."
             )
         if f.interactive:
-            return f"End the session when you step away: `exit`, or `scancel {job}`."
+            return f"End the session when you step away: `exit`, or `scancel {sh(job)}`."
         return (
-            f"If the job is stuck, cancel it: `scancel {job}`; check that your code sees the "
+            f"If the job is stuck, cancel it: `scancel {sh(job)}`; check that your code sees the "
             "GPUs (`nvidia-smi` and `torch.cuda.is_available()` in the job script)."
         )
     if "overalloc" in name or "partial" in name:
         used = _gpus_used(f)
         if used is not None and (f.gpus is None or used < f.gpus):
-            return f"Request only the GPUs the job uses: `--gres=gpu:{used}`."
+            return f"Request only the GPUs the job uses: `{sh(f'--gres=gpu:{used}')}`."
         needed = _num(f.evidence.get("gpus_needed"))
         if needed is not None and needed >= 1:
             return (
                 f"Its GPUs were lightly used: together {int(needed)} would do. Request "
-                f"`--gres=gpu:{int(needed)}`."
+                f"`{sh(f'--gres=gpu:{int(needed)}')}`."
             )
         profile = f.evidence.get("mig_profile")
         if isinstance(profile, str) and profile:
-            return f"One MIG slice holds all of this job's work: `--gres=gpu:{profile}:1`."
+            return f"One MIG slice holds all of this job's work: `{sh(f'--gres=gpu:{profile}:1')}`."
     if "memory" in name:
         release = (
-            f"If its work is done, end it (`scancel {job}`); otherwise free"
+            f"If its work is done, end it (`scancel {sh(job)}`); otherwise free"
             if _running(f)
             else "Free"
         )
         slice_ = _one_slice(f)
         fit = (
-            f", or run it on one MIG slice: `--gres=gpu:{slice_}:1` holds all it used"
+            f", or run it on one MIG slice: `{sh(f'--gres=gpu:{slice_}:1')}` holds all it used"
             if slice_
             else ""
         )

@@ -64,6 +64,12 @@ CREATE TABLE IF NOT EXISTS messages (
     last_error TEXT
 );
 CREATE INDEX IF NOT EXISTS messages_state ON messages (state, next_try_ts);
+CREATE TABLE IF NOT EXISTS message_notices (
+    key TEXT NOT NULL REFERENCES messages (key),   -- one message (a person's digest) ...
+    notice_id INTEGER NOT NULL REFERENCES notices (id),  -- ... tells of these notices ...
+    role TEXT NOT NULL,                            -- ... each in this role (owner, manager)
+    PRIMARY KEY (key, notice_id)
+);
 CREATE TABLE IF NOT EXISTS attempts (
     id INTEGER PRIMARY KEY,
     key TEXT NOT NULL REFERENCES messages (key),
@@ -189,10 +195,19 @@ class Ledger:
         return _parse(row[0])
 
     def final_delivered_at(self, cluster: str, finding_id: str) -> dt.datetime | None:
+        # a message tells of its notices through message_notices (with the role of each);
+        # messages of earlier versions, of one notice, only through messages.notice_id
         row = self.con.execute(
-            "SELECT min(m.delivered_ts) FROM messages m JOIN notices n ON m.notice_id = n.id "
-            "WHERE n.cluster = ? AND n.finding_id = ? AND n.stage = ? AND n.test_mode = 0 "
-            "AND m.role = 'owner' AND m.state = 'delivered'",
+            "SELECT min(ts) FROM ("
+            "SELECT m.delivered_ts AS ts FROM messages m "
+            "JOIN message_notices l ON l.key = m.key JOIN notices n ON n.id = l.notice_id "
+            "WHERE n.cluster = ?1 AND n.finding_id = ?2 AND n.stage = ?3 AND n.test_mode = 0 "
+            "AND l.role = 'owner' AND m.state = 'delivered' "
+            "UNION ALL "
+            "SELECT m.delivered_ts FROM messages m JOIN notices n ON m.notice_id = n.id "
+            "WHERE n.cluster = ?1 AND n.finding_id = ?2 AND n.stage = ?3 AND n.test_mode = 0 "
+            "AND m.role = 'owner' AND m.state = 'delivered' "
+            "AND NOT EXISTS (SELECT 1 FROM message_notices l WHERE l.key = m.key))",
             (cluster, finding_id, int(Stage.FINAL)),
         ).fetchone()
         return _parse(row[0])
@@ -288,6 +303,23 @@ class Ledger:
             ),
         )
         return cur.rowcount == 1
+
+    def link_notices(self, key: str, notices: list[tuple[int, str]]) -> None:
+        """Record that the message `key` tells of these notices: (notice id, role)."""
+        self.con.executemany(
+            "INSERT OR IGNORE INTO message_notices (key, notice_id, role) VALUES (?, ?, ?)",
+            [(key, i, role) for i, role in notices],
+        )
+
+    def messages_to(self, channel: str, recipient: str, since: dt.datetime) -> int:
+        """How many notice messages were queued to `recipient` on `channel` since `since`
+        (for the per-recipient daily cap; admins' digests do not count)."""
+        row = self.con.execute(
+            "SELECT count(*) FROM messages WHERE channel = ? AND recipient = ? "
+            "AND kind = 'notice' AND created_ts >= ?",
+            (channel, recipient, _ts(since)),
+        ).fetchone()
+        return int(row[0])
 
     def due(self, now: dt.datetime) -> list[StoredMessage]:
         """Messages to send now: `sending` ones first (a run died mid-send), then `pending`."""

@@ -9,7 +9,9 @@ Rules (Job Defense Shield's hygiene, see shared/reference/anchors.md §2):
 - idle jobs escalate while the idleness is current (the finding's end_ts is null or within
   `idle_fresh_minutes`): first, second and final notice at `idle_after` / `second_notice` /
   `final_notice` minutes of idleness, then the action (off by default) at `action_after`,
-  never before the final notice has been delivered for (action_after - final_notice) minutes;
+  never before the final notice has been delivered for (action_after - final_notice) minutes,
+  and only on a cluster `action_clusters` maps to a scheduler endpoint, for a job id of the
+  scheduler's format (else the final notice is the last word, and `waiting` says why);
 - interactive jobs get `interactive_factor` × those minutes and are never cancelled;
 - non-critical notices wait out quiet hours, weekends and holidays (escalation of a job that
   will be cancelled does not: its owner must hear before the action);
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Protocol
 
+from app.alerts.actions import job_id_problem, planned_argv
 from app.alerts.findings import SEVERITY_RANK, FindingContext
 from app.alerts.settings import WEEKDAYS, AlertsConfig
 
@@ -38,6 +41,7 @@ __all__ = [
     "idle_stage",
     "is_quiet_time",
     "plan",
+    "why_no_action",
 ]
 
 
@@ -96,9 +100,12 @@ class Notice:
 
 @dataclass(frozen=True, slots=True)
 class Action:
-    """Cancel an idle job: the exact argument list to run, never a shell string."""
+    """Cancel an idle job on its own cluster: the scheduler endpoint the configuration maps the
+    finding's cluster to, and the argument list planned (never a shell string). The runner
+    re-reads the job there first and runs the command that re-read confirms."""
 
     finding: FindingContext
+    endpoint: str
     argv: tuple[str, ...]
 
 
@@ -154,15 +161,36 @@ def is_quiet_time(cfg: AlertsConfig, now: dt.datetime) -> str | None:
     return None
 
 
+def why_no_action(f: FindingContext, cfg: AlertsConfig) -> str | None:
+    """Why the action may never touch this finding's job, or None when it may (once the
+    scheduler confirms the job at the time): its cluster has no endpoint, its id is no job id
+    of the scheduler's format, or the lake lacks what the re-read compares (Slurm: user and
+    submit time; Kubernetes: the pod's UID)."""
+    endpoint = cfg.endpoint(f.cluster)
+    if endpoint is None:
+        return (
+            f"no action: cluster {f.cluster!r} has no scheduler endpoint in "
+            "alerts.action_clusters, so nothing on it is ever cancelled"
+        )
+    problem = job_id_problem(cfg.action, f.job_id)
+    if problem is not None:
+        return f"no action: {problem}"
+    # what the re-read compares with the scheduler's answer
+    if cfg.action == "scancel" and (not f.user or f.job_submit_ts is None):
+        return f"no action: the lake has no user or submit time of job {f.job_id} to check"
+    if cfg.action != "scancel" and not f.job_id_raw:
+        return f"no action: the lake has no UID of pod {f.job_id} to check"
+    return None
+
+
 def action_argv(f: FindingContext, cfg: AlertsConfig) -> tuple[str, ...]:
-    """The command that cancels the finding's job: scancel JOBID, or kubectl delete pod."""
-    job_id = f.job_id or ""
-    if cfg.action == "scancel":
-        return (cfg.scancel_command, job_id)
-    namespace, _, pod = job_id.rpartition("/")
-    if namespace:
-        return (cfg.kubectl_command, "delete", "pod", "--namespace", namespace, pod, "--wait=false")
-    return (cfg.kubectl_command, "delete", "pod", pod, "--wait=false")
+    """The command the plan expects to cancel the finding's job with, on its own cluster:
+    `scancel --clusters=<endpoint> … -- JOBID`, or for a pod `kubectl --context=<endpoint> …`
+    (the runner re-reads the job first and, for a pod with an owner, acts on the owner)."""
+    endpoint = cfg.endpoint(f.cluster)
+    if endpoint is None:
+        raise ValueError(f"cluster {f.cluster!r} has no endpoint in alerts.action_clusters")
+    return planned_argv(f, cfg, endpoint)
 
 
 def _plan_one(
@@ -177,7 +205,8 @@ def _plan_one(
         stage = idle_stage(f, cfg, now)
         if stage == Stage.NONE:
             return None, None, "idle, but not yet for idle_after_minutes"
-        may_act = cfg.action_enabled and not f.interactive
+        blocked = why_no_action(f, cfg) if cfg.action_enabled and not f.interactive else None
+        may_act = cfg.action_enabled and not f.interactive and blocked is None
         if stage == Stage.ACTION and may_act and not test and f.job_id:
             delivered = history.final_delivered_at(f.cluster, f.finding_id)
             grace = dt.timedelta(minutes=cfg.action_after_minutes - cfg.final_notice_minutes)
@@ -187,11 +216,12 @@ def _plan_one(
                 return None, None, "final notice delivered; waiting out its grace period"
             elif not history.action_taken(f.cluster, f.job_id):
                 # the runner sends the ACTION notice once it knows how the action went
-                return None, Action(f, action_argv(f, cfg)), None
+                return None, Action(f, cfg.endpoint(f.cluster) or "", action_argv(f, cfg)), None
         elif stage == Stage.ACTION:
             stage = Stage.FINAL  # no action: the final notice is the last word
+        why = blocked if stage == Stage.FINAL else None  # the ledger's report says why not
         if prior is not None and prior.stage >= stage:
-            return None, None, None  # said already
+            return None, None, why  # said already
         if quiet and not critical and not (may_act and stage >= Stage.SECOND):
             return None, None, quiet
         action_at = None
@@ -202,7 +232,7 @@ def _plan_one(
             delay = dt.timedelta(minutes=cfg.action_after_minutes * _factor(f, cfg))
             grace = dt.timedelta(minutes=cfg.action_after_minutes - cfg.final_notice_minutes)
             action_at = max(start + delay, now + grace)
-        return Notice(f, stage, True, test, action_at), None, None
+        return Notice(f, stage, True, test, action_at), None, why
     if prior is not None:
         if prior.fingerprint == f.fingerprint:
             return None, None, None

@@ -6,8 +6,10 @@ Values are formatted here (hours, percentages, times) so templates only lay them
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -21,7 +23,19 @@ from app.alerts.fixes import concrete_fix
 from app.alerts.plan import Notice, Stage
 from detectors.wording import counted
 
-__all__ = ["ROLES", "DigestRow", "Rendered", "render_digest", "render_notice"]
+__all__ = [
+    "TEMPLATE_NAMES",
+    "check_templates",
+    "render_person",
+    "sample_finding",
+    "ROLES",
+    "DigestRow",
+    "Rendered",
+    "render_digest",
+    "render_notice",
+    "slack_entities",
+    "slack_escape",
+]
 
 TEMPLATES = Path(__file__).with_name("templates")
 ROLES = ("owner", "manager", "admin")
@@ -44,21 +58,53 @@ class Rendered:
     blocks: list[dict[str, Any]]
 
 
-def _slack_escape(value: object) -> str:
+# Slack mrkdwn's formatting characters (bold, italic, strike, code) have no escape: a zero-width
+# space on each side keeps them from pairing up while the text reads the same. An underscore
+# inside a word (idle_job, GPU_UTIL) cannot open or close italics, so it is left alone.
+_MRKDWN = re.compile(r"([*~`]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z]))")
+
+
+def slack_escape(value: object) -> str:
+    """`value` as Slack mrkdwn that shows exactly its text: `&`, `<` and `>` as Slack's
+    entities (so `<!channel>` or `<http://x|click>` are no mention or link) and `*_~``
+    fenced with zero-width spaces (so `*boss*` is not bold). For values only: a template's
+    own formatting (`*Job*`) goes around the escaped values."""
+    return _MRKDWN.sub("\u200b\\1\u200b", slack_entities(value))
+
+
+def slack_entities(value: object) -> str:
+    """`value` with only `&`, `<` and `>` escaped (no mention, link or channel can hide in
+    it): for gpuledger's own prose whose `code spans` are meant (a fix's command)."""
     return str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+# Every template gpuledger renders; an override folder may replace any of them by name.
+TEMPLATE_NAMES = tuple(
+    f"{kind}.{form}.j2"
+    for kind in ("notice", "person", "digest")
+    for form in ("txt", "html", "slack.json")
+)
+
+
 @cache
-def _env() -> jinja2.Environment:
+def _env(folder: Path | None = None) -> jinja2.Environment:
+    """The templates: `folder`'s where it has one of that name, else the shipped ones."""
+    shipped = jinja2.FileSystemLoader(TEMPLATES)
+    loader: jinja2.BaseLoader = (
+        shipped
+        if folder is None
+        else jinja2.ChoiceLoader([jinja2.FileSystemLoader(folder), shipped])
+    )
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES),
+        loader=loader,
         autoescape=lambda name: name is not None and name.endswith(".html.j2"),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
-    env.filters["slack"] = _slack_escape
+    env.filters["slack"] = slack_escape
+    env.filters["slack_entities"] = slack_entities
     env.filters["counted"] = counted
     return env
 
@@ -127,7 +173,16 @@ def _finding_context(f: FindingContext, idle_detectors: tuple[str, ...]) -> dict
             else None
         ),
         "fix": concrete_fix(f, idle_detectors),
+        # "looks unused" only where the finding says so: an idle detector's, not (say) a
+        # stranded-GPU finding about an interactive job's CPU and memory requests
+        "unused_session": bool(f.interactive) and f.detector in idle_detectors,
     }
+
+
+def _label(notice: Notice) -> str:
+    if notice.escalating or notice.stage == Stage.ACTION:
+        return STAGE_LABELS[notice.stage]
+    return "Critical" if notice.finding.severity == "critical" else "Notice"
 
 
 def render_notice(
@@ -136,17 +191,15 @@ def render_notice(
     role: str,
     idle_detectors: tuple[str, ...],
     contacts: tuple[str, ...] = (),
+    templates: Path | None = None,
 ) -> Rendered:
     """The message about `notice` for one recipient in `role` (owner, manager or admin);
-    `contacts` are the addresses an owner is told to write to with questions."""
+    `contacts` are the addresses an owner is told to write to with questions; `templates`
+    a folder of overriding templates (alerts.templates_dir)."""
     if role not in ROLES:
         raise ValueError(f"role {role!r} is not one of {ROLES}")
     f = notice.finding
-    label = (
-        STAGE_LABELS[notice.stage]
-        if notice.escalating or notice.stage == Stage.ACTION
-        else ("Critical" if f.severity == "critical" else "Notice")
-    )
+    label = _label(notice)
     ctx = _finding_context(f, idle_detectors) | {
         "notice": notice,
         "label": label,
@@ -158,11 +211,13 @@ def render_notice(
     }
     prefix = "[gpuledger TEST]" if notice.test_mode else "[gpuledger]"
     subject = _one_line(f"{prefix} {label}: {ctx['headline']} ({f.cluster})")
-    env = _env()
+    env = _env(templates)
     text = env.get_template("notice.txt.j2").render(ctx)
     html = env.get_template("notice.html.j2").render(ctx | {"subject": subject})
     blocks = json.loads(env.get_template("notice.slack.json.j2").render(ctx))
-    slack_text = _one_line(f"{label}: {ctx['headline']} ({f.cluster})", 3000)
+    slack_text = _one_line(
+        f"{label}: {slack_escape(ctx['headline'])} ({slack_escape(f.cluster)})", 3000
+    )
     return Rendered(subject, text, html, slack_text, blocks)
 
 
@@ -199,8 +254,18 @@ class DigestRow:
         )
 
 
-def render_digest(rows: list[DigestRow], generated: dt.datetime) -> Rendered:
-    """The admins' summary of the notices since the last digest, largest GPU-hours first."""
+def render_digest(
+    rows: list[DigestRow],
+    generated: dt.datetime,
+    templates: Path | None = None,
+    mine: Rendered | None = None,
+) -> Rendered:
+    """The admins' summary of the notices since the last digest, largest GPU-hours first.
+
+    `mine`: the admin's own alerts of this run (hardware, no owner, test mode), rendered as
+    their notice or person message; the digest then carries them first, under "For you", so
+    an admin gets one email a run.
+    """
     ordered = sorted(rows, key=lambda r: (-(r.gpu_h_at_stake or 0.0), r.cluster, r.what))
     total = sum(r.gpu_h_at_stake or 0.0 for r in rows)
     ctx = {
@@ -209,11 +274,134 @@ def render_digest(rows: list[DigestRow], generated: dt.datetime) -> Rendered:
         "total": _hours(total),
         "generated": _when(generated),
         "test": any(r.test_mode for r in rows),
+        "mine": mine,
     }
-    env = _env()
+    env = _env(templates)
     prefix = "[gpuledger TEST]" if ctx["test"] else "[gpuledger]"
     subject = f"{prefix} Digest: {counted(len(rows), 'alert')}, {ctx['total']} GPU-hours at stake"
+    if mine is not None:
+        subject = _one_line(f"{subject}; for you: {mine.subject.removeprefix(prefix).strip()}")
     text = env.get_template("digest.txt.j2").render(ctx)
     html = env.get_template("digest.html.j2").render(ctx | {"subject": subject})
     blocks = json.loads(env.get_template("digest.slack.json.j2").render(ctx))
     return Rendered(subject, text, html, subject, blocks)
+
+
+def render_person(
+    items: list[tuple[Notice, str]],
+    to: Person,
+    idle_detectors: tuple[str, ...],
+    contacts: tuple[str, ...] = (),
+    templates: Path | None = None,
+) -> Rendered:
+    """One message telling `to` of several notices at once (each with the `role` they hear it
+    in): most GPU-hours at stake first, each with its own finding's headline and fix."""
+    ordered = sorted(
+        items,
+        key=lambda item: (
+            -(item[0].finding.gpu_h_at_stake or 0.0),
+            item[0].finding.cluster,
+            item[0].finding.finding_id,
+        ),
+    )
+    entries = [
+        _finding_context(n.finding, idle_detectors)
+        | {
+            "notice": n,
+            "label": _label(n),
+            "role": role,
+            "action_at": _when(n.action_at),
+        }
+        for n, role in ordered
+    ]
+    total = sum(n.finding.gpu_h_at_stake or 0.0 for n, _ in items)
+    test = any(n.test_mode for n, _ in items)
+    clusters = sorted({n.finding.cluster for n, _ in items})
+    ctx = {
+        "items": entries,
+        "count": len(items),
+        "total": _hours(total),
+        "to": to,
+        "test": test,
+        "clusters": ", ".join(clusters),
+        "contacts": ", ".join(contacts) or None,
+        "owner": any(role == "owner" for _, role in items),
+    }
+    prefix = "[gpuledger TEST]" if test else "[gpuledger]"
+    worst = entries[0]
+    subject = _one_line(
+        f"{prefix} {counted(len(items), 'alert')}, {ctx['total']} GPU-hours at stake: "
+        f"{worst['label']}: {worst['headline']} ({ctx['clusters']})"
+    )
+    env = _env(templates)
+    text = env.get_template("person.txt.j2").render(ctx)
+    html = env.get_template("person.html.j2").render(ctx | {"subject": subject})
+    blocks = json.loads(env.get_template("person.slack.json.j2").render(ctx))
+    slack_text = _one_line(
+        f"{counted(len(items), 'alert')}, {ctx['total']} GPU-hours at stake: "
+        f"{slack_escape(worst['headline'])}",
+        3000,
+    )
+    return Rendered(subject, text, html, slack_text, blocks)
+
+
+def sample_finding() -> FindingContext:
+    """A made-up idle job finding with every field a template may show (for checking
+    overriding templates: `gpuledger config check`)."""
+    t = dt.datetime(2026, 1, 5, 9, 0, tzinfo=dt.UTC)
+    return FindingContext(
+        cluster="sample",
+        finding_id="sample-idle",
+        detector="idle_job",
+        severity="warn",
+        subject_kind="job",
+        subject_id="4242",
+        detected_ts=t,
+        job_id="4242",
+        user="alice",
+        account="physics",
+        start_ts=t - dt.timedelta(hours=2),
+        gpu_h_at_stake=8.5,
+        message="4 GPUs idle for 2 h",
+        job_name="train-llm",
+        partition="gpu",
+        interactive=False,
+        job_start_ts=t - dt.timedelta(hours=3),
+        gpus=4,
+        nodes=("g001",),
+        busy_mean=0.002,
+        user_rank=1,
+        users_ranked=3,
+    )
+
+
+def check_templates(folder: Path) -> str | None:
+    """Why the overriding templates in `folder` cannot be used (one line naming the file), or
+    None: each is rendered against a sample finding, as notice, person digest and digest."""
+    if not folder.is_dir():
+        return f"{folder} is not a folder"
+    for path in sorted(folder.iterdir()):
+        if path.name.endswith(".j2") and path.name not in TEMPLATE_NAMES:
+            return f"{path.name} is no template gpuledger uses; known: {', '.join(TEMPLATE_NAMES)}"
+    f = sample_finding()
+    to = Person("alice", "alice@example.org", "U0ALICE", "Alice")
+    notice = Notice(f, Stage.SECOND, True, False)
+    other = Notice(
+        dataclasses.replace(f, finding_id="sample-2", gpu_h_at_stake=1.0),
+        Stage.NOTICE,
+        False,
+        False,
+    )
+    _env.cache_clear()  # the files may have changed since they were last read
+    try:
+        render_notice(notice, to, "owner", ("idle_job",), ("help@example.org",), folder)
+        render_person([(notice, "owner"), (other, "manager")], to, ("idle_job",), (), folder)
+        mine = render_notice(notice, to, "admin", ("idle_job",), (), folder)
+        render_digest([DigestRow.of(notice)], f.detected_ts, folder, mine)
+    except jinja2.TemplateSyntaxError as exc:
+        return f"{Path(exc.filename or exc.name or '?').name} line {exc.lineno}: {exc.message}"
+    except jinja2.TemplateError as exc:
+        return f"a template does not render: {type(exc).__name__}: {exc}"
+    except json.JSONDecodeError as exc:
+        return f"a Slack template does not give JSON: {exc}"
+    return None

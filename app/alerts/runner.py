@@ -17,9 +17,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from app.alerts.actions import ActionRunner, SubprocessRunner
-from app.alerts.compose import Outgoing, compose_digest, compose_notice
+from app.alerts.actions import ActionRunner, KubeApiFactory, SubprocessRunner, confirm
+from app.alerts.compose import Inbox, Outgoing, compose_digest, queue_notices
 from app.alerts.deliver import Channels, Clock, DeliveryReport, Sleep, deliver_due
 from app.alerts.directory import Directory, load_directory
 from app.alerts.errors import DeliveryError, FindingsUnavailable
@@ -30,6 +31,9 @@ from app.alerts.render import DigestRow
 from app.alerts.settings import AlertsConfig
 from app.errors import AppError
 
+if TYPE_CHECKING:
+    from collector.sources.kubernetes.api import KubernetesApi
+
 __all__ = ["CycleReport", "Seams", "build_channels", "follow", "run_cycle", "utc_now"]
 
 logger = logging.getLogger(__name__)
@@ -39,6 +43,12 @@ LOCK_FILE = "alerts.lock"
 def utc_now() -> dt.datetime:
     """The real clock."""
     return dt.datetime.now(dt.UTC)
+
+
+def _connect_kube(context: str) -> KubernetesApi:
+    from collector.sources.kubernetes.api import connect_kubernetes
+
+    return connect_kubernetes(context=context)
 
 
 def _read_findings(lake: Path, since: dt.datetime) -> list[FindingContext]:
@@ -55,12 +65,14 @@ def _read_findings(lake: Path, since: dt.datetime) -> list[FindingContext]:
 
 @dataclass
 class Seams:
-    """What a cycle talks to, injectable for tests: time, senders, the action runner."""
+    """What a cycle talks to, injectable for tests: time, senders, the action runner (which
+    also runs the re-read of a Slurm job), the Kubernetes API of a kubeconfig context."""
 
     clock: Clock = utc_now
     sleep: Sleep = time.sleep
     channels: Channels | None = None  # None: built from the configuration
     run_action: ActionRunner = field(default_factory=SubprocessRunner)
+    kube_api: KubeApiFactory = _connect_kube
     after_send: Callable[[StoredMessage], None] | None = None
     read_findings: Callable[[Path, dt.datetime], list[FindingContext]] = _read_findings
 
@@ -125,59 +137,37 @@ def _queue(
     Returns the new notices, their queued messages, and the notices nobody could be told
     (an opted-out user with no managers, a hardware finding with no admin_emails).
     """
-    slack = cfg.slack_token is not None
-    new_notices, queued, unrouted = [], [], []
     with ledger.transaction():
-        for n in notices:
-            f = n.finding
-            nid = ledger.add_notice(
-                cluster=f.cluster,
-                finding_id=f.finding_id,
-                subject_key=f.subject_key,
-                detector=f.detector,
-                stage=int(n.stage),
-                fingerprint=f.fingerprint,
-                severity=f.severity,
-                test_mode=n.test_mode,
-                now=now,
-                summary=dataclasses.asdict(DigestRow.of(n)),
-            )
-            if nid is None:
-                continue
-            new_notices.append(n)
-            messages = compose_notice(n, directory, cfg, slack)
-            if not messages:
-                unrouted.append(n)
-            for out in messages:
-                if ledger.add_message(
-                    key=out.key,
-                    notice_id=nid,
-                    kind=out.kind,
-                    role=out.role,
-                    channel=out.channel,
-                    recipient=out.recipient,
-                    payload=out.payload,
-                    now=now,
-                ):
-                    queued.append(out)
+        # one message per recipient and channel (compose.queue_notices); when the admins'
+        # digest is due, their own alerts ride in it: one email per admin per run
+        held: dict[str, Inbox] | None = {} if digest and _digest_due(ledger, cfg, now) else None
+        new_notices, queued, unrouted = queue_notices(
+            ledger, notices, directory, cfg, now, hold=held
+        )
         if digest:
-            queued.extend(_queue_digest(ledger, cfg, now))
+            queued.extend(_queue_digest(ledger, cfg, now, held or {}))
     return new_notices, queued, unrouted
 
 
-def _queue_digest(ledger: Ledger, cfg: AlertsConfig, now: dt.datetime) -> list[Outgoing]:
-    """Queue one digest of every notice not yet digested, at most every digest_every_minutes."""
-    pending = ledger.undigested()
+def _digest_due(ledger: Ledger, cfg: AlertsConfig, now: dt.datetime) -> bool:
+    """Whether digest_every_minutes have passed since the last digest (or there was none)."""
     last = ledger.last_digest_ts()
-    if not pending or (
-        last is not None and now - last < dt.timedelta(minutes=cfg.digest_every_minutes)
-    ):
+    return last is None or now - last >= dt.timedelta(minutes=cfg.digest_every_minutes)
+
+
+def _queue_digest(
+    ledger: Ledger, cfg: AlertsConfig, now: dt.datetime, held: dict[str, Inbox]
+) -> list[Outgoing]:
+    """Queue one digest of every notice not yet digested, at most every digest_every_minutes;
+    an admin's email also carries `held`, their own alerts of this run (recorded with it)."""
+    pending = ledger.undigested()
+    if not pending or not _digest_due(ledger, cfg, now):
         return []
     ids = [i for i, _ in pending]
     rows = [DigestRow(**summary) for _, summary in pending]
     webhook = cfg.slack_webhook_url is not None
     queued = []
-    for out in compose_digest(rows, ids, cfg, now, webhook):
+    for out in compose_digest(rows, ids, cfg, now, webhook, held):
         if ledger.add_message(
             key=out.key,
             notice_id=None,
@@ -188,6 +178,9 @@ def _queue_digest(ledger: Ledger, cfg: AlertsConfig, now: dt.datetime) -> list[O
             payload=out.payload,
             now=now,
         ):
+            box = held.get(out.recipient) if out.channel == "email" else None
+            if box is not None:  # the notices it carries for this admin, in their role
+                ledger.link_notices(out.key, [(nid, role) for _, role, nid in box.items])
             queued.append(out)
     ledger.mark_digested(ids, queued[0].key if queued else "none")
     return queued
@@ -204,11 +197,20 @@ def _act(
     for action in actions:
         f = action.finding
         assert f.job_id is not None
-        if not ledger.start_action(f.cluster, f.job_id, f.finding_id, action.argv, seams.clock()):
+        if ledger.action_taken(f.cluster, f.job_id):
             continue
-        code, output = seams.run_action(action.argv)
+        # the scheduler, asked now, must say it is the same job and still running
+        argv, why = confirm(f, action.endpoint, cfg, seams.run_action, seams.kube_api)
+        if argv is None:
+            logger.warning("no action on %s/%s: %s", f.cluster, f.job_id, why)
+            report.waiting.append((f, f"no action: {why}"))
+            continue
+        action = dataclasses.replace(action, argv=argv)
+        if not ledger.start_action(f.cluster, f.job_id, f.finding_id, argv, seams.clock()):
+            continue
+        code, output = seams.run_action(argv)
         ledger.finish_action(f.cluster, f.job_id, code, output, seams.clock())
-        logger.warning("action %s → exit %d: %s", " ".join(action.argv), code, output)
+        logger.warning("action %s → exit %d: %s", " ".join(argv), code, output)
         report.actions.append((action, code, output))
         if code == 0:
             notice = Notice(f, Stage.ACTION, True, False)

@@ -14,10 +14,20 @@ from pathlib import Path
 
 from app.config import Secret, register_section, setting
 
-__all__ = ["ACTIONS", "SEVERITIES", "WEEKDAYS", "AlertsConfig", "QuietHours"]
+__all__ = [
+    "ACTIONS",
+    "SEVERITIES",
+    "SMTP_TLS",
+    "WEEKDAYS",
+    "AlertsConfig",
+    "QuietHours",
+    "split_endpoint",
+]
 
 SEVERITIES = ("info", "warn", "critical")
 ACTIONS = ("scancel", "pod-delete")
+SMTP_TLS = ("auto", "none", "starttls", "implicit")
+SMTPS_PORT = 465  # SMTP over implicit TLS (RFC 8314 submissions)
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _FULL_DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 # a day as written in the configuration (short or full name, any case) -> its WEEKDAYS name
@@ -44,8 +54,38 @@ def _severity(v: str) -> str | None:
     return None if v in SEVERITIES else f"expected one of {', '.join(SEVERITIES)}"
 
 
+def _smtp_tls(v: str) -> str | None:
+    return None if v in SMTP_TLS else f"expected one of {', '.join(SMTP_TLS)}"
+
+
 def _action(v: str) -> str | None:
     return None if v in ACTIONS else f"expected one of {', '.join(ACTIONS)}"
+
+
+# a Slurm cluster name or a kubeconfig context as it may follow `--clusters=` / `--context=`
+_ENDPOINT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@:/-]*")
+
+
+def split_endpoint(entry: str) -> tuple[str, str]:
+    """`della=della-slurm` → ("della", "della-slurm"); a bare `della` maps to itself."""
+    cluster, sep, endpoint = entry.partition("=")
+    cluster = cluster.strip()
+    return cluster, (endpoint.strip() if sep else cluster)
+
+
+def _endpoints(v: tuple[str, ...]) -> str | None:
+    seen: set[str] = set()
+    for entry in v:
+        cluster, endpoint = split_endpoint(entry)
+        if not cluster or not _ENDPOINT.fullmatch(endpoint):
+            return (
+                "expected `<lake cluster>=<Slurm cluster or kube context>` entries (letters, "
+                f"digits, . _ @ : / -, not starting with -), {entry!r} is not one"
+            )
+        if cluster in seen:
+            return f"cluster {cluster!r} is listed twice"
+        seen.add(cluster)
+    return None
 
 
 def _detectors(v: tuple[str, ...]) -> str | None:
@@ -130,6 +170,15 @@ class AlertsConfig:
         None, "SMTP password (env or smtp_password_file only).", secret=True
     )
     smtp_starttls: bool = setting(False, "Upgrade the SMTP connection with STARTTLS.")
+    smtp_tls: str = setting(
+        "auto",
+        "SMTP encryption: none, starttls, implicit (SMTPS) or auto "
+        "(implicit on port 465, starttls when smtp_starttls, else none).",
+        _smtp_tls,
+    )
+    smtp_allow_plaintext_auth: bool = setting(
+        False, "Allow sending the SMTP password without TLS (a trusted local relay only)."
+    )
     smtp_ca_file: Path | None = setting(
         None, "CA bundle to verify the SMTP server's certificate (default: the system's)."
     )
@@ -175,8 +224,23 @@ class AlertsConfig:
         150.0, "Minutes idle before the action (only when action_enabled)."
     )
     action_enabled: bool = setting(False, "Cancel idle jobs after the final notice.")
-    action: str = setting("scancel", "What cancels: scancel (Slurm) or pod-delete.", _action)
+    action: str = setting(
+        "scancel",
+        "What cancels: scancel (Slurm) or pod-delete (Kubernetes: suspends the pod's Job or "
+        "deactivates its Kueue Workload; only an ownerless pod is deleted).",
+        _action,
+    )
+    action_clusters: tuple[str, ...] = setting(
+        (),
+        "The only clusters the action may touch, each `<lake cluster>=<endpoint>`: the Slurm "
+        "cluster name for `scancel --clusters=` (scancel) or the kubeconfig context "
+        "(pod-delete); a bare name means the same name. Others are alerted, never acted on.",
+        _endpoints,
+    )
     scancel_command: str = setting("scancel", "The scancel program (path or name).")
+    squeue_command: str = setting(
+        "squeue", "The squeue program that re-reads a job before it is cancelled."
+    )
     kubectl_command: str = setting("kubectl", "The kubectl program for pod-delete.")
     interactive_factor: float = setting(
         2.0, "Interactive jobs: escalation minutes are multiplied by this.", _positive
@@ -196,6 +260,16 @@ class AlertsConfig:
     holidays: tuple[str, ...] = setting((), "Dates (YYYY-MM-DD) that are not workdays.", _dates)
     timezone: str = setting("UTC", "Time zone of quiet hours and workdays.", _timezone)
     opt_out: tuple[str, ...] = setting((), "Users who get no non-critical alerts.")
+    max_messages_per_day: int = setting(
+        3,
+        "Most alert messages one person gets per channel per local day (0: no cap); critical "
+        "findings and final notices still go out.",
+        _non_negative,
+    )
+    templates_dir: Path | None = setting(
+        None,
+        "Folder of Jinja2 templates overriding the shipped ones by name (e.g. person.html.j2).",
+    )
     test_mode: bool = setting(False, "Send everything to the admins only; take no action.")
     digest_every_minutes: float = setting(
         60.0, "At most one admin digest per this many minutes (0: every run).", _non_negative
@@ -220,6 +294,14 @@ class AlertsConfig:
         days = tuple(weekday(d) or d for d in self.workdays)
         object.__setattr__(self, "workdays", days)
 
+    def endpoint(self, cluster: str) -> str | None:
+        """The scheduler endpoint the action uses for `cluster`, or None: never act there."""
+        for entry in self.action_clusters:
+            name, endpoint = split_endpoint(entry)
+            if name == cluster:
+                return endpoint
+        return None
+
     def validate(self) -> str | None:
         """Cross-key checks; returns `key: problem` or None."""
         stages = (
@@ -236,11 +318,36 @@ class AlertsConfig:
             )
         if self.smtp_password is not None and not self.smtp_user:
             return "smtp_user: an SMTP password is set but no user to log in with"
+        if self.smtp_starttls and self.smtp_tls in ("none", "implicit"):
+            return (
+                f"smtp_tls: {self.smtp_tls!r} contradicts smtp_starttls = true; "
+                "set one of them only"
+            )
+        if (
+            self.smtp_user
+            and self.smtp_password is not None
+            and self.smtp_encryption == "none"
+            and not self.smtp_allow_plaintext_auth
+        ):
+            return (
+                "smtp_tls: the SMTP password would travel unencrypted; set smtp_starttls = "
+                'true (port 587), smtp_tls = "implicit" (port 465), or, for a trusted local '
+                "relay only, smtp_allow_plaintext_auth = true"
+            )
         if self.max_attempts < 1:
             return f"max_attempts: expected at least 1, got {self.max_attempts}"
         if self.give_up_after_runs < 1:
             return f"give_up_after_runs: expected at least 1, got {self.give_up_after_runs}"
         return None
+
+    @property
+    def smtp_encryption(self) -> str:
+        """How the SMTP connection is encrypted: none, starttls or implicit (smtp_tls resolved)."""
+        if self.smtp_tls != "auto":
+            return self.smtp_tls
+        if self.smtp_starttls:
+            return "starttls"
+        return "implicit" if self.smtp_port == SMTPS_PORT else "none"
 
     @property
     def quiet(self) -> QuietHours | None:

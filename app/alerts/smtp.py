@@ -1,10 +1,12 @@
-"""Email over SMTP (STARTTLS + AUTH): compose a multipart text/HTML message and hand it over.
+"""Email over SMTP (STARTTLS or implicit TLS, + AUTH): compose a multipart text/HTML message
+and hand it over.
 
 Reusable beyond alerts (the weekly report mails with it): `SmtpSettings.from_alerts(cfg)` and
 `SmtpSender(settings).send(compose_email(...))`. Failures become `DeliveryError` saying whether
 a retry may help, as SMTP defines it (RFC 5321: 4xx transient, 5xx permanent), and whether it
 concerns the whole session (login, sender, relay, DATA: every message would meet it) or only
-this message's recipients; the password is never put in an error or log line.
+this message's recipients; the password is never put in an error or log line, nor sent over
+a connection without TLS unless `allow_plaintext_auth` says so.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from __future__ import annotations
 import logging
 import smtplib
 import ssl
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from email.message import EmailMessage
 from email.utils import formatdate
@@ -40,6 +43,13 @@ class SmtpSettings:
     starttls: bool = False
     ca_file: Path | None = None
     timeout_s: float = 30.0
+    implicit_tls: bool = False  # SMTPS: TLS from the first byte (port 465)
+    allow_plaintext_auth: bool = False  # send the password even without TLS (local relay)
+
+    @property
+    def encrypted(self) -> bool:
+        """Whether the session is encrypted before AUTH (STARTTLS or implicit TLS)."""
+        return self.starttls or self.implicit_tls
 
     @classmethod
     def from_alerts(cls, cfg: AlertsConfig) -> SmtpSettings:
@@ -50,9 +60,11 @@ class SmtpSettings:
             sender=cfg.email_from,
             user=cfg.smtp_user,
             password=cfg.smtp_password,
-            starttls=cfg.smtp_starttls,
+            starttls=cfg.smtp_encryption == "starttls",
+            implicit_tls=cfg.smtp_encryption == "implicit",
             ca_file=cfg.smtp_ca_file,
             timeout_s=cfg.smtp_timeout_s,
+            allow_plaintext_auth=cfg.smtp_allow_plaintext_auth,
         )
 
 
@@ -99,31 +111,91 @@ def compose_email(
 
 
 class SmtpSender:
-    """Sends one message per connection (alerts are few; a dead connection cannot linger)."""
+    """Sends messages over SMTP: inside `session()` one connection carries every message of a
+    run (opened at the first, closed at the end, dropped and reopened after a failure);
+    outside it, one connection per message."""
 
     def __init__(
-        self, settings: SmtpSettings, connect: Callable[..., smtplib.SMTP] = smtplib.SMTP
+        self, settings: SmtpSettings, connect: Callable[..., smtplib.SMTP] | None = None
     ) -> None:
         self.settings = settings
         self._connect = connect
+        self._in_session = False
+        self._smtp: smtplib.SMTP | None = None
 
     def _tls_context(self) -> ssl.SSLContext:
         ca = self.settings.ca_file
         return ssl.create_default_context(cafile=str(ca) if ca else None)
 
+    @contextmanager
+    def session(self) -> Iterator[None]:
+        """Reuse one connection for every `send` inside this block (one per run)."""
+        self._in_session = True
+        try:
+            yield
+        finally:
+            self._in_session = False
+            self._drop(quit=True)
+
+    def _drop(self, quit: bool = False) -> None:
+        smtp, self._smtp = self._smtp, None
+        if smtp is None:
+            return
+        try:
+            if quit:
+                smtp.quit()
+            else:
+                smtp.close()
+        except (OSError, smtplib.SMTPException):
+            smtp.close()
+
+    def _connection(self, s: SmtpSettings) -> smtplib.SMTP:
+        if self._connect is not None:
+            return self._connect(s.host, s.port, timeout=s.timeout_s)
+        if s.implicit_tls:
+            return smtplib.SMTP_SSL(
+                s.host, s.port, timeout=s.timeout_s, context=self._tls_context()
+            )
+        return smtplib.SMTP(s.host, s.port, timeout=s.timeout_s)
+
+    def _open(self, where: str) -> smtplib.SMTP:
+        s = self.settings
+        smtp = self._connection(s)
+        try:
+            if s.starttls and not s.implicit_tls:
+                smtp.starttls(context=self._tls_context())
+            if s.user:
+                if s.password is None:
+                    raise DeliveryError(f"{where}: smtp_user is set but no smtp_password")
+                smtp.login(s.user, s.password.reveal())
+        except BaseException:
+            smtp.close()
+            raise
+        return smtp
+
     def send(self, message: EmailMessage) -> None:
         """Deliver `message` to its To/Cc recipients; raise DeliveryError on failure."""
         s = self.settings
         where = f"SMTP {s.host}:{s.port}"
+        if s.user and s.password is not None and not s.encrypted and not s.allow_plaintext_auth:
+            raise DeliveryError(
+                f"{where}: refusing to send the SMTP password without TLS; set smtp_starttls "
+                'or smtp_tls = "implicit" (or smtp_allow_plaintext_auth for a local relay)',
+                permanent=True,
+                channel_wide=True,
+            )
         try:
-            with self._connect(s.host, s.port, timeout=s.timeout_s) as smtp:
-                if s.starttls:
-                    smtp.starttls(context=self._tls_context())
-                if s.user:
-                    if s.password is None:
-                        raise DeliveryError(f"{where}: smtp_user is set but no smtp_password")
-                    smtp.login(s.user, s.password.reveal())
-                refused = smtp.send_message(message)
+            if self._in_session:
+                try:
+                    if self._smtp is None:
+                        self._smtp = self._open(where)
+                    refused = self._smtp.send_message(message)
+                except BaseException:
+                    self._drop()  # the next message starts a fresh connection
+                    raise
+            else:
+                with self._open(where) as smtp:
+                    refused = smtp.send_message(message)
         except smtplib.SMTPAuthenticationError as exc:
             raise DeliveryError(
                 f"{where}: login as {s.user!r} refused ({exc.smtp_code})",

@@ -6,6 +6,7 @@ import streamlit as st
 
 from app import charts, data, scope
 from app.downloads import show_table
+from app.markdown_text import md
 from detectors.recommend.recommendation import GAIN_KINDS
 
 s = scope.current()
@@ -25,7 +26,7 @@ feed = data.findings(
 )
 if feed.is_empty():
     st.info(
-        f"No match for {search!r}."
+        f"No match for {md(repr(search))}."
         if search
         else "No findings in this window: run "
         "`gpuledger detect` to look for waste and failing hardware."
@@ -46,6 +47,11 @@ else:
         "alerts_findings",
         column_config={
             "score": st.column_config.ProgressColumn(format="%.2f", min_value=0.0, max_value=1.0),
+            "config_id": st.column_config.TextColumn(
+                help="The configuration that produced the finding: a fingerprint of the "
+                "[attribute] and [detect.<detector>] settings; its evidence holds the "
+                "detector's thresholds (`gpuledger config check` shows the current ones)."
+            ),
         },
         height=360,
     )
@@ -60,7 +66,7 @@ rec_search = st.text_input(
 recs = data.recommendations(s.root, s.cluster, rec_search)
 if recs.is_empty():
     st.info(
-        f"No match for {rec_search!r}."
+        f"No match for {md(repr(rec_search))}."
         if rec_search
         else "No recommendations yet: `gpuledger detect` writes them."
     )
@@ -78,11 +84,11 @@ show_table(
 for rec in recs.iter_rows(named=True):
     gain = rec["expected_gain_gpu_h"]
     what = GAIN_KINDS.get(rec["gain_kind"] or "", "GPU-h expected")
-    title = f"{rec['kind']} · {rec['scope'] or 'cluster'}" + (
+    title = f"{md(rec['kind'])} · {md(rec['scope'] or 'cluster')}" + (
         f" — {gain:,.0f} {what}" if gain is not None else ""
     )
     with st.expander(title):
-        st.markdown(f"**Target:** {rec['target'] or '—'}  \n**Risk:** {rec['risk'] or '—'}")
+        st.markdown(f"**Target:** {md(rec['target'] or '—')}  \n**Risk:** {md(rec['risk'] or '—')}")
         st.markdown("**Configuration to apply** (copy button at the top right):")
         st.code(rec["config"] or "# no configuration given", language="bash")
         st.markdown("**Evidence**")

@@ -5,6 +5,7 @@ import streamlit as st
 
 from app import charts, data, scope
 from app.downloads import show_table
+from app.markdown_text import md
 from detectors.recommend.drain_node import drain_command
 
 s = scope.current()
@@ -104,7 +105,9 @@ search = st.text_input(
 )
 gpus = data.gpu_health(s.root, s.cluster, s.start, s.end, search)
 if gpus.is_empty():
-    st.info(f"No match for {search!r}." if search else "No GPU had an event in this window.")
+    st.info(
+        f"No match for {md(repr(search))}." if search else "No GPU had an event in this window."
+    )
 else:
     st.subheader("Nodes with events")
     show_table(data.node_health(gpus), "node_health", "health_nodes", height=320)
@@ -135,6 +138,6 @@ if not hardware.is_empty():
 st.subheader("Event log")
 log = data.gpu_event_log(s.root, s.cluster, s.start, s.end, search)
 if log.is_empty():
-    st.info(f"No match for {search!r}." if search else "No events in this window.")
+    st.info(f"No match for {md(repr(search))}." if search else "No events in this window.")
 else:
     show_table(log, "gpu_events", "health_log", height=320)

@@ -6,6 +6,7 @@ import streamlit as st
 
 from app import charts, data, scope
 from app.downloads import show_table
+from app.markdown_text import md
 from detectors.job_advice import when_no_advice
 
 s = scope.current()
@@ -29,16 +30,19 @@ st.query_params["job"] = job_id
 
 detail = data.job_detail(s.root, s.cluster, job_id, viewer)
 if detail.is_empty():
-    st.title(f"Job {job_id}")
+    st.title(f"Job {md(job_id)}")
     st.info(
-        f"No match: cluster {s.cluster!r} has no job {job_id!r}" + (" of yours." if viewer else ".")
+        f"No match: cluster {md(repr(s.cluster))} has no job {md(repr(job_id))}"
+        + (" of yours." if viewer else ".")
     )
     st.stop()
 job = detail.row(0, named=True)
-st.title(f"Job {job_id}" + (f" · {job['job_name']}" if job["job_name"] else ""))
+# every lake value is shown as text (md), never as Markdown: a job's name is its owner's choice
+st.title(f"Job {md(job_id)}" + (f" · {md(job['job_name'])}" if job["job_name"] else ""))
 st.caption(
-    f"{job['user']} ({job['account']}) · partition {job['partition']} · {job['state']} · "
-    f"{job['gpus']} × {job['gpu_type'] or 'GPU'} on {job['nodes'] or '?'} · "
+    f"{md(job['user'])} ({md(job['account'])}) · partition {md(job['partition'])} · "
+    f"{md(job['state'])} · {job['gpus']} × {md(job['gpu_type'] or 'GPU')} on "
+    f"{md(job['nodes'] or '?')} · "
     f"started {job['start_ts']:%Y-%m-%d %H:%M} UTC"
     + (f", waited {job['wait_h']:.1f} h" if job["wait_h"] is not None else "")
 )
@@ -83,7 +87,7 @@ elif not advice:
     st.warning(when_no_advice(job), icon=":material/visibility_off:")
 for item in advice:
     with st.container(border=True):
-        st.markdown(f"**{item.headline}** — {item.reason}")
+        st.markdown(f"**{md(item.headline)}** — {md(item.reason)}")
         setting = item.setting(job["source"])
         if setting:
             st.code(setting, language="yaml" if job["source"] == "kubernetes" else "bash")
@@ -92,7 +96,7 @@ st.subheader("Bottleneck")
 # the same diagnosis as `gpuledger job` prints under Bottleneck (detectors/bottleneck.py)
 diagnosis = data.job_diagnosis(s.root, s.cluster, job_id)
 name = str(diagnosis.get("diagnosis") or "unobserved")
-said = f"`{name}` — {diagnosis.get('advice') or ''}".rstrip(" —")
+said = f"`{name}` — {md(diagnosis.get('advice') or '')}".rstrip(" —")
 if name in ("idle", "stalled"):
     st.warning(said, icon=":material/hourglass_disabled:")
 elif name == "compute_bound":
@@ -113,7 +117,7 @@ else:
             column.altair_chart(chart, width="stretch")
     gpu_count = timeline.get_column("gpu").n_unique()
     if gpu_count > charts.TIMELINE_LINES_MAX:
-        lowest = ", ".join(charts.timeline_worst_gpus(timeline))
+        lowest = ", ".join(md(g) for g in charts.timeline_worst_gpus(timeline))
         st.caption(
             f"{gpu_count} GPUs: the grey band spans the lowest to the highest GPU at each "
             f"moment and the dark line is the median GPU; the lines of their own are the "
@@ -136,7 +140,14 @@ if found.is_empty():
 else:
     show_table(
         found.select(
-            "severity", "status", "detector", "message", "gpu_h_at_stake", "start_ts", "end_ts"
+            "severity",
+            "status",
+            "detector",
+            "message",
+            "gpu_h_at_stake",
+            "start_ts",
+            "end_ts",
+            "config_id",  # the configuration that produced it (evidence.config.id)
         ),
         f"job_{job_id}_findings",
         "job_findings",

@@ -5,12 +5,13 @@ import streamlit as st
 
 from app import charts, data, scope
 from app.downloads import show_table
+from app.markdown_text import md
 
 s = scope.current()
 st.title("Jobs")
 viewer = s.viewer.user_filter
 if viewer is not None:
-    st.caption(f"Your jobs only ({viewer}).")
+    st.caption(f"Your jobs only ({md(viewer)}).")
 
 facets = data.job_facets(s.root, s.cluster, s.start, s.end, viewer)
 search = st.text_input(
@@ -48,7 +49,7 @@ jobs = data.job_table(
 )
 if jobs.is_empty():
     st.info(
-        f"No match for {search!r} with these filters."
+        f"No match for {md(repr(search))} with these filters."
         if search
         else "No match: no job in this window passes these filters."
     )

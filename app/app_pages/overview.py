@@ -7,11 +7,12 @@ from app import charts, data, scope
 from app.config import DASHBOARD_CURRENCY as CURRENCY
 from app.config import dashboard_cost_per_gpu_hour
 from app.downloads import show_table
+from app.markdown_text import md
 
 s = scope.current()
 st.title("GPU-hours at a glance")
 st.caption(
-    f"Cluster **{s.cluster}**, {s.start:%Y-%m-%d} to {s.end:%Y-%m-%d} (UTC, end excluded); "
+    f"Cluster **{md(s.cluster)}**, {s.start:%Y-%m-%d} to {s.end:%Y-%m-%d} (UTC, end excluded); "
     f"trends against the {s.days:.0f} day(s) before."
 )
 

@@ -4,6 +4,7 @@ import streamlit as st
 
 from app import charts, data, scope
 from app.downloads import show_table
+from app.markdown_text import md
 
 s = scope.current()
 st.title("Users & accounts")
@@ -42,7 +43,7 @@ search = st.text_input(
 )
 users = data.user_leaderboard(s.root, s.cluster, s.start, s.end, viewer, search)
 if users.is_empty():
-    st.info(f"No match for {search!r}." if search else "No users in this window.")
+    st.info(f"No match for {md(repr(search))}." if search else "No users in this window.")
     st.stop()
 rank_by = st.segmented_control(
     "Rank by",

@@ -23,10 +23,12 @@ COMMAND_MODULES: tuple[str, ...] = (
     "config",
     "alert",
     "detect",
+    "check",
     "job",
     "train",
     "evaluate",
     "report",
     "run",
     "status",
+    "whatif",
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import time
 from pathlib import Path
 
@@ -28,7 +29,9 @@ def _show_dry(report: object) -> None:
             click.echo(p["slack_text"])
         click.echo()
     for action, _code, _note in report.actions:
-        click.echo(f"--- action (would run): {' '.join(action.argv)}")
+        click.echo(
+            f"--- action (would run once the scheduler confirms the job): {shlex.join(action.argv)}"
+        )
     for finding, why in report.waiting:
         click.echo(f"--- waiting: {finding.finding_id} ({finding.detector}): {why}")
     if report.backlog:

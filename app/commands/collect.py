@@ -21,6 +21,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "kubernetes",
     "prometheus",
     "slurm_shares",
+    "slurm_config",
 )
 
 

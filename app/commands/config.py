@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from app.errors import reports_errors
+
+if TYPE_CHECKING:
+    from app.config import Config
 
 __all__ = ["command", "config_option"]
 
@@ -17,6 +21,27 @@ config_option = click.option(
     default=None,
     help="TOML configuration file (default: $GPULEDGER_CONFIG, else ./gpuledger.toml if present).",
 )
+
+
+def _problems(cfg: Config) -> list[str]:
+    """What a valid configuration still gets wrong as a whole, one line each: e.g. sign-in
+    required on the dashboard with nothing saying whose sign-in to trust (all refused)."""
+    from app.access import policy_problem
+    from app.alerts.render import check_templates
+    from app.alerts.settings import AlertsConfig
+    from app.config import DashboardConfig, access_policy
+
+    problems = []
+    problem = policy_problem(access_policy(cfg.section(DashboardConfig)))
+    if problem:
+        problems.append(problem)
+    templates = cfg.section(AlertsConfig).templates_dir
+    if templates is not None:
+        # each overriding template is rendered against a sample finding
+        broken = check_templates(templates)
+        if broken:
+            problems.append(f"alerts.templates_dir: {broken}")
+    return problems
 
 
 @click.group("config")
@@ -39,11 +64,17 @@ def check(config_path: Path | None, lake: Path | None) -> None:
     \b
     Keys come from the file's [section] tables, overridden by GPULEDGER_<SECTION>_<KEY>
     (e.g. GPULEDGER_ALERTS_SMTP_PORT=2525); each [[sources]] entry follows, from the file.
+    The pipeline's tables list every key with its default where the file does not set it:
+    [attribute], [detect.<detector>] (enabled, the scope keys partitions, exclude_partitions,
+    exclude_accounts, exclude_users, exclude_qos, and the thresholds of its rule family;
+    environment: GPULEDGER_DETECT_<DETECTOR>_<KEY>), [recommend] and [recommend.<kind>].
     Secrets (alerts.smtp_password, alerts.slack_token, alerts.slack_webhook_url) are only
     read from the environment or a <key>_file readable by its owner alone, and are shown as
-    ********. Exits 1 naming the first bad key.
+    ********. Exits 1 naming the first bad key, or with one line saying what the settings get
+    wrong together (e.g. dashboard sign-in required but no allowed domain, issuer or user; an
+    alerts.templates_dir template that does not render against a sample finding).
     """
-    from app.config import load_config
+    from app.config import ConfigError, load_config
 
     cfg = load_config(config_path)
     click.echo(
@@ -51,7 +82,7 @@ def check(config_path: Path | None, lake: Path | None) -> None:
     )
     section = None
     for key, shown, source in cfg.effective():
-        name, leaf = key.split(".", 1)
+        name, leaf = key.rsplit(".", 1)  # [detect.idle_job] idle_minutes
         if name != section:
             click.echo(f"\n[{name}]")
             section = name
@@ -69,6 +100,9 @@ def check(config_path: Path | None, lake: Path | None) -> None:
                 click.echo(f"# {leaf} is unset  # default")
             else:
                 click.echo(f"{leaf} = {shown}")
+    problems = _problems(cfg)
+    if problems:
+        raise ConfigError(problems[0])
     root = lake if lake is not None else cfg.lake.root
     if not root.is_dir():
         click.echo(f"\nNote: the lake {str(root)!r} does not exist yet.", err=True)

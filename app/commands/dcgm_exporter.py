@@ -15,9 +15,10 @@ import click
 
 from app.errors import AppError, reports_errors
 from app.options import lake_option
+from collector.sources.http_url import redact_url
 
 if TYPE_CHECKING:
-    from collector.sources.dcgm_scrape import ScrapeOutcome, ScrapeSummary
+    from collector.sources.dcgm_exporter.scrape import ScrapeOutcome, ScrapeSummary
 
 __all__ = ["command_dcgm_exporter"]
 
@@ -30,12 +31,13 @@ def _format_counts(counts: dict[str, int]) -> str:
 
 def _round_line(outcome: ScrapeOutcome) -> str:
     """One line per exporter per round, for the --interval loop (on stderr)."""
+    url = redact_url(outcome.url)
     if outcome.error is not None:
-        return f"{outcome.url}: not scraped after {outcome.attempts} attempt(s): {outcome.error}"
+        return f"{url}: not scraped after {outcome.attempts} attempt(s): {outcome.error}"
     when = outcome.ts.strftime("%H:%M:%S") if outcome.ts is not None else "?"
     skipped = f"; skipped {_format_counts(outcome.counts)}" if outcome.counts else ""
     return (
-        f"{when} {outcome.url}: {outcome.samples} sample row(s), {outcome.events} event(s), "
+        f"{when} {url}: {outcome.samples} sample row(s), {outcome.events} event(s), "
         f"{outcome.job_gpus} job_gpus row(s){skipped}"
     )
 
@@ -50,13 +52,14 @@ def render_summary(summary: ScrapeSummary, exporters: int, lake: Path) -> str:
         + (_format_counts(dict(summary.skipped)) or "none"),
     ]
     for url, failed in sorted(summary.failures.items()):
-        lines.append(f"Failed: {url} in {failed} round(s); last error: {summary.last_error[url]}")
+        error = summary.last_error[url]
+        lines.append(f"Failed: {redact_url(url)} in {failed} round(s); last error: {error}")
     return "\n".join(lines)
 
 
 def _urls(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
     from collector.errors import ConfigError
-    from collector.sources.dcgm_scrape import check_url
+    from collector.sources.dcgm_exporter.scrape import check_url
 
     for url in value:
         try:
@@ -129,7 +132,7 @@ def command_dcgm_exporter(
       gpuledger collect dcgm-exporter --cluster della --interval 30 \\
           --url http://g001:9400/metrics --url http://g002:9400/metrics
     """
-    from collector.sources.dcgm_scrape import scrape_exporters, stop_on_signals
+    from collector.sources.dcgm_exporter.scrape import scrape_exporters, stop_on_signals
 
     if once and interval is not None:
         raise click.BadParameter("use either --once or --interval S, not both", param_hint="--once")

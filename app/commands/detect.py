@@ -1,130 +1,48 @@
 """`gpuledger detect`: run every finding producer over the lake and upsert the findings.
 
-Producers are a list (`FINDING_PRODUCERS`): today the rules of `detectors.rules`; the
-predictive models plug in beside them with one more entry. Each takes the connection and the
-run's window and returns rows in the `findings` schema; this command merges them and writes
-them once, so a finding found again keeps its id and first detection time.
+The work is `app.pipeline.detect` (the rules with each detector's thresholds, the other
+producers, the scopes, the upsert, the recommendations) with the configuration file's
+`[detect.<detector>]` and `[recommend.<kind>]` tables; this module parses the command line and
+prints the summary.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from app.commands.config import config_option
 from app.errors import reports_errors
-from app.options import Timestamp, lake_option
+from app.options import Timestamp, lake_option, lake_writer, no_wait_option
 
 if TYPE_CHECKING:
-    import duckdb
     import pyarrow as pa
 
-__all__ = [
-    "FINDING_PRODUCERS",
-    "DetectOutcome",
-    "FindingProducer",
-    "command",
-    "detect_once",
-    "rule_findings",
-]
+    from app.pipeline import PipelineConfig
 
-# (connection, now, since) -> a table in the `findings` schema (warehouse.schema FINDINGS).
-# `since` may only narrow which subjects a producer examines: each finding's figures come from
-# all the lake's data (a job's whole run, a user's whole 7 days), since a finding found again
-# replaces the stored one under its id. `detect_once` then keeps the findings seen since then.
-FindingProducer = Callable[["duckdb.DuckDBPyConnection", dt.datetime, dt.datetime], "pa.Table"]
-
-
-def rule_findings(con: duckdb.DuckDBPyConnection, now: dt.datetime, since: dt.datetime) -> pa.Table:
-    """The waste and health rules with their default thresholds, over all the data (their
-    windows would cut a job's run or a user's 7 days at `since`)."""
-    from detectors.rules import RuleConfig, run_rules
-
-    return run_rules(con, RuleConfig(), now)
-
+__all__ = ["command", "pipeline_and_lake"]
 
 TOP_FINDINGS = 5  # how many findings the summary spells out
 
 
-def bottleneck_producer(
-    con: duckdb.DuckDBPyConnection, now: dt.datetime, since: dt.datetime
-) -> pa.Table:
-    """Jobs whose bottleneck (input-, memory-, communication-bound, underused) has a fix (every
-    job: one started before `since` may still run after it)."""
-    from detectors.bottleneck_findings import bottleneck_findings
-    from detectors.rules.base import EPOCH
+def pipeline_and_lake(
+    config_path: Path | None, lake: Path, **flags: Any
+) -> tuple[PipelineConfig, Path]:
+    """The pipeline's configuration, and the lake: --lake (or $GPULEDGER_LAKE) when given, else
+    the `lake` of the configuration file (as `gpuledger alert` and `run` do)."""
+    from click.core import ParameterSource
 
-    return bottleneck_findings(con, now, EPOCH)
+    from app.config import load_config
+    from app.pipeline import pipeline_config
 
-
-# Every producer's rows are merged and written once per run.
-FINDING_PRODUCERS: list[FindingProducer] = [rule_findings, bottleneck_producer]
-
-
-@dataclass(frozen=True, slots=True)
-class DetectOutcome:
-    """What one detect run found and stored."""
-
-    findings: pa.Table
-    new: int
-    updated: int
-    recommendations: int
-    unchanged: int = 0
-
-
-def detect_once(
-    lake: Path, now: dt.datetime, since: dt.datetime | None = None, *, recommend: bool = True
-) -> DetectOutcome:
-    """Run every finding producer, upsert the findings, then replay the recommendations.
-
-    With `since`, only findings about problems seen at or after it (their span ends then or
-    later, or is open) are stored; their figures come from all the data, so a finding found
-    whole before is stored again as it was, not with the figures of a shorter window.
-    """
-    import pyarrow as pa
-
-    from detectors.findings import FINDINGS_SCHEMA, seen_since, write_findings
-    from detectors.models import producer as model_producer
-    from detectors.rules.base import EPOCH
-    from warehouse.connection import connect
-    from warehouse.schema import TABLES
-    from warehouse.writer import conform
-
-    con = connect(lake, require=("job_usage",))
-    con.execute("SET enable_progress_bar = false")  # keep the summary the only output
-    try:
-        # the predictive models (trained by `gpuledger train`; none yet: they add nothing)
-        producers = [*FINDING_PRODUCERS, model_producer(lake)]
-        tables = [produce(con, now, since or EPOCH) for produce in producers]
-    finally:
-        con.close()
-    # Each producer's rows are checked against the contract before they are merged.
-    findings = pa.concat_tables(
-        [FINDINGS_SCHEMA.empty_table()] + [conform(TABLES["findings"], table) for table in tables]
-    )
-    if since is not None:
-        findings = seen_since(findings, since)
-    result = write_findings(lake, findings)
-    stored = 0
-    if recommend:
-        from detectors.recommend import RecommendConfig
-        from detectors.recommend import recommend as replay
-        from detectors.recommend.store import write_recommendations
-
-        # a fresh connection: drain_node reads the critical findings just written
-        con = connect(lake, require=("job_usage",))
-        con.execute("SET enable_progress_bar = false")
-        try:
-            recs = replay(con, RecommendConfig(), now)
-            clusters = [c for (c,) in con.execute("SELECT DISTINCT cluster FROM jobs").fetchall()]
-        finally:
-            con.close()
-        stored = write_recommendations(lake, recs, clusters)
-    return DetectOutcome(findings, result.new, result.updated, stored, result.unchanged)
+    cfg = load_config(config_path)
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.get_parameter_source("lake") == ParameterSource.DEFAULT:
+        lake = cfg.lake.root
+    return pipeline_config(cfg, **flags), lake
 
 
 def _summary(findings: pa.Table) -> list[str]:
@@ -158,6 +76,7 @@ def _summary(findings: pa.Table) -> list[str]:
 
 
 @click.command("detect")
+@config_option
 @lake_option
 @click.option(
     "--since",
@@ -171,15 +90,24 @@ def _summary(findings: pa.Table) -> list[str]:
     type=Timestamp(),
     default=None,
     help="Judge as of this time: stamps detected_ts and ends windows such as a user's last "
-    "7 days [default: the current time; windows never run past the lake's latest data].",
+    "7 days [default: the current time; figures, spans and windows never run past the end of "
+    "each cluster's data: a job still running is counted up to there].",
 )
 @click.option("--quiet", "-q", is_flag=True, help="Print only the one-line total.")
+@no_wait_option
 @reports_errors
-def command(lake: Path, since: dt.datetime | None, now: dt.datetime | None, quiet: bool) -> None:
+def command(
+    config_path: Path | None,
+    lake: Path,
+    since: dt.datetime | None,
+    now: dt.datetime | None,
+    quiet: bool,
+    no_wait: bool,
+) -> None:
     """Find waste and failing hardware in the lake and store the findings.
 
     \b
-    Rules (thresholds documented in the README, "Detectors"):
+    Rules (thresholds documented in docs/detectors.md, "Thresholds"):
       idle_job, memory_hold, hung_job         jobs whose GPUs do nothing (or spin on a stall)
       partial_idle, straggler_gpu             multi-GPU jobs with idle or lagging GPUs
       low_efficiency_user                     ratio AND GPU-hours AND top-N over 7 days
@@ -201,11 +129,20 @@ def command(lake: Path, since: dt.datetime | None, now: dt.datetime | None, quie
     the exact sacctmgr/scontrol/slurm.conf lines or Kueue YAML to apply.
 
     \b
+    Each detector and recommender is configured in the configuration file (check it with
+    `gpuledger config check`): [detect.<detector>] and [recommend.<kind>] tables take its
+    thresholds, `enabled = false`, and a scope (partitions, exclude_partitions,
+    exclude_accounts, exclude_users, exclude_qos). Every finding's evidence records the
+    configuration that produced it (config.id and the detector's thresholds).
+
+    \b
     Findings go to the lake's `findings` table: a problem found again keeps its finding_id
     and first detected_ts, so running detect twice stores nothing twice. With --since, the
     findings about problems that ended before it are left as stored; the others are computed
     over all the data, so a finding is never rewritten from a shorter window. Build the
-    marts first with `gpuledger attribute`.
+    marts first with `gpuledger attribute`. One writer at a time: beside `gpuledger run` or
+    another attribute/detect, it waits for the other (naming it on stderr), or with --no-wait
+    exits at once.
 
     \b
     Example:
@@ -213,7 +150,11 @@ def command(lake: Path, since: dt.datetime | None, now: dt.datetime | None, quie
     """
     if since is not None and now is not None and since >= now:
         raise click.BadParameter("must be before --now", param_hint="--since")
-    outcome = detect_once(lake, now or dt.datetime.now(dt.UTC), since)
+    from app.pipeline import detect
+
+    config, lake = pipeline_and_lake(config_path, lake)
+    with lake_writer(lake, "detect", no_wait):
+        outcome = detect(lake, config, now or dt.datetime.now(dt.UTC), since)
     findings = outcome.findings
     if not quiet:
         for line in _summary(findings):

@@ -136,7 +136,7 @@ def command(
     default to 64 GPUs x 7 days with 4 failing GPUs per 100 GPU-weeks, so there is something
     to score; about 10-20 s per seed and setting on a 2-core machine, plus training.
     """
-    from app.evaluate_run import FIRST_UNSEEN_SEED, EvaluationPlan, evaluate_philly, run_plan
+    from app.evaluation.run import FIRST_UNSEEN_SEED, EvaluationPlan, evaluate_philly, run_plan
     from detectors.evaluation import goal_met, scores_table
     from warehouse.writer import write_batch
 

@@ -146,6 +146,8 @@ def render_text(report: JobReport, *, detected: bool = False) -> str:
         for f in report.findings:
             stake = f.get("gpu_h_at_stake")
             extra = "" if stake is None else f" ({stake:.1f} GPU-h at stake)"
+            if f.get("config_id"):  # which configuration produced it (config check shows it)
+                extra += f" [config {f['config_id']}]"
             lines += _wrap(f"[{f['severity']}] {f['detector']}: {f.get('message') or ''}{extra}")
     else:
         lines.append(

@@ -19,6 +19,22 @@ def _when(value: dt.datetime) -> str:
     return value.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def parse_namespace_accounts(pairs: tuple[str, ...]) -> dict[str, str]:
+    """`NS=ACCOUNT` pairs as a mapping; click.BadParameter names a bad one."""
+    from collector.names import valid_name
+
+    out: dict[str, str] = {}
+    for pair in pairs:
+        namespace, sep, account = (p.strip() for p in pair.partition("="))
+        if not sep or not valid_name(namespace) or not valid_name(account):
+            raise click.BadParameter(
+                f"{pair!r}: expected NS=ACCOUNT, each one plain name (e.g. ml-team=physics)",
+                param_hint="--namespace-account",
+            )
+        out[namespace] = account
+    return out
+
+
 @click.command(name="kubernetes")
 @click.option("--cluster", required=True, help="Cluster name to land the rows under.")
 @click.option(
@@ -53,6 +69,14 @@ def _when(value: dt.datetime) -> str:
     help="Pod label or annotation naming the account; repeat to try several in order "
     "[default: gpuledger.io/account, else the namespace].",
 )
+@click.option(
+    "--namespace-account",
+    "namespace_accounts",
+    multiple=True,
+    metavar="NS=ACCOUNT",
+    help="Pods of namespace NS belong to ACCOUNT, whatever their labels say (pod labels are "
+    "written by the pod's creator); repeat for several.",
+)
 @lake_option
 @click.option(
     "--timeout",
@@ -69,6 +93,7 @@ def command(
     namespaces: tuple[str, ...],
     user_keys: tuple[str, ...],
     account_keys: tuple[str, ...],
+    namespace_accounts: tuple[str, ...],
     lake: Path,
     timeout: float,
 ) -> None:
@@ -85,14 +110,21 @@ def command(
     pods holding every GPU of their node get job_gpus rows (whole-node); the others are
     attributed from dcgm-exporter's pod labels. Needs get/list on pods and nodes, and on
     Kueue/Volcano objects where installed. State lives in <lake>/_state/kubernetes.sqlite.
+
+    \b
+    User and account labels are written by whoever creates the pod: a value that is not one
+    plain name (letters, digits, . _ -; no spaces, commas, newlines or @) is dropped and
+    counted, and --namespace-account pins a namespace's account whatever its pods claim.
     """
-    from collector.sources.kubernetes_api import connect_kubernetes
-    from collector.sources.kubernetes_collect import collect_kubernetes
-    from collector.sources.kubernetes_pods import AttributionKeys
+    from collector.sources.kubernetes.api import connect_kubernetes
+    from collector.sources.kubernetes.collect import collect_kubernetes
+    from collector.sources.kubernetes.pods import AttributionKeys
 
     defaults = AttributionKeys()
     keys = AttributionKeys(
-        user=user_keys or defaults.user, account=account_keys or defaults.account
+        user=user_keys or defaults.user,
+        account=account_keys or defaults.account,
+        namespace_accounts=parse_namespace_accounts(namespace_accounts),
     )
     api = connect_kubernetes(kubeconfig, context, timeout_s=timeout)
     result = collect_kubernetes(lake, cluster, api, namespaces=namespaces, keys=keys)
@@ -103,7 +135,13 @@ def command(
         f"{result.jobs_landed} ({result.jobs_new} new, {result.jobs_updated} updated, "
         f"{result.jobs_gone} gone); queues landed: {result.queues_landed} "
         f"(+{result.queues_deleted} deleted); whole-node GPU rows: {result.gpu_rows_opened} "
-        f"opened, {result.gpu_rows_closed} closed; {len(result.malformed)} malformed object(s) "
+        f"opened, {result.gpu_rows_closed} closed; "
+        + (
+            f"{result.owners_rejected} pod(s) with an invalid user/account label dropped it; "
+            if result.owners_rejected
+            else ""
+        )
+        + f"{len(result.malformed)} malformed object(s) "
         "skipped"
         + (
             ": "

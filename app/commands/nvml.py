@@ -18,7 +18,7 @@ from app.errors import reports_errors
 from app.options import lake_option
 
 if TYPE_CHECKING:
-    from collector.sources.nvml_agent import AgentSummary, ProcessSeen, TickResult
+    from collector.sources.nvml.agent import AgentSummary, ProcessSeen, TickResult
 
 __all__ = ["command", "default_spool"]
 
@@ -152,8 +152,8 @@ def command(
       gpuledger collect nvml --cluster della --lake /shared/lake
       gpuledger collect nvml --cluster della --interval 60 --once   # from cron, every minute
     """
-    from collector.sources.dcgm_scrape import stop_on_signals
-    from collector.sources.nvml_agent import AgentConfig, run_agent
+    from collector.sources.dcgm_exporter.scrape import stop_on_signals
+    from collector.sources.nvml.agent import AgentConfig, run_agent
 
     config = AgentConfig(
         cluster=cluster,

@@ -38,7 +38,7 @@ def philly(directory: Path, cluster: str, lake: Path, quiet: bool) -> None:
     replaces instead of duplicating.
     Run `gpuledger attribute` afterwards to give samples their jobs and build the marts.
     """
-    from collector.sources.philly import find_trace_files, import_philly
+    from collector.sources.philly.trace import find_trace_files, import_philly
 
     if quiet:
         result = import_philly(directory, cluster, lake)

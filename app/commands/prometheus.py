@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 import click
 
+from app.commands.config import config_option
 from app.errors import reports_errors
 from app.options import lake_option
 
 if TYPE_CHECKING:
-    from collector.sources.prometheus import PullSummary, WindowLanded
+    from collector.sources.prometheus.pull import PullSummary, WindowLanded
 
 __all__ = ["Duration", "When", "command", "command_prometheus", "render_summary"]
 
@@ -125,7 +126,7 @@ def _progress(window: WindowLanded) -> None:
 
 def _url(ctx: click.Context, param: click.Parameter, value: str) -> str:
     from collector.errors import ConfigError
-    from collector.sources.prometheus_transport import check_base_url
+    from collector.sources.prometheus.transport import check_base_url
 
     try:
         check_base_url(value)
@@ -238,6 +239,7 @@ def _url(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option("--reset", is_flag=True, help="Ignore the checkpoint and start at --since.")
 @click.option("--insecure", is_flag=True, help="Do not verify Prometheus' TLS certificate.")
 @click.option("--quiet", is_flag=True, help="No per-window progress lines on stderr.")
+@config_option
 @lake_option
 @reports_errors
 def command_prometheus(
@@ -259,6 +261,7 @@ def command_prometheus(
     reset: bool,
     insecure: bool,
     quiet: bool,
+    config_path: Path | None,
     lake: Path,
 ) -> None:
     """Pull DCGM telemetry (dcgm-exporter ≤4.8 and ≥4.9 names) from Prometheus into the lake.
@@ -271,16 +274,23 @@ def command_prometheus(
     A checkpoint in <lake>/_state/prometheus.sqlite lets a rerun resume; re-pulled windows
     replace what they landed before, so nothing is duplicated.
 
+    Behind basic auth or a bearer-token proxy, the credentials come from the configuration's
+    [prometheus] section: username plus password_file (or GPULEDGER_PROMETHEUS_PASSWORD), or
+    bearer_token_file (or GPULEDGER_PROMETHEUS_BEARER_TOKEN); a user:password@ in --url works
+    too. They are never printed: every URL is shown without its user:password@.
+
     \b
     Examples:
       gpuledger collect prometheus --url http://prom:9090 --cluster della --since 7d --until now
       gpuledger collect prometheus --url http://prom:9090 --cluster della   # follow live
     """
+    from app.config import load_config
+    from app.service.settings import PrometheusConfig
     from collector.errors import ConfigError
-    from collector.sources.dcgm_scrape import stop_on_signals
-    from collector.sources.prometheus import PullConfig, pull
-    from collector.sources.prometheus_throughput import parse_throughput_query
-    from collector.sources.prometheus_transport import ApiClientTransport
+    from collector.sources.dcgm_exporter.scrape import stop_on_signals
+    from collector.sources.prometheus.pull import PullConfig, pull
+    from collector.sources.prometheus.throughput import parse_throughput_query
+    from collector.sources.prometheus.transport import ApiClientTransport
 
     if window != int(window):
         raise click.BadParameter(
@@ -308,9 +318,12 @@ def command_prometheus(
         throughput_job_label=throughput_job_label.strip(),
         reset=reset,
     )
+    auth = load_config(config_path).section(PrometheusConfig).auth()
     stop = threading.Event()
     with (
-        ApiClientTransport(url, timeout_s=timeout, insecure=insecure, connections=parallel) as api,
+        ApiClientTransport(
+            url, timeout_s=timeout, insecure=insecure, connections=parallel, auth=auth
+        ) as api,
         stop_on_signals(stop),
     ):
         summary = pull(cfg, lake, api, stop=stop, progress=None if quiet else _progress)

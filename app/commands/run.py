@@ -12,7 +12,7 @@ import click
 
 from app.commands.config import config_option
 from app.errors import AppError, reports_errors
-from app.options import LAKE_HELP
+from app.options import LAKE_HELP, lake_writer, no_wait_option
 
 __all__ = ["command", "lake_override"]
 
@@ -32,18 +32,26 @@ lake_override = click.option(
     is_flag=True,
     help="Run every source once, then one pipeline round, and exit (e.g. from cron).",
 )
+@no_wait_option
 @reports_errors
-def command(config_path: Path | None, lake: Path | None, once: bool) -> None:
+def command(config_path: Path | None, lake: Path | None, once: bool, no_wait: bool) -> None:
     """Run gpuledger as a service: collect, attribute, detect and alert, continuously.
 
     \b
     Every [[sources]] entry of the configuration is collected on its own cadence in its own
     thread; a source that fails is retried with backoff while the others go on. Every
     service.pipeline_every_s seconds the marts are updated incrementally, the detectors run
-    and new findings are alerted. gpuledger's own metrics (samples landed, lag behind live
+    and new findings are alerted — with the same [attribute], [detect.<detector>] and
+    [recommend.<kind>] tables as `gpuledger attribute` and `detect`, so both give the same
+    marts and findings. gpuledger's own metrics (samples landed, lag behind live
     data, malformed lines, source errors, alerts sent/failed, mart freshness) are served at
     http://<service.metrics_address>:<service.metrics_port>/metrics, health at /healthz, and
     written to <lake>/_state/service.json for `gpuledger status`.
+
+    \b
+    One writer of the marts and findings at a time: a round waits while `gpuledger attribute`
+    or `detect` writes the lake (the log names it); with --no-wait, `run` exits at once if
+    another writer holds the lake when it starts.
 
     \b
     SIGTERM or Ctrl-C: each task finishes the step it is in (every write is atomic and every
@@ -67,11 +75,11 @@ def command(config_path: Path | None, lake: Path | None, once: bool) -> None:
     from app.service.endpoint import serve_endpoint
     from app.service.metrics import Metrics
     from app.service.pipeline import after_steps
-    from app.service.settings import ServiceConfig
-    from app.service.status import write_status
+    from app.service.settings import PrometheusConfig, ServiceConfig
+    from app.service.status import iso, write_status
     from app.service.supervisor import Supervisor, TaskState
     from app.service.tasks import PipelineSpec, build_tasks
-    from collector.sources.dcgm_scrape import stop_on_signals
+    from collector.sources.dcgm_exporter.scrape import stop_on_signals
 
     cfg = load_config(config_path)
     root = lake or cfg.lake.root
@@ -80,6 +88,9 @@ def command(config_path: Path | None, lake: Path | None, once: bool) -> None:
     if not sources:
         where = cfg.path or "the configuration (no file found)"
         raise AppError(f"no [[sources]] in {where}; add at least one (see `gpuledger run --help`)")
+    if no_wait:  # another writer now: say who, and stop here rather than wait each round
+        with lake_writer(root, "start", no_wait=True):
+            pass
     import faulthandler
     import signal
 
@@ -89,14 +100,25 @@ def command(config_path: Path | None, lake: Path | None, once: bool) -> None:
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(message)s"
     )
     metrics = Metrics()
-    pipeline = PipelineSpec(service.pipeline_every_s, after_steps(cfg, service))
-    tasks = build_tasks(root, sources, pipeline)
+    from app.pipeline import pipeline_config
+
+    config = pipeline_config(cfg)  # the same steps and settings as attribute/detect
+    pipeline = PipelineSpec(service.pipeline_every_s, after_steps(cfg, service), config)
+    tasks = build_tasks(
+        root, sources, pipeline, prometheus_auth=cfg.section(PrometheusConfig).auth()
+    )
     stop = threading.Event()
 
     def record(states: dict[str, TaskState]) -> None:
         write_status(root, states, metrics, now=time.time(), pid=os.getpid())
 
-    supervisor = Supervisor(tasks, metrics, stop=stop, on_change=record)
+    supervisor = Supervisor(
+        tasks,
+        metrics,
+        stop=stop,
+        on_change=record,
+        deadline_intervals=service.step_deadline_intervals,
+    )
     if once:
         for task in tasks:
             supervisor.run_once(task)
@@ -109,11 +131,23 @@ def command(config_path: Path | None, lake: Path | None, once: bool) -> None:
 
     def health() -> tuple[bool, dict[str, object]]:
         states = {n: s.consecutive_failures for n, s in supervisor.states.items()}
-        return supervisor.healthy(), {"consecutive_failures": states}
+        return supervisor.healthy(), {"consecutive_failures": states, "stuck": stuck()}
+
+    def stuck() -> dict[str, dict[str, object]]:
+        return {
+            name: {"since": iso(since), "deadline_s": supervisor.states[name].deadline_s}
+            for name, since in supervisor.stuck().items()
+        }
+
+    def liveness() -> tuple[bool, dict[str, object]]:
+        hung = stuck()  # only what a restart mends: a failing source is not, a hung step is
+        return not hung, {"stuck": hung}
 
     server = None
     if service.metrics_port:
-        server = serve_endpoint(metrics, health, service.metrics_address, service.metrics_port)
+        server = serve_endpoint(
+            metrics, health, service.metrics_address, service.metrics_port, liveness=liveness
+        )
         click.echo(
             f"gpuledger run: {len(tasks)} tasks; metrics on "
             f"http://{service.metrics_address}:{server.server_address[1]}/metrics",

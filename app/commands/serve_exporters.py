@@ -116,7 +116,7 @@ def command(
         scrape_config,
     )
     from collector.sim.exposition import render_openmetrics
-    from collector.sources.dcgm_scrape import stop_on_signals
+    from collector.sources.dcgm_exporter.scrape import stop_on_signals
 
     cfg = FleetConfig(
         cluster=cluster,

@@ -50,7 +50,7 @@ def command(cluster: str, since: dt.datetime | None, lake: Path, timeout: float)
     systemd timer) lands each change once. Malformed sacct lines are skipped and counted.
     State lives in <lake>/_state/slurm.sqlite.
     """
-    from collector.sources.slurm_collect import collect_slurm, run_command
+    from collector.sources.slurm.collect import collect_slurm, run_command
 
     result = collect_slurm(
         lake, cluster, functools.partial(run_command, timeout_s=timeout), since=since

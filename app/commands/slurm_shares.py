@@ -34,8 +34,8 @@ def command(cluster: str, lake: Path, timeout: float) -> None:
     latest one as the entitlements (`gpuledger report weekly`). Run it daily, or after
     changing shares with `sacctmgr modify … set fairshare=N`.
     """
-    from collector.sources.slurm_assoc import collect_associations
-    from collector.sources.slurm_collect import run_command
+    from collector.sources.slurm.assoc import collect_associations
+    from collector.sources.slurm.collect import run_command
 
     landed, bad = collect_associations(
         lake,

@@ -464,7 +464,7 @@ def assemble_report(
     nodes, source, notes = _nodes(assoc, usage, settings, seen)
     accounts, users = _fairness_tables(this_week, nodes, demand, settings)
     scalars = _scalars(accounts)
-    # a week with data as the README and report/data_weeks define it: GPU-hours allocated or
+    # a week with data as docs/report.md and report/data_weeks define it: GPU-hours allocated or
     # observed, and something recorded inside it (jobs merely queued there do not count)
     weeks_with_data = data_weeks(con, [cluster])
     has_data = week in weeks_with_data.weeks

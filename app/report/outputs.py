@@ -9,6 +9,7 @@ from app.errors import AppError
 from app.report.data import WeeklyReport
 from app.report.html import data_uris, render_charts, render_html
 from app.report.pdf import print_pdf
+from warehouse.layout import safe_name
 
 __all__ = ["ReportFiles", "write_report"]
 
@@ -27,8 +28,13 @@ class ReportFiles:
 def write_report(
     report: WeeklyReport, out: Path, *, pdf: bool = True, browser: str | None = None
 ) -> ReportFiles:
-    """Write `<out>/<cluster>/<week>/` (replacing a previous run's files of the same names)."""
-    folder = out / report.cluster / report.week.label
+    """Write `<out>/<cluster>/<week>/` (replacing a previous run's files of the same names).
+
+    `<cluster>` is the cluster's cleaned folder name (as in the lake: `gpu farm` → `gpu_farm`),
+    never the raw value, which comes from the data and could hold `/` or `..`.
+    """
+    cluster = safe_name(report.cluster)
+    folder = out / cluster / safe_name(report.week.label)
     tables_dir = folder / "tables"
     try:
         tables_dir.mkdir(parents=True, exist_ok=True)
@@ -38,7 +44,7 @@ def write_report(
             f"expected --out {str(out)!r} to be a folder this user can write to"
         ) from exc
     charts = render_charts(report)
-    stem = f"fairness-{report.cluster}-{report.week.label}"
+    stem = f"fairness-{cluster}-{safe_name(report.week.label)}"
     html = folder / f"{stem}.html"
     html.write_text(render_html(report, data_uris(charts)), encoding="utf-8")
     written: list[Path] = []

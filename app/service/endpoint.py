@@ -12,17 +12,37 @@ from app.service.metrics import Metrics
 __all__ = ["serve_endpoint"]
 
 
+Health = Callable[[], tuple[bool, dict[str, object]]]
+CLIENT_TIMEOUT_S = 10.0
+
+
 def serve_endpoint(
-    metrics: Metrics, health: Callable[[], tuple[bool, dict[str, object]]], host: str, port: int
+    metrics: Metrics,
+    health: Health,
+    host: str,
+    port: int,
+    *,
+    liveness: Health | None = None,
+    client_timeout_s: float = CLIENT_TIMEOUT_S,
 ) -> ThreadingHTTPServer:
-    """Start serving in a daemon thread; `server.shutdown()` stops it. Port 0 picks a free one."""
+    """Start serving in a daemon thread; `server.shutdown()` stops it. Port 0 picks a free one.
+
+    `/healthz`: `health` (503 when it says failing); `/healthz?live=1`: `liveness` (by default
+    the same), what a liveness probe should ask: only what a restart mends. A client that
+    sends nothing, or reads nothing, for `client_timeout_s` is disconnected: a slow or idle
+    client ties up one thread that long, never the server.
+    """
 
     class Handler(BaseHTTPRequestHandler):
+        timeout = client_timeout_s  # socket timeout of each connection (StreamRequestHandler)
+
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-            if self.path.split("?")[0] == "/metrics":
+            path, _, query = self.path.partition("?")
+            if path == "/metrics":
                 self._send(200, "text/plain; version=0.0.4", metrics.render().encode())
-            elif self.path.split("?")[0] in ("/healthz", "/health"):
-                ok, detail = health()
+            elif path in ("/healthz", "/health"):
+                live = "live=1" in query.split("&") or "live" in query.split("&")
+                ok, detail = (liveness or health)() if live else health()
                 body = json.dumps({"status": "ok" if ok else "failing", **detail}, default=str)
                 self._send(200 if ok else 503, "application/json", body.encode())
             else:

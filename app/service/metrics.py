@@ -22,6 +22,10 @@ METRICS: dict[str, tuple[str, str]] = {
     ),
     "gpuledger_task_duration_seconds": ("gauge", "Duration of the task's last run."),
     "gpuledger_task_consecutive_failures": ("gauge", "Failed runs in a row (0 when healthy)."),
+    "gpuledger_task_stuck": (
+        "gauge",
+        "1 while the task's step runs past its deadline (service.step_deadline_intervals).",
+    ),
     "gpuledger_source_errors_total": ("counter", "Errors raised by a source, by source."),
     "gpuledger_samples_landed_total": ("counter", "GPU sample rows landed in the lake."),
     "gpuledger_jobs_landed_total": ("counter", "Job versions landed in the lake."),

@@ -1,25 +1,42 @@
-"""The steps after attribution in each pipeline round: detect, then alert (when enabled)."""
+"""The steps after attribution in each pipeline round: detect, then alert (when enabled).
+
+Detect is `app.pipeline.detect` with the same `PipelineConfig` the round attributes with
+(`pipeline_config(cfg)`), so `gpuledger run` and `gpuledger attribute`/`detect` with the same
+file produce the same marts and findings.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app.config import Config
 from app.service.settings import ServiceConfig
 from app.service.supervisor import TaskContext
 from app.service.tasks import Step
 
+if TYPE_CHECKING:
+    from app.pipeline import PipelineConfig
+
 __all__ = ["after_steps"]
 
 
-def _detect(lake: Path, ctx: TaskContext) -> None:
-    from app.commands.detect import detect_once
+def _detect_step(config: PipelineConfig, clock: Callable[[], dt.datetime]) -> Step:
+    def step(lake: Path, ctx: TaskContext) -> None:
+        from app.pipeline import detect
 
-    if not (lake / "job_usage").is_dir():
-        return  # no jobs attributed yet: nothing to judge
-    outcome = detect_once(lake, dt.datetime.now(dt.UTC))
-    ctx.metrics.inc("gpuledger_findings_total", outcome.new)
+        if not (lake / "job_usage").is_dir():
+            return  # no jobs attributed yet: nothing to judge
+        outcome = detect(lake, config, clock())
+        ctx.metrics.inc("gpuledger_findings_total", outcome.new)
+
+    return step
+
+
+def _utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
 
 
 def _alert_step(cfg: Config) -> Step:
@@ -41,11 +58,15 @@ def _alert_step(cfg: Config) -> Step:
     return step
 
 
-def after_steps(cfg: Config, service: ServiceConfig) -> tuple[tuple[str, Step], ...]:
+def after_steps(
+    cfg: Config, service: ServiceConfig, clock: Callable[[], dt.datetime] = _utc_now
+) -> tuple[tuple[str, Step], ...]:
     """The (name, step) pairs the pipeline runs after attributing, as configured."""
+    from app.pipeline import pipeline_config
+
     steps: list[tuple[str, Step]] = []
     if service.detect:
-        steps.append(("detect", _detect))
+        steps.append(("detect", _detect_step(pipeline_config(cfg), clock)))
     if service.alert:
         steps.append(("alert", _alert_step(cfg)))
     return tuple(steps)

@@ -4,6 +4,7 @@
 [service]
 metrics_port = 9746          # /metrics and /healthz; 0 turns the endpoint off
 pipeline_every_s = 60        # attribute → detect → alert
+step_deadline_intervals = 30 # a step past 30 of its intervals is stuck: /healthz fails
 
 [[sources]]
 kind = "prometheus"          # prometheus | dcgm-exporter | slurm | kubernetes
@@ -18,10 +19,11 @@ from __future__ import annotations
 import dataclasses
 import typing
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.config import (
     ConfigError,
+    Secret,
     convert_setting,
     register_list_section,
     register_section,
@@ -34,8 +36,13 @@ from app.service.tasks import (
     SlurmSource,
     Source,
 )
+from collector.names import valid_name
+from collector.sources.http_url import redact_url
 
-__all__ = ["SOURCE_KINDS", "ServiceConfig", "parse_sources"]
+if TYPE_CHECKING:
+    from collector.sources.prometheus.transport import PrometheusAuth
+
+__all__ = ["SOURCE_KINDS", "PrometheusConfig", "ServiceConfig", "parse_sources"]
 
 SOURCE_KINDS: dict[str, type[Any]] = {
     "prometheus": PrometheusSource,
@@ -67,9 +74,51 @@ class ServiceConfig:
     )
     detect: bool = setting(True, "Run the detectors in each round.")
     alert: bool = setting(True, "Deliver alerts for new findings in each round.")
+    step_deadline_intervals: float = setting(
+        30.0,
+        "A step running longer than this many of its task's intervals (30 × 60 s: 30 min) is "
+        "asked to stop and reported stuck: /healthz and `gpuledger status` fail, naming it.",
+        _positive,
+    )
     stop_timeout_s: float = setting(
         300.0, "On SIGTERM, how long to wait for running steps to finish.", _positive
     )
+
+
+@register_section("prometheus")
+@dataclass(frozen=True, slots=True)
+class PrometheusConfig:
+    """How to log in to Prometheus: `gpuledger collect prometheus` and every prometheus source."""
+
+    username: str | None = setting(None, "Prometheus basic-auth user; none means no basic auth.")
+    password: Secret | None = setting(
+        None, "Prometheus basic-auth password (env or password_file only).", secret=True
+    )
+    bearer_token: Secret | None = setting(
+        None,
+        "Prometheus bearer token, sent as Authorization: Bearer (env or bearer_token_file only).",
+        secret=True,
+    )
+
+    def validate(self) -> str | None:
+        """Cross-key checks; returns `key: problem` or None."""
+        if self.password is not None and not self.username:
+            return "username: a Prometheus password is set but no username to log in with"
+        if self.bearer_token is not None and self.username:
+            return "bearer_token: give either username/password or a bearer token, not both"
+        return None
+
+    def auth(self) -> PrometheusAuth | None:
+        """The credentials for the transport, or None when none are configured."""
+        from collector.sources.prometheus.transport import PrometheusAuth
+
+        if not self.username and self.bearer_token is None:
+            return None
+        return PrometheusAuth(
+            username=self.username,
+            password=self.password.reveal() if self.password is not None else None,
+            bearer_token=self.bearer_token.reveal() if self.bearer_token is not None else None,
+        )
 
 
 def _source(index: int, item: Any, where: str) -> Source:
@@ -111,8 +160,14 @@ def _source(index: int, item: Any, where: str) -> Source:
         raise ConfigError(f"{at}.every_s: expected a number above 0 {where}, got {every!r}")
     for key in ("url",):
         if key in kwargs and not str(kwargs[key]).startswith(("http://", "https://")):
+            shown = redact_url(str(kwargs[key]))
+            raise ConfigError(f"{at}.{key}: expected an http(s):// URL {where}, got {shown!r}")
+    for entry in kwargs.get("namespace_accounts", ()):
+        namespace, sep, account = (p.strip() for p in str(entry).partition("="))
+        if not sep or not valid_name(namespace) or not valid_name(account):
             raise ConfigError(
-                f"{at}.{key}: expected an http(s):// URL {where}, got {kwargs[key]!r}"
+                f'{at}.namespace_accounts: expected "<namespace>=<account>" entries, each one '
+                f'plain name (e.g. "ml-team=physics") {where}, got {entry!r}'
             )
     if kind == "dcgm-exporter" and not kwargs["urls"]:
         raise ConfigError(f"{at}.urls: give at least one exporter URL {where}")

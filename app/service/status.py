@@ -17,7 +17,7 @@ from app.service.metrics import Metrics
 from app.service.supervisor import TaskState
 from warehouse import layout
 
-__all__ = ["STATUS_FILE", "read_status", "render_status", "write_status"]
+__all__ = ["STATUS_FILE", "iso", "read_status", "render_status", "stuck_tasks", "write_status"]
 
 STATUS_FILE = "service.json"
 
@@ -53,6 +53,23 @@ def read_status(root: Path) -> dict[str, Any] | None:
     return loaded
 
 
+def iso(when: float) -> str:
+    """A Unix time as `2026-12-04 20:31:02 UTC`."""
+    return dt.datetime.fromtimestamp(when, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def stuck_tasks(status: dict[str, Any], now: float) -> dict[str, float]:
+    """The tasks of a status file whose step has run past its deadline by `now`: name -> when
+    the step started (the file is written when a step starts, so a step that never returns
+    shows here however long ago the file was last written)."""
+    out = {}
+    for name, task in status.get("tasks", {}).items():
+        since, deadline = task.get("running_since"), task.get("deadline_s")
+        if since is not None and deadline is not None and now - float(since) > float(deadline):
+            out[name] = float(since)
+    return out
+
+
 def _ago(then: float | None, now: float) -> str:
     if then is None:
         return "never"
@@ -74,7 +91,7 @@ def render_status(status: dict[str, Any] | None, now: float) -> tuple[str, bool]
         return "gpuledger run has never run on this lake (no _state/service.json).", False
     written = float(status["written_at"])
     running = any(v for _, v in _metric(status, "gpuledger_up"))
-    stamp = dt.datetime.fromtimestamp(written, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    stamp = iso(written)
     lines = [
         f"service: {'running' if running else 'stopped'} (pid {status.get('pid')}), "
         f"last update {stamp} ({_ago(written, now)})",
@@ -82,15 +99,21 @@ def render_status(status: dict[str, Any] | None, now: float) -> tuple[str, bool]
         f"{'task':<22} {'runs':>6} {'failed':>7}  {'last success':<14} last error",
     ]
     healthy = True
+    stuck = stuck_tasks(status, now) if running else {}
     for name, task in sorted(status.get("tasks", {}).items()):
         failing = task.get("consecutive_failures", 0) > 0
-        healthy &= not failing
+        healthy &= not failing and name not in stuck
         error = task.get("last_error") or ""
         if error and not failing:
             error = f"(recovered) {error}"
+        if name in stuck:
+            error = (
+                f"STUCK: one step running since {iso(stuck[name])} ({_ago(stuck[name], now)}), "
+                f"past its deadline of {float(task['deadline_s']):.0f} s"
+            )
         lines.append(
             f"{name:<22} {task.get('runs', 0):>6} {task.get('failures', 0):>7}  "
-            f"{_ago(task.get('last_success'), now):<14} {error[:80]}"
+            f"{_ago(task.get('last_success'), now):<14} {error[:100]}"
         )
     counters = [
         ("samples landed", "gpuledger_samples_landed_total"),

@@ -11,9 +11,13 @@ import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from app.service.supervisor import Task, TaskContext
+
+if TYPE_CHECKING:
+    from app.pipeline import PipelineConfig
+    from collector.sources.prometheus.transport import PrometheusAuth
 
 __all__ = [
     "ExporterSource",
@@ -87,6 +91,8 @@ class KubernetesSource:
     kubeconfig: Path | None = None
     context: str | None = None
     namespaces: tuple[str, ...] = ()
+    # "<namespace>=<account>": that namespace's pods belong to the account, whatever they claim
+    namespace_accounts: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -98,10 +104,12 @@ Step = Callable[[Path, TaskContext], None]
 
 @dataclass(frozen=True, slots=True)
 class PipelineSpec:
-    """Attribute every `every_s`, then each of `after` (e.g. detect, alert) in order."""
+    """Attribute every `every_s` with `config` (None: the built-in defaults), then each of
+    `after` (e.g. detect, alert) in order."""
 
     every_s: float = 60.0
     after: tuple[tuple[str, Step], ...] = field(default_factory=tuple)
+    config: PipelineConfig | None = None
 
 
 Source = PrometheusSource | ExporterSource | SlurmSource | KubernetesSource
@@ -114,11 +122,11 @@ def _lag(ctx: TaskContext, cluster: str, newest: dt.datetime | None, clock: Cloc
 
 
 def _prometheus_step(
-    src: PrometheusSource, lake: Path, clock: Clock
+    src: PrometheusSource, lake: Path, clock: Clock, auth: PrometheusAuth | None = None
 ) -> Callable[[TaskContext], None]:
     def step(ctx: TaskContext) -> None:
-        from collector.sources.prometheus import PullConfig, WindowLanded, pull
-        from collector.sources.prometheus_transport import ApiClientTransport
+        from collector.sources.prometheus.pull import PullConfig, WindowLanded, pull
+        from collector.sources.prometheus.transport import ApiClientTransport
 
         # Up to now, then return: the window holding `now` lands as it stands and is landed
         # again (replacing itself) by the next step; the checkpoint moves over complete ones.
@@ -134,7 +142,10 @@ def _prometheus_step(
             if window.complete:  # a partial window is landed again until complete: count once
                 ctx.metrics.inc("gpuledger_samples_landed_total", window.samples, source=src.name)
 
-        with ApiClientTransport(src.url, timeout_s=src.timeout_s) as api, ctx.linked_stop() as stop:
+        with (
+            ApiClientTransport(src.url, timeout_s=src.timeout_s, auth=auth) as api,
+            ctx.linked_stop() as stop,
+        ):
             summary = pull(cfg, lake, api, clock=clock, stop=stop, progress=landed)
         _lag(ctx, src.cluster, summary.last, clock)
         skipped = sum(summary.counts.values())
@@ -146,7 +157,7 @@ def _prometheus_step(
 
 def _exporter_step(src: ExporterSource, lake: Path, clock: Clock) -> Callable[[TaskContext], None]:
     def step(ctx: TaskContext) -> None:
-        from collector.sources.dcgm_scrape import scrape_exporters
+        from collector.sources.dcgm_exporter.scrape import scrape_exporters
 
         with ctx.linked_stop() as stop:
             summary = scrape_exporters(
@@ -173,7 +184,7 @@ def _exporter_step(src: ExporterSource, lake: Path, clock: Clock) -> Callable[[T
 
 def _slurm_step(src: SlurmSource, lake: Path, clock: Clock) -> Callable[[TaskContext], None]:
     def step(ctx: TaskContext) -> None:
-        from collector.sources.slurm_collect import collect_slurm
+        from collector.sources.slurm.collect import collect_slurm
 
         result = collect_slurm(lake, src.cluster, now=clock())
         ctx.metrics.inc("gpuledger_jobs_landed_total", result.jobs_landed, source=src.name)
@@ -189,11 +200,16 @@ def _kubernetes_step(
     src: KubernetesSource, lake: Path, clock: Clock
 ) -> Callable[[TaskContext], None]:
     def step(ctx: TaskContext) -> None:
-        from collector.sources.kubernetes_api import connect_kubernetes
-        from collector.sources.kubernetes_collect import collect_kubernetes
+        from collector.sources.kubernetes.api import connect_kubernetes
+        from collector.sources.kubernetes.collect import collect_kubernetes
+        from collector.sources.kubernetes.pods import AttributionKeys
 
+        pairs = (entry.partition("=") for entry in src.namespace_accounts)
+        keys = AttributionKeys(namespace_accounts={ns.strip(): a.strip() for ns, _, a in pairs})
         api = connect_kubernetes(src.kubeconfig, src.context)
-        result = collect_kubernetes(lake, src.cluster, api, namespaces=src.namespaces, now=clock())
+        result = collect_kubernetes(
+            lake, src.cluster, api, namespaces=src.namespaces, keys=keys, now=clock()
+        )
         ctx.metrics.inc("gpuledger_jobs_landed_total", result.jobs_landed, source=src.name)
 
     return step
@@ -201,27 +217,15 @@ def _kubernetes_step(
 
 def _pipeline_step(spec: PipelineSpec, lake: Path, clock: Clock) -> Callable[[TaskContext], None]:
     def step(ctx: TaskContext) -> None:
-        import duckdb
-
-        from warehouse.attribution import AttributionConfig, attribute
-        from warehouse.connection import connect
-        from warehouse.writer import compact_closed_days
+        from app.pipeline import attribute, default_pipeline_config
 
         if not (lake / "gpu_samples").is_dir():
             return  # nothing collected yet
-        compact_closed_days(lake, clock().astimezone(dt.UTC).date())  # DESIGN §3: small files
-        for attempt in (1, 2):
-            con = connect(lake)
-            try:
-                attribute(con, lake, AttributionConfig())
-                break
-            except duckdb.Error:
-                # a source may replace a file this round is reading (a partial Prometheus
-                # window landing again): read the lake afresh once, else fail this round
-                if attempt == 2:
-                    raise
-            finally:
-                con.close()
+        config = spec.config or default_pipeline_config()
+        # compact closed days (DESIGN §3), then attribute; a source may replace a file this
+        # round is reading (a partial Prometheus window landing again): read the lake afresh
+        # once, else fail this round
+        attribute(lake, config, clock(), attempts=2)
         # the marts now reflect everything landed so far (rebuilt, or unchanged since)
         ctx.metrics.set("gpuledger_marts_current_timestamp_seconds", clock().timestamp())
         failures = []
@@ -239,13 +243,20 @@ def _pipeline_step(spec: PipelineSpec, lake: Path, clock: Clock) -> Callable[[Ta
 
 
 def build_tasks(
-    lake: Path, sources: Sequence[Source], pipeline: PipelineSpec, clock: Clock = _utc_now
+    lake: Path,
+    sources: Sequence[Source],
+    pipeline: PipelineSpec,
+    clock: Clock = _utc_now,
+    *,
+    prometheus_auth: PrometheusAuth | None = None,
 ) -> list[Task]:
-    """One task per source, then the pipeline task."""
+    """One task per source, then the pipeline task; prometheus sources log in with
+    `prometheus_auth` (the `[prometheus]` section) when given."""
     tasks = []
     for src in sources:
         if isinstance(src, PrometheusSource):
-            tasks.append(Task(src.name, src.every_s, _prometheus_step(src, lake, clock)))
+            step = _prometheus_step(src, lake, clock, prometheus_auth)
+            tasks.append(Task(src.name, src.every_s, step))
         elif isinstance(src, ExporterSource):
             tasks.append(Task(src.name, src.every_s, _exporter_step(src, lake, clock)))
         elif isinstance(src, SlurmSource):

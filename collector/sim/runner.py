@@ -21,12 +21,20 @@ from collector.sim.telemetry import (
     make_samples,
 )
 from collector.sim.workload import DAY_S, Job, make_jobs, schedule
-from collector.sources.slurm_assoc import AssociationRow, associations_table
+from collector.sources.slurm.assoc import AssociationRow, associations_table
 from warehouse.attribution import record_attributed
 from warehouse.schema import TIMESTAMP
 from warehouse.writer import write_batch
 
-__all__ = ["SimConfig", "SimResult", "World", "build_world", "initial_energy", "simulate"]
+__all__ = [
+    "SimConfig",
+    "SimResult",
+    "World",
+    "build_world",
+    "initial_energy",
+    "simulate",
+    "simulate_records",
+]
 
 DEFAULT_START = dt.datetime(2026, 11, 2, tzinfo=dt.UTC)  # a Monday
 GPUS_PER_CHUNK = 512
@@ -478,3 +486,21 @@ def simulate(
             if progress:
                 progress(day * len(chunks) + c + 1, total)
     return SimResult(gpus=fleet.n_gpus, jobs=len(jobs), samples=samples, files=files)
+
+
+def simulate_records(cfg: SimConfig, root: Path) -> SimResult:
+    """Land `cfg`'s fleet, jobs, allocations and associations without telemetry: what a
+    scheduler replay reads (`gpuledger bench`'s replay scenario), at any size, in seconds."""
+    cfg.validate()
+    rng = np.random.default_rng([cfg.seed, 1])  # as `simulate` draws: the same records
+    world = build_world(cfg, rng)
+    t0_ms = int(cfg.start.timestamp() * 1000)
+    batch = f"sim-{cfg.cluster}"
+    tables = {
+        "gpus": _gpus_table(cfg, world.fleet, t0_ms),
+        "jobs": _jobs_table(cfg, world.jobs, world.fleet, t0_ms, rng),
+        "job_gpus": _job_gpus_table(cfg, world.jobs, world.fleet, t0_ms),
+        "associations": _associations_table(cfg, world.accounts, world.users, t0_ms),
+    }
+    files = sum(len(write_batch(root, name, table, batch)) for name, table in tables.items())
+    return SimResult(gpus=world.fleet.n_gpus, jobs=len(world.jobs), samples=0, files=files)

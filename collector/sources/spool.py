@@ -13,6 +13,14 @@ written (an OSError: unmounted, read-only, permission), files stay in the spool 
 The spool is the agent's alone (root's, on a GPU node): its folders are PRIVATE_DIR_MODE, readable
 by the lake's group but not writable by it, unlike the lake's, so nobody else can place a file or
 a link where root reads and writes.
+
+The inbox is the exception: any user may drop a throughput file there, so a file is trusted
+only as far as its owner (fstat of the open file, never its name): a file owned by root or by
+the agent itself is landed as it is; one owned by an ordinary user must claim that owner in its
+name (`u<uid>-…`, as `collector.throughput` writes it; else it is rejected), lands under a batch
+id that holds the uid (no user can replace another's rows), and keeps only rows of jobs the
+lake's `jobs` table says that user owns (the others, and jobs the lake does not know yet, are
+refused and counted in `refused_rows`).
 """
 
 from __future__ import annotations
@@ -20,17 +28,19 @@ from __future__ import annotations
 import json
 import logging
 import os
+import pwd
 import stat
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from collector.throughput import INBOX
+from collector.throughput import INBOX, claimed_uid
 from warehouse import layout
 from warehouse.errors import NotWritable, WarehouseError
 from warehouse.schema import RAW_TABLES, spec
@@ -38,6 +48,7 @@ from warehouse.writer import atomic_write, conform, write_batch
 
 __all__ = [
     "INBOX_MODE",
+    "JobUsers",
     "LandResult",
     "Spool",
     "SpoolFile",
@@ -48,6 +59,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 Writer = Callable[[Path, str, pa.Table, str], object]
+# (lake, cluster, job ids) -> {job id: its user} for the jobs the lake knows
+JobUsers = Callable[[Path, str, Sequence[str]], Mapping[str, str | None]]
 
 INBOX_MODE: Final = 0o1733  # like /tmp but unlistable: any user may drop a file, none may read
 MAX_JSONL_BYTES: Final = 16 << 20
@@ -74,6 +87,7 @@ class LandResult:
     rows: Counter[str] = field(default_factory=Counter)
     rejected: int = 0
     skipped_lines: int = 0
+    refused_rows: int = 0  # throughput rows for jobs their file's owner does not own
     pending: int = 0
     error: str | None = None
 
@@ -90,8 +104,9 @@ def _number(value: object) -> float | None:
     return float(value)
 
 
-def _open_regular(path: Path) -> bytes:
-    """Read a file that an unprivileged user may have placed: no symlinks, no devices, capped."""
+def _open_regular(path: Path) -> tuple[bytes, int]:
+    """Read a file that an unprivileged user may have placed: no symlinks, no devices, capped.
+    Returns (its bytes, its owner's uid) — both of the file opened, whatever its name."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     try:
         info = os.fstat(fd)
@@ -100,9 +115,32 @@ def _open_regular(path: Path) -> bytes:
         if info.st_size > MAX_JSONL_BYTES:
             raise OSError(f"{path}: larger than {MAX_JSONL_BYTES} bytes")
         with os.fdopen(fd, "rb", closefd=False) as handle:
-            return handle.read(MAX_JSONL_BYTES + 1)
+            return handle.read(MAX_JSONL_BYTES + 1), info.st_uid
     finally:
         os.close(fd)
+
+
+def lake_job_users(lake: Path, cluster: str, job_ids: Sequence[str]) -> dict[str, str | None]:
+    """{job id: user} of the jobs of `job_ids` the lake's `jobs` table has on `cluster`."""
+    import duckdb
+
+    from warehouse import queries
+    from warehouse.connection import connect
+
+    if not job_ids or not (lake / "jobs").is_dir():
+        return {}
+    try:
+        con = connect(lake)
+    except WarehouseError:
+        return {}
+    try:
+        found = queries.run_arrow(con, "jobs/job_users", cluster=cluster, job_ids=list(job_ids))
+    except duckdb.Error:
+        return {}
+    finally:
+        con.close()
+    jobs, users = found.column("job_id").to_pylist(), found.column("user").to_pylist()
+    return dict(zip(jobs, users, strict=True))
 
 
 def read_throughput_file(path: Path, cluster: str) -> tuple[pa.Table, int]:
@@ -111,10 +149,17 @@ def read_throughput_file(path: Path, cluster: str) -> tuple[pa.Table, int]:
     Returns (rows, lines skipped). A line that is not a JSON object with a `job_id` string and
     an integer `ts_ms` is skipped and counted; counter fields that are not numbers become null.
     """
+    rows, skipped, _ = read_throughput(path, cluster)
+    return rows, skipped
+
+
+def read_throughput(path: Path, cluster: str) -> tuple[pa.Table, int, int]:
+    """`read_throughput_file`, plus the uid that owns the file read."""
     schema = RAW_TABLES[INBOX].schema
     rows: dict[str, list[object]] = {f.name: [] for f in schema}
     skipped = 0
-    for line in _open_regular(path).decode("utf-8", errors="replace").splitlines():
+    data, uid = _open_regular(path)
+    for line in data.decode("utf-8", errors="replace").splitlines():
         if not line.strip():
             continue
         try:
@@ -140,7 +185,7 @@ def read_throughput_file(path: Path, cluster: str) -> tuple[pa.Table, int]:
         source = record.get("source")
         rows["source"].append(source if isinstance(source, str) and source else "app")
     arrays = [pa.array(rows[f.name], type=f.type) for f in schema]
-    return pa.Table.from_arrays(arrays, schema=schema), skipped
+    return pa.Table.from_arrays(arrays, schema=schema), skipped, uid
 
 
 class Spool:
@@ -207,15 +252,76 @@ class Spool:
             pass
         result.rejected += 1
 
-    def land(self, lake: Path, cluster: str, *, write: Writer = write_batch) -> LandResult:
-        """Land every pending file in `lake` (see module doc); stop at the first OSError."""
+    def _owned_rows(
+        self,
+        item: SpoolFile,
+        table: pa.Table,
+        uid: int,
+        where: tuple[Path, str],
+        job_users: JobUsers,
+        result: LandResult,
+    ) -> pa.Table | None:
+        """The rows of a throughput file owned by `uid` that it may land (see module doc);
+        None when the whole file is refused (and set aside)."""
+        claimed = claimed_uid(item.path.name)
+        if claimed is None:
+            self._reject(item, f"owned by uid {uid}, its name claims no writer (u<uid>-…)", result)
+            return None
+        if claimed != uid:
+            self._reject(item, f"owned by uid {uid}, its name claims uid {claimed}", result)
+            return None
+        try:
+            user = pwd.getpwuid(uid).pw_name
+        except KeyError:
+            self._reject(item, f"owned by uid {uid}, which has no user name", result)
+            return None
+        jobs = sorted(set(table.column("job_id").to_pylist()))
+        owners = job_users(*where, jobs)
+        mine = [job for job in jobs if owners.get(job) == user]
+        kept = table.filter(pc.is_in(table.column("job_id"), pa.array(mine, pa.string())))
+        refused = table.num_rows - kept.num_rows
+        if refused:
+            result.refused_rows += refused
+            others = [job for job in jobs if job not in mine]
+            logger.warning(
+                "spool: %s: %d row(s) refused: user %s does not own job(s) %s (or the lake "
+                "does not know them yet)",
+                item.path.name,
+                refused,
+                user,
+                ", ".join(others[:5]) + (" …" if len(others) > 5 else ""),
+            )
+        return kept
+
+    def land(
+        self,
+        lake: Path,
+        cluster: str,
+        *,
+        write: Writer = write_batch,
+        job_users: JobUsers = lake_job_users,
+        trusted_uids: frozenset[int] | None = None,
+    ) -> LandResult:
+        """Land every pending file in `lake` (see module doc); stop at the first OSError.
+
+        `trusted_uids` (default: root and this process's user) own throughput files that may
+        report for any job; `job_users` says who owns a job (default: the lake's `jobs`).
+        """
+        trusted = trusted_uids if trusted_uids is not None else frozenset({0, os.geteuid()})
         result = LandResult()
         items = self.pending()
         for done, item in enumerate(items):
             try:
                 if item.table == INBOX:
-                    table, skipped = read_throughput_file(item.path, cluster)
+                    table, skipped, uid = read_throughput(item.path, cluster)
                     result.skipped_lines += skipped
+                    if uid not in trusted:
+                        owned = self._owned_rows(
+                            item, table, uid, (lake, cluster), job_users, result
+                        )
+                        if owned is None:
+                            continue
+                        table = owned
                 else:
                     table = pq.read_table(item.path)
             except FileNotFoundError:

@@ -25,6 +25,8 @@ from detectors.recommend import (
 )
 from detectors.recommend.config import RecommendConfig
 from detectors.recommend.recommendation import ClusterFacts, Recommendation, to_table
+from detectors.recommend.replayed import with_replayed_deltas
+from detectors.rules.base import EPOCH
 from warehouse import queries
 
 if TYPE_CHECKING:
@@ -35,6 +37,7 @@ __all__ = ["KINDS", "RecommendConfig", "cluster_facts", "recommend"]
 
 FACTS_QUERY = "recommend/cluster_facts"
 LATEST_QUERY = "recommend/latest_activity"
+DATA_END_QUERY = "recommend/data_end"
 
 # kind -> (recommender, the part of RecommendConfig it reads)
 KINDS: dict[str, tuple[Callable[..., list[Recommendation]], Callable[[RecommendConfig], Any]]] = {
@@ -76,11 +79,16 @@ def recommend(
 ) -> pa.Table:
     """Replay `lookback_days` of history and return every recommendation as table rows.
 
-    The window ends at `now` (default: the current time, UTC) and reaches back from the last
-    job start or end the lake holds before `now`; `kinds` limits the run to some recommenders.
+    The window ends at `now` (default: just after the end of the lake's data, never the wall
+    clock, so a lake gives the same recommendations whenever it is read) and reaches back from
+    the last job start or end the lake holds before `now`; `kinds` limits the run to some
+    recommenders.
     """
     config = config or RecommendConfig()
-    now = now or dt.datetime.now(dt.UTC)
+    if now is None:
+        end = queries.run(con, DATA_END_QUERY)["data_end"][0]
+        # just after it: the window's end is exclusive, a job starting at the very end counts
+        now = (end or EPOCH) + dt.timedelta(seconds=1)
     # judge a lake of older data as of its own end: the window reaches back from its last job
     latest = queries.run(con, LATEST_QUERY, now=now)["latest_ts"][0]
     since = min(latest or now, now) - dt.timedelta(days=config.lookback_days)
@@ -92,10 +100,12 @@ def recommend(
             "replayed_from": dt.datetime.fromtimestamp(facts.data_start_e, dt.UTC),
             "replayed_until": dt.datetime.fromtimestamp(facts.data_end_e, dt.UTC),
         }
+        mine: list[Recommendation] = []
         for kind, (run, part) in KINDS.items():
             if kinds is None or kind in kinds:
-                recs.extend(
+                mine.extend(
                     replace(rec, evidence={**rec.evidence, **window})
                     for rec in run(con, facts, part(config))
                 )
+        recs.extend(with_replayed_deltas(con, facts, mine))  # the Policy lab's replay
     return to_table(recs, now)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from detectors.recommend.config import BillingConfig
-from detectors.recommend.recommendation import ClusterFacts, Recommendation
+from detectors.recommend.recommendation import ClusterFacts, Recommendation, sh
 from warehouse import queries
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ def _config(facts: ClusterFacts, partitions: list[str], weight: float) -> str:
             f"    nvidia.com/gpu: {w}\n"
         )
     weights = f'TRESBillingWeights="CPU=1.0,GRES/gpu={w}"'
-    lines = [f"scontrol update PartitionName={p} {weights}" for p in partitions]
+    lines = [f"scontrol update {sh(f'PartitionName={p}')} {weights}" for p in partitions]
     lines += [
         "# slurm.conf, to keep it after a restart: on each of these PartitionName= lines set",
         f"# {weights} (do not add a second line for a partition: slurmctld stops on a",

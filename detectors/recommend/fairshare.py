@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from detectors.recommend.config import FairshareConfig
-from detectors.recommend.recommendation import ClusterFacts, Recommendation
+from detectors.recommend.recommendation import ClusterFacts, Recommendation, sh
 from warehouse import queries
 
 if TYPE_CHECKING:
@@ -146,15 +146,13 @@ def _config(facts: ClusterFacts, changes: list[dict[str, Any]], raw_total: float
         if facts.target == "kueue":
             weight = round(c["new_share"] * n, 3)
             lines.append(
-                f"kubectl -n {c['account']} patch localqueue <queue> --type=merge "
+                f"kubectl -n {sh(c['account'])} patch localqueue <queue> --type=merge "
                 f'-p \'{{"spec":{{"fairSharing":{{"weight":"{weight}"}}}}}}\''
             )
         else:
             raw = max(1, round(c["new_share"] * raw_total))
-            lines.append(
-                f"sacctmgr -i modify account name={c['account']} cluster={facts.cluster} "
-                f"set fairshare={raw}"
-            )
+            name, cluster = sh(f"name={c['account']}"), sh(f"cluster={facts.cluster}")
+            lines.append(f"sacctmgr -i modify account {name} {cluster} set fairshare={raw}")
     return "\n".join(lines) + "\n"
 
 

@@ -18,7 +18,7 @@ import polars as pl
 
 from detectors.recommend.config import GpuCapConfig
 from detectors.recommend.kueue import cluster_queue, kube_name
-from detectors.recommend.recommendation import ClusterFacts, Recommendation
+from detectors.recommend.recommendation import ClusterFacts, Recommendation, sh
 from warehouse import queries
 
 if TYPE_CHECKING:
@@ -98,8 +98,8 @@ def _user_config(facts: ClusterFacts, user: str, account: str, cap: int) -> str:
             f"  clusterQueue: {name}\n"
         )
     return (
-        f"sacctmgr -i modify user where name={user} account={account} cluster={facts.cluster} "
-        f"set GrpTRES=gres/gpu={cap}\n"
+        f"sacctmgr -i modify user where {sh(f'name={user}')} {sh(f'account={account}')} "
+        f"{sh(f'cluster={facts.cluster}')} set GrpTRES=gres/gpu={cap}\n"
         f"# or for every user of a QOS: sacctmgr -i modify qos normal set "
         f"MaxTRESPerUser=gres/gpu={cap}\n" + LIMITS_NEED
     )
@@ -109,8 +109,8 @@ def _account_config(facts: ClusterFacts, account: str, cap: int) -> str:
     if facts.target == "kueue":
         return _queue_yaml(kube_name(account), kube_name("gpus"), cap)
     return (
-        f"sacctmgr -i modify account where name={account} cluster={facts.cluster} "
-        f"set GrpTRES=gres/gpu={cap}\n" + LIMITS_NEED
+        f"sacctmgr -i modify account where {sh(f'name={account}')} "
+        f"{sh(f'cluster={facts.cluster}')} set GrpTRES=gres/gpu={cap}\n" + LIMITS_NEED
     )
 
 

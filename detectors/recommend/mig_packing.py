@@ -17,7 +17,7 @@ import polars as pl
 
 from detectors.recommend.config import MigPackingConfig
 from detectors.recommend.kueue import cluster_queue
-from detectors.recommend.recommendation import ClusterFacts, Recommendation
+from detectors.recommend.recommendation import ClusterFacts, Recommendation, sh
 from detectors.wording import counted, noun_for
 from warehouse import queries
 
@@ -60,7 +60,8 @@ def _config(
             "nvidia.com/mig.config\n"
             "# converts every GPU of the labelled node (a mig-parted config of your own can\n"
             "# select devices); set the ClusterQueue's quotas to the slices that result\n"
-            f"kubectl label node <node> nvidia.com/mig.config=all-{names[0]} --overwrite\n"
+            f"kubectl label node <node> {sh(f'nvidia.com/mig.config=all-{names[0]}')} "
+            "--overwrite\n"
             "---\n"
             + cluster_queue('"mig"', [(f"nvidia.com/mig-{n}", c * gpus) for n, c in counts.items()])
         )
@@ -69,7 +70,7 @@ def _config(
     return (
         f"# on {counted(gpus, 'GPU')}, e.g. GPU 0 of <node> (drain the node first), run there:\n"
         "#   nvidia-smi -i 0 -mig 1\n"
-        f"#   nvidia-smi mig -i 0 -cgi {','.join(names)} -C\n"
+        f"#   nvidia-smi mig -i 0 -cgi {sh(','.join(names))} -C\n"
         "# gres.conf on the node:\n"
         "#   AutoDetect=nvml\n"
         "# slurm.conf: on the existing NodeName=<node> line, count the converted "
@@ -78,7 +79,7 @@ def _config(
         "# NodeName=<node> line: slurmctld ignores or rejects a duplicate node), then restart\n"
         "# slurmd on the node and slurmctld; and add the partition:\n"
         "#   PartitionName=mig Nodes=<node> DefaultTime=04:00:00\n"
-        f"# users: sbatch --partition=mig --gres=gpu:{names[0]}:1\n"
+        f"# users: sbatch --partition=mig {sh(f'--gres=gpu:{names[0]}:1')}\n"
     )
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from detectors.recommend.config import PowerCapConfig
-from detectors.recommend.recommendation import ClusterFacts, Recommendation
+from detectors.recommend.recommendation import ClusterFacts, Recommendation, sh, sh_comment
 from detectors.wording import counted
 from warehouse import queries
 
@@ -31,15 +31,17 @@ def _config(facts: ClusterFacts, partition: str, nodes: list[str], cap_w: int) -
     hosts = ",".join(nodes)
     if facts.target == "kueue":
         return (
-            f"# nodes of ClusterQueue {partition}: {hosts}\n"
+            f"# nodes of ClusterQueue {sh_comment(partition)}: {sh_comment(hosts)}\n"
             f"# GPU operator: a DCGM config per node, or on each node:\n"
-            f"nvidia-smi -pl {cap_w}\n"
-            f"kubectl label node {' '.join(nodes)} gpuledger.io/power-cap-w={cap_w} --overwrite\n"
+            f"nvidia-smi -pl {sh(cap_w)}\n"
+            f"kubectl label node {' '.join(sh(n) for n in nodes)} "
+            f"{sh(f'gpuledger.io/power-cap-w={cap_w}')} --overwrite\n"
         )
     return (
-        f"# on every node of partition {partition} ({hosts}), e.g. from the Slurm node Prolog:\n"
-        f"pdsh -w {hosts} nvidia-smi -pl {cap_w}\n"
-        f"# or with DCGM: dcgmi config --set -P {cap_w}\n"
+        f"# on every node of partition {sh_comment(partition)} ({sh_comment(hosts)}), e.g. from "
+        "the Slurm node Prolog:\n"
+        f"pdsh -w {sh(hosts)} nvidia-smi -pl {sh(cap_w)}\n"
+        f"# or with DCGM: dcgmi config --set -P {sh(cap_w)}\n"
     )
 
 

@@ -6,6 +6,7 @@ import datetime as dt
 import hashlib
 import json
 import math
+import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,8 @@ __all__ = [
     "hhmmss",
     "rec_id",
     "round_up",
+    "sh",
+    "sh_comment",
     "to_table",
 ]
 
@@ -134,6 +137,19 @@ def to_table(recs: Iterable[Recommendation], created: dt.datetime) -> pa.Table:
 def round_up(value: float, step: float) -> float:
     """`value` rounded up to a multiple of `step` (at least one step)."""
     return max(math.ceil(value / step - 1e-9), 1) * step
+
+
+def sh(value: object) -> str:
+    """`value` as exactly one shell word (`shlex.quote`), for every value a generated command
+    interpolates: an account named `a; rm -rf ~` or `$(id)` stays one argument when the
+    command is copied into a shell. A plain name (letters, digits, `@%+=:,./-_`) stays bare."""
+    return shlex.quote(str(value))
+
+
+def sh_comment(value: object) -> str:
+    """`value` inside a `# …` comment line of a generated script: control characters (a
+    newline would end the comment and start a command) become `?`."""
+    return "".join("?" if ord(c) < 0x20 or ord(c) == 0x7F else c for c in str(value))
 
 
 def hhmmss(seconds: float) -> str:

@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from detectors.recommend.config import TimeLimitConfig
-from detectors.recommend.recommendation import ClusterFacts, Recommendation, hhmmss, round_up
+from detectors.recommend.recommendation import (
+    ClusterFacts,
+    Recommendation,
+    hhmmss,
+    round_up,
+    sh,
+    sh_comment,
+)
 from detectors.wording import counted, noun_for
 from warehouse import queries
 
@@ -95,9 +102,10 @@ def _partition_config(facts: ClusterFacts, partition: str, default_s: float, max
         )
     times = f"DefaultTime={hhmmss(default_s)} MaxTime={hhmmss(max_s)}"
     return (
-        f"scontrol update PartitionName={partition} {times}\n"
-        f"# slurm.conf, to keep it after a restart: on the existing PartitionName={partition}\n"
-        f"# line set {times} (do not add a second PartitionName={partition} line:\n"
+        f"scontrol update {sh(f'PartitionName={partition}')} {times}\n"
+        "# slurm.conf, to keep it after a restart: on the existing "
+        f"PartitionName={sh_comment(partition)}\n"
+        f"# line set {times} (do not add a second PartitionName={sh_comment(partition)} line:\n"
         "# slurmctld stops on a duplicate partition)\n"
     )
 
@@ -105,12 +113,12 @@ def _partition_config(facts: ClusterFacts, partition: str, default_s: float, max
 def _user_config(facts: ClusterFacts, user: str, time_s: float) -> str:
     if facts.target == "kueue":
         return (
-            f"# for {user}'s Jobs:\n"
+            f"# for {sh_comment(user)}'s Jobs:\n"
             "metadata:\n"
             "  labels:\n"
             f'    kueue.x-k8s.io/max-exec-time-seconds: "{int(time_s)}"\n'
         )
-    return f"# tell {user}: in the batch script\n#SBATCH --time={hhmmss(time_s)}\n"
+    return f"# tell {sh_comment(user)}: in the batch script\n#SBATCH --time={hhmmss(time_s)}\n"
 
 
 def recommend(

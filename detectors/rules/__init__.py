@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DETECTORS",
+    "DETECTOR_FAMILY",
+    "FAMILY_RULES",
     "FAMILIES",
     "RULES",
     "Rule",
@@ -43,7 +45,8 @@ __all__ = [
     "run_rules",
 ]
 
-# Every `detector` value the rules write (documented in the README and `gpuledger detect --help`).
+# Every `detector` value the rules write (documented in docs/detectors.md and in
+# `gpuledger detect --help`).
 DETECTORS: tuple[str, ...] = (
     "idle_job",
     "memory_hold",
@@ -66,6 +69,35 @@ DETECTORS: tuple[str, ...] = (
     "checkpoint_interval",
     "stranded_gpus",
 )
+
+# The rule family (a RuleConfig field) whose thresholds each detector reads.
+DETECTOR_FAMILY: dict[str, str] = {
+    **dict.fromkeys(("idle_job", "memory_hold", "hung_job"), "idle"),
+    **dict.fromkeys(("partial_idle", "straggler_gpu"), "gpu_balance"),
+    **dict.fromkeys(("low_efficiency_user", "overallocated", "time_limit_excess"), "efficiency"),
+    "power_cap_candidate": "power",
+    **dict.fromkeys(
+        ("throttling", "xid_hardware", "ecc_dbe", "row_remap_failure", "row_remap_pending"),
+        "health",
+    ),
+    **dict.fromkeys(("gpu_without_job", "job_without_data"), "mapping"),
+    **dict.fromkeys(
+        ("failed_after_hw_event", "lost_gpu_hours", "checkpoint_interval"), "resilience"
+    ),
+    "stranded_gpus": "stranded",
+}
+
+# The rules that can raise a family's detectors (those of the module that declares it).
+FAMILY_RULES: dict[str, tuple[Rule, ...]] = {
+    "idle": idle.RULES,
+    "gpu_balance": gpu_balance.RULES,
+    "efficiency": efficiency.RULES,
+    "power": efficiency.RULES,
+    "health": health.RULES,
+    "mapping": mapping.RULES,
+    "resilience": resilience.RULES,
+    "stranded": stranded.RULES,
+}
 
 # Order matters only for ties: where two rules name one problem (an ECC error seen in events and
 # in counters), the first one's row is kept.

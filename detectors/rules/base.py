@@ -39,7 +39,9 @@ class Window:
     """What a detect run looks at: data from `since` on, judged as of `now` (both UTC).
 
     `now` is when the run happens: it stamps `detected_ts` and bounds windows such as
-    "the last 7 days"; data after `now` is not expected but does no harm.
+    "the last 7 days"; data after `now` is not expected but does no harm. Figures never run
+    past the end of a cluster's data (views/data_extent, `as_of`): a lake read a year after it
+    was made gives the same findings, a running job counted up to where its data ends.
     """
 
     now: dt.datetime

@@ -27,7 +27,8 @@ class StrandedThresholds:
 
     min_stranded_gpus: int = threshold(1, "At least this many of the node's GPUs left unusable ...")
     min_runtime_minutes: float = threshold(
-        0.0, "... by a job that ran at least this long (a running job: so far)."
+        0.0,
+        "... by a job that ran at least this long (a running job: up to the end of the data).",
     )
 
 
@@ -44,7 +45,10 @@ def _detect(jobs: pl.DataFrame, config: RuleConfig, window: Window) -> pl.DataFr
     by_mem = ((pl.col("node_mem_mib_seen") - pl.col("mem_req_mib")) / per_gpu_mem).floor()
     usable = pl.min_horizontal(free, by_cpu.fill_nan(None), by_mem.fill_nan(None)).clip(0)
     runtime_h = pl.col("runtime_s") / 3600
-    so_far = (pl.lit(window.now) - pl.col("start_ts")).dt.total_milliseconds() / 1000
+    # a job still running is counted up to the end of its cluster's data (or `now`, if that is
+    # earlier): a lake read a month later must not strand its GPUs for the month
+    until = pl.min_horizontal(pl.col("data_end").fill_null(window.now), pl.lit(window.now))
+    so_far = (until - pl.col("start_ts")).dt.total_milliseconds() / 1000
     jobs = jobs.with_columns(pl.col("runtime_s").fill_null(so_far.clip(0)))
     found = jobs.with_columns(
         (free - usable).cast(pl.Int64).alias("stranded_gpus"),

@@ -4,8 +4,8 @@
 -- Reads:   findings, jobs_latest, job_usage
 -- Params:
 --   $since  timestamp: only findings (re)detected at or after it
--- Returns: the finding's columns; the job's name, partition, state, interactive flag, time
---          limit, nodes and GPU activity (null when the finding is not about a known job);
+-- Returns: the finding's columns; the job's name, raw id (a pod's UID), submit time,
+--          partition, state, interactive flag, time limit, nodes and GPU activity (null when the finding is not about a known job);
 --          the user's rank by GPU-hours at stake among the cluster's users with findings
 --          in the window.
 --
@@ -74,6 +74,8 @@ SELECT
     f.message,
     f.evidence,
     j.job_name,
+    j.job_id_raw,
+    j.submit_ts AS job_submit_ts,
     j.partition,
     j.state AS job_state,
     j.interactive,

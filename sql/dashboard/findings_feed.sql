@@ -15,7 +15,8 @@
 --   $limit          at most this many rows
 -- Returns: finding_id, status, severity, detector, subject_kind, subject_id, job_id, user,
 --          account, node, gpu_uuid, start_ts, end_ts, detected_ts, predicted, score,
---          gpu_h_at_stake, message, evidence
+--          gpu_h_at_stake, message, evidence, config_id (the configuration that produced
+--          it: evidence.config.id, NULL for findings stored before it was recorded)
 --
 -- status is 'open' while the finding's span has no end, else 'ended'. A finding without a
 -- span counts at its detection time.
@@ -39,7 +40,8 @@ SELECT
     score,
     gpu_h_at_stake,
     message,
-    evidence
+    evidence,
+    json_extract_string(evidence, '$.config.id') AS config_id
 FROM findings
 WHERE cluster = $cluster
     AND coalesce(end_ts, detected_ts) >= $start

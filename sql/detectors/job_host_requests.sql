@@ -2,15 +2,17 @@
 -- holds, to tell which jobs leave the node's other GPUs unusable.
 --
 -- Grain:   one row per (cluster, job_id) of single-node jobs with GPUs and a CPU request
--- Reads:   jobs_latest, gpus
+-- Reads:   jobs_latest, gpus, data_extent
 -- Params:
 --   $since  ignore jobs that ended before this time (TIMESTAMP, UTC)
 -- Returns: cluster, job_id, user, account, start_ts, end_ts, runtime_s, node, gpus, cpus,
---          mem_req_mib, node_gpus, node_cpus_seen, node_mem_mib_seen
+--          mem_req_mib, node_gpus, node_cpus_seen, node_mem_mib_seen, data_end
 --
 -- A node's CPUs and memory are not in the lake; node_cpus_seen / node_mem_mib_seen are the
 -- most its jobs ever held at once (a lower bound that equals the node's size once it has been
 -- full). node_gpus comes from the inventory, else the most GPUs its jobs held at once.
+-- runtime_s is null for a job still running: the rule counts it up to data_end, the end of its
+-- cluster's data (views/data_extent), never to the wall clock.
 
 WITH single AS (
     SELECT
@@ -87,11 +89,14 @@ SELECT
     s.mem_req_mib,
     coalesce(CAST(i.gpus AS DOUBLE), n.node_gpus_seen) AS node_gpus,
     n.node_cpus_seen,
-    n.node_mem_mib_seen
+    n.node_mem_mib_seen,
+    x.data_end
 FROM single AS s
 JOIN node_size AS n
     ON n.cluster = s.cluster AND n.node = s.node
 LEFT JOIN inventory AS i
     ON i.cluster = s.cluster AND i.node = s.node
+LEFT JOIN data_extent AS x
+    ON x.cluster = s.cluster
 WHERE s.ended_ts IS NULL OR s.ended_ts >= $since
 ORDER BY s.cluster, s.job_id

@@ -72,6 +72,7 @@ class SmtpHandler:
     too_big_for: set[str] = field(default_factory=set)  # DATA to these answered 552 (size)
     refuse_rcpt: set[str] = field(default_factory=set)  # recipients answered 550
     rcpt_seen: list[str] = field(default_factory=list)
+    sessions: list[Any] = field(default_factory=list)  # one per SMTP connection that sent mail
 
     async def handle_RCPT(
         self, server: Any, session: Any, envelope: Any, address: str, rcpt_options: Any
@@ -83,6 +84,8 @@ class SmtpHandler:
         return "250 OK"
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        if not any(s is session for s in self.sessions):
+            self.sessions.append(session)
         if self.reject_data is not None:
             return self.reject_data
         if self.too_big_for & set(envelope.rcpt_tos):
@@ -100,10 +103,13 @@ class SmtpHandler:
 class SmtpServer:
     """A real SMTP server on 127.0.0.1 that can be stopped and started again on its port."""
 
-    def __init__(self, port: int, tls_dir: Path | None) -> None:
+    def __init__(self, port: int, tls_dir: Path | None, mode: str = "starttls") -> None:
+        """`mode` (with `tls_dir`): starttls (required before AUTH) or implicit (SMTPS); without
+        `tls_dir`: plain (no AUTH) or plain-auth (AUTH offered over the clear connection)."""
         self.port = port
         self.handler = SmtpHandler()
         self.tls_dir = tls_dir
+        self.mode = mode
         self.controller: Controller | None = None
 
     @property
@@ -112,7 +118,23 @@ class SmtpServer:
 
     def start(self) -> None:
         kwargs: dict[str, Any] = {}
-        if self.tls_dir is not None:
+        # AUTH offered without STARTTLS (aiosmtpd warns when it is also required then; the
+        # tests check who logged in instead)
+        auth = {
+            "authenticator": self._authenticate,
+            "auth_exclude_mechanism": ["LOGIN"],
+            "auth_require_tls": False,
+        }
+        if self.tls_dir is None and self.mode == "plain-auth":
+            kwargs = auth
+        elif self.tls_dir is not None and self.mode == "implicit":
+            import ssl
+
+            ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            ctx.load_cert_chain(self.tls_dir / "cert.pem", self.tls_dir / "key.pem")
+            # TLS from the first byte: aiosmtpd's auth_require_tls knows only STARTTLS
+            kwargs = {**auth, "ssl_context": ctx}
+        elif self.tls_dir is not None:
             import ssl
 
             ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -188,6 +210,24 @@ def tls_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("tls")
     make_cert(folder)
     return folder
+
+
+@pytest.fixture
+def smtp_plain_auth_server() -> Iterator[SmtpServer]:
+    """An SMTP server that offers AUTH over the clear connection (no TLS at all)."""
+    server = SmtpServer(free_port(), None, mode="plain-auth")
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def smtps_server(tls_dir: Path) -> Iterator[SmtpServer]:
+    """An SMTPS server (implicit TLS, as on port 465) that requires AUTH."""
+    server = SmtpServer(free_port(), tls_dir, mode="implicit")
+    server.start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture

@@ -51,6 +51,7 @@ def test_dry_run_prints_messages_without_secrets_and_sends_nothing(tmp_path, cap
     )
     env["GPULEDGER_ALERTS_SMTP_USER"] = SMTP_USER
     env["GPULEDGER_ALERTS_SMTP_PASSWORD"] = SMTP_PASSWORD
+    env["GPULEDGER_ALERTS_SMTP_STARTTLS"] = "true"  # a password travels only over TLS
     result = CliRunner().invoke(cli, ["alert", "--dry-run", "--lake", str(lake)], env=env)
     assert result.exit_code == 0, result.output
     out = result.output
@@ -58,7 +59,7 @@ def test_dry_run_prints_messages_without_secrets_and_sends_nothing(tmp_path, cap
     assert "--- slack → U0ALICE (notice, owner)" in out
     assert "--- webhook → webhook (digest, admin)" in out
     assert "Subject: [gpuledger] Final notice: 4 GPUs idle for 2 h 10 min (della)" in out
-    assert "9 message(s) would be sent; nothing was sent or recorded" in out
+    assert "8 message(s) would be sent; nothing was sent or recorded" in out
     for secret in (SMTP_PASSWORD, SLACK_TOKEN, WEBHOOK_SECRET):
         assert secret not in out and secret not in caplog.text
     assert not (lake / "_state" / "alerts.sqlite").exists()
@@ -71,7 +72,7 @@ def test_a_real_run_logs_no_secret(tmp_path, caplog, smtp_server, slack_server):
     env = cli_env(tmp_path, smtp_server.port, slack_server.api_url, slack_server.webhook_url)
     result = CliRunner().invoke(cli, ["alert", "--lake", str(lake)], env=env)
     assert result.exit_code == 0, result.output
-    assert "3 new notice(s), 9 message(s) delivered" in result.output
+    assert "3 new notice(s), 8 message(s) delivered" in result.output
     assert caplog.records  # something was logged at DEBUG, and none of it is a secret
     for secret in (SLACK_TOKEN, "XYZsecret"):
         assert secret not in result.output and secret not in caplog.text
@@ -211,9 +212,9 @@ def test_dry_run_after_an_outage_shows_the_backlog(tmp_path):
     env.update({"GPULEDGER_ALERTS_MAX_ATTEMPTS": "1", "GPULEDGER_ALERTS_SMTP_TIMEOUT_S": "2"})
     first = CliRunner().invoke(cli, ["alert", "--lake", str(lake)], env=env)
     assert first.exit_code == 0, first.output
-    assert "9 waiting to retry" in first.output
+    assert "8 waiting to retry" in first.output
     dry = CliRunner().invoke(cli, ["alert", "--dry-run", "--lake", str(lake)], env=env)
-    assert "--- 9 earlier message(s) wait in the ledger to be retried" in dry.output
+    assert "--- 8 earlier message(s) wait in the ledger to be retried" in dry.output
     assert "0 notice(s), 0 message(s) would be sent" in dry.output
 
 
@@ -228,7 +229,7 @@ def test_status_shows_what_waits_and_why(tmp_path):
     CliRunner().invoke(cli, ["alert", "--lake", str(lake)], env=env)
     status = CliRunner().invoke(cli, ["alert", "--status", "--lake", str(lake)], env=env)
     assert status.exit_code == 0, status.output
-    assert "Messages: 9 pending" in status.output
+    assert "Messages: 8 pending" in status.output
     assert "ConnectionRefusedError" in status.output
     assert "/webhook/" not in status.output  # the webhook URL is a credential
 

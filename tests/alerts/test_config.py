@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 from app.alerts.settings import AlertsConfig
 from app.cli import cli
 from app.config import ConfigError, Secret, describe_settings, lake_root, load_config
+from app.reference_docs import config_reference
+from tests.docs.pages import all_text
 
 
 def write(path: Path, text: str) -> Path:
@@ -120,7 +122,8 @@ def test_secret_from_an_owner_only_file(tmp_path):
     secret = write(tmp_path / "pw", "file-pw\n")
     os.chmod(secret, 0o600)
     cfg_file = write(
-        tmp_path / "g.toml", f"[alerts]\nsmtp_user = 'u'\nsmtp_password_file = '{secret}'\n"
+        tmp_path / "g.toml",
+        f"[alerts]\nsmtp_user = 'u'\nsmtp_starttls = true\nsmtp_password_file = '{secret}'\n",
     )
     alerts = load_config(cfg_file, environ={}).section(AlertsConfig)
     assert isinstance(alerts.smtp_password, Secret)
@@ -155,14 +158,18 @@ def test_every_setting_is_documented():
         "alerts.directory",
         "alerts.idle_after_minutes",
     }
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    reference = config_reference()  # the docs' configuration reference, generated from the code
     for info in infos:
         assert info.help, info.key
-        assert f"`{info.key}`" in readme, f"{info.key} not in README"
+        assert f"| `{info.key}` | `{info.env}` |" in reference, f"{info.key} not in the reference"
+    docs = all_text()  # and the hand-written pages name the keys the delivery side honours
+    assert all(f"`{key}`" in docs for key in ("alerts.smtp_password", "alerts.admin_emails"))
 
 
 def test_config_check_masks_secrets(tmp_path):
-    cfg_file = write(tmp_path / "g.toml", "[alerts]\nsmtp_port = 2525\nsmtp_user = 'u'\n")
+    cfg_file = write(
+        tmp_path / "g.toml", "[alerts]\nsmtp_port = 2525\nsmtp_user = 'u'\nsmtp_starttls = true\n"
+    )
     env = {
         "GPULEDGER_ALERTS_SMTP_PASSWORD": "pw-do-not-show",
         "GPULEDGER_ALERTS_SLACK_TOKEN": "xoxb-do-not-show",
@@ -227,3 +234,43 @@ def test_idle_detectors_may_name_rules_and_models(tmp_path):
     text = "[alerts]\nidle_detectors = ['idle_job', 'memory_hold', 'early_waste_model_30m']\n"
     cfg = load_config(write(tmp_path / "g.toml", text), environ={})
     assert "early_waste_model_30m" in str(list(cfg.effective()))
+
+
+PASSWORD_ENV = {"GPULEDGER_ALERTS_SMTP_USER": "u", "GPULEDGER_ALERTS_SMTP_PASSWORD": "pw-4711"}
+
+
+def test_an_smtp_password_without_tls_is_refused_unless_allowed():
+    with pytest.raises(ConfigError, match="smtp_tls: the SMTP password would travel unencrypted"):
+        load_config(None, environ=PASSWORD_ENV)
+    allowed = {**PASSWORD_ENV, "GPULEDGER_ALERTS_SMTP_ALLOW_PLAINTEXT_AUTH": "true"}
+    assert load_config(None, environ=allowed).section(AlertsConfig).smtp_encryption == "none"
+
+
+@pytest.mark.parametrize(
+    ("env", "encryption"),
+    [
+        ({"GPULEDGER_ALERTS_SMTP_STARTTLS": "true"}, "starttls"),
+        ({"GPULEDGER_ALERTS_SMTP_PORT": "465"}, "implicit"),
+        (
+            {"GPULEDGER_ALERTS_SMTP_TLS": "implicit", "GPULEDGER_ALERTS_SMTP_PORT": "2465"},
+            "implicit",
+        ),
+        ({"GPULEDGER_ALERTS_SMTP_TLS": "starttls"}, "starttls"),
+    ],
+)
+def test_smtp_tls_resolves_to_starttls_or_implicit(env, encryption):
+    from app.alerts.smtp import SmtpSettings
+
+    alerts = load_config(None, environ={**PASSWORD_ENV, **env}).section(AlertsConfig)
+    assert alerts.smtp_encryption == encryption
+    smtp = SmtpSettings.from_alerts(alerts)
+    assert (smtp.starttls, smtp.implicit_tls) == (
+        encryption == "starttls",
+        encryption == "implicit",
+    )
+
+
+def test_smtp_tls_and_starttls_must_agree():
+    env = {"GPULEDGER_ALERTS_SMTP_STARTTLS": "true", "GPULEDGER_ALERTS_SMTP_TLS": "none"}
+    with pytest.raises(ConfigError, match="smtp_tls: 'none' contradicts smtp_starttls"):
+        load_config(None, environ=env)

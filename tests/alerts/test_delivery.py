@@ -27,8 +27,7 @@ EXPECTED_EMAILS = sorted(
         "carol@example.org",  # f-idle manager (directory entry without email: default)
         "pi@example.org",  # f-idle manager (bare address)
         "bob@example.org",  # f-over owner (no directory entry)
-        "admin@example.org",  # f-xid (hardware, critical)
-        "admin@example.org",  # the digest
+        "admin@example.org",  # the digest, carrying f-xid (hardware, critical): one email
     ]
 )
 
@@ -77,7 +76,7 @@ def test_findings_become_routed_messages_and_a_second_run_sends_nothing(
     clock = FakeClock(NOW)
     report = run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
 
-    assert len(report.delivery.delivered) == 9 and not report.delivery.retrying
+    assert len(report.delivery.delivered) == 8 and not report.delivery.retrying
     assert sorted(r.rcpt_tos[0] for r in smtp_server.received) == EXPECTED_EMAILS
     alice = next(r for r in smtp_server.received if r.rcpt_tos == ["alice@physics.example.org"])
     assert alice.message["Subject"] == (
@@ -102,6 +101,22 @@ def test_findings_become_routed_messages_and_a_second_run_sends_nothing(
     assert dm["metadata"]["event_type"] == "gpuledger_alert"
     [digest] = slack_server.state.webhooks
     assert "gpuledger digest: 3 alerts" in digest["blocks"][0]["text"]["text"]
+    assert "For you" not in json.dumps(digest)  # the webhook's channel is no admin's own
+    # the admin's one email: their own alert (the XID) first, then the digest of all three
+    admin = next(r for r in smtp_server.received if r.rcpt_tos == ["admin@example.org"])
+    assert admin.message["Subject"].startswith("[gpuledger] Digest: 3 alerts")
+    text = admin.part("plain")
+    assert text.index("For you:") < text.index("gpuledger digest,")
+    assert "XID" in text[: text.index("gpuledger digest,")]
+    assert "For you:" in admin.part("html")
+    # and the ledger knows that the digest told the admin of the XID notice, as admin
+    links = ledger_rows(
+        lake,
+        "SELECT n.finding_id, l.role, m.kind FROM message_notices l "
+        "JOIN messages m ON m.key = l.key JOIN notices n ON n.id = l.notice_id "
+        "WHERE m.recipient = 'admin@example.org'",
+    )
+    assert links == [("f-xid", "admin", "digest")]
     assert slack_server.state.bad_auth == 0 and slack_server.state.errors == []
 
     requests, emails = slack_server.state.requests, len(smtp_server.received)
@@ -121,7 +136,7 @@ def test_slack_429_and_500_are_retried_after_retry_after_and_backoff(
     clock = FakeClock(NOW)
     report = run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
     assert clock.sleeps == [3.0, 1.0]  # Retry-After, then retry_base_s (0.5) doubled once
-    assert len(report.delivery.delivered) == 9
+    assert len(report.delivery.delivered) == 8
     assert len(slack_server.state.posts) == 2 and len(slack_server.state.webhooks) == 1
     outcomes = ledger_rows(lake, "SELECT outcome, detail FROM attempts WHERE outcome = 'retry'")
     assert [o for o, _ in outcomes] == ["retry", "retry"]
@@ -135,19 +150,19 @@ def test_smtp_down_for_a_while_then_everything_is_delivered(tmp_path, smtp_serve
     smtp_server.stop()
     clock = FakeClock(NOW)
     first = run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
-    # one email tried max_attempts (5) times with backoff, the other five wait behind it
+    # one email tried max_attempts (5) times with backoff, the other four wait behind it
     assert clock.sleeps == [0.5, 1.0, 2.0, 4.0]
-    assert len(first.delivery.retrying) == 6 and len(first.delivery.delivered) == 3
+    assert len(first.delivery.retrying) == 5 and len(first.delivery.delivered) == 3
     assert smtp_server.received == []
 
     smtp_server.start()
     clock.now += dt.timedelta(minutes=5)
     second = run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
     assert second.notices == []  # nothing new was planned: the queued messages went out
-    assert len(second.delivery.delivered) == 6
+    assert len(second.delivery.delivered) == 5
     assert sorted(r.rcpt_tos[0] for r in smtp_server.received) == EXPECTED_EMAILS
     states = ledger_rows(lake, "SELECT state, count(*) FROM messages GROUP BY state")
-    assert states == [("delivered", 9)]
+    assert states == [("delivered", 8)]
 
 
 def test_smtp_returning_within_the_run_is_caught_by_the_backoff(
@@ -161,7 +176,7 @@ def test_smtp_returning_within_the_run_is_caught_by_the_backoff(
     clock.on_sleep = lambda: smtp_server.controller is None and smtp_server.start()
     report = run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
     assert clock.sleeps == [0.5]
-    assert len(report.delivery.delivered) == 9
+    assert len(report.delivery.delivered) == 8
     assert sorted(r.rcpt_tos[0] for r in smtp_server.received) == EXPECTED_EMAILS
 
 
@@ -189,7 +204,7 @@ def test_crash_between_send_and_record_repeats_only_the_message_in_flight(
     assert in_flight == [(sent[3],)]
     report = run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
     assert report.delivery.delivered[0] == sent[3]  # the in-flight one goes first, same key
-    assert len(report.delivery.delivered) == 6
+    assert len(report.delivery.delivered) == 5
     assert sorted(r.rcpt_tos[0] for r in smtp_server.received) == EXPECTED_EMAILS
     assert len(slack_server.state.posts) == 2 and len(slack_server.state.webhooks) == 1
     repeats = smtp_server.handler.duplicates + slack_server.state.duplicates
@@ -250,7 +265,7 @@ def test_sigkill_mid_run_loses_nothing_and_repeats_at_most_one(tmp_path, smtp_se
         (killed_in_flight,)
     ]
     report = run_cycle(lake, cfg, Seams(clock=lambda: NOW))
-    assert len(report.delivery.delivered) == 8  # 9 minus the one recorded before the kill
+    assert len(report.delivery.delivered) == 7  # 8 minus the one recorded before the kill
     assert sorted(r.rcpt_tos[0] for r in smtp_server.received) == EXPECTED_EMAILS
     assert len(slack_server.state.posts) == 2 and len(slack_server.state.webhooks) == 1
     assert smtp_server.handler.duplicates + slack_server.state.duplicates == 1
@@ -312,6 +327,9 @@ def test_the_admin_digest_batches_notices_per_period(tmp_path, smtp_server, slac
     soon = run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
     assert [n.finding.finding_id for n in soon.notices] == ["f-node"]
     assert len(slack_server.state.webhooks) == 1  # the digest waits for its period
+    # ... so the admins hear of the node at once, in its own email
+    [node] = [r for r in smtp_server.received if "g009" in r.message["Subject"]]
+    assert node.rcpt_tos == ["admin@example.org"] and "Digest" not in node.message["Subject"]
     clock.now = NOW + dt.timedelta(minutes=61)
     later = run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
     assert later.notices == []
@@ -345,7 +363,30 @@ def test_starttls_auth_and_a_password_file_from_the_configuration(
         },
     )
     report = run_cycle(lake, cfg, Seams(clock=lambda: NOW))
-    assert len(report.delivery.delivered) == 6  # email only: no Slack configured
+    assert len(report.delivery.delivered) == 5  # email only: no Slack configured
     assert sorted(r.rcpt_tos[0] for r in smtp_tls_server.received) == EXPECTED_EMAILS
-    assert smtp_tls_server.handler.authenticated == [SMTP_USER] * 6
+    # one connection (STARTTLS, one login) carries the run's five emails
+    assert smtp_tls_server.handler.authenticated == [SMTP_USER]
+    assert len(smtp_tls_server.handler.sessions) == 1
     assert SMTP_PASSWORD not in caplog.text
+
+
+@pytest.mark.live
+def test_hostile_user_names_from_the_lake_are_never_mailed(tmp_path, smtp_server):
+    """A user name from a pod label (`eve@evil.example.com, …`) reaches no one outside
+    alerts.email_domain through the real SMTP server; a plain name is still mailed."""
+    lake = tmp_path / "lake"
+    hostile = ["eve@evil.example.com", "x, eve@evil.example.com", "x\nBcc: eve@evil.example.com"]
+    findings = [
+        finding(finding_id=f"f-{i}", subject_id=str(5000 + i), job_id=str(5000 + i), user=u)
+        for i, u in enumerate([*hostile, "zed"])
+    ]
+    land(lake, "findings", findings)
+    env = {"GPULEDGER_ALERTS_SMTP_PORT": str(smtp_server.port)}
+    cfg = alerts_config(tmp_path, env)
+    run_cycle(lake, cfg, Seams(clock=lambda: NOW))
+    rcpts = sorted(r for got in smtp_server.received for r in got.rcpt_tos)
+    headers = " ".join(str(got.message["To"]) for got in smtp_server.received)
+    assert "zed@example.org" in rcpts
+    assert all(r.endswith("@example.org") for r in rcpts), rcpts
+    assert "evil" not in " ".join(smtp_server.handler.rcpt_seen) and "evil" not in headers

@@ -63,3 +63,62 @@ def test_a_directory_file_that_is_not_utf8_names_it(tmp_path, name):
 def test_missing_directory_names_the_setting(tmp_path):
     with pytest.raises(RoutingError, match=r"does not exist \(alerts.directory\)"):
         load_directory(tmp_path / "nope.toml", "example.org")
+
+
+# ---------------------------------------------------------------- untrusted user names (#22)
+
+HOSTILE_USERS = [
+    "eve@evil.example.com",
+    "eve, boss@example.org",
+    "alice\nBcc: all@example.org",
+    "a b",
+    "<eve@evil.example.com>",
+    "eve@evil.example.com,",
+    "",
+]
+
+
+@pytest.mark.parametrize("user", HOSTILE_USERS)
+def test_a_user_name_that_is_no_plain_name_gets_no_address(user):
+    d = load_directory(None, "example.org")
+    assert d.person(user).email is None
+
+
+def test_no_address_outside_the_email_domain_even_from_the_directory(tmp_path):
+    path = tmp_path / "dir.toml"
+    path.write_text(
+        '[users.alice]\nemail = "alice@physics.example.org"\n'
+        '[users.mallory]\nemail = "mallory@example.org.evil.net"\nslack_id = "U0MAL"\n'
+        '[users.trudy]\nemail = "trudy@example.org, boss@evil.net"\n'
+        '[accounts.physics]\nmanagers = ["pi@example.org", "outsider@elsewhere.org", "alice"]\n',
+        encoding="utf-8",
+    )
+    d = load_directory(path, "example.org")
+    assert d.person("alice").email == "alice@physics.example.org"  # a subdomain is inside
+    mallory = d.person("mallory")
+    assert mallory.email is None and mallory.slack_id == "U0MAL"  # Slack still reaches her
+    assert d.person("trudy").email is None
+    assert [m.email for m in d.managers("physics")] == [
+        "pi@example.org",
+        None,
+        "alice@physics.example.org",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("address", "ok"),
+    [
+        ("bob@example.org", True),
+        ("bob@Physics.Example.ORG", True),
+        ("bob@notexample.org", False),
+        ("bob@example.org.evil.net", False),
+        ("bob@example.org@evil.net", False),
+        ("bob@example.org,eve@evil.net", False),
+        ("Bob <bob@example.org>", False),
+        ("bob@example.org\r\nBcc: eve@evil.net", False),
+    ],
+)
+def test_in_domain(address, ok):
+    from app.alerts.directory import in_domain
+
+    assert in_domain(address, "example.org") is ok

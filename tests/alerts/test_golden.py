@@ -127,6 +127,26 @@ def test_interactive_session_is_addressed_gently(findings):
     assert "No rush if you are still working in it" in rendered.text
 
 
+def test_an_interactive_jobs_other_findings_do_not_say_it_looks_unused(findings):
+    # issue #21: a stranded-GPU finding (CPU and memory requests) about an interactive job
+    # opened "Your interactive session looks unused"; each finding's text is its own detector's
+    import dataclasses
+
+    stranded = dataclasses.replace(
+        findings["f-over"],
+        detector="stranded_gpus",
+        interactive=True,
+        message="Job 1092 (lena): 2 GPUs with 24 CPUs left 1 of the node's 8 GPUs unusable",
+    )
+    lena = Person("lena", "lena@x", None, "Lena")
+    rendered = render_notice(Notice(stranded, Stage.NOTICE, False, False), lena, "owner", IDLE)
+    for body in (rendered.text, rendered.html):
+        assert "looks unused" not in body
+        assert "No rush if you are still working in it" not in body
+    assert "gpuledger noticed something about your job" in rendered.text
+    assert "left 1 of the node's 8 GPUs unusable" in rendered.text
+
+
 def test_a_multi_line_message_makes_a_one_line_subject(findings):
     import dataclasses
 
@@ -163,3 +183,38 @@ def test_a_finding_without_user_takes_the_jobs_owner_and_rank(tmp_path):
         "f-b": ("bob", "physics", 2, 2, 4.0),
         "f-c": ("bob", "physics", 2, 2, 4.0),
     }
+
+
+def _slack_texts(blocks: object) -> list[str]:
+    """Every `text` string of a Block Kit structure."""
+    if isinstance(blocks, dict):
+        own = [blocks["text"]] if isinstance(blocks.get("text"), str) else []
+        return own + [t for v in blocks.values() for t in _slack_texts(v)]
+    if isinstance(blocks, list):
+        return [t for v in blocks for t in _slack_texts(v)]
+    return []
+
+
+def test_slack_messages_show_hostile_names_as_text(findings):
+    import dataclasses
+    import re
+
+    name = "**boss** <!channel> _x_ ~y~ `z`"
+    nasty = dataclasses.replace(
+        findings["f-idle"], job_name=name, message=f"{name} <http://evil|click>"
+    )
+    alice = Person("alice", "alice@physics.example.org", "U0ALICE", "Alice")
+    notice = render_notice(Notice(nasty, Stage.NOTICE, False, False), alice, "owner", IDLE)
+    digest = render_digest([DigestRow.of(Notice(nasty, Stage.NOTICE, False, False))], NOW)
+
+    for r in (notice, digest):
+        texts = [r.slack_text, *_slack_texts(r.blocks)]
+        for text in texts:
+            assert "<!channel>" not in text and "<http" not in text, text
+            # a formatting character touching the name's letters could pair up: each is fenced
+            assert not re.search(r"\*boss|boss\*|_x|x_|~y|y~|`z|z`", text), text
+        shown = [t.replace("\u200b", "") for t in texts]
+        assert any("**boss** &lt;!channel&gt; _x_ ~y~ `z`" in t for t in shown)
+    # the message's own formatting is kept
+    job_field = notice.blocks[2]["fields"][0]["text"]
+    assert job_field.startswith("*Job*\n")

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from app.alerts.deliver import Channels, deliver_due
 from app.alerts.errors import DeliveryError
 from app.alerts.ledger import LEDGER_FILE, Ledger
+from tests.infra.examples import examples
 from warehouse import layout
 
 from .factories import NOW
@@ -46,7 +47,7 @@ class ScriptedChannel:
         self.crash_next = step == "crash"
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(
     script=st.lists(st.sampled_from(["ok", "ok", "transient", "crash", "permanent"]), max_size=40)
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from unittest.mock import ANY
 
 import pytest
 from hypothesis import given, settings
@@ -16,6 +17,7 @@ from app.alerts.ledger import Ledger
 from app.alerts.plan import Notice, Stage, idle_stage, is_quiet_time, plan
 from app.alerts.settings import AlertsConfig
 from app.config import load_config
+from tests.infra.examples import examples
 
 from .factories import DIRECTORY_TOML, MIN, NOW
 
@@ -40,6 +42,7 @@ def idle(minutes_ago: float = 130, **over) -> FindingContext:
         user="alice",
         account="physics",
         start_ts=NOW - minutes_ago * MIN,
+        job_submit_ts=NOW - (minutes_ago + 5) * MIN,
         job_state="RUNNING",
         gpu_h_at_stake=8.0,
     )
@@ -146,8 +149,11 @@ def test_escalation_sends_each_stage_once_and_no_action_by_default(tmp_path):
     assert sent == [(60, Stage.NOTICE), (105, Stage.SECOND), (120, Stage.FINAL)]
 
 
+SCANCEL = ("scancel", "--clusters=della", "--user=alice", "--state=RUNNING", "--", "4242")
+
+
 def test_the_action_waits_for_a_delivered_final_notice_and_its_grace(tmp_path):
-    ledger, config = empty_ledger(tmp_path), cfg(action_enabled="true")
+    ledger, config = empty_ledger(tmp_path), cfg(action_enabled="true", action_clusters="della")
     # the alerter starts late: the job is past action_after but nobody was told yet
     now = START + 200 * MIN
     first = plan([idle()], ledger, config, now)
@@ -162,7 +168,7 @@ def test_the_action_waits_for_a_delivered_final_notice_and_its_grace(tmp_path):
     waiting = plan([idle()], ledger, config, now + 59 * MIN)
     assert waiting.actions == [] and "grace" in waiting.waiting[0][1]
     due = plan([idle()], ledger, config, now + 60 * MIN)
-    assert [a.argv for a in due.actions] == [("scancel", "4242")]
+    assert [(a.endpoint, a.argv) for a in due.actions] == [("della", SCANCEL)]
 
 
 def test_interactive_jobs_and_test_mode_are_never_acted_on(tmp_path):
@@ -179,20 +185,61 @@ def test_interactive_jobs_and_test_mode_are_never_acted_on(tmp_path):
                 record(ledger, n, now)
 
 
-def test_pod_delete_names_namespace_and_pod():
-    config = cfg(action_enabled="true", action="pod-delete")
+def test_pod_delete_names_its_context_namespace_and_pod_after_the_options():
+    config = cfg(action_enabled="true", action="pod-delete", action_clusters="k8s=prod-ctx")
     from app.alerts.plan import action_argv
 
-    argv = action_argv(idle(job_id="team-a/trainer-0"), config)
+    argv = action_argv(idle(cluster="k8s", job_id="team-a/trainer-0"), config)
     assert argv == (
         "kubectl",
+        "--context=prod-ctx",
+        "--namespace=team-a",
         "delete",
         "pod",
-        "--namespace",
-        "team-a",
-        "trainer-0",
         "--wait=false",
+        "--",
+        "trainer-0",
     )
+
+
+def _final_then_due(tmp_path, finding, config):
+    """Plan a finding whose final notice was delivered long ago, at a time the action is due."""
+    ledger = empty_ledger(tmp_path)
+    now = START + 200 * MIN
+    first = plan([finding], ledger, config, now)
+    assert [n.stage for n in first.notices] == [Stage.FINAL]
+    record(ledger, first.notices[0], now)
+    return first, plan([finding], ledger, config, now + 60 * MIN)
+
+
+@pytest.mark.parametrize(
+    ("clusters", "finding", "why"),
+    [
+        ("", idle(), "cluster 'della' has no scheduler endpoint"),
+        ("other=della", idle(), "cluster 'della' has no scheduler endpoint"),
+        ("della", idle(job_id="4242; rm -rf ~"), "is no Slurm job id"),
+        ("della", idle(job_id="--me"), "is no Slurm job id"),
+        ("della", idle(job_submit_ts=None), "no user or submit time of job 4242"),
+        ("della", idle(user=None), "no user or submit time of job 4242"),
+    ],
+)
+def test_no_action_on_an_unmapped_cluster_or_a_malformed_job_id(tmp_path, clusters, finding, why):
+    """The final notice is the last word (it promises no cancellation) and `waiting` says why."""
+    config = cfg(action_enabled="true", action_clusters=clusters)
+    first, due = _final_then_due(tmp_path, finding, config)
+    assert first.notices[0].action_at is None
+    assert due.actions == [] and due.notices == []
+    assert [(f.finding_id, w) for f, w in due.waiting] == [(finding.finding_id, ANY)]
+    assert why in due.waiting[0][1]
+
+
+def test_a_mapped_cluster_is_acted_on_through_its_own_endpoint(tmp_path):
+    config = cfg(action_enabled="true", action_clusters="della=della-slurm, other")
+    first, due = _final_then_due(tmp_path, idle(), config)
+    assert first.notices[0].action_at is not None
+    [action] = due.actions
+    assert action.endpoint == "della-slurm"
+    assert action.argv[:2] == ("scancel", "--clusters=della-slurm")
 
 
 def test_one_alert_per_subject_per_rule_per_period(tmp_path):
@@ -269,7 +316,7 @@ def test_test_mode_goes_to_admins_only_and_does_not_count_as_sent(tmp_path):
     assert len(plan([idle(61)], ledger, cfg(), NOW + MIN).notices) == 1
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     steps=st.lists(st.integers(min_value=1, max_value=45), min_size=1, max_size=25),
     deliver=st.lists(st.booleans(), min_size=25, max_size=25),
@@ -282,7 +329,7 @@ def test_no_action_before_a_delivered_final_notice_and_its_grace(
     and the action comes only after the final notice was delivered at least
     action_after - final_notice minutes earlier (never for interactive jobs)."""
     ledger = empty_ledger(tmp_path_factory.mktemp("p"))
-    config = cfg(action_enabled="true")
+    config = cfg(action_enabled="true", action_clusters="della")
     grace = dt.timedelta(minutes=config.action_after_minutes - config.final_notice_minutes)
     minutes, stages, final_delivered = 0, [], None
     for step, ok in zip(steps, deliver, strict=False):
@@ -292,7 +339,7 @@ def test_no_action_before_a_delivered_final_notice_and_its_grace(
         if decided.actions:
             assert not interactive
             assert final_delivered is not None and now - final_delivered >= grace
-            assert [a.argv for a in decided.actions] == [("scancel", "4242")]
+            assert [a.argv for a in decided.actions] == [SCANCEL]
             return
         for n in decided.notices:
             stages.append(n.stage)

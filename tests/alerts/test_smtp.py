@@ -94,3 +94,53 @@ def test_attachments_travel_with_both_parts(smtp_server):
     assert got.part("plain").strip() == "see attached"
     [pdf] = list(got.message.iter_attachments())
     assert pdf.get_filename() == "report.pdf" and pdf.get_content() == b"%PDF-1.7 fake"
+
+
+def plain_auth_settings(port: int, **kw: object) -> SmtpSettings:
+    return SmtpSettings(
+        host="127.0.0.1",
+        port=port,
+        sender="g@x",
+        user=SMTP_USER,
+        password=Secret(SMTP_PASSWORD, "test"),
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+@pytest.mark.live
+def test_a_password_is_not_sent_without_tls(smtp_plain_auth_server):
+    with pytest.raises(
+        DeliveryError, match="refusing to send the SMTP password without TLS"
+    ) as err:
+        SmtpSender(plain_auth_settings(smtp_plain_auth_server.port)).send(message())
+    assert err.value.permanent and err.value.channel_wide
+    assert SMTP_PASSWORD not in str(err.value)
+    assert smtp_plain_auth_server.handler.authenticated == []
+    assert smtp_plain_auth_server.received == []
+
+
+@pytest.mark.live
+def test_plaintext_auth_only_when_the_configuration_allows_it(smtp_plain_auth_server):
+    settings = plain_auth_settings(smtp_plain_auth_server.port, allow_plaintext_auth=True)
+    SmtpSender(settings).send(message())
+    assert smtp_plain_auth_server.handler.authenticated == [SMTP_USER]
+    assert len(smtp_plain_auth_server.received) == 1
+
+
+@pytest.mark.live
+def test_implicit_tls_smtps_delivers_with_auth(smtps_server, tls_dir):
+    settings = plain_auth_settings(
+        smtps_server.port, implicit_tls=True, ca_file=tls_dir / "cert.pem"
+    )
+    SmtpSender(settings).send(message())
+    assert smtps_server.handler.authenticated == [SMTP_USER]
+    [got] = smtps_server.received
+    assert got.message["Subject"] == "Job 42 is idle"
+
+
+@pytest.mark.live
+def test_implicit_tls_verifies_the_certificate(smtps_server):
+    settings = plain_auth_settings(smtps_server.port, implicit_tls=True)
+    with pytest.raises(DeliveryError, match="TLS failed"):
+        SmtpSender(settings).send(message())
+    assert smtps_server.handler.authenticated == []

@@ -76,7 +76,10 @@ def job_usage(lake: Path) -> pl.DataFrame:
         (["query"], ["NAME", "--lake", "--param", "--format", "--out", "--limit"]),
         (["dashboard"], ["--lake", "--port", "--address"]),
         (["demo"], ["--lake", "--gpus", "--days", "--seed", "--no-dashboard", "--port"]),
-        (["bench"], ["--scenario", "--gpus", "--days", "--scale-gpus", "--out", "--lake"]),
+        (
+            ["bench"],
+            ["--scenario", "--gpus", "--days", "--scale-gpus", "--replay-gpus", "--out", "--lake"],
+        ),
     ],
 )
 def test_help_exits_0_and_lists_the_options(command: list[str], mentions: list[str]) -> None:
@@ -321,6 +324,7 @@ def test_attribute_with_a_damaged_state_database_names_it(lake: Path, tmp_path: 
 # ---------------------------------------------------------------- demo and bench
 
 
+@pytest.mark.slow
 def test_demo_prints_the_summary(tmp_path: Path) -> None:
     lake = tmp_path / "lake"
     result = invoke("demo", "--lake", str(lake), "--no-dashboard", *SMALL)
@@ -355,6 +359,7 @@ def test_spark_options_need_the_spark_engine(tmp_path: Path) -> None:
     _assert_one_line_error(result, 2, "--spark-master", "--engine spark")
 
 
+@pytest.mark.slow
 def test_bench_writes_its_results_as_json(tmp_path: Path) -> None:
     out = tmp_path / "b.json"
     work = tmp_path / "not" / "there"  # made by bench, as `--lake`'s folder
@@ -402,6 +407,29 @@ def test_bench_writes_its_results_as_json(tmp_path: Path) -> None:
     assert list(work.iterdir()) == [], "bench left its lake behind"
 
 
+def test_bench_replay_reports_seconds_jobs_per_second_and_peak_rss(tmp_path: Path) -> None:
+    out = tmp_path / "b.json"
+    result = invoke(
+        "bench",
+        "--scenario",
+        "replay",
+        "--replay-gpus",
+        "32",
+        "--replay-days",
+        "2",
+        "--out",
+        str(out),
+        "--lake",
+        str(tmp_path / "work"),
+    )
+    assert result.exit_code == 0, result.output
+    r = json.loads(out.read_text(encoding="utf-8"))["replay"]
+    assert r["gpus"] == 32 and r["days"] == 2 and r["jobs"] > 50 and r["started"] > 0
+    assert r["replay_s"] > 0 and r["jobs_per_s"] == pytest.approx(r["jobs"] / r["replay_s"])
+    assert r["peak_rss_mb"] > 0 and "jobs/s" in result.stdout and "peak RSS" in result.stdout
+    assert list((tmp_path / "work").iterdir()) == [], "bench left its lake behind"
+
+
 @pytest.mark.parametrize(
     ("speedup", "words"),
     [
@@ -411,7 +439,7 @@ def test_bench_writes_its_results_as_json(tmp_path: Path) -> None:
     ],
 )
 def test_bench_says_slower_when_a_baseline_wins(speedup: float, words: str) -> None:
-    from app.bench import _against
+    from app.bench.run import _against
 
     assert _against(speedup, "pandas") == words
 

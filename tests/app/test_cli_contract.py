@@ -20,6 +20,8 @@ DESIGN_COMMANDS = {
     "collect nvml": ["--cluster", "--interval"],
     "collect slurm": ["--cluster", "--since"],
     "collect kubernetes": ["--cluster"],
+    "collect slurm-shares": ["--cluster"],
+    "collect slurm-config": ["--cluster"],
     "import philly": ["--cluster"],
     "attribute": ["--since"],
     "query": ["--param", "--format"],
@@ -30,6 +32,8 @@ DESIGN_COMMANDS = {
     "report weekly": ["--week", "--out", "--email"],
     "dashboard": ["--port"],
     "bench": ["--gpus", "--days"],
+    "whatif replay": ["--cluster", "--slurm-conf", "--since", "--until", "--set", "--out"],
+    "whatif compare": ["--cluster", "--set", "--slurm-conf", "--since", "--until"],
 }
 # Commands outside §5 that take no --lake, each with why (the lead decides; see the report).
 NO_LAKE = {

@@ -42,6 +42,7 @@ DESIGN_KEYS = {
 # Valid values (as environment text) for keys whose check accepts only some strings.
 CHECKED_TEXT = {
     "alerts.min_severity": "critical",
+    "alerts.smtp_tls": "implicit",
     "alerts.action": "pod-delete",
     "alerts.quiet_hours": "21:30-07:15",
     "alerts.timezone": "Europe/Berlin",
@@ -49,9 +50,18 @@ CHECKED_TEXT = {
     "alerts.workdays": "sat, sun",
     "alerts.holidays": "2026-12-25, 2027-01-01",
     "alerts.idle_detectors": "idle_job, memory_hold",
+    "dashboard.allowed_domains": "corp.example, lab.corp.example",
+    "dashboard.allowed_issuers": "https://login.corp.example/realms/hpc",
+    "dashboard.users": "ann.lee@corp.example=alee, bo@corp.example=bob",
 }
 # Keys that are valid only together with another (a password needs a user to log in with).
-COMPANIONS = {"alerts.smtp_password": {"GPULEDGER_ALERTS_SMTP_USER": "gpuledger"}}
+COMPANIONS = {
+    "prometheus.password": {"GPULEDGER_PROMETHEUS_USERNAME": "scraper"},
+    "alerts.smtp_password": {
+        "GPULEDGER_ALERTS_SMTP_USER": "gpuledger",
+        "GPULEDGER_ALERTS_SMTP_STARTTLS": "true",
+    },
+}
 
 
 def _every_key() -> list[tuple[str, str, type, dataclasses.Field]]:  # type: ignore[type-arg]

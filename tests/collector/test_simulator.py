@@ -151,6 +151,7 @@ def test_simulating_again_into_the_same_lake_changes_nothing(tmp_path: Path) -> 
     _assert_same_lake(_snapshot(lake), before)
 
 
+@pytest.mark.slow
 def test_attributing_again_changes_nothing(tmp_path: Path) -> None:
     lake = tmp_path / "lake"
     simulate(SMALL, lake)
@@ -555,6 +556,7 @@ def test_the_default_config_is_valid() -> None:
 # ---------------------------------------------------------------- GPU models
 
 
+@pytest.mark.slow
 def test_jobs_run_on_one_gpu_model_and_record_its_type(tmp_path: Path) -> None:
     """Over 128 GPUs the fleet has an A100 island: no job spans H100 and A100 nodes (NCCL does
     not cross models), and each job's `gpu_type` is the model it ran on."""

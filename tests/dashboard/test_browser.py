@@ -33,6 +33,7 @@ PAGES = {
 }
 
 pytestmark = [
+    pytest.mark.live,
     pytest.mark.slow,
     pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed"),
 ]

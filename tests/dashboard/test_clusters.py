@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app.dashboard_timing import PAGES
+from app.bench.dashboard_timing import PAGES
 from collector.sim import SimConfig, simulate
 from warehouse.attribution import AttributionConfig, attribute
 from warehouse.connection import connect

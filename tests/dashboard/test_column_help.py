@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 from streamlit.testing.v1 import AppTest
 
-from app.dashboard_timing import PAGES
+from app.bench.dashboard_timing import PAGES
 from app.glossary import WASTE_GPU_H
 from warehouse.connection import connect
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app.dashboard_timing import PAGES
+from app.bench.dashboard_timing import PAGES
 from tests.damage import flip_data_page
 from warehouse import layout
 

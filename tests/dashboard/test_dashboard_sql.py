@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import sql
 from tests.dashboard.factories import FAIRNESS_SCHEMA, T0, make_fairness_row, make_finding
+from tests.infra.examples import examples
 from warehouse import queries
 from warehouse.schema import TABLES
 
@@ -442,7 +443,7 @@ def test_cluster_extent(con):
     assert frame.rows() == [("a", h(1), h(5), 16.0), ("b", h(0), h(0), 8.0)]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(text=st.text(max_size=12) | st.sampled_from(["' OR 1=1 --", "%", "_", "a'b", "\\", "ali"]))
 def test_any_search_text_matches_literally_and_never_fails(text):
     with duckdb.connect() as con:

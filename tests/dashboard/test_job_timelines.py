@@ -14,7 +14,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app import charts
-from app.dashboard_timing import PAGES
+from app.bench.dashboard_timing import PAGES
 from tests.marts import rows as r
 
 ENTRY = Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py"

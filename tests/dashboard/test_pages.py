@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app.dashboard_timing import PAGES
+from app.bench.dashboard_timing import PAGES
 from tests.dashboard.factories import (
     make_fairness_row,
     make_finding,

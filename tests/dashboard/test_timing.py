@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.dashboard_timing import PAGES, time_pages
+from app.bench.dashboard_timing import PAGES, time_pages
 
 
 @pytest.mark.slow

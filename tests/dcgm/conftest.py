@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from collector.sources.exposition import ParseResult, parse_exposition
+from collector.sources.dcgm_exporter.exposition import ParseResult, parse_exposition
 from warehouse import layout
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "dcgm-exporter"

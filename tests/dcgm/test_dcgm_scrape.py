@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from app.commands.dcgm_exporter import command_dcgm_exporter
 from collector.errors import ConfigError
-from collector.sources.dcgm_scrape import (
+from collector.sources.dcgm_exporter.scrape import (
     EventLatch,
     ExporterUnavailable,
     batch_id_for,

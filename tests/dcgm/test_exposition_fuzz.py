@@ -13,8 +13,9 @@ import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from collector.sources.dcgm_fields import FIELDS, METRIC_COLUMNS
-from collector.sources.exposition import parse_exposition
+from collector.sources.dcgm_exporter.exposition import parse_exposition
+from collector.sources.dcgm_exporter.fields import FIELDS, METRIC_COLUMNS
+from tests.infra.examples import examples
 from warehouse.schema import RAW_TABLES
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "dcgm-exporter"
@@ -126,7 +127,7 @@ def _escaped(value: str) -> str:
 
 
 @settings(
-    max_examples=300,
+    max_examples=examples(300),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -164,7 +165,7 @@ def test_corrupted_scrapes_never_raise_or_invent_values(text, edits):
     assert lines_counted <= result.lines
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(text=st.text(max_size=2000))
 def test_arbitrary_text_never_raises(text):
     result = parse_exposition(text, cluster="fz", ts=T0, interval_s=15.0, source="x")

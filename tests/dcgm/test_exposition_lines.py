@@ -8,8 +8,14 @@ import time
 import pytest
 
 from collector.errors import ConfigError
-from collector.sources.dcgm_fields import FIELDS, METRIC_COLUMNS, Cell, convert, read_number
-from collector.sources.exposition import parse_exposition
+from collector.sources.dcgm_exporter.exposition import parse_exposition
+from collector.sources.dcgm_exporter.fields import (
+    FIELDS,
+    METRIC_COLUMNS,
+    Cell,
+    convert,
+    read_number,
+)
 
 GPU = 'UUID="GPU-1",Hostname="n1",gpu="0"'
 

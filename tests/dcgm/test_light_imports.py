@@ -10,10 +10,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 HEAVY = ("duckdb", "polars", "streamlit", "pandas")
 MODULES = (
-    "collector.sources.dcgm_fields",
-    "collector.sources.dcgm_rows",
-    "collector.sources.exposition",
-    "collector.sources.dcgm_scrape",
+    "collector.sources.dcgm_exporter.fields",
+    "collector.sources.dcgm_exporter.rows",
+    "collector.sources.dcgm_exporter.exposition",
+    "collector.sources.dcgm_exporter.scrape",
     "app.commands.dcgm_exporter",
 )
 
@@ -43,7 +43,7 @@ def test_a_scrape_runs_without_heavy_libraries(tmp_path):
     code = (
         "import json, sys, datetime as dt\n"
         "from pathlib import Path\n"
-        "from collector.sources.dcgm_scrape import scrape_exporters\n"
+        "from collector.sources.dcgm_exporter.scrape import scrape_exporters\n"
         f"text = Path({str(fixture)!r}).read_text()\n"
         "s = scrape_exporters(['http://g1:9400/metrics'], 'c', Path(sys.argv[1]),\n"
         "    fetch=lambda url, t: text, clock=lambda: dt.datetime(2026, 1, 1, tzinfo=dt.UTC))\n"

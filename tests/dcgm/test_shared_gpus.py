@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.sources.dcgm_scrape import scrape_exporters
+from collector.sources.dcgm_exporter.scrape import scrape_exporters
 from tests.marts.shared_split import SCRAPES, SHARED_FROM, STEP_S, H, attributed_jobs, sharer_rows
 
 URL = "http://g001:9400/metrics"

@@ -1,9 +1,10 @@
 """Every `gpuledger …` command line the docs show names a real command and real options.
 
-Read from README.md (code blocks and inline code), every file under deploy/ (units, comments,
-cron lines) and the examples in each command's own --help. A line that holds placeholders
-(`--lake DIR [--since T]`) must name commands and options that exist; a concrete line (no
-placeholder) must also parse with the real click CLI, values included (ranges, URLs, choices).
+Read from README.md and the docs site's pages (code blocks and inline code), every file under
+deploy/ (units, comments, cron lines) and the examples in each command's own --help. A line that
+holds placeholders (`--lake DIR [--since T]`) must name commands and options that exist; a
+concrete line (no placeholder) must also parse with the real click CLI, values included (ranges,
+URLs, choices).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import click
 import pytest
 
 from app.cli import cli
+from tests.docs.pages import pages
+from tests.docs.pages import where as doc_name
 
 ROOT = Path(__file__).resolve().parents[2]
 # `gpuledger` as a program: at the start, after a path (`/opt/…/bin/gpuledger`), `sudo -u x`,
@@ -56,19 +59,20 @@ def _commands_in(text: str) -> Iterator[str]:
                 break
 
 
-def readme_commands() -> list[Documented]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+def docs_commands() -> list[Documented]:
     found = []
     fenced = re.compile(r"^```[^\n]*\n(.*?)^```", re.M | re.S)
-    for block in fenced.finditer(text):
-        line_no = text.count("\n", 0, block.start()) + 1
-        for cmd in _commands_in(block.group(1)):
-            found.append(Documented(f"README.md:{line_no} (code block)", cmd))
-    prose = fenced.sub("", text)
-    for span in re.finditer(r"`([^`]+)`", prose, re.S):
-        code = " ".join(span.group(1).split())
-        if PROGRAM.search(code) and re.search(r"gpuledger\s+[a-z-]+", code):
-            found.extend(Documented("README.md (inline)", c) for c in _commands_in(code))
+    for path in pages():
+        text, name = path.read_text(encoding="utf-8"), doc_name(path)
+        for block in fenced.finditer(text):
+            line_no = text.count("\n", 0, block.start()) + 1
+            for cmd in _commands_in(block.group(1)):
+                found.append(Documented(f"{name}:{line_no} (code block)", cmd))
+        prose = fenced.sub("", text)
+        for span in re.finditer(r"`([^`]+)`", prose, re.S):
+            code = " ".join(span.group(1).split())
+            if PROGRAM.search(code) and re.search(r"gpuledger\s+[a-z-]+", code):
+                found.extend(Documented(f"{name} (inline)", c) for c in _commands_in(code))
     return found
 
 
@@ -117,7 +121,7 @@ def help_commands() -> list[Documented]:
 
 
 def everything() -> list[Documented]:
-    return readme_commands() + deploy_commands() + help_commands()
+    return docs_commands() + deploy_commands() + help_commands()
 
 
 def resolve(argv: list[str]) -> tuple[click.Command, list[str], list[str]]:
@@ -164,7 +168,7 @@ def test_the_docs_show_command_lines_and_the_extraction_finds_them():
     lines = {d.line for d in everything()}
     assert "gpuledger run" in lines  # gpuledger.service's ExecStart
     assert "gpuledger config check --config /etc/gpuledger/gpuledger.toml" in lines
-    assert "gpuledger status --lake /var/lib/gpuledger/lake" in lines  # README's recipe
+    assert "gpuledger status --lake /var/lib/gpuledger/lake" in lines  # the Slurm recipe
     assert "gpuledger alert --follow --interval 60" in lines
     assert "gpuledger collect slurm-shares --cluster della" in lines  # deploy/cron/gpuledger
     assert any(d.where.startswith("`gpuledger collect nvml --help`") for d in everything())
@@ -197,16 +201,20 @@ def test_the_check_fails_on_a_drifted_line(line, problem, monkeypatch, tmp_path)
     assert problem in str(caught.value) or problem in getattr(caught.value, "message", "")
 
 
-REPO_ROOTS = ("deploy/", "app/", "sql/", "collector/", "warehouse/", "detectors/", "tests/")
+REPO_ROOTS = (
+    "deploy/", "app/", "sql/", "collector/", "warehouse/", "detectors/", "tests/", "docs/",
+    "scripts/",
+)  # fmt: skip
 
 
 def named_paths() -> list[tuple[str, str]]:
-    """(where, path) for every repository path README (inline code) and deploy/ files name."""
+    """(where, path) for every repository path the docs (inline code) and deploy/ files name."""
     found = []
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    for match in re.finditer(r"`([^`\s]+)`", text):
-        if match.group(1).startswith(REPO_ROOTS):
-            found.append(("README.md", match.group(1).rstrip(".,;:)")))
+    for page in pages():
+        text = page.read_text(encoding="utf-8")
+        for match in re.finditer(r"`([^`\s]+)`", text):
+            if match.group(1).startswith(REPO_ROOTS):
+                found.append((doc_name(page), match.group(1).rstrip(".,;:)")))
     for path in sorted((ROOT / "deploy").rglob("*")):
         if path.is_file():
             # `kubectl … deploy/gpuledger` names a Deployment, not a folder

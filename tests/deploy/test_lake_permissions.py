@@ -21,6 +21,11 @@ from warehouse import layout
 from warehouse.errors import NotReadable
 
 OTHER_UID = 65534  # nobody
+# Another user's view needs a second user: only root can become one (a non-root user owns every
+# file it makes, so it can always read them). `make check` runs as any user; these skip there.
+as_root = pytest.mark.skipif(
+    os.geteuid() != 0, reason="needs root: acts as another user (lands as root, rewrites as nobody)"
+)
 
 
 def as_other_user(action: Callable[[], object]) -> str:
@@ -75,6 +80,7 @@ def a_file(lake: Path, date: str) -> Path:
     return path
 
 
+@as_root
 def test_a_folder_of_another_user_is_an_error_naming_it(lake):
     path = a_file(lake, "2026-11-02")
     for folder in [lake, *[p for p in lake.rglob("*") if p.is_dir()]]:
@@ -94,6 +100,7 @@ def test_a_readable_lake_lists_every_file_for_another_user_too(lake):
     assert as_other_user(lambda: _expect(layout.table_files(lake, "jobs"), [path])) == ""
 
 
+@as_root
 def test_a_lake_this_user_may_not_enter_is_an_error_too(lake):
     a_file(lake, "2026-11-02")
     os.chmod(lake, 0o700)
@@ -108,15 +115,12 @@ def _expect(got: list[Path], want: list[Path]) -> None:
 
 # ---------------------------------------------------------------- one lake, two writers
 #
-# The deployment (README "Running as a service"): node agents run as root with Group=gpuledger
-# and land samples; the service (gpuledger:gpuledger) later rewrites those files when scheduler
-# records arrive late. Here `nobody` plays the service and `nogroup` (its own group) plays
-# `gpuledger`. Every process runs under the units' UMask=0027.
+# The deployment (docs/operations/deploy.md, "On a Slurm cluster"): node agents run as root
+# with Group=gpuledger and land samples; the service (gpuledger:gpuledger) later rewrites those
+# files when scheduler records arrive late. Here `nobody` plays the service and `nogroup` (its
+# own group) plays `gpuledger`. Every process runs under the units' UMask=0027.
 
 SHARED_GID = 65534  # nogroup
-as_root = pytest.mark.skipif(
-    os.geteuid() != 0, reason="needs root: lands as root and rewrites as another user"
-)
 SAMPLE_TIMES = range(0, 600, 30)  # 20 samples of one GPU, one every 30 s
 JOB_END = 300  # the late allocation covers the first 10
 
@@ -212,7 +216,7 @@ def warm() -> None:
     ids=["agent-group-shared", "agent-group-root"],
 )
 def test_the_service_rewrites_samples_the_root_agent_landed(warm, lake, agent_gid, service_first):
-    if service_first:  # the README's `install -d -o gpuledger -g gpuledger -m 2770 <lake>`
+    if service_first:  # the Deployment page's `install -d -o gpuledger -g gpuledger -m 2770 <lake>`
         lake.mkdir()
         os.chown(lake, OTHER_UID, SHARED_GID)
         os.chmod(lake, 0o2770)
@@ -254,6 +258,7 @@ def test_state_an_operator_made_as_root_is_still_the_services(warm, lake):
     assert world_accessible(lake) == []
 
 
+@as_root
 def test_a_file_this_user_may_not_read_is_not_called_damaged(lake):
     # a node agent's file made 0640 root:root before the lake was given its group: the service
     # is told it may not read it, not to move a "damaged" file out of the lake
@@ -284,7 +289,7 @@ def test_an_alert_ledger_root_made_is_still_the_services(lake):
     from app.alerts.ledger import LEDGER_FILE, Ledger
 
     at = dt.datetime(2026, 11, 4, 10, 0, tzinfo=dt.UTC)
-    lake.mkdir()  # the README's `install -d -o gpuledger -g gpuledger -m 2770 <lake>`
+    lake.mkdir()  # the Deployment page's `install -d -o gpuledger -g gpuledger -m 2770 <lake>`
     os.chown(lake, OTHER_UID, SHARED_GID)
     os.chmod(lake, 0o2770)
     path = lake / "_state" / LEDGER_FILE

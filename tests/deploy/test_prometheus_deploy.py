@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.live
+
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
 
 

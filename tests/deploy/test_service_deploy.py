@@ -17,8 +17,9 @@ from click.testing import CliRunner
 
 from app.cli import cli
 from app.config import ConfigError, load_config
-from collector.sources import kubernetes_collect
-from collector.sources.kubernetes_queues import KUEUE_GROUP, VOLCANO_GROUP
+from collector.sources.kubernetes import collect as kubernetes_collect
+from collector.sources.kubernetes.queues import KUEUE_GROUP, VOLCANO_GROUP
+from tests.docs.pages import page, pages
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
@@ -130,7 +131,7 @@ def test_kubernetes_pod_finds_its_configuration_for_run_and_for_kubectl_exec_sta
     kinds = manifest()
     pod = kinds["Deployment"]["spec"]["template"]["spec"]
     container = pod["containers"][0]
-    env = {e["name"]: e["value"] for e in container.get("env", [])}
+    env = {e["name"]: e.get("value") for e in container.get("env", [])}
     # `kubectl exec deploy/gpuledger -- gpuledger status` passes no --config: the environment
     # must name the mounted ConfigMap, whose lake is the mounted volume
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
@@ -155,6 +156,17 @@ def test_kubernetes_pod_finds_its_configuration_for_run_and_for_kubectl_exec_sta
     assert cfg.section(ServiceConfig).alert is False or alerts.smtp_host != "localhost"
 
 
+def test_kubernetes_probes_ask_healthz_and_the_endpoint_binds_the_pod_ip_only():
+    container = manifest()["Deployment"]["spec"]["template"]["spec"]["containers"][0]
+    # alive: no hung step (a restart mends that); ready: nothing failing or stuck
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz?live=1"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
+    env = {e["name"]: e for e in container["env"]}
+    address = env["GPULEDGER_SERVICE_METRICS_ADDRESS"]["valueFrom"]["fieldRef"]["fieldPath"]
+    assert address == "status.podIP"
+    assert "0.0.0.0" not in manifest()["ConfigMap"]["data"]["gpuledger.toml"]
+
+
 def test_kubernetes_service_links_are_off_because_they_would_break_the_configuration():
     # A Service named gpuledger makes the kubelet inject GPULEDGER_SERVICE_HOST/_PORT into
     # every pod of the namespace; gpuledger rejects unknown GPULEDGER_SERVICE_* keys.
@@ -172,9 +184,8 @@ def test_systemd_stop_timeout_outlasts_the_loops_own_wait():
 
 
 def slurm_recipe() -> list[list[str]]:
-    """The shell lines of README's "On a Slurm cluster" recipe, split into words."""
-    readme = (DEPLOY.parent / "README.md").read_text(encoding="utf-8")
-    section = readme.split("### On a Slurm cluster", 1)[1]
+    """The shell lines of the Deployment page's "On a Slurm cluster" recipe, split into words."""
+    section = page("operations/deploy.md").split("## On a Slurm cluster", 1)[1]
     block = section.split("```bash\n", 1)[1].split("```", 1)[0]
     return [shlex.split(line, comments=True) for line in block.splitlines() if line.strip()]
 
@@ -238,7 +249,7 @@ def test_every_extra_an_install_line_names_is_declared():
     declared = set(
         tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     )
-    texts = [root / "README.md", *sorted(root.glob("deploy/**/*.*"))]
+    texts = [*pages(), *sorted(root.glob("deploy/**/*.*"))]
     texts += sorted(p for pkg in ("app", "collector") for p in (root / pkg).rglob("*.py"))
     named = {
         (path.name, extra)
@@ -250,22 +261,29 @@ def test_every_extra_an_install_line_names_is_declared():
         assert set(extras.split(",")) <= declared, (where, extras)
 
 
-def test_deploy_files_point_at_readme_sections_that_exist():
-    headings = {
-        line.lstrip("#").strip()
-        for line in (DEPLOY.parent / "README.md").read_text(encoding="utf-8").splitlines()
-        if line.startswith("#")
-    }
+def headings(text: str) -> set[str]:
+    """A Markdown page's section titles (outside code blocks)."""
+    text = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
+    return {line.lstrip("#").strip() for line in text.splitlines() if line.startswith("#")}
+
+
+def test_deploy_files_point_at_docs_sections_that_exist():
+    # `docs/operations/deploy.md, "On a Slurm cluster"`: the page, then one or more sections
     pointers = [
-        (path.name, name)
+        (path.name, doc, name)
         for path in sorted(DEPLOY.rglob("*"))
         if path.is_file()
-        for ref in re.findall(r'README,? ((?:"[^"]+",? ?)+)', path.read_text())
+        for doc, ref in re.findall(
+            r'(README|docs/[\w/.-]+\.md),? ((?:"[^"]+",? ?)+)', path.read_text()
+        )
         for name in re.findall(r'"([^"]+)"', ref)
     ]
     assert len(pointers) >= 4
-    for where, name in pointers:
-        assert name in headings, f"{where}: README has no section {name!r}"
+    for where, doc, name in pointers:
+        assert doc != "README", f"{where}: point at the docs page, not the README"
+        target = DEPLOY.parent / doc
+        assert target.is_file(), f"{where}: no page {doc}"
+        assert name in headings(target.read_text("utf-8")), f"{where}: {doc} has no {name!r}"
 
 
 KEY_LINE = re.compile(r"^(?:# )?([a-z_]+) = ")

@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 GPUS = 8
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.live, pytest.mark.slow]
 
 
 def wait_until(what: str, ready: Any, timeout: float, log: Path | None = None) -> Any:

@@ -7,6 +7,8 @@ import re
 import subprocess
 from pathlib import Path
 
+from tests.docs.pages import all_text
+
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "slurm"
 PROLOG = DEPLOY / "prolog-dcgm-job-mapping.sh"
 EPILOG = DEPLOY / "epilog-dcgm-job-mapping.sh"
@@ -51,10 +53,10 @@ def test_scripts_never_fail_the_job_on_odd_input(tmp_path):
     assert run(EPILOG, tmp_path / "missing", "7", "0").returncode == 0
 
 
-def test_readme_starts_dcgm_exporter_on_the_folder_the_scripts_write():
-    readme = (DEPLOY.parents[1] / "README.md").read_text(encoding="utf-8")
-    folders = set(re.findall(r"--hpc-job-mapping-dir (/\S+?)`", readme))
-    assert folders, "README no longer says how to start dcgm-exporter"
+def test_the_docs_start_dcgm_exporter_on_the_folder_the_scripts_write():
+    docs = all_text()
+    folders = set(re.findall(r"--hpc-job-mapping-dir (/\S+?)`", docs))
+    assert folders, "the docs no longer say how to start dcgm-exporter"
     for script in (PROLOG, EPILOG):
         (default,) = re.findall(r"GPULEDGER_HPC_JOB_MAPPING_DIR:-(/[^}]+)\}", script.read_text())
         assert folders == {default}, (script.name, folders, default)

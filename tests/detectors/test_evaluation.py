@@ -21,6 +21,7 @@ from detectors.evaluation import (
     score_ranking,
     scores_table,
 )
+from tests.infra.examples import examples
 from warehouse.schema import TABLES
 
 T0 = dt.datetime(2026, 1, 5, tzinfo=dt.UTC)
@@ -276,7 +277,7 @@ def test_scores_land_in_the_contracts_schema():
 counts = st.integers(0, 50)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(a=st.tuples(counts, counts, counts), b=st.tuples(counts, counts, counts))
 def test_pooling_is_a_ratio_of_sums_and_stays_a_rate(a, b):
     def score(subjects, flagged, tp):

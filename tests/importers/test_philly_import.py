@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from app.commands.philly import command
-from collector.sources.philly import ImportResult, import_philly
+from collector.sources.philly.trace import ImportResult, import_philly
 from warehouse.attribution import AttributionConfig, attribute
 from warehouse.connection import connect
 from warehouse.schema import RAW_TABLES
@@ -224,6 +224,7 @@ def test_samples_are_null_where_the_trace_has_no_value(lake):
     assert first == dt.datetime(2017, 10, 3, 11, 18, tzinfo=dt.UTC)  # 04:18 PDT
 
 
+@pytest.mark.slow
 def test_reimporting_the_same_folder_lands_no_duplicates(lake):
     before = _counts(lake)
     con = connect(lake)

@@ -14,7 +14,8 @@ import pyarrow as pa
 import pytest
 
 from collector.errors import ConfigError, MalformedSample
-from collector.sources.philly import (
+from collector.sources.philly.gpu_util import UtilStats, _ReplacingUtf8, read_gpu_util
+from collector.sources.philly.trace import (
     JobLog,
     Machine,
     Skipped,
@@ -23,7 +24,6 @@ from collector.sources.philly import (
     read_job_log,
     read_machine_list,
 )
-from collector.sources.philly_util import UtilStats, _ReplacingUtf8, read_gpu_util
 
 UTC = dt.UTC
 HEADER = "time,machineId,gpu0_util,gpu1_util\n"

@@ -24,7 +24,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from collector.sources.kubernetes_api import KubernetesApiError
+from collector.sources.kubernetes.api import KubernetesApiError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "kubernetes"
 

@@ -13,8 +13,8 @@ import datetime as dt
 import pytest
 
 from collector.errors import ConfigError
-from collector.sources.kubernetes_api import KubernetesApiError
-from collector.sources.kubernetes_collect import collect_kubernetes
+from collector.sources.kubernetes.api import KubernetesApiError
+from collector.sources.kubernetes.collect import collect_kubernetes
 from warehouse.connection import connect
 
 CLUSTER = "k8s-demo"
@@ -562,3 +562,28 @@ def test_bad_arguments_are_config_errors(tmp_path, fake_kubernetes, kwargs, mess
     args = {"cluster": CLUSTER, "now": T1, **kwargs}
     with pytest.raises(ConfigError, match=message):
         collect_kubernetes(tmp_path, args.pop("cluster"), fake_kubernetes(), **args)
+
+
+def test_forged_owners_are_dropped_counted_and_the_pod_still_lands(
+    tmp_path, fake_kubernetes, caplog
+):
+    class Forged(fake_kubernetes):  # type: ignore[misc,valid-type]
+        def _items(self, name, namespace):
+            items = super()._items(name, namespace)
+            if name == "pods.json":
+                for pod in items:
+                    if pod["metadata"]["name"] == "finetune-7tq4m":
+                        annotations = pod["metadata"].setdefault("annotations", {})
+                        annotations["gpuledger.io/user"] = "eve@evil.example.com, carol"
+            return items
+
+    result = collect_kubernetes(tmp_path, CLUSTER, Forged("t1"), now=T1)
+    assert result.owners_rejected == 1
+    assert "1 pod(s) name a user or account that is not one plain name" in caplog.text
+    with connect(tmp_path) as con:
+        rows = con.sql(
+            "SELECT user, account FROM jobs WHERE job_id = 'team-a/finetune-7tq4m'"
+        ).fetchall()
+        users = {u for (u,) in con.sql("SELECT DISTINCT user FROM jobs").fetchall()}
+    assert rows == [(None, "nlp")]
+    assert not any(u and "evil" in u for u in users)

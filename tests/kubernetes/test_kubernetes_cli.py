@@ -139,3 +139,23 @@ def test_help_says_what_it_collects_and_where_state_lives():
         "_state/kubernetes.sqlite",
     ):
         assert words in result.output, words
+
+
+def test_a_namespace_account_pins_the_account_of_its_pods(tmp_path, kubeconfig):
+    lake = tmp_path / "lake"
+    args = ("--cluster", "k8s-demo", "--kubeconfig", str(kubeconfig), "--lake", str(lake))
+    result = invoke(*args, "--namespace-account", "team-a=physics")
+    assert result.exit_code == 0, result.output
+    with connect(lake) as con:
+        accounts = con.sql(
+            "SELECT DISTINCT account FROM jobs_latest WHERE job_id LIKE 'team-a/%'"
+        ).fetchall()
+    assert accounts == [("physics",)]
+
+
+def test_a_bad_namespace_account_is_one_error_line(tmp_path, kubeconfig):
+    line = one_error_line(
+        invoke("--cluster", "c", "--kubeconfig", str(kubeconfig), "--namespace-account", "a=b c"),
+        2,
+    )
+    assert "--namespace-account" in line and "NS=ACCOUNT" in line

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from collector.errors import MalformedSample
-from collector.sources.kubernetes_queues import (
+from collector.sources.kubernetes.queues import (
     PodGroup,
     QueueRow,
     kueue_cluster_queue_rows,

@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 
 from collector.errors import MalformedSample
-from collector.sources.kubernetes_resources import (
+from collector.sources.kubernetes.resources import (
     effective_requests,
     gpu_resources,
     is_gpu_resource,

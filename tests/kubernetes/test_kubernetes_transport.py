@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from collector.errors import ConfigError
-from collector.sources.kubernetes_api import KubernetesApiError, connect_kubernetes
+from collector.sources.kubernetes.api import KubernetesApiError, connect_kubernetes
 
 from .conftest import read_list, write_kubeconfig
 

@@ -10,12 +10,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 HEAVY = ("kubernetes", "duckdb", "polars", "streamlit", "pandas")
 MODULES = (
-    "collector.sources.kubernetes_api",
-    "collector.sources.kubernetes_collect",
-    "collector.sources.kubernetes_pods",
-    "collector.sources.kubernetes_queues",
-    "collector.sources.kubernetes_resources",
-    "collector.sources.kubernetes_state",
+    "collector.sources.kubernetes.api",
+    "collector.sources.kubernetes.collect",
+    "collector.sources.kubernetes.pods",
+    "collector.sources.kubernetes.queues",
+    "collector.sources.kubernetes.resources",
+    "collector.sources.kubernetes.state",
     "app.commands.kubernetes",
 )
 

@@ -11,14 +11,14 @@ import copy
 import pytest
 
 from collector.errors import MalformedSample
-from collector.sources.kubernetes_pods import (
+from collector.sources.kubernetes.pods import (
     AttributionKeys,
     NodeInfo,
     Scheduling,
     parse_node,
     parse_pod,
 )
-from collector.sources.kubernetes_queues import (
+from collector.sources.kubernetes.queues import (
     kueue_local_queue_rows,
     parse_pod_group,
     parse_workload,
@@ -310,3 +310,45 @@ def test_a_malformed_pod_names_itself(parse):
         MalformedSample, match=r"tokenize-big-r2xkq: invalid status.startTime 'noon'"
     ):
         parse(bad_time)
+
+
+# ---------------------------------------------------------------- owners from untrusted labels
+
+
+@pytest.mark.parametrize(
+    "claimed",
+    [
+        "eve@evil.example.com",
+        "carol, eve@evil.example.com",
+        "carol\nBcc: eve@evil.example.com",
+        "carol eve",
+        "<carol>",
+        "x" * 65,
+    ],
+)
+def test_a_user_annotation_that_is_no_plain_name_is_dropped(parse, claimed):
+    finetune = recorded_pod("finetune-7tq4m")
+    finetune["metadata"]["annotations"]["gpuledger.io/user"] = claimed
+    job = parse(finetune)
+    assert job.user is None  # not the claim, and not the service account either
+    assert job.rejected == ("user",)
+    assert job.account == "nlp"  # the account label is fine
+    assert "rejected" not in job.landed()
+
+
+def test_an_account_label_that_is_no_plain_name_falls_back_to_the_namespace(parse):
+    finetune = recorded_pod("finetune-7tq4m")
+    finetune["metadata"]["labels"]["gpuledger.io/account"] = "nlp,physics"
+    job = parse(finetune)
+    assert (job.user, job.account, job.rejected) == ("carol", "team-a", ("account",))
+
+
+def test_the_configured_namespace_account_wins_over_the_pods_label(parse):
+    finetune = recorded_pod("finetune-7tq4m")  # namespace team-a, label account nlp
+    keys = AttributionKeys(namespace_accounts={"team-a": "physics"})
+    assert parse(finetune, keys=keys).account == "physics"
+    finetune["metadata"]["labels"]["gpuledger.io/account"] = "bad account"
+    job = parse(finetune, keys=keys)
+    assert (job.account, job.rejected) == ("physics", ())  # the label is not even read
+    other = AttributionKeys(namespace_accounts={"team-b": "bio"})
+    assert parse(recorded_pod("finetune-7tq4m"), keys=other).account == "nlp"

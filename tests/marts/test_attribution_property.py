@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.infra.examples import examples
 from tests.marts import rows as r
 from warehouse import queries
 from warehouse.attribution import MART_ORDER, AttributionConfig, reattribute
@@ -165,7 +166,7 @@ def job_usage(con, root: Path, sample_rows, allocation_rows) -> dict[str, tuple[
     }
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(lake=lakes())
 def test_job_usage_matches_a_brute_force_reading_of_the_definitions(shared_con, lake):
     allocations, samples = lake

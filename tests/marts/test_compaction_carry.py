@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from app.cli import cli
@@ -28,6 +29,8 @@ from warehouse.attribution import AttributionConfig, reattribute
 from warehouse.connection import WarehouseConfig, connect
 from warehouse.partitions import PartitionReport, build_sample_marts
 from warehouse.schema import MARTS
+
+pytestmark = pytest.mark.slow  # many attribute passes: `make test` runs it, `make check` not
 
 SCRAPES = writer.COMPACT_MIN_FILES + 4  # files a day: enough to be compacted
 TODAY = dt.date(2024, 3, 10)  # days 0-2 (2024-03-01..03) are closed

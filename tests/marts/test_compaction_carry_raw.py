@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from app.cli import cli
@@ -30,6 +31,8 @@ from warehouse.attribution import AttributionConfig, reattribute
 from warehouse.connection import WarehouseConfig, connect
 from warehouse.partitions import build_sample_marts
 from warehouse.summary import SummaryUpdate, refresh_summary_marts
+
+pytestmark = pytest.mark.slow  # many attribute passes: `make test` runs it, `make check` not
 
 BATCHES = writer.COMPACT_MIN_FILES + 2  # files a partition: enough to be compacted
 TODAY = dt.date(2024, 3, 10)  # days 0-2 (2024-03-01..03) are closed

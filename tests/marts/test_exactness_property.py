@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.infra.examples import examples
 from tests.marts import rows as r
 from warehouse.attribution import AttributionConfig, build_marts, reattribute
 from warehouse.connection import connect
@@ -329,7 +330,7 @@ def land(root: Path, allocations: list[Allocation], samples: list[Sample], batch
     )
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(lake=lakes())
 def test_every_mart_matches_a_brute_force_reading_of_the_definitions(lake):
     allocations, samples, batches = lake

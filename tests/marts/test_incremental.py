@@ -4,6 +4,7 @@ partitions it touches, and the marts then equal a rebuild from scratch."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import polars as pl
@@ -18,6 +19,9 @@ from warehouse.schema import MARTS, RAW_TABLES
 from warehouse.summary import SUMMARY_MARTS, SummaryUpdate, refresh_summary_marts
 
 DAY_S = 86400
+# The longest scenarios (several attribute passes over a two-week lake) run in `make test` only;
+# `make check` keeps one of each kind (new day, late record, sharing).
+SLOW = pytest.mark.slow
 STEP_S = 120  # a coarse sampling step keeps three days of two GPUs small
 
 
@@ -82,6 +86,33 @@ def build(root: Path) -> None:
     build_marts(con, root, AttributionConfig())
 
 
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Callable[[Path], None]], Path]:
+    """`root = built(lake_of_three_days)`: the lake the builder makes, fresh for each test.
+
+    Each builder runs once per module (per xdist worker), at a fixed folder, and a pristine
+    copy of it is kept. Each test gets that folder restored from the copy: the same path, sizes
+    and mtimes (`copytree` keeps them), which is what the incremental state fingerprints (a
+    copy elsewhere would look changed). So the tests that start from the same lake pay its
+    attribute pass once and still each start from the lake as built.
+    """
+    made: dict[Callable[[Path], None], tuple[Path, Path]] = {}
+
+    def fresh(builder: Callable[[Path], None]) -> Path:
+        if builder not in made:
+            folder = tmp_path_factory.mktemp(builder.__name__)
+            root, pristine = folder / "lake", folder / "pristine"
+            builder(root)
+            shutil.copytree(root, pristine)
+            made[builder] = (root, pristine)
+        root, pristine = made[builder]
+        shutil.rmtree(root)
+        shutil.copytree(pristine, root)
+        return root
+
+    return fresh
+
+
 def lake_of_three_days(root: Path) -> None:
     for day in range(3):
         land_day(root, day)
@@ -91,9 +122,8 @@ def lake_of_three_days(root: Path) -> None:
     build(root)
 
 
-def test_a_new_day_rebuilds_that_day_and_the_tail_of_the_one_before(tmp_path):
-    root = tmp_path / "lake"
-    lake_of_three_days(root)
+def test_a_new_day_rebuilds_that_day_and_the_tail_of_the_one_before(tmp_path, built):
+    root = built(lake_of_three_days)
     before = partition_files(root)
 
     land_day(root, 3)
@@ -109,18 +139,16 @@ def test_a_new_day_rebuilds_that_day_and_the_tail_of_the_one_before(tmp_path):
     assert any(day_of(p) == "date=2024-03-04" for p in after)
 
 
-def test_after_a_new_day_the_marts_equal_a_rebuild_from_scratch(tmp_path):
-    root = tmp_path / "lake"
-    lake_of_three_days(root)
+def test_after_a_new_day_the_marts_equal_a_rebuild_from_scratch(tmp_path, built):
+    root = built(lake_of_three_days)
     land_day(root, 3)
     build(root)
 
     assert_same_marts(snapshot(root), rebuilt_from_scratch(root, tmp_path / "scratch"))
 
 
-def test_a_late_scheduler_record_rebuilds_only_the_days_it_covers(tmp_path):
-    root = tmp_path / "lake"
-    lake_of_three_days(root)
+def test_a_late_scheduler_record_rebuilds_only_the_days_it_covers(tmp_path, built):
+    root = built(lake_of_three_days)
     before = partition_files(root)
 
     # GPU 1 turns out to have run job j2 for two hours on the last day.
@@ -150,9 +178,8 @@ def test_a_late_scheduler_record_rebuilds_only_the_days_it_covers(tmp_path):
     assert j2["observed_gpu_h"].to_list() == [2.0]
 
 
-def test_removed_samples_remove_their_day_partitions(tmp_path):
-    root = tmp_path / "lake"
-    lake_of_three_days(root)
+def test_removed_samples_remove_their_day_partitions(tmp_path, built):
+    root = built(lake_of_three_days)
     shutil.rmtree(root / "gpu_samples" / "cluster=della" / "date=2024-03-03")
 
     report = build_sample_marts(WarehouseConfig(root), AttributionConfig().values())
@@ -241,9 +268,8 @@ def update(root: Path) -> SummaryUpdate:
     return refresh_summary_marts(con, root, AttributionConfig())
 
 
-def test_a_new_day_updates_the_summary_marts_in_place_as_a_rebuild_would(tmp_path):
-    root = tmp_path / "lake"
-    lake_for_summaries(root)
+def test_a_new_day_updates_the_summary_marts_in_place_as_a_rebuild_would(tmp_path, built):
+    root = built(lake_for_summaries)
     before = summary_files(root)
     old = snapshot(root)
 
@@ -279,9 +305,9 @@ def test_a_new_day_updates_the_summary_marts_in_place_as_a_rebuild_would(tmp_pat
     assert len(kept) == 4 and all(after[p] == v for p, v in kept.items())
 
 
-def test_a_removed_day_updates_the_summary_marts_in_place_as_a_rebuild_would(tmp_path):
-    root = tmp_path / "lake"
-    lake_for_summaries(root)
+@SLOW
+def test_a_removed_day_updates_the_summary_marts_in_place_as_a_rebuild_would(tmp_path, built):
+    root = built(lake_for_summaries)
     land_offset_day(root, 3)
     update(root)
     shutil.rmtree(root / "gpu_samples" / "cluster=della" / "date=2024-03-04")
@@ -294,6 +320,7 @@ def test_a_removed_day_updates_the_summary_marts_in_place_as_a_rebuild_would(tmp
     assert_same_marts(got, rebuilt_from_scratch(root, tmp_path / "scratch"))
 
 
+@SLOW
 def test_a_new_day_updates_only_the_weeks_its_jobs_reach(tmp_path):
     """fairness_weekly's week before the new day's is recomputed only where a job in scope
     spans it: here every job of that week ended in it, so it is left alone."""
@@ -313,6 +340,7 @@ def test_a_new_day_updates_only_the_weeks_its_jobs_reach(tmp_path):
     assert after[weeks["date=2024-03-04"]] != before[weeks["date=2024-03-04"]]
 
 
+@SLOW
 def test_a_new_day_updates_the_weeks_before_that_a_running_job_spans(tmp_path):
     """A job running since Sunday turns low-efficiency on an idle Tuesday: its GPU-hours of the
     week before count as low-efficiency too, though no day of that week changed."""
@@ -360,17 +388,20 @@ def lake_over_two_weeks(root: Path, running_since: float) -> None:
 
 @pytest.mark.parametrize(
     ("change", "untouched_day"),
-    [("a new GPU", 1), ("an earlier day", None), ("the first day removed", 1)],
+    [
+        ("a new GPU", 1),
+        pytest.param("an earlier day", None, marks=SLOW),
+        pytest.param("the first day removed", 1, marks=SLOW),
+    ],
 )
 def test_a_new_gpu_or_a_new_first_day_updates_every_occupancy_bucket(
-    tmp_path, change, untouched_day
+    tmp_path, built, change, untouched_day
 ):
     """Every cluster_occupancy row depends on the device count and the data's start: a GPU
     first seen on the new day, or the first day's samples removed, change the buckets of days
     whose samples did not change (samples before the first day happen not to here: Friday's
     first bucket gains Thursday's last span and its full width alike)."""
-    root = tmp_path / "lake"
-    lake_for_summaries(root)
+    root = built(lake_for_summaries)
     old = snapshot(root)
 
     if change == "a new GPU":
@@ -393,9 +424,8 @@ def test_a_new_gpu_or_a_new_first_day_updates_every_occupancy_bucket(
     assert not got["cluster_occupancy"].filter(day).equals(old["cluster_occupancy"].filter(day))
 
 
-def test_nothing_changed_leaves_the_summary_marts_alone(tmp_path):
-    root = tmp_path / "lake"
-    lake_for_summaries(root)
+def test_nothing_changed_leaves_the_summary_marts_alone(tmp_path, built):
+    root = built(lake_for_summaries)
     before = summary_files(root)
 
     done = update(root)
@@ -404,9 +434,8 @@ def test_nothing_changed_leaves_the_summary_marts_alone(tmp_path):
     assert summary_files(root) == before
 
 
-def test_other_changes_rebuild_the_summary_marts_whole(tmp_path):
-    root = tmp_path / "lake"
-    lake_for_summaries(root)
+def test_other_changes_rebuild_the_summary_marts_whole(tmp_path, built):
+    root = built(lake_for_summaries)
 
     # raw tables other than samples and the scheduler's changed
     r.land(root, "gpu_events", [r.event(DAY_S + 600, "xid", 79)], batch_id="late")
@@ -427,16 +456,18 @@ def test_other_changes_rebuild_the_summary_marts_whole(tmp_path):
     [
         "a job no record had",  # with its GPU: its samples change owner on Saturday, and j1
         # shares GPU 0 with it there: j1's allocated time is split
-        "a running job ended",  # jrun's allocation stops; the days after lose it
-        "a running job requeued",  # jrun's first run ends, it runs again on GPU 0: lost
-        "a job moved account",  # every day of j1 moves from physics to chem
-        "a job without samples",  # on a GPU no sample reports: allocated, not observed
-        "a batch file removed",
+        pytest.param("a running job ended", marks=SLOW),  # jrun's allocation stops; the days
+        # after lose it
+        pytest.param("a running job requeued", marks=SLOW),  # jrun's first run ends, it
+        # runs again on GPU 0: lost
+        pytest.param("a job moved account", marks=SLOW),  # every day of j1 moves to chem
+        pytest.param("a job without samples", marks=SLOW),  # on a GPU no sample reports:
+        # allocated, not observed
+        pytest.param("a batch file removed", marks=SLOW),
     ],
 )
-def test_a_late_scheduler_record_updates_the_summary_marts_in_place(tmp_path, record):
-    root = tmp_path / "lake"
-    lake_for_summaries(root)
+def test_a_late_scheduler_record_updates_the_summary_marts_in_place(tmp_path, built, record):
+    root = built(lake_for_summaries)
     land_offset_day(root, 3)
     update(root)
     old = snapshot(root)
@@ -481,6 +512,7 @@ def test_a_late_scheduler_record_updates_the_summary_marts_in_place(tmp_path, re
 # --- shared GPUs: a job's allocated time depends on the jobs sharing its GPU --------------------
 
 
+@SLOW
 def test_a_job_in_scope_keeps_its_split_with_a_sharer_out_of_scope(tmp_path):
     """j1 (recomputed: it has samples on the changed day) shared GPU 0 on the first day with
     jtwo, which is not recomputed (no samples or allocation on the changed days): j1's share of
@@ -506,6 +538,7 @@ def test_a_job_in_scope_keeps_its_split_with_a_sharer_out_of_scope(tmp_path):
     assert_frame_equal(got["job_usage"].filter(pl.col("job_id") == "jtwo"), before)
 
 
+@SLOW
 def test_an_open_allocation_extended_changes_its_closed_sharers_split(tmp_path):
     """jrun (open on GPU 1) now runs to the new data end; jlate shared GPU 1 with it up to an
     hour past the old data end: its share of that hour halves."""

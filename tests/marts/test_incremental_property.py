@@ -12,9 +12,11 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from tests.infra.examples import examples
 from tests.marts import rows as r
 from tests.marts.test_incremental import (
     DAY_S,
@@ -24,6 +26,8 @@ from tests.marts.test_incremental import (
     snapshot,
     update,
 )
+
+pytestmark = pytest.mark.slow  # many attribute passes: `make test` runs it, `make check` not
 
 STEP_S = 900
 
@@ -129,7 +133,7 @@ def land_jobs(root: Path, jobs: list[Job], batch: str, end_at: int | None = None
 HALF = (0.5, 0.5, 0.5, 0.5)
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(4), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(h=histories())
 # a job moved to another account: its days before the new ones change account too
 @example(History(3, 2, (HALF,) * 3, (Job("j0", 0, 0, None, "physics", False, True),), None, "j0"))

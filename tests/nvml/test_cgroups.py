@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from collector.sources.cgroups import Owner, lookup_owner, parse_cgroup, resolve_owners
+from collector.sources.nvml.cgroups import Owner, lookup_owner, parse_cgroup, resolve_owners
 
 CID = "3f2a9c4b1d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e3f2a"  # a 64-hex container id
 UID = "8f3d2a1c-5b6e-4f7a-9c0d-1e2f3a4b5c6d"

@@ -10,12 +10,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 HEAVY = ("duckdb", "polars", "streamlit", "pandas")
 MODULES = (
-    "collector.sources.cgroups",
+    "collector.sources.nvml.cgroups",
     "collector.sources.spool",
-    "collector.sources.nvml_device",
-    "collector.sources.nvml_state",
-    "collector.sources.nvml_rows",
-    "collector.sources.nvml_agent",
+    "collector.sources.nvml.device",
+    "collector.sources.nvml.state",
+    "collector.sources.nvml.rows",
+    "collector.sources.nvml.agent",
     "collector.throughput",
     "app.commands.nvml",
 )
@@ -49,7 +49,7 @@ def test_a_tick_runs_without_heavy_libraries(tmp_path):
     code = (
         "import json, sys, datetime as dt\n"
         "from pathlib import Path\n"
-        "from collector.sources.nvml_agent import AgentConfig, run_agent\n"
+        "from collector.sources.nvml.agent import AgentConfig, run_agent\n"
         "from tests.nvml.fake_nvml import FakeGpu, FakeNvml\n"
         "root = Path(sys.argv[1])\n"
         "config = AgentConfig('c', 'g1', root / 'spool', root / 'lake')\n"

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pytest
 
 from collector.errors import ConfigError
-from collector.sources.nvml_agent import AgentConfig, NvmlAgent, run_agent
-from collector.sources.nvml_device import NvmlUnavailable
+from collector.sources.nvml.agent import AgentConfig, NvmlAgent, run_agent
+from collector.sources.nvml.device import NvmlUnavailable
 from tests.nvml.fake_nvml import GIB, NOT_SUPPORTED, FakeGpu, FakeMig, FakeNvml
 from warehouse.attribution import AttributionConfig, build_marts, reattribute
 from warehouse.connection import connect

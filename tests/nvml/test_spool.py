@@ -10,7 +10,7 @@ import shutil
 import pyarrow as pa
 import pytest
 
-from collector.sources.nvml_agent import AgentConfig, NvmlAgent
+from collector.sources.nvml.agent import AgentConfig, NvmlAgent
 from collector.sources.spool import Spool, read_throughput_file
 from tests.nvml.fake_nvml import FakeGpu, FakeNvml
 from warehouse.schema import RAW_TABLES

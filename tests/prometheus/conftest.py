@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from collector.sim.exposition import FAMILIES
+from tests.infra.live import live_service
 from tests.infra.prometheus import (
     PrometheusServer,
     assert_lake_matches,
@@ -66,6 +67,7 @@ def prometheus(tmp_path: Path) -> Iterator[list[PrometheusServer]]:
 
 
 @pytest.fixture
+@live_service
 def start_prometheus(tmp_path: Path, prometheus: list[PrometheusServer]) -> Any:
     """Start a Prometheus scraping `scrape` (static_configs) every second; stopped at teardown."""
 
@@ -121,6 +123,7 @@ class History:
 
 
 @pytest.fixture(scope="session")
+@live_service
 def history(tmp_path_factory: pytest.TempPathFactory) -> History:
     """Two days at 15 s of one 8-GPU node, written as OpenMetrics and loaded with promtool."""
     from collector.sim.exporters import FleetConfig
@@ -184,6 +187,7 @@ def serve_history(history: History, workdir: Path) -> PrometheusServer:
 
 
 @pytest.fixture(scope="session")
+@live_service
 def history_server(
     history: History, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[PrometheusServer]:
@@ -194,6 +198,7 @@ def history_server(
 
 
 @pytest.fixture
+@live_service
 def serve_history_copy(history: History, tmp_path: Path, prometheus: list[PrometheusServer]) -> Any:
     """Start a private Prometheus over the history (for tests that stop and restart it)."""
 

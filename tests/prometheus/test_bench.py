@@ -1,11 +1,13 @@
-"""The Prometheus ingest benchmark (app/bench_prometheus.py)."""
+"""The Prometheus ingest benchmark (app/bench/prometheus.py)."""
 
 from __future__ import annotations
 
 import json
 
-from app.bench_prometheus import make_bodies, run_prometheus_bench
-from collector.sources.prometheus_blocks import block_from_body, block_from_result
+import pytest
+
+from app.bench.prometheus import make_bodies, run_prometheus_bench
+from collector.sources.prometheus.blocks import block_from_body, block_from_result
 
 
 def test_bench_bodies_are_laid_out_as_prometheus_writes_them():
@@ -20,6 +22,7 @@ def test_bench_bodies_are_laid_out_as_prometheus_writes_them():
         assert fast.values.equals(slow.values) and fast.labels == slow.labels
 
 
+@pytest.mark.slow
 def test_our_path_beats_the_clients_dataframe_path_on_the_same_bodies():
     result = run_prometheus_bench(gpus=16, points=1440, repeat=2)
 

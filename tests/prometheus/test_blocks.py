@@ -1,4 +1,4 @@
-"""Reading Prometheus response bodies into columnar blocks (collector/sources/prometheus_blocks)."""
+"""Reading Prometheus response bodies into columnar blocks (collector/sources/prometheus/blocks)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from collector.sources.prometheus_blocks import (
+from collector.sources.prometheus.blocks import (
     PrometheusResponseError,
     block_from_body,
     block_from_result,

@@ -23,7 +23,7 @@ from collector.sim.exporters import (
     scrape_config,
 )
 from collector.sim.exposition import FAMILIES, render_exposition, render_openmetrics
-from collector.sources.exposition import parse_exposition
+from collector.sources.dcgm_exporter.exposition import parse_exposition
 
 T0 = dt.datetime(2026, 11, 2, 8, 0, tzinfo=dt.UTC)
 LABEL_ORDER_48 = [

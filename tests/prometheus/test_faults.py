@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.live
+
 REPO = Path(__file__).resolve().parents[2]
 SELECTOR = 'cluster="hist"'
 WINDOW_S = 1800

@@ -9,9 +9,12 @@ from collections import Counter
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pytest
 from click.testing import CliRunner
 
 from app.commands.prometheus import command_prometheus
+
+pytestmark = pytest.mark.live
 
 SELECTOR = 'cluster="hist"'
 

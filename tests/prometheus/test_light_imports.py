@@ -11,18 +11,18 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 HEAVY = ("duckdb", "polars", "streamlit", "pandas")
 MODULES = (
-    "collector.sources.prometheus",
-    "collector.sources.prometheus_blocks",
-    "collector.sources.prometheus_pivot",
-    "collector.sources.prometheus_spans",
-    "collector.sources.prometheus_state",
-    "collector.sources.prometheus_throughput",
-    "collector.sources.prometheus_transport",
+    "collector.sources.prometheus.pull",
+    "collector.sources.prometheus.blocks",
+    "collector.sources.prometheus.pivot",
+    "collector.sources.prometheus.spans",
+    "collector.sources.prometheus.state",
+    "collector.sources.prometheus.throughput",
+    "collector.sources.prometheus.transport",
     "collector.sim.exposition",
     "collector.sim.exporters",
     "app.commands.prometheus",
     "app.commands.serve_exporters",
-    "app.bench_prometheus",
+    "app.bench.prometheus",
 )
 
 
@@ -49,7 +49,7 @@ def test_a_transport_loads_the_client_but_never_pandas():
     watched = (*HEAVY, "prometheus_api_client")
     loaded = _run(
         "import json, sys\n"
-        "from collector.sources.prometheus_transport import ApiClientTransport\n"
+        "from collector.sources.prometheus.transport import ApiClientTransport\n"
         "ApiClientTransport('http://127.0.0.1:1').close()\n"
         f"print(json.dumps([m for m in {watched!r} if m in sys.modules]))\n"
     )
@@ -64,8 +64,8 @@ def test_a_pull_runs_without_query_engines(tmp_path):
     code = (
         "import json, sys\n"
         "from pathlib import Path\n"
-        "from collector.sources.prometheus_blocks import block_from_body\n"
-        "from collector.sources.prometheus_pivot import pivot_window\n"
+        "from collector.sources.prometheus.blocks import block_from_body\n"
+        "from collector.sources.prometheus.pivot import pivot_window\n"
         "from warehouse.writer import write_batch\n"
         f"block = block_from_body('DCGM_FI_DEV_GPU_UTIL', Path({str(body)!r}).read_bytes())\n"
         "rows = pivot_window([block], cluster='c', start_ms=0, end_ms=2**62)\n"

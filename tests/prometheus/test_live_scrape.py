@@ -13,9 +13,12 @@ import time
 from pathlib import Path
 
 import pyarrow.compute as pc
+import pytest
 from click.testing import CliRunner
 
 from app.commands.prometheus import command_prometheus
+
+pytestmark = [pytest.mark.live, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 SCRAPE_S = 75.0

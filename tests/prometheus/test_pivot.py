@@ -1,4 +1,4 @@
-"""Pivoting Prometheus range vectors into contract tables (collector/sources/prometheus_pivot)."""
+"""Pivoting Prometheus range vectors into contract tables (collector/sources/prometheus/pivot)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collector.sources.dcgm_fields import FIELDS, convert
-from collector.sources.exposition import _parse_block, parse_exposition
-from collector.sources.prometheus_blocks import SeriesBlock, block_from_body, block_from_result
-from collector.sources.prometheus_pivot import _COL_ID, _check, pivot_window
+from collector.sources.dcgm_exporter.exposition import _parse_block, parse_exposition
+from collector.sources.dcgm_exporter.fields import FIELDS, convert
+from collector.sources.prometheus.blocks import SeriesBlock, block_from_body, block_from_result
+from collector.sources.prometheus.pivot import _COL_ID, _check, pivot_window
+from tests.infra.examples import examples
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 RECORDED = FIXTURES / "prometheus"
@@ -129,7 +130,7 @@ def _shared_scrape(draw: st.DrawFn) -> str:
     return "\n".join(lines)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(text=_shared_scrape())
 def test_shared_gpus_pivot_to_the_rows_and_counts_the_exposition_parser_makes(text):
     scraped = parse_exposition(text, cluster="c", ts=T0, interval_s=30.0, source="prometheus")
@@ -198,7 +199,7 @@ _TOKENS = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(name=st.sampled_from(sorted(FIELDS)), tokens=st.lists(_TOKENS, min_size=1, max_size=20))
 def test_value_checks_agree_with_dcgm_fields_convert_value_by_value(name, tokens):
     spec = FIELDS[name]
@@ -451,3 +452,22 @@ def test_the_instance_names_the_node_when_no_host_label_is_set():
     )
 
     assert rows.samples.column("node").to_pylist() == ["10.1.2.3"]
+
+
+def test_a_window_with_one_scrape_per_gpu_takes_the_spacing_an_earlier_window_measured():
+    # the last window before the exporters stop can hold one scrape per GPU: it has no spacing
+    # of its own, and the 15 s default would count a 1 s scrape fifteen times over
+    first = series("DCGM_FI_DEV_GPU_UTIL", GPU, [(0.0, "50"), (1.0, "60"), (2.0, "70")])
+    last = series("DCGM_FI_DEV_GPU_UTIL", GPU, [(60.0, "50")])
+
+    measured = pivot_window([first], cluster="c", start_ms=0, end_ms=60_000)
+    alone = pivot_window([last], cluster="c", start_ms=60_000, end_ms=120_000)
+    carried = pivot_window(
+        [last], cluster="c", start_ms=60_000, end_ms=120_000,
+        fallback_interval_s=measured.spacing_s,
+    )  # fmt: skip
+
+    assert measured.spacing_s == 1.0
+    assert alone.spacing_s is None
+    assert alone.samples.column("interval_s").to_pylist() == [15.0]  # nothing to go by
+    assert carried.samples.column("interval_s").to_pylist() == [1.0]

@@ -1,5 +1,5 @@
 """The window loop, checkpoints, retries and splitting of the puller, against an in-process fake
-Prometheus (collector/sources/prometheus.py). The real server is in test_history_pull.py."""
+Prometheus (collector/sources/prometheus/pull.py). The real server is in test_history_pull.py."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import pyarrow.dataset as pads
 import pytest
 
 from collector.errors import ConfigError
-from collector.sources.prometheus import PullConfig, batch_id_for, pull, range_query
-from collector.sources.prometheus_state import CheckpointStore, source_key
-from collector.sources.prometheus_transport import PrometheusUnavailable, QueryTooLarge
+from collector.sources.prometheus.pull import PullConfig, batch_id_for, pull, range_query
+from collector.sources.prometheus.state import CheckpointStore, source_key
+from collector.sources.prometheus.transport import PrometheusUnavailable, QueryTooLarge
 
 T0 = dt.datetime(2026, 11, 2, 0, 0, tzinfo=dt.UTC)
 T0_S = T0.timestamp()
@@ -30,8 +30,16 @@ class FakePrometheus:
 
     url = "http://fake:9090"
 
-    def __init__(self, now: dt.datetime, *, fail: int = 0, max_span_ms: int | None = None):
+    def __init__(
+        self,
+        now: dt.datetime,
+        *,
+        fail: int = 0,
+        max_span_ms: int | None = None,
+        step_s: float = STEP_S,
+    ):
         self.now = now
+        self.step_s = step_s
         self.fail = fail  # requests that fail before any succeeds
         self.max_span_ms = max_span_ms
         self.queries: list[tuple[str, float]] = []
@@ -54,8 +62,8 @@ class FakePrometheus:
                 "instance": "n1:9400",
             }
             points = []
-            k = max(0, int((lo_s - T0_S) // STEP_S) - 1)
-            while (t := T0_S + k * STEP_S + 0.25 * g) <= min(hi_s, self.now.timestamp()):
+            k = max(0, int((lo_s - T0_S) // self.step_s) - 1)
+            while (t := T0_S + k * self.step_s + 0.25 * g) <= min(hi_s, self.now.timestamp()):
                 if t >= lo_s:
                     value = (k % 100) if family.endswith("UTIL") else 100 + k % 7 + 0.5
                     points.append([round(t, 3), str(value)])
@@ -292,3 +300,17 @@ def test_bad_configuration_is_refused_before_any_request(tmp_path, changes, mess
     with pytest.raises(ConfigError, match=message):
         pull(config(**changes), tmp_path, fake, clock=fake.clock)
     assert fake.queries == []
+
+
+def test_a_last_window_holding_one_scrape_per_gpu_keeps_the_spacing_measured_before(tmp_path):
+    # scrapes every 2 s; the open window [T0+60 s, T0+120 s) holds one scrape per GPU so far
+    fake = FakePrometheus(T0 + dt.timedelta(seconds=61), step_s=2.0)
+
+    pull(config(window_s=60), tmp_path, fake, clock=fake.clock, **_one_pass())
+
+    table = lake_samples(tmp_path)
+    late = pc.greater_equal(
+        pc.cast(table.column("ts"), pa.timestamp("us", "UTC")), T0 + dt.timedelta(seconds=60)
+    )
+    assert table.filter(late).num_rows == 2
+    assert set(pc.unique(table.column("interval_s")).to_pylist()) == {2.0}

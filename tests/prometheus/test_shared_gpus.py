@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow.dataset as pads
 import pytest
 
-from collector.sources.prometheus import PullConfig, pull
+from collector.sources.prometheus.pull import PullConfig, pull
 from tests.marts.shared_split import SCRAPES, SHARED_FROM, STEP_S, attributed_jobs, sharer_rows
 
 T0 = dt.datetime(2026, 11, 2, 0, 0, tzinfo=dt.UTC)

@@ -14,9 +14,9 @@ from click.testing import CliRunner
 
 from app.commands.prometheus import command_prometheus
 from collector.errors import ConfigError
-from collector.sources.prometheus import PullConfig
-from collector.sources.prometheus_blocks import block_from_body
-from collector.sources.prometheus_throughput import (
+from collector.sources.prometheus.blocks import block_from_body
+from collector.sources.prometheus.pull import PullConfig
+from collector.sources.prometheus.throughput import (
     parse_throughput_query,
     pivot_throughput,
 )
@@ -163,6 +163,7 @@ def test_the_cli_option_is_name_equals_selector():
     assert result.exit_code != 0 and "samples, tokens, steps" in result.output
 
 
+@pytest.mark.live
 def test_a_real_prometheus_scraping_the_app_endpoint_lands_app_throughput(
     start_prometheus, helpers, tmp_path
 ):

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from app.report.data import ReportSettings, assemble_report
 from app.report.week import IsoWeek
+from tests.infra.examples import examples
 from tests.marts.rows import CLUSTER, T0, at, build_lake, fetch, job, land
 
 HOUR = 3600.0
@@ -75,7 +76,9 @@ jobs_strategy = st.lists(
 
 
 @settings(
-    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(8),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(jobs=jobs_strategy)
 def test_weeks_conserve_every_allocated_gpu_hour_and_shares_sum_to_one(tmp_path_factory, jobs):

@@ -28,8 +28,9 @@ import pytest
 
 from app.report.data import ReportSettings, assemble_report
 from app.report.week import IsoWeek
-from collector.sources.slurm_assoc import collect_associations
-from collector.sources.slurm_collect import collect_slurm, run_command
+from collector.sources.slurm.assoc import collect_associations
+from collector.sources.slurm.collect import collect_slurm, run_command
+from tests.infra.live import live_service
 from tests.slurm_live.cluster import (
     CLUSTER,
     INFRA,
@@ -42,7 +43,7 @@ from tests.slurm_live.cluster import (
 from warehouse.attribution import AttributionConfig, build_marts
 from warehouse.connection import connect
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.live, pytest.mark.slow, pytest.mark.timeout(900)]
 
 LOCK_WAIT_S = 600
 CALC_PERIOD_S = 60  # PriorityCalcPeriod of tests/infra/slurm/slurm.conf.in
@@ -72,6 +73,7 @@ def _take_lock() -> int:
 
 
 @pytest.fixture(scope="module")
+@live_service
 def cluster() -> Iterator[SlurmCluster]:
     if os.geteuid() != 0:
         pytest.fail("the live Slurm test starts daemons and must run as root", pytrace=False)

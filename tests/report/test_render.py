@@ -20,6 +20,7 @@ from app.report.data import ReportSettings, assemble_report
 from app.report.mail import build_message
 from app.report.outputs import write_report
 from app.report.week import IsoWeek
+from tests.infra.live import live_service
 from tests.marts.rows import T0
 from tests.report.lake import build_fairness_lake
 
@@ -38,9 +39,18 @@ def con(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def written(con, tmp_path_factory):
+    """The report's HTML, charts and tables (no PDF: that needs Chromium, see `written_pdf`)."""
     settings = ReportSettings(cost_per_gpu_h=2.5, cost_per_kwh=0.12)
     report = assemble_report(con, "della", IsoWeek(2024, 9), settings, NOW)
-    return report, write_report(report, tmp_path_factory.mktemp("out"))
+    return report, write_report(report, tmp_path_factory.mktemp("out"), pdf=False)
+
+
+@pytest.fixture(scope="module")
+@live_service
+def written_pdf(written, tmp_path_factory):
+    """The same report printed to PDF by the real headless Chromium."""
+    report, _ = written
+    return report, write_report(report, tmp_path_factory.mktemp("out-pdf"))
 
 
 def test_html_is_self_contained(written):
@@ -67,8 +77,9 @@ def test_html_shows_the_hand_computed_numbers(written):
     assert "none" not in words and "nan" not in words and "null" not in words
 
 
-def test_pdf_renders_and_is_not_blank(written):
-    _, files = written
+@pytest.mark.live
+def test_pdf_renders_and_is_not_blank(written_pdf):
+    _, files = written_pdf
     assert files.pdf is not None
     pdf = pypdfium2.PdfDocument(str(files.pdf))
     try:
@@ -178,8 +189,9 @@ class Inbox:
         return "250 OK"
 
 
-def test_email_is_multipart_with_inline_charts_and_the_pdf(written):
-    report, files = written
+@pytest.mark.live
+def test_email_is_multipart_with_inline_charts_and_the_pdf(written_pdf):
+    report, files = written_pdf
     inbox = Inbox()
     port = free_port()
     controller = Controller(inbox, hostname="127.0.0.1", port=port)

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from app.cli import cli
-from collector.sources.slurm_assoc import parse_associations, sacctmgr_argv
+from collector.sources.slurm.assoc import parse_associations, sacctmgr_argv
 from tests.report.lake import build_fairness_lake
 
 FIXTURE = (
@@ -79,6 +79,7 @@ def test_unknown_cluster_and_empty_lake_are_one_line_errors(lake, tmp_path):
     one_error(invoke("report", "weekly", "--lake", str(tmp_path / "none")), 1, "has no data")
 
 
+@pytest.mark.live
 @pytest.mark.slow
 def test_weekly_writes_html_pdf_and_tables(lake, tmp_path):
     result = invoke(
@@ -188,7 +189,7 @@ def test_parse_skips_other_clusters_and_reports_bad_lines():
 
 
 def test_collect_slurm_shares_lands_a_snapshot(tmp_path, monkeypatch):
-    from collector.sources.slurm_assoc import collect_associations
+    from collector.sources.slurm.assoc import collect_associations
     from warehouse.connection import connect
 
     asked: list[list[str]] = []

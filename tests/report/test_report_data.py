@@ -185,7 +185,8 @@ def test_a_week_without_data_is_a_report_that_says_so(con):
 @pytest.mark.parametrize("week", [IsoWeek(2024, 8), IsoWeek(2024, 11)])
 def test_a_week_with_jobs_only_queued_is_not_a_week_with_data(con, week):
     # W08 holds j2's and j3's submits before any GPU ran; W11 j4 still queued after the data
-    # end: no GPU-hours allocated or observed, so not a data week (README, report/data_weeks)
+    # end: no GPU-hours allocated or observed, so not a data week (docs/report.md,
+    # report/data_weeks)
     report = assemble_report(con, "della", week, ReportSettings(), NOW)
     assert not report.has_data
     assert report.data_weeks.span == "2024-W09 to 2024-W10"

@@ -64,6 +64,10 @@ def test_config_check_prints_every_source_entry(tmp_path):
             "sources[1].url",
         ),
         ('[[sources]]\nkind = "dcgm-exporter"\ncluster = "a"\nurls = []', "sources[0].urls"),
+        (
+            '[[sources]]\nkind = "kubernetes"\ncluster = "a"\nnamespace_accounts = ["ml, x"]',
+            "sources[0].namespace_accounts",
+        ),
         ("[service]\nmetrics_port = 70000", "service.metrics_port"),
         ("[service]\npipeline_every_s = -1", "service.pipeline_every_s"),
         ("[sources]\nkind = 'slurm'", "sources"),

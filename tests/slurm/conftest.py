@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from collector.sources.slurm_collect import SlurmCommandError
+from collector.sources.slurm.collect import SlurmCommandError
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 

@@ -12,7 +12,7 @@ import datetime as dt
 import pytest
 
 from collector.errors import ConfigError
-from collector.sources.slurm_collect import SlurmCommandError, collect_slurm
+from collector.sources.slurm.collect import SlurmCommandError, collect_slurm
 from warehouse.attribution import AttributionConfig, build_marts
 from warehouse.connection import connect
 

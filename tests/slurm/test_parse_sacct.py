@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from collector.sources.slurm import SACCT_FIELDS, jobs_table, parse_sacct
+from collector.sources.slurm.sacct import SACCT_FIELDS, jobs_table, parse_sacct
 from warehouse.schema import RAW_TABLES
 from warehouse.writer import conform
 

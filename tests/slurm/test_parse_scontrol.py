@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from collector.sources.slurm import job_gpus_table, parse_scontrol_show_job
+from collector.sources.slurm.sacct import job_gpus_table, parse_scontrol_show_job
 from warehouse.schema import RAW_TABLES
 from warehouse.writer import conform
 

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from app.cli import cli
-from collector.sources.slurm_collect import SlurmCommandError, run_command
+from collector.sources.slurm.collect import SlurmCommandError, run_command
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 
@@ -156,7 +156,8 @@ def test_the_default_runner_gives_up_after_its_timeout(tmp_path, fake_bin):
 def test_the_slurm_modules_import_no_heavy_library():
     code = (
         "import json, sys\n"
-        "import collector.sources.slurm, collector.sources.slurm_collect, app.commands.collect\n"
+        "import collector.sources.slurm.sacct, collector.sources.slurm.collect\n"
+        "import app.commands.collect\n"
         "heavy = ('duckdb', 'polars', 'streamlit', 'pandas')\n"
         "print(json.dumps([m for m in heavy if m in sys.modules]))\n"
     )

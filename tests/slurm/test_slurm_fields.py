@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 
 from collector.errors import MalformedSample
-from collector.sources.slurm_fields import (
+from collector.sources.slurm.fields import (
     base_state,
     parse_duration_s,
     parse_gpu_tres,

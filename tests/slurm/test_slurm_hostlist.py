@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from collector.errors import MalformedSample
-from collector.sources.slurm_hostlist import expand_hostlist, expand_ranges, split_top_level
+from collector.sources.slurm.hostlist import expand_hostlist, expand_ranges, split_top_level
 
 
 @pytest.mark.parametrize(

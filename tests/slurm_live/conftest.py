@@ -19,6 +19,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.infra.live import live_service
 from tests.slurm_live.cluster import (
     INFRA,
     LOCK_FILE,
@@ -57,6 +58,7 @@ def _take_lock() -> int:
 
 
 @pytest.fixture(scope="session")
+@live_service
 def slurm_cluster() -> Iterator[SlurmCluster]:
     if os.geteuid() != 0:
         pytest.fail(

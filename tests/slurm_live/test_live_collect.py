@@ -25,7 +25,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from app.cli import cli
-from collector.sources.slurm_collect import SlurmCollectResult, collect_slurm, run_command
+from collector.sources.slurm.collect import SlurmCollectResult, collect_slurm, run_command
 from tests.slurm_live.cluster import (
     CLUSTER,
     STATE_DIR,
@@ -39,7 +39,7 @@ from warehouse.connection import connect
 
 # The workload waits ~90 s for a time limit to strike; a session may first wait for another
 # one to release the cluster (conftest.LOCK_WAIT_S).
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.live, pytest.mark.slow, pytest.mark.timeout(900)]
 
 ALL_TIME = "--starttime=2000-01-01T00:00:00"  # the accounting database holds this session only
 JOB_COLUMNS = (
@@ -482,7 +482,7 @@ def test_a_malformed_sacct_line_is_skipped_counted_reported_and_the_rest_lands(
         return "".join(lines)
 
     lake = tmp_path / "lake"
-    with caplog.at_level(logging.WARNING, logger="collector.sources.slurm_collect"):
+    with caplog.at_level(logging.WARNING, logger="collector.sources.slurm.collect"):
         result = collect_slurm(lake, CLUSTER, cut_one_line)
 
     [bad] = result.malformed

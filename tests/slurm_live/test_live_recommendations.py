@@ -22,7 +22,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from collector.sources.slurm_assoc import collect_associations
+from collector.sources.slurm.assoc import collect_associations
 from detectors.recommend import RecommendConfig, billing, drain_node, fairshare, gpu_cap, time_limit
 from detectors.recommend import recommend as recommend_all
 from detectors.recommend.recommendation import ClusterFacts
@@ -30,7 +30,7 @@ from tests.marts import rows as r
 from tests.slurm_live.cluster import CLUSTER, SlurmCluster
 from warehouse.connection import connect
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.live, pytest.mark.slow, pytest.mark.timeout(600)]
 
 T0 = dt.datetime(2026, 1, 5, tzinfo=dt.UTC)
 FACTS = ClusterFacts(CLUSTER, "slurm", 12, T0, T0, T0.timestamp(), T0.timestamp())

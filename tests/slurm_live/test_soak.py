@@ -40,7 +40,7 @@ REPO = Path(__file__).resolve().parents[2]
 SELECTOR = f'cluster="{CLUSTER}"'
 GPUS = 16
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.live, pytest.mark.slow]
 
 
 def start_gpuledger(config: Path, log: Path) -> subprocess.Popen[bytes]:

@@ -35,7 +35,7 @@ def test_every_folder_made_is_group_writable_and_setgid(lake, make_samples, t0, 
     layout.state_dir(lake)
 
     folders = [lake, *(p for p in lake.rglob("*") if p.is_dir())]
-    assert len(folders) == 6  # lake, table, cluster=, date=, _state, _state/locks
+    assert len(folders) == 7  # lake, table, cluster=, date=, _state, _state/locks, /clusters
     assert {oct(mode(p)) for p in folders} == {"0o2770"}
     assert {p.stat().st_gid for p in lake.rglob("*")} == {lake.stat().st_gid}
 

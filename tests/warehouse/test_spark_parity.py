@@ -18,6 +18,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from collector.sim import SimConfig, simulate
+from tests.infra.live import live_service
 from tests.marts import rows as r
 from tests.report.lake import assoc
 from warehouse import layout
@@ -40,6 +41,7 @@ needs_spark = pytest.mark.skipif(not _java(), reason="PySpark needs a Java runti
 
 
 @pytest.fixture(scope="module")
+@live_service
 def spark():
     from warehouse.spark import spark_session
 
@@ -113,6 +115,7 @@ def spark_partitioned_copy(spark, source: Path, lake: Path) -> None:
             writer.parquet(str(lake / table))
 
 
+@pytest.mark.live
 @needs_spark
 def test_spark_reading_a_lake_url_builds_the_same_marts_as_duckdb(spark, tmp_path):
     """One lake, one Spark build (planning dominates on lakes this small): a simulated day of

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.infra.examples import examples
 from warehouse import writer
 from warehouse.connection import connect
 from warehouse.schema import TIMESTAMP
@@ -194,7 +195,7 @@ _instants = st.datetimes(
 ).map(lambda t: t.replace(microsecond=t.microsecond // 1000 * 1000))
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(10), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(times=st.lists(_instants, min_size=1, max_size=20), relandings=st.integers(1, 3))
 def test_every_row_lands_once_in_the_partition_of_its_utc_date(make_samples, times, relandings):
     batch = make_samples(times)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from detectors.models import early_waste
 from tests.detectors.models.frames import job, jobs
+from tests.infra.examples import examples
 
 EARLY_SCHEMA = {
     "cluster": pl.String,
@@ -72,7 +73,7 @@ def test_precision_at_recall_by_hand(labels, scores, recall, expected):
     assert got == (None if expected is None else pytest.approx(expected))
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(
     pairs=st.lists(st.tuples(st.booleans(), st.floats(0, 1)), min_size=1, max_size=40),
     r=st.floats(0.05, 1.0),

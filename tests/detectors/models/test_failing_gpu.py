@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from detectors.models import failing_gpu as fg
 from tests.detectors.models.frames import failures, hour, hourly
+from tests.infra.examples import examples
 
 
 def test_corrected_ecc_trend_is_the_difference_over_the_past_hours():
@@ -66,7 +67,7 @@ def test_no_alarm_no_episode():
     assert fg.alarm_episodes(scored([0.1, 0.2]), 0.5, 6).is_empty()
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     scores=st.lists(st.floats(0, 1), min_size=1, max_size=30),
     low=st.floats(0, 1),

@@ -11,6 +11,7 @@ from detectors.recommend.config import DrainConfig
 from detectors.recommend.recommendation import ClusterFacts
 from tests.detectors.recommend.lake import NOW, recs_of
 from tests.marts import rows as r
+from warehouse.connection import connect
 
 H = 3600.0
 
@@ -31,8 +32,16 @@ def lake(root):
     return r.build_lake(root, jobs=jobs, job_gpus=job_gpus, events=events)
 
 
-def test_the_node_with_a_fatal_xid_and_the_lemon_are_drained(tmp_path):
-    con = lake(tmp_path)
+@pytest.fixture(scope="module")
+def drain_lake(tmp_path_factory):
+    """`lake` built once for the tests that only read it (recommend)."""
+    root = tmp_path_factory.mktemp("drain")
+    lake(root)
+    return root
+
+
+def test_the_node_with_a_fatal_xid_and_the_lemon_are_drained(drain_lake):
+    con = connect(drain_lake)
     recs = recs_of(recommend(con, RecommendConfig(), NOW, kinds=("drain_node",)), "drain_node")
 
     assert [rec["scope"] for rec in recs] == ["node=g001", "node=g002"]
@@ -56,8 +65,8 @@ def test_the_node_with_a_fatal_xid_and_the_lemon_are_drained(tmp_path):
     assert g002["risk"].startswith("1 GPU out of service")
 
 
-def test_a_failure_rate_under_the_lemon_ratio_is_not_drained(tmp_path):
-    con = lake(tmp_path)
+def test_a_failure_rate_under_the_lemon_ratio_is_not_drained(drain_lake):
+    con = connect(drain_lake)
     strict = RecommendConfig(drain=DrainConfig(lemon_ratio=3.0))  # 4 < 3 × 5/13 × 4 = 4.6
     recs = recs_of(recommend(con, strict, NOW, kinds=("drain_node",)), "drain_node")
 

@@ -25,8 +25,16 @@ def fairshare_jobs():
     ]
 
 
-def test_fairshare_moves_shares_halfway_to_demand(tmp_path):
-    con = r.build_lake(tmp_path, jobs=fairshare_jobs())
+@pytest.fixture(scope="module")
+def fairshare_lake(tmp_path_factory):
+    """The lake of `fairshare_jobs()`, built once for the tests that only read it."""
+    root = tmp_path_factory.mktemp("fairshare")
+    r.build_lake(root, jobs=fairshare_jobs())
+    return root
+
+
+def test_fairshare_moves_shares_halfway_to_demand(fairshare_lake):
+    con = connect(fairshare_lake)
     [rec] = recs_of(
         recommend(con, RecommendConfig(), NOW, kinds=("fairshare_weight",)), "fairshare_weight"
     )
@@ -47,8 +55,8 @@ def test_fairshare_moves_shares_halfway_to_demand(tmp_path):
     assert rec["risk"].startswith("priority falls for bio (share 0.333 -> 0.217)")
 
 
-def test_fairshare_with_configured_shares_that_match_demand_changes_nothing(tmp_path):
-    con = r.build_lake(tmp_path, jobs=fairshare_jobs())
+def test_fairshare_with_configured_shares_that_match_demand_changes_nothing(fairshare_lake):
+    con = connect(fairshare_lake)
     config = RecommendConfig(
         fairshare=FairshareConfig(shares={"physics": 80, "chem": 10, "bio": 10})
     )

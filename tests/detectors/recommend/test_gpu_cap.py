@@ -12,6 +12,7 @@ from detectors.recommend.config import GpuCapConfig
 from detectors.recommend.gpu_cap import running_gpus
 from tests.detectors.recommend.lake import NOW, recs_of
 from tests.marts import rows as r
+from warehouse.connection import connect
 
 H = 3600.0
 
@@ -27,13 +28,22 @@ def lake(root, source="slurm"):
     return r.build_lake(root, jobs=jobs, gpus=gpus)
 
 
+@pytest.fixture(scope="module")
+def slurm_lake(tmp_path_factory):
+    """`lake` built once per module: the tests only read it (recommend), each on its own
+    connection."""
+    root = tmp_path_factory.mktemp("lake")
+    lake(root)
+    return root
+
+
 def run(con, **cap):
     config = RecommendConfig(gpu_cap=GpuCapConfig(**cap))
     return recs_of(recommend(con, config, NOW, kinds=("gpu_cap",)), "gpu_cap")
 
 
-def test_the_heavy_user_gets_a_cap_with_figures_by_hand(tmp_path):
-    [rec] = [r for r in run(lake(tmp_path)) if r["scope"].startswith("user=")]
+def test_the_heavy_user_gets_a_cap_with_figures_by_hand(slurm_lake):
+    [rec] = [r for r in run(connect(slurm_lake)) if r["scope"].startswith("user=")]
     ev = rec["evidence"]
 
     assert rec["scope"] == "user=alice,account=physics"
@@ -52,8 +62,8 @@ def test_the_heavy_user_gets_a_cap_with_figures_by_hand(tmp_path):
     )
 
 
-def test_the_heavy_account_gets_a_cap_with_figures_by_hand(tmp_path):
-    [rec] = [r for r in run(lake(tmp_path)) if r["scope"].startswith("account=")]
+def test_the_heavy_account_gets_a_cap_with_figures_by_hand(slurm_lake):
+    [rec] = [r for r in run(connect(slurm_lake)) if r["scope"].startswith("account=")]
     ev = rec["evidence"]
 
     # physics (alice alone): 50 % of 8 GPUs = 4; it held 6 for 2 h: 2 × 2 = 4 GPU-h above;
@@ -68,15 +78,15 @@ def test_the_heavy_account_gets_a_cap_with_figures_by_hand(tmp_path):
     )
 
 
-def test_a_cap_never_falls_below_the_largest_job(tmp_path):
+def test_a_cap_never_falls_below_the_largest_job(slurm_lake):
     # 10 % of 8 GPUs = 1, but alice's jobs need 2 each
-    recs = run(lake(tmp_path), cap_share=0.1, account_cap_share=0.1)
+    recs = run(connect(slurm_lake), cap_share=0.1, account_cap_share=0.1)
 
     assert [rec["evidence"]["cap_gpus"] for rec in recs] == [2, 2]
 
 
-def test_without_anyone_waiting_there_is_no_cap(tmp_path):
-    assert run(lake(tmp_path), min_waiting_jobs=2) == []
+def test_without_anyone_waiting_there_is_no_cap(slurm_lake):
+    assert run(connect(slurm_lake), min_waiting_jobs=2) == []
 
 
 def test_kueue_gets_a_capped_cluster_queue(tmp_path):

@@ -64,8 +64,8 @@ def test_profiles_and_freed_gpu_hours_by_hand(con):
     # the node's existing line is edited (a second NodeName=<node> line is a duplicate)
     assert "Gres=gpu:<model>:<whole GPUs left>,gpu:1g.10gb:7 " in rec["config"]
     assert not [line for line in rec["config"].splitlines() if line.startswith("NodeName=")]
-    # a script an operator can paste (README): every line that is not a comment is a
-    # sacctmgr/scontrol command; the node-side steps are comments (`<node` would be a
+    # a script an operator can paste (docs/recommendations.md): every line that is not a comment
+    # is a sacctmgr/scontrol command; the node-side steps are comments (`<node` would be a
     # redirection in bash)
     commands = [line for line in rec["config"].splitlines() if line and not line.startswith("#")]
     assert [c for c in commands if c.split()[0] not in ("sacctmgr", "scontrol")] == []

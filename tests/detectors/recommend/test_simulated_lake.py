@@ -64,6 +64,11 @@ def test_recommendations_over_a_simulated_lake(lake):
             assert evidence["gain_kind"] in GAIN_KINDS
         else:
             assert "gain_kind" not in evidence
+        if row["kind"] in ("time_limit", "gpu_cap") and not row["scope"].startswith("user="):
+            # the Policy lab's replay of the change, beside its calibration
+            replay = evidence["replay"]
+            assert replay["settings"] and replay["calibration"]["jobs"] > 0, row["scope"]
+            assert set(replay["wait_p95_s"]) == {"baseline", "proposal"}
     kinds = set(first.column("kind").to_pylist())
     # the simulator injects idle jobs, over-long limits, small jobs and failing GPUs
     assert {"idle_cancel_policy", "time_limit", "mig_packing"} <= kinds
@@ -91,3 +96,20 @@ def test_no_slurm_config_redefines_a_partition_or_node_the_cluster_has(lake):
             if line.startswith(("sacctmgr ", "scontrol ")):
                 argv = shlex.split(line)
                 assert "-i" in argv or argv[0] == "scontrol", line  # sacctmgr asks otherwise
+
+
+def test_by_default_the_replay_ends_with_the_data_not_the_wall_clock(lake):
+    # issue #21 point 3: "now" is the end of the data, so the same lake gives the same
+    # recommendations today and in a year; only created_ts records the run's own time
+    import datetime as dt
+
+    from warehouse.connection import connect
+
+    con = connect(lake)
+    [(end,)] = con.sql("SELECT max(data_end) FROM data_extent").fetchall()
+    default = recommend(con, RecommendConfig())
+    years_later = recommend(con, RecommendConfig(), end + dt.timedelta(days=3 * 365))
+
+    assert default.num_rows > 0
+    assert set(default.column("created_ts").to_pylist()) == {end + dt.timedelta(seconds=1)}
+    assert default.drop(["created_ts"]).to_pylist() == years_later.drop(["created_ts"]).to_pylist()

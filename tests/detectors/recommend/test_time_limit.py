@@ -8,6 +8,7 @@ from detectors.recommend import RecommendConfig, recommend
 from detectors.recommend.config import TimeLimitConfig
 from tests.detectors.recommend.lake import NOW, recs_of
 from tests.marts import rows as r
+from warehouse.connection import connect
 
 H = 3600.0
 
@@ -28,8 +29,16 @@ def jobs():
 
 
 @pytest.fixture(scope="module")
-def recs(tmp_path_factory):
-    con = r.build_lake(tmp_path_factory.mktemp("lake"), jobs=jobs())
+def jobs_lake(tmp_path_factory):
+    """The lake of `jobs()`, built once per module: the tests only read it (recommend)."""
+    root = tmp_path_factory.mktemp("lake")
+    r.build_lake(root, jobs=jobs())
+    return root
+
+
+@pytest.fixture(scope="module")
+def recs(jobs_lake):
+    con = connect(jobs_lake)
     return recs_of(recommend(con, RecommendConfig(), NOW, kinds=("time_limit",)), "time_limit")
 
 
@@ -81,18 +90,18 @@ def test_kueue_clusters_get_a_max_exec_time_label(tmp_path):
     assert 'kueue.x-k8s.io/max-exec-time-seconds: "18000"' in recs[0]["config"]
 
 
-def test_every_recommender_runs_on_a_lake_of_jobs_without_telemetry(tmp_path):
-    con = r.build_lake(tmp_path, jobs=jobs())
+def test_every_recommender_runs_on_a_lake_of_jobs_without_telemetry(jobs_lake):
+    con = connect(jobs_lake)
     table = recommend(con, RecommendConfig(), NOW)
 
     # only what run times alone support: time limits (GPU caps need the cluster's GPU count)
     assert set(table.column("kind").to_pylist()) <= {"time_limit", "fairshare_weight"}
 
 
-def test_an_old_lake_is_judged_as_of_its_own_end(tmp_path):
+def test_an_old_lake_is_judged_as_of_its_own_end(jobs_lake):
     import datetime as dt
 
-    con = r.build_lake(tmp_path, jobs=jobs())
+    con = connect(jobs_lake)
     much_later = NOW + dt.timedelta(days=90)  # far past the 28-day lookback
     table = recommend(con, RecommendConfig(), much_later, kinds=("time_limit",))
 

@@ -155,7 +155,7 @@ def test_a_second_producer_is_merged_and_a_malformed_one_refused(
     import polars as pl
     import pyarrow as pa
 
-    from app.commands import detect
+    from app.pipeline import round as detect
     from detectors.findings import FRAME_SCHEMA, to_findings
     from detectors.rules.base import EPOCH
 

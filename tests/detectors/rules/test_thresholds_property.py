@@ -38,10 +38,11 @@ from tests.detectors.rules.lake import (
     replace_views,
     usage,
 )
+from tests.infra.examples import examples
 
 NOW = at(3 * 86400)
 EMPTY = Path("/nonexistent/gpuledger-test-lake")  # connect() on no folder: every view empty
-SETTINGS = settings(max_examples=25, deadline=None)
+SETTINGS = settings(max_examples=examples(25), deadline=None)
 _f = st.floats(0, 1, allow_nan=False)
 
 

@@ -1,0 +1,1 @@
+"""`gpuledger bench`: scenarios, baselines run in the same process, and their lakes."""

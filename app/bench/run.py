@@ -1,0 +1,453 @@
+"""`gpuledger bench`: attribution against in-process baselines, at scale, incrementally, and the
+dashboard's queries, each scenario timed in one process on one lake.
+
+Absolute times vary from machine to machine (and on a shared one, from minute to minute); the
+ratios against a baseline run in the same process on the same lake are what to compare.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import resource
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "DEFAULT_SCENARIOS",
+    "SCENARIOS",
+    "BenchPlan",
+    "peak_rss_mb",
+    "render_bench",
+    "run_bench",
+]
+
+_LATE_JOBS = 100  # finished jobs whose late records the incremental scenario lands
+SCENARIOS = ("attribution", "incremental", "dashboard", "scale", "prometheus", "replay")
+DEFAULT_SCENARIOS = ("attribution", "incremental", "dashboard", "prometheus")
+Echo = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class BenchPlan:
+    """Which scenarios to run and on what sizes (GPUs × days at 30 s sampling)."""
+
+    scenarios: tuple[str, ...] = DEFAULT_SCENARIOS
+    gpus: int = 1024
+    days: int = 7
+    scale_gpus: int = 4096
+    scale_days: int = 30
+    replay_gpus: int = 1024
+    replay_days: int = 30
+    workdir: Path | None = None
+
+
+def _timed(func: Callable[[], Any]) -> tuple[float, Any]:
+    start = time.perf_counter()
+    value = func()
+    return time.perf_counter() - start, value
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set size so far, in MiB (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _scale(lake: Path, plan: BenchPlan, echo: Echo) -> dict[str, Any]:
+    """Generate the synthetic lake, attribute it from scratch, report wall time and peak RSS."""
+    from app.bench.baselines import best_of, floor_scan
+    from app.bench.lakes import synthetic_lake
+    from app.pipeline import default_pipeline_config
+    from warehouse.attribution import build_summary_marts, reattribute
+    from warehouse.connection import WarehouseConfig, connect
+    from warehouse.partitions import build_sample_marts
+
+    echo(f"bench scale: generating {plan.scale_gpus} GPUs × {plan.scale_days} days (synthetic)")
+    generate_s, made = _timed(lambda: synthetic_lake(lake, plan.scale_gpus, plan.scale_days))
+    rss_generated = peak_rss_mb()
+    echo(f"bench scale: attributing {made.samples:,} samples")
+    con = connect(lake, require=("gpu_samples",))
+    config = default_pipeline_config().attribution
+    check_s, _ = _timed(lambda: reattribute(con, lake))
+    ingest_s, _ = _timed(lambda: build_sample_marts(WarehouseConfig(lake), config.values()))
+    rss_ingest = peak_rss_mb()
+    summary_s, counts = _timed(lambda: build_summary_marts(con, lake, config))
+    marts_s = ingest_s + summary_s
+    rss = peak_rss_mb()
+    echo("bench scale: plain scan floor")
+    floor_s = best_of(1, lambda: floor_scan(con))
+    con.close()
+    return {
+        "gpus": made.gpus,
+        "days": made.days,
+        "samples": made.samples,
+        "jobs": made.jobs,
+        "generate_s": generate_s,
+        "ingest_pass_s": ingest_s,
+        "marts_s": summary_s,
+        "attribute_s": check_s + marts_s,
+        "attribute_samples_per_s": made.samples / (check_s + marts_s),
+        "floor_scan_s": floor_s,
+        "attribute_vs_floor": (check_s + marts_s) / floor_s,
+        "peak_rss_mb_after_generation": rss_generated,
+        "peak_rss_mb_after_ingest_pass": rss_ingest,
+        "peak_rss_mb": rss,
+        "peak_rss_within_4gb": rss <= 4096,
+        "mart_rows": counts,
+    }
+
+
+def _replay(lake: Path, plan: BenchPlan, echo: Echo) -> dict[str, Any]:
+    """Land the simulator's jobs and nodes (no telemetry), replay them under the recorded
+    policy: wall and CPU seconds, jobs replayed per second, peak RSS."""
+    from collector.sim.runner import SimConfig, simulate_records
+    from detectors.replay.engine import replay
+    from detectors.replay.policy import Policy, apply_settings
+    from detectors.replay.workload import load_workload, recorded_settings
+    from warehouse.connection import connect
+
+    cfg = SimConfig(cluster="sim", gpus=plan.replay_gpus, days=plan.replay_days)
+    echo(f"bench replay: landing {plan.replay_gpus} GPUs × {plan.replay_days} days of jobs")
+    land_s, made = _timed(lambda: simulate_records(cfg, lake))
+    con = connect(lake, require=("jobs",))
+    try:
+        load_s, workload = _timed(lambda: load_workload(con, cfg.cluster))
+        policy = apply_settings(Policy(), recorded_settings(con, cfg.cluster))
+    finally:
+        con.close()
+    echo(f"bench replay: replaying {workload.size:,} jobs")
+    cpu = time.process_time()
+    replay_s, out = _timed(lambda: replay(workload, policy))
+    cpu_s = time.process_time() - cpu
+    started = int((out.start_e == out.start_e).sum())
+    return {
+        "gpus": made.gpus,
+        "days": plan.replay_days,
+        "jobs": workload.size,
+        "started": started,
+        "land_s": land_s,
+        "load_s": load_s,
+        "replay_s": replay_s,
+        "replay_cpu_s": cpu_s,
+        "jobs_per_s": workload.size / replay_s if replay_s > 0 else float("inf"),
+        "peak_rss_mb": peak_rss_mb(),
+    }
+
+
+def _attribution(lake: Path, aside: Path, plan: BenchPlan, echo: Echo) -> dict[str, Any]:
+    """The `attribution`, `incremental` and `dashboard` scenarios on one simulated lake."""
+    from app.bench.baselines import (
+        best_of,
+        empty_mart_queries,
+        floor_scan,
+        pandas_merge_asof,
+        polars_join_asof,
+    )
+    from app.bench.lakes import hold_back_last_day, land_late_records
+    from app.bench.queries import time_queries
+    from app.pipeline import default_pipeline_config, detect
+    from collector.sim import SimConfig, simulate
+    from warehouse.attribution import build_summary_marts, reattribute
+    from warehouse.connection import WarehouseConfig, connect
+    from warehouse.partitions import build_sample_marts
+    from warehouse.summary import record_summary_state, refresh_summary_marts
+
+    wanted = set(plan.scenarios)
+    extra = 1 if "incremental" in wanted else 0
+    echo(f"bench: simulating {plan.gpus} GPUs × {plan.days + extra} days into {lake}")
+    sim_s, sim = _timed(lambda: simulate(SimConfig(gpus=plan.gpus, days=plan.days + extra), lake))
+    held = hold_back_last_day(lake, aside) if extra else None
+    config = default_pipeline_config().attribution
+    con = connect(lake, require=("gpu_samples",))
+    [(samples,)] = con.sql("SELECT count(*) FROM gpu_samples").fetchall()
+    echo("bench: attribution at ingest (owner check, then the per-day pass over samples)")
+    check_s, _ = _timed(lambda: reattribute(con, lake))
+    ingest_s, report = _timed(
+        lambda: build_sample_marts(WarehouseConfig(lake), config.values(), force=True)
+    )
+    echo("bench: plain scan floor, then the marts (best of 2 each)")
+    floor_s = best_of(2, lambda: floor_scan(con))
+    marts_s = best_of(2, lambda: build_summary_marts(con, lake, config))
+    rss = peak_rss_mb()
+    full_s = check_s + ingest_s + marts_s
+    out: dict[str, Any] = {
+        "gpus": sim.gpus,
+        "days": plan.days,
+        "samples": samples,
+        "jobs": sim.jobs,
+        "simulate_s": sim_s,
+        "floor_scan_s": floor_s,
+        "marts_s": marts_s,
+        "marts_vs_floor": marts_s / floor_s,
+        "owner_check_s": check_s,
+        "ingest_pass_s": ingest_s,
+        "ingest_pass_per_day_s": ingest_s / max(len(report.rebuilt), 1),
+        "full_rebuild_s": full_s,
+        "full_rebuild_vs_floor": full_s / floor_s,
+        "full_rebuild_samples_per_s": samples / full_s,
+        "peak_rss_mb": rss,
+    }
+    echo("bench: polars join_asof baseline")
+    out["polars_join_asof"] = polars_join_asof(con)
+    echo("bench: pandas merge_asof baseline")
+    out["pandas_merge_asof"] = pandas_merge_asof(con)
+    for name in ("polars_join_asof", "pandas_merge_asof"):
+        out[f"marts_speedup_vs_{name}"] = out[name]["total_s"] / marts_s
+        out[f"full_rebuild_speedup_vs_{name}"] = out[name]["total_s"] / full_s
+    if held is not None:
+        echo("bench: incremental (one more day of samples lands)")
+        # The state a whole build of the summary marts leaves (build_marts records it; the
+        # timed builds above are build_summary_marts alone, always whole).
+        record_summary_state(lake, config)
+        held.restore()
+        ingest_day_s, days = _timed(
+            lambda: (
+                reattribute(con, lake),
+                build_sample_marts(WarehouseConfig(lake), config.values()),
+            )[1]
+        )
+        update_s, update = _timed(lambda: refresh_summary_marts(con, lake, config))
+        empty = lake.parent / "empty"  # a lake with no table at all
+        empty.mkdir(parents=True, exist_ok=True)
+        floor_update_s = best_of(2, lambda: empty_mart_queries(empty))
+        out["incremental"] = {
+            "seconds": update_s,
+            "vs_marts": update_s / marts_s,
+            "mode": update.mode,
+            "mart_sql_on_empty_s": floor_update_s,
+            "mart_sql_on_empty_vs_marts": floor_update_s / marts_s,
+            "days_updated": [f"{c}/{d.isoformat()}" for c, d in update.days],
+            "jobs_recomputed": update.jobs,
+            "weeks_recomputed": update.weeks,
+            "ingest_day_s": ingest_day_s,
+            "ingest_days_rebuilt": len(days.rebuilt),
+            "ingest_days_tail": len(days.tails),
+            "ingest_day_plus_update_s": ingest_day_s + update_s,
+            "vs_full_rebuild": (ingest_day_s + update_s) / full_s,
+            "mart_rows": update.counts,
+        }
+        echo(f"bench: incremental (late records of {_LATE_JOBS} finished jobs land)")
+        moved = land_late_records(con, lake, _LATE_JOBS)
+        late_ingest_s, _ = _timed(
+            lambda: (
+                reattribute(con, lake),
+                build_sample_marts(WarehouseConfig(lake), config.values()),
+            )
+        )
+        late_s, late = _timed(lambda: refresh_summary_marts(con, lake, config))
+        out["incremental"]["late_records"] = {
+            "jobs": moved,
+            "ingest_s": late_ingest_s,
+            "seconds": late_s,
+            "vs_marts": late_s / marts_s,
+            "mode": late.mode,
+            "jobs_recomputed": late.jobs,
+            "weeks_recomputed": late.weeks,
+        }
+    if "dashboard" in wanted:
+        # the findings and recommendations the alerts page and the report show: without them
+        # their queries would be timed on empty tables
+        echo("bench: detect (findings and recommendations for the pages to show)")
+        detect_s, detected = _timed(
+            lambda: detect(lake, default_pipeline_config(), dt.datetime.now(dt.UTC))
+        )
+        out["detect"] = {
+            "seconds": detect_s,
+            "findings": detected.findings.num_rows,
+            "recommendations": detected.recommendations,
+        }
+        echo("bench: dashboard and report queries")
+        out["dashboard"] = time_queries(connect(lake))
+        echo("bench: dashboard pages (AppTest, cold caches)")
+        from app.bench.dashboard_timing import time_pages
+
+        out["dashboard_pages"] = time_pages(lake)
+    con.close()
+    return out
+
+
+def run_bench(plan: BenchPlan, echo: Echo) -> dict[str, Any]:
+    """Run the plan's scenarios in throw-away lakes under `plan.workdir`; return the results."""
+    results: dict[str, Any] = {
+        "machine": {
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "memory_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30),
+        },
+        "scenarios": list(plan.scenarios),
+    }
+    if plan.workdir is not None:  # a folder named for the lakes is made, as a user expects
+        plan.workdir.mkdir(parents=True, exist_ok=True)
+    base = Path(tempfile.mkdtemp(prefix="gpuledger-bench-", dir=plan.workdir))
+    try:
+        if "replay" in plan.scenarios:  # first, so the peak RSS it reports is its own
+            results["replay"] = _replay(base / "replay", plan, echo)
+            shutil.rmtree(base / "replay", ignore_errors=True)
+        if "scale" in plan.scenarios:  # early, so the peak RSS it reports is its own
+            results["scale"] = _scale(base / "scale", plan, echo)
+            shutil.rmtree(base / "scale", ignore_errors=True)
+        if {"attribution", "incremental", "dashboard"} & set(plan.scenarios):
+            results["attribution"] = _attribution(base / "lake", base / "aside", plan, echo)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    if "prometheus" in plan.scenarios:
+        from app.bench.prometheus import run_prometheus_bench
+
+        echo("bench: Prometheus JSON → Parquet vs prometheus-api-client's MetricRangeDataFrame")
+        results["prometheus"] = run_prometheus_bench(workdir=plan.workdir)
+    return results
+
+
+def _against(speedup: float, baseline: str) -> str:
+    """`speedup` (the baseline's time / ours) in words: "27× faster than pandas", or
+    "1.1× slower than pandas" where ours took longer."""
+    if speedup >= 1:
+        return f"{speedup:.{0 if speedup >= 10 else 1}f}× faster than {baseline}"
+    return f"{1 / speedup:.1f}× slower than {baseline}"
+
+
+def _attribution_rows(a: dict[str, Any]) -> list[tuple[str, float, str]]:
+    rows = [
+        ("simulate", a["simulate_s"], f"{a['samples']:,} samples, {a['jobs']:,} jobs"),
+        ("plain scan floor (DuckDB)", a["floor_scan_s"], "baseline"),
+        (
+            "attribution: the summary marts (job_usage, usage_daily, cluster_occupancy, …)",
+            a["marts_s"],
+            f"{a['marts_vs_floor']:.2f}× the floor; "
+            + _against(a["marts_speedup_vs_pandas_merge_asof"], "pandas"),
+        ),
+        ("attribution at ingest: owner check", a["owner_check_s"], ""),
+        (
+            "attribution at ingest: per-day pass over samples",
+            a["ingest_pass_s"],
+            f"{a['ingest_pass_per_day_s']:.2f} s per day",
+        ),
+        (
+            "full rebuild from scratch (all of the above)",
+            a["full_rebuild_s"],
+            f"{a['full_rebuild_vs_floor']:.1f}× the floor; "
+            + _against(a["full_rebuild_speedup_vs_pandas_merge_asof"], "pandas"),
+        ),
+    ]
+    for name, label in (
+        ("polars_join_asof", "polars join_asof"),
+        ("pandas_merge_asof", "pandas merge_asof"),
+    ):
+        b = a[name]
+        rows.append(
+            (f"  {label} (baseline)", b["total_s"], f"of which loading {b['load_s']:.2f} s")
+        )
+    inc = a.get("incremental")
+    if inc:
+        late = inc["late_records"]
+        rows += [
+            (
+                "incremental: ingest of the new day (owner check, its pass, the tail before)",
+                inc["ingest_day_s"],
+                f"{inc['ingest_days_rebuilt']} day rebuilt, {inc['ingest_days_tail']} tail",
+            ),
+            (
+                "incremental: mart update (summary marts, in place)",
+                inc["seconds"],
+                f"{100 * inc['vs_marts']:.0f} % of the attribution (summary marts) time; "
+                f"{inc['mode']}, {inc['jobs_recomputed']:,} jobs and "
+                f"{_weeks(inc['weeks_recomputed'])} recomputed",
+            ),
+            (
+                "  the summary marts' SQL on an empty lake (an update's fixed cost)",
+                inc["mart_sql_on_empty_s"],
+                f"{100 * inc['mart_sql_on_empty_vs_marts']:.0f} % of the attribution time: "
+                "no update running each mart's SQL costs less",
+            ),
+            (
+                f"incremental: late records of {late['jobs']} jobs (owner check, passes, marts)",
+                late["ingest_s"] + late["seconds"],
+                f"marts {late['seconds']:.2f} s = {100 * late['vs_marts']:.0f} % of the "
+                f"attribution time; {late['mode']}, {late['jobs_recomputed']:,} jobs and "
+                f"{_weeks(late['weeks_recomputed'])} recomputed",
+            ),
+            (
+                "incremental: new day ingest + mart update",
+                inc["ingest_day_plus_update_s"],
+                f"{100 * inc['vs_full_rebuild']:.0f} % of the full rebuild "
+                "(one day is 1/7 of the samples)",
+            ),
+        ]
+    return rows
+
+
+def _weeks(n: int) -> str:
+    return f"{n} week" if n == 1 else f"{n} weeks"
+
+
+def render_bench(r: dict[str, Any]) -> str:
+    """The results as a small table, one section per scenario."""
+    machine = r["machine"]
+    lines = [
+        f"gpuledger bench ({machine['cpus']} CPUs, {machine['memory_gb']} GB, "
+        f"{machine['platform']})"
+    ]
+    rows: list[tuple[str, float, str]] = []
+    if "scale" in r:
+        s = r["scale"]
+        lines.append(f"scale: {s['gpus']} GPUs × {s['days']} days = {s['samples']:,} samples")
+        rows += [
+            ("scale: generate (synthetic)", s["generate_s"], ""),
+            (
+                "scale: attribute from scratch",
+                s["attribute_s"],
+                f"{s['attribute_samples_per_s']:,.0f} samples/s; "
+                f"peak RSS {s['peak_rss_mb']:,.0f} MiB",
+            ),
+            ("scale: plain scan floor", s["floor_scan_s"], "baseline"),
+        ]
+    if "replay" in r:
+        p = r["replay"]
+        lines.append(
+            f"replay: {p['gpus']:,} GPUs × {p['days']} days = {p['jobs']:,} jobs "
+            f"({p['started']:,} started)"
+        )
+        rows += [
+            ("replay: land the jobs and nodes (no telemetry)", p["land_s"], ""),
+            ("replay: load the workload from the lake", p["load_s"], ""),
+            (
+                "replay: the recorded policy, event by event",
+                p["replay_s"],
+                f"{p['jobs_per_s']:,.0f} jobs/s; {p['replay_cpu_s']:.1f} s CPU; "
+                f"peak RSS {p['peak_rss_mb']:,.0f} MiB",
+            ),
+        ]
+    if "attribution" in r:
+        a = r["attribution"]
+        lines.append(f"attribution: {a['gpus']} GPUs × {a['days']} days = {a['samples']:,} samples")
+        rows += _attribution_rows(a)
+        if "detect" in a:
+            d = a["detect"]
+            note = f"{d['findings']:,} findings, {d['recommendations']:,} recommendations"
+            rows.append(("  detect (before the queries)", d["seconds"], note))
+        for q in a.get("dashboard", []):
+            note = f"{q['rows']:,} rows" if "seconds" in q else f"failed: {q['error']}"
+            rows.append((f"  {q['query']}", q.get("seconds", float("nan")), note))
+        for page, secs in a.get("dashboard_pages", {}).items():
+            rows.append((f"  page: {page}", secs, "target ≤ 2 s" if secs <= 2 else "over 2 s"))
+    prom = r.get("prometheus") or {}
+    if "ours_s" in prom:
+        rows.append(("Prometheus JSON → Parquet", prom["ours_s"], f"{prom['samples']:,} samples"))
+    if "client_dataframe_s" in prom:
+        rows.append(
+            (
+                "  prometheus-api-client DataFrame",
+                prom["client_dataframe_s"],
+                f"ours {prom['speedup']}× faster",
+            )
+        )
+    width = max((len(name) for name, _, _ in rows), default=10)
+    lines += [f"  {name:<{width}}  {secs:8.2f} s   {note}" for name, secs, note in rows]
+    return "\n".join(lines)

@@ -1,0 +1,62 @@
+"""`gpuledger check`: audit a lake's findings and marts against the facts they come from."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from app.errors import reports_errors
+from app.options import lake_option
+
+__all__ = ["command"]
+
+
+@click.command(name="check")
+@lake_option
+@reports_errors
+def command(lake: Path) -> None:
+    """Audit the lake: every figure bounded by the facts, the marts adding up.
+
+    \b
+    Checks (each one SQL file under sql/check/, the same the test suite runs):
+      job_gpu_hours       a job's finding (GPU-hours at stake) and its job_usage row
+                          (allocated, observed GPU-hours) never exceed the GPUs of the job's
+                          nodes × the job's time inside the data; a running job ends at the
+                          end of its cluster's data, never at the wall clock
+      owner_gpu_hours     a user's or account's finding never exceeds its allocated GPU-hours
+      hardware_gpu_hours  a GPU's or node's finding never exceeds its GPUs × the data's span
+      findings_in_data    no finding begins or ends after its cluster's data ends
+      mart_occupancy      each occupancy bucket: allocated + unallocated + unobserved = GPUs
+      mart_totals         per job active + idle = observed; the daily, per-GPU and per-bucket
+                          marts add up to job_usage
+
+    \b
+    Prints one line when the lake is consistent (exit 0), else one line per violation,
+    `check [cluster] subject: why`, and exits 1. Reads only; runs in seconds on marts of any
+    size. Build the marts first (`gpuledger attribute`); run it after `gpuledger detect` to
+    audit the findings too.
+
+    \b
+    Example:
+      gpuledger check --lake ./lake
+    """
+    from warehouse.checks import CHECKS, run_checks
+    from warehouse.connection import connect
+
+    con = connect(lake, require=("job_usage",))
+    con.execute("SET enable_progress_bar = false")
+    try:
+        violations = run_checks(con)
+        (clusters,) = con.execute("SELECT count(*) FROM data_extent").fetchone() or (0,)
+        (findings,) = con.execute("SELECT count(*) FROM findings").fetchone() or (0,)
+    finally:
+        con.close()
+    scope = f"{len(CHECKS)} checks over {clusters:,} cluster(s), {findings:,} findings in {lake}"
+    if not violations:
+        click.echo(f"0 violations: {scope}")
+        return
+    for violation in violations:
+        click.echo(violation.line())
+    click.echo(f"{len(violations):,} violation(s): {scope}", err=True)
+    raise SystemExit(1)

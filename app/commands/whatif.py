@@ -1,0 +1,290 @@
+"""`gpuledger whatif`: replay the recorded workload under the recorded or a proposed policy.
+
+`whatif replay` replays a period and says how far the replay is from what happened (the
+calibration every what-if is read beside); `whatif compare` replays it twice, as recorded and
+with `--set` changes, and prints the two side by side.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from app.errors import AppError, reports_errors
+from app.options import Timestamp, lake_option, progress_bar
+
+if TYPE_CHECKING:
+    from detectors.replay.engine import Outcome, Workload
+    from detectors.replay.metrics import Calibration
+    from detectors.replay.policy import Policy
+
+__all__ = ["command"]
+
+SET_HELP = (
+    "A policy change, KEY=VALUE in Slurm's names (repeatable), e.g. "
+    "partition.gpu.MaxTime=08:00:00, assoc.vision.GrpTRES=gres/gpu=16, "
+    "priority.PriorityWeightFairshare=20000, bf_window=2880, node.gpu-07.State=DRAIN."
+)
+
+
+def _span(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "-"
+    minutes = round(seconds / 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+def _stamp(epoch: float) -> str:
+    return dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y-%m-%d %H:%M")
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    workload: Workload
+    recorded: Policy
+    proposed: Policy
+    changes: list[str]
+
+
+def _prepare(
+    lake: Path,
+    cluster: str,
+    slurm_conf: Path | None,
+    since: dt.datetime | None,
+    until: dt.datetime | None,
+    changes: Sequence[str],
+) -> _Run:
+    from detectors.replay.policy import Policy, PolicyError, apply_settings
+    from detectors.replay.workload import NoWorkload, load_workload, recorded_settings
+    from warehouse.connection import connect
+
+    con = connect(lake, require=("jobs",))
+    try:
+        workload = load_workload(con, cluster, since, until)
+        recorded = apply_settings(Policy(), recorded_settings(con, cluster))
+    except NoWorkload as exc:
+        raise AppError(str(exc)) from None
+    finally:
+        con.close()
+    if slurm_conf is not None:
+        from collector.sources.slurm.conf import settings_from_slurm_conf
+
+        try:
+            text = slurm_conf.read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise AppError(f"--slurm-conf {slurm_conf}: {exc.strerror or exc}") from None
+        try:
+            recorded = apply_settings(recorded, settings_from_slurm_conf(text, str(slurm_conf)))
+        except PolicyError as exc:
+            raise AppError(f"--slurm-conf {slurm_conf}: {exc}") from None
+    if not workload.nodes and not recorded.node_gres:
+        raise AppError(
+            f"cluster {cluster!r}: no GPU nodes to replay on — the lake's `gpus` table has none "
+            "and no scheduler configuration names any (run `gpuledger collect slurm-config "
+            f"--cluster {cluster}`, or pass --slurm-conf)"
+        )
+    try:
+        proposed = apply_settings(recorded, changes)
+    except PolicyError as exc:
+        raise click.BadParameter(str(exc), param_hint="--set") from None
+    return _Run(workload, recorded, proposed, list(changes))
+
+
+def _replay(w: Workload, policy: Policy, label: str, quiet: bool) -> Outcome:
+    from detectors.replay.engine import replay
+
+    first = float(w.submit_e.min()) if w.size else w.horizon_e
+    span = max(w.horizon_e - first, 1.0)
+    with progress_bar(label, 1000, enabled=not quiet) as update:
+        out = replay(w, policy, lambda t: update(min(1000, int((t - first) / span * 1000)), 1000))
+        update(1000, 1000)
+    return out
+
+
+def _calibration_lines(c: Calibration) -> list[str]:
+    lines = [
+        f"Calibration: the recorded policy replayed against what happened ({c.jobs:,} jobs "
+        f"started in both; {c.started_only_real:,} only in the record, "
+        f"{c.started_only_replay:,} only in the replay)",
+        f"  |replayed − real start|   median {_span(c.median_abs_start_s)}, "
+        f"p90 {_span(c.p90_abs_start_s)}",
+        f"  start-order rank correlation   {c.rank_correlation:.3f}",
+        "  mean wait per account      real      replayed    difference",
+    ]
+    for account, jobs, real, replayed, rel in c.wait_by_account.iter_rows():
+        lines.append(
+            f"    {account[:20]:<20} {_span(real):>10}  {_span(replayed):>10}   {rel * 100:+6.1f} %"
+            f"  ({jobs:,} jobs)"
+        )
+    return lines
+
+
+def _header(run: _Run) -> str:
+    w = run.workload
+    return (
+        f"Cluster: {len(w.nodes)} nodes, {int(w.node_gpus.sum()):,} GPUs; {w.size:,} GPU jobs "
+        f"submitted {_stamp(float(w.submit_e.min()))} … {_stamp(float(w.submit_e.max()))} UTC; "
+        f"replayed to the end of the data, {_stamp(w.horizon_e)} UTC"
+    )
+
+
+def _options(func: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed(
+        (
+            lake_option,
+            click.option("--cluster", required=True, help="The cluster to replay."),
+            click.option(
+                "--slurm-conf",
+                type=click.Path(dir_okay=False, path_type=Path),
+                default=None,
+                help="Read the recorded policy from this slurm.conf (partitions, nodes, "
+                "priority weights, backfill parameters) instead of Slurm's defaults.",
+            ),
+            click.option(
+                "--since", type=Timestamp(), default=None, help="First submit time to replay."
+            ),
+            click.option(
+                "--until", type=Timestamp(), default=None, help="Replay jobs submitted before."
+            ),
+            click.option("--set", "changes", multiple=True, metavar="KEY=VALUE", help=SET_HELP),
+            click.option("-q", "--quiet", is_flag=True, help="No progress bar."),
+        )
+    ):
+        func = option(func)
+    return func
+
+
+@click.group(name="whatif")
+def command() -> None:
+    """Replay the recorded workload under the recorded or a proposed scheduler policy.
+
+    The replay models Slurm's main scheduler and backfill, multifactor priority with
+    fair-share, association GPU limits and partition time limits, over the GPU nodes the
+    lake knows. Read every what-if beside its calibration: how far the replay of the
+    recorded policy is from what really happened.
+
+    Example:  gpuledger whatif compare --cluster della --set partition.gpu.MaxTime=08:00:00
+    """
+
+
+@command.command(name="replay")
+@_options
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write one row per job (real and replayed start and end, cut or held by a limit) "
+    "to this Parquet file.",
+)
+@reports_errors
+def command_replay(
+    lake: Path,
+    cluster: str,
+    slurm_conf: Path | None,
+    since: dt.datetime | None,
+    until: dt.datetime | None,
+    changes: tuple[str, ...],
+    quiet: bool,
+    out: Path | None,
+) -> None:
+    """Replay a period; with no --set, the recorded policy, and how far it is from the record.
+
+    Example:  gpuledger whatif replay --cluster della --since 2026-11-01 --out replay.parquet
+    """
+    from detectors.replay.metrics import calibrate, outcome_table
+
+    run = _prepare(lake, cluster, slurm_conf, since, until, changes)
+    began = time.perf_counter()
+    baseline = _replay(run.workload, run.recorded, "replaying", quiet)
+    seconds = time.perf_counter() - began
+    click.echo(_header(run))
+    click.echo(f"Replayed {run.workload.size:,} jobs in {seconds:.1f} s.")
+    for line in _calibration_lines(calibrate(run.workload, baseline)):
+        click.echo(line)
+    result = baseline
+    if run.changes:
+        result = _replay(run.workload, run.proposed, "replaying the change", quiet)
+        started = int((result.start_e == result.start_e).sum())
+        click.echo(
+            f"With {', '.join(run.changes)}: {started:,} jobs start, "
+            f"{int(result.cut_by_limit.sum()):,} cut by a limit, "
+            f"{int(result.held_by_limit.sum()):,} held pending by one "
+            "(see `gpuledger whatif compare` for the side-by-side figures)."
+        )
+    if out is not None:
+        import polars as pl
+
+        table = outcome_table(run.workload, result)
+        table = table.insert_column(0, pl.Series("cluster", [cluster] * table.height))
+        try:
+            table.write_parquet(out)
+        except OSError as exc:
+            raise AppError(f"--out {out}: {exc.strerror or exc}") from None
+        click.echo(f"Wrote {table.height:,} rows to {out}.")
+
+
+@command.command(name="compare")
+@_options
+@reports_errors
+def command_compare(
+    lake: Path,
+    cluster: str,
+    slurm_conf: Path | None,
+    since: dt.datetime | None,
+    until: dt.datetime | None,
+    changes: tuple[str, ...],
+    quiet: bool,
+) -> None:
+    """Baseline (the recorded policy) against the proposal (--set), side by side.
+
+    Prints queue waits p50/p95 per account and per job size, GPU occupancy, each account's
+    share against its entitlement and Jain's fairness index, and the jobs a new time limit
+    cuts short (and the GPU-hours they lose) or keeps pending.
+
+    Example:  gpuledger whatif compare --cluster della --set assoc.vision.GrpTRES=gres/gpu=16
+    """
+    from detectors.replay.metrics import calibrate, compare
+
+    if not changes:
+        raise click.UsageError("compare needs at least one --set KEY=VALUE (the proposal)")
+    run = _prepare(lake, cluster, slurm_conf, since, until, changes)
+    w = run.workload
+    baseline = _replay(w, run.recorded, "replaying the baseline", quiet)
+    proposal = _replay(w, run.proposed, "replaying the proposal", quiet)
+    capacity = float(w.node_gpus.sum()) * max(w.horizon_e - float(w.submit_e.min()), 1.0) / 3600
+    entitlement = {a: float(run.recorded.shares.get(a, 1.0)) for a in set(w.account)}
+    c = compare(w, baseline, proposal, entitlement, capacity)
+    click.echo(_header(run))
+    click.echo(f"Proposal: {', '.join(run.changes)}")
+    click.echo("")
+    click.echo(f"{'':34}{'baseline':>14}{'proposal':>14}")
+    click.echo(f"{'jobs started':34}{c.started[0]:>14,}{c.started[1]:>14,}")
+    click.echo(f"{'GPU-hours run':34}{c.gpu_h[0]:>14,.1f}{c.gpu_h[1]:>14,.1f}")
+    click.echo(f"{'GPU occupancy':34}{c.occupancy[0]:>13.1%} {c.occupancy[1]:>13.1%}")
+    click.echo(f"{'Jain index (share ÷ entitlement)':34}{c.jain[0]:>14.3f}{c.jain[1]:>14.3f}")
+    click.echo(
+        f"Cut short by a new limit: {c.cut_jobs:,} jobs, {c.cut_gpu_h:,.1f} GPU-h lost; "
+        f"kept pending by one: {c.held_jobs:,} jobs."
+    )
+    click.echo("")
+    heads = ("base p50", "base p95", "new p50", "new p95")
+    click.echo(f"{'queue wait':24}" + "".join(f"{h:>14}" for h in heads))
+    for group, key, _bj, b50, b95, _nj, n50, n95 in c.waits.iter_rows():
+        label = f"{'account' if group == 'account' else 'size'} {key}"[:24]
+        click.echo(f"{label:24}" + "".join(f"{_span(v):>14}" for v in (b50, b95, n50, n95)))
+    click.echo("")
+    click.echo(f"{'share of GPU-hours':24}{'entitled':>10}{'baseline':>10}{'proposal':>10}")
+    for account, ent, base_share, new_share in c.shares.iter_rows():
+        click.echo(f"{account[:24]:24}{ent:>10.1%}{base_share:>10.1%}{new_share:>10.1%}")
+    click.echo("")
+    for line in _calibration_lines(calibrate(w, baseline)):
+        click.echo(line)

@@ -1,0 +1,1 @@
+"""`gpuledger evaluate`: score detectors on a labelled simulated lake."""

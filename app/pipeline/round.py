@@ -1,0 +1,370 @@
+"""One pipeline round: compact → attribute → detect → recommend (alert is app.alerts.runner).
+
+Every caller — `gpuledger attribute`, `detect`, `demo`, `run` (the service), `bench`,
+`evaluate` — runs these steps with a `PipelineConfig` (app.pipeline.settings), so the same
+file gives the same marts and the same findings whichever command ran them.
+
+Findings: the rules run with each detector's own thresholds (`[detect.<detector>]`); the other
+producers (the bottleneck diagnosis, the trained models) beside them; then, in one place
+(`scope_findings`), a disabled detector's findings are dropped and each detector's scope
+(partitions, accounts, users, QOS of the finding's job or subject) applied; each finding's
+evidence records the configuration that produced it (`config.id`, the detector's thresholds).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from app.pipeline.settings import PipelineConfig, Scope
+from warehouse.writer_lock import writer_step
+
+if TYPE_CHECKING:
+    import duckdb
+    import polars as pl
+    import pyarrow as pa
+
+__all__ = [
+    "FINDING_PRODUCERS",
+    "AttributeOutcome",
+    "DetectOutcome",
+    "FindingProducer",
+    "attribute",
+    "bottleneck_producer",
+    "compact",
+    "detect",
+    "rule_findings",
+    "scope_findings",
+    "scope_recommendations",
+]
+
+# (connection, now, since) -> a table in the `findings` schema (warehouse.schema FINDINGS).
+# `since` may only narrow which subjects a producer examines: each finding's figures come from
+# all the lake's data (a job's whole run, a user's whole 7 days), since a finding found again
+# replaces the stored one under its id. `detect` then keeps the findings seen since then.
+FindingProducer = Callable[["duckdb.DuckDBPyConnection", dt.datetime, dt.datetime], "pa.Table"]
+
+Progress = Callable[[int, int], None]
+
+# ---------------------------------------------------------------- compact and attribute
+
+
+def compact(lake: Path, now: dt.datetime, since: dt.date | None = None) -> int:
+    """DESIGN §3: merge the small files of closed UTC days (from `since` on); return how many
+    day partitions were compacted (0 when the lake does not exist yet)."""
+    from warehouse.writer import compact_closed_days
+
+    if not lake.is_dir():
+        return 0
+    return compact_closed_days(lake, now.astimezone(dt.UTC).date(), since=since)
+
+
+@dataclass(frozen=True, slots=True)
+class AttributeOutcome:
+    """What one attribution did: sample files checked / rewritten, samples re-attributed, the
+    rows of each mart, and the day partitions compacted first."""
+
+    checked: int
+    rewritten: int
+    changed: int
+    counts: dict[str, int]
+    compacted: int = 0
+
+
+def attribute(
+    lake: Path,
+    config: PipelineConfig,
+    now: dt.datetime,
+    *,
+    since: dt.datetime | None = None,
+    force: bool = False,
+    engine: str = "duckdb",
+    spark_master: str | None = None,
+    spark_source: str | None = None,
+    owners_progress: Progress | None = None,
+    marts_progress: Progress | None = None,
+    attempts: int = 1,
+) -> AttributeOutcome:
+    """Compact closed days, re-check sample owners, then bring every mart up to date.
+
+    `attempts` > 1 reads the lake afresh after a DuckDB error (the service: a source may replace
+    a file this round is reading, e.g. a partial Prometheus window landing again).
+    """
+    import duckdb
+
+    from warehouse.attribution import MART_ORDER, build_marts, reattribute
+    from warehouse.connection import connect
+
+    since_day = since.astimezone(dt.UTC).date() if since else None
+    compacted = compact(lake, now, since_day)
+    built = [0]  # marts built so far in this attempt
+
+    def step(_mart: str) -> None:
+        built[0] += 1
+        if marts_progress is not None:
+            marts_progress(built[0], len(MART_ORDER))
+
+    for attempt in range(1, attempts + 1):
+        built[0] = 0
+        con = connect(lake, require=("gpu_samples",))
+        try:
+            checked, rewritten, changed = reattribute(
+                con, lake, progress=owners_progress, since=since_day
+            )
+            if engine == "spark":
+                from warehouse.spark import build_marts_on_spark, spark_session
+
+                counts = build_marts_on_spark(
+                    spark_session(spark_master),
+                    lake,
+                    config.attribution.values(),
+                    MART_ORDER,
+                    progress=step,
+                    source=spark_source,
+                )
+            else:
+                counts = build_marts(con, lake, config.attribution, progress=step, force=force)
+            return AttributeOutcome(checked, rewritten, changed, counts, compacted)
+        except duckdb.Error:
+            if attempt == attempts:
+                raise
+        finally:
+            con.close()
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+# ---------------------------------------------------------------- detect
+
+
+def rule_findings(
+    con: duckdb.DuckDBPyConnection, config: PipelineConfig, now: dt.datetime
+) -> pa.Table:
+    """The waste and health rules over all the data (their windows would cut a job's run or a
+    user's 7 days at `since`), each detector with its own thresholds.
+
+    Detectors with the same effective RuleConfig share one run of the rules; a detector whose
+    thresholds differ gets a run of its family's rules with them, keeping only its rows.
+    """
+    import polars as pl
+
+    from app.pipeline.settings import DEFAULT_RULES
+    from detectors.findings import FRAME_SCHEMA, to_findings
+    from detectors.rules import DETECTORS, FAMILY_RULES, RULES, RuleConfig, Window, detect_frame
+
+    groups: dict[RuleConfig, list[str]] = {}
+    for name in DETECTORS:
+        if config.detector(name).enabled:
+            groups.setdefault(config.rule_config(name), []).append(name)
+    window = Window(now=now)
+    default = DEFAULT_RULES  # the detectors whose thresholds are all left as they are
+    frames = []
+    for rule_config, names in groups.items():
+        if rule_config == default:
+            rules = RULES
+        else:
+            families = {config.detector(n).family for n in names}
+            rules = tuple(r for r in RULES if any(r in FAMILY_RULES[f] for f in families if f))
+        frame = detect_frame(con, rule_config, window, rules)
+        frames.append(frame.filter(pl.col("detector").is_in(names)))
+    if not frames:  # every rule detector is disabled
+        frames.append(pl.DataFrame(schema=FRAME_SCHEMA))
+    return to_findings(pl.concat(frames, how="vertical"), detected_ts=now)
+
+
+def bottleneck_producer(
+    con: duckdb.DuckDBPyConnection, now: dt.datetime, since: dt.datetime
+) -> pa.Table:
+    """Jobs whose bottleneck (input-, memory-, communication-bound, underused) has a fix (every
+    job: one started before `since` may still run after it)."""
+    from detectors.bottleneck_findings import bottleneck_findings
+    from detectors.rules.base import EPOCH
+
+    return bottleneck_findings(con, now, EPOCH)
+
+
+# The producers beside the rules; every producer's rows are merged and written once per run.
+FINDING_PRODUCERS: list[FindingProducer] = [bottleneck_producer]
+
+
+def _job_scope(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    from warehouse import queries
+
+    return queries.run(con, "jobs/job_scope")
+
+
+def _in_scope(scope: Scope) -> pl.Expr:
+    """Whether a finding (with its job's `partition` and `qos` joined) is in `scope`. A finding
+    about no job (a GPU, a user's week) has no partition or QOS: only users and accounts
+    apply to it."""
+    import polars as pl
+
+    keep = pl.lit(True)
+    if scope.partitions:
+        keep &= pl.col("_partition").is_null() | pl.col("_partition").is_in(scope.partitions)
+    for column, excluded in (
+        ("_partition", scope.exclude_partitions),
+        ("_qos", scope.exclude_qos),
+        ("_user", scope.exclude_users),
+        ("_account", scope.exclude_accounts),
+    ):
+        if excluded:
+            keep &= ~pl.col(column).is_in(excluded).fill_null(False)
+    return keep
+
+
+def scope_findings(
+    findings: pa.Table, config: PipelineConfig, jobs: Callable[[], pl.DataFrame]
+) -> pa.Table:
+    """Drop the findings of disabled detectors and those outside each detector's scope.
+
+    `jobs()` gives (cluster, job_id, partition, qos, user, account) of every job; it is read
+    only when some detector is scoped.
+    """
+    import polars as pl
+
+    settings = [config.detector(n) for n in {*findings.column("detector").to_pylist()}]
+    disabled = [d.name for d in settings if not d.enabled]
+    scoped = [d for d in settings if d.enabled and not d.scope.everything]
+    if not disabled and not scoped:
+        return findings
+    frame = pl.from_arrow(findings)
+    assert isinstance(frame, pl.DataFrame)
+    frame = frame.filter(~pl.col("detector").is_in(disabled))
+    if scoped:
+        known = jobs().select(
+            "cluster",
+            "job_id",
+            pl.col("partition").alias("_partition"),
+            pl.col("qos").alias("_qos"),
+            pl.col("user").alias("_job_user"),
+            pl.col("account").alias("_job_account"),
+        )
+        joined = frame.with_row_index("_row").join(known, on=["cluster", "job_id"], how="left")
+        joined = joined.with_columns(
+            pl.coalesce("user", "_job_user").alias("_user"),
+            pl.coalesce("account", "_job_account").alias("_account"),
+        )
+        keep = pl.lit(True)
+        for d in scoped:
+            keep = pl.when(pl.col("detector") == d.name).then(_in_scope(d.scope)).otherwise(keep)
+        frame = joined.filter(keep).sort("_row").select(frame.columns)
+    return frame.to_arrow().cast(findings.schema)
+
+
+def _stamp(findings: pa.Table, config: PipelineConfig) -> pa.Table:
+    """Add `"config": {"id": …, "thresholds": {…}}` to each finding's evidence object."""
+    import polars as pl
+
+    frame = pl.from_arrow(findings)
+    assert isinstance(frame, pl.DataFrame)
+    if frame.is_empty():
+        return findings
+    stamps = {n: f'"config":{config.evidence(n)}' for n in set(frame["detector"].to_list())}
+    stamp = pl.col("detector").replace_strict(stamps, return_dtype=pl.String)
+    evidence = pl.col("evidence").str.strip_chars()
+    frame = frame.with_columns(
+        pl.when(evidence.is_null() | (evidence == "{}") | (evidence == ""))
+        .then(pl.concat_str(pl.lit("{"), stamp, pl.lit("}")))
+        .otherwise(pl.concat_str(evidence.str.strip_suffix("}"), pl.lit(","), stamp, pl.lit("}")))
+        .alias("evidence")
+    )
+    return frame.to_arrow().cast(findings.schema)
+
+
+def scope_recommendations(recs: pa.Table, config: PipelineConfig) -> pa.Table:
+    """Drop recommendations of a recommender's excluded subjects: a recommendation scoped to
+    `partition=…`, `account=…` or `user=…` (its `scope`) is judged by that subject."""
+    import polars as pl
+
+    scoped = {r.kind: r.scope for r in config.recommend.recommenders if not r.scope.everything}
+    if not scoped or recs.num_rows == 0:
+        return recs
+    frame = pl.from_arrow(recs)
+    assert isinstance(frame, pl.DataFrame)
+    what = pl.col("scope").str.split_exact("=", 1)
+    frame = frame.with_columns(
+        what.struct.field("field_0").alias("_what"), what.struct.field("field_1").alias("_value")
+    )
+    for name in ("partition", "qos", "user", "account"):
+        frame = frame.with_columns(
+            pl.when(pl.col("_what") == name).then(pl.col("_value")).alias(f"_{name}")
+        )
+    keep = pl.lit(True)
+    for kind, scope in scoped.items():
+        keep = pl.when(pl.col("kind") == kind).then(_in_scope(scope)).otherwise(keep)
+    return frame.filter(keep).select(recs.column_names).to_arrow().cast(recs.schema)
+
+
+@dataclass(frozen=True, slots=True)
+class DetectOutcome:
+    """What one detect run found and stored."""
+
+    findings: pa.Table
+    new: int
+    updated: int
+    recommendations: int
+    unchanged: int = 0
+
+
+@writer_step("detect", root_arg="lake")
+def detect(
+    lake: Path,
+    config: PipelineConfig,
+    now: dt.datetime,
+    since: dt.datetime | None = None,
+    *,
+    recommend: bool = True,
+) -> DetectOutcome:
+    """Run every finding producer, scope and upsert the findings, then replay the
+    recommendations (the recommenders `config` enables, with their thresholds).
+
+    With `since`, only findings about problems seen at or after it (their span ends then or
+    later, or is open) are stored; their figures come from all the data, so a finding found
+    whole before is stored again as it was, not with the figures of a shorter window.
+    """
+    import pyarrow as pa
+
+    from detectors.findings import FINDINGS_SCHEMA, seen_since, write_findings
+    from detectors.models import producer as model_producer
+    from detectors.rules.base import EPOCH
+    from warehouse.connection import connect
+    from warehouse.schema import TABLES
+    from warehouse.writer import conform
+
+    con = connect(lake, require=("job_usage",))
+    con.execute("SET enable_progress_bar = false")  # keep the summary the only output
+    try:
+        tables = [rule_findings(con, config, now)]
+        # the other producers, then the predictive models (trained by `gpuledger train`)
+        for produce in [*FINDING_PRODUCERS, model_producer(lake)]:
+            tables.append(produce(con, now, since or EPOCH))
+        # Each producer's rows are checked against the contract before they are merged.
+        findings = pa.concat_tables(
+            [FINDINGS_SCHEMA.empty_table()]
+            + [conform(TABLES["findings"], table) for table in tables]
+        )
+        findings = scope_findings(findings, config, lambda: _job_scope(con))
+    finally:
+        con.close()
+    if since is not None:
+        findings = seen_since(findings, since)
+    findings = _stamp(findings, config)
+    result = write_findings(lake, findings)
+    stored = 0
+    if recommend:
+        from detectors.recommend import recommend as replay
+        from detectors.recommend.store import write_recommendations
+
+        # a fresh connection: drain_node reads the critical findings just written
+        con = connect(lake, require=("job_usage",))
+        con.execute("SET enable_progress_bar = false")
+        try:
+            recs = replay(con, config.recommend_config, now, kinds=config.enabled_kinds)
+            clusters = [c for (c,) in con.execute("SELECT DISTINCT cluster FROM jobs").fetchall()]
+        finally:
+            con.close()
+        stored = write_recommendations(lake, scope_recommendations(recs, config), clusters)
+    return DetectOutcome(findings, result.new, result.updated, stored, result.unchanged)

@@ -1,0 +1,1 @@
+"""dcgm-exporter: exposition parsing, metric aliases, rows and the direct scraper."""

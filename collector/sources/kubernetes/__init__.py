@@ -1,0 +1,1 @@
+"""Kubernetes: GPU pods, Kueue/Volcano queues and their collector."""

@@ -1,0 +1,1 @@
+"""The Microsoft Philly trace importer (job log and per-minute GPU utilisation)."""

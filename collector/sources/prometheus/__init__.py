@@ -1,0 +1,1 @@
+"""Prometheus: pull dcgm-exporter (and throughput) series out of Prometheus' HTTP API."""

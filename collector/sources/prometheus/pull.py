@@ -1,0 +1,503 @@
+"""Pull dcgm-exporter telemetry out of Prometheus into the lake, window by window, resumably.
+
+Time is cut into windows on a fixed grid (`window_s`, dividing a day, so a window never spans two
+date partitions). For each window every DCGM family is fetched as raw samples with a range
+selector in an instant query (`DCGM_FI_DEV_GPU_UTIL{sel}[3600001ms]` at the window's last ms),
+the way `get_metric_range_data` chunks — never a step-resampled `query_range`. Queries run on a
+bounded thread pool with timeouts and exponential backoff; a window is pivoted
+(`prometheus.pivot`) and landed under a batch id derived from (cluster, selector, window), so
+landing it again replaces it. The checkpoint (`prometheus.state`) then moves past every window
+that was complete; a rerun restarts there. Without `until` the pull follows live data.
+Configured application throughput counters (`PullConfig.throughput`, as given: the selector is
+not added) are fetched per window the same way and land in `app_throughput` under the window's
+batch id (`prometheus.throughput`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import logging
+import math
+import threading
+from collections import Counter, deque
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, TypeVar
+
+from collector.errors import ConfigError
+from collector.sources.dcgm_exporter.fields import FIELDS
+from collector.sources.dcgm_exporter.rows import to_ms
+from collector.sources.prometheus.blocks import SeriesBlock, block_from_body
+from collector.sources.prometheus.pivot import (
+    EVENT_COLUMNS,
+    LOOKBACK_MS,
+    TargetLabels,
+    pivot_window,
+)
+from collector.sources.prometheus.state import Checkpoint, CheckpointStore, source_key
+from collector.sources.prometheus.throughput import (
+    DEFAULT_JOB_LABEL,
+    pivot_throughput,
+    validate_throughput,
+)
+from collector.sources.prometheus.transport import (
+    PrometheusQueryError,
+    PrometheusUnavailable,
+    QueryTooLarge,
+    Transport,
+)
+from warehouse.writer import write_batch
+
+__all__ = [
+    "PullConfig",
+    "PullSummary",
+    "WindowLanded",
+    "batch_id_for",
+    "pull",
+    "range_query",
+]
+
+logger = logging.getLogger(__name__)
+
+DAY_S: Final = 86_400
+MIN_SPLIT_MS: Final = 60_000  # a query for less than a minute is not split further
+MAX_BACKOFF_S: Final = 30.0
+_EVENT_FAMILIES: Final = frozenset(n for n, s in FIELDS.items() if s.column in EVENT_COLUMNS)
+# Both exporter generations (and 1.x names); the families pulled are those Prometheus holds.
+_NAME_MATCH: Final = "DCGM_FI_.+|dcgm_.+"
+
+Clock = Callable[[], dt.datetime]
+_Answer = TypeVar("_Answer")
+
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class PullConfig:
+    """What to pull. `selector`: label matchers added to every query, e.g. `cluster="a"`.
+
+    `since`/`until` bound the pull (None: resume from the checkpoint, else the last hour; and
+    follow live data). `settle_s`: how old a window's end must be before it counts as complete
+    (a scrape can land that late). `interval_s`: the span of a row; None measures it.
+    """
+
+    cluster: str
+    selector: str = ""
+    since: dt.datetime | None = None
+    until: dt.datetime | None = None
+    window_s: int = 3600
+    parallel: int = 4
+    retries: int = 4
+    backoff_s: float = 1.0
+    poll_s: float = 30.0
+    settle_s: float = 60.0
+    interval_s: float | None = None
+    reset: bool = False
+    # application throughput: (counter name, series selector) pairs, and the label naming the job
+    throughput: tuple[tuple[str, str], ...] = ()
+    throughput_job_label: str = DEFAULT_JOB_LABEL
+
+    def validate(self) -> None:
+        if not self.cluster.strip():
+            raise ConfigError("cluster must not be empty")
+        if not 60 <= self.window_s <= DAY_S or DAY_S % self.window_s:
+            raise ConfigError(
+                f"window {self.window_s!r} s must divide a day and be 60 s to 1 day "
+                "(e.g. 600, 3600, 21600)"
+            )
+        if "{" in self.selector or "}" in self.selector:
+            raise ConfigError(
+                f"selector {self.selector!r}: give label matchers without braces, "
+                'e.g. cluster="a",job="dcgm"'
+            )
+        for name, when in (("since", self.since), ("until", self.until)):
+            if when is not None and when.tzinfo is None:
+                raise ConfigError(f"{name} {when!r} has no time zone; expected UTC")
+        if self.since and self.until and self.until <= self.since:
+            raise ConfigError(f"until {self.until.isoformat()} must be after since")
+        if self.parallel < 1 or self.retries < 0 or self.poll_s <= 0:
+            raise ConfigError("parallel must be >= 1, retries >= 0 and poll_s > 0")
+        validate_throughput(self.throughput, self.throughput_job_label)
+
+
+@dataclass(frozen=True, slots=True)
+class WindowLanded:
+    """Progress: one window landed (`complete`: it will not change and the checkpoint moved)."""
+
+    start: dt.datetime
+    end: dt.datetime
+    samples: int
+    events: int
+    job_gpus: int
+    complete: bool
+    done: int  # windows landed so far in this pass
+    total: int  # windows in this pass
+    throughput: int = 0  # app_throughput rows
+
+
+@dataclass(slots=True)
+class PullSummary:
+    """What a pull landed, what it skipped by reason, and where the checkpoint stands."""
+
+    windows: int = 0
+    samples: int = 0
+    events: int = 0
+    job_gpus: int = 0
+    throughput: int = 0  # app_throughput rows
+    passes: int = 0
+    families: list[str] = field(default_factory=list)
+    counts: Counter[str] = field(default_factory=Counter)
+    first: dt.datetime | None = None
+    last: dt.datetime | None = None
+    checkpoint: dt.datetime | None = None
+    stopped: bool = False
+
+
+class _Stopped(Exception):
+    """Internal: the stop event was set while waiting to retry."""
+
+
+def _from_ms(ms: int) -> dt.datetime:
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
+
+
+def batch_id_for(cluster: str, source: str, start_ms: int, window_s: int) -> str:
+    """The batch id of one window: landing the window again replaces it."""
+    return f"prometheus-{cluster}-{source}-{_from_ms(start_ms):%Y%m%dT%H%M%S}Z-{window_s}s"
+
+
+def range_query(family: str, selector: str, start_ms: int, end_ms: int) -> tuple[str, float]:
+    """The instant query of a range selector that returns `family`'s samples in [start, end).
+
+    Evaluated at the last millisecond of the window; the range reaches one ms before `start`
+    so that both the closed ranges of Prometheus 2 and the left-open ones of 3 include it
+    (the pivot drops what lies outside).
+    """
+    matchers = f"{{{selector}}}" if selector.strip() else ""
+    return _ranged(f"{family}{matchers}", start_ms, end_ms)
+
+
+def _ranged(series: str, start_ms: int, end_ms: int) -> tuple[str, float]:
+    """`series` (a selector) with the range of `range_query`, and the time to evaluate it at."""
+    return f"{series}[{end_ms - start_ms + 1}ms]", (end_ms - 1) / 1000.0
+
+
+class _Puller:
+    def __init__(
+        self, cfg: PullConfig, root: Path, transport: Transport, clock: Clock, stop: threading.Event
+    ) -> None:
+        self.cfg = cfg
+        self.root = root
+        self.transport = transport
+        self.clock = clock
+        self.stop = stop
+        self.source = source_key(cfg.selector)
+        self.store = CheckpointStore(root)
+        self.window_ms = cfg.window_s * 1000
+        self.summary = PullSummary()
+        self.targets: TargetLabels = {}
+        self.spacing_s: float | None = None  # the last window's measured sample spacing
+
+    # ------------------------------------------------------------------ requests
+
+    def _retrying(self, what: str, call: Callable[[], _Answer]) -> _Answer:
+        attempts = self.cfg.retries + 1
+        for attempt in range(attempts):
+            try:
+                return call()
+            except PrometheusUnavailable as exc:
+                if attempt + 1 == attempts:
+                    raise PrometheusUnavailable(
+                        f"Prometheus at {self.transport.url} did not answer {what} after "
+                        f"{attempts} attempt(s): {exc}"
+                    ) from exc
+                delay = min(self.cfg.backoff_s * 2**attempt, MAX_BACKOFF_S)
+                logger.warning("%s failed (%s); retrying in %.1f s", what, exc, delay)
+                if self.stop.wait(delay):
+                    raise _Stopped from exc
+        raise AssertionError("unreachable")
+
+    def _fetch(
+        self, family: str, start_ms: int, end_ms: int, series: str | None = None
+    ) -> list[SeriesBlock]:
+        """One family's samples in [start, end), split in halves while Prometheus says too big.
+
+        `series`: a full series selector to query instead of `family{selector}` (throughput
+        counters; the block is still named `family`).
+        """
+        if series is None:
+            query, at_s = range_query(family, self.cfg.selector, start_ms, end_ms)
+        else:
+            query, at_s = _ranged(series, start_ms, end_ms)
+        try:
+            body = self._retrying(
+                f"query {query}", lambda: self.transport.range_vector(query, at_s)
+            )
+        except QueryTooLarge:
+            if end_ms - start_ms <= MIN_SPLIT_MS:
+                raise
+            mid = start_ms + (end_ms - start_ms) // 2
+            return self._fetch(family, start_ms, mid, series) + self._fetch(
+                family, mid, end_ms, series
+            )
+        return [block_from_body(family, body)]
+
+    def _window_blocks(self, family: str, start_ms: int, end_ms: int) -> list[SeriesBlock]:
+        lookback = LOOKBACK_MS if family in _EVENT_FAMILIES else 0
+        return self._fetch(family, start_ms - lookback, end_ms)
+
+    def _throughput_blocks(self, start_ms: int, end_ms: int) -> list[SeriesBlock]:
+        """Every configured throughput counter's samples in [start, end), one block each."""
+        return [
+            block
+            for name, series in self.cfg.throughput
+            for block in self._fetch(name, start_ms, end_ms, series)
+        ]
+
+    def target_labels(self, start_ms: int, end_ms: int) -> TargetLabels:
+        """Per scrape target (`instance`), the labels the target itself adds, from `up`'s series.
+
+        Kubernetes service discovery puts the exporter's own pod on every series it scrapes;
+        they must not be taken for the pod that holds a GPU. Read from the series index (no
+        samples are loaded); history loaded without scrapes has no `up`: nothing to drop.
+        """
+        matchers = f"{{{self.cfg.selector}}}" if self.cfg.selector.strip() else ""
+        found_series = self._retrying(
+            "the scrape-target lookup",
+            lambda: self.transport.series(f"up{matchers}", start_ms / 1000, end_ms / 1000),
+        )
+        found: dict[str, dict[str, set[str]]] = {}
+        for labels in found_series:
+            target = found.setdefault(labels.get("instance", ""), {})
+            for name, value in labels.items():
+                target.setdefault(name, set()).add(value)
+        return {i: {k: frozenset(v) for k, v in t.items()} for i, t in found.items()}
+
+    def discover(self, start_ms: int, end_ms: int) -> list[str]:
+        """The DCGM families Prometheus holds for the selector, in the alias table's order."""
+        sel = f",{self.cfg.selector}" if self.cfg.selector.strip() else ""
+        match = f'{{__name__=~"{_NAME_MATCH}"{sel}}}'
+        names = self._retrying(
+            "the metric-name lookup",
+            lambda: self.transport.family_names(match, start_ms / 1000, end_ms / 1000),
+        )
+        held = {str(n) for n in names}
+        unknown = sorted(n for n in held if n not in FIELDS)
+        if unknown:
+            logger.info("families with no gpu_samples column (not pulled): %s", ", ".join(unknown))
+        return [name for name in FIELDS if name in held]
+
+    # ------------------------------------------------------------------ windows
+
+    def start_ms(self, checkpoint: Checkpoint | None, now_ms: int) -> int:
+        """Where this run begins, snapped down to the window grid."""
+        since = to_ms(self.cfg.since) if self.cfg.since else None
+        if checkpoint is not None and not self.cfg.reset:
+            start = max(checkpoint.done_until_ms, since or 0)
+        elif since is not None:
+            start = since
+        else:
+            start = now_ms - 3_600_000
+        return start - start % self.window_ms
+
+    def land(
+        self,
+        start_ms: int,
+        blocks: list[SeriesBlock],
+        now_ms: int,
+        throughput: list[SeriesBlock] | None = None,
+    ) -> WindowLanded:
+        end_ms = start_ms + self.window_ms
+        rows = pivot_window(
+            blocks,
+            cluster=self.cfg.cluster,
+            start_ms=start_ms,
+            end_ms=end_ms,
+            open_window=end_ms > now_ms,
+            interval_s=self.cfg.interval_s,
+            targets=self.targets,
+            fallback_interval_s=self.spacing_s,
+        )
+        if rows.spacing_s is not None:
+            self.spacing_s = rows.spacing_s
+        batch = batch_id_for(self.cfg.cluster, self.source, start_ms, self.cfg.window_s)
+        for table, data in (
+            ("gpu_samples", rows.samples),
+            ("gpu_events", rows.events),
+            ("job_gpus", rows.job_gpus),
+        ):
+            write_batch(self.root, table, data, batch)
+        app_rows = 0
+        if self.cfg.throughput:
+            app = pivot_throughput(
+                throughput or [],
+                cluster=self.cfg.cluster,
+                start_ms=start_ms,
+                end_ms=end_ms,
+                job_label=self.cfg.throughput_job_label,
+            )
+            write_batch(self.root, "app_throughput", app.table, batch)
+            app_rows = app.table.num_rows
+            self.summary.counts.update({f"app_throughput {k}": n for k, n in app.counts.items()})
+        s = self.summary
+        s.windows += 1
+        s.samples += rows.samples.num_rows
+        s.events += rows.events.num_rows
+        s.job_gpus += rows.job_gpus.num_rows
+        s.throughput += app_rows
+        s.counts.update(rows.counts)
+        first, last = _from_ms(start_ms), _from_ms(min(end_ms, now_ms))
+        s.first = first if s.first is None else min(s.first, first)
+        s.last = last if s.last is None else max(s.last, last)
+        return WindowLanded(
+            start=_from_ms(start_ms),
+            end=_from_ms(end_ms),
+            samples=rows.samples.num_rows,
+            events=rows.events.num_rows,
+            job_gpus=rows.job_gpus.num_rows,
+            complete=end_ms + self.cfg.settle_s * 1000 <= now_ms,
+            done=0,
+            total=0,
+            throughput=app_rows,
+        )
+
+    def run_pass(
+        self,
+        pool: ThreadPoolExecutor,
+        start_ms: int,
+        limit_ms: int,
+        families: list[str],
+        progress: Callable[[WindowLanded], None] | None,
+    ) -> int:
+        """Land every window from `start_ms` up to `limit_ms`; return the new checkpoint."""
+        starts = list(range(start_ms, limit_ms, self.window_ms))
+        # enough windows in flight to keep every worker busy, no more (memory)
+        ahead = max(2, math.ceil(2 * self.cfg.parallel / max(len(families), 1)))
+        pending: deque[tuple[int, int, list[Future[list[SeriesBlock]]]]] = deque()
+        n_dcgm = len(families)
+        queue = iter(starts)
+        done_until = start_ms
+        contiguous = True
+
+        def submit() -> None:
+            for begin in queue:
+                now = to_ms(self.clock())  # the time the window's data is asked for
+                futures = [
+                    pool.submit(self._window_blocks, f, begin, begin + self.window_ms)
+                    for f in families
+                ]
+                if self.cfg.throughput:
+                    futures.append(
+                        pool.submit(self._throughput_blocks, begin, begin + self.window_ms)
+                    )
+                pending.append((begin, now, futures))
+                if len(pending) >= ahead:
+                    return
+
+        try:
+            submit()
+            landed = 0
+            while pending:
+                begin, asked_ms, futures = pending.popleft()
+                blocks = [b for f in futures[:n_dcgm] for b in f.result()]
+                app = [b for f in futures[n_dcgm:] for b in f.result()]
+                if self.stop.is_set():
+                    raise _Stopped
+                window = self.land(begin, blocks, asked_ms, app)
+                landed += 1
+                if contiguous and window.complete:
+                    done_until = begin + self.window_ms
+                    self._save(done_until)
+                else:
+                    contiguous = False
+                if progress is not None:
+                    progress(dataclasses.replace(window, done=landed, total=len(starts)))
+                submit()
+        finally:
+            for _, _, futures in pending:
+                for future in futures:
+                    future.cancel()
+        return done_until
+
+    def _save(self, done_until_ms: int) -> None:
+        self.store.save(
+            Checkpoint(
+                cluster=self.cfg.cluster,
+                source=self.source,
+                selector=self.cfg.selector,
+                url=self.transport.url,
+                window_s=self.cfg.window_s,
+                done_until_ms=done_until_ms,
+            )
+        )
+        self.summary.checkpoint = _from_ms(done_until_ms)
+
+
+def pull(
+    cfg: PullConfig,
+    root: Path,
+    transport: Transport,
+    *,
+    clock: Clock = utc_now,
+    stop: threading.Event | None = None,
+    progress: Callable[[WindowLanded], None] | None = None,
+) -> PullSummary:
+    """Pull `cfg`'s windows into the lake at `root`; return what landed.
+
+    With `cfg.until` the pull ends after the window holding it (windows in the future are not
+    asked for); without it the pull follows live data every `poll_s` until `stop` is set
+    (SIGINT/SIGTERM in the CLI). Raises PrometheusUnavailable after `retries` failed tries of
+    one request, PrometheusQueryError when Prometheus refuses a query, and ConfigError when the
+    checkpoint was made with another window size.
+    """
+    cfg.validate()
+    stop = stop or threading.Event()
+    puller = _Puller(cfg, root, transport, clock, stop)
+    checkpoint = puller.store.get(cfg.cluster, puller.source)
+    if checkpoint is not None and cfg.reset:
+        puller.store.delete(cfg.cluster, puller.source)
+        checkpoint = None
+    if checkpoint is not None and checkpoint.window_s != cfg.window_s:
+        raise ConfigError(
+            f"cluster {cfg.cluster!r} was pulled with windows of {checkpoint.window_s} s "
+            f"(checkpoint in {puller.store.path}); pass the same window, or --reset after "
+            "removing what it landed"
+        )
+    summary = puller.summary
+    if checkpoint is not None:
+        summary.checkpoint = _from_ms(checkpoint.done_until_ms)
+    start_ms = first_ms = puller.start_ms(checkpoint, to_ms(clock()))
+    until_ms = to_ms(cfg.until) if cfg.until else None
+    with ThreadPoolExecutor(cfg.parallel, thread_name_prefix="prometheus") as pool:
+        try:
+            while True:
+                now_ms = to_ms(clock())
+                limit_ms = min(until_ms, now_ms) if until_ms is not None else now_ms
+                summary.passes += 1
+                if limit_ms > start_ms:
+                    families = puller.discover(start_ms - LOOKBACK_MS, limit_ms)
+                    summary.families = sorted(set(summary.families) | set(families))
+                    if families:
+                        puller.targets = puller.target_labels(start_ms, limit_ms)
+                    if families or cfg.throughput:
+                        start_ms = puller.run_pass(pool, start_ms, limit_ms, families, progress)
+                if until_ms is not None or stop.wait(cfg.poll_s):
+                    break
+        except _Stopped:
+            summary.stopped = True
+        except (PrometheusUnavailable, PrometheusQueryError) as exc:
+            stop.set()  # workers waiting to retry give up now
+            where = (summary.checkpoint or _from_ms(first_ms)).isoformat()
+            raise type(exc)(
+                f"{exc} ({summary.windows} window(s) landed this run; the next run resumes "
+                f"from {where})"
+            ) from exc
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+    summary.stopped = summary.stopped or stop.is_set()
+    return summary

@@ -1,0 +1,1 @@
+"""Slurm: sacct/scontrol/sacctmgr output parsers and the incremental collector."""

@@ -1,0 +1,99 @@
+"""Read what decides scheduling out of a `slurm.conf` file, as `KEY=VALUE` replay settings.
+
+The keys are the policy lab's (`detectors.replay.policy`): `partition.<p>.MaxTime`,
+`partition.<p>.PriorityTier`, `partition.<p>.Nodes` (host lists expanded), `node.<n>.Gres`,
+`priority.<PriorityName>` and the `SchedulerParameters` the replay models (`bf_window`,
+`bf_interval`, `bf_max_job_test`, `bf_resolution`, `default_queue_depth`). Everything else in the
+file is left out. Pure: text in, settings out; `ConfigError` names a line Slurm would refuse.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from collector.errors import ConfigError, MalformedSample
+from collector.sources.slurm.hostlist import expand_hostlist
+
+__all__ = ["settings_from_slurm_conf"]
+
+_PRIORITY = (
+    "PriorityType",
+    "PriorityWeightAge",
+    "PriorityWeightFairshare",
+    "PriorityWeightJobSize",
+    "PriorityWeightPartition",
+    "PriorityWeightQOS",
+    "PriorityMaxAge",
+    "PriorityDecayHalfLife",
+    "PriorityFavorSmall",
+    "PriorityFlags",
+    "PriorityCalcPeriod",
+)
+_SCHEDULER = ("bf_window", "bf_interval", "bf_max_job_test", "bf_resolution", "default_queue_depth")
+
+
+def _pairs(line: str, where: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    try:
+        tokens = shlex.split(line, comments=False)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    for token in tokens:
+        key, sep, value = token.partition("=")
+        if not sep:
+            raise ConfigError(f"{where}: {token!r} is not KEY=VALUE")
+        out[key.lower()] = value
+    return out
+
+
+def _hosts(text: str, where: str) -> list[str]:
+    try:
+        return expand_hostlist(text)
+    except MalformedSample as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def settings_from_slurm_conf(text: str, source: str = "slurm.conf") -> list[tuple[str, str]]:
+    """The replay settings `text` (a slurm.conf) makes, in file order."""
+    settings: list[tuple[str, str]] = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        where = f"{source}:{number}"
+        head, _, _ = line.partition("=")
+        head_key = head.strip().lower()
+        if head_key in ("nodename", "partitionname"):
+            pairs = _pairs(line, where)
+            name = pairs.get(head_key, "")
+            if not name or name.upper() == "DEFAULT":
+                continue
+            if head_key == "nodename":
+                gres = pairs.get("gres", "")
+                gpu = next((g for g in gres.split(",") if g.startswith("gpu")), "")
+                if gpu:
+                    gpu = re.sub(r"\(.*\)$", "", gpu)  # gpu:a100:8(S:0-1)
+                    for node in _hosts(name, where):
+                        settings.append((f"node.{node}.Gres", gpu))
+                continue
+            if "nodes" in pairs and pairs["nodes"].upper() != "ALL":
+                nodes = _hosts(pairs["nodes"], where)
+                settings.append((f"partition.{name}.Nodes", ",".join(nodes)))
+            if "maxtime" in pairs:
+                settings.append((f"partition.{name}.MaxTime", pairs["maxtime"]))
+            if "prioritytier" in pairs:
+                settings.append((f"partition.{name}.PriorityTier", pairs["prioritytier"]))
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            continue
+        key, value = key.strip(), value.strip()
+        if key in _PRIORITY:
+            settings.append((f"priority.{key}", value))
+        elif key == "SchedulerParameters":
+            for item in value.split(","):
+                name, sep, v = item.strip().partition("=")
+                if sep and name in _SCHEDULER:
+                    settings.append((name, v))
+    return settings

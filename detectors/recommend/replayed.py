@@ -1,0 +1,184 @@
+"""The replayed deltas a scheduler-policy recommendation carries (the Policy lab, issue #23).
+
+Each recommendation whose change the replay can express is replayed: the cluster's recorded
+workload over the recommenders' window, once under the recorded policy (the baseline, shared
+by every recommendation of the cluster) and once with the change. Its evidence gains a
+`replay` object:
+
+    settings             the change, as `gpuledger whatif --set` takes it
+    assumed              settings both runs add (fair-share only counts under multifactor
+                         priority: a recorded priority/basic gets Slurm's usual weights)
+    wait_p50_s/p95_s     queue wait over the jobs started, {baseline, proposal}
+    occupancy            GPU-hours run ÷ GPU-hours there were, {baseline, proposal}
+    jobs_started         {baseline, proposal}
+    jobs_cut, gpu_h_cut  jobs a new time limit cuts short, and the GPU-hours it takes
+    jobs_held            jobs a new limit keeps pending for good
+    calibration          how far the baseline is from what happened: jobs, median and p90
+                         |replayed − real start| (s), start-order rank correlation
+
+The kinds and their settings: time_limit (a partition's) → `partition.<p>.MaxTime`; gpu_cap →
+`assoc.<account>.GrpTRES` or `assoc.<account>.<user>.GrpTRES`; fairshare → each flagged
+account's `assoc.<a>.Shares`; drain_node → `node.<n>.State=DRAIN`. Kueue clusters and the other
+kinds are not replayed. The work is bounded: a cluster with more than `MAX_JOBS` jobs in the
+window is not replayed, and at most `MAX_PROPOSALS` recommendations per cluster are (the
+largest expected gains first); the rest say why they carry no replay.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import duckdb
+import numpy as np
+
+from detectors.recommend.recommendation import ClusterFacts, Recommendation, hhmmss
+from detectors.replay.engine import Outcome, Workload, replay
+from detectors.replay.metrics import calibrate, compare
+from detectors.replay.policy import Policy, PolicyError, apply_settings
+from detectors.replay.workload import NoWorkload, load_workload, recorded_settings
+
+__all__ = ["MAX_JOBS", "MAX_PROPOSALS", "proposal_settings", "with_replayed_deltas"]
+
+MAX_JOBS = 60_000
+MAX_PROPOSALS = 8
+MULTIFACTOR = (
+    "priority.PriorityType=priority/multifactor",
+    "priority.PriorityWeightFairshare=10000",
+    "priority.PriorityWeightAge=1000",
+)
+
+
+def _scope(scope: str) -> dict[str, str]:
+    return dict(part.split("=", 1) for part in scope.split(",") if "=" in part)
+
+
+def proposal_settings(rec: Recommendation, recorded: Policy) -> tuple[list[str], list[str]]:
+    """(settings both runs assume, the change) for `rec`; ([], []) when the replay cannot
+    express it."""
+    scope, ev = _scope(rec.scope), rec.evidence
+    if rec.kind == "time_limit" and "partition" in scope and ev.get("max_time_s"):
+        return [], [f"partition.{scope['partition']}.MaxTime={hhmmss(float(ev['max_time_s']))}"]
+    if rec.kind == "gpu_cap" and ev.get("cap_gpus"):
+        cap = int(ev["cap_gpus"])
+        if "user" in scope and "account" in scope:
+            return [], [f"assoc.{scope['account']}.{scope['user']}.GrpTRES=gres/gpu={cap}"]
+        if "account" in scope:
+            return [], [f"assoc.{scope['account']}.GrpTRES=gres/gpu={cap}"]
+    if rec.kind == "fairshare" and ev.get("accounts"):
+        rows = [r for r in ev["accounts"] if r.get("account") is not None]
+        flagged = set(ev.get("flagged") or [])
+        # the flagged accounts' new part of what the accounts under this parent hold now
+        total = sum(float(recorded.shares.get(r["account"], 1.0)) for r in rows)
+        change = [
+            f"assoc.{r['account']}.Shares={float(r['new_share']) * total!r}"
+            for r in rows
+            if r["account"] in flagged and r.get("new_share") is not None
+        ]
+        assumed = list(MULTIFACTOR) if recorded.priority_type == "priority/basic" else []
+        return assumed, change
+    if rec.kind == "drain_node" and "node" in scope:
+        return [], [f"node.{scope['node']}.State=DRAIN"]
+    return [], []
+
+
+def _waits(w: Workload, out: Outcome) -> tuple[float | None, float | None]:
+    started = ~np.isnan(out.start_e)
+    if not started.any():
+        return None, None
+    waits = out.start_e[started] - w.submit_e[started]
+    return float(np.quantile(waits, 0.5)), float(np.quantile(waits, 0.95))
+
+
+def _pair(base: Any, new: Any) -> dict[str, Any]:
+    return {"baseline": base, "proposal": new}
+
+
+class _Cluster:
+    """One cluster's workload, recorded policy and baseline runs (one per assumption set)."""
+
+    def __init__(self, w: Workload, recorded: Policy) -> None:
+        self.w = w
+        self.recorded = recorded
+        first = float(w.submit_e.min())
+        self.capacity_gpu_h = float(w.node_gpus.sum()) * max(w.horizon_e - first, 1.0) / 3600
+        self._baselines: dict[tuple[str, ...], tuple[Policy, Outcome, dict[str, Any]]] = {}
+
+    def baseline(self, assumed: Sequence[str]) -> tuple[Policy, Outcome, dict[str, Any]]:
+        key = tuple(assumed)
+        if key not in self._baselines:
+            policy = apply_settings(self.recorded, assumed)
+            out = replay(self.w, policy)
+            c = calibrate(self.w, out)
+            figures = {
+                "jobs": c.jobs,
+                "median_abs_start_s": c.median_abs_start_s,
+                "p90_abs_start_s": c.p90_abs_start_s,
+                "rank_correlation": c.rank_correlation,
+            }
+            self._baselines[key] = (policy, out, figures)
+        return self._baselines[key]
+
+    def deltas(self, assumed: list[str], change: list[str]) -> dict[str, Any]:
+        policy, base, calibration = self.baseline(assumed)
+        new = replay(self.w, apply_settings(policy, change))
+        entitlement = {a: float(policy.shares.get(a, 1.0)) for a in set(self.w.account)}
+        c = compare(self.w, base, new, entitlement, self.capacity_gpu_h)
+        (b50, b95), (n50, n95) = _waits(self.w, base), _waits(self.w, new)
+        return {
+            "settings": change,
+            "assumed": assumed,
+            "jobs": self.w.size,
+            "wait_p50_s": _pair(b50, n50),
+            "wait_p95_s": _pair(b95, n95),
+            "occupancy": _pair(*c.occupancy),
+            "jobs_started": _pair(*c.started),
+            "jobs_cut": c.cut_jobs,
+            "gpu_h_cut": c.cut_gpu_h,
+            "jobs_held": c.held_jobs,
+            "calibration": calibration,
+        }
+
+
+def with_replayed_deltas(
+    con: duckdb.DuckDBPyConnection, facts: ClusterFacts, recs: list[Recommendation]
+) -> list[Recommendation]:
+    """`recs` (one cluster's) with each replayable one's evidence carrying its `replay`."""
+    if facts.target != "slurm":
+        return recs
+    wanted = [i for i, r in enumerate(recs) if proposal_settings(r, Policy())[1]]
+    if not wanted:
+        return recs
+    try:
+        w = load_workload(con, facts.cluster, facts.window_start, facts.window_end)
+        recorded = apply_settings(Policy(), recorded_settings(con, facts.cluster))
+    except (NoWorkload, duckdb.Error, PolicyError):  # no GPUs table, no jobs: nothing to replay
+        return recs
+    if not w.nodes and not recorded.node_gres:  # no GPU node known: nothing to replay on
+        return recs
+    if w.size > MAX_JOBS:
+        too_many = {"skipped": f"{w.size:,} jobs in the window: more than {MAX_JOBS:,}"}
+        return [
+            dataclasses.replace(r, evidence={**r.evidence, "replay": too_many})
+            if i in wanted
+            else r
+            for i, r in enumerate(recs)
+        ]
+    cluster = _Cluster(w, recorded)
+    ranked = sorted(wanted, key=lambda i: -(recs[i].expected_gain_gpu_h or 0.0))
+    out = list(recs)
+    for n, i in enumerate(ranked):
+        rec = recs[i]
+        if n >= MAX_PROPOSALS:
+            note: dict[str, Any] = {
+                "skipped": f"only the {MAX_PROPOSALS} largest expected gains are replayed"
+            }
+        else:
+            assumed, change = proposal_settings(rec, cluster.recorded)
+            try:
+                note = cluster.deltas(assumed, change)
+            except PolicyError as exc:
+                note = {"skipped": str(exc)}
+        out[i] = dataclasses.replace(rec, evidence={**rec.evidence, "replay": note})
+    return out

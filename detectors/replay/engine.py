@@ -1,0 +1,620 @@
+"""An event-driven replay of a recorded workload under a scheduler policy (Slurm's model).
+
+Jobs arrive at their recorded submit time asking for what they asked for (GPUs, of a type, on
+a number of nodes, in a partition, for an account and user, with a time limit) and run for their
+recorded run time. The scheduler is Slurm's, simplified where the lake cannot tell more:
+
+* **Main scheduler**, at every event (a submit, an end): pending jobs in priority order, at most
+  `default_queue_depth` of them; a job that cannot start blocks the lower-priority jobs of its
+  partition for that pass (Slurm's rule), a job over an association limit does not.
+* **Backfill**, every `bf_interval` seconds while something changed: up to `bf_max_job_test`
+  pending jobs in priority order; each is placed at the earliest time the nodes it needs are free
+  for its whole time limit (running jobs end at their limits, as Slurm assumes), starting now if
+  that is now, else reserving those resources (within `bf_window`) so lower-priority jobs cannot
+  delay it.
+* **Priority**: `priority/basic` is first come, first served; `priority/multifactor` weighs age
+  (to `PriorityMaxAge`), fair-share (Fair Tree, Slurm's default: associations ranked by level
+  fair-share, account then user; or classic with `PriorityFlags=NO_FAIR_TREE`: the account's
+  2^(−usage/shares); usage is GPU-seconds decayed with `PriorityDecayHalfLife`), job size
+  (GPUs; `PriorityFavorSmall` inverts it) and partition tier.
+* **Limits**: an account's GPUs running at once (`GrpTRES=gres/gpu=N`), each user's
+  (`MaxTRESPerUser`) and one user association's (its `GrpTRES`); a job asking for more time
+  than its partition's `MaxTime` stays pending (Slurm's `PartitionTimeLimit`) unless
+  `over_limit="cut"`, where it runs cut at the limit.
+* **Nodes**: GPUs per node and their model; a job's GPUs are spread evenly over its nodes, each
+  node of the job's GPU type (any type if it asked for none) and of its partition; best fit.
+
+Not modelled: CPUs and memory per node, QOS priority and preemption, reservations, node
+failures, job dependencies and arrays' throttles, Kueue (see docs: the Policy lab page).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from detectors.replay.policy import Policy
+
+__all__ = ["Outcome", "Workload", "replay"]
+
+_NEVER = math.inf
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """A recorded workload: per job (index = position) and per node arrays; times epoch seconds.
+
+    `run_s` is NaN for a job that never ran in the record (it then runs for its time limit in a
+    replay that starts it); `cancel_e` the time a job was cancelled while pending (inf: never)."""
+
+    job_id: list[str]
+    submit_e: np.ndarray
+    run_s: np.ndarray
+    cancel_e: np.ndarray
+    limit_s: np.ndarray  # NaN: no limit recorded
+    gpus: np.ndarray
+    n_nodes: np.ndarray
+    partition: list[str]
+    account: list[str]
+    user: list[str]
+    gpu_type: list[str]  # "" : any
+    real_start_e: np.ndarray  # NaN: never started
+    nodes: list[str]
+    node_gpus: np.ndarray
+    node_model: list[str]
+    node_partitions: dict[str, frozenset[str]]  # node → partitions seen there (empty: any)
+    horizon_e: float  # the end of the data: nothing is simulated past it
+    # jobs already running when the period starts: run where and when they ran, as recorded
+    pinned: np.ndarray | None = None
+    job_nodes: list[list[str]] | None = None
+
+    @property
+    def size(self) -> int:
+        return len(self.job_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """Per job: when the replay started and ended it (NaN: never started before the horizon),
+    whether a new limit cut its run, and whether a limit held it pending for good."""
+
+    start_e: np.ndarray
+    end_e: np.ndarray
+    cut_by_limit: np.ndarray
+    held_by_limit: np.ndarray
+    runtime_known: np.ndarray
+
+
+def _effective_limit(w: Workload, policy: Policy, j: int) -> tuple[float, bool]:
+    """(seconds the job may run, held): the job's own limit under its partition's MaxTime."""
+    own = float(w.limit_s[j])
+    cap = policy.max_time(w.partition[j])
+    if cap is None:
+        return (own if own == own else _NEVER), False
+    if own != own:  # no recorded limit: the partition's
+        return float(cap), False
+    if own > cap:
+        return float(cap), policy.over_limit == "hold"
+    return own, False
+
+
+class _Nodes:
+    """Free GPUs per node and, per (partition, type), which nodes a job may use."""
+
+    def __init__(self, w: Workload, policy: Policy) -> None:
+        names = list(w.nodes)
+        gpus = [int(g) for g in w.node_gpus]
+        models = list(w.node_model)
+        for node, (count, model) in policy.node_gres.items():
+            if node in names:
+                i = names.index(node)
+                gpus[i], models[i] = count, model or models[i]
+            else:
+                names.append(node)
+                gpus.append(count)
+                models.append(model)
+        self.names = names
+        self.total = np.array(gpus, dtype=np.int64)
+        for i, node in enumerate(names):
+            if node in policy.drained:
+                self.total[i] = 0
+        self.free = self.total.copy()
+        self.model = [m.lower() for m in models]
+        seen = w.node_partitions
+        configured = {p: set(pp.nodes) for p, pp in policy.partitions.items() if pp.nodes}
+        self._members: dict[str, np.ndarray] = {}
+        self._seen = seen
+        self._configured = configured
+        self._masks: dict[tuple[str, str], np.ndarray] = {}
+
+    def mask(self, partition: str, gpu_type: str) -> np.ndarray:
+        key = (partition, gpu_type)
+        cached = self._masks.get(key)
+        if cached is None:
+            if partition in self._configured:
+                member = [n in self._configured[partition] for n in self.names]
+            else:
+                member = [not self._seen.get(n) or partition in self._seen[n] for n in self.names]
+            want = gpu_type.lower()
+            typed = [not want or want in m or m in want for m in self.model]
+            cached = np.array(member, dtype=bool) & np.array(typed, dtype=bool)
+            self._masks[key] = cached
+        return cached
+
+
+def _pick(avail: np.ndarray, mask: np.ndarray, need: int, count: int) -> np.ndarray | None:
+    """`count` nodes of `mask` each with ≥ `need` GPUs in `avail`: the tightest fits first."""
+    ok = mask & (avail >= need)
+    if count == 1:
+        if not ok.any():
+            return None
+        return np.array([int(np.argmin(np.where(ok, avail, np.iinfo(np.int64).max)))])
+    idx = np.flatnonzero(ok)
+    if idx.size < count:
+        return None
+    return idx[np.argsort(avail[idx], kind="stable")[:count]]
+
+
+class _Profile:
+    """One backfill pass's plan: GPUs free per node at each breakpoint (now, then each time a
+    running job's limit ends, rounded up to `bf_resolution`, within `bf_window`), less what the
+    pass has started or reserved so far.
+
+    A node no placement has touched yet (a clean one) has a profile that only grows with time,
+    so it is usable from some row on for good: the first row with `k` GPUs free, read off the
+    node's few step events (the jobs on it ending). Only a touched node gets its column of
+    rows, built when first touched and scanned row by row: the cost of a placement follows the
+    nodes the pass has touched, not the size of the cluster."""
+
+    def __init__(
+        self,
+        t: float,
+        policy: Policy,
+        free: np.ndarray,
+        expected_end: dict[int, float],
+        alloc: dict[int, tuple[np.ndarray, int]],
+    ) -> None:
+        horizon = t + policy.bf_window_s
+        res = policy.bf_resolution_s
+        jobs = np.fromiter(expected_end.keys(), dtype=np.int64, count=len(expected_end))
+        ends = np.fromiter(expected_end.values(), dtype=float, count=len(expected_end))
+        inside = (ends > t) & (ends < horizon)
+        jobs, rounded = jobs[inside], np.ceil(ends[inside] / res) * res
+        self.bp = np.concatenate(([t], np.unique(rounded)))
+        self.rows = rows = self.bp.size
+        held = [alloc[int(j)] for j in jobs]
+        sizes = np.array([len(h[0]) for h in held], dtype=np.int64)
+        node = np.concatenate([h[0] for h in held]) if held else np.zeros(0, np.int64)
+        row = np.repeat(np.searchsorted(self.bp, rounded), sizes)
+        inc = np.repeat(np.array([h[1] for h in held], dtype=np.int64), sizes)
+        # each node's step events (a job on it ending) in time order, and the level each brings
+        order = np.lexsort((row, node))
+        node, row, inc = node[order], row[order], inc[order]
+        bounds = np.searchsorted(node, np.arange(free.size + 1))
+        within = np.cumsum(inc)
+        before = np.concatenate(([0], within))[bounds[:-1]]  # per node: the sum before its own
+        self._node, self._row, self._inc = node, row, inc
+        self._level = free[node] + within - np.repeat(before, np.diff(bounds))
+        self._bounds = bounds
+        self._free = free.copy()
+        self._usable_from: dict[int, np.ndarray] = {}
+        self._stops: dict[float, np.ndarray] = {}
+        self._prof = np.empty((free.size, rows), dtype=np.int64)  # rows of touched nodes only
+        self.touched = np.zeros(free.size, dtype=bool)
+        self.version = 0  # placements so far
+
+    def _touch(self, nodes: np.ndarray) -> None:
+        for n in nodes[~self.touched[nodes]].tolist():
+            col = self._prof[n]
+            col[:] = self._free[n]
+            lo, hi = self._bounds[n], self._bounds[n + 1]
+            for r, k in zip(self._row[lo:hi].tolist(), self._inc[lo:hi].tolist(), strict=True):
+                col[r:] += k
+        self.touched[nodes] = True
+
+    def _from(self, k: int) -> np.ndarray:
+        """Per node as it was at the start of the pass: the first row from which it has `k`
+        GPUs free (`rows`: never)."""
+        cached = self._usable_from.get(k)
+        if cached is None:
+            cached = np.where(self._free >= k, 0, self.rows)
+            ok = (self._level >= k) & (self._free[self._node] < k)
+            np.minimum.at(cached, self._node[ok], self._row[ok])
+            self._usable_from[k] = cached
+        return cached
+
+    def _stop(self, dur: float) -> np.ndarray:
+        """Per row b: the first row at or past bp[b] + dur (the rows a job from b spans)."""
+        cached = self._stops.get(dur)
+        if cached is None:
+            bp = self.bp
+            cached = np.maximum(
+                np.searchsorted(bp, bp + dur, side="left"), np.arange(1, bp.size + 1)
+            )
+            self._stops[dur] = cached
+        return cached
+
+    def _at(self, b: int, nodes: np.ndarray) -> np.ndarray:
+        """GPUs free on `nodes` at row `b`."""
+        out = self._free[nodes].copy()
+        touched = self.touched[nodes]
+        if touched.any():
+            out[touched] = self._prof[nodes[touched], b]
+        clean = ~touched
+        if clean.any():
+            ok = self._row <= b
+            gained = np.bincount(self._node[ok], weights=self._inc[ok], minlength=self._free.size)
+            out[clean] += gained[nodes[clean]].astype(np.int64)
+        result: np.ndarray = out
+        return result
+
+    def fits_now(self, mask: np.ndarray, k: int, c: int, dur: float) -> bool:
+        """Whether `c` nodes of `mask` have `k` GPUs free from now for `dur` seconds."""
+        clean = int(np.count_nonzero(mask & ~self.touched & (self._free >= k)))
+        if clean >= c:
+            return True
+        dirty = (mask & self.touched).nonzero()[0]
+        if not dirty.size:
+            return False
+        lowest = self._prof[dirty, : self._stop(dur)[0]].min(axis=1)
+        return clean + int(np.count_nonzero(lowest >= k)) >= c
+
+    def place(self, mask: np.ndarray, k: int, c: int, dur: float) -> tuple[int, np.ndarray] | None:
+        """The earliest row at which `c` nodes of `mask` have `k` GPUs free for `dur` seconds,
+        and those nodes (the tightest first, then by node order); they are then taken from that
+        row for `dur`. None: no row within the window."""
+        rows = self.rows
+        stop = self._stop(dur)
+        clean = (mask & ~self.touched).nonzero()[0]
+        clean_from = self._from(k)[clean]
+        count = np.cumsum(np.bincount(clean_from, minlength=rows + 1)[:rows])
+        dirty = (mask & self.touched).nonzero()[0]
+        usable = None
+        if dirty.size:
+            enough = (count >= c).nonzero()[0]
+            last = int(enough[0]) if enough.size else rows - 1  # no later row is needed
+            span = int(stop[last])
+            bad = np.zeros((dirty.size, span + 1), dtype=np.int32)
+            np.cumsum(self._prof[dirty, :span] < k, axis=1, out=bad[:, 1:])
+            usable = bad[:, stop[: last + 1]] == bad[:, : last + 1]
+            count = count[: last + 1] + usable.sum(axis=0)
+        first = (count >= c).nonzero()[0]
+        if first.size == 0:
+            return None
+        b = int(first[0])
+        where = clean[clean_from <= b]
+        if usable is not None:
+            where = np.sort(np.concatenate((where, dirty[usable[:, b]])))
+        fit = where if where.size == c else where[np.argsort(self._at(b, where), kind="stable")[:c]]
+        self._touch(fit)
+        self._prof[fit, b : stop[b]] -= k
+        self.version += 1
+        return b, fit
+
+
+def replay(
+    w: Workload,
+    policy: Policy,
+    progress: Callable[[float], None] | None = None,
+) -> Outcome:
+    """Replay `w` under `policy`; see the module docstring for the model."""
+    n = w.size
+    nodes = _Nodes(w, policy)
+    start = np.full(n, np.nan)
+    end = np.full(n, np.nan)
+    cut = np.zeros(n, dtype=bool)
+    held = np.zeros(n, dtype=bool)
+    known = ~np.isnan(w.run_s)
+    limit = np.empty(n)
+    for j in range(n):
+        limit[j], held[j] = _effective_limit(w, policy, j)
+    run = np.where(known, w.run_s, np.where(np.isfinite(limit), limit, np.nan))
+    if w.pinned is not None:  # running when the period starts: as recorded, whatever the policy
+        fixed = w.pinned.astype(bool) & known
+        limit[fixed] = np.maximum(np.nan_to_num(w.limit_s[fixed], nan=0.0), run[fixed])
+        held[fixed] = False
+    need = np.ceil(w.gpus / np.maximum(w.n_nodes, 1)).astype(np.int64)
+    count = np.maximum(w.n_nodes, 1).astype(np.int64)
+    total_gpus = max(int(nodes.total.sum()), 1)
+
+    accounts = sorted(set(w.account))
+    acct_of = {a: i for i, a in enumerate(accounts)}
+    acct = np.array([acct_of[a] for a in w.account], dtype=np.int64)
+    user_key = [f"{a}\x00{u}" for a, u in zip(w.account, w.user, strict=True)]
+    shares = np.array([policy.shares.get(a, 1.0) for a in accounts], dtype=float)
+    shares_norm = shares / shares.sum() if shares.sum() > 0 else np.full(len(accounts), 1.0)
+    usage = np.zeros(len(accounts))
+    acct_running = np.zeros(len(accounts), dtype=np.int64)
+    assocs = sorted(set(user_key))
+    assoc_of = {k: i for i, k in enumerate(assocs)}
+    assoc = np.array([assoc_of[k] for k in user_key], dtype=np.int64)
+    assoc_acct = np.array([acct_of[k.split("\x00", 1)[0]] for k in assocs], dtype=np.int64)
+    assoc_usage = np.zeros(len(assocs))
+    assoc_running = np.zeros(len(assocs), dtype=np.int64)
+    user_running: dict[str, int] = {}
+    acct_cap = np.array([policy.account_gpu_cap.get(a, -1) for a in accounts], dtype=np.int64)
+    user_cap = {a: c for a, c in policy.user_gpu_cap.items()}
+    one_cap = {f"{a}\x00{u}": c for (a, u), c in policy.assoc_user_gpu_cap.items()}
+    tiers = {p: pp.priority_tier for p, pp in policy.partitions.items()}
+    max_tier = max([1, *tiers.values()])
+    multifactor = policy.priority_type == "priority/multifactor"
+
+    alloc: dict[int, tuple[np.ndarray, int]] = {}  # running job → (its nodes, GPUs on each)
+    expected_end: dict[int, float] = {}
+    ends: list[tuple[float, int]] = []
+    pending: list[int] = []
+    pinned = np.zeros(n, dtype=bool) if w.pinned is None else w.pinned.astype(bool)
+    pins = sorted((float(w.real_start_e[j]), int(j)) for j in np.flatnonzero(pinned))
+    next_pin = 0
+    index = {name: i for i, name in enumerate(nodes.names)}
+    order = np.array(
+        [j for j in np.argsort(w.submit_e, kind="stable") if not pinned[j]], dtype=np.int64
+    )
+    n_queued = len(order)
+    next_submit = 0
+    cancels = sorted((float(w.cancel_e[j]), j) for j in range(n) if np.isfinite(w.cancel_e[j]))
+    next_cancel = 0
+    last_bf = -_NEVER
+    dirty = False
+
+    def fits_limits(j: int) -> bool:
+        a = acct[j]
+        if acct_cap[a] >= 0 and acct_running[a] + w.gpus[j] > acct_cap[a]:
+            return False
+        mine = user_running.get(user_key[j], 0) + int(w.gpus[j])
+        own = one_cap.get(user_key[j])
+        if own is not None and mine > own:
+            return False
+        cap = user_cap.get(w.account[j])
+        return cap is None or mine <= cap
+
+    def within_limits(q: np.ndarray) -> np.ndarray:
+        """`fits_limits` over an array of jobs."""
+        a = acct[q]
+        ok: np.ndarray = (acct_cap[a] < 0) | (acct_running[a] + w.gpus[q] <= acct_cap[a])
+        if user_cap or one_cap:
+            for n in np.flatnonzero(ok).tolist():
+                ok[n] = fits_limits(int(q[n]))
+        return ok
+
+    def begin(j: int, t: float, chosen: np.ndarray) -> None:
+        nodes.free[chosen] -= need[j]  # a pinned job may take a node below zero: as it ran
+        alloc[j] = (chosen, int(need[j]))
+        start[j] = t
+        r = run[j]
+        stop = t + min(r, limit[j]) if r == r else t + limit[j]
+        cut[j] = bool(r == r and r > limit[j])
+        end[j] = stop
+        expected_end[j] = t + limit[j]
+        heapq.heappush(ends, (stop, j))
+        acct_running[acct[j]] += int(w.gpus[j])
+        assoc_running[assoc[j]] += int(w.gpus[j])
+        user_running[user_key[j]] = user_running.get(user_key[j], 0) + int(w.gpus[j])
+
+    def finish(j: int) -> None:
+        chosen, k = alloc.pop(j)
+        nodes.free[chosen] += k
+        expected_end.pop(j, None)
+        acct_running[acct[j]] -= int(w.gpus[j])
+        assoc_running[assoc[j]] -= int(w.gpus[j])
+        user_running[user_key[j]] -= int(w.gpus[j])
+
+    def classic() -> np.ndarray:
+        """Per association, its account's 2^(−usage/shares) (classic fair-share)."""
+        total_use = usage.sum()
+        use_norm = usage / total_use if total_use > 0 else np.zeros_like(usage)
+        per_account = np.power(2.0, -use_norm / np.maximum(shares_norm, 1e-12))
+        factor: np.ndarray = per_account[assoc_acct]
+        return factor
+
+    def fair_tree() -> np.ndarray:
+        """Per association, Fair Tree's rank ÷ associations: accounts ordered by level
+        fair-share (shares ÷ usage, both among siblings), then the users within each account
+        by theirs (equal shares); ties share a rank."""
+        total_use = usage.sum()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            acct_lf = np.where(usage > 0, shares_norm / (usage / max(total_use, 1e-300)), np.inf)
+        ordered: list[tuple[float, float]] = []
+        for i in range(len(assocs)):
+            a = assoc_acct[i]
+            siblings = assoc_acct == a
+            n_users = int(siblings.sum())
+            used = assoc_usage[siblings].sum()
+            own = assoc_usage[i]
+            lf = (1.0 / n_users) / (own / used) if own > 0 and used > 0 else np.inf
+            ordered.append((-acct_lf[a], -lf))
+        keys = np.array(ordered, dtype=[("a", float), ("u", float)])
+        n_assoc = len(assocs)
+        factor = np.empty(n_assoc)
+        order = np.argsort(keys, order=("a", "u"), kind="stable")
+        rank = 0
+        for pos, i in enumerate(order):
+            if pos == 0 or keys[i] != keys[order[pos - 1]]:
+                rank = pos
+            factor[i] = (n_assoc - rank) / n_assoc
+        return factor
+
+    submit = w.submit_e
+    tier_of = np.array([tiers.get(p, 1) for p in w.partition], dtype=np.int64) / max_tier
+    size_of = w.gpus / total_gpus
+    if policy.favor_small:
+        size_of = 1.0 - size_of
+    job_index = np.arange(n)
+
+    fs_cache: dict[str, Any] = {}
+
+    def ranked(t: float, depth: int) -> list[int]:
+        """The first `depth` pending jobs in priority order."""
+        # basic: by (submit time, job); `pending` is kept in that order (jobs arrive by it)
+        if not multifactor or not pending:
+            return pending[:depth]
+        # Slurm recomputes fair-share every PriorityCalcPeriod, not at every event
+        period = int(t // policy.calc_period_s) if policy.calc_period_s > 0 else t
+        if fs_cache.get("period") != period:
+            fs_cache["period"] = period
+            fs_cache["fs"] = fair_tree() if policy.fair_tree else classic()
+        fs = fs_cache["fs"]
+        idx = np.array(pending, dtype=np.int64)
+        if policy.max_age_s:
+            age = np.minimum(1.0, np.maximum(0.0, t - submit[idx]) / policy.max_age_s)
+        else:
+            age = np.ones(idx.size)
+        p = (
+            policy.weight_age * age
+            + policy.weight_fairshare * fs[assoc[idx]]
+            + policy.weight_job_size * size_of[idx]
+            + policy.weight_partition * tier_of[idx]
+        )
+        by = np.lexsort((job_index[idx], submit[idx], -np.floor(p)))[:depth]
+        ranking: list[int] = idx[by].tolist()
+        return ranking
+
+    def main_pass(t: float) -> None:
+        blocked: set[str] = set()
+        started = []
+        for j in ranked(t, policy.default_queue_depth):
+            part = w.partition[j]
+            if part in blocked or held[j] or not fits_limits(j):
+                continue
+            chosen = _pick(nodes.free, nodes.mask(part, w.gpu_type[j]), int(need[j]), int(count[j]))
+            if chosen is None:
+                blocked.add(part)
+                continue
+            begin(j, t, chosen)
+            started.append(j)
+        if started:
+            gone = set(started)
+            pending[:] = [j for j in pending if j not in gone]
+
+    # what backfill places a job by: partition, GPU type, GPUs per node, nodes, time limit
+    dur_of = np.where(np.isfinite(limit), limit, policy.bf_window_s).tolist()
+    shapes = [
+        (part, gtype, k, c, dur)
+        for part, gtype, k, c, dur in zip(
+            w.partition, w.gpu_type, need.tolist(), count.tolist(), dur_of, strict=True
+        )
+    ]
+
+    fit_keys: list[tuple[str, str, int, int]] = []
+    fit_index: dict[tuple[str, str, int, int], int] = {}
+    for part, gtype, k, c, _ in shapes:
+        fit_index.setdefault((part, gtype, k, c), len(fit_index))
+    fit_keys = list(fit_index)
+    fit_id = np.array([fit_index[sh[:4]] for sh in shapes], dtype=np.int64)
+
+    def backfill(t: float) -> None:
+        queue = ranked(t, policy.bf_max_job_test)
+        # The pass leaves nothing behind but the jobs it starts, and only a job with its GPUs
+        # free now can start. So once no job from here on could still start (given what the
+        # pass has reserved so far, which only ever takes GPUs away), the rest of the queue
+        # needs no placing: its reservations would shield no one.
+        q = np.array(queue, dtype=np.int64)
+        kinds, where = np.unique(fit_id[q], return_inverse=True)
+        room = np.zeros(kinds.size, dtype=bool)
+        for n, kind in enumerate(kinds.tolist()):
+            part, gtype, k, c = fit_keys[kind]
+            room[n] = int(np.count_nonzero(nodes.mask(part, gtype) & (nodes.free >= k))) >= c
+        maybe = room[where] & ~held[q] & within_limits(q)
+        hopefuls: list[int] = np.flatnonzero(maybe).tolist()  # positions in `queue`
+        if not hopefuls:
+            return
+        plan = _Profile(t, policy, nodes.free, expected_end, alloc)
+        dead: set[tuple[str, str, int, int, float]] = set()  # shapes that cannot start now
+        failed: set[tuple[str, str, int, int, float]] = set()  # shapes with no room at all
+        checked = -1  # plan.version at which hopefuls[0] was last found able to start
+        started = []
+        for i, j in enumerate(queue):
+            while hopefuls and (hopefuls[0] < i or checked != plan.version):
+                h = queue[hopefuls[0]]
+                hshape = shapes[h]
+                if hopefuls[0] >= i and hshape not in dead and fits_limits(h):
+                    if plan.fits_now(nodes.mask(hshape[0], hshape[1]), *hshape[2:]):
+                        checked = plan.version
+                        break
+                    dead.add(hshape)
+                hopefuls.pop(0)
+                checked = -1
+            if not hopefuls:
+                break
+            if held[j] or not fits_limits(j):
+                continue
+            shape = shapes[j]
+            if shape in failed:  # reservations only take GPUs away: no room now either
+                continue
+            placed = plan.place(nodes.mask(shape[0], shape[1]), *shape[2:])
+            if placed is None:
+                failed.add(shape)
+                continue
+            b, fit = placed
+            if b == 0:  # the profile's first row is what is free now
+                begin(j, t, fit)
+                started.append(j)
+        if started:
+            gone = set(started)
+            pending[:] = [j for j in pending if j not in gone]
+
+    first = [float(w.submit_e[order[0]])] if n_queued else []
+    t_use = min([*first, *(p for p, _ in pins[:1])], default=w.horizon_e)
+    while True:
+        candidates = []
+        if next_pin < len(pins):
+            candidates.append(pins[next_pin][0])
+        if next_submit < n_queued:
+            candidates.append(float(w.submit_e[order[next_submit]]))
+        if ends:
+            candidates.append(ends[0][0])
+        if next_cancel < len(cancels):
+            candidates.append(cancels[next_cancel][0])
+        if pending and dirty:
+            candidates.append(max(last_bf + policy.bf_interval_s, t_use))
+        if not candidates:
+            break
+        t = min(candidates)
+        if t > w.horizon_e:
+            break
+        if multifactor:  # fair-share usage decays, and grows with the GPUs each account runs
+            dt_s = t - t_use
+            if dt_s > 0:
+                usage *= (
+                    0.5 ** (dt_s / policy.decay_half_life_s) if policy.decay_half_life_s else 1.0
+                )
+                usage += acct_running * dt_s
+                assoc_usage *= (
+                    0.5 ** (dt_s / policy.decay_half_life_s) if policy.decay_half_life_s else 1.0
+                )
+                assoc_usage += assoc_running * dt_s
+        t_use = t
+        while ends and ends[0][0] <= t:
+            _, j = heapq.heappop(ends)
+            finish(j)
+            dirty = True
+        while next_pin < len(pins) and pins[next_pin][0] <= t:
+            j = pins[next_pin][1]
+            next_pin += 1
+            on = [index[x] for x in (w.job_nodes[j] if w.job_nodes else []) if x in index]
+            begin(j, t, np.array(on, dtype=np.int64))
+        while next_submit < n_queued and w.submit_e[order[next_submit]] <= t:
+            pending.append(int(order[next_submit]))
+            next_submit += 1
+            dirty = True
+        while next_cancel < len(cancels) and cancels[next_cancel][0] <= t:
+            j = cancels[next_cancel][1]
+            next_cancel += 1
+            if j in pending and start[j] != start[j]:
+                pending.remove(j)
+        if pending:
+            main_pass(t)
+        if pending and dirty and t >= last_bf + policy.bf_interval_s:
+            backfill(t)
+            last_bf = t
+            dirty = False
+        if progress is not None:
+            progress(t)
+    return Outcome(
+        start_e=start, end_e=end, cut_by_limit=cut, held_by_limit=held, runtime_known=known
+    )

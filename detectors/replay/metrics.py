@@ -1,0 +1,236 @@
+"""What a replay says: how far it is from what happened (calibration), and how two replays
+differ (a what-if against its baseline)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from detectors.replay.engine import Outcome, Workload
+
+__all__ = ["Calibration", "Comparison", "calibrate", "compare", "outcome_table", "size_class"]
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """The replay of the recorded policy against the record, over jobs started in both."""
+
+    jobs: int  # started in both
+    started_only_real: int
+    started_only_replay: int
+    median_abs_start_s: float
+    p90_abs_start_s: float
+    rank_correlation: float  # Spearman, of start times
+    wait_by_account: pl.DataFrame  # account, jobs, real_wait_s, replay_wait_s, rel_diff
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    """Average ranks (ties share the mean of their ranks)."""
+    order = np.argsort(x, kind="stable")
+    ranks = np.empty(len(x))
+    ranks[order] = np.arange(len(x), dtype=float)
+    _, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
+    sums = np.bincount(inverse, weights=ranks)
+    return sums[inverse] / counts[inverse]
+
+
+def _spearman(a: np.ndarray, b: np.ndarray) -> float:
+    if len(a) < 2:
+        return float("nan")
+    ra, rb = _ranks(a), _ranks(b)
+    if ra.std() == 0 or rb.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def calibrate(w: Workload, out: Outcome) -> Calibration:
+    real = w.real_start_e
+    sim = out.start_e
+    both = ~np.isnan(real) & ~np.isnan(sim)
+    delta = np.abs(sim[both] - real[both])
+    frame = pl.DataFrame(
+        {
+            "account": np.array(w.account, dtype=object)[both].tolist(),
+            "real_wait_s": (real[both] - w.submit_e[both]),
+            "replay_wait_s": (sim[both] - w.submit_e[both]),
+        }
+    )
+    waits = (
+        frame.group_by("account")
+        .agg(
+            pl.len().alias("jobs"),
+            pl.col("real_wait_s").mean(),
+            pl.col("replay_wait_s").mean(),
+        )
+        .with_columns(
+            (
+                (pl.col("replay_wait_s") - pl.col("real_wait_s"))
+                / pl.max_horizontal(pl.col("real_wait_s"), pl.lit(1.0))
+            ).alias("rel_diff")
+        )
+        .sort("account")
+    )
+    return Calibration(
+        jobs=int(both.sum()),
+        started_only_real=int((~np.isnan(real) & np.isnan(sim)).sum()),
+        started_only_replay=int((np.isnan(real) & ~np.isnan(sim)).sum()),
+        median_abs_start_s=float(np.median(delta)) if delta.size else float("nan"),
+        p90_abs_start_s=float(np.percentile(delta, 90)) if delta.size else float("nan"),
+        rank_correlation=_spearman(real[both], sim[both]),
+        wait_by_account=waits,
+    )
+
+
+def size_class(gpus: int) -> str:
+    """The job-size buckets every comparison groups by."""
+    if gpus <= 1:
+        return "1 GPU"
+    if gpus <= 4:
+        return "2-4 GPUs"
+    if gpus <= 8:
+        return "5-8 GPUs"
+    return ">8 GPUs"
+
+
+def outcome_table(w: Workload, out: Outcome) -> pl.DataFrame:
+    """One row per job: the replay's `--out` file (times as epoch seconds; null: never)."""
+    return pl.DataFrame(
+        {
+            "job_id": w.job_id,
+            "account": w.account,
+            "user": w.user,
+            "partition": w.partition,
+            "gpus": w.gpus,
+            "submit_e": w.submit_e,
+            "real_start_e": w.real_start_e,
+            "sim_start_e": out.start_e,
+            "sim_end_e": out.end_e,
+            "cut_by_limit": out.cut_by_limit,
+            "held_by_limit": out.held_by_limit,
+            "runtime_known": out.runtime_known,
+        }
+    ).with_columns(pl.col(pl.Float64).fill_nan(None))
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """A what-if against its baseline, each replayed over the same workload and horizon."""
+
+    waits: pl.DataFrame  # group, key, base_p50_s, base_p95_s, new_p50_s, new_p95_s, jobs
+    occupancy: tuple[float, float]  # GPU-hours run ÷ GPU-hours there were, base and new
+    shares: pl.DataFrame  # account, entitlement, base_share, new_share
+    jain: tuple[float, float]
+    cut_jobs: int
+    cut_gpu_h: float  # GPU-hours the new limit took from the jobs it cut
+    held_jobs: int  # jobs a new limit keeps pending for good
+    started: tuple[int, int]
+    gpu_h: tuple[float, float]
+
+
+def _gpu_h(w: Workload, out: Outcome) -> np.ndarray:
+    run = np.nan_to_num(np.minimum(out.end_e, w.horizon_e) - out.start_e, nan=0.0)
+    held: np.ndarray = np.maximum(run, 0.0) * w.gpus / 3600.0
+    return held
+
+
+def _jain(x: np.ndarray) -> float:
+    x = x[np.isfinite(x)]
+    if x.size == 0 or (x**2).sum() == 0:
+        return float("nan")
+    return float(x.sum() ** 2 / (x.size * (x**2).sum()))
+
+
+def compare(
+    w: Workload,
+    base: Outcome,
+    new: Outcome,
+    entitlement: dict[str, float],
+    capacity_gpu_h: float,
+) -> Comparison:
+    """Waits p50/p95 per account and job size, occupancy, shares vs entitlement (Jain's index
+    over share ÷ entitlement), and what a new limit cut or held."""
+
+    def waits(out: Outcome) -> pl.DataFrame:
+        started = ~np.isnan(out.start_e)
+        return pl.DataFrame(
+            {
+                "account": np.array(w.account, dtype=object)[started].tolist(),
+                "size": [size_class(int(g)) for g in w.gpus[started]],
+                "wait_s": out.start_e[started] - w.submit_e[started],
+            }
+        )
+
+    rows = []
+    for group in ("account", "size"):
+        b = (
+            waits(base)
+            .group_by(group)
+            .agg(
+                pl.col("wait_s").quantile(0.5).alias("base_p50_s"),
+                pl.col("wait_s").quantile(0.95).alias("base_p95_s"),
+                pl.len().alias("base_jobs"),
+            )
+        )
+        n = (
+            waits(new)
+            .group_by(group)
+            .agg(
+                pl.col("wait_s").quantile(0.5).alias("new_p50_s"),
+                pl.col("wait_s").quantile(0.95).alias("new_p95_s"),
+                pl.len().alias("new_jobs"),
+            )
+        )
+        joined = b.join(n, on=group, how="full", coalesce=True).rename({group: "key"})
+        rows.append(joined.with_columns(pl.lit(group).alias("group")))
+    table = (
+        pl.concat(rows)
+        .select(
+            "group",
+            "key",
+            "base_jobs",
+            "base_p50_s",
+            "base_p95_s",
+            "new_jobs",
+            "new_p50_s",
+            "new_p95_s",
+        )
+        .sort("group", "key")
+    )
+
+    base_h, new_h = _gpu_h(w, base), _gpu_h(w, new)
+    accounts = sorted(set(w.account))
+    acct = np.array(w.account, dtype=object)
+    ent_total = sum(entitlement.get(a, 1.0) for a in accounts) or 1.0
+    base_total, new_total = base_h.sum() or 1.0, new_h.sum() or 1.0
+    share = pl.DataFrame(
+        {
+            "account": accounts,
+            "entitlement": [entitlement.get(a, 1.0) / ent_total for a in accounts],
+            "base_share": [float(base_h[acct == a].sum() / base_total) for a in accounts],
+            "new_share": [float(new_h[acct == a].sum() / new_total) for a in accounts],
+        }
+    )
+    ent = share["entitlement"].to_numpy()
+    lost = np.where(
+        new.cut_by_limit, np.nan_to_num(w.run_s - (new.end_e - new.start_e), nan=0.0), 0.0
+    )
+    return Comparison(
+        waits=table,
+        occupancy=(
+            (float(base_h.sum() / capacity_gpu_h), float(new_h.sum() / capacity_gpu_h))
+            if capacity_gpu_h > 0
+            else (float("nan"), float("nan"))
+        ),
+        shares=share,
+        jain=(
+            _jain(share["base_share"].to_numpy() / ent),
+            _jain(share["new_share"].to_numpy() / ent),
+        ),
+        cut_jobs=int(new.cut_by_limit.sum()),
+        cut_gpu_h=float((np.maximum(lost, 0.0) * w.gpus).sum() / 3600.0),
+        held_jobs=int((new.held_by_limit & ~base.held_by_limit).sum()),
+        started=(int((~np.isnan(base.start_e)).sum()), int((~np.isnan(new.start_e)).sum())),
+        gpu_h=(float(base_h.sum()), float(new_h.sum())),
+    )

@@ -1,0 +1,335 @@
+"""The scheduler policy a replay runs under, and the `KEY=VALUE` settings that change it.
+
+One setting syntax serves three sources: a `slurm.conf` read by the collector, the settings the
+lake recorded, and a what-if's `--set`. Keys (Slurm's own names after the prefix):
+
+    partition.<name>.MaxTime        a Slurm time: MM, HH:MM:SS, D-HH[:MM[:SS]], UNLIMITED
+    partition.<name>.PriorityTier   an integer
+    partition.<name>.Nodes          comma-separated node names (hostlists expanded by the reader)
+    assoc.<account>.GrpTRES         gres/gpu=N (the account's GPUs running at once), or -1: none
+    assoc.<account>.MaxTRESPerUser  gres/gpu=N (each user of the account)
+    assoc.<account>.Shares          fair-share shares of the account
+    assoc.<account>.<user>.GrpTRES  gres/gpu=N: one user's association (in that account)
+    priority.<Name>                 PriorityType, PriorityWeight{Age,Fairshare,JobSize,Partition,
+                                    QOS}, PriorityMaxAge, PriorityDecayHalfLife, PriorityFavorSmall,
+                                    PriorityFlags (NO_FAIR_TREE: classic fair-share),
+                                    PriorityCalcPeriod (how often fair-share is recomputed)
+    bf_window (minutes), bf_interval (s), bf_max_job_test, bf_resolution (s), default_queue_depth
+    over_limit                      hold (a job asking more than MaxTime stays pending, as Slurm
+                                    does) or cut (it runs, cut at MaxTime: users resubmit)
+    node.<name>.State               DRAIN (never used) or IDLE
+    node.<name>.Gres                gpu:N or gpu:<type>:N (a node added or resized)
+
+A bad key or value raises `PolicyError`, one line naming it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "Policy",
+    "PolicyError",
+    "apply_settings",
+    "parse_slurm_time",
+    "setting_keys",
+    "slurm_lines",
+]
+
+
+class PolicyError(ValueError):
+    """A setting the replay cannot take: the message names it and says what is expected."""
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionPolicy:
+    max_time_s: int | None = None  # None: no limit
+    priority_tier: int = 1
+    nodes: tuple[str, ...] | None = None  # None: the nodes the lake saw its jobs on
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """Everything the replay's scheduler decides by. Defaults are Slurm 22.05's."""
+
+    priority_type: str = "priority/basic"  # basic: first come, first served (by submit time)
+    weight_age: float = 0.0
+    weight_fairshare: float = 0.0
+    weight_job_size: float = 0.0
+    weight_partition: float = 0.0
+    weight_qos: float = 0.0
+    max_age_s: float = 7 * 86400.0
+    decay_half_life_s: float = 7 * 86400.0
+    favor_small: bool = False
+    fair_tree: bool = True  # Slurm's default since 19.05; PriorityFlags=NO_FAIR_TREE: classic
+    calc_period_s: float = 300.0  # PriorityCalcPeriod: how often fair-share is recomputed
+    bf_window_s: float = 1440 * 60.0
+    bf_interval_s: float = 30.0
+    bf_max_job_test: int = 500
+    bf_resolution_s: float = 60.0
+    default_queue_depth: int = 100
+    over_limit: str = "hold"  # a job asking more than MaxTime: "hold" (Slurm) or "cut" to it
+    partitions: Mapping[str, PartitionPolicy] = field(default_factory=dict)
+    account_gpu_cap: Mapping[str, int] = field(default_factory=dict)
+    user_gpu_cap: Mapping[str, int] = field(default_factory=dict)  # per account: each user
+    assoc_user_gpu_cap: Mapping[tuple[str, str], int] = field(default_factory=dict)  # one user
+    shares: Mapping[str, float] = field(default_factory=dict)
+    drained: frozenset[str] = frozenset()
+    node_gres: Mapping[str, tuple[int, str]] = field(default_factory=dict)  # node → (gpus, type)
+
+    def max_time(self, partition: str) -> int | None:
+        p = self.partitions.get(partition)
+        return None if p is None else p.max_time_s
+
+
+_TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
+
+
+def parse_slurm_time(text: str) -> int | None:
+    """Seconds of a Slurm time limit (`None` for UNLIMITED/INFINITE). Slurm's forms: `MM`,
+    `MM:SS`, `HH:MM:SS`, `D-HH`, `D-HH:MM`, `D-HH:MM:SS`."""
+    t = text.strip()
+    if t.upper() in ("UNLIMITED", "INFINITE"):
+        return None
+    m = _TIME.match(t)
+    if not m:
+        raise ValueError(t)
+    days, a, b, c = m.groups()
+    if days is not None:  # D-HH[:MM[:SS]]
+        return int(days) * 86400 + int(a) * 3600 + int(b or 0) * 60 + int(c or 0)
+    if c is not None:  # HH:MM:SS
+        return int(a) * 3600 + int(b) * 60 + int(c)
+    if b is not None:  # MM:SS
+        return int(a) * 60 + int(b)
+    return int(a) * 60  # MM
+
+
+_PRIORITY_FLOATS = {
+    "PriorityWeightAge": "weight_age",
+    "PriorityWeightFairshare": "weight_fairshare",
+    "PriorityWeightJobSize": "weight_job_size",
+    "PriorityWeightPartition": "weight_partition",
+    "PriorityWeightQOS": "weight_qos",
+}
+_SCHED = {  # key → (field, scale to seconds, integer)
+    "bf_window": ("bf_window_s", 60.0, False),
+    "bf_interval": ("bf_interval_s", 1.0, False),
+    "bf_resolution": ("bf_resolution_s", 1.0, False),
+    "bf_max_job_test": ("bf_max_job_test", 1.0, True),
+    "default_queue_depth": ("default_queue_depth", 1.0, True),
+}
+
+
+def setting_keys() -> list[str]:
+    """Every key pattern `apply_settings` takes (for help texts and error lines)."""
+    return [
+        "partition.<name>.{MaxTime,PriorityTier,Nodes}",
+        "assoc.<account>.{GrpTRES,MaxTRESPerUser,Shares}",
+        "assoc.<account>.<user>.GrpTRES",
+        "priority.{PriorityType,PriorityMaxAge,PriorityDecayHalfLife,PriorityFavorSmall,PriorityFlags,PriorityCalcPeriod,"
+        + ",".join(_PRIORITY_FLOATS)
+        + "}",
+        *_SCHED,
+        "over_limit",
+        "node.<name>.{State,Gres}",
+    ]
+
+
+def _gpu_tres(key: str, value: str) -> int | None:
+    v = value.strip()
+    if v in ("-1", ""):
+        return None
+    m = re.fullmatch(r"(?:gres/gpu(?::[\w.-]+)?=)?(\d+)", v)
+    if not m:
+        raise PolicyError(f"{key}={value}: expected gres/gpu=N (a GPU count) or -1 for no limit")
+    return int(m.group(1))
+
+
+def _number(key: str, value: str, *, integer: bool = False, minimum: float = 0.0) -> float:
+    try:
+        n = float(value)
+    except ValueError:
+        raise PolicyError(f"{key}={value}: not a number") from None
+    if n != n or n < minimum or (integer and n != int(n)):
+        kind = "an integer" if integer else "a number"
+        raise PolicyError(f"{key}={value}: expected {kind} ≥ {minimum:g}")
+    return n
+
+
+def _time(key: str, value: str) -> int | None:
+    try:
+        return parse_slurm_time(value)
+    except ValueError:
+        raise PolicyError(
+            f"{key}={value}: not a Slurm time (e.g. 90, 08:00:00, 2-00:00:00, UNLIMITED)"
+        ) from None
+
+
+def _set(p: Policy, name: str, value: Any) -> Policy:
+    return dataclasses.replace(p, **{name: value})
+
+
+def _apply_one(p: Policy, key: str, value: str) -> Policy:
+    parts = key.split(".")
+    head = parts[0]
+    if head == "partition" and len(parts) == 3 and parts[1]:
+        name, attr = parts[1], parts[2]
+        old = p.partitions.get(name, PartitionPolicy())
+        if attr == "MaxTime":
+            new = dataclasses.replace(old, max_time_s=_time(key, value))
+        elif attr == "PriorityTier":
+            new = dataclasses.replace(old, priority_tier=int(_number(key, value, integer=True)))
+        elif attr == "Nodes":
+            nodes = tuple(n for n in (s.strip() for s in value.split(",")) if n)
+            if not nodes:
+                raise PolicyError(f"{key}={value}: expected comma-separated node names")
+            new = dataclasses.replace(old, nodes=nodes)
+        else:
+            raise PolicyError(
+                f"{key}: unknown partition setting {attr!r} (MaxTime, PriorityTier, Nodes)"
+            )
+        return dataclasses.replace(p, partitions={**p.partitions, name: new})
+    if head == "assoc" and len(parts) == 3 and parts[1]:
+        account, attr = parts[1], parts[2]
+        if attr == "GrpTRES":
+            caps = dict(p.account_gpu_cap)
+            cap = _gpu_tres(key, value)
+            caps.pop(account, None) if cap is None else caps.__setitem__(account, cap)
+            return dataclasses.replace(p, account_gpu_cap=caps)
+        if attr == "MaxTRESPerUser":
+            caps = dict(p.user_gpu_cap)
+            cap = _gpu_tres(key, value)
+            caps.pop(account, None) if cap is None else caps.__setitem__(account, cap)
+            return dataclasses.replace(p, user_gpu_cap=caps)
+        if attr == "Shares":
+            shares = {**p.shares, account: _number(key, value)}
+            return dataclasses.replace(p, shares=shares)
+        raise PolicyError(
+            f"{key}: unknown association setting {attr!r} (GrpTRES, MaxTRESPerUser, Shares)"
+        )
+    if head == "assoc" and len(parts) == 4 and parts[1] and parts[2]:
+        if parts[3] != "GrpTRES":
+            raise PolicyError(f"{key}: a user association takes GrpTRES only")
+        caps2 = dict(p.assoc_user_gpu_cap)
+        cap = _gpu_tres(key, value)
+        who = (parts[1], parts[2])
+        caps2.pop(who, None) if cap is None else caps2.__setitem__(who, cap)
+        return dataclasses.replace(p, assoc_user_gpu_cap=caps2)
+    if head == "priority" and len(parts) == 2:
+        # Slurm reads these names in any case (scontrol prints PriorityWeightFairShare)
+        known = (
+            "PriorityType",
+            "PriorityMaxAge",
+            "PriorityDecayHalfLife",
+            "PriorityFavorSmall",
+            "PriorityFlags",
+            "PriorityCalcPeriod",
+        )
+        attr = next((k for k in (*known, *_PRIORITY_FLOATS) if k.lower() == parts[1].lower()), "")
+        if attr == "PriorityType":
+            if value not in ("priority/basic", "priority/multifactor"):
+                raise PolicyError(f"{key}={value}: expected priority/basic or priority/multifactor")
+            return dataclasses.replace(p, priority_type=value)
+        if attr in _PRIORITY_FLOATS:
+            return _set(p, _PRIORITY_FLOATS[attr], _number(key, value))
+        if attr in ("PriorityMaxAge", "PriorityDecayHalfLife", "PriorityCalcPeriod"):
+            seconds = _time(key, value)
+            target = {
+                "PriorityMaxAge": "max_age_s",
+                "PriorityDecayHalfLife": "decay_half_life_s",
+                "PriorityCalcPeriod": "calc_period_s",
+            }[attr]
+            return _set(p, target, float(seconds or 0))
+        if attr == "PriorityFlags":
+            flags = {f.strip().upper() for f in value.split(",") if f.strip()}
+            return dataclasses.replace(p, fair_tree="NO_FAIR_TREE" not in flags)
+        if attr == "PriorityFavorSmall":
+            flag = value.strip().upper()
+            if flag not in ("YES", "NO", "TRUE", "FALSE", "1", "0"):
+                raise PolicyError(f"{key}={value}: expected YES or NO")
+            return dataclasses.replace(p, favor_small=flag in ("YES", "TRUE", "1"))
+        raise PolicyError(
+            f"{key}: unknown priority setting (one of {', '.join(setting_keys()[2:3])})"
+        )
+    if key == "over_limit":
+        if value not in ("hold", "cut"):
+            raise PolicyError(f"{key}={value}: expected hold or cut")
+        return dataclasses.replace(p, over_limit=value)
+    if len(parts) == 1 and head in _SCHED:
+        target, scale, integer = _SCHED[head]
+        n = _number(key, value, integer=integer, minimum=1.0)
+        return _set(p, target, int(n) if integer else n * scale)
+    if head == "node" and len(parts) == 3 and parts[1]:
+        node, attr = parts[1], parts[2]
+        if attr == "State":
+            state = value.strip().upper()
+            if state in ("DRAIN", "DOWN"):
+                return dataclasses.replace(p, drained=p.drained | {node})
+            if state in ("IDLE", "UP", "RESUME"):
+                return dataclasses.replace(p, drained=p.drained - {node})
+            raise PolicyError(f"{key}={value}: expected DRAIN or IDLE")
+        if attr == "Gres":
+            m = re.fullmatch(r"gpu(?::([\w.-]+))?:(\d+)", value.strip())
+            if not m:
+                raise PolicyError(f"{key}={value}: expected gpu:N or gpu:<type>:N")
+            gres = {**p.node_gres, node: (int(m.group(2)), m.group(1) or "")}
+            return dataclasses.replace(p, node_gres=gres)
+        raise PolicyError(f"{key}: unknown node setting {attr!r} (State, Gres)")
+    raise PolicyError(f"{key}: unknown setting; the replay takes {'; '.join(setting_keys())}")
+
+
+def apply_settings(policy: Policy, settings: Iterable[str | tuple[str, str]]) -> Policy:
+    """`policy` with each `KEY=VALUE` (or (key, value)) applied in order."""
+    for item in settings:
+        if isinstance(item, tuple):
+            key, value = item
+        else:
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip():
+                raise PolicyError(f"{item}: expected KEY=VALUE")
+        policy = _apply_one(policy, key.strip(), value.strip())
+    return policy
+
+
+def slurm_lines(settings: Iterable[str], cluster: str) -> list[str]:
+    """The commands (or slurm.conf lines) that put each `KEY=VALUE` setting on a live cluster,
+    as an operator would type them; a setting with no single command gets a comment."""
+    lines = []
+    for item in settings:
+        key, _, value = item.partition("=")
+        parts = key.strip().split(".")
+        value = value.strip()
+        head = parts[0]
+        if head == "partition" and len(parts) == 3:
+            lines.append(f"scontrol update PartitionName={parts[1]} {parts[2]}={value}")
+        elif head == "assoc" and len(parts) == 4:
+            lines.append(
+                f"sacctmgr -i modify user where name={parts[2]} account={parts[1]} "
+                f"cluster={cluster} set GrpTRES={value}"
+            )
+        elif head == "assoc" and len(parts) == 3 and parts[2] == "Shares":
+            lines.append(
+                f"sacctmgr -i modify account name={parts[1]} cluster={cluster} set "
+                f"fairshare={max(1, round(float(value) * 1000))}  # shares in thousandths"
+            )
+        elif head == "assoc" and len(parts) == 3:
+            lines.append(
+                f"sacctmgr -i modify account where name={parts[1]} cluster={cluster} "
+                f"set {parts[2]}={value}"
+            )
+        elif head == "priority" and len(parts) == 2:
+            lines.append(f"# slurm.conf: {parts[1]}={value}   (then: scontrol reconfigure)")
+        elif head == "node" and len(parts) == 3 and parts[2] == "State":
+            reason = " Reason=policy-lab" if value.upper() == "DRAIN" else ""
+            lines.append(f"scontrol update NodeName={parts[1]} State={value.upper()}{reason}")
+        elif head == "node" and len(parts) == 3:
+            lines.append(f"# slurm.conf: on NodeName={parts[1]} set {parts[2]}={value}")
+        elif key.strip() == "over_limit":
+            lines.append(f"# over_limit={value}: how users react to a limit, not a setting")
+        else:
+            lines.append(f"# slurm.conf: SchedulerParameters … {key.strip()}={value}")
+    return lines

@@ -1,0 +1,188 @@
+"""Read one cluster's recorded workload and nodes out of the lake for a replay."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from typing import TYPE_CHECKING
+
+import numpy as np
+import polars as pl
+
+from detectors.replay.engine import Workload
+from warehouse import queries
+
+if TYPE_CHECKING:
+    import duckdb
+
+__all__ = ["NoWorkload", "load_workload", "recorded_settings"]
+
+_CANCELLED = ("CANCELLED",)
+
+
+class NoWorkload(LookupError):
+    """The cluster has no GPU jobs, or no GPU nodes, in the period asked for."""
+
+
+def _float(series: pl.Series) -> np.ndarray:
+    return series.cast(pl.Float64).fill_null(np.nan).to_numpy()
+
+
+def load_workload(
+    con: duckdb.DuckDBPyConnection,
+    cluster: str,
+    since: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+) -> Workload:
+    """The GPU jobs of `cluster` submitted in [since, until) (default: all), its GPU nodes, and
+    the end of its data (the replay's horizon). Raises NoWorkload when there is nothing to run."""
+    end = queries.run(con, "replay/data_end", cluster=cluster)["end_e"][0]
+    if end is None:
+        raise NoWorkload(f"cluster {cluster!r} has no jobs in the lake")
+    lo = since or dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+    hi = until or dt.datetime.fromtimestamp(float(end) + 1, dt.UTC)
+    jobs = queries.run(con, "replay/jobs", cluster=cluster, since=lo, until=hi)
+    if jobs.is_empty():
+        raise NoWorkload(f"cluster {cluster!r} has no GPU jobs submitted in [{lo}, {hi})")
+    nodes = (
+        queries.run(con, "replay/nodes", cluster=cluster)
+        if _has_table(con, "gpus")
+        else pl.DataFrame(schema={"node": pl.String, "gpus": pl.Int32, "model": pl.String})
+    )
+    layout = queries.run(con, "replay/node_partitions", cluster=cluster)
+    seen: dict[str, set[str]] = {}
+    for node, part in layout.iter_rows():
+        seen.setdefault(node, set()).add(part)
+    horizon = float(end) if until is None else min(float(end), until.timestamp())
+    start = _float(jobs["start_e"])
+    stop = _float(jobs["end_e"])
+    state = jobs["state"].to_list()
+    ran = ~np.isnan(start)
+    # a job still running at the end of the data ran at least until then
+    run_s = np.where(ran, np.where(np.isnan(stop), float(end), stop) - start, np.nan)
+    cancel = np.array(
+        [
+            s if (np.isnan(st) and st_name.upper().startswith(_CANCELLED) and s == s) else np.inf
+            for s, st, st_name in zip(stop, start, state, strict=True)
+        ]
+    )
+    return Workload(
+        job_id=jobs["job_id"].to_list(),
+        submit_e=_float(jobs["submit_e"]),
+        run_s=np.maximum(run_s, 0.0),
+        cancel_e=cancel,
+        limit_s=_float(jobs["time_limit_s"]),
+        gpus=jobs["gpus"].cast(pl.Int64).to_numpy(),
+        n_nodes=jobs["n_nodes"].cast(pl.Int64).to_numpy(),
+        partition=jobs["partition"].to_list(),
+        account=jobs["account"].to_list(),
+        user=jobs["user"].to_list(),
+        gpu_type=[t or "" for t in jobs["gpu_type"].to_list()],
+        real_start_e=start,
+        nodes=nodes["node"].to_list(),
+        node_gpus=nodes["gpus"].cast(pl.Int64).to_numpy(),
+        node_model=nodes["model"].to_list(),
+        node_partitions={k: frozenset(v) for k, v in seen.items()},
+        horizon_e=horizon,
+        pinned=jobs["pinned"].to_numpy(),
+        job_nodes=jobs["nodes"].to_list(),
+    )
+
+
+def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    found = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = $name", {"name": name}
+    ).fetchall()
+    return bool(found[0][0])
+
+
+def _shares(con: duckdb.DuckDBPyConnection, cluster: str) -> list[tuple[str, str]]:
+    """Each leaf account's fair-share shares (`collect slurm-shares`/`slurm-config`),
+    normalised down the account tree as Slurm's classic fair-share does (an account's part of
+    its parent's part)."""
+    if not _has_table(con, "associations"):
+        return []
+    tree = queries.run(con, "report/associations_latest", cluster=cluster).filter(
+        pl.col("user").is_null()
+    )
+    raw = {a: float(s or 0) for a, s in zip(tree["account"], tree["raw_shares"], strict=True)}
+    parent = dict(zip(tree["account"], tree["parent"], strict=True))
+    siblings: dict[str | None, float] = {}
+    for account, shares in raw.items():
+        siblings[parent[account]] = siblings.get(parent[account], 0.0) + shares
+
+    def part(account: str, depth: int = 0) -> float:
+        total = siblings.get(parent[account], 0.0)
+        own = raw[account] / total if total > 0 else 0.0
+        up = parent[account]
+        return own if up is None or up not in raw or depth > 64 else own * part(up, depth + 1)
+
+    leaves = [a for a in raw if a not in siblings and a != "root"]
+    return [(f"assoc.{a}.Shares", repr(part(a))) for a in leaves]
+
+
+_GPU_TRES = re.compile(r"(?:^|,)gres/gpu=(\d+)")
+_SCHEDULER_PARAMETERS = (
+    "bf_window",
+    "bf_interval",
+    "bf_max_job_test",
+    "bf_resolution",
+    "default_queue_depth",
+)
+
+
+def _config_settings(rows: pl.DataFrame) -> list[tuple[str, str]]:
+    """The latest `scheduler_config` snapshot as replay settings (what the replay models)."""
+    out: list[tuple[str, str]] = []
+    for kind, name, key, value, _ in rows.iter_rows():
+        if value is None:
+            continue
+        if kind == "config":
+            if key.startswith("Priority") and key in _CONFIG_PRIORITY:
+                out.append((f"priority.{key}", value))
+            elif key == "SchedulerParameters":
+                for item in value.split(","):
+                    k, sep, v = item.strip().partition("=")
+                    if sep and k in _SCHEDULER_PARAMETERS:
+                        out.append((k, v))
+        elif kind == "partition" and key in ("MaxTime", "PriorityTier", "Nodes"):
+            out.append((f"partition.{name}.{key}", value))
+        elif kind == "node" and key == "Gres":
+            gpu = next((g for g in value.split(",") if g.startswith("gpu:")), None)
+            if gpu:
+                out.append((f"node.{name}.Gres", re.sub(r"\(.*\)$", "", gpu)))
+        elif kind == "node" and key == "State" and ("DRAIN" in value or "DOWN" in value):
+            out.append((f"node.{name}.State", "DRAIN"))
+        elif kind == "assoc" and key in ("GrpTRES", "MaxTRESPU"):
+            found = _GPU_TRES.search(value)
+            if found:
+                target = "GrpTRES" if key == "GrpTRES" else "MaxTRESPerUser"
+                out.append((f"assoc.{name}.{target}", f"gres/gpu={found.group(1)}"))
+    return out
+
+
+_CONFIG_PRIORITY = {
+    "PriorityType",
+    "PriorityWeightAge",
+    "PriorityWeightFairShare",
+    "PriorityWeightFairshare",
+    "PriorityWeightJobSize",
+    "PriorityWeightPartition",
+    "PriorityWeightQOS",
+    "PriorityMaxAge",
+    "PriorityDecayHalfLife",
+    "PriorityFavorSmall",
+    "PriorityFlags",
+    "PriorityCalcPeriod",
+}
+
+
+def recorded_settings(con: duckdb.DuckDBPyConnection, cluster: str) -> list[tuple[str, str]]:
+    """What the lake recorded of the cluster's policy, as replay settings: the latest
+    `collect slurm-config` snapshot, and the fair-share shares of the account tree."""
+    settings: list[tuple[str, str]] = []
+    if _has_table(con, "scheduler_config"):
+        settings += _config_settings(
+            queries.run(con, "replay/scheduler_config_latest", cluster=cluster)
+        )
+    return settings + _shares(con, cluster)

@@ -1,0 +1,336 @@
+"""Alerts a person reads (#21 point 4): one message per person and channel per run, most
+GPU-hours first with each finding's own advice; a daily cap; overriding templates; one SMTP
+connection per run."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import datetime as dt
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from app.alerts.directory import Person
+from app.alerts.findings import load_findings
+from app.alerts.fixes import concrete_fix
+from app.alerts.plan import Notice, Stage
+from app.alerts.render import render_person, sample_finding
+from app.alerts.runner import Seams, run_cycle
+from app.cli import cli
+from warehouse.connection import connect
+
+from .conftest import SLACK_TOKEN, SlackServer, SmtpServer
+from .factories import MIN, NOW, alerts_config, finding, job, land, usage
+
+IDLE = ("idle_job",)
+
+
+# ---------------------------------------------------------------- the person's digest
+
+
+def test_a_persons_digest_lists_most_gpu_hours_first_each_with_its_own_advice():
+    idle = sample_finding()
+    over = dataclasses.replace(
+        idle,
+        finding_id="f-over",
+        detector="overallocated",
+        job_id="4300",
+        subject_id="4300",
+        gpu_h_at_stake=20.0,
+        message="8 GPUs allocated, 2 used",
+        evidence={"gpus_used": 2},
+        gpus=8,
+    )
+    alice = Person("alice", "alice@example.org", "U0ALICE", "Alice")
+    r = render_person(
+        [
+            (Notice(idle, Stage.NOTICE, True, False), "owner"),
+            (Notice(over, Stage.NOTICE, False, False), "owner"),
+        ],
+        alice,
+        IDLE,
+    )
+
+    text = r.text
+    assert text.index("8 GPUs allocated, 2 used") < text.index("4 GPUs idle for 2 h")
+    assert "2 alerts for you, 28.5 GPU-hours at stake" in text
+    # each finding with the fix of its own detector, and only that
+    first, second = text.split("\n2. ")
+    assert concrete_fix(over, IDLE) in first and concrete_fix(idle, IDLE) not in first
+    assert concrete_fix(idle, IDLE) in second and concrete_fix(over, IDLE) not in second
+    assert r.subject.startswith("[gpuledger] 2 alerts, 28.5 GPU-hours at stake: Notice: 8 GPUs")
+    assert len([b for b in r.blocks if b["type"] == "section"]) == 2
+    assert "&lt;" not in r.html or "<" in text  # the HTML part is autoescaped
+    assert r.html.count("<li>") == 2
+
+
+# ---------------------------------------------------------------- cap and quiet hours
+
+
+def _lake_with_jobs(lake: Path, ids: list[str], user: str = "alice") -> None:
+    land(
+        lake,
+        "findings",
+        [
+            finding(
+                finding_id=f"f-{i}",
+                detector="overallocated",
+                subject_id=i,
+                job_id=i,
+                user=user,
+                end_ts=NOW - 60 * MIN,
+                gpu_h_at_stake=float(n + 1),
+                message=f"job {i}: 8 GPUs allocated, 2 used",
+            )
+            for n, i in enumerate(ids)
+        ],
+        batch=f"b-{ids[0]}",
+    )
+    land(lake, "jobs", [job(job_id=i, user=user, state="COMPLETED") for i in ids], f"j-{ids[0]}")
+    land(lake, "job_usage", [usage(job_id=i) for i in ids], f"u-{ids[0]}")
+
+
+@pytest.mark.live
+def test_the_daily_cap_holds_further_notices_until_the_next_local_day(tmp_path, smtp_server):
+    lake = tmp_path / "lake"
+    cfg = alerts_config(
+        tmp_path,
+        {
+            "GPULEDGER_ALERTS_SMTP_PORT": str(smtp_server.port),
+            "GPULEDGER_ALERTS_MAX_MESSAGES_PER_DAY": "2",
+            "GPULEDGER_ALERTS_TIMEZONE": "Europe/Berlin",
+            "GPULEDGER_ALERTS_QUIET_HOURS": "",
+            "GPULEDGER_ALERTS_WORKDAYS": "mon,tue,wed,thu,fri,sat,sun",
+        },
+    )
+    to_alice = []
+    clock = NOW
+    for batch in (["5001", "5002"], ["5003"], ["5004"]):
+        _lake_with_jobs(lake, batch)
+        run_cycle(lake, cfg, Seams(clock=lambda c=clock: c, sleep=lambda s: None))
+        to_alice = [r for r in smtp_server.received if r.rcpt_tos == ["alice@physics.example.org"]]
+        clock += dt.timedelta(hours=1)
+    # run 1: one message of two findings; run 2: one message; run 3: capped (2 a day)
+    assert len(to_alice) == 2
+    assert "2 alerts for you" in to_alice[0].part("plain")
+    assert "job 5004" not in "".join(r.part("plain") for r in to_alice)
+    # 23:30 in Berlin is still the same day; 00:30 the next
+    late = dt.datetime(2026, 11, 4, 22, 30, tzinfo=dt.UTC)
+    run_cycle(lake, cfg, Seams(clock=lambda: late, sleep=lambda s: None))
+    assert len([r for r in smtp_server.received if r.rcpt_tos[0].startswith("alice")]) == 2
+    next_day = dt.datetime(2026, 11, 4, 23, 30, tzinfo=dt.UTC)
+    run_cycle(lake, cfg, Seams(clock=lambda: next_day, sleep=lambda s: None))
+    to_alice = [r for r in smtp_server.received if r.rcpt_tos[0].startswith("alice")]
+    assert len(to_alice) == 3 and "job 5004" in to_alice[-1].part("plain")
+
+
+@pytest.mark.live
+def test_quiet_hours_are_measured_in_the_sites_time_zone(tmp_path, smtp_server):
+    lake = tmp_path / "lake"
+    _lake_with_jobs(lake, ["6001"])
+    env = {
+        "GPULEDGER_ALERTS_SMTP_PORT": str(smtp_server.port),
+        "GPULEDGER_ALERTS_QUIET_HOURS": "20:00-08:00",
+        "GPULEDGER_ALERTS_WORKDAYS": "mon,tue,wed,thu,fri,sat,sun",
+    }
+    # NOW is 10:00 UTC: 02:00 in Los Angeles (quiet), 11:00 in Berlin (not)
+    quiet = alerts_config(tmp_path, env | {"GPULEDGER_ALERTS_TIMEZONE": "America/Los_Angeles"})
+    report = run_cycle(lake, quiet, Seams(clock=lambda: NOW, sleep=lambda s: None))
+    assert report.notices == [] and not smtp_server.received
+    assert any("quiet hours" in why for _, why in report.waiting)
+    awake = alerts_config(tmp_path, env | {"GPULEDGER_ALERTS_TIMEZONE": "Europe/Berlin"})
+    run_cycle(lake, awake, Seams(clock=lambda: NOW, sleep=lambda s: None))
+    assert ["alice@physics.example.org"] in [r.rcpt_tos for r in smtp_server.received]
+
+
+# ---------------------------------------------------------------- a simulated week
+
+
+@pytest.fixture(scope="module")
+def week(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """A simulated week, attributed and detected; its users."""
+    lake = tmp_path_factory.mktemp("week") / "lake"
+    runner = CliRunner()
+    for args in (
+        ["simulate", "--lake", str(lake), "--gpus", "16", "--days", "7", "--quiet"],
+        ["attribute", "--lake", str(lake), "--quiet"],
+        ["detect", "--lake", str(lake), "-q"],
+    ):
+        result = runner.invoke(cli, args)
+        assert result.exit_code == 0, result.output
+    users = sorted(
+        {f.user for f in load_findings(connect(lake), dt.datetime(2000, 1, 1, tzinfo=dt.UTC))}
+        - {None}
+    )
+    return lake, users
+
+
+def fresh_copy(lake: Path, tmp_path: Path) -> Path:
+    """The week's lake with no alert ledger yet (each test starts from nothing sent)."""
+    copy = tmp_path / "lake"
+    shutil.copytree(lake, copy, ignore=shutil.ignore_patterns("_state"))
+    return copy
+
+
+def week_env(tmp_path: Path, smtp: SmtpServer, slack: SlackServer, users: list[str]) -> dict:
+    directory = tmp_path / "directory.toml"
+    directory.write_text(
+        "".join(f'[users."{u}"]\nslack_id = "U{u.upper()}"\n' for u in users), encoding="utf-8"
+    )
+    return {
+        "GPULEDGER_ALERTS_DIRECTORY": str(directory),
+        "GPULEDGER_ALERTS_EMAIL_DOMAIN": "sim.example.org",
+        "GPULEDGER_ALERTS_ADMIN_EMAILS": "admin@sim.example.org",
+        "GPULEDGER_ALERTS_SMTP_HOST": "127.0.0.1",
+        "GPULEDGER_ALERTS_SMTP_PORT": str(smtp.port),
+        "GPULEDGER_ALERTS_SLACK_TOKEN": SLACK_TOKEN,
+        "GPULEDGER_ALERTS_SLACK_API_URL": slack.api_url,
+        "GPULEDGER_ALERTS_LOOKBACK_HOURS": "1000000",
+        "GPULEDGER_ALERTS_QUIET_HOURS": "",
+        "GPULEDGER_ALERTS_WORKDAYS": "mon,tue,wed,thu,fri,sat,sun",
+        "GPULEDGER_ALERTS_MIN_SEVERITY": "info",
+    }
+
+
+@pytest.mark.live
+@pytest.mark.slow
+def test_one_run_over_a_week_sends_each_person_one_email_and_one_slack_message(
+    week, tmp_path, smtp_server, slack_server
+):
+    lake, users = week
+    lake = fresh_copy(lake, tmp_path)
+    env = week_env(tmp_path, smtp_server, slack_server, users)
+
+    first = CliRunner().invoke(cli, ["alert", "--lake", str(lake)], env=env)
+
+    assert first.exit_code == 0, first.output
+    emails = collections.Counter(r.rcpt_tos[0] for r in smtp_server.received)
+    dms = collections.Counter(p["channel"] for p in slack_server.state.posts)
+    people = {e: n for e, n in emails.items() if e != "admin@sim.example.org"}
+    assert people and max(people.values()) == 1, emails
+    assert dms and max(dms.values()) == 1, dms
+    # the admins too: their own alerts (hardware, no owner) ride in the digest due this run
+    assert emails["admin@sim.example.org"] == 1, emails
+    (admin,) = [r for r in smtp_server.received if r.rcpt_tos[0] == "admin@sim.example.org"]
+    assert "gpuledger digest" in admin.part("plain")
+    assert "For you" in admin.part("plain")
+    digests = [r for r in smtp_server.received if "alerts for you" in r.part("plain")]
+    assert digests, "nobody had more than one finding: the week is too quiet for this test"
+    assert len(smtp_server.handler.sessions) == 1  # one SMTP connection for the whole run
+    sent = len(smtp_server.received), len(slack_server.state.posts)
+
+    second = CliRunner().invoke(cli, ["alert", "--lake", str(lake)], env=env)
+
+    assert second.exit_code == 0, second.output
+    assert "0 new notice(s), 0 message(s) delivered" in second.output
+    assert (len(smtp_server.received), len(slack_server.state.posts)) == sent
+
+
+# ---------------------------------------------------------------- overriding templates
+
+GOOD_TEXT = (
+    "CUSTOM for {{ to.greeting_name }}: {% for i in items %}{{ i.headline }}; {% endfor %}\n"
+)
+GOOD_NOTICE = "CUSTOM for {{ to.greeting_name }}: {{ headline }}\n"
+
+
+@pytest.mark.live
+@pytest.mark.slow
+def test_an_overriding_template_changes_the_email(week, tmp_path, smtp_server, slack_server):
+    lake, users = week
+    lake = fresh_copy(lake, tmp_path)
+    folder = tmp_path / "templates"
+    folder.mkdir()
+    (folder / "person.txt.j2").write_text(GOOD_TEXT, encoding="utf-8")
+    (folder / "notice.txt.j2").write_text(GOOD_NOTICE, encoding="utf-8")
+    env = week_env(tmp_path, smtp_server, slack_server, users)
+    env["GPULEDGER_ALERTS_TEMPLATES_DIR"] = str(folder)
+
+    checked = CliRunner().invoke(cli, ["config", "check"], env=env)
+    result = CliRunner().invoke(cli, ["alert", "--lake", str(lake)], env=env)
+
+    assert checked.exit_code == 0, checked.output
+    assert result.exit_code == 0, result.output
+    people = [r for r in smtp_server.received if r.rcpt_tos != ["admin@sim.example.org"]]
+    assert people and all(r.part("plain").startswith("CUSTOM for ") for r in people)
+    # the shipped templates are the fallback: the HTML part is the shipped one
+    assert all("<!DOCTYPE html>" in r.part("html") for r in people)
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "why"),
+    [
+        ("person.html.j2", "{% for i in %}", "person.html.j2 line 1: "),
+        ("notice.txt.j2", "{{ no_such_value }}", "a template does not render: UndefinedError"),
+        ("person.slack.json.j2", "[{{ count }},]", "a Slack template does not give JSON"),
+        ("persn.txt.j2", "hi", "persn.txt.j2 is no template gpuledger uses"),
+    ],
+)
+def test_config_check_refuses_a_broken_override_with_one_line(tmp_path, name, text, why):
+    folder = tmp_path / "templates"
+    folder.mkdir()
+    (folder / name).write_text(text, encoding="utf-8")
+    good = tmp_path / "good"
+    good.mkdir()
+    (good / "person.txt.j2").write_text(GOOD_TEXT, encoding="utf-8")
+
+    broken = CliRunner().invoke(
+        cli, ["config", "check"], env={"GPULEDGER_ALERTS_TEMPLATES_DIR": str(folder)}
+    )
+    fine = CliRunner().invoke(
+        cli, ["config", "check"], env={"GPULEDGER_ALERTS_TEMPLATES_DIR": str(good)}
+    )
+
+    assert broken.exit_code == 1
+    [last] = broken.output.strip().splitlines()[-1:]
+    assert last.startswith(f"Error: alerts.templates_dir: {why}"), broken.output
+    assert "Traceback" not in broken.output
+    assert fine.exit_code == 0, fine.output
+
+
+def test_a_final_notice_told_in_a_persons_digest_counts_as_delivered_to_the_owner(tmp_path):
+    # the action waits for the owner's final notice: one message may carry several notices
+    from app.alerts.ledger import Ledger
+
+    ledger = Ledger.open(tmp_path / "alerts.sqlite")
+    common = {"subject_key": "s", "detector": "idle_job", "severity": "warn", "now": NOW}
+    final = ledger.add_notice(
+        cluster="c",
+        finding_id="f1",
+        stage=int(Stage.FINAL),
+        fingerprint="a",
+        test_mode=False,
+        **common,
+    )
+    other = ledger.add_notice(
+        cluster="c",
+        finding_id="f2",
+        stage=int(Stage.FINAL),
+        fingerprint="b",
+        test_mode=False,
+        **common,
+    )
+    assert final is not None and other is not None
+    for key, role, notices in (
+        ("to-owner", "owner", [(other, "owner"), (final, "owner")]),
+        ("to-manager", "manager", [(other, "manager")]),
+    ):
+        ledger.add_message(
+            key=key,
+            notice_id=notices[0][0],
+            kind="notice",
+            role=role,
+            channel="email",
+            recipient=f"{key}@x",
+            payload={},
+            now=NOW,
+        )
+        ledger.link_notices(key, notices)
+    assert ledger.final_delivered_at("c", "f1") is None  # queued, not delivered
+    ledger.mark_delivered("to-owner", NOW + MIN)
+
+    assert ledger.final_delivered_at("c", "f1") == NOW + MIN  # not the message's first notice
+    assert ledger.messages_to("email", "to-owner@x", NOW) == 1

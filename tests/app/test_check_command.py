@@ -1,0 +1,168 @@
+"""`gpuledger check`: 0 violations on simulated lakes read weeks later, and each kind of edited
+row (a finding or a mart row with too many GPU-hours, a finding past the data) named."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+import sql
+from app.cli import cli
+from detectors.findings import read_findings, write_findings
+from warehouse.checks import QUERIES
+from warehouse.connection import connect
+
+
+def gpuledger(*args: str) -> tuple[int, str, str]:
+    # a runner that does not see the developer's GPULEDGER_* settings
+    runner = CliRunner(env={k: None for k in os.environ if k.startswith("GPULEDGER_")})
+    result = runner.invoke(cli, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _weeks_after_the_data(lake: Path, weeks: int = 3) -> str:
+    (end,) = connect(lake).execute("SELECT max(data_end) FROM data_extent").fetchone() or (None,)
+    assert isinstance(end, dt.datetime)
+    return (end + dt.timedelta(weeks=weeks)).strftime("%Y-%m-%dT%H:%M")
+
+
+def made_and_read_weeks_later(lake: Path, *sim: str) -> None:
+    for args in (
+        ("simulate", "--lake", str(lake), "-q", *sim),
+        ("attribute", "--lake", str(lake), "-q"),
+    ):
+        code, _, err = gpuledger(*args)
+        assert code == 0, err
+    code, _, err = gpuledger(
+        "detect", "--lake", str(lake), "-q", "--now", _weeks_after_the_data(lake)
+    )
+    assert code == 0, err
+
+
+@pytest.fixture(scope="module")
+def clean_lake(tmp_path_factory) -> Path:
+    lake = tmp_path_factory.mktemp("check") / "lake"
+    made_and_read_weeks_later(lake, "--gpus", "16", "--days", "1", "--seed", "4")
+    return lake
+
+
+@pytest.fixture
+def lake(clean_lake: Path, tmp_path: Path) -> Path:
+    """A copy of the clean lake to edit."""
+    copy = tmp_path / "lake"
+    shutil.copytree(clean_lake, copy)
+    return copy
+
+
+def test_every_check_file_runs(clean_lake):
+    assert sorted(QUERIES) == [n for n in sql.names() if n.startswith("check/")]
+
+
+def test_a_clean_lake_gives_one_line_and_exit_0(clean_lake):
+    code, out, err = gpuledger("check", "--lake", str(clean_lake))
+
+    assert (code, err) == (0, "")
+    assert out.startswith("0 violations: 6 checks over 1 cluster(s), ")
+    assert out.count("\n") == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "sim",
+    [
+        ("--days", "1", "--seed", "3", "--gpus", "64"),
+        ("--days", "7", "--seed", "9", "--gpus", "16"),
+    ],
+    ids=["64gpus-1day-seed3", "16gpus-7days-seed9"],
+)
+def test_simulated_lakes_read_weeks_later_have_no_violation(tmp_path, sim):
+    made_and_read_weeks_later(tmp_path / "lake", *sim)
+
+    code, out, _ = gpuledger("check", "--lake", str(tmp_path / "lake"))
+
+    assert code == 0, out
+    assert out.startswith("0 violations")
+
+
+def _edit_finding(lake: Path, kind: str, **changes: object) -> str:
+    """Rewrite the first finding about a `kind` subject with `changes`; return its id."""
+    findings = read_findings(lake, "sim")
+    index = pc.index(findings.column("subject_kind"), kind).as_py()
+    assert index >= 0, kind
+    rows = findings.to_pylist()
+    rows[index] |= changes
+    write_findings(lake, pa.Table.from_pylist(rows, findings.schema))
+    return str(rows[index]["finding_id"])
+
+
+def test_a_job_finding_with_too_many_gpu_hours_is_named(lake):
+    finding = _edit_finding(lake, "job", gpu_h_at_stake=10_000.0)
+
+    code, out, err = gpuledger("check", "--lake", str(lake))
+
+    assert code == 1
+    [line] = out.splitlines()
+    assert line.startswith(f"job_gpu_hours [sim] finding {finding} (")
+    assert "GPU-hours at stake 10000.00 exceeds the job's" in line
+    assert err.startswith("1 violation(s): ")
+
+
+def test_a_user_finding_with_more_than_its_allocation_is_named(lake):
+    finding = _edit_finding(lake, "user", gpu_h_at_stake=1e6)
+
+    code, out, _ = gpuledger("check", "--lake", str(lake))
+
+    assert code == 1
+    [line] = out.splitlines()
+    assert line.startswith(f"owner_gpu_hours [sim] finding {finding} (low_efficiency_user): ")
+
+
+def test_a_finding_ending_after_the_data_is_named(lake):
+    finding = _edit_finding(lake, "job", end_ts=dt.datetime(2031, 1, 1, tzinfo=dt.UTC))
+
+    code, out, _ = gpuledger("check", "--lake", str(lake))
+
+    assert code == 1
+    [line] = out.splitlines()
+    assert line.startswith(f"findings_in_data [sim] finding {finding} (")
+    assert "2031-01-01 00:00:00 ends after the data" in line
+
+
+def test_a_job_usage_row_with_too_many_gpu_hours_is_named(lake):
+    path = lake / "job_usage" / "cluster=sim" / "mart.parquet"
+    usage = pq.read_table(path)
+    job = usage.column("job_id")[0].as_py()
+    alloc = usage.column("alloc_gpu_h").to_pylist()
+    alloc[0] = 10_000.0
+    pq.write_table(
+        usage.set_column(
+            usage.schema.get_field_index("alloc_gpu_h"), "alloc_gpu_h", pa.array(alloc)
+        ),
+        path,
+    )
+
+    code, out, _ = gpuledger("check", "--lake", str(lake))
+
+    assert code == 1
+    lines = out.splitlines()
+    assert f"job_gpu_hours [sim] job_usage row of job {job}: alloc_gpu_h 10000.00 exceeds" in out
+    # the marts no longer add up either: usage_daily's total differs from job_usage's
+    assert any(
+        line.startswith("mart_totals [sim] usage_daily totals: alloc GPU-h") for line in lines
+    )
+
+
+def test_a_lake_without_marts_is_one_error_line(tmp_path):
+    code, out, err = gpuledger("check", "--lake", str(tmp_path / "none"))
+
+    assert code == 1
+    assert out == ""
+    assert err.startswith("Error: The lake at ") and err.count("\n") == 1

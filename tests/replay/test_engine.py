@@ -1,0 +1,290 @@
+"""The replay engine on hand-built workloads whose outcome is known (detectors/replay/engine.py).
+
+Every case is small enough to schedule by hand; the expected start times in each test are
+worked out in its comment."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from detectors.replay.engine import Workload, replay
+from detectors.replay.metrics import calibrate, compare
+from detectors.replay.policy import Policy, apply_settings
+
+NAN = math.nan
+
+
+def workload(
+    jobs: list[dict], nodes: dict[str, int], horizon: float = 10_000.0, pinned: bool = False
+) -> Workload:
+    """jobs: dicts with submit, run, gpus and optionally limit, nodes, account, user, partition,
+    type, real_start, cancel."""
+    return Workload(
+        job_id=[str(i) for i in range(len(jobs))],
+        submit_e=np.array([j["submit"] for j in jobs], dtype=float),
+        run_s=np.array([j.get("run", NAN) for j in jobs], dtype=float),
+        cancel_e=np.array([j.get("cancel", math.inf) for j in jobs], dtype=float),
+        limit_s=np.array([j.get("limit", j.get("run", NAN)) for j in jobs], dtype=float),
+        gpus=np.array([j["gpus"] for j in jobs], dtype=np.int64),
+        n_nodes=np.array([j.get("nodes", 1) for j in jobs], dtype=np.int64),
+        partition=[j.get("partition", "gpu") for j in jobs],
+        account=[j.get("account", "a") for j in jobs],
+        user=[j.get("user", "u") for j in jobs],
+        gpu_type=[j.get("type", "") for j in jobs],
+        real_start_e=np.array([j.get("real_start", NAN) for j in jobs], dtype=float),
+        nodes=list(nodes),
+        node_gpus=np.array(list(nodes.values()), dtype=np.int64),
+        node_model=["h100"] * len(nodes),
+        node_partitions={},
+        horizon_e=horizon,
+        pinned=np.array([j.get("pinned", False) for j in jobs]) if pinned else None,
+        job_nodes=[j.get("on", []) for j in jobs] if pinned else None,
+    )
+
+
+def starts(w: Workload, policy: Policy | None = None) -> list[float]:
+    return [float(s) for s in replay(w, policy or Policy()).start_e]
+
+
+FAST_BF = apply_settings(Policy(), ["bf_interval=1", "bf_resolution=1"])
+
+
+def test_first_come_first_served_on_one_node():
+    # 8 GPUs: A holds all until 100; B (8) waits for it, then C (8) for B
+    w = workload(
+        [
+            {"submit": 0, "run": 100, "gpus": 8},
+            {"submit": 1, "run": 50, "gpus": 8},
+            {"submit": 2, "run": 10, "gpus": 8},
+        ],
+        {"n1": 8},
+    )
+    assert starts(w) == [0, 100, 150]
+
+
+def test_backfill_starts_a_short_job_that_does_not_delay_the_reserved_one():
+    # A holds 4 of 8 GPUs until its limit 100; B (8 GPUs) is reserved from 100. C (2 GPUs,
+    # limit 50) ends before 100: backfilled at once. D (2 GPUs, limit 200) would delay B: it
+    # starts when B ends (100 + 60), although GPUs are free before.
+    w = workload(
+        [
+            {"submit": 0, "run": 100, "gpus": 4},
+            {"submit": 1, "run": 60, "gpus": 8},
+            {"submit": 2, "run": 50, "gpus": 2},
+            {"submit": 3, "run": 200, "gpus": 2},
+        ],
+        {"n1": 8},
+    )
+    assert starts(w, FAST_BF) == [0, 100, 2, 160]
+
+
+def test_backfill_runs_every_bf_interval_not_at_every_event():
+    # as above, with Slurm's default bf_interval of 30 s: the pass at 1 s (B queued) finds C not
+    # yet submitted; C waits for the next pass, at 31 s
+    w = workload(
+        [
+            {"submit": 0, "run": 100, "gpus": 4},
+            {"submit": 1, "run": 60, "gpus": 8},
+            {"submit": 2, "run": 50, "gpus": 2},
+        ],
+        {"n1": 8},
+    )
+    assert starts(w, apply_settings(Policy(), ["bf_resolution=1"])) == [0, 100, 31]
+
+
+def test_a_lower_max_time_lets_a_waiting_8_gpu_job_start_earlier_by_the_time_it_cuts():
+    # A asks for 1,000 s and runs them; B (8 GPUs) waits for it. With MaxTime 500 s and jobs
+    # resubmitted within it (cut), A ends at 500 and B starts 500 s earlier; A loses 500 s × 8.
+    jobs = [
+        {"submit": 0, "run": 1000, "gpus": 8, "limit": 1000},
+        {"submit": 1, "run": 100, "gpus": 8, "limit": 100},
+    ]
+    w = workload(jobs, {"n1": 8})
+    base = replay(w, Policy())
+    cut = replay(w, apply_settings(Policy(), ["partition.gpu.MaxTime=00:08:20", "over_limit=cut"]))
+
+    assert base.start_e[1] - cut.start_e[1] == 500
+    assert cut.cut_by_limit.tolist() == [True, False]
+    c = compare(w, base, cut, {"a": 1.0}, capacity_gpu_h=8 * 2000 / 3600)
+    assert c.cut_jobs == 1 and c.cut_gpu_h == pytest.approx(500 * 8 / 3600)
+
+
+def test_a_job_asking_more_than_max_time_stays_pending_as_slurm_holds_it():
+    jobs = [
+        {"submit": 0, "run": 1000, "gpus": 8, "limit": 1000},
+        {"submit": 1, "run": 100, "gpus": 8, "limit": 100},
+    ]
+    out = replay(workload(jobs, {"n1": 8}), apply_settings(Policy(), ["partition.gpu.MaxTime=10"]))
+
+    assert np.isnan(out.start_e[0]) and out.held_by_limit.tolist() == [True, False]
+    assert out.start_e[1] == 1
+
+
+def test_an_account_gpu_cap_runs_its_jobs_one_after_another():
+    # two 8-GPU nodes; account x submits three 8-GPU jobs. Uncapped: two at 0, one at 100.
+    # GrpTRES=gres/gpu=8: one at a time.
+    jobs = [{"submit": 0, "run": 100, "gpus": 8, "account": "x"} for _ in range(3)]
+    w = workload(jobs, {"n1": 8, "n2": 8})
+
+    assert starts(w) == [0, 0, 100]
+    assert starts(w, apply_settings(Policy(), ["assoc.x.GrpTRES=gres/gpu=8"])) == [0, 100, 200]
+
+
+def test_fair_share_puts_the_account_that_used_less_first():
+    # h runs 8 GPUs from 0 to 100; at 100 h's second job (submitted at 10) and l's (at 20)
+    # compete. First come first served: h's. With a fair-share weight, l has used nothing.
+    jobs = [
+        {"submit": 0, "run": 100, "gpus": 8, "account": "h"},
+        {"submit": 10, "run": 100, "gpus": 8, "account": "h"},
+        {"submit": 20, "run": 100, "gpus": 8, "account": "l"},
+    ]
+    w = workload(jobs, {"n1": 8})
+    fair = apply_settings(
+        Policy(),
+        [
+            "priority.PriorityType=priority/multifactor",
+            "priority.PriorityWeightFairshare=10000",
+            "priority.PriorityCalcPeriod=00:00:01",
+        ],
+    )
+
+    assert starts(w) == [0, 100, 200]
+    assert starts(w, fair) == [0, 200, 100]
+
+
+def test_a_drained_node_takes_no_jobs_and_an_added_one_does():
+    jobs = [{"submit": 0, "run": 100, "gpus": 8} for _ in range(2)]
+    w = workload(jobs, {"n1": 8, "n2": 8})
+
+    assert starts(w, apply_settings(Policy(), ["node.n2.State=DRAIN"])) == [0, 100]
+    one = workload(jobs, {"n1": 8})
+    assert starts(one, apply_settings(Policy(), ["node.n9.Gres=gpu:h100:8"])) == [0, 0]
+
+
+def test_a_multi_node_job_waits_for_whole_nodes_of_its_gpu_type():
+    jobs = [
+        {"submit": 0, "run": 100, "gpus": 4},
+        {"submit": 1, "run": 100, "gpus": 16, "nodes": 2},
+    ]
+    assert starts(workload(jobs, {"n1": 8, "n2": 8})) == [0, 100]
+    assert starts(workload(jobs, {"n1": 8, "n2": 8, "n3": 8})) == [0, 1]
+
+
+def test_a_job_cancelled_while_pending_never_starts_and_frees_its_place():
+    jobs = [
+        {"submit": 0, "run": 100, "gpus": 8},
+        {"submit": 1, "run": 100, "gpus": 8, "cancel": 50},
+        {"submit": 2, "run": 100, "gpus": 8},
+    ]
+    got = starts(workload(jobs, {"n1": 8}))
+    assert got[0] == 0 and math.isnan(got[1]) and got[2] == 100
+
+
+def test_nothing_is_simulated_past_the_end_of_the_data():
+    jobs = [{"submit": 0, "run": 100, "gpus": 8}, {"submit": 1, "run": 100, "gpus": 8}]
+    got = starts(workload(jobs, {"n1": 8}, horizon=50))
+    assert got[0] == 0 and math.isnan(got[1])
+
+
+def test_a_replay_of_what_the_record_did_calibrates_exactly():
+    jobs = [
+        {"submit": 0, "run": 100, "gpus": 8, "real_start": 0, "account": "a"},
+        {"submit": 1, "run": 50, "gpus": 8, "real_start": 100, "account": "b"},
+        {"submit": 2, "run": 10, "gpus": 8, "real_start": 150, "account": "a"},
+    ]
+    w = workload(jobs, {"n1": 8})
+    c = calibrate(w, replay(w, Policy()))
+
+    assert (c.jobs, c.median_abs_start_s, c.p90_abs_start_s) == (3, 0.0, 0.0)
+    assert c.rank_correlation == pytest.approx(1.0)
+    assert c.wait_by_account["rel_diff"].to_list() == [0.0, 0.0]
+
+
+def test_a_job_running_when_the_period_starts_holds_its_nodes_as_recorded():
+    # the period starts at 100 with a 6-GPU job running on n1 since 40 (until 300, past its
+    # 180 s limit under a new MaxTime): an 8-GPU job must take n2, the next 4-GPU one waits
+    jobs = [
+        {"submit": 0, "run": 260, "gpus": 6, "pinned": True, "on": ["n1"], "real_start": 40},
+        {"submit": 100, "run": 100, "gpus": 8},
+        {"submit": 101, "run": 100, "gpus": 4},
+    ]
+    w = workload(jobs, {"n1": 8, "n2": 8}, pinned=True)
+    out = replay(w, apply_settings(Policy(), ["partition.gpu.MaxTime=3", "over_limit=cut"]))
+
+    assert out.start_e.tolist() == [40, 100, 200]
+    assert out.end_e[0] == 300 and not out.cut_by_limit[0]
+
+
+@pytest.mark.parametrize("flags", ["", "NO_FAIR_TREE"])
+def test_both_fair_share_algorithms_put_the_lighter_account_first(flags):
+    jobs = [
+        {"submit": 0, "run": 100, "gpus": 8, "account": "h"},
+        {"submit": 10, "run": 100, "gpus": 8, "account": "h"},
+        {"submit": 20, "run": 100, "gpus": 8, "account": "l"},
+    ]
+    fair = apply_settings(
+        Policy(),
+        [
+            "priority.PriorityType=priority/multifactor",
+            "priority.PriorityWeightFairshare=10000",
+            "priority.PriorityCalcPeriod=00:00:01",
+            f"priority.PriorityFlags={flags}",
+        ],
+    )
+    assert fair.fair_tree is (flags == "")
+    assert starts(workload(jobs, {"n1": 8}), fair) == [0, 200, 100]
+
+
+def test_fair_tree_ranks_the_users_of_one_account_by_what_each_used():
+    # one account; u1 ran first, so at 100 u2's job (submitted later) goes before u1's second.
+    # Classic fair-share sees one account and keeps first come, first served.
+    jobs = [
+        {"submit": 0, "run": 100, "gpus": 8, "user": "u1"},
+        {"submit": 10, "run": 100, "gpus": 8, "user": "u1"},
+        {"submit": 20, "run": 100, "gpus": 8, "user": "u2"},
+    ]
+    settings = [
+        "priority.PriorityType=priority/multifactor",
+        "priority.PriorityWeightFairshare=10000",
+        "priority.PriorityCalcPeriod=00:00:01",
+    ]
+    w = workload(jobs, {"n1": 8})
+
+    assert starts(w, apply_settings(Policy(), settings)) == [0, 200, 100]
+    classic = apply_settings(Policy(), [*settings, "priority.PriorityFlags=NO_FAIR_TREE"])
+    assert starts(w, classic) == [0, 100, 200]
+
+
+def test_one_user_association_cap_holds_that_user_only():
+    # a user association capped at 4 GPUs: bob's second 4-GPU job waits for his first (ends at
+    # 100); carol in the same account is not capped and starts at once
+    w = workload(
+        [
+            {"submit": 0, "run": 100, "gpus": 4, "user": "bob"},
+            {"submit": 1, "run": 100, "gpus": 4, "user": "bob"},
+            {"submit": 2, "run": 100, "gpus": 4, "user": "carol"},
+        ],
+        {"n1": 8, "n2": 8},
+    )
+    capped = apply_settings(FAST_BF, ["assoc.a.bob.GrpTRES=gres/gpu=4"])
+    assert starts(w, capped) == [0.0, 100.0, 2.0]
+    assert starts(w, FAST_BF) == [0.0, 1.0, 2.0]
+
+
+def test_fair_share_is_recomputed_every_priority_calc_period_not_at_every_event():
+    # as in the fair-share case, but Slurm's default PriorityCalcPeriod (5 min): at 100 the
+    # factors are still those of 0, when nobody had used anything, so first come first served
+    jobs = [
+        {"submit": 0, "run": 100, "gpus": 8, "account": "h"},
+        {"submit": 10, "run": 100, "gpus": 8, "account": "h"},
+        {"submit": 20, "run": 100, "gpus": 8, "account": "l"},
+    ]
+    policy = apply_settings(
+        Policy(),
+        ["priority.PriorityType=priority/multifactor", "priority.PriorityWeightFairshare=10000"],
+    )
+    assert policy.calc_period_s == 300
+    assert starts(workload(jobs, {"n1": 8}), policy) == [0, 100, 200]
