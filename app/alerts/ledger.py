@@ -218,6 +218,12 @@ class Ledger:
         ).fetchone()
         return row is not None
 
+    def action_exit(self, cluster: str, job_id: str) -> int | None:
+        row = self.con.execute(
+            "SELECT returncode FROM actions WHERE cluster = ? AND job_id = ?", (cluster, job_id)
+        ).fetchone()
+        return None if row is None or row[0] is None else int(row[0])
+
     # ------------------------------------------------------------ writing
 
     def add_notice(
