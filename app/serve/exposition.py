@@ -225,6 +225,8 @@ def _jobs(figures: Figures) -> dict[str, list[Sample]]:
     out: dict[str, list[Sample]] = {}
     exported: dict[str, int] = {}
     running: dict[str, int] = {}
+    for row in _rows(figures.running):  # every running job, before the cap
+        running[row["cluster"]] = running.get(row["cluster"], 0) + int(row["running_jobs"])
     seconds = {
         "gpuledger_job_allocated_gpu_seconds": "allocated_gpu_h",
         "gpuledger_job_idle_gpu_seconds": "idle_gpu_h",
@@ -234,7 +236,6 @@ def _jobs(figures: Figures) -> dict[str, list[Sample]]:
     for row in _rows(figures.jobs):
         cluster = row["cluster"]
         exported[cluster] = exported.get(cluster, 0) + 1
-        running[cluster] = int(row["running_jobs"])
         labels = (
             cluster,
             row["job_id"],

@@ -1,15 +1,15 @@
 -- running_jobs: the jobs running at the end of each cluster's data, the largest first, with
 -- what they hold now and so far (`gpuledger serve`'s per-job series).
 --
--- Grain:   one row per running (cluster, job_id), at most $max_jobs per cluster
+-- Grain:   one row per running (cluster, job_id), at most $max_jobs per cluster (running_by_account
+--          counts them all)
 -- Reads:   jobs_latest, data_extent, job_usage, gpu_job_buckets, job_gpus, findings
 -- Params:
 --   $bucket_s  the bucket width the marts were built with, in seconds
 --   $max_jobs  at most this many jobs per cluster (the largest by GPUs, then the longest running)
 -- Returns: cluster, job_id, user, account, partition, gpus, start_ts, running_s,
 --          allocated_gpu_h, idle_gpu_h, effective_gpu_h, gpus_busy, gpus_idle, gpu_h_at_stake,
---          gpu_slots (list of struct(node, gpu_index): the GPUs it holds now), running_jobs (how
---          many run on the cluster, before the cap)
+--          gpu_slots (list of struct(node, gpu_index): the GPUs it holds now)
 --
 -- Running: started at or before the end of the cluster's data and no end time in the job's
 -- latest version. "Now" is the cluster's last complete bucket (as occupancy_now): a GPU of the
@@ -26,8 +26,7 @@ WITH running AS (
         j.partition,
         coalesce(j.gpus, 0) AS gpus,
         j.start_ts,
-        epoch(e.data_end) - epoch(j.start_ts) AS running_s,
-        count(*) OVER (PARTITION BY j.cluster) AS running_jobs
+        epoch(e.data_end) - epoch(j.start_ts) AS running_s
     FROM jobs_latest AS j
     JOIN data_extent AS e
         ON e.cluster = j.cluster
@@ -115,8 +114,7 @@ SELECT
     least(coalesce(s.busy, 0), r.gpus) AS gpus_busy,
     least(coalesce(s.idle, 0), r.gpus - least(coalesce(s.busy, 0), r.gpus)) AS gpus_idle,
     coalesce(k.gpu_h_at_stake, 0) AS gpu_h_at_stake,
-    coalesce(l.gpu_slots, []) AS gpu_slots,
-    r.running_jobs
+    coalesce(l.gpu_slots, []) AS gpu_slots
 FROM running AS r
 LEFT JOIN job_usage AS u
     ON u.cluster = r.cluster AND u.job_id = r.job_id
