@@ -34,8 +34,9 @@ def lake_state(lake: Path) -> tuple[tuple[str, int], ...]:
         return ()
     state: list[tuple[str, int]] = []
     for top, dirs, _files in os.walk(lake):
-        if top == str(lake):
+        if top == str(lake):  # its own time changes with _state/: a new table is a new path
             dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
+            continue
         try:
             state.append((top, os.stat(top).st_mtime_ns))
         except FileNotFoundError:
