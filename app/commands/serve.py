@@ -83,6 +83,7 @@ def command(config_path: Path | None, lake: Path, address: str | None, port: int
     try:
         listener.bind((host, serve_cfg.port if port is None else port))
     except OSError as exc:
+        listener.close()
         wanted = serve_cfg.port if port is None else port
         raise AppError(f"cannot listen on {host}:{wanted}: {exc.strerror}") from None
     bound = listener.getsockname()[1]  # the port chosen when 0 was asked for
