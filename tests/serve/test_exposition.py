@@ -236,7 +236,12 @@ def test_label_values_are_escaped():
 
     frames = {key: pl.DataFrame() for key in QUERIES}
     frames["recommendations"] = pl.DataFrame(
-        {"cluster": ['a"b\\c\nd'], "kind": ["k"], "recommendations": [1], "expected_gain_gpu_h": [0.0]}
+        {
+            "cluster": ['a"b\\c\nd'],
+            "kind": ["k"],
+            "recommendations": [1],
+            "expected_gain_gpu_h": [0.0],
+        }
     )
     text = render_metrics(Figures(**frames), ServeSettings())
 

@@ -121,7 +121,9 @@ def stack(lake: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict
 def test_promtool_accepts_what_gpuledger_serve_answers(stack: dict[str, Any]) -> None:
     promtool = shutil.which("promtool")
     if promtool is None:
-        pytest.fail("promtool is not installed: run `make system-deps` (apt-get install prometheus)")
+        pytest.fail(
+            "promtool is not installed: run `make system-deps` (apt-get install prometheus)"
+        )
     started = time.monotonic()
     status, body = http_get(f"{stack['serve']}/metrics")
     took_s = time.monotonic() - started
