@@ -272,12 +272,12 @@ def _findings(figures: Figures) -> dict[str, list[Sample]]:
             (labels, float(row["gpu_h_at_stake"]) * 3600.0)
         )
     for row in _rows(figures.recommendations):
-        labels = (row["cluster"], row["kind"])
+        kind = (row["cluster"], row["kind"])
         out.setdefault("gpuledger_recommendations", []).append(
-            (labels, float(row["recommendations"]))
+            (kind, float(row["recommendations"]))
         )
         out.setdefault("gpuledger_recommendations_expected_gain_gpu_seconds", []).append(
-            (labels, float(row["expected_gain_gpu_h"]) * 3600.0)
+            (kind, float(row["expected_gain_gpu_h"]) * 3600.0)
         )
     return out
 

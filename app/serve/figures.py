@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from app.serve.settings import ServeSettings
 
@@ -48,7 +48,7 @@ def read_figures(lake: Path, settings: ServeSettings) -> Figures:
     from warehouse.connection import connect
     from warehouse.queries import run
 
-    params = {
+    params: dict[str, dict[str, Any]] = {
         "usage": {
             "windows_s": [seconds for _, seconds in settings.windows_s],
             "bucket_s": settings.bucket_s,
