@@ -8,15 +8,15 @@ from pathlib import Path
 import click
 
 from app.commands.config import config_option
+from app.commands.run import lake_override
 from app.errors import AppError, reports_errors
-from app.options import lake_option
 
 __all__ = ["command"]
 
 
 @click.command("serve")
 @config_option
-@lake_option
+@lake_override
 @click.option(
     "--address",
     default=None,
@@ -29,7 +29,9 @@ __all__ = ["command"]
     help="Port to listen on [default: serve.port, 9747; 0: any free port].",
 )
 @reports_errors
-def command(config_path: Path | None, lake: Path, address: str | None, port: int | None) -> None:
+def command(
+    config_path: Path | None, lake: Path | None, address: str | None, port: int | None
+) -> None:
     """Serve the lake's figures to Prometheus at http://ADDRESS:PORT/metrics.
 
     \b
@@ -50,17 +52,13 @@ def command(config_path: Path | None, lake: Path, address: str | None, port: int
       gpuledger serve --lake lake                       # http://127.0.0.1:9747/metrics
       gpuledger serve --lake /data/lake --address 0.0.0.0 --port 9100
     """
-    from click.core import ParameterSource
-
     from app.config import load_config
     from app.pipeline import pipeline_config
     from app.serve.settings import ServeConfig, ServeSettings
 
     cfg = load_config(config_path)
     serve_cfg = cfg.section(ServeConfig)
-    ctx = click.get_current_context()
-    if ctx.get_parameter_source("lake") == ParameterSource.DEFAULT:
-        lake = cfg.lake.root  # no --lake, no $GPULEDGER_LAKE: the configuration's
+    lake = lake or cfg.lake.root  # the configuration's `lake` ($GPULEDGER_LAKE wins there)
     if not lake.is_dir():
         raise AppError(f"no lake at {str(lake)!r}: give --lake (or $GPULEDGER_LAKE) a lake folder")
     settings = ServeSettings(
