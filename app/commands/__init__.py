@@ -20,6 +20,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "philly",
     "collect",
     "serve_exporters",
+    "serve",
     "config",
     "alert",
     "detect",
