@@ -9,7 +9,8 @@ handlers would belong to the application). Nothing in an error echoes a token.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any
 
 from fastapi import HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -49,7 +50,7 @@ def _validation_message(exc: RequestValidationError) -> str:
 class JsonErrorRoute(APIRoute):
     """An APIRoute whose errors are the API's JSON errors."""
 
-    def get_route_handler(self) -> Callable[[Request], Awaitable[Response]]:
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
 
         async def route(request: Request) -> Response:
