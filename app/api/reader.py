@@ -4,7 +4,8 @@ Opening the lake (a view per table over its files) and DuckDB's first reads of t
 footers cost most of a cold `gpuledger job`; a warm connection answers one job's report in a
 fraction of that. Each request reads through its own cursor (a DuckDB connection is not
 thread-safe; cursors share its views and caches). After `refresh_s` the lake is reopened in the
-background, so files landed since are seen while requests keep the old connection; a file
+background when its files changed (names, sizes, times), so files landed since are seen while
+requests keep the old connection, and the rendered reports cached for this opening stay; a file
 replaced under the open views (compaction, a rebuild) makes DuckDB fail to read it, and the
 lake is then reopened at once and the read tried once more.
 """
@@ -18,8 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from warehouse import queries
+from warehouse import layout, queries
 from warehouse.connection import connect
+from warehouse.schema import TABLES
 
 if TYPE_CHECKING:
     import duckdb
@@ -47,11 +49,23 @@ class LakeReader:
         self._opened_at = 0.0
         self._refreshing = False
         self.generation = 0  # bumped each time the lake is reopened: keys the caches
+        self._fingerprint_at_open = ""
+
+    def _fingerprint(self) -> str:
+        """A digest of every lake file's name, size and time: it changes when one lands, is
+        rewritten or goes."""
+        paths = [p for table in TABLES for p in layout.table_files(self.root, table)]
+        try:
+            return layout.files_fingerprint(paths)
+        except FileNotFoundError:  # removed while listed (compaction): changed
+            return ""
 
     def _open(self) -> duckdb.DuckDBPyConnection:
+        fingerprint = self._fingerprint()
         con = connect(self.root)
         with self._lock:  # the old one closes once the last request reading it lets go
             self._con, self._opened_at = con, self._clock()
+            self._fingerprint_at_open = fingerprint
             self.generation += 1
         return con
 
@@ -67,8 +81,18 @@ class LakeReader:
             threading.Thread(target=self._refresh, name="api-lake-refresh", daemon=True).start()
         return con
 
+    @property
+    def refreshing(self) -> bool:
+        """Whether a background check of the lake's files (and reopening) is under way."""
+        with self._lock:
+            return self._refreshing
+
     def _refresh(self) -> None:
         try:
+            if self._fingerprint() == self._fingerprint_at_open:
+                with self._lock:  # nothing changed: keep the connection and the caches
+                    self._opened_at = self._clock()
+                return
             self._open()
         finally:
             with self._lock:

@@ -96,9 +96,16 @@ def test_the_reader_sees_files_landed_after_its_refresh(tmp_path):
         return sorted(frame.get_column("job_id").to_list())
 
     assert job_ids() == ["a1", "a2", "b1"]
+    now[0] = 61.0  # stale, but no file changed: the same connection, the caches kept
+    job_ids()
+    deadline = time.monotonic() + 30
+    while reader.refreshing:
+        assert time.monotonic() < deadline, "the lake's files were not checked"
+        time.sleep(0.05)
+    assert reader.generation == 1
     r.land(root, "jobs", [r.job("c1", 4 * L.H, 5 * L.H, user="carol")], batch_id="later")
     assert job_ids() == ["a1", "a2", "b1"]  # within refresh_s: the lake as opened
-    now[0] = 61.0
+    now[0] = 122.0
     job_ids()  # stale: this read starts the reopening in the background
     deadline = time.monotonic() + 30
     while reader.generation < 2:
