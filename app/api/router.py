@@ -143,7 +143,7 @@ def build_router(
 
     @router.get(
         "/jobs/{cluster}/{job_id:path}",
-        summary="One job's report: the JSON of `gpuledger job --format json`",
+        summary="One job's report: the JSON of `gpuledger job JOBID --format json`",
         response_class=Response,
         responses={200: {"content": {"application/json": {}}}},
     )
