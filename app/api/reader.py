@@ -50,6 +50,7 @@ class LakeReader:
         self._refreshing = False
         self.generation = 0  # bumped each time the lake is reopened: keys the caches
         self._fingerprint_at_open = ""
+        self._warmed = -1
 
     def _fingerprint(self) -> str:
         """A digest of every lake file's name, size and time: it changes when one lands, is
@@ -116,8 +117,11 @@ class LakeReader:
 
     def warm(self) -> None:
         """Open the lake and read the tables a job report reads once, so the first request is
-        as fast as the next."""
+        as fast as the next. Once per opening of the lake: a second call does nothing."""
         from detectors.job_report import UnknownJob, load_job_report
+
+        if self._con is not None and self._warmed == self.generation:
+            return
 
         def touch(cur: duckdb.DuckDBPyConnection) -> None:
             always = {"start": dt.datetime.min.replace(tzinfo=dt.UTC)}
@@ -137,3 +141,4 @@ class LakeReader:
                     pass
 
         self.read(touch)
+        self._warmed = self.generation

@@ -12,14 +12,17 @@ document at `/api/v1/openapi.json` (its routes only), so it needs nothing from t
 """
 
 import datetime as dt
+import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import polars as pl
-from fastapi import APIRouter, Depends, Query, Request, Response, Security
+from fastapi import APIRouter, Depends, FastAPI, Query, Request, Response, Security
+from fastapi.concurrency import run_in_threadpool
 from fastapi.openapi.utils import get_openapi
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
@@ -31,6 +34,8 @@ from app.api.settings import ApiSettings
 from app.api.windows import Window, window
 
 __all__ = ["OPENAPI_PATH", "PREFIX", "build_router"]
+
+log = logging.getLogger("gpuledger.api")
 
 PREFIX = "/api/v1"
 OPENAPI_PATH = f"{PREFIX}/openapi.json"
@@ -93,11 +98,23 @@ def build_router(
     """The API over the lake at `lake`, letting in whom `settings` says.
 
     `reader` is a seam (tests pass one reading a lake they built); by default one is made and
-    kept for the router's life. Call `LakeReader.warm` (or let the first request pay) to open
-    the lake before the first request.
+    kept for the router's life. The router's lifespan (merged into the application's by
+    `include_router`) opens and warms the lake at start-up, so the first request is as fast
+    as the next; a lake that cannot be read then is logged, and its requests answer 503.
     """
     lake_reader = reader or LakeReader(lake, settings.refresh_s)
-    router = APIRouter(prefix=PREFIX, route_class=JsonErrorRoute, tags=["gpuledger"])
+
+    @asynccontextmanager
+    async def warm_at_startup(_app: FastAPI) -> AsyncIterator[None]:
+        try:
+            await run_in_threadpool(lake_reader.warm)
+        except Exception as exc:  # the requests will name it; the server still starts
+            log.warning("the lake at %s could not be opened at start-up: %s", lake, exc)
+        yield
+
+    router = APIRouter(
+        prefix=PREFIX, route_class=JsonErrorRoute, tags=["gpuledger"], lifespan=warm_at_startup
+    )
 
     def viewer(
         request: Request,

@@ -45,9 +45,8 @@ def main(lake: Path | None, address: str, port: int) -> None:
             "nobody could sign in: set [api] tokens_file (or trusted_user_header)"
         )
     root = lake or lake_root()
-    reader = LakeReader(root, settings.refresh_s)
-    reader.warm()
-    uvicorn.run(create_api_app(root, settings, reader=reader), host=address, port=port)
+    # the router's lifespan opens and warms the lake before the first request is taken
+    uvicorn.run(create_api_app(root, settings), host=address, port=port)
 
 
 if __name__ == "__main__":
