@@ -4,16 +4,23 @@ it answers (JSON bodies, JSON errors with their status, the OpenAPI document).""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 from fastapi.testclient import TestClient
 
 from app.access import AccessPolicy
+from app.api.reader import LakeReader
 from app.api.server import create_api_app
 from app.commands.job import render_json
 from detectors.job_report import load_job_report
 from tests.api import lake as L
 from warehouse.connection import connect
+from warehouse.errors import DamagedFile
+
+T = TypeVar("T")
 
 
 @pytest.fixture(scope="module")
@@ -306,3 +313,39 @@ def test_the_header_from_an_untrusted_address_is_ignored(root, tmp_path):
 def test_a_wrong_token_is_401_even_from_a_trusted_proxy(proxied):
     headers = {"X-Remote-User": "boss", "Authorization": "Bearer not-a-token-at-all-x"}
     error_of(proxied.get("/api/v1/whoami", headers=headers), 401)
+
+
+# ---------------------------------------------------------------- a lake that cannot be read
+
+
+class DamagedLake(LakeReader):
+    """A lake whose every read meets a damaged file (or, `crash`, a bug of ours)."""
+
+    def __init__(self, root: Path, crash: bool = False) -> None:
+        super().__init__(root)
+        self.crash = crash
+
+    def read(self, work: Callable[[Any], T]) -> T:
+        if self.crash:
+            raise RuntimeError("secret internals")
+        raise DamagedFile(self.root / "jobs" / "part-0.parquet", "bad data page")
+
+
+def test_a_damaged_lake_file_is_a_503_naming_it_and_the_server_still_starts(root, tmp_path):
+    app = create_api_app(root, L.settings(tmp_path), reader=DamagedLake(root))
+    with TestClient(app) as client:  # the warm-up at start-up met it too: logged, not fatal
+        message = error_of(client.get("/api/v1/jobs", headers=L.bearer(L.BOSS)), 503)
+    assert "part-0.parquet" in message
+
+
+def test_an_unexpected_error_is_a_500_that_tells_nothing(root, tmp_path):
+    app = create_api_app(root, L.settings(tmp_path), reader=DamagedLake(root, crash=True))
+    with TestClient(app) as client:
+        message = error_of(client.get("/api/v1/jobs", headers=L.bearer(L.BOSS)), 500)
+    assert "secret" not in message
+
+
+def test_the_lake_is_opened_and_warmed_before_the_first_request(root, tmp_path):
+    reader = LakeReader(root)
+    with TestClient(create_api_app(root, L.settings(tmp_path), reader=reader)):
+        assert reader.generation == 1  # opened by the router's lifespan, no request yet
