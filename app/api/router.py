@@ -125,9 +125,18 @@ def build_router(
     Who = Annotated[Viewer, Depends(viewer)]
     reports = _ReportCache(REPORT_CACHE_SIZE)
 
+    extents: dict[int, dict[str, dict[str, Any]]] = {}
+
     def extent() -> dict[str, dict[str, Any]]:
-        frame = lake_reader.run("views/data_extent")
-        return {row["cluster"]: row for row in frame.to_dicts()}
+        """Each cluster's data_start and data_end, read once per opening of the lake."""
+        generation = lake_reader.generation
+        known = extents.get(generation)
+        if known is None:
+            frame = lake_reader.run("views/data_extent")
+            known = {row["cluster"]: row for row in frame.to_dicts()}
+            extents.clear()
+            extents[generation] = known
+        return known
 
     def clusters(cluster: str | None) -> tuple[list[str], dt.datetime | None]:
         """The clusters asked for (all, or the one named: 404 when unknown), and their end of
