@@ -102,6 +102,7 @@ SECTION_MODULES: tuple[str, ...] = (
     "app.service.settings",
     "app.pipeline.settings",
     "app.serve.settings",
+    "app.api.settings",
 )
 
 

@@ -177,22 +177,7 @@ def render_json(report: JobReport) -> str:
             return value.isoformat()
         return str(value)
 
-    body = {
-        "job": report.job,
-        "gpus": report.gpus,
-        "diagnosis": report.diagnosis,
-        "findings": report.findings,
-        "next_time": [
-            {
-                "headline": a.headline,
-                "option": a.option,
-                "kubernetes": a.kubernetes,
-                "reason": a.reason,
-            }
-            for a in report.advice
-        ],
-    }
-    return json.dumps(body, default=default, indent=1)
+    return json.dumps(report.to_dict(), default=default, indent=1)
 
 
 @click.command("job")

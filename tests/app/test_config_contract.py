@@ -53,6 +53,8 @@ CHECKED_TEXT = {
     "dashboard.allowed_domains": "corp.example, lab.corp.example",
     "dashboard.allowed_issuers": "https://login.corp.example/realms/hpc",
     "dashboard.users": "ann.lee@corp.example=alee, bo@corp.example=bob",
+    "api.trusted_proxies": "10.0.0.7, ::1",
+    "api.trusted_user_header": "X-Remote-User",
 }
 # Keys that are valid only together with another (a password needs a user to log in with).
 COMPANIONS = {

@@ -60,6 +60,7 @@ def test_the_reference_gives_each_key_its_real_variable_default_and_meaning():
 SAMPLES = {
     "dashboard.allowed_issuers": "https://login.example.org/realms/hpc",
     "dashboard.users": "ann.lee@example.org=alee",
+    "api.trusted_user_header": "X-Remote-User",
 }
 
 
