@@ -32,7 +32,8 @@ __all__ = ["command"]
 def command(
     config_path: Path | None, lake: Path | None, address: str | None, port: int | None
 ) -> None:
-    """Serve the lake's figures to Prometheus at http://ADDRESS:PORT/metrics.
+    """Serve the lake's figures to Prometheus at http://ADDRESS:PORT/metrics, and the
+    read-only HTTP API at /api/v1 when `[api]` lets someone in.
 
     \b
     Per cluster, account and partition: GPU-hours allocated, observed, idle and effective over
@@ -48,10 +49,16 @@ def command(
     were read. Grafana dashboards for these series ship in deploy/grafana/.
 
     \b
+    The API (/api/v1, its OpenAPI document at /api/v1/openapi.json) is served when `[api]`
+    names a `tokens_file` (lines '<token> <user> [manager]', chmod 600) or a reverse proxy's
+    `trusted_user_header`; a user reads their own jobs and usage, a manager everything.
+
+    \b
     Examples:
       gpuledger serve --lake lake                       # http://127.0.0.1:9747/metrics
       gpuledger serve --lake /data/lake --address 0.0.0.0 --port 9100
     """
+    from app.api.settings import ApiSettings
     from app.config import load_config
     from app.pipeline import pipeline_config
     from app.serve.settings import ServeConfig, ServeSettings
@@ -66,9 +73,11 @@ def command(
         refresh_s=serve_cfg.refresh_s,
         bucket_s=pipeline_config(cfg).attribution.bucket_s,
     )
+    api = ApiSettings.from_config(cfg)  # a tokens file that is not safe: one line, here
     try:
         import uvicorn
 
+        from app.api.router import build_router
         from app.serve.server import create_app
     except ImportError as exc:
         raise AppError(
@@ -85,10 +94,18 @@ def command(
         wanted = serve_cfg.port if port is None else port
         raise AppError(f"cannot listen on {host}:{wanted}: {exc.strerror}") from None
     bound = listener.getsockname()[1]  # the port chosen when 0 was asked for
-    click.echo(f"Serving the figures of {lake} on http://{host}:{bound}/metrics", err=True)
+    routers = [build_router(lake, api)] if api.enabled else []
+    where = f"http://{host}:{bound}"
+    click.echo(f"Serving the figures of {lake} on {where}/metrics", err=True)
+    click.echo(
+        f"The API: {where}/api/v1 (its OpenAPI document at {where}/api/v1/openapi.json)"
+        if api.enabled
+        else "No API: [api] names no tokens_file nor trusted_user_header",
+        err=True,
+    )
     with listener:
         config = uvicorn.Config(
-            create_app(lake, settings),
+            create_app(lake, settings, routers=routers),
             fd=listener.fileno(),
             log_level="warning",
             access_log=False,

@@ -45,6 +45,10 @@ def create_app(
         title="gpuledger",
         summary="GPU-cluster usage attributed to jobs, users and accounts.",
         lifespan=lifespan,
+        # the API's own document is at /api/v1/openapi.json; no docs pages (CDN scripts)
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.metrics = metrics
     app.state.lake = lake

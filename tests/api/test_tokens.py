@@ -146,22 +146,3 @@ def test_a_proxy_user_maps_as_a_sign_in(remote_user, expected):
 
 def test_with_an_open_dashboard_no_proxy_user_is_a_manager():
     assert resolve_remote_user(AccessPolicy(), "boss") == Viewer("boss", is_manager=False)
-
-
-def test_the_server_refuses_to_start_in_one_line(tmp_path):
-    from app.api.server import main
-
-    empty = tmp_path / "empty.toml"
-    empty.write_text("", encoding="utf-8")
-    nobody = CliRunner(env={"GPULEDGER_CONFIG": str(empty)}).invoke(main, ["--lake", str(tmp_path)])
-    path = write(tmp_path, f"{L.ALICE} alice\n", 0o604)
-    config = tmp_path / "gpuledger.toml"
-    config.write_text(f'[api]\ntokens_file = "{path}"\n', encoding="utf-8")
-    readable = CliRunner(env={"GPULEDGER_CONFIG": str(config)}).invoke(
-        main, ["--lake", str(tmp_path)]
-    )
-
-    assert nobody.exit_code == 1 and "nobody could sign in" in nobody.output
-    assert readable.exit_code == 1 and "mode 0604" in readable.output
-    for result in (nobody, readable):
-        assert "Traceback" not in result.output and L.ALICE not in result.output
