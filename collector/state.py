@@ -13,27 +13,24 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from collector.errors import CollectorError
-from warehouse import layout
+from warehouse import state_files
 
 __all__ = ["state_transaction"]
 
 
 @contextmanager
 def state_transaction(
-    root: Path, filename: str, schema: str, command: str, timeout_s: float = 30.0
+    root: Path, spec: state_files.StateFile, command: str, timeout_s: float = 30.0
 ) -> Iterator[sqlite3.Connection]:
-    """Yield a connection to `<root>/_state/<filename>` inside one write transaction.
+    """Yield a connection to the state file `spec` of the lake `root` inside one write
+    transaction (the file at its schema's version: warehouse/state_files.py).
 
-    `schema` (CREATE … IF NOT EXISTS statements) is applied first. Committed only if the body
-    succeeds; raises CollectorError naming `command` when another run holds the lock longer
-    than `timeout_s`.
+    Committed only if the body succeeds; raises CollectorError naming `command` when another
+    run holds the lock longer than `timeout_s`.
     """
-    path = layout.state_dir(root) / filename
-    con = layout.open_state_db(
-        root, filename, timeout_s, autocommit=True
-    )  # not for every local user to read
+    path = state_files.state_path(root, spec)
+    con = state_files.open_state(path, spec, timeout_s, autocommit=True)
     try:
-        con.executescript(schema)
         try:
             con.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
