@@ -470,3 +470,13 @@ def test_a_demo_lake_holds_only_registered_state_files(tmp_path: Path) -> None:
     assert set(found) <= set(BY_NAME)
     for name in found:
         assert user_version(lake / "_state" / name) == BY_NAME[name].version
+
+
+def test_the_design_lists_every_state_file_with_its_version() -> None:
+    text = (REPO / "docs" / "design.md").read_text()
+    section = text.split("### 3.7 State files", 1)[1].split("\n## ", 1)[0]
+    listed = {
+        name: int(version)
+        for name, version in re.findall(r"^\| `([\w-]+\.sqlite)` \|[^|]+\| (\d+) \|", section, re.M)
+    }
+    assert listed == {spec.name: spec.version for spec in STATE_FILES}
