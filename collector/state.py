@@ -29,15 +29,17 @@ def state_transaction(
     run holds the lock longer than `timeout_s`.
     """
     path = state_files.state_path(root, spec)
-    con = state_files.open_state(path, spec, timeout_s, autocommit=True)
+    try:  # a file to migrate is migrated under the same lock
+        con = state_files.open_state(path, spec, timeout_s, autocommit=True)
+    except sqlite3.OperationalError as exc:
+        if "locked" not in str(exc):  # not another run: e.g. a file SQLite cannot open
+            raise
+        raise _locked(path, command, exc) from exc
     try:
         try:
             con.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
-            raise CollectorError(
-                f"the state {str(path)!r} is locked ({exc}); is another `{command}` running "
-                "on this lake?"
-            ) from exc
+            raise _locked(path, command, exc) from exc
         try:
             yield con
         except BaseException:
@@ -46,3 +48,9 @@ def state_transaction(
         con.execute("COMMIT")
     finally:
         con.close()
+
+
+def _locked(path: Path, command: str, exc: sqlite3.OperationalError) -> CollectorError:
+    return CollectorError(
+        f"the state {str(path)!r} is locked ({exc}); is another `{command}` running on this lake?"
+    )

@@ -480,3 +480,26 @@ def test_the_design_lists_every_state_file_with_its_version() -> None:
         for name, version in re.findall(r"^\| `([\w-]+\.sqlite)` \|[^|]+\| (\d+) \|", section, re.M)
     }
     assert listed == {spec.name: spec.version for spec in STATE_FILES}
+
+
+def test_a_collector_waiting_on_a_migration_names_the_other_run(tmp_path: Path) -> None:
+    from collector.errors import CollectorError
+    from collector.state import state_transaction
+
+    lake = tmp_path / "lake"
+    path = layout.state_dir(lake) / state_files.SLURM.name
+    make_old(path, OLD_SCHEMAS[path.name], ROWS[path.name])  # to migrate: needs the lock
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another collector's run
+    try:
+        with (
+            pytest.raises(CollectorError, match="another `gpuledger collect slurm` running"),
+            state_transaction(lake, state_files.SLURM, "gpuledger collect slurm", 0.1),
+        ):
+            pass
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    with state_transaction(lake, state_files.SLURM, "gpuledger collect slurm") as con:
+        assert con.execute("SELECT * FROM checkpoint").fetchall() == [ROWS[path.name][1]]
+    assert user_version(path) == state_files.SLURM.version
