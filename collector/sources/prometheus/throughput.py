@@ -168,6 +168,7 @@ def pivot_throughput(
         "node": pa.array([nodes[k] for k in keys], pa.string()),
         "reporter": pa.array([k[1] for k in keys], pa.string()),
         "source": pa.array([SOURCE] * len(keys), pa.string()),
+        "model_params": pa.nulls(len(keys), pa.int64()),  # a gauge: not pulled (yet)
     }
     for name in COUNTERS:
         column = f"{name}_total"
