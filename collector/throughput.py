@@ -13,9 +13,10 @@ call `report` for you are in `collector.throughput_callbacks`.
 
 Counters are kept per job id and exposed two ways: (a) `serve(port)` starts a tiny HTTP endpoint
 on 127.0.0.1 answering `/metrics` with `gpuledger_app_{samples,tokens,steps}_total{job_id=…}`
-(and the gauge `gpuledger_app_model_params`) in Prometheus text format; (b) when a spool folder is known, every `flush_every_s` seconds (and at
-exit) the current totals are written as one JSON line per job into `<spool>/app_throughput/`,
-which the node agent (`gpuledger collect nvml`) lands in the lake table `app_throughput`.
+(and the gauge `gpuledger_app_model_params`) in Prometheus text format; (b) when a spool folder
+is known, every `flush_every_s` seconds (and at exit) the current totals are written as one JSON
+line per job into `<spool>/app_throughput/`, which the node agent (`gpuledger collect nvml`) lands
+in the lake table `app_throughput`.
 
 Each flush is a new file named `u<uid>-<node>.<reporter>.<ts>.<seq>.<random>.jsonl`: the
 writer's uid (the agent refuses a file whose owner is not the uid it claims) and 128 random

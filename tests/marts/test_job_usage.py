@@ -283,7 +283,10 @@ def test_mfu_is_six_params_times_tokens_per_s_over_the_gpus_peak(tmp_path):
     assert usage["j1"]["mfu"] == pytest.approx(6 * 7e9 * 12_000 / (2 * H100_FLOPS))
     assert usage["j2"]["tokens_per_s_per_gpu"] == pytest.approx(1e6)
     assert usage["j2"]["mfu"] is None
-    assert (usage["j3"]["tokens_per_s_per_gpu"], usage["j3"]["mfu"]) == (pytest.approx(1000.0), None)
+    assert (usage["j3"]["tokens_per_s_per_gpu"], usage["j3"]["mfu"]) == (
+        pytest.approx(1000.0),
+        None,
+    )
     assert usage["j3"]["model_params"] is None
     assert usage["j4"]["tokens_per_s_per_gpu"] == pytest.approx(1000.0)
     assert usage["j4"]["mfu"] is None
@@ -301,8 +304,9 @@ def test_a_job_on_mig_instances_gets_no_mfu(tmp_path):
     )
     con = r.build_lake(
         tmp_path,
-        samples=r.samples(range(0, 330, 30), engine_active=0.5, mig_instance=1,
-                          mig_profile="1g.10gb"),  # fmt: skip
+        samples=r.samples(
+            range(0, 330, 30), engine_active=0.5, mig_instance=1, mig_profile="1g.10gb"
+        ),  # fmt: skip
         jobs=[r.job("j1", 0, 300)],
         job_gpus=[r.job_gpu("j1", 0, 300, mig_instance=1)],
     )
