@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from pathlib import Path
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
