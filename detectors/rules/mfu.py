@@ -44,7 +44,13 @@ def _params(config: RuleConfig, window: Window) -> dict[str, Any]:
 def _low_mfu(jobs: pl.DataFrame, config: RuleConfig, window: Window) -> pl.DataFrame:
     t = config.mfu
     hours = pl.col("alloc_gpu_h") / pl.col("gpus")
-    low = jobs.with_columns(hours.alias("hours")).filter(
+    fix = pl.format(
+        "Run `gpuledger job {}` for its bottleneck, then profile a few steps (torch.profiler): "
+        "a larger per-GPU batch, data loading that overlaps compute (DataLoader num_workers, "
+        "pin_memory), overlapped gradient communication, BF16 and fused kernels.",
+        "job_id",
+    )
+    low = jobs.with_columns(hours.alias("hours"), fix.alias("fix")).filter(
         pl.col("mfu").is_not_null()
         & (pl.col("mfu") < t.mfu_max)
         & (pl.col("gpus") >= t.mfu_min_gpus)
@@ -78,7 +84,7 @@ def _low_mfu(jobs: pl.DataFrame, config: RuleConfig, window: Window) -> pl.DataF
             saved.round(1),
             "job_id",
         ).alias("message"),
-        evidence("mfu", "tokens_per_s_per_gpu", "model_params", "gpus", "hours", "model"),
+        evidence("mfu", "tokens_per_s_per_gpu", "model_params", "gpus", "hours", "model", "fix"),
     ).pipe(as_frame)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from detectors.rules import RuleConfig, mfu, run_rules
@@ -50,6 +52,9 @@ def test_a_large_long_job_below_the_mfu_floor_is_flagged_with_the_hours_at_stake
         "Job slow (alice): 5.0% MFU on 16 GPUs for 10.0 h (500 tokens/s per GPU, 7.0 B "
         "parameters); at 15.0% the same tokens would take 106.7 fewer GPU-h"
     )
+    evidence = json.loads(slow["evidence"])
+    assert (evidence["mfu"], evidence["gpus"]) == (0.05, 16)
+    assert evidence["fix"].startswith("Run `gpuledger job slow` for its bottleneck")
 
 
 def test_the_thresholds_are_configurable(tmp_path):
