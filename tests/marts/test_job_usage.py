@@ -7,6 +7,7 @@ import datetime as dt
 import pytest
 
 from tests.marts import rows as r
+from warehouse.checks import run_checks
 
 H = 3600.0
 KWH = 3_600_000.0  # J per kWh
@@ -283,6 +284,13 @@ def test_mfu_is_six_params_times_tokens_per_s_over_the_gpus_peak(tmp_path):
     assert usage["j1"]["mfu"] == pytest.approx(6 * 7e9 * 12_000 / (2 * H100_FLOPS))
     assert usage["j2"]["tokens_per_s_per_gpu"] == pytest.approx(1e6)
     assert usage["j2"]["mfu"] is None
+    # ... and `gpuledger check` names it (the others are within their GPUs' peak)
+    [bad] = run_checks(con, ("throughput_bounded",))
+    assert (bad.subject, bad.detail) == (
+        "job j2",
+        "reported 7000000000 parameters at 1000000.0 tokens/s per GPU: 42000.0 TFLOP/s per "
+        "GPU, above the GPU's peak of 989 (a wrong parameter or token count; no MFU)",
+    )
     assert (usage["j3"]["tokens_per_s_per_gpu"], usage["j3"]["mfu"]) == (
         pytest.approx(1000.0),
         None,
