@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,22 @@ def _pct(value: float | None) -> str:
 
 def _num(value: float | None, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
+
+
+def _throughput_lines(job: Mapping[str, Any]) -> list[str]:
+    """What the training loop reported (collector.throughput): tokens/s per GPU, MFU."""
+    rate, mfu, params = job.get("tokens_per_s_per_gpu"), job.get("mfu"), job.get("model_params")
+    if rate is None:
+        return []
+    line = f"  Training: {rate:,.0f} tokens/s per GPU"
+    if params is not None:
+        line += f", a {params / 1e9:,.3g} B-parameter model"
+    lines = [line]
+    if mfu is not None:
+        lines.append(f"  MFU           {_bar(mfu)}  (6 × parameters × tokens/s ÷ the GPUs' peak)")
+    elif params is not None:
+        lines.append("  MFU: n/a (GPU model unknown, mixed or MIG, or the counts exceed its peak)")
+    return lines
 
 
 def _bar(value: float | None, width: int = 40) -> str:
@@ -116,6 +133,8 @@ def render_text(report: JobReport, *, detected: bool = False) -> str:
             lines.append(
                 "  energy are split evenly among the sharers, so these figures are estimates."
             )
+
+    lines += _throughput_lines(job)
 
     if report.gpus:
         lines += _title("Per-GPU Activity")

@@ -12,7 +12,7 @@
 --          effective_gpu_h, busy_mean, gpu_util_pct_mean, sm_active_mean, tensor_active_mean,
 --          dram_active_mean, fb_used_mib_max, energy_kwh, power_w_mean, est_tflops_mean,
 --          gpus_never_active, gpu_h_lost, gpu_h_lost_requeue, hw_event_before_end, shared,
---          source
+--          source, model_params, tokens_per_s_per_gpu, mfu
 --
 -- gpu_h_lost: all the job lost (job_outcomes), of which gpu_h_lost_requeue to runs before a
 -- requeue.
@@ -56,7 +56,10 @@ SELECT
     o.gpu_h_lost_requeue,
     o.hw_event_before_end,
     coalesce(u.shared, FALSE) AS shared,
-    j.source
+    j.source,
+    u.model_params,
+    u.tokens_per_s_per_gpu,
+    u.mfu
 FROM job_usage AS u
 LEFT JOIN jobs_latest AS j
     ON j.cluster = u.cluster
