@@ -101,6 +101,7 @@ SECTION_MODULES: tuple[str, ...] = (
     "app.alerts.settings",
     "app.service.settings",
     "app.pipeline.settings",
+    "app.jobmail.settings",
 )
 
 

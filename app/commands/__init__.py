@@ -25,6 +25,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "detect",
     "check",
     "job",
+    "mail",
     "train",
     "evaluate",
     "report",

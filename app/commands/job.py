@@ -42,22 +42,28 @@ def _clock(seconds: float | None) -> str:
     return "-" if seconds is None else hhmmss(seconds)
 
 
-def _wrap(text: str, indent: str = "  ", rest: str = "      ") -> list[str]:
+def _wrap(text: str, indent: str = "  ", rest: str = "      ", width: int = WIDTH) -> list[str]:
     import textwrap
 
-    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=rest) or [indent]
+    return textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=rest) or [indent]
 
 
-def _title(text: str) -> list[str]:
-    return ["", text.center(WIDTH).rstrip(), "=" * WIDTH]
+def _title(text: str, width: int = WIDTH) -> list[str]:
+    return ["", text.center(width).rstrip(), "=" * width]
 
 
 def _when(ts: dt.datetime | None) -> str:
     return "-" if ts is None else ts.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def render_text(report: JobReport, *, detected: bool = False) -> str:
-    """The report as jobstats users know it, plus per-GPU sparklines, diagnosis and findings."""
+def render_text(
+    report: JobReport, *, detected: bool = False, width: int = WIDTH, spark_width: int = SPARK_WIDTH
+) -> str:
+    """The report as jobstats users know it, plus per-GPU sparklines, diagnosis and findings.
+
+    `width` is the width of its rules and wrapped paragraphs (job-end mail uses 78, with a
+    shorter sparkline: `spark_width`).
+    """
     from app.sparkline import render_sparkline
     from detectors.job_advice import when_no_advice
 
@@ -67,7 +73,7 @@ def render_text(report: JobReport, *, detected: bool = False) -> str:
     nodes = job.get("nodes") or sorted({g["node"] for g in report.gpus if g.get("node")})
     models = sorted({g["model"] for g in report.gpus if g.get("model")})
     mem = job.get("mem_req_mib")
-    lines = ["=" * WIDTH, "Job Statistics (gpuledger)".center(WIDTH).rstrip(), "=" * WIDTH]
+    lines = ["=" * width, "Job Statistics (gpuledger)".center(width).rstrip(), "=" * width]
     fields = [
         ("Job ID", job["job_id"]),
         ("User/Account", f"{job.get('user') or '-'}/{job.get('account') or '-'}"),
@@ -85,7 +91,7 @@ def render_text(report: JobReport, *, detected: bool = False) -> str:
     ]
     lines += [f"{name:>15}: {value}" for name, value in fields]
 
-    lines += _title("Overall Utilization")
+    lines += _title("Overall Utilization", width)
     cpus, cpu_time, rss = job.get("cpus"), job.get("cpu_time_s"), job.get("max_rss_mib")
     if cpus and cpu_time is not None and runtime:
         lines.append(f"  CPU util      {_bar(cpu_time / (cpus * runtime))}")
@@ -118,7 +124,7 @@ def render_text(report: JobReport, *, detected: bool = False) -> str:
             )
 
     if report.gpus:
-        lines += _title("Per-GPU Activity")
+        lines += _title("Per-GPU Activity", width)
         lines.append(
             f"  {'GPU':<14} {'busy':>5} {'SM':>5} {'tens':>5} {'DRAM':>5} "
             f"{'mem GiB':>8} {'W':>5} {'kWh':>6}  busy over time"
@@ -134,21 +140,23 @@ def render_text(report: JobReport, *, detected: bool = False) -> str:
                 f"{_pct(g.get('tensor_active_mean')):>5} {_pct(g.get('dram_active_mean')):>5} "
                 f"{_num(None if fb is None else fb / 1024, '8.1f'):>8} "
                 f"{_num(g.get('power_w_mean'), '5.0f'):>5} {_num(g.get('energy_kwh'), '6.2f'):>6}"
-                f"  {render_sparkline(g.get('busy_series') or [], SPARK_WIDTH)}"
+                f"  {render_sparkline(g.get('busy_series') or [], spark_width)}"
             )
 
     d = report.diagnosis
-    lines += _title("Bottleneck")
-    lines += _wrap(f"{d.get('diagnosis')}: {d.get('advice') or ''}".rstrip())
+    lines += _title("Bottleneck", width)
+    lines += _wrap(f"{d.get('diagnosis')}: {d.get('advice') or ''}".rstrip(), width=width)
 
-    lines += _title("Findings")
+    lines += _title("Findings", width)
     if report.findings:
         for f in report.findings:
             stake = f.get("gpu_h_at_stake")
             extra = "" if stake is None else f" ({stake:.1f} GPU-h at stake)"
             if f.get("config_id"):  # which configuration produced it (config check shows it)
                 extra += f" [config {f['config_id']}]"
-            lines += _wrap(f"[{f['severity']}] {f['detector']}: {f.get('message') or ''}{extra}")
+            lines += _wrap(
+                f"[{f['severity']}] {f['detector']}: {f.get('message') or ''}{extra}", width=width
+            )
     else:
         lines.append(
             "  None: `gpuledger detect` found nothing for this job."
@@ -156,16 +164,16 @@ def render_text(report: JobReport, *, detected: bool = False) -> str:
             else "  None (run `gpuledger detect` to look for them)."
         )
 
-    lines += _title("Next Time")
+    lines += _title("Next Time", width)
     if report.advice:
         for a in report.advice:
             lines.append(f"  {a.headline}")
             setting = a.setting(job.get("source"))
             if setting:
                 lines.append(f"      {setting}")
-            lines += _wrap(a.reason, "      ", "      ")
+            lines += _wrap(a.reason, "      ", "      ", width)
     else:
-        lines += _wrap(when_no_advice(job))
+        lines += _wrap(when_no_advice(job), width=width)
     return "\n".join(lines) + "\n"
 
 
@@ -205,10 +213,11 @@ def render_json(report: JobReport) -> str:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["text", "json"]),
+    type=click.Choice(["text", "json", "summary"]),
     default="text",
     show_default=True,
-    help="A report for the terminal, or one JSON object for scripts.",
+    help="A report for the terminal, one JSON object for scripts, or the one-line JSON "
+    "summary (busy, idle GPU-h, main finding) a slurmctld epilog stores in AdminComment.",
 )
 @lake_option
 @reports_errors
@@ -227,6 +236,7 @@ def command(job_id: str, cluster: str | None, fmt: str, lake: Path) -> None:
     Examples:
       gpuledger job 123456
       gpuledger job 123456_7 --cluster della --format json
+      gpuledger job 123456 --format summary   # for AdminComment (docs: job-end mail)
     Build the marts first (`gpuledger attribute`) so the usage is current.
     """
     from detectors.job_report import AmbiguousJob, UnknownJob, load_job_report
@@ -243,6 +253,10 @@ def command(job_id: str, cluster: str | None, fmt: str, lake: Path) -> None:
         raise AppError(str(exc)) from exc
     if fmt == "json":
         click.echo(render_json(report), nl=False)
+    elif fmt == "summary":
+        from app.jobmail.summary import render_summary
+
+        click.echo(render_summary(report), nl=False)
     else:  # whether detect has stored findings in the lake at all, for "None" to mean none
         detected = bool(layout.table_files(lake, "findings"))
         click.echo(render_text(report, detected=detected), nl=False)
