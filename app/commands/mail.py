@@ -89,8 +89,9 @@ def command(
         config = load_config()
         settings = config.section(MailConfig)
         root = lake if lake is not None else config.lake.root
-    except ConfigError as exc:  # the mail still goes out, by the default mailer
-        settings, root = MailConfig(), lake or Path("lake")
+    except ConfigError as exc:  # the mail still goes out: GPULEDGER_MAIL_MAILER or the default
+        mailer = os.environ.get("GPULEDGER_MAIL_MAILER", "").strip() or MailConfig().mailer
+        settings, root = MailConfig(mailer=mailer), lake or Path("lake")
         problem = f"the configuration is not valid: {exc}"
     composed = compose(
         body,
@@ -105,8 +106,10 @@ def command(
         send(settings.mailer, subject, recipients, composed.body)
     except AppError as exc:
         click.echo(f"Error: {exc}", err=True)
-        sys.stderr.flush()
-        os._exit(MAILER_FAILED)  # also past a report still running in the background
+        if composed.still_running:  # a report stuck in the lake must not hold the exit
+            sys.stderr.flush()
+            os._exit(MAILER_FAILED)
+        sys.exit(MAILER_FAILED)
     if composed.still_running:  # a report stuck in the lake must not hold the exit
         sys.stdout.flush()
         sys.stderr.flush()

@@ -175,10 +175,9 @@ def lake_report(lake: Path, cluster: str | None = None, width: int = MAIL_WIDTH)
         from detectors.job_report import UnknownJob, load_job_report
         from warehouse import layout
         from warehouse.connection import connect
-        from warehouse.errors import EmptyWarehouse
 
         if not lake.is_dir():
-            raise EmptyWarehouse(lake, "any table (the folder does not exist)")
+            raise AppError(f"no lake at {str(lake)!r}")
         con = connect(lake, require=("jobs",))
         try:
             try:
@@ -187,6 +186,8 @@ def lake_report(lake: Path, cluster: str | None = None, width: int = MAIL_WIDTH)
                 if cluster is None:
                     raise
                 report = load_job_report(con, mail.job_id, None)
+        except UnknownJob:
+            raise AppError(f"job {mail.job_id!r} is not in the lake yet ({lake})") from None
         finally:
             con.close()
         job = dict(report.job)

@@ -10,7 +10,8 @@
 # which `gpuledger` reads back. Never fails the job: errors go to the system log.
 set -u
 export PATH="/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:${PATH:-}"
-export GPULEDGER_CONFIG="${GPULEDGER_CONFIG:-/etc/gpuledger/gpuledger.toml}"
+config="${GPULEDGER_CONFIG:-/etc/gpuledger/gpuledger.toml}"
+[ -e "$config" ] && export GPULEDGER_CONFIG="$config"
 export HOME="${HOME:-/tmp}"
 gpuledger="${GPULEDGER:-gpuledger}"
 tries="${GPULEDGER_EPILOG_TRIES:-10}" # slurmdbd may not have the job yet: retry, 1 s apart

@@ -7,7 +7,8 @@
 # the mail still goes out through GPULEDGER_MAIL_MAILER with one line saying so.
 set -u
 export PATH="/usr/local/bin:/usr/bin:/bin:${PATH:-}"
-export GPULEDGER_CONFIG="${GPULEDGER_CONFIG:-/etc/gpuledger/gpuledger.toml}"
+config="${GPULEDGER_CONFIG:-/etc/gpuledger/gpuledger.toml}"
+[ -e "$config" ] && export GPULEDGER_CONFIG="$config"
 export HOME="${HOME:-/tmp}"
 gpuledger="${GPULEDGER:-gpuledger}"
 fallback="${GPULEDGER_MAIL_MAILER:-/usr/bin/mail}"
