@@ -1,12 +1,11 @@
 """The short summary of a job that a slurmctld epilog stores in its AdminComment, and its reading.
 
 Written by `gpuledger job ID --format summary` (deploy/slurm/epilog-slurmctld-gpuledger.sh):
-one line of compact JSON, `{"gpuledger":1,"state":…,"gpus":…,"alloc_gpu_h":…,"busy":…,
-"idle_gpu_h":…,"diagnosis":…,"finding":…}`. `sacctmgr modify job … set AdminComment=…` (the
-only way to set it once a job has ended) writes every quote as a backtick, and Slurm 22.05
-lowercases the whole value, so what sacct shows is ``{`gpuledger`:1,`state`:`completed`,…}``:
-the summary's strings hold no quotes, backticks or `|` (sacct's `-P` delimiter), and
-`parse_admin_comment` reads either form back.
+one line of compact JSON, `{"gpuledger":1,"busy":…,"idle_gpu_h":…,"diagnosis":…,"finding":…}`.
+`sacctmgr modify job … set AdminComment=…` (the only way to set it once a job has ended)
+writes every quote as a backtick, and Slurm 22.05 lowercases the whole value, so sacct shows
+``{`gpuledger`:1,`busy`:0.42,`diagnosis`:`idle`,…}``. The summary's strings hold no quotes,
+backticks or `|` (sacct's `-P` delimiter), and `parse_admin_comment` reads either form back.
 """
 
 from __future__ import annotations
@@ -20,16 +19,9 @@ if TYPE_CHECKING:
 __all__ = ["SUMMARY_KEYS", "parse_admin_comment", "render_summary", "summary"]
 
 SUMMARY_VERSION = 1
-SUMMARY_KEYS = (
-    "gpuledger",
-    "state",
-    "gpus",
-    "alloc_gpu_h",
-    "busy",
-    "idle_gpu_h",
-    "diagnosis",
-    "finding",
-)
+# The job's state, GPUs and times are sacct's own; at a job's end the lake may still hold it as
+# running, so the summary keeps to what only gpuledger knows.
+SUMMARY_KEYS = ("gpuledger", "busy", "idle_gpu_h", "diagnosis", "finding")
 FINDING_CHARS = 120  # AdminComment is for a short note, not the whole report
 _SEVERITY_RANK = {"critical": 0, "warn": 1, "info": 2}
 _UNSAFE = str.maketrans({'"': "", "'": "", "`": "", "|": "/", "\n": " ", "\\": "/"})
@@ -64,9 +56,6 @@ def summary(report: JobReport) -> dict[str, Any]:
         finding = _text(f"{top['detector']}: {top.get('message') or ''}".rstrip(": "))
     return {
         "gpuledger": SUMMARY_VERSION,
-        "state": _text(job.get("state")),
-        "gpus": job.get("gpus"),
-        "alloc_gpu_h": _round(job.get("alloc_gpu_h"), 3),
         "busy": _round(job.get("busy_mean"), 3),
         "idle_gpu_h": _round(job.get("idle_gpu_h"), 3),
         "diagnosis": _text(report.diagnosis.get("diagnosis")),
@@ -90,6 +79,4 @@ def parse_admin_comment(text: str | None) -> dict[str, Any] | None:
         return None
     if not isinstance(data, dict) or "gpuledger" not in data:
         return None
-    if isinstance(data.get("state"), str):
-        data["state"] = data["state"].upper()
     return data

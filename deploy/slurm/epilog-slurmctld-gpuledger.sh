@@ -24,7 +24,7 @@ log() { logger -t gpuledger-epilog "job $job: $*" 2>/dev/null || echo "gpuledger
 
 if ! summary=$("$gpuledger" job "$job" --format summary 2>/tmp/gpuledger-epilog.$$); then
     log "no summary: $(tr '\n' ' ' </tmp/gpuledger-epilog.$$ | cut -c1-300)"
-    summary='{"gpuledger":1,"state":null,"gpus":null,"alloc_gpu_h":null,"busy":null,"idle_gpu_h":null,"diagnosis":null,"finding":null,"note":"not in the lake at the end"}'
+    summary='{"gpuledger":1,"busy":null,"idle_gpu_h":null,"diagnosis":null,"finding":null,"note":"not in the lake at the end"}'
 fi
 rm -f /tmp/gpuledger-epilog.$$
 for ((i = 1; i <= tries; i++)); do

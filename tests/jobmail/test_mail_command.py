@@ -214,6 +214,6 @@ def test_the_summary_for_admin_comment_survives_sacctmgr(lake):
     # what Slurm 22.05's sacctmgr stores: quotes as backticks, all lowercase
     stored = line.strip().replace('"', "`")
     assert parse_admin_comment(stored) == summary  # Slurm 23.02 on
-    lowered = {**summary, "finding": summary["finding"].lower()}  # the state is read upper
+    lowered = {**summary, "finding": summary["finding"].lower()}
     assert parse_admin_comment(stored.lower()) == lowered  # Slurm 22.05
     assert parse_admin_comment("") is None and parse_admin_comment("hold for maint") is None
