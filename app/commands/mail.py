@@ -76,8 +76,8 @@ def command(
     status: 0 sent, 75 the mailer failed (its error on stderr), 1 anything else.
     Set it up with deploy/slurm/mailprog-gpuledger.sh (MailProg= in slurm.conf).
     Example (what Slurm runs):
-      gpuledger mail -s "Slurm Job_id=123 Name=train Ended, Run time 01:02:03,
-        COMPLETED, ExitCode 0" alice        (the subject on one line)
+      S='Slurm Job_id=12 Name=x Ended, Run time 00:01:02, COMPLETED, ExitCode 0'
+      gpuledger mail -s "$S" alice
     """
     from app.config import ConfigError, load_config
     from app.jobmail.compose import compose, lake_report

@@ -31,7 +31,7 @@ from app.jobmail.compose import MAIL_WIDTH, NOTE_PREFIX
 from app.jobmail.summary import parse_admin_comment
 from tests.slurm_live.cluster import CLUSTER, STATE_DIR, SlurmCluster
 
-pytestmark = [pytest.mark.live, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.live, pytest.mark.timeout(600)]  # with a wait for the cluster lock
 
 REPO = Path(__file__).resolve().parents[2]
 HOOKS_ENV = STATE_DIR / "hooks" / "gpuledger.env"
