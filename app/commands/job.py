@@ -56,13 +56,39 @@ def _when(ts: dt.datetime | None) -> str:
     return "-" if ts is None else ts.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def _at_end(summary: dict[str, Any], width: int) -> list[str]:
+    """The AdminComment summary (app.jobmail.summary) as a section; {} when there is none."""
+    lines = _title("At the Job's End (AdminComment)", width)
+    if not summary:
+        return [*lines, "  No gpuledger summary in the job's AdminComment."]
+    busy, idle = summary.get("busy"), summary.get("idle_gpu_h")
+    if busy is None and idle is None:
+        lines.append("  No GPU telemetry was known at the job's end.")
+    else:
+        lines.append(
+            f"  GPU busy {_pct(busy).strip()}, {_num(idle, '.2f')} GPU-h idle; "
+            f"bottleneck: {summary.get('diagnosis') or '-'}"
+        )
+    if summary.get("finding"):
+        lines += _wrap(f"Main finding: {summary['finding']}", width=width)
+    if summary.get("note"):
+        lines += _wrap(f"Note: {summary['note']}", width=width)
+    return lines
+
+
 def render_text(
-    report: JobReport, *, detected: bool = False, width: int = WIDTH, spark_width: int = SPARK_WIDTH
+    report: JobReport,
+    *,
+    detected: bool = False,
+    width: int = WIDTH,
+    spark_width: int = SPARK_WIDTH,
+    at_end: dict[str, Any] | None = None,
 ) -> str:
     """The report as jobstats users know it, plus per-GPU sparklines, diagnosis and findings.
 
     `width` is the width of its rules and wrapped paragraphs (job-end mail uses 78, with a
-    shorter sparkline: `spark_width`).
+    shorter sparkline: `spark_width`). `at_end`, when given, is the summary stored in the
+    job's AdminComment at its end ({}: none), shown after the overall utilization.
     """
     from app.sparkline import render_sparkline
     from detectors.job_advice import when_no_advice
@@ -123,6 +149,9 @@ def render_text(
                 "  energy are split evenly among the sharers, so these figures are estimates."
             )
 
+    if at_end is not None:
+        lines += _at_end(at_end, width)
+
     if report.gpus:
         lines += _title("Per-GPU Activity", width)
         lines.append(
@@ -177,8 +206,9 @@ def render_text(
     return "\n".join(lines) + "\n"
 
 
-def render_json(report: JobReport) -> str:
-    """The report as one JSON object (times in ISO 8601 UTC)."""
+def render_json(report: JobReport, at_end: dict[str, Any] | None = None) -> str:
+    """The report as one JSON object (times in ISO 8601 UTC); with `at_end` (the AdminComment
+    summary, {} for none) also `admin_comment`."""
 
     def default(value: Any) -> Any:
         if isinstance(value, dt.datetime | dt.date):
@@ -200,6 +230,8 @@ def render_json(report: JobReport) -> str:
             for a in report.advice
         ],
     }
+    if at_end is not None:
+        body["admin_comment"] = at_end or None
     return json.dumps(body, default=default, indent=1)
 
 
@@ -219,9 +251,15 @@ def render_json(report: JobReport) -> str:
     help="A report for the terminal, one JSON object for scripts, or the one-line JSON "
     "summary (busy, idle GPU-h, main finding) a slurmctld epilog stores in AdminComment.",
 )
+@click.option(
+    "--admin-comment",
+    is_flag=True,
+    help="Also show the summary a slurmctld epilog stored in the job's AdminComment at its "
+    "end (read with sacct): for old jobs whose telemetry the lake no longer holds.",
+)
 @lake_option
 @reports_errors
-def command(job_id: str, cluster: str | None, fmt: str, lake: Path) -> None:
+def command(job_id: str, cluster: str | None, fmt: str, admin_comment: bool, lake: Path) -> None:
     """One job's efficiency report and the change to make next time.
 
     \b
@@ -237,6 +275,7 @@ def command(job_id: str, cluster: str | None, fmt: str, lake: Path) -> None:
       gpuledger job 123456
       gpuledger job 123456_7 --cluster della --format json
       gpuledger job 123456 --format summary   # for AdminComment (docs: job-end mail)
+      gpuledger job 123456 --admin-comment    # with the summary stored at its end
     Build the marts first (`gpuledger attribute`) so the usage is current.
     """
     from detectors.job_report import AmbiguousJob, UnknownJob, load_job_report
@@ -251,12 +290,18 @@ def command(job_id: str, cluster: str | None, fmt: str, lake: Path) -> None:
         report = load_job_report(con, job_id, cluster)
     except (UnknownJob, AmbiguousJob) as exc:
         raise AppError(str(exc)) from exc
+    at_end = None
+    if admin_comment:
+        from app.jobmail.summary import parse_admin_comment
+        from collector.sources.slurm.admin_comment import read_admin_comment
+
+        at_end = parse_admin_comment(read_admin_comment(job_id)) or {}
     if fmt == "json":
-        click.echo(render_json(report), nl=False)
+        click.echo(render_json(report, at_end), nl=False)
     elif fmt == "summary":
         from app.jobmail.summary import render_summary
 
         click.echo(render_summary(report), nl=False)
     else:  # whether detect has stored findings in the lake at all, for "None" to mean none
         detected = bool(layout.table_files(lake, "findings"))
-        click.echo(render_text(report, detected=detected), nl=False)
+        click.echo(render_text(report, detected=detected, at_end=at_end), nl=False)

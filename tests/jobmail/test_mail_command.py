@@ -217,3 +217,35 @@ def test_the_summary_for_admin_comment_survives_sacctmgr(lake):
     lowered = {**summary, "finding": summary["finding"].lower()}
     assert parse_admin_comment(stored.lower()) == lowered  # Slurm 22.05
     assert parse_admin_comment("") is None and parse_admin_comment("hold for maint") is None
+
+
+def test_job_shows_the_admin_comment_summary_of_an_old_job(lake, tmp_path):
+    # A stand-in sacct on PATH prints what Slurm 22.05's sacctmgr stored at the job's end.
+    stored = (
+        "{`gpuledger`:1,`busy`:0.123,`idle_gpu_h`:3.5,`diagnosis`:`idle`,"
+        "`finding`:`idle_job: 3 of 4 gpus | idle`}"
+    )
+    sacct = tmp_path / "sacct"
+    sacct.write_text(
+        f"#!/bin/sh\necho \"$@\" > {tmp_path}/argv\necho '{stored}'\n", encoding="utf-8"
+    )
+    sacct.chmod(0o755)
+    env = {k: None for k in os.environ if k.startswith("GPULEDGER_")}
+    runner = CliRunner(env={**env, "PATH": f"{tmp_path}:{os.environ['PATH']}"})
+
+    text = runner.invoke(cli, ["job", "j1", "--admin-comment", "--lake", str(lake)])
+    body = json.loads(
+        runner.invoke(
+            cli, ["job", "j1", "--admin-comment", "--format", "json", "--lake", str(lake)]
+        ).output
+    )
+
+    assert text.exit_code == 0, text.output
+    assert "At the Job's End (AdminComment)" in text.output
+    assert "  GPU busy 12%, 3.50 GPU-h idle; bottleneck: idle" in text.output
+    assert "  Main finding: idle_job: 3 of 4 gpus | idle" in text.output
+    assert "--jobs=j1" in (tmp_path / "argv").read_text()
+    assert body["admin_comment"]["idle_gpu_h"] == 3.5
+    sacct.write_text("#!/bin/sh\necho\n", encoding="utf-8")  # no comment stored
+    none = runner.invoke(cli, ["job", "j1", "--admin-comment", "--lake", str(lake)])
+    assert "No gpuledger summary in the job's AdminComment." in none.output
