@@ -215,7 +215,7 @@ def render_json(report: JobReport, at_end: dict[str, Any] | None = None) -> str:
             return value.isoformat()
         return str(value)
 
-    body = {
+    body: dict[str, Any] = {
         "job": report.job,
         "gpus": report.gpus,
         "diagnosis": report.diagnosis,
