@@ -9,7 +9,7 @@
 # job); sacctmgr writes the JSON's double quotes as backticks (and Slurm 22.05 lowercases it),
 # which `gpuledger` reads back. Never fails the job: errors go to the system log.
 set -u
-export PATH="/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:${PATH:-}"
+export PATH="${PATH:+$PATH:}/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 config="${GPULEDGER_CONFIG:-/etc/gpuledger/gpuledger.toml}"
 [ -e "$config" ] && export GPULEDGER_CONFIG="$config"
 export HOME="${HOME:-/tmp}"

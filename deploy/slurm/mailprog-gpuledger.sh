@@ -6,7 +6,7 @@
 # the same way; [lake] root the lake). If gpuledger itself cannot run (not installed, broken),
 # the mail still goes out through GPULEDGER_MAIL_MAILER with one line saying so.
 set -u
-export PATH="/usr/local/bin:/usr/bin:/bin:${PATH:-}"
+export PATH="${PATH:+$PATH:}/usr/local/bin:/usr/bin:/bin"
 config="${GPULEDGER_CONFIG:-/etc/gpuledger/gpuledger.toml}"
 [ -e "$config" ] && export GPULEDGER_CONFIG="$config"
 export HOME="${HOME:-/tmp}"

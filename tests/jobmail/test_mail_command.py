@@ -249,3 +249,59 @@ def test_job_shows_the_admin_comment_summary_of_an_old_job(lake, tmp_path):
     sacct.write_text("#!/bin/sh\necho\n", encoding="utf-8")  # no comment stored
     none = runner.invoke(cli, ["job", "j1", "--admin-comment", "--lake", str(lake)])
     assert "No gpuledger summary in the job's AdminComment." in none.output
+
+
+EPILOG = REPO / "deploy" / "slurm" / "epilog-slurmctld-gpuledger.sh"
+
+
+def _stub(path: Path, text: str) -> None:
+    path.write_text("#!/bin/bash\n" + text, encoding="utf-8")
+    path.chmod(0o755)
+
+
+@pytest.mark.parametrize("known", [True, False])
+def test_the_epilog_stores_the_summary_with_sacctmgr_retrying_until_slurmdbd_has_it(
+    tmp_path, known
+):
+    # Stand-ins on PATH: gpuledger prints a summary (or fails: a job the lake has not seen);
+    # sacctmgr says "Nothing modified" once (slurmdbd not there yet), then records its argv.
+    summary = '{"gpuledger":1,"busy":0.5,"idle_gpu_h":0.0,"diagnosis":"mixed","finding":null}'
+    _stub(
+        tmp_path / "gpuledger",
+        f'echo "$@" > {tmp_path}/gpuledger.argv\n'
+        + (f"echo '{summary}'\n" if known else "echo 'Error: No job' >&2; exit 1\n"),
+    )
+    _stub(
+        tmp_path / "sacctmgr",
+        f'if [ ! -e {tmp_path}/once ]; then touch {tmp_path}/once; echo " Nothing modified"; '
+        f'exit 1; fi\nprintf "%s\\n" "$@" > {tmp_path}/sacctmgr.argv\n',
+    )
+    _stub(tmp_path / "logger", f'echo "$@" >> {tmp_path}/log\n')
+    done = gpuledger(
+        "bash", str(EPILOG),
+        env={
+            "PATH": f"{tmp_path}:/usr/bin:/bin",
+            "GPULEDGER": str(tmp_path / "gpuledger"),
+            "SLURM_JOB_ID": "10",
+            "SLURM_ARRAY_JOB_ID": "7",
+            "SLURM_ARRAY_TASK_ID": "3",
+        },
+    )  # fmt: skip
+    argv = (tmp_path / "sacctmgr.argv").read_text(encoding="utf-8").splitlines()
+
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "gpuledger.argv").read_text().split() == [
+        "job",
+        "7_3",
+        "--format",
+        "summary",
+    ]
+    assert argv[:5] == ["-i", "modify", "job", "where", "jobid=7_3"]
+    assert argv[5] == "set"
+    stored = parse_admin_comment(argv[6].removeprefix("AdminComment="))
+    assert stored is not None
+    if known:
+        assert stored == json.loads(summary)
+    else:
+        assert stored["busy"] is None and stored["note"] == "not in the lake at the end"
+        assert "no summary: Error: No job" in (tmp_path / "log").read_text()
