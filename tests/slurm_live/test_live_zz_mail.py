@@ -13,6 +13,7 @@ end before the soak test starts, and the hooks are idle again when it finishes.
 
 from __future__ import annotations
 
+import grp
 import os
 import shutil
 import subprocess
@@ -157,6 +158,10 @@ def test_a_jobs_end_mail_holds_its_report_and_its_admin_comment_the_summary(
     # The site's pipeline has collected the running job (no telemetry: no Prometheus here).
     gpuledger("collect", "slurm", "--cluster", CLUSTER, "--lake", str(site.lake))
     gpuledger("attribute", "--lake", str(site.lake), "-q")
+    # SlurmUser reads the lake as a member of its group (docs/operations/job-end-mail.md).
+    slurm_gid = grp.getgrnam("slurm").gr_gid
+    for path in (site.lake, *site.lake.rglob("*")):
+        os.chown(path, -1, slurm_gid)
     c.release(job)
     c.wait_ended(job, "COMPLETED")
 
