@@ -187,7 +187,7 @@ def lake_report(lake: Path, cluster: str | None = None, width: int = MAIL_WIDTH)
                     raise
                 report = load_job_report(con, mail.job_id, None)
         except UnknownJob:
-            raise AppError(f"job {mail.job_id!r} is not in the lake yet ({lake})") from None
+            raise AppError(f"job {mail.job_id!r} is not in the lake yet") from None
         finally:
             con.close()
         job = dict(report.job)

@@ -198,7 +198,7 @@ def test_a_job_the_lake_has_not_seen_still_gets_its_mail_with_one_line(
 
     assert argv[1].startswith(f"Slurm Job_id={job} Name=unseen Ended, Run time ")
     assert argv[2:] == ["bob"]
-    assert body == f"{NOTE_PREFIX}job '{job}' is not in the lake yet ({site.lake})\n"
+    assert body == f"{NOTE_PREFIX}job '{job}' is not in the lake yet\n"
     summary = parse_admin_comment(admin_comment(c, job))
     assert summary is not None
     assert summary["busy"] is None and summary["note"] == "not in the lake at the end"
