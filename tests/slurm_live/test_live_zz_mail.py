@@ -179,7 +179,10 @@ def test_a_jobs_end_mail_holds_its_report_and_its_admin_comment_the_summary(
     assert not [line for line in lines if line.startswith(NOTE_PREFIX)]
     assert max(len(line) for line in lines) <= MAIL_WIDTH
 
-    summary = parse_admin_comment(admin_comment(c, job))
+    stored = admin_comment(c, job)
+    summary = parse_admin_comment(stored)
+    # sacctmgr (the only way to set it once the job has ended) writes quotes as backticks
+    assert stored.startswith("{`gpuledger`:1,`busy`:null,") and '"' not in stored
     assert summary is not None
     assert summary["gpuledger"] == 1
     assert summary["busy"] is None and summary["idle_gpu_h"] is None  # no telemetry
