@@ -67,6 +67,8 @@ def _write(path: Path, text: str, mode: int = 0o644) -> None:
 
 @pytest.fixture(scope="module")
 def site(slurm_cluster: SlurmCluster) -> Iterator[Site]:
+    slurm_cluster.start()  # every daemon up: earlier live tests stop them on purpose (idempotent)
+    slurm_cluster.jobs_dir.mkdir(mode=0o1777, exist_ok=True)
     shutil.rmtree(WORK, ignore_errors=True)
     WORK.mkdir(mode=0o755)
     WORK.chmod(0o755)
