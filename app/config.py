@@ -103,6 +103,7 @@ SECTION_MODULES: tuple[str, ...] = (
     "app.pipeline.settings",
     "app.serve.settings",
     "app.api.settings",
+    "app.jobmail.settings",
 )
 
 

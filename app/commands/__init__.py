@@ -26,6 +26,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "detect",
     "check",
     "job",
+    "mail",
     "train",
     "evaluate",
     "report",

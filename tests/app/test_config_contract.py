@@ -37,6 +37,8 @@ DESIGN_KEYS = {
     "alerts.slack_webhook_url": "GPULEDGER_ALERTS_SLACK_WEBHOOK_URL",
     "alerts.directory": "GPULEDGER_ALERTS_DIRECTORY",
     "alerts.idle_after_minutes": "GPULEDGER_ALERTS_IDLE_AFTER_MINUTES",
+    "mail.mailer": "GPULEDGER_MAIL_MAILER",
+    "mail.report_timeout_s": "GPULEDGER_MAIL_REPORT_TIMEOUT_S",
 }
 
 # Valid values (as environment text) for keys whose check accepts only some strings.
