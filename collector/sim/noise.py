@@ -54,7 +54,9 @@ def add_telemetry_noise(
     horizon = days * DAY_S
     for _ in range(max(1, round(n_nodes * days / 5))):
         start = float(rng.uniform(0, horizon - HOUR_S))
-        gaps.append(Span(int(rng.integers(n_nodes)), start, start + float(rng.uniform(10, 60)) * 60))
+        gaps.append(
+            Span(int(rng.integers(n_nodes)), start, start + float(rng.uniform(10, 60)) * 60)
+        )
     return replace(
         health,
         no_profiling=health.no_profiling | frozenset(int(n) for n in extra),

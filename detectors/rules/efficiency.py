@@ -59,9 +59,7 @@ class EfficiencyThresholds:
     mig_busy_min: float = threshold(
         0.01, "... but at least this (fully idle jobs are idle findings) ..."
     )
-    mig_min_hours: float = threshold(
-        0.05, "... over at least this many observed hours (per GPU)."
-    )
+    mig_min_hours: float = threshold(0.05, "... over at least this many observed hours (per GPU).")
     limit_ratio: float = threshold(
         5.0, "Time limit: a finished job's limit is at least this many times its run time ..."
     )

@@ -34,28 +34,29 @@ class IdleThresholds:
 
     idle_minutes: float = threshold(
         60.0,
-        "Idle job: its GPUs did almost no work (idle_work_max) over a window this many minutes "
-        "long; short spikes within the window do not break it.",
+        "Idle job: its GPUs did almost no work (idle_work_max_frac) over a window this many "
+        "minutes long; short spikes within the window do not break it.",
     )
     whole_job_min_minutes: float = threshold(
         5.0,
         "Idle job / memory hold: also flag a job whose whole observed run was that still once "
         "that run is this long (short jobs that never touched their GPUs).",
     )
-    idle_work_max: float = threshold(
+    idle_work_max_frac: float = threshold(
         0.015,
         "A window is still (idle, or memory held) when the job's GPUs' mean work over it is at "
         "most this (0-1): SM/engine activity, else power above idle as a share of the way to "
         "the board limit (no profiling fields), else GPU_UTIL / 100.",
         "down",
     )
-    idle_real_work_max: float = threshold(
+    idle_real_work_max_frac: float = threshold(
         0.002,
         "... and at most this (0-1) in 5-minute buckets whose work per active second was above "
-        "idle_kernel_max: real work, not a health check's or a monitoring agent's small kernel.",
+        "idle_kernel_max_frac: real work, not a health check's or a monitoring agent's small "
+        "kernel.",
         "down",
     )
-    idle_kernel_max: float = threshold(
+    idle_kernel_max_frac: float = threshold(
         0.2,
         "Activity at most this intense (work per active second, 0-1) is a small kernel that does "
         "not count as real work.",
@@ -81,7 +82,7 @@ class IdleThresholds:
         "down",
     )
     hung_minutes: float = threshold(30.0, "Hung job: over a window this many minutes long ...")
-    hung_duty_min: float = threshold(
+    hung_duty_min_frac: float = threshold(
         0.75, "... at least this share of which (0-1) was hung 5-minute buckets.", "up"
     )
     critical_gpu_h: float = threshold(
@@ -97,14 +98,14 @@ def _params(config: RuleConfig, window: Window) -> dict[str, Any]:
         "idle_window_s": t.idle_minutes * 60.0,
         "hold_window_s": t.hold_minutes * 60.0,
         "hung_window_s": t.hung_minutes * 60.0,
-        "idle_work_max": t.idle_work_max,
-        "idle_real_work_max": t.idle_real_work_max,
-        "idle_kernel_max": t.idle_kernel_max,
+        "idle_work_max_frac": t.idle_work_max_frac,
+        "idle_real_work_max_frac": t.idle_real_work_max_frac,
+        "idle_kernel_max_frac": t.idle_kernel_max_frac,
         "hold_fb_min_frac": t.hold_fb_min_frac,
         "hung_util_min_pct": t.hung_util_min_pct,
         "hung_sm_max": t.hung_sm_max,
         "hung_power_max_frac": t.hung_power_max_frac,
-        "hung_duty_min": t.hung_duty_min,
+        "hung_duty_min_frac": t.hung_duty_min_frac,
         "min_span_s": shortest * 60.0,
     }
 
@@ -154,7 +155,7 @@ def _detect(spans: pl.DataFrame, config: RuleConfig, window: Window) -> pl.DataF
         (pl.col("state_s") / pl.col("observed_s")).clip(0, 1).cast(pl.Float32).alias("score"),
         pl.col("state_gpu_h").alias("gpu_h_at_stake"),
         pl.format(
-            "Job {} ({}, {}): {} for {} h of {} h observed ({} GPU-h){}",
+            "Job {} ({}, {}): {} for {} h of {} h observed ({} GPU-h){}{}",
             "job_id",
             pl.col("user").fill_null("unknown user"),
             counted_expr("gpus", "GPU").fill_null("? GPUs"),
@@ -163,6 +164,11 @@ def _detect(spans: pl.DataFrame, config: RuleConfig, window: Window) -> pl.DataF
             (pl.col("observed_s") / 3600).round(2),
             pl.col("state_gpu_h").round(2),
             pl.when(_WHOLE).then(pl.lit(" — its whole run")).otherwise(pl.lit("")),
+            pl.when(pl.col("signal") == "power")
+            .then(pl.lit(" (no profiling fields: work read from power)"))
+            .when(pl.col("signal") == "gpu_util")
+            .then(pl.lit(" (no profiling fields: work read from GPU_UTIL)"))
+            .otherwise(pl.lit("")),
         ).alias("message"),
         evidence(
             "state",

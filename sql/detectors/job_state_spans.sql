@@ -7,18 +7,18 @@
 --   $idle_window_s        the window (seconds) over which a job counts as idle
 --   $hold_window_s        ... as holding memory without compute
 --   $hung_window_s        ... as hung
---   $idle_work_max        a window is still (idle or memory held) when the job's GPUs did at most
+--   $idle_work_max_frac        a window is still (idle or memory held) when the job's GPUs did at most
 --                         this much work on average (0-1): SM/engine activity, else power above
 --                         idle as a share of the way to the board limit, else GPU_UTIL / 100
---   $idle_real_work_max   ... and at most this in buckets whose work per active second was above
---   $idle_kernel_max      (a small kernel's intensity: below it, a bucket's activity is a health
+--   $idle_real_work_max_frac   ... and at most this in buckets whose work per active second was above
+--   $idle_kernel_max_frac      (a small kernel's intensity: below it, a bucket's activity is a health
 --                         check or a monitoring agent, not work)
 --   $hold_fb_min_frac     a still window holds memory when a GPU used >= this share of its memory
 --   $hung_util_min_pct    a bucket is hung when mean GPU_UTIL >= this (0-100) ...
 --   $hung_sm_max          ... while SM activity <= this (0-1) ...
 --   $hung_power_max_frac  ... or, where SM activity is not reported, power <= this share of the
 --                         way from idle power to the board limit
---   $hung_duty_min        a window is hung when at least this share of it was hung buckets
+--   $hung_duty_min_frac        a window is hung when at least this share of it was hung buckets
 --   $min_span_s           shortest run of same-state buckets that counts
 -- Returns: cluster, job_id, user, account, job_start_ts, job_end_ts, gpus, state, spans,
 --          start_ts, end_ts, longest_s, state_s, state_gpu_h, observed_s, windowed, signal,
@@ -125,8 +125,12 @@ flagged AS (
             ELSE 0
         END AS hung_s,
         -- work at more than a small kernel's intensity while active (a health check's or a
-        -- monitoring agent's kernel keeps few SMs busy and draws little power)
-        CASE WHEN work_s > $idle_kernel_max * active_s THEN work_s ELSE 0 END AS real_work_s
+        -- monitoring agent's kernel keeps few SMs busy and draws little power); none without
+        -- activity (power a little above the idle figure is no work)
+        CASE
+            WHEN active_s > 0 AND work_s > $idle_kernel_max_frac * active_s THEN work_s
+            ELSE 0
+        END AS real_work_s
     FROM per_bucket
 ),
 -- the window of each state's length ending at each bucket (bucket starts within it)
@@ -169,17 +173,17 @@ qualified AS (
     SELECT
         *,
         (last_end_e - i_first >= $idle_window_s
-            AND i_work <= $idle_work_max * i_obs
-            AND i_real <= $idle_real_work_max * i_obs
+            AND i_work <= $idle_work_max_frac * i_obs
+            AND i_real <= $idle_real_work_max_frac * i_obs
             AND i_hung < 0.5 * i_obs
             AND coalesce(i_fb, 0) < $hold_fb_min_frac) AS q_idle,
         (last_end_e - h_first >= $hold_window_s
-            AND h_work <= $idle_work_max * h_obs
-            AND h_real <= $idle_real_work_max * h_obs
+            AND h_work <= $idle_work_max_frac * h_obs
+            AND h_real <= $idle_real_work_max_frac * h_obs
             AND h_hung < 0.5 * h_obs
             AND coalesce(h_fb, 0) >= $hold_fb_min_frac) AS q_hold,
         (last_end_e - g_first >= $hung_window_s
-            AND g_hung >= $hung_duty_min * g_obs) AS q_hung
+            AND g_hung >= $hung_duty_min_frac * g_obs) AS q_hung
     FROM windows
 ),
 job_totals AS (
@@ -187,15 +191,16 @@ job_totals AS (
         cluster,
         job_id,
         sum(observed_s / devices) AS observed_s,
-        sum(work_s) <= $idle_work_max * sum(observed_s)
-            AND sum(real_work_s) <= $idle_real_work_max * sum(observed_s)
+        sum(work_s) <= $idle_work_max_frac * sum(observed_s)
+            AND sum(real_work_s) <= $idle_real_work_max_frac * sum(observed_s)
             AND sum(hung_s) < 0.5 * sum(observed_s) AS whole_still,
         coalesce(max(fb_frac_max), 0) >= $hold_fb_min_frac AS whole_holds
     FROM flagged
     GROUP BY cluster, job_id
 ),
--- a bucket is in a state when a qualifying window of it holds the bucket (the windows ending
--- within one length after it), or when the job's whole run is still
+-- a bucket is in a state when a qualifying window holds it (one of the windows ending within one
+-- length after it), or when the job's whole run is still, and it is itself in that state (no
+-- real work; hung)
 covered AS (
     SELECT
         q.*,
@@ -226,9 +231,11 @@ states AS (
         c.*,
         s.state,
         CASE s.state
-            WHEN 'idle' THEN c.c_idle OR (c.whole_still AND NOT c.whole_holds)
-            WHEN 'memory_hold' THEN c.c_hold OR (c.whole_still AND c.whole_holds)
-            ELSE c.c_hung
+            WHEN 'idle' THEN (c.c_idle OR (c.whole_still AND NOT c.whole_holds))
+                AND c.real_work_s <= $idle_real_work_max_frac * c.observed_s
+            WHEN 'memory_hold' THEN (c.c_hold OR (c.whole_still AND c.whole_holds))
+                AND c.real_work_s <= $idle_real_work_max_frac * c.observed_s
+            ELSE c.c_hung AND c.hung_s > 0
         END AS in_state,
         CASE s.state
             WHEN 'idle' THEN c.q_idle
