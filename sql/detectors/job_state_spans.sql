@@ -208,7 +208,8 @@ covered AS (
         coalesce(max(CAST(q.q_hold AS INTEGER)) OVER hold_f, 0) = 1 AS c_hold,
         coalesce(max(CAST(q.q_hung AS INTEGER)) OVER hung_f, 0) = 1 AS c_hung,
         t.whole_still,
-        t.whole_holds
+        t.whole_holds,
+        row_number() OVER (PARTITION BY q.cluster, q.job_id ORDER BY q.bucket_e) AS k
     FROM qualified AS q
     JOIN job_totals AS t
         ON t.cluster = q.cluster AND t.job_id = q.job_id
@@ -245,13 +246,13 @@ states AS (
     FROM covered AS c
     CROSS JOIN (VALUES ('idle'), ('memory_hold'), ('hung')) AS s (state)
 ),
+-- runs of consecutive buckets in a state: the bucket's ordinal minus its ordinal in the state
 numbered AS (
     SELECT
         *,
-        row_number() OVER (PARTITION BY cluster, job_id, state ORDER BY bucket)
-            - row_number() OVER (PARTITION BY cluster, job_id, state, in_state ORDER BY bucket)
-            AS run
+        k - row_number() OVER (PARTITION BY cluster, job_id, state ORDER BY bucket) AS run
     FROM states
+    WHERE in_state
 ),
 runs AS (
     SELECT
@@ -264,7 +265,6 @@ runs AS (
         sum(observed_s / devices) AS run_s,
         sum(observed_s) AS run_gpu_s
     FROM numbered
-    WHERE in_state
     GROUP BY cluster, job_id, state, run
 ),
 state_stats AS (
@@ -280,8 +280,7 @@ state_stats AS (
         avg(sm_mean) AS sm_mean,
         max(fb_frac_max) AS fb_frac_max,
         avg(power_frac) AS power_frac_mean
-    FROM states
-    WHERE in_state
+    FROM numbered
     GROUP BY cluster, job_id, state
 ),
 spans AS (
