@@ -99,6 +99,7 @@ per_bucket AS (
         epoch(bucket) AS bucket_e,
         count(*) AS devices,
         sum(observed_s) AS observed_s,
+        sum(observed_s) / count(*) AS wall_s,
         max(last_end_e) AS last_end_e,
         sum(work_s) AS work_s,
         sum(active_s) AS active_s,
@@ -138,18 +139,21 @@ windows AS (
     SELECT
         *,
         sum(observed_s) OVER idle_w AS i_obs,
+        sum(wall_s) OVER idle_w AS i_wall,
         sum(work_s) OVER idle_w AS i_work,
         sum(real_work_s) OVER idle_w AS i_real,
         sum(hung_s) OVER idle_w AS i_hung,
         max(fb_frac_max) OVER idle_w AS i_fb,
         min(bucket_e) OVER idle_w AS i_first,
         sum(observed_s) OVER hold_w AS h_obs,
+        sum(wall_s) OVER hold_w AS h_wall,
         sum(work_s) OVER hold_w AS h_work,
         sum(real_work_s) OVER hold_w AS h_real,
         sum(hung_s) OVER hold_w AS h_hung,
         max(fb_frac_max) OVER hold_w AS h_fb,
         min(bucket_e) OVER hold_w AS h_first,
         sum(observed_s) OVER hung_w AS g_obs,
+        sum(wall_s) OVER hung_w AS g_wall,
         sum(hung_s) OVER hung_w AS g_hung,
         min(bucket_e) OVER hung_w AS g_first
     FROM flagged
@@ -168,21 +172,25 @@ windows AS (
         )
 ),
 -- a window qualifies when it spans the state's length (its first bucket starts at least that
--- long before this bucket ends) and its duty cycle says so
+-- long before this bucket ends), at least half of it was observed (an exporter outage does not
+-- leave a few resting buckets to speak for the hour) and its duty cycle says so
 qualified AS (
     SELECT
         *,
         (last_end_e - i_first >= $idle_window_s
+            AND i_wall >= 0.5 * $idle_window_s
             AND i_work <= $idle_work_max_frac * i_obs
             AND i_real <= $idle_real_work_max_frac * i_obs
             AND i_hung < 0.5 * i_obs
             AND coalesce(i_fb, 0) < $hold_fb_min_frac) AS q_idle,
         (last_end_e - h_first >= $hold_window_s
+            AND h_wall >= 0.5 * $hold_window_s
             AND h_work <= $idle_work_max_frac * h_obs
             AND h_real <= $idle_real_work_max_frac * h_obs
             AND h_hung < 0.5 * h_obs
             AND coalesce(h_fb, 0) >= $hold_fb_min_frac) AS q_hold,
         (last_end_e - g_first >= $hung_window_s
+            AND g_wall >= 0.5 * $hung_window_s
             AND g_hung >= $hung_duty_min_frac * g_obs) AS q_hung
     FROM windows
 ),
