@@ -89,8 +89,9 @@ def _waste_detail(extra: dict[str, float | None]) -> str:
 @click.option(
     "--hard",
     is_flag=True,
-    help="Also score the hard setting (noisier telemetry, subtler failures); the models are "
-    "then trained on both settings.",
+    help="Also score the hard setting (noisier telemetry, subtler failures, idle jobs woken by "
+    "periodic small kernels, bursty healthy services, late hangs, util-only nodes, exporter "
+    "outages); the models are then trained on both settings.",
 )
 @click.option(
     "--gpus",
