@@ -106,6 +106,8 @@ per_bucket AS (
         -- the weakest signal any of its devices had
         max(CASE signal WHEN 'gpu_util' THEN 2 WHEN 'power' THEN 1 ELSE 0 END) AS signal_rank,
         sum(util_sum) / nullif(sum(util_known_s), 0) AS util_mean,
+        coalesce(sum(util_sum), 0) AS util_sum,
+        sum(util_known_s) AS util_known_s,
         sum(sm_sum) / nullif(sum(sm_known_s), 0) AS sm_mean,
         max(fb_frac) AS fb_frac_max,
         (sum(power_sum) / nullif(sum(power_known_s), 0) - avg(idle_w))
@@ -142,14 +144,16 @@ windows AS (
         sum(wall_s) OVER idle_w AS i_wall,
         sum(work_s) OVER idle_w AS i_work,
         sum(real_work_s) OVER idle_w AS i_real,
-        sum(hung_s) OVER idle_w AS i_hung,
+        sum(util_sum) OVER idle_w AS i_util,
+        sum(util_known_s) OVER idle_w AS i_util_known,
         max(fb_frac_max) OVER idle_w AS i_fb,
         min(bucket_e) OVER idle_w AS i_first,
         sum(observed_s) OVER hold_w AS h_obs,
         sum(wall_s) OVER hold_w AS h_wall,
         sum(work_s) OVER hold_w AS h_work,
         sum(real_work_s) OVER hold_w AS h_real,
-        sum(hung_s) OVER hold_w AS h_hung,
+        sum(util_sum) OVER hold_w AS h_util,
+        sum(util_known_s) OVER hold_w AS h_util_known,
         max(fb_frac_max) OVER hold_w AS h_fb,
         min(bucket_e) OVER hold_w AS h_first,
         sum(observed_s) OVER hung_w AS g_obs,
@@ -173,7 +177,9 @@ windows AS (
 ),
 -- a window qualifies when it spans the state's length (its first bucket starts at least that
 -- long before this bucket ends), at least half of it was observed (an exporter outage does not
--- leave a few resting buckets to speak for the hour) and its duty cycle says so
+-- leave a few resting buckets to speak for the hour) and its duty cycle says so. A window whose
+-- GPU_UTIL averaged 50 % or more is never still: a kernel ran most of the time (busy, or hung:
+-- hung is its own state, whatever its thresholds, so raising them never makes a job idle)
 qualified AS (
     SELECT
         *,
@@ -181,13 +187,13 @@ qualified AS (
             AND i_wall >= 0.5 * $idle_window_s
             AND i_work <= $idle_work_max_frac * i_obs
             AND i_real <= $idle_real_work_max_frac * i_obs
-            AND i_hung < 0.5 * i_obs
+            AND (i_util < 50 * i_util_known OR coalesce(i_util_known, 0) = 0)
             AND coalesce(i_fb, 0) < $hold_fb_min_frac) AS q_idle,
         (last_end_e - h_first >= $hold_window_s
             AND h_wall >= 0.5 * $hold_window_s
             AND h_work <= $idle_work_max_frac * h_obs
             AND h_real <= $idle_real_work_max_frac * h_obs
-            AND h_hung < 0.5 * h_obs
+            AND (h_util < 50 * h_util_known OR coalesce(h_util_known, 0) = 0)
             AND coalesce(h_fb, 0) >= $hold_fb_min_frac) AS q_hold,
         (last_end_e - g_first >= $hung_window_s
             AND g_wall >= 0.5 * $hung_window_s
@@ -201,7 +207,8 @@ job_totals AS (
         sum(observed_s / devices) AS observed_s,
         sum(work_s) <= $idle_work_max_frac * sum(observed_s)
             AND sum(real_work_s) <= $idle_real_work_max_frac * sum(observed_s)
-            AND sum(hung_s) < 0.5 * sum(observed_s) AS whole_still,
+            AND (sum(util_sum) < 50 * sum(util_known_s) OR coalesce(sum(util_known_s), 0) = 0)
+            AS whole_still,
         coalesce(max(fb_frac_max), 0) >= $hold_fb_min_frac AS whole_holds
     FROM flagged
     GROUP BY cluster, job_id
