@@ -378,6 +378,10 @@ def goal_met(score: Score, scores: list[Score]) -> bool | None:
     same recall; the others have fixed bars.
     """
     p, r = score.precision, score.recall
+    if score.detector == "waste_jobs":
+        from detectors.waste_evaluation import waste_goal_met
+
+        return waste_goal_met(score)
     if score.detector in ("idle_job", "partial_idle"):
         return p is not None and r is not None and p >= 0.95 and r >= 0.95
     if score.detector in ("hung_job", "gpu_health_rules"):

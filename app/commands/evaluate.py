@@ -56,6 +56,21 @@ def _fmt(x: float | None, digits: int = 2) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
+def _waste_detail(extra: dict[str, float | None]) -> str:
+    """The `waste_jobs` row's figures: right detector, recall per kind, services flagged."""
+    from detectors.waste_evaluation import WASTE_DETECTOR
+
+    kinds = ", ".join(
+        f"{label} {_fmt(extra.get(f'recall_{label}'))} of {int(extra.get(f'truth_{label}') or 0)}"
+        for label in WASTE_DETECTOR
+    )
+    return (
+        f"; right detector {_fmt(extra.get('right_detector_rate'))}; recall {kinds}; healthy "
+        f"services flagged {int(extra.get('services_flagged') or 0)} of "
+        f"{int(extra.get('services') or 0)}"
+    )
+
+
 @click.command(name="evaluate")
 @click.option(
     "--seeds",
@@ -74,8 +89,9 @@ def _fmt(x: float | None, digits: int = 2) -> str:
 @click.option(
     "--hard",
     is_flag=True,
-    help="Also score the hard setting (noisier telemetry, subtler failures); the models are "
-    "then trained on both settings.",
+    help="Also score the hard setting (noisier telemetry, subtler failures, idle jobs woken by "
+    "periodic small kernels, bursty healthy services, late hangs, util-only nodes, exporter "
+    "outages); the models are then trained on both settings.",
 )
 @click.option(
     "--gpus",
@@ -131,6 +147,10 @@ def command(
       FA/1kGd              false alarms per 1,000 GPU-days
       net GPU-h            GPU-hours acting on the findings would have saved minus those it
                            would have disrupted (see detectors/evaluation.py)
+    The `waste_jobs` row scores the job waste detectors together: a job flagged by any of them
+    against any waste label (FA/1kGd: flagged jobs with none), then the share of waste jobs
+    whose finding names the right detector, recall per waste kind, and healthy (bursty, with
+    --hard) inference services flagged (detectors/waste_evaluation.py).
     Early waste is compared with a user-history-only baseline at equal recall (0.8).
     Prints one table and lands it in the lake as `evaluation_scores`. Simulated fleets
     default to 64 GPUs x 7 days with 4 failing GPUs per 100 GPU-weeks, so there is something
@@ -195,6 +215,8 @@ def command(
                     f"{_fmt(e.get('mae_p50_log'))} vs last-2 "
                     f"{_fmt(e.get('mae_baseline_last2_log'))}"
                 )
+            if s.detector == "waste_jobs":
+                extra = _waste_detail(s.extra)
             lead = s.recall_lead_1h if s.label == "failing_gpu" else None
             click.echo(
                 f"{result.setting:8} {s.detector:30} {s.kind:5} {s.subjects:>5} {s.flagged:>7} "

@@ -25,6 +25,7 @@ from detectors.evaluation import (
     score_ranking,
 )
 from detectors.models.training import TrainingResult
+from detectors.waste_evaluation import WasteScore, score_waste
 
 __all__ = [
     "FIRST_UNSEEN_SEED",
@@ -59,6 +60,7 @@ class SettingResult:
     scores: dict[str, Score] = field(default_factory=dict)
     waste_rows: dict[int, list[pl.DataFrame]] = field(default_factory=dict)
     runtime_rows: list[pl.DataFrame] = field(default_factory=list)
+    waste: WasteScore = field(default_factory=WasteScore)  # the job waste detectors together
 
     def add(self, score: Score) -> None:
         """Pool `score` with the same detector's scores of earlier seeds."""
@@ -70,6 +72,8 @@ class SettingResult:
         from detectors.models.runtime import metrics as runtime_metrics
 
         out = list(self.scores.values())
+        if self.waste.truth_jobs or self.waste.flagged_jobs:
+            out.append(self.waste.as_score())
         for minutes, parts in sorted(self.waste_rows.items()):
             rows = pl.concat(parts, how="vertical_relaxed")
             labels = rows["label"].cast(pl.Boolean).to_list()
@@ -222,8 +226,11 @@ def _score_seed(root: Path, train_root: Path, result: SettingResult, now: dt.dat
     con.close()
 
     idle = config.idle
-    for target in _targets(idle.idle_minutes, idle.hung_minutes, idle.whole_job_min_minutes):
+    targets = _targets(idle.idle_minutes, idle.hung_minutes, idle.whole_job_min_minutes)
+    for target in targets:
         result.add(score_job_detector(findings, truth, jobs, target))
+    shortest = {t.label: t.min_truth_s for t in targets}
+    result.waste = result.waste.combine(score_waste(rules, truth, gpu_days, shortest))
     result.add(
         score_gpu_detector(
             findings,

@@ -153,6 +153,7 @@ def rule_findings(
     from app.pipeline.settings import DEFAULT_RULES
     from detectors.findings import FRAME_SCHEMA, to_findings
     from detectors.rules import DETECTORS, FAMILY_RULES, RULES, RuleConfig, Window, detect_frame
+    from detectors.rules.precedence import one_waste_detector
 
     groups: dict[RuleConfig, list[str]] = {}
     for name in DETECTORS:
@@ -171,7 +172,9 @@ def rule_findings(
         frames.append(frame.filter(pl.col("detector").is_in(names)))
     if not frames:  # every rule detector is disabled
         frames.append(pl.DataFrame(schema=FRAME_SCHEMA))
-    return to_findings(pl.concat(frames, how="vertical"), detected_ts=now)
+    # a job wasting its GPUs gets the one detector that describes it (idle before overallocated)
+    found = one_waste_detector(pl.concat(frames, how="vertical"))
+    return to_findings(found, detected_ts=now)
 
 
 def bottleneck_producer(

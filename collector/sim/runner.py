@@ -13,6 +13,7 @@ import pyarrow as pa
 from collector.errors import ConfigError
 from collector.sim.fleet import Account, Fleet, User, make_fleet, make_population
 from collector.sim.health import Health, make_health
+from collector.sim.noise import add_job_noise, add_telemetry_noise
 from collector.sim.telemetry import (
     Allocations,
     EnergyState,
@@ -401,6 +402,10 @@ def build_world(cfg: SimConfig, rng: np.random.Generator) -> World:
         cfg.load,
     )
     schedule(jobs, fleet, health.outages(fleet), cfg.days * DAY_S)
+    if cfg.hard:  # behaviour within runs and telemetry noise; the schedule stays the default's
+        noise_rng = np.random.default_rng([cfg.seed, 8])
+        add_job_noise(jobs, noise_rng)
+        health = add_telemetry_noise(health, fleet, cfg.days, noise_rng)
     app_xids = _app_xids(jobs, np.random.default_rng([cfg.seed, 5]))
     return World(
         fleet=fleet,

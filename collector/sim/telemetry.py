@@ -111,10 +111,11 @@ def make_samples(
     # each node's exporter is scraped at its own offset within the interval, with jitter
     phase = (np.abs(np.sin(node * 12.9898 + 78.233)) * interval_s)[:, None]
     grid_s = day * DAY_S + np.arange(per_day)[None, :] * float(interval_s) + phase
-    t_s = np.maximum(grid_s + np.clip(rng.normal(0, 0.25, size=(n_g, per_day)), -1, 1), 0.0)
+    hard = health.hard  # noisier telemetry and subtler failures
+    jitter = np.clip(rng.normal(0, 1, size=(n_g, per_day)), -4, 4) * (2.0 if hard else 0.25)
+    t_s = np.maximum(grid_s + np.clip(jitter, -8, 8), 0.0)
     t_ms = np.round(t_s * 1000).astype(np.int64)
 
-    hard = health.hard  # noisier telemetry and subtler failures
     valid = rng.random((n_g, per_day)) >= (0.02 if hard else 0.003)  # scrapes that were lost
     valid &= t_s < horizon_s
     for gap in health.gaps:
@@ -201,6 +202,18 @@ def make_samples(
     dram[inf] = sm[inf] * 0.8
     fb_frac[inf] = 0.6 + 0.2 * level[inf]
     pcie[inf] = 2e8 + 6e8 * u[inf]
+    phase_s = np.array([j.poll_phase_s for j in jobs] + [0.0])[job_idx]
+    if hard:  # a bursty service: busy, then resting (model kept in memory) for rest_frac
+        period = np.array([j.burst_period_s for j in jobs] + [0.0])[job_idx]
+        rest_frac = np.array([j.rest_frac for j in jobs] + [0.0])[job_idx]
+        cycle = np.mod(since_s + phase_s, np.maximum(period, 1.0)) / np.maximum(period, 1.0)
+        resting = inf & (period > 0) & (cycle < rest_frac)
+        util[resting] = 0.0
+        sm[resting] = 0.0
+        dram[resting] = 0.0
+        busy_phase = inf & (period > 0) & ~resting  # the requests queued while it rested
+        util[busy_phase] = np.maximum(util[busy_phase], 60 + 40 * u[busy_phase])
+        sm[busy_phase] = np.maximum(sm[busy_phase], 0.25 + 0.3 * level[busy_phase])
 
     nb = code == c["notebook"]
     nb_burst = nb & (u < 0.07)
@@ -220,7 +233,8 @@ def make_samples(
     active_k = np.array([j.active_k for j in jobs] + [0])[job_idx]
     working = partial & (rank < active_k)
     train(working, 0.4, 0.3, 0.5, 0.85)
-    fb_frac[partial & ~working] = 0.006
+    idle_fb = np.array([j.idle_fb_frac for j in jobs] + [0.006])[job_idx]
+    fb_frac[partial & ~working] = idle_fb[partial & ~working]
 
     hung = code == c["hung"]
     hang_ms = np.array([(j.hang_s or 0.0) * 1000 for j in jobs] + [0.0])[job_idx]
@@ -234,6 +248,16 @@ def make_samples(
 
     hold = code == c["memory_hold"]
     fb_frac[hold] = 0.7 + 0.25 * level[hold]
+
+    # hard setting: a health check, monitoring agent or notebook poll runs a small kernel
+    # every ~20 minutes on otherwise idle GPUs: GPU_UTIL high for 30-60 s, few SMs busy
+    poll_period = np.array([j.poll_period_s for j in jobs] + [0.0])[job_idx]
+    poll_len = np.array([j.poll_len_s for j in jobs] + [0.0])[job_idx]
+    polled = (poll_period > 0) & (
+        np.mod(since_s + phase_s, np.maximum(poll_period, 1.0)) < poll_len
+    )
+    util[polled] = 60 + 40 * u[polled]
+    sm[polled] = 0.02 + 0.06 * u[polled]
 
     small = code == c["overallocated"]
     sm[small] = 0.04 + 0.11 * u[small]

@@ -126,6 +126,15 @@ class Job:
     active_k: int = 0  # partial jobs: how many of their GPUs do work
     straggler: int = -1  # rank of a slow GPU in a multi-node job, -1 for none
     level: float = 0.5  # per-job variation of activity, 0-1
+    # hard setting only (collector/sim/noise.py): a small kernel every poll_period_s for
+    # poll_len_s; a service busy then resting (rest_frac of each burst_period_s); the memory
+    # an idle rank of a partially idle job holds (share of the GPU)
+    poll_period_s: float = 0.0
+    poll_len_s: float = 0.0
+    poll_phase_s: float = 0.0
+    burst_period_s: float = 0.0
+    rest_frac: float = 0.0
+    idle_fb_frac: float = 0.006
     start_s: float | None = None
     end_s: float | None = None
     placement: list[int] = field(default_factory=list)  # fleet GPU numbers, rank order

@@ -47,11 +47,19 @@ class EfficiencyThresholds:
     mig_fb_max_frac: float = threshold(
         0.15, "MIG candidate: peak GPU memory at most this share of the GPU ...", "down"
     )
-    mig_busy_max: float = threshold(0.3, "... and mean busy fraction at most this ...", "down")
+    mig_busy_max: float = threshold(
+        0.3, "... and mean SM activity (else busy fraction) at most this ...", "down"
+    )
+    mig_util_max: float = threshold(
+        0.5,
+        "... or, where only GPU_UTIL is known (no profiling fields: it reads 100 % whenever any "
+        "kernel runs, so it overstates use), mean GPU_UTIL / 100 at most this ...",
+        "down",
+    )
     mig_busy_min: float = threshold(
         0.01, "... but at least this (fully idle jobs are idle findings) ..."
     )
-    mig_min_hours: float = threshold(0.5, "... over at least this many observed hours.")
+    mig_min_hours: float = threshold(0.05, "... over at least this many observed hours (per GPU).")
     limit_ratio: float = threshold(
         5.0, "Time limit: a finished job's limit is at least this many times its run time ..."
     )
@@ -157,9 +165,18 @@ def _mig_candidates(jobs: pl.DataFrame, t: EfficiencyThresholds) -> pl.DataFrame
     busy = pl.coalesce("sm_active_mean", "busy_mean")
     fb_frac = pl.col("fb_used_mib_max") / pl.col("fb_total_mib")
     gpus = pl.col("gpus").fill_null(1).clip(1)
-    small = jobs.with_columns(fb_frac.alias("fb_frac"), busy.alias("busy")).filter(
+    signal = pl.when(pl.col("sm_active_mean").is_null()).then(pl.lit("gpu_util"))
+    small = jobs.with_columns(
+        fb_frac.alias("fb_frac"),
+        busy.alias("busy"),
+        signal.otherwise(pl.lit("sm_active")).alias("signal"),
+    ).filter(
         (pl.col("fb_frac") <= t.mig_fb_max_frac)
-        & (pl.col("busy") <= t.mig_busy_max)
+        & (
+            pl.when(pl.col("signal") == "gpu_util")
+            .then(pl.col("busy") <= t.mig_util_max)
+            .otherwise(pl.col("busy") <= t.mig_busy_max)
+        )
         & (pl.col("busy_mean") >= t.mig_busy_min)
         & (pl.col("observed_gpu_h") / gpus >= t.mig_min_hours)
     )
@@ -217,7 +234,16 @@ def _mig_candidates(jobs: pl.DataFrame, t: EfficiencyThresholds) -> pl.DataFrame
             pl.lit(None, pl.String).alias("node"),
             pl.lit(None, pl.String).alias("gpu_uuid"),
             pl.lit(False).alias("predicted"),
-            (1 - pl.col("busy") / t.mig_busy_max).clip(0, 1).cast(pl.Float32).alias("score"),
+            (
+                1
+                - pl.col("busy")
+                / pl.when(pl.col("signal") == "gpu_util")
+                .then(pl.lit(max(t.mig_util_max, 1e-9)))
+                .otherwise(pl.lit(max(t.mig_busy_max, 1e-9)))
+            )
+            .clip(0, 1)
+            .cast(pl.Float32)
+            .alias("score"),
             saved.alias("gpu_h_at_stake"),
         )
         .with_columns(
@@ -235,6 +261,7 @@ def _mig_candidates(jobs: pl.DataFrame, t: EfficiencyThresholds) -> pl.DataFrame
                 "fb_used_mib_max",
                 "fb_total_mib",
                 "busy",
+                "signal",
                 "gpus",
                 "mig_profile",
                 "gpus_needed",

@@ -1,9 +1,12 @@
 """Jobs whose GPUs do nothing: idle, holding memory without compute, or hung.
 
-All three come from one pass over the 5-minute job buckets (sql/detectors/job_state_spans.sql):
-a bucket is `hung` (GPU_UTIL high while SM activity is ~0: a kernel is "running" but doing no
-work, the NCCL-deadlock signature), else `memory_hold` or `idle` (every GPU of the job idle,
-with or without memory allocated), else busy.
+All three come from one pass over the 5-minute job buckets (sql/detectors/job_state_spans.sql),
+judged on duty cycle, not on unbroken runs: a job is idle (or holds memory) over a window when
+its GPUs did almost no work on average across it, so a short kernel every ~20 minutes (a
+health check, a monitoring agent, a notebook's poll) does not hide an idle job; it is hung over
+a window when most of it showed GPU_UTIL high while SM activity is ~0 (a kernel "running" but
+doing no work, the NCCL-deadlock signature). Work is read from SM/engine activity, else (no
+profiling fields) from power above idle, else from GPU_UTIL; the evidence's `signal` says which.
 """
 
 from __future__ import annotations
@@ -30,21 +33,34 @@ class IdleThresholds:
     """When a job counts as idle, holding memory, or hung (DESIGN §4 busy/idle definitions)."""
 
     idle_minutes: float = threshold(
-        60.0, "Idle job: all allocated GPUs idle for at least this many consecutive minutes."
+        60.0,
+        "Idle job: its GPUs did almost no work (idle_work_max_frac) over a window this many "
+        "minutes long; short spikes within the window do not break it.",
     )
     whole_job_min_minutes: float = threshold(
         5.0,
-        "Idle job / memory hold: also flag a job in that state for its whole observed run once "
+        "Idle job / memory hold: also flag a job whose whole observed run was that still once "
         "that run is this long (short jobs that never touched their GPUs).",
     )
-    idle_active_frac: float = threshold(
-        0.02,
-        "A 5-minute bucket is idle when the job's GPUs were active (busy >= 0.01) less than "
-        "this share of it.",
+    idle_work_max_frac: float = threshold(
+        0.015,
+        "A window is still (idle, or memory held) when the job's GPUs' mean work over it is at "
+        "most this (0-1): SM/engine activity, else power above idle as a share of the way to "
+        "the board limit (no profiling fields), else GPU_UTIL / 100.",
         "down",
     )
-    idle_util_below_pct: float = threshold(
-        5.0, "... and their mean GPU_UTIL is below this (0-100).", "down"
+    idle_real_work_max_frac: float = threshold(
+        0.002,
+        "... and at most this (0-1) in 5-minute buckets whose work per active second was above "
+        "idle_kernel_max_frac: real work, not a health check's or a monitoring agent's small "
+        "kernel.",
+        "down",
+    )
+    idle_kernel_max_frac: float = threshold(
+        0.2,
+        "Activity at most this intense (work per active second, 0-1) is a small kernel that does "
+        "not count as real work.",
+        "down",
     )
     hold_fb_min_frac: float = threshold(
         0.10,
@@ -53,7 +69,7 @@ class IdleThresholds:
         None,
     )
     hold_minutes: float = threshold(
-        60.0, "Memory hold: at least this many consecutive minutes of memory held, no compute."
+        60.0, "Memory hold: memory held and almost no work over a window this many minutes long."
     )
     hung_util_min_pct: float = threshold(
         90.0, "Hung job: mean GPU_UTIL at least this (0-100) ...", "up"
@@ -65,7 +81,10 @@ class IdleThresholds:
         "from idle power to the board limit.",
         "down",
     )
-    hung_minutes: float = threshold(30.0, "Hung job: at least this many consecutive minutes.")
+    hung_minutes: float = threshold(30.0, "Hung job: over a window this many minutes long ...")
+    hung_duty_min_frac: float = threshold(
+        0.75, "... at least this share of which (0-1) was hung 5-minute buckets.", "up"
+    )
     critical_gpu_h: float = threshold(
         8.0, "Severity is critical (not warn) from this many GPU-hours wasted.", None
     )
@@ -76,12 +95,17 @@ def _params(config: RuleConfig, window: Window) -> dict[str, Any]:
     shortest = min(t.idle_minutes, t.whole_job_min_minutes, t.hold_minutes, t.hung_minutes)
     return {
         "since": window.since,
-        "idle_active_frac": t.idle_active_frac,
-        "idle_util_below_pct": t.idle_util_below_pct,
+        "idle_window_s": t.idle_minutes * 60.0,
+        "hold_window_s": t.hold_minutes * 60.0,
+        "hung_window_s": t.hung_minutes * 60.0,
+        "idle_work_max_frac": t.idle_work_max_frac,
+        "idle_real_work_max_frac": t.idle_real_work_max_frac,
+        "idle_kernel_max_frac": t.idle_kernel_max_frac,
         "hold_fb_min_frac": t.hold_fb_min_frac,
         "hung_util_min_pct": t.hung_util_min_pct,
         "hung_sm_max": t.hung_sm_max,
         "hung_power_max_frac": t.hung_power_max_frac,
+        "hung_duty_min_frac": t.hung_duty_min_frac,
         "min_span_s": shortest * 60.0,
     }
 
@@ -94,12 +118,8 @@ def _detect(spans: pl.DataFrame, config: RuleConfig, window: Window) -> pl.DataF
     t = config.idle
     whole_job = _WHOLE & (pl.col("observed_s") >= t.whole_job_min_minutes * 60)
     flagged = spans.filter(
-        ((pl.col("state") == "idle") & ((pl.col("longest_s") >= t.idle_minutes * 60) | whole_job))
-        | (
-            (pl.col("state") == "memory_hold")
-            & ((pl.col("longest_s") >= t.hold_minutes * 60) | whole_job)
-        )
-        | ((pl.col("state") == "hung") & (pl.col("longest_s") >= t.hung_minutes * 60))
+        (pl.col("state").is_in(["idle", "memory_hold"]) & (pl.col("windowed") | whole_job))
+        | ((pl.col("state") == "hung") & pl.col("windowed"))
     )
     what = (
         pl.when(pl.col("state") == "idle")
@@ -135,7 +155,7 @@ def _detect(spans: pl.DataFrame, config: RuleConfig, window: Window) -> pl.DataF
         (pl.col("state_s") / pl.col("observed_s")).clip(0, 1).cast(pl.Float32).alias("score"),
         pl.col("state_gpu_h").alias("gpu_h_at_stake"),
         pl.format(
-            "Job {} ({}, {}): {} for {} h of {} h observed ({} GPU-h){}",
+            "Job {} ({}, {}): {} for {} h of {} h observed ({} GPU-h){}{}",
             "job_id",
             pl.col("user").fill_null("unknown user"),
             counted_expr("gpus", "GPU").fill_null("? GPUs"),
@@ -144,6 +164,11 @@ def _detect(spans: pl.DataFrame, config: RuleConfig, window: Window) -> pl.DataF
             (pl.col("observed_s") / 3600).round(2),
             pl.col("state_gpu_h").round(2),
             pl.when(_WHOLE).then(pl.lit(" — its whole run")).otherwise(pl.lit("")),
+            pl.when(pl.col("signal") == "power")
+            .then(pl.lit(" (no profiling fields: work read from power)"))
+            .when(pl.col("signal") == "gpu_util")
+            .then(pl.lit(" (no profiling fields: work read from GPU_UTIL)"))
+            .otherwise(pl.lit("")),
         ).alias("message"),
         evidence(
             "state",
@@ -152,6 +177,9 @@ def _detect(spans: pl.DataFrame, config: RuleConfig, window: Window) -> pl.DataF
             "state_s",
             "observed_s",
             "state_gpu_h",
+            "windowed",
+            "signal",
+            "work_mean",
             "util_mean",
             "sm_mean",
             "fb_frac_max",

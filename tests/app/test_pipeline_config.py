@@ -161,7 +161,7 @@ def test_recommender_tables_and_the_attribute_flags(tmp_path):
         ("[detect.idle_job]\nidle_minutes = 'x'\n", {}, "idle_minutes: expected a number"),
         ("[detect.idle_job]\nidle_minutes = -1\n", {}, "expected a non-negative number"),
         ("[detect.idle_job]\nenabled = 1\n", {}, "enabled: expected true or false"),
-        ("[detect.idle_job]\nidle_active_frac = 2\n", {}, "expected a share between 0 and 1"),
+        ("[detect.idle_job]\nidle_work_max_frac = 2\n", {}, "expected a share between 0 and 1"),
         ("[detect.stranded_gpus]\nmin_stranded_gpus = 1.5\n", {}, "expected an integer"),
         ("[detect.idle_job]\nexclude_users = 'bob'\n", {}, "expected a list"),
         ("[recommend.nope]\nenabled = true\n", {}, "recommend.nope: no such recommender"),

@@ -100,3 +100,21 @@ def test_hard_telemetry_shows_subtler_precursors(tmp_path: Path):
         .pl()["n"][0]
     )
     assert healthy_sbe >= 1
+
+
+def test_hard_adds_periodic_kernels_bursty_services_late_hangs_and_util_only_nodes():
+    base, hard = world(BASE), world(HARD)
+    by_name = {j.job_id: j for j in base.jobs}
+    polled = [j for j in hard.jobs if j.archetype.name == "idle" and j.poll_period_s]
+    idle = [j for j in hard.jobs if j.archetype.name == "idle"]
+    assert len(polled) >= 0.7 * len(idle) > 0
+    assert all(15 * 60 <= j.poll_period_s <= 25 * 60 and 30 <= j.poll_len_s <= 60 for j in polled)
+    services = [j for j in hard.jobs if j.archetype.name == "inference"]
+    assert services and all(0.3 <= j.rest_frac <= 0.5 for j in services)
+    for j in hard.jobs:
+        if j.archetype.name == "hung" and j.hang_s is not None:
+            assert j.hang_s >= (by_name[j.job_id].hang_s or 0.0)
+            assert j.hang_s >= 0.35 * j.runtime_s - 1
+    assert not any(j.poll_period_s or j.burst_period_s for j in base.jobs)
+    assert len(hard.health.no_profiling) > len(base.health.no_profiling)
+    assert len(hard.health.gaps) > len(base.health.gaps)

@@ -3,6 +3,8 @@ job_usage rows (job_profiles reads job_usage, jobs_latest, job_gpu_daily and the
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from detectors.rules import RuleConfig, efficiency, run_rules
@@ -176,3 +178,16 @@ def test_a_lightly_used_job_on_many_gpus_is_told_how_many_it_needs(tmp_path):
     [finding] = [f for f in run(tmp_path, usages, days=days) if f["detector"] == "overallocated"]
     assert "on 8 GPUs; together 3 GPUs would do: ask for --gres=gpu:3" in finding["message"]
     assert finding["gpu_h_at_stake"] == pytest.approx(32.0 * 5 / 8)
+
+
+def test_where_only_gpu_util_is_known_a_lightly_used_job_is_judged_on_its_own_ceiling(tmp_path):
+    # no profiling fields: busy is GPU_UTIL / 100, which reads 100 % whenever a kernel runs
+    common = {"alloc_gpu_h": 4.0, "observed_gpu_h": 4.0, "sm_active_mean": None}
+    usages = [
+        usage("30", 0, 14400, busy_mean=0.35, fb_used_mib_max=4000.0, **common),
+        usage("31", 0, 14400, busy_mean=0.7, fb_used_mib_max=4000.0, **common),
+    ]
+    days = [device_day(j, 0, observed_s=14400) for j in ("30", "31")]
+    found = [f for f in run(tmp_path, usages, days=days) if f["detector"] == "overallocated"]
+    assert [f["subject_id"] for f in found] == ["30"]
+    assert json.loads(found[0]["evidence"])["signal"] == "gpu_util"

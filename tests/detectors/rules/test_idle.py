@@ -106,3 +106,88 @@ def test_the_finding_id_depends_on_the_job_not_the_figures(tmp_path):
     assert a["finding_id"] == b["finding_id"]
     assert a["gpu_h_at_stake"] != b["gpu_h_at_stake"]
     assert a["cluster"] == CLUSTER
+
+
+# ---- duty cycle (issue #27): short spikes do not break a state; real work does
+
+
+def _poll(row, seconds=60.0, engine=0.06, util=80.0):
+    """A bucket in which a small kernel (a health check, a monitoring agent) ran `seconds`."""
+    row["active_s"] = seconds
+    row["idle_s"] = row["observed_s"] - seconds
+    row["effective_s"] = engine * seconds
+    row["util_sum"] = util * seconds
+    row["sm_sum"] = engine * seconds
+    return row
+
+
+def _no_profiling(row):
+    row["sm_sum"], row["sm_known_s"] = None, 0.0
+    return row
+
+
+def test_a_small_kernel_every_20_minutes_does_not_hide_an_idle_job(tmp_path):
+    buckets = [bucket("20", i * 300) for i in range(36)]  # 3 h
+    for row in buckets[::4]:
+        _poll(row)
+    [finding] = run(tmp_path, buckets, [job("20", 0, 3 * 3600)])
+    assert finding["detector"] == "idle_job"
+    evidence = json.loads(finding["evidence"])
+    assert evidence["signal"] == "sm_active" and evidence["windowed"] is True
+    assert finding["gpu_h_at_stake"] == pytest.approx(3.0)
+
+
+def test_real_work_now_and_then_is_not_idle(tmp_path):
+    # a notebook: a cell at SM 0.5 for a minute every 20 minutes
+    buckets = [bucket("21", i * 300) for i in range(36)]
+    for row in buckets[::4]:
+        _poll(row, seconds=60, engine=0.5)
+    assert run(tmp_path, buckets, [job("21", 0, 3 * 3600)]) == []
+
+
+def test_a_bursty_service_resting_40_percent_of_the_time_is_not_waste(tmp_path):
+    # busy 6 buckets, resting 4 (40 %), model kept in memory: never idle, never a memory hold
+    buckets = [
+        bucket(
+            "22",
+            i * 300,
+            busy=0.5 if i % 10 < 6 else 0.0,
+            util_pct=90 if i % 10 < 6 else 0,
+            fb_mib=50_000,
+        )
+        for i in range(60)
+    ]
+    assert run(tmp_path, buckets, [job("22", 0, 5 * 3600)]) == []
+
+
+def test_without_profiling_fields_idle_is_read_from_power_and_says_so(tmp_path):
+    idle_power = [_no_profiling(bucket("23", i * 300, power_w=71.0)) for i in range(24)]
+    for row in idle_power[::4]:
+        _poll(row)
+        row["power_sum"] = 71.0 * 240 + 160.0 * 60  # the kernel draws a little
+    [finding] = run(tmp_path, idle_power, [job("23", 0, 7200)])
+    assert finding["detector"] == "idle_job"
+    assert json.loads(finding["evidence"])["signal"] == "power"
+    assert "work read from power" in finding["message"]
+    working = [_no_profiling(bucket("24", i * 300, power_w=71.0)) for i in range(24)]
+    for row in working[::4]:
+        _poll(row)
+        row["power_sum"] = 71.0 * 240 + 450.0 * 60  # real work draws real power
+    assert run(tmp_path / "2", working, [job("24", 0, 7200)]) == []
+
+
+def test_without_power_either_idle_falls_back_to_gpu_util(tmp_path):
+    buckets = [_no_profiling(bucket("25", i * 300, power_w=None)) for i in range(24)]
+    [finding] = run(tmp_path, buckets, [job("25", 0, 7200)])
+    assert json.loads(finding["evidence"])["signal"] == "gpu_util"
+    assert "work read from GPU_UTIL" in finding["message"]
+
+
+def test_a_job_that_trained_for_hours_then_hung_is_hung_from_the_hang(tmp_path):
+    buckets = [bucket("26", i * 300, busy=0.6, util_pct=98) for i in range(48)]  # 4 h
+    buckets += [bucket("26", i * 300, busy=0.004, util_pct=100) for i in range(48, 60)]
+    buckets[52] = bucket("26", 52 * 300, busy=0.3, util_pct=100)  # one odd bucket in the hang
+    [finding] = run(tmp_path, buckets, [job("26", 0, 5 * 3600)])
+    assert finding["detector"] == "hung_job"
+    assert finding["start_ts"] == at(4 * 3600)
+    assert finding["gpu_h_at_stake"] == pytest.approx(55 / 60)
