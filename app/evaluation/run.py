@@ -16,14 +16,13 @@ from pathlib import Path
 import polars as pl
 
 from detectors.evaluation import (
-    GPU_HEALTH_RULES,
     JobTarget,
     Score,
-    score_gpu_detector,
     score_job_detector,
     score_node_detector,
     score_ranking,
 )
+from detectors.failing_gpu_scores import score_failing_gpus
 from detectors.models.training import TrainingResult
 
 __all__ = [
@@ -224,30 +223,8 @@ def _score_seed(root: Path, train_root: Path, result: SettingResult, now: dt.dat
     idle = config.idle
     for target in _targets(idle.idle_minutes, idle.hung_minutes, idle.whole_job_min_minutes):
         result.add(score_job_detector(findings, truth, jobs, target))
-    result.add(
-        score_gpu_detector(
-            findings,
-            truth,
-            allocations,
-            gpu_days,
-            GPU_HEALTH_RULES,
-            kind="rule",
-            name="gpu_health_rules",
-            goal="recall >= 0.9 and precision >= 0.8",
-        )
-    )
-    result.add(
-        score_gpu_detector(
-            findings,
-            truth,
-            allocations,
-            gpu_days,
-            ("failing_gpu_model",),
-            kind="model",
-            name="failing_gpu_model",
-            goal="warned >= 1 h ahead for >= 70 % at <= 1 false alarm per 1,000 GPU-days",
-        )
-    )
+    for score in score_failing_gpus(findings, truth, allocations, gpu_days):
+        result.add(score)
     result.add(score_node_detector(findings, truth, gpu_nodes, "lemon_node_model"))
 
 
