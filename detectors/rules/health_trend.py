@@ -48,7 +48,7 @@ class HealthTrendThresholds:
     """When a GPU's corrected-error climb or its precursor XIDs warn of a failure to come."""
 
     window_h: int = threshold(
-        6, "Hours of corrected errors that make one rate (and the window before: acceleration).", None
+        8, "Hours of corrected errors that make one rate (and the window before: acceleration).", None
     )
     min_errors: int = threshold(
         3, "A warning needs at least this many new corrected errors in the window."
@@ -58,7 +58,7 @@ class HealthTrendThresholds:
         "... and at least the fleet's median windowed count plus this many MADs (x 1.4826).",
     )
     min_active_hours: int = threshold(
-        2, "... spread over at least this many hours of the window (one burst is no climb)."
+        3, "... spread over at least this many hours of the window (one burst is no climb)."
     )
     accel_ratio: float = threshold(
         1.5, "... and at least this many times the errors of the window before (accelerating)."
