@@ -13,9 +13,11 @@ A GPU warns when, in one window:
 - it logged `min_precursor_xids` precursor XIDs (63 row-remap event, 92 high single-bit rate,
   119/120 GSP errors before a bus failure), or one of them with a new corrected error.
 
-Each warning is an episode (firing hours closer than `merge_gap_h` are one), stamped with the end
-of the hour it first fired (`start_ts`): the time a run every hour would have raised it, from
-which evaluation measures the lead time before the failure. The trained failing-GPU model
+A GPU gets one finding per week (from Monday, UTC) in which it warned, stamped with the end of
+the hour it first fired (`start_ts`): the time a run every hour would have raised it, from which
+evaluation measures the lead time before the failure; `end_ts` is the end of its last firing
+hour. (A week, not an episode, names the finding, so stricter thresholds can only remove or
+delay a warning, never make a new one.) The trained failing-GPU model
 (detectors/models/failing_gpu.py) takes over where a site has failures of its own to learn from;
 `gpuledger evaluate` scores both.
 """
@@ -68,9 +70,6 @@ class HealthTrendThresholds:
         "Or this many precursor XIDs (63, 92, 119, 120) in one window; one is enough with a new "
         "corrected error in the same window.",
     )
-    merge_gap_h: float = threshold(
-        24.0, "Warning hours of one GPU closer than this are one finding.", None
-    )
 
 
 def _params(config: RuleConfig, window: Window) -> dict[str, Any]:
@@ -80,8 +79,8 @@ def _params(config: RuleConfig, window: Window) -> dict[str, Any]:
 def windowed(hourly: pl.DataFrame, t: HealthTrendThresholds) -> pl.DataFrame:
     """Add the window's counts (`recent`, `prior`, `active_hours`, `xids`), the fleet's
     baseline (`baseline`, `mad`, `bar`) and whether the hour fires (`ecc_fires`, `xid_fires`)."""
-    w = f"{int(t.window_h)}h"
-    w2 = f"{2 * int(t.window_h)}h"
+    hours = max(1, int(t.window_h))
+    w, w2 = f"{hours}h", f"{2 * hours}h"
     frame = hourly.sort([*_GPU, "hour"]).with_columns(
         pl.col("sbe_new").cast(pl.Float64).fill_null(0.0),
         pl.col("precursor_xids").cast(pl.Float64).fill_null(0.0),
@@ -114,19 +113,17 @@ def windowed(hourly: pl.DataFrame, t: HealthTrendThresholds) -> pl.DataFrame:
 
 
 def detect(hourly: pl.DataFrame, config: RuleConfig, window: Window) -> pl.DataFrame:
-    """One `gpu_health_trend` finding per GPU and warning episode."""
+    """One `gpu_health_trend` finding per GPU and week in which it warned."""
     t = config.health_trend
     fired = (
         windowed(hourly, t)
         .filter(pl.col("ecc_fires") | pl.col("xid_fires"))
         .with_columns((pl.col("hour") + pl.duration(hours=1)).alias("fire_ts"))
     )
-    gap_h = (pl.col("fire_ts") - pl.col("fire_ts").shift(1)).dt.total_seconds() / 3600.0
-    new = (gap_h.over(_GPU) > t.merge_gap_h).fill_null(True)
     episodes = (
         fired.sort([*_GPU, "fire_ts"])
-        .with_columns(new.cast(pl.Int32).cum_sum().over(_GPU).alias("_episode"))
-        .group_by([*_GPU, "_episode"], maintain_order=True)
+        .with_columns(pl.col("fire_ts").dt.truncate("1w").alias("anchor_ts"))
+        .group_by([*_GPU, "anchor_ts"], maintain_order=True)
         .agg(
             pl.col("node").first(),
             pl.col("gpu_index").first(),
@@ -174,7 +171,6 @@ def detect(hourly: pl.DataFrame, config: RuleConfig, window: Window) -> pl.DataF
             pl.coalesce("gpu_uuid", pl.format("{}/{}", "node", "gpu_index")).alias("subject_id"),
             pl.lit(None, pl.String).alias("user"),
             pl.lit(None, pl.String).alias("account"),
-            pl.col("start_ts").dt.truncate("1d").alias("anchor_ts"),
             pl.lit(None, pl.String).alias("job_id"),
             pl.lit(True).alias("predicted"),
             (1 - pl.col("bar") / pl.col("errors_peak").clip(lower_bound=1))
