@@ -14,33 +14,22 @@
 -- GPU reset): the count after it is new errors since the reset. Lost scrapes and exporter
 -- outages need no care: the step across a gap holds the errors of the gap, counted in the hour
 -- the samples resume. The first sample in the window has no step (nothing to compare with).
--- On a MIG GPU the device fields repeat on every instance: one value per GPU and sample time.
+-- On a MIG GPU the device fields repeat on every instance: the repeats of one sample time are
+-- steps of 0, so the errors count once (samples then counts rows, not sample times).
 
-WITH device AS (
-    SELECT
-        cluster,
-        gpu_uuid,
-        ts,
-        any_value(node) AS node,
-        any_value(gpu_index) AS gpu_index,
-        max(ecc_sbe_volatile) AS sbe,
-        bool_or(remap_pending) AS remap_pending
-    FROM gpu_samples
-    WHERE ts >= $since AND gpu_uuid IS NOT NULL
-    GROUP BY cluster, gpu_uuid, ts
-),
-steps AS (
+WITH steps AS (
     SELECT
         cluster,
         gpu_uuid,
         ts,
         node,
         gpu_index,
-        sbe,
+        ecc_sbe_volatile AS sbe,
         remap_pending,
-        sbe - lag(sbe) OVER (PARTITION BY cluster, gpu_uuid ORDER BY ts) AS step
-    FROM device
-    WHERE sbe IS NOT NULL
+        ecc_sbe_volatile
+        - lag(ecc_sbe_volatile) OVER (PARTITION BY cluster, gpu_uuid ORDER BY ts) AS step
+    FROM gpu_samples
+    WHERE ts >= $since AND gpu_uuid IS NOT NULL AND ecc_sbe_volatile IS NOT NULL
 ),
 hourly AS (
     SELECT
