@@ -95,8 +95,8 @@ def _corrected_errors(health: Health, gpus: np.ndarray, t_s: np.ndarray) -> np.n
     driver reload (which resets the counter to 0)."""
     sbe = np.zeros(t_s.shape, dtype=np.int64)
     steps: dict[int, list[tuple[float, int]]] = {}
-    for g, at, n in health.sbe_steps:
-        steps.setdefault(g, []).append((at, n))
+    for g, when, n in health.sbe_steps:
+        steps.setdefault(g, []).append((when, n))
     for row, g in enumerate(int(x) for x in gpus):
         t = t_s[row]
         reloads = np.array(health.driver_reloads.get(g, ()), dtype=np.float64)
@@ -108,12 +108,12 @@ def _corrected_errors(health: Health, gpus: np.ndarray, t_s: np.ndarray) -> np.n
             start = base if last is None else np.where(t >= reloads[0], 0.0, base)
             count = np.floor(start + creep * since / DAY_S)
         if g in steps:
-            at = np.array([a for a, _ in steps[g]])
+            times = np.array([a for a, _ in steps[g]])
             cum = np.r_[0, np.cumsum([n for _, n in steps[g]])]
-            count = count + cum[np.searchsorted(at, t, side="right")]
+            count = count + cum[np.searchsorted(times, t, side="right")]
             if last is not None:
                 from_reload = np.where(t >= reloads[0], last, -np.inf)
-                count = count - cum[np.searchsorted(at, from_reload, side="right")]
+                count = count - cum[np.searchsorted(times, from_reload, side="right")]
         sbe[row] = count.astype(np.int64)
     return sbe
 

@@ -50,7 +50,9 @@ class HealthTrendThresholds:
     """When a GPU's corrected-error climb or its precursor XIDs warn of a failure to come."""
 
     window_h: int = threshold(
-        8, "Hours of corrected errors that make one rate (and the window before: acceleration).", None
+        8,
+        "Hours of corrected errors that make one rate (and the window before: acceleration).",
+        None,
     )
     min_errors: int = threshold(
         3, "A warning needs at least this many new corrected errors in the window."
@@ -96,7 +98,8 @@ def windowed(hourly: pl.DataFrame, t: HealthTrendThresholds) -> pl.DataFrame:
     mad = (pl.col("recent") - baseline).abs().median().over("cluster")
     frame = frame.with_columns(baseline.alias("baseline"), mad.alias("mad")).with_columns(
         pl.max_horizontal(
-            pl.lit(float(t.min_errors)), pl.col("baseline") + t.baseline_mads * 1.4826 * pl.col("mad")
+            pl.lit(float(t.min_errors)),
+            pl.col("baseline") + t.baseline_mads * 1.4826 * pl.col("mad"),
         ).alias("bar")
     )
     ecc = (
