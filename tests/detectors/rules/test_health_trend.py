@@ -153,3 +153,19 @@ def test_thresholds_come_from_the_detect_health_trend_table():
 def test_an_empty_lake_warns_of_nothing(tmp_path):
     assert run(tmp_path) == []
     assert Window(now=NOW).now == NOW
+
+
+def test_the_hourly_query_counts_steps_once_per_gpu_with_resets_and_xid_only_hours(tmp_path):
+    from detectors.rules.base import EPOCH
+    from warehouse import queries
+
+    rows = [sample(0, 5), sample(600, 7), sample(1200, 2), sample(4000, 3)]
+    rows += [sample(600, 7), sample(1200, 2)]  # a second MIG instance repeats the device fields
+    con = connection(tmp_path, gpu_samples=rows, gpu_events=[xid(3 * HOUR, 119), xid(HOUR, 13)])
+    hourly = queries.run(
+        con, health_trend.QUERY, since=EPOCH, precursor_xids=list(health_trend.PRECURSOR_XIDS)
+    ).sort("hour")
+    # hour 0: +2, then a reset to 2 (2 new since it); hour 1: +1; hour 3: only the XID 119
+    assert hourly["sbe_new"].to_list() == [4, 1, 0]
+    assert hourly["precursor_xids"].to_list() == [0, 0, 1]
+    assert hourly["hour"].to_list() == [at(0), at(HOUR), at(3 * HOUR)]
