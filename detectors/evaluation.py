@@ -377,6 +377,11 @@ def goal_met(score: Score, scores: list[Score]) -> bool | None:
     The early-waste model at 30 min must beat the user-history baseline's precision at the
     same recall; the others have fixed bars.
     """
+    from detectors.failing_gpu_scores import failure_goal_met
+
+    failing = failure_goal_met(score)
+    if failing is not None:
+        return failing
     p, r = score.precision, score.recall
     if score.detector == "waste_jobs":
         from detectors.waste_evaluation import waste_goal_met

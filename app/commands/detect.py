@@ -115,6 +115,8 @@ def command(
       power_cap_candidate                     low activity at high power, kWh a cap saves
       throttling, xid_hardware, ecc_dbe,      hardware health (NVIDIA's XID classes,
       row_remap_failure, row_remap_pending    clock-event bits, ECC, row remapping)
+      gpu_health_trend                        early warning: corrected-ECC climb against the
+                                              fleet's baseline, precursor XIDs 63/92/119/120
       gpu_without_job, job_without_data       attribution self-check
       failed_after_hw_event, lost_gpu_hours,  resilience; Young/Daly checkpoint advice
       checkpoint_interval

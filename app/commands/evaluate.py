@@ -151,6 +151,10 @@ def command(
     against any waste label (FA/1kGd: flagged jobs with none), then the share of waste jobs
     whose finding names the right detector, recall per waste kind, and healthy (bursty, with
     --hard) inference services flagged (detectors/waste_evaluation.py).
+    Failing GPUs are scored per early-warning source: gpu_health_rules (XIDs, ECC, row
+    remaps), gpu_health_trend (the corrected-ECC trend rule, no history needed),
+    failing_gpu_model (trained on the site's own failures), health_detectors (every health
+    rule) and health_detectors_and_model; an alarm is a critical or predicted finding.
     Early waste is compared with a user-history-only baseline at equal recall (0.8).
     Prints one table and lands it in the lake as `evaluation_scores`. Simulated fleets
     default to 64 GPUs x 7 days with 4 failing GPUs per 100 GPU-weeks, so there is something

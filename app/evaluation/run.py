@@ -16,14 +16,13 @@ from pathlib import Path
 import polars as pl
 
 from detectors.evaluation import (
-    GPU_HEALTH_RULES,
     JobTarget,
     Score,
-    score_gpu_detector,
     score_job_detector,
     score_node_detector,
     score_ranking,
 )
+from detectors.failing_gpu_scores import score_failing_gpus
 from detectors.models.training import TrainingResult
 from detectors.waste_evaluation import WasteScore, score_waste
 
@@ -231,30 +230,8 @@ def _score_seed(root: Path, train_root: Path, result: SettingResult, now: dt.dat
         result.add(score_job_detector(findings, truth, jobs, target))
     shortest = {t.label: t.min_truth_s for t in targets}
     result.waste = result.waste.combine(score_waste(rules, truth, gpu_days, shortest))
-    result.add(
-        score_gpu_detector(
-            findings,
-            truth,
-            allocations,
-            gpu_days,
-            GPU_HEALTH_RULES,
-            kind="rule",
-            name="gpu_health_rules",
-            goal="recall >= 0.9 and precision >= 0.8",
-        )
-    )
-    result.add(
-        score_gpu_detector(
-            findings,
-            truth,
-            allocations,
-            gpu_days,
-            ("failing_gpu_model",),
-            kind="model",
-            name="failing_gpu_model",
-            goal="warned >= 1 h ahead for >= 70 % at <= 1 false alarm per 1,000 GPU-days",
-        )
-    )
+    for score in score_failing_gpus(findings, truth, allocations, gpu_days):
+        result.add(score)
     result.add(score_node_detector(findings, truth, gpu_nodes, "lemon_node_model"))
 
 

@@ -2,9 +2,12 @@
 XID 48/79/94/95, row-remap failure, node drained), thermally throttled nodes, and exporter
 outages that leave gaps in the telemetry.
 
-The `hard` setting makes failures subtler (shorter lead, a slower corrected-ECC rise, row
-remaps pending only shortly before, a bus failure announced by a few GSP XIDs rather than ECC)
-and adds healthy GPUs whose corrected-ECC count is non-zero or creeps up, as real fleets have.
+The `hard` setting makes failures subtler (shorter lead, a slow and small corrected-ECC climb
+drawn error by error, row remaps pending only shortly before, a bus failure announced by a few
+GSP XIDs rather than ECC, now and then an XID 92 or 63 before a memory failure) and adds what
+real fleets have: healthy GPUs whose corrected-ECC count is non-zero or creeps up, healthy GPUs
+with a few sporadic bursts of corrected errors, driver reloads that reset the volatile counters,
+and exporter outages of tens of minutes.
 """
 
 from __future__ import annotations
@@ -53,6 +56,11 @@ class Health:
     # GPU -> (corrected-ECC count at the start, its creep per day) on healthy GPUs (hard only)
     precursor_xids: list[tuple[int, float, int]] = field(default_factory=list)
     # (GPU, time, XID) non-fatal XIDs in the hours before a failure (hard only)
+    sbe_steps: list[tuple[int, float, int]] = field(default_factory=list)
+    # (GPU, time, errors) corrected errors added to the volatile counter at that time (hard
+    # only): the slow climb of a failing GPU and the sporadic bursts of healthy ones
+    driver_reloads: dict[int, list[float]] = field(default_factory=dict)
+    # GPU -> times a driver reload resets its volatile ECC counters to 0 (hard only)
 
     def outages(self, fleet: Fleet) -> list[Outage]:
         """Node drains that the scheduler must respect (a failed GPU takes its node out)."""
@@ -60,6 +68,31 @@ class Health:
 
 
 GSP_XIDS = (119, 120)  # GSP RPC timeout / GSP error: non-fatal, often before a bus failure
+MEMORY_PRECURSOR_XIDS = (92, 63)  # high single-bit error rate; a row-remap recording event
+
+
+def _climb(
+    extra: np.random.Generator, f: Failure
+) -> tuple[list[tuple[int, float, int]], list[tuple[int, float, int]]]:
+    """A failing GPU's corrected errors (hard setting), one by one, and its memory XIDs.
+
+    Few errors (a bus failure: 0-3; a memory failure: 4-20) at a rate that accelerates towards
+    the failure (error times drawn with density ~ x^2 over the degrading span), so the first
+    hours look like a healthy GPU's sporadic error.
+    """
+    span = f.fail_s - f.degrade_s
+    n = int(extra.integers(0, 4)) if f.xid == 79 else int(extra.integers(4, 21))
+    steps = [
+        (f.gpu, f.degrade_s + span * float(u) ** (1 / 3), 1 + int(extra.random() < 0.15))
+        for u in extra.random(n)
+    ]
+    xids = []
+    if f.xid != 79:
+        for code in MEMORY_PRECURSOR_XIDS:
+            if extra.random() < 0.3:
+                at = f.fail_s - float(extra.uniform(0.5, 3.0)) * HOUR_S
+                xids.append((f.gpu, max(at, f.degrade_s), code))
+    return steps, xids
 
 
 def make_health(
@@ -132,5 +165,35 @@ def make_health(
     for _ in range(max(1, fleet.n_gpus * days // 200)):  # and some healthy GPUs have them too
         g = healthy[int(extra.integers(len(healthy)))]
         precursors.append((g, float(extra.uniform(0, horizon)), int(extra.choice(GSP_XIDS))))
+    steps: list[tuple[int, float, int]] = []
+    for f in failures:
+        climb, memory_xids = _climb(extra, f)
+        steps.extend(climb)
+        precursors.extend(memory_xids)
+    for g in healthy:  # a few sporadic corrected errors: one burst, now and then two
+        if extra.random() < 0.15:
+            for _ in range(1 + int(extra.random() < 0.3)):
+                steps.append((g, float(extra.uniform(0, horizon)), int(extra.integers(1, 5))))
+    reloads: dict[int, list[float]] = {}
+    for f in failures:
+        reloads.setdefault(f.gpu, []).append(f.repair_s)
+    for g in extra.choice(fleet.n_gpus, size=max(1, fleet.n_gpus // 32), replace=False):
+        reloads.setdefault(int(g), []).append(float(extra.uniform(0, horizon)))
+    for _ in range(max(1, n_nodes * days // 8)):  # exporter outages of tens of minutes
+        start = float(extra.uniform(0, horizon - HOUR_S))
+        node = int(extra.integers(n_nodes))
+        gaps.append(Span(node, start, start + float(extra.uniform(10, 60)) * 60))
     precursors.sort(key=lambda p: (p[1], p[0]))
-    return Health(failures, thermal, gaps, no_prof, resets, True, benign, precursors)
+    steps.sort(key=lambda p: (p[0], p[1]))
+    return Health(
+        failures,
+        thermal,
+        gaps,
+        no_prof,
+        resets,
+        True,
+        benign,
+        precursors,
+        steps,
+        {g: sorted(ts) for g, ts in reloads.items()},
+    )

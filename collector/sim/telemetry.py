@@ -89,6 +89,35 @@ def _f32(x: np.ndarray, null: np.ndarray | None = None) -> pa.Array:
     return pa.array(x.astype(np.float32), type=pa.float32(), mask=null)
 
 
+def _corrected_errors(health: Health, gpus: np.ndarray, t_s: np.ndarray) -> np.ndarray:
+    """The volatile corrected-ECC counter of `gpus` at `t_s` (hard setting): a healthy GPU's
+    count and creep, plus every step of `health.sbe_steps` so far, counted from the last
+    driver reload (which resets the counter to 0)."""
+    sbe = np.zeros(t_s.shape, dtype=np.int64)
+    steps: dict[int, list[tuple[float, int]]] = {}
+    for g, when, n in health.sbe_steps:
+        steps.setdefault(g, []).append((when, n))
+    for row, g in enumerate(int(x) for x in gpus):
+        t = t_s[row]
+        reloads = np.array(health.driver_reloads.get(g, ()), dtype=np.float64)
+        last = reloads[np.searchsorted(reloads, t, side="right") - 1] if reloads.size else None
+        since = t if last is None else np.where(t >= reloads[0], t - last, t)
+        count = np.zeros(t.shape)
+        if g in health.benign_sbe:
+            base, creep = health.benign_sbe[g]
+            start = base if last is None else np.where(t >= reloads[0], 0.0, base)
+            count = np.floor(start + creep * since / DAY_S)
+        if g in steps:
+            times = np.array([a for a, _ in steps[g]])
+            cum = np.r_[0, np.cumsum([n for _, n in steps[g]])]
+            count = count + cum[np.searchsorted(times, t, side="right")]
+            if last is not None:
+                from_reload = np.where(t >= reloads[0], last, -np.inf)
+                count = count - cum[np.searchsorted(times, from_reload, side="right")]
+        sbe[row] = count.astype(np.int64)
+    return sbe
+
+
 def make_samples(
     *,
     fleet: Fleet,
@@ -324,21 +353,15 @@ def make_samples(
     dbe = np.zeros(shape, dtype=np.int64)
     pending = np.zeros(shape, dtype=bool)
     remap_fail = np.zeros(shape, dtype=bool)
-    for g, (base, creep) in health.benign_sbe.items():
-        row_mask = (gpus == g)[:, None]
-        benign = np.floor(base + creep * t_s / DAY_S).astype(np.int64)
-        sbe = np.where(row_mask, benign, sbe)
+    if hard:
+        sbe = _corrected_errors(health, gpus, t_s)
     for f in health.failures:
         row_mask = (gpus == f.gpu)[:, None]
         degrading = row_mask & (t_s >= f.degrade_s) & (t_s < f.repair_s)
         x = np.clip((t_s - f.degrade_s) / max(f.fail_s - f.degrade_s, 1.0), 0, 1)
-        if not hard:
+        if not hard:  # (hard: its climb is in health.sbe_steps)
             rise = np.floor(2 * np.exp(6.5 * x))
-        elif f.xid == 79:  # a bus failure barely shows in memory errors
-            rise = np.floor(np.exp(1.1 * x))
-        else:
-            rise = np.floor(np.exp(3.3 * x))
-        sbe = np.where(degrading, rise.astype(np.int64), sbe)
+            sbe = np.where(degrading, rise.astype(np.int64), sbe)
         if hard and f.xid == 79:
             temp = np.where(degrading & (t_s < f.fail_s), temp + 6 * x, temp)
         failed = row_mask & (t_s >= f.fail_s) & (t_s < f.repair_s)

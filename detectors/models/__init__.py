@@ -68,7 +68,7 @@ def _frame(rows: pl.DataFrame) -> pl.DataFrame:
 def _failing_gpu(data: TrainingData, card: store.ModelCard, model: Any) -> pl.DataFrame:
     horizon = float(card.params.get("horizon_h", 24.0))
     frame = failing_gpu.label(failing_gpu.features(data.hourly), data.failures, horizon)
-    scored = failing_gpu.score(model, frame)
+    scored = failing_gpu.score(model, frame, tuple(card.features) or failing_gpu.FEATURES)
     if failing_gpu.not_evaluated(card) is not None or card.threshold is None:
         return _frame(pl.DataFrame(schema={"detected_ts": _TS}))  # see `gpuledger train`
     threshold = card.threshold

@@ -64,6 +64,9 @@ FEATURES = (
     "sbe_d12",
     "sbe_d24",
     "sbe_growth_6h",
+    "sbe_new_8h",
+    "sbe_active_8h",
+    "sbe_new_prev_8h",
     "remap_pending_i",
     "temp_mean",
     "temp_max",
@@ -114,6 +117,20 @@ def features(hourly: pl.DataFrame) -> pl.DataFrame:
         (pl.col("sbe") - pl.col("sbe").shift(k).over(gpu)).fill_null(0.0).alias(f"sbe_d{k}")
         for k in (1, 3, 6, 12, 24)
     ]
+    # new errors per hour: rises of the counter (a reset reads as none), and over 8 h how many,
+    # in how many different hours, and how many in the 8 h before (a climb, not one burst)
+    new = (pl.col("sbe") - pl.col("sbe").shift(1).over(gpu)).clip(lower_bound=0).fill_null(0.0)
+    frame = frame.with_columns(new.alias("_new")).with_columns(
+        pl.col("_new").rolling_sum(8, min_samples=1).over(gpu).alias("sbe_new_8h"),
+        (pl.col("_new") > 0)
+        .cast(pl.Float64)
+        .rolling_sum(8, min_samples=1)
+        .over(gpu)
+        .alias("sbe_active_8h"),
+    )
+    frame = frame.with_columns(
+        pl.col("sbe_new_8h").shift(8).over(gpu).fill_null(0.0).alias("sbe_new_prev_8h")
+    ).drop("_new")
     return frame.with_columns(
         pl.col("sbe").log1p().alias("log_sbe"),
         *deltas,
@@ -162,8 +179,8 @@ def label(frame: pl.DataFrame, failures: pl.DataFrame, horizon_h: float) -> pl.D
     ).sort("cluster", "gpu_uuid", "hour")
 
 
-def _matrix(frame: pl.DataFrame) -> np.ndarray:
-    return frame.select(FEATURES).to_numpy().astype(np.float64)
+def _matrix(frame: pl.DataFrame, features: tuple[str, ...] = FEATURES) -> np.ndarray:
+    return frame.select(features).to_numpy().astype(np.float64)
 
 
 def fit(frame: pl.DataFrame, seed: int = 0) -> Any:
@@ -193,11 +210,14 @@ def fit(frame: pl.DataFrame, seed: int = 0) -> Any:
     return model
 
 
-def score(model: Any, frame: pl.DataFrame) -> pl.DataFrame:
-    """Add `score`, the model's probability of a failure within the horizon (0 where broken)."""
+def score(model: Any, frame: pl.DataFrame, features: tuple[str, ...] = FEATURES) -> pl.DataFrame:
+    """Add `score`, the model's probability of a failure within the horizon (0 where broken).
+
+    `features`: those the model was trained on (its card's), so a model stored before a
+    feature was added still scores."""
     if frame.is_empty():
         return frame.with_columns(pl.lit(None, pl.Float64).alias("score"))
-    p = model.predict_proba(_matrix(frame))[:, 1]
+    p = model.predict_proba(_matrix(frame, features))[:, 1]
     return frame.with_columns(
         pl.when(pl.col("failed_recently")).then(0.0).otherwise(pl.Series(p)).alias("score")
         if "failed_recently" in frame.columns

@@ -1,8 +1,8 @@
 """Waste and hardware-health rules over the lake's marts: `run_rules(con, config, now)`.
 
-Each family module (idle, gpu_balance, efficiency, health, mapping, resilience, stranded, mfu)
-declares its thresholds and its `RULES`; this package runs them all through `warehouse.queries`
-and returns one Arrow table in the `findings` schema.
+Each family module (idle, gpu_balance, efficiency, health, health_trend, mapping, resilience,
+stranded, mfu) declares its thresholds and its `RULES`; this package runs them all through
+`warehouse.queries` and returns one Arrow table in the `findings` schema.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from detectors.rules import (
     efficiency,
     gpu_balance,
     health,
+    health_trend,
     idle,
     mapping,
     mfu,
@@ -63,6 +64,7 @@ DETECTORS: tuple[str, ...] = (
     "ecc_dbe",
     "row_remap_failure",
     "row_remap_pending",
+    "gpu_health_trend",
     "gpu_without_job",
     "job_without_data",
     "failed_after_hw_event",
@@ -82,6 +84,7 @@ DETECTOR_FAMILY: dict[str, str] = {
         ("throttling", "xid_hardware", "ecc_dbe", "row_remap_failure", "row_remap_pending"),
         "health",
     ),
+    "gpu_health_trend": "health_trend",
     **dict.fromkeys(("gpu_without_job", "job_without_data"), "mapping"),
     **dict.fromkeys(
         ("failed_after_hw_event", "lost_gpu_hours", "checkpoint_interval"), "resilience"
@@ -97,6 +100,7 @@ FAMILY_RULES: dict[str, tuple[Rule, ...]] = {
     "efficiency": efficiency.RULES,
     "power": efficiency.RULES,
     "health": health.RULES,
+    "health_trend": health_trend.RULES,
     "mapping": mapping.RULES,
     "resilience": resilience.RULES,
     "stranded": stranded.RULES,
@@ -110,6 +114,7 @@ RULES: tuple[Rule, ...] = (
     *gpu_balance.RULES,
     *efficiency.RULES,
     *health.RULES,
+    *health_trend.RULES,
     *mapping.RULES,
     *resilience.RULES,
     *stranded.RULES,

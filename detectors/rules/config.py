@@ -13,6 +13,7 @@ from typing import Any
 from detectors.rules.efficiency import EfficiencyThresholds, PowerThresholds
 from detectors.rules.gpu_balance import GpuBalanceThresholds
 from detectors.rules.health import HealthThresholds
+from detectors.rules.health_trend import HealthTrendThresholds
 from detectors.rules.idle import IdleThresholds
 from detectors.rules.mapping import MappingThresholds
 from detectors.rules.mfu import MfuThresholds
@@ -31,6 +32,7 @@ class RuleConfig:
     efficiency: EfficiencyThresholds = field(default_factory=EfficiencyThresholds)
     power: PowerThresholds = field(default_factory=PowerThresholds)
     health: HealthThresholds = field(default_factory=HealthThresholds)
+    health_trend: HealthTrendThresholds = field(default_factory=HealthTrendThresholds)
     mapping: MappingThresholds = field(default_factory=MappingThresholds)
     resilience: ResilienceThresholds = field(default_factory=ResilienceThresholds)
     stranded: StrandedThresholds = field(default_factory=StrandedThresholds)
@@ -44,6 +46,7 @@ FAMILIES: dict[str, type] = {
     "efficiency": EfficiencyThresholds,
     "power": PowerThresholds,
     "health": HealthThresholds,
+    "health_trend": HealthTrendThresholds,
     "mapping": MappingThresholds,
     "resilience": ResilienceThresholds,
     "stranded": StrandedThresholds,

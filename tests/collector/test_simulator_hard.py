@@ -118,3 +118,45 @@ def test_hard_adds_periodic_kernels_bursty_services_late_hangs_and_util_only_nod
     assert not any(j.poll_period_s or j.burst_period_s for j in base.jobs)
     assert len(hard.health.no_profiling) > len(base.health.no_profiling)
     assert len(hard.health.gaps) > len(base.health.gaps)
+
+
+def test_hard_failing_gpus_climb_slowly_and_healthy_ones_have_sporadic_errors():
+    health = world(HARD).health
+    failing = {f.gpu: f for f in health.failures}
+    early = late = 0
+    for f in health.failures:
+        steps = [(t, n) for g, t, n in health.sbe_steps if g == f.gpu]
+        assert all(f.degrade_s <= t <= f.fail_s for t, _ in steps)
+        errors = sum(n for _, n in steps)
+        assert errors <= (6 if f.xid == 79 else 40)  # small: a handful, never a storm
+        middle = (f.degrade_s + f.fail_s) / 2
+        early += sum(n for t, n in steps if t < middle)
+        late += sum(n for t, n in steps if t >= middle)
+    assert late > 2 * early  # the climb accelerates towards the failure
+    sporadic = {g for g, _, _ in health.sbe_steps} - set(failing)
+    assert sporadic  # healthy GPUs log a few corrected errors too
+    for g in sporadic:
+        assert len([1 for h, _, _ in health.sbe_steps if h == g]) <= 2
+    assert set(failing) <= set(health.driver_reloads)  # the repair reloads the driver
+    assert len(health.gaps) > len(world(BASE).health.gaps)  # outages of tens of minutes
+
+
+def test_the_volatile_counter_adds_the_steps_and_a_driver_reload_resets_it():
+    from collector.sim.health import Health
+    from collector.sim.telemetry import _corrected_errors
+
+    health = Health(
+        failures=[],
+        thermal=[],
+        gaps=[],
+        no_profiling=frozenset(),
+        energy_resets={},
+        hard=True,
+        benign_sbe={1: (10.0, 0.0)},
+        sbe_steps=[(0, 100.0, 2), (0, 300.0, 1), (0, 700.0, 4)],
+        driver_reloads={0: [500.0], 1: [200.0]},
+    )
+    t = np.array([[50.0, 150.0, 400.0, 600.0, 800.0]] * 2)
+    sbe = _corrected_errors(health, np.array([0, 1]), t)
+    assert sbe[0].tolist() == [0, 2, 3, 0, 4]  # steps add up; the reload at 500 s clears them
+    assert sbe[1].tolist() == [10, 10, 0, 0, 0]  # a healthy GPU's old count, until its reload

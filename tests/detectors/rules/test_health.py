@@ -246,3 +246,11 @@ def test_throttling_under_load_without_an_sm_clock_is_not_called_idle(tmp_path):
     assert finding["severity"] == "critical"
     assert "while the GPU was idle" not in finding["message"]
     assert "busy clock ? of" in finding["message"]
+
+
+def test_one_gsp_xid_in_a_day_is_a_warning_and_a_repeat_is_critical(tmp_path):
+    [once] = run(tmp_path, events=[event(3600, "xid", 119)])
+    assert once["detector"] == "xid_hardware" and once["severity"] == "warn"
+    assert not once["predicted"]
+    [again] = run(tmp_path / "b", events=[event(3600, "xid", 120), event(7200, "xid", 120)])
+    assert again["severity"] == "critical"

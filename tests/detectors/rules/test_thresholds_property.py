@@ -20,6 +20,7 @@ from detectors.rules import (
     efficiency,
     gpu_balance,
     health,
+    health_trend,
     idle,
     mapping,
     mfu,
@@ -283,6 +284,50 @@ def health_inputs(draw):
 @SETTINGS
 def test_health_family(tables, pair):
     assert_monotone(tables, pair, health.RULES)
+
+
+@st.composite
+def ecc_trends(draw):
+    """Corrected-ECC counters of three GPUs over 20 h (climbs, bursts, resets) and a few
+    precursor XIDs."""
+    samples = []
+    for g in range(3):
+        count = draw(st.integers(0, 5))
+        for m in range(80):
+            step = draw(st.sampled_from([0, 0, 0, 0, 1, 2, -1]))
+            count = 0 if step < 0 else count + step
+            samples.append(
+                {
+                    "ts": at(m * 900),
+                    "cluster": CLUSTER,
+                    "node": "g001",
+                    "gpu_index": g,
+                    "gpu_uuid": f"GPU-{g}",
+                    "model": H100,
+                    "interval_s": 900.0,
+                    "ecc_sbe_volatile": count,
+                    "source": "test",
+                }
+            )
+    events = [
+        {
+            "cluster": CLUSTER,
+            "node": "g001",
+            "gpu_uuid": f"GPU-{draw(st.integers(0, 2))}",
+            "gpu_index": 0,
+            "ts": at(draw(st.integers(0, 72000))),
+            "kind": "xid",
+            "code": draw(st.sampled_from([63, 92, 119, 120, 79])),
+        }
+        for _ in range(draw(st.integers(0, 4)))
+    ]
+    return {"gpu_samples": samples, "gpu_events": events}
+
+
+@given(tables=ecc_trends(), pair=configs("health_trend"))
+@SETTINGS
+def test_health_trend_family(tables, pair):
+    assert_monotone(tables, pair, health_trend.RULES)
 
 
 @st.composite
