@@ -1,6 +1,6 @@
 """Day partitions of the sample-level marts, rebuilt only when the samples they read change.
 
-`gpu_job_buckets` (and `job_gpu_daily`, `bucket_occupancy` built from it) are the only marts
+`gpu_job_buckets` (and `job_gpu_daily`, `job_energy_hourly`, `bucket_occupancy` built from it) are the only marts
 that read samples. Each of their
 (cluster, UTC day) partitions is built from that day's sample files plus the first sample of
 each device on the next day, and is rebuilt only when those files (or the SQL, or the config)
@@ -50,6 +50,7 @@ __all__ = [
 SAMPLE_MARTS: tuple[tuple[str, str], ...] = (
     ("gpu_job_buckets", "marts/gpu_job_buckets"),
     ("job_gpu_daily", "marts/job_gpu_daily"),
+    ("job_energy_hourly", "marts/job_energy_hourly"),
     ("bucket_occupancy", "marts/bucket_occupancy"),
 )
 _HELPERS = ("attribution/next_day_head", "attribution/partition_samples", "views/sample_spans")

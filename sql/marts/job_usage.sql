@@ -1,13 +1,14 @@
 -- job_usage: one line per job — what it was allocated, what it used, and what it drew.
 --
 -- Grain:   one row per (cluster, job_id)
--- Reads:   jobs_latest, job_gpu_shares, job_gpu_daily, gpu_job_buckets, app_throughput
+-- Reads:   jobs_latest, job_gpu_shares, job_gpu_daily, gpu_job_buckets, app_throughput,
+--          job_co2e_hourly
 -- Params:  none
 -- Returns: cluster, job_id, user, account, partition, state, start_ts, end_ts, gpus, alloc_gpu_h,
 --          observed_gpu_h, active_gpu_h, idle_gpu_h, effective_gpu_h, busy_mean,
 --          gpu_util_pct_mean, sm_active_mean, tensor_active_mean, dram_active_mean,
 --          fb_used_mib_max, energy_kwh, power_w_mean, est_tflops_mean, nvlink_gb, pcie_gb,
---          gpus_never_active, samples, app_throughput, shared
+--          gpus_never_active, samples, app_throughput, shared, kg_co2e, co2e_fallback_hours
 --
 -- alloc_gpu_h comes from the scheduler's GPU intervals (job_gpus), overlapping intervals of one
 -- job on one GPU merged, and where several jobs held one GPU at once, its time split evenly
@@ -21,6 +22,9 @@
 -- pulled by `collect prometheus --throughput-query`) per second of the reports' span: tokens/s
 -- where tokens were reported, else samples/s, else steps/s. Counters are reset-aware per
 -- reporter (a drop means the process restarted from 0) and summed over the job's reporters.
+-- kg_co2e: Σ over the job's hours of kWh × that hour's g CO2e/kWh / 1000 (job_co2e_hourly);
+-- null when the job has no energy data or an hour of it has no intensity configured.
+-- co2e_fallback_hours: its hours with energy that the cluster's hourly CSV lacked.
 
 WITH data_end AS (
     -- the end of the cluster's last sample interval, kept per bucket so no sample is re-read
@@ -75,6 +79,18 @@ app AS (
         sum(CASE WHEN d_samples < 0 THEN samples_total ELSE d_samples END) AS samples,
         sum(CASE WHEN d_steps < 0 THEN steps_total ELSE d_steps END) AS steps
     FROM app_steps
+    GROUP BY cluster, job_id
+),
+co2e AS (
+    SELECT
+        cluster,
+        job_id,
+        CASE
+            WHEN count(*) FILTER (WHERE g_per_kwh IS NULL) = 0
+                THEN sum(energy_j * g_per_kwh) / 3.6e9
+        END AS kg_co2e,
+        count(*) FILTER (WHERE fallback) AS fallback_hours
+    FROM job_co2e_hourly
     GROUP BY cluster, job_id
 ),
 used AS (
@@ -190,7 +206,9 @@ SELECT
         AS gpus_never_active,
     coalesce(u.samples, 0) AS samples,
     coalesce(p.tokens, p.samples, p.steps) / nullif(p.span_s, 0) AS app_throughput,
-    coalesce(u.shared, FALSE) OR coalesce(a.split, FALSE) AS shared
+    coalesce(u.shared, FALSE) OR coalesce(a.split, FALSE) AS shared,
+    c.kg_co2e,
+    coalesce(c.fallback_hours, 0) AS co2e_fallback_hours
 FROM keys AS k
 LEFT JOIN started AS j
     ON j.cluster = k.cluster AND j.job_id = k.job_id
@@ -202,4 +220,6 @@ LEFT JOIN data_end AS e
     ON e.cluster = k.cluster
 LEFT JOIN app AS p
     ON p.cluster = k.cluster AND p.job_id = k.job_id
+LEFT JOIN co2e AS c
+    ON c.cluster = k.cluster AND c.job_id = k.job_id
 ORDER BY k.cluster, k.job_id

@@ -185,8 +185,10 @@ def build_lake(
     job_gpus: Sequence[Mapping[str, Any]] = (),
     events: Sequence[Mapping[str, Any]] = (),
     gpus: Sequence[Mapping[str, Any]] = (),
+    config: AttributionConfig | None = None,
 ) -> duckdb.DuckDBPyConnection:
-    """Land the given rows, attribute the samples by `job_gpus`, build every mart; return `con`.
+    """Land the given rows, attribute the samples by `job_gpus`, build every mart (with
+    `config`, default the built-in one); return `con`.
 
     Samples are landed as given (usually with a null job_id), then `reattribute` sets owners.
     """
@@ -197,7 +199,7 @@ def build_lake(
     land(root, "gpus", gpus)
     con = connect(root)
     reattribute(con, root)
-    build_marts(con, root, AttributionConfig())
+    build_marts(con, root, config or AttributionConfig())
     return con
 
 
