@@ -396,6 +396,7 @@ FAIRNESS_WEEKLY = _schema(
     ("failed_gpu_h", _f64),
     ("unused_limit_gpu_h", _f64),
     ("waste_gpu_h", _f64),
+    ("kg_co2e", _f64),
 )
 
 CLUSTER_OCCUPANCY = _schema(

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from app.emissions_text import describe_emissions
 from app.errors import AppError, reports_errors
 from app.options import lake_option
 
@@ -27,24 +28,6 @@ def _pct(value: float | None) -> str:
 
 def _num(value: float | None, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
-
-
-def _emissions_line(job: dict[str, Any]) -> str:
-    """The job's kg CO2e, or why it is unknown; the hours counted at a fallback intensity."""
-    kg = job.get("kg_co2e")
-    if kg is None:
-        why = (
-            "no energy data"
-            if job.get("energy_kwh") is None
-            else "no carbon intensity configured for its cluster ([emissions])"
-        )
-        return f"  Emissions: unknown ({why})"
-    line = f"  Emissions: {kg:.3f} kg CO2e"
-    fallback = job.get("co2e_fallback_hours") or 0
-    if fallback:
-        hours = "hour" if fallback == 1 else "hours"
-        line += f" ({fallback} {hours} not in the cluster's intensity CSV: its constant used)"
-    return line
 
 
 def _bar(value: float | None, width: int = 40) -> str:
@@ -126,7 +109,7 @@ def render_text(report: JobReport, *, detected: bool = False) -> str:
             f"{_num(job.get('effective_gpu_h'), '.2f')} effective",
             f"  Energy: {_num(job.get('energy_kwh'), '.2f')} kWh at "
             f"{_num(job.get('power_w_mean'), '.0f')} W per GPU on average",
-            _emissions_line(job),
+            f"  {describe_emissions(job)}",
         ]
         if job.get("shared"):
             lines.append(

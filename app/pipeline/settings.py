@@ -647,4 +647,19 @@ def reference_markdown() -> str:
         doc = (type(part).__doc__ or "").strip().splitlines()[0]
         for f in dataclasses.fields(part):
             row(f"recommend.{kind}", f.name, getattr(part, f.name), doc)
+    row(
+        "emissions",
+        "default_g_per_kwh",
+        None,
+        "g CO2e per kWh of every cluster not listed (`GPULEDGER_EMISSIONS_DEFAULT_G_PER_KWH`); "
+        "unset: kg_co2e unknown (null) there.",
+    )
+    row("emissions.clusters.<name>", "g_per_kwh", None, "The cluster's g CO2e per kWh.")
+    row(
+        "emissions.clusters.<name>",
+        "csv",
+        None,
+        "Hourly values: a CSV `hour_start_utc,g_per_kwh`, relative to the configuration file; "
+        "the hours it lacks count at `g_per_kwh` (else the default).",
+    )
     return "\n".join(rows) + "\n"
