@@ -104,7 +104,9 @@ def parse_intensity_csv(text: str) -> tuple[tuple[int, float], ...]:
     rows = csv.reader(io.StringIO(text))
     header = next(rows, None)
     if header is None or tuple(c.strip().lower() for c in header) != CSV_HEADER:
-        raise IntensityCsvError(f"line 1: expected the header {','.join(CSV_HEADER)}, got {header!r}")
+        raise IntensityCsvError(
+            f"line 1: expected the header {','.join(CSV_HEADER)}, got {header!r}"
+        )
     hours: dict[int, float] = {}
     for line_no, row in enumerate(rows, start=2):
         if not row or all(not c.strip() for c in row):

@@ -81,7 +81,9 @@ def _grams(key: str, raw: Any, from_env: bool, source: str) -> float:
     return value
 
 
-def _read_csv(key: str, raw: Any, base: Path, source: str) -> tuple[str, tuple[tuple[int, float], ...]]:
+def _read_csv(
+    key: str, raw: Any, base: Path, source: str
+) -> tuple[str, tuple[tuple[int, float], ...]]:
     """The CSV's path (as resolved) and its hours; ConfigError names the key and the line."""
     if not isinstance(raw, str) or not raw.strip():
         raise ConfigError(f"{key}: expected the path of a CSV file, got {raw!r} ({source})")

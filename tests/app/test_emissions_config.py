@@ -45,7 +45,10 @@ def test_the_table_is_read_into_the_attribution_config(tmp_path):
         400.0,
         (
             ClusterIntensity(
-                "della", 380.0, str(tmp_path / "della.csv"), ((1709251200, 300.0), (1709254800, 500.0))
+                "della",
+                380.0,
+                str(tmp_path / "della.csv"),
+                ((1709251200, 300.0), (1709254800, 500.0)),
             ),
             ClusterIntensity("other", 0.0),
         ),
@@ -103,7 +106,11 @@ def test_the_default_may_come_from_the_environment(tmp_path):
             HOURLY,
             "emissions.clusters.della: a csv needs g_per_kwh (or [emissions] default_g_per_kwh)",
         ),
-        ("[emissions.clusters.della]\ngrams = 1\n", None, "emissions.clusters.della.grams: unknown"),
+        (
+            "[emissions.clusters.della]\ngrams = 1\n",
+            None,
+            "emissions.clusters.della.grams: unknown",
+        ),
         ("[emissions]\ndefault = 1\n", None, "emissions.default: unknown key"),
     ],
 )
