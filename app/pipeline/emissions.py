@@ -148,7 +148,8 @@ def load_emissions(table: dict[str, Any], env: Mapping[str, str], where: str) ->
         if "g_per_kwh" in entry:
             grams = _grams(f"{full}.g_per_kwh", entry["g_per_kwh"], False, file_source)
             sources[f"{full}.g_per_kwh"] = file_source
-        csv_path, hours = None, ()
+        csv_path: str | None = None
+        hours: tuple[tuple[int, float], ...] = ()
         if "csv" in entry:
             csv_path, hours = _read_csv(f"{full}.csv", entry["csv"], base, file_source)
             sources[f"{full}.csv"] = file_source
