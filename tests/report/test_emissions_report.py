@@ -37,8 +37,10 @@ def test_kg_co2e_per_account_is_its_kwh_at_the_intensity(tmp_path):
     assert report.scalars["kg_co2e"] == pytest.approx(
         sum(e["energy_kwh"] * 0.5 for e in energy.values())
     )
-    assert "<th class=\"n\">kg CO2e</th>" in html
-    assert "at that hour&#39;s carbon intensity" in html or "at that hour's carbon intensity" in html
+    assert '<th class="n">kg CO2e</th>' in html
+    assert (
+        "at that hour&#39;s carbon intensity" in html or "at that hour's carbon intensity" in html
+    )
 
 
 def test_without_an_intensity_the_report_says_unknown_not_zero(tmp_path):
