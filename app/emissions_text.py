@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["describe_emissions"]
+__all__ = ["describe_emissions", "window_co2e_text"]
 
 
 def describe_emissions(job: Mapping[str, Any]) -> str:
@@ -25,3 +25,17 @@ def describe_emissions(job: Mapping[str, Any]) -> str:
         hours = "hour" if fallback == 1 else "hours"
         line += f" ({fallback} {hours} not in the cluster's intensity CSV: its constant used)"
     return line
+
+
+def window_co2e_text(row: Mapping[str, Any]) -> str:
+    """The jobs' emissions on the UTC days a window touches (sql/dashboard/window_co2e.sql)."""
+    days = f"{row['first_date']:%Y-%m-%d} to {row['last_date']:%Y-%m-%d}"
+    if row.get("kg_co2e") is None:
+        return (
+            f"Emissions of the jobs' energy ({days}, whole UTC days): unknown, no carbon "
+            "intensity configured ([emissions])"
+        )
+    return (
+        f"Emissions of the jobs' {row['energy_kwh'] or 0:,.0f} kWh on {days} (whole UTC days): "
+        f"{row['kg_co2e']:,.1f} kg CO2e"
+    )

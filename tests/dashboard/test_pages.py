@@ -197,6 +197,14 @@ def test_job_page_says_its_emissions_or_why_they_are_unknown(demo_lake, names, m
     assert any(c.startswith("Emissions: unknown (") for c in captions), captions
 
 
+def test_overview_says_the_windows_emissions_or_why_they_are_unknown(demo_lake, monkeypatch):
+    at = open_page(demo_lake, "overview", monkeypatch)
+
+    assert not at.exception
+    captions = [c.value.replace("\\", "") for c in at.caption]  # markdown escapes undone
+    assert any(c.startswith("Emissions of the jobs' energy") and "unknown" in c for c in captions)
+
+
 def test_unknown_job_is_no_match(demo_lake, monkeypatch):
     at = open_page(demo_lake, "job", monkeypatch, job_id_input="no-such-job")
 
