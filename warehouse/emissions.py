@@ -99,8 +99,11 @@ def parse_intensity_csv(text: str) -> tuple[tuple[int, float], ...]:
     """Parse `hour_start_utc,g_per_kwh` lines into (epoch second, g/kWh) pairs, by hour.
 
     Raises IntensityCsvError naming the first bad line: a missing header, a time that is not
-    an hour start, a value that is not a non-negative number, an hour given twice.
+    an hour start, a value that is not a non-negative number, an hour given twice. An empty
+    file has no hours, like one with the header alone (`config check` says "no hours").
     """
+    if not text.strip():
+        return ()
     rows = csv.reader(io.StringIO(text))
     header = next(rows, None)
     if header is None or tuple(c.strip().lower() for c in header) != CSV_HEADER:

@@ -30,9 +30,11 @@ from warehouse.emissions import (
     parse_intensity_csv,
 )
 
-__all__ = ["EmissionsSettings", "load_emissions"]
+__all__ = ["ENV_VARIABLES", "EmissionsSettings", "load_emissions"]
 
 _TOP_KEYS = ("default_g_per_kwh", "clusters")
+# The table's only environment override.
+ENV_VARIABLES = (env_name("emissions", "default_g_per_kwh"),)
 _CLUSTER_KEYS = ("g_per_kwh", "csv")
 
 
@@ -103,7 +105,7 @@ def _read_csv(
 
 def load_emissions(table: dict[str, Any], env: Mapping[str, str], where: str) -> EmissionsSettings:
     """Load `[emissions]` and its `[emissions.clusters.<name>]` tables, reading every CSV."""
-    default_var = env_name("emissions", "default_g_per_kwh")
+    [default_var] = ENV_VARIABLES
     prefix = env_name("emissions", "")
     for var in env:
         if var.startswith(prefix) and var != default_var:

@@ -177,3 +177,13 @@ def test_attribute_with_the_configuration_gives_gpuledger_job_its_kg_co2e(tmp_pa
     assert built.exit_code == 0, built.output
     out = invoke("job", "j1", "--lake", str(lake)).output
     assert "Emissions: unknown (no carbon intensity configured for its cluster" in out
+
+
+def test_an_empty_csv_has_no_hours_and_config_check_says_so(tmp_path):
+    path = _config(
+        tmp_path, '[emissions.clusters.della]\ng_per_kwh = 380\ncsv = "della.csv"\n', csv=""
+    )
+    result = invoke("config", "check", "--config", str(path))
+
+    assert result.exit_code == 0, result.output
+    assert "(no hours)" in result.output
