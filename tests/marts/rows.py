@@ -165,7 +165,8 @@ def mixed_lake() -> dict[str, list[Row]]:
     return {
         "samples": samples(g0, gpu_index=0, engine_active=0.4)
         + samples(g1, gpu_index=1, interval_s=20.0, engine_active=0.0, gpu_util_pct=5.0)
-        + samples(range(0, 200, 30), node="g002", engine_active=1.0),
+        # power on g002 only: job_energy_hourly has rows, other jobs' energy stays unknown
+        + samples(range(0, 200, 30), node="g002", engine_active=1.0, power_w=250.0),
         "jobs": [job("j1", 0, 700), job("j2", 50, 500), job("j3", 400, 900)],
         "job_gpus": [
             job_gpu("j1", 0, 700, gpu_index=0),
