@@ -12,10 +12,12 @@ from hypothesis import strategies as st
 
 from tests.marts import rows as r
 from warehouse import queries
-from warehouse.attribution import AttributionConfig
-from warehouse.connection import connect
+from warehouse.attribution import AttributionConfig, build_marts, reattribute
+from warehouse.connection import WarehouseConfig, connect, register_table
 from warehouse.emissions import CarbonIntensity, ClusterIntensity, register_intensity
+from warehouse.partitions import SAMPLE_MARTS, build_sample_marts
 from warehouse.schema import TABLES
+from warehouse.summary import refresh_summary_marts
 
 KWH = 3_600_000.0  # J per kWh
 HOUR0 = int(r.T0_E)  # the first hour of the test day, epoch seconds
@@ -168,3 +170,43 @@ def test_kg_co2e_never_exceeds_kwh_times_the_highest_intensity(empty_lake, hours
     # hours the CSV lacks count as fallback hours (a CSV without a row: only the constant)
     lacking = sum(1 for _, _, g in hours if g is None)
     assert job["co2e_fallback_hours"] == (lacking if csv else 0)
+
+
+def test_a_new_day_updates_kg_co2e_in_place_as_a_rebuild_would(tmp_path):
+    day = 86400
+    hours = tuple((HOUR0 + h * 3600, 100.0 + 10 * h) for h in range(0, 48))
+    config = AttributionConfig(
+        emissions=CarbonIntensity(clusters=(ClusterIntensity("della", 50.0, "x.csv", hours),))
+    )
+    root = tmp_path / "lake"
+    two_hour_job(root, config.emissions)  # j1 on day 0, built whole; the state recorded
+    # j2 on day 1 over two hours (hours 24 and 25 of the CSV), GPU 1, a new day of samples
+    r.land(
+        root,
+        "gpu_samples",
+        r.samples(range(day + 3000, day + 4230, 30), gpu_index=1, power_w=200.0),
+        batch_id="day1",
+    )
+    r.land(root, "jobs", [r.job("j2", day + 3000, day + 4200, user="bob")], batch_id="day1")
+    r.land(root, "job_gpus", [r.job_gpu("j2", day + 3000, day + 4200, gpu_index=1)], batch_id="b")
+    con = connect(root)
+    reattribute(con, root)
+    build_sample_marts(WarehouseConfig(root), config.values())
+    for mart, _ in SAMPLE_MARTS:
+        register_table(con, root, mart)
+    update = refresh_summary_marts(con, root, config)
+    assert update.mode == "incremental"  # the summary marts updated in place for the new day
+
+    got = {row["job_id"]: row for row in r.fetch(connect(root), "SELECT * FROM job_usage")}
+    # j2: 20 samples × 200 W × 30 s = 120 000 J in hour 24 (340 g), 120 000 J in hour 25 (350 g)
+    assert got["j2"]["kg_co2e"] == pytest.approx((120_000 * 340 + 120_000 * 350) / KWH / 1000)
+    assert got["j1"]["kg_co2e"] == pytest.approx((60_000 * 100 + 60_000 * 110) / KWH / 1000)
+    daily = "SELECT date, user, kg_co2e FROM usage_daily ORDER BY date, user"
+    before = r.fetch(connect(root), daily)
+
+    build_marts(connect(root), root, config, force=True)  # whole, from scratch
+    assert r.fetch(connect(root), daily) == before
+    rebuilt = {row["job_id"]: row for row in r.fetch(connect(root), "SELECT * FROM job_usage")}
+    assert {k: v["kg_co2e"] for k, v in rebuilt.items()} == pytest.approx(
+        {k: v["kg_co2e"] for k, v in got.items()}
+    )
