@@ -102,6 +102,7 @@ def parse_intensity_csv(text: str) -> tuple[tuple[int, float], ...]:
     an hour start, a value that is not a non-negative number, an hour given twice. An empty
     file has no hours, like one with the header alone (`config check` says "no hours").
     """
+    text = text.removeprefix("\ufeff")  # a byte-order mark, as spreadsheets write one
     if not text.strip():
         return ()
     rows = csv.reader(io.StringIO(text))

@@ -187,3 +187,10 @@ def test_an_empty_csv_has_no_hours_and_config_check_says_so(tmp_path):
 
     assert result.exit_code == 0, result.output
     assert "(no hours)" in result.output
+
+
+def test_a_spreadsheets_byte_order_mark_and_crlf_lines_are_read():
+    from warehouse.emissions import parse_intensity_csv
+
+    text = "\ufeffhour_start_utc,g_per_kwh\r\n2024-03-01T00:00:00Z,300\r\n2024-03-01 01:00,500\r\n"
+    assert parse_intensity_csv(text) == ((1709251200, 300.0), (1709254800, 500.0))
