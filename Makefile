@@ -30,7 +30,7 @@ system-deps:
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dashboard,dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dashboard,dev,serve]'
 	touch $(STAMP)
 
 install: $(STAMP)

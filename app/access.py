@@ -33,6 +33,7 @@ __all__ = [
     "Denied",
     "Viewer",
     "policy_problem",
+    "resolve_remote_user",
     "resolve_viewer",
     "user_name_from_claims",
 ]
@@ -203,3 +204,26 @@ def resolve_viewer(
         return Denied("Your sign-in carries no e-mail address.")
     names = {user} | ({email} if email else set())
     return Viewer(user=user, is_manager=bool(names & policy.managers))
+
+
+def resolve_remote_user(policy: AccessPolicy, remote_user: str) -> Viewer | Denied:
+    """The viewer a trusted reverse proxy names (Apache's REMOTE_USER, as Open OnDemand sets
+    it), mapped as sign-ins are: a bare name is the scheduler user name itself; an e-mail
+    address maps through `users`, else to its local part when its domain is allowed. A manager
+    is a user (or address) on `managers`; with no managers (an open dashboard) nobody is one,
+    since the HTTP API is never open. The proxy has authenticated the person: no token to check.
+    """
+    name = remote_user.strip().lower()
+    if not name or any(c.isspace() for c in name):
+        return Denied("The proxy named no user.")
+    if "@" not in name:
+        return Viewer(user=name, is_manager=name in policy.managers)
+    local, _, domain = name.rpartition("@")
+    mapped = (policy.users or {}).get(name)
+    if mapped is not None:
+        user = mapped
+    elif domain in policy.allowed_domains and local:
+        user = local
+    else:
+        return Denied(f"Accounts of {domain or 'no e-mail domain'} are not accepted here.")
+    return Viewer(user=user, is_manager=bool({user, name} & policy.managers))

@@ -101,6 +101,9 @@ SECTION_MODULES: tuple[str, ...] = (
     "app.alerts.settings",
     "app.service.settings",
     "app.pipeline.settings",
+    "app.serve.settings",
+    "app.api.settings",
+    "app.jobmail.settings",
 )
 
 

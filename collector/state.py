@@ -13,34 +13,33 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from collector.errors import CollectorError
-from warehouse import layout
+from warehouse import state_files
 
 __all__ = ["state_transaction"]
 
 
 @contextmanager
 def state_transaction(
-    root: Path, filename: str, schema: str, command: str, timeout_s: float = 30.0
+    root: Path, spec: state_files.StateFile, command: str, timeout_s: float = 30.0
 ) -> Iterator[sqlite3.Connection]:
-    """Yield a connection to `<root>/_state/<filename>` inside one write transaction.
+    """Yield a connection to the state file `spec` of the lake `root` inside one write
+    transaction (the file at its schema's version: warehouse/state_files.py).
 
-    `schema` (CREATE … IF NOT EXISTS statements) is applied first. Committed only if the body
-    succeeds; raises CollectorError naming `command` when another run holds the lock longer
-    than `timeout_s`.
+    Committed only if the body succeeds; raises CollectorError naming `command` when another
+    run holds the lock longer than `timeout_s`.
     """
-    path = layout.state_dir(root) / filename
-    con = layout.open_state_db(
-        root, filename, timeout_s, autocommit=True
-    )  # not for every local user to read
+    path = state_files.state_path(root, spec)
+    try:  # a file to migrate is migrated under the same lock
+        con = state_files.open_state(path, spec, timeout_s, autocommit=True)
+    except sqlite3.OperationalError as exc:
+        if "locked" not in str(exc):  # not another run: e.g. a file SQLite cannot open
+            raise
+        raise _locked(path, command, exc) from exc
     try:
-        con.executescript(schema)
         try:
             con.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
-            raise CollectorError(
-                f"the state {str(path)!r} is locked ({exc}); is another `{command}` running "
-                "on this lake?"
-            ) from exc
+            raise _locked(path, command, exc) from exc
         try:
             yield con
         except BaseException:
@@ -49,3 +48,9 @@ def state_transaction(
         con.execute("COMMIT")
     finally:
         con.close()
+
+
+def _locked(path: Path, command: str, exc: sqlite3.OperationalError) -> CollectorError:
+    return CollectorError(
+        f"the state {str(path)!r} is locked ({exc}); is another `{command}` running on this lake?"
+    )

@@ -4,13 +4,19 @@
     throughput.serve(9464)                      # optional: Prometheus text on 127.0.0.1:9464
     for batch in loader:
         ...
-        throughput.report(samples=len(batch), tokens=batch.numel(), steps=1)
+        throughput.report(samples=len(batch), tokens=batch.numel(), steps=1, params=n_params)
+
+`params` (optional) is the trained model's parameter count, a gauge rather than a counter: with
+it, `job_usage` gives the job's model FLOPs utilisation (MFU, 6 × params × tokens/s ÷ the GPUs'
+peak). Callbacks for PyTorch Lightning, Hugging Face `Trainer` and a plain PyTorch loop that
+call `report` for you are in `collector.throughput_callbacks`.
 
 Counters are kept per job id and exposed two ways: (a) `serve(port)` starts a tiny HTTP endpoint
-on 127.0.0.1 answering `/metrics` with `gpuledger_app_{samples,tokens,steps}_total{job_id=…}` in
-Prometheus text format; (b) when a spool folder is known, every `flush_every_s` seconds (and at
-exit) the current totals are written as one JSON line per job into `<spool>/app_throughput/`,
-which the node agent (`gpuledger collect nvml`) lands in the lake table `app_throughput`.
+on 127.0.0.1 answering `/metrics` with `gpuledger_app_{samples,tokens,steps}_total{job_id=…}`
+(and the gauge `gpuledger_app_model_params`) in Prometheus text format; (b) when a spool folder
+is known, every `flush_every_s` seconds (and at exit) the current totals are written as one JSON
+line per job into `<spool>/app_throughput/`, which the node agent (`gpuledger collect nvml`) lands
+in the lake table `app_throughput`.
 
 Each flush is a new file named `u<uid>-<node>.<reporter>.<ts>.<seq>.<random>.jsonl`: the
 writer's uid (the agent refuses a file whose owner is not the uid it claims) and 128 random
@@ -71,12 +77,14 @@ RECORD_FIELDS: Final = (
     "tokens_total",
     "steps_total",
     "source",
+    "model_params",
 )
 _HELP: Final = {
     "samples": "Samples (examples) processed, as reported by the application.",
     "tokens": "Tokens processed, as reported by the application.",
     "steps": "Optimizer steps taken, as reported by the application.",
 }
+PARAMS_METRIC: Final = "gpuledger_app_model_params"
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+")
 _CLAIM: Final = re.compile(r"u(\d{1,10})-")
 UNKNOWN_JOB: Final = "unknown"
@@ -126,8 +134,11 @@ def _number(value: float) -> str:
     return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
 
 
-def render_prometheus(totals: Mapping[str, Mapping[str, float]]) -> str:
-    """Prometheus text exposition (format 0.0.4) of `{job_id: {counter: total}}`."""
+def render_prometheus(
+    totals: Mapping[str, Mapping[str, float]], params: Mapping[str, int] | None = None
+) -> str:
+    """Prometheus text exposition (format 0.0.4) of `{job_id: {counter: total}}`, and of the
+    gauge `{job_id: model parameters}` where given."""
     lines: list[str] = []
     for counter in COUNTERS:
         name = f"gpuledger_app_{counter}_total"
@@ -138,6 +149,16 @@ def render_prometheus(totals: Mapping[str, Mapping[str, float]]) -> str:
             continue
         lines += [f"# HELP {name} {_HELP[counter]}", f"# TYPE {name} counter"]
         lines += [f'{name}{{job_id="{_escape_label(job)}"}} {_number(v)}' for job, v in series]
+    if params:
+        lines += [
+            f"# HELP {PARAMS_METRIC} Parameters of the model trained, as reported by the "
+            "application.",
+            f"# TYPE {PARAMS_METRIC} gauge",
+        ]
+        lines += [
+            f'{PARAMS_METRIC}{{job_id="{_escape_label(job)}"}} {n}'
+            for job, n in sorted(params.items())
+        ]
     return "\n".join(lines) + "\n" if lines else ""
 
 
@@ -189,6 +210,7 @@ class ThroughputReporter:
         self._clock = clock
         self._lock = threading.Lock()
         self._totals: dict[str, dict[str, float]] = {}
+        self._params: dict[str, int] = {}
         self._dirty: set[str] = set()
         self._last_flush = clock()
         self._sequence = 0
@@ -200,9 +222,17 @@ class ThroughputReporter:
         tokens: float | None = None,
         steps: float | None = None,
         job_id: str | None = None,
+        params: int | None = None,
     ) -> None:
-        """Add to the counters of `job_id` (default: this reporter's); flush when it is time."""
+        """Add to the counters of `job_id` (default: this reporter's); flush when it is time.
+
+        `params`: the model's parameter count (a gauge: the latest value given is kept).
+        """
         job = job_id or self.job_id or UNKNOWN_JOB
+        if params is not None and (
+            isinstance(params, bool) or not isinstance(params, int) or params <= 0
+        ):
+            raise ValueError(f"params={params!r}: expected the model's parameter count, an int > 0")
         with self._lock:
             totals = self._totals.setdefault(job, {})
             for counter, value in zip(COUNTERS, (samples, tokens, steps), strict=True):
@@ -211,6 +241,8 @@ class ThroughputReporter:
                 if value < 0:
                     raise ValueError(f"{counter}={value!r}: counters only go up")
                 totals[counter] = totals.get(counter, 0.0) + float(value)
+            if params is not None:
+                self._params[job] = params
             self._dirty.add(job)
             due = self.spool is not None and self._clock() - self._last_flush >= self.flush_every_s
         if due:
@@ -221,9 +253,14 @@ class ThroughputReporter:
         with self._lock:
             return {job: dict(values) for job, values in self._totals.items()}
 
+    def params(self) -> dict[str, int]:
+        """The model parameter counts reported: `{job_id: params}`."""
+        with self._lock:
+            return dict(self._params)
+
     def render(self) -> str:
         """The counters in Prometheus text format."""
-        return render_prometheus(self.totals())
+        return render_prometheus(self.totals(), self.params())
 
     def serve(self, port: int = 0, host: str = "127.0.0.1") -> MetricsServer:
         """Serve `/metrics` on `host:port` (0: any free port) from a daemon thread."""
@@ -265,7 +302,8 @@ class ThroughputReporter:
             return None
         with self._lock:
             jobs = sorted(self._dirty)
-            snapshot = {job: dict(self._totals[job]) for job in jobs}
+            snapshot = {job: dict(self._totals.get(job, {})) for job in jobs}
+            params = {job: self._params.get(job) for job in jobs}
             self._dirty.clear()
             now = self._clock()
             self._last_flush = now
@@ -283,6 +321,7 @@ class ThroughputReporter:
                     "reporter": self.reporter,
                     **{f"{c}_total": snapshot[job].get(c) for c in COUNTERS},
                     "source": SOURCE,
+                    "model_params": params[job],
                 },
                 separators=(",", ":"),
             )
@@ -339,9 +378,12 @@ def report(
     tokens: float | None = None,
     steps: float | None = None,
     job_id: str | None = None,
+    params: int | None = None,
 ) -> None:
     """Add to this process's counters (see `ThroughputReporter.report`)."""
-    default_reporter().report(samples=samples, tokens=tokens, steps=steps, job_id=job_id)
+    default_reporter().report(
+        samples=samples, tokens=tokens, steps=steps, job_id=job_id, params=params
+    )
 
 
 def serve(port: int = 0) -> MetricsServer:

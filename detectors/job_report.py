@@ -50,6 +50,24 @@ class JobReport:
     findings: list[dict[str, Any]]
     advice: list[Advice] = field(default_factory=list)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The report as plain data: `gpuledger job --format json` and the HTTP API's body."""
+        return {
+            "job": self.job,
+            "gpus": self.gpus,
+            "diagnosis": self.diagnosis,
+            "findings": self.findings,
+            "next_time": [
+                {
+                    "headline": a.headline,
+                    "option": a.option,
+                    "kubernetes": a.kubernetes,
+                    "reason": a.reason,
+                }
+                for a in self.advice
+            ],
+        }
+
 
 def _load_job(con: duckdb.DuckDBPyConnection, job_id: str, cluster: str | None) -> dict[str, Any]:
     rows = queries.run(con, "jobs/job_detail", job_id=job_id, cluster=cluster).to_dicts()

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, BinaryIO
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from warehouse import compaction_log, layout, queries
+from warehouse import compaction_log, layout, queries, state_files
 from warehouse.connection import WarehouseConfig, register_files, register_table
 from warehouse.emissions import CarbonIntensity
 from warehouse.partitions import SAMPLE_MARTS, build_sample_marts
@@ -101,12 +101,7 @@ class AttributionResult:
 
 
 def _state(root: Path) -> sqlite3.Connection:
-    db = layout.open_state_db(root, "attribution.sqlite")
-    db.execute(
-        "CREATE TABLE IF NOT EXISTS checked_files ("
-        " path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, allocations TEXT)"
-    )
-    return db
+    return state_files.open_state(root, state_files.ATTRIBUTION)
 
 
 def record_attributed(root: Path, paths: list[Path]) -> None:

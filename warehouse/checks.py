@@ -11,7 +11,9 @@ lake:
 - `owner_gpu_hours`: a user's or account's finding never exceeds its allocated GPU-hours;
 - `hardware_gpu_hours`: a GPU's or node's finding never exceeds its GPUs × the data's span;
 - `findings_in_data`: no finding begins or ends after the end of its cluster's data;
-- `mart_occupancy`, `mart_totals`: the marts still split and add up the GPU time exactly.
+- `mart_occupancy`, `mart_totals`: the marts still split and add up the GPU time exactly;
+- `throughput_bounded`: no job's reported parameters × tokens/s claim more FLOP/s than its GPUs'
+  peak (such a job has no MFU in job_usage: the counts it reported are wrong).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ QUERIES: tuple[str, ...] = (
     "check/findings_in_data",
     "check/mart_occupancy",
     "check/mart_totals",
+    "check/throughput_bounded",
 )
 CHECKS: tuple[str, ...] = tuple(q.removeprefix("check/") for q in QUERIES)
 

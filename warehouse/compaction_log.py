@@ -36,12 +36,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from warehouse import layout
+from warehouse import layout, state_files
 from warehouse.schema import RAW_TABLES
 
 __all__ = ["READERS", "Carry", "Merge", "carry", "forget", "logged", "merges", "record", "stamps"]
 
-_FILE = "compaction.sqlite"
+_FILE = state_files.COMPACTION.name
 DayKey = tuple[str, dt.date]  # (cluster folder, day), as warehouse.partitions keys them
 
 # Each reader of merge entries and the tables whose entries it reads.
@@ -76,14 +76,7 @@ class Carry:
 
 
 def _state(root: Path) -> sqlite3.Connection:
-    db = layout.open_state_db(root, _FILE)
-    db.execute("DROP TABLE IF EXISTS merges")  # one entry for all readers, before READERS
-    db.execute(
-        "CREATE TABLE IF NOT EXISTS reader_merges ("
-        " reader TEXT, tbl TEXT, cluster TEXT, date TEXT, before BLOB, after TEXT,"
-        " PRIMARY KEY (reader, tbl, cluster, date))"
-    )
-    return db
+    return state_files.open_state(root, state_files.COMPACTION)
 
 
 def logged(table: str) -> bool:

@@ -219,6 +219,8 @@ def register_reference(con: duckdb.DuckDBPyConnection) -> None:
 
 # Reference tables shipped with the package (view name -> file in warehouse/data/):
 # gpu_models: peak dense BF16 TFLOP/s (FP16 where a GPU has no BF16), memory and power per model;
+# the peaks are NVIDIA's datasheet figures without sparsity, sources listed in docs/throughput.md
+# (they are job_usage.mfu's denominator: a model not listed gets no MFU);
 # xid_classes: NVIDIA's XID catalogue as NVSentinel maps it (action bucket, FATAL/NONFATAL).
 REFERENCE_VIEWS = {"gpu_models": "gpu_models.csv", "xid_classes": "xid_classes.csv"}
 

@@ -12,6 +12,7 @@ __all__ = [
     "NotWritable",
     "QueryParameterError",
     "SchemaMismatch",
+    "StateFileTooNew",
     "UnknownTable",
     "WarehouseError",
 ]
@@ -82,6 +83,19 @@ class ClusterNameClash(WarehouseError):
             f"cluster {cluster!r} would land in the folder cluster={folder} that holds cluster "
             f"{known!r} (both clean to {folder!r}); use one name for one cluster, or names "
             "that differ in letters, digits, '.', '_' or '-'"
+        )
+
+
+class StateFileTooNew(WarehouseError):
+    """A state file whose schema version is newer than this gpuledger knows (a newer gpuledger
+    wrote it): opened anyway, it would be misread or damaged."""
+
+    def __init__(self, path: Path, found: int, known: int) -> None:
+        self.path, self.found, self.known = path, found, known
+        super().__init__(
+            f"the state file {str(path)!r} has schema version {found}, newer than the {known} "
+            "this gpuledger knows: a newer gpuledger wrote it; run that version (or newer) on "
+            "this lake"
         )
 
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 import sql
-from warehouse import compaction_log, layout, queries
+from warehouse import compaction_log, layout, queries, state_files
 from warehouse.connection import (
     WarehouseConfig,
     open_engine,
@@ -89,12 +89,7 @@ def sample_days(root: Path) -> dict[DayKey, list[Path]]:
 
 
 def _state(root: Path) -> sqlite3.Connection:
-    db = layout.open_state_db(root, "attribution.sqlite")
-    db.execute(
-        "CREATE TABLE IF NOT EXISTS sample_days_built ("
-        " cluster TEXT, date TEXT, own TEXT, next TEXT, PRIMARY KEY (cluster, date))"
-    )
-    return db
+    return state_files.open_state(root, state_files.ATTRIBUTION)
 
 
 def _tail_start(con: duckdb.DuckDBPyConnection, root: Path, key: DayKey) -> object | None:

@@ -162,7 +162,9 @@ GPUS = _schema(
 # Not in DESIGN §3 (an addition): application throughput counters a training loop reports through
 # `collector.throughput` (Prometheus endpoint and/or the node agent's spool). Append only: one row
 # per report; counters are per reporting process (`node`, `reporter`), so a job's total is the sum
-# over its reporters of each one's latest value (reset-aware, like any counter).
+# over its reporters of each one's latest value (reset-aware, like any counter). `model_params`
+# is a gauge, not a counter: the trained model's parameter count where the application gives
+# it (the N of MFU's 6·N FLOPs per token; `job_usage.mfu`).
 APP_THROUGHPUT = _schema(
     ("cluster", _str, False),
     ("job_id", _str, False),
@@ -173,6 +175,7 @@ APP_THROUGHPUT = _schema(
     ("tokens_total", _f64),
     ("steps_total", _f64),
     ("source", _str, False),
+    ("model_params", _i64),
 )
 
 SIM_TRUTH = _schema(
@@ -332,6 +335,9 @@ JOB_USAGE = _schema(
     ("samples", _i64),
     ("app_throughput", _f64),
     ("shared", _bool),  # some of its GPU time was on a shared GPU: the split is an estimate
+    ("model_params", _i64),  # parameters of the model it trained, as the application reported
+    ("tokens_per_s_per_gpu", _f64),  # reported tokens per second of the reports' span, per GPU
+    ("mfu", _f64),  # model FLOPs utilisation 0–1: 6 × params × tokens/s ÷ the GPUs' peak
     ("kg_co2e", _f64),  # energy × the hour's carbon intensity (null: energy or intensity unknown)
     ("co2e_fallback_hours", _i32),  # hours the cluster's CSV lacked (its constant stood in)
 )

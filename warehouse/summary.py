@@ -47,7 +47,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import sql
-from warehouse import compaction_log, layout, queries
+from warehouse import compaction_log, layout, queries, state_files
 from warehouse.connection import (
     DERIVED_VIEWS,
     WarehouseConfig,
@@ -169,17 +169,7 @@ def build_summary_marts(
 
 
 def _state(root: Path) -> sqlite3.Connection:
-    db = layout.open_state_db(root, "attribution.sqlite")
-    db.execute("CREATE TABLE IF NOT EXISTS summary_built (inputs TEXT, marts TEXT, index_fp TEXT)")
-    db.execute(
-        "CREATE TABLE IF NOT EXISTS summary_days ("
-        " cluster TEXT, date TEXT, digest TEXT, PRIMARY KEY (cluster, date))"
-    )
-    db.execute("CREATE TABLE IF NOT EXISTS summary_records (path TEXT PRIMARY KEY, stamp TEXT)")
-    db.execute(
-        "CREATE TABLE IF NOT EXISTS summary_record_jobs (path TEXT, cluster TEXT, job_id TEXT)"
-    )
-    return db
+    return state_files.open_state(root, state_files.ATTRIBUTION)
 
 
 def _inputs_fingerprint(root: Path, config: AttributionConfig) -> str:

@@ -24,72 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from app.alerts.plan import Prior, Stage
-from warehouse.layout import SHARED_FILE_MODE, open_private_db
+from warehouse import state_files
+from warehouse.layout import SHARED_FILE_MODE
 
 __all__ = ["LEDGER_FILE", "Ledger", "StoredMessage"]
 
-LEDGER_FILE = "alerts.sqlite"
+LEDGER_FILE = state_files.ALERTS.name
 _OWNER_ONLY = 0o600  # the mode earlier versions created the ledger with
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS notices (
-    id INTEGER PRIMARY KEY,
-    cluster TEXT NOT NULL,
-    finding_id TEXT NOT NULL,
-    subject_key TEXT NOT NULL,
-    detector TEXT NOT NULL,
-    stage INTEGER NOT NULL,
-    fingerprint TEXT NOT NULL,
-    severity TEXT NOT NULL,
-    test_mode INTEGER NOT NULL,
-    created_ts TEXT NOT NULL,
-    summary TEXT NOT NULL,       -- JSON: the notice's line in the admins' digest
-    digest_key TEXT,             -- the digest that listed it (null: not yet)
-    UNIQUE (cluster, finding_id, stage, fingerprint, test_mode)
-);
-CREATE INDEX IF NOT EXISTS notices_subject ON notices (subject_key, detector, test_mode);
-CREATE TABLE IF NOT EXISTS messages (
-    key TEXT PRIMARY KEY,
-    notice_id INTEGER REFERENCES notices (id),
-    kind TEXT NOT NULL,          -- notice | digest
-    role TEXT NOT NULL,          -- owner | manager | admin
-    channel TEXT NOT NULL,       -- email | slack | webhook
-    recipient TEXT NOT NULL,
-    payload TEXT NOT NULL,       -- JSON: subject, text, html, slack_text, blocks
-    state TEXT NOT NULL,         -- pending | sending | delivered | failed
-    attempts INTEGER NOT NULL DEFAULT 0,
-    next_try_ts TEXT NOT NULL,
-    created_ts TEXT NOT NULL,
-    updated_ts TEXT NOT NULL,
-    delivered_ts TEXT,
-    last_error TEXT
-);
-CREATE INDEX IF NOT EXISTS messages_state ON messages (state, next_try_ts);
-CREATE TABLE IF NOT EXISTS message_notices (
-    key TEXT NOT NULL REFERENCES messages (key),   -- one message (a person's digest) ...
-    notice_id INTEGER NOT NULL REFERENCES notices (id),  -- ... tells of these notices ...
-    role TEXT NOT NULL,                            -- ... each in this role (owner, manager)
-    PRIMARY KEY (key, notice_id)
-);
-CREATE TABLE IF NOT EXISTS attempts (
-    id INTEGER PRIMARY KEY,
-    key TEXT NOT NULL REFERENCES messages (key),
-    ts TEXT NOT NULL,
-    outcome TEXT NOT NULL,       -- sending | delivered | retry | deferred | failed | requeued
-    detail TEXT
-);
-CREATE TABLE IF NOT EXISTS actions (
-    id INTEGER PRIMARY KEY,
-    cluster TEXT NOT NULL,
-    job_id TEXT NOT NULL,
-    finding_id TEXT NOT NULL,
-    argv TEXT NOT NULL,          -- JSON list: exactly what was run
-    started_ts TEXT NOT NULL,
-    finished_ts TEXT,
-    returncode INTEGER,
-    output TEXT,
-    UNIQUE (cluster, job_id)
-);
-"""
 
 
 def _ts(value: dt.datetime) -> str:
@@ -120,7 +61,7 @@ class Ledger:
     def __init__(self, con: sqlite3.Connection, path: Path) -> None:
         self.con = con
         self.path = path
-        self.con.executescript(SCHEMA)
+        state_files.ensure_schema(con, state_files.ALERTS, path)  # a no-op once opened
 
     @classmethod
     def open(cls, path: Path) -> Ledger:
@@ -131,7 +72,7 @@ class Ledger:
 
         A ledger an earlier version made owner-only (0600) is opened to the group when this
         user owns it; one owned by another user stays as it is (chmod would fail)."""
-        con = open_private_db(path, 30.0, autocommit=True)
+        con = state_files.open_state(path, state_files.ALERTS, 30.0, autocommit=True)
         info = os.stat(path)
         if info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) == _OWNER_ONLY:
             os.chmod(path, SHARED_FILE_MODE)
@@ -217,6 +158,12 @@ class Ledger:
             "SELECT 1 FROM actions WHERE cluster = ? AND job_id = ?", (cluster, job_id)
         ).fetchone()
         return row is not None
+
+    def action_exit(self, cluster: str, job_id: str) -> int | None:
+        row = self.con.execute(
+            "SELECT returncode FROM actions WHERE cluster = ? AND job_id = ?", (cluster, job_id)
+        ).fetchone()
+        return None if row is None or row[0] is None else int(row[0])
 
     # ------------------------------------------------------------ writing
 

@@ -86,6 +86,10 @@ class History(Protocol):
         """Whether the action already ran (or was attempted) for this job."""
         ...
 
+    def action_exit(self, cluster: str, job_id: str) -> int | None:
+        """The exit status of the job's action; None when it never finished."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class Notice:
@@ -217,6 +221,13 @@ def _plan_one(
             elif not history.action_taken(f.cluster, f.job_id):
                 # the runner sends the ACTION notice once it knows how the action went
                 return None, Action(f, cfg.endpoint(f.cluster) or "", action_argv(f, cfg)), None
+            elif (code := history.action_exit(f.cluster, f.job_id)) != 0:
+                # it failed, or never finished (killed mid-way): the job was not cancelled, so
+                # no "Job cancelled"; the action is not tried again (`alert --status` shows it)
+                ran = "did not finish" if code is None else f"exited {code}"
+                return None, None, f"the action ran once and {ran}; it is not retried"
+            # else: it succeeded, and its ACTION notice (lost if the run died before queueing
+            # it) is planned below unless it was recorded already
         elif stage == Stage.ACTION:
             stage = Stage.FINAL  # no action: the final notice is the last word
         why = blocked if stage == Stage.FINAL else None  # the ledger's report says why not

@@ -187,13 +187,11 @@ def _queue_digest(
 
 
 def _act(
-    ledger: Ledger,
-    actions: list[Action],
-    seams: Seams,
-    directory: Directory,
-    cfg: AlertsConfig,
-    report: CycleReport,
-) -> None:
+    ledger: Ledger, actions: list[Action], seams: Seams, cfg: AlertsConfig, report: CycleReport
+) -> list[Notice]:
+    """Run the actions; return the ACTION notices of those that succeeded, for the caller to
+    queue with the run's other notices (one message per person per run)."""
+    acted: list[Notice] = []
     for action in actions:
         f = action.finding
         assert f.job_id is not None
@@ -213,13 +211,8 @@ def _act(
         logger.warning("action %s → exit %d: %s", " ".join(argv), code, output)
         report.actions.append((action, code, output))
         if code == 0:
-            notice = Notice(f, Stage.ACTION, True, False)
-            new, queued, unrouted = _queue(
-                ledger, [notice], directory, cfg, seams.clock(), digest=True
-            )
-            report.notices.extend(new)
-            report.queued.extend(queued)
-            report.unrouted.extend(unrouted)
+            acted.append(Notice(f, Stage.ACTION, True, False))
+    return acted
 
 
 def run_cycle(
@@ -256,10 +249,12 @@ def run_cycle(
             now = seams.clock()
             decided = plan(findings, ledger, cfg, now)
             report.waiting = decided.waiting
+            # act first, then queue every notice of the run together: a person told of a
+            # cancelled job and of other findings (or an admin's digest) gets one message
+            acted = _act(ledger, decided.actions, seams, cfg, report)
             report.notices, report.queued, report.unrouted = _queue(
-                ledger, decided.notices, directory, cfg, now, digest=True
+                ledger, decided.notices + acted, directory, cfg, seams.clock(), digest=True
             )
-            _act(ledger, decided.actions, seams, directory, cfg, report)
             channels = seams.channels or build_channels(cfg)
             report.delivery = deliver_due(
                 ledger, channels, cfg, seams.clock, seams.sleep, seams.after_send

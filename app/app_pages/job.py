@@ -74,6 +74,19 @@ c5.metric(
     "Energy kWh", f"{job['energy_kwh'] or 0:,.1f}", help=f"mean {job['power_w_mean'] or 0:.0f} W"
 )
 st.caption(md(describe_emissions(job)))
+if job.get("tokens_per_s_per_gpu") is not None:
+    # what the training loop reported (collector.throughput, or its callbacks)
+    t1, t2, t3 = st.columns(3)
+    t1.metric("Tokens/s per GPU", f"{job['tokens_per_s_per_gpu']:,.0f}")
+    params = job.get("model_params")
+    t2.metric("Model", "—" if params is None else f"{params / 1e9:,.3g} B params")
+    t3.metric(
+        "MFU",
+        percent(job.get("mfu")),
+        help="Model FLOPs utilisation: 6 × parameters × tokens/s ÷ the GPUs' peak dense BF16 "
+        "FLOP/s. — : no parameter count, a GPU model without a known peak (or MIG), or counts "
+        "that would exceed the peak.",
+    )
 if job.get("shared"):
     st.caption(
         "Shared GPU: other jobs ran on this job's GPUs at the same time; the GPU's time, power "

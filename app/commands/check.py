@@ -30,6 +30,8 @@ def command(lake: Path) -> None:
       mart_occupancy      each occupancy bucket: allocated + unallocated + unobserved = GPUs
       mart_totals         per job active + idle = observed; the daily, per-GPU and per-bucket
                           marts add up to job_usage
+      throughput_bounded  a job's reported parameters × tokens/s never claim more FLOP/s
+                          than its GPUs' peak (else a wrong count: it gets no MFU)
 
     \b
     Prints one line when the lake is consistent (exit 0), else one line per violation,

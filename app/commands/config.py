@@ -35,6 +35,15 @@ def _problems(cfg: Config) -> list[str]:
     problem = policy_problem(access_policy(cfg.section(DashboardConfig)))
     if problem:
         problems.append(problem)
+    from app.api.settings import ApiConfig
+    from app.api.tokens import TokensFileError, load_tokens
+
+    tokens_file = cfg.section(ApiConfig).tokens_file
+    if tokens_file is not None:
+        try:
+            load_tokens(tokens_file)
+        except TokensFileError as exc:
+            problems.append(str(exc))
     templates = cfg.section(AlertsConfig).templates_dir
     if templates is not None:
         # each overriding template is rendered against a sample finding

@@ -119,6 +119,7 @@ def command(
       failed_after_hw_event, lost_gpu_hours,  resilience; Young/Daly checkpoint advice
       checkpoint_interval
       stranded_gpus                           CPU/memory requests that strand a node's GPUs
+      low_mfu                                 large training jobs at a low reported MFU
       bottleneck                              input-, memory-, communication-bound or
                                               underused jobs, with the fix (`gpuledger job`)
 

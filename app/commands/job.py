@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,22 @@ def _num(value: float | None, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
+def _throughput_lines(job: Mapping[str, Any]) -> list[str]:
+    """What the training loop reported (collector.throughput): tokens/s per GPU, MFU."""
+    rate, mfu, params = job.get("tokens_per_s_per_gpu"), job.get("mfu"), job.get("model_params")
+    if rate is None:
+        return []
+    line = f"  Training: {rate:,.0f} tokens/s per GPU"
+    if params is not None:
+        line += f", a {params / 1e9:,.3g} B-parameter model"
+    lines = [line]
+    if mfu is not None:
+        lines.append(f"  MFU           {_bar(mfu)}  (6 × parameters × tokens/s ÷ the GPUs' peak)")
+    elif params is not None:
+        lines.append("  MFU: n/a (GPU model unknown, mixed or MIG, or the counts exceed its peak)")
+    return lines
+
+
 def _bar(value: float | None, width: int = 40) -> str:
     if value is None:
         return "[" + " " * width + "   n/a]"
@@ -43,22 +60,54 @@ def _clock(seconds: float | None) -> str:
     return "-" if seconds is None else hhmmss(seconds)
 
 
-def _wrap(text: str, indent: str = "  ", rest: str = "      ") -> list[str]:
+def _wrap(text: str, indent: str = "  ", rest: str = "      ", width: int = WIDTH) -> list[str]:
     import textwrap
 
-    return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=rest) or [indent]
+    return textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=rest) or [indent]
 
 
-def _title(text: str) -> list[str]:
-    return ["", text.center(WIDTH).rstrip(), "=" * WIDTH]
+def _title(text: str, width: int = WIDTH) -> list[str]:
+    return ["", text.center(width).rstrip(), "=" * width]
 
 
 def _when(ts: dt.datetime | None) -> str:
     return "-" if ts is None else ts.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def render_text(report: JobReport, *, detected: bool = False) -> str:
-    """The report as jobstats users know it, plus per-GPU sparklines, diagnosis and findings."""
+def _at_end(summary: dict[str, Any], width: int) -> list[str]:
+    """The AdminComment summary (app.jobmail.summary) as a section; {} when there is none."""
+    lines = _title("At the Job's End (AdminComment)", width)
+    if not summary:
+        return [*lines, "  No gpuledger summary in the job's AdminComment."]
+    busy, idle = summary.get("busy"), summary.get("idle_gpu_h")
+    if busy is None and idle is None:
+        lines.append("  No GPU telemetry was known at the job's end.")
+    else:
+        lines.append(
+            f"  GPU busy {_pct(busy).strip()}, {_num(idle, '.2f')} GPU-h idle; "
+            f"bottleneck: {summary.get('diagnosis') or '-'}"
+        )
+    if summary.get("finding"):
+        lines += _wrap(f"Main finding: {summary['finding']}", width=width)
+    if summary.get("note"):
+        lines += _wrap(f"Note: {summary['note']}", width=width)
+    return lines
+
+
+def render_text(
+    report: JobReport,
+    *,
+    detected: bool = False,
+    width: int = WIDTH,
+    spark_width: int = SPARK_WIDTH,
+    at_end: dict[str, Any] | None = None,
+) -> str:
+    """The report as jobstats users know it, plus per-GPU sparklines, diagnosis and findings.
+
+    `width` is the width of its rules and wrapped paragraphs (job-end mail uses 78, with a
+    shorter sparkline: `spark_width`). `at_end`, when given, is the summary stored in the
+    job's AdminComment at its end ({}: none), shown after the overall utilization.
+    """
     from app.sparkline import render_sparkline
     from detectors.job_advice import when_no_advice
 
@@ -68,7 +117,7 @@ def render_text(report: JobReport, *, detected: bool = False) -> str:
     nodes = job.get("nodes") or sorted({g["node"] for g in report.gpus if g.get("node")})
     models = sorted({g["model"] for g in report.gpus if g.get("model")})
     mem = job.get("mem_req_mib")
-    lines = ["=" * WIDTH, "Job Statistics (gpuledger)".center(WIDTH).rstrip(), "=" * WIDTH]
+    lines = ["=" * width, "Job Statistics (gpuledger)".center(width).rstrip(), "=" * width]
     fields = [
         ("Job ID", job["job_id"]),
         ("User/Account", f"{job.get('user') or '-'}/{job.get('account') or '-'}"),
@@ -86,7 +135,7 @@ def render_text(report: JobReport, *, detected: bool = False) -> str:
     ]
     lines += [f"{name:>15}: {value}" for name, value in fields]
 
-    lines += _title("Overall Utilization")
+    lines += _title("Overall Utilization", width)
     cpus, cpu_time, rss = job.get("cpus"), job.get("cpu_time_s"), job.get("max_rss_mib")
     if cpus and cpu_time is not None and runtime:
         lines.append(f"  CPU util      {_bar(cpu_time / (cpus * runtime))}")
@@ -119,8 +168,12 @@ def render_text(report: JobReport, *, detected: bool = False) -> str:
                 "  energy are split evenly among the sharers, so these figures are estimates."
             )
 
+    lines += _throughput_lines(job)
+    if at_end is not None:
+        lines += _at_end(at_end, width)
+
     if report.gpus:
-        lines += _title("Per-GPU Activity")
+        lines += _title("Per-GPU Activity", width)
         lines.append(
             f"  {'GPU':<14} {'busy':>5} {'SM':>5} {'tens':>5} {'DRAM':>5} "
             f"{'mem GiB':>8} {'W':>5} {'kWh':>6}  busy over time"
@@ -136,21 +189,23 @@ def render_text(report: JobReport, *, detected: bool = False) -> str:
                 f"{_pct(g.get('tensor_active_mean')):>5} {_pct(g.get('dram_active_mean')):>5} "
                 f"{_num(None if fb is None else fb / 1024, '8.1f'):>8} "
                 f"{_num(g.get('power_w_mean'), '5.0f'):>5} {_num(g.get('energy_kwh'), '6.2f'):>6}"
-                f"  {render_sparkline(g.get('busy_series') or [], SPARK_WIDTH)}"
+                f"  {render_sparkline(g.get('busy_series') or [], spark_width)}"
             )
 
     d = report.diagnosis
-    lines += _title("Bottleneck")
-    lines += _wrap(f"{d.get('diagnosis')}: {d.get('advice') or ''}".rstrip())
+    lines += _title("Bottleneck", width)
+    lines += _wrap(f"{d.get('diagnosis')}: {d.get('advice') or ''}".rstrip(), width=width)
 
-    lines += _title("Findings")
+    lines += _title("Findings", width)
     if report.findings:
         for f in report.findings:
             stake = f.get("gpu_h_at_stake")
             extra = "" if stake is None else f" ({stake:.1f} GPU-h at stake)"
             if f.get("config_id"):  # which configuration produced it (config check shows it)
                 extra += f" [config {f['config_id']}]"
-            lines += _wrap(f"[{f['severity']}] {f['detector']}: {f.get('message') or ''}{extra}")
+            lines += _wrap(
+                f"[{f['severity']}] {f['detector']}: {f.get('message') or ''}{extra}", width=width
+            )
     else:
         lines.append(
             "  None: `gpuledger detect` found nothing for this job."
@@ -158,42 +213,31 @@ def render_text(report: JobReport, *, detected: bool = False) -> str:
             else "  None (run `gpuledger detect` to look for them)."
         )
 
-    lines += _title("Next Time")
+    lines += _title("Next Time", width)
     if report.advice:
         for a in report.advice:
             lines.append(f"  {a.headline}")
             setting = a.setting(job.get("source"))
             if setting:
                 lines.append(f"      {setting}")
-            lines += _wrap(a.reason, "      ", "      ")
+            lines += _wrap(a.reason, "      ", "      ", width)
     else:
-        lines += _wrap(when_no_advice(job))
+        lines += _wrap(when_no_advice(job), width=width)
     return "\n".join(lines) + "\n"
 
 
-def render_json(report: JobReport) -> str:
-    """The report as one JSON object (times in ISO 8601 UTC)."""
+def render_json(report: JobReport, at_end: dict[str, Any] | None = None) -> str:
+    """The report as one JSON object (times in ISO 8601 UTC); with `at_end` (the AdminComment
+    summary, {} for none) also `admin_comment`."""
 
     def default(value: Any) -> Any:
         if isinstance(value, dt.datetime | dt.date):
             return value.isoformat()
         return str(value)
 
-    body = {
-        "job": report.job,
-        "gpus": report.gpus,
-        "diagnosis": report.diagnosis,
-        "findings": report.findings,
-        "next_time": [
-            {
-                "headline": a.headline,
-                "option": a.option,
-                "kubernetes": a.kubernetes,
-                "reason": a.reason,
-            }
-            for a in report.advice
-        ],
-    }
+    body: dict[str, Any] = report.to_dict()
+    if at_end is not None:
+        body["admin_comment"] = at_end or None
     return json.dumps(body, default=default, indent=1)
 
 
@@ -207,14 +251,21 @@ def render_json(report: JobReport) -> str:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["text", "json"]),
+    type=click.Choice(["text", "json", "summary"]),
     default="text",
     show_default=True,
-    help="A report for the terminal, or one JSON object for scripts.",
+    help="A report for the terminal, one JSON object for scripts, or the one-line JSON "
+    "summary (busy, idle GPU-h, main finding) a slurmctld epilog stores in AdminComment.",
+)
+@click.option(
+    "--admin-comment",
+    is_flag=True,
+    help="Also show the summary a slurmctld epilog stored in the job's AdminComment at its "
+    "end (read with sacct): for old jobs whose telemetry the lake no longer holds.",
 )
 @lake_option
 @reports_errors
-def command(job_id: str, cluster: str | None, fmt: str, lake: Path) -> None:
+def command(job_id: str, cluster: str | None, fmt: str, admin_comment: bool, lake: Path) -> None:
     """One job's efficiency report and the change to make next time.
 
     \b
@@ -229,6 +280,8 @@ def command(job_id: str, cluster: str | None, fmt: str, lake: Path) -> None:
     Examples:
       gpuledger job 123456
       gpuledger job 123456_7 --cluster della --format json
+      gpuledger job 123456 --format summary   # for AdminComment (docs: job-end mail)
+      gpuledger job 123456 --admin-comment    # with the summary stored at its end
     Build the marts first (`gpuledger attribute`) so the usage is current.
     """
     from detectors.job_report import AmbiguousJob, UnknownJob, load_job_report
@@ -243,8 +296,18 @@ def command(job_id: str, cluster: str | None, fmt: str, lake: Path) -> None:
         report = load_job_report(con, job_id, cluster)
     except (UnknownJob, AmbiguousJob) as exc:
         raise AppError(str(exc)) from exc
+    at_end = None
+    if admin_comment:
+        from app.jobmail.summary import parse_admin_comment
+        from collector.sources.slurm.admin_comment import read_admin_comment
+
+        at_end = parse_admin_comment(read_admin_comment(job_id)) or {}
     if fmt == "json":
-        click.echo(render_json(report), nl=False)
+        click.echo(render_json(report, at_end), nl=False)
+    elif fmt == "summary":
+        from app.jobmail.summary import render_summary
+
+        click.echo(render_summary(report), nl=False)
     else:  # whether detect has stored findings in the lake at all, for "None" to mean none
         detected = bool(layout.table_files(lake, "findings"))
-        click.echo(render_text(report, detected=detected), nl=False)
+        click.echo(render_text(report, detected=detected, at_end=at_end), nl=False)

@@ -224,7 +224,8 @@ def _url(ctx: click.Context, param: click.Parameter, value: str) -> str:
     multiple=True,
     metavar="NAME=SELECTOR",
     help="Application throughput counter to pull alongside DCGM into app_throughput "
-    "(repeatable; NAME is samples, tokens or steps), e.g. "
+    "(repeatable; NAME is samples, tokens or steps, or model_params for the gauge of the "
+    "model's parameter count, which gives job_usage its MFU), e.g. "
     "tokens=gpuledger_app_tokens_total. The selector is used as given (--selector is not "
     "added to it).",
 )

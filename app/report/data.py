@@ -506,6 +506,7 @@ def assemble_report(
         "failures_by_cause": failures,
         "energy_by_account": energy,
         "power_findings": queries.run(con, "report/power_findings", **p),
+        "training_throughput": queries.run(con, "report/training_throughput", **p),
         "cluster_frame": frame,
         "recommendations": recs.filter(pl.col("covers_week")).drop("covers_week"),
         "kueue_queues": kueue,

@@ -20,6 +20,7 @@ from collector.sim.telemetry import (
     make_allocations,
     make_samples,
 )
+from collector.sim.throughput import throughput_table
 from collector.sim.workload import DAY_S, Job, make_jobs, schedule
 from collector.sources.slurm.assoc import AssociationRow, associations_table
 from warehouse.attribution import record_attributed
@@ -454,6 +455,10 @@ def simulate(
     files += len(
         write_batch(root, "sim_truth", _truth_table(cfg, jobs, fleet, health, t0_ms), batch)
     )
+    reported = throughput_table(
+        cfg.cluster, jobs, fleet, t0_ms, horizon, np.random.default_rng([cfg.seed, 8])
+    )
+    files += len(write_batch(root, "app_throughput", reported, batch))
 
     energy = initial_energy(cfg, fleet.n_gpus)
     chunks = [

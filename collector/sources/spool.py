@@ -104,6 +104,15 @@ def _number(value: object) -> float | None:
     return float(value)
 
 
+def _count(value: object) -> int | None:
+    """A positive whole number (a parameter count), else None: bools, fractions, NaN, ≥ 2**63."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, float) and not value.is_integer():  # also NaN and ±inf
+        return None
+    return int(value) if 0 < value < 2**63 else None
+
+
 def _open_regular(path: Path) -> tuple[bytes, int]:
     """Read a file that an unprivileged user may have placed: no symlinks, no devices, capped.
     Returns (its bytes, its owner's uid) — both of the file opened, whatever its name."""
@@ -147,7 +156,8 @@ def read_throughput_file(path: Path, cluster: str) -> tuple[pa.Table, int]:
     """The `app_throughput` rows of one JSONL file written by `collector.throughput`.
 
     Returns (rows, lines skipped). A line that is not a JSON object with a `job_id` string and
-    an integer `ts_ms` is skipped and counted; counter fields that are not numbers become null.
+    an integer `ts_ms` is skipped and counted; counter fields that are not numbers become null,
+    and so does a `model_params` that is not a positive whole number.
     """
     rows, skipped, _ = read_throughput(path, cluster)
     return rows, skipped
@@ -184,6 +194,7 @@ def read_throughput(path: Path, cluster: str) -> tuple[pa.Table, int, int]:
             rows[name].append(_number(record.get(name)))
         source = record.get("source")
         rows["source"].append(source if isinstance(source, str) and source else "app")
+        rows["model_params"].append(_count(record.get("model_params")))
     arrays = [pa.array(rows[f.name], type=f.type) for f in schema]
     return pa.Table.from_arrays(arrays, schema=schema), skipped, uid
 

@@ -1,6 +1,6 @@
 """Waste and hardware-health rules over the lake's marts: `run_rules(con, config, now)`.
 
-Each family module (idle, gpu_balance, efficiency, health, mapping, resilience, stranded)
+Each family module (idle, gpu_balance, efficiency, health, mapping, resilience, stranded, mfu)
 declares its thresholds and its `RULES`; this package runs them all through `warehouse.queries`
 and returns one Arrow table in the `findings` schema.
 """
@@ -20,6 +20,7 @@ from detectors.rules import (
     health,
     idle,
     mapping,
+    mfu,
     resilience,
     stranded,
 )
@@ -68,6 +69,7 @@ DETECTORS: tuple[str, ...] = (
     "lost_gpu_hours",
     "checkpoint_interval",
     "stranded_gpus",
+    "low_mfu",
 )
 
 # The rule family (a RuleConfig field) whose thresholds each detector reads.
@@ -85,6 +87,7 @@ DETECTOR_FAMILY: dict[str, str] = {
         ("failed_after_hw_event", "lost_gpu_hours", "checkpoint_interval"), "resilience"
     ),
     "stranded_gpus": "stranded",
+    "low_mfu": "mfu",
 }
 
 # The rules that can raise a family's detectors (those of the module that declares it).
@@ -97,6 +100,7 @@ FAMILY_RULES: dict[str, tuple[Rule, ...]] = {
     "mapping": mapping.RULES,
     "resilience": resilience.RULES,
     "stranded": stranded.RULES,
+    "mfu": mfu.RULES,
 }
 
 # Order matters only for ties: where two rules name one problem (an ECC error seen in events and
@@ -109,6 +113,7 @@ RULES: tuple[Rule, ...] = (
     *mapping.RULES,
     *resilience.RULES,
     *stranded.RULES,
+    *mfu.RULES,
 )
 
 

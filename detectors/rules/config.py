@@ -15,6 +15,7 @@ from detectors.rules.gpu_balance import GpuBalanceThresholds
 from detectors.rules.health import HealthThresholds
 from detectors.rules.idle import IdleThresholds
 from detectors.rules.mapping import MappingThresholds
+from detectors.rules.mfu import MfuThresholds
 from detectors.rules.resilience import ResilienceThresholds
 from detectors.rules.stranded import StrandedThresholds
 
@@ -33,6 +34,7 @@ class RuleConfig:
     mapping: MappingThresholds = field(default_factory=MappingThresholds)
     resilience: ResilienceThresholds = field(default_factory=ResilienceThresholds)
     stranded: StrandedThresholds = field(default_factory=StrandedThresholds)
+    mfu: MfuThresholds = field(default_factory=MfuThresholds)
 
 
 # family name (a RuleConfig field) -> its thresholds type, for docs and property tests
@@ -45,6 +47,7 @@ FAMILIES: dict[str, type] = {
     "mapping": MappingThresholds,
     "resilience": ResilienceThresholds,
     "stranded": StrandedThresholds,
+    "mfu": MfuThresholds,
 }
 
 

@@ -13,7 +13,7 @@
 --          dram_active_mean, fb_used_mib_max, energy_kwh, kg_co2e, co2e_fallback_hours,
 --          power_w_mean, est_tflops_mean,
 --          gpus_never_active, gpu_h_lost, gpu_h_lost_requeue, hw_event_before_end, shared,
---          source
+--          source, model_params, tokens_per_s_per_gpu, mfu
 --
 -- gpu_h_lost: all the job lost (job_outcomes), of which gpu_h_lost_requeue to runs before a
 -- requeue.
@@ -59,7 +59,10 @@ SELECT
     o.gpu_h_lost_requeue,
     o.hw_event_before_end,
     coalesce(u.shared, FALSE) AS shared,
-    j.source
+    j.source,
+    u.model_params,
+    u.tokens_per_s_per_gpu,
+    u.mfu
 FROM job_usage AS u
 LEFT JOIN jobs_latest AS j
     ON j.cluster = u.cluster

@@ -7,7 +7,8 @@
 -- Returns: cluster, job_id, user, account, partition, state, job_name, start_ts, end_ts,
 --          runtime_s, time_limit_s, gpus, alloc_gpu_h, observed_gpu_h, active_gpu_h,
 --          idle_gpu_h, effective_gpu_h, busy_mean, sm_active_mean, fb_used_mib_max,
---          power_w_mean, energy_kwh, model, fb_total_mib, power_limit_w, idle_power_w
+--          power_w_mean, energy_kwh, model, fb_total_mib, power_limit_w, idle_power_w,
+--          model_params, tokens_per_s_per_gpu, mfu
 --
 -- runtime_s is end - start for a finished job, null while it runs. The GPU model is the one
 -- most of the job's GPU-time ran on; memory and power limits come from the inventory (gpus)
@@ -54,7 +55,10 @@ SELECT
     m.model,
     m.fb_total_mib,
     m.power_limit_w,
-    m.idle_power_w
+    m.idle_power_w,
+    u.model_params,
+    u.tokens_per_s_per_gpu,
+    u.mfu
 FROM job_usage AS u
 LEFT JOIN jobs_latest AS j
     ON j.cluster = u.cluster AND j.job_id = u.job_id

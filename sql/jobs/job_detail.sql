@@ -13,7 +13,8 @@
 --          fb_used_mib_max, energy_kwh, kg_co2e, co2e_fallback_hours, power_w_mean,
 --          est_tflops_mean, nvlink_gb, pcie_gb,
 --          gpus_never_active, samples, shared (GPU time split with other jobs: estimates),
---          hw_event_before_end, hw_event_kinds (a hardware event on its GPUs; NULL unbuilt)
+--          hw_event_before_end, hw_event_kinds (a hardware event on its GPUs; NULL unbuilt),
+--          model_params, tokens_per_s_per_gpu, mfu (what the job reported, and its MFU)
 --
 -- runtime_s runs to end_ts, or to the job's last sample while it is still running.
 
@@ -67,7 +68,10 @@ SELECT
     u.samples,
     u.shared,
     o.hw_event_before_end,
-    o.hw_event_kinds
+    o.hw_event_kinds,
+    u.model_params,
+    u.tokens_per_s_per_gpu,
+    u.mfu
 FROM jobs_latest AS j
 LEFT JOIN job_usage AS u
     ON u.cluster = j.cluster AND u.job_id = j.job_id

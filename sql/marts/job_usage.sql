@@ -2,13 +2,14 @@
 --
 -- Grain:   one row per (cluster, job_id)
 -- Reads:   jobs_latest, job_gpu_shares, job_gpu_daily, gpu_job_buckets, app_throughput,
---          job_co2e_hourly
+--          gpu_models, job_co2e_hourly
 -- Params:  none
 -- Returns: cluster, job_id, user, account, partition, state, start_ts, end_ts, gpus, alloc_gpu_h,
 --          observed_gpu_h, active_gpu_h, idle_gpu_h, effective_gpu_h, busy_mean,
 --          gpu_util_pct_mean, sm_active_mean, tensor_active_mean, dram_active_mean,
 --          fb_used_mib_max, energy_kwh, power_w_mean, est_tflops_mean, nvlink_gb, pcie_gb,
---          gpus_never_active, samples, app_throughput, shared, kg_co2e, co2e_fallback_hours
+--          gpus_never_active, samples, app_throughput, shared, model_params,
+--          tokens_per_s_per_gpu, mfu, kg_co2e, co2e_fallback_hours
 --
 -- alloc_gpu_h comes from the scheduler's GPU intervals (job_gpus), overlapping intervals of one
 -- job on one GPU merged, and where several jobs held one GPU at once, its time split evenly
@@ -22,6 +23,11 @@
 -- pulled by `collect prometheus --throughput-query`) per second of the reports' span: tokens/s
 -- where tokens were reported, else samples/s, else steps/s. Counters are reset-aware per
 -- reporter (a drop means the process restarted from 0) and summed over the job's reporters.
+-- tokens_per_s_per_gpu: the reported tokens per second of that span ÷ gpus. mfu (model FLOPs
+-- utilisation, 0–1) = 6 × model_params (the largest the job reported) × tokens/s ÷ (gpus × the
+-- GPU model's peak dense BF16 FLOP/s, gpu_models); null unless every GPU-day of the job was on
+-- one known model and no MIG instance (a guessed peak is no figure), and null where it would
+-- exceed 1 (a wrong parameter or token count; `gpuledger check` counts those jobs).
 -- kg_co2e: Σ over the job's hours of kWh × that hour's g CO2e/kWh / 1000 (job_co2e_hourly);
 -- null when the job has no energy data or an hour of it has no intensity configured.
 -- co2e_fallback_hours: its hours with energy that the cluster's hourly CSV lacked.
@@ -63,7 +69,8 @@ app_steps AS (
         steps_total,
         tokens_total - lag(tokens_total) OVER reporter_time AS d_tokens,
         samples_total - lag(samples_total) OVER reporter_time AS d_samples,
-        steps_total - lag(steps_total) OVER reporter_time AS d_steps
+        steps_total - lag(steps_total) OVER reporter_time AS d_steps,
+        model_params
     FROM app_throughput
     WINDOW reporter_time AS (
         PARTITION BY cluster, job_id, coalesce(node, ''), coalesce(reporter, '')
@@ -77,9 +84,26 @@ app AS (
         epoch(max(ts)) - epoch(min(ts)) AS span_s,
         sum(CASE WHEN d_tokens < 0 THEN tokens_total ELSE d_tokens END) AS tokens,
         sum(CASE WHEN d_samples < 0 THEN samples_total ELSE d_samples END) AS samples,
-        sum(CASE WHEN d_steps < 0 THEN steps_total ELSE d_steps END) AS steps
+        sum(CASE WHEN d_steps < 0 THEN steps_total ELSE d_steps END) AS steps,
+        max(model_params) AS model_params
     FROM app_steps
     GROUP BY cluster, job_id
+),
+peak AS (
+    -- the job's GPUs' peak dense BF16 FLOP/s each, where all of them were one known model
+    SELECT
+        d.cluster,
+        d.job_id,
+        CASE
+            WHEN count(DISTINCT d.model) = 1
+                AND count(m.peak_bf16_dense_tflops) = count(*)
+                AND count(d.mig_instance) = 0
+                THEN max(m.peak_bf16_dense_tflops) * 1e12
+        END AS peak_flops
+    FROM job_gpu_daily AS d
+    LEFT JOIN gpu_models AS m
+        ON m.model = d.model
+    GROUP BY d.cluster, d.job_id
 ),
 co2e AS (
     SELECT
@@ -207,6 +231,15 @@ SELECT
     coalesce(u.samples, 0) AS samples,
     coalesce(p.tokens, p.samples, p.steps) / nullif(p.span_s, 0) AS app_throughput,
     coalesce(u.shared, FALSE) OR coalesce(a.split, FALSE) AS shared,
+    p.model_params,
+    p.tokens / nullif(p.span_s, 0) / nullif(coalesce(j.gpus, a.slots, u.devices), 0)
+        AS tokens_per_s_per_gpu,
+    CASE
+        WHEN 6.0 * p.model_params * p.tokens / nullif(p.span_s, 0)
+            <= coalesce(j.gpus, a.slots, u.devices) * f.peak_flops
+            THEN 6.0 * p.model_params * p.tokens / nullif(p.span_s, 0)
+                / nullif(coalesce(j.gpus, a.slots, u.devices) * f.peak_flops, 0)
+    END AS mfu,
     c.kg_co2e,
     coalesce(c.fallback_hours, 0) AS co2e_fallback_hours
 FROM keys AS k
@@ -220,6 +253,8 @@ LEFT JOIN data_end AS e
     ON e.cluster = k.cluster
 LEFT JOIN app AS p
     ON p.cluster = k.cluster AND p.job_id = k.job_id
+LEFT JOIN peak AS f
+    ON f.cluster = k.cluster AND f.job_id = k.job_id
 LEFT JOIN co2e AS c
     ON c.cluster = k.cluster AND c.job_id = k.job_id
 ORDER BY k.cluster, k.job_id

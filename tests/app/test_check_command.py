@@ -70,7 +70,7 @@ def test_a_clean_lake_gives_one_line_and_exit_0(clean_lake):
     code, out, err = gpuledger("check", "--lake", str(clean_lake))
 
     assert (code, err) == (0, "")
-    assert out.startswith("0 violations: 6 checks over 1 cluster(s), ")
+    assert out.startswith("0 violations: 7 checks over 1 cluster(s), ")
     assert out.count("\n") == 1
 
 

@@ -26,11 +26,13 @@ DESIGN_COMMANDS = {
     "attribute": ["--since"],
     "query": ["--param", "--format"],
     "detect": ["--since"],
-    "job": ["--cluster"],
+    "job": ["--cluster", "--format"],
+    "mail": ["-s", "--cluster", "--lake"],
     "evaluate": [],
     "alert": ["--dry-run"],
     "report weekly": ["--week", "--out", "--email"],
     "dashboard": ["--port"],
+    "serve": ["--lake", "--port", "--address"],
     "bench": ["--gpus", "--days"],
     "whatif replay": ["--cluster", "--slurm-conf", "--since", "--until", "--set", "--out"],
     "whatif compare": ["--cluster", "--set", "--slurm-conf", "--since", "--until"],
@@ -111,6 +113,7 @@ def runner(tmp_path, monkeypatch):
         (["detect", "--since", "last tuesday"], "'last tuesday' is not an ISO date"),
         (["report", "weekly", "--week", "2026-W99"], "2026 has no week 99"),
         (["dashboard", "--port", "99999"], "99999 is not in the range"),
+        (["serve", "--port", "99999"], "99999 is not in the range"),
         (
             ["collect", "dcgm-exporter", "--url", "http://a:9400/metrics", "--cluster", "c"]
             + ["--once", "--interval", "5"],

@@ -37,6 +37,8 @@ DESIGN_KEYS = {
     "alerts.slack_webhook_url": "GPULEDGER_ALERTS_SLACK_WEBHOOK_URL",
     "alerts.directory": "GPULEDGER_ALERTS_DIRECTORY",
     "alerts.idle_after_minutes": "GPULEDGER_ALERTS_IDLE_AFTER_MINUTES",
+    "mail.mailer": "GPULEDGER_MAIL_MAILER",
+    "mail.report_timeout_s": "GPULEDGER_MAIL_REPORT_TIMEOUT_S",
 }
 
 # Valid values (as environment text) for keys whose check accepts only some strings.
@@ -53,6 +55,8 @@ CHECKED_TEXT = {
     "dashboard.allowed_domains": "corp.example, lab.corp.example",
     "dashboard.allowed_issuers": "https://login.corp.example/realms/hpc",
     "dashboard.users": "ann.lee@corp.example=alee, bo@corp.example=bob",
+    "api.trusted_proxies": "10.0.0.7, ::1",
+    "api.trusted_user_header": "X-Remote-User",
 }
 # Keys that are valid only together with another (a password needs a user to log in with).
 COMPANIONS = {

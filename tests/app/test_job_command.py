@@ -34,7 +34,8 @@ def one_line_error(result: Result, code: int) -> str:
 def lake(tmp_path_factory) -> Path:
     """j1: 2 GPUs for 1 h of an 8 h limit, 16 cores of which it used 2; GPU 0 busy 0.8,
     GPU 1 never active. small: 1 GPU at busy 0.1 with 4000 MiB (a MIG candidate).
-    A warn finding about j1. j2 exists on clusters della and other."""
+    A warn finding about j1. j2 exists on clusters della and other. j1's training loop reported
+    2000 tokens/s (two reports 3000 s apart) of a 7e9-parameter model."""
     root = tmp_path_factory.mktemp("lake")
     times = range(0, int(H), 30)
     samples = (
@@ -81,6 +82,15 @@ def lake(tmp_path_factory) -> Path:
             }
         ],
     )
+    r.land(
+        root,
+        "app_throughput",
+        [
+            {"cluster": r.CLUSTER, "job_id": "j1", "ts": r.at(t), "reporter": "0",
+             "tokens_total": tokens, "model_params": 7_000_000_000, "source": "test"}
+            for t, tokens in ((300, 1e6), (3300, 1e6 + 2000 * 3000))
+        ],
+    )  # fmt: skip
     r.build_lake(root, samples=samples, jobs=jobs, job_gpus=job_gpus)
     return root
 
@@ -101,6 +111,9 @@ def test_text_report_of_a_two_gpu_job_by_hand(lake):
     # twelve 5-minute buckets: ▇ for 0.8 on GPU 0, ▁ for 0 on GPU 1
     assert "▇" * 12 in out and "▁" * 12 in out
     assert "[warn] partial_idle: 1 of 2 GPUs never active (1.0 GPU-h at stake)" in out
+    # 2000 tokens/s on 2 GPUs; MFU = 6 × 7e9 × 2000 / (2 × 989e12 H100 FLOP/s) = 4.2 %
+    assert "  Training: 1,000 tokens/s per GPU, a 7 B-parameter model\n" in out
+    assert "  MFU           [||" + " " * 38 + "   4%]" in out
     # next time: the one GPU it used, 1 h × 1.5 = 1:30, 2 cores used × 1.25 / 2 GPUs -> 2
     assert "#SBATCH --gres=gpu:1\n" in out
     assert "#SBATCH --time=01:30:00" in out
@@ -113,6 +126,8 @@ def test_json_report(lake):
 
     assert result.exit_code == 0, result.output
     assert body["job"]["alloc_gpu_h"] == pytest.approx(2.0)
+    assert body["job"]["tokens_per_s_per_gpu"] == pytest.approx(1000.0)
+    assert body["job"]["mfu"] == pytest.approx(6 * 7e9 * 2000 / (2 * 989e12))
     assert [g["gpu_index"] for g in body["gpus"]] == [0, 1]
     assert body["gpus"][0]["busy_mean"] == pytest.approx(0.8, rel=1e-6)
     assert body["gpus"][1]["active_h"] == 0

@@ -320,3 +320,21 @@ def test_overview_trend_compares_with_the_window_before(demo_lake, monkeypatch):
     idle = at.metric[1]
     assert idle.value == f"{idle_h(day2):,.0f}"
     assert idle.delta == f"{idle_h(day2) - idle_h(day1):+,.0f}"
+
+
+def test_job_page_shows_the_training_loops_throughput_and_mfu(demo_lake, monkeypatch):
+    # the simulator's training jobs report through the throughput callback (collector/sim)
+    [(job_id, rate, mfu)] = (
+        connect(demo_lake)
+        .sql(
+            "SELECT job_id, tokens_per_s_per_gpu, mfu FROM job_usage WHERE mfu IS NOT NULL "
+            "ORDER BY alloc_gpu_h DESC, job_id LIMIT 1"
+        )
+        .fetchall()
+    )
+    at = open_page(demo_lake, "job", monkeypatch, job_id_input=job_id)
+
+    assert not at.exception, at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Tokens/s per GPU"] == f"{rate:,.0f}"
+    assert metrics["MFU"] == f"{100 * mfu:.0f} %"

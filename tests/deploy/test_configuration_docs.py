@@ -61,6 +61,7 @@ def test_the_reference_gives_each_key_its_real_variable_default_and_meaning():
 SAMPLES = {
     "dashboard.allowed_issuers": "https://login.example.org/realms/hpc",
     "dashboard.users": "ann.lee@example.org=alee",
+    "api.trusted_user_header": "X-Remote-User",
 }
 
 
@@ -154,6 +155,7 @@ READ_ELSEWHERE = {
     "GPULEDGER_CONFIG": "app/config.py",
     "GPULEDGER_LAKE": "app/options.py",
     "GPULEDGER_HPC_JOB_MAPPING_DIR": "deploy/slurm/prolog-dcgm-job-mapping.sh",
+    "GPULEDGER_EPILOG_TRIES": "deploy/slurm/epilog-slurmctld-gpuledger.sh",
     "GPULEDGER_SPOOL": "collector/throughput.py",
     "GPULEDGER_REQUIRE_LIVE": "tests/infra/live.py",  # the test suite's, set by `make test`
 }

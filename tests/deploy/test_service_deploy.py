@@ -390,7 +390,9 @@ def test_kubernetes_manifest_uses_only_fields_the_api_has():
     ]
 
 
-@pytest.mark.parametrize("name", ["gpuledger.service", "gpuledger-dashboard.service"])
+@pytest.mark.parametrize(
+    "name", ["gpuledger.service", "gpuledger-dashboard.service", "gpuledger-serve.service"]
+)
 def test_each_unit_works_on_the_configured_lake_inside_its_writable_paths(
     name, tmp_path, monkeypatch
 ):

@@ -57,6 +57,8 @@ class PrometheusServer:
     workdir: Path
     data_dir: Path
     scrape: list[dict[str, Any]] = field(default_factory=list)
+    # whole scrape_configs entries (job_name, static_configs, honor_labels …), after `scrape`'s
+    jobs: list[dict[str, Any]] = field(default_factory=list)
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
 
@@ -72,9 +74,10 @@ class PrometheusServer:
             )
         config = {
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-            "scrape_configs": [{"job_name": "dcgm", "static_configs": self.scrape}]
-            if self.scrape
-            else [],
+            "scrape_configs": (
+                [{"job_name": "dcgm", "static_configs": self.scrape}] if self.scrape else []
+            )
+            + self.jobs,
         }
         self.workdir.mkdir(parents=True, exist_ok=True)
         (self.workdir / "prometheus.yml").write_text(json.dumps(config), encoding="utf-8")

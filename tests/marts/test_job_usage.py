@@ -7,6 +7,7 @@ import datetime as dt
 import pytest
 
 from tests.marts import rows as r
+from warehouse.checks import run_checks
 
 H = 3600.0
 KWH = 3_600_000.0  # J per kWh
@@ -216,3 +217,108 @@ def test_app_throughput_is_reported_work_per_second_reset_aware_over_reporters(t
     usage = r.by_job(con)
     assert usage["j1"]["app_throughput"] == pytest.approx(15.0)  # tokens win over samples
     assert usage["j2"]["app_throughput"] == pytest.approx(2.0)
+
+
+def _report(job_id, t, reporter="rank0", **fields):
+    return {
+        "cluster": r.CLUSTER,
+        "job_id": job_id,
+        "ts": r.at(t),
+        "node": "g001",
+        "reporter": reporter,
+        "source": "test",
+        **fields,
+    }
+
+
+H100_FLOPS = 989e12  # gpu_models: NVIDIA H100 80GB HBM3, dense BF16
+
+
+def test_mfu_is_six_params_times_tokens_per_s_over_the_gpus_peak(tmp_path):
+    # j1: two H100s over [0, 300); two ranks report 1.2e6 tokens each over [0, 200) s of a 7e9
+    # parameter model: 12 000 tokens/s, 6 000 per GPU; MFU = 6 × 7e9 × 12 000 / (2 × 989e12).
+    # j2: one H100, 1e6 tokens/s of a 7e9 model would be 42 PFLOP/s, 42× the GPU's peak: a bad
+    # count, so no MFU (tokens/s stays). j3: tokens but no parameter count. j4 reports on a GPU
+    # model that is not in the table: no MFU, never a guess.
+    reports = [
+        _report("j1", 0, "rank0", tokens_total=0.0, model_params=7_000_000_000),
+        _report("j1", 200, "rank0", tokens_total=1.2e6, model_params=7_000_000_000),
+        _report("j1", 0, "rank1", tokens_total=0.0),
+        _report("j1", 200, "rank1", tokens_total=1.2e6, model_params=7_000_000_000),
+        _report("j2", 0, tokens_total=0.0, model_params=7_000_000_000),
+        _report("j2", 100, tokens_total=1e8, model_params=7_000_000_000),
+        _report("j3", 0, tokens_total=0.0),
+        _report("j3", 100, tokens_total=1e5),
+        _report("j4", 0, tokens_total=0.0, model_params=1_000_000),
+        _report("j4", 100, tokens_total=1e5, model_params=1_000_000),
+    ]
+    r.land(tmp_path, "app_throughput", reports)
+    times = range(0, 330, 30)
+    con = r.build_lake(
+        tmp_path,
+        samples=(
+            r.samples(times, gpu_index=0, engine_active=0.9)
+            + r.samples(times, gpu_index=1, engine_active=0.9)
+            + r.samples(times, node="g002", engine_active=0.9)
+            + r.samples(times, node="g003", engine_active=0.9)
+            + r.samples(times, node="g004", engine_active=0.9, model="Mystery GPU 9000")
+        ),
+        jobs=[
+            r.job("j1", 0, 300, gpus=2),
+            r.job("j2", 0, 300, nodes=["g002"]),
+            r.job("j3", 0, 300, nodes=["g003"]),
+            r.job("j4", 0, 300, nodes=["g004"]),
+        ],
+        job_gpus=[
+            r.job_gpu("j1", 0, 300, gpu_index=0),
+            r.job_gpu("j1", 0, 300, gpu_index=1),
+            r.job_gpu("j2", 0, 300, node="g002"),
+            r.job_gpu("j3", 0, 300, node="g003"),
+            r.job_gpu("j4", 0, 300, node="g004"),
+        ],
+    )
+    usage = r.by_job(con)
+
+    assert usage["j1"]["model_params"] == 7_000_000_000
+    assert usage["j1"]["tokens_per_s_per_gpu"] == pytest.approx(6000.0)
+    assert usage["j1"]["mfu"] == pytest.approx(6 * 7e9 * 12_000 / (2 * H100_FLOPS))
+    assert usage["j2"]["tokens_per_s_per_gpu"] == pytest.approx(1e6)
+    assert usage["j2"]["mfu"] is None
+    # ... and `gpuledger check` names it (the others are within their GPUs' peak)
+    [bad] = run_checks(con, ("throughput_bounded",))
+    assert (bad.subject, bad.detail) == (
+        "job j2",
+        "reported 7000000000 parameters at 1000000.0 tokens/s per GPU: 42000.0 TFLOP/s per "
+        "GPU, above the GPU's peak of 989 (a wrong parameter or token count; no MFU)",
+    )
+    assert (usage["j3"]["tokens_per_s_per_gpu"], usage["j3"]["mfu"]) == (
+        pytest.approx(1000.0),
+        None,
+    )
+    assert usage["j3"]["model_params"] is None
+    assert usage["j4"]["tokens_per_s_per_gpu"] == pytest.approx(1000.0)
+    assert usage["j4"]["mfu"] is None
+
+
+def test_a_job_on_mig_instances_gets_no_mfu(tmp_path):
+    # A MIG slice has a fraction of the GPU's peak, which the table does not hold.
+    r.land(
+        tmp_path,
+        "app_throughput",
+        [
+            _report("j1", 0, tokens_total=0.0, model_params=1_000_000),
+            _report("j1", 100, tokens_total=1e5, model_params=1_000_000),
+        ],
+    )
+    con = r.build_lake(
+        tmp_path,
+        samples=r.samples(
+            range(0, 330, 30), engine_active=0.5, mig_instance=1, mig_profile="1g.10gb"
+        ),  # fmt: skip
+        jobs=[r.job("j1", 0, 300)],
+        job_gpus=[r.job_gpu("j1", 0, 300, mig_instance=1)],
+    )
+    job = r.by_job(con)["j1"]
+
+    assert job["tokens_per_s_per_gpu"] == pytest.approx(1000.0)
+    assert job["mfu"] is None

@@ -45,7 +45,8 @@ def _reattribute(lake: str, stage: str, paused: Any, go: Any) -> None:
         con.close()
 
 
-def _land(lake: str, rows: list[dict[str, Any]]) -> None:
+def _land(lake: str, rows: list[dict[str, Any]], started: Any) -> None:
+    started.set()  # imported: what is left is the landing itself
     r.land(Path(lake), "gpu_samples", rows, batch_id="window")
 
 
@@ -58,8 +59,11 @@ def _race(lake: Path, stage: str, newer: list[dict[str, Any]]) -> bool:
     attributor.start()
     try:
         assert paused.wait(WAIT_S), "the re-attribution never reached its pause"
-        lander = ctx.Process(target=_land, args=(str(lake), newer))
+        started = ctx.Event()
+        lander = ctx.Process(target=_land, args=(str(lake), newer, started))
         lander.start()
+        # a spawned interpreter's imports take seconds on a loaded machine; the landing, not
+        assert started.wait(WAIT_S), "the landing process never started"
         lander.join(5.0)  # done by now unless it waits for the table's lock
         landed_meanwhile = lander.exitcode is not None
     finally:

@@ -109,10 +109,11 @@ def test_throughput_files_land_their_valid_lines(tmp_path, read_lake, t0):
     lines = [
         json.dumps({"job_id": "1234", "ts_ms": ts_ms, "node": "g001", "reporter": "77",
                     "samples_total": 640, "tokens_total": None, "steps_total": 20,
-                    "source": "app"}),
+                    "source": "app", "model_params": 125_000_000}),
         "{not json",
         json.dumps({"ts_ms": ts_ms}),  # no job id
-        json.dumps({"job_id": "1234", "ts_ms": ts_ms + 1000, "samples_total": "many"}),
+        json.dumps({"job_id": "1234", "ts_ms": ts_ms + 1000, "samples_total": "many",
+                    "model_params": 1.5}),  # not a parameter count: null
     ]  # fmt: skip
     (inbox / "g001.77.1.jsonl").write_text("\n".join(lines) + "\n")
 
@@ -122,10 +123,11 @@ def test_throughput_files_land_their_valid_lines(tmp_path, read_lake, t0):
     rows = read_lake(tmp_path / "lake", "app_throughput").to_pylist()
     assert rows == [
         {"cluster": "della", "job_id": "1234", "ts": t0, "node": "g001", "reporter": "77",
-         "samples_total": 640.0, "tokens_total": None, "steps_total": 20.0, "source": "app"},
+         "samples_total": 640.0, "tokens_total": None, "steps_total": 20.0, "source": "app",
+         "model_params": 125_000_000},
         {"cluster": "della", "job_id": "1234", "ts": t0 + dt.timedelta(seconds=1), "node": None,
          "reporter": None, "samples_total": None, "tokens_total": None, "steps_total": None,
-         "source": "app"},
+         "source": "app", "model_params": None},
     ]  # fmt: skip
 
 

@@ -56,6 +56,30 @@ def test_counters_never_go_down():
         ThroughputReporter("1").report(samples=-1)
 
 
+def test_the_parameter_count_is_a_gauge_kept_per_job_and_spooled_with_the_counters(tmp_path):
+    spool = Spool(tmp_path / "spool")
+    spool.open_inbox()
+    reporter = ThroughputReporter("1234", spool=spool.root, node="g001", reporter="rank0")
+
+    reporter.report(tokens=1024, params=125_000_000)
+    reporter.report(tokens=1024, params=350_000_000)  # the latest wins; it does not add up
+    reporter.report(tokens=10, job_id="99")  # another job: no parameter count
+    written = reporter.flush()
+
+    assert reporter.params() == {"1234": 350_000_000}
+    assert 'gpuledger_app_model_params{job_id="1234"} 350000000\n' in reporter.render()
+    assert written is not None
+    lines = {row["job_id"]: row for row in map(json.loads, written.read_text().splitlines())}
+    assert (lines["1234"]["model_params"], lines["1234"]["tokens_total"]) == (350_000_000, 2048)
+    assert lines["99"]["model_params"] is None
+
+
+@pytest.mark.parametrize("params", [0, -5, 1.5e9, True])
+def test_a_parameter_count_must_be_a_positive_int(params):
+    with pytest.raises(ValueError, match="expected the model's parameter count"):
+        ThroughputReporter("1").report(tokens=1, params=params)
+
+
 def test_prometheus_text_names_each_counter_once_with_escaped_job_labels():
     text = render_prometheus(
         {"1234": {"samples": 64.0, "steps": 2.0}, 'we"ird\\job': {"samples": 0.5}}

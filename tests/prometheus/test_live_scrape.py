@@ -44,6 +44,13 @@ def test_the_lake_holds_exactly_what_prometheus_scraped(live_fleet, helpers, tmp
     )  # fmt: skip
     try:
         live_fleet.wait_scraping(SCRAPE_S)
+        # the follower lands each window once it is complete and settled: on a loaded machine
+        # its start alone can take longer than the scraping, so wait for its first landing
+        deadline = time.monotonic() + 120
+        while not any(lake.glob("gpu_samples/**/*.parquet")):
+            assert follower.poll() is None, follower.communicate()
+            assert time.monotonic() < deadline, "the follower landed nothing in 120 s"
+            time.sleep(1)
         time.sleep(3)  # at least one more poll of the follower
         live_fleet.exporters.stop()  # the fleet goes quiet: Prometheus' data stops changing
         deadline = time.monotonic() + 30

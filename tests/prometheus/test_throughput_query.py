@@ -73,6 +73,21 @@ TOKENS = _body(
 )
 
 
+PARAMS = _body(
+    [
+        _series(
+            {
+                "__name__": "gpuledger_app_model_params",
+                "instance": "g001:9464",
+                "job": "app",
+                "job_id": "42",
+            },
+            [(T0 + 1.5, "7000000000"), (T0 + 16.5, "1.5")],  # 1.5: no parameter count
+        )
+    ]
+)
+
+
 def _rows(job_label: str = "job_id", blocks=None) -> tuple[list[dict], dict]:
     blocks = blocks or [
         block_from_body("samples", SAMPLES),
@@ -99,6 +114,22 @@ def test_counters_pivot_to_one_row_per_job_reporter_and_scrape():
     assert other["reporter"].startswith("labels-") and other["node"] == "g003"
     assert other["samples_total"] == 5.0 and other["tokens_total"] is None
     assert counts == {"no_job_label": 2, "not_finite": 1}
+
+
+def test_the_model_parameter_gauge_lands_beside_the_counters_of_its_scrape():
+    blocks = [
+        block_from_body("tokens", TOKENS),
+        block_from_body("model_params", PARAMS),
+    ]
+    rows, counts = _rows(blocks=blocks)
+
+    by_ts = {r["ts"].timestamp(): r for r in rows}
+    assert (by_ts[T0 + 1.5]["tokens_total"], by_ts[T0 + 1.5]["model_params"]) == (
+        102400.0,
+        7_000_000_000,
+    )
+    assert by_ts[T0 + 16.5]["model_params"] is None
+    assert counts == {"not_a_parameter_count": 1}
 
 
 def test_the_job_label_is_configurable_and_a_pod_becomes_namespace_slash_pod():
@@ -168,7 +199,7 @@ def test_a_real_prometheus_scraping_the_app_endpoint_lands_app_throughput(
     start_prometheus, helpers, tmp_path
 ):
     reporter = ThroughputReporter(job_id="42", reporter="rank0")
-    reporter.report(samples=32, tokens=4096, steps=1)
+    reporter.report(samples=32, tokens=4096, steps=1, params=125_000_000)
     reporter.report(samples=8, job_id="43")
     endpoint = reporter.serve(0)
     target = f"127.0.0.1:{endpoint.port}"
@@ -201,6 +232,7 @@ def test_a_real_prometheus_scraping_the_app_endpoint_lands_app_throughput(
         "--throughput-query", 'samples=gpuledger_app_samples_total{cluster="app"}',
         "--throughput-query", "tokens=gpuledger_app_tokens_total",
         "--throughput-query", "steps=gpuledger_app_steps_total",
+        "--throughput-query", "model_params=gpuledger_app_model_params",
     ]  # fmt: skip
     for _ in range(2):  # the rerun replaces what the first run landed, window by window
         result = CliRunner().invoke(command_prometheus, args, catch_exceptions=False)
@@ -224,6 +256,9 @@ def test_a_real_prometheus_scraping_the_app_endpoint_lands_app_throughput(
     assert set(rows.column("source").to_pylist()) == {"prometheus"}
     job42 = rows.filter(pc.equal(rows.column("job_id"), "42"))
     assert pc.all(pc.is_valid(job42.column("tokens_total"))).as_py()
+    assert set(job42.column("model_params").to_pylist()) == {125_000_000}  # the gauge
+    job43 = rows.filter(pc.equal(rows.column("job_id"), "43"))
+    assert set(job43.column("model_params").to_pylist()) == {None}
     assert pc.max(job42.column("steps_total")).as_py() >= 2
     job43 = rows.filter(pc.equal(rows.column("job_id"), "43"))
     assert set(job43.column("samples_total").to_pylist()) == {8.0}

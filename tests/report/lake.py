@@ -11,6 +11,8 @@ user bob).
 - j3 physics/carol: 1 GPU (g002/0) over the week boundary, 30 min on each side, submitted 2 h
   before it started, no samples, 1 CPU.
 - j4 bio/bob: 4 GPUs asked, 10 h limit, submitted 48 h before the week's end, never started.
+- j1's training loop reported 1.2 M tokens over 20 minutes (1000 tokens/s) of a 1e9-parameter
+  model on its H100: MFU 6 × 1e9 × 1000 ÷ 989e12 = 0.61 %.
 
 The data therefore reach into 2024-W10 (j3's last half hour, to T0 + 3 days + 30 min): W09 is
 the first week with data, W10 the last (and incomplete).
@@ -77,6 +79,16 @@ def build_fairness_lake(
             finding("f2", "idle_gpu", 7.0),
         ],
     )
+    # j1's training loop: 1.2 M tokens over [30 min, 50 min) of a 1e9-parameter model
+    land(
+        root,
+        "app_throughput",
+        [
+            {"cluster": CLUSTER, "job_id": "j1", "ts": at(t), "tokens_total": tokens,
+             "model_params": 1_000_000_000, "source": "test"}
+            for t, tokens in ((1800, 0.0), (3000, 1.2e6))
+        ],
+    )  # fmt: skip
     return build_lake(
         root,
         samples=samples(range(0, 3600, 30), engine_active=j1_busy, power_w=400.0)

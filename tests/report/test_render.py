@@ -70,6 +70,7 @@ def test_html_shows_the_hand_computed_numbers(written):
     html = files.html.read_text(encoding="utf-8")
     expected = ["GPU fairness report — della", "2024-W09", "physics", "0.900", "60.0 %"]
     expected += ["75.0 %", "40.0", "$1", "idle_cancel_policy", "power_cap_candidate"]
+    expected += ["Training throughput", '<td class="n">1,000</td>', "0.6 %"]  # j1's MFU
     for text in expected:
         assert text in html, text
     assert "built-in method" not in html and "bound method" not in html

@@ -152,6 +152,10 @@ def test_resilience_power_frame_and_actions(report):
     assert found["entries"] == 2 and found["gpu_h_at_stake"] == pytest.approx(4.0)
     assert found["kwh_saved"] == pytest.approx(2.5)  # the malformed evidence counts no kWh
     assert power[("recommendation", "power_cap")]["kwh_saved"] == pytest.approx(40.0)
+    [trained] = report.tables["training_throughput"].to_dicts()
+    assert (trained["job_id"], trained["gpus"], trained["model_params"]) == ("j1", 1, 10**9)
+    assert trained["tokens_per_s_per_gpu"] == pytest.approx(1000.0)
+    assert trained["mfu"] == pytest.approx(6 * 1e9 * 1000 / 989e12)
     energy = rows(report.tables["energy_by_account"], "account")
     assert energy["physics"]["energy_kwh"] == pytest.approx(0.4)
     [frame] = report.tables["cluster_frame"].to_dicts()

@@ -68,6 +68,7 @@ MART_COLUMNS = {
         "busy_mean", "gpu_util_pct_mean", "sm_active_mean", "tensor_active_mean",
         "dram_active_mean", "fb_used_mib_max", "energy_kwh", "power_w_mean", "est_tflops_mean",
         "nvlink_gb", "pcie_gb", "gpus_never_active", "samples", "app_throughput",
+        "model_params", "tokens_per_s_per_gpu", "mfu",
     ],
     "cluster_occupancy": [
         "cluster", "bucket", "gpus_total", "gpus_allocated", "gpus_active",

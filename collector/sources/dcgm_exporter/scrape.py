@@ -34,7 +34,7 @@ from collector.errors import CollectorError, ConfigError
 from collector.sources.dcgm_exporter.exposition import parse_exposition
 from collector.sources.dcgm_exporter.rows import observed_conditions, to_ms
 from collector.sources.http_url import check_http_url, redact_url
-from warehouse import layout
+from warehouse import layout, state_files
 from warehouse.writer import write_batch
 
 __all__ = [
@@ -63,7 +63,7 @@ DEFAULT_BACKOFF_S: Final = 0.5  # first retry delay; doubles per attempt
 MAX_COOLDOWN_ROUNDS: Final = 15  # a dead exporter is retried at least every 16 rounds
 MAX_BODY_BYTES: Final = 64 << 20
 MAX_WORKERS: Final = 16
-STATE_FILE: Final = "dcgm_exporter.sqlite"
+STATE_FILE: Final = state_files.DCGM_EXPORTER.name
 
 Fetch = Callable[[str, float], str]
 Clock = Callable[[], dt.datetime]
@@ -159,8 +159,11 @@ class EventLatch:
     (cluster, GPU UUID, kind) in `<lake>/_state/dcgm_exporter.sqlite`, or in memory.
     """
 
-    def __init__(self, path: Path | None) -> None:
+    def __init__(
+        self, path: Path | None, spec: state_files.StateFile = state_files.DCGM_EXPORTER
+    ) -> None:
         self._path = path
+        self._spec = spec  # NVML_EVENTS for the NVML agent's, in its spool
         self._state: dict[tuple[str, str, str], int | None] = {}
         if path is not None:
             with closing(self._connect()) as con:
@@ -169,12 +172,7 @@ class EventLatch:
 
     def _connect(self) -> sqlite3.Connection:
         assert self._path is not None
-        con = layout.open_private_db(self._path)
-        con.execute(
-            "CREATE TABLE IF NOT EXISTS event_latch (cluster TEXT NOT NULL, gpu_uuid TEXT NOT "
-            "NULL, kind TEXT NOT NULL, code INTEGER, PRIMARY KEY (cluster, gpu_uuid, kind))"
-        )
-        return con
+        return state_files.open_state(self._path, self._spec)
 
     def transitions(self, events: pa.Table) -> pa.Table:
         """The rows of `events` (conditions present now) that are new or changed."""

@@ -24,49 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from collector.state import state_transaction
+from warehouse import state_files
 
 __all__ = ["STATE_FILE", "KubernetesState", "StoredPod", "WholeNodeRow", "open_state"]
 
-STATE_FILE = "kubernetes.sqlite"
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS checkpoint (
-    cluster TEXT PRIMARY KEY,
-    collected_ms INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS pod (
-    cluster TEXT NOT NULL,
-    job_id TEXT NOT NULL,
-    namespace TEXT NOT NULL,
-    pod_uid TEXT,
-    content_hash TEXT NOT NULL,
-    finished INTEGER NOT NULL,
-    gone_state TEXT NOT NULL,
-    workload TEXT,
-    row_json TEXT NOT NULL,
-    PRIMARY KEY (cluster, job_id)
-);
-CREATE INDEX IF NOT EXISTS pod_unfinished ON pod (cluster, finished);
-CREATE TABLE IF NOT EXISTS queue (
-    cluster TEXT NOT NULL,
-    row_key TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    namespace TEXT,
-    content_hash TEXT NOT NULL,
-    deleted INTEGER NOT NULL,
-    row_json TEXT NOT NULL,
-    PRIMARY KEY (cluster, row_key)
-);
-CREATE TABLE IF NOT EXISTS job_gpu (
-    cluster TEXT NOT NULL,
-    job_id TEXT NOT NULL,
-    node TEXT NOT NULL,
-    start_ms INTEGER NOT NULL,
-    end_ms INTEGER,
-    batch_id TEXT NOT NULL,
-    PRIMARY KEY (cluster, job_id, node, start_ms)
-);
-CREATE INDEX IF NOT EXISTS job_gpu_batch ON job_gpu (cluster, batch_id);
-"""
+STATE_FILE = state_files.KUBERNETES.name
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,6 +227,6 @@ def open_state(root: Path, cluster: str, timeout_s: float = 30.0) -> Iterator[Ku
     Raises CollectorError when another collector holds the database longer than `timeout_s`.
     """
     with state_transaction(
-        root, STATE_FILE, _SCHEMA, "gpuledger collect kubernetes", timeout_s
+        root, state_files.KUBERNETES, "gpuledger collect kubernetes", timeout_s
     ) as con:
         yield KubernetesState(con, cluster)

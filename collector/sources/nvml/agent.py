@@ -63,6 +63,7 @@ from collector.sources.nvml.rows import (
 )
 from collector.sources.nvml.state import AgentState, Slot, advance_intervals
 from collector.sources.spool import LandResult, Spool, Writer
+from warehouse import state_files
 from warehouse.writer import write_batch
 
 __all__ = [
@@ -81,7 +82,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_INTERVAL_S: Final = 30.0
 INVENTORY_REFRESH_S: Final = 600.0  # how stale `gpus.last_seen` may get
 STATE_FILE: Final = "nvml_agent.json"
-EVENT_STATE_FILE: Final = "nvml_events.sqlite"
+EVENT_STATE_FILE: Final = state_files.NVML_EVENTS.name
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,7 +234,7 @@ class NvmlAgent:
         self.spool.open_inbox()
         state_dir = self.spool.state_dir
         self.state = AgentState.load(state_dir / STATE_FILE, self._owner)
-        self._latch = EventLatch(state_dir / EVENT_STATE_FILE)
+        self._latch = EventLatch(state_dir / EVENT_STATE_FILE, state_files.NVML_EVENTS)
         return len(gpus) + len(lost)
 
     @staticmethod

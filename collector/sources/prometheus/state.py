@@ -16,23 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from warehouse import layout
+from warehouse import layout, state_files
 
 __all__ = ["STATE_FILE", "Checkpoint", "CheckpointStore", "source_key"]
 
-STATE_FILE: Final = "prometheus.sqlite"
-_SCHEMA: Final = """
-CREATE TABLE IF NOT EXISTS checkpoints (
-    cluster TEXT NOT NULL,
-    source TEXT NOT NULL,
-    selector TEXT NOT NULL,
-    url TEXT NOT NULL,
-    window_s INTEGER NOT NULL,
-    done_until_ms INTEGER NOT NULL,
-    updated_ms INTEGER NOT NULL,
-    PRIMARY KEY (cluster, source)
-)
-"""
+STATE_FILE: Final = state_files.PROMETHEUS.name
 
 
 def source_key(selector: str) -> str:
@@ -61,11 +49,10 @@ class CheckpointStore:
 
     def __init__(self, root: Path) -> None:
         self.path = layout.state_dir(root) / STATE_FILE
-        with closing(self._connect()) as con, con:
-            con.execute(_SCHEMA)
+        self._connect().close()  # made (or brought to its schema's version) now
 
     def _connect(self) -> sqlite3.Connection:
-        return layout.open_private_db(self.path, timeout_s=30.0)
+        return state_files.open_state(self.path, state_files.PROMETHEUS, timeout_s=30.0)
 
     def get(self, cluster: str, source: str) -> Checkpoint | None:
         with closing(self._connect()) as con:

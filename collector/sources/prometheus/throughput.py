@@ -40,6 +40,8 @@ APP_THROUGHPUT: Final = RAW_TABLES["app_throughput"].schema
 TIMESTAMP: Final = APP_THROUGHPUT.field("ts").type
 SOURCE: Final = "prometheus"
 COUNTERS: Final = ("samples", "tokens", "steps")
+PARAMS: Final = "model_params"  # a gauge: the model's parameter count (gpuledger_app_model_params)
+NAMES: Final = (*COUNTERS, PARAMS)
 DEFAULT_JOB_LABEL: Final = "job_id"
 _LABEL_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _HOST_LABELS: Final = ("Hostname", "hostname")
@@ -66,13 +68,12 @@ def parse_throughput_query(text: str) -> tuple[str, str]:
 
 
 def validate_throughput(queries: Iterable[tuple[str, str]], job_label: str) -> None:
-    """Names among COUNTERS, each once; plain series selectors (no range, no braces mismatch)."""
+    """Names among NAMES (the counters and model_params), each once; plain series selectors
+    (no range, no braces mismatch)."""
     seen: set[str] = set()
     for name, selector in queries:
-        if name not in COUNTERS:
-            raise ConfigError(
-                f"throughput query name {name!r} must be one of {', '.join(COUNTERS)}"
-            )
+        if name not in NAMES:
+            raise ConfigError(f"throughput query name {name!r} must be one of {', '.join(NAMES)}")
         if name in seen:
             raise ConfigError(f"throughput query {name!r} given twice")
         seen.add(name)
@@ -118,18 +119,20 @@ def pivot_throughput(
 ) -> ThroughputRows:
     """One row per (job, reporter, ts) with `start_ms <= ts < end_ms`, a column per counter.
 
-    `blocks[i].family` is the counter's name (`samples`, `tokens`, `steps`). Skipped, by
-    reason (counted in samples that would have landed): `no_job_label` (the series lacks
-    `job_label`), `not_finite`/`not_a_number` values, `duplicate_series` (a second series
-    of one counter for the same job, reporter and ts: the first in label order wins).
+    `blocks[i].family` is the counter's name (`samples`, `tokens`, `steps`) or `model_params`
+    (the gauge of the model's parameter count). Skipped, by reason (counted in samples that
+    would have landed): `no_job_label` (the series lacks `job_label`), `not_finite`/
+    `not_a_number` values, `not_a_parameter_count` (a `model_params` value that is not a whole
+    number > 0), `duplicate_series` (a second series of one counter for the same job, reporter
+    and ts: the first in label order wins).
     """
     counts: Counter[str] = Counter()
     rows: dict[tuple[str, str, int], dict[str, float]] = {}
     nodes: dict[tuple[str, str, int], str | None] = {}
     for block in blocks:
-        if block.family not in COUNTERS:
+        if block.family not in NAMES:
             raise ValueError(f"block {block.family!r} is not a throughput counter")
-        column = f"{block.family}_total"
+        column = PARAMS if block.family == PARAMS else f"{block.family}_total"
         offsets = np.concatenate([[0], np.cumsum(block.lengths)]).astype(np.int64)
         ts_all = np.round(block.ts_s * 1000.0).astype(np.int64)
         for i in sorted(range(len(block.labels)), key=lambda i: sorted(block.labels[i].items())):
@@ -153,6 +156,9 @@ def pivot_throughput(
                 if not np.isfinite(value):
                     counts["not_finite"] += 1
                     continue
+                if column == PARAMS and not (value.is_integer() and 0 < value < 2**63):
+                    counts["not_a_parameter_count"] += 1
+                    continue
                 key = (job, reporter, int(ts_all[k]))
                 row = rows.setdefault(key, {})
                 if column in row:
@@ -168,6 +174,9 @@ def pivot_throughput(
         "node": pa.array([nodes[k] for k in keys], pa.string()),
         "reporter": pa.array([k[1] for k in keys], pa.string()),
         "source": pa.array([SOURCE] * len(keys), pa.string()),
+        PARAMS: pa.array(
+            [None if PARAMS not in rows[k] else int(rows[k][PARAMS]) for k in keys], pa.int64()
+        ),
     }
     for name in COUNTERS:
         column = f"{name}_total"

@@ -21,42 +21,12 @@ from pathlib import Path
 
 from collector.sources.slurm.scontrol import JobGpu
 from collector.state import state_transaction
+from warehouse import state_files
 
 __all__ = ["STATE_FILE", "SlurmState", "StoredJob", "open_state"]
 
-STATE_FILE = "slurm.sqlite"
+STATE_FILE = state_files.SLURM.name
 _NO_INDEX = -1  # gpu_index of a whole-node row in the key (NULLs are never equal in SQLite)
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS checkpoint (
-    cluster TEXT PRIMARY KEY,
-    window_end_ms INTEGER NOT NULL,
-    updated_ms INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS job (
-    cluster TEXT NOT NULL,
-    job_id TEXT NOT NULL,
-    content_hash TEXT NOT NULL,
-    finished INTEGER NOT NULL,
-    requeues INTEGER NOT NULL,
-    submit_ms INTEGER,
-    missing_runs INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (cluster, job_id)
-);
-CREATE INDEX IF NOT EXISTS job_unfinished ON job (cluster, finished);
-CREATE TABLE IF NOT EXISTS job_gpu (
-    cluster TEXT NOT NULL,
-    job_id TEXT NOT NULL,
-    node TEXT NOT NULL,
-    gpu_index INTEGER NOT NULL,
-    start_ms INTEGER NOT NULL,
-    end_ms INTEGER,
-    mapping TEXT NOT NULL,
-    batch_id TEXT NOT NULL,
-    PRIMARY KEY (cluster, job_id, node, gpu_index, start_ms)
-);
-CREATE INDEX IF NOT EXISTS job_gpu_batch ON job_gpu (cluster, batch_id);
-CREATE INDEX IF NOT EXISTS job_gpu_open ON job_gpu (cluster, end_ms);
-"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,5 +185,5 @@ def open_state(root: Path, cluster: str, timeout_s: float = 30.0) -> Iterator[Sl
 
     Raises CollectorError when another collector holds the database longer than `timeout_s`.
     """
-    with state_transaction(root, STATE_FILE, _SCHEMA, "gpuledger collect slurm", timeout_s) as con:
+    with state_transaction(root, state_files.SLURM, "gpuledger collect slurm", timeout_s) as con:
         yield SlurmState(con, cluster)

@@ -22,6 +22,7 @@ from detectors.rules import (
     health,
     idle,
     mapping,
+    mfu,
     resilience,
     run_rules,
     stranded,
@@ -206,6 +207,33 @@ def test_efficiency_family(tables, pair):
 @SETTINGS
 def test_power_family(tables, pair):
     assert_monotone(tables, pair, efficiency.RULES)
+
+
+@st.composite
+def training_lines(draw):
+    usages = []
+    for j in range(draw(st.integers(0, 5))):
+        hours = draw(st.sampled_from([0.1, 1.0, 5.0, 40.0]))
+        gpus = draw(st.sampled_from([1, 4, 8, 16, 32]))
+        usages.append(
+            usage(
+                str(j),
+                0,
+                hours * 3600,
+                gpus=gpus,
+                alloc_gpu_h=hours * gpus,
+                model_params=draw(st.sampled_from([None, 10**9])),
+                tokens_per_s_per_gpu=1000.0,
+                mfu=draw(st.one_of(st.none(), _f)),
+            )
+        )
+    return {"job_usage": usages}
+
+
+@given(tables=training_lines(), pair=configs("mfu"))
+@SETTINGS
+def test_mfu_family(tables, pair):
+    assert_monotone(tables, pair, mfu.RULES)
 
 
 @given(tables=job_lines(), pair=configs("mapping"))

@@ -35,7 +35,7 @@ slurm-wlm slurmdbd mariadb-server munge (run .ci/install-deps.sh as root)"
 
 if [ $fresh -eq 1 ]; then
     "$HERE/stop_slurm.sh"
-    rm -rf "$DIR/state" "$DIR/spool" "$DIR/log" "$DIR/jobs"
+    rm -rf "$DIR/state" "$DIR/spool" "$DIR/log" "$DIR/jobs" "$DIR/hooks"
 fi
 
 # ---- folders, configs, fake GPUs
@@ -70,6 +70,12 @@ render "$HERE/slurm.conf.in" "$ETC/slurm.conf"
 render "$HERE/gres.conf.in" "$ETC/gres.conf"
 render "$HERE/slurmdbd.conf.in" "$ETC/slurmdbd.conf"
 chmod 0644 "$ETC/slurm.conf" "$ETC/gres.conf"
+# MailProg and EpilogSlurmctld: run as SlurmUser, idle until a test writes hooks/gpuledger.env.
+install -d -m 0755 "$DIR/hooks"
+for hook in mailprog epilog-slurmctld; do
+    render "$HERE/hooks/$hook.sh" "$DIR/hooks/$hook"
+    chmod 0755 "$DIR/hooks/$hook"
+done
 chown slurm:slurm "$ETC/slurmdbd.conf" # slurmdbd refuses a config not 600 and SlurmUser's
 chmod 0600 "$ETC/slurmdbd.conf"
 

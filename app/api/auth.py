@@ -1,0 +1,52 @@
+"""Who is asking: a bearer token from the tokens file, else a trusted reverse proxy's header.
+
+A request with `Authorization: Bearer <token>` is the token's user (a manager when the file
+says so); a wrong token is 401 whatever else the request carries. Without a token, and only
+when `[api] trusted_user_header` is set and the request comes straight from one of
+`trusted_proxies`, the header names the user, mapped as the dashboard maps sign-ins
+(app.access.resolve_remote_user); from any other address the header is ignored, so a client
+cannot name itself. Nobody else gets in: the API is never open, even where the dashboard is.
+"""
+
+from __future__ import annotations
+
+from fastapi import Request
+
+from app.access import Denied, Viewer, resolve_remote_user
+from app.api.errors import ApiError
+from app.api.settings import ApiSettings
+
+__all__ = ["request_viewer"]
+
+_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="gpuledger"'}
+
+
+def _bearer(request: Request) -> str | None:
+    header = request.headers.get("authorization")
+    if header is None:
+        return None
+    scheme, _, token = header.strip().partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise ApiError(401, "expected 'Authorization: Bearer <token>'", _CHALLENGE)
+    return token.strip()
+
+
+def request_viewer(settings: ApiSettings, request: Request) -> Viewer:
+    """The viewer of `request`; ApiError 401 when it proves no identity, 403 when the proxy's
+    user is one the access policy refuses."""
+    token = _bearer(request)
+    if token is not None:
+        viewer = None if settings.tokens is None else settings.tokens.viewer(token)
+        if viewer is None:
+            raise ApiError(401, "the bearer token is not valid", _CHALLENGE)
+        return viewer
+    header = settings.trusted_user_header
+    client = request.client.host if request.client is not None else None
+    if header is not None and client in settings.trusted_proxies:
+        named = request.headers.get(header)
+        if named is not None:
+            resolved = resolve_remote_user(settings.policy, named)
+            if isinstance(resolved, Denied):
+                raise ApiError(403, resolved.reason)
+            return resolved
+    raise ApiError(401, "sign in: send 'Authorization: Bearer <token>'", _CHALLENGE)

@@ -1,0 +1,144 @@
+"""The lake as the API reads it: one DuckDB connection kept open across requests.
+
+Opening the lake (a view per table over its files) and DuckDB's first reads of the Parquet
+footers cost most of a cold `gpuledger job`; a warm connection answers one job's report in a
+fraction of that. Each request reads through its own cursor (a DuckDB connection is not
+thread-safe; cursors share its views and caches). After `refresh_s` the lake is reopened in the
+background when its files changed (names, sizes, times), so files landed since are seen while
+requests keep the old connection, and the rendered reports cached for this opening stay; a file
+replaced under the open views (compaction, a rebuild) makes DuckDB fail to read it, and the
+lake is then reopened at once and the read tried once more.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+from warehouse import layout, queries
+from warehouse.connection import connect
+from warehouse.schema import TABLES
+
+if TYPE_CHECKING:
+    import duckdb
+    import polars as pl
+
+__all__ = ["LakeReader"]
+
+T = TypeVar("T")
+
+
+class LakeReader:
+    """Reads from `root` through a connection reopened every `refresh_s` seconds.
+
+    `clock` is a seam (monotonic seconds) for tests of the refresh.
+    """
+
+    def __init__(
+        self, root: Path, refresh_s: float = 60.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.root = root
+        self.refresh_s = refresh_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._con: duckdb.DuckDBPyConnection | None = None
+        self._opened_at = 0.0
+        self._refreshing = False
+        self.generation = 0  # bumped each time the lake is reopened: keys the caches
+        self._fingerprint_at_open = ""
+        self._warmed = -1
+
+    def _fingerprint(self) -> str:
+        """A digest of every lake file's name, size and time: it changes when one lands, is
+        rewritten or goes."""
+        paths = [p for table in TABLES for p in layout.table_files(self.root, table)]
+        try:
+            return layout.files_fingerprint(paths)
+        except FileNotFoundError:  # removed while listed (compaction): changed
+            return ""
+
+    def _open(self) -> duckdb.DuckDBPyConnection:
+        fingerprint = self._fingerprint()
+        con = connect(self.root)
+        with self._lock:  # the old one closes once the last request reading it lets go
+            self._con, self._opened_at = con, self._clock()
+            self._fingerprint_at_open = fingerprint
+            self.generation += 1
+        return con
+
+    def _connection(self) -> duckdb.DuckDBPyConnection:
+        with self._lock:
+            con, age = self._con, self._clock() - self._opened_at
+            stale = con is not None and age >= self.refresh_s and not self._refreshing
+            if stale:
+                self._refreshing = True
+        if con is None:
+            return self._open()
+        if stale:
+            threading.Thread(target=self._refresh, name="api-lake-refresh", daemon=True).start()
+        return con
+
+    @property
+    def refreshing(self) -> bool:
+        """Whether a background check of the lake's files (and reopening) is under way."""
+        with self._lock:
+            return self._refreshing
+
+    def _refresh(self) -> None:
+        try:
+            if self._fingerprint() == self._fingerprint_at_open:
+                with self._lock:  # nothing changed: keep the connection and the caches
+                    self._opened_at = self._clock()
+                return
+            self._open()
+        finally:
+            with self._lock:
+                self._refreshing = False
+
+    def read(self, work: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
+        """`work` on a fresh cursor; on DuckDB's IOException (a file gone) reopen, retry once."""
+        import duckdb
+
+        try:
+            with queries.damaged_files(con := self._connection()):
+                return work(con.cursor())
+        except duckdb.IOException:
+            con = self._open()
+            with queries.damaged_files(con):
+                return work(con.cursor())
+
+    def run(self, name: str, /, **params: object) -> pl.DataFrame:
+        """The shipped query `name` with bound `params`."""
+        return self.read(lambda cur: queries.run(cur, name, **params))
+
+    def warm(self) -> None:
+        """Open the lake and read the tables a job report reads once, so the first request is
+        as fast as the next. Once per opening of the lake: a second call does nothing."""
+        from detectors.job_report import UnknownJob, load_job_report
+
+        if self._con is not None and self._warmed == self.generation:
+            return
+
+        def touch(cur: duckdb.DuckDBPyConnection) -> None:
+            always = {"start": dt.datetime.min.replace(tzinfo=dt.UTC)}
+            last = queries.run(
+                cur,
+                "api/jobs_recent",
+                cluster=None,
+                user=None,
+                **always,
+                end=dt.datetime.max.replace(tzinfo=dt.UTC),
+                limit=1,
+            ).to_dicts()
+            if last:
+                try:
+                    load_job_report(cur, last[0]["job_id"], last[0]["cluster"])
+                except UnknownJob:
+                    pass
+
+        self.read(touch)
+        self._warmed = self.generation

@@ -1,0 +1,115 @@
+"""The `[api]` section: how the read-only HTTP API knows who is asking.
+
+```toml
+[api]
+tokens_file = "/etc/gpuledger/api-tokens"   # lines '<token> <user> [manager]', chmod 600
+trusted_user_header = "X-Remote-User"       # optional: a reverse proxy's authenticated user
+trusted_proxies = ["127.0.0.1"]             # …believed only from these addresses
+```
+
+Who sees what follows the dashboard (`[dashboard] managers`, `users`, `allowed_domains`):
+a token's user sees their own jobs and usage, a `manager` token everything; a user named by
+the trusted header is mapped to a scheduler user as sign-ins are (app.access).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from app.access import AccessPolicy
+from app.config import ConfigError, access_policy, register_section, setting
+
+if TYPE_CHECKING:
+    from app.api.tokens import Tokens
+    from app.config import Config
+
+__all__ = ["ApiConfig", "ApiSettings"]
+
+
+def _header_name(v: str) -> str | None:
+    ok = v and all(c.isalnum() or c == "-" for c in v)
+    return None if ok else "expected an HTTP header name, e.g. 'X-Remote-User'"
+
+
+def _addresses(v: tuple[str, ...]) -> str | None:
+    for address in v:
+        try:
+            ipaddress.ip_address(address.strip())
+        except ValueError:
+            return f"expected IP addresses, e.g. '127.0.0.1' ({address!r})"
+    return None
+
+
+def _positive(v: float) -> str | None:
+    return None if v > 0 else "expected a number above 0"
+
+
+@register_section("api")
+@dataclass(frozen=True, slots=True)
+class ApiConfig:
+    """Who may read the HTTP API (`gpuledger serve`, /api/v1): bearer tokens and, optionally,
+    a trusted reverse proxy's user header."""
+
+    tokens_file: Path | None = setting(
+        None,
+        "File of '<token> <user> [manager]' lines, one per token; not world-readable nor "
+        "group-writable (chmod 600).",
+    )
+    trusted_user_header: str | None = setting(
+        None,
+        "Header naming the user a reverse proxy authenticated (e.g. X-Remote-User); unset: "
+        "only tokens.",
+        _header_name,
+    )
+    trusted_proxies: tuple[str, ...] = setting(
+        ("127.0.0.1", "::1"),
+        "Addresses whose trusted_user_header is believed; from any other it is ignored.",
+        _addresses,
+    )
+    refresh_s: float = setting(
+        60.0,
+        "Seconds before the API reopens the lake to see files landed since (in the background).",
+        _positive,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSettings:
+    """What the API runs with: the tokens read from the file, the proxy header and addresses
+    it trusts, the dashboard's access policy (managers, identity mapping), the refresh period."""
+
+    tokens: Tokens | None
+    trusted_user_header: str | None
+    trusted_proxies: frozenset[str]
+    policy: AccessPolicy
+    refresh_s: float = 60.0
+
+    @property
+    def enabled(self) -> bool:
+        """Whether anyone can be let in: a tokens file or a trusted proxy header is set."""
+        return self.tokens is not None or self.trusted_user_header is not None
+
+    @classmethod
+    def from_config(cls, config: Config) -> ApiSettings:
+        """The `[api]` and `[dashboard]` sections' settings, the tokens file read and checked.
+
+        Raises ConfigError (one line, never a token) when the tokens file is not usable.
+        """
+        from app.api.tokens import TokensFileError, load_tokens
+        from app.config import DashboardConfig
+
+        cfg = config.section(ApiConfig)
+        try:
+            tokens = None if cfg.tokens_file is None else load_tokens(cfg.tokens_file)
+        except TokensFileError as exc:
+            raise ConfigError(str(exc)) from None
+        return cls(
+            tokens=tokens,
+            trusted_user_header=cfg.trusted_user_header,
+            trusted_proxies=frozenset(a.strip() for a in cfg.trusted_proxies),
+            policy=access_policy(config.section(DashboardConfig)),
+            refresh_s=cfg.refresh_s,
+        )

@@ -1,0 +1,204 @@
+"""The body of a job-end mail: Slurm's own body, then the job's report or one line saying why not.
+
+`compose` never raises and never drops Slurm's body: a subject it cannot read, or a mail that
+is not a job's end, passes through unchanged; a report that fails (no lake, the job not in it
+yet, a crash, a report slower than the time it may take) becomes one line
+`gpuledger: no report: <why>`. Every line of what it adds fits an e-mail's 78 columns.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import textwrap
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.errors import AppError
+from app.jobmail.subject import SlurmMail, parse_subject
+from warehouse.errors import WarehouseError
+
+__all__ = [
+    "MAIL_WIDTH",
+    "Composed",
+    "ReportFor",
+    "ReportTimedOut",
+    "compose",
+    "fit_width",
+    "lake_report",
+]
+
+MAIL_WIDTH = 78  # RFC 5322 §2.1.1: lines SHOULD be no longer than 78 characters
+NOTE_PREFIX = "gpuledger: no report: "
+# A report's per-GPU line holds 64 columns before the sparkline (app/commands/job.py).
+_GPU_LINE_BEFORE_SPARK = 64
+
+ReportFor = Callable[[SlurmMail], str]
+
+
+class ReportTimedOut(AppError):
+    """The report took longer than the mail may wait."""
+
+
+@dataclass(frozen=True, slots=True)
+class Composed:
+    """What to send, why there is no report (None when there is one or none was due), and
+    whether a report is still being made in the background (the caller exits without it)."""
+
+    body: str
+    note: str | None = None
+    still_running: bool = False
+
+
+def fit_width(text: str, width: int = MAIL_WIDTH) -> str:
+    """Wrap every line longer than `width`, keeping its indent (continuations indented 4
+    more); shorter lines are left as they are."""
+    out: list[str] = []
+    for line in text.splitlines():
+        line = line.rstrip()
+        if len(line) <= width:
+            out.append(line)
+            continue
+        indent = line[: len(line) - len(line.lstrip())]
+        rest = (indent + "    ")[: width // 2]
+        out += textwrap.wrap(line, width, subsequent_indent=rest, break_on_hyphens=False)
+    return "\n".join(out) + "\n"
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, AppError | WarehouseError | LookupError):
+        text = str(exc.args[0]) if isinstance(exc, LookupError) and exc.args else str(exc)
+    else:
+        text = f"the report failed ({type(exc).__name__}: {exc})"
+    return " ".join(text.split())  # one line
+
+
+def _note_line(reason: str, width: int = MAIL_WIDTH) -> str:
+    line = NOTE_PREFIX + reason
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def _append(body: str, addition: str) -> str:
+    if not body.strip():
+        return addition
+    return body.rstrip("\n") + "\n\n" + addition
+
+
+def _run(report_for: ReportFor, mail: SlurmMail, timeout_s: float) -> tuple[str | None, bool]:
+    """(the report, False); raises what the report raised; (None, True) when it is still
+    running after `timeout_s` (it goes on in a daemon thread)."""
+    result: list[str] = []
+    failure: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            result.append(report_for(mail))
+        except BaseException as exc:  # handed to the caller, which never lets it through
+            failure.append(exc)
+
+    thread = threading.Thread(target=work, name="job-report", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        return None, True
+    if failure:
+        raise failure[0]
+    return result[0], False
+
+
+def compose(
+    body: str,
+    subject: str,
+    report_for: ReportFor,
+    *,
+    timeout_s: float = 60.0,
+    problem: str | None = None,
+    width: int = MAIL_WIDTH,
+) -> Composed:
+    """Slurm's `body` with the report of the job `subject` names appended, if it ended.
+
+    `report_for(mail)` makes the report text (the seam: `lake_report` in use, a stub in
+    tests); `problem`, when set, is why no report can be made at all (a configuration that
+    is not valid), given in the note instead of trying.
+    """
+    try:
+        mail = parse_subject(subject)
+    except Exception:  # never lose the mail over a subject
+        mail = None
+    if mail is None or not mail.wants_report:
+        return Composed(body)
+
+    def without(reason: str, still_running: bool = False) -> Composed:
+        note = _note_line(reason, width)
+        return Composed(_append(body, note + "\n"), note, still_running)
+
+    if problem is not None:
+        return without(problem)
+    if mail.array_summary:
+        base = mail.job_id.split("_", 1)[0]
+        return without(
+            f"this mail sums up every task of array {base}; `gpuledger job {base}_<task>` "
+            "reports one task"
+        )
+    try:
+        report, running = _run(report_for, mail, timeout_s)
+    except BaseException as exc:
+        return without(_reason(exc))
+    if running or report is None:
+        return without(f"the report took longer than {timeout_s:g} s", still_running=running)
+    return Composed(_append(body, fit_width(report, width)))
+
+
+def _seconds(run_time: str | None) -> float | None:
+    from collector.sources.slurm.fields import parse_duration_s
+
+    if run_time is None:
+        return None
+    try:
+        return parse_duration_s(run_time)
+    except Exception:  # a subject's odd run time leaves the lake's
+        return None
+
+
+def lake_report(lake: Path, cluster: str | None = None, width: int = MAIL_WIDTH) -> ReportFor:
+    """`report_for` from the lake: what `gpuledger job` says, `width` columns wide.
+
+    The job's final state and run time come from the mail's subject (Slurm's word at the
+    end), since the lake may still hold the job as running. `cluster` (Slurm's
+    SLURM_CLUSTER_NAME) is tried first; a lake that names the cluster otherwise is searched
+    for the id on any cluster.
+    """
+
+    def report_for(mail: SlurmMail) -> str:
+        from app.commands.job import render_text
+        from detectors.job_report import UnknownJob, load_job_report
+        from warehouse import layout
+        from warehouse.connection import connect
+
+        if not lake.is_dir():
+            raise AppError(f"no lake at {str(lake)!r}")
+        con = connect(lake, require=("jobs",))
+        try:
+            try:
+                report = load_job_report(con, mail.job_id, cluster)
+            except UnknownJob:
+                if cluster is None:
+                    raise
+                report = load_job_report(con, mail.job_id, None)
+        except UnknownJob:
+            raise AppError(f"job {mail.job_id!r} is not in the lake yet") from None
+        finally:
+            con.close()
+        job = dict(report.job)
+        if mail.state:
+            job["state"] = mail.state
+        runtime = _seconds(mail.run_time)
+        if runtime is not None:
+            job["runtime_s"] = runtime
+        report = dataclasses.replace(report, job=job)
+        detected = bool(layout.table_files(lake, "findings"))
+        spark = max(8, width - _GPU_LINE_BEFORE_SPARK)
+        return render_text(report, detected=detected, width=width, spark_width=spark)
+
+    return report_for

@@ -1,0 +1,70 @@
+"""The FastAPI application of `gpuledger serve`: `/metrics` and `/healthz` over one lake.
+
+Other routers (the read-only API under /api/v1) are mounted beside them by passing them to
+`create_app`; this module owns only `/metrics` and `/healthz`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import APIRouter, FastAPI
+from fastapi.responses import JSONResponse, PlainTextResponse
+
+from app.serve.cache import MetricsCache
+from app.serve.settings import ServeSettings
+
+__all__ = ["EXPOSITION_TYPE", "create_app"]
+
+EXPOSITION_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def create_app(
+    lake: Path,
+    settings: ServeSettings,
+    *,
+    routers: Sequence[APIRouter] = (),
+    cache: MetricsCache | None = None,
+) -> FastAPI:
+    """The application: the figures are read at startup (before the first request is
+    answered) and refreshed in the background while the lake changes. `cache`: a seam for
+    tests (default: a MetricsCache of `lake`)."""
+    metrics = cache or MetricsCache(lake, settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        metrics.start()
+        try:
+            yield
+        finally:
+            metrics.stop()
+
+    app = FastAPI(
+        title="gpuledger",
+        summary="GPU-cluster usage attributed to jobs, users and accounts.",
+        lifespan=lifespan,
+        # the API's own document is at /api/v1/openapi.json; no docs pages (CDN scripts)
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
+    )
+    app.state.metrics = metrics
+    app.state.lake = lake
+
+    @app.get("/metrics", response_class=PlainTextResponse, include_in_schema=False)
+    def read_metrics() -> PlainTextResponse:
+        """The lake's figures in Prometheus' text format (read from memory)."""
+        return PlainTextResponse(metrics.text, media_type=EXPOSITION_TYPE)
+
+    @app.get("/healthz", include_in_schema=False)
+    def read_health() -> JSONResponse:
+        """200 once the figures were read from the lake; 503 before."""
+        ok = metrics.refreshes > 0
+        body = {"status": "ok" if ok else "starting", "lake": str(lake)}
+        return JSONResponse(body, status_code=200 if ok else 503)
+
+    for router in routers:
+        app.include_router(router)
+    return app

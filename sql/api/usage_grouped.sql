@@ -1,0 +1,82 @@
+-- usage_grouped: GPU-hours over whole UTC days, grouped by cluster, account, user or partition.
+--
+-- Grain:   one row per (cluster, group) — a NULL group is jobs the scheduler never reported
+-- Reads:   job_gpu_shares, job_gpu_daily, jobs_latest
+-- Params:
+--   $group_by  'cluster', 'account', 'user' or 'partition'
+--   $cluster   only this cluster, or NULL for every cluster
+--   $user      only this user's jobs, or NULL for everyone's
+--   $start     first day counted (DATE)
+--   $end       first day not counted (DATE)
+-- Returns: cluster, group_value, jobs, alloc_gpu_h, observed_gpu_h, active_gpu_h, idle_gpu_h,
+--          effective_gpu_h, energy_kwh
+--
+-- The usage_daily mart's rules (sql/marts/usage_daily.sql) with the job's partition kept:
+-- allocated time is cut at the window's midnights and split among jobs sharing a GPU; samples
+-- count on the day of their ts. So a window's alloc_gpu_h per user equals the sum of
+-- usage_daily's days, and no job's GPU-hours exceed what it held in the window.
+
+WITH alloc AS (
+    SELECT
+        cluster,
+        job_id,
+        sum(
+            (least(end_e, epoch(CAST($end AS TIMESTAMP)))
+                - greatest(start_e, epoch(CAST($start AS TIMESTAMP))))
+            * gpus * share
+        ) AS alloc_s
+    FROM job_gpu_shares
+    WHERE end_e > epoch(CAST($start AS TIMESTAMP))
+        AND start_e < epoch(CAST($end AS TIMESTAMP))
+        AND ($cluster IS NULL OR cluster = $cluster)
+    GROUP BY cluster, job_id
+),
+used AS (
+    SELECT
+        cluster,
+        job_id,
+        sum(observed_s) AS observed_s,
+        sum(active_s) AS active_s,
+        sum(idle_s) AS idle_s,
+        sum(effective_s) AS effective_s,
+        sum(energy_j) AS energy_j
+    FROM job_gpu_daily
+    WHERE date >= $start AND date < $end
+        AND ($cluster IS NULL OR cluster = $cluster)
+    GROUP BY cluster, job_id
+),
+job_window AS (
+    SELECT
+        coalesce(a.cluster, u.cluster) AS cluster,
+        coalesce(a.job_id, u.job_id) AS job_id,
+        coalesce(a.alloc_s, 0) AS alloc_s,
+        coalesce(u.observed_s, 0) AS observed_s,
+        coalesce(u.active_s, 0) AS active_s,
+        coalesce(u.idle_s, 0) AS idle_s,
+        coalesce(u.effective_s, 0) AS effective_s,
+        coalesce(u.energy_j, 0) AS energy_j
+    FROM alloc AS a
+    FULL OUTER JOIN used AS u
+        ON u.cluster = a.cluster AND u.job_id = a.job_id
+)
+SELECT
+    w.cluster,
+    CASE $group_by
+        WHEN 'cluster' THEN w.cluster
+        WHEN 'account' THEN j.account
+        WHEN 'user' THEN j.user
+        WHEN 'partition' THEN j.partition
+    END AS group_value,
+    count(*) AS jobs,
+    sum(w.alloc_s) / 3600.0 AS alloc_gpu_h,
+    sum(w.observed_s) / 3600.0 AS observed_gpu_h,
+    sum(w.active_s) / 3600.0 AS active_gpu_h,
+    sum(w.idle_s) / 3600.0 AS idle_gpu_h,
+    sum(w.effective_s) / 3600.0 AS effective_gpu_h,
+    sum(w.energy_j) / 3600000.0 AS energy_kwh
+FROM job_window AS w
+LEFT JOIN jobs_latest AS j
+    ON j.cluster = w.cluster AND j.job_id = w.job_id
+WHERE $user IS NULL OR j.user = $user
+GROUP BY ALL
+ORDER BY w.cluster, alloc_gpu_h DESC, group_value NULLS LAST

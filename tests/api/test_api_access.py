@@ -1,0 +1,351 @@
+"""The HTTP API through FastAPI's TestClient on a hand-made lake: who may read what, and how
+it answers (JSON bodies, JSON errors with their status, the OpenAPI document)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.access import AccessPolicy
+from app.api.reader import LakeReader
+from app.api.server import create_api_app
+from app.commands.job import render_json
+from detectors.job_report import load_job_report
+from tests.api import lake as L
+from warehouse.connection import connect
+from warehouse.errors import DamagedFile
+
+T = TypeVar("T")
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    return L.build(tmp_path_factory.mktemp("lake"))
+
+
+@pytest.fixture(scope="module")
+def client(root, tmp_path_factory):
+    app = create_api_app(root, L.settings(tmp_path_factory.mktemp("etc")))
+    with TestClient(app) as client:
+        yield client
+
+
+def error_of(response, status: int) -> str:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error", "status"} and body["status"] == status
+    assert L.ALICE not in response.text and L.BOSS not in response.text
+    return str(body["error"])
+
+
+def test_no_token_is_401_with_a_bearer_challenge(client):
+    response = client.get("/api/v1/jobs/della/a1")
+
+    assert "Bearer" in error_of(response, 401)
+    assert response.headers["www-authenticate"].startswith("Bearer")
+
+
+@pytest.mark.parametrize(
+    "header",
+    [f"Bearer {L.ALICE}x", f"Bearer {L.ALICE[:-1]}", "Bearer ", f"Basic {L.ALICE}", L.ALICE],
+)
+def test_a_bad_token_is_401(client, header):
+    error_of(client.get("/api/v1/jobs/della/a1", headers={"Authorization": header}), 401)
+
+
+def test_a_user_reading_another_users_job_gets_403(client):
+    message = error_of(client.get("/api/v1/jobs/della/b1", headers=L.bearer(L.ALICE)), 403)
+
+    assert "alice" in message
+
+
+def test_the_owner_gets_the_report_of_gpuledger_job_format_json(client, root):
+    response = client.get("/api/v1/jobs/della/a1", headers=L.bearer(L.ALICE))
+    expected = render_json(load_job_report(connect(root), "a1", "della"))
+
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    assert response.text == expected
+    body = response.json()
+    assert body["job"]["user"] == "alice"
+    assert body["job"]["alloc_gpu_h"] == pytest.approx(1.0)
+    assert body["gpus"][0]["busy_mean"] == pytest.approx(0.8, rel=1e-6)
+    assert [f["finding_id"] for f in body["findings"]] == ["f-a1"]
+
+
+def test_a_manager_gets_anyones_job_and_a_user_token_names_its_user_lower_case(client):
+    boss = client.get("/api/v1/jobs/della/b1", headers=L.bearer(L.BOSS))
+    bob = client.get("/api/v1/jobs/della/b1", headers=L.bearer(L.BOB))  # listed as "Bob"
+
+    assert boss.status_code == 200 and boss.json()["job"]["user"] == "bob"
+    assert bob.status_code == 200 and bob.text == boss.text
+
+
+def test_an_unknown_job_or_cluster_is_404(client):
+    assert (
+        "no job 'zz'"
+        in error_of(client.get("/api/v1/jobs/della/zz", headers=L.bearer(L.BOSS)), 404).lower()
+    )
+    assert "known: della" in error_of(
+        client.get("/api/v1/usage?cluster=nope", headers=L.bearer(L.BOSS)), 404
+    )
+
+
+def test_a_users_job_list_is_their_own_newest_first(client):
+    mine = client.get("/api/v1/jobs", headers=L.bearer(L.ALICE)).json()
+    everyone = client.get("/api/v1/jobs", headers=L.bearer(L.BOSS)).json()
+    limited = client.get("/api/v1/jobs?limit=1&user=bob", headers=L.bearer(L.BOSS)).json()
+
+    assert mine["user"] == "alice"
+    assert [j["job_id"] for j in mine["jobs"]] == ["a2", "a1"]
+    assert [j["job_id"] for j in everyone["jobs"]] == ["b1", "a2", "a1"]
+    assert [j["job_id"] for j in limited["jobs"]] == ["b1"]
+    assert mine["jobs"][0]["runtime_s"] == pytest.approx(7200.0)
+
+
+def test_a_user_asking_for_someone_elses_jobs_gets_403(client):
+    error_of(client.get("/api/v1/jobs?user=bob", headers=L.bearer(L.ALICE)), 403)
+    ok = client.get("/api/v1/jobs?user=ALICE", headers=L.bearer(L.ALICE))
+    assert ok.status_code == 200 and len(ok.json()["jobs"]) == 2
+
+
+def test_jobs_since_and_until_bound_the_window(client):
+    # b1 starts at 02:00; until 01:30 leaves a1 (00:00) and a2 (01:00); since 01:30 drops a1
+    late = client.get("/api/v1/jobs?since=2024-03-01T01:30:00Z", headers=L.bearer(L.BOSS))
+    early = client.get("/api/v1/jobs?until=2024-03-01T01:30:00", headers=L.bearer(L.BOSS))
+
+    assert [j["job_id"] for j in late.json()["jobs"]] == ["b1", "a2"]
+    assert [j["job_id"] for j in early.json()["jobs"]] == ["a2", "a1"]
+
+
+def test_usage_is_scoped_to_the_user_for_a_user_and_whole_for_a_manager(client):
+    alice = client.get("/api/v1/usage?group_by=user", headers=L.bearer(L.ALICE)).json()
+    boss = client.get("/api/v1/usage?group_by=user", headers=L.bearer(L.BOSS)).json()
+
+    assert alice["user"] == "alice"
+    assert [(r["user"], r["alloc_gpu_h"]) for r in alice["rows"]] == [("alice", pytest.approx(3.0))]
+    # a1 1 GPU-h + a2 2 GPU-h for alice, b1 1 GPU-h for bob; the day the data ends on
+    assert [(r["user"], r["alloc_gpu_h"]) for r in boss["rows"]] == [
+        ("alice", pytest.approx(3.0)),
+        ("bob", pytest.approx(1.0)),
+    ]
+    assert boss["last_day"] == "2024-03-01"
+
+
+@pytest.mark.parametrize(
+    ("group_by", "expected"),
+    [
+        ("cluster", [("della", 4.0, 3)]),
+        ("account", [("physics", 3.0, 2), ("chem", 1.0, 1)]),
+        ("partition", [("gpu", 3.0, 2), ("debug", 1.0, 1)]),
+    ],
+)
+def test_usage_groups(client, group_by, expected):
+    body = client.get(f"/api/v1/usage?group_by={group_by}", headers=L.bearer(L.BOSS)).json()
+
+    assert [(r[group_by], r["alloc_gpu_h"], r["jobs"]) for r in body["rows"]] == [
+        (name, pytest.approx(h), n) for name, h, n in expected
+    ]
+    # busy 0.8 for 1 h on a1 and 0.5 for 1 h on b1; a2 never active
+    effective = sum(r["effective_gpu_h"] for r in body["rows"])
+    assert effective == pytest.approx(1.3, rel=1e-6)
+
+
+def test_findings_a_user_sees_only_their_own(client):
+    alice = client.get("/api/v1/findings", headers=L.bearer(L.ALICE)).json()
+    boss = client.get("/api/v1/findings", headers=L.bearer(L.BOSS)).json()
+
+    assert [f["finding_id"] for f in alice["findings"]] == ["f-a1"]
+    assert sorted(f["finding_id"] for f in boss["findings"]) == ["f-a1", "f-b1", "f-node"]
+
+
+def test_recommendations_are_for_managers(client):
+    error_of(client.get("/api/v1/recommendations", headers=L.bearer(L.ALICE)), 403)
+    response = client.get("/api/v1/recommendations", headers=L.bearer(L.BOSS))
+    assert response.status_code == 200 and response.json() == {"recommendations": []}
+
+
+def test_occupancy_series_ends_with_the_data(client):
+    body = client.get("/api/v1/occupancy", headers=L.bearer(L.ALICE)).json()
+    series = body["series"]
+
+    assert series and {row["cluster"] for row in series} == {"della"}
+    assert body["until"].startswith("2024-03-01T03:00")  # the end of the data, not today
+    # 00:00-01:00 one job on one GPU, busy: one active GPU
+    assert series[0]["active"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    ("query", "named"),
+    [
+        ("/api/v1/usage?since=yesterday", "since"),
+        ("/api/v1/occupancy?until=2024-13-01", "until"),
+        ("/api/v1/jobs?limit=0", "limit"),
+        ("/api/v1/jobs?limit=many", "limit"),
+        ("/api/v1/usage?group_by=node", "group_by"),
+        ("/api/v1/findings?severity=loud", "severity"),
+        ("/api/v1/usage?since=2024-03-02&until=2024-03-01", "since"),
+    ],
+)
+def test_a_bad_parameter_is_a_422_naming_it(client, query, named):
+    assert error_of(client.get(query, headers=L.bearer(L.BOSS)), 422).startswith(named)
+
+
+def test_a_hostile_parameter_is_only_a_value(client):
+    response = client.get("/api/v1/jobs", params={"user": "x' OR '1'='1"}, headers=L.bearer(L.BOSS))
+    assert response.status_code == 200 and response.json()["jobs"] == []
+
+
+def test_unknown_endpoints_and_other_methods_are_json_errors(client):
+    assert "openapi.json" in error_of(client.get("/api/v1/nothing", headers=L.bearer(L.BOSS)), 404)
+    assert "read-only" in error_of(client.post("/api/v1/jobs", headers=L.bearer(L.BOSS)), 405)
+
+
+def test_the_openapi_document_lists_the_routes_and_bearer_auth(client):
+    response = client.get("/api/v1/openapi.json")
+    doc = json.loads(response.text)
+
+    assert response.status_code == 200
+    assert doc["openapi"].startswith("3.")
+    assert set(doc["paths"]) == {
+        "/api/v1/whoami",
+        "/api/v1/clusters",
+        "/api/v1/jobs",
+        "/api/v1/jobs/{cluster}/{job_id}",
+        "/api/v1/usage",
+        "/api/v1/findings",
+        "/api/v1/recommendations",
+        "/api/v1/occupancy",
+    }
+    assert all(set(ops) == {"get"} for ops in doc["paths"].values())
+    assert doc["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+    params = {p["name"] for p in doc["paths"]["/api/v1/usage"]["get"]["parameters"]}
+    assert {"group_by", "since", "until", "cluster"} <= params
+
+
+def test_the_router_mounts_into_another_application(root, tmp_path):
+    from fastapi import FastAPI
+
+    from app.api import build_router
+
+    host = FastAPI()
+
+    @host.get("/metrics")
+    def metrics() -> dict[str, str]:
+        return {"up": "1"}
+
+    host.include_router(build_router(root, L.settings(tmp_path)))
+    with TestClient(host) as client:
+        assert client.get("/metrics").json() == {"up": "1"}
+        assert client.get("/api/v1/whoami", headers=L.bearer(L.BOSS)).json() == {
+            "user": "boss",
+            "manager": True,
+        }
+        error_of(client.get("/api/v1/jobs?limit=x", headers=L.bearer(L.BOSS)), 422)
+        assert "/api/v1/jobs" in client.get("/api/v1/openapi.json").json()["paths"]
+
+
+# ---------------------------------------------------------------- a trusted proxy's header
+
+POLICY = AccessPolicy(
+    managers=frozenset({"boss"}),
+    allowed_domains=frozenset({"corp.example"}),
+    users={"ann.lee@corp.example": "alice"},
+)
+
+
+@pytest.fixture(scope="module")
+def proxied(root, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("proxy")
+    settings = L.settings(
+        folder,
+        trusted_user_header="X-Remote-User",
+        trusted_proxies=frozenset({"testclient"}),  # the TestClient's peer address
+        policy=POLICY,
+    )
+    with TestClient(create_api_app(root, settings)) as client:
+        yield client
+
+
+@pytest.mark.parametrize(
+    ("remote_user", "whoami"),
+    [
+        ("alice", {"user": "alice", "manager": False}),
+        ("ann.lee@corp.example", {"user": "alice", "manager": False}),
+        ("bob@corp.example", {"user": "bob", "manager": False}),
+        ("BOSS", {"user": "boss", "manager": True}),
+    ],
+)
+def test_a_trusted_proxys_user_maps_as_sign_ins_do(proxied, remote_user, whoami):
+    response = proxied.get("/api/v1/whoami", headers={"X-Remote-User": remote_user})
+
+    assert response.json() == whoami
+
+
+def test_a_proxy_user_of_another_domain_is_refused(proxied):
+    headers = {"X-Remote-User": "mallory@elsewhere.example"}
+    assert "elsewhere.example" in error_of(proxied.get("/api/v1/jobs", headers=headers), 403)
+
+
+def test_the_proxy_user_reads_only_their_jobs(proxied):
+    headers = {"X-Remote-User": "ann.lee@corp.example"}
+    assert proxied.get("/api/v1/jobs/della/a1", headers=headers).status_code == 200
+    error_of(proxied.get("/api/v1/jobs/della/b1", headers=headers), 403)
+
+
+def test_the_header_from_an_untrusted_address_is_ignored(root, tmp_path):
+    settings = L.settings(
+        tmp_path,
+        trusted_user_header="X-Remote-User",
+        trusted_proxies=frozenset({"127.0.0.1"}),
+        policy=POLICY,
+    )
+    with TestClient(create_api_app(root, settings)) as client:
+        response = client.get("/api/v1/whoami", headers={"X-Remote-User": "boss"})
+        error_of(response, 401)
+
+
+def test_a_wrong_token_is_401_even_from_a_trusted_proxy(proxied):
+    headers = {"X-Remote-User": "boss", "Authorization": "Bearer not-a-token-at-all-x"}
+    error_of(proxied.get("/api/v1/whoami", headers=headers), 401)
+
+
+# ---------------------------------------------------------------- a lake that cannot be read
+
+
+class DamagedLake(LakeReader):
+    """A lake whose every read meets a damaged file (or, `crash`, a bug of ours)."""
+
+    def __init__(self, root: Path, crash: bool = False) -> None:
+        super().__init__(root)
+        self.crash = crash
+
+    def read(self, work: Callable[[Any], T]) -> T:
+        if self.crash:
+            raise RuntimeError("secret internals")
+        raise DamagedFile(self.root / "jobs" / "part-0.parquet", "bad data page")
+
+
+def test_a_damaged_lake_file_is_a_503_naming_it_and_the_server_still_starts(root, tmp_path):
+    app = create_api_app(root, L.settings(tmp_path), reader=DamagedLake(root))
+    with TestClient(app) as client:  # the warm-up at start-up met it too: logged, not fatal
+        message = error_of(client.get("/api/v1/jobs", headers=L.bearer(L.BOSS)), 503)
+    assert "part-0.parquet" in message
+
+
+def test_an_unexpected_error_is_a_500_that_tells_nothing(root, tmp_path):
+    app = create_api_app(root, L.settings(tmp_path), reader=DamagedLake(root, crash=True))
+    with TestClient(app) as client:
+        message = error_of(client.get("/api/v1/jobs", headers=L.bearer(L.BOSS)), 500)
+    assert "secret" not in message
+
+
+def test_the_lake_is_opened_and_warmed_before_the_first_request(root, tmp_path):
+    reader = LakeReader(root)
+    with TestClient(create_api_app(root, L.settings(tmp_path), reader=reader)):
+        assert reader.generation == 1  # opened by the router's lifespan, no request yet

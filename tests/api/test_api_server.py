@@ -1,0 +1,114 @@
+"""The API served by a real uvicorn on 127.0.0.1 and read with urllib, as a widget would; and
+the lake reader seeing files landed after it opened the lake."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+import uvicorn
+
+from app.api.reader import LakeReader
+from app.api.server import create_api_app
+from tests.api import lake as L
+from tests.marts import rows as r
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    return L.build(tmp_path_factory.mktemp("lake"))
+
+
+@pytest.fixture
+def base_url(root, tmp_path):
+    reader = LakeReader(root)
+    reader.warm()
+    config = uvicorn.Config(
+        create_api_app(root, L.settings(tmp_path), reader=reader),
+        host="127.0.0.1",
+        port=free_port(),
+        log_level="warning",
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{config.port}"
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+def get(url: str, token: str | None = None) -> tuple[int, dict]:
+    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=30) as f:
+            return f.status, json.loads(f.read())
+    except urllib.error.HTTPError as err:
+        with err:
+            return err.code, json.loads(err.read())
+
+
+def test_a_real_server_answers_with_json(base_url):
+    status, report = get(f"{base_url}/api/v1/jobs/della/a1", L.ALICE)
+    assert status == 200 and report["job"]["job_id"] == "a1"
+
+    assert get(f"{base_url}/api/v1/jobs/della/b1", L.ALICE) == (
+        403,
+        {"error": "job b1 on della is not alice's", "status": 403},
+    )
+    status, body = get(f"{base_url}/api/v1/jobs/della/b1", L.BOSS)
+    assert status == 200 and body["job"]["user"] == "bob"
+    status, body = get(f"{base_url}/api/v1/jobs?limit=5", "wrong-token-0123456789")
+    assert status == 401 and body["status"] == 401
+    status, doc = get(f"{base_url}/api/v1/openapi.json")
+    assert status == 200 and "/api/v1/jobs/{cluster}/{job_id}" in doc["paths"]
+
+
+def test_the_reader_sees_files_landed_after_its_refresh(tmp_path):
+    root = L.build(tmp_path / "lake")
+    now = [0.0]
+    reader = LakeReader(root, refresh_s=60.0, clock=lambda: now[0])
+
+    def job_ids() -> list[str]:
+        frame = reader.run(
+            "api/jobs_recent",
+            cluster=None,
+            user=None,
+            start=r.at(0),
+            end=r.at(100 * L.H),
+            limit=10,
+        )
+        return sorted(frame.get_column("job_id").to_list())
+
+    assert job_ids() == ["a1", "a2", "b1"]
+    now[0] = 61.0  # stale, but no file changed: the same connection, the caches kept
+    job_ids()
+    deadline = time.monotonic() + 30
+    while reader.refreshing:
+        assert time.monotonic() < deadline, "the lake's files were not checked"
+        time.sleep(0.05)
+    assert reader.generation == 1
+    r.land(root, "jobs", [r.job("c1", 4 * L.H, 5 * L.H, user="carol")], batch_id="later")
+    assert job_ids() == ["a1", "a2", "b1"]  # within refresh_s: the lake as opened
+    now[0] = 122.0
+    job_ids()  # stale: this read starts the reopening in the background
+    deadline = time.monotonic() + 30
+    while reader.generation < 2:
+        assert time.monotonic() < deadline, "the lake was not reopened"
+        time.sleep(0.05)
+    assert job_ids() == ["a1", "a2", "b1", "c1"]

@@ -1,0 +1,100 @@
+"""The API's own queries on hand-made rows: usage cut at the window's midnights, last jobs."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from tests.marts import rows as r
+from warehouse import queries
+
+H = 3600.0
+
+
+@pytest.fixture(scope="module")
+def con(tmp_path_factory):
+    """x1: 2 GPUs from 22:00 on day 1 to 02:00 on day 2 (4 h, 8 GPU-h, busy 0.5 throughout);
+    y1: 1 GPU on day 2 from 04:00 to 05:00, user bob, partition debug."""
+    root = tmp_path_factory.mktemp("lake")
+    span = range(int(22 * H), int(26 * H), 60)
+    samples = r.samples(span, gpu_index=0, engine_active=0.5, interval_s=60.0) + r.samples(
+        span, gpu_index=1, engine_active=0.5, interval_s=60.0
+    )
+    samples += r.samples(range(int(28 * H), int(29 * H), 60), gpu_index=2, interval_s=60.0)
+    jobs = [
+        r.job("x1", 22 * H, 26 * H, gpus=2),
+        r.job("y1", 28 * H, 29 * H, user="bob", partition="debug"),
+    ]
+    job_gpus = [
+        r.job_gpu("x1", 22 * H, 26 * H, gpu_index=0),
+        r.job_gpu("x1", 22 * H, 26 * H, gpu_index=1),
+        r.job_gpu("y1", 28 * H, 29 * H, gpu_index=2),
+    ]
+    return r.build_lake(root, samples=samples, jobs=jobs, job_gpus=job_gpus)
+
+
+DAY1 = r.T0.date()
+DAY2 = DAY1 + dt.timedelta(days=1)
+DAY3 = DAY2 + dt.timedelta(days=1)
+
+
+def usage(con, group_by: str, start: dt.date, end: dt.date, user: str | None = None) -> dict:
+    frame = queries.run(
+        con, "api/usage_grouped", group_by=group_by, cluster=None, user=user, start=start, end=end
+    )
+    return {row["group_value"]: row for row in frame.to_dicts()}
+
+
+def test_usage_is_cut_at_the_windows_midnights(con):
+    day1 = usage(con, "user", DAY1, DAY2)
+    day2 = usage(con, "user", DAY2, DAY3)
+    both = usage(con, "user", DAY1, DAY3)
+
+    # x1: 2 GPUs × 2 h before midnight, 2 GPUs × 2 h after; effective = busy 0.5 of it
+    assert day1["alice"]["alloc_gpu_h"] == pytest.approx(4.0)
+    assert day1["alice"]["effective_gpu_h"] == pytest.approx(2.0)
+    assert day2["alice"]["alloc_gpu_h"] == pytest.approx(4.0)
+    assert both["alice"]["alloc_gpu_h"] == pytest.approx(8.0)
+    assert both["alice"]["jobs"] == 1
+    assert "bob" not in day1 and day2["bob"]["alloc_gpu_h"] == pytest.approx(1.0)
+
+
+def test_usage_matches_the_daily_mart(con):
+    both = usage(con, "account", DAY1, DAY3)
+    daily = r.fetch(con, "SELECT account, sum(alloc_gpu_h) AS h FROM usage_daily GROUP BY 1")
+
+    assert {a: row["alloc_gpu_h"] for a, row in both.items()} == {
+        row["account"]: pytest.approx(row["h"]) for row in daily
+    }
+
+
+def test_usage_by_partition_and_for_one_user(con):
+    by_partition = usage(con, "partition", DAY1, DAY3)
+    bob = usage(con, "partition", DAY1, DAY3, user="bob")
+
+    assert {p: row["alloc_gpu_h"] for p, row in by_partition.items()} == {
+        "gpu": pytest.approx(8.0),
+        "debug": pytest.approx(1.0),
+    }
+    assert list(bob) == ["debug"]
+
+
+def test_jobs_recent_newest_first_within_the_window(con):
+    def ids(**params: object) -> list[str]:
+        base: dict[str, object] = {
+            "cluster": None,
+            "user": None,
+            "start": r.at(0),
+            "end": r.at(48 * H),
+            "limit": 10,
+        }
+        frame = queries.run(con, "api/jobs_recent", **(base | params))
+        return frame.get_column("job_id").to_list()
+
+    assert ids() == ["y1", "x1"]
+    assert ids(user="alice") == ["x1"]
+    assert ids(limit=1) == ["y1"]
+    assert ids(start=r.at(27 * H)) == ["y1"]  # x1 ended at 26 h
+    assert ids(end=r.at(28 * H)) == ["x1"]  # y1 started at 28 h
+    assert ids(cluster="other") == []

@@ -1,0 +1,307 @@
+"""`gpuledger mail` as Slurm's MailProg on a hand-made lake, with a mailer that records what it
+was given (argv and stdin), as the site's mailer would receive it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from app.cli import cli
+from app.jobmail.compose import MAIL_WIDTH, NOTE_PREFIX
+from app.jobmail.summary import SUMMARY_KEYS, parse_admin_comment
+from tests.marts import rows as r
+
+H = 3600.0
+REPO = Path(__file__).resolve().parents[2]
+MAILPROG = REPO / "deploy" / "slurm" / "mailprog-gpuledger.sh"
+END = "Slurm Job_id=j1 Name=train Ended, Run time 01:00:00, COMPLETED, ExitCode 0"
+TIMEOUT = "Slurm Job_id=j1 Name=train Failed, Run time 08:00:30, TIMEOUT, ExitCode 0"
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory) -> Path:
+    """j1: 2 GPUs for 1 h, GPU 0 busy 0.8, GPU 1 never active, one warn finding."""
+    root = tmp_path_factory.mktemp("lake")
+    times = range(0, int(H), 30)
+    r.land(
+        root,
+        "findings",
+        [
+            {
+                "cluster": r.CLUSTER,
+                "finding_id": "f-1",
+                "detector": "partial_idle",
+                "severity": "warn",
+                "subject_kind": "job",
+                "subject_id": "j1",
+                "job_id": "j1",
+                "detected_ts": r.at(H),
+                "gpu_h_at_stake": 1.0,
+                "message": 'GPU 1 of 2 "never" active',
+            }
+        ],
+    )
+    r.build_lake(
+        root,
+        samples=r.samples(times, gpu_index=0, engine_active=0.8, sm_active=0.8)
+        + r.samples(times, gpu_index=1, engine_active=0.0, sm_active=0.0),
+        jobs=[r.job("j1", 0, H, gpus=2, cpus=16, cpu_time_s=2 * H, time_limit_s=int(8 * H))],
+        job_gpus=[r.job_gpu("j1", 0, H, gpu_index=i) for i in (0, 1)],
+    )
+    return root
+
+
+@pytest.fixture
+def mailer(tmp_path) -> Path:
+    """A mailer that writes its arguments (one a line) and then its stdin to mailer.out."""
+    script = tmp_path / "mailer"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'out="{tmp_path}/mailer.out"\n'
+        'for a in "$@"; do printf "%s\\n" "$a"; done > "$out"\n'
+        'echo "--" >> "$out"\n'
+        'cat >> "$out"\n',
+        encoding="utf-8",
+    )
+    script.chmod(0o755)
+    return script
+
+
+def sent(mailer: Path) -> tuple[list[str], str]:
+    head, _, body = (mailer.parent / "mailer.out").read_text(encoding="utf-8").partition("--\n")
+    return head.splitlines(), body
+
+
+def mail(mailer: Path, *args: str, body: str = "", **env: str) -> Result:
+    clean = {k: None for k in os.environ if k.startswith(("GPULEDGER_", "SLURM_"))}
+    runner = CliRunner(env={**clean, "GPULEDGER_MAIL_MAILER": str(mailer), **env})
+    return runner.invoke(cli, ["mail", *args], input=body)
+
+
+def test_a_jobs_end_mail_carries_its_report(lake, mailer):
+    result = mail(mailer, "-s", END, "alice", "--lake", str(lake))
+    argv, body = sent(mailer)
+
+    assert result.exit_code == 0, result.output
+    assert argv == ["-s", END, "alice"]  # as Slurm called MailProg
+    assert "Job Statistics (gpuledger)" in body
+    assert "Job ID: j1" in body and "State: COMPLETED" in body
+    assert "GPU-hours: 2.00 allocated, 1.00 active, 1.00 idle, 0.80 effective" in body
+    assert "[warn] partial_idle" in body
+    assert max(len(line) for line in body.splitlines()) <= MAIL_WIDTH
+    assert "=" * MAIL_WIDTH in body.splitlines()
+
+
+def test_the_subject_gives_the_final_state_and_run_time(lake, mailer):
+    result = mail(mailer, "-s", TIMEOUT, "alice", "bob", "--lake", str(lake))
+    argv, body = sent(mailer)
+
+    assert result.exit_code == 0, result.output
+    assert argv == ["-s", TIMEOUT, "alice", "bob"]
+    assert "State: TIMEOUT" in body
+    assert "Run Time: 08:00:30" in body
+
+
+def test_other_mail_goes_out_unchanged(lake, mailer):
+    subject = "Slurm Job_id=j1 Name=train Began, Queued time 00:00:03"
+    result = mail(mailer, "-s", subject, "alice", "--lake", str(lake), body="as it came\n")
+
+    assert result.exit_code == 0, result.output
+    assert sent(mailer) == (["-s", subject, "alice"], "as it came\n")
+
+
+@pytest.mark.parametrize(
+    ("job", "lake_path", "why"),
+    [
+        ("j1", "missing", "no lake at '/"),
+        ("no-such-job", None, "job 'no-such-job' is not in the lake"),
+    ],
+)
+def test_without_a_report_the_mail_still_goes_out_with_one_line(
+    lake, mailer, tmp_path, job, lake_path, why
+):
+    subject = END.replace("Job_id=j1", f"Job_id={job}")
+    root = tmp_path / lake_path if lake_path else lake
+    result = mail(mailer, "-s", subject, "alice", "--lake", str(root), body="Slurm's body\n")
+    _, body = sent(mailer)
+    lines = body.splitlines()
+
+    assert result.exit_code == 0, result.output
+    assert lines[:2] == ["Slurm's body", ""]
+    assert len(lines) == 3 and lines[2].startswith(NOTE_PREFIX) and why in lines[2]
+    assert len(lines[2]) <= MAIL_WIDTH
+    assert lines[2] in result.output  # also on stderr, for slurmctld's log
+
+
+def test_an_invalid_configuration_still_sends_the_mail(lake, mailer, tmp_path):
+    config = tmp_path / "gpuledger.toml"
+    config.write_text(f'[mail]\nmailer = "{mailer}"\nreport_timeout_s = -1\n', encoding="utf-8")
+    result = mail(mailer, "-s", END, "alice", GPULEDGER_CONFIG=str(config))
+    _, body = sent(mailer)
+
+    assert result.exit_code == 0, result.output
+    [line] = body.splitlines()
+    assert line.startswith(NOTE_PREFIX + "the configuration is not valid")
+
+
+def gpuledger(*args: str, env: dict[str, str], stdin: str = "") -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("GPULEDGER_", "SLURM_"))}
+    return subprocess.run(
+        args, input=stdin, text=True, capture_output=True, env={**base, **env}, check=False
+    )
+
+
+def test_a_failing_mailer_exits_75_with_one_line(lake, tmp_path):
+    bin_dir = Path(sys.executable).parent
+    done = gpuledger(
+        str(bin_dir / "gpuledger"), "mail", "-s", END, "alice", "--lake", str(lake),
+        env={"GPULEDGER_MAIL_MAILER": str(tmp_path / "no-mailer")},
+    )  # fmt: skip
+
+    assert done.returncode == 75, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"Error: the mailer '{tmp_path / 'no-mailer'}' does not exist (set [mail] mailer)"
+    )
+
+
+def test_the_mailprog_wrapper_sends_the_mail_when_gpuledger_cannot_run(mailer, tmp_path):
+    subject = END
+    done = gpuledger(
+        "bash", str(MAILPROG), "-s", subject, "alice",
+        env={"GPULEDGER": str(tmp_path / "not-installed"), "GPULEDGER_MAIL_MAILER": str(mailer)},
+    )  # fmt: skip
+    argv, body = sent(mailer)
+
+    assert done.returncode == 0, done.stderr
+    assert argv == ["-s", subject, "alice"]
+    assert body == f"{NOTE_PREFIX}gpuledger mail could not run (exit 127)\n"
+
+
+def test_the_mailprog_wrapper_runs_gpuledger_mail(lake, mailer):
+    done = gpuledger(
+        "bash", str(MAILPROG), "-s", END, "alice",
+        env={
+            "GPULEDGER": str(Path(sys.executable).parent / "gpuledger"),
+            "GPULEDGER_MAIL_MAILER": str(mailer),
+            "GPULEDGER_LAKE": str(lake),
+        },
+    )  # fmt: skip
+    _, body = sent(mailer)
+
+    assert done.returncode == 0, done.stderr
+    assert "Job ID: j1" in body
+
+
+def test_the_summary_for_admin_comment_survives_sacctmgr(lake):
+    runner = CliRunner(env={k: None for k in os.environ if k.startswith("GPULEDGER_")})
+    result = runner.invoke(cli, ["job", "j1", "--format", "summary", "--lake", str(lake)])
+    line = result.output
+    summary = json.loads(line)
+
+    assert result.exit_code == 0, result.output
+    assert line.count("\n") == 1
+    assert tuple(summary) == SUMMARY_KEYS
+    assert summary["busy"] == pytest.approx(0.4, abs=1e-3)  # 0.8 and 0 over two GPUs
+    assert summary["idle_gpu_h"] == pytest.approx(1.0, abs=1e-3)  # GPU 1, for 1 h
+    assert summary["finding"] == "partial_idle: GPU 1 of 2 never active"  # no quotes left
+    assert not set("'`|") & set(line)
+    # what Slurm 22.05's sacctmgr stores: quotes as backticks, all lowercase
+    stored = line.strip().replace('"', "`")
+    assert parse_admin_comment(stored) == summary  # Slurm 23.02 on
+    lowered = {**summary, "finding": summary["finding"].lower()}
+    assert parse_admin_comment(stored.lower()) == lowered  # Slurm 22.05
+    assert parse_admin_comment("") is None and parse_admin_comment("hold for maint") is None
+
+
+def test_job_shows_the_admin_comment_summary_of_an_old_job(lake, tmp_path):
+    # A stand-in sacct on PATH prints what Slurm 22.05's sacctmgr stored at the job's end.
+    stored = (
+        "{`gpuledger`:1,`busy`:0.123,`idle_gpu_h`:3.5,`diagnosis`:`idle`,"
+        "`finding`:`idle_job: 3 of 4 gpus | idle`}"
+    )
+    sacct = tmp_path / "sacct"
+    sacct.write_text(
+        f"#!/bin/sh\necho \"$@\" > {tmp_path}/argv\necho '{stored}'\n", encoding="utf-8"
+    )
+    sacct.chmod(0o755)
+    env = {k: None for k in os.environ if k.startswith("GPULEDGER_")}
+    runner = CliRunner(env={**env, "PATH": f"{tmp_path}:{os.environ['PATH']}"})
+
+    text = runner.invoke(cli, ["job", "j1", "--admin-comment", "--lake", str(lake)])
+    body = json.loads(
+        runner.invoke(
+            cli, ["job", "j1", "--admin-comment", "--format", "json", "--lake", str(lake)]
+        ).output
+    )
+
+    assert text.exit_code == 0, text.output
+    assert "At the Job's End (AdminComment)" in text.output
+    assert "  GPU busy 12%, 3.50 GPU-h idle; bottleneck: idle" in text.output
+    assert "  Main finding: idle_job: 3 of 4 gpus | idle" in text.output
+    assert "--jobs=j1" in (tmp_path / "argv").read_text()
+    assert body["admin_comment"]["idle_gpu_h"] == 3.5
+    sacct.write_text("#!/bin/sh\necho\n", encoding="utf-8")  # no comment stored
+    none = runner.invoke(cli, ["job", "j1", "--admin-comment", "--lake", str(lake)])
+    assert "No gpuledger summary in the job's AdminComment." in none.output
+
+
+EPILOG = REPO / "deploy" / "slurm" / "epilog-slurmctld-gpuledger.sh"
+
+
+def _stub(path: Path, text: str) -> None:
+    path.write_text("#!/bin/bash\n" + text, encoding="utf-8")
+    path.chmod(0o755)
+
+
+@pytest.mark.parametrize("known", [True, False])
+def test_the_epilog_stores_the_summary_with_sacctmgr_retrying_until_slurmdbd_has_it(
+    tmp_path, known
+):
+    # Stand-ins on PATH: gpuledger prints a summary (or fails: a job the lake has not seen);
+    # sacctmgr says "Nothing modified" once (slurmdbd not there yet), then records its argv.
+    summary = '{"gpuledger":1,"busy":0.5,"idle_gpu_h":0.0,"diagnosis":"mixed","finding":null}'
+    _stub(
+        tmp_path / "gpuledger",
+        f'echo "$@" > {tmp_path}/gpuledger.argv\n'
+        + (f"echo '{summary}'\n" if known else "echo 'Error: No job' >&2; exit 1\n"),
+    )
+    _stub(
+        tmp_path / "sacctmgr",
+        f'if [ ! -e {tmp_path}/once ]; then touch {tmp_path}/once; echo " Nothing modified"; '
+        f'exit 1; fi\nprintf "%s\\n" "$@" > {tmp_path}/sacctmgr.argv\n',
+    )
+    _stub(tmp_path / "logger", f'echo "$@" >> {tmp_path}/log\n')
+    done = gpuledger(
+        "bash", str(EPILOG),
+        env={
+            "PATH": f"{tmp_path}:/usr/bin:/bin",
+            "GPULEDGER": str(tmp_path / "gpuledger"),
+            "SLURM_JOB_ID": "10",
+            "SLURM_ARRAY_JOB_ID": "7",
+            "SLURM_ARRAY_TASK_ID": "3",
+        },
+    )  # fmt: skip
+    argv = (tmp_path / "sacctmgr.argv").read_text(encoding="utf-8").splitlines()
+
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "gpuledger.argv").read_text().split() == [
+        "job",
+        "7_3",
+        "--format",
+        "summary",
+    ]
+    assert argv[:5] == ["-i", "modify", "job", "where", "jobid=7_3"]
+    assert argv[5] == "set"
+    stored = parse_admin_comment(argv[6].removeprefix("AdminComment="))
+    assert stored is not None
+    if known:
+        assert stored == json.loads(summary)
+    else:
+        assert stored["busy"] is None and stored["note"] == "not in the lake at the end"
+        assert "no summary: Error: No job" in (tmp_path / "log").read_text()

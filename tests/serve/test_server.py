@@ -1,0 +1,125 @@
+"""The FastAPI application and its cache: /metrics from memory, /healthz, mounted routers,
+rereading only when the lake changed, and a failed reading that keeps the last figures."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import polars as pl
+import pytest
+from fastapi import APIRouter
+from fastapi.testclient import TestClient
+
+from app.serve.cache import MetricsCache, lake_state
+from app.serve.figures import QUERIES, Figures
+from app.serve.server import EXPOSITION_TYPE, create_app
+from app.serve.settings import ServeSettings
+
+
+def figures(clusters: int) -> Figures:
+    """Figures with `clusters` recommendation rows (enough to tell readings apart)."""
+    frames = {key: pl.DataFrame() for key in QUERIES}
+    frames["recommendations"] = pl.DataFrame(
+        {
+            "cluster": [f"c{i}" for i in range(clusters)],
+            "kind": ["time_limit"] * clusters,
+            "recommendations": [1] * clusters,
+            "expected_gain_gpu_h": [0.0] * clusters,
+        }
+    )
+    return Figures(**frames)
+
+
+class Reader:
+    """A reader seam: counts its calls, fails when told to."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.fail = False
+
+    def __call__(self, lake: Path, settings: ServeSettings) -> Figures:
+        self.calls += 1
+        if self.fail:
+            raise OSError("disk gone")
+        return figures(self.calls)
+
+
+@pytest.fixture
+def lake(tmp_path: Path) -> Path:
+    root = tmp_path / "lake"
+    (root / "jobs" / "cluster=a").mkdir(parents=True)
+    return root
+
+
+def touch_lake(lake: Path, name: str) -> None:
+    folder = lake / "jobs" / "cluster=a"
+    (folder / name).write_bytes(b"")
+    stat = folder.stat()
+    os.utime(folder, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+
+
+def test_figures_are_reread_only_when_the_lake_changed(lake):
+    reader = Reader()
+    cache = MetricsCache(lake, ServeSettings(), reader=reader, clock=lambda: 1234.5)
+
+    assert cache.refresh(force=True)
+    assert not cache.refresh()
+    assert not cache.refresh()
+    touch_lake(lake, "part-1.parquet")
+    assert cache.refresh()
+
+    assert reader.calls == 2
+    assert 'gpuledger_recommendations{cluster="c1",kind="time_limit"} 1' in cache.text
+    assert "gpuledger_serve_computed_timestamp_seconds 1234.5" in cache.text
+
+
+def test_a_failed_reading_keeps_the_last_figures_and_says_so(lake):
+    reader = Reader()
+    cache = MetricsCache(lake, ServeSettings(), reader=reader)
+    cache.refresh(force=True)
+    reader.fail = True
+    touch_lake(lake, "part-1.parquet")
+
+    assert not cache.refresh()
+
+    assert 'gpuledger_recommendations{cluster="c0",kind="time_limit"} 1' in cache.text
+    assert "gpuledger_serve_refresh_failed 1" in cache.text
+    reader.fail = False
+    assert cache.refresh()  # the state was not recorded: the next look reads again
+    assert "gpuledger_serve_refresh_failed 0" in cache.text
+
+
+def test_lake_state_ignores_the_state_folder(lake):
+    before = lake_state(lake)
+    (lake / "_state").mkdir()
+    (lake / "_state" / "service.json").write_text("{}")
+
+    assert lake_state(lake) == before
+    assert lake_state(lake / "missing") == ()
+
+
+def test_the_app_serves_metrics_health_and_mounted_routers(lake):
+    reader = Reader()
+    cache = MetricsCache(lake, ServeSettings(refresh_s=3600), reader=reader)
+    api = APIRouter(prefix="/api/v1")
+
+    @api.get("/ping")
+    def ping() -> dict[str, str]:
+        return {"pong": "yes"}
+
+    app = create_app(lake, ServeSettings(), routers=[api], cache=cache)
+    before = TestClient(app)  # not started: the figures were not read yet
+    assert before.get("/healthz").status_code == 503
+
+    with TestClient(app) as client:  # runs the lifespan: reads the figures, then serves
+        metrics = client.get("/metrics")
+        health = client.get("/healthz")
+        ping_reply = client.get("/api/v1/ping")
+
+    assert metrics.status_code == 200
+    assert metrics.headers["content-type"] == EXPOSITION_TYPE
+    assert "# TYPE gpuledger_job_gpus gauge" in metrics.text
+    assert health.status_code == 200 and health.json()["status"] == "ok"
+    assert ping_reply.json() == {"pong": "yes"}
+    assert reader.calls == 1
