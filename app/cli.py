@@ -289,13 +289,14 @@ def attribute(
     Sample files are re-checked only when they or the scheduler's allocations (job_gpus)
     changed since the last run (compacting their files changes no row: not re-checked), so
     late scheduler records re-attribute what they cover.
-    The sample-level marts (gpu_job_buckets, job_gpu_daily, bucket_occupancy) are rebuilt
-    only for the UTC days whose sample files changed (and the last buckets of the day
-    before); job_usage, job_outcomes, usage_daily and cluster_occupancy are then built from
+    The sample-level marts (gpu_job_buckets, job_gpu_daily, job_energy_hourly, bucket_occupancy)
+    are rebuilt only for the UTC days whose sample files changed (and the last buckets of the
+    day before); job_usage, job_outcomes, usage_daily and cluster_occupancy are then built from
     them (definitions: DESIGN.md §4). Re-running with nothing changed changes nothing.
     The thresholds come from the configuration file's [attribute] table (idle_below,
     bucket_s, hw_event_grace_s, low_efficiency_below; `gpuledger config check` lists them),
-    the one `gpuledger run` uses too; --idle-below and --bucket override it.
+    the one `gpuledger run` uses too; --idle-below and --bucket override it. The carbon
+    intensity of each cluster (kg_co2e) comes from its [emissions] table.
     One writer at a time: beside `gpuledger run` or another attribute/detect, it waits for
     the other (naming it on stderr), or with --no-wait exits at once.
     Examples:

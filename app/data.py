@@ -56,6 +56,7 @@ __all__ = [
     "recommendations",
     "user_daily_usage",
     "user_leaderboard",
+    "window_co2e",
     "window_summary",
 ]
 
@@ -133,6 +134,12 @@ def occupancy_series(root: str, cluster: str, start: dt.datetime, end: dt.dateti
 @st.cache_data(ttl=TTL_S)
 def window_summary(root: str, cluster: str, start: dt.datetime, end: dt.datetime) -> pl.DataFrame:
     return _run(root, "dashboard/cluster_window_summary", cluster=cluster, start=start, end=end)
+
+
+@st.cache_data(ttl=TTL_S)
+def window_co2e(root: str, cluster: str, start: dt.datetime, end: dt.datetime) -> pl.DataFrame:
+    """The kg CO2e of the cluster's jobs on the UTC days the window touches (one row)."""
+    return _run(root, "dashboard/window_co2e", cluster=cluster, start=start, end=end)
 
 
 # ---------------------------------------------------------------- jobs

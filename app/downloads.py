@@ -61,6 +61,11 @@ DEFAULT_COLUMNS: dict[str, Any] = {
     "expected_gain_gpu_h": _hours("expected gain GPU-h"),
     "waste_gpu_h": _hours("waste GPU-h", WASTE_GPU_H),
     "energy_kwh": _hours("kWh", "Energy the GPUs drew (kWh)"),
+    "kg_co2e": st.column_config.NumberColumn(
+        "kg CO2e",
+        format="%.2f",
+        help="Each hour's energy at that hour's carbon intensity ([emissions]); empty: unknown",
+    ),
     "runtime_h": _hours("run time h"),
     "wait_p50_h": _hours("wait p50 h", "Median wait before start (hours)"),
     "wait_p95_h": _hours("wait p95 h", "95th-percentile wait before start (hours)"),

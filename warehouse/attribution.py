@@ -14,7 +14,7 @@ import logging
 import os
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 
 from warehouse import compaction_log, layout, queries, state_files
 from warehouse.connection import WarehouseConfig, register_files, register_table
+from warehouse.emissions import CarbonIntensity
 from warehouse.partitions import SAMPLE_MARTS, build_sample_marts
 from warehouse.summary import (
     SUMMARY_MARTS,
@@ -65,12 +66,16 @@ logger = logging.getLogger(__name__)
 @dataclass(frozen=True, slots=True)
 class AttributionConfig:
     """Thresholds of DESIGN §4: idle below `idle_below` busy, 5-minute occupancy buckets; a job
-    below `low_efficiency_below` mean busy counts as low-efficiency in `fairness_weekly`."""
+    below `low_efficiency_below` mean busy counts as low-efficiency in `fairness_weekly`.
+    `emissions`: each cluster's carbon intensity (`[emissions]`), which only the summary marts
+    read (kg_co2e); it is not one of `values()`, so changing it never rebuilds the day
+    partitions of the sample-level marts."""
 
     idle_below: float = 0.01
     bucket_s: int = 300
     hw_event_grace_s: int = 300
     low_efficiency_below: float = 0.25
+    emissions: CarbonIntensity = field(default_factory=CarbonIntensity)
 
     def values(self) -> dict[str, float | int]:
         """Every value by the `$param` name the mart SQL binds it as."""

@@ -1,15 +1,15 @@
 """Day partitions of the sample-level marts, rebuilt only when the samples they read change.
 
-`gpu_job_buckets` (and `job_gpu_daily`, `bucket_occupancy` built from it) are the only marts
-that read samples. Each of their
-(cluster, UTC day) partitions is built from that day's sample files plus the first sample of
-each device on the next day, and is rebuilt only when those files (or the SQL, or the config)
-change. When only the next day changed (a new day landed), just the day's last buckets are
-recomputed (the tail: only each device's last sample depends on the next day). So a new day of
-samples costs one day's pass plus a few minutes of the day before; a re-attributed file costs
-its day plus that tail. The days are built one at a time in one DuckDB connection (its memory
-limit bounds the engine, and one day's results are released before the next day is read), so
-memory is bounded by one day of samples whatever the lake's history.
+`gpu_job_buckets` (and `job_gpu_daily`, `job_energy_hourly`, `bucket_occupancy` built from it)
+are the only marts that read samples. Each of their (cluster, UTC day) partitions is built from
+that day's sample files plus the first sample of each device on the next day, and is rebuilt
+only when those files (or the SQL, or the config) change. When only the next day changed (a new
+day landed), just the day's last buckets are recomputed (the tail: only each device's last
+sample depends on the next day). So a new day of samples costs one day's pass plus a few minutes
+of the day before; a re-attributed file costs its day plus that tail. The days are built one at
+a time in one DuckDB connection (its memory limit bounds the engine, and one day's results are
+released before the next day is read), so memory is bounded by one day of samples whatever the
+lake's history.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ __all__ = [
 SAMPLE_MARTS: tuple[tuple[str, str], ...] = (
     ("gpu_job_buckets", "marts/gpu_job_buckets"),
     ("job_gpu_daily", "marts/job_gpu_daily"),
+    ("job_energy_hourly", "marts/job_energy_hourly"),
     ("bucket_occupancy", "marts/bucket_occupancy"),
 )
 _HELPERS = ("attribution/next_day_head", "attribution/partition_samples", "views/sample_spans")

@@ -338,6 +338,8 @@ JOB_USAGE = _schema(
     ("model_params", _i64),  # parameters of the model it trained, as the application reported
     ("tokens_per_s_per_gpu", _f64),  # reported tokens per second of the reports' span, per GPU
     ("mfu", _f64),  # model FLOPs utilisation 0–1: 6 × params × tokens/s ÷ the GPUs' peak
+    ("kg_co2e", _f64),  # energy × the hour's carbon intensity (null: energy or intensity unknown)
+    ("co2e_fallback_hours", _i32),  # hours the cluster's CSV lacked (its constant stood in)
 )
 
 JOB_OUTCOMES = _schema(
@@ -371,6 +373,7 @@ USAGE_DAILY = _schema(
     ("effective_gpu_h", _f64),
     ("energy_kwh", _f64),
     ("shared", _bool),
+    ("kg_co2e", _f64),
 )
 
 FAIRNESS_WEEKLY = _schema(
@@ -399,6 +402,7 @@ FAIRNESS_WEEKLY = _schema(
     ("failed_gpu_h", _f64),
     ("unused_limit_gpu_h", _f64),
     ("waste_gpu_h", _f64),
+    ("kg_co2e", _f64),
 )
 
 CLUSTER_OCCUPANCY = _schema(
@@ -502,6 +506,14 @@ JOB_GPU_DAILY = _schema(
     ("shared_s", _f64),
 )
 
+JOB_ENERGY_HOURLY = _schema(
+    ("cluster", _str, False),
+    ("job_id", _str, False),
+    ("hour", TIMESTAMP, False),
+    ("date", pa.date32(), False),
+    ("energy_j", _f64),
+)
+
 # The closed sets of values DESIGN §3 gives for enum columns; the writer refuses any other value
 # (null stays allowed where the column is nullable). Where the contract says "e.g." (sim_truth
 # labels, recommendation kinds, sources) the set is open and not listed here.
@@ -594,6 +606,13 @@ MARTS: dict[str, TableSpec] = {
             JOB_GPU_DAILY,
             "date",
             ("cluster", "job_id", "device", "mig_instance", "date"),
+            mart=True,
+        ),
+        TableSpec(
+            "job_energy_hourly",
+            JOB_ENERGY_HOURLY,
+            "date",
+            ("cluster", "job_id", "hour"),
             mart=True,
         ),
         TableSpec(

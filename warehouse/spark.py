@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 import sql
 from warehouse import layout
+from warehouse.emissions import CARBON_INTENSITY
 from warehouse.errors import WarehouseError
 from warehouse.schema import MARTS, RAW_TABLES
 from warehouse.writer import replace_partitions
@@ -44,6 +45,7 @@ DERIVED_VIEWS = (
     ("sample_spans", "views/sample_spans"),
     ("job_gpu_intervals", "views/job_gpu_intervals"),
     ("job_gpu_shares", "views/job_gpu_shares"),
+    ("job_co2e_hourly", "views/job_co2e_hourly"),
 )
 # Views computed (a local checkpoint) before a mart that reads them, rather than planned inside
 # it: job_gpu_shares reads job_gpu_intervals from four places, and planned inside
@@ -248,6 +250,10 @@ def build_marts_on_spark(
     for view, filename in REFERENCE_FILES.items():
         path = str(files("warehouse").joinpath("data", filename))
         spark.read.csv(path, header=True, inferSchema=True).createOrReplaceTempView(view)
+    # no carbon intensity on Spark: kg_co2e is null (unknown), as DuckDB's without [emissions]
+    spark.createDataFrame(
+        [], ", ".join(f"`{f.name}` {_spark_type(f.type)}" for f in CARBON_INTENSITY)
+    ).createOrReplaceTempView("carbon_intensity")
     for mart, _ in marts:  # a mart may be read (empty) before it is built, e.g. its data end
         empty = MARTS[mart].schema.empty_table()
         spark.createDataFrame(

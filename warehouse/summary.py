@@ -56,6 +56,7 @@ from warehouse.connection import (
     register_reference,
     register_table,
 )
+from warehouse.emissions import register_intensity
 from warehouse.partitions import SAMPLE_MARTS, DayKey
 from warehouse.schema import MARTS, RAW_TABLES
 from warehouse.writer import replace_partition, replace_partitions
@@ -91,6 +92,7 @@ _HELPERS = (
     "attribution/late_days",
     "attribution/share_peers",
     "attribution/scope_week_jobs",
+    "views/job_co2e_hourly",
     *DERIVED_VIEWS.values(),
 )
 # Derived views several summary marts read, in the order they read each other.
@@ -145,6 +147,7 @@ def build_summary_marts(
     """
     for table in (*RAW_TABLES, *(m for m, _ in SAMPLE_MARTS)):  # what is in the lake now
         register_table(con, root, table)
+    register_intensity(con, config.emissions)
     # Read by several marts: each computed once for this build (then views again, below).
     for view in _BUILT_ONCE:
         con.from_arrow(con.sql(sql.load(DERIVED_VIEWS[view])).to_arrow_table()).create_view(view)
@@ -882,6 +885,15 @@ def _update(
         view="job_gpu_daily_all",
     )
     _restricted(con, "job_gpu_daily_all", "job_gpu_daily", "scope_jobs")
+    energy_files = layout.table_files(root, "job_energy_hourly")
+    register_files(
+        con,
+        "job_energy_hourly",
+        [p for p in energy_files if layout.partition_key(p) in held],
+        view="job_energy_hourly_all",
+    )
+    _restricted(con, "job_energy_hourly_all", "job_energy_hourly", "scope_jobs")
+    register_intensity(con, config.emissions)
     params = config.values()
 
     def run(mart: str) -> pa.Table:
@@ -909,6 +921,10 @@ def _update(
     dates = con.from_arrow(scope_days.select(["cluster", "date"]))
     in_scope = ["cluster", "date"]
     con.table("job_gpu_daily_days").join(dates, in_scope, how="semi").create_view("job_gpu_daily")
+    files = [p for p in energy_files if layout.partition_key(p) in folders]
+    register_files(con, "job_energy_hourly", files, view="job_energy_hourly_days")
+    energy_days = con.table("job_energy_hourly_days").join(dates, in_scope, how="semi")
+    energy_days.create_view("job_energy_hourly")
     daily = con.from_arrow(run("usage_daily")).join(dates, in_scope, how="semi").to_arrow_table()
     _land_changed(root, "usage_daily", daily, keys)
     merged_usage = _merge_jobs(root, "job_usage", usage, scope)

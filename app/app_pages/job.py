@@ -6,6 +6,7 @@ import streamlit as st
 
 from app import charts, data, scope
 from app.downloads import show_table
+from app.emissions_text import describe_emissions
 from app.markdown_text import md
 from detectors.job_advice import when_no_advice
 
@@ -72,6 +73,7 @@ c4.metric(
 c5.metric(
     "Energy kWh", f"{job['energy_kwh'] or 0:,.1f}", help=f"mean {job['power_w_mean'] or 0:.0f} W"
 )
+st.caption(md(describe_emissions(job)))
 if job.get("tokens_per_s_per_gpu") is not None:
     # what the training loop reported (collector.throughput, or its callbacks)
     t1, t2, t3 = st.columns(3)

@@ -7,6 +7,7 @@ from app import charts, data, scope
 from app.config import DASHBOARD_CURRENCY as CURRENCY
 from app.config import dashboard_cost_per_gpu_hour
 from app.downloads import show_table
+from app.emissions_text import window_co2e_text
 from app.markdown_text import md
 
 s = scope.current()
@@ -86,6 +87,8 @@ c5.metric(
     help=f"Idle allocated GPU-hours × {CURRENCY}{rate:.2f}; all allocated GPU-hours cost "
     f"{CURRENCY}{rate * w['allocated_gpu_h']:,.0f}",
 )
+co2e = data.window_co2e(s.root, s.cluster, s.start, s.end).row(0, named=True)
+st.caption(md(window_co2e_text(co2e)))
 st.caption(
     f"{w['gpus_total']:.0f} GPUs, {w['jobs']:,} jobs with samples in the window; "
     f"data from {s.data_start:%Y-%m-%d %H:%M} to {s.data_end:%Y-%m-%d %H:%M} UTC (last bucket)."

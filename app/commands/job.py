@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from app.emissions_text import describe_emissions
 from app.errors import AppError, reports_errors
 from app.options import lake_option
 
@@ -157,6 +158,7 @@ def render_text(
             f"{_num(job.get('effective_gpu_h'), '.2f')} effective",
             f"  Energy: {_num(job.get('energy_kwh'), '.2f')} kWh at "
             f"{_num(job.get('power_w_mean'), '.0f')} W per GPU on average",
+            f"  {describe_emissions(job)}",
         ]
         if job.get("shared"):
             lines.append(

@@ -11,6 +11,8 @@ table's dots written as underscores, e.g. GPULEDGER_DETECT_IDLE_JOB_IDLE_MINUTES
     [detect.<detector>]         enabled, the scope keys, the thresholds of its rule family
     [recommend]                 lookback_days
     [recommend.<kind>]          enabled, the scope keys, the recommender's thresholds
+    [emissions]                 default_g_per_kwh, [emissions.clusters.<name>] g_per_kwh, csv
+                                (app/pipeline/emissions.py; into AttributionConfig.emissions)
 
 The scope keys follow Job Defense Shield: `partitions` (only these), `exclude_partitions`,
 `exclude_accounts`, `exclude_users`, `exclude_qos`. A threshold set in `[detect.idle_job]`
@@ -34,6 +36,7 @@ from app.config import (
     register_table_section,
     show_value,
 )
+from app.pipeline.emissions import EmissionsSettings
 from detectors.recommend import KINDS
 from detectors.recommend.config import RecommendConfig
 from detectors.rules import DETECTOR_FAMILY, DETECTORS, FAMILIES, RuleConfig, rule_config_from
@@ -246,7 +249,11 @@ def _subtables(name: str, table: Mapping[str, Any], known: tuple[str, ...], wher
 
 def _hints(cls: type) -> dict[str, Any]:
     hints = typing.get_type_hints(cls)
-    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls) if f.name not in _OWN_TABLE}
+
+
+# AttributionConfig fields filled from a table of their own, not keys of [attribute]
+_OWN_TABLE = frozenset({"emissions"})
 
 
 _SWITCH_AND_SCOPE: dict[str, Any] = {"enabled": bool, **dict.fromkeys(SCOPE_KEYS, tuple[str, ...])}
@@ -266,6 +273,8 @@ def _rows(
     table_name: str, instance: Any, sources: Mapping[str, str]
 ) -> Iterator[tuple[str, str, str]]:
     for f in dataclasses.fields(instance):
+        if f.name in _OWN_TABLE:
+            continue
         key = f"{table_name}.{f.name}"
         yield key, _show(getattr(instance, f.name)), sources.get(key, "default")
 
@@ -525,6 +534,11 @@ def pipeline_config(
             recommend.recommenders,
             {**recommend.sources, key: "attribute.bucket_s"},
         )
+    emissions: EmissionsSettings | None = cfg.values.get("emissions")
+    if emissions is not None and emissions.intensity != attribute.config.emissions:
+        # the carbon intensity travels with the attribution config (the summary marts read it)
+        config = replace(attribute.config, emissions=emissions.intensity)
+        attribute = AttributeSettings(config, attribute.sources)
     return PipelineConfig(attribute, cfg.values["detect"], recommend)
 
 
@@ -562,11 +576,16 @@ def _toml(value: Any) -> str:
     return repr(value)
 
 
+def _attribute_fields() -> list[dataclasses.Field[Any]]:
+    """The keys of [attribute]: AttributionConfig's fields but those of their own table."""
+    return [f for f in dataclasses.fields(DEFAULT_ATTRIBUTION) if f.name not in _OWN_TABLE]
+
+
 def defaults_toml() -> str:
     """Every pipeline key with its built-in default, as commented-out TOML (the generated part
     of deploy/gpuledger.example.toml; tests/app/test_pipeline_config.py keeps them equal)."""
     lines = ["[attribute]", "# how samples become marts (DESIGN §4; flags --idle-below, --bucket)"]
-    for f in dataclasses.fields(DEFAULT_ATTRIBUTION):
+    for f in _attribute_fields():
         lines.append(f"# {f.name} = {_toml(f.default)}")
     for name in DETECTOR_NAMES:
         family = DETECTOR_FAMILY.get(name)
@@ -609,7 +628,7 @@ def reference_markdown() -> str:
         "low_efficiency_below": "A job whose mean busy fraction is below this is low-efficiency "
         "(fairness_weekly).",
     }
-    for f in dataclasses.fields(DEFAULT_ATTRIBUTION):
+    for f in _attribute_fields():
         row("attribute", f.name, f.default, meanings[f.name])
     row("detect.<detector>", "enabled", True, "Off: the detector raises no finding.")
     for key in SCOPE_KEYS:
@@ -628,4 +647,19 @@ def reference_markdown() -> str:
         doc = (type(part).__doc__ or "").strip().splitlines()[0]
         for f in dataclasses.fields(part):
             row(f"recommend.{kind}", f.name, getattr(part, f.name), doc)
+    row(
+        "emissions",
+        "default_g_per_kwh",
+        None,
+        "g CO2e per kWh of every cluster not listed (`GPULEDGER_EMISSIONS_DEFAULT_G_PER_KWH`); "
+        "unset: kg_co2e unknown (null) there.",
+    )
+    row("emissions.clusters.<name>", "g_per_kwh", None, "The cluster's g CO2e per kWh.")
+    row(
+        "emissions.clusters.<name>",
+        "csv",
+        None,
+        "Hourly values: a CSV `hour_start_utc,g_per_kwh`, relative to the configuration file; "
+        "the hours it lacks count at `g_per_kwh` (else the default).",
+    )
     return "\n".join(rows) + "\n"

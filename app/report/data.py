@@ -107,6 +107,12 @@ def marts_built(con: duckdb.DuckDBPyConnection) -> bool:
     return not (jobs and not fairness)
 
 
+def _known_sum(column: pl.Series) -> float | None:
+    """The sum of the known values of `column`; None when none is known."""
+    known = column.drop_nulls()
+    return float(known.sum()) if known.len() else None
+
+
 def _params(cluster: str, week: IsoWeek) -> dict[str, Any]:
     return {
         "cluster": cluster,
@@ -477,12 +483,13 @@ def assemble_report(
     failures = queries.run(con, "report/failures_by_cause", **p)
     energy = (
         this_week.filter(pl.col("level") == "account")
-        .select("account", "energy_kwh", "alloc_gpu_h")
+        .select("account", "energy_kwh", "alloc_gpu_h", "kg_co2e")
         .filter(pl.col("energy_kwh") > 0)
         .sort("energy_kwh", descending=True)
     )
     if settings.cost_per_kwh is not None:
         energy = energy.with_columns((pl.col("energy_kwh") * settings.cost_per_kwh).alias("cost"))
+    fallback_jobs, fallback_hours = queries.run(con, "report/co2e_fallback", **p).row(0)
     kueue = queries.run(con, "report/kueue_queue_share", **p)
     recs = queries.run(con, "report/recommendations_weekly", **p)
     known = _known_weeks(weeks)
@@ -510,6 +517,10 @@ def assemble_report(
             "effective_gpu_h": float(accounts.get_column("effective_gpu_h").sum()),
             "waste_gpu_h": float(tables["waste_by_account"].get_column("waste_gpu_h").sum()),
             "energy_kwh": float(tables["waste_by_account"].get_column("energy_kwh").sum()),
+            # null when no account's emissions are known (no intensity configured), never 0
+            "kg_co2e": _known_sum(energy.get_column("kg_co2e")),
+            "co2e_fallback_jobs": int(fallback_jobs),
+            "co2e_fallback_hours": int(fallback_hours),
             "gpu_h_lost": float(failures.get_column("gpu_h_lost").sum()),
             "jobs_pending_at_end": int(tables["pending_backlog"].get_column("jobs_pending").sum()),
             "half_life_days": settings.half_life_days,

@@ -8,7 +8,7 @@
 --   $end      only jobs started before this
 --   $viewer   only this user's jobs, or NULL for everyone's
 -- Returns: account, users, jobs, alloc_gpu_h, idle_gpu_h, effective_gpu_h, idle_share,
---          efficiency, energy_kwh
+--          efficiency, energy_kwh, kg_co2e (the known kg CO2e of the jobs; null: none known)
 
 SELECT
     coalesce(account, '(none)') AS account,
@@ -19,7 +19,8 @@ SELECT
     sum(effective_gpu_h) AS effective_gpu_h,
     sum(idle_gpu_h) / nullif(sum(observed_gpu_h), 0) AS idle_share,
     sum(effective_gpu_h) / nullif(sum(observed_gpu_h), 0) AS efficiency,
-    sum(energy_kwh) AS energy_kwh
+    sum(energy_kwh) AS energy_kwh,
+    sum(kg_co2e) AS kg_co2e
 FROM job_usage
 WHERE cluster = $cluster
     AND (end_ts IS NULL OR end_ts >= $start)

@@ -10,7 +10,8 @@
 --          nodes, cpus, mem_req_mib, submit_ts, start_ts, end_ts, wait_h, runtime_h,
 --          time_limit_h, alloc_gpu_h, observed_gpu_h, active_gpu_h, idle_gpu_h,
 --          effective_gpu_h, busy_mean, gpu_util_pct_mean, sm_active_mean, tensor_active_mean,
---          dram_active_mean, fb_used_mib_max, energy_kwh, power_w_mean, est_tflops_mean,
+--          dram_active_mean, fb_used_mib_max, energy_kwh, kg_co2e, co2e_fallback_hours,
+--          power_w_mean, est_tflops_mean,
 --          gpus_never_active, gpu_h_lost, gpu_h_lost_requeue, hw_event_before_end, shared,
 --          source, model_params, tokens_per_s_per_gpu, mfu
 --
@@ -49,6 +50,8 @@ SELECT
     u.dram_active_mean,
     u.fb_used_mib_max,
     u.energy_kwh,
+    u.kg_co2e,
+    u.co2e_fallback_hours,
     u.power_w_mean,
     u.est_tflops_mean,
     u.gpus_never_active,

@@ -16,7 +16,7 @@
 --   $limit      at most this many rows, the most wasteful first
 -- Returns: job_id, job_name, user, account, partition, state, gpus, start_ts, end_ts,
 --          runtime_h, alloc_gpu_h, idle_gpu_h, idle_share, busy_mean, sm_active_mean,
---          tensor_active_mean, gpus_never_active, energy_kwh
+--          tensor_active_mean, gpus_never_active, energy_kwh, kg_co2e
 --
 -- Every filter is a bound value: free text reaches SQL only as $needle, compared with
 -- contains(), so quotes and SQL keywords in it are just characters to look for.
@@ -39,7 +39,8 @@ SELECT
     u.sm_active_mean,
     u.tensor_active_mean,
     u.gpus_never_active,
-    u.energy_kwh
+    u.energy_kwh,
+    u.kg_co2e
 FROM job_usage AS u
 LEFT JOIN jobs_latest AS j
     ON j.cluster = u.cluster

@@ -10,7 +10,8 @@
 --          cpu_time_s, max_rss_mib, interactive, requeues, source, runtime_s, alloc_gpu_h,
 --          observed_gpu_h, active_gpu_h, idle_gpu_h, effective_gpu_h, busy_mean,
 --          gpu_util_pct_mean, sm_active_mean, tensor_active_mean, dram_active_mean,
---          fb_used_mib_max, energy_kwh, power_w_mean, est_tflops_mean, nvlink_gb, pcie_gb,
+--          fb_used_mib_max, energy_kwh, kg_co2e, co2e_fallback_hours, power_w_mean,
+--          est_tflops_mean, nvlink_gb, pcie_gb,
 --          gpus_never_active, samples, shared (GPU time split with other jobs: estimates),
 --          hw_event_before_end, hw_event_kinds (a hardware event on its GPUs; NULL unbuilt),
 --          model_params, tokens_per_s_per_gpu, mfu (what the job reported, and its MFU)
@@ -57,6 +58,8 @@ SELECT
     u.dram_active_mean,
     u.fb_used_mib_max,
     u.energy_kwh,
+    u.kg_co2e,
+    u.co2e_fallback_hours,
     u.power_w_mean,
     u.est_tflops_mean,
     u.nvlink_gb,

@@ -10,14 +10,15 @@
 -- Returns: cluster, week, level, account, user, jobs, jobs_started, alloc_gpu_h,
 --          observed_gpu_h, effective_gpu_h, idle_gpu_h, energy_kwh, cpu_h, mem_gib_h,
 --          usage_share, effective_share, level_share, entitled_share, usage_ratio,
---          wait_p50_s, wait_p95_s, low_eff_gpu_h, failed_gpu_h, unused_limit_gpu_h, waste_gpu_h
+--          wait_p50_s, wait_p95_s, low_eff_gpu_h, failed_gpu_h, unused_limit_gpu_h, waste_gpu_h,
+--          kg_co2e
 --
 -- Weeks start Monday 00:00 UTC (ISO weeks). Allocated GPU-hours come from the scheduler's GPU
 -- intervals (job_gpu_shares: a GPU held by several jobs at once split evenly among them), else
 -- from gpus × (start, end) like job_usage; a running job
 -- counts to the end of the data (the last sample, else the job's last update). Allocations that
 -- cross a week boundary are split at Monday 00:00. observed/effective/idle GPU-hours and energy
--- are the week's days of usage_daily. usage_share = the row's allocated GPU-hours ÷ the
+-- (and kg_co2e: null when no day of it is known) are the week's days of usage_daily. usage_share = the row's allocated GPU-hours ÷ the
 -- cluster's in the week (Slurm's NormUsage, undecayed); entitled_share = the product of
 -- normalized shares down the association tree (Slurm's classic S; trees up to 5 levels below
 -- the row), level_share = the normalized share among its siblings (Fair Tree's S); both null
@@ -219,7 +220,8 @@ used_days AS (
         observed_gpu_h,
         effective_gpu_h,
         idle_gpu_h,
-        energy_kwh
+        energy_kwh,
+        kg_co2e
     FROM usage_daily
 ),
 used_rows AS (
@@ -232,7 +234,8 @@ used_rows AS (
         sum(observed_gpu_h) AS observed_gpu_h,
         sum(effective_gpu_h) AS effective_gpu_h,
         sum(idle_gpu_h) AS idle_gpu_h,
-        sum(energy_kwh) AS energy_kwh
+        sum(energy_kwh) AS energy_kwh,
+        sum(kg_co2e) AS kg_co2e
     FROM used_days
     GROUP BY GROUPING SETS ((cluster, week_n, account), (cluster, week_n, account, user))
 ),
@@ -251,6 +254,7 @@ usage_rows AS (
         CAST(NULL AS DOUBLE) AS effective_gpu_h,
         CAST(NULL AS DOUBLE) AS idle_gpu_h,
         CAST(NULL AS DOUBLE) AS energy_kwh,
+        CAST(NULL AS DOUBLE) AS kg_co2e,
         cpu_h,
         mem_gib_h,
         wait_p50_s,
@@ -273,6 +277,7 @@ usage_rows AS (
         effective_gpu_h,
         idle_gpu_h,
         energy_kwh,
+        kg_co2e,
         NULL AS cpu_h,
         NULL AS mem_gib_h,
         NULL AS wait_p50_s,
@@ -366,6 +371,7 @@ combined AS (
         coalesce(max(effective_gpu_h), 0) AS effective_gpu_h,
         coalesce(max(idle_gpu_h), 0) AS idle_gpu_h,
         coalesce(max(energy_kwh), 0) AS energy_kwh,
+        max(kg_co2e) AS kg_co2e,
         coalesce(max(cpu_h), 0) AS cpu_h,
         coalesce(max(mem_gib_h), 0) AS mem_gib_h,
         max(level_share) AS level_share,
@@ -395,6 +401,7 @@ combined AS (
             NULL AS effective_gpu_h,
             NULL AS idle_gpu_h,
             NULL AS energy_kwh,
+            NULL AS kg_co2e,
             NULL AS cpu_h,
             NULL AS mem_gib_h,
             NULL AS wait_p50_s,
@@ -443,6 +450,7 @@ SELECT
     c.low_eff_gpu_h,
     c.failed_gpu_h,
     c.unused_limit_gpu_h,
-    greatest(c.observed_gpu_h - c.effective_gpu_h, 0) AS waste_gpu_h
+    greatest(c.observed_gpu_h - c.effective_gpu_h, 0) AS waste_gpu_h,
+    c.kg_co2e
 FROM totals AS c
 ORDER BY c.cluster, week, c.level, c.account, c.user

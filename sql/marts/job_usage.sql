@@ -2,14 +2,14 @@
 --
 -- Grain:   one row per (cluster, job_id)
 -- Reads:   jobs_latest, job_gpu_shares, job_gpu_daily, gpu_job_buckets, app_throughput,
---          gpu_models
+--          gpu_models, job_co2e_hourly
 -- Params:  none
 -- Returns: cluster, job_id, user, account, partition, state, start_ts, end_ts, gpus, alloc_gpu_h,
 --          observed_gpu_h, active_gpu_h, idle_gpu_h, effective_gpu_h, busy_mean,
 --          gpu_util_pct_mean, sm_active_mean, tensor_active_mean, dram_active_mean,
 --          fb_used_mib_max, energy_kwh, power_w_mean, est_tflops_mean, nvlink_gb, pcie_gb,
 --          gpus_never_active, samples, app_throughput, shared, model_params,
---          tokens_per_s_per_gpu, mfu
+--          tokens_per_s_per_gpu, mfu, kg_co2e, co2e_fallback_hours
 --
 -- alloc_gpu_h comes from the scheduler's GPU intervals (job_gpus), overlapping intervals of one
 -- job on one GPU merged, and where several jobs held one GPU at once, its time split evenly
@@ -28,6 +28,9 @@
 -- GPU model's peak dense BF16 FLOP/s, gpu_models); null unless every GPU-day of the job was on
 -- one known model and no MIG instance (a guessed peak is no figure), and null where it would
 -- exceed 1 (a wrong parameter or token count; `gpuledger check` counts those jobs).
+-- kg_co2e: Σ over the job's hours of kWh × that hour's g CO2e/kWh / 1000 (job_co2e_hourly);
+-- null when the job has no energy data or an hour of it has no intensity configured.
+-- co2e_fallback_hours: its hours with energy that the cluster's hourly CSV lacked.
 
 WITH data_end AS (
     -- the end of the cluster's last sample interval, kept per bucket so no sample is re-read
@@ -101,6 +104,18 @@ peak AS (
     LEFT JOIN gpu_models AS m
         ON m.model = d.model
     GROUP BY d.cluster, d.job_id
+),
+co2e AS (
+    SELECT
+        cluster,
+        job_id,
+        CASE
+            WHEN count(*) FILTER (WHERE g_per_kwh IS NULL) = 0
+                THEN sum(energy_j * g_per_kwh) / 3.6e9
+        END AS kg_co2e,
+        count(*) FILTER (WHERE fallback) AS fallback_hours
+    FROM job_co2e_hourly
+    GROUP BY cluster, job_id
 ),
 used AS (
     SELECT
@@ -224,7 +239,9 @@ SELECT
             <= coalesce(j.gpus, a.slots, u.devices) * f.peak_flops
             THEN 6.0 * p.model_params * p.tokens / nullif(p.span_s, 0)
                 / nullif(coalesce(j.gpus, a.slots, u.devices) * f.peak_flops, 0)
-    END AS mfu
+    END AS mfu,
+    c.kg_co2e,
+    coalesce(c.fallback_hours, 0) AS co2e_fallback_hours
 FROM keys AS k
 LEFT JOIN started AS j
     ON j.cluster = k.cluster AND j.job_id = k.job_id
@@ -238,4 +255,6 @@ LEFT JOIN app AS p
     ON p.cluster = k.cluster AND p.job_id = k.job_id
 LEFT JOIN peak AS f
     ON f.cluster = k.cluster AND f.job_id = k.job_id
+LEFT JOIN co2e AS c
+    ON c.cluster = k.cluster AND c.job_id = k.job_id
 ORDER BY k.cluster, k.job_id

@@ -1,15 +1,17 @@
 -- usage_daily: GPU-hours per UTC day, account and user — allocated, observed, active, idle.
 --
 -- Grain:   one row per (cluster, date, account, user)
--- Reads:   job_gpu_shares, job_gpu_daily, jobs_latest
+-- Reads:   job_gpu_shares, job_gpu_daily, jobs_latest, job_co2e_hourly
 -- Params:  none
 -- Returns: cluster, date, account, user, jobs, alloc_gpu_h, observed_gpu_h, active_gpu_h,
---          idle_gpu_h, effective_gpu_h, energy_kwh, shared
+--          idle_gpu_h, effective_gpu_h, energy_kwh, shared, kg_co2e
 --
 -- Allocation intervals that cross midnight are split at 00:00 UTC; samples count on the day
 -- of their ts. Jobs the scheduler never reported have a null account and user. shared: some of
 -- the GPU time (observed or allocated) was on a GPU shared by several jobs at once, split
--- evenly among them (an estimate).
+-- evenly among them (an estimate). kg_co2e: the day's energy of the jobs, each hour's at that
+-- hour's carbon intensity (job_co2e_hourly); null when no job had energy data that day or an
+-- hour of it has no intensity configured.
 
 WITH alloc_days AS (
     SELECT
@@ -50,6 +52,16 @@ used AS (
     FROM job_gpu_daily
     GROUP BY cluster, job_id, date
 ),
+co2e AS (
+    SELECT
+        cluster,
+        job_id,
+        date,
+        sum(energy_j * g_per_kwh) / 3.6e9 AS kg_co2e,
+        count(*) FILTER (WHERE g_per_kwh IS NULL) AS unknown_hours
+    FROM job_co2e_hourly
+    GROUP BY cluster, job_id, date
+),
 job_days AS (
     SELECT
         coalesce(a.cluster, u.cluster) AS cluster,
@@ -62,10 +74,16 @@ job_days AS (
         coalesce(u.effective_s, 0) AS effective_s,
         coalesce(u.energy_j, 0) AS energy_j,
         coalesce(u.shared_s, 0) AS shared_s,
-        coalesce(a.split, 0) AS split
+        coalesce(a.split, 0) AS split,
+        c.kg_co2e,
+        c.unknown_hours
     FROM alloc AS a
     FULL OUTER JOIN used AS u
         ON u.cluster = a.cluster AND u.job_id = a.job_id AND u.date = a.date
+    LEFT JOIN co2e AS c
+        ON c.cluster = coalesce(a.cluster, u.cluster)
+        AND c.job_id = coalesce(a.job_id, u.job_id)
+        AND c.date = coalesce(a.date, u.date)
 )
 SELECT
     d.cluster,
@@ -79,7 +97,8 @@ SELECT
     sum(d.idle_s) / 3600.0 AS idle_gpu_h,
     sum(d.effective_s) / 3600.0 AS effective_gpu_h,
     sum(d.energy_j) / 3600000.0 AS energy_kwh,
-    sum(d.shared_s) > 0 OR max(d.split) = 1 AS shared
+    sum(d.shared_s) > 0 OR max(d.split) = 1 AS shared,
+    CASE WHEN coalesce(sum(d.unknown_hours), 0) = 0 THEN sum(d.kg_co2e) END AS kg_co2e
 FROM job_days AS d
 LEFT JOIN jobs_latest AS j
     ON j.cluster = d.cluster AND j.job_id = d.job_id

@@ -34,7 +34,8 @@ SELECT
     low_eff_gpu_h,
     failed_gpu_h,
     unused_limit_gpu_h,
-    waste_gpu_h
+    waste_gpu_h,
+    kg_co2e
 FROM fairness_weekly
 WHERE cluster = $cluster
     AND week >= $first_week

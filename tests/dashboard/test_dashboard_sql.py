@@ -459,3 +459,28 @@ def test_any_search_text_matches_literally_and_never_fails(text):
         expected = {j for j, values in fields.items() if any(needle in v for v in values)}
 
         assert set(job_ids(con, needle=needle)) == expected
+
+
+def test_window_co2e_sums_the_whole_utc_days_the_window_touches(con):
+    day = T0.date()
+    rows = [
+        {"cluster": "sim", "date": day - dt.timedelta(days=1), "kg_co2e": 100.0, "energy_kwh": 1.0},
+        {"cluster": "sim", "date": day, "kg_co2e": 2.0, "energy_kwh": 4.0, "user": "ann"},
+        {"cluster": "sim", "date": day, "kg_co2e": 3.0, "energy_kwh": 6.0, "user": "bob"},
+        {"cluster": "sim", "date": day + dt.timedelta(days=1), "kg_co2e": None, "energy_kwh": 5.0},
+        {"cluster": "sim", "date": day + dt.timedelta(days=2), "kg_co2e": 50.0, "energy_kwh": 1.0},
+        {"cluster": "other", "date": day, "kg_co2e": 70.0, "energy_kwh": 1.0},
+    ]
+    con.register("usage_daily", table("usage_daily", rows))
+    # from T0 + 1 h to the next midnight + 2 days, excluded: the days T0 and T0 + 1 day
+    window = {"cluster": "sim", "start": h(1), "end": h(48)}
+    [row] = queries.run(con, "dashboard/window_co2e", **window).to_dicts()
+
+    assert (row["first_date"], row["last_date"]) == (day, day + dt.timedelta(days=1))
+    assert row["kg_co2e"] == pytest.approx(5.0)  # a day of unknown kg adds nothing, not 0 kg
+    assert row["energy_kwh"] == pytest.approx(15.0)
+
+    unknown = [r | {"kg_co2e": None} for r in rows]
+    con.register("usage_daily", table("usage_daily", unknown))
+    [row] = queries.run(con, "dashboard/window_co2e", **window).to_dicts()
+    assert row["kg_co2e"] is None

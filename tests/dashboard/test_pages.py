@@ -189,6 +189,22 @@ def test_job_page_shows_a_chosen_job_with_timelines_findings_and_advice(
     assert at.subheader[0].value == "What to change next time"
 
 
+def test_job_page_says_its_emissions_or_why_they_are_unknown(demo_lake, names, monkeypatch):
+    at = open_page(demo_lake, "job", monkeypatch, job_id_input=names["job_id"])
+
+    # the demo lake is built without [emissions]: unknown, never 0 kg
+    captions = [c.value.replace("\\", "") for c in at.caption]  # markdown escapes undone
+    assert any(c.startswith("Emissions: unknown (") for c in captions), captions
+
+
+def test_overview_says_the_windows_emissions_or_why_they_are_unknown(demo_lake, monkeypatch):
+    at = open_page(demo_lake, "overview", monkeypatch)
+
+    assert not at.exception
+    captions = [c.value.replace("\\", "") for c in at.caption]  # markdown escapes undone
+    assert any(c.startswith("Emissions of the jobs' energy") and "unknown" in c for c in captions)
+
+
 def test_unknown_job_is_no_match(demo_lake, monkeypatch):
     at = open_page(demo_lake, "job", monkeypatch, job_id_input="no-such-job")
 

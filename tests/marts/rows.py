@@ -165,7 +165,8 @@ def mixed_lake() -> dict[str, list[Row]]:
     return {
         "samples": samples(g0, gpu_index=0, engine_active=0.4)
         + samples(g1, gpu_index=1, interval_s=20.0, engine_active=0.0, gpu_util_pct=5.0)
-        + samples(range(0, 200, 30), node="g002", engine_active=1.0),
+        # power on g002 only: job_energy_hourly has rows, other jobs' energy stays unknown
+        + samples(range(0, 200, 30), node="g002", engine_active=1.0, power_w=250.0),
         "jobs": [job("j1", 0, 700), job("j2", 50, 500), job("j3", 400, 900)],
         "job_gpus": [
             job_gpu("j1", 0, 700, gpu_index=0),
@@ -185,8 +186,10 @@ def build_lake(
     job_gpus: Sequence[Mapping[str, Any]] = (),
     events: Sequence[Mapping[str, Any]] = (),
     gpus: Sequence[Mapping[str, Any]] = (),
+    config: AttributionConfig | None = None,
 ) -> duckdb.DuckDBPyConnection:
-    """Land the given rows, attribute the samples by `job_gpus`, build every mart; return `con`.
+    """Land the given rows, attribute the samples by `job_gpus`, build every mart (with
+    `config`, default the built-in one); return `con`.
 
     Samples are landed as given (usually with a null job_id), then `reattribute` sets owners.
     """
@@ -197,7 +200,7 @@ def build_lake(
     land(root, "gpus", gpus)
     con = connect(root)
     reattribute(con, root)
-    build_marts(con, root, AttributionConfig())
+    build_marts(con, root, config or AttributionConfig())
     return con
 
 

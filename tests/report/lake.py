@@ -29,12 +29,19 @@ import json
 from pathlib import Path
 
 from tests.marts.rows import CLUSTER, T0, at, build_lake, gpu, job, job_gpu, land, samples
+from warehouse.attribution import AttributionConfig
 
 WEEK_END_S = 3 * 86400.0  # Monday 2024-03-04 00:00, seconds after T0
 HOUR = 3600.0
 
 
-def build_fairness_lake(root: Path, *, associations: bool = True, recommendations: bool = True):
+def build_fairness_lake(
+    root: Path,
+    *,
+    associations: bool = True,
+    recommendations: bool = True,
+    config: AttributionConfig | None = None,
+):
     j1_busy = [0.0 if t < 1800 else 1.0 for t in range(0, 3600, 30)]
     if associations:
         land(
@@ -127,6 +134,7 @@ def build_fairness_lake(root: Path, *, associations: bool = True, recommendation
             job_gpu("j3", WEEK_END_S - 1800, WEEK_END_S + 1800, node="g002"),
         ],
         gpus=[gpu(), gpu(gpu_index=1), gpu("g002")],
+        config=config,
     )
 
 

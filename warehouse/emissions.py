@@ -1,0 +1,176 @@
+"""Carbon intensity: the grams of CO2e per kWh each cluster's electricity carried, per hour.
+
+The configuration (`[emissions]`, app/pipeline/settings.py) reads it into a `CarbonIntensity`
+(a default for every cluster, a constant per cluster, hourly values per cluster from a CSV),
+which travels in `AttributionConfig.emissions`: the summary marts' inputs, so a change of it
+rebuilds them (they are small), never the sample-level marts. `register_intensity` puts it in
+the engine as the Arrow table `carbon_intensity` and the view `job_co2e_hourly`
+(sql/views/job_co2e_hourly.sql), which job_usage and usage_daily read for `kg_co2e`.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+import sql
+
+if TYPE_CHECKING:
+    import duckdb
+
+__all__ = [
+    "CARBON_INTENSITY",
+    "CSV_HEADER",
+    "CarbonIntensity",
+    "ClusterIntensity",
+    "IntensityCsvError",
+    "intensity_table",
+    "parse_intensity_csv",
+    "register_intensity",
+]
+
+# The header an hourly intensity CSV starts with.
+CSV_HEADER = ("hour_start_utc", "g_per_kwh")
+# cluster null: every cluster without rows of its own; hour_start null: every hour without a
+# row of its own (the cluster's constant).
+CARBON_INTENSITY = pa.schema(
+    [
+        pa.field("cluster", pa.string()),
+        pa.field("hour_start", pa.timestamp("ms", tz="UTC")),
+        pa.field("g_per_kwh", pa.float64(), nullable=False),
+    ]
+)
+_HOUR_S = 3600
+
+
+class IntensityCsvError(ValueError):
+    """A line of an hourly intensity CSV that is not `hour_start_utc,g_per_kwh`; the message
+    names the line."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterIntensity:
+    """One cluster's intensity: a constant (`g_per_kwh`), hourly values (`hours`: (epoch
+    second of the hour's start, g/kWh), from the CSV at `csv`), or both: the constant then
+    stands in for the hours the CSV lacks."""
+
+    cluster: str
+    g_per_kwh: float | None = None
+    csv: str | None = None
+    hours: tuple[tuple[int, float], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CarbonIntensity:
+    """Every cluster's intensity in g CO2e/kWh; `default_g_per_kwh` for clusters not listed
+    (and for the hours a cluster's CSV lacks, where it has no constant). Empty: unknown, so
+    kg_co2e is null."""
+
+    default_g_per_kwh: float | None = None
+    clusters: tuple[ClusterIntensity, ...] = ()
+
+    @property
+    def configured(self) -> bool:
+        """Whether any cluster has an intensity."""
+        return self.default_g_per_kwh is not None or bool(self.clusters)
+
+
+def _parse_hour(text: str) -> int:
+    """The epoch second of an ISO 8601 hour start (UTC when no offset is written)."""
+    value = text.strip()
+    if value.endswith(("Z", "z")):
+        value = value[:-1] + "+00:00"
+    moment = dt.datetime.fromisoformat(value)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    seconds = moment.timestamp()
+    if seconds % _HOUR_S:
+        raise ValueError("not the start of an hour")
+    return int(seconds)
+
+
+def parse_intensity_csv(text: str) -> tuple[tuple[int, float], ...]:
+    """Parse `hour_start_utc,g_per_kwh` lines into (epoch second, g/kWh) pairs, by hour.
+
+    Raises IntensityCsvError naming the first bad line: a missing header, a time that is not
+    an hour start, a value that is not a non-negative number, an hour given twice. An empty
+    file has no hours, like one with the header alone (`config check` says "no hours").
+    """
+    text = text.removeprefix("\ufeff")  # a byte-order mark, as spreadsheets write one
+    if not text.strip():
+        return ()
+    rows = csv.reader(io.StringIO(text))
+    header = next(rows, None)
+    if header is None or tuple(c.strip().lower() for c in header) != CSV_HEADER:
+        raise IntensityCsvError(
+            f"line 1: expected the header {','.join(CSV_HEADER)}, got {header!r}"
+        )
+    hours: dict[int, float] = {}
+    for line_no, row in enumerate(rows, start=2):
+        if not row or all(not c.strip() for c in row):
+            continue
+        if len(row) != 2:
+            raise IntensityCsvError(
+                f"line {line_no}: expected hour_start_utc,g_per_kwh, got {','.join(row)!r}"
+            )
+        try:
+            hour = _parse_hour(row[0])
+        except ValueError as exc:
+            raise IntensityCsvError(
+                f"line {line_no}: expected an hour start in ISO 8601 UTC "
+                f"(2026-03-01T13:00:00Z), got {row[0].strip()!r} ({exc})"
+            ) from None
+        try:
+            grams = float(row[1])
+        except ValueError:
+            grams = math.nan
+        if not math.isfinite(grams) or grams < 0:
+            raise IntensityCsvError(
+                f"line {line_no}: expected a non-negative g_per_kwh, got {row[1].strip()!r}"
+            )
+        if hour in hours:
+            raise IntensityCsvError(f"line {line_no}: the hour {row[0].strip()!r} is given twice")
+        hours[hour] = grams
+    return tuple(sorted(hours.items()))
+
+
+def intensity_table(intensity: CarbonIntensity) -> pa.Table:
+    """`intensity` as rows of CARBON_INTENSITY: the default (cluster null), each cluster's
+    constant (hour_start null) and its hourly values."""
+    clusters: list[str | None] = []
+    hours: list[int | None] = []
+    grams: list[float] = []
+
+    def add(cluster: str | None, hour: int | None, value: float) -> None:
+        clusters.append(cluster)
+        hours.append(None if hour is None else hour * 1000)
+        grams.append(value)
+
+    if intensity.default_g_per_kwh is not None:
+        add(None, None, intensity.default_g_per_kwh)
+    for c in intensity.clusters:
+        if c.g_per_kwh is not None:
+            add(c.cluster, None, c.g_per_kwh)
+        for hour, value in c.hours:
+            add(c.cluster, hour, value)
+    return pa.table(
+        [
+            pa.array(clusters, pa.string()),
+            pa.array(hours, pa.int64()).cast(pa.timestamp("ms", tz="UTC")),
+            pa.array(grams, pa.float64()),
+        ],
+        schema=CARBON_INTENSITY,
+    )
+
+
+def register_intensity(con: duckdb.DuckDBPyConnection, intensity: CarbonIntensity) -> None:
+    """Make `intensity` readable as `carbon_intensity` and each job's energy per hour with
+    the intensity it is counted at as `job_co2e_hourly` (which reads `job_energy_hourly`)."""
+    con.register("carbon_intensity", intensity_table(intensity))
+    con.sql(sql.load("views/job_co2e_hourly")).create_view("job_co2e_hourly")
