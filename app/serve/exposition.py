@@ -11,13 +11,13 @@ divide by 3600 for GPU-hours, as the shipped dashboards do.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from app.serve.figures import Figures
 from app.serve.settings import ServeSettings
+from app.service.metrics import escape_label, sample_value
 
 __all__ = ["METRICS", "Metric", "render_metrics"]
 
@@ -142,18 +142,6 @@ METRICS: dict[str, Metric] = {
 Sample = tuple[tuple[str, ...], float]
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _number(value: float) -> str:
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return repr(float(value)) if value != int(value) else str(int(value))
-
-
 def _label(value: Any) -> str:
     return UNKNOWN if value is None or value == "" else str(value)
 
@@ -169,9 +157,11 @@ def _family(name: str, samples: Iterable[Sample]) -> list[str]:
         if len(values) != len(metric.labels):
             raise ValueError(f"{name}: labels {metric.labels!r}, got values {values!r}")
         inner = ",".join(
-            f'{key}="{_escape(v)}"' for key, v in zip(metric.labels, values, strict=True)
+            f'{key}="{escape_label(v)}"' for key, v in zip(metric.labels, values, strict=True)
         )
-        lines.append(f"{name}{{{inner}}} {_number(value)}" if inner else f"{name} {_number(value)}")
+        lines.append(
+            f"{name}{{{inner}}} {sample_value(value)}" if inner else f"{name} {sample_value(value)}"
+        )
     return lines
 
 

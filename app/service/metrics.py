@@ -11,7 +11,7 @@ import math
 import threading
 from collections.abc import Mapping
 
-__all__ = ["METRICS", "Metrics"]
+__all__ = ["METRICS", "Metrics", "escape_label", "sample_value"]
 
 # name → (type, help)
 METRICS: dict[str, tuple[str, str]] = {
@@ -50,11 +50,13 @@ METRICS: dict[str, tuple[str, str]] = {
 Labels = tuple[tuple[str, str], ...]
 
 
-def _escape(value: str) -> str:
+def escape_label(value: str) -> str:
+    """A label value as the text exposition format quotes it."""
     return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-def _number(value: float) -> str:
+def sample_value(value: float) -> str:
+    """A sample's value as the text exposition format writes it (NaN, +Inf, -Inf)."""
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):
@@ -113,8 +115,10 @@ class Metrics:
             kind, help_text = METRICS[name]
             lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"]
             for labels, value in series:
-                inner = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
+                inner = ",".join(f'{k}="{escape_label(v)}"' for k, v in labels.items())
                 lines.append(
-                    f"{name}{{{inner}}} {_number(value)}" if inner else f"{name} {_number(value)}"
+                    f"{name}{{{inner}}} {sample_value(value)}"
+                    if inner
+                    else f"{name} {sample_value(value)}"
                 )
         return "\n".join(lines) + "\n"
