@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 import sql
 from warehouse import layout
-from warehouse.emissions import CARBON_INTENSITY
+from warehouse.emissions import CARBON_INTENSITY, CarbonIntensity, intensity_table
 from warehouse.errors import WarehouseError
 from warehouse.schema import MARTS, RAW_TABLES
 from warehouse.writer import replace_partitions
@@ -235,11 +235,13 @@ def build_marts_on_spark(
     progress: Callable[[str], None] | None = None,
     *,
     source: str | None = None,
+    intensity: CarbonIntensity | None = None,
 ) -> dict[str, int]:
     """Build `marts` (name, query) in order on Spark and land them in the lake at `root`.
 
     The raw tables are read from `root`, or from the lake at the URL `source` (object storage).
     Each mart's partitions for each cluster are replaced whole. Returns the rows of each mart.
+    `intensity` (`[emissions]`) gives kg_co2e; without it kg_co2e is null (unknown).
     The marts are cached while later marts read them and released at the end, so that a
     session that builds again (a second lake) does not keep the first build's plans and rows.
     """
@@ -250,9 +252,11 @@ def build_marts_on_spark(
     for view, filename in REFERENCE_FILES.items():
         path = str(files("warehouse").joinpath("data", filename))
         spark.read.csv(path, header=True, inferSchema=True).createOrReplaceTempView(view)
-    # no carbon intensity on Spark: kg_co2e is null (unknown), as DuckDB's without [emissions]
+    # the carbon intensity as DuckDB has it (warehouse.emissions.register_intensity); none:
+    # kg_co2e is null (unknown)
+    rows = [] if intensity is None else intensity_table(intensity).to_pylist()
     spark.createDataFrame(
-        [], ", ".join(f"`{f.name}` {_spark_type(f.type)}" for f in CARBON_INTENSITY)
+        rows, ", ".join(f"`{f.name}` {_spark_type(f.type)}" for f in CARBON_INTENSITY)
     ).createOrReplaceTempView("carbon_intensity")
     for mart, _ in marts:  # a mart may be read (empty) before it is built, e.g. its data end
         empty = MARTS[mart].schema.empty_table()

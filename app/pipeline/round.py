@@ -124,6 +124,7 @@ def attribute(
                     MART_ORDER,
                     progress=step,
                     source=spark_source,
+                    intensity=config.attribution.emissions,
                 )
             else:
                 counts = build_marts(con, lake, config.attribution, progress=step, force=force)

@@ -24,6 +24,7 @@ from tests.report.lake import assoc
 from warehouse import layout
 from warehouse.attribution import MART_ORDER, AttributionConfig, build_marts, reattribute
 from warehouse.connection import connect
+from warehouse.emissions import CarbonIntensity, ClusterIntensity
 from warehouse.schema import MARTS, RAW_TABLES
 from warehouse.spark import transpile
 
@@ -58,7 +59,14 @@ def marts(root: Path) -> dict[str, pl.DataFrame]:
     }
 
 
-def both_engines(spark, lake: Path, tmp_path: Path, *, as_url: bool = False) -> tuple[dict, dict]:
+def both_engines(
+    spark,
+    lake: Path,
+    tmp_path: Path,
+    *,
+    as_url: bool = False,
+    config: AttributionConfig = AttributionConfig(),  # noqa: B008 (frozen)
+) -> tuple[dict, dict]:
     """Attribute `lake`, then build its marts with DuckDB and (on a copy) with Spark.
 
     With `as_url`, Spark finds the raw files itself under a file:// lake URL, as it would
@@ -69,9 +77,11 @@ def both_engines(spark, lake: Path, tmp_path: Path, *, as_url: bool = False) -> 
     reattribute(connect(lake), lake)
     on_spark = tmp_path / "spark"
     shutil.copytree(lake, on_spark)
-    build_marts(connect(lake), lake, AttributionConfig())
+    build_marts(connect(lake), lake, config)
     source = on_spark.resolve().as_uri() if as_url else None
-    build_marts_on_spark(spark, on_spark, AttributionConfig().values(), MART_ORDER, source=source)
+    build_marts_on_spark(
+        spark, on_spark, config.values(), MART_ORDER, source=source, intensity=config.emissions
+    )
     return marts(lake), marts(on_spark)
 
 
@@ -169,7 +179,12 @@ def test_spark_reading_a_lake_url_builds_the_same_marts_as_duckdb(spark, tmp_pat
         ],
     )
 
-    duck, on_spark = both_engines(spark, lake, tmp_path, as_url=True)
+    # [emissions]: an hourly value for the hand-made cluster's first hour, a default elsewhere
+    hourly = ClusterIntensity(r.CLUSTER, csv="c.csv", hours=((int(r.at(0).timestamp()), 300.0),))
+    intensity = CarbonIntensity(default_g_per_kwh=450.0, clusters=(hourly,))
+    config = AttributionConfig(emissions=intensity)
+
+    duck, on_spark = both_engines(spark, lake, tmp_path, as_url=True, config=config)
 
     hand_made = pl.col("cluster") == r.CLUSTER
     assert duck["job_usage"].filter(hand_made).height == 6
@@ -181,4 +196,5 @@ def test_spark_reading_a_lake_url_builds_the_same_marts_as_duckdb(spark, tmp_pat
     fairness = duck["fairness_weekly"].filter(hand_made)
     assert fairness.filter(pl.col("account") == "bio")["jobs"].to_list() == [0, 0]
     assert fairness["entitled_share"].drop_nulls().len() > 0
+    assert duck["job_usage"].filter(hand_made)["kg_co2e"].drop_nulls().len() > 0
     assert_same(duck, on_spark)
