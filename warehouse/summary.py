@@ -101,8 +101,13 @@ _INDEX_DIR = "summary_index"
 # The scheduler's tables: a batch file of them new, rewritten (an allocation closed) or removed
 # since the last build holds late records, whose jobs are updated in place.
 _SCHEDULER = ("jobs", "job_gpus")
+# What the detectors, the evaluation and the simulator's truth write: no mart reads them, so
+# a `detect` (which lands findings every round) leaves the summary marts as they are.
+_NOT_READ = ("findings", "recommendations", "evaluation_scores", "sim_truth")
 # The raw tables the summary marts read whole (a change of their files rebuilds them).
-_OTHER_RAW = tuple(t for t in RAW_TABLES if t != "gpu_samples" and t not in _SCHEDULER)
+_OTHER_RAW = tuple(
+    t for t in RAW_TABLES if t != "gpu_samples" and t not in _SCHEDULER and t not in _NOT_READ
+)
 _DAY_S = 86400
 _EPOCH = dt.date(1970, 1, 1)
 

@@ -97,10 +97,11 @@ def assert_usage_matches_the_counts(usage: dict[str, Any], rows: list[dict[str, 
     rate, mfu = expected_rates(rows)
     assert rate > 0 and 0 < mfu < 1
     # The mart's span is a difference of epoch seconds as doubles (~1.7e9 s, spacing 2.4e-7 s)
-    # and these spans last under a second: equal to 1e-6, relative.
-    assert usage["tokens_per_s_per_gpu"] == pytest.approx(rate, rel=1e-6)
-    assert usage["mfu"] == pytest.approx(mfu, rel=1e-6)
-    assert usage["app_throughput"] == pytest.approx(rate, rel=1e-6)  # tokens win
+    # and these spans can last a few hundredths of a second (the tiny models train fast): equal
+    # to 1e-4, relative (a wrong formula is off by far more).
+    assert usage["tokens_per_s_per_gpu"] == pytest.approx(rate, rel=1e-4)
+    assert usage["mfu"] == pytest.approx(mfu, rel=1e-4)
+    assert usage["app_throughput"] == pytest.approx(rate, rel=1e-4)  # tokens win
 
 
 def train_step(model: Any, optimizer: Any, tokens: Any) -> Any:

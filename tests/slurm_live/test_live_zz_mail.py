@@ -110,10 +110,23 @@ def site(slurm_cluster: SlurmCluster) -> Iterator[Site]:
         export GPULEDGER_EPILOG_TRIES=30
         """,
     )
+    # the hooks join slurm.conf for this module's jobs only (tests/infra/slurm/slurm.conf.in),
+    # read by a slurmctld started again
+    extra = slurm_cluster.conf.with_name("slurm.conf.extra")
+    hooks = STATE_DIR / "hooks"
+    extra.write_text(
+        f"MailProg={hooks / 'mailprog'}\nEpilogSlurmctld={hooks / 'epilog-slurmctld'}\n",
+        encoding="utf-8",
+    )
+    slurm_cluster.stop("slurmctld")
+    slurm_cluster.start()
     try:
         yield Site(lake=lake, outbox=outbox)
     finally:
         HOOKS_ENV.unlink(missing_ok=True)
+        extra.unlink(missing_ok=True)
+        slurm_cluster.stop("slurmctld")
+        slurm_cluster.start()
 
 
 def gpuledger(*args: str) -> None:

@@ -35,7 +35,7 @@ slurm-wlm slurmdbd mariadb-server munge (run .ci/install-deps.sh as root)"
 
 if [ $fresh -eq 1 ]; then
     "$HERE/stop_slurm.sh"
-    rm -rf "$DIR/state" "$DIR/spool" "$DIR/log" "$DIR/jobs" "$DIR/hooks"
+    rm -rf "$DIR/state" "$DIR/spool" "$DIR/log" "$DIR/jobs" "$DIR/hooks" "$DIR/etc/slurm.conf.extra"
 fi
 
 # ---- folders, configs, fake GPUs
@@ -67,6 +67,9 @@ render() { # template destination
     mv "$2.tmp" "$2"
 }
 render "$HERE/slurm.conf.in" "$ETC/slurm.conf"
+# lines a test adds for a while (tests/slurm_live/test_live_zz_mail.py: MailProg and
+# EpilogSlurmctld), read when slurmctld starts
+[ -r "$ETC/slurm.conf.extra" ] && cat "$ETC/slurm.conf.extra" >>"$ETC/slurm.conf"
 render "$HERE/gres.conf.in" "$ETC/gres.conf"
 render "$HERE/slurmdbd.conf.in" "$ETC/slurmdbd.conf"
 chmod 0644 "$ETC/slurm.conf" "$ETC/gres.conf"
