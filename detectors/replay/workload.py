@@ -66,9 +66,15 @@ def load_workload(
             for s, st, st_name in zip(stop, start, state, strict=True)
         ]
     )
+    pinned = jobs["pinned"].to_numpy()
+    submit = _float(jobs["submit_e"])
+    if since is not None:
+        # a job still pending when the period starts enters the replay's queue then, not at
+        # its older submit: nothing but the jobs already running starts before `since`
+        submit = np.where(pinned, submit, np.maximum(submit, since.timestamp()))
     return Workload(
         job_id=jobs["job_id"].to_list(),
-        submit_e=_float(jobs["submit_e"]),
+        submit_e=submit,
         run_s=np.maximum(run_s, 0.0),
         cancel_e=cancel,
         limit_s=_float(jobs["time_limit_s"]),
@@ -84,7 +90,7 @@ def load_workload(
         node_model=nodes["model"].to_list(),
         node_partitions={k: frozenset(v) for k, v in seen.items()},
         horizon_e=horizon,
-        pinned=jobs["pinned"].to_numpy(),
+        pinned=pinned,
         job_nodes=jobs["nodes"].to_list(),
     )
 
