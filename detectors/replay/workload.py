@@ -60,18 +60,30 @@ def load_workload(
     ran = ~np.isnan(start)
     # a job still running at the end of the data ran at least until then
     run_s = np.where(ran, np.where(np.isnan(stop), float(end), stop) - start, np.nan)
-    cancel = np.array(
-        [
-            s if (np.isnan(st) and st_name.upper().startswith(_CANCELLED) and s == s) else np.inf
-            for s, st, st_name in zip(stop, start, state, strict=True)
-        ]
-    )
+    n_nodes = jobs["n_nodes"].cast(pl.Int64).to_numpy().copy()
     pinned = jobs["pinned"].to_numpy()
+    retried = _retried_attempts(con, cluster, float(end), jobs["job_id"].to_list())
+    for i, job_id in enumerate(jobs["job_id"].to_list() if retried else ()):
+        found = retried.get(job_id)
+        if found is not None and run_s[i] == run_s[i] and not pinned[i]:
+            run_s[i] = min(found[0], float(run_s[i]))
+            n_nodes[i] = found[1]
     submit = _float(jobs["submit_e"])
     if since is not None:
         # a job still pending when the period starts enters the replay's queue then, not at
         # its older submit: nothing but the jobs already running starts before `since`
         submit = np.where(pinned, submit, np.maximum(submit, since.timestamp()))
+    # a job cancelled before it started leaves the queue when it was cancelled; where the
+    # record does not say when (a trace's job killed before any attempt), at its submit: the
+    # replay does not invent a run for a job that never ran and whose size is a guess
+    cancel = np.array(
+        [
+            (max(e, sub) if e == e else sub)
+            if (np.isnan(st) and st_name.upper().startswith(_CANCELLED))
+            else np.inf
+            for e, st, st_name, sub in zip(stop, start, state, submit, strict=True)
+        ]
+    )
     return Workload(
         job_id=jobs["job_id"].to_list(),
         submit_e=submit,
@@ -79,7 +91,7 @@ def load_workload(
         cancel_e=cancel,
         limit_s=_float(jobs["time_limit_s"]),
         gpus=jobs["gpus"].cast(pl.Int64).to_numpy(),
-        n_nodes=jobs["n_nodes"].cast(pl.Int64).to_numpy(),
+        n_nodes=n_nodes,
         partition=jobs["partition"].to_list(),
         account=jobs["account"].to_list(),
         user=jobs["user"].to_list(),
@@ -93,6 +105,24 @@ def load_workload(
         pinned=pinned,
         job_nodes=jobs["nodes"].to_list(),
     )
+
+
+def _retried_attempts(
+    con: duckdb.DuckDBPyConnection, cluster: str, end: float, job_ids: list[str]
+) -> dict[str, tuple[float, int]]:
+    """Per job that ran more than once (a trace's retried attempts: Philly's), the seconds its
+    attempts held GPUs and the most nodes one attempt used. The replay runs such a job for that
+    long on that many nodes — not from its first start to its last end (between attempts it
+    was queued again) on every machine a retry moved to."""
+    if not job_ids or not _has_table(con, "job_gpus"):
+        return {}
+    attempts = queries.run(
+        con, "replay/attempts", cluster=cluster, end=dt.datetime.fromtimestamp(end, dt.UTC)
+    )
+    return {
+        job_id: (float(held_s), max(int(nodes), 1))
+        for job_id, _n, held_s, nodes, _gpus in attempts.iter_rows()
+    }
 
 
 def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:

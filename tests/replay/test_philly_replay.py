@@ -128,3 +128,63 @@ def test_a_period_replays_the_jobs_pending_at_its_start_from_then_and_compares_n
     assert kept["sim_start_e"].to_list() == kept["real_start_e"].to_list()
     assert f"({len(pending | later)} jobs started in both;" in printed
     assert 0 < _peak_gpus_in_use(rows) <= _gpus_in_inventory(lake)
+
+
+def _attempt(start: str, end: str | None, *on: tuple[str, int]) -> dict[str, Any]:
+    detail = [{"ip": node, "gpus": [f"gpu{i}" for i in range(n)]} for node, n in on]
+    return {"start_time": start, "end_time": end, "detail": detail}
+
+
+def test_retried_zero_length_and_never_started_jobs_replay_by_clear_rules(tmp_path):
+    # two 8-GPU machines. A ran twice, an hour on m1 then (after 4 h queued again) an hour on
+    # m2: the replay runs it 2 h on one node, not 6 h on both, so the 16-GPU job B (submitted
+    # 10 min after A) starts when A ends, 2 h in. C ran for no time at all; D was killed
+    # before any attempt: the replay does not invent a run for it (its size is unknown).
+    jobs = [
+        {
+            "status": "Pass", "vc": "v1", "jobid": "A", "user": "u1",
+            "submitted_time": "2017-10-01 00:00:00",
+            "attempts": [
+                _attempt("2017-10-01 00:00:00", "2017-10-01 01:00:00", ("m1", 8)),
+                _attempt("2017-10-01 05:00:00", "2017-10-01 06:00:00", ("m2", 8)),
+            ],
+        },
+        {
+            "status": "Pass", "vc": "v2", "jobid": "B", "user": "u2",
+            "submitted_time": "2017-10-01 00:10:00",
+            "attempts": [
+                _attempt("2017-10-01 06:00:00", "2017-10-01 07:00:00", ("m1", 8), ("m2", 8))
+            ],
+        },
+        {
+            "status": "Failed", "vc": "v2", "jobid": "C", "user": "u2",
+            "submitted_time": "2017-10-01 00:20:00",
+            "attempts": [_attempt("2017-10-01 00:20:00", "2017-10-01 00:20:00", ("m2", 2))],
+        },
+        {
+            "status": "Killed", "vc": "v1", "jobid": "D", "user": "u1",
+            "submitted_time": "2017-10-01 00:30:00", "attempts": [],
+        },
+    ]  # fmt: skip
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    (trace / "cluster_job_log").write_text(json.dumps(jobs))
+    (trace / "cluster_machine_list").write_text(
+        "machineId, number of GPUs, single GPU mem\nm1,8, 24GB\nm2,8, 24GB\n"
+    )
+    (trace / "cluster_gpu_util").write_text(
+        "time,machineId," + ",".join(f"gpu{i}_util" for i in range(8)) + "\n"
+    )
+    lake, out = tmp_path / "lake", tmp_path / "replay.parquet"
+    _invoke("import", "philly", str(trace), "--cluster", CLUSTER, "--lake", str(lake), "-q")
+    printed = _invoke(
+        "whatif", "replay", "--lake", str(lake), "--cluster", CLUSTER, "-q", "--out", str(out)
+    )
+    rows = {r["job_id"]: r for r in pl.read_parquet(out).iter_rows(named=True)}
+    t0 = _utc("2017-10-01 00:00:00")
+
+    assert rows["A"]["sim_start_e"] - t0 == 0 and rows["A"]["sim_end_e"] - t0 == 2 * 3600
+    assert rows["B"]["sim_start_e"] - t0 == 2 * 3600
+    assert rows["C"]["sim_start_e"] == rows["C"]["sim_end_e"] == t0 + 20 * 60
+    assert rows["D"]["sim_start_e"] is None and rows["D"]["real_start_e"] is None
+    assert "(3 jobs started in both; 0 only in the record, 0 only in the replay)" in printed
