@@ -53,6 +53,7 @@ class _Run:
     recorded: Policy
     proposed: Policy
     changes: list[str]
+    source: str  # where the recorded policy came from
 
 
 def _prepare(
@@ -70,7 +71,8 @@ def _prepare(
     con = connect(lake, require=("jobs",))
     try:
         workload = load_workload(con, cluster, since, until)
-        recorded = apply_settings(Policy(), recorded_settings(con, cluster))
+        settings = recorded_settings(con, cluster)
+        recorded = apply_settings(Policy(), settings)
     except NoWorkload as exc:
         raise AppError(str(exc)) from None
     finally:
@@ -86,6 +88,14 @@ def _prepare(
             recorded = apply_settings(recorded, settings_from_slurm_conf(text, str(slurm_conf)))
         except PolicyError as exc:
             raise AppError(f"--slurm-conf {slurm_conf}: {exc}") from None
+        source = f"the lake's record and {slurm_conf}" if settings else str(slurm_conf)
+    elif settings:
+        source = "the lake's record (`collect slurm-config`, the fair-share shares)"
+    else:
+        source = (
+            "Slurm's defaults: none recorded (priority/basic: first come, first served; "
+            "backfill; no limits) — set another with --slurm-conf or try one with --set"
+        )
     if not workload.nodes and not recorded.node_gres:
         raise AppError(
             f"cluster {cluster!r}: no GPU nodes to replay on — the lake's `gpus` table has none "
@@ -96,7 +106,7 @@ def _prepare(
         proposed = apply_settings(recorded, changes)
     except PolicyError as exc:
         raise click.BadParameter(str(exc), param_hint="--set") from None
-    return _Run(workload, recorded, proposed, list(changes))
+    return _Run(workload, recorded, proposed, list(changes), source)
 
 
 def _replay(w: Workload, policy: Policy, label: str, quiet: bool) -> Outcome:
@@ -110,9 +120,9 @@ def _replay(w: Workload, policy: Policy, label: str, quiet: bool) -> Outcome:
     return out
 
 
-def _calibration_lines(c: Calibration) -> list[str]:
+def _calibration_lines(c: Calibration, what: str = "the recorded policy replayed") -> list[str]:
     lines = [
-        f"Calibration: the recorded policy replayed against what happened ({c.jobs:,} jobs "
+        f"Calibration: {what} against what happened ({c.jobs:,} jobs "
         f"started in both; {c.started_only_real:,} only in the record, "
         f"{c.started_only_replay:,} only in the replay)",
         f"  |replayed − real start|   median {_span(c.median_abs_start_s)}, "
@@ -133,7 +143,8 @@ def _header(run: _Run) -> str:
     return (
         f"Cluster: {len(w.nodes)} nodes, {int(w.node_gpus.sum()):,} GPUs; {w.size:,} GPU jobs "
         f"submitted {_stamp(float(w.submit_e.min()))} … {_stamp(float(w.submit_e.max()))} UTC; "
-        f"replayed to the end of the data, {_stamp(w.horizon_e)} UTC"
+        f"replayed to the end of the data, {_stamp(w.horizon_e)} UTC\n"
+        f"Recorded policy: {run.source}"
     )
 
 
@@ -220,6 +231,10 @@ def command_replay(
             f"{int(result.held_by_limit.sum()):,} held pending by one "
             "(see `gpuledger whatif compare` for the side-by-side figures)."
         )
+        # how near the changed policy comes to the record: a policy the lake did not record
+        # (a trace's quotas, say) can be tried as the baseline, and kept if it calibrates better
+        for line in _calibration_lines(calibrate(run.workload, result), "with the changes"):
+            click.echo(line)
     if out is not None:
         import polars as pl
 

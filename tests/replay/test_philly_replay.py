@@ -82,6 +82,8 @@ def test_the_whole_recorded_period_replays_every_job_within_the_trace_bounds(lak
     raw = {r["job_id"]: r for r in _raw_jobs()}
     rows = pl.read_parquet(out)
 
+    # the trace records no scheduler configuration: the baseline is Slurm's defaults, said so
+    assert "Recorded policy: Slurm's defaults" in printed
     # every job of the log has GPUs and ran: each is replayed and calibrated, none left out
     assert sorted(rows["job_id"]) == sorted(raw)
     assert f"({len(raw)} jobs started in both; 0 only in the record, 0 only in the replay)" in (
@@ -128,6 +130,21 @@ def test_a_period_replays_the_jobs_pending_at_its_start_from_then_and_compares_n
     assert kept["sim_start_e"].to_list() == kept["real_start_e"].to_list()
     assert f"({len(pending | later)} jobs started in both;" in printed
     assert 0 < _peak_gpus_in_use(rows) <= _gpus_in_inventory(lake)
+
+
+def test_a_virtual_cluster_quota_tried_with_set_is_kept_and_calibrated(lake, tmp_path):
+    # Philly's VC quotas are not in the trace: a user tries one as a GPU cap on the VC's account
+    out = tmp_path / "quota.parquet"
+    printed = _invoke(
+        "whatif", "replay", "--lake", str(lake), "--cluster", CLUSTER, "-q",
+        "--set", "assoc.6214e9.GrpTRES=gres/gpu=8", "--out", str(out),
+    )  # fmt: skip
+    rows = pl.read_parquet(out).filter(pl.col("account") == "6214e9")
+
+    assert "Calibration: with the changes against what happened" in printed
+    assert rows["gpus"].max() == 8  # the cap leaves room for the VC's largest job
+    assert _peak_gpus_in_use(rows) == 8
+    assert (rows["sim_start_e"] >= rows["submit_e"]).all()
 
 
 def _attempt(start: str, end: str | None, *on: tuple[str, int]) -> dict[str, Any]:
