@@ -103,6 +103,11 @@ def _scale(lake: Path, plan: BenchPlan, echo: Echo) -> dict[str, Any]:
     }
 
 
+# issue #23's speed targets: (GPUs, days) → seconds for the replay; memory under 2 GB for both
+REPLAY_TARGETS_S = {(1024, 30): 60.0, (10_000, 30): 600.0}
+REPLAY_MEMORY_MB = 2048.0
+
+
 def _replay(lake: Path, plan: BenchPlan, echo: Echo) -> dict[str, Any]:
     """Land the simulator's jobs and nodes (no telemetry), replay them under the recorded
     policy: wall and CPU seconds, jobs replayed per second, peak RSS."""
@@ -123,9 +128,12 @@ def _replay(lake: Path, plan: BenchPlan, echo: Echo) -> dict[str, Any]:
         con.close()
     echo(f"bench replay: replaying {workload.size:,} jobs")
     cpu = time.process_time()
+    load_before = os.getloadavg()[0]
     replay_s, out = _timed(lambda: replay(workload, policy))
     cpu_s = time.process_time() - cpu
     started = int((out.start_e == out.start_e).sum())
+    target = REPLAY_TARGETS_S.get((plan.replay_gpus, plan.replay_days))
+    rss = peak_rss_mb()
     return {
         "gpus": made.gpus,
         "days": plan.replay_days,
@@ -136,7 +144,15 @@ def _replay(lake: Path, plan: BenchPlan, echo: Echo) -> dict[str, Any]:
         "replay_s": replay_s,
         "replay_cpu_s": cpu_s,
         "jobs_per_s": workload.size / replay_s if replay_s > 0 else float("inf"),
-        "peak_rss_mb": peak_rss_mb(),
+        "jobs_per_cpu_s": workload.size / cpu_s if cpu_s > 0 else float("inf"),
+        # the machine may be shared: the 1-minute load average before and after the replay
+        # says how far its wall time stands for its CPU time
+        "load_average": [load_before, os.getloadavg()[0]],
+        "target_s": target,
+        "within_target_wall": None if target is None else replay_s <= target,
+        "within_target_cpu": None if target is None else cpu_s <= target,
+        "peak_rss_mb": rss,
+        "peak_rss_within_2gb": rss <= REPLAY_MEMORY_MB,
     }
 
 
@@ -424,6 +440,17 @@ def render_bench(r: dict[str, Any]) -> str:
                 f"peak RSS {p['peak_rss_mb']:,.0f} MiB",
             ),
         ]
+        load = p["load_average"]
+        verdict = f"load average {load[0]:.1f} → {load[1]:.1f}"
+        if p["target_s"] is not None:
+            met = (
+                "met"
+                if p["within_target_wall"]
+                else ("met in CPU time only" if p["within_target_cpu"] else "missed")
+            )
+            verdict = f"target {p['target_s']:.0f} s: {met}; " + verdict
+        memory = "under" if p["peak_rss_within_2gb"] else "over"
+        lines.append(f"replay: {verdict}; peak RSS {memory} 2 GB")
     if "attribution" in r:
         a = r["attribution"]
         lines.append(f"attribution: {a['gpus']} GPUs × {a['days']} days = {a['samples']:,} samples")
