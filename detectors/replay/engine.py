@@ -43,6 +43,7 @@ from detectors.replay.policy import Policy
 __all__ = ["Outcome", "Workload", "replay", "within_data"]
 
 _NEVER = math.inf
+_WHOLE_NODE = 1 << 40  # what a reservation takes from a node: all of it
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,8 +185,12 @@ class _Profile:
         jobs = np.fromiter(expected_end.keys(), dtype=np.int64, count=len(expected_end))
         ends = np.fromiter(expected_end.values(), dtype=float, count=len(expected_end))
         inside = (ends > t) & (ends < horizon)
-        jobs, rounded = jobs[inside], np.ceil(ends[inside] / res) * res
-        self.bp = np.concatenate(([t], np.unique(rounded)))
+        jobs, rounded = jobs[inside], ends[inside]
+        # Slurm's will-run test starts a job when the running jobs' limits end (exactly); a
+        # reservation holds its nodes from that start rounded down to bf_resolution
+        floors = np.floor(rounded / res) * res
+        self.bp = np.unique(np.concatenate(([t], rounded, floors[floors > t])))
+        self.res = res
         self.rows = rows = self.bp.size
         held = [alloc[int(j)] for j in jobs]
         sizes = np.array([len(h[0]) for h in held], dtype=np.int64)
@@ -292,9 +297,23 @@ class _Profile:
             where = np.sort(np.concatenate((where, dirty[usable[:, b]])))
         fit = where if where.size == c else where[np.argsort(self._at(b, where), kind="stable")[:c]]
         self._touch(fit)
-        self._prof[fit, b : stop[b]] -= k
+        if b == 0:  # starts now: holds its GPUs for its limit
+            self._prof[fit, : stop[0]] -= k
+        else:  # a reservation: Slurm's backfill map holds whole nodes, at bf_resolution
+            lo, hi = self._reserved_rows(float(self.bp[b]), dur)
+            self._prof[fit, lo:hi] -= _WHOLE_NODE
         self.version += 1
         return b, fit
+
+    def _reserved_rows(self, start: float, dur: float) -> tuple[int, int]:
+        """The rows a reservation from `start` for `dur` holds: from `start` rounded down to
+        bf_resolution to its end rounded down (at least one resolution), as Slurm's backfill
+        map records it."""
+        res = self.res
+        first = math.floor(start / res) * res
+        last = max(math.floor((start + dur) / res) * res, first + res)
+        lo = max(int(np.searchsorted(self.bp, first, side="right")) - 1, 0)
+        return lo, int(np.searchsorted(self.bp, last, side="left"))
 
 
 def replay(
