@@ -133,12 +133,10 @@ CAP = "gres/gpu=4"  # the what-if: account ml's GPUs at once
 
 @contextmanager
 def short_backfill(c: SlurmCluster) -> Iterator[None]:
-    """slurmctld with `bf_interval` short, for this module's jobs only (tests/infra/slurm reads
-    slurm.conf.extra when it starts slurmctld), as it was afterwards."""
+    """`bf_interval` short for this module's jobs only (tests/infra/slurm reads
+    slurm.conf.extra when it starts slurmctld: see `fresh_start`), as it was afterwards."""
     extra = c.conf.with_name("slurm.conf.extra")
     extra.write_text(f"SchedulerParameters=bf_interval={BF_INTERVAL_S}\n", encoding="utf-8")
-    c.stop("slurmctld")
-    c.start()
     try:
         yield
     finally:
@@ -147,11 +145,15 @@ def short_backfill(c: SlurmCluster) -> Iterator[None]:
         c.start()
 
 
-def reset_usage(c: SlurmCluster) -> None:
+def fresh_start(c: SlurmCluster) -> None:
     """Every association's fair-share usage back to 0 (earlier jobs would tilt the priorities
-    the replay, which starts with the period, cannot know of): an account's reset resets its
-    users' too."""
+    the replay, which starts with the period, cannot know of; an account's reset resets its
+    users' too), then slurmctld started again: a job's priority comes from the fair-share
+    factors of the last PriorityCalcPeriod tick, which a started slurmctld computes at once
+    (they would otherwise still be those from before the reset for up to a minute)."""
     c.run("sacctmgr", "-i", "modify", "account", "where", "name=ml,research", "set", "RawUsage=0")
+    c.stop("slurmctld")
+    c.start()
 
 
 def collect(c: SlurmCluster, lake: Path) -> None:
@@ -204,7 +206,7 @@ def runs(slurm_cluster: SlurmCluster, tmp_path_factory) -> tuple[Run, Run]:
                 "sacctmgr", "-i", "modify", "account", "where", "name=ml", "set", f"GrpTRES={cap}"
             )
             try:
-                reset_usage(c)
+                fresh_start(c)
                 lake = tmp_path_factory.mktemp("replay") / "lake"
                 ids, t0 = run_workload(c, plan())
                 collect(c, lake)
