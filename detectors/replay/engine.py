@@ -413,6 +413,9 @@ def replay(
         start[j] = t
         r = run[j]
         stop = t + min(r, limit[j]) if r == r else t + limit[j]
+        # a job cancelled while pending in the record is cancelled then whatever it does
+        # (its user's scancel comes at that time): started before, it runs until then
+        stop = min(stop, max(float(w.cancel_e[j]), t))
         cut[j] = bool(r == r and r > limit[j])
         end[j] = stop
         expected_end[j] = t + limit[j]

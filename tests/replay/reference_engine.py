@@ -3,7 +3,8 @@ engine (detectors/replay/engine.py) must match start for start: see
 tests/replay/test_reference.py. Do not optimise this file. Changed since, on purpose and with
 the engine: backfill's breakpoints and reservations as Slurm 22.05's backfill map has them (the
 running jobs' exact ends; a reservation holds whole nodes from its start rounded down to
-bf_resolution to its end rounded down)."""
+bf_resolution to its end rounded down); a job cancelled while pending in the record that starts
+before its cancel ends at it."""
 
 from __future__ import annotations
 
@@ -151,6 +152,9 @@ def replay(
         start[j] = t
         r = run[j]
         stop = t + min(r, limit[j]) if r == r else t + limit[j]
+        # a job cancelled while pending in the record is cancelled then whatever it does
+        # (its user's scancel comes at that time): started before, it runs until then
+        stop = min(stop, max(float(w.cancel_e[j]), t))
         cut[j] = bool(r == r and r > limit[j])
         end[j] = stop
         expected_end[j] = t + limit[j]

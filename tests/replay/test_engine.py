@@ -188,6 +188,17 @@ def test_a_job_cancelled_while_pending_never_starts_and_frees_its_place():
     assert got[0] == 0 and math.isnan(got[1]) and got[2] == 100
 
 
+def test_a_job_cancelled_while_pending_is_cancelled_then_even_if_a_what_if_started_it():
+    # the record: job 1 waited behind job 0 and was cancelled at 50, never having run; with a
+    # second node it starts at once, and its user's scancel still comes at 50 (not its limit)
+    jobs = [
+        {"submit": 0, "run": 100, "gpus": 8},
+        {"submit": 1, "gpus": 8, "limit": 600, "cancel": 50},
+    ]
+    out = replay(workload(jobs, {"n1": 8}), apply_settings(P0, ["node.n2.Gres=gpu:h100:8"]))
+    assert list(out.start_e) == [0, 1] and list(out.end_e) == [100, 50]
+
+
 def test_nothing_is_simulated_past_the_end_of_the_data():
     jobs = [{"submit": 0, "run": 100, "gpus": 8}, {"submit": 1, "run": 100, "gpus": 8}]
     got = starts(workload(jobs, {"n1": 8}, horizon=50))
