@@ -14,10 +14,11 @@ rank correlation ≥ 0.9) and give each account its mean wait within 15 %: the i
 Then the what-if: the same workload runs again after `sacctmgr modify account ml set
 GrpTRES=gres/gpu=4`, and the replay of the *first* run with `--set assoc.ml.GrpTRES=gres/gpu=4`
 (replayed past the end of its data, so the jobs the cap delays still start) must predict the
-second: the same jobs never start, median |predicted − real wait| ≤ 90 s, mean wait per account
-within 20 % (or 10 s, when 20 % of an account's mean wait is less: Slurm's own run-to-run spread
-at waits of half a minute; see docs/policy-lab.md). The cluster's other jobs (the collector
-tests' gated ones) are cancelled first, so the machine is the workload's alone.
+second: the same jobs never start (of those the workload does not cancel: for those, starting
+or not before the user's scancel is a race), median |predicted − real wait| ≤ 90 s, mean wait
+per account within 20 % (or 10 s, when 20 % of an account's mean wait is less: Slurm's own
+run-to-run spread at waits of half a minute; see docs/policy-lab.md). The cluster's other jobs
+(the collector tests' gated ones) are cancelled first, so the machine is the workload's alone.
 """
 
 from __future__ import annotations
@@ -268,7 +269,12 @@ def test_a_what_if_predicts_what_slurm_does_under_the_change(runs):
         f"{sorted(never_real)}; median |predicted − real wait| {median:.1f} s; mean wait per "
         f"account real {real_by} predicted {pred_by}"
     )
-    assert never_pred == never_real
+    # the policy decides whether a job ever starts; for a job its user cancels at a fixed time
+    # it is a race (in one session job 34 started in the capped run 5 s before its user's
+    # scancel, where the prediction had it still pending), so those are compared apart
+    cancelled = {n for n, spec in enumerate(plan()) if spec.cancel_after_s is not None}
+    assert never_pred - cancelled == never_real - cancelled
+    assert never_pred - cancelled  # the cap holds some jobs for good
     assert median <= 90
     for account, r in real_by.items():
         # the issue's 20 %, but never under 10 s: under the cap research waits ~30 s on
