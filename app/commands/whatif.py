@@ -109,13 +109,20 @@ def _prepare(
     return _Run(workload, recorded, proposed, list(changes), source)
 
 
-def _replay(w: Workload, policy: Policy, label: str, quiet: bool) -> Outcome:
+def _replay(
+    w: Workload, policy: Policy, label: str, quiet: bool, *, past_end: bool = False
+) -> Outcome:
     from detectors.replay.engine import replay
 
     first = float(w.submit_e.min()) if w.size else w.horizon_e
     span = max(w.horizon_e - first, 1.0)
     with progress_bar(label, 1000, enabled=not quiet) as update:
-        out = replay(w, policy, lambda t: update(min(1000, int((t - first) / span * 1000)), 1000))
+        out = replay(
+            w,
+            policy,
+            lambda t: update(min(1000, int((t - first) / span * 1000)), 1000),
+            past_end=past_end,
+        )
         update(1000, 1000)
     return out
 
@@ -140,10 +147,15 @@ def _calibration_lines(c: Calibration, what: str = "the recorded policy replayed
 
 def _header(run: _Run) -> str:
     w = run.workload
+    past = (
+        " (a what-if goes on past it until every job it can start has started)"
+        if run.changes
+        else ""
+    )
     return (
         f"Cluster: {len(w.nodes)} nodes, {int(w.node_gpus.sum()):,} GPUs; {w.size:,} GPU jobs "
         f"submitted {_stamp(float(w.submit_e.min()))} … {_stamp(float(w.submit_e.max()))} UTC; "
-        f"replayed to the end of the data, {_stamp(w.horizon_e)} UTC\n"
+        f"replayed to the end of the data, {_stamp(w.horizon_e)} UTC{past}\n"
         f"Recorded policy: {run.source}"
     )
 
@@ -223,7 +235,7 @@ def command_replay(
         click.echo(line)
     result = baseline
     if run.changes:
-        result = _replay(run.workload, run.proposed, "replaying the change", quiet)
+        result = _replay(run.workload, run.proposed, "replaying the change", quiet, past_end=True)
         started = int((result.start_e == result.start_e).sum())
         click.echo(
             f"With {', '.join(run.changes)}: {started:,} jobs start, "
@@ -267,14 +279,17 @@ def command_compare(
 
     Example:  gpuledger whatif compare --cluster della --set assoc.vision.GrpTRES=gres/gpu=16
     """
+    from detectors.replay.engine import within_data
     from detectors.replay.metrics import calibrate, compare
 
     if not changes:
         raise click.UsageError("compare needs at least one --set KEY=VALUE (the proposal)")
     run = _prepare(lake, cluster, slurm_conf, since, until, changes)
     w = run.workload
-    baseline = _replay(w, run.recorded, "replaying the baseline", quiet)
-    proposal = _replay(w, run.proposed, "replaying the proposal", quiet)
+    # both past the end of the data, so a job the proposal delays past it still starts (and
+    # the baseline is measured the same way); the calibration is the baseline cut at the end
+    baseline = _replay(w, run.recorded, "replaying the baseline", quiet, past_end=True)
+    proposal = _replay(w, run.proposed, "replaying the proposal", quiet, past_end=True)
     capacity = float(w.node_gpus.sum()) * max(w.horizon_e - float(w.submit_e.min()), 1.0) / 3600
     entitlement = {a: float(run.recorded.shares.get(a, 1.0)) for a in set(w.account)}
     c = compare(w, baseline, proposal, entitlement, capacity)
@@ -301,5 +316,5 @@ def command_compare(
     for account, ent, base_share, new_share in c.shares.iter_rows():
         click.echo(f"{account[:24]:24}{ent:>10.1%}{base_share:>10.1%}{new_share:>10.1%}")
     click.echo("")
-    for line in _calibration_lines(calibrate(w, baseline)):
+    for line in _calibration_lines(calibrate(w, within_data(w, baseline))):
         click.echo(line)

@@ -44,6 +44,7 @@ def load_workload(
     jobs = queries.run(con, "replay/jobs", cluster=cluster, since=lo, until=hi)
     if jobs.is_empty():
         raise NoWorkload(f"cluster {cluster!r} has no GPU jobs submitted in [{lo}, {hi})")
+    jobs = _in_slurm_order(jobs)
     nodes = (
         queries.run(con, "replay/nodes", cluster=cluster)
         if _has_table(con, "gpus")
@@ -125,6 +126,30 @@ def _retried_attempts(
     }
 
 
+_JOB_NUMBER = re.compile(r"^(\d+)")
+
+
+def _in_slurm_order(jobs: pl.DataFrame) -> pl.DataFrame:
+    """The jobs by submit time, then by job number as Slurm breaks a tie in priority (an
+    array's tasks by their array job's number, then task): the engine breaks ties by position.
+    The ids are strings, so the SQL's order puts job 10 before job 2."""
+    numbers = [(int(m.group(1)) if (m := _JOB_NUMBER.match(j)) else -1, j) for j in jobs["job_id"]]
+    keyed = jobs.with_columns(
+        pl.Series("_number", [n for n, _ in numbers], dtype=pl.Int64),
+        pl.Series("_task", [_task(j) for _, j in numbers], dtype=pl.Int64),
+    )
+    return keyed.sort(["submit_e", "_number", "_task", "job_id"], nulls_last=True).drop(
+        "_number", "_task"
+    )
+
+
+def _task(job_id: str) -> int:
+    """An array task's number (`123_4` → 4), else -1."""
+    _, sep, rest = job_id.partition("_")
+    m = _JOB_NUMBER.match(rest) if sep else None
+    return int(m.group(1)) if m else -1
+
+
 def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     found = con.execute(
         "SELECT count(*) FROM information_schema.tables WHERE table_name = $name", {"name": name}
@@ -176,6 +201,8 @@ def _config_settings(rows: pl.DataFrame) -> list[tuple[str, str]]:
         if kind == "config":
             if key.startswith("Priority") and key in _CONFIG_PRIORITY:
                 out.append((f"priority.{key}", value))
+            elif key == "BOOT_TIME":
+                out.append(("boot_time", value))
             elif key == "SchedulerParameters":
                 for item in value.split(","):
                     k, sep, v = item.strip().partition("=")
