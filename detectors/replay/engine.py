@@ -648,8 +648,11 @@ def replay(
             on = [index[x] for x in (w.job_nodes[j] if w.job_nodes else []) if x in index]
             begin(j, t, np.array(on, dtype=np.int64))
         while next_submit < n_queued and w.submit_e[order[next_submit]] + lag <= t:
-            pending.append(int(order[next_submit]))
+            j = int(order[next_submit])
             next_submit += 1
+            if w.cancel_e[j] <= t:  # cancelled before the scheduler saw it: it never queues
+                continue
+            pending.append(j)
             dirty = True
         while next_cancel < len(cancels) and cancels[next_cancel][0] <= t:
             j = cancels[next_cancel][1]

@@ -198,10 +198,11 @@ def test_retried_zero_length_and_never_started_jobs_replay_by_clear_rules(tmp_pa
         "whatif", "replay", "--lake", str(lake), "--cluster", CLUSTER, "-q", "--out", str(out)
     )
     rows = {r["job_id"]: r for r in pl.read_parquet(out).iter_rows(named=True)}
-    t0 = _utc("2017-10-01 00:00:00")
+    # a submit or an end reaches the scheduler a second later (the default `sched_latency`)
+    t0 = _utc("2017-10-01 00:00:00") + 1
 
     assert rows["A"]["sim_start_e"] - t0 == 0 and rows["A"]["sim_end_e"] - t0 == 2 * 3600
-    assert rows["B"]["sim_start_e"] - t0 == 2 * 3600
+    assert rows["B"]["sim_start_e"] - t0 == 2 * 3600 + 1
     assert rows["C"]["sim_start_e"] == rows["C"]["sim_end_e"] == t0 + 20 * 60
     assert rows["D"]["sim_start_e"] is None and rows["D"]["real_start_e"] is None
     assert "(3 jobs started in both; 0 only in the record, 0 only in the replay)" in printed
