@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import polars as pl
     import pyarrow as pa
 
-__all__ = ["damaged_files", "parameters", "relation", "run", "run_arrow"]
+__all__ = ["damaged_files", "fetch", "parameters", "relation", "rows", "run", "run_arrow"]
 
 
 def parameters(con: duckdb.DuckDBPyConnection, name: str) -> set[str]:
@@ -150,3 +150,20 @@ def run_arrow(con: duckdb.DuckDBPyConnection, name: str, /, **params: Any) -> pa
     """Like `run`, but return an Arrow table (what the writer lands)."""
     with damaged_files(con), _parameter_errors(name, params):
         return _relation(con, name, params).to_arrow_table()
+
+
+def fetch(
+    con: duckdb.DuckDBPyConnection, name: str, /, **params: Any
+) -> tuple[list[str], list[dict[str, Any]]]:
+    """Like `run`, but the column names and the rows as dicts of Python values, with neither
+    polars nor Arrow loaded: for the small results of one-job reads (`gpuledger job`), whose
+    start-up time matters. Integers stay int (`run` turns HUGEINT sums into Decimal)."""
+    with damaged_files(con), _parameter_errors(name, params):
+        rel = _relation(con, name, params)
+        columns = list(rel.columns)
+        return columns, [dict(zip(columns, row, strict=True)) for row in rel.fetchall()]
+
+
+def rows(con: duckdb.DuckDBPyConnection, name: str, /, **params: Any) -> list[dict[str, Any]]:
+    """The rows of `fetch`, alone."""
+    return fetch(con, name, **params)[1]
