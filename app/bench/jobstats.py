@@ -26,7 +26,6 @@ import signal
 import socket
 import statistics
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from typing import Any, Final
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from app.bench.job_timing import report_in_process, report_process
 from app.errors import AppError
 
 __all__ = ["JOBSTATS_QUERIES", "run_jobstats_bench"]
@@ -250,34 +250,6 @@ def _seconds(func: Callable[..., Any], *args: Any) -> float:
     return time.perf_counter() - t0
 
 
-def _report(lake: Path, job_id: str) -> str:
-    """`gpuledger job JOBID`'s work in this process: the job's views, its report, the text."""
-    from app.commands.job import render_text
-    from detectors.job_report import load_job_report
-    from warehouse.one_job import connect_job
-
-    con = connect_job(lake, job_id, CLUSTER)
-    try:
-        return render_text(load_job_report(con, job_id, CLUSTER))
-    finally:
-        con.close()
-
-
-def _report_process(lake: Path, job_id: str) -> float:
-    """Seconds of `gpuledger job JOBID` as a user types it: a new process."""
-    seconds, done = _timed(
-        lambda: subprocess.run(
-            [sys.executable, "-m", "app.cli", "job", "--lake", str(lake), job_id],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-    )
-    if done.returncode != 0:
-        raise AppError(f"gpuledger job {job_id} failed: {done.stderr.strip()[-300:]}")
-    return float(seconds)
-
-
 def run_jobstats_bench(
     *, gpus: int, days: int, workdir: Path | None = None, echo: Echo = lambda _: None
 ) -> dict[str, Any]:
@@ -332,8 +304,8 @@ def run_jobstats_bench(
             picked = jobs[:: max(len(jobs) // _REPORTS, 1)][:_REPORTS]
             with requests.Session() as session:
                 peer_one = [_seconds(_jobstats, session, prom.url, j) for j in picked]
-            report_in_process = [_seconds(_report, lake, j.job_id) for j in picked]
-            report_process = [_report_process(lake, j.job_id) for j in picked]
+            in_process_s = [report_in_process(lake, j.job_id, CLUSTER) for j in picked]
+            report_process_s = [report_process(lake, j.job_id) for j in picked]
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     ours_s = collect_s + attribute_s + read_s
@@ -364,9 +336,9 @@ def run_jobstats_bench(
             "jobs": [j.job_id for j in picked],
             "gpus": [j.gpus for j in picked],
             "peer_ms": [s * 1000 for s in peer_one],
-            "in_process_ms": [s * 1000 for s in report_in_process],
-            "process_ms": [s * 1000 for s in report_process],
-            "median_in_process_vs_peer": statistics.median(report_in_process)
+            "in_process_ms": [s * 1000 for s in in_process_s],
+            "process_ms": [s * 1000 for s in report_process_s],
+            "median_in_process_vs_peer": statistics.median(in_process_s)
             / statistics.median(peer_one),
         },
     }

@@ -25,7 +25,7 @@ from warehouse import queries
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["KIND", "PROFILES", "QUERY", "profile_for", "recommend"]
+__all__ = ["KIND", "PROFILES", "QUERY", "profile_for", "profile_name", "recommend"]
 
 KIND = "mig_packing"
 QUERY = "recommend/single_gpu_jobs"

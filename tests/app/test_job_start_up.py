@@ -48,3 +48,12 @@ def test_the_report_loads_no_dataframe_library_parser_or_recommender(lake):
     assert done.returncode == 0, done.stderr
     assert "Job ID: j1" in done.stdout
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+
+
+def test_the_bench_times_the_report_in_process_and_as_a_process(lake):
+    from app.bench.job_timing import time_job_reports
+
+    timed = time_job_reports(lake, [("j1", 1)])
+
+    assert timed["jobs"] == ["j1"] and timed["gpus"] == [1]
+    assert 0 < timed["median_in_process_s"] < timed["median_process_s"]
