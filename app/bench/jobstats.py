@@ -309,8 +309,10 @@ def run_jobstats_bench(
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     ours_s = collect_s + attribute_s + read_s
-    pairs = [(peer[j]["gpu_util_pct_mean"], usage.get(j)) for j in peer]
-    agree = [abs(a - b) <= 1.0 for a, b in pairs if a is not None and b is not None]
+    pairs = [(j, peer[j]["gpu_util_pct_mean"], usage.get(j)) for j in peer]
+    compared = [(j, a, b) for j, a, b in pairs if a is not None and b is not None]
+    agree = [abs(a - b) <= 1.0 for _, a, b in compared]
+    apart = [{"job_id": j, "peer": a, "ours": b} for j, a, b in compared if abs(a - b) > 1.0]
     n = max(len(jobs), 1)
     return {
         "gpus": gpus,
@@ -332,6 +334,7 @@ def run_jobstats_bench(
         "ours_vs_peer": ours_s / peer_s,
         "jobs_compared": len(agree),
         "jobs_within_1_point": sum(agree),
+        "jobs_apart": apart,  # mean GPU utilisation (%) where the two differ by over a point
         "job_report": {
             "jobs": [j.job_id for j in picked],
             "gpus": [j.gpus for j in picked],
