@@ -27,9 +27,7 @@ def test_jobstats_scenario_times_both_sides_on_one_prometheus(tmp_path):
     assert min(report["process_ms"]) > min(report["in_process_ms"])  # a process costs more
     assert list(tmp_path.iterdir()) == []  # the throw-away folder is gone
 
-    text = render_bench(
-        {"machine": {"cpus": 2, "memory_gb": 8, "platform": "test"}, "jobstats": r}
-    )
+    text = render_bench({"machine": {"cpus": 2, "memory_gb": 8, "platform": "test"}, "jobstats": r})
     assert f"{r['jobs']:,} jobs" in text
     assert "jobstats-style: 3 PromQL queries at each job's end" in text
     assert "gpuledger job JOBID (median, a new process)" in text
