@@ -12,12 +12,16 @@ import os
 import platform
 import resource
 import shutil
+import statistics
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import duckdb
 
 __all__ = [
     "DEFAULT_SCENARIOS",
@@ -29,7 +33,16 @@ __all__ = [
 ]
 
 _LATE_JOBS = 100  # finished jobs whose late records the incremental scenario lands
-SCENARIOS = ("attribution", "incremental", "dashboard", "scale", "prometheus", "replay")
+_REPORT_JOBS = 5  # jobs whose `gpuledger job` the attribution scenario times
+SCENARIOS = (
+    "attribution",
+    "incremental",
+    "dashboard",
+    "scale",
+    "prometheus",
+    "replay",
+    "jobstats",
+)
 DEFAULT_SCENARIOS = ("attribution", "incremental", "dashboard", "prometheus")
 Echo = Callable[[str], None]
 
@@ -45,6 +58,8 @@ class BenchPlan:
     scale_days: int = 30
     replay_gpus: int = 1024
     replay_days: int = 30
+    jobstats_gpus: int = 16
+    jobstats_days: int = 1
     workdir: Path | None = None
 
 
@@ -284,8 +299,21 @@ def _attribution(lake: Path, aside: Path, plan: BenchPlan, echo: Echo) -> dict[s
         from app.bench.dashboard_timing import time_pages
 
         out["dashboard_pages"] = time_pages(lake)
+    echo(f"bench: gpuledger job for {_REPORT_JOBS} jobs, largest to smallest")
+    out["job_report"] = _time_reports(con, lake)
     con.close()
     return out
+
+
+def _time_reports(con: duckdb.DuckDBPyConnection, lake: Path) -> dict[str, Any]:
+    """`gpuledger job` on `_REPORT_JOBS` jobs spread from the most GPU-hours to the fewest."""
+    from app.bench.job_timing import time_job_reports
+    from warehouse import queries
+
+    jobs = queries.rows(con, "bench/report_jobs")
+    step = max(len(jobs) // _REPORT_JOBS, 1)
+    picked = [(row["job_id"], row["gpus"]) for row in jobs[::step][:_REPORT_JOBS]]
+    return time_job_reports(lake, picked)
 
 
 def run_bench(plan: BenchPlan, echo: Echo) -> dict[str, Any]:
@@ -318,6 +346,12 @@ def run_bench(plan: BenchPlan, echo: Echo) -> dict[str, Any]:
 
         echo("bench: Prometheus JSON → Parquet vs prometheus-api-client's MetricRangeDataFrame")
         results["prometheus"] = run_prometheus_bench(workdir=plan.workdir)
+    if "jobstats" in plan.scenarios:
+        from app.bench.jobstats import run_jobstats_bench
+
+        results["jobstats"] = run_jobstats_bench(
+            gpus=plan.jobstats_gpus, days=plan.jobstats_days, workdir=plan.workdir, echo=echo
+        )
     return results
 
 
@@ -464,6 +498,20 @@ def render_bench(r: dict[str, Any]) -> str:
             rows.append((f"  {q['query']}", q.get("seconds", float("nan")), note))
         for page, secs in a.get("dashboard_pages", {}).items():
             rows.append((f"  page: {page}", secs, "target ≤ 2 s" if secs <= 2 else "over 2 s"))
+        if "job_report" in a:
+            j = a["job_report"]
+            rows += [
+                (
+                    f"gpuledger job JOBID (median of {len(j['jobs'])}, in process)",
+                    j["median_in_process_s"],
+                    f"jobs of {min(j['gpus'])}-{max(j['gpus'])} GPUs",
+                ),
+                (
+                    "gpuledger job JOBID (median, a new process)",
+                    j["median_process_s"],
+                    f"{j['median_process_cpu_s']:.2f} s CPU; target ≤ 0.3 s",
+                ),
+            ]
     prom = r.get("prometheus") or {}
     if "ours_s" in prom:
         rows.append(("Prometheus JSON → Parquet", prom["ours_s"], f"{prom['samples']:,} samples"))
@@ -475,6 +523,52 @@ def render_bench(r: dict[str, Any]) -> str:
                 f"ours {prom['speedup']}× faster",
             )
         )
+    if "jobstats" in r:
+        lines.append(_jobstats_header(r["jobstats"]))
+        rows += _jobstats_rows(r["jobstats"])
     width = max((len(name) for name, _, _ in rows), default=10)
     lines += [f"  {name:<{width}}  {secs:8.2f} s   {note}" for name, secs, note in rows]
     return "\n".join(lines)
+
+
+def _jobstats_header(j: dict[str, Any]) -> str:
+    return (
+        f"jobstats: {j['gpus']} GPUs × {j['days']} days at {j['interval_s']} s in Prometheus = "
+        f"{j['samples']:,} samples of {j['families']} families, {j['jobs']:,} jobs; "
+        f"{j['jobs_within_1_point']} of {j['jobs_compared']} jobs' mean utilisation within "
+        "1 point of the peer's"
+    )
+
+
+def _jobstats_rows(j: dict[str, Any]) -> list[tuple[str, float, str]]:
+    report = j["job_report"]
+    return [
+        (
+            "jobstats-style: 3 PromQL queries at each job's end",
+            j["peer_s"],
+            f"{j['peer_per_job_ms']:,.1f} ms per job",
+        ),
+        (
+            "gpuledger: collect prometheus",
+            j["collect_s"],
+            f"{j['collect_samples_per_s']:,.0f} samples/s",
+        ),
+        ("gpuledger: attribute", j["attribute_s"], ""),
+        ("gpuledger: read job_usage (all jobs)", j["read_s"], ""),
+        (
+            "gpuledger end to end",
+            j["ours_s"],
+            f"{j['ours_per_job_ms']:,.1f} ms per job, {j['ours_vs_peer']:.1f}× the peer",
+        ),
+        (
+            "gpuledger job JOBID (median, in process)",
+            statistics.median(report["in_process_ms"]) / 1000,
+            f"{report['median_in_process_vs_peer']:.0f}× the peer's 3 queries "
+            f"({statistics.median(report['peer_ms']):.1f} ms)",
+        ),
+        (
+            "gpuledger job JOBID (median, a new process)",
+            statistics.median(report["process_ms"]) / 1000,
+            "as a user types it",
+        ),
+    ]
