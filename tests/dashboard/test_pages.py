@@ -213,16 +213,21 @@ def test_unknown_job_is_no_match(demo_lake, monkeypatch):
 
 
 @pytest.mark.parametrize(("page", "key"), SEARCH_BOXES)
-@pytest.mark.parametrize("attempt", INJECTIONS)
-def test_sql_injection_in_a_search_box_is_just_no_match(demo_lake, monkeypatch, page, key, attempt):
+def test_sql_injection_in_a_search_box_is_just_no_match(demo_lake, monkeypatch, page, key):
     before = connect(demo_lake).sql("SELECT count(*) FROM jobs").fetchall()
+    first, *others = INJECTIONS
 
-    at = open_page(demo_lake, page, monkeypatch, **{key: attempt})
+    # each attempt typed into the box of a page already open: the page runs again with it
+    at = open_page(demo_lake, page, monkeypatch, **{key: first})
+    for attempt in [first, *others]:
+        if attempt != first:
+            at.session_state[key] = attempt
+            at.run()
 
-    assert not at.exception, at.exception
-    assert not at.error
-    assert any("No match" in info.value for info in at.info), [i.value for i in at.info]
-    assert connect(demo_lake).sql("SELECT count(*) FROM jobs").fetchall() == before
+        assert not at.exception, (attempt, at.exception)
+        assert not at.error, attempt
+        assert any("No match" in info.value for info in at.info), [i.value for i in at.info]
+        assert connect(demo_lake).sql("SELECT count(*) FROM jobs").fetchall() == before
 
 
 def test_recommendation_shows_its_exact_config_in_a_code_block(demo_lake, names, monkeypatch):

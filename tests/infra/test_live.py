@@ -85,3 +85,20 @@ def test_every_module_that_starts_a_real_program_marks_its_tests_live():
 
     assert len(modules) >= 8  # the pattern still finds them: Slurm, Prometheus, Chromium, Spark
     assert unmarked == []
+
+
+# An explicit `max_examples=` overrides the profile, so one written as a bare number would run
+# its full count in `make check` too: every one goes through `examples(n)`.
+EXPLICIT_COUNT = re.compile(r"\bmax_examples\s*=\s*(?!examples\()[^\s`]")
+
+
+def test_every_explicit_example_count_follows_the_check_profile():
+    uncapped = [
+        f"{path.relative_to(TESTS)}:{number}"
+        for path in TESTS.rglob("*.py")
+        if path.parent != TESTS  # tests/conftest.py registers the profiles themselves
+        for number, line in enumerate(path.read_text().splitlines(), start=1)
+        if EXPLICIT_COUNT.search(line)
+    ]
+
+    assert uncapped == []

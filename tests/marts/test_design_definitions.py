@@ -26,21 +26,38 @@ def one_job(tmp_path, **fields):
     return con, r.by_job(con)["j1"]
 
 
-@pytest.mark.parametrize(
-    ("fields", "busy", "idle"),
-    [
-        # engine_active first, whatever the others say
-        ({"engine_active": 0.0, "sm_active": 0.9, "gpu_util_pct": 100.0}, 0.0, True),
-        # no engine_active: sm_active before GPU_UTIL ("a kernel was running" overstates use)
-        ({"sm_active": 0.005, "gpu_util_pct": 100.0}, 0.005, True),
-        ({"sm_active": 0.5, "gpu_util_pct": 0.0}, 0.5, False),
-        # only GPU_UTIL: busy = pct / 100; 1 % is on the 0.01 line, so not idle
-        ({"gpu_util_pct": 0.5}, 0.005, True),
-        ({"gpu_util_pct": 1.0}, 0.01, False),
-    ],
-)
-def test_busy_is_the_first_non_null_of_engine_sm_and_util(tmp_path, fields, busy, idle):
-    _, job = one_job(tmp_path, **fields)
+# (fields of the three samples, busy, idle)
+BUSY_CASES = [
+    # engine_active first, whatever the others say
+    ({"engine_active": 0.0, "sm_active": 0.9, "gpu_util_pct": 100.0}, 0.0, True),
+    # no engine_active: sm_active before GPU_UTIL ("a kernel was running" overstates use)
+    ({"sm_active": 0.005, "gpu_util_pct": 100.0}, 0.005, True),
+    ({"sm_active": 0.5, "gpu_util_pct": 0.0}, 0.5, False),
+    # only GPU_UTIL: busy = pct / 100; 1 % is on the 0.01 line, so not idle
+    ({"gpu_util_pct": 0.5}, 0.005, True),
+    ({"gpu_util_pct": 1.0}, 0.01, False),
+]
+
+
+@pytest.fixture(scope="module")
+def busy_cases(tmp_path_factory):
+    """job_usage by job of one lake, built once: case i is job `j<i>` alone on GPU i, its
+    three samples carrying that case's fields (the other fields null)."""
+    samples, jobs, job_gpus = [], [], []
+    for i, (fields, _, _) in enumerate(BUSY_CASES):
+        samples += r.samples(TIMES, gpu_index=i, **fields)
+        jobs.append(r.job(f"j{i}", 0, 90))
+        job_gpus.append(r.job_gpu(f"j{i}", 0, 90, gpu_index=i))
+    con = r.build_lake(
+        tmp_path_factory.mktemp("busy"), samples=samples, jobs=jobs, job_gpus=job_gpus
+    )
+    return r.by_job(con)
+
+
+@pytest.mark.parametrize("case", range(len(BUSY_CASES)))
+def test_busy_is_the_first_non_null_of_engine_sm_and_util(busy_cases, case):
+    _, busy, idle = BUSY_CASES[case]
+    job = busy_cases[f"j{case}"]
 
     assert job["busy_mean"] == pytest.approx(busy, rel=1e-6)
     assert job["effective_gpu_h"] == pytest.approx(busy * 90 / H, rel=1e-6)

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.infra.examples import examples
 from tests.marts import rows as r
 from warehouse import queries
 from warehouse.attribution import AttributionConfig, build_marts, reattribute
@@ -132,7 +133,7 @@ def _typed(name: str, rows: list[dict]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=TABLES[name].schema)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(hours=_hours, constant=st.floats(0, 2000, allow_nan=False))
 def test_kg_co2e_never_exceeds_kwh_times_the_highest_intensity(empty_lake, hours, constant):
     con = empty_lake
