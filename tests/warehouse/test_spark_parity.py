@@ -127,6 +127,17 @@ def test_a_distinct_window_count_becomes_the_size_of_a_set():
     assert text == "SELECT SIZE(COLLECT_SET(j) OVER (PARTITION BY d, ts)) AS k FROM t"
 
 
+def test_the_views_a_query_reads_come_from_its_syntax_tree():
+    # Spark computes a derived view before the first mart that reads it, and again only after a
+    # mart the view reads is built: named in a comment is not read (job_gpu_intervals' header
+    # mentions job_gpu_shares, which reads it)
+    from warehouse.spark import _reads
+
+    assert {"gpu_job_buckets", "job_gpus", "gpus"} <= _reads("views/job_gpu_intervals")
+    assert "job_gpu_shares" not in _reads("views/job_gpu_intervals")
+    assert {"job_gpu_shares", "job_usage", "usage_daily"} <= _reads("marts/fairness_weekly")
+
+
 def spark_partitioned_copy(spark, source: Path, lake: Path) -> None:
     """The raw tables of `source` written into `lake` as a Spark job writes them with
     partitionBy("cluster", "date"): no cluster column in the files, its value in the folder."""
