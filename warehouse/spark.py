@@ -192,28 +192,25 @@ def _register(spark: SparkSession, root: Path, table: str, source: str | None) -
     from pyspark.sql import functions as F
 
     schema = RAW_TABLES[table].schema
-    frame: DataFrame
     present: set[str] = set()
-    if source is not None:
+    frame = spark.range(0).drop("id")  # a table without files reads as empty
+    if source is None:
+        paths = [str(p) for p in layout.table_files(root, table)]
+        if paths:
+            frame = spark.read.option("mergeSchema", "true").parquet(*paths)
+            present = set(frame.columns)
+    elif _exists(spark, folder := f"{source.rstrip('/')}/{table}"):  # else Spark logs a trace
         try:
             frame = (
                 spark.read.option("recursiveFileLookup", "true")
                 .option("pathGlobFilter", "*.parquet")
                 .option("mergeSchema", "true")
-                .parquet(f"{source.rstrip('/')}/{table}")
+                .parquet(folder)
             )
             present = set(frame.columns)
-        except AnalysisException as exc:  # a table the lake has no folder for reads as empty
-            if "PATH_NOT_FOUND" not in str(exc):
+        except AnalysisException as exc:  # no Parquet file in it (or it went meanwhile): empty
+            if not any(e in str(exc) for e in ("PATH_NOT_FOUND", "UNABLE_TO_INFER_SCHEMA")):
                 raise
-            frame = spark.range(0).drop("id")
-    else:
-        paths = [str(p) for p in layout.table_files(root, table)]
-        if paths:
-            frame = spark.read.option("mergeSchema", "true").parquet(*paths)
-            present = set(frame.columns)
-        else:
-            frame = spark.range(0).drop("id")
 
     def source_of(name: str) -> Column:
         own = F.col(f"`{name}`") if name in present else F.lit(None)
@@ -225,6 +222,14 @@ def _register(spark: SparkSession, root: Path, table: str, source: str | None) -
         source_of(field.name).cast(_spark_type(field.type)).alias(field.name) for field in schema
     ]
     frame.select(*columns).createOrReplaceTempView(table)
+
+
+def _exists(spark: SparkSession, url: str) -> bool:
+    """Whether the lake URL `url` (s3a://, gs://, abfss://, file://) names something, asked
+    through the Hadoop file system Spark reads it with."""
+    context = spark.sparkContext
+    path = context._jvm.org.apache.hadoop.fs.Path(url)  # type: ignore[union-attr]
+    return bool(path.getFileSystem(context._jsc.hadoopConfiguration()).exists(path))
 
 
 def _folder_cluster() -> Column:
@@ -348,7 +353,8 @@ def build_marts_on_spark(
                 time.perf_counter() - defined,
             )
     finally:  # the computed rows are let go with the last views that name them
-        for name in (*(m for m, _ in marts), *(v for v, _ in DERIVED_VIEWS)):
+        computed = ("partition_samples", *(m for m, _ in marts), *(v for v, _ in DERIVED_VIEWS))
+        for name in computed:
             spark.catalog.dropTempView(name)
     return counts
 

@@ -150,6 +150,7 @@ def _attribute_on_spark(
     """Build every mart on Spark from the raw tables at the lake URL `spark_source` (object
     storage), landing them in `lake`: the files there are not this machine's to rewrite, so
     Spark applies the owner rule to the samples as it reads them (none need be in `lake`)."""
+    from warehouse import layout
     from warehouse.attribution import MART_ORDER
     from warehouse.spark import build_marts_on_spark, spark_session
 
@@ -158,7 +159,7 @@ def _attribute_on_spark(
     def owners(files: int, changed: int) -> None:
         attributed[:] = [files, changed]
 
-    lake.mkdir(parents=True, exist_ok=True)
+    layout.ensure_dir(lake)  # with the lake's group and mode: it may hold no raw table yet
     counts = build_marts_on_spark(
         spark_session(spark_master),
         lake,
