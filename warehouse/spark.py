@@ -5,6 +5,14 @@
 then lands each mart in the lake through the warehouse writer, so the files are laid out exactly
 as the DuckDB engine lays them out. PySpark is an optional extra (`gpuledger[spark]`).
 
+The sample-level marts (DuckDB's per-day pass, warehouse/partitions.py) are built by the same
+queries over every sample at once, which is what a day's partition plus the next day's first
+samples stand for there, and land in the same (cluster, date) partitions. A lake read at a URL
+(object storage) is not rewritten: Spark gives the samples their owners by the allocation rule
+as it reads them (sql/attribution/owner_changes.sql), where the DuckDB engine rewrites files.
+Each derived view a mart reads and each mart is computed once (a local checkpoint), so a later
+mart reads rows, not the whole plan behind them again.
+
 Where sqlglot's DuckDB → Spark translation would change a result, the syntax tree is adjusted
 here, not the SQL: `epoch(ts)` becomes microsecond-exact (Spark's UNIX_TIMESTAMP truncates to the
 second), `to_timestamp(seconds)` becomes TIMESTAMP_SECONDS (FROM_UNIXTIME formats a string) and
@@ -14,6 +22,9 @@ used, so a mart query should read each of its inputs once, as sql/marts/fairness
 
 from __future__ import annotations
 
+import functools
+import logging
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,6 +50,8 @@ __all__ = [
     "transpile",
 ]
 
+logger = logging.getLogger(__name__)
+
 # The views every mart query may read, defined from shipped SQL in this order.
 DERIVED_VIEWS = (
     ("jobs_latest", "views/jobs_latest"),
@@ -47,18 +60,25 @@ DERIVED_VIEWS = (
     ("job_gpu_shares", "views/job_gpu_shares"),
     ("job_co2e_hourly", "views/job_co2e_hourly"),
 )
-# Views computed (a local checkpoint) before a mart that reads them, rather than planned inside
-# it: job_gpu_shares reads job_gpu_intervals from four places, and planned inside
-# fairness_weekly (which reads it directly and through job_usage, job_outcomes and usage_daily)
-# it ran the 2 GiB driver heap out of memory. Small: one row per allocation piece.
-COMPUTED_VIEWS = frozenset({"job_gpu_shares"})
+# Views computed once (a local checkpoint) before the first mart that reads them, rather than
+# planned inside every mart: job_gpu_shares reads job_gpu_intervals from four places, and planned
+# inside fairness_weekly (which reads it directly and through job_usage, job_outcomes and
+# usage_daily) it ran the 2 GiB driver heap out of memory. Each is small (a row per job, per
+# allocation piece or per job-hour); sample_spans (a row per sample, read by one mart) is not.
+# As the DuckDB engine's summary build computes job_gpu_intervals and job_gpu_shares once.
+COMPUTED_VIEWS = frozenset(
+    {"jobs_latest", "job_gpu_intervals", "job_gpu_shares", "job_co2e_hourly"}
+)
 REFERENCE_FILES = {"gpu_models": "gpu_models.csv", "xid_classes": "xid_classes.csv"}
+# The allocation rule of DESIGN §4 (the DuckDB engine rewrites sample files by it).
+OWNER_CHANGES = "attribution/owner_changes"
 
 
 class SparkUnavailable(WarehouseError):
     """PySpark (or the Java runtime it needs) is not installed."""
 
 
+@functools.cache
 def transpile(text: str) -> str:
     """DuckDB-dialect SQL → Spark SQL, exact where sqlglot's defaults would round times."""
     import sqlglot
@@ -172,28 +192,25 @@ def _register(spark: SparkSession, root: Path, table: str, source: str | None) -
     from pyspark.sql import functions as F
 
     schema = RAW_TABLES[table].schema
-    frame: DataFrame
     present: set[str] = set()
-    if source is not None:
+    frame = spark.range(0).drop("id")  # a table without files reads as empty
+    if source is None:
+        paths = [str(p) for p in layout.table_files(root, table)]
+        if paths:
+            frame = spark.read.option("mergeSchema", "true").parquet(*paths)
+            present = set(frame.columns)
+    elif _exists(spark, folder := f"{source.rstrip('/')}/{table}"):  # else Spark logs a trace
         try:
             frame = (
                 spark.read.option("recursiveFileLookup", "true")
                 .option("pathGlobFilter", "*.parquet")
                 .option("mergeSchema", "true")
-                .parquet(f"{source.rstrip('/')}/{table}")
+                .parquet(folder)
             )
             present = set(frame.columns)
-        except AnalysisException as exc:  # a table the lake has no folder for reads as empty
-            if "PATH_NOT_FOUND" not in str(exc):
+        except AnalysisException as exc:  # no Parquet file in it (or it went meanwhile): empty
+            if not any(e in str(exc) for e in ("PATH_NOT_FOUND", "UNABLE_TO_INFER_SCHEMA")):
                 raise
-            frame = spark.range(0).drop("id")
-    else:
-        paths = [str(p) for p in layout.table_files(root, table)]
-        if paths:
-            frame = spark.read.option("mergeSchema", "true").parquet(*paths)
-            present = set(frame.columns)
-        else:
-            frame = spark.range(0).drop("id")
 
     def source_of(name: str) -> Column:
         own = F.col(f"`{name}`") if name in present else F.lit(None)
@@ -207,6 +224,14 @@ def _register(spark: SparkSession, root: Path, table: str, source: str | None) -
     frame.select(*columns).createOrReplaceTempView(table)
 
 
+def _exists(spark: SparkSession, url: str) -> bool:
+    """Whether the lake URL `url` (s3a://, gs://, abfss://, file://) names something, asked
+    through the Hadoop file system Spark reads it with."""
+    context = spark.sparkContext
+    path = context._jvm.org.apache.hadoop.fs.Path(url)  # type: ignore[union-attr]
+    return bool(path.getFileSystem(context._jsc.hadoopConfiguration()).exists(path))
+
+
 def _folder_cluster() -> Column:
     """The cluster the row's file's nearest `cluster=` folder names, as sql/views/lake_files.sql
     reads it: Spark's file path is a URI (a `%` in a folder is `%25` there), so it is decoded
@@ -218,6 +243,37 @@ def _folder_cluster() -> Column:
 
     folder = F.regexp_extract(F.col("_metadata.file_path"), r"(?:^|.*/)cluster=([^/]*)/", 1)
     return F.nullif(decoded(decoded(folder)), F.lit(""))
+
+
+def _attribute_owners(spark: SparkSession) -> tuple[int, int]:
+    """Give the `gpu_samples` view each sample's owner by the allocation rule, as the DuckDB
+    engine's owner check writes it into the files (sql/attribution/owner_changes.sql, run over
+    every sample at once); return (sample files read, samples whose owner changed).
+
+    For a lake at a URL: its files are read as they are, never rewritten, so the owners are
+    applied here on every build. The samples are numbered and checkpointed once (the rule
+    reads them three times, the marts again), so every read sees the same numbers.
+    """
+    from pyspark.sql import functions as F
+
+    samples = spark.table("gpu_samples")
+    files = len(samples.inputFiles())
+    numbered = samples.withColumn("file_row_number", F.monotonically_increasing_id())
+    numbered = numbered.localCheckpoint()
+    numbered.createOrReplaceTempView("partition_samples")
+    changes = spark.sql(transpile(sql.load(OWNER_CHANGES))).select(
+        "file_row_number", F.col("job_id").alias("owner"), F.lit(True).alias("changed")
+    )
+    changes = changes.localCheckpoint()
+    changed = changes.count()
+    joined = numbered.join(changes, "file_row_number", "left")
+    owner = F.when(F.col("changed"), F.col("owner")).otherwise(F.col("job_id"))
+    columns = [
+        owner.alias(name) if name == "job_id" else F.col(f"`{name}`")
+        for name in RAW_TABLES["gpu_samples"].schema.names
+    ]
+    joined.select(*columns).createOrReplaceTempView("gpu_samples")
+    return files, changed
 
 
 def _run(spark: SparkSession, name: str, params: Mapping[str, Any]) -> DataFrame:
@@ -236,19 +292,28 @@ def build_marts_on_spark(
     *,
     source: str | None = None,
     intensity: CarbonIntensity | None = None,
+    owners: Callable[[int, int], None] | None = None,
 ) -> dict[str, int]:
     """Build `marts` (name, query) in order on Spark and land them in the lake at `root`.
 
-    The raw tables are read from `root`, or from the lake at the URL `source` (object storage).
+    The raw tables are read from `root` (whose sample files the owner check has attributed),
+    or from the lake at the URL `source` (object storage): there the files are read as they
+    are and Spark applies the allocation rule itself; `owners` is then called with the sample
+    files read and the samples whose owner changed.
     Each mart's partitions for each cluster are replaced whole. Returns the rows of each mart.
     `intensity` (`[emissions]`) gives kg_co2e; without it kg_co2e is null (unknown).
-    The marts are cached while later marts read them and released at the end, so that a
-    session that builds again (a second lake) does not keep the first build's plans and rows.
+    Each mart is computed once (a local checkpoint), so later marts read its rows rather than
+    plan it again; its view is dropped at the end, so that a session that builds again (a
+    second lake) lets the first build's rows go.
     """
     from importlib.resources import files
 
     for table in RAW_TABLES:
         _register(spark, root, table, source)
+    if source is not None:
+        attributed = _attribute_owners(spark)
+        if owners:
+            owners(*attributed)
     for view, filename in REFERENCE_FILES.items():
         path = str(files("warehouse").joinpath("data", filename))
         spark.read.csv(path, header=True, inferSchema=True).createOrReplaceTempView(view)
@@ -263,23 +328,17 @@ def build_marts_on_spark(
         spark.createDataFrame(
             [], ", ".join(f"`{f.name}` {_spark_type(f.type)}" for f in empty.schema)
         ).createOrReplaceTempView(mart)
-    counts = {}
-    cached: list[DataFrame] = []
+    counts: dict[str, int] = {}
+    views = _Views(spark, tuple(m for m, _ in marts))
     try:
         for mart, query in marts:
             if progress:
                 progress(mart)
-            # A view is bound to the plans of what it reads when it is created: define the
-            # derived views again over the marts built so far (job_gpu_intervals reads
-            # gpu_job_buckets).
-            text = sql.load(query)
-            for view, view_query in DERIVED_VIEWS:
-                derived = spark.sql(transpile(sql.load(view_query)))
-                if view in COMPUTED_VIEWS and view in text:
-                    derived = derived.localCheckpoint()
-                derived.createOrReplaceTempView(view)
-            frame = _run(spark, query, params).cache()
-            cached.append(frame)
+            started = time.perf_counter()
+            views.define_for(query, counts)
+            defined = time.perf_counter()
+            # computed once, and read by later marts as rows, not as their plan again
+            frame = _run(spark, query, params).localCheckpoint()
             frame.createOrReplaceTempView(mart)
             schema = MARTS[mart].schema
             result = frame.toArrow().select(schema.names).cast(schema)
@@ -287,7 +346,59 @@ def build_marts_on_spark(
                 rows = result.filter(pc.equal(result.column("cluster"), cluster))
                 replace_partitions(root, mart, rows, cluster)
             counts[mart] = result.num_rows
-    finally:
-        for frame in cached:
-            frame.unpersist()
+            logger.debug(
+                "%s: views %.1f s, mart %.1f s",
+                mart,
+                defined - started,
+                time.perf_counter() - defined,
+            )
+    finally:  # the computed rows are let go with the last views that name them
+        computed = ("partition_samples", *(m for m, _ in marts), *(v for v, _ in DERIVED_VIEWS))
+        for name in computed:
+            spark.catalog.dropTempView(name)
     return counts
+
+
+@functools.cache
+def _reads(query: str) -> frozenset[str]:
+    """The tables and views the shipped query `query` reads (and its CTEs' names)."""
+    import sqlglot
+    from sqlglot import exp
+
+    tree = sqlglot.parse_one(sql.load(query), read="duckdb")
+    return frozenset(table.name for table in tree.find_all(exp.Table))
+
+
+class _Views:
+    """The derived views, defined from shipped SQL over the marts built so far.
+
+    A view is bound to the plans of what it reads when it is defined, so the views are defined
+    again once a mart they read (gpu_job_buckets, job_energy_hourly) has been built; a view of
+    COMPUTED_VIEWS is computed once per definition, before the first mart that reads it
+    (directly or through another view), and later marts read the computed rows.
+    """
+
+    def __init__(self, spark: SparkSession, marts: tuple[str, ...]) -> None:
+        self.spark = spark
+        self.read = frozenset(m for m in marts if any(m in _reads(q) for _, q in DERIVED_VIEWS))
+        self.built: frozenset[str] | None = None  # the marts the views were defined over
+        self.computed: dict[str, DataFrame] = {}
+
+    def define_for(self, query: str, built: Mapping[str, int]) -> None:
+        """Define the views for the mart `query`, `built` the marts built before it."""
+        now = frozenset(self.read & set(built))
+        if now != self.built:
+            self.computed = {}
+            self.built = now
+        needed = set(_reads(query))
+        for view, view_query in reversed(DERIVED_VIEWS):  # and the views those read
+            if view in needed:
+                needed |= _reads(view_query)
+        for view, view_query in DERIVED_VIEWS:  # in order: each may read the ones before
+            frame = self.computed.get(view)
+            if frame is None:
+                frame = self.spark.sql(transpile(sql.load(view_query)))
+                if view in COMPUTED_VIEWS and view in needed:
+                    frame = frame.localCheckpoint()
+                    self.computed[view] = frame
+            frame.createOrReplaceTempView(view)

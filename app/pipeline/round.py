@@ -107,6 +107,8 @@ def attribute(
         if marts_progress is not None:
             marts_progress(built[0], len(MART_ORDER))
 
+    if engine == "spark" and spark_source is not None:
+        return _attribute_on_spark(lake, config, spark_master, spark_source, step, compacted)
     for attempt in range(1, attempts + 1):
         built[0] = 0
         con = connect(lake, require=("gpu_samples",))
@@ -135,6 +137,40 @@ def attribute(
         finally:
             con.close()
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _attribute_on_spark(
+    lake: Path,
+    config: PipelineConfig,
+    spark_master: str | None,
+    spark_source: str,
+    step: Callable[[str], None],
+    compacted: int,
+) -> AttributeOutcome:
+    """Build every mart on Spark from the raw tables at the lake URL `spark_source` (object
+    storage), landing them in `lake`: the files there are not this machine's to rewrite, so
+    Spark applies the owner rule to the samples as it reads them (none need be in `lake`)."""
+    from warehouse import layout
+    from warehouse.attribution import MART_ORDER
+    from warehouse.spark import build_marts_on_spark, spark_session
+
+    attributed = [0, 0]
+
+    def owners(files: int, changed: int) -> None:
+        attributed[:] = [files, changed]
+
+    layout.ensure_dir(lake)  # with the lake's group and mode: it may hold no raw table yet
+    counts = build_marts_on_spark(
+        spark_session(spark_master),
+        lake,
+        config.attribution.values(),
+        MART_ORDER,
+        progress=step,
+        source=spark_source,
+        intensity=config.attribution.emissions,
+        owners=owners,
+    )
+    return AttributeOutcome(attributed[0], 0, attributed[1], counts, compacted)
 
 
 # ---------------------------------------------------------------- detect

@@ -7,6 +7,8 @@ runs many small stages), so it is marked slow, and it runs in `make test`.
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import shutil
 import subprocess
 from pathlib import Path
@@ -17,6 +19,8 @@ import pyarrow.parquet as pq
 import pytest
 from polars.testing import assert_frame_equal
 
+from app.pipeline import attribute, default_pipeline_config
+from app.pipeline.settings import AttributeSettings
 from collector.sim import SimConfig, simulate
 from tests.infra.live import live_service
 from tests.marts import rows as r
@@ -52,6 +56,7 @@ def spark():
 
 
 def marts(root: Path) -> dict[str, pl.DataFrame]:
+    """Every mart of the contract (warehouse.schema.MARTS, not a list kept here), sorted by key."""
     con = connect(root)
     return {
         name: con.table(name).pl().sort(list(spec.key), nulls_last=True)
@@ -59,35 +64,55 @@ def marts(root: Path) -> dict[str, pl.DataFrame]:
     }
 
 
+def partitions(root: Path) -> dict[str, set[str]]:
+    """Every mart's partition folders (cluster=…/date=…, relative to the lake)."""
+    return {
+        name: {str(p.parent.relative_to(root)) for p in layout.table_files(root, name)}
+        for name in MARTS
+    }
+
+
 def both_engines(
     spark,
     lake: Path,
     tmp_path: Path,
-    *,
-    as_url: bool = False,
     config: AttributionConfig = AttributionConfig(),  # noqa: B008 (frozen)
-) -> tuple[dict, dict]:
-    """Attribute `lake`, then build its marts with DuckDB and (on a copy) with Spark.
+) -> tuple[Path, Path, tuple[int, int]]:
+    """Build every mart of `lake` with DuckDB (owner check, then the per-day pass and the
+    summary marts) and with Spark through `attribute --engine spark --spark-source URL`'s
+    round; return the two lakes and the Spark round's (sample files read, samples whose owner
+    Spark changed).
 
-    With `as_url`, Spark finds the raw files itself under a file:// lake URL, as it would
-    under s3a://.
+    Spark reads a copy of the raw files taken before the owner check, under a file:// lake URL
+    as it would under s3a://, so it applies the allocation rule itself; it lands the marts in a
+    lake folder that holds no raw table, as the local lake beside an object store would.
     """
-    from warehouse.spark import build_marts_on_spark
-
+    source = tmp_path / "source"
+    shutil.copytree(lake, source)
+    # a table folder with only a writer's temporary file in it reads as empty, not as an error
+    hidden = source / "queues" / f"cluster={r.CLUSTER}" / "date=2024-03-01" / ".q.parquet"
+    hidden.parent.mkdir(parents=True)
+    hidden.write_bytes(b"PAR1")
     reattribute(connect(lake), lake)
-    on_spark = tmp_path / "spark"
-    shutil.copytree(lake, on_spark)
     build_marts(connect(lake), lake, config)
-    source = on_spark.resolve().as_uri() if as_url else None
-    build_marts_on_spark(
-        spark, on_spark, config.values(), MART_ORDER, source=source, intensity=config.emissions
+    on_spark = tmp_path / "spark"
+    pipeline = dataclasses.replace(default_pipeline_config(), attribute=AttributeSettings(config))
+    end = dt.datetime(2024, 3, 2, tzinfo=dt.UTC)  # compaction's "now": nothing here to compact
+    done = attribute(
+        on_spark, pipeline, end, engine="spark", spark_source=source.resolve().as_uri()
     )
-    return marts(lake), marts(on_spark)
+    assert set(done.counts) == set(MARTS) and done.rewritten == 0
+    return lake, on_spark, (done.checked, done.changed)
 
 
 def assert_same(duck: dict[str, pl.DataFrame], spark: dict[str, pl.DataFrame]) -> None:
     for name, frame in duck.items():
         assert_frame_equal(spark[name], frame, check_exact=False, rel_tol=1e-9, abs_tol=1e-9)
+
+
+def test_the_spark_engine_builds_every_mart_of_the_contract():
+    # the parity test compares every mart of MARTS: each must be one the engines build
+    assert [name for name, _ in MART_ORDER] == list(MARTS)
 
 
 def test_transpiled_sql_keeps_times_exact():
@@ -104,6 +129,17 @@ def test_a_distinct_window_count_becomes_the_size_of_a_set():
     text = transpile("SELECT count(DISTINCT j) OVER (PARTITION BY d, ts) AS k FROM t")
 
     assert text == "SELECT SIZE(COLLECT_SET(j) OVER (PARTITION BY d, ts)) AS k FROM t"
+
+
+def test_the_views_a_query_reads_come_from_its_syntax_tree():
+    # Spark computes a derived view before the first mart that reads it, and again only after a
+    # mart the view reads is built: named in a comment is not read (job_gpu_intervals' header
+    # mentions job_gpu_shares, which reads it)
+    from warehouse.spark import _reads
+
+    assert {"gpu_job_buckets", "job_gpus", "gpus"} <= _reads("views/job_gpu_intervals")
+    assert "job_gpu_shares" not in _reads("views/job_gpu_intervals")
+    assert {"job_gpu_shares", "job_usage", "usage_daily"} <= _reads("marts/fairness_weekly")
 
 
 def spark_partitioned_copy(spark, source: Path, lake: Path) -> None:
@@ -184,8 +220,13 @@ def test_spark_reading_a_lake_url_builds_the_same_marts_as_duckdb(spark, tmp_pat
     intensity = CarbonIntensity(default_g_per_kwh=450.0, clusters=(hourly,))
     config = AttributionConfig(emissions=intensity)
 
-    duck, on_spark = both_engines(spark, lake, tmp_path, as_url=True, config=config)
+    duck_lake, spark_lake, (files, reowned) = both_engines(spark, lake, tmp_path, config=config)
+    duck, on_spark = marts(duck_lake), marts(spark_lake)
 
+    # Spark read every sample file and gave the hand-made samples (landed without owners)
+    # theirs, as the DuckDB owner check rewrote them into the files
+    assert files == len(layout.table_files(duck_lake, "gpu_samples"))
+    assert reowned == duck_lake_reowned(tmp_path / "source")
     hand_made = pl.col("cluster") == r.CLUSTER
     assert duck["job_usage"].filter(hand_made).height == 6
     requeued = duck["job_outcomes"].filter(hand_made & pl.col("requeued")).sort("job_id")
@@ -197,4 +238,16 @@ def test_spark_reading_a_lake_url_builds_the_same_marts_as_duckdb(spark, tmp_pat
     assert fairness.filter(pl.col("account") == "bio")["jobs"].to_list() == [0, 0]
     assert fairness["entitled_share"].drop_nulls().len() > 0
     assert duck["job_usage"].filter(hand_made)["kg_co2e"].drop_nulls().len() > 0
+    # every mart has rows of both clusters to compare (none compared empty against empty)
+    for name, frame in duck.items():
+        assert frame["cluster"].n_unique() == 2, name
     assert_same(duck, on_spark)
+    # the same partitions: the per-day pass's (cluster, date) folders, the summary marts' own
+    assert partitions(spark_lake) == partitions(duck_lake)
+
+
+def duck_lake_reowned(lake: Path) -> int:
+    """The samples the DuckDB owner check re-attributes in (a copy of) `lake`."""
+    copy = lake.with_name("reowned")
+    shutil.copytree(lake, copy)
+    return reattribute(connect(copy), copy)[2]
