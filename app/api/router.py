@@ -17,7 +17,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import polars as pl
@@ -32,6 +31,7 @@ from app.api.errors import ApiError, JsonErrorRoute
 from app.api.reader import LakeReader
 from app.api.settings import ApiSettings
 from app.api.windows import Window, window
+from warehouse.lake import Lake
 
 __all__ = ["OPENAPI_PATH", "PREFIX", "build_router"]
 
@@ -90,7 +90,7 @@ def _rows(frame: pl.DataFrame, **extra: Any) -> list[dict[str, Any]]:
 
 
 def build_router(
-    lake: Path,
+    lake: Lake,
     settings: ApiSettings,
     *,
     reader: LakeReader | None = None,
@@ -102,14 +102,14 @@ def build_router(
     `include_router`) opens and warms the lake at start-up, so the first request is as fast
     as the next; a lake that cannot be read then is logged, and its requests answer 503.
     """
-    lake_reader = reader or LakeReader(lake, settings.refresh_s)
+    lake_reader = reader or LakeReader(lake.root, settings.refresh_s)
 
     @asynccontextmanager
     async def warm_at_startup(_app: FastAPI) -> AsyncIterator[None]:
         try:
             await run_in_threadpool(lake_reader.warm)
         except Exception as exc:  # the requests will name it; the server still starts
-            log.warning("the lake at %s could not be opened at start-up: %s", lake, exc)
+            log.warning("the lake at %s could not be opened at start-up: %s", lake.root, exc)
         yield
 
     router = APIRouter(

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from warehouse.lake import Lake
+
 __all__ = [
     "DEFAULT_SCENARIOS",
     "SCENARIOS",
@@ -59,25 +61,25 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _scale(lake: Path, plan: BenchPlan, echo: Echo) -> dict[str, Any]:
+def _scale(lake: Lake, plan: BenchPlan, echo: Echo) -> dict[str, Any]:
     """Generate the synthetic lake, attribute it from scratch, report wall time and peak RSS."""
     from app.bench.baselines import best_of, floor_scan
     from app.bench.lakes import synthetic_lake
     from app.pipeline import default_pipeline_config
     from warehouse.attribution import build_summary_marts, reattribute
-    from warehouse.connection import WarehouseConfig, connect
+    from warehouse.connection import WarehouseConfig
     from warehouse.partitions import build_sample_marts
 
     echo(f"bench scale: generating {plan.scale_gpus} GPUs × {plan.scale_days} days (synthetic)")
-    generate_s, made = _timed(lambda: synthetic_lake(lake, plan.scale_gpus, plan.scale_days))
+    generate_s, made = _timed(lambda: synthetic_lake(lake.root, plan.scale_gpus, plan.scale_days))
     rss_generated = peak_rss_mb()
     echo(f"bench scale: attributing {made.samples:,} samples")
-    con = connect(lake, require=("gpu_samples",))
+    con = lake.connect(require=("gpu_samples",))
     config = default_pipeline_config().attribution
-    check_s, _ = _timed(lambda: reattribute(con, lake))
-    ingest_s, _ = _timed(lambda: build_sample_marts(WarehouseConfig(lake), config.values()))
+    check_s, _ = _timed(lambda: reattribute(con, lake.root))
+    ingest_s, _ = _timed(lambda: build_sample_marts(WarehouseConfig(lake.root), config.values()))
     rss_ingest = peak_rss_mb()
-    summary_s, counts = _timed(lambda: build_summary_marts(con, lake, config))
+    summary_s, counts = _timed(lambda: build_summary_marts(con, lake.root, config))
     marts_s = ingest_s + summary_s
     rss = peak_rss_mb()
     echo("bench scale: plain scan floor")
@@ -103,19 +105,18 @@ def _scale(lake: Path, plan: BenchPlan, echo: Echo) -> dict[str, Any]:
     }
 
 
-def _replay(lake: Path, plan: BenchPlan, echo: Echo) -> dict[str, Any]:
+def _replay(lake: Lake, plan: BenchPlan, echo: Echo) -> dict[str, Any]:
     """Land the simulator's jobs and nodes (no telemetry), replay them under the recorded
     policy: wall and CPU seconds, jobs replayed per second, peak RSS."""
     from collector.sim.runner import SimConfig, simulate_records
     from detectors.replay.engine import replay
     from detectors.replay.policy import Policy, apply_settings
     from detectors.replay.workload import load_workload, recorded_settings
-    from warehouse.connection import connect
 
     cfg = SimConfig(cluster="sim", gpus=plan.replay_gpus, days=plan.replay_days)
     echo(f"bench replay: landing {plan.replay_gpus} GPUs × {plan.replay_days} days of jobs")
-    land_s, made = _timed(lambda: simulate_records(cfg, lake))
-    con = connect(lake, require=("jobs",))
+    land_s, made = _timed(lambda: simulate_records(cfg, lake.root))
+    con = lake.connect(require=("jobs",))
     try:
         load_s, workload = _timed(lambda: load_workload(con, cfg.cluster))
         policy = apply_settings(Policy(), recorded_settings(con, cfg.cluster))
@@ -140,7 +141,7 @@ def _replay(lake: Path, plan: BenchPlan, echo: Echo) -> dict[str, Any]:
     }
 
 
-def _attribution(lake: Path, aside: Path, plan: BenchPlan, echo: Echo) -> dict[str, Any]:
+def _attribution(lake: Lake, aside: Path, plan: BenchPlan, echo: Echo) -> dict[str, Any]:
     """The `attribution`, `incremental` and `dashboard` scenarios on one simulated lake."""
     from app.bench.baselines import (
         best_of,
@@ -154,26 +155,28 @@ def _attribution(lake: Path, aside: Path, plan: BenchPlan, echo: Echo) -> dict[s
     from app.pipeline import default_pipeline_config, detect
     from collector.sim import SimConfig, simulate
     from warehouse.attribution import build_summary_marts, reattribute
-    from warehouse.connection import WarehouseConfig, connect
+    from warehouse.connection import WarehouseConfig
     from warehouse.partitions import build_sample_marts
     from warehouse.summary import record_summary_state, refresh_summary_marts
 
     wanted = set(plan.scenarios)
     extra = 1 if "incremental" in wanted else 0
     echo(f"bench: simulating {plan.gpus} GPUs × {plan.days + extra} days into {lake}")
-    sim_s, sim = _timed(lambda: simulate(SimConfig(gpus=plan.gpus, days=plan.days + extra), lake))
-    held = hold_back_last_day(lake, aside) if extra else None
+    sim_s, sim = _timed(
+        lambda: simulate(SimConfig(gpus=plan.gpus, days=plan.days + extra), lake.root)
+    )
+    held = hold_back_last_day(lake.root, aside) if extra else None
     config = default_pipeline_config().attribution
-    con = connect(lake, require=("gpu_samples",))
+    con = lake.connect(require=("gpu_samples",))
     [(samples,)] = con.sql("SELECT count(*) FROM gpu_samples").fetchall()
     echo("bench: attribution at ingest (owner check, then the per-day pass over samples)")
-    check_s, _ = _timed(lambda: reattribute(con, lake))
+    check_s, _ = _timed(lambda: reattribute(con, lake.root))
     ingest_s, report = _timed(
-        lambda: build_sample_marts(WarehouseConfig(lake), config.values(), force=True)
+        lambda: build_sample_marts(WarehouseConfig(lake.root), config.values(), force=True)
     )
     echo("bench: plain scan floor, then the marts (best of 2 each)")
     floor_s = best_of(2, lambda: floor_scan(con))
-    marts_s = best_of(2, lambda: build_summary_marts(con, lake, config))
+    marts_s = best_of(2, lambda: build_summary_marts(con, lake.root, config))
     rss = peak_rss_mb()
     full_s = check_s + ingest_s + marts_s
     out: dict[str, Any] = {
@@ -204,16 +207,16 @@ def _attribution(lake: Path, aside: Path, plan: BenchPlan, echo: Echo) -> dict[s
         echo("bench: incremental (one more day of samples lands)")
         # The state a whole build of the summary marts leaves (build_marts records it; the
         # timed builds above are build_summary_marts alone, always whole).
-        record_summary_state(lake, config)
+        record_summary_state(lake.root, config)
         held.restore()
         ingest_day_s, days = _timed(
             lambda: (
-                reattribute(con, lake),
-                build_sample_marts(WarehouseConfig(lake), config.values()),
+                reattribute(con, lake.root),
+                build_sample_marts(WarehouseConfig(lake.root), config.values()),
             )[1]
         )
-        update_s, update = _timed(lambda: refresh_summary_marts(con, lake, config))
-        empty = lake.parent / "empty"  # a lake with no table at all
+        update_s, update = _timed(lambda: refresh_summary_marts(con, lake.root, config))
+        empty = lake.root.parent / "empty"  # a lake with no table at all
         empty.mkdir(parents=True, exist_ok=True)
         floor_update_s = best_of(2, lambda: empty_mart_queries(empty))
         out["incremental"] = {
@@ -233,14 +236,14 @@ def _attribution(lake: Path, aside: Path, plan: BenchPlan, echo: Echo) -> dict[s
             "mart_rows": update.counts,
         }
         echo(f"bench: incremental (late records of {_LATE_JOBS} finished jobs land)")
-        moved = land_late_records(con, lake, _LATE_JOBS)
+        moved = land_late_records(con, lake.root, _LATE_JOBS)
         late_ingest_s, _ = _timed(
             lambda: (
-                reattribute(con, lake),
-                build_sample_marts(WarehouseConfig(lake), config.values()),
+                reattribute(con, lake.root),
+                build_sample_marts(WarehouseConfig(lake.root), config.values()),
             )
         )
-        late_s, late = _timed(lambda: refresh_summary_marts(con, lake, config))
+        late_s, late = _timed(lambda: refresh_summary_marts(con, lake.root, config))
         out["incremental"]["late_records"] = {
             "jobs": moved,
             "ingest_s": late_ingest_s,
@@ -263,7 +266,7 @@ def _attribution(lake: Path, aside: Path, plan: BenchPlan, echo: Echo) -> dict[s
             "recommendations": detected.recommendations,
         }
         echo("bench: dashboard and report queries")
-        out["dashboard"] = time_queries(connect(lake))
+        out["dashboard"] = time_queries(lake.connect())
         echo("bench: dashboard pages (AppTest, cold caches)")
         from app.bench.dashboard_timing import time_pages
 
@@ -288,13 +291,13 @@ def run_bench(plan: BenchPlan, echo: Echo) -> dict[str, Any]:
     base = Path(tempfile.mkdtemp(prefix="gpuledger-bench-", dir=plan.workdir))
     try:
         if "replay" in plan.scenarios:  # first, so the peak RSS it reports is its own
-            results["replay"] = _replay(base / "replay", plan, echo)
+            results["replay"] = _replay(Lake(base / "replay"), plan, echo)
             shutil.rmtree(base / "replay", ignore_errors=True)
         if "scale" in plan.scenarios:  # early, so the peak RSS it reports is its own
-            results["scale"] = _scale(base / "scale", plan, echo)
+            results["scale"] = _scale(Lake(base / "scale"), plan, echo)
             shutil.rmtree(base / "scale", ignore_errors=True)
         if {"attribution", "incremental", "dashboard"} & set(plan.scenarios):
-            results["attribution"] = _attribution(base / "lake", base / "aside", plan, echo)
+            results["attribution"] = _attribution(Lake(base / "lake"), base / "aside", plan, echo)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     if "prometheus" in plan.scenarios:

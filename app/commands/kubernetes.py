@@ -9,6 +9,7 @@ import click
 
 from app.errors import reports_errors
 from app.options import lake_option
+from warehouse.lake import Lake
 
 __all__ = ["command"]
 
@@ -94,7 +95,7 @@ def command(
     user_keys: tuple[str, ...],
     account_keys: tuple[str, ...],
     namespace_accounts: tuple[str, ...],
-    lake: Path,
+    lake: Lake,
     timeout: float,
 ) -> None:
     """Collect GPU pods as jobs, and Kueue/Volcano queue quotas, into the lake.
@@ -127,7 +128,7 @@ def command(
         namespace_accounts=parse_namespace_accounts(namespace_accounts),
     )
     api = connect_kubernetes(kubeconfig, context, timeout_s=timeout)
-    result = collect_kubernetes(lake, cluster, api, namespaces=namespaces, keys=keys)
+    result = collect_kubernetes(lake.root, cluster, api, namespaces=namespaces, keys=keys)
     found = ", ".join(result.integrations) or "no Kueue or Volcano"
     click.echo(
         f"Kubernetes cluster {cluster!r} at {_when(result.collected_at)} ({found}): "

@@ -9,6 +9,7 @@ import click
 
 from app.errors import reports_errors
 from app.options import lake_option
+from warehouse.lake import Lake
 
 __all__ = ["command"]
 
@@ -24,7 +25,7 @@ def command() -> None:
 @lake_option
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @reports_errors
-def philly(directory: Path, cluster: str, lake: Path, quiet: bool) -> None:
+def philly(directory: Path, cluster: str, lake: Lake, quiet: bool) -> None:
     """Import the Microsoft Philly trace (msr-fiddle/philly-traces) from DIR.
 
     \b
@@ -41,7 +42,7 @@ def philly(directory: Path, cluster: str, lake: Path, quiet: bool) -> None:
     from collector.sources.philly.trace import find_trace_files, import_philly
 
     if quiet:
-        result = import_philly(directory, cluster, lake)
+        result = import_philly(directory, cluster, lake.root)
     else:
         size = find_trace_files(directory).gpu_util.stat().st_size
         label = "Reading cluster_gpu_util"
@@ -50,10 +51,10 @@ def philly(directory: Path, cluster: str, lake: Path, quiet: bool) -> None:
             def update(done: int, _total: int) -> None:
                 bar.update(done - bar.pos)
 
-            result = import_philly(directory, cluster, lake, progress=update)
+            result = import_philly(directory, cluster, lake.root, progress=update)
     skipped = sum(result.malformed.values())
     click.echo(
-        f"Imported Philly trace from {directory} into cluster {cluster!r} at {lake}: "
+        f"Imported Philly trace from {directory} into cluster {cluster!r} at {lake.root}: "
         f"{result.jobs:,} jobs, {result.allocations:,} allocations "
         f"({result.job_gpus:,} job-GPU rows), {result.samples:,} samples from "
         f"{result.util_lines:,} lines, {result.gpus:,} GPUs in the inventory; "
@@ -82,4 +83,4 @@ def philly(directory: Path, cluster: str, lake: Path, quiet: bool) -> None:
         click.echo(f"Note: {note}.", err=True)
     for example in result.examples:
         click.echo(f"Skipped: {example}", err=True)
-    click.echo(f"Next: gpuledger attribute --lake {lake}", err=True)
+    click.echo(f"Next: gpuledger attribute --lake {lake.root}", err=True)

@@ -13,6 +13,7 @@ import click
 from app.commands.config import config_option
 from app.errors import AppError, reports_errors
 from app.options import LAKE_HELP, lake_writer, no_wait_option
+from warehouse.lake import Lake
 
 __all__ = ["command", "lake_override"]
 
@@ -82,7 +83,7 @@ def command(config_path: Path | None, lake: Path | None, once: bool, no_wait: bo
     from collector.sources.dcgm_exporter.scrape import stop_on_signals
 
     cfg = load_config(config_path)
-    root = lake or cfg.lake.root
+    root = Lake.at(lake or cfg.lake.root)
     service = cfg.section(ServiceConfig)
     sources = cfg.values["sources"]
     if not sources:

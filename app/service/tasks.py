@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from app.service.supervisor import Task, TaskContext
+from warehouse.lake import Lake
 
 if TYPE_CHECKING:
     from app.pipeline import PipelineConfig
@@ -99,7 +100,7 @@ class KubernetesSource:
         return f"kubernetes:{self.cluster}"
 
 
-Step = Callable[[Path, TaskContext], None]
+Step = Callable[[Lake, TaskContext], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +123,7 @@ def _lag(ctx: TaskContext, cluster: str, newest: dt.datetime | None, clock: Cloc
 
 
 def _prometheus_step(
-    src: PrometheusSource, lake: Path, clock: Clock, auth: PrometheusAuth | None = None
+    src: PrometheusSource, lake: Lake, clock: Clock, auth: PrometheusAuth | None = None
 ) -> Callable[[TaskContext], None]:
     def step(ctx: TaskContext) -> None:
         from collector.sources.prometheus.pull import PullConfig, WindowLanded, pull
@@ -146,7 +147,7 @@ def _prometheus_step(
             ApiClientTransport(src.url, timeout_s=src.timeout_s, auth=auth) as api,
             ctx.linked_stop() as stop,
         ):
-            summary = pull(cfg, lake, api, clock=clock, stop=stop, progress=landed)
+            summary = pull(cfg, lake.root, api, clock=clock, stop=stop, progress=landed)
         _lag(ctx, src.cluster, summary.last, clock)
         skipped = sum(summary.counts.values())
         if skipped:
@@ -155,7 +156,7 @@ def _prometheus_step(
     return step
 
 
-def _exporter_step(src: ExporterSource, lake: Path, clock: Clock) -> Callable[[TaskContext], None]:
+def _exporter_step(src: ExporterSource, lake: Lake, clock: Clock) -> Callable[[TaskContext], None]:
     def step(ctx: TaskContext) -> None:
         from collector.sources.dcgm_exporter.scrape import scrape_exporters
 
@@ -163,7 +164,7 @@ def _exporter_step(src: ExporterSource, lake: Path, clock: Clock) -> Callable[[T
             summary = scrape_exporters(
                 src.urls,
                 src.cluster,
-                lake,
+                lake.root,
                 clock=clock,
                 span_s=src.every_s,
                 timeout_s=src.timeout_s,
@@ -182,11 +183,11 @@ def _exporter_step(src: ExporterSource, lake: Path, clock: Clock) -> Callable[[T
     return step
 
 
-def _slurm_step(src: SlurmSource, lake: Path, clock: Clock) -> Callable[[TaskContext], None]:
+def _slurm_step(src: SlurmSource, lake: Lake, clock: Clock) -> Callable[[TaskContext], None]:
     def step(ctx: TaskContext) -> None:
         from collector.sources.slurm.collect import collect_slurm
 
-        result = collect_slurm(lake, src.cluster, now=clock())
+        result = collect_slurm(lake.root, src.cluster, now=clock())
         ctx.metrics.inc("gpuledger_jobs_landed_total", result.jobs_landed, source=src.name)
         if result.malformed:
             ctx.metrics.inc(
@@ -197,7 +198,7 @@ def _slurm_step(src: SlurmSource, lake: Path, clock: Clock) -> Callable[[TaskCon
 
 
 def _kubernetes_step(
-    src: KubernetesSource, lake: Path, clock: Clock
+    src: KubernetesSource, lake: Lake, clock: Clock
 ) -> Callable[[TaskContext], None]:
     def step(ctx: TaskContext) -> None:
         from collector.sources.kubernetes.api import connect_kubernetes
@@ -208,18 +209,18 @@ def _kubernetes_step(
         keys = AttributionKeys(namespace_accounts={ns.strip(): a.strip() for ns, _, a in pairs})
         api = connect_kubernetes(src.kubeconfig, src.context)
         result = collect_kubernetes(
-            lake, src.cluster, api, namespaces=src.namespaces, keys=keys, now=clock()
+            lake.root, src.cluster, api, namespaces=src.namespaces, keys=keys, now=clock()
         )
         ctx.metrics.inc("gpuledger_jobs_landed_total", result.jobs_landed, source=src.name)
 
     return step
 
 
-def _pipeline_step(spec: PipelineSpec, lake: Path, clock: Clock) -> Callable[[TaskContext], None]:
+def _pipeline_step(spec: PipelineSpec, lake: Lake, clock: Clock) -> Callable[[TaskContext], None]:
     def step(ctx: TaskContext) -> None:
         from app.pipeline import attribute, default_pipeline_config
 
-        if not (lake / "gpu_samples").is_dir():
+        if not (lake.root / "gpu_samples").is_dir():
             return  # nothing collected yet
         config = spec.config or default_pipeline_config()
         # compact closed days (DESIGN §3), then attribute; a source may replace a file this
@@ -243,7 +244,7 @@ def _pipeline_step(spec: PipelineSpec, lake: Path, clock: Clock) -> Callable[[Ta
 
 
 def build_tasks(
-    lake: Path,
+    lake: Lake,
     sources: Sequence[Source],
     pipeline: PipelineSpec,
     clock: Clock = _utc_now,

@@ -17,6 +17,7 @@ from app.api.reader import LakeReader
 from app.api.server import create_api_app
 from tests.api import lake as L
 from tests.marts import rows as r
+from warehouse.lake import Lake
 
 
 def free_port() -> int:
@@ -36,7 +37,7 @@ def base_url(root, tmp_path):
     reader = LakeReader(root)
     reader.warm()
     config = uvicorn.Config(
-        create_api_app(root, L.settings(tmp_path), reader=reader),
+        create_api_app(Lake.at(root), L.settings(tmp_path), reader=reader),
         host="127.0.0.1",
         port=free_port(),
         log_level="warning",

@@ -16,6 +16,7 @@ from app.service.tasks import PipelineSpec, build_tasks
 from collector.sim import SimConfig, simulate
 from tests.infra.permissions import world_accessible
 from tests.service.test_run_command import free_port
+from warehouse.lake import Lake
 
 
 @pytest.mark.slow
@@ -32,7 +33,7 @@ def test_a_round_attributes_detects_recommends_and_alerts(tmp_path):
     steps = after_steps(cfg, cfg.section(ServiceConfig))
     assert [name for name, _ in steps] == ["detect", "alert"]
     metrics = Metrics()
-    (task,) = build_tasks(lake, [], PipelineSpec(60, steps))
+    (task,) = build_tasks(Lake.at(lake), [], PipelineSpec(60, steps))
     sup = Supervisor([task], metrics, stop=threading.Event())
     assert sup.run_once(task), sup.states["pipeline"].last_error
     findings = pads.dataset(lake / "findings", partitioning="hive").to_table()
