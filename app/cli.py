@@ -76,7 +76,7 @@ def _simulate(
     cfg.validate()
     chunks = -(-max(gpus, 1) // 512)
     with progress_bar("Simulating telemetry", days * chunks, not quiet) as update:
-        result = simulate(cfg, lake.root, progress=update)
+        result = simulate(cfg, lake, progress=update)
     click.echo(
         f"Simulated cluster {cluster!r}: {result.gpus:,} GPUs, {result.jobs:,} jobs, "
         f"{result.samples:,} samples over {days} day(s) into {lake}",
@@ -450,7 +450,7 @@ def query(
     # a mistyped --lake would otherwise print an empty table and exit 0
     if not lake.exists():
         raise EmptyWarehouse(lake.root, "any table (the folder does not exist)")
-    if not any((lake.root / table).is_dir() for table in TABLES):
+    if not any(lake.table_dir(table).is_dir() for table in TABLES):
         raise EmptyWarehouse(lake.root, "any table (it holds no table folders; is --lake right?)")
     con = lake.connect()
     if name in readable:

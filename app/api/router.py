@@ -102,7 +102,7 @@ def build_router(
     `include_router`) opens and warms the lake at start-up, so the first request is as fast
     as the next; a lake that cannot be read then is logged, and its requests answer 503.
     """
-    lake_reader = reader or LakeReader(lake.root, settings.refresh_s)
+    lake_reader = reader or LakeReader(lake, settings.refresh_s)
 
     @asynccontextmanager
     async def warm_at_startup(_app: FastAPI) -> AsyncIterator[None]:

@@ -71,7 +71,7 @@ def _scale(lake: Lake, plan: BenchPlan, echo: Echo) -> dict[str, Any]:
     from warehouse.partitions import build_sample_marts
 
     echo(f"bench scale: generating {plan.scale_gpus} GPUs × {plan.scale_days} days (synthetic)")
-    generate_s, made = _timed(lambda: synthetic_lake(lake.root, plan.scale_gpus, plan.scale_days))
+    generate_s, made = _timed(lambda: synthetic_lake(lake, plan.scale_gpus, plan.scale_days))
     rss_generated = peak_rss_mb()
     echo(f"bench scale: attributing {made.samples:,} samples")
     con = lake.connect(require=("gpu_samples",))
@@ -115,7 +115,7 @@ def _replay(lake: Lake, plan: BenchPlan, echo: Echo) -> dict[str, Any]:
 
     cfg = SimConfig(cluster="sim", gpus=plan.replay_gpus, days=plan.replay_days)
     echo(f"bench replay: landing {plan.replay_gpus} GPUs × {plan.replay_days} days of jobs")
-    land_s, made = _timed(lambda: simulate_records(cfg, lake.root))
+    land_s, made = _timed(lambda: simulate_records(cfg, lake))
     con = lake.connect(require=("jobs",))
     try:
         load_s, workload = _timed(lambda: load_workload(con, cfg.cluster))
@@ -162,10 +162,8 @@ def _attribution(lake: Lake, aside: Path, plan: BenchPlan, echo: Echo) -> dict[s
     wanted = set(plan.scenarios)
     extra = 1 if "incremental" in wanted else 0
     echo(f"bench: simulating {plan.gpus} GPUs × {plan.days + extra} days into {lake}")
-    sim_s, sim = _timed(
-        lambda: simulate(SimConfig(gpus=plan.gpus, days=plan.days + extra), lake.root)
-    )
-    held = hold_back_last_day(lake.root, aside) if extra else None
+    sim_s, sim = _timed(lambda: simulate(SimConfig(gpus=plan.gpus, days=plan.days + extra), lake))
+    held = hold_back_last_day(lake, aside) if extra else None
     config = default_pipeline_config().attribution
     con = lake.connect(require=("gpu_samples",))
     [(samples,)] = con.sql("SELECT count(*) FROM gpu_samples").fetchall()
@@ -236,7 +234,7 @@ def _attribution(lake: Lake, aside: Path, plan: BenchPlan, echo: Echo) -> dict[s
             "mart_rows": update.counts,
         }
         echo(f"bench: incremental (late records of {_LATE_JOBS} finished jobs land)")
-        moved = land_late_records(con, lake.root, _LATE_JOBS)
+        moved = land_late_records(con, lake, _LATE_JOBS)
         late_ingest_s, _ = _timed(
             lambda: (
                 reattribute(con, lake.root),

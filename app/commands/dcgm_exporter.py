@@ -148,7 +148,7 @@ def command_dcgm_exporter(
         summary = scrape_exporters(
             list(urls),
             cluster,
-            lake.root,
+            lake,
             interval_s=interval,
             timeout_s=timeout,
             attempts=attempts,

@@ -128,7 +128,7 @@ def command(
         namespace_accounts=parse_namespace_accounts(namespace_accounts),
     )
     api = connect_kubernetes(kubeconfig, context, timeout_s=timeout)
-    result = collect_kubernetes(lake.root, cluster, api, namespaces=namespaces, keys=keys)
+    result = collect_kubernetes(lake, cluster, api, namespaces=namespaces, keys=keys)
     found = ", ".join(result.integrations) or "no Kueue or Volcano"
     click.echo(
         f"Kubernetes cluster {cluster!r} at {_when(result.collected_at)} ({found}): "

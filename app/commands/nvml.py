@@ -160,7 +160,7 @@ def command(
         cluster=cluster,
         node=node or socket.gethostname().split(".")[0],
         spool=spool or default_spool(),
-        lake=lake.root,
+        lake=lake,
         interval_s=interval,
     )
     stop = threading.Event()

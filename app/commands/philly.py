@@ -42,7 +42,7 @@ def philly(directory: Path, cluster: str, lake: Lake, quiet: bool) -> None:
     from collector.sources.philly.trace import find_trace_files, import_philly
 
     if quiet:
-        result = import_philly(directory, cluster, lake.root)
+        result = import_philly(directory, cluster, lake)
     else:
         size = find_trace_files(directory).gpu_util.stat().st_size
         label = "Reading cluster_gpu_util"
@@ -51,7 +51,7 @@ def philly(directory: Path, cluster: str, lake: Lake, quiet: bool) -> None:
             def update(done: int, _total: int) -> None:
                 bar.update(done - bar.pos)
 
-            result = import_philly(directory, cluster, lake.root, progress=update)
+            result = import_philly(directory, cluster, lake, progress=update)
     skipped = sum(result.malformed.values())
     click.echo(
         f"Imported Philly trace from {directory} into cluster {cluster!r} at {lake.root}: "

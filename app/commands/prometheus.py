@@ -328,7 +328,7 @@ def command_prometheus(
         ) as api,
         stop_on_signals(stop),
     ):
-        summary = pull(cfg, lake.root, api, stop=stop, progress=None if quiet else _progress)
+        summary = pull(cfg, lake, api, stop=stop, progress=None if quiet else _progress)
     click.echo(render_summary(summary, lake, throughput=bool(throughput)))
 
 

@@ -53,7 +53,7 @@ def command(cluster: str, since: dt.datetime | None, lake: Lake, timeout: float)
     from collector.sources.slurm.collect import collect_slurm, run_command
 
     result = collect_slurm(
-        lake.root, cluster, functools.partial(run_command, timeout_s=timeout), since=since
+        lake, cluster, functools.partial(run_command, timeout_s=timeout), since=since
     )
     click.echo(
         f"Slurm cluster {cluster!r}, {_when(result.window_start)} to {_when(result.window_end)}: "

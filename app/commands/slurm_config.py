@@ -39,7 +39,7 @@ def command(cluster: str, lake: Lake, timeout: float) -> None:
     from collector.sources.slurm.config import collect_slurm_config
 
     rows, shares, bad = collect_slurm_config(
-        lake.root,
+        lake,
         cluster,
         functools.partial(run_command, timeout_s=timeout),
         dt.datetime.now(dt.UTC),

@@ -38,7 +38,7 @@ def command(cluster: str, lake: Lake, timeout: float) -> None:
     from collector.sources.slurm.collect import run_command
 
     landed, bad = collect_associations(
-        lake.root,
+        lake,
         cluster,
         functools.partial(run_command, timeout_s=timeout),
         dt.datetime.now(dt.UTC),

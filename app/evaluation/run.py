@@ -136,7 +136,7 @@ def _simulated(plan: EvaluationPlan, work: Path, setting: str, seed: int) -> Lak
         hard=setting == "hard",
         failure_rate=plan.failure_rate,
     )
-    simulate(cfg, root)
+    simulate(cfg, Lake(root))
     # the defaults the rules were tuned with (a configuration file would move the goalposts)
     attribute(Lake(root), default_pipeline_config(), dt.datetime.now(dt.UTC))
     done.write_text("ok\n")
@@ -305,7 +305,7 @@ def evaluate_philly(directory: Path, work: Path, now: dt.datetime) -> PhillyResu
     from collector.sources.philly.trace import import_philly
 
     lake = Lake(work / "philly")
-    import_philly(directory, "philly", lake.root)
+    import_philly(directory, "philly", lake)
     pipeline = default_pipeline_config()
     attribute(lake, pipeline, now)
     con = lake.connect()

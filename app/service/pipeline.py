@@ -27,7 +27,7 @@ def _detect_step(config: PipelineConfig, clock: Callable[[], dt.datetime]) -> St
     def step(lake: Lake, ctx: TaskContext) -> None:
         from app.pipeline import detect
 
-        if not (lake.root / "job_usage").is_dir():
+        if not lake.table_dir("job_usage").is_dir():
             return  # no jobs attributed yet: nothing to judge
         outcome = detect(lake, config, clock())
         ctx.metrics.inc("gpuledger_findings_total", outcome.new)
@@ -47,7 +47,7 @@ def _alert_step(cfg: Config) -> Step:
     def step(lake: Lake, ctx: TaskContext) -> None:
         from app.alerts.runner import run_cycle
 
-        if not (lake.root / "findings").is_dir():
+        if not lake.table_dir("findings").is_dir():
             return
         report = run_cycle(lake, alerts)
         ctx.metrics.inc("gpuledger_alerts_sent_total", len(report.delivery.delivered))

@@ -147,7 +147,7 @@ def _prometheus_step(
             ApiClientTransport(src.url, timeout_s=src.timeout_s, auth=auth) as api,
             ctx.linked_stop() as stop,
         ):
-            summary = pull(cfg, lake.root, api, clock=clock, stop=stop, progress=landed)
+            summary = pull(cfg, lake, api, clock=clock, stop=stop, progress=landed)
         _lag(ctx, src.cluster, summary.last, clock)
         skipped = sum(summary.counts.values())
         if skipped:
@@ -164,7 +164,7 @@ def _exporter_step(src: ExporterSource, lake: Lake, clock: Clock) -> Callable[[T
             summary = scrape_exporters(
                 src.urls,
                 src.cluster,
-                lake.root,
+                lake,
                 clock=clock,
                 span_s=src.every_s,
                 timeout_s=src.timeout_s,
@@ -187,7 +187,7 @@ def _slurm_step(src: SlurmSource, lake: Lake, clock: Clock) -> Callable[[TaskCon
     def step(ctx: TaskContext) -> None:
         from collector.sources.slurm.collect import collect_slurm
 
-        result = collect_slurm(lake.root, src.cluster, now=clock())
+        result = collect_slurm(lake, src.cluster, now=clock())
         ctx.metrics.inc("gpuledger_jobs_landed_total", result.jobs_landed, source=src.name)
         if result.malformed:
             ctx.metrics.inc(
@@ -209,7 +209,7 @@ def _kubernetes_step(
         keys = AttributionKeys(namespace_accounts={ns.strip(): a.strip() for ns, _, a in pairs})
         api = connect_kubernetes(src.kubeconfig, src.context)
         result = collect_kubernetes(
-            lake.root, src.cluster, api, namespaces=src.namespaces, keys=keys, now=clock()
+            lake, src.cluster, api, namespaces=src.namespaces, keys=keys, now=clock()
         )
         ctx.metrics.inc("gpuledger_jobs_landed_total", result.jobs_landed, source=src.name)
 
@@ -220,7 +220,7 @@ def _pipeline_step(spec: PipelineSpec, lake: Lake, clock: Clock) -> Callable[[Ta
     def step(ctx: TaskContext) -> None:
         from app.pipeline import attribute, default_pipeline_config
 
-        if not (lake.root / "gpu_samples").is_dir():
+        if not lake.table_dir("gpu_samples").is_dir():
             return  # nothing collected yet
         config = spec.config or default_pipeline_config()
         # compact closed days (DESIGN §3), then attribute; a source may replace a file this

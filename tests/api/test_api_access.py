@@ -323,13 +323,13 @@ class DamagedLake(LakeReader):
     """A lake whose every read meets a damaged file (or, `crash`, a bug of ours)."""
 
     def __init__(self, root: Path, crash: bool = False) -> None:
-        super().__init__(root)
+        super().__init__(Lake.at(root))
         self.crash = crash
 
     def read(self, work: Callable[[Any], T]) -> T:
         if self.crash:
             raise RuntimeError("secret internals")
-        raise DamagedFile(self.root / "jobs" / "part-0.parquet", "bad data page")
+        raise DamagedFile(self.lake.root / "jobs" / "part-0.parquet", "bad data page")
 
 
 def test_a_damaged_lake_file_is_a_503_naming_it_and_the_server_still_starts(root, tmp_path):
@@ -347,6 +347,6 @@ def test_an_unexpected_error_is_a_500_that_tells_nothing(root, tmp_path):
 
 
 def test_the_lake_is_opened_and_warmed_before_the_first_request(root, tmp_path):
-    reader = LakeReader(root)
+    reader = LakeReader(Lake.at(root))
     with TestClient(create_api_app(Lake.at(root), L.settings(tmp_path), reader=reader)):
         assert reader.generation == 1  # opened by the router's lifespan, no request yet

@@ -115,7 +115,7 @@ def built_lake(tmp_path_factory: pytest.TempPathFactory) -> Callable[[SimConfig]
         if config not in made:
             folder = tmp_path_factory.mktemp(f"sim-{config.gpus}gpus-{config.days}days")
             root, pristine = folder / "lake", folder / "pristine"
-            simulate(config, root)
+            simulate(config, Lake.at(root))
             build_marts(connect(root), root, AttributionConfig())
             shutil.copytree(root, pristine)
             made[config] = (root, pristine)
@@ -166,7 +166,7 @@ def philly_lake(tmp_path_factory) -> Path:
     for name in ("cluster_job_log", "cluster_gpu_util", "cluster_machine_list"):
         shutil.copy(PHILLY / name, source / name)
     root = tmp_path_factory.mktemp("philly_lake")
-    import_philly(source, "philly", root)
+    import_philly(source, "philly", Lake.at(root))
     attribute(connect(root), root, AttributionConfig())
     return root
 

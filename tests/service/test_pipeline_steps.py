@@ -22,7 +22,7 @@ from warehouse.lake import Lake
 @pytest.mark.slow
 def test_a_round_attributes_detects_recommends_and_alerts(tmp_path):
     lake = tmp_path / "lake"
-    simulate(SimConfig(gpus=16, days=1, seed=7), lake)
+    simulate(SimConfig(gpus=16, days=1, seed=7), Lake.at(lake))
     (tmp_path / "g.toml").write_text("[alerts]\nmax_attempts = 1\nretry_base_s = 0.01\n")
     env = {
         "GPULEDGER_ALERTS_SMTP_PORT": str(free_port()),  # nothing listens: delivery fails

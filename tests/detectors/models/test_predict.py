@@ -27,7 +27,7 @@ NOW = dt.datetime(2026, 11, 6, tzinfo=dt.UTC)
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("lake")
-    simulate(SimConfig(gpus=16, days=3, seed=11, failure_rate=40.0), root)
+    simulate(SimConfig(gpus=16, days=3, seed=11, failure_rate=40.0), Lake.at(root))
     con = connect(root)
     attribute(con, root, AttributionConfig())
     trained = train_all(load_data(con), Lake.at(root), NOW)
@@ -36,7 +36,7 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_nothing_is_predicted_before_a_model_is_trained(tmp_path: Path) -> None:
-    simulate(SimConfig(gpus=8, days=1, seed=3), tmp_path)
+    simulate(SimConfig(gpus=8, days=1, seed=3), Lake.at(tmp_path))
     table = predict(connect(tmp_path), Lake.at(tmp_path), NOW)
     assert table.num_rows == 0 and table.schema == FINDINGS_SCHEMA
 
