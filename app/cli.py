@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from app.commands import register
 from app.commands.config import config_option
+from app.commands.registry import register
 from app.errors import AppError, reports_errors
 from app.options import Timestamp, lake_option, lake_writer, no_wait_option, progress_bar
 from warehouse.lake import Lake

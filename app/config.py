@@ -30,7 +30,6 @@ __all__ = [
     "dashboard_access_policy",
     "dashboard_cost_per_gpu_hour",
     "CONFIG_ENV",
-    "SECTION_MODULES",
     "Config",
     "ConfigError",
     "DashboardConfig",
@@ -94,17 +93,9 @@ def setting(default: Any, help: str, check: Check | None = None, secret: bool = 
     return field(default=default, metadata=meta)
 
 
+# Sections by name. Modules that register further sections are listed in app/config_sections.py
+# (add yours there: one import, one line), which is imported when a configuration is loaded.
 _SECTIONS: dict[str, type[Any]] = {}
-# Modules that register further sections; imported when a configuration is loaded. Add yours
-# here (one line): e.g. "detectors_settings" for detector thresholds.
-SECTION_MODULES: tuple[str, ...] = (
-    "app.alerts.settings",
-    "app.service.settings",
-    "app.pipeline.settings",
-    "app.serve.settings",
-    "app.api.settings",
-    "app.jobmail.settings",
-)
 
 
 def register_section(name: str) -> Callable[[type[S]], type[S]]:
@@ -161,10 +152,8 @@ def sections() -> dict[str, type[Any]]:
 
 
 def _import_sections() -> None:
-    from importlib import import_module
-
-    for module in SECTION_MODULES:
-        import_module(module)
+    # Imported here, not at the top: every settings module imports this one.
+    import app.config_sections  # noqa: F401
 
 
 # ---------------------------------------------------------------- the lake section

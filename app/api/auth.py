@@ -6,6 +6,8 @@ when `[api] trusted_user_header` is set and the request comes straight from one 
 `trusted_proxies`, the header names the user, mapped as the dashboard maps sign-ins
 (app.access.resolve_remote_user); from any other address the header is ignored, so a client
 cannot name itself. Nobody else gets in: the API is never open, even where the dashboard is.
+The tokens file is re-read when it changes (app.api.tokens.TokensFile); while it is unusable a
+token request gets 503 and nobody is let in by token.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from fastapi import Request
 from app.access import Denied, Viewer, resolve_remote_user
 from app.api.errors import ApiError
 from app.api.settings import ApiSettings
+from app.api.tokens import TokensFileError
 
 __all__ = ["request_viewer"]
 
@@ -36,7 +39,13 @@ def request_viewer(settings: ApiSettings, request: Request) -> Viewer:
     user is one the access policy refuses."""
     token = _bearer(request)
     if token is not None:
-        viewer = None if settings.tokens is None else settings.tokens.viewer(token)
+        try:
+            viewer = None if settings.tokens is None else settings.tokens.viewer(token)
+        except TokensFileError:
+            # Logged with its reason by TokensFile; the client learns only that it must wait.
+            raise ApiError(
+                503, "the API's tokens file is not usable now; an administrator must fix it"
+            ) from None
         if viewer is None:
             raise ApiError(401, "the bearer token is not valid", _CHALLENGE)
         return viewer

@@ -23,7 +23,7 @@ from app.access import AccessPolicy
 from app.config import ConfigError, access_policy, register_section, setting
 
 if TYPE_CHECKING:
-    from app.api.tokens import Tokens
+    from app.api.tokens import Tokens, TokensFile
     from app.config import Config
 
 __all__ = ["ApiConfig", "ApiSettings"]
@@ -78,10 +78,11 @@ class ApiConfig:
 
 @dataclass(frozen=True, slots=True)
 class ApiSettings:
-    """What the API runs with: the tokens read from the file, the proxy header and addresses
-    it trusts, the dashboard's access policy (managers, identity mapping), the refresh period."""
+    """What the API runs with: the tokens file (re-read when it changes), the proxy header and
+    addresses it trusts, the dashboard's access policy (managers, identity mapping), the
+    refresh period."""
 
-    tokens: Tokens | None
+    tokens: TokensFile | Tokens | None
     trusted_user_header: str | None
     trusted_proxies: frozenset[str]
     policy: AccessPolicy
@@ -98,12 +99,12 @@ class ApiSettings:
 
         Raises ConfigError (one line, never a token) when the tokens file is not usable.
         """
-        from app.api.tokens import TokensFileError, load_tokens
+        from app.api.tokens import TokensFile, TokensFileError
         from app.config import DashboardConfig
 
         cfg = config.section(ApiConfig)
         try:
-            tokens = None if cfg.tokens_file is None else load_tokens(cfg.tokens_file)
+            tokens = None if cfg.tokens_file is None else TokensFile.open(cfg.tokens_file)
         except TokensFileError as exc:
             raise ConfigError(str(exc)) from None
         return cls(

@@ -5,19 +5,29 @@ anyone but its owner may write it, when a token is short or listed twice, or a l
 that shape. A line's number is named in an error, never its token. `Tokens.viewer` compares
 the presented token with every listed one in constant time (hmac.compare_digest), so how long
 it takes says nothing about how close a guess was.
+
+`TokensFile` is what a running server holds: it looks at the file's status on every request
+and reads it again when it changed, so a token added or revoked takes effect at once, without
+a restart. A file that has become unusable (loosened mode, a broken line, removed) lets nobody
+in by token until it is fixed: failing open would keep a revoked token working.
 """
 
 from __future__ import annotations
 
 import hmac
+import logging
+import os
 import stat
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from app.access import Viewer
 from app.errors import AppError
 
-__all__ = ["MIN_TOKEN_LENGTH", "Tokens", "TokensFileError", "load_tokens"]
+__all__ = ["MIN_TOKEN_LENGTH", "Tokens", "TokensFile", "TokensFileError", "load_tokens"]
+
+_log = logging.getLogger(__name__)
 
 # Shorter tokens can be guessed: `python -c "import secrets; print(secrets.token_urlsafe(32))"`.
 MIN_TOKEN_LENGTH = 16
@@ -90,3 +100,56 @@ def load_tokens(path: Path) -> Tokens:
         seen.add(token)
         entries.append((token, Viewer(user=fields[1].lower(), is_manager=len(fields) == 3)))
     return Tokens(tuple(entries))
+
+
+def _status(path: Path) -> tuple[int, int, int, int, int] | None:
+    """What changes when the file is edited, replaced or re-moded; None when it cannot be seen."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_mode)
+
+
+class TokensFile:
+    """The tokens file as a server holds it: re-read whenever its status changes.
+
+    `viewer` raises TokensFileError while the file is unusable; the reason is logged once per
+    change of the file (one line naming the file and line, never a token).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._seen = _status(path)
+        self._tokens: Tokens | None = load_tokens(path)
+        self._error: TokensFileError | None = None
+
+    @classmethod
+    def open(cls, path: Path) -> TokensFile:
+        """Read and check the file now; TokensFileError (one line) when it is not usable."""
+        return cls(path)
+
+    def current(self) -> Tokens:
+        """The tokens as the file holds them now; TokensFileError while it is unusable."""
+        status = _status(self.path)
+        with self._lock:
+            if status != self._seen:
+                self._seen = status
+                try:
+                    self._tokens, self._error = load_tokens(self.path), None
+                    _log.info("api: re-read %s", self.path)
+                except TokensFileError as exc:
+                    self._tokens, self._error = None, exc
+                    _log.error("%s; no token is accepted until it is fixed", exc)
+            if self._error is not None:
+                raise self._error
+            assert self._tokens is not None
+            return self._tokens
+
+    def viewer(self, presented: str) -> Viewer | None:
+        """The viewer whose token this is, or None; TokensFileError while the file is unusable."""
+        return self.current().viewer(presented)
+
+    def __repr__(self) -> str:  # never the tokens
+        return f"TokensFile({str(self.path)!r})"

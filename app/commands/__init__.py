@@ -1,36 +1,6 @@
-"""Subcommands that live in their own modules (collectors, importers); `register` adds them."""
+"""Subcommands that live in their own modules (collectors, importers, services).
 
-from __future__ import annotations
-
-import click
-
-__all__ = ["register"]
-
-
-def register(group: click.Group) -> None:
-    """Add every command module's command to the `gpuledger` group."""
-    # Each entry: a module under app/commands/ exposing `command` (a click command or group).
-    from importlib import import_module
-
-    for name in COMMAND_MODULES:
-        group.add_command(import_module(f"app.commands.{name}").command)
-
-
-COMMAND_MODULES: tuple[str, ...] = (
-    "philly",
-    "collect",
-    "serve_exporters",
-    "serve",
-    "config",
-    "alert",
-    "detect",
-    "check",
-    "job",
-    "mail",
-    "train",
-    "evaluate",
-    "report",
-    "run",
-    "status",
-    "whatif",
-)
+`app.commands.registry` imports them all and adds them to the `gpuledger` group. This package
+itself imports nothing, so importing one command module (the API's `app.commands.job`,
+`python -m app.commands.prometheus`) does not load the others.
+"""

@@ -4,6 +4,7 @@ it answers (JSON bodies, JSON errors with their status, the OpenAPI document).""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -14,6 +15,7 @@ from fastapi.testclient import TestClient
 from app.access import AccessPolicy
 from app.api.reader import LakeReader
 from app.api.server import create_api_app
+from app.api.tokens import TokensFile
 from app.commands.job import render_json
 from detectors.job_report import load_job_report
 from tests.api import lake as L
@@ -350,3 +352,18 @@ def test_the_lake_is_opened_and_warmed_before_the_first_request(root, tmp_path):
     reader = LakeReader(Lake.at(root))
     with TestClient(create_api_app(Lake.at(root), L.settings(tmp_path), reader=reader)):
         assert reader.generation == 1  # opened by the router's lifespan, no request yet
+
+
+def test_a_token_revoked_in_the_file_is_refused_at_once_and_a_broken_file_is_503(root, tmp_path):
+    path = L.tokens_file(tmp_path)
+    app = create_api_app(root, L.settings(tmp_path, tokens=TokensFile.open(path)))
+    with TestClient(app) as client:
+        assert client.get("/api/v1/whoami", headers=L.bearer(L.BOB)).status_code == 200
+
+        path.write_text(f"{L.ALICE} alice\n", encoding="utf-8")  # Bob's token revoked
+        assert "not valid" in error_of(client.get("/api/v1/whoami", headers=L.bearer(L.BOB)), 401)
+        assert client.get("/api/v1/whoami", headers=L.bearer(L.ALICE)).status_code == 200
+
+        os.chmod(path, 0o644)
+        response = client.get("/api/v1/whoami", headers=L.bearer(L.ALICE))
+        assert "tokens file is not usable" in error_of(response, 503)

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from app.access import AccessPolicy, Denied, Viewer, resolve_remote_user
 from app.api.settings import ApiSettings
-from app.api.tokens import TokensFileError, load_tokens
+from app.api.tokens import TokensFile, TokensFileError, load_tokens
 from app.cli import cli
 from app.config import ConfigError, load_config
 from tests.api import lake as L
@@ -146,3 +146,34 @@ def test_a_proxy_user_maps_as_a_sign_in(remote_user, expected):
 
 def test_with_an_open_dashboard_no_proxy_user_is_a_manager():
     assert resolve_remote_user(AccessPolicy(), "boss") == Viewer("boss", is_manager=False)
+
+
+def test_a_running_server_sees_tokens_added_and_revoked_without_a_restart(tmp_path):
+    path = write(tmp_path, f"{L.ALICE} alice\n")
+    held = TokensFile.open(path)
+    assert held.viewer(L.ALICE) == Viewer("alice", is_manager=False) and held.viewer(L.BOB) is None
+
+    write(tmp_path, f"{L.BOB} bob\n")  # Alice's token revoked, Bob's added
+
+    assert held.viewer(L.ALICE) is None and held.viewer(L.BOB) == Viewer("bob", is_manager=False)
+    assert L.BOB not in repr(held)
+
+
+def test_a_tokens_file_that_becomes_unusable_lets_nobody_in_until_fixed(tmp_path, caplog):
+    path = write(tmp_path, f"{L.ALICE} alice\n")
+    held = TokensFile.open(path)
+
+    os.chmod(path, 0o644)  # loosened: a revoked token must not keep working on the old list
+    with pytest.raises(TokensFileError, match="mode 0644"):
+        held.viewer(L.ALICE)
+    path.write_text(f"{L.ALICE}\n", encoding="utf-8")  # broken line
+    os.chmod(path, 0o600)
+    with pytest.raises(TokensFileError, match="line 1"):
+        held.viewer(L.ALICE)
+    path.unlink()
+    with pytest.raises(TokensFileError, match="cannot read"):
+        held.viewer(L.ALICE)
+    assert L.ALICE not in caplog.text
+
+    write(tmp_path, f"{L.ALICE} alice manager\n")
+    assert held.viewer(L.ALICE) == Viewer("alice", is_manager=True)
