@@ -356,7 +356,7 @@ def test_the_lake_is_opened_and_warmed_before_the_first_request(root, tmp_path):
 
 def test_a_token_revoked_in_the_file_is_refused_at_once_and_a_broken_file_is_503(root, tmp_path):
     path = L.tokens_file(tmp_path)
-    app = create_api_app(root, L.settings(tmp_path, tokens=TokensFile.open(path)))
+    app = create_api_app(Lake.at(root), L.settings(tmp_path, tokens=TokensFile.open(path)))
     with TestClient(app) as client:
         assert client.get("/api/v1/whoami", headers=L.bearer(L.BOB)).status_code == 200
 
