@@ -31,7 +31,7 @@ __all__ = ["command"]
 )
 @reports_errors
 def command(
-    config_path: Path | None, lake: Path | None, address: str | None, port: int | None
+    config_path: Path | None, lake: Lake | None, address: str | None, port: int | None
 ) -> None:
     """Serve the lake's figures to Prometheus at http://ADDRESS:PORT/metrics, and the
     read-only HTTP API at /api/v1 when `[api]` lets someone in.
@@ -66,9 +66,7 @@ def command(
 
     cfg = load_config(config_path)
     serve_cfg = cfg.section(ServeConfig)
-    served = Lake.at(
-        lake or cfg.lake.root
-    )  # the configuration's `lake` ($GPULEDGER_LAKE wins there)
+    served = lake or Lake.at(cfg.lake.root)  # else the configuration's ($GPULEDGER_LAKE wins)
     if not served.exists():
         raise AppError(
             f"no lake at {str(served)!r}: give --lake (or $GPULEDGER_LAKE) a lake folder"
