@@ -135,7 +135,7 @@ def test_follow_reacts_within_one_interval(tmp_path, smtp_server, slack_server):
     interval = 0.5
     loop = threading.Thread(
         target=follow,
-        args=(lake, cfg, Seams(sleep=time.sleep), interval, stop.is_set),
+        args=(Lake.at(lake), cfg, Seams(sleep=time.sleep), interval, stop.is_set),
         kwargs={"on_cycle": lambda r: cycles.append(time.monotonic())},
         daemon=True,
     )

@@ -222,6 +222,7 @@ from app.alerts.runner import Seams, run_cycle
 from app.alerts.settings import AlertsConfig
 from app.config import load_config
 from factories import NOW
+from warehouse.lake import Lake
 
 handed_over = []
 
@@ -232,7 +233,7 @@ def die_after_second(msg):
         os.kill(os.getpid(), signal.SIGKILL)
 
 cfg = load_config().section(AlertsConfig)
-run_cycle(Path({lake!r}), cfg, Seams(clock=lambda: NOW, after_send=die_after_second))
+run_cycle(Lake.at({lake!r}), cfg, Seams(clock=lambda: NOW, after_send=die_after_second))
 """
 
 
