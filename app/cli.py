@@ -642,13 +642,17 @@ def demo(
 @click.option(
     "--scenario",
     "scenarios",
-    type=click.Choice(["attribution", "incremental", "dashboard", "scale", "prometheus", "replay"]),
+    type=click.Choice(
+        ["attribution", "incremental", "dashboard", "scale", "prometheus", "replay", "jobstats"]
+    ),
     multiple=True,
-    help="A scenario to run (repeatable) [default: all but scale]. attribution: the marts vs "
+    help="A scenario to run (repeatable) [default: attribution, incremental, dashboard, "
+    "prometheus]. attribution: the marts vs "
     "a plain scan, polars join_asof and pandas merge_asof; incremental: one more day lands; "
     "dashboard: every dashboard and report query; scale: a large synthetic lake, wall time "
     "and peak memory; prometheus: Prometheus JSON → Parquet; replay: the policy lab's scheduler "
-    "replay of the simulator's jobs.",
+    "replay of the simulator's jobs; jobstats: gpuledger against jobstats-style per-job PromQL "
+    "on a real Prometheus (needs prometheus and promtool).",
 )
 @click.option(
     "--gpus",
@@ -693,6 +697,20 @@ def demo(
     help="Days of the replay scenario's jobs.",
 )
 @click.option(
+    "--jobstats-gpus",
+    type=click.IntRange(min=8),
+    default=16,
+    show_default=True,
+    help="GPUs of the jobstats scenario's Prometheus history (15 s, every 4.8 family).",
+)
+@click.option(
+    "--jobstats-days",
+    type=click.IntRange(min=1, max=30),
+    default=1,
+    show_default=True,
+    help="Days of that history.",
+)
+@click.option(
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),
     default=Path("bench-results.json"),
@@ -716,6 +734,8 @@ def bench(
     scale_days: int,
     replay_gpus: int,
     replay_days: int,
+    jobstats_gpus: int,
+    jobstats_days: int,
     out: Path,
     workdir: Path | None,
 ) -> None:
@@ -732,6 +752,9 @@ def bench(
       replay       the simulator's jobs on 1,024 GPUs × 30 days (no telemetry) replayed under
                    the recorded policy: seconds, jobs/s, peak RSS (--replay-gpus 10000 for
                    the large target)
+      jobstats     16 GPUs × 1 day at 15 s in a real Prometheus (promtool-loaded): the
+                   peer's 3 PromQL queries per job vs gpuledger's collect + attribute +
+                   read, and `gpuledger job` vs the peer's queries for one job
     Example:  gpuledger bench --scenario attribution --gpus 256 --days 2
     """
     from app.bench.run import DEFAULT_SCENARIOS, BenchPlan, render_bench, run_bench
@@ -744,6 +767,8 @@ def bench(
         scale_days=scale_days,
         replay_gpus=replay_gpus,
         replay_days=replay_days,
+        jobstats_gpus=jobstats_gpus,
+        jobstats_days=jobstats_days,
         workdir=workdir,
     )
     results = run_bench(plan, echo=lambda m: click.echo(m, err=True))

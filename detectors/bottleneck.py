@@ -22,19 +22,26 @@ Pure classification over a query result; the only I/O is the one query run throu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 from warehouse import queries
 
 if TYPE_CHECKING:
     import duckdb
+    import polars as pl
     import pyarrow as pa
 
-__all__ = ["ADVICE", "QUERY", "BottleneckThresholds", "classify", "diagnose"]
+__all__ = [
+    "ADVICE",
+    "QUERY",
+    "BottleneckThresholds",
+    "classify",
+    "diagnose",
+    "diagnose_rows",
+    "diagnosis_of",
+]
 
 QUERY = "detectors/bottleneck_signals"
 
@@ -80,41 +87,57 @@ class BottleneckThresholds:
     underutilized_sm_below: float = 0.3
 
 
+def _at_least(value: float | None, bound: float) -> bool:
+    return value is not None and value >= bound
+
+
+def diagnosis_of(signals: Mapping[str, Any], t: BottleneckThresholds) -> str:
+    """The diagnosis of one job's signals (a row of QUERY): the first rule of the module's list
+    that matches. A signal that is missing (None) matches no rule that compares it."""
+    busy, sm = signals.get("busy_mean"), signals.get("sm_active_mean")
+    if not signals.get("samples"):
+        return "unobserved"
+    if busy is not None and busy < t.idle_busy_below:
+        stalled = (signals.get("gpu_util_pct_mean") or 0) >= t.stalled_util_pct_above
+        return "stalled" if stalled else "idle"
+    if busy is None and 0 < t.idle_busy_below:
+        return "idle"
+    if sm is None:
+        return "unprofiled"
+    if sm >= t.compute_sm_above or _at_least(
+        signals.get("tensor_active_mean"), t.compute_tensor_above
+    ):
+        return "compute_bound"
+    low_sm = sm < t.low_sm_below
+    if low_sm and _at_least(signals.get("nvlink_gbps_mean"), t.nvlink_gbps_above):
+        return "communication_bound"
+    if low_sm and _at_least(signals.get("dram_active_mean"), t.dram_above):
+        return "memory_bound"
+    if (
+        _at_least(signals.get("gap_frac"), t.input_gap_frac_above)
+        and _at_least(signals.get("burst_frac"), t.input_burst_frac_above)
+        and _at_least(signals.get("bursts_per_h"), t.input_bursts_per_h_above)
+    ):
+        return "input_bound"
+    if sm < t.underutilized_sm_below:
+        return "underutilized"
+    return "mixed"
+
+
 def classify(signals: pl.DataFrame, t: BottleneckThresholds) -> pl.DataFrame:
     """Add `diagnosis` and `advice` to a frame of bottleneck signals (one row per job)."""
-    sm = pl.col("sm_active_mean")
-    low_sm = sm < t.low_sm_below
-    diagnosis = (
-        pl.when(pl.col("samples").fill_null(0) == 0)
-        .then(pl.lit("unobserved"))
-        .when(
-            (pl.col("busy_mean") < t.idle_busy_below)
-            & (pl.col("gpu_util_pct_mean").fill_null(0) >= t.stalled_util_pct_above)
-        )
-        .then(pl.lit("stalled"))
-        .when(pl.col("busy_mean").fill_null(0) < t.idle_busy_below)
-        .then(pl.lit("idle"))
-        .when(sm.is_null())
-        .then(pl.lit("unprofiled"))
-        .when((sm >= t.compute_sm_above) | (pl.col("tensor_active_mean") >= t.compute_tensor_above))
-        .then(pl.lit("compute_bound"))
-        .when(low_sm & (pl.col("nvlink_gbps_mean") >= t.nvlink_gbps_above))
-        .then(pl.lit("communication_bound"))
-        .when(low_sm & (pl.col("dram_active_mean") >= t.dram_above))
-        .then(pl.lit("memory_bound"))
-        .when(
-            (pl.col("gap_frac") >= t.input_gap_frac_above)
-            & (pl.col("burst_frac") >= t.input_burst_frac_above)
-            & (pl.col("bursts_per_h") >= t.input_bursts_per_h_above)
-        )
-        .then(pl.lit("input_bound"))
-        .when(sm < t.underutilized_sm_below)
-        .then(pl.lit("underutilized"))
-        .otherwise(pl.lit("mixed"))
+    import polars as pl
+
+    found = [diagnosis_of(row, t) for row in signals.iter_rows(named=True)]
+    return signals.with_columns(
+        pl.Series("diagnosis", found, dtype=pl.String),
+        pl.Series("advice", [ADVICE[d] for d in found], dtype=pl.String),
     )
-    return signals.with_columns(diagnosis.alias("diagnosis")).with_columns(
-        pl.col("diagnosis").replace_strict(ADVICE, return_dtype=pl.String).alias("advice")
-    )
+
+
+def _filler(job_ids: Sequence[str], seen: set[str]) -> list[str]:
+    """The jobs of `job_ids` (once each, in order) that have no signals: `unobserved`."""
+    return [j for j in dict.fromkeys(job_ids) if j not in seen]
 
 
 def diagnose(
@@ -126,21 +149,39 @@ def diagnose(
 
     Jobs in `job_ids` without any attributed sample are returned as `unobserved`.
     """
+    import polars as pl
+
     t = thresholds or BottleneckThresholds()
-    signals = queries.run(
-        con,
-        QUERY,
-        job_ids=None if job_ids is None else list(job_ids),
-        idle_below=t.idle_below,
-        gap_below=t.gap_below,
-        burst_above=t.burst_above,
-    )
+    signals = queries.run(con, QUERY, **_params(job_ids, t))
     if job_ids is not None:
-        seen = set(signals["job_id"].to_list())
-        missing = [j for j in dict.fromkeys(job_ids) if j not in seen]
+        missing = _filler(job_ids, set(signals["job_id"].to_list()))
         if missing:
             filler = pl.DataFrame(
                 {"cluster": [None] * len(missing), "job_id": missing, "samples": [0] * len(missing)}
             ).cast({"cluster": pl.String, "samples": signals.schema["samples"]})
             signals = pl.concat([signals, filler], how="diagonal_relaxed")
     return classify(signals, t).to_arrow()
+
+
+def diagnose_rows(
+    con: duckdb.DuckDBPyConnection,
+    job_ids: Sequence[str],
+    thresholds: BottleneckThresholds | None = None,
+) -> list[dict[str, Any]]:
+    """`diagnose` for a few jobs as plain rows, without polars or Arrow (`gpuledger job`)."""
+    t = thresholds or BottleneckThresholds()
+    columns, signals = queries.fetch(con, QUERY, **_params(job_ids, t))
+    for job_id in _filler(job_ids, {row["job_id"] for row in signals}):
+        signals.append({c: {"job_id": job_id, "samples": 0}.get(c) for c in columns})
+    return [
+        {**row, "diagnosis": (d := diagnosis_of(row, t)), "advice": ADVICE[d]} for row in signals
+    ]
+
+
+def _params(job_ids: Sequence[str] | None, t: BottleneckThresholds) -> dict[str, Any]:
+    return {
+        "job_ids": None if job_ids is None else list(job_ids),
+        "idle_below": t.idle_below,
+        "gap_below": t.gap_below,
+        "burst_above": t.burst_above,
+    }

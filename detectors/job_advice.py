@@ -36,8 +36,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from detectors.recommend.mig_packing import PROFILES, profile_for, profile_name
-from detectors.recommend.recommendation import hhmmss, round_up
+from detectors.mig_profiles import PROFILES, profile_for, profile_name
+from detectors.slurm_time import hhmmss, round_up
 from detectors.wording import counted, noun_for
 
 __all__ = [

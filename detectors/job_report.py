@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from detectors.bottleneck import diagnose
+from detectors.bottleneck import diagnose_rows
 from detectors.job_advice import Advice, advise
 from warehouse import queries
 
@@ -70,7 +70,7 @@ class JobReport:
 
 
 def _load_job(con: duckdb.DuckDBPyConnection, job_id: str, cluster: str | None) -> dict[str, Any]:
-    rows = queries.run(con, "jobs/job_detail", job_id=job_id, cluster=cluster).to_dicts()
+    rows = queries.rows(con, "jobs/job_detail", job_id=job_id, cluster=cluster)
     if not rows:
         where = f" on cluster {cluster!r}" if cluster else ""
         raise UnknownJob(f"No job {job_id!r}{where} in the lake")
@@ -84,7 +84,7 @@ def _diagnosis(con: duckdb.DuckDBPyConnection, job: Mapping[str, Any]) -> dict[s
     """The job's bottleneck: its signals, `diagnosis` and `advice` (detectors.bottleneck)."""
     diagnosed = [
         row
-        for row in diagnose(con, [job["job_id"]]).to_pylist()
+        for row in diagnose_rows(con, [job["job_id"]])
         if row["cluster"] in (job["cluster"], None)
     ]
     return diagnosed[0] if diagnosed else {"diagnosis": "unobserved"}
@@ -95,9 +95,9 @@ def _advice_inputs(
 ) -> tuple[list[dict[str, Any]], dict[str, Any], list[dict[str, Any]]]:
     """The job's per-GPU activity, its diagnosis and its findings (what `advise` reads)."""
     params = {"cluster": job["cluster"], "job_id": job["job_id"]}
-    gpus = queries.run(con, "jobs/job_gpu_activity", **params).to_dicts()
+    gpus = queries.rows(con, "jobs/job_gpu_activity", **params)
     diagnosis = _diagnosis(con, job)
-    findings = queries.run(con, "jobs/job_findings", **params).to_dicts()
+    findings = queries.rows(con, "jobs/job_findings", **params)
     return gpus, diagnosis, findings
 
 
@@ -123,18 +123,13 @@ def load_job_report(
     """The report of `job_id` (on `cluster`, needed only when several clusters have the id)."""
     job = _load_job(con, job_id, cluster)
     gpus, diagnosis, findings = _advice_inputs(con, job)
-    series = queries.run(con, "jobs/job_gpu_series", cluster=job["cluster"], job_id=job_id)
-    for gpu in gpus:
-        mine = series.filter(
-            (series["device"] == gpu["device"])
-            & (
-                series["mig_instance"].is_null()
-                if gpu["mig_instance"] is None
-                else series["mig_instance"] == gpu["mig_instance"]
-            )
-        )
-        gpu["busy_series"] = mine["busy"].to_list()
-        gpu["series_start"] = mine["bucket"].min()
+    series: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
+    for row in queries.rows(con, "jobs/job_gpu_series", cluster=job["cluster"], job_id=job_id):
+        series.setdefault((row["device"], row["mig_instance"]), []).append(row)
+    for gpu in gpus:  # each GPU's buckets in time order (the query's)
+        mine = series.get((gpu["device"], gpu["mig_instance"]), [])
+        gpu["busy_series"] = [row["busy"] for row in mine]
+        gpu["series_start"] = min((row["bucket"] for row in mine), default=None)
     return JobReport(
         job=job,
         gpus=gpus,

@@ -6,7 +6,10 @@ columns (findings' messages built with `pl.format`). The plural is the noun + "s
 
 from __future__ import annotations
 
-import polars as pl
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # polars only for counted_expr: the job report's advice loads none
+    import polars as pl
 
 __all__ = ["counted", "counted_expr", "noun_for"]
 
@@ -24,6 +27,8 @@ def counted(n: float, noun: str, plural: str | None = None) -> str:
 
 def counted_expr(n: pl.Expr | str, noun: str, plural: str | None = None) -> pl.Expr:
     """The polars expression of `counted` over a count column (text; null where it is null)."""
+    import polars as pl
+
     col = pl.col(n) if isinstance(n, str) else n
     word = pl.when(col == 1).then(pl.lit(noun)).otherwise(pl.lit(plural or noun + "s"))
     return pl.format("{} {}", col, word)

@@ -55,7 +55,7 @@ def _bar(value: float | None, width: int = 40) -> str:
 
 
 def _clock(seconds: float | None) -> str:
-    from detectors.recommend.recommendation import hhmmss
+    from detectors.slurm_time import hhmmss
 
     return "-" if seconds is None else hhmmss(seconds)
 
@@ -285,11 +285,9 @@ def command(job_id: str, cluster: str | None, fmt: str, admin_comment: bool, lak
     Build the marts first (`gpuledger attribute`) so the usage is current.
     """
     from detectors.job_report import AmbiguousJob, UnknownJob, load_job_report
-    from warehouse.errors import EmptyWarehouse
+    from warehouse.one_job import connect_job
 
-    if not lake.exists():
-        raise EmptyWarehouse(lake.root, "any table (the folder does not exist)")
-    con = lake.connect(require=("jobs",))
+    con = connect_job(lake.root, job_id, cluster)  # the job's cluster and days, not the whole lake
     try:
         report = load_job_report(con, job_id, cluster)
     except (UnknownJob, AmbiguousJob) as exc:

@@ -54,6 +54,7 @@ class _Run:
     recorded: Policy
     proposed: Policy
     changes: list[str]
+    source: str  # where the recorded policy came from
 
 
 def _prepare(
@@ -70,7 +71,8 @@ def _prepare(
     con = lake.connect(require=("jobs",))
     try:
         workload = load_workload(con, cluster, since, until)
-        recorded = apply_settings(Policy(), recorded_settings(con, cluster))
+        settings = recorded_settings(con, cluster)
+        recorded = apply_settings(Policy(), settings)
     except NoWorkload as exc:
         raise AppError(str(exc)) from None
     finally:
@@ -86,6 +88,14 @@ def _prepare(
             recorded = apply_settings(recorded, settings_from_slurm_conf(text, str(slurm_conf)))
         except PolicyError as exc:
             raise AppError(f"--slurm-conf {slurm_conf}: {exc}") from None
+        source = f"the lake's record and {slurm_conf}" if settings else str(slurm_conf)
+    elif settings:
+        source = "the lake's record (`collect slurm-config`, the fair-share shares)"
+    else:
+        source = (
+            "Slurm's defaults: none recorded (priority/basic: first come, first served; "
+            "backfill; no limits) — set another with --slurm-conf or try one with --set"
+        )
     if not workload.nodes and not recorded.node_gres:
         raise AppError(
             f"cluster {cluster!r}: no GPU nodes to replay on — the lake's `gpus` table has none "
@@ -96,23 +106,30 @@ def _prepare(
         proposed = apply_settings(recorded, changes)
     except PolicyError as exc:
         raise click.BadParameter(str(exc), param_hint="--set") from None
-    return _Run(workload, recorded, proposed, list(changes))
+    return _Run(workload, recorded, proposed, list(changes), source)
 
 
-def _replay(w: Workload, policy: Policy, label: str, quiet: bool) -> Outcome:
+def _replay(
+    w: Workload, policy: Policy, label: str, quiet: bool, *, past_end: bool = False
+) -> Outcome:
     from detectors.replay.engine import replay
 
     first = float(w.submit_e.min()) if w.size else w.horizon_e
     span = max(w.horizon_e - first, 1.0)
     with progress_bar(label, 1000, enabled=not quiet) as update:
-        out = replay(w, policy, lambda t: update(min(1000, int((t - first) / span * 1000)), 1000))
+        out = replay(
+            w,
+            policy,
+            lambda t: update(min(1000, int((t - first) / span * 1000)), 1000),
+            past_end=past_end,
+        )
         update(1000, 1000)
     return out
 
 
-def _calibration_lines(c: Calibration) -> list[str]:
+def _calibration_lines(c: Calibration, what: str = "the recorded policy replayed") -> list[str]:
     lines = [
-        f"Calibration: the recorded policy replayed against what happened ({c.jobs:,} jobs "
+        f"Calibration: {what} against what happened ({c.jobs:,} jobs "
         f"started in both; {c.started_only_real:,} only in the record, "
         f"{c.started_only_replay:,} only in the replay)",
         f"  |replayed − real start|   median {_span(c.median_abs_start_s)}, "
@@ -130,10 +147,16 @@ def _calibration_lines(c: Calibration) -> list[str]:
 
 def _header(run: _Run) -> str:
     w = run.workload
+    past = (
+        " (a what-if goes on past it until every job it can start has started)"
+        if run.changes
+        else ""
+    )
     return (
         f"Cluster: {len(w.nodes)} nodes, {int(w.node_gpus.sum()):,} GPUs; {w.size:,} GPU jobs "
         f"submitted {_stamp(float(w.submit_e.min()))} … {_stamp(float(w.submit_e.max()))} UTC; "
-        f"replayed to the end of the data, {_stamp(w.horizon_e)} UTC"
+        f"replayed to the end of the data, {_stamp(w.horizon_e)} UTC{past}\n"
+        f"Recorded policy: {run.source}"
     )
 
 
@@ -212,7 +235,7 @@ def command_replay(
         click.echo(line)
     result = baseline
     if run.changes:
-        result = _replay(run.workload, run.proposed, "replaying the change", quiet)
+        result = _replay(run.workload, run.proposed, "replaying the change", quiet, past_end=True)
         started = int((result.start_e == result.start_e).sum())
         click.echo(
             f"With {', '.join(run.changes)}: {started:,} jobs start, "
@@ -220,6 +243,10 @@ def command_replay(
             f"{int(result.held_by_limit.sum()):,} held pending by one "
             "(see `gpuledger whatif compare` for the side-by-side figures)."
         )
+        # how near the changed policy comes to the record: a policy the lake did not record
+        # (a trace's quotas, say) can be tried as the baseline, and kept if it calibrates better
+        for line in _calibration_lines(calibrate(run.workload, result), "with the changes"):
+            click.echo(line)
     if out is not None:
         import polars as pl
 
@@ -252,14 +279,17 @@ def command_compare(
 
     Example:  gpuledger whatif compare --cluster della --set assoc.vision.GrpTRES=gres/gpu=16
     """
+    from detectors.replay.engine import within_data
     from detectors.replay.metrics import calibrate, compare
 
     if not changes:
         raise click.UsageError("compare needs at least one --set KEY=VALUE (the proposal)")
     run = _prepare(lake, cluster, slurm_conf, since, until, changes)
     w = run.workload
-    baseline = _replay(w, run.recorded, "replaying the baseline", quiet)
-    proposal = _replay(w, run.proposed, "replaying the proposal", quiet)
+    # both past the end of the data, so a job the proposal delays past it still starts (and
+    # the baseline is measured the same way); the calibration is the baseline cut at the end
+    baseline = _replay(w, run.recorded, "replaying the baseline", quiet, past_end=True)
+    proposal = _replay(w, run.proposed, "replaying the proposal", quiet, past_end=True)
     capacity = float(w.node_gpus.sum()) * max(w.horizon_e - float(w.submit_e.min()), 1.0) / 3600
     entitlement = {a: float(run.recorded.shares.get(a, 1.0)) for a in set(w.account)}
     c = compare(w, baseline, proposal, entitlement, capacity)
@@ -286,5 +316,5 @@ def command_compare(
     for account, ent, base_share, new_share in c.shares.iter_rows():
         click.echo(f"{account[:24]:24}{ent:>10.1%}{base_share:>10.1%}{new_share:>10.1%}")
     click.echo("")
-    for line in _calibration_lines(calibrate(w, baseline)):
+    for line in _calibration_lines(calibrate(w, within_data(w, baseline))):
         click.echo(line)

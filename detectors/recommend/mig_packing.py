@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from detectors.mig_profiles import PROFILES, profile_for, profile_name
 from detectors.recommend.config import MigPackingConfig
 from detectors.recommend.kueue import cluster_queue
 from detectors.recommend.recommendation import ClusterFacts, Recommendation, sh
@@ -24,27 +25,12 @@ from warehouse import queries
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["KIND", "PROFILES", "QUERY", "profile_for", "recommend"]
+__all__ = ["KIND", "PROFILES", "QUERY", "profile_for", "profile_name", "recommend"]
 
 KIND = "mig_packing"
 QUERY = "recommend/single_gpu_jobs"
-# (compute slices of 7, memory eighths) of the MIG profiles of A100/H100/H200/B200
-PROFILES: tuple[tuple[int, int], ...] = ((1, 1), (2, 2), (3, 4), (4, 4), (7, 8))
 # one GPU's layout for the profile most jobs need (valid NVIDIA MIG geometries)
 LAYOUTS: dict[int, tuple[int, ...]] = {1: (1,) * 7, 2: (2, 2, 2, 1), 3: (3, 3), 4: (4, 3), 7: (7,)}
-
-
-def profile_name(g: int, eighths: int, fb_total_mib: float) -> str:
-    """NVIDIA's name of a profile, e.g. 1g.10gb on an 80 GB GPU, 1g.18gb on an H200."""
-    return f"{g}g.{math.ceil(fb_total_mib / 1024 * eighths / 8 - 0.05)}gb"
-
-
-def profile_for(busy: float, fb_used_mib: float, fb_total_mib: float, headroom: float) -> int:
-    """The compute slices (g) of the smallest profile that fits; 7 when nothing smaller does."""
-    for g, eighths in PROFILES:
-        if g / 7 >= busy and fb_total_mib * eighths / 8 >= fb_used_mib * headroom:
-            return g
-    return 7
 
 
 def _config(

@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from detectors.slurm_time import hhmmss, round_up
 from warehouse.schema import TABLES
 
 __all__ = [
@@ -134,11 +135,6 @@ def to_table(recs: Iterable[Recommendation], created: dt.datetime) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=TABLES["recommendations"].schema)
 
 
-def round_up(value: float, step: float) -> float:
-    """`value` rounded up to a multiple of `step` (at least one step)."""
-    return max(math.ceil(value / step - 1e-9), 1) * step
-
-
 def sh(value: object) -> str:
     """`value` as exactly one shell word (`shlex.quote`), for every value a generated command
     interpolates: an account named `a; rm -rf ~` or `$(id)` stays one argument when the
@@ -150,13 +146,3 @@ def sh_comment(value: object) -> str:
     """`value` inside a `# …` comment line of a generated script: control characters (a
     newline would end the comment and start a command) become `?`."""
     return "".join("?" if ord(c) < 0x20 or ord(c) == 0x7F else c for c in str(value))
-
-
-def hhmmss(seconds: float) -> str:
-    """Slurm's time format: `HH:MM:SS`, or `D-HH:MM:SS` from one day on."""
-    total = int(math.ceil(seconds))
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    clock = f"{hours:02d}:{minutes:02d}:{secs:02d}"
-    return f"{days}-{clock}" if days else clock

@@ -40,9 +40,10 @@ import numpy as np
 
 from detectors.replay.policy import Policy
 
-__all__ = ["Outcome", "Workload", "replay"]
+__all__ = ["Outcome", "Workload", "replay", "within_data"]
 
 _NEVER = math.inf
+_WHOLE_NODE = 1 << 40  # what a reservation takes from a node: all of it
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,8 +185,12 @@ class _Profile:
         jobs = np.fromiter(expected_end.keys(), dtype=np.int64, count=len(expected_end))
         ends = np.fromiter(expected_end.values(), dtype=float, count=len(expected_end))
         inside = (ends > t) & (ends < horizon)
-        jobs, rounded = jobs[inside], np.ceil(ends[inside] / res) * res
-        self.bp = np.concatenate(([t], np.unique(rounded)))
+        jobs, rounded = jobs[inside], ends[inside]
+        # Slurm's will-run test starts a job when the running jobs' limits end (exactly); a
+        # reservation holds its nodes from that start rounded down to bf_resolution
+        floors = np.floor(rounded / res) * res
+        self.bp = np.unique(np.concatenate(([t], rounded, floors[floors > t])))
+        self.res = res
         self.rows = rows = self.bp.size
         held = [alloc[int(j)] for j in jobs]
         sizes = np.array([len(h[0]) for h in held], dtype=np.int64)
@@ -292,17 +297,37 @@ class _Profile:
             where = np.sort(np.concatenate((where, dirty[usable[:, b]])))
         fit = where if where.size == c else where[np.argsort(self._at(b, where), kind="stable")[:c]]
         self._touch(fit)
-        self._prof[fit, b : stop[b]] -= k
+        if b == 0:  # starts now: holds its GPUs for its limit
+            self._prof[fit, : stop[0]] -= k
+        else:  # a reservation: Slurm's backfill map holds whole nodes, at bf_resolution
+            lo, hi = self._reserved_rows(float(self.bp[b]), dur)
+            self._prof[fit, lo:hi] -= _WHOLE_NODE
         self.version += 1
         return b, fit
+
+    def _reserved_rows(self, start: float, dur: float) -> tuple[int, int]:
+        """The rows a reservation from `start` for `dur` holds: from `start` rounded down to
+        bf_resolution to its end rounded down (at least one resolution), as Slurm's backfill
+        map records it."""
+        res = self.res
+        first = math.floor(start / res) * res
+        last = max(math.floor((start + dur) / res) * res, first + res)
+        lo = max(int(np.searchsorted(self.bp, first, side="right")) - 1, 0)
+        return lo, int(np.searchsorted(self.bp, last, side="left"))
 
 
 def replay(
     w: Workload,
     policy: Policy,
     progress: Callable[[float], None] | None = None,
+    *,
+    past_end: bool = False,
 ) -> Outcome:
-    """Replay `w` under `policy`; see the module docstring for the model."""
+    """Replay `w` under `policy`; see the module docstring for the model.
+
+    The replay stops at the end of the data (`w.horizon_e`), where the record stops; with
+    `past_end` it goes on until every job it can start has started (a what-if that delays jobs
+    still starts them; a job whose run time is unknown runs for its limit)."""
     n = w.size
     nodes = _Nodes(w, policy)
     start = np.full(n, np.nan)
@@ -388,10 +413,13 @@ def replay(
         start[j] = t
         r = run[j]
         stop = t + min(r, limit[j]) if r == r else t + limit[j]
+        # a job cancelled while pending in the record is cancelled then whatever it does
+        # (its user's scancel comes at that time): started before, it runs until then
+        stop = min(stop, max(float(w.cancel_e[j]), t))
         cut[j] = bool(r == r and r > limit[j])
         end[j] = stop
         expected_end[j] = t + limit[j]
-        heapq.heappush(ends, (stop, j))
+        heapq.heappush(ends, (stop + lag, j))  # its GPUs free for the scheduler after `lag`
         acct_running[acct[j]] += int(w.gpus[j])
         assoc_running[assoc[j]] += int(w.gpus[j])
         user_running[user_key[j]] = user_running.get(user_key[j], 0) + int(w.gpus[j])
@@ -446,18 +474,31 @@ def replay(
         size_of = 1.0 - size_of
     job_index = np.arange(n)
 
+    # Slurm recomputes fair-share every PriorityCalcPeriod (its decay thread, which runs from
+    # slurmctld's start: `boot_e`), from the usage as it is then; a job's priority in between is
+    # the one of the last tick. With no period, fair-share is fresh at every pass.
+    calc = policy.calc_period_s
+    # slurmctld's scheduler sees a submit, or a job's end, on its next pass: batch jobs are
+    # queued for its agent (a tick a second, batch_sched_delay), an end once the node's epilog
+    # is complete
+    lag = policy.sched_latency_s
+    phase = (policy.boot_e or 0.0) % calc if calc > 0 else 0.0
     fs_cache: dict[str, Any] = {}
+
+    def snapshot() -> None:
+        fs_cache["fs"] = fair_tree() if policy.fair_tree else classic()
+
+    def last_tick(t: float) -> float:
+        """The latest fair-share tick at or before `t`."""
+        return phase + math.floor((t - phase) / calc) * calc
 
     def ranked(t: float, depth: int) -> list[int]:
         """The first `depth` pending jobs in priority order."""
         # basic: by (submit time, job); `pending` is kept in that order (jobs arrive by it)
         if not multifactor or not pending:
             return pending[:depth]
-        # Slurm recomputes fair-share every PriorityCalcPeriod, not at every event
-        period = int(t // policy.calc_period_s) if policy.calc_period_s > 0 else t
-        if fs_cache.get("period") != period:
-            fs_cache["period"] = period
-            fs_cache["fs"] = fair_tree() if policy.fair_tree else classic()
+        if calc <= 0:
+            snapshot()
         fs = fs_cache["fs"]
         idx = np.array(pending, dtype=np.int64)
         if policy.max_age_s:
@@ -558,14 +599,23 @@ def replay(
             gone = set(started)
             pending[:] = [j for j in pending if j not in gone]
 
+    def accrue(dt_s: float) -> None:
+        """Fair-share usage over `dt_s` seconds: decayed, plus the GPU-seconds run."""
+        decay = 0.5 ** (dt_s / policy.decay_half_life_s) if policy.decay_half_life_s else 1.0
+        usage[:] = usage * decay + acct_running * dt_s
+        assoc_usage[:] = assoc_usage * decay + assoc_running * dt_s
+
     first = [float(w.submit_e[order[0]])] if n_queued else []
     t_use = min([*first, *(p for p, _ in pins[:1])], default=w.horizon_e)
+    if multifactor:
+        snapshot()  # no usage yet: every association ties
+    horizon = math.inf if past_end else w.horizon_e
     while True:
         candidates = []
         if next_pin < len(pins):
             candidates.append(pins[next_pin][0])
         if next_submit < n_queued:
-            candidates.append(float(w.submit_e[order[next_submit]]))
+            candidates.append(float(w.submit_e[order[next_submit]]) + lag)
         if ends:
             candidates.append(ends[0][0])
         if next_cancel < len(cancels):
@@ -575,19 +625,18 @@ def replay(
         if not candidates:
             break
         t = min(candidates)
-        if t > w.horizon_e:
+        if t > horizon or t == _NEVER:
             break
-        if multifactor:  # fair-share usage decays, and grows with the GPUs each account runs
-            dt_s = t - t_use
-            if dt_s > 0:
-                usage *= (
-                    0.5 ** (dt_s / policy.decay_half_life_s) if policy.decay_half_life_s else 1.0
-                )
-                usage += acct_running * dt_s
-                assoc_usage *= (
-                    0.5 ** (dt_s / policy.decay_half_life_s) if policy.decay_half_life_s else 1.0
-                )
-                assoc_usage += assoc_running * dt_s
+        if multifactor and t > t_use:  # usage decays, and grows with the GPUs running
+            tick = last_tick(t) if calc > 0 else t
+            if t_use < tick < t:  # fair-share as it was at the tick
+                accrue(tick - t_use)
+                snapshot()
+                accrue(t - tick)
+            else:
+                accrue(t - t_use)
+                if calc > 0 and tick == t:
+                    snapshot()
         t_use = t
         while ends and ends[0][0] <= t:
             _, j = heapq.heappop(ends)
@@ -598,9 +647,12 @@ def replay(
             next_pin += 1
             on = [index[x] for x in (w.job_nodes[j] if w.job_nodes else []) if x in index]
             begin(j, t, np.array(on, dtype=np.int64))
-        while next_submit < n_queued and w.submit_e[order[next_submit]] <= t:
-            pending.append(int(order[next_submit]))
+        while next_submit < n_queued and w.submit_e[order[next_submit]] + lag <= t:
+            j = int(order[next_submit])
             next_submit += 1
+            if w.cancel_e[j] <= t:  # cancelled before the scheduler saw it: it never queues
+                continue
+            pending.append(j)
             dirty = True
         while next_cancel < len(cancels) and cancels[next_cancel][0] <= t:
             j = cancels[next_cancel][1]
@@ -617,4 +669,17 @@ def replay(
             progress(t)
     return Outcome(
         start_e=start, end_e=end, cut_by_limit=cut, held_by_limit=held, runtime_known=known
+    )
+
+
+def within_data(w: Workload, out: Outcome) -> Outcome:
+    """`out` of a replay `past_end` as the replay that stopped at the end of the data gives it:
+    the events up to the end are the same, so only the starts after it go (never started)."""
+    late = out.start_e > w.horizon_e
+    return Outcome(
+        start_e=np.where(late, np.nan, out.start_e),
+        end_e=np.where(late, np.nan, out.end_e),
+        cut_by_limit=out.cut_by_limit & ~late,
+        held_by_limit=out.held_by_limit,
+        runtime_known=out.runtime_known,
     )

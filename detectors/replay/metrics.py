@@ -49,6 +49,8 @@ def calibrate(w: Workload, out: Outcome) -> Calibration:
     real = w.real_start_e
     sim = out.start_e
     both = ~np.isnan(real) & ~np.isnan(sim)
+    if w.pinned is not None:  # running when the period started: not replayed, so not compared
+        both &= ~w.pinned.astype(bool)
     delta = np.abs(sim[both] - real[both])
     frame = pl.DataFrame(
         {

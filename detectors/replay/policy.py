@@ -15,6 +15,9 @@ lake recorded, and a what-if's `--set`. Keys (Slurm's own names after the prefix
                                     PriorityFlags (NO_FAIR_TREE: classic fair-share),
                                     PriorityCalcPeriod (how often fair-share is recomputed)
     bf_window (minutes), bf_interval (s), bf_max_job_test, bf_resolution (s), default_queue_depth
+    boot_time                       when slurmctld last started (scontrol's BOOT_TIME: epoch
+                                    seconds or YYYY-MM-DDTHH:MM:SS, UTC): PriorityCalcPeriod's
+                                    ticks count from it
     over_limit                      hold (a job asking more than MaxTime stays pending, as Slurm
                                     does) or cut (it runs, cut at MaxTime: users resubmit)
     node.<name>.State               DRAIN (never used) or IDLE
@@ -26,6 +29,7 @@ A bad key or value raises `PolicyError`, one line naming it.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -67,6 +71,8 @@ class Policy:
     favor_small: bool = False
     fair_tree: bool = True  # Slurm's default since 19.05; PriorityFlags=NO_FAIR_TREE: classic
     calc_period_s: float = 300.0  # PriorityCalcPeriod: how often fair-share is recomputed
+    sched_latency_s: float = 1.0  # a submit or an end reaches the scheduler this much later
+    boot_e: float | None = None  # slurmctld's start (its ticks' phase); None: epoch-aligned
     bf_window_s: float = 1440 * 60.0
     bf_interval_s: float = 30.0
     bf_max_job_test: int = 500
@@ -121,6 +127,7 @@ _SCHED = {  # key → (field, scale to seconds, integer)
     "bf_resolution": ("bf_resolution_s", 1.0, False),
     "bf_max_job_test": ("bf_max_job_test", 1.0, True),
     "default_queue_depth": ("default_queue_depth", 1.0, True),
+    "sched_latency": ("sched_latency_s", 1.0, False),
 }
 
 
@@ -134,6 +141,7 @@ def setting_keys() -> list[str]:
         + ",".join(_PRIORITY_FLOATS)
         + "}",
         *_SCHED,
+        "boot_time",
         "over_limit",
         "node.<name>.{State,Gres}",
     ]
@@ -167,6 +175,22 @@ def _time(key: str, value: str) -> int | None:
         raise PolicyError(
             f"{key}={value}: not a Slurm time (e.g. 90, 08:00:00, 2-00:00:00, UNLIMITED)"
         ) from None
+
+
+def _instant(key: str, value: str) -> float:
+    """Epoch seconds of `value`: epoch seconds, or an ISO time (UTC unless it says)."""
+    v = value.strip()
+    try:
+        return float(v)
+    except ValueError:
+        pass
+    try:
+        when = dt.datetime.fromisoformat(v)
+    except ValueError:
+        raise PolicyError(
+            f"{key}={value}: expected epoch seconds or a time such as 2026-12-04T20:33:09"
+        ) from None
+    return (when if when.tzinfo else when.replace(tzinfo=dt.UTC)).timestamp()
 
 
 def _set(p: Policy, name: str, value: Any) -> Policy:
@@ -255,13 +279,15 @@ def _apply_one(p: Policy, key: str, value: str) -> Policy:
         raise PolicyError(
             f"{key}: unknown priority setting (one of {', '.join(setting_keys()[2:3])})"
         )
+    if key == "boot_time":
+        return dataclasses.replace(p, boot_e=_instant(key, value))
     if key == "over_limit":
         if value not in ("hold", "cut"):
             raise PolicyError(f"{key}={value}: expected hold or cut")
         return dataclasses.replace(p, over_limit=value)
     if len(parts) == 1 and head in _SCHED:
         target, scale, integer = _SCHED[head]
-        n = _number(key, value, integer=integer, minimum=1.0)
+        n = _number(key, value, integer=integer, minimum=0.0 if head == "sched_latency" else 1.0)
         return _set(p, target, int(n) if integer else n * scale)
     if head == "node" and len(parts) == 3 and parts[1]:
         node, attr = parts[1], parts[2]
@@ -328,6 +354,8 @@ def slurm_lines(settings: Iterable[str], cluster: str) -> list[str]:
             lines.append(f"scontrol update NodeName={parts[1]} State={value.upper()}{reason}")
         elif head == "node" and len(parts) == 3:
             lines.append(f"# slurm.conf: on NodeName={parts[1]} set {parts[2]}={value}")
+        elif key.strip() == "boot_time":
+            lines.append(f"# boot_time={value}: when slurmctld started, not a setting")
         elif key.strip() == "over_limit":
             lines.append(f"# over_limit={value}: how users react to a limit, not a setting")
         else:

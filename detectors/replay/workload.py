@@ -44,6 +44,7 @@ def load_workload(
     jobs = queries.run(con, "replay/jobs", cluster=cluster, since=lo, until=hi)
     if jobs.is_empty():
         raise NoWorkload(f"cluster {cluster!r} has no GPU jobs submitted in [{lo}, {hi})")
+    jobs = _in_slurm_order(jobs)
     nodes = (
         queries.run(con, "replay/nodes", cluster=cluster)
         if _has_table(con, "gpus")
@@ -60,20 +61,38 @@ def load_workload(
     ran = ~np.isnan(start)
     # a job still running at the end of the data ran at least until then
     run_s = np.where(ran, np.where(np.isnan(stop), float(end), stop) - start, np.nan)
+    n_nodes = jobs["n_nodes"].cast(pl.Int64).to_numpy().copy()
+    pinned = jobs["pinned"].to_numpy()
+    retried = _retried_attempts(con, cluster, float(end), jobs["job_id"].to_list())
+    for i, job_id in enumerate(jobs["job_id"].to_list() if retried else ()):
+        found = retried.get(job_id)
+        if found is not None and run_s[i] == run_s[i] and not pinned[i]:
+            run_s[i] = min(found[0], float(run_s[i]))
+            n_nodes[i] = found[1]
+    submit = _float(jobs["submit_e"])
+    if since is not None:
+        # a job still pending when the period starts enters the replay's queue then, not at
+        # its older submit: nothing but the jobs already running starts before `since`
+        submit = np.where(pinned, submit, np.maximum(submit, since.timestamp()))
+    # a job cancelled before it started leaves the queue when it was cancelled; where the
+    # record does not say when (a trace's job killed before any attempt), at its submit: the
+    # replay does not invent a run for a job that never ran and whose size is a guess
     cancel = np.array(
         [
-            s if (np.isnan(st) and st_name.upper().startswith(_CANCELLED) and s == s) else np.inf
-            for s, st, st_name in zip(stop, start, state, strict=True)
+            (max(e, sub) if e == e else sub)
+            if (np.isnan(st) and st_name.upper().startswith(_CANCELLED))
+            else np.inf
+            for e, st, st_name, sub in zip(stop, start, state, submit, strict=True)
         ]
     )
     return Workload(
         job_id=jobs["job_id"].to_list(),
-        submit_e=_float(jobs["submit_e"]),
+        submit_e=submit,
         run_s=np.maximum(run_s, 0.0),
         cancel_e=cancel,
         limit_s=_float(jobs["time_limit_s"]),
         gpus=jobs["gpus"].cast(pl.Int64).to_numpy(),
-        n_nodes=jobs["n_nodes"].cast(pl.Int64).to_numpy(),
+        n_nodes=n_nodes,
         partition=jobs["partition"].to_list(),
         account=jobs["account"].to_list(),
         user=jobs["user"].to_list(),
@@ -84,9 +103,51 @@ def load_workload(
         node_model=nodes["model"].to_list(),
         node_partitions={k: frozenset(v) for k, v in seen.items()},
         horizon_e=horizon,
-        pinned=jobs["pinned"].to_numpy(),
+        pinned=pinned,
         job_nodes=jobs["nodes"].to_list(),
     )
+
+
+def _retried_attempts(
+    con: duckdb.DuckDBPyConnection, cluster: str, end: float, job_ids: list[str]
+) -> dict[str, tuple[float, int]]:
+    """Per job that ran more than once (a trace's retried attempts: Philly's), the seconds its
+    attempts held GPUs and the most nodes one attempt used. The replay runs such a job for that
+    long on that many nodes — not from its first start to its last end (between attempts it
+    was queued again) on every machine a retry moved to."""
+    if not job_ids or not _has_table(con, "job_gpus"):
+        return {}
+    attempts = queries.run(
+        con, "replay/attempts", cluster=cluster, end=dt.datetime.fromtimestamp(end, dt.UTC)
+    )
+    return {
+        job_id: (float(held_s), max(int(nodes), 1))
+        for job_id, _n, held_s, nodes, _gpus in attempts.iter_rows()
+    }
+
+
+_JOB_NUMBER = re.compile(r"^(\d+)")
+
+
+def _in_slurm_order(jobs: pl.DataFrame) -> pl.DataFrame:
+    """The jobs by submit time, then by job number as Slurm breaks a tie in priority (an
+    array's tasks by their array job's number, then task): the engine breaks ties by position.
+    The ids are strings, so the SQL's order puts job 10 before job 2."""
+    numbers = [(int(m.group(1)) if (m := _JOB_NUMBER.match(j)) else -1, j) for j in jobs["job_id"]]
+    keyed = jobs.with_columns(
+        pl.Series("_number", [n for n, _ in numbers], dtype=pl.Int64),
+        pl.Series("_task", [_task(j) for _, j in numbers], dtype=pl.Int64),
+    )
+    return keyed.sort(["submit_e", "_number", "_task", "job_id"], nulls_last=True).drop(
+        "_number", "_task"
+    )
+
+
+def _task(job_id: str) -> int:
+    """An array task's number (`123_4` → 4), else -1."""
+    _, sep, rest = job_id.partition("_")
+    m = _JOB_NUMBER.match(rest) if sep else None
+    return int(m.group(1)) if m else -1
 
 
 def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
@@ -140,6 +201,8 @@ def _config_settings(rows: pl.DataFrame) -> list[tuple[str, str]]:
         if kind == "config":
             if key.startswith("Priority") and key in _CONFIG_PRIORITY:
                 out.append((f"priority.{key}", value))
+            elif key == "BOOT_TIME":
+                out.append(("boot_time", value))
             elif key == "SchedulerParameters":
                 for item in value.split(","):
                     k, sep, v = item.strip().partition("=")

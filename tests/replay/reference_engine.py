@@ -1,6 +1,10 @@
-"""The replay engine as first written (commit 05933e8), kept verbatim as the reference the
-optimised engine (detectors/replay/engine.py) must match start for start: see
-tests/replay/test_reference.py. Do not optimise this file."""
+"""The replay engine as first written (commit 05933e8), kept as the reference the optimised
+engine (detectors/replay/engine.py) must match start for start: see
+tests/replay/test_reference.py. Do not optimise this file. Changed since, on purpose and with
+the engine: backfill's breakpoints and reservations as Slurm 22.05's backfill map has them (the
+running jobs' exact ends; a reservation holds whole nodes from its start rounded down to
+bf_resolution to its end rounded down); a job cancelled while pending in the record that starts
+before its cancel ends at it."""
 
 from __future__ import annotations
 
@@ -148,6 +152,9 @@ def replay(
         start[j] = t
         r = run[j]
         stop = t + min(r, limit[j]) if r == r else t + limit[j]
+        # a job cancelled while pending in the record is cancelled then whatever it does
+        # (its user's scancel comes at that time): started before, it runs until then
+        stop = min(stop, max(float(w.cancel_e[j]), t))
         cut[j] = bool(r == r and r > limit[j])
         end[j] = stop
         expected_end[j] = t + limit[j]
@@ -209,13 +216,17 @@ def replay(
     def backfill(t: float) -> None:
         horizon = t + policy.bf_window_s
         res = policy.bf_resolution_s
-        times = sorted({math.ceil(e / res) * res for e in expected_end.values() if t < e < horizon})
-        bp = np.array([t, *times])
+        # (changed on purpose with the engine: breakpoints at the exact ends, as Slurm's
+        # will-run test has them, and at those ends rounded down to bf_resolution, where a
+        # reservation's hold on its whole nodes starts)
+        ends = {e for e in expected_end.values() if t < e < horizon}
+        times = sorted(ends | {math.floor(e / res) * res for e in ends} - {e for e in [t]})
+        bp = np.array([t, *[x for x in times if x > t]])
         prof = np.repeat(nodes.free[None, :], len(bp), axis=0)
         for j, e in expected_end.items():
             if t < e < horizon:
                 held_nodes, k = alloc[j]
-                b = int(np.searchsorted(bp, math.ceil(e / res) * res))
+                b = int(np.searchsorted(bp, e))
                 prof[b:, held_nodes] += k
         started = []
         for j in ranked(t)[: policy.bf_max_job_test]:
@@ -238,7 +249,12 @@ def replay(
             if b == 0:  # the profile's first row is what is free now
                 begin(j, t, fit)
                 started.append(j)
-            prof[b : stop[b], fit] -= k  # started, or reserved from bp[b] on
+                prof[b : stop[b], fit] -= k
+            else:  # reserved: whole nodes, from bp[b] rounded down to bf_resolution
+                first_t = math.floor(bp[b] / res) * res
+                last_t = max(math.floor((bp[b] + dur) / res) * res, first_t + res)
+                lo = max(int(np.searchsorted(bp, first_t, side="right")) - 1, 0)
+                prof[lo : int(np.searchsorted(bp, last_t, side="left")), fit] -= 1 << 40
         if started:
             gone = set(started)
             pending[:] = [j for j in pending if j not in gone]

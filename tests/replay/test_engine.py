@@ -10,11 +10,16 @@ import math
 import numpy as np
 import pytest
 
-from detectors.replay.engine import Workload, replay
+from detectors.replay.engine import Workload, replay, within_data
 from detectors.replay.metrics import calibrate, compare
 from detectors.replay.policy import Policy, apply_settings
 
 NAN = math.nan
+
+
+# The hand-built cases count in whole seconds, with no scheduler latency (Slurm's second or so
+# from a submit or an end to the pass that sees it; its own test below).
+P0 = Policy(sched_latency_s=0.0)
 
 
 def workload(
@@ -46,10 +51,10 @@ def workload(
 
 
 def starts(w: Workload, policy: Policy | None = None) -> list[float]:
-    return [float(s) for s in replay(w, policy or Policy()).start_e]
+    return [float(s) for s in replay(w, policy or P0).start_e]
 
 
-FAST_BF = apply_settings(Policy(), ["bf_interval=1", "bf_resolution=1"])
+FAST_BF = apply_settings(P0, ["bf_interval=1", "bf_resolution=1"])
 
 
 def test_first_come_first_served_on_one_node():
@@ -92,7 +97,7 @@ def test_backfill_runs_every_bf_interval_not_at_every_event():
         ],
         {"n1": 8},
     )
-    assert starts(w, apply_settings(Policy(), ["bf_resolution=1"])) == [0, 100, 31]
+    assert starts(w, apply_settings(P0, ["bf_resolution=1"])) == [0, 100, 31]
 
 
 def test_a_lower_max_time_lets_a_waiting_8_gpu_job_start_earlier_by_the_time_it_cuts():
@@ -103,8 +108,8 @@ def test_a_lower_max_time_lets_a_waiting_8_gpu_job_start_earlier_by_the_time_it_
         {"submit": 1, "run": 100, "gpus": 8, "limit": 100},
     ]
     w = workload(jobs, {"n1": 8})
-    base = replay(w, Policy())
-    cut = replay(w, apply_settings(Policy(), ["partition.gpu.MaxTime=00:08:20", "over_limit=cut"]))
+    base = replay(w, P0)
+    cut = replay(w, apply_settings(P0, ["partition.gpu.MaxTime=00:08:20", "over_limit=cut"]))
 
     assert base.start_e[1] - cut.start_e[1] == 500
     assert cut.cut_by_limit.tolist() == [True, False]
@@ -117,7 +122,7 @@ def test_a_job_asking_more_than_max_time_stays_pending_as_slurm_holds_it():
         {"submit": 0, "run": 1000, "gpus": 8, "limit": 1000},
         {"submit": 1, "run": 100, "gpus": 8, "limit": 100},
     ]
-    out = replay(workload(jobs, {"n1": 8}), apply_settings(Policy(), ["partition.gpu.MaxTime=10"]))
+    out = replay(workload(jobs, {"n1": 8}), apply_settings(P0, ["partition.gpu.MaxTime=10"]))
 
     assert np.isnan(out.start_e[0]) and out.held_by_limit.tolist() == [True, False]
     assert out.start_e[1] == 1
@@ -130,7 +135,7 @@ def test_an_account_gpu_cap_runs_its_jobs_one_after_another():
     w = workload(jobs, {"n1": 8, "n2": 8})
 
     assert starts(w) == [0, 0, 100]
-    assert starts(w, apply_settings(Policy(), ["assoc.x.GrpTRES=gres/gpu=8"])) == [0, 100, 200]
+    assert starts(w, apply_settings(P0, ["assoc.x.GrpTRES=gres/gpu=8"])) == [0, 100, 200]
 
 
 def test_fair_share_puts_the_account_that_used_less_first():
@@ -143,7 +148,7 @@ def test_fair_share_puts_the_account_that_used_less_first():
     ]
     w = workload(jobs, {"n1": 8})
     fair = apply_settings(
-        Policy(),
+        P0,
         [
             "priority.PriorityType=priority/multifactor",
             "priority.PriorityWeightFairshare=10000",
@@ -159,9 +164,9 @@ def test_a_drained_node_takes_no_jobs_and_an_added_one_does():
     jobs = [{"submit": 0, "run": 100, "gpus": 8} for _ in range(2)]
     w = workload(jobs, {"n1": 8, "n2": 8})
 
-    assert starts(w, apply_settings(Policy(), ["node.n2.State=DRAIN"])) == [0, 100]
+    assert starts(w, apply_settings(P0, ["node.n2.State=DRAIN"])) == [0, 100]
     one = workload(jobs, {"n1": 8})
-    assert starts(one, apply_settings(Policy(), ["node.n9.Gres=gpu:h100:8"])) == [0, 0]
+    assert starts(one, apply_settings(P0, ["node.n9.Gres=gpu:h100:8"])) == [0, 0]
 
 
 def test_a_multi_node_job_waits_for_whole_nodes_of_its_gpu_type():
@@ -183,6 +188,17 @@ def test_a_job_cancelled_while_pending_never_starts_and_frees_its_place():
     assert got[0] == 0 and math.isnan(got[1]) and got[2] == 100
 
 
+def test_a_job_cancelled_while_pending_is_cancelled_then_even_if_a_what_if_started_it():
+    # the record: job 1 waited behind job 0 and was cancelled at 50, never having run; with a
+    # second node it starts at once, and its user's scancel still comes at 50 (not its limit)
+    jobs = [
+        {"submit": 0, "run": 100, "gpus": 8},
+        {"submit": 1, "gpus": 8, "limit": 600, "cancel": 50},
+    ]
+    out = replay(workload(jobs, {"n1": 8}), apply_settings(P0, ["node.n2.Gres=gpu:h100:8"]))
+    assert list(out.start_e) == [0, 1] and list(out.end_e) == [100, 50]
+
+
 def test_nothing_is_simulated_past_the_end_of_the_data():
     jobs = [{"submit": 0, "run": 100, "gpus": 8}, {"submit": 1, "run": 100, "gpus": 8}]
     got = starts(workload(jobs, {"n1": 8}, horizon=50))
@@ -196,7 +212,7 @@ def test_a_replay_of_what_the_record_did_calibrates_exactly():
         {"submit": 2, "run": 10, "gpus": 8, "real_start": 150, "account": "a"},
     ]
     w = workload(jobs, {"n1": 8})
-    c = calibrate(w, replay(w, Policy()))
+    c = calibrate(w, replay(w, P0))
 
     assert (c.jobs, c.median_abs_start_s, c.p90_abs_start_s) == (3, 0.0, 0.0)
     assert c.rank_correlation == pytest.approx(1.0)
@@ -212,7 +228,7 @@ def test_a_job_running_when_the_period_starts_holds_its_nodes_as_recorded():
         {"submit": 101, "run": 100, "gpus": 4},
     ]
     w = workload(jobs, {"n1": 8, "n2": 8}, pinned=True)
-    out = replay(w, apply_settings(Policy(), ["partition.gpu.MaxTime=3", "over_limit=cut"]))
+    out = replay(w, apply_settings(P0, ["partition.gpu.MaxTime=3", "over_limit=cut"]))
 
     assert out.start_e.tolist() == [40, 100, 200]
     assert out.end_e[0] == 300 and not out.cut_by_limit[0]
@@ -226,7 +242,7 @@ def test_both_fair_share_algorithms_put_the_lighter_account_first(flags):
         {"submit": 20, "run": 100, "gpus": 8, "account": "l"},
     ]
     fair = apply_settings(
-        Policy(),
+        P0,
         [
             "priority.PriorityType=priority/multifactor",
             "priority.PriorityWeightFairshare=10000",
@@ -253,8 +269,8 @@ def test_fair_tree_ranks_the_users_of_one_account_by_what_each_used():
     ]
     w = workload(jobs, {"n1": 8})
 
-    assert starts(w, apply_settings(Policy(), settings)) == [0, 200, 100]
-    classic = apply_settings(Policy(), [*settings, "priority.PriorityFlags=NO_FAIR_TREE"])
+    assert starts(w, apply_settings(P0, settings)) == [0, 200, 100]
+    classic = apply_settings(P0, [*settings, "priority.PriorityFlags=NO_FAIR_TREE"])
     assert starts(w, classic) == [0, 100, 200]
 
 
@@ -283,8 +299,62 @@ def test_fair_share_is_recomputed_every_priority_calc_period_not_at_every_event(
         {"submit": 20, "run": 100, "gpus": 8, "account": "l"},
     ]
     policy = apply_settings(
-        Policy(),
+        P0,
         ["priority.PriorityType=priority/multifactor", "priority.PriorityWeightFairshare=10000"],
     )
     assert policy.calc_period_s == 300
     assert starts(workload(jobs, {"n1": 8}), policy) == [0, 100, 200]
+
+
+def test_fair_share_ticks_count_from_slurmctlds_start():
+    # the fair-share case's jobs with a 2-minute PriorityCalcPeriod. Epoch-aligned, the ticks
+    # are at 0 and 120: at 100 the factors are those of 0, when nobody had used anything, so
+    # first come first served. With slurmctld started at 90 (BOOT_TIME), they are at 90 and
+    # 210: at 100 account h has used 90 s and l's job goes first.
+    jobs = [
+        {"submit": 0, "run": 100, "gpus": 8, "account": "h"},
+        {"submit": 10, "run": 100, "gpus": 8, "account": "h"},
+        {"submit": 20, "run": 100, "gpus": 8, "account": "l"},
+    ]
+    policy = apply_settings(
+        P0,
+        [
+            "priority.PriorityType=priority/multifactor",
+            "priority.PriorityWeightFairshare=10000",
+            "priority.PriorityCalcPeriod=2",
+        ],
+    )
+    w = workload(jobs, {"n1": 8})
+    assert starts(w, policy) == [0, 100, 200]
+    assert starts(w, apply_settings(policy, ["boot_time=90"])) == [0, 200, 100]
+    assert starts(w, apply_settings(policy, ["boot_time=1970-01-01T00:01:30"])) == [0, 200, 100]
+
+
+def test_the_scheduler_sees_a_submit_or_an_end_a_second_later():
+    jobs = [{"submit": 0, "run": 100, "gpus": 8}, {"submit": 5, "run": 10, "gpus": 8}]
+    w = workload(jobs, {"n1": 8})
+    assert Policy().sched_latency_s == 1
+    assert starts(w, Policy()) == [1, 102]
+    assert starts(w, apply_settings(Policy(), ["sched_latency=0"])) == [0, 100]
+    out = replay(w, Policy())
+    assert list(out.end_e) == [101, 112]  # each job runs for its recorded time
+
+
+def test_a_what_if_replays_past_the_end_of_the_data_so_delayed_jobs_still_start():
+    # a cap of 8 GPUs on the account runs the jobs one after another: the third starts at 200,
+    # after the data's end at 150; stopped there it would never have started
+    jobs = [{"submit": 0, "run": 100, "gpus": 8}, {"submit": 1, "run": 100, "gpus": 8}] + [
+        {"submit": 2, "run": 10, "gpus": 8}
+    ]
+    w = workload(jobs, {"n1": 8, "n2": 8}, horizon=150)
+    capped = apply_settings(P0, ["assoc.a.GrpTRES=gres/gpu=8"])
+    assert starts(w, capped)[:2] == [0, 100] and math.isnan(starts(w, capped)[2])
+    out = replay(w, capped, past_end=True)
+    assert list(out.start_e) == [0, 100, 200]
+    bounded = replay(w, capped)
+    cut = within_data(w, out)
+    for field in ("start_e", "end_e", "cut_by_limit", "held_by_limit"):
+        np.testing.assert_array_equal(getattr(cut, field), getattr(bounded, field))
+    # a job no policy lets start stays unstarted, and the replay still ends
+    over = apply_settings(P0, ["assoc.a.GrpTRES=gres/gpu=4"])
+    assert np.isnan(replay(w, over, past_end=True).start_e).all()

@@ -44,6 +44,8 @@ def test_settings_change_what_they_name():
     assert p.weight_fairshare == 20000 and p.priority_type == "priority/multifactor"
     assert p.bf_window_s == 2880 * 60 and p.drained == {"gpu-07"}
     assert apply_settings(p, ["assoc.vision.GrpTRES=-1"]).account_gpu_cap == {}
+    q = apply_settings(p, ["boot_time=2026-12-04T20:33:09", "sched_latency=2.5"])
+    assert q.boot_e == 1796416389 and q.sched_latency_s == 2.5
 
 
 @pytest.mark.parametrize(
@@ -61,6 +63,8 @@ def test_settings_change_what_they_name():
         ("frobnicate=1", "frobnicate: unknown setting; the replay takes"),
         ("MaxTime", "MaxTime: expected KEY=VALUE"),
         ("node.n1.State=SLEEPY", "expected DRAIN or IDLE"),
+        ("boot_time=yesterday", "boot_time=yesterday: expected epoch seconds or a time"),
+        ("sched_latency=-1", "sched_latency=-1: expected a number ≥ 0"),
     ],
 )
 def test_a_bad_setting_is_one_line_naming_it(setting, named):

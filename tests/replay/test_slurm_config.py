@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from collector.sources.slurm.config import (
@@ -62,6 +63,7 @@ def test_show_config_keeps_what_decides_scheduling():
     assert rows["PriorityWeightFairShare"] == "10000"
     assert rows["SchedulerType"] == "sched/backfill"
     assert rows["SchedulerParameters"] is None  # (null)
+    assert rows["BOOT_TIME"] == "2026-12-04T20:33:09"  # its fair-share ticks count from it
     assert "AccountingStorageHost" not in rows
 
 
@@ -96,6 +98,7 @@ def test_the_landed_snapshot_is_the_replays_recorded_policy(tmp_path):
     assert policy.partitions["gpu"].nodes == ("gpu-node01", "gpu-node02")
     assert policy.node_gres == {"gpu-node01": (8, "h100"), "gpu-node02": (4, "a100")}
     assert policy.shares == pytest.approx({"ml": 0.4, "research": 0.6})
+    assert policy.boot_e == dt.datetime(2026, 12, 4, 20, 33, 9, tzinfo=dt.UTC).timestamp()
 
 
 def test_a_gpu_limit_set_with_sacctmgr_reaches_the_replay(tmp_path):
@@ -111,3 +114,15 @@ def test_a_gpu_limit_set_with_sacctmgr_reaches_the_replay(tmp_path):
     policy = apply_settings(Policy(), recorded_settings(connect(lake), "testcluster"))
 
     assert policy.account_gpu_cap == {"ml": 4} and policy.user_gpu_cap == {"ml": 2}
+
+
+def test_jobs_submitted_in_one_second_queue_in_slurms_order():
+    # Slurm breaks a tie in priority by submit time, then job number (an array's tasks by
+    # their array job's): the engine breaks it by position, so the loader puts them so, not
+    # in the ids' text order (which puts 10 before 9)
+    from detectors.replay.workload import _in_slurm_order
+
+    jobs = pl.DataFrame(
+        {"job_id": ["10", "9", "8_2", "8_10", "7", "11"], "submit_e": [5.0, 5, 5, 5, 5, 4]}
+    )
+    assert _in_slurm_order(jobs)["job_id"].to_list() == ["11", "7", "8_2", "8_10", "9", "10"]

@@ -58,6 +58,7 @@ def test_compare_prints_baseline_and_proposal_side_by_side(lake):
     ):
         assert heading in result.output
     assert "Calibration:" in result.output
+    assert "a what-if goes on past it until every job it can start has started" in result.output
 
 
 @pytest.mark.parametrize(

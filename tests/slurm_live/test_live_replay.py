@@ -4,16 +4,21 @@ and does a what-if predict what Slurm then does under the change?
 A workload of 64 jobs (three users in two accounts with unequal shares, 1–8 GPUs of a type,
 limits of 1–3 minutes that make backfill matter, a burst that queues, then a second wave, jobs
 ending well before their limits and four cancelled) runs through the test cluster under
-`priority/multifactor` (fair-share weight 10000) and `sched/backfill`. It is collected with
-`collect slurm` and `collect slurm-config` and replayed; the replay must start each job near
-when Slurm did (median |Δstart| ≤ 60 s, the issue's target) and start the same jobs.
+`priority/multifactor` (fair-share weight 10000) and `sched/backfill` with a short
+`bf_interval` (2 s, set for this module's jobs only in slurm.conf.extra, read by a slurmctld
+started again; every association's fair-share usage is reset first, so both runs start even).
+It is collected with `collect slurm` and `collect slurm-config` and replayed; the replay must
+start each job near when Slurm did (median |Δstart| ≤ 60 s), in the same order (start-order
+rank correlation ≥ 0.9) and give each account its mean wait within 15 %: the issue's targets.
 
-The issue's other targets — start-order rank correlation ≥ 0.9 and mean wait per account within
-15 % — are not met yet (measured 0.43–0.70 and 2–33 % on this machine): they are printed
-(`-s`), not asserted, and docs/policy-lab.md gives the figures. The what-if run under a
-`sacctmgr` GPU cap was measured by hand the same way (docs/policy-lab.md). The cluster's other
-jobs (the collector tests' gated ones) are cancelled first, so the machine is the workload's
-alone.
+Then the what-if: the same workload runs again after `sacctmgr modify account ml set
+GrpTRES=gres/gpu=4`, and the replay of the *first* run with `--set assoc.ml.GrpTRES=gres/gpu=4`
+(replayed past the end of its data, so the jobs the cap delays still start) must predict the
+second: the same jobs never start (of those the workload does not cancel: for those, starting
+or not before the user's scancel is a race), median |predicted − real wait| ≤ 90 s, mean wait
+per account within 20 % (or 10 s, when 20 % of an account's mean wait is less: Slurm's own
+run-to-run spread at waits of half a minute; see docs/policy-lab.md). The cluster's other jobs
+(the collector tests' gated ones) are cancelled first, so the machine is the workload's alone.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ import datetime as dt
 import random
 import statistics
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,6 +130,36 @@ def run_workload(c: SlurmCluster, specs: list[Spec]) -> tuple[list[str], float]:
     return ids, t0
 
 
+BF_INTERVAL_S = 2
+CAP = "gres/gpu=4"  # the what-if: account ml's GPUs at once
+WAIT_FLOOR_S = 10.0  # the what-if's per-account tolerance never under this (see its test)
+
+
+@contextmanager
+def short_backfill(c: SlurmCluster) -> Iterator[None]:
+    """`bf_interval` short for this module's jobs only (tests/infra/slurm reads
+    slurm.conf.extra when it starts slurmctld: see `fresh_start`), as it was afterwards."""
+    extra = c.conf.with_name("slurm.conf.extra")
+    extra.write_text(f"SchedulerParameters=bf_interval={BF_INTERVAL_S}\n", encoding="utf-8")
+    try:
+        yield
+    finally:
+        extra.unlink(missing_ok=True)
+        c.stop("slurmctld")
+        c.start()
+
+
+def fresh_start(c: SlurmCluster) -> None:
+    """Every association's fair-share usage back to 0 (earlier jobs would tilt the priorities
+    the replay, which starts with the period, cannot know of; an account's reset resets its
+    users' too), then slurmctld started again: a job's priority comes from the fair-share
+    factors of the last PriorityCalcPeriod tick, which a started slurmctld computes at once
+    (they would otherwise still be those from before the reset for up to a minute)."""
+    c.run("sacctmgr", "-i", "modify", "account", "where", "name=ml,research", "set", "RawUsage=0")
+    c.stop("slurmctld")
+    c.start()
+
+
 def collect(c: SlurmCluster, lake: Path) -> None:
     time.sleep(2)  # slurmctld sends the last ends to slurmdbd
     c.settled_sacct("-S", "now-1hours")
@@ -130,11 +167,13 @@ def collect(c: SlurmCluster, lake: Path) -> None:
     collect_slurm_config(Lake.at(lake), CLUSTER, run_command, dt.datetime.now(dt.UTC))
 
 
-def replayed(lake: Path, since: float, changes: list[str]) -> tuple[Workload, Outcome]:
+def replayed(
+    lake: Path, since: float, changes: list[str], *, past_end: bool = False
+) -> tuple[Workload, Outcome]:
     con = connect(lake)
     w = load_workload(con, CLUSTER, dt.datetime.fromtimestamp(since - 1, dt.UTC))
     policy = apply_settings(Policy(), recorded_settings(con, CLUSTER))
-    return w, replay(w, apply_settings(policy, changes))
+    return w, replay(w, apply_settings(policy, changes), past_end=past_end)
 
 
 def index_of(w: Workload, ids: list[str]) -> np.ndarray:
@@ -150,37 +189,96 @@ def mean_wait_by_account(accounts: list[str], waits: np.ndarray) -> dict[str, fl
     return {a: statistics.mean(v) for a, v in out.items()}
 
 
+@dataclass(frozen=True)
+class Run:
+    lake: Path
+    ids: list[str]
+    t0: float
+
+
 @pytest.fixture(scope="module")
-def run(slurm_cluster: SlurmCluster, tmp_path_factory):
+def runs(slurm_cluster: SlurmCluster, tmp_path_factory) -> tuple[Run, Run]:
+    """The workload under the recorded policy, then again under the account cap."""
     c = slurm_cluster
     c.start()
     c.jobs_dir.mkdir(mode=0o1777, exist_ok=True)
     clear(c)
-    lake = tmp_path_factory.mktemp("replay") / "lake"
-    ids, t0 = run_workload(c, plan())
-    collect(c, lake)
-    return lake, ids, t0
+    out = []
+    with short_backfill(c):
+        for cap in ("gres/gpu=-1", CAP):
+            c.run(
+                "sacctmgr", "-i", "modify", "account", "where", "name=ml", "set", f"GrpTRES={cap}"
+            )
+            try:
+                fresh_start(c)
+                lake = tmp_path_factory.mktemp("replay") / "lake"
+                ids, t0 = run_workload(c, plan())
+                collect(c, lake)
+            finally:
+                c.run("sacctmgr", "-i", "modify", "account", "where", "name=ml", "set",
+                      "GrpTRES=gres/gpu=-1")  # fmt: skip
+            out.append(Run(lake, ids, t0))
+    return out[0], out[1]
 
 
-def test_the_replay_of_the_recorded_policy_starts_jobs_when_slurm_did(run):
-    lake, ids, t0 = run
-    w, out = replayed(lake, t0, [])
-    idx = index_of(w, ids)
+def waits_of(w: Workload, starts: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    return starts[idx] - w.submit_e[idx]
+
+
+def test_the_replay_of_the_recorded_policy_starts_jobs_when_slurm_did(runs):
+    first, _ = runs
+    w, out = replayed(first.lake, first.t0, [])
+    idx = index_of(w, first.ids)
     c = calibrate(w, out)  # the period holds the workload's jobs only (the queue was emptied)
-    real_wait = w.real_start_e[idx] - w.submit_e[idx]
-    sim_wait = out.start_e[idx] - w.submit_e[idx]
     accounts = [w.account[i] for i in idx]
-    real_by, sim_by = (
-        mean_wait_by_account(accounts, real_wait),
-        mean_wait_by_account(accounts, sim_wait),
-    )
+    real_by = mean_wait_by_account(accounts, waits_of(w, w.real_start_e, idx))
+    sim_by = mean_wait_by_account(accounts, waits_of(w, out.start_e, idx))
     print(
         f"\nreplay vs Slurm: {c.jobs} jobs started in both ({c.started_only_real} only in Slurm, "
         f"{c.started_only_replay} only in the replay); median |Δstart| "
         f"{c.median_abs_start_s:.1f} s, p90 {c.p90_abs_start_s:.1f} s; rank correlation "
         f"{c.rank_correlation:.3f}; mean wait per account real {real_by} replayed {sim_by}"
     )
-    assert len(w.job_id) == len(ids)
-    # a job Slurm started near the end of the data may start just after it in the replay
-    assert c.started_only_real + c.started_only_replay <= 0.1 * len(ids)
+    assert len(w.job_id) == len(first.ids)
+    assert c.started_only_real + c.started_only_replay <= 0.1 * len(first.ids)
     assert c.median_abs_start_s <= 60
+    assert c.rank_correlation >= 0.9
+    for account, real in real_by.items():
+        assert abs(sim_by[account] - real) <= 0.15 * real, (account, real, sim_by[account])
+
+
+def test_a_what_if_predicts_what_slurm_does_under_the_change(runs):
+    first, second = runs
+    w1, predicted = replayed(first.lake, first.t0, [f"assoc.ml.GrpTRES={CAP}"], past_end=True)
+    w2, _ = replayed(second.lake, second.t0, [])
+    i1, i2 = index_of(w1, first.ids), index_of(w2, second.ids)
+    pred = waits_of(w1, predicted.start_e, i1)
+    real = waits_of(w2, w2.real_start_e, i2)
+    never_pred = {n for n, x in enumerate(pred) if x != x}
+    never_real = {n for n, x in enumerate(real) if x != x}
+    both = ~np.isnan(pred) & ~np.isnan(real)
+    accounts = [w1.account[i] for i in i1]
+    pred_by = mean_wait_by_account(
+        [a for a, b in zip(accounts, both, strict=True) if b], pred[both]
+    )
+    real_by = mean_wait_by_account(
+        [a for a, b in zip(accounts, both, strict=True) if b], real[both]
+    )
+    median = float(np.median(np.abs(pred[both] - real[both])))
+    print(
+        f"\nwhat-if {CAP} on ml: never started, predicted {sorted(never_pred)} real "
+        f"{sorted(never_real)}; median |predicted − real wait| {median:.1f} s; mean wait per "
+        f"account real {real_by} predicted {pred_by}"
+    )
+    # the policy decides whether a job ever starts; for a job its user cancels at a fixed time
+    # it is a race (in one session job 34 started in the capped run 5 s before its user's
+    # scancel, where the prediction had it still pending), so those are compared apart
+    cancelled = {n for n, spec in enumerate(plan()) if spec.cancel_after_s is not None}
+    assert never_pred - cancelled == never_real - cancelled
+    assert never_pred - cancelled  # the cap holds some jobs for good
+    assert median <= 90
+    for account, r in real_by.items():
+        # the issue's 20 %, but never under 10 s: under the cap research waits ~30 s on
+        # average, and two identical capped runs of Slurm itself gave it 33.7 s and 27.8 s
+        # (whole-second times, a 2-s bf_interval, a scheduler pass a second or two late)
+        assert abs(pred_by[account] - r) <= max(0.20 * r, WAIT_FLOOR_S), (account, r)

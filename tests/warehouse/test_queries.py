@@ -177,3 +177,46 @@ def test_whole_floats_and_fractions_elsewhere_are_taken(con, whole):
     frame = queries.run(con, whole, first=3.0, step=0.5, n=2.0, skip=1)
 
     assert frame["v"].to_list() == [4.5, 5.5]
+
+
+def test_fetch_returns_the_columns_and_plain_rows(con, probe):
+    columns, rows = queries.fetch(con, probe, start=1, end=3)
+
+    assert columns == ["i"]
+    assert rows == [{"i": 1}, {"i": 2}]
+    assert queries.rows(con, probe, start=5, end=5) == []
+    with pytest.raises(QueryParameterError):
+        queries.rows(con, probe, start=1)
+
+
+def test_fetch_refuses_a_fraction_where_the_query_takes_an_integer(con, whole):
+    with pytest.raises(QueryParameterError, match=r"\$n takes an integer"):
+        queries.fetch(con, whole, first=0, step=0, n=1.5, skip=0)
+
+
+@pytest.mark.parametrize("name", sql.names())
+def test_the_cheap_test_lets_through_every_integer_parameter_the_parser_finds(name):
+    """The text test before parsing (sqlglot) never skips a parameter the parser would find."""
+    for key in queries._integer_parameters(name):
+        assert queries._may_take_integers(name, {key: 0.5}), (name, key)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "SELECT 1 LIMIT $k",
+        "SELECT 1 OFFSET\n  $k",
+        "SELECT CAST( $k AS INTEGER)",
+        "SELECT try_cast($k AS BIGINT)",
+        "SELECT $k :: INTEGER",
+    ],
+)
+def test_the_cheap_test_sees_the_places_an_integer_goes(monkeypatch, text):
+    monkeypatch.setattr(sql, "load", lambda name: text)
+    assert queries._may_take_integers("q", {"k": 0.5})
+
+
+def test_the_cheap_test_skips_comments_and_literals(monkeypatch):
+    text = "-- LIMIT $k\nSELECT 'CAST($k' AS a, \"$k::int\" /* OFFSET $k */ WHERE x < $k"
+    monkeypatch.setattr(sql, "load", lambda name: text)
+    assert not queries._may_take_integers("q", {"k": 0.5})

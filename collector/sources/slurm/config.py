@@ -42,8 +42,10 @@ __all__ = [
 ConfigRow = tuple[str, str, str, str | None]  # kind, name, key, value
 
 # What the replay and an operator reading the snapshot need; the rest of each output is left out.
+# BOOT_TIME: slurmctld's start, from which its PriorityCalcPeriod ticks count.
 CONFIG_KEYS = re.compile(
-    r"^(Priority\w*|SchedulerParameters|SchedulerType|SelectType\w*|PreemptType|PreemptMode)$"
+    r"^(Priority\w*|SchedulerParameters|SchedulerType|SelectType\w*|PreemptType|PreemptMode"
+    r"|BOOT_TIME)$"
 )
 PARTITION_KEYS = (
     "Nodes",

@@ -1,0 +1,41 @@
+-- job_span: the time one job's samples can lie in, to read only those days of the lake.
+--
+-- Grain:   one row per cluster that has a job (or an allocation) with this id
+-- Reads:   jobs, job_gpus
+-- Params:
+--   $job_id   the job id
+--   $cluster  the cluster, or NULL for any
+-- Returns: cluster, first_ts (the earliest start of any of its records or allocations; null
+--          when none has started), last_ts (the latest end), open (whether a started record
+--          or allocation has no end yet: its samples run to the end of the data)
+--
+-- A sample belongs to a job when one of its job_gpus intervals contains it (DESIGN §4), and
+-- every version of the job's record is read, not only the latest: a requeued job's earlier
+-- runs count. The caller widens the span by a margin for samples stamped by a label.
+
+WITH spans AS (
+    SELECT
+        cluster,
+        start_ts,
+        end_ts
+    FROM jobs
+    WHERE job_id = $job_id
+        AND ($cluster IS NULL OR cluster = $cluster)
+    UNION ALL
+    SELECT
+        cluster,
+        start_ts,
+        end_ts
+    FROM job_gpus
+    WHERE job_id = $job_id
+        AND ($cluster IS NULL OR cluster = $cluster)
+)
+
+SELECT
+    cluster,
+    min(start_ts) AS first_ts,
+    max(end_ts) AS last_ts,
+    bool_or(start_ts IS NOT NULL AND end_ts IS NULL) AS open
+FROM spans
+GROUP BY cluster
+ORDER BY cluster

@@ -1,0 +1,96 @@
+"""A DuckDB over the part of the lake that one job's report reads: its cluster and its days.
+
+`gpuledger job JOBID` is typed by users and must answer at once, whatever the lake's size.
+`connect` (warehouse.connection) opens a view over every file of every table; this opens
+views over the job's cluster only (every table is partitioned by cluster), and for the tables
+partitioned by day that the report reads per sample (gpu_samples, job_gpu_daily,
+gpu_job_buckets) over the days from the job's first start to its last end only
+(sql/jobs/job_span.sql), a day's margin on each side. The views have the contract's columns,
+as `connect`'s do, so the same queries give the same rows: only files that cannot hold the
+job's rows are left out. Files outside the layout's `cluster=`/`date=` folders are kept.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from importlib.resources import files
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import sql
+from warehouse import layout, queries
+from warehouse.connection import REFERENCE_VIEWS, WarehouseConfig, open_engine, register_files
+from warehouse.errors import EmptyWarehouse
+
+if TYPE_CHECKING:
+    import duckdb
+
+__all__ = ["DAY_MARGIN", "connect_job"]
+
+# the tables read whole for the job's cluster, and those read for its days only
+_BY_CLUSTER = ("jobs", "job_gpus", "job_usage", "job_outcomes", "findings")
+_BY_DAY = ("gpu_samples", "job_gpu_daily", "gpu_job_buckets")
+DAY_MARGIN = dt.timedelta(days=1)
+
+
+def _in_clusters(path: Path, folders: set[str]) -> bool:
+    """Whether `path` may hold rows of a cluster whose folder is one of `folders`."""
+    named = layout.folder_cluster(path)
+    return named is None or named in folders
+
+
+def _in_days(path: Path, first: dt.date | None, last: dt.date | None) -> bool:
+    """Whether `path` may hold rows of the days from `first` to `last` (None: unbounded)."""
+    key = layout.partition_key(path)
+    if key is None:
+        return True
+    day = key[1]
+    return (first is None or day >= first) and (last is None or day <= last)
+
+
+def _folders(clusters: Iterable[str]) -> set[str]:
+    """The folder names a cluster's files may sit in: its own name (a hive writer's, decoded)
+    and the lake's safe form of it."""
+    return {f for c in clusters for f in (c, layout.safe_name(c))}
+
+
+def _days(spans: list[dict[str, Any]]) -> tuple[dt.date | None, dt.date | None]:
+    """The first and last day whose files may hold samples of the job (None: unbounded),
+    from its spans (sql/jobs/job_span.sql) widened by DAY_MARGIN."""
+    starts = [row["first_ts"] for row in spans]
+    ends = [row["last_ts"] for row in spans if not row["open"]]
+    first = min(starts) - DAY_MARGIN if starts and None not in starts else None
+    closed = ends and len(ends) == len(spans) and None not in ends  # none still running
+    last = max(ends) + DAY_MARGIN if closed else None
+    return (first and first.date()), (last and last.date())
+
+
+def connect_job(root: Path, job_id: str, cluster: str | None = None) -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB with the views `gpuledger job` reads (jobs, jobs_latest, job_gpus,
+    job_usage, job_outcomes, findings, gpu_samples, job_gpu_daily, gpu_job_buckets and
+    gpu_models), over the files that can hold `job_id`'s rows (on `cluster`, or any).
+
+    Raises EmptyWarehouse if the lake is missing or has no jobs.
+    """
+    if not root.is_dir():
+        raise EmptyWarehouse(root, "any table (the folder does not exist)")
+    listing = {table: layout.table_files(root, table) for table in _BY_CLUSTER + _BY_DAY}
+    if not listing["jobs"]:
+        raise EmptyWarehouse(root, "'jobs'")
+    con = open_engine(WarehouseConfig(root))
+    wanted = None if cluster is None else _folders([cluster])
+    for table in _BY_CLUSTER:
+        paths = listing[table]
+        register_files(con, table, [p for p in paths if wanted is None or _in_clusters(p, wanted)])
+    con.sql(sql.load("views/jobs_latest")).create_view("jobs_latest")
+    model_file = files("warehouse").joinpath("data", REFERENCE_VIEWS["gpu_models"])
+    con.read_csv(str(model_file), header=True).create_view("gpu_models")
+
+    spans = queries.rows(con, "jobs/job_span", job_id=job_id, cluster=cluster)
+    folders = _folders(row["cluster"] for row in spans)
+    first, last = _days(spans)
+    for table in _BY_DAY:
+        paths = [p for p in listing[table] if _in_clusters(p, folders) and _in_days(p, first, last)]
+        register_files(con, table, paths)
+    return con
