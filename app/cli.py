@@ -20,6 +20,7 @@ from app.commands.config import config_option
 from app.commands.registry import register
 from app.errors import AppError, reports_errors
 from app.options import Timestamp, lake_option, lake_writer, no_wait_option, progress_bar
+from warehouse.lake import Lake
 
 if TYPE_CHECKING:
     pass
@@ -50,7 +51,7 @@ def cli() -> None:
 
 
 def _simulate(
-    lake: Path,
+    lake: Lake,
     gpus: int,
     days: int,
     seed: int,
@@ -134,7 +135,7 @@ def with_sim_options(func: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @reports_errors
 def simulate(
-    lake: Path,
+    lake: Lake,
     gpus: int,
     days: int,
     seed: int,
@@ -160,7 +161,7 @@ def simulate(
 
 
 def _attribute(
-    lake: Path,
+    lake: Lake,
     config: PipelineConfig,
     quiet: bool,
     force: bool = False,
@@ -272,7 +273,7 @@ def _attribute(
 @reports_errors
 def attribute(
     config_path: Path | None,
-    lake: Path,
+    lake: Lake,
     idle_below: float | None,
     bucket: int | None,
     since: dt.datetime | None,
@@ -401,7 +402,7 @@ def _write_out(out: Path, write: Callable[[], object]) -> None:
 @reports_errors
 def query(
     name: str | None,
-    lake: Path,
+    lake: Lake,
     params: tuple[str, ...],
     fmt: str,
     out: Path | None,
@@ -424,7 +425,7 @@ def query(
     """
     import sql
     from warehouse import queries
-    from warehouse.connection import DERIVED_VIEWS, REFERENCE_VIEWS, connect, quote_ident
+    from warehouse.connection import DERIVED_VIEWS, REFERENCE_VIEWS, quote_ident
     from warehouse.errors import EmptyWarehouse
     from warehouse.schema import TABLES
 
@@ -447,11 +448,11 @@ def query(
     if name in readable and values:
         raise click.BadParameter("tables take no --param", param_hint="--param")
     # a mistyped --lake would otherwise print an empty table and exit 0
-    if not lake.is_dir():
-        raise EmptyWarehouse(lake, "any table (the folder does not exist)")
-    if not any((lake / table).is_dir() for table in TABLES):
-        raise EmptyWarehouse(lake, "any table (it holds no table folders; is --lake right?)")
-    con = connect(lake)
+    if not lake.exists():
+        raise EmptyWarehouse(lake.root, "any table (the folder does not exist)")
+    if not any(lake.table_dir(table).is_dir() for table in TABLES):
+        raise EmptyWarehouse(lake.root, "any table (it holds no table folders; is --lake right?)")
+    con = lake.connect()
     if name in readable:
         with queries.damaged_files(con):  # a file damaged inside: DamagedFile naming it
             frame = con.sql(f"SELECT * FROM {quote_ident(name)}").pl()  # name: a closed set
@@ -508,7 +509,7 @@ def query(
 _STOP_WAIT_S = 10.0  # how long a stopping dashboard server may take before SIGTERM
 
 
-def _serve_dashboard(lake: Path, port: int, address: str) -> None:
+def _serve_dashboard(lake: Lake, port: int, address: str) -> None:
     import importlib.util
     import os
     import signal
@@ -518,7 +519,7 @@ def _serve_dashboard(lake: Path, port: int, address: str) -> None:
     if importlib.util.find_spec("streamlit") is None:
         raise AppError("the dashboard needs Streamlit: pip install 'gpuledger[dashboard]'")
     entry = Path(str(files("app").joinpath("streamlit_app.py")))
-    env = dict(os.environ, GPULEDGER_LAKE=str(lake.resolve()))
+    env = dict(os.environ, GPULEDGER_LAKE=str(lake.root.resolve()))
     # Streamlit runs in the app's folder: hand it the ./gpuledger.toml this command was run
     # beside, so its [dashboard] section applies (an explicit $GPULEDGER_CONFIG passes as is).
     if not env.get("GPULEDGER_CONFIG") and Path("gpuledger.toml").is_file():
@@ -574,7 +575,7 @@ address_option = click.option(
 @port_option
 @address_option
 @reports_errors
-def dashboard(lake: Path, port: int, address: str) -> None:
+def dashboard(lake: Lake, port: int, address: str) -> None:
     """Serve the Streamlit dashboard over the lake (needs the 'dashboard' extra).
 
     \b
@@ -600,7 +601,7 @@ def dashboard(lake: Path, port: int, address: str) -> None:
 @address_option
 @reports_errors
 def demo(
-    lake: Path, gpus: int, days: int, seed: int, no_dashboard: bool, port: int, address: str
+    lake: Lake, gpus: int, days: int, seed: int, no_dashboard: bool, port: int, address: str
 ) -> None:
     """Simulate a cluster, attribute it, detect waste, print a summary and serve the dashboard.
 
@@ -616,7 +617,6 @@ def demo(
     """
     from app.pipeline import default_pipeline_config, detect
     from app.summary import render_summary
-    from warehouse.connection import connect
 
     # the built-in defaults, whatever a configuration file says: the demo is the same everywhere
     config = default_pipeline_config()
@@ -625,7 +625,7 @@ def demo(
     click.echo("detect: waste and health rules, bottlenecks, policy recommendations …", err=True)
     found = detect(lake, config, dt.datetime.now(dt.UTC))
     click.echo()
-    click.echo(render_summary(connect(lake, require=("job_usage",))))
+    click.echo(render_summary(lake.connect(require=("job_usage",))))
     click.echo(
         f"Findings: {found.findings.num_rows:,}; recommendations: "
         f"{found.recommendations:,}. Details: gpuledger detect / gpuledger job JOBID."

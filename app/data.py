@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from pathlib import Path
 from typing import TypeVar
 
 import duckdb
@@ -23,7 +22,7 @@ from app.errors import AppError
 from detectors.job_advice import Advice
 from detectors.job_report import UnknownJob, load_job_advice, load_job_diagnosis
 from warehouse import queries
-from warehouse.connection import connect
+from warehouse.lake import Lake
 
 T = TypeVar("T")
 
@@ -89,7 +88,7 @@ def clear_caches() -> None:
 def _connection(root: str) -> duckdb.DuckDBPyConnection:
     # every table, the fairness mart too, is a view `connect` registers over the lake's files:
     # a file damaged inside is DamagedFile naming it when a query decodes it (warehouse.damage)
-    return connect(Path(root), require=("job_usage",))
+    return Lake.at(root).connect(require=("job_usage",))
 
 
 def _on_lake(root: str, read: Callable[[duckdb.DuckDBPyConnection], T]) -> T:

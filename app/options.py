@@ -11,6 +11,8 @@ from typing import Any, TypeVar
 
 import click
 
+from warehouse.lake import Lake
+
 __all__ = [
     "LAKE_HELP",
     "Timestamp",
@@ -27,17 +29,18 @@ LAKE_HELP = (
 )
 
 
-def _configured_lake(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path:
+def _configured_lake(ctx: click.Context, param: click.Parameter, value: Path | None) -> Lake:
     """--lake as given, else $GPULEDGER_LAKE, else the configuration's `lake`, else ./lake:
-    the same root `gpuledger run`, `report` and the dashboard use (DESIGN §7)."""
+    the same root `gpuledger run`, `report` and the dashboard use (DESIGN §7). The command
+    gets the `Lake` there, built once here."""
     if value is not None:
-        return value
+        return Lake.at(value)
     if any(p.name == "config_path" for p in ctx.command.params):
-        return Path("lake")  # such a command reads its own --config and takes `lake` from it
+        return Lake.at("lake")  # such a command reads its own --config and takes `lake` from it
     from app.config import ConfigError, load_config
 
     try:
-        return load_config().lake.root
+        return Lake.at(load_config().lake.root)
     except ConfigError as err:
         raise click.BadParameter(
             f"not given, and the configuration that would name it is not valid: {err}", ctx, param
@@ -45,7 +48,8 @@ def _configured_lake(ctx: click.Context, param: click.Parameter, value: Path | N
 
 
 def lake_option(func: F) -> F:
-    """`--lake DIR`, else $GPULEDGER_LAKE, else the configuration's `lake`, else ./lake."""
+    """`--lake DIR`, else $GPULEDGER_LAKE, else the configuration's `lake`, else ./lake: the
+    command's `lake` parameter is that `Lake`."""
     return click.option(
         "--lake",
         type=click.Path(file_okay=False, path_type=Path),
@@ -67,12 +71,10 @@ def no_wait_option(func: F) -> F:
 
 
 @contextmanager
-def lake_writer(lake: Path, step: str, no_wait: bool) -> Iterator[None]:
+def lake_writer(lake: Lake, step: str, no_wait: bool) -> Iterator[None]:
     """Hold the lake's writer lock (warehouse/writer_lock.py) for a command, telling stderr
     whom it waits for; with `no_wait`, fail at once naming the holder."""
-    from warehouse.writer_lock import writer_lock
-
-    with writer_lock(lake, step, wait=not no_wait, progress=lambda m: click.echo(m, err=True)):
+    with lake.writer(step, wait=not no_wait, progress=lambda m: click.echo(m, err=True)):
         yield
 
 

@@ -13,7 +13,6 @@ import hashlib
 import json
 from dataclasses import dataclass
 from enum import StrEnum
-from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -22,6 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from warehouse import layout
+from warehouse.lake import Lake
 from warehouse.schema import TABLES
 from warehouse.writer import conform, replace_partitions
 
@@ -134,10 +134,10 @@ def to_findings(frame: pl.DataFrame, detected_ts: dt.datetime) -> pa.Table:
     return conform(TABLES["findings"], rows.to_arrow().cast(FINDINGS_SCHEMA))
 
 
-def read_findings(root: Path, cluster: str | None = None) -> pa.Table:
+def read_findings(lake: Lake, cluster: str | None = None) -> pa.Table:
     """Every finding stored in the lake (of `cluster` when given), typed by the contract."""
     parts = []
-    for path in layout.table_files(root, "findings"):
+    for path in lake.table_files("findings"):
         if cluster is not None and f"cluster={layout.safe_name(cluster)}" not in path.parts:
             continue
         stored = pq.read_table(path)
@@ -187,7 +187,7 @@ def _settled(value: Any) -> Any:
     return value
 
 
-def write_findings(root: Path, findings: pa.Table) -> WriteResult:
+def write_findings(lake: Lake, findings: pa.Table) -> WriteResult:
     """Upsert `findings` into the lake: one row per (cluster, finding_id), never two.
 
     A finding already stored is replaced by its new version but keeps its first `detected_ts`
@@ -197,7 +197,7 @@ def write_findings(root: Path, findings: pa.Table) -> WriteResult:
     new = updated = unchanged = 0
     for cluster in sorted(set(findings.column("cluster").to_pylist())):
         incoming = findings.filter(pc.equal(findings.column("cluster"), cluster))
-        stored = read_findings(root, cluster)
+        stored = read_findings(lake, cluster)
         first_seen = dict(
             zip(
                 stored.column("finding_id").to_pylist(),
@@ -222,7 +222,7 @@ def write_findings(root: Path, findings: pa.Table) -> WriteResult:
         new += len(set(ids) - seen)
         kept = stored.filter(pc.invert(pc.is_in(stored.column("finding_id"), pa.array(ids))))
         merged = pa.concat_tables([kept, incoming])
-        replace_partitions(root, "findings", merged, cluster, batch_id="findings")
+        replace_partitions(lake.root, "findings", merged, cluster, batch_id="findings")
     return WriteResult(new=new, updated=updated, unchanged=unchanged)
 
 

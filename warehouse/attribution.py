@@ -313,7 +313,7 @@ def build_marts(
 
     The day partitions of the sample-level marts are rebuilt where their sample files changed;
     the summary marts are then updated in place for the day partitions that changed, or
-    rebuilt whole when something else they read changed (warehouse/summary.py). `force`
+    rebuilt whole when something else they read changed (warehouse/summary/). `force`
     rebuilds everything. `warehouse` sets the memory limit and spill folder of the builds.
     """
     warehouse = warehouse or WarehouseConfig(root=root)

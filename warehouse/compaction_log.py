@@ -8,7 +8,7 @@ not change. The readers (`READERS`) and the tables whose entries each one reads:
 - `sample_days`, the per-day pass (warehouse/partitions.py): `gpu_samples`;
 - `owner_check`, `reattribute` (warehouse/attribution.py): `job_gpus` (the allocations' digest
   that sample files were checked against) and `gpu_samples` (the files checked);
-- `summary`, the summary marts' update (warehouse/summary.py): every other raw table (the
+- `summary`, the summary marts' update (warehouse/summary/): every other raw table (the
   scheduler's batch files, and the digest of the rest).
 
 An entry only ever states that fact:

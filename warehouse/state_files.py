@@ -209,7 +209,7 @@ _ATTRIBUTION_V1: Final = (
     # warehouse/attribution.py: sample files checked against the allocations
     "CREATE TABLE IF NOT EXISTS checked_files ("
     " path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, allocations TEXT)",
-    # warehouse/summary.py: what the summary marts were built from
+    # warehouse/summary/state.py: what the summary marts were built from
     "CREATE TABLE IF NOT EXISTS summary_built (inputs TEXT, marts TEXT, index_fp TEXT)",
     "CREATE TABLE IF NOT EXISTS summary_days ("
     " cluster TEXT, date TEXT, digest TEXT, PRIMARY KEY (cluster, date))",

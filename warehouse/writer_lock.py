@@ -255,16 +255,19 @@ def writer_lock(
 
 
 def writer_step(step: str, root_arg: str = "root") -> Callable[[Callable[P, R]], Callable[P, R]]:
-    """Decorate a step function to hold the writer lock of the lake its `root_arg` argument
-    names while it runs (waiting, as `writer_lock` does by default; a caller that holds it
-    already, e.g. a command run with --no-wait, holds it on)."""
+    """Decorate a step function to hold the writer lock of the lake its `root_arg` argument (a
+    `Lake` or its root) names while it runs (waiting, as `writer_lock` does by default; a caller
+    that holds it already, e.g. a command run with --no-wait, holds it on)."""
 
     def decorate(func: Callable[P, R]) -> Callable[P, R]:
         signature = inspect.signature(func)
 
         @functools.wraps(func)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-            root = Path(signature.bind_partial(*args, **kwargs).arguments[root_arg])
+            from warehouse.lake import Lake
+
+            where = signature.bind_partial(*args, **kwargs).arguments[root_arg]
+            root = where.root if isinstance(where, Lake) else Path(where)
             with writer_lock(root, step):
                 return func(*args, **kwargs)
 

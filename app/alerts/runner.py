@@ -30,6 +30,7 @@ from app.alerts.plan import Action, Notice, Stage, plan
 from app.alerts.render import DigestRow
 from app.alerts.settings import AlertsConfig
 from app.errors import AppError
+from warehouse.lake import Lake
 
 if TYPE_CHECKING:
     from collector.sources.kubernetes.api import KubernetesApi
@@ -51,13 +52,11 @@ def _connect_kube(context: str) -> KubernetesApi:
     return connect_kubernetes(context=context)
 
 
-def _read_findings(lake: Path, since: dt.datetime) -> list[FindingContext]:
+def _read_findings(lake: Lake, since: dt.datetime) -> list[FindingContext]:
     import duckdb
 
-    from warehouse.connection import connect
-
     try:
-        return load_findings(connect(lake), since)
+        return load_findings(lake.connect(), since)
     except duckdb.IOException as exc:
         # a detector or compaction replaced a file between listing and reading it
         raise FindingsUnavailable(f"the findings could not be read: {exc}") from None
@@ -74,7 +73,7 @@ class Seams:
     run_action: ActionRunner = field(default_factory=SubprocessRunner)
     kube_api: KubeApiFactory = _connect_kube
     after_send: Callable[[StoredMessage], None] | None = None
-    read_findings: Callable[[Path, dt.datetime], list[FindingContext]] = _read_findings
+    read_findings: Callable[[Lake, dt.datetime], list[FindingContext]] = _read_findings
 
 
 @dataclass
@@ -216,20 +215,19 @@ def _act(
 
 
 def run_cycle(
-    lake: Path, cfg: AlertsConfig, seams: Seams | None = None, dry_run: bool = False
+    lake: Lake, cfg: AlertsConfig, seams: Seams | None = None, dry_run: bool = False
 ) -> CycleReport:
     """Read the lake's findings, plan, queue, act and deliver; return what happened."""
-    from warehouse import layout
 
     seams = seams or Seams()
-    if not lake.is_dir():
+    if not lake.exists():
         raise AppError(f"lake {str(lake)!r} does not exist (--lake or GPULEDGER_LAKE)")
     directory = load_directory(cfg.directory, cfg.email_domain, cfg.opt_out)
     since = seams.clock() - dt.timedelta(hours=cfg.lookback_hours)
     findings = seams.read_findings(lake, since)
     report = CycleReport(findings=len(findings))
     if dry_run:
-        path = lake / "_state" / LEDGER_FILE
+        path = lake.root / "_state" / LEDGER_FILE
         ledger = Ledger.snapshot(path)
         try:
             report.backlog = len(ledger.due(dt.datetime.max.replace(tzinfo=dt.UTC)))
@@ -242,7 +240,7 @@ def run_cycle(
         finally:
             ledger.close()
         return report
-    state = layout.state_dir(lake)
+    state = lake.state_dir()
     with _lake_lock(state):
         ledger = Ledger.open(state / LEDGER_FILE)
         try:
@@ -265,7 +263,7 @@ def run_cycle(
 
 
 def follow(
-    lake: Path,
+    lake: Lake,
     cfg: AlertsConfig,
     seams: Seams,
     interval_s: float,

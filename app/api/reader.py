@@ -16,11 +16,10 @@ import datetime as dt
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from warehouse import layout, queries
-from warehouse.connection import connect
+from warehouse.lake import Lake
 from warehouse.schema import TABLES
 
 if TYPE_CHECKING:
@@ -33,15 +32,15 @@ T = TypeVar("T")
 
 
 class LakeReader:
-    """Reads from `root` through a connection reopened every `refresh_s` seconds.
+    """Reads from `lake` through a connection reopened every `refresh_s` seconds.
 
     `clock` is a seam (monotonic seconds) for tests of the refresh.
     """
 
     def __init__(
-        self, root: Path, refresh_s: float = 60.0, clock: Callable[[], float] = time.monotonic
+        self, lake: Lake, refresh_s: float = 60.0, clock: Callable[[], float] = time.monotonic
     ) -> None:
-        self.root = root
+        self.lake = lake
         self.refresh_s = refresh_s
         self._clock = clock
         self._lock = threading.Lock()
@@ -55,7 +54,7 @@ class LakeReader:
     def _fingerprint(self) -> str:
         """A digest of every lake file's name, size and time: it changes when one lands, is
         rewritten or goes."""
-        paths = [p for table in TABLES for p in layout.table_files(self.root, table)]
+        paths = [p for table in TABLES for p in self.lake.table_files(table)]
         try:
             return layout.files_fingerprint(paths)
         except FileNotFoundError:  # removed while listed (compaction): changed
@@ -63,7 +62,7 @@ class LakeReader:
 
     def _open(self) -> duckdb.DuckDBPyConnection:
         fingerprint = self._fingerprint()
-        con = connect(self.root)
+        con = self.lake.connect()
         with self._lock:  # the old one closes once the last request reading it lets go
             self._con, self._opened_at = con, self._clock()
             self._fingerprint_at_open = fingerprint

@@ -17,7 +17,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import polars as pl
@@ -32,6 +31,7 @@ from app.api.errors import ApiError, JsonErrorRoute
 from app.api.reader import LakeReader
 from app.api.settings import ApiSettings
 from app.api.windows import Window, window
+from warehouse.lake import Lake
 
 __all__ = ["OPENAPI_PATH", "PREFIX", "build_router"]
 
@@ -90,7 +90,7 @@ def _rows(frame: pl.DataFrame, **extra: Any) -> list[dict[str, Any]]:
 
 
 def build_router(
-    lake: Path,
+    lake: Lake,
     settings: ApiSettings,
     *,
     reader: LakeReader | None = None,
@@ -109,7 +109,7 @@ def build_router(
         try:
             await run_in_threadpool(lake_reader.warm)
         except Exception as exc:  # the requests will name it; the server still starts
-            log.warning("the lake at %s could not be opened at start-up: %s", lake, exc)
+            log.warning("the lake at %s could not be opened at start-up: %s", lake.root, exc)
         yield
 
     router = APIRouter(

@@ -1,19 +1,18 @@
 """`create_api_app`: a FastAPI application serving the API alone, for tests; `gpuledger
 serve` mounts the same router next to /metrics."""
 
-from pathlib import Path
-
 from fastapi import FastAPI
 
 from app.api.reader import LakeReader
 from app.api.router import build_router
 from app.api.settings import ApiSettings
+from warehouse.lake import Lake
 
 __all__ = ["create_api_app"]
 
 
 def create_api_app(
-    lake: Path, settings: ApiSettings, *, reader: LakeReader | None = None
+    lake: Lake, settings: ApiSettings, *, reader: LakeReader | None = None
 ) -> FastAPI:
     """The API's routes in an application of their own (its OpenAPI at /api/v1/openapi.json;
     no interactive docs pages, which would load scripts from a CDN)."""

@@ -4,7 +4,6 @@ that apply the proposal."""
 
 import datetime as dt
 import json
-from pathlib import Path
 from typing import Any
 
 import altair as alt
@@ -15,6 +14,7 @@ import streamlit as st
 from app import data, scope
 from detectors.replay.policy import PolicyError, slurm_lines
 from detectors.replay.workload import NoWorkload
+from warehouse.lake import Lake
 
 s = scope.current()
 st.title("Policy lab")
@@ -44,9 +44,8 @@ def _lab(
     from detectors.replay.metrics import calibrate, compare
     from detectors.replay.policy import Policy, apply_settings
     from detectors.replay.workload import load_workload, recorded_settings
-    from warehouse.connection import connect
 
-    con = connect(Path(root), require=("jobs",))
+    con = Lake.at(root).connect(require=("jobs",))
     try:
         w = load_workload(con, cluster, since, until)
         recorded = apply_settings(Policy(), recorded_settings(con, cluster))

@@ -12,7 +12,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib.resources import files
-from pathlib import Path
+
+from warehouse.lake import Lake
 
 __all__ = ["PAGES", "PageFailed", "time_pages"]
 
@@ -33,10 +34,10 @@ class PageFailed(RuntimeError):
 
 
 @contextmanager
-def _lake_env(lake: Path) -> Iterator[None]:
+def _lake_env(lake: Lake) -> Iterator[None]:
     # the dashboard reads its lake from the environment, as `gpuledger dashboard` passes it
     before = os.environ.get("GPULEDGER_LAKE")
-    os.environ["GPULEDGER_LAKE"] = str(lake.resolve())
+    os.environ["GPULEDGER_LAKE"] = str(lake.root.resolve())
     try:
         yield
     finally:
@@ -53,7 +54,7 @@ def _no_runtime_warnings(record: logging.LogRecord) -> bool:
     return not message.startswith("No runtime found") and "missing ScriptRunContext" not in message
 
 
-def time_pages(lake: Path, timeout_s: float = 120) -> dict[str, float]:
+def time_pages(lake: Lake, timeout_s: float = 120) -> dict[str, float]:
     """Seconds each page takes to render on `lake` with cold caches, by page name.
 
     One untimed run first loads the libraries the server process would already have loaded

@@ -37,6 +37,7 @@ import pyarrow.compute as pc
 
 from app.bench.job_timing import report_in_process, report_process
 from app.errors import AppError
+from warehouse.lake import Lake
 
 __all__ = ["JOBSTATS_QUERIES", "run_jobstats_bench"]
 
@@ -287,7 +288,7 @@ def run_jobstats_bench(
                 settle_s=0.0,
             )
             with ApiClientTransport(prom.url) as transport:
-                collect_s, pulled = _timed(lambda: pull(cfg, lake, transport))
+                collect_s, pulled = _timed(lambda: pull(cfg, Lake(lake), transport))
             echo("bench jobstats: attribution (owner check, per-day pass, summary marts)")
             config = default_pipeline_config().attribution
             con = connect(lake, require=("gpu_samples",))

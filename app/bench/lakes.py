@@ -21,7 +21,8 @@ import pyarrow.parquet as pq
 
 from warehouse import layout, queries
 from warehouse.attribution import record_attributed
-from warehouse.connection import WarehouseConfig, open_engine
+from warehouse.connection import open_engine
+from warehouse.lake import Lake
 from warehouse.schema import TABLES
 from warehouse.writer import write_batch
 
@@ -56,7 +57,7 @@ class SyntheticLake:
 
 
 def synthetic_lake(
-    root: Path,
+    lake: Lake,
     gpus: int,
     days: int,
     *,
@@ -68,7 +69,7 @@ def synthetic_lake(
     gpus = max(8, -(-gpus // 8) * 8)
     first_e = int(SYNTHETIC_START.timestamp())
     last_e = first_e + days * 86400
-    con = open_engine(WarehouseConfig(root=root))
+    con = open_engine(lake.config())
     try:
         allocations = queries.run_arrow(
             con,
@@ -79,15 +80,15 @@ def synthetic_lake(
             gpus=gpus,
             seed=seed,
         )
-        write_batch(root, "job_gpus", _typed(allocations, "job_gpus"), "synthetic")
+        write_batch(lake.root, "job_gpus", _typed(allocations, "job_gpus"), "synthetic")
         con.from_arrow(allocations).create_view("job_gpus")
         jobs = queries.run_arrow(con, "bench/synthetic_jobs", cluster=SYNTHETIC_CLUSTER, seed=seed)
-        write_batch(root, "jobs", _typed(jobs, "jobs"), "synthetic")
+        write_batch(lake.root, "jobs", _typed(jobs, "jobs"), "synthetic")
         samples = 0
         for day in range(days):
             start = SYNTHETIC_START + dt.timedelta(days=day)
             folder = layout.ensure_dir(
-                layout.partition_dir(root, "gpu_samples", SYNTHETIC_CLUSTER, start.date())
+                lake.partition_dir("gpu_samples", SYNTHETIC_CLUSTER, start.date())
             )
             path = folder / "synthetic.parquet"
             rel = queries.relation(
@@ -102,7 +103,7 @@ def synthetic_lake(
             rel.write_parquet(str(path), compression="zstd")
             samples += pq.read_metadata(path).num_rows
             # job_id was set by the allocation rule as the samples were made: attributed at ingest
-            record_attributed(root, [path])
+            record_attributed(lake.root, [path])
             if progress:
                 progress(day + 1, days)
     finally:
@@ -122,11 +123,11 @@ class HeldBack:
             shutil.move(str(aside), str(original))
 
 
-def hold_back_last_day(root: Path, aside: Path) -> HeldBack:
+def hold_back_last_day(lake: Lake, aside: Path) -> HeldBack:
     """Move the last day's sample partitions out of the lake, to append them later."""
     moves = []
     for table in _SAMPLE_TABLES:
-        folders = sorted(layout.table_dir(root, table).glob("cluster=*/date=*"))
+        folders = sorted(lake.table_dir(table).glob("cluster=*/date=*"))
         if not folders:
             continue
         last = max(folder.name for folder in folders)
@@ -139,10 +140,10 @@ def hold_back_last_day(root: Path, aside: Path) -> HeldBack:
     return HeldBack(tuple(moves))
 
 
-def land_late_records(con: duckdb.DuckDBPyConnection, root: Path, jobs: int) -> int:
+def land_late_records(con: duckdb.DuckDBPyConnection, lake: Lake, jobs: int) -> int:
     """Land new records of `jobs` finished jobs, moved to another account, as one scheduler
     batch (sql/bench/late_job_records.sql); return how many landed."""
     rows = queries.run_arrow(con, "bench/late_job_records", jobs=jobs, account="late-account")
     schema = TABLES["jobs"].schema
-    write_batch(root, "jobs", rows.select(schema.names).cast(schema), "bench-late-records")
+    write_batch(lake.root, "jobs", rows.select(schema.names).cast(schema), "bench-late-records")
     return int(rows.num_rows)

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import duckdb
 
+from warehouse.lake import Lake
+
 __all__ = [
     "DEFAULT_SCENARIOS",
     "SCENARIOS",
@@ -74,25 +76,25 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _scale(lake: Path, plan: BenchPlan, echo: Echo) -> dict[str, Any]:
+def _scale(lake: Lake, plan: BenchPlan, echo: Echo) -> dict[str, Any]:
     """Generate the synthetic lake, attribute it from scratch, report wall time and peak RSS."""
     from app.bench.baselines import best_of, floor_scan
     from app.bench.lakes import synthetic_lake
     from app.pipeline import default_pipeline_config
     from warehouse.attribution import build_summary_marts, reattribute
-    from warehouse.connection import WarehouseConfig, connect
+    from warehouse.connection import WarehouseConfig
     from warehouse.partitions import build_sample_marts
 
     echo(f"bench scale: generating {plan.scale_gpus} GPUs × {plan.scale_days} days (synthetic)")
     generate_s, made = _timed(lambda: synthetic_lake(lake, plan.scale_gpus, plan.scale_days))
     rss_generated = peak_rss_mb()
     echo(f"bench scale: attributing {made.samples:,} samples")
-    con = connect(lake, require=("gpu_samples",))
+    con = lake.connect(require=("gpu_samples",))
     config = default_pipeline_config().attribution
-    check_s, _ = _timed(lambda: reattribute(con, lake))
-    ingest_s, _ = _timed(lambda: build_sample_marts(WarehouseConfig(lake), config.values()))
+    check_s, _ = _timed(lambda: reattribute(con, lake.root))
+    ingest_s, _ = _timed(lambda: build_sample_marts(WarehouseConfig(lake.root), config.values()))
     rss_ingest = peak_rss_mb()
-    summary_s, counts = _timed(lambda: build_summary_marts(con, lake, config))
+    summary_s, counts = _timed(lambda: build_summary_marts(con, lake.root, config))
     marts_s = ingest_s + summary_s
     rss = peak_rss_mb()
     echo("bench scale: plain scan floor")
@@ -123,19 +125,18 @@ REPLAY_TARGETS_S = {(1024, 30): 60.0, (10_000, 30): 600.0}
 REPLAY_MEMORY_MB = 2048.0
 
 
-def _replay(lake: Path, plan: BenchPlan, echo: Echo) -> dict[str, Any]:
+def _replay(lake: Lake, plan: BenchPlan, echo: Echo) -> dict[str, Any]:
     """Land the simulator's jobs and nodes (no telemetry), replay them under the recorded
     policy: wall and CPU seconds, jobs replayed per second, peak RSS."""
     from collector.sim.runner import SimConfig, simulate_records
     from detectors.replay.engine import replay
     from detectors.replay.policy import Policy, apply_settings
     from detectors.replay.workload import load_workload, recorded_settings
-    from warehouse.connection import connect
 
     cfg = SimConfig(cluster="sim", gpus=plan.replay_gpus, days=plan.replay_days)
     echo(f"bench replay: landing {plan.replay_gpus} GPUs × {plan.replay_days} days of jobs")
     land_s, made = _timed(lambda: simulate_records(cfg, lake))
-    con = connect(lake, require=("jobs",))
+    con = lake.connect(require=("jobs",))
     try:
         load_s, workload = _timed(lambda: load_workload(con, cfg.cluster))
         policy = apply_settings(Policy(), recorded_settings(con, cfg.cluster))
@@ -171,7 +172,7 @@ def _replay(lake: Path, plan: BenchPlan, echo: Echo) -> dict[str, Any]:
     }
 
 
-def _attribution(lake: Path, aside: Path, plan: BenchPlan, echo: Echo) -> dict[str, Any]:
+def _attribution(lake: Lake, aside: Path, plan: BenchPlan, echo: Echo) -> dict[str, Any]:
     """The `attribution`, `incremental` and `dashboard` scenarios on one simulated lake."""
     from app.bench.baselines import (
         best_of,
@@ -185,7 +186,7 @@ def _attribution(lake: Path, aside: Path, plan: BenchPlan, echo: Echo) -> dict[s
     from app.pipeline import default_pipeline_config, detect
     from collector.sim import SimConfig, simulate
     from warehouse.attribution import build_summary_marts, reattribute
-    from warehouse.connection import WarehouseConfig, connect
+    from warehouse.connection import WarehouseConfig
     from warehouse.partitions import build_sample_marts
     from warehouse.summary import record_summary_state, refresh_summary_marts
 
@@ -195,16 +196,16 @@ def _attribution(lake: Path, aside: Path, plan: BenchPlan, echo: Echo) -> dict[s
     sim_s, sim = _timed(lambda: simulate(SimConfig(gpus=plan.gpus, days=plan.days + extra), lake))
     held = hold_back_last_day(lake, aside) if extra else None
     config = default_pipeline_config().attribution
-    con = connect(lake, require=("gpu_samples",))
+    con = lake.connect(require=("gpu_samples",))
     [(samples,)] = con.sql("SELECT count(*) FROM gpu_samples").fetchall()
     echo("bench: attribution at ingest (owner check, then the per-day pass over samples)")
-    check_s, _ = _timed(lambda: reattribute(con, lake))
+    check_s, _ = _timed(lambda: reattribute(con, lake.root))
     ingest_s, report = _timed(
-        lambda: build_sample_marts(WarehouseConfig(lake), config.values(), force=True)
+        lambda: build_sample_marts(WarehouseConfig(lake.root), config.values(), force=True)
     )
     echo("bench: plain scan floor, then the marts (best of 2 each)")
     floor_s = best_of(2, lambda: floor_scan(con))
-    marts_s = best_of(2, lambda: build_summary_marts(con, lake, config))
+    marts_s = best_of(2, lambda: build_summary_marts(con, lake.root, config))
     rss = peak_rss_mb()
     full_s = check_s + ingest_s + marts_s
     out: dict[str, Any] = {
@@ -235,16 +236,16 @@ def _attribution(lake: Path, aside: Path, plan: BenchPlan, echo: Echo) -> dict[s
         echo("bench: incremental (one more day of samples lands)")
         # The state a whole build of the summary marts leaves (build_marts records it; the
         # timed builds above are build_summary_marts alone, always whole).
-        record_summary_state(lake, config)
+        record_summary_state(lake.root, config)
         held.restore()
         ingest_day_s, days = _timed(
             lambda: (
-                reattribute(con, lake),
-                build_sample_marts(WarehouseConfig(lake), config.values()),
+                reattribute(con, lake.root),
+                build_sample_marts(WarehouseConfig(lake.root), config.values()),
             )[1]
         )
-        update_s, update = _timed(lambda: refresh_summary_marts(con, lake, config))
-        empty = lake.parent / "empty"  # a lake with no table at all
+        update_s, update = _timed(lambda: refresh_summary_marts(con, lake.root, config))
+        empty = lake.root.parent / "empty"  # a lake with no table at all
         empty.mkdir(parents=True, exist_ok=True)
         floor_update_s = best_of(2, lambda: empty_mart_queries(empty))
         out["incremental"] = {
@@ -267,11 +268,11 @@ def _attribution(lake: Path, aside: Path, plan: BenchPlan, echo: Echo) -> dict[s
         moved = land_late_records(con, lake, _LATE_JOBS)
         late_ingest_s, _ = _timed(
             lambda: (
-                reattribute(con, lake),
-                build_sample_marts(WarehouseConfig(lake), config.values()),
+                reattribute(con, lake.root),
+                build_sample_marts(WarehouseConfig(lake.root), config.values()),
             )
         )
-        late_s, late = _timed(lambda: refresh_summary_marts(con, lake, config))
+        late_s, late = _timed(lambda: refresh_summary_marts(con, lake.root, config))
         out["incremental"]["late_records"] = {
             "jobs": moved,
             "ingest_s": late_ingest_s,
@@ -294,7 +295,7 @@ def _attribution(lake: Path, aside: Path, plan: BenchPlan, echo: Echo) -> dict[s
             "recommendations": detected.recommendations,
         }
         echo("bench: dashboard and report queries")
-        out["dashboard"] = time_queries(connect(lake))
+        out["dashboard"] = time_queries(lake.connect())
         echo("bench: dashboard pages (AppTest, cold caches)")
         from app.bench.dashboard_timing import time_pages
 
@@ -305,7 +306,7 @@ def _attribution(lake: Path, aside: Path, plan: BenchPlan, echo: Echo) -> dict[s
     return out
 
 
-def _time_reports(con: duckdb.DuckDBPyConnection, lake: Path) -> dict[str, Any]:
+def _time_reports(con: duckdb.DuckDBPyConnection, lake: Lake) -> dict[str, Any]:
     """`gpuledger job` on `_REPORT_JOBS` jobs spread from the most GPU-hours to the fewest."""
     from app.bench.job_timing import time_job_reports
     from warehouse import queries
@@ -313,7 +314,7 @@ def _time_reports(con: duckdb.DuckDBPyConnection, lake: Path) -> dict[str, Any]:
     jobs = queries.rows(con, "bench/report_jobs")
     step = max(len(jobs) // _REPORT_JOBS, 1)
     picked = [(row["job_id"], row["gpus"]) for row in jobs[::step][:_REPORT_JOBS]]
-    return time_job_reports(lake, picked)
+    return time_job_reports(lake.root, picked)
 
 
 def run_bench(plan: BenchPlan, echo: Echo) -> dict[str, Any]:
@@ -332,13 +333,13 @@ def run_bench(plan: BenchPlan, echo: Echo) -> dict[str, Any]:
     base = Path(tempfile.mkdtemp(prefix="gpuledger-bench-", dir=plan.workdir))
     try:
         if "replay" in plan.scenarios:  # first, so the peak RSS it reports is its own
-            results["replay"] = _replay(base / "replay", plan, echo)
+            results["replay"] = _replay(Lake(base / "replay"), plan, echo)
             shutil.rmtree(base / "replay", ignore_errors=True)
         if "scale" in plan.scenarios:  # early, so the peak RSS it reports is its own
-            results["scale"] = _scale(base / "scale", plan, echo)
+            results["scale"] = _scale(Lake(base / "scale"), plan, echo)
             shutil.rmtree(base / "scale", ignore_errors=True)
         if {"attribution", "incremental", "dashboard"} & set(plan.scenarios):
-            results["attribution"] = _attribution(base / "lake", base / "aside", plan, echo)
+            results["attribution"] = _attribution(Lake(base / "lake"), base / "aside", plan, echo)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     if "prometheus" in plan.scenarios:

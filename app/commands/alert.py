@@ -11,6 +11,7 @@ import click
 from app.commands.config import config_option
 from app.errors import AppError, reports_errors
 from app.options import lake_option
+from warehouse.lake import Lake
 
 __all__ = ["command"]
 
@@ -44,10 +45,10 @@ def _show_dry(report: object) -> None:
     )
 
 
-def _show_status(lake: Path) -> None:
+def _show_status(lake: Lake) -> None:
     from app.alerts.ledger import LEDGER_FILE, Ledger
 
-    path = lake / "_state" / LEDGER_FILE
+    path = lake.root / "_state" / LEDGER_FILE
     if not path.exists():
         click.echo(f"No alert ledger yet ({path}): nothing was ever sent from this lake.")
         return
@@ -72,14 +73,13 @@ def _show_status(lake: Path) -> None:
         ledger.close()
 
 
-def _requeue_failed(lake: Path) -> int:
+def _requeue_failed(lake: Lake) -> int:
     from app.alerts.ledger import LEDGER_FILE, Ledger
     from app.alerts.runner import utc_now
-    from warehouse import layout
 
-    if not lake.is_dir():
+    if not lake.exists():
         raise AppError(f"lake {str(lake)!r} does not exist (--lake or GPULEDGER_LAKE)")
-    path = layout.state_dir(lake) / LEDGER_FILE
+    path = lake.state_dir() / LEDGER_FILE
     if not path.exists():
         return 0
     ledger = Ledger.open(path)
@@ -146,7 +146,7 @@ def _summary(report: object) -> str:
 @reports_errors
 def command(
     ctx: click.Context,
-    lake: Path,
+    lake: Lake,
     config_path: Path | None,
     dry_run: bool,
     follow: bool,
@@ -194,7 +194,7 @@ def command(
     cfg = load_config(config_path)
     alerts = cfg.section(AlertsConfig)
     if ctx.get_parameter_source("lake") == ParameterSource.DEFAULT:
-        lake = cfg.lake.root
+        lake = Lake.at(cfg.lake.root)
     if status:
         _show_status(lake)
         return
@@ -223,7 +223,7 @@ def command(
             )
         return
     every = interval if interval is not None else alerts.follow_interval_s
-    click.echo(f"Following {lake} every {every:g} s (Ctrl-C to stop)", err=True)
+    click.echo(f"Following {lake.root} every {every:g} s (Ctrl-C to stop)", err=True)
 
     def on_cycle(report: object) -> None:
         from app.alerts.runner import CycleReport

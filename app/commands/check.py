@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from app.errors import reports_errors
 from app.options import lake_option
+from warehouse.lake import Lake
 
 __all__ = ["command"]
 
@@ -15,7 +14,7 @@ __all__ = ["command"]
 @click.command(name="check")
 @lake_option
 @reports_errors
-def command(lake: Path) -> None:
+def command(lake: Lake) -> None:
     """Audit the lake: every figure bounded by the facts, the marts adding up.
 
     \b
@@ -44,9 +43,8 @@ def command(lake: Path) -> None:
       gpuledger check --lake ./lake
     """
     from warehouse.checks import CHECKS, run_checks
-    from warehouse.connection import connect
 
-    con = connect(lake, require=("job_usage",))
+    con = lake.connect(require=("job_usage",))
     con.execute("SET enable_progress_bar = false")
     try:
         violations = run_checks(con)
@@ -54,7 +52,9 @@ def command(lake: Path) -> None:
         (findings,) = con.execute("SELECT count(*) FROM findings").fetchone() or (0,)
     finally:
         con.close()
-    scope = f"{len(CHECKS)} checks over {clusters:,} cluster(s), {findings:,} findings in {lake}"
+    scope = (
+        f"{len(CHECKS)} checks over {clusters:,} cluster(s), {findings:,} findings in {lake.root}"
+    )
     if not violations:
         click.echo(f"0 violations: {scope}")
         return

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -16,6 +15,7 @@ import click
 from app.errors import AppError, reports_errors
 from app.options import lake_option
 from collector.sources.http_url import redact_url
+from warehouse.lake import Lake
 
 if TYPE_CHECKING:
     from collector.sources.dcgm_exporter.scrape import ScrapeOutcome, ScrapeSummary
@@ -42,7 +42,7 @@ def _round_line(outcome: ScrapeOutcome) -> str:
     )
 
 
-def render_summary(summary: ScrapeSummary, exporters: int, lake: Path) -> str:
+def render_summary(summary: ScrapeSummary, exporters: int, lake: Lake) -> str:
     """What the run landed, what it skipped by reason, and which exporters failed."""
     lines = [
         f"Landed {summary.samples:,} gpu_samples row(s), {summary.events:,} gpu_events row(s) "
@@ -112,7 +112,7 @@ def command_dcgm_exporter(
     interval: float | None,
     timeout: float,
     attempts: int,
-    lake: Path,
+    lake: Lake,
 ) -> None:
     """Scrape dcgm-exporter /metrics endpoints into gpu_samples.
 

@@ -17,6 +17,7 @@ import click
 from app.commands.config import config_option
 from app.errors import reports_errors
 from app.options import Timestamp, lake_option, lake_writer, no_wait_option
+from warehouse.lake import Lake
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -29,8 +30,8 @@ TOP_FINDINGS = 5  # how many findings the summary spells out
 
 
 def pipeline_and_lake(
-    config_path: Path | None, lake: Path, **flags: Any
-) -> tuple[PipelineConfig, Path]:
+    config_path: Path | None, lake: Lake, **flags: Any
+) -> tuple[PipelineConfig, Lake]:
     """The pipeline's configuration, and the lake: --lake (or $GPULEDGER_LAKE) when given, else
     the `lake` of the configuration file (as `gpuledger alert` and `run` do)."""
     from click.core import ParameterSource
@@ -41,7 +42,7 @@ def pipeline_and_lake(
     cfg = load_config(config_path)
     ctx = click.get_current_context(silent=True)
     if ctx is not None and ctx.get_parameter_source("lake") == ParameterSource.DEFAULT:
-        lake = cfg.lake.root
+        lake = Lake.at(cfg.lake.root)
     return pipeline_config(cfg, **flags), lake
 
 
@@ -98,7 +99,7 @@ def _summary(findings: pa.Table) -> list[str]:
 @reports_errors
 def command(
     config_path: Path | None,
-    lake: Path,
+    lake: Lake,
     since: dt.datetime | None,
     now: dt.datetime | None,
     quiet: bool,
@@ -165,6 +166,6 @@ def command(
     click.echo(
         f"{findings.num_rows:,} findings: {outcome.new:,} new, {outcome.updated:,} updated, "
         f"{outcome.unchanged:,} unchanged, "
-        f"in {lake / 'findings'}; {outcome.recommendations:,} recommendations in "
-        f"{lake / 'recommendations'}"
+        f"in {lake.root / 'findings'}; {outcome.recommendations:,} recommendations in "
+        f"{lake.root / 'recommendations'}"
     )

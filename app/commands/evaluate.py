@@ -13,6 +13,7 @@ import click
 
 from app.errors import AppError, reports_errors
 from app.options import lake_option
+from warehouse.lake import Lake
 
 __all__ = ["command", "parse_seeds"]
 
@@ -131,7 +132,7 @@ def command(
     days: int,
     philly: Path | None,
     workdir: Path | None,
-    lake: Path,
+    lake: Lake,
     quiet: bool,
 ) -> None:
     """Score every rule and model against the simulator's ground truth (sim_truth).
@@ -245,5 +246,5 @@ def command(
         click.echo(f"model {name}: not trained ({why})", err=True)
     run_id = uuid.uuid4().hex[:12]
     table = scores_table(triples, run_id, now)
-    write_batch(lake, "evaluation_scores", table, f"evaluation-{run_id}")
-    click.echo(f"Wrote {table.num_rows} scores to {lake} (evaluation_scores, run {run_id}).")
+    write_batch(lake.root, "evaluation_scores", table, f"evaluation-{run_id}")
+    click.echo(f"Wrote {table.num_rows} scores to {lake.root} (evaluation_scores, run {run_id}).")

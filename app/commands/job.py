@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -13,6 +12,7 @@ import click
 from app.emissions_text import describe_emissions
 from app.errors import AppError, reports_errors
 from app.options import lake_option
+from warehouse.lake import Lake
 
 if TYPE_CHECKING:
     from detectors.job_report import JobReport
@@ -265,7 +265,7 @@ def render_json(report: JobReport, at_end: dict[str, Any] | None = None) -> str:
 )
 @lake_option
 @reports_errors
-def command(job_id: str, cluster: str | None, fmt: str, admin_comment: bool, lake: Path) -> None:
+def command(job_id: str, cluster: str | None, fmt: str, admin_comment: bool, lake: Lake) -> None:
     """One job's efficiency report and the change to make next time.
 
     \b
@@ -285,10 +285,9 @@ def command(job_id: str, cluster: str | None, fmt: str, admin_comment: bool, lak
     Build the marts first (`gpuledger attribute`) so the usage is current.
     """
     from detectors.job_report import AmbiguousJob, UnknownJob, load_job_report
-    from warehouse import layout
     from warehouse.one_job import connect_job
 
-    con = connect_job(lake, job_id, cluster)  # the job's cluster and days, not the whole lake
+    con = connect_job(lake.root, job_id, cluster)  # the job's cluster and days, not the whole lake
     try:
         report = load_job_report(con, job_id, cluster)
     except (UnknownJob, AmbiguousJob) as exc:
@@ -306,5 +305,5 @@ def command(job_id: str, cluster: str | None, fmt: str, admin_comment: bool, lak
 
         click.echo(render_summary(report), nl=False)
     else:  # whether detect has stored findings in the lake at all, for "None" to mean none
-        detected = bool(layout.table_files(lake, "findings"))
+        detected = bool(lake.table_files("findings"))
         click.echo(render_text(report, detected=detected, at_end=at_end), nl=False)

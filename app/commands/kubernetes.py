@@ -9,6 +9,7 @@ import click
 
 from app.errors import reports_errors
 from app.options import lake_option
+from warehouse.lake import Lake
 
 __all__ = ["command"]
 
@@ -94,7 +95,7 @@ def command(
     user_keys: tuple[str, ...],
     account_keys: tuple[str, ...],
     namespace_accounts: tuple[str, ...],
-    lake: Path,
+    lake: Lake,
     timeout: float,
 ) -> None:
     """Collect GPU pods as jobs, and Kueue/Volcano queue quotas, into the lake.

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from app.errors import AppError, reports_errors
+from warehouse.lake import Lake
 
 __all__ = ["command", "send"]
 
@@ -96,7 +97,7 @@ def command(
     composed = compose(
         body,
         subject,
-        lake_report(root.resolve(), cluster),
+        lake_report(Lake.at(root.resolve()), cluster),
         timeout_s=settings.report_timeout_s,
         problem=problem,
     )

@@ -16,6 +16,7 @@ import click
 
 from app.errors import reports_errors
 from app.options import lake_option
+from warehouse.lake import Lake
 
 if TYPE_CHECKING:
     from collector.sources.nvml.agent import AgentSummary, ProcessSeen, TickResult
@@ -67,7 +68,7 @@ def _process_line(seen: ProcessSeen) -> str:
     return f"pid {seen.pid} on {where} ({seen.gpu_uuid}): {who}"
 
 
-def render_summary(summary: AgentSummary, spool: Path, lake: Path) -> str:
+def render_summary(summary: AgentSummary, spool: Path, lake: Lake) -> str:
     """What the run sampled and landed, and what was nulled or skipped by reason."""
     lines = [
         f"Sampled {summary.samples:,} gpu_samples row(s), {summary.events:,} gpu_events row(s) "
@@ -128,7 +129,7 @@ def command(
     node: str | None,
     proc_root: Path,
     show_processes: bool,
-    lake: Path,
+    lake: Lake,
 ) -> None:
     """Run the NVML node agent: sample this node's GPUs into the lake.
 

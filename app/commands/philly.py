@@ -9,6 +9,7 @@ import click
 
 from app.errors import reports_errors
 from app.options import lake_option
+from warehouse.lake import Lake
 
 __all__ = ["command"]
 
@@ -24,7 +25,7 @@ def command() -> None:
 @lake_option
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @reports_errors
-def philly(directory: Path, cluster: str, lake: Path, quiet: bool) -> None:
+def philly(directory: Path, cluster: str, lake: Lake, quiet: bool) -> None:
     """Import the Microsoft Philly trace (msr-fiddle/philly-traces) from DIR.
 
     \b
@@ -53,7 +54,7 @@ def philly(directory: Path, cluster: str, lake: Path, quiet: bool) -> None:
             result = import_philly(directory, cluster, lake, progress=update)
     skipped = sum(result.malformed.values())
     click.echo(
-        f"Imported Philly trace from {directory} into cluster {cluster!r} at {lake}: "
+        f"Imported Philly trace from {directory} into cluster {cluster!r} at {lake.root}: "
         f"{result.jobs:,} jobs, {result.allocations:,} allocations "
         f"({result.job_gpus:,} job-GPU rows), {result.samples:,} samples from "
         f"{result.util_lines:,} lines, {result.gpus:,} GPUs in the inventory; "
@@ -82,4 +83,4 @@ def philly(directory: Path, cluster: str, lake: Path, quiet: bool) -> None:
         click.echo(f"Note: {note}.", err=True)
     for example in result.examples:
         click.echo(f"Skipped: {example}", err=True)
-    click.echo(f"Next: gpuledger attribute --lake {lake}", err=True)
+    click.echo(f"Next: gpuledger attribute --lake {lake.root}", err=True)

@@ -19,6 +19,7 @@ import click
 from app.commands.config import config_option
 from app.errors import reports_errors
 from app.options import lake_option
+from warehouse.lake import Lake
 
 if TYPE_CHECKING:
     from collector.sources.prometheus.pull import PullSummary, WindowLanded
@@ -88,7 +89,7 @@ def _when(ts: dt.datetime | None) -> str:
     return ts.strftime("%Y-%m-%d %H:%M:%S") if ts else "-"
 
 
-def render_summary(summary: PullSummary, lake: Path, *, throughput: bool = False) -> str:
+def render_summary(summary: PullSummary, lake: Lake, *, throughput: bool = False) -> str:
     """What the pull landed, what it skipped by reason, and where the checkpoint stands.
 
     `throughput`: throughput queries were configured (say how many app_throughput rows landed).
@@ -263,7 +264,7 @@ def command_prometheus(
     insecure: bool,
     quiet: bool,
     config_path: Path | None,
-    lake: Path,
+    lake: Lake,
 ) -> None:
     """Pull DCGM telemetry (dcgm-exporter ≤4.8 and ≥4.9 names) from Prometheus into the lake.
 

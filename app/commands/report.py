@@ -12,6 +12,7 @@ import click
 from app.commands.config import config_option
 from app.errors import AppError, reports_errors
 from app.options import lake_option
+from warehouse.lake import Lake
 
 if TYPE_CHECKING:
     from app.report.data import DataWeeks
@@ -137,7 +138,7 @@ def weekly(
     send_email: bool,
     email_to: str | None,
     config_path: Path | None,
-    lake: Path,
+    lake: Lake,
 ) -> None:
     """Write the weekly fairness report of each cluster: usage vs entitlement, waits, waste.
 
@@ -172,7 +173,7 @@ def weekly(
 
     cfg = load_config(config_path)
     if ctx.get_parameter_source("lake") == ParameterSource.DEFAULT:
-        lake = cfg.lake.root
+        lake = Lake.at(cfg.lake.root)
     _run_weekly(
         week=week,
         out=out,
@@ -229,7 +230,7 @@ def _run_weekly(
     week: Any,
     out: Path,
     cluster: str | None,
-    lake: Path,
+    lake: Lake,
     no_pdf: bool,
     cost_per_gpu_hour: float | None,
     cost_per_kwh: float | None,
@@ -247,10 +248,9 @@ def _run_weekly(
     )
     from app.report.outputs import write_report
     from app.report.week import last_complete_week
-    from warehouse.connection import connect
 
     moment = now()
-    con = connect(lake, require=["jobs"])
+    con = lake.connect(require=["jobs"])
     if not marts_built(con):
         raise AppError(
             f"the lake at {str(lake)!r} has jobs but no fairness_weekly mart (built before it "

@@ -13,13 +13,22 @@ import click
 from app.commands.config import config_option
 from app.errors import AppError, reports_errors
 from app.options import LAKE_HELP, lake_writer, no_wait_option
+from warehouse.lake import Lake
 
 __all__ = ["command", "lake_override"]
 
+
+def _given_lake(ctx: click.Context, param: click.Parameter, value: Path | None) -> Lake | None:
+    return None if value is None else Lake.at(value)
+
+
+# --lake for the commands that read their own --config: the Lake when given, else None (the
+# command then takes the configuration's `lake`)
 lake_override = click.option(
     "--lake",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
+    callback=_given_lake,
     help=LAKE_HELP,
 )
 
@@ -34,7 +43,7 @@ lake_override = click.option(
 )
 @no_wait_option
 @reports_errors
-def command(config_path: Path | None, lake: Path | None, once: bool, no_wait: bool) -> None:
+def command(config_path: Path | None, lake: Lake | None, once: bool, no_wait: bool) -> None:
     """Run gpuledger as a service: collect, attribute, detect and alert, continuously.
 
     \b
@@ -82,7 +91,7 @@ def command(config_path: Path | None, lake: Path | None, once: bool, no_wait: bo
     from collector.sources.dcgm_exporter.scrape import stop_on_signals
 
     cfg = load_config(config_path)
-    root = lake or cfg.lake.root
+    root = lake or Lake.at(cfg.lake.root)
     service = cfg.section(ServiceConfig)
     sources = cfg.values["sources"]
     if not sources:

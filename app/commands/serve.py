@@ -10,6 +10,7 @@ import click
 from app.commands.config import config_option
 from app.commands.run import lake_override
 from app.errors import AppError, reports_errors
+from warehouse.lake import Lake
 
 __all__ = ["command"]
 
@@ -30,7 +31,7 @@ __all__ = ["command"]
 )
 @reports_errors
 def command(
-    config_path: Path | None, lake: Path | None, address: str | None, port: int | None
+    config_path: Path | None, lake: Lake | None, address: str | None, port: int | None
 ) -> None:
     """Serve the lake's figures to Prometheus at http://ADDRESS:PORT/metrics, and the
     read-only HTTP API at /api/v1 when `[api]` lets someone in.
@@ -65,9 +66,11 @@ def command(
 
     cfg = load_config(config_path)
     serve_cfg = cfg.section(ServeConfig)
-    lake = lake or cfg.lake.root  # the configuration's `lake` ($GPULEDGER_LAKE wins there)
-    if not lake.is_dir():
-        raise AppError(f"no lake at {str(lake)!r}: give --lake (or $GPULEDGER_LAKE) a lake folder")
+    served = lake or Lake.at(cfg.lake.root)  # else the configuration's ($GPULEDGER_LAKE wins)
+    if not served.exists():
+        raise AppError(
+            f"no lake at {str(served)!r}: give --lake (or $GPULEDGER_LAKE) a lake folder"
+        )
     settings = ServeSettings(
         max_job_series=serve_cfg.max_job_series,
         refresh_s=serve_cfg.refresh_s,
@@ -94,9 +97,9 @@ def command(
         wanted = serve_cfg.port if port is None else port
         raise AppError(f"cannot listen on {host}:{wanted}: {exc.strerror}") from None
     bound = listener.getsockname()[1]  # the port chosen when 0 was asked for
-    routers = [build_router(lake, api)] if api.enabled else []
+    routers = [build_router(served, api)] if api.enabled else []
     where = f"http://{host}:{bound}"
-    click.echo(f"Serving the figures of {lake} on {where}/metrics", err=True)
+    click.echo(f"Serving the figures of {served} on {where}/metrics", err=True)
     click.echo(
         f"The API: {where}/api/v1 (its OpenAPI document at {where}/api/v1/openapi.json)"
         if api.enabled
@@ -105,7 +108,7 @@ def command(
     )
     with listener:
         config = uvicorn.Config(
-            create_app(lake, settings, routers=routers),
+            create_app(served, settings, routers=routers),
             fd=listener.fileno(),
             log_level="warning",
             access_log=False,

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-from pathlib import Path
 
 import click
 
 from app.errors import reports_errors
 from app.options import Timestamp, lake_option
+from warehouse.lake import Lake
 
 __all__ = ["command"]
 
@@ -38,7 +38,7 @@ def _when(value: dt.datetime) -> str:
     help="Seconds to wait for each sacct or scontrol call.",
 )
 @reports_errors
-def command(cluster: str, since: dt.datetime | None, lake: Path, timeout: float) -> None:
+def command(cluster: str, since: dt.datetime | None, lake: Lake, timeout: float) -> None:
     """Collect Slurm jobs and the GPUs of running jobs into the lake.
 
     \b

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-from pathlib import Path
 
 import click
 
 from app.errors import reports_errors
 from app.options import lake_option
+from warehouse.lake import Lake
 
 __all__ = ["command"]
 
@@ -25,7 +25,7 @@ __all__ = ["command"]
     help="Seconds to wait for each scontrol or sacctmgr call.",
 )
 @reports_errors
-def command(cluster: str, lake: Path, timeout: float) -> None:
+def command(cluster: str, lake: Lake, timeout: float) -> None:
     """Collect partitions, nodes, QOS, account limits, priority and backfill settings.
 
     \b

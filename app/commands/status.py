@@ -11,6 +11,7 @@ import click
 from app.commands.config import config_option
 from app.commands.run import lake_override
 from app.errors import reports_errors
+from warehouse.lake import Lake
 
 __all__ = ["command"]
 
@@ -20,7 +21,7 @@ __all__ = ["command"]
 @lake_override
 @click.option("--check", is_flag=True, help="Exit 1 when a task is failing or the service is down.")
 @reports_errors
-def command(config_path: Path | None, lake: Path | None, check: bool) -> None:
+def command(config_path: Path | None, lake: Lake | None, check: bool) -> None:
     """Summarise what `gpuledger run` has been doing on this lake.
 
     Reads <lake>/_state/service.json (rewritten by the service after every step): each task's
@@ -30,7 +31,7 @@ def command(config_path: Path | None, lake: Path | None, check: bool) -> None:
     from app.config import load_config
     from app.service.status import read_status, render_status
 
-    root = lake or load_config(config_path).lake.root
+    root = lake or Lake.at(load_config(config_path).lake.root)
     text, healthy = render_status(read_status(root), now=time.time())
     click.echo(text)
     if check and not healthy:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
-from pathlib import Path
 
 import click
 
 from app.errors import AppError, reports_errors
 from app.options import Timestamp, lake_option
+from warehouse.lake import Lake
 
 __all__ = ["command"]
 
@@ -22,7 +22,7 @@ __all__ = ["command"]
     help="Stamp the model cards with this time (ISO, UTC) [default: now].",
 )
 @reports_errors
-def command(lake: Path, now: dt.datetime | None) -> None:
+def command(lake: Lake, now: dt.datetime | None) -> None:
     """Train the predictive models on the lake's history and store them in <lake>/_state/models.
 
     \b
@@ -43,9 +43,8 @@ def command(lake: Path, now: dt.datetime | None) -> None:
     from detectors.models.failing_gpu import not_evaluated
     from detectors.models.store import model_dir
     from detectors.models.training import FAILING_GPU, load_data, train_all
-    from warehouse.connection import connect
 
-    con = connect(lake, require=["gpu_samples", "jobs", "gpu_job_buckets"])
+    con = lake.connect(require=["gpu_samples", "jobs", "gpu_job_buckets"])
     trained = train_all(load_data(con), lake, now or dt.datetime.now(dt.UTC))
     if not trained.cards:
         raise AppError(

@@ -19,6 +19,7 @@ import click
 
 from app.errors import AppError, reports_errors
 from app.options import Timestamp, lake_option, progress_bar
+from warehouse.lake import Lake
 
 if TYPE_CHECKING:
     from detectors.replay.engine import Outcome, Workload
@@ -57,7 +58,7 @@ class _Run:
 
 
 def _prepare(
-    lake: Path,
+    lake: Lake,
     cluster: str,
     slurm_conf: Path | None,
     since: dt.datetime | None,
@@ -66,9 +67,8 @@ def _prepare(
 ) -> _Run:
     from detectors.replay.policy import Policy, PolicyError, apply_settings
     from detectors.replay.workload import NoWorkload, load_workload, recorded_settings
-    from warehouse.connection import connect
 
-    con = connect(lake, require=("jobs",))
+    con = lake.connect(require=("jobs",))
     try:
         workload = load_workload(con, cluster, since, until)
         settings = recorded_settings(con, cluster)
@@ -210,7 +210,7 @@ def command() -> None:
 )
 @reports_errors
 def command_replay(
-    lake: Path,
+    lake: Lake,
     cluster: str,
     slurm_conf: Path | None,
     since: dt.datetime | None,
@@ -263,7 +263,7 @@ def command_replay(
 @_options
 @reports_errors
 def command_compare(
-    lake: Path,
+    lake: Lake,
     cluster: str,
     slurm_conf: Path | None,
     since: dt.datetime | None,

@@ -25,6 +25,7 @@ from detectors.evaluation import (
 from detectors.failing_gpu_scores import score_failing_gpus
 from detectors.models.training import TrainingResult
 from detectors.waste_evaluation import WasteScore, score_waste
+from warehouse.lake import Lake
 
 __all__ = [
     "FIRST_UNSEEN_SEED",
@@ -118,7 +119,7 @@ def _lake(plan: EvaluationPlan, work: Path, setting: str, seed: int) -> tuple[Pa
     return work / folder, cluster
 
 
-def _simulated(plan: EvaluationPlan, work: Path, setting: str, seed: int) -> Path:
+def _simulated(plan: EvaluationPlan, work: Path, setting: str, seed: int) -> Lake:
     """A simulated, attributed lake for (setting, seed), reused when already in `work`."""
     from app.pipeline import attribute, default_pipeline_config
     from collector.sim import SimConfig, simulate
@@ -126,7 +127,7 @@ def _simulated(plan: EvaluationPlan, work: Path, setting: str, seed: int) -> Pat
     root, cluster = _lake(plan, work, setting, seed)
     done = root / "_state" / "evaluate.done"
     if done.is_file():
-        return root
+        return Lake(root)
     cfg = SimConfig(
         cluster=cluster,
         gpus=plan.gpus,
@@ -135,11 +136,11 @@ def _simulated(plan: EvaluationPlan, work: Path, setting: str, seed: int) -> Pat
         hard=setting == "hard",
         failure_rate=plan.failure_rate,
     )
-    simulate(cfg, root)
+    simulate(cfg, Lake(root))
     # the defaults the rules were tuned with (a configuration file would move the goalposts)
-    attribute(root, default_pipeline_config(), dt.datetime.now(dt.UTC))
+    attribute(Lake(root), default_pipeline_config(), dt.datetime.now(dt.UTC))
     done.write_text("ok\n")
-    return root
+    return Lake(root)
 
 
 def _targets(idle_minutes: float, hung_minutes: float, whole_job_minutes: float) -> list[JobTarget]:
@@ -179,33 +180,32 @@ def _targets(idle_minutes: float, hung_minutes: float, whole_job_minutes: float)
     ]
 
 
-def _score_seed(root: Path, train_root: Path, result: SettingResult, now: dt.datetime) -> None:
+def _score_seed(lake: Lake, trained: Lake, result: SettingResult, now: dt.datetime) -> None:
     """Run the rules and the models on one unseen seed's lake and pool its scores."""
     from app.pipeline import default_pipeline_config, rule_findings
     from detectors.models import early_waste, model_frames, predict_frames, runtime
     from detectors.models.compute import one_thread
     from detectors.models.store import load
     from detectors.models.training import RUNTIME, early_waste_name, load_data
-    from warehouse.connection import connect
 
-    con = connect(root)
+    con = lake.connect()
     pipeline = default_pipeline_config()
     config = pipeline.rule_config("idle_job")  # the defaults (no [detect.…] table)
     rules = pl.DataFrame(rule_findings(con, pipeline, now))
     data = load_data(con)
     with one_thread():
-        models = pl.DataFrame(predict_frames(model_frames(train_root, data, now), now))
+        models = pl.DataFrame(predict_frames(model_frames(trained, data, now), now))
         for minutes, early in sorted(data.early.items()):
-            if not _trained(train_root, early_waste_name(minutes)):
+            if not _trained(trained, early_waste_name(minutes)):
                 continue
-            _, model = load(train_root, early_waste_name(minutes))
+            _, model = load(trained, early_waste_name(minutes))
             rows = early_waste.frame(data.jobs, early, minutes).filter(
                 pl.col("label").is_not_null()
             )
             scored = early_waste.score(model, rows).select("label", "score", "baseline")
             result.waste_rows.setdefault(minutes, []).append(scored)
-        if _trained(train_root, RUNTIME):
-            _, quantiles = load(train_root, RUNTIME)
+        if _trained(trained, RUNTIME):
+            _, quantiles = load(trained, RUNTIME)
             result.runtime_rows.append(
                 runtime.predict_quantiles(quantiles, runtime.frame(data.jobs)).select(
                     "log_runtime",
@@ -235,20 +235,18 @@ def _score_seed(root: Path, train_root: Path, result: SettingResult, now: dt.dat
     result.add(score_node_detector(findings, truth, gpu_nodes, "lemon_node_model"))
 
 
-def _trained(root: Path, name: str) -> bool:
+def _trained(lake: Lake, name: str) -> bool:
     from detectors.models.store import model_dir
 
-    return (model_dir(root) / f"{name}.json").is_file()
+    return (model_dir(lake) / f"{name}.json").is_file()
 
 
-def _data_end(root: Path) -> dt.datetime:
-    from warehouse.connection import connect
-
-    con = connect(root)
+def _data_end(lake: Lake) -> dt.datetime:
+    con = lake.connect()
     end = con.execute("SELECT max(ts) FROM gpu_samples").fetchone()
     con.close()
     if end is None or end[0] is None:
-        raise ValueError(f"{root}: no samples")
+        raise ValueError(f"{lake}: no samples")
     value: dt.datetime = end[0]
     return value
 
@@ -261,18 +259,17 @@ def run_plan(
 ) -> tuple[TrainingResult, list[SettingResult]]:
     """Train on `plan.train_seeds`, score `plan.seeds`; return the model cards and results."""
     from detectors.models.training import TrainingData, load_data, train_all
-    from warehouse.connection import connect
 
-    train_root = work / "train"
+    train = Lake(work / "train")
     parts = []
     for setting in plan.settings:
         for seed in plan.train_seeds:
             say(f"simulating training seed {seed} ({setting})")
-            con = connect(_simulated(plan, work, setting, seed))
+            con = _simulated(plan, work, setting, seed).connect()
             parts.append(load_data(con))
             con.close()
     say("training the models")
-    trained = train_all(TrainingData.concat(parts), train_root, now)
+    trained = train_all(TrainingData.concat(parts), train, now)
     for name, why in trained.skipped.items():
         say(f"not trained: {name}: {why}")
     results = []
@@ -280,8 +277,8 @@ def run_plan(
         result = SettingResult(setting, plan.seeds)
         for seed in plan.seeds:
             say(f"simulating and scoring unseen seed {seed} ({setting})")
-            root = _simulated(plan, work, setting, seed)
-            _score_seed(root, train_root, result, _data_end(root))
+            lake = _simulated(plan, work, setting, seed)
+            _score_seed(lake, train, result, _data_end(lake))
         results.append(result)
     return trained, results
 
@@ -306,13 +303,12 @@ def evaluate_philly(directory: Path, work: Path, now: dt.datetime) -> PhillyResu
     """
     from app.pipeline import attribute, default_pipeline_config, rule_findings
     from collector.sources.philly.trace import import_philly
-    from warehouse.connection import connect
 
-    root = work / "philly"
-    import_philly(directory, "philly", root)
+    lake = Lake(work / "philly")
+    import_philly(directory, "philly", lake)
     pipeline = default_pipeline_config()
-    attribute(root, pipeline, now)
-    con = connect(root)
+    attribute(lake, pipeline, now)
+    con = lake.connect()
     findings = pl.DataFrame(rule_findings(con, pipeline, now))
     idle = findings.filter(pl.col("detector") == "idle_job")
     usage = con.sql("SELECT job_id, observed_gpu_h, gpu_util_pct_mean FROM job_usage").pl()

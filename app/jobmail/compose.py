@@ -13,11 +13,11 @@ import textwrap
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 from app.errors import AppError
 from app.jobmail.subject import SlurmMail, parse_subject
 from warehouse.errors import WarehouseError
+from warehouse.lake import Lake
 
 __all__ = [
     "MAIL_WIDTH",
@@ -161,7 +161,7 @@ def _seconds(run_time: str | None) -> float | None:
         return None
 
 
-def lake_report(lake: Path, cluster: str | None = None, width: int = MAIL_WIDTH) -> ReportFor:
+def lake_report(lake: Lake, cluster: str | None = None, width: int = MAIL_WIDTH) -> ReportFor:
     """`report_for` from the lake: what `gpuledger job` says, `width` columns wide.
 
     The job's final state and run time come from the mail's subject (Slurm's word at the
@@ -173,12 +173,10 @@ def lake_report(lake: Path, cluster: str | None = None, width: int = MAIL_WIDTH)
     def report_for(mail: SlurmMail) -> str:
         from app.commands.job import render_text
         from detectors.job_report import UnknownJob, load_job_report
-        from warehouse import layout
-        from warehouse.connection import connect
 
-        if not lake.is_dir():
+        if not lake.exists():
             raise AppError(f"no lake at {str(lake)!r}")
-        con = connect(lake, require=("jobs",))
+        con = lake.connect(require=("jobs",))
         try:
             try:
                 report = load_job_report(con, mail.job_id, cluster)
@@ -197,7 +195,7 @@ def lake_report(lake: Path, cluster: str | None = None, width: int = MAIL_WIDTH)
         if runtime is not None:
             job["runtime_s"] = runtime
         report = dataclasses.replace(report, job=job)
-        detected = bool(layout.table_files(lake, "findings"))
+        detected = bool(lake.table_files("findings"))
         spark = max(8, width - _GPU_LINE_BEFORE_SPARK)
         return render_text(report, detected=detected, width=width, spark_width=spark)
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.pipeline.settings import PipelineConfig, Scope
+from warehouse.lake import Lake
 from warehouse.writer_lock import writer_step
 
 if TYPE_CHECKING:
@@ -52,14 +52,14 @@ Progress = Callable[[int, int], None]
 # ---------------------------------------------------------------- compact and attribute
 
 
-def compact(lake: Path, now: dt.datetime, since: dt.date | None = None) -> int:
+def compact(lake: Lake, now: dt.datetime, since: dt.date | None = None) -> int:
     """DESIGN §3: merge the small files of closed UTC days (from `since` on); return how many
     day partitions were compacted (0 when the lake does not exist yet)."""
     from warehouse.writer import compact_closed_days
 
-    if not lake.is_dir():
+    if not lake.exists():
         return 0
-    return compact_closed_days(lake, now.astimezone(dt.UTC).date(), since=since)
+    return compact_closed_days(lake.root, now.astimezone(dt.UTC).date(), since=since)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +75,7 @@ class AttributeOutcome:
 
 
 def attribute(
-    lake: Path,
+    lake: Lake,
     config: PipelineConfig,
     now: dt.datetime,
     *,
@@ -96,7 +96,6 @@ def attribute(
     import duckdb
 
     from warehouse.attribution import MART_ORDER, build_marts, reattribute
-    from warehouse.connection import connect
 
     since_day = since.astimezone(dt.UTC).date() if since else None
     compacted = compact(lake, now, since_day)
@@ -111,17 +110,17 @@ def attribute(
         return _attribute_on_spark(lake, config, spark_master, spark_source, step, compacted)
     for attempt in range(1, attempts + 1):
         built[0] = 0
-        con = connect(lake, require=("gpu_samples",))
+        con = lake.connect(require=("gpu_samples",))
         try:
             checked, rewritten, changed = reattribute(
-                con, lake, progress=owners_progress, since=since_day
+                con, lake.root, progress=owners_progress, since=since_day
             )
             if engine == "spark":
                 from warehouse.spark import build_marts_on_spark, spark_session
 
                 counts = build_marts_on_spark(
                     spark_session(spark_master),
-                    lake,
+                    lake.root,
                     config.attribution.values(),
                     MART_ORDER,
                     progress=step,
@@ -129,7 +128,7 @@ def attribute(
                     intensity=config.attribution.emissions,
                 )
             else:
-                counts = build_marts(con, lake, config.attribution, progress=step, force=force)
+                counts = build_marts(con, lake.root, config.attribution, progress=step, force=force)
             return AttributeOutcome(checked, rewritten, changed, counts, compacted)
         except duckdb.Error:
             if attempt == attempts:
@@ -351,7 +350,7 @@ class DetectOutcome:
 
 @writer_step("detect", root_arg="lake")
 def detect(
-    lake: Path,
+    lake: Lake,
     config: PipelineConfig,
     now: dt.datetime,
     since: dt.datetime | None = None,
@@ -370,11 +369,10 @@ def detect(
     from detectors.findings import FINDINGS_SCHEMA, seen_since, write_findings
     from detectors.models import producer as model_producer
     from detectors.rules.base import EPOCH
-    from warehouse.connection import connect
     from warehouse.schema import TABLES
     from warehouse.writer import conform
 
-    con = connect(lake, require=("job_usage",))
+    con = lake.connect(require=("job_usage",))
     con.execute("SET enable_progress_bar = false")  # keep the summary the only output
     try:
         tables = [rule_findings(con, config, now)]
@@ -399,7 +397,7 @@ def detect(
         from detectors.recommend.store import write_recommendations
 
         # a fresh connection: drain_node reads the critical findings just written
-        con = connect(lake, require=("job_usage",))
+        con = lake.connect(require=("job_usage",))
         con.execute("SET enable_progress_bar = false")
         try:
             recs = replay(con, config.recommend_config, now, kinds=config.enabled_kinds)

@@ -13,28 +13,28 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from app.serve.exposition import render_metrics
 from app.serve.figures import Figures, read_figures
 from app.serve.settings import ServeSettings
+from warehouse.lake import Lake
 
 __all__ = ["MetricsCache", "lake_state"]
 
 log = logging.getLogger(__name__)
 
-Reader = Callable[[Path, ServeSettings], Figures]
+Reader = Callable[[Lake, ServeSettings], Figures]
 Clock = Callable[[], float]
 
 
-def lake_state(lake: Path) -> tuple[tuple[str, int], ...]:
+def lake_state(lake: Lake) -> tuple[tuple[str, int], ...]:
     """The lake's folders (outside `_state/`) with their modification times (ns): a file
     landed, replaced or removed anywhere changes it."""
-    if not lake.is_dir():
+    if not lake.exists():
         return ()
     state: list[tuple[str, int]] = []
-    for top, dirs, _files in os.walk(lake):
-        if top == str(lake):  # its own time changes with _state/: a new table is a new path
+    for top, dirs, _files in os.walk(lake.root):
+        if top == str(lake.root):  # its own time changes with _state/: a new table is a new path
             dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
             continue
         try:
@@ -52,7 +52,7 @@ class MetricsCache:
 
     def __init__(
         self,
-        lake: Path,
+        lake: Lake,
         settings: ServeSettings,
         *,
         reader: Reader = read_figures,

@@ -8,10 +8,10 @@ clock, so the same lake always shows the same figures.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.serve.settings import ServeSettings
+from warehouse.lake import Lake
 
 if TYPE_CHECKING:
     import polars as pl
@@ -43,9 +43,8 @@ class Figures:
     freshness: pl.DataFrame
 
 
-def read_figures(lake: Path, settings: ServeSettings) -> Figures:
+def read_figures(lake: Lake, settings: ServeSettings) -> Figures:
     """Run every sql/serve/ query on the lake (an empty or missing lake: empty frames)."""
-    from warehouse.connection import connect
     from warehouse.queries import run
 
     params: dict[str, dict[str, Any]] = {
@@ -56,7 +55,7 @@ def read_figures(lake: Path, settings: ServeSettings) -> Figures:
         "occupancy": {"bucket_s": settings.bucket_s},
         "jobs": {"bucket_s": settings.bucket_s, "max_jobs": settings.max_job_series},
     }
-    con = connect(lake)
+    con = lake.connect()
     try:
         frames = {key: run(con, name, **params.get(key, {})) for key, name in QUERIES.items()}
     finally:

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 from fastapi import APIRouter, FastAPI
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from app.serve.cache import MetricsCache
 from app.serve.settings import ServeSettings
+from warehouse.lake import Lake
 
 __all__ = ["EXPOSITION_TYPE", "create_app"]
 
@@ -22,7 +22,7 @@ EXPOSITION_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 def create_app(
-    lake: Path,
+    lake: Lake,
     settings: ServeSettings,
     *,
     routers: Sequence[APIRouter] = (),
@@ -51,7 +51,7 @@ def create_app(
         redoc_url=None,
     )
     app.state.metrics = metrics
-    app.state.lake = lake
+    app.state.lake = lake.root
 
     @app.get("/metrics", response_class=PlainTextResponse, include_in_schema=False)
     def read_metrics() -> PlainTextResponse:
@@ -62,7 +62,7 @@ def create_app(
     def read_health() -> JSONResponse:
         """200 once the figures were read from the lake; 503 before."""
         ok = metrics.refreshes > 0
-        body = {"status": "ok" if ok else "starting", "lake": str(lake)}
+        body = {"status": "ok" if ok else "starting", "lake": str(lake.root)}
         return JSONResponse(body, status_code=200 if ok else 503)
 
     for router in routers:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.config import Config
 from app.service.settings import ServiceConfig
 from app.service.supervisor import TaskContext
 from app.service.tasks import Step
+from warehouse.lake import Lake
 
 if TYPE_CHECKING:
     from app.pipeline import PipelineConfig
@@ -24,10 +24,10 @@ __all__ = ["after_steps"]
 
 
 def _detect_step(config: PipelineConfig, clock: Callable[[], dt.datetime]) -> Step:
-    def step(lake: Path, ctx: TaskContext) -> None:
+    def step(lake: Lake, ctx: TaskContext) -> None:
         from app.pipeline import detect
 
-        if not (lake / "job_usage").is_dir():
+        if not lake.table_dir("job_usage").is_dir():
             return  # no jobs attributed yet: nothing to judge
         outcome = detect(lake, config, clock())
         ctx.metrics.inc("gpuledger_findings_total", outcome.new)
@@ -44,10 +44,10 @@ def _alert_step(cfg: Config) -> Step:
 
     alerts = cfg.section(AlertsConfig)
 
-    def step(lake: Path, ctx: TaskContext) -> None:
+    def step(lake: Lake, ctx: TaskContext) -> None:
         from app.alerts.runner import run_cycle
 
-        if not (lake / "findings").is_dir():
+        if not lake.table_dir("findings").is_dir():
             return
         report = run_cycle(lake, alerts)
         ctx.metrics.inc("gpuledger_alerts_sent_total", len(report.delivery.delivered))

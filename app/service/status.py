@@ -10,12 +10,12 @@ import datetime as dt
 import json
 import os
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 from app.service.metrics import Metrics
 from app.service.supervisor import TaskState
 from warehouse import layout
+from warehouse.lake import Lake
 
 __all__ = ["STATUS_FILE", "iso", "read_status", "render_status", "stuck_tasks", "write_status"]
 
@@ -23,7 +23,7 @@ STATUS_FILE = "service.json"
 
 
 def write_status(
-    root: Path, states: dict[str, TaskState], metrics: Metrics, now: float, pid: int
+    lake: Lake, states: dict[str, TaskState], metrics: Metrics, now: float, pid: int
 ) -> None:
     """Replace the status file with the tasks' states and every metric."""
     body = {
@@ -32,7 +32,7 @@ def write_status(
         "tasks": {name: asdict(state) for name, state in states.items()},
         "metrics": metrics.snapshot(),
     }
-    path = layout.state_dir(root) / STATUS_FILE
+    path = lake.state_dir() / STATUS_FILE
     fd, tmp = layout.create_temp(path)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
@@ -44,9 +44,9 @@ def write_status(
         tmp.unlink(missing_ok=True)  # renamed into place already, unless the write failed
 
 
-def read_status(root: Path) -> dict[str, Any] | None:
+def read_status(lake: Lake) -> dict[str, Any] | None:
     """The last status the service wrote, or None when it never ran on this lake."""
-    path = root / "_state" / STATUS_FILE
+    path = lake.root / "_state" / STATUS_FILE
     if not path.is_file():
         return None
     loaded: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))

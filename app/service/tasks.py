@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from app.service.supervisor import Task, TaskContext
+from warehouse.lake import Lake
 
 if TYPE_CHECKING:
     from app.pipeline import PipelineConfig
@@ -99,7 +100,7 @@ class KubernetesSource:
         return f"kubernetes:{self.cluster}"
 
 
-Step = Callable[[Path, TaskContext], None]
+Step = Callable[[Lake, TaskContext], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +123,7 @@ def _lag(ctx: TaskContext, cluster: str, newest: dt.datetime | None, clock: Cloc
 
 
 def _prometheus_step(
-    src: PrometheusSource, lake: Path, clock: Clock, auth: PrometheusAuth | None = None
+    src: PrometheusSource, lake: Lake, clock: Clock, auth: PrometheusAuth | None = None
 ) -> Callable[[TaskContext], None]:
     def step(ctx: TaskContext) -> None:
         from collector.sources.prometheus.pull import PullConfig, WindowLanded, pull
@@ -155,7 +156,7 @@ def _prometheus_step(
     return step
 
 
-def _exporter_step(src: ExporterSource, lake: Path, clock: Clock) -> Callable[[TaskContext], None]:
+def _exporter_step(src: ExporterSource, lake: Lake, clock: Clock) -> Callable[[TaskContext], None]:
     def step(ctx: TaskContext) -> None:
         from collector.sources.dcgm_exporter.scrape import scrape_exporters
 
@@ -182,7 +183,7 @@ def _exporter_step(src: ExporterSource, lake: Path, clock: Clock) -> Callable[[T
     return step
 
 
-def _slurm_step(src: SlurmSource, lake: Path, clock: Clock) -> Callable[[TaskContext], None]:
+def _slurm_step(src: SlurmSource, lake: Lake, clock: Clock) -> Callable[[TaskContext], None]:
     def step(ctx: TaskContext) -> None:
         from collector.sources.slurm.collect import collect_slurm
 
@@ -197,7 +198,7 @@ def _slurm_step(src: SlurmSource, lake: Path, clock: Clock) -> Callable[[TaskCon
 
 
 def _kubernetes_step(
-    src: KubernetesSource, lake: Path, clock: Clock
+    src: KubernetesSource, lake: Lake, clock: Clock
 ) -> Callable[[TaskContext], None]:
     def step(ctx: TaskContext) -> None:
         from collector.sources.kubernetes.api import connect_kubernetes
@@ -215,11 +216,11 @@ def _kubernetes_step(
     return step
 
 
-def _pipeline_step(spec: PipelineSpec, lake: Path, clock: Clock) -> Callable[[TaskContext], None]:
+def _pipeline_step(spec: PipelineSpec, lake: Lake, clock: Clock) -> Callable[[TaskContext], None]:
     def step(ctx: TaskContext) -> None:
         from app.pipeline import attribute, default_pipeline_config
 
-        if not (lake / "gpu_samples").is_dir():
+        if not lake.table_dir("gpu_samples").is_dir():
             return  # nothing collected yet
         config = spec.config or default_pipeline_config()
         # compact closed days (DESIGN §3), then attribute; a source may replace a file this
@@ -243,7 +244,7 @@ def _pipeline_step(spec: PipelineSpec, lake: Path, clock: Clock) -> Callable[[Ta
 
 
 def build_tasks(
-    lake: Path,
+    lake: Lake,
     sources: Sequence[Source],
     pipeline: PipelineSpec,
     clock: Clock = _utc_now,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -25,6 +24,7 @@ from collector.sim.throughput import throughput_table
 from collector.sim.workload import DAY_S, Job, make_jobs, schedule
 from collector.sources.slurm.assoc import AssociationRow, associations_table
 from warehouse.attribution import record_attributed
+from warehouse.lake import Lake
 from warehouse.schema import TIMESTAMP
 from warehouse.writer import write_batch
 
@@ -427,10 +427,10 @@ def initial_energy(cfg: SimConfig, n_gpus: int) -> EnergyState:
 
 def simulate(
     cfg: SimConfig,
-    root: Path,
+    lake: Lake,
     progress: Callable[[int, int], None] | None = None,
 ) -> SimResult:
-    """Simulate `cfg` and land it in the lake at `root`; the same config lands the same rows.
+    """Simulate `cfg` and land it in `lake`; the same config lands the same rows.
 
     `progress(done, total)` is called after each day-slice of telemetry is landed.
     """
@@ -443,27 +443,31 @@ def simulate(
 
     batch = f"sim-{cfg.cluster}"
     files = 0
-    files += len(write_batch(root, "gpus", _gpus_table(cfg, fleet, t0_ms), batch))
-    files += len(write_batch(root, "jobs", _jobs_table(cfg, jobs, fleet, t0_ms, rng), batch))
-    files += len(write_batch(root, "job_gpus", _job_gpus_table(cfg, jobs, fleet, t0_ms), batch))
+    files += len(write_batch(lake.root, "gpus", _gpus_table(cfg, fleet, t0_ms), batch))
+    files += len(write_batch(lake.root, "jobs", _jobs_table(cfg, jobs, fleet, t0_ms, rng), batch))
     files += len(
-        write_batch(root, "gpu_events", _events_table(cfg, fleet, health, app_xids, t0_ms), batch)
+        write_batch(lake.root, "job_gpus", _job_gpus_table(cfg, jobs, fleet, t0_ms), batch)
     )
     files += len(
         write_batch(
-            root,
+            lake.root, "gpu_events", _events_table(cfg, fleet, health, app_xids, t0_ms), batch
+        )
+    )
+    files += len(
+        write_batch(
+            lake.root,
             "associations",
             _associations_table(cfg, world.accounts, world.users, t0_ms),
             batch,
         )
     )
     files += len(
-        write_batch(root, "sim_truth", _truth_table(cfg, jobs, fleet, health, t0_ms), batch)
+        write_batch(lake.root, "sim_truth", _truth_table(cfg, jobs, fleet, health, t0_ms), batch)
     )
     reported = throughput_table(
         cfg.cluster, jobs, fleet, t0_ms, horizon, np.random.default_rng([cfg.seed, 8])
     )
-    files += len(write_batch(root, "app_throughput", reported, batch))
+    files += len(write_batch(lake.root, "app_throughput", reported, batch))
 
     energy = initial_energy(cfg, fleet.n_gpus)
     chunks = [
@@ -489,16 +493,16 @@ def simulate(
                 rng=np.random.default_rng([cfg.seed, 100, day, c]),
             )
             samples += table.num_rows
-            landed = write_batch(root, "gpu_samples", table, f"{batch}-d{day:03d}-g{c:03d}")
+            landed = write_batch(lake.root, "gpu_samples", table, f"{batch}-d{day:03d}-g{c:03d}")
             # the simulator owns the allocations, so its samples are attributed as they land
-            record_attributed(root, landed)
+            record_attributed(lake.root, landed)
             files += len(landed)
             if progress:
                 progress(day * len(chunks) + c + 1, total)
     return SimResult(gpus=fleet.n_gpus, jobs=len(jobs), samples=samples, files=files)
 
 
-def simulate_records(cfg: SimConfig, root: Path) -> SimResult:
+def simulate_records(cfg: SimConfig, lake: Lake) -> SimResult:
     """Land `cfg`'s fleet, jobs, allocations and associations without telemetry: what a
     scheduler replay reads (`gpuledger bench`'s replay scenario), at any size, in seconds."""
     cfg.validate()
@@ -512,5 +516,5 @@ def simulate_records(cfg: SimConfig, root: Path) -> SimResult:
         "job_gpus": _job_gpus_table(cfg, world.jobs, world.fleet, t0_ms),
         "associations": _associations_table(cfg, world.accounts, world.users, t0_ms),
     }
-    files = sum(len(write_batch(root, name, table, batch)) for name, table in tables.items())
+    files = sum(len(write_batch(lake.root, name, table, batch)) for name, table in tables.items())
     return SimResult(gpus=world.fleet.n_gpus, jobs=len(world.jobs), samples=0, files=files)

@@ -43,6 +43,7 @@ import pyarrow.parquet as pq
 from collector.throughput import INBOX, claimed_uid
 from warehouse import layout
 from warehouse.errors import NotWritable, WarehouseError
+from warehouse.lake import Lake
 from warehouse.schema import RAW_TABLES, spec
 from warehouse.writer import atomic_write, conform, write_batch
 
@@ -60,7 +61,7 @@ logger = logging.getLogger(__name__)
 
 Writer = Callable[[Path, str, pa.Table, str], object]
 # (lake, cluster, job ids) -> {job id: its user} for the jobs the lake knows
-JobUsers = Callable[[Path, str, Sequence[str]], Mapping[str, str | None]]
+JobUsers = Callable[[Lake, str, Sequence[str]], Mapping[str, str | None]]
 
 INBOX_MODE: Final = 0o1733  # like /tmp but unlistable: any user may drop a file, none may read
 MAX_JSONL_BYTES: Final = 16 << 20
@@ -129,17 +130,16 @@ def _open_regular(path: Path) -> tuple[bytes, int]:
         os.close(fd)
 
 
-def lake_job_users(lake: Path, cluster: str, job_ids: Sequence[str]) -> dict[str, str | None]:
+def lake_job_users(lake: Lake, cluster: str, job_ids: Sequence[str]) -> dict[str, str | None]:
     """{job id: user} of the jobs of `job_ids` the lake's `jobs` table has on `cluster`."""
     import duckdb
 
     from warehouse import queries
-    from warehouse.connection import connect
 
-    if not job_ids or not (lake / "jobs").is_dir():
+    if not job_ids or not lake.table_dir("jobs").is_dir():
         return {}
     try:
-        con = connect(lake)
+        con = lake.connect()
     except WarehouseError:
         return {}
     try:
@@ -268,7 +268,7 @@ class Spool:
         item: SpoolFile,
         table: pa.Table,
         uid: int,
-        where: tuple[Path, str],
+        where: tuple[Lake, str],
         job_users: JobUsers,
         result: LandResult,
     ) -> pa.Table | None:
@@ -306,7 +306,7 @@ class Spool:
 
     def land(
         self,
-        lake: Path,
+        lake: Lake,
         cluster: str,
         *,
         write: Writer = write_batch,
@@ -341,7 +341,7 @@ class Spool:
                 self._reject(item, f"unreadable: {exc}", result)
                 continue
             try:
-                write(lake, item.table, table, item.batch_id)
+                write(lake.root, item.table, table, item.batch_id)
             except (OSError, NotWritable) as exc:  # the lake, not the file: keep it for later
                 result.error = f"lake {str(lake)!r} not writable: {exc}"
                 result.pending = len(items) - done

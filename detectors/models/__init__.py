@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -28,6 +27,7 @@ from detectors.models.training import (
     early_waste_name,
     load_data,
 )
+from warehouse.lake import Lake
 
 if TYPE_CHECKING:
     import duckdb
@@ -248,30 +248,30 @@ def _lemon(data: TrainingData, card: store.ModelCard, model: Any) -> pl.DataFram
     )
 
 
-def model_frames(root: Path, data: TrainingData, now: dt.datetime) -> list[pl.DataFrame]:
+def model_frames(lake: Lake, data: TrainingData, now: dt.datetime) -> list[pl.DataFrame]:
     """Each stored model's findings frame (FRAME_SCHEMA + detected_ts) over `data` as of `now`."""
     known = as_of(data, now)
     frames = []
-    stored = set(_stored(root))
+    stored = set(_stored(lake))
     if FAILING_GPU in stored:
-        card, model = store.load(root, FAILING_GPU)
+        card, model = store.load(lake, FAILING_GPU)
         frames.append(_failing_gpu(known, card, model))
     for minutes in sorted(known.early):
         name = early_waste_name(minutes)
         if name in stored:
-            card, model = store.load(root, name)
+            card, model = store.load(lake, name)
             frames.append(_early_waste(known, minutes, card, model, now))
     if RUNTIME in stored:
-        card, model = store.load(root, RUNTIME)
+        card, model = store.load(lake, RUNTIME)
         frames.append(_runtime(known, card, model))
     if LEMON in stored:
-        card, model = store.load(root, LEMON)
+        card, model = store.load(lake, LEMON)
         frames.append(_lemon(known, card, model))
     return frames
 
 
-def _stored(root: Path) -> list[str]:
-    folder = store.model_dir(root)
+def _stored(lake: Lake) -> list[str]:
+    folder = store.model_dir(lake)
     return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
 
 
@@ -295,7 +295,7 @@ def predict_frames(frames: list[pl.DataFrame], now: dt.datetime) -> pa.Table:
     )
 
 
-def predict(con: duckdb.DuckDBPyConnection, lake: Path, now: dt.datetime) -> pa.Table:
+def predict(con: duckdb.DuckDBPyConnection, lake: Lake, now: dt.datetime) -> pa.Table:
     """Findings of every model stored in `lake` over its history up to `now` (predicted=true).
 
     A model not trained yet is skipped; with none trained the result is empty.
@@ -307,7 +307,7 @@ def predict(con: duckdb.DuckDBPyConnection, lake: Path, now: dt.datetime) -> pa.
 
 
 def producer(
-    lake: Path,
+    lake: Lake,
 ) -> Callable[[duckdb.DuckDBPyConnection, dt.datetime, dt.datetime], pa.Table]:
     """`predict` for `lake` in the shape of `gpuledger detect`'s finding producers
     `(con, now, since)`. Models look at the whole history (their features need it), so `since`

@@ -16,6 +16,7 @@ from typing import Any
 
 from warehouse import layout
 from warehouse.errors import DamagedFile
+from warehouse.lake import Lake
 
 __all__ = [
     "ModelCard",
@@ -64,9 +65,9 @@ class ModelCard:
         return cls(**raw)
 
 
-def model_dir(root: Path) -> Path:
+def model_dir(lake: Lake) -> Path:
     """The folder holding the lake's models (`save` creates it for the lake's group only)."""
-    return root / "_state" / MODELS_DIR
+    return lake.root / "_state" / MODELS_DIR
 
 
 def _atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -81,13 +82,13 @@ def _atomic_write_bytes(path: Path, data: bytes) -> None:
         tmp.unlink(missing_ok=True)  # renamed into place already, unless the write failed
 
 
-def save(root: Path, card: ModelCard, model: object) -> Path:
+def save(lake: Lake, card: ModelCard, model: object) -> Path:
     """Store `model` and its card under the lake; return the model file's path."""
     import io
 
     import joblib
 
-    folder = layout.ensure_dir(model_dir(root))
+    folder = layout.ensure_dir(model_dir(lake))
     buffer = io.BytesIO()
     joblib.dump(model, buffer)
     path = folder / f"{card.name}.joblib"
@@ -96,11 +97,11 @@ def save(root: Path, card: ModelCard, model: object) -> Path:
     return path
 
 
-def load(root: Path, name: str) -> tuple[ModelCard, Any]:
+def load(lake: Lake, name: str) -> tuple[ModelCard, Any]:
     """Return the card and the model stored as `name`, or raise ModelNotTrained."""
     import joblib
 
-    folder = model_dir(root)
+    folder = model_dir(lake)
     card_path, model_path = folder / f"{name}.json", folder / f"{name}.joblib"
     if not card_path.is_file() or not model_path.is_file():
         raise ModelNotTrained(

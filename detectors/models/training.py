@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -21,6 +20,7 @@ from detectors.models.compute import one_thread
 from detectors.models.history import time_split
 from detectors.models.store import ModelCard, NotEnoughHistory, now_iso, save
 from warehouse import queries
+from warehouse.lake import Lake
 
 if TYPE_CHECKING:
     import duckdb
@@ -130,7 +130,7 @@ def _folds(frame: pl.DataFrame, time_col: str) -> list[tuple[pl.Series, pl.Serie
 
 
 def _train_failing_gpu(
-    data: TrainingData, root: Path, now: dt.datetime, config: failing_gpu.FailingGpuConfig
+    data: TrainingData, lake: Lake, now: dt.datetime, config: failing_gpu.FailingGpuConfig
 ) -> ModelCard:
     frame = failing_gpu.label(failing_gpu.features(data.hourly), data.failures, config.horizon_h)
     # out-of-sample scores choose the threshold
@@ -170,12 +170,12 @@ def _train_failing_gpu(
             "false_alarm_budget_per_1000_gpu_days": config.false_alarms_per_1000_gpu_days,
         },
     )
-    save(root, card, model)
+    save(lake, card, model)
     return card
 
 
 def _train_early_waste(
-    data: TrainingData, root: Path, now: dt.datetime, config: early_waste.EarlyWasteConfig
+    data: TrainingData, lake: Lake, now: dt.datetime, config: early_waste.EarlyWasteConfig
 ) -> list[ModelCard]:
     cards = []
     for minutes in config.minutes:
@@ -211,7 +211,7 @@ def _train_early_waste(
                 "target_recall": config.target_recall,
             },
         )
-        save(root, card, model)
+        save(lake, card, model)
         cards.append(card)
     return cards
 
@@ -230,7 +230,7 @@ def _waste_metrics(scored: pl.DataFrame, recall: float, prefix: str) -> dict[str
     return out
 
 
-def _train_runtime(data: TrainingData, root: Path, now: dt.datetime) -> ModelCard:
+def _train_runtime(data: TrainingData, lake: Lake, now: dt.datetime) -> ModelCard:
     rows = runtime.frame(data.jobs)
     done = rows.filter(pl.col("log_runtime").is_not_null())
     train = time_split(done, "start_ts", TRAIN_FRAC)
@@ -246,11 +246,11 @@ def _train_runtime(data: TrainingData, root: Path, now: dt.datetime) -> ModelCar
         {f"test_{k}": v for k, v in runtime.metrics(test).items()},
         {"quantiles": list(runtime.QUANTILES)},
     )
-    save(root, card, models)
+    save(lake, card, models)
     return card
 
 
-def _train_lemon(data: TrainingData, root: Path, now: dt.datetime) -> ModelCard:
+def _train_lemon(data: TrainingData, lake: Lake, now: dt.datetime) -> ModelCard:
     rows = lemon.frame(data.node_days)
     model = lemon.fit(rows)
     flagged = lemon.score(model, rows)["flagged"]
@@ -264,32 +264,32 @@ def _train_lemon(data: TrainingData, root: Path, now: dt.datetime) -> ModelCard:
         {"node_days": rows.height, "flagged": int(flagged.sum()) if rows.height else 0},
         {"contamination": lemon.CONTAMINATION},
     )
-    save(root, card, model)
+    save(lake, card, model)
     return card
 
 
 def train_all(
     data: TrainingData,
-    root: Path,
+    lake: Lake,
     now: dt.datetime,
     failing: failing_gpu.FailingGpuConfig | None = None,
     waste: early_waste.EarlyWasteConfig | None = None,
 ) -> TrainingResult:
-    """Train and store every model from `data` into `root`'s model store; return their cards
+    """Train and store every model from `data` into `lake`'s model store; return their cards
     and, for each model the data could not teach, why (`NotEnoughHistory`'s message)."""
     steps: list[tuple[str, Callable[[], list[ModelCard]]]] = [
         (
             FAILING_GPU,
             lambda: [
-                _train_failing_gpu(data, root, now, failing or failing_gpu.FailingGpuConfig())
+                _train_failing_gpu(data, lake, now, failing or failing_gpu.FailingGpuConfig())
             ],
         ),
         (
             "early_waste",
-            lambda: _train_early_waste(data, root, now, waste or early_waste.EarlyWasteConfig()),
+            lambda: _train_early_waste(data, lake, now, waste or early_waste.EarlyWasteConfig()),
         ),
-        (RUNTIME, lambda: [_train_runtime(data, root, now)]),
-        (LEMON, lambda: [_train_lemon(data, root, now)]),
+        (RUNTIME, lambda: [_train_runtime(data, lake, now)]),
+        (LEMON, lambda: [_train_lemon(data, lake, now)]),
     ]
     cards: dict[str, ModelCard] = {}
     skipped: dict[str, str] = {}

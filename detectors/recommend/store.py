@@ -8,13 +8,13 @@ that the latest replay supports rather than a history. Each cluster is rewritten
 from __future__ import annotations
 
 from collections.abc import Iterable
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from warehouse import layout
+from warehouse.lake import Lake
 from warehouse.schema import TABLES
 from warehouse.writer import conform, replace_partitions
 
@@ -23,17 +23,17 @@ __all__ = ["read_recommendations", "write_recommendations"]
 SCHEMA: pa.Schema = TABLES["recommendations"].schema
 
 
-def read_recommendations(root: Path, cluster: str | None = None) -> pa.Table:
+def read_recommendations(lake: Lake, cluster: str | None = None) -> pa.Table:
     """Every recommendation stored in the lake (of `cluster` when given)."""
     parts = []
-    for path in layout.table_files(root, "recommendations"):
+    for path in lake.table_files("recommendations"):
         if cluster is not None and f"cluster={layout.safe_name(cluster)}" not in path.parts:
             continue
         parts.append(pq.read_table(path).select(SCHEMA.names).cast(SCHEMA))
     return pa.concat_tables(parts) if parts else SCHEMA.empty_table()
 
 
-def write_recommendations(root: Path, recs: pa.Table, clusters: Iterable[str] | None = None) -> int:
+def write_recommendations(lake: Lake, recs: pa.Table, clusters: Iterable[str] | None = None) -> int:
     """Make the stored recommendations of each cluster those of `recs`; return the rows stored.
 
     `clusters` names the clusters the run replayed (default: those in `recs`); a cluster in it
@@ -44,7 +44,7 @@ def write_recommendations(root: Path, recs: pa.Table, clusters: Iterable[str] | 
     stored_rows = 0
     for cluster in sorted(covered):
         incoming = recs.filter(pc.equal(recs.column("cluster"), cluster))
-        stored = read_recommendations(root, cluster)
+        stored = read_recommendations(lake, cluster)
         first = dict(
             zip(
                 stored.column("rec_id").to_pylist(),
@@ -63,12 +63,10 @@ def write_recommendations(root: Path, recs: pa.Table, clusters: Iterable[str] | 
             pa.array(created, SCHEMA.field("created_ts").type),
         )
         if incoming.num_rows:
-            replace_partitions(root, "recommendations", incoming, cluster, batch_id="recs")
+            replace_partitions(lake.root, "recommendations", incoming, cluster, batch_id="recs")
         else:
-            base = layout.table_dir(root, "recommendations") / (
-                f"cluster={layout.safe_name(cluster)}"
-            )
-            for path in layout.table_files(root, "recommendations"):
+            base = lake.table_dir("recommendations") / (f"cluster={layout.safe_name(cluster)}")
+            for path in lake.table_files("recommendations"):
                 if base in path.parents:
                     path.unlink()
         stored_rows += incoming.num_rows

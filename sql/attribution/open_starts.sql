@@ -7,7 +7,7 @@
 --
 -- An open allocation runs to the end of its cluster's data, and holds nothing while the cluster
 -- has no data: where a cluster's first samples land, or its last are removed, the allocated
--- time of every day from this start on can change (summary update, warehouse/summary.py).
+-- time of every day from this start on can change (summary update, warehouse/summary/update.py).
 
 SELECT
     cluster,

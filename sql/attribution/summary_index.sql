@@ -8,7 +8,7 @@
 --
 -- min/max over these rows equal min/max over the buckets they stand for, and the devices are
 -- the same set: the summary marts read gpu_job_buckets only for the data's start and end and
--- its devices, so this small table stands in for it (warehouse/summary.py). The jobs of a day
+-- its devices, so this small table stands in for it (warehouse/summary/index.py). The jobs of a day
 -- tell which job rows a change of that day can touch, also after the day is gone.
 
 SELECT

@@ -11,6 +11,7 @@ import pytest
 
 from app.alerts.actions import SubprocessRunner
 from app.alerts.runner import Seams, run_cycle
+from warehouse.lake import Lake
 
 from .conftest import SmtpServer
 from .factories import MIN, NOW, alerts_config, finding, job, land
@@ -57,7 +58,9 @@ def test_idle_job_is_warned_three_times_then_cancelled_once(tmp_path, smtp_serve
     for minutes in (61, 106, 121, 140, 151, 160):
         now = start + dt.timedelta(minutes=minutes)
         before = len(smtp_server.received)
-        run_cycle(lake, cfg, Seams(clock=lambda now=now: now, run_action=SubprocessRunner()))
+        run_cycle(
+            Lake.at(lake), cfg, Seams(clock=lambda now=now: now, run_action=SubprocessRunner())
+        )
         subjects.append(
             (
                 minutes,
@@ -129,7 +132,7 @@ def test_a_failed_cancel_never_tells_the_owner_the_job_was_cancelled(
         now = start + dt.timedelta(minutes=minutes)
         before = len(smtp_server.received)
         report = run_cycle(
-            lake, cfg, Seams(clock=lambda now=now: now, run_action=SubprocessRunner())
+            Lake.at(lake), cfg, Seams(clock=lambda now=now: now, run_action=SubprocessRunner())
         )
         if minutes >= 151:
             later.append([r.message["Subject"] for r in _alice_mail(smtp_server, before)])
@@ -150,7 +153,9 @@ def test_the_run_that_cancels_a_job_sends_its_owner_one_email_with_everything(
     )
     for minutes in (61, 106, 121):
         now = start + dt.timedelta(minutes=minutes)
-        run_cycle(lake, cfg, Seams(clock=lambda now=now: now, run_action=SubprocessRunner()))
+        run_cycle(
+            Lake.at(lake), cfg, Seams(clock=lambda now=now: now, run_action=SubprocessRunner())
+        )
     # a new finding about another of alice's jobs arrives in the run that cancels 4242
     now = start + dt.timedelta(minutes=151)
     other = finding(
@@ -166,7 +171,7 @@ def test_the_run_that_cancels_a_job_sends_its_owner_one_email_with_everything(
     )
     land(lake, "findings", [other], batch="b2")
     before = len(smtp_server.received)
-    report = run_cycle(lake, cfg, Seams(clock=lambda: now, run_action=SubprocessRunner()))
+    report = run_cycle(Lake.at(lake), cfg, Seams(clock=lambda: now, run_action=SubprocessRunner()))
     assert [code for _, code, _ in report.actions] == [0]
     [mail] = _alice_mail(smtp_server, before)
     body = mail.part("plain")

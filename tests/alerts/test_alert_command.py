@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from app.alerts.runner import Seams, follow
 from app.cli import cli
+from warehouse.lake import Lake
 
 from .conftest import SLACK_TOKEN, SMTP_PASSWORD, SMTP_USER, free_port
 from .factories import alerts_config, finding, land, standard_lake
@@ -134,7 +135,7 @@ def test_follow_reacts_within_one_interval(tmp_path, smtp_server, slack_server):
     interval = 0.5
     loop = threading.Thread(
         target=follow,
-        args=(lake, cfg, Seams(sleep=time.sleep), interval, stop.is_set),
+        args=(Lake.at(lake), cfg, Seams(sleep=time.sleep), interval, stop.is_set),
         kwargs={"on_cycle": lambda r: cycles.append(time.monotonic())},
         daemon=True,
     )
@@ -178,7 +179,7 @@ def test_two_alerters_on_one_lake_take_turns(tmp_path):
     with (lake / "_state" / "alerts.lock").open("a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         with pytest.raises(AppError, match="another `gpuledger alert` is running"):
-            run_cycle(lake, alerts_config(tmp_path))
+            run_cycle(Lake.at(lake), alerts_config(tmp_path))
 
 
 def test_follow_survives_a_findings_read_that_fails_once(tmp_path, smtp_server):
@@ -200,7 +201,7 @@ def test_follow_survives_a_findings_read_that_fails_once(tmp_path, smtp_server):
         return _read_findings(lake_dir, since)
 
     seams = Seams(sleep=lambda s: None, read_findings=flaky)
-    follow(lake, cfg, seams, 0.1, lambda: len(calls) >= 2)
+    follow(Lake.at(lake), cfg, seams, 0.1, lambda: len(calls) >= 2)
     assert len(calls) == 2 and smtp_server.received  # the second cycle delivered
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from app.alerts.runner import Seams, run_cycle
+from warehouse.lake import Lake
 
 from .conftest import SLACK_TOKEN, SMTP_PASSWORD, SmtpServer
 from .factories import NOW, alerts_config, finding, land, standard_lake
@@ -74,7 +75,7 @@ def test_findings_become_routed_messages_and_a_second_run_sends_nothing(
     standard_lake(lake)
     cfg = alerts_config(tmp_path, server_env(smtp_server, slack_server))
     clock = FakeClock(NOW)
-    report = run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
+    report = run_cycle(Lake.at(lake), cfg, Seams(clock=clock, sleep=clock.sleep))
 
     assert len(report.delivery.delivered) == 8 and not report.delivery.retrying
     assert sorted(r.rcpt_tos[0] for r in smtp_server.received) == EXPECTED_EMAILS
@@ -120,7 +121,7 @@ def test_findings_become_routed_messages_and_a_second_run_sends_nothing(
     assert slack_server.state.bad_auth == 0 and slack_server.state.errors == []
 
     requests, emails = slack_server.state.requests, len(smtp_server.received)
-    again = run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
+    again = run_cycle(Lake.at(lake), cfg, Seams(clock=clock, sleep=clock.sleep))
     assert again.notices == [] and again.delivery.delivered == []
     assert slack_server.state.requests == requests and len(smtp_server.received) == emails
     assert smtp_server.handler.duplicates == 0 and slack_server.state.duplicates == 0
@@ -134,7 +135,7 @@ def test_slack_429_and_500_are_retried_after_retry_after_and_backoff(
     cfg = alerts_config(tmp_path, server_env(smtp_server, slack_server))
     slack_server.state.failures = [(429, {"Retry-After": "3"}), (500, {})]
     clock = FakeClock(NOW)
-    report = run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
+    report = run_cycle(Lake.at(lake), cfg, Seams(clock=clock, sleep=clock.sleep))
     assert clock.sleeps == [3.0, 1.0]  # Retry-After, then retry_base_s (0.5) doubled once
     assert len(report.delivery.delivered) == 8
     assert len(slack_server.state.posts) == 2 and len(slack_server.state.webhooks) == 1
@@ -149,7 +150,7 @@ def test_smtp_down_for_a_while_then_everything_is_delivered(tmp_path, smtp_serve
     cfg = alerts_config(tmp_path, server_env(smtp_server, slack_server))
     smtp_server.stop()
     clock = FakeClock(NOW)
-    first = run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
+    first = run_cycle(Lake.at(lake), cfg, Seams(clock=clock, sleep=clock.sleep))
     # one email tried max_attempts (5) times with backoff, the other four wait behind it
     assert clock.sleeps == [0.5, 1.0, 2.0, 4.0]
     assert len(first.delivery.retrying) == 5 and len(first.delivery.delivered) == 3
@@ -157,7 +158,7 @@ def test_smtp_down_for_a_while_then_everything_is_delivered(tmp_path, smtp_serve
 
     smtp_server.start()
     clock.now += dt.timedelta(minutes=5)
-    second = run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
+    second = run_cycle(Lake.at(lake), cfg, Seams(clock=clock, sleep=clock.sleep))
     assert second.notices == []  # nothing new was planned: the queued messages went out
     assert len(second.delivery.delivered) == 5
     assert sorted(r.rcpt_tos[0] for r in smtp_server.received) == EXPECTED_EMAILS
@@ -174,7 +175,7 @@ def test_smtp_returning_within_the_run_is_caught_by_the_backoff(
     smtp_server.stop()
     clock = FakeClock(NOW)
     clock.on_sleep = lambda: smtp_server.controller is None and smtp_server.start()
-    report = run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
+    report = run_cycle(Lake.at(lake), cfg, Seams(clock=clock, sleep=clock.sleep))
     assert clock.sleeps == [0.5]
     assert len(report.delivery.delivered) == 8
     assert sorted(r.rcpt_tos[0] for r in smtp_server.received) == EXPECTED_EMAILS
@@ -199,10 +200,12 @@ def test_crash_between_send_and_record_repeats_only_the_message_in_flight(
             raise Crash
 
     with pytest.raises(Crash):
-        run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep, after_send=crash_on_fourth))
+        run_cycle(
+            Lake.at(lake), cfg, Seams(clock=clock, sleep=clock.sleep, after_send=crash_on_fourth)
+        )
     in_flight = ledger_rows(lake, "SELECT key FROM messages WHERE state = 'sending'")
     assert in_flight == [(sent[3],)]
-    report = run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
+    report = run_cycle(Lake.at(lake), cfg, Seams(clock=clock, sleep=clock.sleep))
     assert report.delivery.delivered[0] == sent[3]  # the in-flight one goes first, same key
     assert len(report.delivery.delivered) == 5
     assert sorted(r.rcpt_tos[0] for r in smtp_server.received) == EXPECTED_EMAILS
@@ -219,6 +222,7 @@ from app.alerts.runner import Seams, run_cycle
 from app.alerts.settings import AlertsConfig
 from app.config import load_config
 from factories import NOW
+from warehouse.lake import Lake
 
 handed_over = []
 
@@ -229,7 +233,7 @@ def die_after_second(msg):
         os.kill(os.getpid(), signal.SIGKILL)
 
 cfg = load_config().section(AlertsConfig)
-run_cycle(Path({lake!r}), cfg, Seams(clock=lambda: NOW, after_send=die_after_second))
+run_cycle(Lake.at({lake!r}), cfg, Seams(clock=lambda: NOW, after_send=die_after_second))
 """
 
 
@@ -264,7 +268,7 @@ def test_sigkill_mid_run_loses_nothing_and_repeats_at_most_one(tmp_path, smtp_se
     assert ledger_rows(lake, "SELECT key FROM messages WHERE state = 'sending'") == [
         (killed_in_flight,)
     ]
-    report = run_cycle(lake, cfg, Seams(clock=lambda: NOW))
+    report = run_cycle(Lake.at(lake), cfg, Seams(clock=lambda: NOW))
     assert len(report.delivery.delivered) == 7  # 8 minus the one recorded before the kill
     assert sorted(r.rcpt_tos[0] for r in smtp_server.received) == EXPECTED_EMAILS
     assert len(slack_server.state.posts) == 2 and len(slack_server.state.webhooks) == 1
@@ -276,7 +280,7 @@ def test_a_changed_finding_is_sent_again_after_the_period(tmp_path, smtp_server,
     land(lake, "findings", [finding(finding_id="f-over", detector="overallocated")])
     cfg = alerts_config(tmp_path, server_env(smtp_server, slack_server))
     clock = FakeClock(NOW)
-    run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
+    run_cycle(Lake.at(lake), cfg, Seams(clock=clock, sleep=clock.sleep))
 
     def owner_mails():
         return [r for r in smtp_server.received if r.rcpt_tos == ["alice@physics.example.org"]]
@@ -294,11 +298,11 @@ def test_a_changed_finding_is_sent_again_after_the_period(tmp_path, smtp_server,
         batch="b2",
     )
     clock.now += dt.timedelta(hours=2)
-    waiting = run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
+    waiting = run_cycle(Lake.at(lake), cfg, Seams(clock=clock, sleep=clock.sleep))
     assert waiting.notices == [] and "notified less than 24 h ago" in waiting.waiting[0][1]
     # …and goes out once the period has passed (a Thursday, 12:00: a workday)
     clock.now += dt.timedelta(hours=24)
-    later = run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
+    later = run_cycle(Lake.at(lake), cfg, Seams(clock=clock, sleep=clock.sleep))
     assert len(later.notices) == 1
     assert len(owner_mails()) == 2 and "30.0 GPU-hours" in owner_mails()[1].part("plain")
 
@@ -308,7 +312,7 @@ def test_the_admin_digest_batches_notices_per_period(tmp_path, smtp_server, slac
     standard_lake(lake)
     cfg = alerts_config(tmp_path, server_env(smtp_server, slack_server))
     clock = FakeClock(NOW)
-    run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
+    run_cycle(Lake.at(lake), cfg, Seams(clock=clock, sleep=clock.sleep))
     assert len(slack_server.state.webhooks) == 1
     new = finding(
         finding_id="f-node",
@@ -324,14 +328,14 @@ def test_the_admin_digest_batches_notices_per_period(tmp_path, smtp_server, slac
     )
     land(lake, "findings", [new], batch="b2")
     clock.now = NOW + dt.timedelta(minutes=10)
-    soon = run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
+    soon = run_cycle(Lake.at(lake), cfg, Seams(clock=clock, sleep=clock.sleep))
     assert [n.finding.finding_id for n in soon.notices] == ["f-node"]
     assert len(slack_server.state.webhooks) == 1  # the digest waits for its period
     # ... so the admins hear of the node at once, in its own email
     [node] = [r for r in smtp_server.received if "g009" in r.message["Subject"]]
     assert node.rcpt_tos == ["admin@example.org"] and "Digest" not in node.message["Subject"]
     clock.now = NOW + dt.timedelta(minutes=61)
-    later = run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
+    later = run_cycle(Lake.at(lake), cfg, Seams(clock=clock, sleep=clock.sleep))
     assert later.notices == []
     [_, digest] = slack_server.state.webhooks
     assert "gpuledger digest: 1 alert" in digest["blocks"][0]["text"]["text"]
@@ -362,7 +366,7 @@ def test_starttls_auth_and_a_password_file_from_the_configuration(
             "GPULEDGER_ALERTS_SMTP_PASSWORD_FILE": str(secret),
         },
     )
-    report = run_cycle(lake, cfg, Seams(clock=lambda: NOW))
+    report = run_cycle(Lake.at(lake), cfg, Seams(clock=lambda: NOW))
     assert len(report.delivery.delivered) == 5  # email only: no Slack configured
     assert sorted(r.rcpt_tos[0] for r in smtp_tls_server.received) == EXPECTED_EMAILS
     # one connection (STARTTLS, one login) carries the run's five emails
@@ -384,7 +388,7 @@ def test_hostile_user_names_from_the_lake_are_never_mailed(tmp_path, smtp_server
     land(lake, "findings", findings)
     env = {"GPULEDGER_ALERTS_SMTP_PORT": str(smtp_server.port)}
     cfg = alerts_config(tmp_path, env)
-    run_cycle(lake, cfg, Seams(clock=lambda: NOW))
+    run_cycle(Lake.at(lake), cfg, Seams(clock=lambda: NOW))
     rcpts = sorted(r for got in smtp_server.received for r in got.rcpt_tos)
     headers = " ".join(str(got.message["To"]) for got in smtp_server.received)
     assert "zed@example.org" in rcpts

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from app.alerts.runner import Seams, run_cycle
 from app.cli import cli
+from warehouse.lake import Lake
 
 from .factories import NOW, alerts_config, standard_lake
 from .test_delivery import EXPECTED_EMAILS, FakeClock, ledger_rows, server_env
@@ -37,7 +38,7 @@ def test_a_relay_refusing_every_message_stops_email_after_one_and_a_later_run_se
     cfg = alerts_config(tmp_path, server_env(smtp_server, slack_server))
     smtp_server.handler.reject_data = RELAY_DENIED
     clock = FakeClock(NOW)
-    first = run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
+    first = run_cycle(Lake.at(lake), cfg, Seams(clock=clock, sleep=clock.sleep))
 
     # two emails met the 554 once (the second tells it is the relay, not the first message),
     # not once per queued email, and nothing is failed for good
@@ -50,7 +51,7 @@ def test_a_relay_refusing_every_message_stops_email_after_one_and_a_later_run_se
 
     smtp_server.handler.reject_data = None  # the operator fixes the relay
     clock.now += dt.timedelta(seconds=cfg.retry_later_s)
-    second = run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
+    second = run_cycle(Lake.at(lake), cfg, Seams(clock=clock, sleep=clock.sleep))
     assert second.notices == [] and len(second.delivery.delivered) == 5
     assert sorted(r.rcpt_tos[0] for r in smtp_server.received) == EXPECTED_EMAILS
     assert ledger_rows(lake, "SELECT state, count(*) FROM messages GROUP BY state") == [
@@ -68,7 +69,7 @@ def test_a_message_refused_run_after_run_waits_longer_each_time_then_fails(
     cfg = alerts_config(tmp_path, env)
     smtp_server.handler.reject_data = RELAY_DENIED
     clock = FakeClock(NOW)
-    run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
+    run_cycle(Lake.at(lake), cfg, Seams(clock=clock, sleep=clock.sleep))
     probes = list(dict.fromkeys(k for k, _ in email_attempts(lake)))
     assert len(probes) == 2
 
@@ -78,15 +79,15 @@ def test_a_message_refused_run_after_run_waits_longer_each_time_then_fails(
 
     assert [next_try(k) for k in probes] == [clock.now + dt.timedelta(seconds=600)] * 2
     clock.now += dt.timedelta(seconds=599)
-    run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
+    run_cycle(Lake.at(lake), cfg, Seams(clock=clock, sleep=clock.sleep))
     assert len(email_attempts(lake)) == 4  # not due yet: nothing was tried
 
     clock.now += dt.timedelta(seconds=1)
-    run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
+    run_cycle(Lake.at(lake), cfg, Seams(clock=clock, sleep=clock.sleep))
     # the same two probe the channel again, and the wait doubled
     assert [next_try(k) for k in probes] == [clock.now + dt.timedelta(seconds=1200)] * 2
     clock.now += dt.timedelta(seconds=1200)
-    third = run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
+    third = run_cycle(Lake.at(lake), cfg, Seams(clock=clock, sleep=clock.sleep))
 
     for key in probes:
         assert [o for k, o in email_attempts(lake) if k == key] == ["sending", "deferred"] * 2 + [
@@ -106,7 +107,7 @@ def test_a_message_refused_alone_waits_on_its_own_while_the_others_go_out(
     cfg = alerts_config(tmp_path, server_env(smtp_server, slack_server))
     smtp_server.handler.too_big_for = {"bob@example.org"}
     clock = FakeClock(NOW)
-    report = run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
+    report = run_cycle(Lake.at(lake), cfg, Seams(clock=clock, sleep=clock.sleep))
 
     assert len(report.delivery.refused) == 1 and "552" in report.delivery.refused[0][1]
     assert report.delivery.failed == []
@@ -125,7 +126,7 @@ def test_a_refused_recipient_fails_at_once_and_retry_failed_sends_it_again(
     cfg = alerts_config(tmp_path, env)
     smtp_server.handler.refuse_rcpt = {"bob@example.org"}
     clock = FakeClock(NOW)
-    report = run_cycle(lake, cfg, Seams(clock=clock, sleep=clock.sleep))
+    report = run_cycle(Lake.at(lake), cfg, Seams(clock=clock, sleep=clock.sleep))
     # a 550 for one recipient concerns that message only: the other emails went out
     assert len(report.delivery.failed) == 1 and "550" in report.delivery.failed[0][1]
     assert len(report.delivery.delivered) == 7 and report.delivery.refused == []

@@ -21,6 +21,7 @@ from app.alerts.render import render_person, sample_finding
 from app.alerts.runner import Seams, run_cycle
 from app.cli import cli
 from warehouse.connection import connect
+from warehouse.lake import Lake
 
 from .conftest import SLACK_TOKEN, SlackServer, SmtpServer
 from .factories import MIN, NOW, alerts_config, finding, job, land, usage
@@ -110,7 +111,7 @@ def test_the_daily_cap_holds_further_notices_until_the_next_local_day(tmp_path, 
     clock = NOW
     for batch in (["5001", "5002"], ["5003"], ["5004"]):
         _lake_with_jobs(lake, batch)
-        run_cycle(lake, cfg, Seams(clock=lambda c=clock: c, sleep=lambda s: None))
+        run_cycle(Lake.at(lake), cfg, Seams(clock=lambda c=clock: c, sleep=lambda s: None))
         to_alice = [r for r in smtp_server.received if r.rcpt_tos == ["alice@physics.example.org"]]
         clock += dt.timedelta(hours=1)
     # run 1: one message of two findings; run 2: one message; run 3: capped (2 a day)
@@ -119,10 +120,10 @@ def test_the_daily_cap_holds_further_notices_until_the_next_local_day(tmp_path, 
     assert "job 5004" not in "".join(r.part("plain") for r in to_alice)
     # 23:30 in Berlin is still the same day; 00:30 the next
     late = dt.datetime(2026, 11, 4, 22, 30, tzinfo=dt.UTC)
-    run_cycle(lake, cfg, Seams(clock=lambda: late, sleep=lambda s: None))
+    run_cycle(Lake.at(lake), cfg, Seams(clock=lambda: late, sleep=lambda s: None))
     assert len([r for r in smtp_server.received if r.rcpt_tos[0].startswith("alice")]) == 2
     next_day = dt.datetime(2026, 11, 4, 23, 30, tzinfo=dt.UTC)
-    run_cycle(lake, cfg, Seams(clock=lambda: next_day, sleep=lambda s: None))
+    run_cycle(Lake.at(lake), cfg, Seams(clock=lambda: next_day, sleep=lambda s: None))
     to_alice = [r for r in smtp_server.received if r.rcpt_tos[0].startswith("alice")]
     assert len(to_alice) == 3 and "job 5004" in to_alice[-1].part("plain")
 
@@ -138,11 +139,11 @@ def test_quiet_hours_are_measured_in_the_sites_time_zone(tmp_path, smtp_server):
     }
     # NOW is 10:00 UTC: 02:00 in Los Angeles (quiet), 11:00 in Berlin (not)
     quiet = alerts_config(tmp_path, env | {"GPULEDGER_ALERTS_TIMEZONE": "America/Los_Angeles"})
-    report = run_cycle(lake, quiet, Seams(clock=lambda: NOW, sleep=lambda s: None))
+    report = run_cycle(Lake.at(lake), quiet, Seams(clock=lambda: NOW, sleep=lambda s: None))
     assert report.notices == [] and not smtp_server.received
     assert any("quiet hours" in why for _, why in report.waiting)
     awake = alerts_config(tmp_path, env | {"GPULEDGER_ALERTS_TIMEZONE": "Europe/Berlin"})
-    run_cycle(lake, awake, Seams(clock=lambda: NOW, sleep=lambda s: None))
+    run_cycle(Lake.at(lake), awake, Seams(clock=lambda: NOW, sleep=lambda s: None))
     assert ["alice@physics.example.org"] in [r.rcpt_tos for r in smtp_server.received]
 
 

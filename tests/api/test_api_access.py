@@ -21,6 +21,7 @@ from detectors.job_report import load_job_report
 from tests.api import lake as L
 from warehouse.connection import connect
 from warehouse.errors import DamagedFile
+from warehouse.lake import Lake
 
 T = TypeVar("T")
 
@@ -32,7 +33,7 @@ def root(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def client(root, tmp_path_factory):
-    app = create_api_app(root, L.settings(tmp_path_factory.mktemp("etc")))
+    app = create_api_app(Lake.at(root), L.settings(tmp_path_factory.mktemp("etc")))
     with TestClient(app) as client:
         yield client
 
@@ -241,7 +242,7 @@ def test_the_router_mounts_into_another_application(root, tmp_path):
     def metrics() -> dict[str, str]:
         return {"up": "1"}
 
-    host.include_router(build_router(root, L.settings(tmp_path)))
+    host.include_router(build_router(Lake.at(root), L.settings(tmp_path)))
     with TestClient(host) as client:
         assert client.get("/metrics").json() == {"up": "1"}
         assert client.get("/api/v1/whoami", headers=L.bearer(L.BOSS)).json() == {
@@ -270,7 +271,7 @@ def proxied(root, tmp_path_factory):
         trusted_proxies=frozenset({"testclient"}),  # the TestClient's peer address
         policy=POLICY,
     )
-    with TestClient(create_api_app(root, settings)) as client:
+    with TestClient(create_api_app(Lake.at(root), settings)) as client:
         yield client
 
 
@@ -307,7 +308,7 @@ def test_the_header_from_an_untrusted_address_is_ignored(root, tmp_path):
         trusted_proxies=frozenset({"127.0.0.1"}),
         policy=POLICY,
     )
-    with TestClient(create_api_app(root, settings)) as client:
+    with TestClient(create_api_app(Lake.at(root), settings)) as client:
         response = client.get("/api/v1/whoami", headers={"X-Remote-User": "boss"})
         error_of(response, 401)
 
@@ -324,38 +325,38 @@ class DamagedLake(LakeReader):
     """A lake whose every read meets a damaged file (or, `crash`, a bug of ours)."""
 
     def __init__(self, root: Path, crash: bool = False) -> None:
-        super().__init__(root)
+        super().__init__(Lake.at(root))
         self.crash = crash
 
     def read(self, work: Callable[[Any], T]) -> T:
         if self.crash:
             raise RuntimeError("secret internals")
-        raise DamagedFile(self.root / "jobs" / "part-0.parquet", "bad data page")
+        raise DamagedFile(self.lake.root / "jobs" / "part-0.parquet", "bad data page")
 
 
 def test_a_damaged_lake_file_is_a_503_naming_it_and_the_server_still_starts(root, tmp_path):
-    app = create_api_app(root, L.settings(tmp_path), reader=DamagedLake(root))
+    app = create_api_app(Lake.at(root), L.settings(tmp_path), reader=DamagedLake(root))
     with TestClient(app) as client:  # the warm-up at start-up met it too: logged, not fatal
         message = error_of(client.get("/api/v1/jobs", headers=L.bearer(L.BOSS)), 503)
     assert "part-0.parquet" in message
 
 
 def test_an_unexpected_error_is_a_500_that_tells_nothing(root, tmp_path):
-    app = create_api_app(root, L.settings(tmp_path), reader=DamagedLake(root, crash=True))
+    app = create_api_app(Lake.at(root), L.settings(tmp_path), reader=DamagedLake(root, crash=True))
     with TestClient(app) as client:
         message = error_of(client.get("/api/v1/jobs", headers=L.bearer(L.BOSS)), 500)
     assert "secret" not in message
 
 
 def test_the_lake_is_opened_and_warmed_before_the_first_request(root, tmp_path):
-    reader = LakeReader(root)
-    with TestClient(create_api_app(root, L.settings(tmp_path), reader=reader)):
+    reader = LakeReader(Lake.at(root))
+    with TestClient(create_api_app(Lake.at(root), L.settings(tmp_path), reader=reader)):
         assert reader.generation == 1  # opened by the router's lifespan, no request yet
 
 
 def test_a_token_revoked_in_the_file_is_refused_at_once_and_a_broken_file_is_503(root, tmp_path):
     path = L.tokens_file(tmp_path)
-    app = create_api_app(root, L.settings(tmp_path, tokens=TokensFile.open(path)))
+    app = create_api_app(Lake.at(root), L.settings(tmp_path, tokens=TokensFile.open(path)))
     with TestClient(app) as client:
         assert client.get("/api/v1/whoami", headers=L.bearer(L.BOB)).status_code == 200
 

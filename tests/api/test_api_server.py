@@ -17,6 +17,7 @@ from app.api.reader import LakeReader
 from app.api.server import create_api_app
 from tests.api import lake as L
 from tests.marts import rows as r
+from warehouse.lake import Lake
 
 
 def free_port() -> int:
@@ -33,10 +34,10 @@ def root(tmp_path_factory):
 
 @pytest.fixture
 def base_url(root, tmp_path):
-    reader = LakeReader(root)
+    reader = LakeReader(Lake.at(root))
     reader.warm()
     config = uvicorn.Config(
-        create_api_app(root, L.settings(tmp_path), reader=reader),
+        create_api_app(Lake.at(root), L.settings(tmp_path), reader=reader),
         host="127.0.0.1",
         port=free_port(),
         log_level="warning",
@@ -82,7 +83,7 @@ def test_a_real_server_answers_with_json(base_url):
 def test_the_reader_sees_files_landed_after_its_refresh(tmp_path):
     root = L.build(tmp_path / "lake")
     now = [0.0]
-    reader = LakeReader(root, refresh_s=60.0, clock=lambda: now[0])
+    reader = LakeReader(Lake.at(root), refresh_s=60.0, clock=lambda: now[0])
 
     def job_ids() -> list[str]:
         frame = reader.run(

@@ -21,6 +21,7 @@ from app.access import AccessPolicy
 from app.api.router import build_router
 from tests.api import lake as L
 from tests.api.test_api_server import free_port
+from warehouse.lake import Lake
 
 CHROMIUM = "/usr/bin/chromium"
 ONDEMAND = Path(__file__).resolve().parents[2] / "deploy" / "ondemand"
@@ -72,7 +73,7 @@ def ondemand_url(tmp_path_factory) -> Iterator[str]:
         policy=AccessPolicy(managers=frozenset({"boss"}), allowed_domains=frozenset({"x.org"})),
     )
     app = FastAPI(openapi_url=None, docs_url=None, redoc_url=None)
-    app.include_router(build_router(root, settings))
+    app.include_router(build_router(Lake.at(root), settings))
 
     @app.get("/pun/sys/dashboard")
     def dashboard() -> HTMLResponse:

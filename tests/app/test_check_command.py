@@ -19,6 +19,7 @@ from app.cli import cli
 from detectors.findings import read_findings, write_findings
 from warehouse.checks import QUERIES
 from warehouse.connection import connect
+from warehouse.lake import Lake
 
 
 def gpuledger(*args: str) -> tuple[int, str, str]:
@@ -94,12 +95,12 @@ def test_simulated_lakes_read_weeks_later_have_no_violation(tmp_path, sim):
 
 def _edit_finding(lake: Path, kind: str, **changes: object) -> str:
     """Rewrite the first finding about a `kind` subject with `changes`; return its id."""
-    findings = read_findings(lake, "sim")
+    findings = read_findings(Lake.at(lake), "sim")
     index = pc.index(findings.column("subject_kind"), kind).as_py()
     assert index >= 0, kind
     rows = findings.to_pylist()
     rows[index] |= changes
-    write_findings(lake, pa.Table.from_pylist(rows, findings.schema))
+    write_findings(Lake.at(lake), pa.Table.from_pylist(rows, findings.schema))
     return str(rows[index]["finding_id"])
 
 

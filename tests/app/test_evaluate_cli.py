@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from app.cli import cli
 from app.commands.evaluate import parse_seeds
 from warehouse.connection import connect
+from warehouse.lake import Lake
 
 PHILLY = Path(__file__).resolve().parents[1] / "fixtures" / "philly"
 
@@ -106,7 +107,7 @@ def test_train_stores_the_models_the_history_can_teach(tmp_path):
     from warehouse.attribution import AttributionConfig, attribute
 
     lake = tmp_path / "lake"
-    simulate(SimConfig(gpus=16, days=2, seed=4), lake)
+    simulate(SimConfig(gpus=16, days=2, seed=4), Lake.at(lake))
     attribute(connect(lake), lake, AttributionConfig())
     result = CliRunner().invoke(cli, ["train", "--lake", str(lake), "--now", "2026-11-05"])
     assert result.exit_code == 0, result.output

@@ -26,6 +26,7 @@ from app.service.supervisor import Supervisor
 from app.service.tasks import PipelineSpec, build_tasks
 from detectors.findings import read_findings
 from warehouse.connection import connect
+from warehouse.lake import Lake
 
 NOW = "2026-12-01T00:00"
 
@@ -61,7 +62,7 @@ def detect(lake: Path, tmp: Path, config: str) -> pl.DataFrame:
     path.write_text(config)
     result = invoke("detect", "--config", str(path), "--lake", str(copy), "--now", NOW, "-q")
     assert result.exit_code == 0, result.output
-    found = pl.from_arrow(read_findings(copy))
+    found = pl.from_arrow(read_findings(Lake.at(copy)))
     assert isinstance(found, pl.DataFrame)
     jobs = connect(copy).sql("SELECT cluster, job_id, partition FROM jobs_latest").pl()
     return found.join(jobs, on=["cluster", "job_id"], how="left")
@@ -181,7 +182,7 @@ def test_run_and_attribute_detect_with_one_file_agree(simulated: Path, tmp_path:
     cfg = load_config(config, environ={})
     steps = after_steps(cfg, cfg.section(ServiceConfig), clock=lambda: now)
     spec = PipelineSpec(60, steps, pipeline_config(cfg))
-    (task,) = build_tasks(by_run, [], spec, clock=lambda: now)
+    (task,) = build_tasks(Lake.at(by_run), [], spec, clock=lambda: now)
     sup = Supervisor([task], Metrics(), stop=threading.Event())
     assert sup.run_once(task), sup.states["pipeline"].last_error
 
@@ -189,7 +190,7 @@ def test_run_and_attribute_detect_with_one_file_agree(simulated: Path, tmp_path:
     columns = ["finding_id", "detector", "severity", "message", "config", "gpu_h_at_stake"]
 
     def findings(lake: Path) -> pl.DataFrame:
-        frame = pl.from_arrow(read_findings(lake))
+        frame = pl.from_arrow(read_findings(Lake.at(lake)))
         assert isinstance(frame, pl.DataFrame)
         return (
             frame.with_columns(
@@ -221,7 +222,7 @@ def test_detect_reads_the_lake_of_its_config_file(attributed: Path, tmp_path: Pa
     config.write_text(f'lake = "{copy}"\n[detect.idle_job]\nenabled = false\n')
     result = invoke("detect", "--config", str(config), "--now", NOW, "-q")
     assert result.exit_code == 0, result.output
-    stored = read_findings(copy)
+    stored = read_findings(Lake.at(copy))
     found = stored.column("detector").to_pylist()
     assert found and "idle_job" not in found
     # `gpuledger job` names the configuration that produced each of the job's findings

@@ -16,6 +16,7 @@ from collector.errors import ConfigError
 from collector.sim import SimConfig, simulate
 from warehouse.attribution import AttributionConfig, attribute
 from warehouse.connection import connect, quote_ident
+from warehouse.lake import Lake
 from warehouse.schema import MARTS, TABLES
 
 SMALL = SimConfig(gpus=32, days=2)
@@ -121,9 +122,9 @@ def twin_lakes(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Pa
     """Two lakes simulated with the same seed and one with another seed."""
     base = tmp_path_factory.mktemp("twins")
     a, b, other = base / "a", base / "b", base / "other"
-    simulate(SMALL, a)
-    simulate(SMALL, b)
-    simulate(SimConfig(gpus=SMALL.gpus, days=SMALL.days, seed=SMALL.seed + 1), other)
+    simulate(SMALL, Lake.at(a))
+    simulate(SMALL, Lake.at(b))
+    simulate(SimConfig(gpus=SMALL.gpus, days=SMALL.days, seed=SMALL.seed + 1), Lake.at(other))
     return a, b, other
 
 
@@ -144,9 +145,9 @@ def test_another_seed_lands_other_rows(twin_lakes: tuple[Path, Path, Path]) -> N
 
 def test_simulating_again_into_the_same_lake_changes_nothing(tmp_path: Path) -> None:
     lake = tmp_path / "lake"
-    first = simulate(SMALL, lake)
+    first = simulate(SMALL, Lake.at(lake))
     before = _snapshot(lake)
-    again = simulate(SMALL, lake)
+    again = simulate(SMALL, Lake.at(lake))
     assert again == first
     _assert_same_lake(_snapshot(lake), before)
 
@@ -154,7 +155,7 @@ def test_simulating_again_into_the_same_lake_changes_nothing(tmp_path: Path) -> 
 @pytest.mark.slow
 def test_attributing_again_changes_nothing(tmp_path: Path) -> None:
     lake = tmp_path / "lake"
-    simulate(SMALL, lake)
+    simulate(SMALL, Lake.at(lake))
     # the simulator attributes its samples as they land: nothing left to re-check
     assert _attribute(lake) == (0, 0, 0)
     built = _snapshot(lake)
@@ -162,7 +163,7 @@ def test_attributing_again_changes_nothing(tmp_path: Path) -> None:
     assert _attribute(lake) == (0, 0, 0)
     _assert_same_lake(_snapshot(lake), built)
     # re-landing the same window after attribution, then attributing, still changes nothing
-    simulate(SMALL, lake)
+    simulate(SMALL, Lake.at(lake))
     _attribute(lake)
     _assert_same_lake(_snapshot(lake), built)
 
@@ -174,7 +175,7 @@ def test_attributing_again_changes_nothing(tmp_path: Path) -> None:
 def truth_con(tmp_path_factory: pytest.TempPathFactory) -> Iterator[duckdb.DuckDBPyConnection]:
     """A connection over a simulated and attributed 64-GPU, 3-day lake."""
     lake = tmp_path_factory.mktemp("truth") / "lake"
-    simulate(TRUTH, lake)
+    simulate(TRUTH, Lake.at(lake))
     _attribute(lake)
     con = connect(lake, require=("gpu_samples", "job_usage"))
     yield con
@@ -429,7 +430,7 @@ def test_sample_times_jitter_and_some_scrapes_are_lost(
 def default_fleet_stats(tmp_path_factory: pytest.TempPathFactory) -> dict[str, float]:
     """Per-sample and per-job statistics of the default fleet (the embedded demo)."""
     lake = tmp_path_factory.mktemp("default") / "lake"
-    simulate(SimConfig(), lake)
+    simulate(SimConfig(), Lake.at(lake))
     con = connect(lake, require=("gpu_samples",))
     try:
         stats = _one(
@@ -477,7 +478,7 @@ def test_accounts_land_their_fair_share_entitlements_as_slurm_associations(
     """The accounts' shares land in `associations`, as `collect slurm-shares` lands sacctmgr's
     tree, so fairness_weekly (and the report and Fairness page) see an entitlement per account."""
     lake = tmp_path / "lake"
-    simulate(SMALL, lake)
+    simulate(SMALL, Lake.at(lake))
     _attribute(lake)
     con = connect(lake, require=("associations", "fairness_weekly"))
     try:
@@ -544,7 +545,7 @@ def test_bad_configs_are_refused_with_a_message_naming_them(
 def test_a_bad_config_is_refused_before_the_lake_is_touched(tmp_path: Path) -> None:
     lake = tmp_path / "lake"
     with pytest.raises(ConfigError):
-        simulate(SimConfig(gpus=0), lake)
+        simulate(SimConfig(gpus=0), Lake.at(lake))
     assert not lake.exists()
 
 
@@ -561,7 +562,7 @@ def test_jobs_run_on_one_gpu_model_and_record_its_type(tmp_path: Path) -> None:
     """Over 128 GPUs the fleet has an A100 island: no job spans H100 and A100 nodes (NCCL does
     not cross models), and each job's `gpu_type` is the model it ran on."""
     lake = tmp_path / "lake"
-    simulate(SimConfig(gpus=200, days=2, seed=11), lake)
+    simulate(SimConfig(gpus=200, days=2, seed=11), Lake.at(lake))
     con = connect(lake, require=("gpu_samples",))
     try:
         per_job = con.sql(

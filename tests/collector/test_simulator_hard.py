@@ -14,6 +14,7 @@ from collector.sim.health import GSP_XIDS
 from collector.sim.runner import build_world
 from collector.sim.workload import HOUR_S
 from warehouse.connection import connect
+from warehouse.lake import Lake
 
 BASE = SimConfig(gpus=64, days=7, seed=5, failure_rate=6.0)
 HARD = SimConfig(gpus=64, days=7, seed=5, failure_rate=6.0, hard=True)
@@ -67,7 +68,7 @@ def test_hard_telemetry_shows_subtler_precursors(tmp_path: Path):
     lakes = {}
     for name, cfg in (("base", BASE), ("hard", HARD)):
         small = SimConfig(gpus=32, days=4, seed=5, failure_rate=12.0, hard=cfg.hard)
-        simulate(small, tmp_path / name)
+        simulate(small, Lake.at(tmp_path / name))
         lakes[name] = connect(tmp_path / name)
     query = """
         SELECT

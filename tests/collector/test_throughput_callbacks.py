@@ -27,6 +27,7 @@ from collector.throughput_callbacks import (
 )
 from tests.marts import rows as r
 from warehouse.connection import connect
+from warehouse.lake import Lake
 
 torch = pytest.importorskip("torch")
 
@@ -60,7 +61,7 @@ def spool_reporter(tmp_path: Path) -> tuple[Spool, ThroughputReporter]:
 def attribute(tmp_path: Path, spool: Spool, started: float, ended: float) -> dict[str, Any]:
     """Land the spool into a lake with job JOB on one H100 over the training; its job_usage."""
     lake = tmp_path / "lake"
-    landed = spool.land(lake, r.CLUSTER)
+    landed = spool.land(Lake.at(lake), r.CLUSTER)
     assert landed.files >= 1 and landed.skipped_lines == 0
     start, end = int(started - r.T0_E) - 60, int(ended - r.T0_E) + 60
     con = r.build_lake(

@@ -15,11 +15,12 @@ from tests.dashboard.factories import (
 )
 from warehouse.attribution import AttributionConfig, attribute
 from warehouse.connection import connect
+from warehouse.lake import Lake
 
 
 def make_sim_lake(root: Path, gpus: int = 16, days: int = 2, seed: int = 5) -> Path:
     """A simulated, attributed lake (cluster 'sim')."""
-    simulate(SimConfig(gpus=gpus, days=days, seed=seed), root)
+    simulate(SimConfig(gpus=gpus, days=days, seed=seed), Lake.at(root))
     attribute(connect(root), root, AttributionConfig())
     return root
 

@@ -12,6 +12,7 @@ from app.bench.dashboard_timing import PAGES
 from collector.sim import SimConfig, simulate
 from warehouse.attribution import AttributionConfig, attribute
 from warehouse.connection import connect
+from warehouse.lake import Lake
 
 ENTRY = Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py"
 
@@ -19,9 +20,9 @@ ENTRY = Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py"
 @pytest.fixture(scope="module")
 def two_clusters(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("two-clusters")
-    simulate(SimConfig(cluster="alpha", gpus=8, days=1, seed=1), root)
+    simulate(SimConfig(cluster="alpha", gpus=8, days=1, seed=1), Lake.at(root))
     later = dt.datetime(2026, 11, 9, tzinfo=dt.UTC)
-    simulate(SimConfig(cluster="beta", gpus=16, days=1, seed=2, start=later), root)
+    simulate(SimConfig(cluster="beta", gpus=16, days=1, seed=2, start=later), Lake.at(root))
     attribute(connect(root), root, AttributionConfig())
     return root
 

@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 from app.bench.dashboard_timing import PAGES
 from app.config import load_config
 from app.pipeline import detect, pipeline_config
+from warehouse.lake import Lake
 
 ENTRY = Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py"
 
@@ -22,7 +23,7 @@ def test_the_alerts_page_shows_each_findings_config_id(plain_lake, tmp_path, mon
     shutil.copytree(plain_lake, lake)
     (tmp_path / "g.toml").write_text("[detect.idle_job]\nidle_minutes = 45\n")
     config = pipeline_config(load_config(tmp_path / "g.toml", environ={}))
-    found = detect(lake, config, dt.datetime(2026, 12, 1, tzinfo=dt.UTC), recommend=False)
+    found = detect(Lake.at(lake), config, dt.datetime(2026, 12, 1, tzinfo=dt.UTC), recommend=False)
     assert found.findings.num_rows > 0
     monkeypatch.setenv("GPULEDGER_LAKE", str(lake))
     at = AppTest.from_file(str(ENTRY), default_timeout=60)

@@ -23,6 +23,7 @@ from collector.sim import SimConfig, simulate
 from tests.dashboard.factories import make_finding, make_recommendation, write_rows
 from warehouse.attribution import AttributionConfig, attribute
 from warehouse.connection import connect
+from warehouse.lake import Lake
 
 ENTRY = Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py"
 HOSTILE = "**boss** [click](http://evil) <b>x</b> $x$ :red[y]"
@@ -35,7 +36,7 @@ PARSER = MarkdownIt("commonmark")
 def hostile_lake(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """A small simulated lake whose jobs all carry hostile names, partitions and users."""
     root = tmp_path_factory.mktemp("hostile")
-    simulate(SimConfig(gpus=8, days=1, seed=5), root)
+    simulate(SimConfig(gpus=8, days=1, seed=5), Lake.at(root))
     for path in sorted((root / "jobs").rglob("*.parquet")):
         table = pq.read_table(path)
         n = table.num_rows

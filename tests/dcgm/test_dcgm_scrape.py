@@ -24,6 +24,7 @@ from collector.sources.dcgm_exporter.scrape import (
     fetch_url,
     scrape_exporters,
 )
+from warehouse.lake import Lake
 
 REPO = Path(__file__).resolve().parents[2]
 T4 = "sample_t4_gpu_operator_busy.txt"
@@ -53,7 +54,11 @@ def test_once_lands_one_row_per_gpu(exporter_server, fixture_text, read_lake, tm
     _serve(pages, fixture_text, "/a800", A800)
 
     summary = scrape_exporters(
-        [f"{base}/t4", f"{base}/a800"], "della", tmp_path, clock=_clock(t0), sleep=lambda s: None
+        [f"{base}/t4", f"{base}/a800"],
+        "della",
+        Lake.at(tmp_path),
+        clock=_clock(t0),
+        sleep=lambda s: None,
     )
 
     samples = read_lake(tmp_path, "gpu_samples")
@@ -78,8 +83,8 @@ def test_a_second_scrape_at_the_same_time_lands_no_duplicates(
     _serve(pages, fixture_text, "/metrics", EVENTS)
     url = f"{base}/metrics"
 
-    first = scrape_exporters([url], "della", tmp_path, clock=_clock(t0))
-    again = scrape_exporters([url], "della", tmp_path, clock=_clock(t0))
+    first = scrape_exporters([url], "della", Lake.at(tmp_path), clock=_clock(t0))
+    again = scrape_exporters([url], "della", Lake.at(tmp_path), clock=_clock(t0))
 
     # 5 GPUs or MIG instances, two of them shared by two jobs: one row per sharer there
     assert first.samples == again.samples == 7
@@ -87,7 +92,9 @@ def test_a_second_scrape_at_the_same_time_lands_no_duplicates(
     assert read_lake(tmp_path, "job_gpus").num_rows == 7
     assert read_lake(tmp_path, "gpu_events").num_rows == 6  # landed once, not re-landed
     assert pages.hits["/metrics"] == 2
-    later = scrape_exporters([url], "della", tmp_path, clock=_clock(t0 + dt.timedelta(seconds=30)))
+    later = scrape_exporters(
+        [url], "della", Lake.at(tmp_path), clock=_clock(t0 + dt.timedelta(seconds=30))
+    )
     assert later.samples == 7 and read_lake(tmp_path, "gpu_samples").num_rows == 14
 
 
@@ -117,7 +124,7 @@ def test_a_dead_exporter_is_retried_then_reported_while_the_live_one_lands(
     summary = scrape_exporters(
         [dead_url, f"{base}/metrics", f"{base}/broken"],
         "della",
-        tmp_path,
+        Lake.at(tmp_path),
         fetch=counting_fetch,
         clock=_clock(t0),
         sleep=waits.append,
@@ -158,7 +165,7 @@ def test_fetch_url_reports_failures_as_exporter_unavailable(dead_url, exporter_s
 )
 def test_bad_configuration_fails_at_startup(urls, cluster, interval_s, message, tmp_path):
     with pytest.raises(ConfigError, match=message):
-        scrape_exporters(urls, cluster, tmp_path, interval_s=interval_s)
+        scrape_exporters(urls, cluster, Lake.at(tmp_path), interval_s=interval_s)
     assert not (tmp_path / "gpu_samples").exists()
 
 
@@ -176,10 +183,10 @@ def test_health_events_land_when_they_appear_or_change(
         return sorted((e["kind"], e["code"]) for e in events if e["ts"] == latest[0])
 
     latest = [t0]
-    scrape_exporters([url], "della", tmp_path, clock=_clock(t0))
+    scrape_exporters([url], "della", Lake.at(tmp_path), clock=_clock(t0))
     assert len(kinds()) == 6
     latest[0] = t0 + step  # the same conditions again: sticky XID, same bits → nothing new
-    scrape_exporters([url], "della", tmp_path, clock=_clock(latest[0]))
+    scrape_exporters([url], "della", Lake.at(tmp_path), clock=_clock(latest[0]))
     assert kinds() == []
     # a new XID (48) and the DBE count rising to 3 are new events; the rest still holds
     pages.pages["/metrics"] = (
@@ -190,25 +197,25 @@ def test_health_events_land_when_they_appear_or_change(
         .replace('hpc_job="5002"} 2', 'hpc_job="5002"} 3'),
     )
     latest[0] = t0 + 2 * step
-    scrape_exporters([url], "della", tmp_path, clock=_clock(latest[0]))
+    scrape_exporters([url], "della", Lake.at(tmp_path), clock=_clock(latest[0]))
     assert kinds() == [("ecc_dbe", 3), ("xid", 48)]
     # the power brake clears (XID and DBE change back), then the brake returns: new event
     pages.pages["/metrics"] = (200, text.replace("} 128", "} 0"))
     latest[0] = t0 + 3 * step
-    scrape_exporters([url], "della", tmp_path, clock=_clock(latest[0]))
+    scrape_exporters([url], "della", Lake.at(tmp_path), clock=_clock(latest[0]))
     assert kinds() == [("ecc_dbe", 2), ("xid", 79)]
     pages.pages["/metrics"] = (200, text)
     latest[0] = t0 + 4 * step
-    scrape_exporters([url], "della", tmp_path, clock=_clock(latest[0]))
+    scrape_exporters([url], "della", Lake.at(tmp_path), clock=_clock(latest[0]))
     assert kinds() == [("power_brake", 128)]
     # an unreadable XID (sentinel) does not clear the remembered one: no repeat when it is back
     pages.pages["/metrics"] = (200, text.replace("} 79", "} 9223372036854775794"))
     latest[0] = t0 + 5 * step
-    scrape_exporters([url], "della", tmp_path, clock=_clock(latest[0]))
+    scrape_exporters([url], "della", Lake.at(tmp_path), clock=_clock(latest[0]))
     assert kinds() == []
     pages.pages["/metrics"] = (200, text)
     latest[0] = t0 + 6 * step
-    scrape_exporters([url], "della", tmp_path, clock=_clock(latest[0]))
+    scrape_exporters([url], "della", Lake.at(tmp_path), clock=_clock(latest[0]))
     assert kinds() == []
 
 
@@ -252,7 +259,7 @@ def test_interval_loop_scrapes_until_stopped(
     summary = scrape_exporters(
         [f"{base}/metrics"],
         "della",
-        tmp_path,
+        Lake.at(tmp_path),
         clock=lambda: next(ticks),
         interval_s=0.05,
         stop=stop,
@@ -275,7 +282,7 @@ def test_a_dead_exporter_sits_out_growing_numbers_of_rounds(dead_url, tmp_path, 
     summary = scrape_exporters(
         [dead_url],
         "della",
-        tmp_path,
+        Lake.at(tmp_path),
         fetch=fetch,
         clock=lambda: t0,
         interval_s=0.01,

@@ -45,7 +45,8 @@ def test_a_scrape_runs_without_heavy_libraries(tmp_path):
         "from pathlib import Path\n"
         "from collector.sources.dcgm_exporter.scrape import scrape_exporters\n"
         f"text = Path({str(fixture)!r}).read_text()\n"
-        "s = scrape_exporters(['http://g1:9400/metrics'], 'c', Path(sys.argv[1]),\n"
+        "from warehouse.lake import Lake\n"
+        "s = scrape_exporters(['http://g1:9400/metrics'], 'c', Lake.at(sys.argv[1]),\n"
         "    fetch=lambda url, t: text, clock=lambda: dt.datetime(2026, 1, 1, tzinfo=dt.UTC))\n"
         f"print(json.dumps([s.samples, [m for m in {HEAVY[:3]!r} if m in sys.modules]]))\n"
     )

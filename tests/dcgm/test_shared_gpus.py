@@ -15,6 +15,7 @@ import pytest
 
 from collector.sources.dcgm_exporter.scrape import scrape_exporters
 from tests.marts.shared_split import SCRAPES, SHARED_FROM, STEP_S, H, attributed_jobs, sharer_rows
+from warehouse.lake import Lake
 
 URL = "http://g001:9400/metrics"
 GPU_A = 'gpu="0",UUID="GPU-aaaa",Hostname="g001",modelName="NVIDIA H100 80GB HBM3"'
@@ -50,7 +51,7 @@ def scrape(root: Path, t0: dt.datetime, k: int, labels: tuple) -> None:
     summary = scrape_exporters(
         [URL],
         "della",
-        root,
+        Lake.at(root),
         fetch=lambda url, timeout_s: exposition(k, *labels[:3]),
         clock=lambda: t0 + dt.timedelta(seconds=STEP_S * k),
         span_s=STEP_S,

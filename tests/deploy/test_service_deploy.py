@@ -20,6 +20,7 @@ from app.config import ConfigError, load_config
 from collector.sources.kubernetes import collect as kubernetes_collect
 from collector.sources.kubernetes.queues import KUEUE_GROUP, VOLCANO_GROUP
 from tests.docs.pages import page, pages
+from warehouse.lake import Lake
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
@@ -108,7 +109,7 @@ def test_kubernetes_manifest_grants_what_the_collector_lists_and_carries_a_valid
             return [] if plural in ("clusterqueues", "queues") else None
 
     api = Recorder()
-    kubernetes_collect.collect_kubernetes(tmp_path / "lake", "k8s", api)  # type: ignore[arg-type]
+    kubernetes_collect.collect_kubernetes(Lake.at(tmp_path / "lake"), "k8s", api)  # type: ignore[arg-type]
     # with Kueue and Volcano installed every list is made: the role grants exactly those, no
     # get, watch or write (nothing broader than the collector needs)
     assert api.calls == granted, (api.calls - granted, granted - api.calls)
@@ -425,7 +426,8 @@ def test_each_unit_works_on_the_configured_lake_inside_its_writable_paths(
         sub_name, sub, rest = cli.resolve_command(ctx, list(argv))
         assert sub is not None
         params = sub.make_context(sub_name or "", rest, parent=ctx).params
-    lake = params.get("lake") or load_config().lake.root  # `run` reads its own configuration
+    given = params.get("lake")  # lake_option gives a Lake; `run` reads its own configuration
+    lake = given.root if isinstance(given, Lake) else given or load_config().lake.root
     assert lake == Path(tomllib.loads(text)["lake"])
     writable = [Path(p) for p in service["ReadWritePaths"].split()]
     assert any(w == lake or w in lake.parents for w in writable), (lake, writable)

@@ -34,6 +34,7 @@ from tests.marts.test_conservation import assert_conserved
 from warehouse.attribution import AttributionConfig, attribute, build_marts
 from warehouse.checks import CHECKS, run_checks
 from warehouse.connection import connect
+from warehouse.lake import Lake
 
 PHILLY = Path(__file__).resolve().parents[1] / "fixtures" / "philly"
 
@@ -85,10 +86,10 @@ def assert_bounded_whenever_read(root: Path) -> pl.DataFrame:
     every check must hold. Returns the findings."""
     end = _data_end(root)
     weeks_later = detect(
-        root, default_pipeline_config(), end + dt.timedelta(weeks=4), recommend=False
+        Lake.at(root), default_pipeline_config(), end + dt.timedelta(weeks=4), recommend=False
     )
     years_later = detect(
-        root, default_pipeline_config(), end + dt.timedelta(days=3 * 365), recommend=False
+        Lake.at(root), default_pipeline_config(), end + dt.timedelta(days=3 * 365), recommend=False
     )
 
     settled = _settled(weeks_later.findings)
@@ -114,7 +115,7 @@ def built_lake(tmp_path_factory: pytest.TempPathFactory) -> Callable[[SimConfig]
         if config not in made:
             folder = tmp_path_factory.mktemp(f"sim-{config.gpus}gpus-{config.days}days")
             root, pristine = folder / "lake", folder / "pristine"
-            simulate(config, root)
+            simulate(config, Lake.at(root))
             build_marts(connect(root), root, AttributionConfig())
             shutil.copytree(root, pristine)
             made[config] = (root, pristine)
@@ -145,7 +146,7 @@ def test_the_issues_stranded_gpus_of_a_running_job_end_with_the_data(built_lake)
     end = _data_end(root)
 
     found = detect(
-        root, default_pipeline_config(), end + dt.timedelta(days=30), recommend=False
+        Lake.at(root), default_pipeline_config(), end + dt.timedelta(days=30), recommend=False
     ).findings
     stranded = _settled(found).filter(pl.col("detector") == "stranded_gpus")
     jobs = connect(root).sql("SELECT job_id, start_ts, end_ts FROM jobs_latest").pl()
@@ -165,7 +166,7 @@ def philly_lake(tmp_path_factory) -> Path:
     for name in ("cluster_job_log", "cluster_gpu_util", "cluster_machine_list"):
         shutil.copy(PHILLY / name, source / name)
     root = tmp_path_factory.mktemp("philly_lake")
-    import_philly(source, "philly", root)
+    import_philly(source, "philly", Lake.at(root))
     attribute(connect(root), root, AttributionConfig())
     return root
 

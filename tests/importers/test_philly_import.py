@@ -21,6 +21,7 @@ from app.commands.philly import command
 from collector.sources.philly.trace import ImportResult, import_philly
 from warehouse.attribution import AttributionConfig, attribute
 from warehouse.connection import connect
+from warehouse.lake import Lake
 from warehouse.schema import RAW_TABLES
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "philly"
@@ -126,7 +127,7 @@ def test_util_suffixes_agree_with_us_pacific_time():
 
 
 def _import(root: Path, directory: Path = FIXTURE) -> ImportResult:
-    return import_philly(directory, CLUSTER, root, lines_per_batch=500)
+    return import_philly(directory, CLUSTER, Lake.at(root), lines_per_batch=500)
 
 
 def _one(con: duckdb.DuckDBPyConnection, query: str) -> tuple[Any, ...]:

@@ -16,6 +16,7 @@ from collector.errors import ConfigError
 from collector.sources.kubernetes.api import KubernetesApiError
 from collector.sources.kubernetes.collect import collect_kubernetes
 from warehouse.connection import connect
+from warehouse.lake import Lake
 
 CLUSTER = "k8s-demo"
 T1 = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
@@ -320,7 +321,7 @@ QUEUE_ORDER = "ORDER BY kind, name, flavor, resource"
 
 @pytest.fixture
 def first_run(tmp_path, fake_kubernetes):
-    return collect_kubernetes(tmp_path, CLUSTER, fake_kubernetes("t1"), now=T1)
+    return collect_kubernetes(Lake.at(tmp_path), CLUSTER, fake_kubernetes("t1"), now=T1)
 
 
 def test_the_first_run_lands_every_gpu_pod_as_a_job_field_by_field(tmp_path, first_run):
@@ -358,7 +359,7 @@ def test_a_second_identical_collection_lands_nothing(tmp_path, fake_kubernetes, 
     before = lake_files(tmp_path)
 
     again = collect_kubernetes(
-        tmp_path, CLUSTER, fake_kubernetes("t1"), now=T1 + dt.timedelta(minutes=5)
+        Lake.at(tmp_path), CLUSTER, fake_kubernetes("t1"), now=T1 + dt.timedelta(minutes=5)
     )
 
     assert (again.jobs_landed, again.queues_landed, again.queues_deleted) == (0, 0, 0)
@@ -368,7 +369,7 @@ def test_a_second_identical_collection_lands_nothing(tmp_path, fake_kubernetes, 
 
 
 def test_a_pod_that_changes_phase_lands_one_new_version(tmp_path, fake_kubernetes, first_run):
-    later = collect_kubernetes(tmp_path, CLUSTER, fake_kubernetes("t2"), now=T2)
+    later = collect_kubernetes(Lake.at(tmp_path), CLUSTER, fake_kubernetes("t2"), now=T2)
 
     assert (later.jobs_new, later.jobs_updated, later.jobs_gone) == (0, 1, 0)
     assert rows(tmp_path, "SELECT count(*) AS n FROM jobs") == [{"n": 11}]
@@ -393,9 +394,9 @@ def test_a_pod_that_changes_phase_lands_one_new_version(tmp_path, fake_kubernete
 def test_a_pod_preempted_by_kueue_ends_when_its_workload_was_evicted(
     tmp_path, fake_kubernetes, first_run
 ):
-    collect_kubernetes(tmp_path, CLUSTER, fake_kubernetes("t2"), now=T2)
+    collect_kubernetes(Lake.at(tmp_path), CLUSTER, fake_kubernetes("t2"), now=T2)
 
-    gone = collect_kubernetes(tmp_path, CLUSTER, fake_kubernetes("t3"), now=T3)
+    gone = collect_kubernetes(Lake.at(tmp_path), CLUSTER, fake_kubernetes("t3"), now=T3)
 
     assert (gone.jobs_new, gone.jobs_updated, gone.jobs_gone) == (0, 0, 1)
     [latest] = rows(
@@ -415,7 +416,7 @@ def test_a_pod_preempted_by_kueue_ends_when_its_workload_was_evicted(
     ]
     # and it is landed once: a fourth run changes nothing
     quiet = collect_kubernetes(
-        tmp_path, CLUSTER, fake_kubernetes("t3"), now=T3 + dt.timedelta(minutes=1)
+        Lake.at(tmp_path), CLUSTER, fake_kubernetes("t3"), now=T3 + dt.timedelta(minutes=1)
     )
     assert (quiet.jobs_landed, quiet.gpu_rows_closed, quiet.queues_landed) == (0, 0, 0)
 
@@ -423,7 +424,7 @@ def test_a_pod_preempted_by_kueue_ends_when_its_workload_was_evicted(
 def test_a_quota_change_lands_a_new_version_of_that_queue_row_only(
     tmp_path, fake_kubernetes, first_run
 ):
-    result = collect_kubernetes(tmp_path, CLUSTER, fake_kubernetes("t3"), now=T3)
+    result = collect_kubernetes(Lake.at(tmp_path), CLUSTER, fake_kubernetes("t3"), now=T3)
 
     assert (result.queues_landed, result.queues_deleted) == (1, 0)
     assert rows(
@@ -446,7 +447,7 @@ def test_a_pod_deleted_before_it_finished_is_cancelled_when_noticed(
         p for p in listed(namespace) if p["metadata"]["name"] != "bob-0"
     ]
 
-    result = collect_kubernetes(tmp_path, CLUSTER, api, now=T2)
+    result = collect_kubernetes(Lake.at(tmp_path), CLUSTER, api, now=T2)
 
     assert result.jobs_gone == 1
     [latest] = rows(
@@ -464,8 +465,8 @@ def test_a_queue_that_disappears_lands_one_deleted_version(tmp_path, fake_kubern
         return [q for q in found if q["metadata"]["name"] != "cq-cpu"] if found else found
 
     api.list_custom = without_cq_cpu  # type: ignore[method-assign]
-    result = collect_kubernetes(tmp_path, CLUSTER, api, now=T2)
-    again = collect_kubernetes(tmp_path, CLUSTER, api, now=T3)
+    result = collect_kubernetes(Lake.at(tmp_path), CLUSTER, api, now=T2)
+    again = collect_kubernetes(Lake.at(tmp_path), CLUSTER, api, now=T3)
 
     assert (result.queues_landed, result.queues_deleted) == (0, 1)
     assert (again.queues_landed, again.queues_deleted) == (0, 0)
@@ -480,7 +481,9 @@ def test_a_queue_that_disappears_lands_one_deleted_version(tmp_path, fake_kubern
 def test_namespaces_limit_what_is_listed_and_what_can_be_gone(tmp_path, fake_kubernetes, first_run):
     api = fake_kubernetes("t1")
 
-    result = collect_kubernetes(tmp_path, CLUSTER, api, namespaces=["team-v", "team-b"], now=T2)
+    result = collect_kubernetes(
+        Lake.at(tmp_path), CLUSTER, api, namespaces=["team-v", "team-b"], now=T2
+    )
 
     # pods of team-a and team-c are not listed, but are not taken as gone either
     assert (result.gpu_pods, result.jobs_landed, result.queues_deleted) == (5, 0, 0)
@@ -492,7 +495,7 @@ def test_namespaces_limit_what_is_listed_and_what_can_be_gone(tmp_path, fake_kub
 def test_without_kueue_or_volcano_pods_still_land(tmp_path, fake_kubernetes):
     api = fake_kubernetes("t1", served=())
 
-    result = collect_kubernetes(tmp_path, CLUSTER, api, now=T1)
+    result = collect_kubernetes(Lake.at(tmp_path), CLUSTER, api, now=T1)
 
     assert result.integrations == ()
     assert (result.jobs_new, result.queues_landed) == (10, 0)
@@ -513,12 +516,14 @@ def test_without_kueue_or_volcano_pods_still_land(tmp_path, fake_kubernetes):
     [("pods", UNAUTHORIZED), ("workloads", REFUSED), ("podgroups", REFUSED)],
 )
 def test_an_api_error_lands_nothing_and_keeps_the_state(tmp_path, fake_kubernetes, failing, error):
-    collect_kubernetes(tmp_path, CLUSTER, fake_kubernetes("t1"), now=T1)
+    collect_kubernetes(Lake.at(tmp_path), CLUSTER, fake_kubernetes("t1"), now=T1)
     state = (tmp_path / "_state" / "kubernetes.sqlite").read_bytes()
     files = lake_files(tmp_path)
 
     with pytest.raises(KubernetesApiError) as raised:
-        collect_kubernetes(tmp_path, CLUSTER, fake_kubernetes("t3", fail={failing: error}), now=T3)
+        collect_kubernetes(
+            Lake.at(tmp_path), CLUSTER, fake_kubernetes("t3", fail={failing: error}), now=T3
+        )
 
     assert str(raised.value) == str(error)
     assert lake_files(tmp_path) == files
@@ -527,7 +532,9 @@ def test_an_api_error_lands_nothing_and_keeps_the_state(tmp_path, fake_kubernete
 
 def test_an_api_error_on_the_first_run_leaves_no_lake(tmp_path, fake_kubernetes):
     with pytest.raises(KubernetesApiError, match="answered 401"):
-        collect_kubernetes(tmp_path, CLUSTER, fake_kubernetes(fail={"pods": UNAUTHORIZED}), now=T1)
+        collect_kubernetes(
+            Lake.at(tmp_path), CLUSTER, fake_kubernetes(fail={"pods": UNAUTHORIZED}), now=T1
+        )
     assert list(tmp_path.iterdir()) == []
 
 
@@ -541,7 +548,7 @@ def test_a_malformed_pod_is_skipped_and_counted(tmp_path, fake_kubernetes):
         return pods
 
     api.list_pods = with_a_bad_pod  # type: ignore[method-assign]
-    result = collect_kubernetes(tmp_path, CLUSTER, api, now=T1)
+    result = collect_kubernetes(Lake.at(tmp_path), CLUSTER, api, now=T1)
 
     assert result.gpu_pods == 9
     assert result.malformed == (
@@ -561,7 +568,7 @@ def test_a_malformed_pod_is_skipped_and_counted(tmp_path, fake_kubernetes):
 def test_bad_arguments_are_config_errors(tmp_path, fake_kubernetes, kwargs, message):
     args = {"cluster": CLUSTER, "now": T1, **kwargs}
     with pytest.raises(ConfigError, match=message):
-        collect_kubernetes(tmp_path, args.pop("cluster"), fake_kubernetes(), **args)
+        collect_kubernetes(Lake.at(tmp_path), args.pop("cluster"), fake_kubernetes(), **args)
 
 
 def test_forged_owners_are_dropped_counted_and_the_pod_still_lands(
@@ -577,7 +584,7 @@ def test_forged_owners_are_dropped_counted_and_the_pod_still_lands(
                         annotations["gpuledger.io/user"] = "eve@evil.example.com, carol"
             return items
 
-    result = collect_kubernetes(tmp_path, CLUSTER, Forged("t1"), now=T1)
+    result = collect_kubernetes(Lake.at(tmp_path), CLUSTER, Forged("t1"), now=T1)
     assert result.owners_rejected == 1
     assert "1 pod(s) name a user or account that is not one plain name" in caplog.text
     with connect(tmp_path) as con:

@@ -19,6 +19,7 @@ from tests.marts import rows as r
 from warehouse import queries
 from warehouse.attribution import AttributionConfig, build_marts, reattribute
 from warehouse.connection import connect
+from warehouse.lake import Lake
 
 BUCKET_S = AttributionConfig().bucket_s
 
@@ -149,7 +150,7 @@ def test_every_gpu_second_is_counted_once_on_a_hand_made_lake(tmp_path):
 @pytest.fixture(scope="module")
 def sim_lake(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("sim")
-    simulate(SimConfig(gpus=16, days=2, seed=3), root)
+    simulate(SimConfig(gpus=16, days=2, seed=3), Lake.at(root))
     build_marts(connect(root), root, AttributionConfig())
     return root
 

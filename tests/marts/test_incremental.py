@@ -585,16 +585,16 @@ def test_a_clusters_first_samples_split_an_open_allocation_with_its_sharers(tmp_
 
 def test_no_summary_mart_reads_what_the_detectors_write():
     """`detect` lands findings every round; the summary marts leave those tables out of their
-    inputs (warehouse.summary._NOT_READ), which holds only while no mart's SQL reads them."""
+    inputs (warehouse.summary.state._NOT_READ), which holds only while no mart's SQL reads them."""
     import re
 
     import sql
-    from warehouse import summary
     from warehouse.connection import DERIVED_VIEWS
+    from warehouse.summary import state, whole
 
-    texts = [sql.load(q) for _, q in summary.SUMMARY_MARTS]
+    texts = [sql.load(q) for _, q in whole.SUMMARY_MARTS]
     read = [v for v in DERIVED_VIEWS if any(re.search(rf"\b{v}\b", t) for t in texts)]
     texts += [sql.load(DERIVED_VIEWS[v]) for v in read]
-    texts += [sql.load(q) for q in summary._HELPERS if q.startswith("attribution/")]
-    for table in summary._NOT_READ:
+    texts += [sql.load(q) for q in state._HELPERS if q.startswith("attribution/")]
+    for table in state._NOT_READ:
         assert not any(re.search(rf"\b{table}\b", text) for text in texts), table

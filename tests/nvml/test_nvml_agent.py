@@ -15,6 +15,7 @@ from collector.sources.nvml.device import NvmlUnavailable
 from tests.nvml.fake_nvml import GIB, NOT_SUPPORTED, FakeGpu, FakeMig, FakeNvml
 from warehouse.attribution import AttributionConfig, build_marts, reattribute
 from warehouse.connection import connect
+from warehouse.lake import Lake
 
 MIB = 1 << 20
 UUID0 = "GPU-0f1e2d3c-0000-4000-8000-000000000000"
@@ -68,7 +69,7 @@ def node(tmp_path, proc, clock):
         nvml = FakeNvml(make_gpus())
         spool = tmp_path / "spool"
         lake = tmp_path / "lake"
-        config = AgentConfig("della", "g001", tmp_path / "spool", tmp_path / "lake", 30.0)
+        config = AgentConfig("della", "g001", tmp_path / "spool", Lake.at(tmp_path / "lake"), 30.0)
 
         def agent(self, **kwargs: Any) -> NvmlAgent:
             return NvmlAgent(
@@ -445,7 +446,7 @@ def test_a_tick_while_nvml_is_gone_is_counted_and_the_next_one_starts_nvml_again
 
 def test_run_agent_ticks_until_max_ticks(node, proc, clock):
     summary = run_agent(
-        node.config.__class__("della", "g001", node.spool, node.lake, 1.0),
+        node.config.__class__("della", "g001", node.spool, Lake.at(node.lake), 1.0),
         nvml=node.nvml,
         proc_root=proc.root,
         clock=clock,
@@ -481,7 +482,7 @@ def test_a_node_without_gpus_is_one_clear_error(node):
 
 def test_bad_configuration_fails_before_nvml_is_touched(node, tmp_path):
     with pytest.raises(ConfigError, match="cluster name is empty"):
-        NvmlAgent(AgentConfig(" ", "g001", tmp_path, tmp_path), nvml=node.nvml)
+        NvmlAgent(AgentConfig(" ", "g001", tmp_path, Lake.at(tmp_path)), nvml=node.nvml)
     assert node.nvml.calls == []
 
 

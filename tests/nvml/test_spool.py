@@ -13,6 +13,7 @@ import pytest
 from collector.sources.nvml.agent import AgentConfig, NvmlAgent
 from collector.sources.spool import Spool, read_throughput_file
 from tests.nvml.fake_nvml import FakeGpu, FakeNvml
+from warehouse.lake import Lake
 from warehouse.schema import RAW_TABLES
 from warehouse.writer import write_batch
 
@@ -34,7 +35,7 @@ def test_put_then_land_moves_rows_to_the_lake_and_empties_the_spool(tmp_path, t0
     spool = Spool(tmp_path / "spool")
     spool.put("gpu_events", events(t0, 48, 79), "b1")
 
-    result = spool.land(tmp_path / "lake", "della")
+    result = spool.land(Lake.at(tmp_path / "lake"), "della")
 
     assert (result.files, dict(result.rows), result.error) == (1, {"gpu_events": 2}, None)
     assert read_lake(tmp_path / "lake", "gpu_events").column("code").to_pylist() == [48, 79]
@@ -46,7 +47,7 @@ def test_putting_a_batch_id_again_replaces_the_spooled_version(tmp_path, t0, rea
     spool.put("gpu_events", events(t0, 1), "grows")
     spool.put("gpu_events", events(t0, 1, 2), "grows")
 
-    spool.land(tmp_path / "lake", "della")
+    spool.land(Lake.at(tmp_path / "lake"), "della")
 
     assert read_lake(tmp_path / "lake", "gpu_events").column("code").to_pylist() == [1, 2]
 
@@ -57,10 +58,10 @@ def test_a_landing_retried_after_a_crash_does_not_duplicate(tmp_path, t0, read_l
     assert path is not None
     copy = tmp_path / "copy.parquet"
     shutil.copy(path, copy)
-    spool.land(tmp_path / "lake", "della")
+    spool.land(Lake.at(tmp_path / "lake"), "della")
     shutil.copy(copy, path)  # as if the agent died after writing to the lake, before unlinking
 
-    spool.land(tmp_path / "lake", "della")
+    spool.land(Lake.at(tmp_path / "lake"), "della")
 
     assert read_lake(tmp_path / "lake", "gpu_events").num_rows == 1
 
@@ -77,8 +78,8 @@ def test_a_lake_that_fails_midway_keeps_the_rest_for_later(tmp_path, t0, read_la
             raise OSError(5, "Input/output error")
         return write_batch(root, table, batch, batch_id)
 
-    first = spool.land(tmp_path / "lake", "della", write=flaky)
-    second = spool.land(tmp_path / "lake", "della", write=flaky)
+    first = spool.land(Lake.at(tmp_path / "lake"), "della", write=flaky)
+    second = spool.land(Lake.at(tmp_path / "lake"), "della", write=flaky)
 
     assert (first.files, first.pending) == (1, 2)
     assert first.error is not None and "Input/output error" in first.error
@@ -96,7 +97,7 @@ def test_a_file_the_lake_refuses_is_set_aside_and_does_not_block_the_others(tmp_
     bad = tmp_path / "spool" / "gpu_events" / "bad.parquet"
     bad.write_bytes(b"not parquet at all")
 
-    result = spool.land(tmp_path / "lake", "della")
+    result = spool.land(Lake.at(tmp_path / "lake"), "della")
 
     assert (result.files, result.rejected) == (1, 1)
     assert (tmp_path / "spool" / "_rejected" / "gpu_events" / "bad.parquet").exists()
@@ -117,7 +118,7 @@ def test_throughput_files_land_their_valid_lines(tmp_path, read_lake, t0):
     ]  # fmt: skip
     (inbox / "g001.77.1.jsonl").write_text("\n".join(lines) + "\n")
 
-    result = Spool(tmp_path / "spool").land(tmp_path / "lake", "della")
+    result = Spool(tmp_path / "spool").land(Lake.at(tmp_path / "lake"), "della")
 
     assert (result.files, result.skipped_lines) == (1, 2)
     rows = read_lake(tmp_path / "lake", "app_throughput").to_pylist()
@@ -139,7 +140,7 @@ def test_a_symlink_dropped_in_the_inbox_is_not_followed(tmp_path):
 
     with pytest.raises(OSError):
         read_throughput_file(inbox / "evil.jsonl", "della")
-    result = Spool(tmp_path / "spool").land(tmp_path / "lake", "della")
+    result = Spool(tmp_path / "spool").land(Lake.at(tmp_path / "lake"), "della")
     assert (result.files, result.rejected) == (0, 1)
 
 
@@ -157,7 +158,7 @@ def test_the_spool_is_the_agents_alone_and_the_lake_its_groups(tmp_path, t0):
         spool = Spool(tmp_path / "spool")
         spool.put("gpu_events", events(t0, 48), "b1")
         assert spool.state_dir.is_dir()  # made on first use
-        spool.land(tmp_path / "lake", "della")
+        spool.land(Lake.at(tmp_path / "lake"), "della")
     finally:
         os.umask(old)
 
@@ -176,7 +177,7 @@ def agent_parts(tmp_path, proc, clock):
     proc.add(1001, SLURM.format(job=42))
     nvml = FakeNvml([FakeGpu(UUID, processes=[(1001, 1 << 30)])])
     lake = tmp_path / "lake"
-    config = AgentConfig("della", "g001", tmp_path / "spool", lake, 30.0)
+    config = AgentConfig("della", "g001", tmp_path / "spool", Lake.at(lake), 30.0)
     return NvmlAgent(config, nvml=nvml, proc_root=proc.root, clock=clock), lake
 
 

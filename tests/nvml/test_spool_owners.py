@@ -21,6 +21,7 @@ import pytest
 
 from collector.sources.spool import Spool
 from collector.throughput import ThroughputReporter, claimed_uid
+from warehouse.lake import Lake
 from warehouse.schema import RAW_TABLES
 from warehouse.writer import write_batch
 
@@ -78,7 +79,7 @@ def test_a_user_lands_throughput_only_for_their_own_jobs(spool_and_lake):
     spool, inbox, lake = spool_and_lake
     drop(inbox, f"u{ORDINARY.pw_uid}-n1.7.1.1.{'a' * 32}.jsonl", ["100", "200", "300"], ORDINARY)
 
-    result = spool.land(lake, "della", trusted_uids=TRUSTED)
+    result = spool.land(Lake.at(lake), "della", trusted_uids=TRUSTED)
 
     assert (result.files, result.rejected, result.refused_rows) == (1, 0, 2)
     assert throughput(lake) == [("100", 64.0)]  # not alice's 200, not the unknown 300
@@ -90,7 +91,7 @@ def test_a_file_whose_owner_is_not_the_claimed_writer_is_refused(spool_and_lake)
     claims_root = drop(inbox, f"u0-n1.7.1.1.{'b' * 32}.jsonl", ["100"], ORDINARY)
     unclaimed = drop(inbox, "n1.7.1.2.jsonl", ["100"], ORDINARY)
 
-    result = spool.land(lake, "della", trusted_uids=TRUSTED)
+    result = spool.land(Lake.at(lake), "della", trusted_uids=TRUSTED)
 
     assert (result.files, result.rejected) == (0, 2)
     assert throughput(lake) == []
@@ -104,11 +105,11 @@ def test_another_user_cannot_replace_rows_by_reusing_a_batch_name(spool_and_lake
     assert SECOND is not None
     name = f"u{ORDINARY.pw_uid}-n1.7.1.1.{'c' * 32}.jsonl"
     drop(inbox, name, ["100"], ORDINARY, samples=64)
-    assert spool.land(lake, "della").files == 1
+    assert spool.land(Lake.at(lake), "della").files == 1
     # the agent deleted the file; another user drops one under the very same name
     drop(inbox, name, ["100"], SECOND, samples=0)
 
-    result = spool.land(lake, "della")
+    result = spool.land(Lake.at(lake), "della")
 
     assert (result.files, result.rejected) == (0, 1)
     assert throughput(lake) == [("100", 64.0)]  # the first user's rows stand
@@ -118,7 +119,7 @@ def test_root_and_the_agent_may_report_for_any_job(spool_and_lake):
     spool, inbox, lake = spool_and_lake
     me = pwd.getpwuid(os.geteuid())
     drop(inbox, "n1.7.1.1.jsonl", ["200", "300"], me)  # trusted: no claim needed
-    result = spool.land(lake, "della", trusted_uids=frozenset({os.geteuid()}))
+    result = spool.land(Lake.at(lake), "della", trusted_uids=frozenset({os.geteuid()}))
     assert (result.files, result.refused_rows) == (1, 0)
     assert [job for job, _ in throughput(lake)] == ["200", "300"]
 
@@ -142,5 +143,7 @@ def test_the_reporter_names_each_file_for_its_writer_and_unguessably(tmp_path):
         assert path.stat().st_uid == os.getuid()
         assert re.fullmatch(rf"u{os.getuid()}-n1\.7\.1000\.1\.[0-9a-f]{{32}}\.jsonl", path.name)
     assert first.name != second.name
-    result = spool.land(tmp_path / "lake", "della", trusted_uids=frozenset({0, os.geteuid()}))
+    result = spool.land(
+        Lake.at(tmp_path / "lake"), "della", trusted_uids=frozenset({0, os.geteuid()})
+    )
     assert result.files == 2

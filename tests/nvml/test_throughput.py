@@ -15,6 +15,7 @@ import pytest
 from collector import throughput
 from collector.sources.spool import Spool
 from collector.throughput import ThroughputReporter, job_id_from_environment, render_prometheus
+from warehouse.lake import Lake
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -137,7 +138,7 @@ def test_totals_are_spooled_every_interval_and_landed_by_the_agent(tmp_path, rea
     now[0] += 5
     reporter.report(samples=32, steps=1)
     reporter.close()  # at exit: the rest
-    result = spool.land(tmp_path / "lake", "della")
+    result = spool.land(Lake.at(tmp_path / "lake"), "della")
 
     assert result.files == 2
     rows = read_lake(tmp_path / "lake", "app_throughput").sort_by("ts").to_pylist()

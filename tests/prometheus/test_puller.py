@@ -18,6 +18,7 @@ from collector.errors import ConfigError
 from collector.sources.prometheus.pull import PullConfig, batch_id_for, pull, range_query
 from collector.sources.prometheus.state import CheckpointStore, source_key
 from collector.sources.prometheus.transport import PrometheusUnavailable, QueryTooLarge
+from warehouse.lake import Lake
 
 T0 = dt.datetime(2026, 11, 2, 0, 0, tzinfo=dt.UTC)
 T0_S = T0.timestamp()
@@ -149,7 +150,9 @@ def test_a_bounded_pull_lands_every_sample_once(tmp_path):
     now = T0 + dt.timedelta(hours=5, minutes=30)
     fake = FakePrometheus(now)
 
-    summary = pull(config(until=T0 + dt.timedelta(hours=3)), tmp_path, fake, clock=fake.clock)
+    summary = pull(
+        config(until=T0 + dt.timedelta(hours=3)), Lake.at(tmp_path), fake, clock=fake.clock
+    )
 
     table = lake_samples(tmp_path)
     assert (
@@ -165,14 +168,14 @@ def test_a_bounded_pull_lands_every_sample_once(tmp_path):
 
 def test_a_rerun_resumes_at_the_checkpoint_and_replaces_the_open_window(tmp_path):
     first = FakePrometheus(T0 + dt.timedelta(hours=2, minutes=20))
-    pull(config(), tmp_path, first, clock=first.clock, **_one_pass())
+    pull(config(), Lake.at(tmp_path), first, clock=first.clock, **_one_pass())
     store = CheckpointStore(tmp_path)
     cp = store.get("c", source_key(""))
     assert cp is not None and cp.done_until_ms == int((T0_S + 2 * 3600) * 1000)
     assert cp.window_s == 3600
 
     later = FakePrometheus(T0 + dt.timedelta(hours=4, minutes=10))
-    summary = pull(config(), tmp_path, later, clock=later.clock, **_one_pass())
+    summary = pull(config(), Lake.at(tmp_path), later, clock=later.clock, **_one_pass())
 
     table = lake_samples(tmp_path)
     assert len(set(keys(table))) == table.num_rows == expected_rows(later.now)
@@ -209,17 +212,22 @@ def test_batch_ids_name_the_window():
 
 def test_a_checkpoint_made_with_another_window_is_refused(tmp_path):
     fake = FakePrometheus(T0 + dt.timedelta(hours=2))
-    pull(config(until=T0 + dt.timedelta(hours=2)), tmp_path, fake, clock=fake.clock)
+    pull(config(until=T0 + dt.timedelta(hours=2)), Lake.at(tmp_path), fake, clock=fake.clock)
 
     with pytest.raises(ConfigError, match="pulled with windows of 3600 s"):
-        pull(config(window_s=600), tmp_path, fake, clock=fake.clock)
+        pull(config(window_s=600), Lake.at(tmp_path), fake, clock=fake.clock)
 
 
 def test_an_outage_is_retried_with_backoff_then_reported_with_the_resume_point(tmp_path):
     fake = FakePrometheus(T0 + dt.timedelta(hours=2), fail=10**6)
 
     with pytest.raises(PrometheusUnavailable) as raised:
-        pull(config(until=T0 + dt.timedelta(hours=2), retries=2), tmp_path, fake, clock=fake.clock)
+        pull(
+            config(until=T0 + dt.timedelta(hours=2), retries=2),
+            Lake.at(tmp_path),
+            fake,
+            clock=fake.clock,
+        )
 
     message = str(raised.value)
     assert "did not answer the metric-name lookup after 3 attempt(s): connection refused" in message
@@ -231,7 +239,10 @@ def test_a_brief_outage_is_ridden_out(tmp_path):
     fake = FakePrometheus(T0 + dt.timedelta(hours=2), fail=3)
 
     summary = pull(
-        config(until=T0 + dt.timedelta(hours=2), retries=3), tmp_path, fake, clock=fake.clock
+        config(until=T0 + dt.timedelta(hours=2), retries=3),
+        Lake.at(tmp_path),
+        fake,
+        clock=fake.clock,
     )
 
     assert summary.samples == expected_rows(
@@ -242,7 +253,9 @@ def test_a_brief_outage_is_ridden_out(tmp_path):
 def test_a_window_too_large_for_prometheus_is_split(tmp_path):
     fake = FakePrometheus(T0 + dt.timedelta(hours=2), max_span_ms=20 * 60_000)
 
-    summary = pull(config(until=T0 + dt.timedelta(hours=1)), tmp_path, fake, clock=fake.clock)
+    summary = pull(
+        config(until=T0 + dt.timedelta(hours=1)), Lake.at(tmp_path), fake, clock=fake.clock
+    )
 
     assert summary.samples == expected_rows(
         T0 + dt.timedelta(hours=1) - dt.timedelta(milliseconds=1)
@@ -257,7 +270,7 @@ def test_no_more_queries_are_in_flight_than_asked(tmp_path):
 
     pull(
         config(until=T0 + dt.timedelta(hours=12), window_s=1800, parallel=3),
-        tmp_path,
+        Lake.at(tmp_path),
         fake,
         clock=fake.clock,
     )
@@ -277,7 +290,7 @@ def test_following_live_data_stops_cleanly_when_told(tmp_path):
             stop.set()
 
     summary = pull(
-        config(poll_s=0.01), tmp_path, fake, clock=fake.clock, stop=stop, progress=progress
+        config(poll_s=0.01), Lake.at(tmp_path), fake, clock=fake.clock, stop=stop, progress=progress
     )
 
     assert summary.stopped and summary.passes >= 2
@@ -298,7 +311,7 @@ def test_bad_configuration_is_refused_before_any_request(tmp_path, changes, mess
     fake = FakePrometheus(T0)
 
     with pytest.raises(ConfigError, match=message):
-        pull(config(**changes), tmp_path, fake, clock=fake.clock)
+        pull(config(**changes), Lake.at(tmp_path), fake, clock=fake.clock)
     assert fake.queries == []
 
 
@@ -306,7 +319,7 @@ def test_a_last_window_holding_one_scrape_per_gpu_keeps_the_spacing_measured_bef
     # scrapes every 2 s; the open window [T0+60 s, T0+120 s) holds one scrape per GPU so far
     fake = FakePrometheus(T0 + dt.timedelta(seconds=61), step_s=2.0)
 
-    pull(config(window_s=60), tmp_path, fake, clock=fake.clock, **_one_pass())
+    pull(config(window_s=60), Lake.at(tmp_path), fake, clock=fake.clock, **_one_pass())
 
     table = lake_samples(tmp_path)
     late = pc.greater_equal(

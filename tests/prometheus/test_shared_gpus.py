@@ -18,6 +18,7 @@ import pytest
 
 from collector.sources.prometheus.pull import PullConfig, pull
 from tests.marts.shared_split import SCRAPES, SHARED_FROM, STEP_S, attributed_jobs, sharer_rows
+from warehouse.lake import Lake
 
 T0 = dt.datetime(2026, 11, 2, 0, 0, tzinfo=dt.UTC)
 T0_S = T0.timestamp()
@@ -87,7 +88,7 @@ class SharedGpuPrometheus:
 def pull_hour(root: Path, labels: tuple, *, reset: bool = False) -> None:
     config = PullConfig(cluster="c", since=T0, until=T0 + dt.timedelta(hours=1), reset=reset)
     summary = pull(
-        config, root, SharedGpuPrometheus(labels), clock=lambda: T0 + dt.timedelta(hours=2)
+        config, Lake.at(root), SharedGpuPrometheus(labels), clock=lambda: T0 + dt.timedelta(hours=2)
     )
     assert summary.windows == 1 and summary.counts == {}
 

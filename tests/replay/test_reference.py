@@ -16,12 +16,13 @@ from detectors.replay.policy import Policy, apply_settings
 from detectors.replay.workload import load_workload, recorded_settings
 from tests.replay.reference_engine import replay as reference_replay
 from warehouse.connection import connect
+from warehouse.lake import Lake
 
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory) -> tuple[Workload, Policy]:
     root: Path = tmp_path_factory.mktemp("reference") / "lake"
-    result = simulate_records(SimConfig(gpus=96, days=3, seed=11), root)
+    result = simulate_records(SimConfig(gpus=96, days=3, seed=11), Lake.at(root))
     assert result.jobs > 300 and result.samples == 0
     con = connect(root, require=("jobs",))
     try:

@@ -18,6 +18,7 @@ from collector.sources.slurm.config import (
 from detectors.replay.policy import Policy, apply_settings
 from detectors.replay.workload import recorded_settings
 from warehouse.connection import connect
+from warehouse.lake import Lake
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm" / "config"
 NOW = dt.datetime(2026, 12, 4, 20, 50, tzinfo=dt.UTC)
@@ -85,7 +86,7 @@ def test_a_line_without_its_name_is_counted_not_fatal():
 
 def test_the_landed_snapshot_is_the_replays_recorded_policy(tmp_path):
     lake = tmp_path / "lake"
-    rows, shares, bad = collect_slurm_config(lake, "testcluster", runner, NOW)
+    rows, shares, bad = collect_slurm_config(Lake.at(lake), "testcluster", runner, NOW)
     assert rows > 0 and shares == 9 and bad == []
 
     policy = apply_settings(Policy(), recorded_settings(connect(lake), "testcluster"))
@@ -109,7 +110,7 @@ def test_a_gpu_limit_set_with_sacctmgr_reaches_the_replay(tmp_path):
             text = text.replace("testcluster|ml|||", "testcluster|ml||gres/gpu=4,cpu=8|gres/gpu=2")
         return text
 
-    collect_slurm_config(lake, "testcluster", limited, NOW)
+    collect_slurm_config(Lake.at(lake), "testcluster", limited, NOW)
     policy = apply_settings(Policy(), recorded_settings(connect(lake), "testcluster"))
 
     assert policy.account_gpu_cap == {"ml": 4} and policy.user_gpu_cap == {"ml": 2}

@@ -11,12 +11,13 @@ from click.testing import CliRunner
 
 from app.cli import cli
 from collector.sim.runner import SimConfig, simulate
+from warehouse.lake import Lake
 
 
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("whatif") / "lake"
-    simulate(SimConfig(gpus=32, days=2, seed=5, interval_s=3600), root)
+    simulate(SimConfig(gpus=32, days=2, seed=5, interval_s=3600), Lake.at(root))
     return root
 
 

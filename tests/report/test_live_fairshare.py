@@ -42,6 +42,7 @@ from tests.slurm_live.cluster import (
 )
 from warehouse.attribution import AttributionConfig, build_marts
 from warehouse.connection import connect
+from warehouse.lake import Lake
 
 pytestmark = [pytest.mark.live, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -150,8 +151,8 @@ def measured(cluster: SlurmCluster, tmp_path_factory) -> tuple[dict, dict, dict]
     shares = settled_usage(c)
     now = dt.datetime.now(dt.UTC)
     lake = tmp_path_factory.mktemp("lake")
-    collect_slurm(lake, CLUSTER, run_command, since=started - dt.timedelta(minutes=5))
-    landed, bad = collect_associations(lake, CLUSTER, run_command, now)
+    collect_slurm(Lake.at(lake), CLUSTER, run_command, since=started - dt.timedelta(minutes=5))
+    landed, bad = collect_associations(Lake.at(lake), CLUSTER, run_command, now)
     assert landed == 9 and not bad
     con = connect(lake)
     build_marts(con, lake, AttributionConfig())

@@ -12,6 +12,7 @@ from click.testing import CliRunner, Result
 from app.cli import cli
 from collector.sources.slurm.assoc import parse_associations, sacctmgr_argv
 from tests.report.lake import build_fairness_lake
+from warehouse.lake import Lake
 
 FIXTURE = (
     Path(__file__).resolve().parents[1]
@@ -199,12 +200,14 @@ def test_collect_slurm_shares_lands_a_snapshot(tmp_path, monkeypatch):
         return FIXTURE.read_text()
 
     now = dt.datetime(2026, 12, 2, 12, tzinfo=dt.UTC)
-    landed, bad = collect_associations(tmp_path, "testcluster", runner, now)
+    landed, bad = collect_associations(Lake.at(tmp_path), "testcluster", runner, now)
     assert (landed, bad) == (9, [])
     assert asked == [sacctmgr_argv("testcluster")]
     # A later snapshot without bob replaces the tree (the report reads the latest snapshot).
     lines = [ln for ln in FIXTURE.read_text().splitlines() if "|bob|" not in ln]
-    collect_associations(tmp_path, "testcluster", lambda _: "\n".join(lines), now.replace(hour=13))
+    collect_associations(
+        Lake.at(tmp_path), "testcluster", lambda _: "\n".join(lines), now.replace(hour=13)
+    )
     con = connect(tmp_path)
     users = con.sql(
         "SELECT user FROM associations WHERE updated_ts = (SELECT max(updated_ts) "

@@ -12,6 +12,7 @@ from app.serve.exposition import METRICS, render_metrics
 from app.serve.figures import read_figures
 from app.serve.settings import ServeSettings
 from tests.marts import rows as r
+from warehouse.lake import Lake
 
 SAMPLE = re.compile(r"^([a-z_]+)(?:\{(.*)\})? (\S+)$")
 LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
@@ -117,7 +118,7 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def render(lake: Path, **settings) -> dict:
     cfg = ServeSettings(**settings)
-    return parse(render_metrics(read_figures(lake, cfg), cfg))
+    return parse(render_metrics(read_figures(Lake.at(lake), cfg), cfg))
 
 
 def test_usage_per_account_and_partition_over_the_week(lake):
@@ -223,7 +224,7 @@ def test_a_lake_without_data_gives_every_family_and_no_series(tmp_path, where):
         lake.mkdir()
     cfg = ServeSettings()
 
-    text = render_metrics(read_figures(lake, cfg), cfg)
+    text = render_metrics(read_figures(Lake.at(lake), cfg), cfg)
 
     assert parse(text) == {}
     assert text.count("# TYPE ") == len(METRICS)

@@ -15,6 +15,7 @@ from app.serve.cache import MetricsCache, lake_state
 from app.serve.figures import QUERIES, Figures
 from app.serve.server import EXPOSITION_TYPE, create_app
 from app.serve.settings import ServeSettings
+from warehouse.lake import Lake
 
 
 def figures(clusters: int) -> Figures:
@@ -61,7 +62,7 @@ def touch_lake(lake: Path, name: str) -> None:
 
 def test_figures_are_reread_only_when_the_lake_changed(lake):
     reader = Reader()
-    cache = MetricsCache(lake, ServeSettings(), reader=reader, clock=lambda: 1234.5)
+    cache = MetricsCache(Lake.at(lake), ServeSettings(), reader=reader, clock=lambda: 1234.5)
 
     assert cache.refresh(force=True)
     assert not cache.refresh()
@@ -76,7 +77,7 @@ def test_figures_are_reread_only_when_the_lake_changed(lake):
 
 def test_a_failed_reading_keeps_the_last_figures_and_says_so(lake):
     reader = Reader()
-    cache = MetricsCache(lake, ServeSettings(), reader=reader)
+    cache = MetricsCache(Lake.at(lake), ServeSettings(), reader=reader)
     cache.refresh(force=True)
     reader.fail = True
     touch_lake(lake, "part-1.parquet")
@@ -91,24 +92,24 @@ def test_a_failed_reading_keeps_the_last_figures_and_says_so(lake):
 
 
 def test_lake_state_ignores_the_state_folder(lake):
-    before = lake_state(lake)
+    before = lake_state(Lake.at(lake))
     (lake / "_state").mkdir()
     (lake / "_state" / "service.json").write_text("{}")
 
-    assert lake_state(lake) == before
-    assert lake_state(lake / "missing") == ()
+    assert lake_state(Lake.at(lake)) == before
+    assert lake_state(Lake.at(lake / "missing")) == ()
 
 
 def test_the_app_serves_metrics_health_and_mounted_routers(lake):
     reader = Reader()
-    cache = MetricsCache(lake, ServeSettings(refresh_s=3600), reader=reader)
+    cache = MetricsCache(Lake.at(lake), ServeSettings(refresh_s=3600), reader=reader)
     api = APIRouter(prefix="/api/v1")
 
     @api.get("/ping")
     def ping() -> dict[str, str]:
         return {"pong": "yes"}
 
-    app = create_app(lake, ServeSettings(), routers=[api], cache=cache)
+    app = create_app(Lake.at(lake), ServeSettings(), routers=[api], cache=cache)
     before = TestClient(app)  # not started: the figures were not read yet
     assert before.get("/healthz").status_code == 503
 

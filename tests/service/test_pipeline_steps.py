@@ -16,12 +16,13 @@ from app.service.tasks import PipelineSpec, build_tasks
 from collector.sim import SimConfig, simulate
 from tests.infra.permissions import world_accessible
 from tests.service.test_run_command import free_port
+from warehouse.lake import Lake
 
 
 @pytest.mark.slow
 def test_a_round_attributes_detects_recommends_and_alerts(tmp_path):
     lake = tmp_path / "lake"
-    simulate(SimConfig(gpus=16, days=1, seed=7), lake)
+    simulate(SimConfig(gpus=16, days=1, seed=7), Lake.at(lake))
     (tmp_path / "g.toml").write_text("[alerts]\nmax_attempts = 1\nretry_base_s = 0.01\n")
     env = {
         "GPULEDGER_ALERTS_SMTP_PORT": str(free_port()),  # nothing listens: delivery fails
@@ -32,7 +33,7 @@ def test_a_round_attributes_detects_recommends_and_alerts(tmp_path):
     steps = after_steps(cfg, cfg.section(ServiceConfig))
     assert [name for name, _ in steps] == ["detect", "alert"]
     metrics = Metrics()
-    (task,) = build_tasks(lake, [], PipelineSpec(60, steps))
+    (task,) = build_tasks(Lake.at(lake), [], PipelineSpec(60, steps))
     sup = Supervisor([task], metrics, stop=threading.Event())
     assert sup.run_once(task), sup.states["pipeline"].last_error
     findings = pads.dataset(lake / "findings", partitioning="hive").to_table()

@@ -18,6 +18,7 @@ from app.service.endpoint import serve_endpoint
 from app.service.metrics import Metrics
 from app.service.status import read_status, render_status, write_status
 from app.service.supervisor import Supervisor, Task, TaskContext
+from warehouse.lake import Lake
 
 
 def _get(url: str) -> tuple[int, dict]:
@@ -53,7 +54,9 @@ def test_a_step_hung_past_its_deadline_is_reported_stuck_by_name_and_since_when(
         [Task("prometheus:hung", 0.1, hung), Task("pipeline", 0.05, lambda ctx: ran.append(1))],
         metrics,
         deadline_intervals=5,  # 0.5 s for the hung task
-        on_change=lambda states: write_status(tmp_path, states, metrics, time.time(), os.getpid()),
+        on_change=lambda states: write_status(
+            Lake.at(tmp_path), states, metrics, time.time(), os.getpid()
+        ),
     )
 
     def health():
@@ -81,7 +84,7 @@ def test_a_step_hung_past_its_deadline_is_reported_stuck_by_name_and_since_when(
         count = len(ran)
         assert _until(lambda: len(ran) > count + 2)
         # `gpuledger status` names it and since when, from the status file alone
-        text, healthy = render_status(read_status(tmp_path), now=time.time())
+        text, healthy = render_status(read_status(Lake.at(tmp_path)), now=time.time())
         assert not healthy
         (line,) = [ln for ln in text.splitlines() if ln.startswith("prometheus:hung")]
         stamp = time.strftime("%Y-%m-%d %H:%M", time.gmtime(entered[0]))

@@ -14,6 +14,7 @@ from app.service.endpoint import serve_endpoint
 from app.service.metrics import Metrics
 from app.service.status import read_status, render_status, write_status
 from app.service.supervisor import Supervisor, Task, TaskContext
+from warehouse.lake import Lake
 
 
 def test_metrics_render_in_exposition_format_and_reject_undeclared_names():
@@ -121,8 +122,8 @@ def test_status_file_round_trip_and_summary(tmp_path):
     sup.states["prometheus:a"].failures = 1
     sup.states["prometheus:a"].last_error = "PrometheusUnavailable: refused"
     sup.states["prometheus:a"].last_success = 1000.0
-    write_status(tmp_path, sup.states, m, now=1010.0, pid=42)
-    status = read_status(tmp_path)
+    write_status(Lake.at(tmp_path), sup.states, m, now=1010.0, pid=42)
+    status = read_status(Lake.at(tmp_path))
     text, healthy = render_status(status, now=1015.0)
     assert healthy
     assert "running (pid 42)" in text

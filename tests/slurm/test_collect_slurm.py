@@ -15,6 +15,7 @@ from collector.errors import ConfigError
 from collector.sources.slurm.collect import SlurmCommandError, collect_slurm
 from warehouse.attribution import AttributionConfig, build_marts
 from warehouse.connection import connect
+from warehouse.lake import Lake
 
 CLUSTER = "two-node"
 T1 = dt.datetime(2026, 12, 2, 13, 17, 31, tzinfo=dt.UTC)
@@ -60,7 +61,7 @@ def window_of(call):
 
 
 def test_the_first_run_lands_every_job_and_the_gpus_of_running_ones(tmp_path, early):
-    result = collect_slurm(tmp_path, CLUSTER, early, now=T1)
+    result = collect_slurm(Lake.at(tmp_path), CLUSTER, early, now=T1)
 
     assert (result.jobs_seen, result.jobs_new, result.jobs_updated) == (7, 7, 0)
     assert (result.gpu_rows_opened, result.gpu_rows_closed) == (9, 0)
@@ -83,7 +84,7 @@ def test_the_first_run_lands_every_job_and_the_gpus_of_running_ones(tmp_path, ea
 
 
 def test_the_first_run_asks_slurm_three_times_for_the_last_day(tmp_path, early):
-    result = collect_slurm(tmp_path, CLUSTER, early, now=T1)
+    result = collect_slurm(Lake.at(tmp_path), CLUSTER, early, now=T1)
 
     assert [c[:2] for c in early.calls] == [
         ["sacct", "--helpformat"],
@@ -97,10 +98,10 @@ def test_the_first_run_asks_slurm_three_times_for_the_last_day(tmp_path, early):
 
 
 def test_a_second_identical_run_lands_nothing(tmp_path, early):
-    collect_slurm(tmp_path, CLUSTER, early, now=T1)
+    collect_slurm(Lake.at(tmp_path), CLUSTER, early, now=T1)
     files_before = sorted(p.name for p in tmp_path.rglob("*.parquet"))
 
-    again = collect_slurm(tmp_path, CLUSTER, early, now=T2)
+    again = collect_slurm(Lake.at(tmp_path), CLUSTER, early, now=T2)
 
     assert (again.jobs_seen, again.jobs_landed) == (7, 0)
     assert (again.gpu_rows_opened, again.gpu_rows_closed) == (0, 0)
@@ -115,9 +116,9 @@ def test_a_second_identical_run_lands_nothing(tmp_path, early):
 
 
 def test_jobs_that_finish_between_runs_get_one_new_version_each(tmp_path, early, final):
-    collect_slurm(tmp_path, CLUSTER, early, now=T1)
+    collect_slurm(Lake.at(tmp_path), CLUSTER, early, now=T1)
 
-    result = collect_slurm(tmp_path, CLUSTER, final, now=T3)
+    result = collect_slurm(Lake.at(tmp_path), CLUSTER, final, now=T3)
 
     assert (result.jobs_new, result.jobs_updated) == (0, 7)
     assert rows(tmp_path, "SELECT count(*) FROM jobs") == [(14,)]  # versions are kept
@@ -134,9 +135,9 @@ def test_jobs_that_finish_between_runs_get_one_new_version_each(tmp_path, early,
 
 
 def test_gpu_rows_of_finished_jobs_are_closed_not_duplicated(tmp_path, early, final):
-    collect_slurm(tmp_path, CLUSTER, early, now=T1)
+    collect_slurm(Lake.at(tmp_path), CLUSTER, early, now=T1)
 
-    result = collect_slurm(tmp_path, CLUSTER, final, now=T3)
+    result = collect_slurm(Lake.at(tmp_path), CLUSTER, final, now=T3)
 
     assert (result.gpu_rows_opened, result.gpu_rows_closed) == (8, 9)
     assert rows(tmp_path, "SELECT count(*) FROM job_gpus WHERE end_ts IS NULL") == [(0,)]
@@ -152,11 +153,11 @@ def test_gpu_rows_of_finished_jobs_are_closed_not_duplicated(tmp_path, early, fi
 
 
 def test_a_finished_jobs_mapping_is_left_alone_afterwards(tmp_path, early, final):
-    collect_slurm(tmp_path, CLUSTER, early, now=T1)
-    collect_slurm(tmp_path, CLUSTER, final, now=T3)
+    collect_slurm(Lake.at(tmp_path), CLUSTER, early, now=T1)
+    collect_slurm(Lake.at(tmp_path), CLUSTER, final, now=T3)
     before = {p: p.stat().st_mtime_ns for p in (tmp_path / "job_gpus").rglob("*.parquet")}
 
-    again = collect_slurm(tmp_path, CLUSTER, final, now=T3 + dt.timedelta(minutes=5))
+    again = collect_slurm(Lake.at(tmp_path), CLUSTER, final, now=T3 + dt.timedelta(minutes=5))
 
     assert (again.jobs_landed, again.gpu_rows_opened, again.gpu_rows_closed) == (0, 0, 0)
     after = {p: p.stat().st_mtime_ns for p in (tmp_path / "job_gpus").rglob("*.parquet")}
@@ -166,7 +167,7 @@ def test_a_finished_jobs_mapping_is_left_alone_afterwards(tmp_path, early, final
 def test_unfinished_jobs_the_window_misses_are_asked_for_in_one_call(
     tmp_path, early, fake_slurm, fixture_text
 ):
-    collect_slurm(tmp_path, CLUSTER, early, now=T1)
+    collect_slurm(Lake.at(tmp_path), CLUSTER, early, now=T1)
     final_text = fixture_text("collect/sacct-final.txt")
     # slurmdbd recorded the ends of jobs 1-5 late: the window lists only jobs 6 and 7.
     window = "".join(
@@ -174,7 +175,7 @@ def test_unfinished_jobs_the_window_misses_are_asked_for_in_one_call(
     )
     late = fake_slurm(window, fixture_text("collect/scontrol-final.txt"), by_id=final_text)
 
-    result = collect_slurm(tmp_path, CLUSTER, late, now=T3)
+    result = collect_slurm(Lake.at(tmp_path), CLUSTER, late, now=T3)
 
     [by_id] = late.calls_of("sacct --parsable2")[1:]
     assert "--jobs=1,2,3,4,5" in by_id
@@ -187,27 +188,27 @@ def test_unfinished_jobs_the_window_misses_are_asked_for_in_one_call(
 def test_a_failing_command_lands_nothing_and_keeps_the_checkpoint(
     tmp_path, early, final, fake_slurm, fixture_text
 ):
-    collect_slurm(tmp_path, CLUSTER, early, now=T1)
+    collect_slurm(Lake.at(tmp_path), CLUSTER, early, now=T1)
     final.fail = {"sacct": DB_DOWN}
 
     with pytest.raises(SlurmCommandError, match="Problem talking to the database"):
-        collect_slurm(tmp_path, CLUSTER, final, now=T3)
+        collect_slurm(Lake.at(tmp_path), CLUSTER, final, now=T3)
 
     assert rows(tmp_path, "SELECT count(*) FROM jobs") == [(7,)]
     assert rows(tmp_path, "SELECT count(*) FROM job_gpus WHERE end_ts IS NULL") == [(9,)]
     final.fail = {}
-    result = collect_slurm(tmp_path, CLUSTER, final, now=T3)
+    result = collect_slurm(Lake.at(tmp_path), CLUSTER, final, now=T3)
     # The window still starts from the first run's end: the failed run moved nothing.
     assert window_of(final.calls_of("sacct --allusers")[-1])[0] == "2026-12-02T13:07:31"
     assert result.jobs_updated == 7
 
 
 def test_a_failing_scontrol_lands_nothing_either(tmp_path, early, final):
-    collect_slurm(tmp_path, CLUSTER, early, now=T1)
+    collect_slurm(Lake.at(tmp_path), CLUSTER, early, now=T1)
     final.fail = {"scontrol": "scontrol failed (exit 1): slurm_load_jobs error: Unable to contact"}
 
     with pytest.raises(SlurmCommandError, match="Unable to contact"):
-        collect_slurm(tmp_path, CLUSTER, final, now=T3)
+        collect_slurm(Lake.at(tmp_path), CLUSTER, final, now=T3)
 
     assert rows(tmp_path, "SELECT count(*) FROM jobs") == [(7,)]
 
@@ -216,7 +217,7 @@ def test_a_missing_sacct_on_the_first_run_is_a_clear_error(tmp_path, early):
     early.fail = {"sacct --helpformat": "'sacct' not found on PATH"}
 
     with pytest.raises(SlurmCommandError, match="'sacct' not found on PATH"):
-        collect_slurm(tmp_path, CLUSTER, early, now=T1)
+        collect_slurm(Lake.at(tmp_path), CLUSTER, early, now=T1)
 
     assert not (tmp_path / "jobs").exists()
 
@@ -227,7 +228,7 @@ def test_a_malformed_line_is_skipped_counted_and_reported(tmp_path, fake_slurm, 
         fixture_text("collect/scontrol-early.txt"),
     )
 
-    result = collect_slurm(tmp_path, CLUSTER, slurm, now=T1)
+    result = collect_slurm(Lake.at(tmp_path), CLUSTER, slurm, now=T1)
 
     assert [(m.source, m.line_no) for m in result.malformed] == [("sacct", 5)]
     assert "10 fields, expected 20" in result.malformed[0].reason
@@ -238,7 +239,7 @@ def test_a_malformed_line_is_skipped_counted_and_reported(tmp_path, fake_slurm, 
 def test_a_requeued_job_restarting_on_other_gpus_closes_its_old_rows(
     tmp_path, early, fake_slurm, fixture_text
 ):
-    collect_slurm(tmp_path, CLUSTER, early, now=T1)
+    collect_slurm(Lake.at(tmp_path), CLUSTER, early, now=T1)
     # Job 2 (the first record with this start and projected end) restarted on GPUs 0-3.
     before = "StartTime=2026-12-02T13:17:30 EndTime=2026-12-02T14:17:30"
     after = "StartTime=2026-12-02T13:19:00 EndTime=2026-12-02T14:19:00"
@@ -249,7 +250,7 @@ def test_a_requeued_job_restarting_on_other_gpus_closes_its_old_rows(
     )
     slurm = fake_slurm(fixture_text("collect/sacct-early.txt"), restarted)
 
-    result = collect_slurm(tmp_path, CLUSTER, slurm, now=T3)
+    result = collect_slurm(Lake.at(tmp_path), CLUSTER, slurm, now=T3)
 
     assert (result.gpu_rows_opened, result.gpu_rows_closed) == (4, 4)
     assert rows(
@@ -287,7 +288,7 @@ def test_a_requeued_jobs_earlier_run_gives_up_its_gpus_when_sacct_says_it_ended(
             fixture_text(f"requeue/sacct-{phase}.txt"),
             fixture_text(f"requeue/scontrol-{phase}.txt"),
         )
-        collect_slurm(tmp_path, CLUSTER, slurm, now=REQUEUE_PHASES[phase])
+        collect_slurm(Lake.at(tmp_path), CLUSTER, slurm, now=REQUEUE_PHASES[phase])
 
     first, second, end = (utc(f"2026-12-02T17:04:{s}") for s in ("26", "31", "36"))
     assert rows(tmp_path, "SELECT gpu_index, start_ts, end_ts FROM job_gpus ORDER BY 2, 1") == [
@@ -311,7 +312,7 @@ def test_a_requeued_jobs_earlier_run_counts_as_lost_in_job_outcomes(
             fixture_text(f"requeue/sacct-{phase}.txt"),
             fixture_text(f"requeue/scontrol-{phase}.txt"),
         )
-        collect_slurm(tmp_path, CLUSTER, slurm, now=REQUEUE_PHASES[phase])
+        collect_slurm(Lake.at(tmp_path), CLUSTER, slurm, now=REQUEUE_PHASES[phase])
     con = connect(tmp_path)
     build_marts(con, tmp_path, AttributionConfig())
 
@@ -333,9 +334,9 @@ def test_requeues_never_go_back_when_the_earlier_run_leaves_the_window(tmp_path,
         f"{fields}\n"
         "9|9|COMPLETED|2026-12-02T12:30:01|2026-12-02T12:31:00|2026-12-02T13:10:00|train\n"
     )
-    collect_slurm(tmp_path, CLUSTER, fake_slurm(first), now=T1)
+    collect_slurm(Lake.at(tmp_path), CLUSTER, fake_slurm(first), now=T1)
 
-    collect_slurm(tmp_path, CLUSTER, fake_slurm(later), now=T3)
+    collect_slurm(Lake.at(tmp_path), CLUSTER, fake_slurm(later), now=T3)
 
     assert rows(tmp_path, "SELECT state, requeues, submit_ts FROM jobs_latest") == [
         ("COMPLETED", 1, utc("2026-12-02T12:00:00"))
@@ -343,13 +344,13 @@ def test_requeues_never_go_back_when_the_earlier_run_leaves_the_window(tmp_path,
 
 
 def test_since_sets_the_window_start(tmp_path, early):
-    collect_slurm(tmp_path, CLUSTER, early, now=T1, since=utc("2026-11-30T00:00:00"))
+    collect_slurm(Lake.at(tmp_path), CLUSTER, early, now=T1, since=utc("2026-11-30T00:00:00"))
 
     assert window_of(early.calls_of("sacct --allusers")[0])[0] == "2026-11-30T00:00:00"
 
 
 def test_the_window_is_printed_in_the_runners_time_zone(tmp_path, early):
-    collect_slurm(tmp_path, CLUSTER, early, now=T1, tz=dt.timezone(dt.timedelta(hours=1)))
+    collect_slurm(Lake.at(tmp_path), CLUSTER, early, now=T1, tz=dt.timezone(dt.timedelta(hours=1)))
 
     assert window_of(early.calls_of("sacct --allusers")[0])[1] == "2026-12-02T14:17:31"
 
@@ -357,7 +358,7 @@ def test_the_window_is_printed_in_the_runners_time_zone(tmp_path, early):
 def test_newer_sacct_is_asked_for_restarts_too(tmp_path, fake_slurm, fixture_text):
     slurm = fake_slurm("", helpformat=fixture_text("handmade/sacct-helpformat-25.11.txt"))
 
-    collect_slurm(tmp_path, CLUSTER, slurm, now=T1)
+    collect_slurm(Lake.at(tmp_path), CLUSTER, slurm, now=T1)
 
     fmt = next(a for a in slurm.calls_of("sacct --allusers")[0] if a.startswith("--format="))
     assert fmt.endswith(",MaxRSS,Restarts,JobName")
@@ -372,7 +373,7 @@ def test_newer_sacct_is_asked_for_restarts_too(tmp_path, fake_slurm, fixture_tex
 )
 def test_bad_windows_are_refused_before_asking_slurm(tmp_path, early, kwargs, message):
     with pytest.raises(ConfigError, match=message):
-        collect_slurm(tmp_path, CLUSTER, early, now=T1, **kwargs)
+        collect_slurm(Lake.at(tmp_path), CLUSTER, early, now=T1, **kwargs)
 
     assert early.calls == []
 
@@ -381,10 +382,10 @@ def test_gpus_of_a_job_sacct_never_recorded_are_closed_once_it_is_gone(
     tmp_path, fake_slurm, fixture_text
 ):
     running = fixture_text("two-node-cluster/scontrol_show_job_d_running.txt")
-    collect_slurm(tmp_path, CLUSTER, fake_slurm("", running), now=T1)
+    collect_slurm(Lake.at(tmp_path), CLUSTER, fake_slurm("", running), now=T1)
     gone = fake_slurm("")
 
-    result = collect_slurm(tmp_path, CLUSTER, gone, now=T2)
+    result = collect_slurm(Lake.at(tmp_path), CLUSTER, gone, now=T2)
 
     assert any("--jobs=2" in call for call in gone.calls)  # asked by id first
     assert result.gpu_rows_closed == 4
@@ -392,11 +393,11 @@ def test_gpus_of_a_job_sacct_never_recorded_are_closed_once_it_is_gone(
 
 
 def test_jobs_sacct_no_longer_lists_are_asked_for_three_runs_only(tmp_path, early, fake_slurm):
-    collect_slurm(tmp_path, CLUSTER, early, now=T1)
+    collect_slurm(Lake.at(tmp_path), CLUSTER, early, now=T1)
     asked = []
     for minute in range(1, 6):
         empty = fake_slurm("")
-        collect_slurm(tmp_path, CLUSTER, empty, now=T1 + dt.timedelta(minutes=minute))
+        collect_slurm(Lake.at(tmp_path), CLUSTER, empty, now=T1 + dt.timedelta(minutes=minute))
         asked.append(len(empty.calls_of("sacct --parsable2")) - 1)
 
     assert asked == [1, 1, 1, 0, 0]

@@ -36,6 +36,7 @@ from tests.slurm_live.cluster import (
     seconds,
 )
 from warehouse.connection import connect
+from warehouse.lake import Lake
 
 # The workload waits ~90 s for a time limit to strike; a session may first wait for another
 # one to release the cluster (conftest.LOCK_WAIT_S).
@@ -189,7 +190,7 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def first_run(workload: Workload, lake: Path) -> SlurmCollectResult:
-    return collect_slurm(lake, CLUSTER)
+    return collect_slurm(Lake.at(lake), CLUSTER)
 
 
 def test_the_workload_covers_every_kind_of_job(slurm_cluster, workload):
@@ -288,7 +289,7 @@ def test_running_jobs_gpu_indices_match_scontrol(slurm_cluster, workload, lake, 
 def test_a_second_run_lands_nothing_new(slurm_cluster, workload, lake, first_run):
     jobs_before, gpus_before = versions(lake), job_gpu_rows(lake)
 
-    again = collect_slurm(lake, CLUSTER)
+    again = collect_slurm(Lake.at(lake), CLUSTER)
 
     assert again.jobs_seen == len(workload.all)
     assert (again.jobs_landed, again.gpu_rows_opened, again.gpu_rows_closed) == (0, 0, 0)
@@ -302,7 +303,7 @@ def test_a_job_finishing_between_runs_is_updated_not_duplicated(slurm_cluster, w
     slurm_cluster.release(workload.multi)
     slurm_cluster.wait_ended(workload.multi, "COMPLETED")
 
-    run = collect_slurm(lake, CLUSTER)
+    run = collect_slurm(Lake.at(lake), CLUSTER)
 
     assert (run.jobs_new, run.jobs_updated) == (0, 1)
     assert (run.gpu_rows_opened, run.gpu_rows_closed) == (0, 2)
@@ -336,7 +337,7 @@ def test_a_requeued_job_is_updated_and_its_first_run_gives_up_its_gpus_when_it_e
     [earlier, _] = c.sacct_runs(job)
     live = c.scontrol_jobs()[job]
 
-    run = collect_slurm(lake, CLUSTER)
+    run = collect_slurm(Lake.at(lake), CLUSTER)
 
     assert (run.jobs_new, run.jobs_updated) == (0, 1)
     assert (run.gpu_rows_opened, run.gpu_rows_closed) == (1, 1)
@@ -355,7 +356,7 @@ def test_a_requeued_job_is_updated_and_its_first_run_gives_up_its_gpus_when_it_e
 
     c.release(job)
     c.wait_ended(job, "COMPLETED")
-    done = collect_slurm(lake, CLUSTER)
+    done = collect_slurm(Lake.at(lake), CLUSTER)
 
     assert (done.jobs_updated, done.gpu_rows_closed) == (1, 1)
     expected = assert_lake_matches_sacct(c, lake)
@@ -483,7 +484,7 @@ def test_a_malformed_sacct_line_is_skipped_counted_reported_and_the_rest_lands(
 
     lake = tmp_path / "lake"
     with caplog.at_level(logging.WARNING, logger="collector.sources.slurm.collect"):
-        result = collect_slurm(lake, CLUSTER, cut_one_line)
+        result = collect_slurm(Lake.at(lake), CLUSTER, cut_one_line)
 
     [bad] = result.malformed
     assert (bad.source, bad.line_no) == ("sacct", garbled[0])
@@ -494,7 +495,7 @@ def test_a_malformed_sacct_line_is_skipped_counted_reported_and_the_rest_lands(
     assert result.jobs_new == len(others)
     assert_lake_matches_sacct(slurm_cluster, lake, others)
 
-    healed = collect_slurm(lake, CLUSTER)  # the real runner: the skipped job lands now
+    healed = collect_slurm(Lake.at(lake), CLUSTER)  # the real runner: the skipped job lands now
 
     assert (healed.jobs_new, healed.jobs_updated, healed.malformed) == (1, 0, ())
     assert_lake_matches_sacct(slurm_cluster, lake)

@@ -29,6 +29,7 @@ from detectors.recommend.recommendation import ClusterFacts
 from tests.marts import rows as r
 from tests.slurm_live.cluster import CLUSTER, SlurmCluster
 from warehouse.connection import connect
+from warehouse.lake import Lake
 
 pytestmark = [pytest.mark.live, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -147,7 +148,7 @@ def test_fairshare_in_a_nested_account_tree_sets_shares_among_siblings(cluster, 
         ]
         r.build_lake(tmp_path, jobs=jobs)
         landed, bad = collect_associations(
-            tmp_path, CLUSTER, lambda argv: cluster.run(*argv), dt.datetime.now(dt.UTC)
+            Lake.at(tmp_path), CLUSTER, lambda argv: cluster.run(*argv), dt.datetime.now(dt.UTC)
         )
         assert landed and not bad
         table = recommend_all(

@@ -43,6 +43,7 @@ from detectors.replay.policy import Policy, apply_settings
 from detectors.replay.workload import load_workload, recorded_settings
 from tests.slurm_live.cluster import CLUSTER, SlurmCluster
 from warehouse.connection import connect
+from warehouse.lake import Lake
 
 pytestmark = [pytest.mark.slow, pytest.mark.live, pytest.mark.timeout(1500)]
 
@@ -162,8 +163,8 @@ def fresh_start(c: SlurmCluster) -> None:
 def collect(c: SlurmCluster, lake: Path) -> None:
     time.sleep(2)  # slurmctld sends the last ends to slurmdbd
     c.settled_sacct("-S", "now-1hours")
-    collect_slurm(lake, CLUSTER)
-    collect_slurm_config(lake, CLUSTER, run_command, dt.datetime.now(dt.UTC))
+    collect_slurm(Lake.at(lake), CLUSTER)
+    collect_slurm_config(Lake.at(lake), CLUSTER, run_command, dt.datetime.now(dt.UTC))
 
 
 def replayed(

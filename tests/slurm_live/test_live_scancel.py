@@ -25,6 +25,7 @@ from app.alerts.runner import CycleReport, Seams, run_cycle
 from app.alerts.settings import AlertsConfig
 from app.config import load_config
 from tests.slurm_live.cluster import CLUSTER, SlurmCluster
+from warehouse.lake import Lake
 
 pytestmark = [pytest.mark.live, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -93,7 +94,7 @@ def escalate(tmp_path: Path, cfg: AlertsConfig, f: FindingContext) -> CycleRepor
             run_action=SubprocessRunner(),
             read_findings=lambda lake, since: [f],
         )
-        report = run_cycle(lake, cfg, seams)
+        report = run_cycle(Lake.at(lake), cfg, seams)
     assert any("Final notice" in m.payload.get("subject", "") for m in channels.sent)
     return report
 

@@ -21,6 +21,7 @@ from collector.sim import SimConfig, simulate
 from warehouse import layout, writer
 from warehouse.attribution import reattribute
 from warehouse.connection import connect
+from warehouse.lake import Lake
 from warehouse.schema import MARTS, RAW_TABLES, TABLES
 
 # Names a hive writer must escape (space, '/', '%', '=', non-ASCII), and '+', which it keeps.
@@ -176,7 +177,7 @@ def test_attribute_and_query_give_the_same_marts_for_a_hive_written_lake(tmp_pat
     rows as a Spark or pyarrow job would write them (samples without job_id, too: attribution
     finds their owners); `gpuledger attribute` and `gpuledger query` agree on every mart."""
     ours, theirs = tmp_path / "ours", tmp_path / "theirs"
-    simulate(SimConfig(gpus=8, days=1, seed=3, cluster="gpu farm/1"), ours)
+    simulate(SimConfig(gpus=8, days=1, seed=3, cluster="gpu farm/1"), Lake.at(ours))
     hive_copy(ours, theirs)
     assert not any("cluster" in pq.read_schema(f).names for f in layout.table_files(theirs, "jobs"))
 

@@ -29,6 +29,7 @@ from warehouse import layout
 from warehouse.attribution import MART_ORDER, AttributionConfig, build_marts, reattribute
 from warehouse.connection import connect
 from warehouse.emissions import CarbonIntensity, ClusterIntensity
+from warehouse.lake import Lake
 from warehouse.schema import MARTS, RAW_TABLES
 from warehouse.spark import transpile
 
@@ -170,7 +171,7 @@ def test_spark_reading_a_lake_url_builds_the_same_marts_as_duckdb(spark, tmp_pat
     writer: a hand-made cluster with the edge cases and a share tree. Spark finds the raw files
     itself under a file:// lake URL, as it would under s3a://."""
     lake = tmp_path / "lake"
-    simulate(SimConfig(gpus=8, days=1, seed=3, cluster="gpu farm/1"), tmp_path / "sim")
+    simulate(SimConfig(gpus=8, days=1, seed=3, cluster="gpu farm/1"), Lake.at(tmp_path / "sim"))
     spark_partitioned_copy(spark, tmp_path / "sim", lake)
     written = layout.table_files(lake, "gpu_samples")
     assert written and all("cluster" not in pq.read_schema(f).names for f in written)

@@ -184,7 +184,7 @@ CREATE TABLE IF NOT EXISTS actions (
             # warehouse/attribution.py
             "CREATE TABLE IF NOT EXISTS checked_files ("
             " path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, allocations TEXT)",
-            # warehouse/summary.py
+            # warehouse/summary/state.py
             "CREATE TABLE IF NOT EXISTS summary_built (inputs TEXT, marts TEXT, index_fp TEXT)",
             "CREATE TABLE IF NOT EXISTS summary_days ("
             " cluster TEXT, date TEXT, digest TEXT, PRIMARY KEY (cluster, date))",

@@ -19,6 +19,7 @@ from app.pipeline import default_pipeline_config, detect
 from tests.marts import rows as r
 from warehouse.attribution import reattribute
 from warehouse.connection import connect
+from warehouse.lake import Lake
 from warehouse.writer_lock import WriterBusy, holder, wait_limit, writer_lock
 
 # spawned children must not re-run a dashboard test's __main__ (tests/conftest.py)
@@ -100,7 +101,11 @@ def test_the_step_functions_take_the_lock_themselves(tmp_path):
             with pytest.raises(WriterBusy, match=f"pid {process.pid}"):
                 reattribute(con, tmp_path)
             with pytest.raises(WriterBusy, match=f"pid {process.pid}"):
-                detect(tmp_path, default_pipeline_config(), dt.datetime(2024, 3, 2, tzinfo=dt.UTC))
+                detect(
+                    Lake.at(tmp_path),
+                    default_pipeline_config(),
+                    dt.datetime(2024, 3, 2, tzinfo=dt.UTC),
+                )
         release.set()
         process.join(WAIT_S)
         assert reattribute(con, tmp_path)[0] == 1  # once released, it runs

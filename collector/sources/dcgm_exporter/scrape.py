@@ -34,7 +34,8 @@ from collector.errors import CollectorError, ConfigError
 from collector.sources.dcgm_exporter.exposition import parse_exposition
 from collector.sources.dcgm_exporter.rows import observed_conditions, to_ms
 from collector.sources.http_url import check_http_url, redact_url
-from warehouse import layout, state_files
+from warehouse import state_files
+from warehouse.lake import Lake
 from warehouse.writer import write_batch
 
 __all__ = [
@@ -248,7 +249,7 @@ def _check_config(
 def scrape_exporters(
     urls: Sequence[str],
     cluster: str,
-    root: Path,
+    lake: Lake,
     *,
     fetch: Fetch = fetch_url,
     clock: Clock = utc_now,
@@ -281,7 +282,7 @@ def scrape_exporters(
     stop = stop or threading.Event()
     wait = sleep or stop.wait
     span = float(span_s if span_s is not None else interval_s or DEFAULT_SPAN_S)
-    latch = event_latch or EventLatch(layout.state_dir(root) / STATE_FILE)
+    latch = event_latch or EventLatch(lake.state_dir() / STATE_FILE)
     summary = ScrapeSummary()
     failed_rounds: Counter[str] = Counter()
     cooldown: Counter[str] = Counter()
@@ -328,9 +329,9 @@ def scrape_exporters(
             )
         batch_id = batch_id_for(cluster, url, ts)
         events = latch.transitions(parsed.events)
-        write_batch(root, "gpu_samples", parsed.samples, batch_id)
-        write_batch(root, "job_gpus", parsed.job_gpus, batch_id)
-        write_batch(root, "gpu_events", events, batch_id)
+        write_batch(lake.root, "gpu_samples", parsed.samples, batch_id)
+        write_batch(lake.root, "job_gpus", parsed.job_gpus, batch_id)
+        write_batch(lake.root, "gpu_events", events, batch_id)
         latch.commit(cluster, observed_conditions(parsed.samples), parsed.events)
         if parsed.counts:
             logger.info("%s: skipped or nulled %s", redact_url(url), parsed.counts)

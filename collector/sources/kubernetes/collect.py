@@ -71,6 +71,7 @@ from collector.sources.kubernetes.queues import (
     volcano_queue_rows,
 )
 from collector.sources.kubernetes.state import KubernetesState, WholeNodeRow, open_state
+from warehouse.lake import Lake
 from warehouse.schema import RAW_TABLES, TIMESTAMP
 from warehouse.writer import write_batch
 
@@ -377,7 +378,7 @@ def _queue_content(row: QueueRow) -> dict[str, Any]:
 
 
 def collect_kubernetes(
-    root: Path,
+    lake: Lake,
     cluster: str,
     api: KubernetesApi,
     *,
@@ -385,7 +386,7 @@ def collect_kubernetes(
     keys: AttributionKeys | None = None,
     now: dt.datetime | None = None,
 ) -> KubernetesCollectResult:
-    """Collect the GPU pods and queues of one Kubernetes cluster into the lake at `root`.
+    """Collect the GPU pods and queues of one Kubernetes cluster into `lake`.
 
     Args:
         root: the lake root; state lives in `<root>/_state/kubernetes.sqlite`.
@@ -415,10 +416,10 @@ def collect_kubernetes(
     namespaces = sorted(set(namespaces))
     snap = _read(api, namespaces, keys or AttributionKeys())
     batch = f"k8s-{cluster}-{collected:%Y%m%dT%H%M%S}{collected.microsecond // 1000:03d}"
-    with open_state(root, cluster) as state:
-        new, updated, gone, ended = _land_jobs(root, state, snap, namespaces, batch, now_ms)
-        opened, closed = _land_gpus(root, state, snap, ended, batch)
-        queues, deleted = _land_queues(root, state, snap, namespaces, batch, now_ms)
+    with open_state(lake.root, cluster) as state:
+        new, updated, gone, ended = _land_jobs(lake.root, state, snap, namespaces, batch, now_ms)
+        opened, closed = _land_gpus(lake.root, state, snap, ended, batch)
+        queues, deleted = _land_queues(lake.root, state, snap, namespaces, batch, now_ms)
         state.set_checkpoint(now_ms)
     if snap.malformed:
         logger.warning(

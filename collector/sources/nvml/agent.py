@@ -64,6 +64,7 @@ from collector.sources.nvml.rows import (
 from collector.sources.nvml.state import AgentState, Slot, advance_intervals
 from collector.sources.spool import LandResult, Spool, Writer
 from warehouse import state_files
+from warehouse.lake import Lake
 from warehouse.writer import write_batch
 
 __all__ = [
@@ -92,7 +93,7 @@ class AgentConfig:
     cluster: str
     node: str
     spool: Path
-    lake: Path
+    lake: Lake
     interval_s: float = DEFAULT_INTERVAL_S
 
     def validate(self) -> None:

@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from collector.errors import ConfigError, MalformedSample
 from collector.sources.philly.gpu_util import DAMAGED, UtilStats, open_text, read_gpu_util
+from warehouse.lake import Lake
 from warehouse.schema import TIMESTAMP
 from warehouse.writer import write_batch
 
@@ -395,12 +396,12 @@ class ImportResult:
 def import_philly(
     directory: Path,
     cluster: str,
-    root: Path,
+    lake: Lake,
     *,
     lines_per_batch: int = 200_000,
     progress: Callable[[int, int], None] | None = None,
 ) -> ImportResult:
-    """Import the Philly trace in `directory` into the lake at `root` under `cluster`.
+    """Import the Philly trace in `directory` into `lake` under `cluster`.
 
     Every batch has a fixed id (`philly-<cluster>-jobs`, `…-util-00000`, …), so importing the
     same folder again replaces rather than duplicates. `progress(done, total)` follows the bytes
@@ -414,8 +415,8 @@ def import_philly(
     log = read_job_log(files.job_log, cluster, skipped["cluster_job_log"])
     counts = gpu_counts(machines, log.machine_gpus)
     batch = f"philly-{cluster}"
-    write_batch(root, "jobs", log.jobs, f"{batch}-jobs")
-    write_batch(root, "job_gpus", log.job_gpus, f"{batch}-job_gpus")
+    write_batch(lake.root, "jobs", log.jobs, f"{batch}-jobs")
+    write_batch(lake.root, "job_gpus", log.job_gpus, f"{batch}-job_gpus")
 
     stats = UtilStats()
     batches = 0
@@ -423,7 +424,7 @@ def import_philly(
         files.gpu_util, cluster, counts, stats, lines_per_batch=lines_per_batch, progress=progress
     )
     for n, table in enumerate(samples):
-        write_batch(root, "gpu_samples", table, f"{batch}-util-{n:05d}")
+        write_batch(lake.root, "gpu_samples", table, f"{batch}-util-{n:05d}")
         batches += 1
 
     evidence = dict(log.machine_gpus)
@@ -436,7 +437,7 @@ def import_philly(
         seen[name] = (min(old[0], lo), max(old[1], hi))
     gpus = _gpus_table(cluster, machines, inventory, seen) if seen else None
     if gpus is not None:
-        write_batch(root, "gpus", gpus, f"{batch}-gpus")
+        write_batch(lake.root, "gpus", gpus, f"{batch}-gpus")
     skipped["cluster_gpu_util"] = Skipped(stats.malformed, stats.examples)
     listed = {name: m.gpus for name, m in machines.items()}
     recounted = sum(1 for name, count in inventory.items() if count > listed.get(name, 0))

@@ -49,6 +49,7 @@ from collector.sources.prometheus.transport import (
     QueryTooLarge,
     Transport,
 )
+from warehouse.lake import Lake
 from warehouse.writer import write_batch
 
 __all__ = [
@@ -440,14 +441,14 @@ class _Puller:
 
 def pull(
     cfg: PullConfig,
-    root: Path,
+    lake: Lake,
     transport: Transport,
     *,
     clock: Clock = utc_now,
     stop: threading.Event | None = None,
     progress: Callable[[WindowLanded], None] | None = None,
 ) -> PullSummary:
-    """Pull `cfg`'s windows into the lake at `root`; return what landed.
+    """Pull `cfg`'s windows into `lake`; return what landed.
 
     With `cfg.until` the pull ends after the window holding it (windows in the future are not
     asked for); without it the pull follows live data every `poll_s` until `stop` is set
@@ -457,7 +458,7 @@ def pull(
     """
     cfg.validate()
     stop = stop or threading.Event()
-    puller = _Puller(cfg, root, transport, clock, stop)
+    puller = _Puller(cfg, lake.root, transport, clock, stop)
     checkpoint = puller.store.get(cfg.cluster, puller.source)
     if checkpoint is not None and cfg.reset:
         puller.store.delete(cfg.cluster, puller.source)

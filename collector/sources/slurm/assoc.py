@@ -12,11 +12,11 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import pyarrow as pa
 
 from collector.sources.slurm.fields import MalformedLine
+from warehouse.lake import Lake
 from warehouse.schema import RAW_TABLES
 from warehouse.writer import write_batch
 
@@ -112,7 +112,7 @@ def associations_table(
 
 
 def collect_associations(
-    root: Path,
+    lake: Lake,
     cluster: str,
     runner: Callable[[list[str]], str],
     now: dt.datetime,
@@ -122,7 +122,7 @@ def collect_associations(
     if rows:
         stamp = now.astimezone(dt.UTC)
         write_batch(
-            root,
+            lake.root,
             "associations",
             associations_table(rows, stamp),
             f"sacctmgr-{stamp:%Y%m%dT%H%M%S%f}",

@@ -52,6 +52,7 @@ from collector.sources.slurm.scontrol import (
     parse_scontrol_show_job,
 )
 from collector.sources.slurm.state import SlurmState, StoredJob, open_state
+from warehouse.lake import Lake
 from warehouse.writer import write_batch
 
 __all__ = [
@@ -313,7 +314,7 @@ def _end_of(row: JobGpu, job: SacctJob | None, live: ScontrolJob | None, now: in
 
 
 def collect_slurm(
-    root: Path,
+    lake: Lake,
     cluster: str,
     runner: Runner = run_command,
     *,
@@ -323,7 +324,7 @@ def collect_slurm(
     overlap: dt.timedelta = DEFAULT_OVERLAP,
     first_window: dt.timedelta = DEFAULT_FIRST_WINDOW,
 ) -> SlurmCollectResult:
-    """Collect one window of Slurm jobs and running jobs' GPUs into the lake at `root`.
+    """Collect one window of Slurm jobs and running jobs' GPUs into `lake`.
 
     Args:
         root: the lake root; state lives in `<root>/_state/slurm.sqlite`.
@@ -348,7 +349,7 @@ def collect_slurm(
     end = end.replace(microsecond=0)
     end_ms = _ms(end)
     commands = _Commands(runner, tz)
-    with open_state(root, cluster) as state:
+    with open_state(lake.root, cluster) as state:
         checkpoint = state.checkpoint_ms()
         if since is not None:
             start = since
@@ -364,8 +365,8 @@ def collect_slurm(
             )
         jobs, asked, scontrol_jobs = _ask_slurm(commands, state, start, end)
         batch = f"slurm-{cluster}-{start:%Y%m%dT%H%M%S}-{end:%Y%m%dT%H%M%S}"
-        new, updated = _land_jobs(root, cluster, state, jobs, batch, end_ms)
-        opened, closed = _land_gpus(root, state, jobs, scontrol_jobs, batch, end_ms)
+        new, updated = _land_jobs(lake.root, cluster, state, jobs, batch, end_ms)
+        opened, closed = _land_gpus(lake.root, state, jobs, scontrol_jobs, batch, end_ms)
         state.mark_asked([j for j in asked if j in jobs], [j for j in asked if j not in jobs])
         state.set_checkpoint(end_ms, end_ms)
     if commands.malformed:

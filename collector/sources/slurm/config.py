@@ -19,7 +19,6 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pyarrow as pa
 
@@ -27,6 +26,7 @@ from collector.errors import MalformedSample
 from collector.sources.slurm.assoc import collect_associations
 from collector.sources.slurm.fields import MalformedLine
 from collector.sources.slurm.hostlist import expand_hostlist
+from warehouse.lake import Lake
 from warehouse.schema import RAW_TABLES
 from warehouse.writer import write_batch
 
@@ -205,7 +205,7 @@ def config_table(
 
 
 def collect_slurm_config(
-    root: Path,
+    lake: Lake,
     cluster: str,
     runner: Callable[[list[str]], str],
     now: dt.datetime,
@@ -228,10 +228,10 @@ def collect_slurm_config(
     stamp = now.astimezone(dt.UTC)
     if rows:
         write_batch(
-            root,
+            lake.root,
             "scheduler_config",
             config_table(cluster, rows, stamp, "scontrol"),
             f"slurm-config-{stamp:%Y%m%dT%H%M%S%f}",
         )
-    shares, wrong = collect_associations(root, cluster, runner, now)
+    shares, wrong = collect_associations(lake, cluster, runner, now)
     return len(rows), shares, bad + wrong

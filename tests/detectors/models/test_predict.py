@@ -18,6 +18,7 @@ from detectors.models.store import load
 from detectors.models.training import MODEL_NAMES, load_data, train_all
 from warehouse.attribution import AttributionConfig, attribute
 from warehouse.connection import connect
+from warehouse.lake import Lake
 
 pytestmark = pytest.mark.slow
 NOW = dt.datetime(2026, 11, 6, tzinfo=dt.UTC)
@@ -26,24 +27,24 @@ NOW = dt.datetime(2026, 11, 6, tzinfo=dt.UTC)
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("lake")
-    simulate(SimConfig(gpus=16, days=3, seed=11, failure_rate=40.0), root)
+    simulate(SimConfig(gpus=16, days=3, seed=11, failure_rate=40.0), Lake.at(root))
     con = connect(root)
     attribute(con, root, AttributionConfig())
-    trained = train_all(load_data(con), root, NOW)
+    trained = train_all(load_data(con), Lake.at(root), NOW)
     assert set(trained.cards) | set(trained.skipped) >= {"failing_gpu", "lemon_node"}
     return root
 
 
 def test_nothing_is_predicted_before_a_model_is_trained(tmp_path: Path) -> None:
-    simulate(SimConfig(gpus=8, days=1, seed=3), tmp_path)
-    table = predict(connect(tmp_path), tmp_path, NOW)
+    simulate(SimConfig(gpus=8, days=1, seed=3), Lake.at(tmp_path))
+    table = predict(connect(tmp_path), Lake.at(tmp_path), NOW)
     assert table.num_rows == 0 and table.schema == FINDINGS_SCHEMA
 
 
 def test_trained_models_are_stored_with_their_window(lake: Path) -> None:
     stored = [n for n in MODEL_NAMES if (lake / "_state" / "models" / f"{n}.json").is_file()]
     assert "failing_gpu" in stored and "early_waste_30m" in stored
-    card, _ = load(lake, "failing_gpu")
+    card, _ = load(Lake.at(lake), "failing_gpu")
     assert card.window_start == "2026-11-02T00:00:00+00:00"
     assert card.clusters == ("sim",) and card.threshold is not None
     assert "test_recall_1h" in card.metrics
@@ -51,7 +52,7 @@ def test_trained_models_are_stored_with_their_window(lake: Path) -> None:
 
 def test_predictions_are_findings_raised_no_later_than_now(lake: Path) -> None:
     now = dt.datetime(2026, 11, 4, 12, tzinfo=dt.UTC)
-    table = predict(connect(lake), lake, now)
+    table = predict(connect(lake), Lake.at(lake), now)
     assert table.schema == FINDINGS_SCHEMA
     frame = pl.DataFrame(table)
     assert frame.height > 0
@@ -68,15 +69,17 @@ def test_predictions_are_findings_raised_no_later_than_now(lake: Path) -> None:
 
 
 def test_predicting_again_gives_the_same_ids(lake: Path) -> None:
-    first = pl.DataFrame(predict(connect(lake), lake, NOW))
-    again = pl.DataFrame(predict(connect(lake), lake, NOW))
+    first = pl.DataFrame(predict(connect(lake), Lake.at(lake), NOW))
+    again = pl.DataFrame(predict(connect(lake), Lake.at(lake), NOW))
     assert first["finding_id"].n_unique() == first.height
     assert sorted(first["finding_id"]) == sorted(again["finding_id"])
 
 
 def test_a_later_run_keeps_the_ids_of_episodes_it_saw_before(lake: Path) -> None:
-    early = pl.DataFrame(predict(connect(lake), lake, dt.datetime(2026, 11, 4, tzinfo=dt.UTC)))
-    late = pl.DataFrame(predict(connect(lake), lake, NOW))
+    early = pl.DataFrame(
+        predict(connect(lake), Lake.at(lake), dt.datetime(2026, 11, 4, tzinfo=dt.UTC))
+    )
+    late = pl.DataFrame(predict(connect(lake), Lake.at(lake), NOW))
     early_jobs = early.filter(pl.col("detector").str.starts_with("early_waste"))
     late_ids = set(late["finding_id"])
     assert early_jobs.height > 0
@@ -85,8 +88,8 @@ def test_a_later_run_keeps_the_ids_of_episodes_it_saw_before(lake: Path) -> None
 
 def test_the_detect_producer_drops_findings_raised_before_since(lake: Path) -> None:
     since = dt.datetime(2026, 11, 3, 12, tzinfo=dt.UTC)
-    rows = pl.DataFrame(producer(lake)(connect(lake), NOW, since))
-    everything = pl.DataFrame(predict(connect(lake), lake, NOW))
+    rows = pl.DataFrame(producer(Lake.at(lake))(connect(lake), NOW, since))
+    everything = pl.DataFrame(predict(connect(lake), Lake.at(lake), NOW))
     assert rows.height == everything.filter(pl.col("detected_ts") >= since).height > 0
 
 
@@ -96,7 +99,7 @@ def test_a_failing_gpu_model_with_no_held_out_failure_raises_no_finding(
     # M9: a card whose threshold was a default, not chosen on failures the model did not
     # train on, raised critical findings anyway
     def failing(root: Path) -> int:
-        found = pl.DataFrame(predict(connect(root), root, NOW))
+        found = pl.DataFrame(predict(connect(root), Lake.at(root), NOW))
         return found.filter(pl.col("detector") == "failing_gpu_model").height
 
     assert failing(lake) > 0
@@ -114,7 +117,7 @@ def test_early_waste_at_stake_is_at_most_what_the_job_held_after_the_prediction(
     lake: Path,
 ) -> None:
     # M9: at stake was GPUs x (time limit - minutes) even for jobs long over
-    found = pl.DataFrame(predict(connect(lake), lake, NOW)).filter(
+    found = pl.DataFrame(predict(connect(lake), Lake.at(lake), NOW)).filter(
         pl.col("detector").str.starts_with("early_waste_model")
     )
     jobs = pl.DataFrame(

@@ -6,6 +6,7 @@ import pytest
 
 from detectors.models.store import ModelCard, ModelNotTrained, load, model_dir, save
 from warehouse.errors import DamagedFile
+from warehouse.lake import Lake
 
 
 def card(name="m"):
@@ -24,23 +25,23 @@ def card(name="m"):
 
 
 def test_a_model_and_its_card_round_trip(tmp_path):
-    save(tmp_path, card(), {"weights": [1, 2, 3]})
-    got_card, model = load(tmp_path, "m")
+    save(Lake.at(tmp_path), card(), {"weights": [1, 2, 3]})
+    got_card, model = load(Lake.at(tmp_path), "m")
     assert got_card == card()
     assert model == {"weights": [1, 2, 3]}
-    assert (model_dir(tmp_path) / "m.json").is_file()
+    assert (model_dir(Lake.at(tmp_path)) / "m.json").is_file()
 
 
 def test_saving_again_replaces(tmp_path):
-    save(tmp_path, card(), 1)
-    save(tmp_path, card(), 2)
-    assert load(tmp_path, "m")[1] == 2
-    assert sorted(p.name for p in model_dir(tmp_path).iterdir()) == ["m.joblib", "m.json"]
+    save(Lake.at(tmp_path), card(), 1)
+    save(Lake.at(tmp_path), card(), 2)
+    assert load(Lake.at(tmp_path), "m")[1] == 2
+    assert sorted(p.name for p in model_dir(Lake.at(tmp_path)).iterdir()) == ["m.joblib", "m.json"]
 
 
 def test_a_missing_model_is_named(tmp_path):
     with pytest.raises(ModelNotTrained, match="'early_waste_30m'"):
-        load(tmp_path, "early_waste_30m")
+        load(Lake.at(tmp_path), "early_waste_30m")
     assert not (tmp_path / "_state").exists()  # looking creates nothing
 
 
@@ -54,9 +55,9 @@ def test_a_missing_model_is_named(tmp_path):
     ],
 )
 def test_a_damaged_model_or_card_is_named(tmp_path, suffix, damage):
-    save(tmp_path, card(), {"weights": [1, 2, 3]})
-    path = model_dir(tmp_path) / f"m{suffix}"
+    save(Lake.at(tmp_path), card(), {"weights": [1, 2, 3]})
+    path = model_dir(Lake.at(tmp_path)) / f"m{suffix}"
     path.write_bytes(damage)
     with pytest.raises(DamagedFile) as info:
-        load(tmp_path, "m")
+        load(Lake.at(tmp_path), "m")
     assert str(path) in str(info.value)

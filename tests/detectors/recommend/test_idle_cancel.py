@@ -9,6 +9,7 @@ from detectors.recommend import RecommendConfig, recommend
 from detectors.recommend.config import IdleCancelConfig
 from tests.detectors.recommend.lake import NOW, busy_samples, recs_of
 from tests.marts import rows as r
+from warehouse.lake import Lake
 
 H = 3600.0
 
@@ -170,15 +171,17 @@ def test_storing_twice_keeps_one_row_per_recommendation_and_its_first_time(tmp_p
     first = recommend(con, config, NOW, kinds=("idle_cancel_policy",))
     later = recommend(con, config, NOW + dt.timedelta(days=1), kinds=("idle_cancel_policy",))
 
-    assert write_recommendations(root, first) == 1
-    assert write_recommendations(root, later) == 1
-    [stored] = read_recommendations(root).to_pylist()
+    assert write_recommendations(Lake.at(root), first) == 1
+    assert write_recommendations(Lake.at(root), later) == 1
+    [stored] = read_recommendations(Lake.at(root)).to_pylist()
     assert stored["rec_id"] == first.column("rec_id")[0].as_py()
     assert stored["created_ts"] == NOW  # first made at NOW, found again a day later
     assert connect(root).sql("SELECT count(*) FROM recommendations").fetchall() == [(1,)]
     # a run that no longer makes it removes it
-    assert write_recommendations(root, recommend(con, config, NOW, kinds=()), ["della"]) == 0
-    assert read_recommendations(root).num_rows == 0
+    assert (
+        write_recommendations(Lake.at(root), recommend(con, config, NOW, kinds=()), ["della"]) == 0
+    )
+    assert read_recommendations(Lake.at(root)).num_rows == 0
 
 
 def test_a_hung_job_is_not_counted_since_the_rule_proposed_would_never_cancel_it(tmp_path):

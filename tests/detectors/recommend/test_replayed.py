@@ -13,6 +13,7 @@ from collector.sim.runner import SimConfig, simulate_records
 from detectors.recommend.recommendation import ClusterFacts, Recommendation
 from detectors.recommend.replayed import MAX_PROPOSALS, with_replayed_deltas
 from warehouse.connection import connect
+from warehouse.lake import Lake
 
 START = dt.datetime(2026, 11, 2, tzinfo=dt.UTC)
 
@@ -20,7 +21,7 @@ START = dt.datetime(2026, 11, 2, tzinfo=dt.UTC)
 @pytest.fixture(scope="module")
 def con(tmp_path_factory):
     root: Path = tmp_path_factory.mktemp("replayed") / "lake"
-    simulate_records(SimConfig(gpus=64, days=3, seed=3, load=1.5), root)  # queues form
+    simulate_records(SimConfig(gpus=64, days=3, seed=3, load=1.5), Lake.at(root))  # queues form
     c = connect(root, require=("jobs",))
     yield c
     c.close()

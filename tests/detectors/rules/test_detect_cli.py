@@ -15,6 +15,7 @@ from app.cli import cli
 from detectors.findings import read_findings
 from detectors.rules import DETECTORS
 from warehouse.connection import connect
+from warehouse.lake import Lake
 
 
 def invoke(*args: str) -> Result:
@@ -35,7 +36,7 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_detect_twice_stores_each_finding_once_and_keeps_ids(lake: Path) -> None:
     first = invoke("detect", "--lake", str(lake), "--now", "2026-12-01T00:00")
     assert first.exit_code == 0, first.output
-    stored = read_findings(lake)
+    stored = read_findings(Lake.at(lake))
     n = stored.num_rows
     assert n > 0
     assert f"{n:,} findings: {n:,} new, 0 updated" in first.output
@@ -48,7 +49,7 @@ def test_detect_twice_stores_each_finding_once_and_keeps_ids(lake: Path) -> None
     # the same run again: every finding is found as stored, none reported as updated
     third = invoke("detect", "--lake", str(lake), "--now", "2026-12-02T00:00")
     assert f"{n:,} findings: 0 new, 0 updated, {n:,} unchanged" in third.output
-    again = read_findings(lake)
+    again = read_findings(Lake.at(lake))
     assert sorted(again.column("finding_id").to_pylist()) == sorted(
         stored.column("finding_id").to_pylist()
     )
@@ -86,7 +87,7 @@ def test_detect_since_stores_again_what_the_whole_data_shows(lake: Path) -> None
     now = "2026-12-02T00:00"
     whole = invoke("detect", "--lake", str(lake), "--now", now, "-q")
     assert whole.exit_code == 0, whole.output
-    stored = read_findings(lake).sort_by("finding_id")
+    stored = read_findings(Lake.at(lake)).sort_by("finding_id")
     before = _as_told(stored)
     for since in ("2026-11-02T16:00", "2026-11-02T20:00"):
         later = invoke("detect", "--lake", str(lake), "--now", now, "--since", since, "-q")
@@ -98,7 +99,7 @@ def test_detect_since_stores_again_what_the_whole_data_shows(lake: Path) -> None
         assert 0 < seen < stored.num_rows
         # ... and finds each exactly as the whole data did: nothing new, nothing rewritten
         assert f"{seen:,} findings: 0 new, 0 updated, {seen:,} unchanged" in later.output
-        assert _as_told(read_findings(lake).sort_by("finding_id")) == before
+        assert _as_told(read_findings(Lake.at(lake)).sort_by("finding_id")) == before
 
 
 def test_seen_since_keeps_open_findings_and_those_ending_from_then_on() -> None:
@@ -176,7 +177,7 @@ def test_a_second_producer_is_merged_and_a_malformed_one_refused(
     monkeypatch.setattr(detect, "FINDING_PRODUCERS", [*detect.FINDING_PRODUCERS, model])
     result = invoke("detect", "--lake", str(lake), "-q")
     assert result.exit_code == 0, result.output
-    stored = read_findings(lake).to_pylist()
+    stored = read_findings(Lake.at(lake)).to_pylist()
     assert [f["predicted"] for f in stored if f["detector"] == "early_waste"] == [True]
 
     monkeypatch.setattr(detect, "FINDING_PRODUCERS", [lambda con, now, since: pa.table({"x": [1]})])

@@ -14,6 +14,7 @@ from detectors.findings import (
     write_findings,
 )
 from tests.detectors.rules.lake import at
+from warehouse.lake import Lake
 
 
 def frame(rows):
@@ -51,13 +52,13 @@ def test_the_id_is_a_function_of_cluster_detector_subject_and_anchor_only():
 
 def test_writing_twice_keeps_one_row_per_finding_and_the_first_detection_time(tmp_path):
     first = to_findings(frame([row("1", 1.0), row("2", 2.0)]), detected_ts=at(3600))
-    assert write_findings(tmp_path, first).new == 2
+    assert write_findings(Lake.at(tmp_path), first).new == 2
 
     again = to_findings(frame([row("2", 5.0), row("3", 3.0)]), detected_ts=at(7200))
-    result = write_findings(tmp_path, again)
+    result = write_findings(Lake.at(tmp_path), again)
 
     assert (result.new, result.updated, result.unchanged) == (1, 1, 0)
-    stored = {r["subject_id"]: r for r in read_findings(tmp_path).to_pylist()}
+    stored = {r["subject_id"]: r for r in read_findings(Lake.at(tmp_path)).to_pylist()}
     assert sorted(stored) == ["1", "2", "3"]
     assert stored["2"]["gpu_h_at_stake"] == 5.0  # the new figures
     assert stored["2"]["detected_ts"] == at(3600)  # first raised at the first run
@@ -66,17 +67,17 @@ def test_writing_twice_keeps_one_row_per_finding_and_the_first_detection_time(tm
 
 def test_a_finding_found_again_as_stored_counts_as_unchanged(tmp_path):
     first = to_findings(frame([row("1", 1.0), row("2", 2.0)]), detected_ts=at(3600))
-    write_findings(tmp_path, first)
+    write_findings(Lake.at(tmp_path), first)
     again = to_findings(frame([row("1", 1.0), row("2", 2.5)]), detected_ts=at(7200))
-    result = write_findings(tmp_path, again)
+    result = write_findings(Lake.at(tmp_path), again)
     assert (result.new, result.updated, result.unchanged) == (0, 1, 1)
 
 
 def test_clusters_are_kept_apart(tmp_path):
-    write_findings(tmp_path, to_findings(frame([row("1", 1.0, "a")]), at(0)))
-    write_findings(tmp_path, to_findings(frame([row("1", 1.0, "b")]), at(0)))
-    assert sorted(read_findings(tmp_path).column("cluster").to_pylist()) == ["a", "b"]
-    assert read_findings(tmp_path, "a").num_rows == 1
+    write_findings(Lake.at(tmp_path), to_findings(frame([row("1", 1.0, "a")]), at(0)))
+    write_findings(Lake.at(tmp_path), to_findings(frame([row("1", 1.0, "b")]), at(0)))
+    assert sorted(read_findings(Lake.at(tmp_path)).column("cluster").to_pylist()) == ["a", "b"]
+    assert read_findings(Lake.at(tmp_path), "a").num_rows == 1
 
 
 def test_a_producer_reporting_one_problem_twice_gives_one_row():
@@ -87,8 +88,8 @@ def test_a_producer_reporting_one_problem_twice_gives_one_row():
 
 def test_no_findings_writes_nothing(tmp_path):
     empty = to_findings(pl.DataFrame(schema=FRAME_SCHEMA), at(0))
-    assert write_findings(tmp_path, empty).new == 0
-    assert read_findings(tmp_path).num_rows == 0
+    assert write_findings(Lake.at(tmp_path), empty).new == 0
+    assert read_findings(Lake.at(tmp_path)).num_rows == 0
     assert isinstance(at(0), dt.datetime)
 
 

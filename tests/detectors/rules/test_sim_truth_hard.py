@@ -21,6 +21,7 @@ from collector.sim import SimConfig, simulate
 from detectors.rules import RuleConfig
 from detectors.waste_evaluation import WASTE_DETECTOR, WasteScore, score_waste
 from warehouse.connection import connect
+from warehouse.lake import Lake
 
 SEEDS = (1, 2, 3)
 
@@ -43,7 +44,7 @@ def scored(tmp_path_factory: pytest.TempPathFactory) -> WasteScore:
     total = WasteScore()
     for seed in SEEDS:
         lake = tmp_path_factory.mktemp(f"hard{seed}") / "lake"
-        simulate(SimConfig(gpus=64, days=3, seed=seed, hard=True), lake)
+        simulate(SimConfig(gpus=64, days=3, seed=seed, hard=True), Lake.at(lake))
         _invoke("attribute", "--quiet", "--lake", str(lake))
         _invoke("detect", "--quiet", "--lake", str(lake))
         con = connect(lake)
@@ -75,7 +76,7 @@ def test_no_bursty_service_is_flagged_as_waste(scored):
 @pytest.mark.slow
 def test_every_waste_job_has_one_waste_detector(tmp_path):
     lake = tmp_path / "lake"
-    simulate(SimConfig(gpus=32, days=2, seed=2, hard=True), lake)
+    simulate(SimConfig(gpus=32, days=2, seed=2, hard=True), Lake.at(lake))
     _invoke("attribute", "--quiet", "--lake", str(lake))
     _invoke("detect", "--quiet", "--lake", str(lake))
     con = connect(lake)

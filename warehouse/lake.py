@@ -1,0 +1,132 @@
+"""`Lake`: one lake, as every caller holds and passes it.
+
+A command, the service's round, the API or a bench builds one `Lake` from the `--lake` path
+(`Lake.at`) and hands it down; no layer re-interprets a bare path. The object owns what is
+the lake's own and delegates each to the module that defines it:
+
+- its layout — where a table's and a partition's files are, the `_state/` folder
+  (warehouse/layout.py);
+- engine connections — DuckDB with one view per table (warehouse/connection.py);
+- locks — the writer lock and who holds it (warehouse/writer_lock.py);
+- state — the SQLite state files under `_state/` (warehouse/state_files.py);
+- damage checks — a DuckDB error turned into the damaged file it names (warehouse/damage.py).
+
+The modules below it keep working on `lake.root`: they are what `Lake` is made of.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import sqlite3
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from warehouse import damage, layout, state_files, writer_lock
+from warehouse.connection import DEFAULT_MEMORY_LIMIT, WarehouseConfig
+
+if TYPE_CHECKING:
+    import duckdb
+
+__all__ = ["Lake"]
+
+
+@dataclass(frozen=True, slots=True)
+class Lake:
+    """The lake at `root`: its layout, engine connections, writer lock, state and damage
+    checks. Immutable and cheap: one per command, passed down."""
+
+    root: Path
+
+    @classmethod
+    def at(cls, path: str | os.PathLike[str] | None) -> Lake:
+        """The lake at `path` (the default `./lake` when None or empty)."""
+        return cls(layout.resolve_root(path))
+
+    def __str__(self) -> str:  # messages name the lake by its path, as before
+        return str(self.root)
+
+    def exists(self) -> bool:
+        """Whether the lake's folder exists (a lake nothing has landed in yet does not)."""
+        return self.root.is_dir()
+
+    # --- layout ------------------------------------------------------------------------------
+
+    def table_dir(self, table: str) -> Path:
+        return layout.table_dir(self.root, table)
+
+    def partition_dir(self, table: str, cluster: str, date: dt.date | None) -> Path:
+        return layout.partition_dir(self.root, table, cluster, date)
+
+    def table_files(self, table: str) -> list[Path]:
+        """`table`'s Parquet files now, sorted."""
+        return layout.table_files(self.root, table)
+
+    def state_dir(self) -> Path:
+        """`<root>/_state/`, made if missing."""
+        return layout.state_dir(self.root)
+
+    # --- engine connections ------------------------------------------------------------------
+
+    def config(
+        self,
+        *,
+        memory_limit: str = DEFAULT_MEMORY_LIMIT,
+        threads: int | None = None,
+        temp_directory: Path | None = None,
+    ) -> WarehouseConfig:
+        """The engine settings for this lake."""
+        return WarehouseConfig(self.root, memory_limit, threads, temp_directory)
+
+    def connect(
+        self, *, require: Iterable[str] = (), config: WarehouseConfig | None = None
+    ) -> duckdb.DuckDBPyConnection:
+        """DuckDB with one view per table of this lake (`warehouse.connection.connect`);
+        EmptyWarehouse if a table in `require` has no data. `config`: engine settings for this
+        lake (its root must be this lake's)."""
+        from warehouse.connection import connect
+
+        return connect(config or self.config(), require=require)
+
+    # --- locks -------------------------------------------------------------------------------
+
+    def writer(
+        self,
+        step: str,
+        *,
+        command: str | None = None,
+        wait: bool = True,
+        timeout_s: float | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> AbstractContextManager[None]:
+        """Hold the lake's writer lock for `step` (`warehouse.writer_lock.writer_lock`)."""
+        return writer_lock.writer_lock(
+            self.root, step, command=command, wait=wait, timeout_s=timeout_s, progress=progress
+        )
+
+    def writer_holder(self) -> writer_lock.Holder | None:
+        """Who holds the writer lock now (None: nobody)."""
+        return writer_lock.holder(self.root)
+
+    # --- state -------------------------------------------------------------------------------
+
+    def state_path(self, spec: state_files.StateFile) -> Path:
+        return state_files.state_path(self.root, spec)
+
+    def state(
+        self, spec: state_files.StateFile, timeout_s: float = 30.0, *, autocommit: bool = False
+    ) -> sqlite3.Connection:
+        """Open the lake's state file `spec` at its current schema (`state_files.open_state`)."""
+        return state_files.open_state(self.root, spec, timeout_s, autocommit=autocommit)
+
+    # --- damage checks -----------------------------------------------------------------------
+
+    def damaged(
+        self, exc: BaseException, con: duckdb.DuckDBPyConnection | None = None
+    ) -> BaseException:
+        """`exc` as DamagedFile naming the lake file DuckDB failed to decode, else `exc`
+        (`warehouse.damage.as_damaged`)."""
+        return damage.as_damaged(exc, con)

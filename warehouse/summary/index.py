@@ -1,0 +1,97 @@
+"""The per-day index that stands in for `gpu_job_buckets` (`<lake>/_state/summary_index/`,
+`sql/attribution/summary_index.sql`) and the derived views cached beside it (`jobs_latest`,
+`job_gpu_intervals` as of the last build).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+import sql
+from warehouse import layout, queries
+from warehouse.connection import (
+    DERIVED_VIEWS,
+    register_files,
+)
+from warehouse.partitions import DayKey
+from warehouse.summary.views import _arrow_view, _register_raw
+
+if TYPE_CHECKING:
+    import duckdb
+
+
+_INDEX_DIR = "summary_index"
+
+
+def _index_path(root: Path, key: DayKey) -> Path:
+    return layout.state_dir(root) / _INDEX_DIR / key[0] / f"{key[1].isoformat()}.parquet"
+
+
+def _index_files(root: Path) -> list[Path]:
+    folder = layout.state_dir(root) / _INDEX_DIR
+    return sorted(p for p in folder.rglob("*.parquet") if not p.name.startswith("."))
+
+
+def _index_fingerprint(root: Path) -> str:
+    return layout.files_fingerprint(_index_files(root))
+
+
+def _write_index(root: Path, index: pa.Table, keys: Iterable[DayKey]) -> None:
+    """Write the index rows of each day in `keys` to its file (none: the file is removed)."""
+    clusters = pc.unique(index.column("cluster")).to_pylist()
+    for key in keys:
+        path = _index_path(root, key)
+        names = pa.array([c for c in clusters if layout.safe_name(c) == key[0]], pa.string())
+        rows = index.filter(
+            pc.and_(
+                pc.is_in(index.column("cluster"), names),
+                pc.equal(index.column("date"), pa.scalar(key[1], pa.date32())),
+            )
+        )
+        if not rows.num_rows:
+            path.unlink(missing_ok=True)
+            continue
+        _write_state_file(rows, path)
+
+
+def _read_index(root: Path, keys: Iterable[DayKey]) -> list[pa.Table]:
+    return [pq.read_table(p) for k in keys if (p := _index_path(root, k)).exists()]
+
+
+def _index_of(con: duckdb.DuckDBPyConnection, files: list[Path]) -> pa.Table:
+    register_files(con, "gpu_job_buckets", files, view="gpu_job_buckets")
+    return queries.run_arrow(con, "attribution/summary_index")
+
+
+def _derived_path(root: Path, view: str) -> Path:
+    return layout.state_dir(root) / _INDEX_DIR / "_derived" / f"{view}.parquet"
+
+
+def _write_state_file(table: pa.Table, path: Path) -> None:
+    """Write a state file (re-derivable, so no fsync: a torn one fails the fingerprint check)."""
+    layout.ensure_dir(path.parent)
+    fd, tmp = layout.create_temp(path)  # like every state file: the lake's group only
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            pq.write_table(table, handle)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)  # renamed into place already, unless the write failed
+
+
+def _write_derived(con: duckdb.DuckDBPyConnection, root: Path, index: pa.Table) -> None:
+    """Cache `jobs_latest` and `job_gpu_intervals` as of this build: they read only raw tables
+    other than samples (unchanged while updates are incremental) and, for allocations still
+    open, the data's end (whose jobs an update recomputes)."""
+    _register_raw(con, root, ("jobs", "job_gpus", "gpus"))
+    _arrow_view(con, "gpu_job_buckets", index)
+    for view in ("jobs_latest", "job_gpu_intervals"):
+        con.sql(sql.load(DERIVED_VIEWS[view])).create_view(view)
+        _write_state_file(con.table(view).to_arrow_table(), _derived_path(root, view))

@@ -1,0 +1,96 @@
+"""Landing the summary marts' rows: a whole mart cluster by cluster, only the date partitions
+whose rows changed, or one-row-per-job marts with the jobs in scope replaced.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from warehouse import layout
+from warehouse.schema import MARTS
+from warehouse.summary.scope import _folder_keys
+from warehouse.writer import replace_partition, replace_partitions
+
+if TYPE_CHECKING:
+    pass
+
+
+def land_mart(root: Path, mart: str, result: pa.Table) -> int:
+    """Replace every partition of `mart` by `result`, cluster by cluster; return its rows."""
+    schema = MARTS[mart].schema
+    table = result.select(schema.names).cast(schema)
+    clusters = pc.unique(table.column("cluster")).to_pylist()
+    for cluster in clusters:
+        rows = table.filter(pc.equal(table.column("cluster"), cluster))
+        replace_partitions(root, mart, rows, cluster)
+    return int(table.num_rows)
+
+
+def _partition_day(mart: str, table: pa.Table) -> list[dt.date | None]:
+    column = MARTS[mart].date_column
+    if column is None:
+        return [None] * table.num_rows
+    values = table.column(column)
+    if not pa.types.is_date32(values.type):
+        values = pc.cast(pc.cast(values, pa.timestamp("ms", tz="UTC")), pa.date32())
+    return list(values.to_pylist())
+
+
+def _land_changed(
+    root: Path, mart: str, result: pa.Table, partitions: set[tuple[str, dt.date]] | None = None
+) -> None:
+    """Write the date partitions of `mart` whose rows differ from `result`'s; remove those
+    `result` has no rows for. With `partitions` (cluster, day), only those are considered."""
+    schema = MARTS[mart].schema
+    table = result.select(schema.names).cast(schema)
+    groups: dict[tuple[str, dt.date], list[int]] = {}
+    clusters = table.column("cluster").to_pylist()
+    for row, (cluster, day) in enumerate(zip(clusters, _partition_day(mart, table), strict=True)):
+        if day is not None and (partitions is None or (cluster, day) in partitions):
+            groups.setdefault((cluster, day), []).append(row)
+    folders = _folder_keys(groups)
+    present: set[tuple[str, dt.date]] = set()
+    for path in layout.table_files(root, mart):
+        if (found := layout.partition_key(path)) is not None:
+            present.add(found)
+    considered = None if partitions is None else _folder_keys(partitions)
+    for folder_key in sorted(present - folders):
+        if considered is None or folder_key in considered:
+            replace_partition(root, mart, schema.empty_table(), folder_key[0], folder_key[1])
+    for (cluster, day), rows in sorted(groups.items()):
+        part = table.take(pa.array(rows, pa.int64()))
+        folder = layout.partition_dir(root, mart, cluster, day)
+        old = [pq.read_table(p).select(schema.names) for p in sorted(folder.glob("*.parquet"))]
+        if old and pa.concat_tables(old).cast(schema).equals(part):
+            continue
+        replace_partition(root, mart, part, cluster, day)
+
+
+def _merge_jobs(root: Path, mart: str, new: pa.Table, scope: pa.Table) -> pa.Table:
+    """`mart` (one row per job) with the rows of the jobs in `scope` replaced by `new`'s,
+    landed for the clusters in scope; return the whole merged mart."""
+    schema = MARTS[mart].schema
+    old_files = layout.table_files(root, mart)
+    old = [pq.read_table(p, columns=schema.names).cast(schema) for p in old_files]
+    fresh = new.select(schema.names).cast(schema)
+    parts = [fresh]
+    clusters = set(scope.column("cluster").to_pylist())
+    for table in old:
+        for cluster in pc.unique(table.column("cluster")).to_pylist():
+            rows = table.filter(pc.equal(table.column("cluster"), cluster))
+            if cluster in clusters:
+                in_scope = scope.filter(pc.equal(scope.column("cluster"), cluster))
+                rows = rows.filter(pc.invert(pc.is_in(rows.column("job_id"), in_scope["job_id"])))
+            parts.append(rows)
+    merged = pa.concat_tables(parts).sort_by([("cluster", "ascending"), ("job_id", "ascending")])
+    for cluster in sorted(clusters):
+        replace_partitions(
+            root, mart, merged.filter(pc.equal(merged.column("cluster"), cluster)), cluster
+        )
+    return merged

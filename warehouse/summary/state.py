@@ -1,0 +1,232 @@
+"""What the summary marts were last built from, in the lake's SQLite state: the fingerprint of
+the other inputs (raw tables, SQL, config), the digest of each day partition, the scheduler's
+batch files and their jobs; and why they cannot be updated in place.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import sqlite3
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+import sql
+from warehouse import compaction_log, layout, state_files
+from warehouse.connection import (
+    DERIVED_VIEWS,
+    WarehouseConfig,
+    open_engine,
+    register_reference,
+)
+from warehouse.partitions import SAMPLE_MARTS, DayKey
+from warehouse.schema import RAW_TABLES
+from warehouse.summary.index import (
+    _index_files,
+    _index_fingerprint,
+    _index_of,
+    _write_derived,
+    _write_index,
+)
+from warehouse.summary.scope import _late_jobs
+from warehouse.summary.whole import SUMMARY_MARTS
+
+if TYPE_CHECKING:
+    from warehouse.attribution import AttributionConfig
+
+
+_HELPERS = (
+    "attribution/summary_index",
+    "attribution/scope_jobs",
+    "attribution/open_starts",
+    "attribution/scope_weeks",
+    "attribution/late_days",
+    "attribution/share_peers",
+    "attribution/scope_week_jobs",
+    "views/job_co2e_hourly",
+    *DERIVED_VIEWS.values(),
+)
+
+
+# The scheduler's tables: a batch file of them new, rewritten (an allocation closed) or removed
+# since the last build holds late records, whose jobs are updated in place.
+_SCHEDULER = ("jobs", "job_gpus")
+
+
+# What the detectors, the evaluation and the simulator's truth write: no mart reads them, so
+# a `detect` (which lands findings every round) leaves the summary marts as they are.
+_NOT_READ = ("findings", "recommendations", "evaluation_scores", "sim_truth")
+
+
+# The raw tables the summary marts read whole (a change of their files rebuilds them).
+_OTHER_RAW = tuple(
+    t for t in RAW_TABLES if t != "gpu_samples" and t not in _SCHEDULER and t not in _NOT_READ
+)
+
+
+def _state(root: Path) -> sqlite3.Connection:
+    return state_files.open_state(root, state_files.ATTRIBUTION)
+
+
+def _inputs_fingerprint(root: Path, config: AttributionConfig) -> str:
+    """What the summary marts read besides the sample-level marts and the scheduler's tables:
+    the other raw tables, the SQL of every mart and helper, and the config."""
+    others = [layout.files_fingerprint(layout.table_files(root, t)) for t in _OTHER_RAW]
+    return _inputs_digest(config, others)
+
+
+def _inputs_digest(config: AttributionConfig, tables: Iterable[str]) -> str:
+    """`_inputs_fingerprint` of the other raw tables' fingerprints `tables` (in _OTHER_RAW's
+    order)."""
+    digest = hashlib.sha1(repr(config).encode())
+    for fingerprint in tables:
+        digest.update(fingerprint.encode())
+    for query in (*(q for _, q in SAMPLE_MARTS), *(q for _, q in SUMMARY_MARTS), *_HELPERS):
+        digest.update(sql.load(query).encode())
+    return digest.hexdigest()
+
+
+def _scheduler_records(root: Path) -> dict[str, str]:
+    """Every file of the scheduler's tables -> its size and modification time."""
+    records: dict[str, str] = {}
+    for table in _SCHEDULER:
+        records |= compaction_log.stamps(layout.files_listing(layout.table_files(root, table)))
+    return records
+
+
+def _sample_mart_days(root: Path) -> dict[DayKey, list[Path]] | None:
+    """The sample-level mart files of each day partition; None if one is outside the layout."""
+    days: dict[DayKey, list[Path]] = {}
+    for mart, _ in SAMPLE_MARTS:
+        for path in layout.table_files(root, mart):
+            key = layout.partition_key(path)
+            if key is None:
+                return None
+            days.setdefault(key, []).append(path)
+    return days
+
+
+def _marts_fingerprint(root: Path) -> str:
+    return layout.files_fingerprint(
+        p for mart, _ in SUMMARY_MARTS for p in layout.table_files(root, mart)
+    )
+
+
+def record_summary_state(
+    root: Path,
+    config: AttributionConfig,
+    *,
+    inputs: str | None = None,
+    records: dict[str, str] | None = None,
+) -> None:
+    """Record what the summary marts were just built whole from, so the next change of some
+    day partitions or late scheduler records can update them instead of rebuilding them.
+    `inputs`, `records`: the fingerprint of the other inputs and the scheduler's files, taken
+    before the build (default: now)."""
+    inputs = inputs or _inputs_fingerprint(root, config)
+    records = _scheduler_records(root) if records is None else records
+    days = _sample_mart_days(root)
+    with _state(root) as db:
+        db.execute("DELETE FROM summary_built")
+        db.execute("DELETE FROM summary_days")
+        db.execute("DELETE FROM summary_records")
+        db.execute("DELETE FROM summary_record_jobs")
+    if days is None:
+        return  # not in the layout: every refresh rebuilds whole
+    engine = open_engine(WarehouseConfig(root=root))
+    try:
+        register_reference(engine)
+        index = _index_of(engine, layout.table_files(root, "gpu_job_buckets"))
+        for path in _index_files(root):
+            path.unlink()
+        _write_index(root, index, days)
+        _write_derived(engine, root, index)
+    finally:
+        engine.close()
+    _save_state(root, inputs, days, records)
+
+
+def _save_state(
+    root: Path, inputs: str, days: dict[DayKey, list[Path]], records: dict[str, str]
+) -> None:
+    with _state(root) as db:
+        db.execute("DELETE FROM summary_built")
+        db.execute(
+            "INSERT INTO summary_built VALUES (?, ?, ?)",
+            (inputs, _marts_fingerprint(root), _index_fingerprint(root)),
+        )
+        db.execute("DELETE FROM summary_days")
+        db.executemany(
+            "INSERT INTO summary_days VALUES (?, ?, ?)",
+            [
+                (k[0], k[1].isoformat(), layout.files_fingerprint(files))
+                for k, files in days.items()
+            ],
+        )
+        known = dict(db.execute("SELECT path, stamp FROM summary_records").fetchall())
+        for path in sorted(p for p in set(known) | set(records) if known.get(p) != records.get(p)):
+            db.execute("DELETE FROM summary_records WHERE path = ?", (path,))
+            db.execute("DELETE FROM summary_record_jobs WHERE path = ?", (path,))
+            if path in records:
+                db.execute("INSERT INTO summary_records VALUES (?, ?)", (path, records[path]))
+                jobs = _late_jobs([Path(path)])
+                db.executemany(
+                    "INSERT INTO summary_record_jobs VALUES (?, ?, ?)",
+                    [(path, c, j) for c, j in zip(*jobs.to_pydict().values(), strict=True)],
+                )
+
+
+def _stale_reason(
+    root: Path, inputs: str, records: dict[str, str]
+) -> tuple[str, dict[DayKey, str], pa.Table | None]:
+    """Why the summary marts cannot be updated in place ("" when they can), the digest of each
+    day partition they were built from, and the jobs of late scheduler records (None: none):
+    those in files new or rewritten since, and those the rewritten or removed files had.
+    `inputs`, `records`: the inputs' fingerprint and the scheduler's files now."""
+    with _state(root) as db:
+        built = db.execute("SELECT inputs, marts, index_fp FROM summary_built").fetchall()
+        recorded = {
+            (cluster, dt.date.fromisoformat(date)): digest
+            for cluster, date, digest in db.execute(
+                "SELECT cluster, date, digest FROM summary_days"
+            )
+        }
+        known = dict(db.execute("SELECT path, stamp FROM summary_records").fetchall())
+        gone = [p for p, stamp in known.items() if records.get(p) != stamp]
+        old_jobs = [
+            row
+            for path in gone
+            for row in db.execute(
+                "SELECT cluster, job_id FROM summary_record_jobs WHERE path = ?", (path,)
+            )
+        ]
+    reason = _stale_why(root, inputs, built)
+    fresh = [Path(p) for p, stamp in records.items() if known.get(p) != stamp]
+    if reason or (not fresh and not gone):  # rebuilt whole anyway, or no late record
+        return reason, recorded, None
+    old = pa.table(
+        {
+            "cluster": pa.array([c for c, _ in old_jobs], pa.string()),
+            "job_id": pa.array([j for _, j in old_jobs], pa.string()),
+        }
+    )
+    late = pa.concat_tables([old, _late_jobs(fresh)]).group_by(["cluster", "job_id"])
+    return reason, recorded, late.aggregate([])
+
+
+def _stale_why(root: Path, inputs: str, built: list[tuple[str, str, str]]) -> str:
+    if len(built) != 1:
+        return "no record of a whole build"
+    built_inputs, marts, index_fp = built[0]
+    if marts != _marts_fingerprint(root):
+        return "the summary marts' files changed since they were built"
+    if index_fp != _index_fingerprint(root):
+        return "the summary index changed since it was written"
+    if built_inputs != inputs:
+        return "raw tables other than samples and the scheduler's, the SQL or the config changed"
+    if any(layout.partition_key(p) is None for p in layout.table_files(root, "gpu_samples")):
+        return "sample files outside the partition layout"
+    return ""
