@@ -139,7 +139,7 @@ def attribute(
 
 
 def _attribute_on_spark(
-    lake: Path,
+    lake: Lake,
     config: PipelineConfig,
     spark_master: str | None,
     spark_source: str,
@@ -158,10 +158,10 @@ def _attribute_on_spark(
     def owners(files: int, changed: int) -> None:
         attributed[:] = [files, changed]
 
-    layout.ensure_dir(lake)  # with the lake's group and mode: it may hold no raw table yet
+    layout.ensure_dir(lake.root)  # with the lake's group and mode: it may hold no raw table yet
     counts = build_marts_on_spark(
         spark_session(spark_master),
-        lake,
+        lake.root,
         config.attribution.values(),
         MART_ORDER,
         progress=step,
