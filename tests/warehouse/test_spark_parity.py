@@ -100,7 +100,7 @@ def both_engines(
     pipeline = dataclasses.replace(default_pipeline_config(), attribute=AttributeSettings(config))
     end = dt.datetime(2024, 3, 2, tzinfo=dt.UTC)  # compaction's "now": nothing here to compact
     done = attribute(
-        on_spark, pipeline, end, engine="spark", spark_source=source.resolve().as_uri()
+        Lake.at(on_spark), pipeline, end, engine="spark", spark_source=source.resolve().as_uri()
     )
     assert set(done.counts) == set(MARTS) and done.rewritten == 0
     return lake, on_spark, (done.checked, done.changed)
