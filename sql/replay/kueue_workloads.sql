@@ -55,7 +55,7 @@ workloads AS (
         CASE WHEN bool_or(start_ts IS NOT NULL AND end_ts IS NULL) THEN NULL ELSE max(end_ts) END
             AS end_ts,
         min(time_limit_s) AS time_limit_s,
-        sum(asked) AS gpus,
+        CAST(sum(asked) AS BIGINT) AS gpus,
         count(DISTINCT n.node) AS n_nodes,
         min(gpu_type) AS gpu_type,
         count(DISTINCT job_id) AS pods

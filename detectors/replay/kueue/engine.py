@@ -50,6 +50,7 @@ __all__ = ["KueueOutcome", "KueueWorkload", "replay_kueue"]
 
 _ARRIVE, _END, _CANCEL = 1, 0, 2  # ends first at one instant: they free quota
 _FIT, _PREEMPT, _NOFIT = "fit", "preempt", "nofit"
+_Victim = tuple[int, str]  # an admitted workload and its ClusterQueue
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +159,7 @@ class _Replay:
         self.w, self.policy = w, policy
         n = w.size
         self.prio = np.array([policy.priorities.get(c, 0) for c in kw.priority_class], np.int64)
-        self.gpus = w.gpus.astype(float)
+        self.gpus: list[float] = [float(g) for g in w.gpus]
         self.quota = _Quota(policy)
         self.start = np.full(n, np.nan)
         self.end = np.full(n, np.nan)
@@ -253,7 +254,7 @@ class _Replay:
     def _restore(self, victim: int, vcq: str) -> None:
         self.quota.add(vcq, self.admitted[vcq][victim].flavor, self.gpus[victim])
 
-    def _candidates(self, j: int, cq: str, flavor: str) -> tuple[list, list, list]:
+    def _candidates(self, j: int, cq: str, flavor: str) -> tuple[list[_Victim], list[_Victim], list[_Victim]]:
         policy = self.policy.queues[cq]
         q = self.quota
         same = []
