@@ -6,10 +6,12 @@
 -- Params:
 --   $cluster  the cluster
 -- Returns: name, cohort, flavor, resource, nominal_quota, borrowing_limit, lending_limit,
---          weight, updated_ts
+--          weight, queueing_strategy, within_cluster_queue, reclaim_within_cohort,
+--          updated_ts
 --
 -- A ClusterQueue with no GPU quota has one row with flavor and resource null. Quantities are
--- in units of the resource (GPUs, or MIG instances); null limits are not set.
+-- in units of the resource (GPUs, or MIG instances); null limits are not set. The queueing
+-- strategy and preemption policies are null where the collector did not record them.
 
 SELECT
     name,
@@ -20,6 +22,9 @@ SELECT
     gpu_borrowing_limit AS borrowing_limit,
     gpu_lending_limit AS lending_limit,
     weight,
+    queueing_strategy,
+    preemption_within_cluster_queue AS within_cluster_queue,
+    preemption_reclaim_within_cohort AS reclaim_within_cohort,
     updated_ts
 FROM queues
 WHERE cluster = $cluster

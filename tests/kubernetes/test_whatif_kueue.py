@@ -50,9 +50,12 @@ def test_the_recorded_policy_is_the_latest_clusterqueues(lake):
     assert research.cohort == "org" and research.weight == 2.0
     h100 = research.flavors["h100"]
     assert (h100.nominal, h100.borrowing_limit, h100.lending_limit) == (12, 4, 4)
+    assert research.queueing_strategy == "BestEffortFIFO"
+    assert research.within_cluster_queue == "LowerPriority"
+    assert research.reclaim_within_cohort == "Any"
     # cq-eval's H100 quota changed at t3 (the latest version wins); cq-cpu has no GPU quota
     assert policy.queues["cq-eval"].flavors["h100"].nominal == 6
-    assert "cq-cpu" not in policy.queues
+    assert policy.queues["cq-cpu"].flavors == {}
     assert policy.fair_sharing  # a ClusterQueue sets a fair-sharing weight
 
 
@@ -61,7 +64,7 @@ def test_replay_prints_the_calibration_and_writes_one_row_per_workload(lake, tmp
     result = invoke("replay", "--lake", str(lake), "--cluster", CLUSTER, "-q", "--out", str(out))
 
     assert result.exit_code == 0, result.output
-    assert "Kueue: 3 ClusterQueues" in result.output
+    assert "Kueue: 4 ClusterQueues" in result.output
     assert "Calibration: the recorded ClusterQueues replayed" in result.output
     assert "cq-research" in result.output
     rows = pl.read_parquet(out)

@@ -73,6 +73,9 @@ class QueueRow:
     gpu_limit: float | None = None
     weight: float | None = None
     deleted: bool = False
+    queueing_strategy: str | None = None  # Kueue ClusterQueues: BestEffortFIFO, StrictFIFO
+    preemption_within_cluster_queue: str | None = None
+    preemption_reclaim_within_cohort: str | None = None
 
     @property
     def key(self) -> str:
@@ -139,6 +142,12 @@ def kueue_cluster_queue_rows(obj: Mapping[str, Any]) -> list[QueueRow]:
     spec = _spec(obj)
     parent = _text(spec.get("cohort") or spec.get("cohortName"))
     weight = _amount((spec.get("fairSharing") or {}).get("weight"))
+    preemption = spec.get("preemption") or {}
+    policy = {
+        "queueing_strategy": _text(spec.get("queueingStrategy")),
+        "preemption_within_cluster_queue": _text(preemption.get("withinClusterQueue")),
+        "preemption_reclaim_within_cohort": _text(preemption.get("reclaimWithinCohort")),
+    }
     rows = []
     for group in spec.get("resourceGroups") or []:
         for flavor in group.get("flavors") or []:
@@ -157,9 +166,12 @@ def kueue_cluster_queue_rows(obj: Mapping[str, Any]) -> list[QueueRow]:
                         gpu_borrowing_limit=_amount(quota.get("borrowingLimit")),
                         gpu_lending_limit=_amount(quota.get("lendingLimit")),
                         weight=weight,
+                        **policy,
                     )
                 )
-    return rows or [QueueRow(kind=KUEUE_CLUSTER_QUEUE, name=name, parent=parent, weight=weight)]
+    return rows or [
+        QueueRow(kind=KUEUE_CLUSTER_QUEUE, name=name, parent=parent, weight=weight, **policy)
+    ]
 
 
 def kueue_local_queue_rows(obj: Mapping[str, Any]) -> list[QueueRow]:

@@ -254,7 +254,9 @@ class _Replay:
     def _restore(self, victim: int, vcq: str) -> None:
         self.quota.add(vcq, self.admitted[vcq][victim].flavor, self.gpus[victim])
 
-    def _candidates(self, j: int, cq: str, flavor: str) -> tuple[list[_Victim], list[_Victim], list[_Victim]]:
+    def _candidates(
+        self, j: int, cq: str, flavor: str
+    ) -> tuple[list[_Victim], list[_Victim], list[_Victim]]:
         policy = self.policy.queues[cq]
         q = self.quota
         same = []

@@ -88,19 +88,37 @@ def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
+_POLICY_KEYS = (
+    ("queueing_strategy", "queueingStrategy"),
+    ("within_cluster_queue", "preemption.withinClusterQueue"),
+    ("reclaim_within_cohort", "preemption.reclaimWithinCohort"),
+)
+
+
 def recorded_kueue_settings(con: duckdb.DuckDBPyConnection, cluster: str) -> list[tuple[str, str]]:
     """The latest ClusterQueues of the `queues` table as replay settings: each queue's cohort,
-    fair-sharing weight and, per flavor, its GPU quota and limits; fair sharing is taken as on
-    when any ClusterQueue sets a weight (the lake does not record Kueue's Configuration)."""
+    queueing strategy, preemption policies, fair-sharing weight and, per flavor, its GPU quota
+    and limits; fair sharing is taken as on when any ClusterQueue sets a weight (the lake does
+    not record Kueue's Configuration)."""
     if not _has_table(con, "queues"):
         return []
     rows = queries.run(con, "replay/kueue_cluster_queues", cluster=cluster)
     out: list[tuple[str, str]] = []
     weighted = False
-    for name, cohort, flavor, resource, nominal, borrowing, lending, weight, _ in rows.iter_rows():
+    for row in rows.iter_rows(named=True):
+        name, cohort, flavor, resource = row["name"], row["cohort"], row["flavor"], row["resource"]
+        nominal, borrowing, lending = (
+            row["nominal_quota"],
+            row["borrowing_limit"],
+            row["lending_limit"],
+        )
+        weight = row["weight"]
         prefix = f"clusterqueue.{name}"
         if cohort:
             out.append((f"{prefix}.cohort", cohort))
+        for column, key in _POLICY_KEYS:
+            if row[column]:
+                out.append((f"{prefix}.{key}", row[column]))
         if weight is not None:
             weighted = True
             out.append((f"{prefix}.fairSharing.weight", repr(float(weight))))
