@@ -24,7 +24,9 @@ admitted run for their recorded run time. The model follows Kueue's scheduler
   incoming workload fits in its own nominal quota; other queues' first, then lowest priority,
   then the most recently admitted. They are removed in that order until the workload fits,
   then added back in reverse while it still fits. Victims requeue and later restart from
-  scratch; the preemptor is admitted in the next cycle of the same instant.
+  scratch; the preemptor is admitted at the same instant (Kueue admits it once the victims are
+  gone; no other head can take their quota in between), and a victim is not considered again
+  before the next event (its pods are still terminating).
 * **Fair sharing** (`fairSharing.enable`): heads ordered by their queue's dominant resource
   share (GPUs borrowed ÷ GPUs the cohort lends × 1000 ÷ weight), and preemption in the cohort
   by Kueue's strategies `LessThanOrEqualToFinalShare` then `LessThanInitialShare`.
@@ -166,6 +168,7 @@ class _Replay:
         self.known = ~np.isnan(w.run_s)
         self.preemptions = np.zeros(n, np.int64)
         self.token = np.zeros(n, np.int64)
+        self.evicted_at = np.full(n, -math.inf)
         self.pending: dict[str, list[tuple[int, float, int]]] = {}
         self.inadmissible: dict[str, set[int]] = {}
         self.admitted: dict[str, dict[int, _Admitted]] = {}
@@ -206,6 +209,7 @@ class _Replay:
         self.quota.add(cq, a.flavor, -self.gpus[j])
         self.token[j] += 1
         self.preemptions[j] += 1
+        self.evicted_at[j] = t
         self.end[j] = np.nan
         insort(self.pending.setdefault(cq, []), self._key(j))
         self._release_cohort(cq)
@@ -397,18 +401,22 @@ class _Replay:
                 return _PREEMPT, f, q.used(cq, f) + self.gpus[j] > q.nominal(cq, f), targets
         return _NOFIT, "", False, []
 
-    def _heads(self) -> list[int]:
+    def _heads(self, t: float) -> list[int]:
+        """Each queue's first workload not set aside; one evicted at `t` is not back before the
+        next event (its pods are still terminating): no preemption ping-pong at one instant."""
         heads = []
         for cq, queue in self.pending.items():
             skip = self.inadmissible.get(cq, set())
-            head = next((k[2] for k in queue if k[2] not in skip), None)
+            head = next(
+                (k[2] for k in queue if k[2] not in skip and self.evicted_at[k[2]] != t), None
+            )
             if head is not None:
                 heads.append(head)
         return heads
 
     def _cycle(self, t: float) -> bool:
         """One scheduling cycle at `t`; whether anything changed."""
-        entries = [(j, *self._nominate(j)) for j in self._heads()]
+        entries = [(j, *self._nominate(j)) for j in self._heads(t)]
         if not entries:
             return False
         if self.policy.fair_sharing:
@@ -437,9 +445,21 @@ class _Replay:
                 continue
             if any(v in evicted or v not in self.admitted.get(m, {}) for v, m in targets):
                 continue  # overlapping targets: the next cycle decides
+            for v in targets:
+                self._remove(*v)
+            fits = self.gpus[j] <= self.quota.available(cq, flavor)
+            for v in targets:
+                self._restore(*v)
+            if not fits:
+                continue  # another head took the quota this cycle: no preemption in vain
             for v, m in targets:
                 self._evict(v, m, t)
                 evicted.add(v)
+            if self.gpus[j] <= self.quota.available(cq, flavor):
+                # Kueue admits the preemptor once its victims are gone; here at once, so that
+                # the quota they free is not taken by another head in between
+                self.pending[cq].remove(self._key(j))
+                self._admit(j, cq, flavor, t)
             changed = True
         return changed
 
