@@ -445,11 +445,11 @@ class _Replay:
                 continue
             if any(v in evicted or v not in self.admitted.get(m, {}) for v, m in targets):
                 continue  # overlapping targets: the next cycle decides
-            for v in targets:
-                self._remove(*v)
+            for victim in targets:
+                self._remove(*victim)
             fits = self.gpus[j] <= self.quota.available(cq, flavor)
-            for v in targets:
-                self._restore(*v)
+            for victim in targets:
+                self._restore(*victim)
             if not fits:
                 continue  # another head took the quota this cycle: no preemption in vain
             for v, m in targets:
