@@ -227,7 +227,9 @@ RECOMMENDATIONS = _schema(
 # (`nvidia.com/gpu`, `nvidia.com/mig-1g.10gb`, …) has one row each; a queue with no GPU quota
 # has one row with `flavor`/`resource` null. Quantities are in units of `resource` (whole GPUs,
 # or MIG instances); null means "not set" (e.g. no borrowing limit). `deleted` marks the
-# version landed when the queue disappeared. The latest `updated_ts` per key wins.
+# version landed when the queue disappeared. The latest `updated_ts` per key wins. A Kueue
+# ClusterQueue's `queueing_strategy` and `preemption_*` (withinClusterQueue,
+# reclaimWithinCohort) are Kueue's own words; null for other kinds (added for the policy lab).
 QUEUES = _schema(
     ("cluster", _str, False),
     ("kind", _str, False),
@@ -244,6 +246,9 @@ QUEUES = _schema(
     ("weight", _f64),
     ("deleted", _bool),
     ("updated_ts", TIMESTAMP, False),
+    ("queueing_strategy", _str),
+    ("preemption_within_cluster_queue", _str),
+    ("preemption_reclaim_within_cohort", _str),
 )
 
 # Not in DESIGN §3: entitlements for the fairness report (issue 8). One row per scheduler

@@ -22,6 +22,7 @@ from app.options import Timestamp, lake_option, progress_bar
 from warehouse.lake import Lake
 
 if TYPE_CHECKING:
+    from app.whatif_kueue import KueueRun
     from detectors.replay.engine import Outcome, Workload
     from detectors.replay.metrics import Calibration
     from detectors.replay.policy import Policy
@@ -31,7 +32,9 @@ __all__ = ["command"]
 SET_HELP = (
     "A policy change, KEY=VALUE in Slurm's names (repeatable), e.g. "
     "partition.gpu.MaxTime=08:00:00, assoc.vision.GrpTRES=gres/gpu=16, "
-    "priority.PriorityWeightFairshare=20000, bf_window=2880, node.gpu-07.State=DRAIN."
+    "priority.PriorityWeightFairshare=20000, bf_window=2880, node.gpu-07.State=DRAIN; on a "
+    "Kueue cluster in Kueue's, e.g. clusterqueue.team-a.nominalQuota.nvidia.com/gpu=16, "
+    "clusterqueue.team-a.preemption.reclaimWithinCohort=Any."
 )
 
 
@@ -107,6 +110,32 @@ def _prepare(
     except PolicyError as exc:
         raise click.BadParameter(str(exc), param_hint="--set") from None
     return _Run(workload, recorded, proposed, list(changes), source)
+
+
+def _kueue(
+    lake: Lake,
+    cluster: str,
+    slurm_conf: Path | None,
+    since: dt.datetime | None,
+    until: dt.datetime | None,
+    changes: Sequence[str],
+) -> KueueRun | None:
+    """The Kueue replay's run when most of the cluster's jobs came from Kubernetes, else None
+    (the Slurm replay)."""
+    from app.whatif_kueue import prepare_kueue
+    from detectors.replay.kueue.workload import cluster_scheduler
+
+    con = lake.connect(require=("jobs",))
+    try:
+        if cluster_scheduler(con, cluster) != "kueue":
+            return None
+        if slurm_conf is not None:
+            raise click.UsageError(
+                f"--slurm-conf is for Slurm clusters; {cluster!r} is a Kubernetes (Kueue) cluster"
+            )
+        return prepare_kueue(con, cluster, since, until, changes)
+    finally:
+        con.close()
 
 
 def _replay(
@@ -192,8 +221,9 @@ def command() -> None:
 
     The replay models Slurm's main scheduler and backfill, multifactor priority with
     fair-share, association GPU limits and partition time limits, over the GPU nodes the
-    lake knows. Read every what-if beside its calibration: how far the replay of the
-    recorded policy is from what really happened.
+    lake knows; on a Kubernetes cluster, Kueue's admission (ClusterQueue quotas, cohorts,
+    borrowing, preemption, fair sharing). Read every what-if beside its calibration: how far
+    the replay of the recorded policy is from what really happened.
 
     Example:  gpuledger whatif compare --cluster della --set partition.gpu.MaxTime=08:00:00
     """
@@ -225,6 +255,12 @@ def command_replay(
     """
     from detectors.replay.metrics import calibrate, outcome_table
 
+    kueue = _kueue(lake, cluster, slurm_conf, since, until, changes)
+    if kueue is not None:
+        from app.whatif_kueue import echo_kueue_replay
+
+        echo_kueue_replay(kueue, quiet, out)
+        return
     run = _prepare(lake, cluster, slurm_conf, since, until, changes)
     began = time.perf_counter()
     baseline = _replay(run.workload, run.recorded, "replaying", quiet)
@@ -284,6 +320,12 @@ def command_compare(
 
     if not changes:
         raise click.UsageError("compare needs at least one --set KEY=VALUE (the proposal)")
+    kueue = _kueue(lake, cluster, slurm_conf, since, until, changes)
+    if kueue is not None:
+        from app.whatif_kueue import echo_kueue_compare
+
+        echo_kueue_compare(kueue, quiet)
+        return
     run = _prepare(lake, cluster, slurm_conf, since, until, changes)
     w = run.workload
     # both past the end of the data, so a job the proposal delays past it still starts (and

@@ -266,9 +266,19 @@ def queue(kind, name, **columns):
             "gpu_guarantee",
             "gpu_limit",
             "weight",
+            "queueing_strategy",
+            "preemption_within_cluster_queue",
+            "preemption_reclaim_within_cohort",
         )
     )
     row.update(cluster=CLUSTER, kind=kind, name=name, deleted=False, updated_ts=T1)
+    if kind == "kueue-clusterqueue" and not columns.get("deleted"):
+        # every recorded ClusterQueue has Kueue's defaults filled in by the API server
+        row.update(
+            queueing_strategy="BestEffortFIFO",
+            preemption_within_cluster_queue="LowerPriority",
+            preemption_reclaim_within_cohort="Any",
+        )
     row.update(columns)
     return row
 

@@ -26,6 +26,15 @@ def by_name(name, snapshot="t1"):
     return {o["metadata"]["name"]: o for o in items(name, snapshot)}
 
 
+# What every recorded ClusterQueue says of its queueing and preemption (Kueue's defaults filled
+# in by the API server, or set so).
+POLICY = {
+    "queueing_strategy": "BestEffortFIFO",
+    "preemption_within_cluster_queue": "LowerPriority",
+    "preemption_reclaim_within_cohort": "Any",
+}
+
+
 def test_a_clusterqueue_has_one_row_per_flavor_and_gpu_resource():
     queues = by_name("kueue.x-k8s.io/clusterqueues.json")
 
@@ -40,6 +49,7 @@ def test_a_clusterqueue_has_one_row_per_flavor_and_gpu_resource():
             gpu_borrowing_limit=4.0,
             gpu_lending_limit=4.0,
             weight=2.0,
+            **POLICY,
         )
     ]
     assert kueue_cluster_queue_rows(queues["cq-eval"]) == [
@@ -50,6 +60,7 @@ def test_a_clusterqueue_has_one_row_per_flavor_and_gpu_resource():
             flavor="h100",
             resource="nvidia.com/gpu",
             gpu_quota=4.0,
+            **POLICY,
         ),
         QueueRow(
             "kueue-clusterqueue",
@@ -58,6 +69,7 @@ def test_a_clusterqueue_has_one_row_per_flavor_and_gpu_resource():
             flavor="a100",
             resource="nvidia.com/gpu",
             gpu_quota=8.0,
+            **POLICY,
         ),
     ]
     assert kueue_cluster_queue_rows(queues["cq-inference"]) == [
@@ -67,6 +79,7 @@ def test_a_clusterqueue_has_one_row_per_flavor_and_gpu_resource():
             flavor="a100-mig",
             resource="nvidia.com/mig-1g.10gb",
             gpu_quota=7.0,
+            **POLICY,
         ),
         QueueRow(
             "kueue-clusterqueue",
@@ -74,10 +87,34 @@ def test_a_clusterqueue_has_one_row_per_flavor_and_gpu_resource():
             flavor="a100-mig",
             resource="nvidia.com/mig-2g.20gb",
             gpu_quota=6.0,
+            **POLICY,
         ),
     ]
     # No GPU quota at all: one row, so the queue (and its LocalQueues' parent) is still known.
-    assert kueue_cluster_queue_rows(queues["cq-cpu"]) == [QueueRow("kueue-clusterqueue", "cq-cpu")]
+    assert kueue_cluster_queue_rows(queues["cq-cpu"]) == [
+        QueueRow("kueue-clusterqueue", "cq-cpu", **POLICY)
+    ]
+
+
+def test_a_clusterqueue_keeps_its_queueing_strategy_and_preemption():
+    queue = by_name("kueue.x-k8s.io/clusterqueues.json")["cq-cpu"]
+    spec = {
+        **queue["spec"],
+        "queueingStrategy": "StrictFIFO",
+        "preemption": {"withinClusterQueue": "Never", "reclaimWithinCohort": "LowerPriority"},
+    }
+    [row] = kueue_cluster_queue_rows({**queue, "spec": spec})
+    assert (
+        row.queueing_strategy,
+        row.preemption_within_cluster_queue,
+        row.preemption_reclaim_within_cohort,
+    ) == ("StrictFIFO", "Never", "LowerPriority")
+    bare = {
+        **queue,
+        "spec": {k: v for k, v in spec.items() if k not in ("preemption", "queueingStrategy")},
+    }
+    [row] = kueue_cluster_queue_rows(bare)
+    assert row.queueing_strategy is None and row.preemption_reclaim_within_cohort is None
 
 
 def test_v1beta2_clusterqueues_name_their_cohort_cohortname():

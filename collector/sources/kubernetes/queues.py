@@ -16,6 +16,7 @@ Only GPU resources get quota rows: `gpu_quota` etc. are in units of the row's `r
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -73,6 +74,9 @@ class QueueRow:
     gpu_limit: float | None = None
     weight: float | None = None
     deleted: bool = False
+    queueing_strategy: str | None = None  # Kueue ClusterQueues: BestEffortFIFO, StrictFIFO
+    preemption_within_cluster_queue: str | None = None
+    preemption_reclaim_within_cohort: str | None = None
 
     @property
     def key(self) -> str:
@@ -139,6 +143,16 @@ def kueue_cluster_queue_rows(obj: Mapping[str, Any]) -> list[QueueRow]:
     spec = _spec(obj)
     parent = _text(spec.get("cohort") or spec.get("cohortName"))
     weight = _amount((spec.get("fairSharing") or {}).get("weight"))
+    preemption = spec.get("preemption") or {}
+    bare = QueueRow(
+        kind=KUEUE_CLUSTER_QUEUE,
+        name=name,
+        parent=parent,
+        weight=weight,
+        queueing_strategy=_text(spec.get("queueingStrategy")),
+        preemption_within_cluster_queue=_text(preemption.get("withinClusterQueue")),
+        preemption_reclaim_within_cohort=_text(preemption.get("reclaimWithinCohort")),
+    )
     rows = []
     for group in spec.get("resourceGroups") or []:
         for flavor in group.get("flavors") or []:
@@ -147,19 +161,16 @@ def kueue_cluster_queue_rows(obj: Mapping[str, Any]) -> list[QueueRow]:
                 if not is_gpu_resource(resource):
                     continue
                 rows.append(
-                    QueueRow(
-                        kind=KUEUE_CLUSTER_QUEUE,
-                        name=name,
-                        parent=parent,
+                    dataclasses.replace(
+                        bare,
                         flavor=_text(flavor.get("name")),
                         resource=resource,
                         gpu_quota=_amount(quota.get("nominalQuota")),
                         gpu_borrowing_limit=_amount(quota.get("borrowingLimit")),
                         gpu_lending_limit=_amount(quota.get("lendingLimit")),
-                        weight=weight,
                     )
                 )
-    return rows or [QueueRow(kind=KUEUE_CLUSTER_QUEUE, name=name, parent=parent, weight=weight)]
+    return rows or [bare]
 
 
 def kueue_local_queue_rows(obj: Mapping[str, Any]) -> list[QueueRow]:

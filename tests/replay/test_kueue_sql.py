@@ -1,0 +1,176 @@
+"""The Kueue replay's SQL on hand-made rows: sql/replay/kueue_workloads.sql,
+sql/replay/kueue_cluster_queues.sql and sql/replay/cluster_scheduler.sql."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from tests.marts import rows as r
+from warehouse import queries
+from warehouse.connection import connect
+
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+LATER = dt.datetime(2100, 1, 1, tzinfo=dt.UTC)
+
+
+def pod(job_id: str, start: float | None, end: float | None, **fields: object) -> r.Row:
+    row = r.job(job_id, start if start is not None else 0.0, end, source="kubernetes", **fields)
+    if start is None:
+        row["start_ts"] = None
+    return row
+
+
+def queue(name: str, updated: float, **fields: object) -> r.Row:
+    row: r.Row = {
+        "cluster": r.CLUSTER,
+        "kind": "kueue-clusterqueue",
+        "name": name,
+        "updated_ts": r.at(updated),
+    }
+    row.update(fields)
+    return row
+
+
+@pytest.fixture(scope="module")
+def con(tmp_path_factory):
+    root = tmp_path_factory.mktemp("kueue-sql")
+    submitted = r.at(0)
+    r.land(
+        root,
+        "jobs",
+        [
+            # a PyTorchJob of two pods (4 GPUs each), both carrying the Workload's creation
+            pod(
+                "ns/train-master",
+                100,
+                400,
+                job_name="PyTorchJob/train",
+                gpus=4,
+                submit_ts=submitted,
+                partition="cq-a",
+                qos="high",
+            ),
+            pod(
+                "ns/train-worker",
+                110,
+                500,
+                job_name="PyTorchJob/train",
+                gpus=4,
+                submit_ts=submitted,
+                partition="cq-a",
+                qos="high",
+            ),
+            # the same Job name submitted again later: a second workload
+            pod(
+                "ns/train-master-2",
+                1000,
+                None,
+                job_name="PyTorchJob/train",
+                gpus=4,
+                submit_ts=r.at(900),
+                partition="cq-a",
+            ),
+            # a Job that never started and was cancelled
+            pod(
+                "ns/eval-x",
+                None,
+                700,
+                job_name="Job/eval",
+                gpus_requested=2,
+                gpus=None,
+                state="CANCELLED",
+                submit_ts=r.at(50),
+                partition="cq-b",
+            ),
+            # a CPU pod is no GPU workload
+            pod("ns/cpu", 0, 10, job_name="Job/cpu", gpus=0),
+            # a Slurm job of the same cluster is not a pod
+            r.job("12345", 0, 10, gpus=1),
+        ],
+    )
+    r.land(
+        root,
+        "queues",
+        [
+            queue(
+                "cq-a",
+                0,
+                parent="org",
+                flavor="h100",
+                resource="nvidia.com/gpu",
+                gpu_quota=8.0,
+                gpu_borrowing_limit=2.0,
+            ),
+            queue(
+                "cq-a",
+                600,
+                parent="org",
+                flavor="h100",
+                resource="nvidia.com/gpu",
+                gpu_quota=12.0,
+                gpu_borrowing_limit=2.0,
+            ),
+            queue("cq-gone", 0, flavor="h100", resource="nvidia.com/gpu", gpu_quota=4.0),
+            queue("cq-gone", 600, flavor="h100", resource="nvidia.com/gpu", deleted=True),
+            queue("cq-cpu", 0),
+            {
+                "cluster": r.CLUSTER,
+                "kind": "kueue-localqueue",
+                "name": "lq",
+                "namespace": "ns",
+                "parent": "cq-a",
+                "updated_ts": r.at(0),
+            },
+        ],
+    )
+    with connect(root) as c:
+        yield c
+
+
+def test_pods_of_one_workload_are_one_row(con):
+    got = queries.run(con, "replay/kueue_workloads", cluster=r.CLUSTER, since=EPOCH, until=LATER)
+    rows = {row["job_id"]: row for row in got.iter_rows(named=True)}
+    assert sorted(rows) == ["ns/Job/eval", "ns/PyTorchJob/train#1", "ns/PyTorchJob/train#2"]
+    first = rows["ns/PyTorchJob/train#1"]
+    # started with its first pod, ended with its last, asks for both pods' GPUs
+    assert (first["start_e"], first["end_e"]) == (r.T0_E + 100, r.T0_E + 500)
+    assert (first["gpus"], first["pods"], first["partition"], first["qos"]) == (
+        8,
+        2,
+        "cq-a",
+        "high",
+    )
+    second = rows["ns/PyTorchJob/train#2"]
+    assert second["end_e"] is None and second["state"] == "RUNNING"
+    evaluation = rows["ns/Job/eval"]
+    assert evaluation["start_e"] is None and evaluation["gpus"] == 2
+    assert evaluation["state"] == "CANCELLED" and evaluation["end_e"] == r.T0_E + 700
+
+
+def test_a_period_keeps_what_was_running_at_its_start(con):
+    got = queries.run(
+        con, "replay/kueue_workloads", cluster=r.CLUSTER, since=r.at(450), until=LATER
+    )
+    rows = {row["job_id"]: row["pinned"] for row in got.iter_rows(named=True)}
+    # train#1 ran until 500: pinned; eval was pending until 700; train#2 submitted after
+    assert rows == {
+        "ns/PyTorchJob/train#1": True,
+        "ns/Job/eval": False,
+        "ns/PyTorchJob/train#2": False,
+    }
+
+
+def test_the_latest_clusterqueue_rows_and_no_deleted_queue(con):
+    got = queries.run(con, "replay/kueue_cluster_queues", cluster=r.CLUSTER)
+    rows = got.select("name", "cohort", "flavor", "nominal_quota", "borrowing_limit").rows()
+    assert rows == [("cq-a", "org", "h100", 12.0, 2.0), ("cq-cpu", None, None, None, None)]
+
+
+def test_a_cluster_of_pods_is_a_kueue_cluster(con):
+    got = queries.run(con, "replay/cluster_scheduler", cluster=r.CLUSTER).row(0, named=True)
+    # five pods against one Slurm job
+    assert (got["jobs"], got["kubernetes_jobs"], got["scheduler"]) == (6, 5, "kueue")
+    other = queries.run(con, "replay/cluster_scheduler", cluster="nowhere").row(0, named=True)
+    assert other["scheduler"] == "slurm"
