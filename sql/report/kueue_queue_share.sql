@@ -22,7 +22,7 @@ WITH latest AS (
         deleted
     FROM queues
     WHERE cluster = $cluster
-        AND kind = 'ClusterQueue'
+        AND kind = 'kueue-clusterqueue'  -- the collector's kind (collector.sources.kubernetes.queues)
     QUALIFY row_number() OVER (
         PARTITION BY name, coalesce(flavor, ''), coalesce(resource, '')
         ORDER BY updated_ts DESC

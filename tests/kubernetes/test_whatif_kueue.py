@@ -23,6 +23,7 @@ from collector.sources.kubernetes.collect import collect_kubernetes
 from detectors.replay.kueue.policy import KueuePolicy, apply_kueue_settings
 from detectors.replay.kueue.workload import recorded_kueue_settings
 from warehouse.connection import connect
+from warehouse.lake import Lake
 
 CLUSTER = "k8s-demo"
 T1 = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
@@ -35,7 +36,7 @@ def lake(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("kueue") / "lake"
     for i, snapshot in enumerate(("t1", "t2", "t3")):
         now = T1 + dt.timedelta(minutes=10 * i)
-        collect_kubernetes(root, CLUSTER, FakeKubernetes(snapshot), now=now)
+        collect_kubernetes(Lake.at(root), CLUSTER, FakeKubernetes(snapshot), now=now)
     return root
 
 

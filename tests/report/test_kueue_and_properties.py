@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from app.report.data import ReportSettings, assemble_report
 from app.report.week import IsoWeek
+from collector.sources.kubernetes.queues import KUEUE_CLUSTER_QUEUE
 from tests.infra.examples import examples
 from tests.marts.rows import CLUSTER, T0, at, build_lake, fetch, job, land
 
@@ -20,7 +21,7 @@ HOUR = 3600.0
 def queue(name, quota, *, flavor="h100", updated=T0, deleted=False):
     return {
         "cluster": CLUSTER,
-        "kind": "ClusterQueue",
+        "kind": KUEUE_CLUSTER_QUEUE,  # what the collector lands
         "name": name,
         "flavor": flavor,
         "resource": "nvidia.com/gpu",
