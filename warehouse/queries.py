@@ -23,18 +23,36 @@ __all__ = ["damaged_files", "fetch", "parameters", "relation", "rows", "run", "r
 
 def parameters(con: duckdb.DuckDBPyConnection, name: str) -> set[str]:
     """Return the `$params` that sql/<name>.sql expects."""
-    [statement] = con.extract_statements(sql.load(name))
-    return set(statement.named_parameters)
+    count, named = _shape(con, name)
+    if count != 1:
+        raise ValueError(f"{name}: holds {count} statements, expected one")
+    return set(named)
+
+
+# Each shipped query's number of statements and `$params`, parsed once per process (name ->
+# shape): a file's text never changes while we run (sql.load caches it), and parsing the
+# larger marts costs milliseconds each time a build asks.
+_SHAPES: dict[str, tuple[int, frozenset[str]]] = {}
+
+
+def _shape(con: duckdb.DuckDBPyConnection, name: str) -> tuple[int, frozenset[str]]:
+    """How many statements sql/<name>.sql holds, and the `$params` of its first one."""
+    shape = _SHAPES.get(name)
+    if shape is None:
+        statements = con.extract_statements(sql.load(name))
+        named = frozenset(statements[0].named_parameters) if statements else frozenset()
+        shape = _SHAPES[name] = (len(statements), named)
+    return shape
 
 
 def _relation(
     con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any]
 ) -> duckdb.DuckDBPyRelation:
     text = sql.load(name)
-    statements = con.extract_statements(text)
-    if len(statements) != 1:
-        raise QueryParameterError(f"{name}: holds {len(statements)} statements, expected one")
-    expected = set(statements[0].named_parameters)
+    count, named = _shape(con, name)
+    if count != 1:
+        raise QueryParameterError(f"{name}: holds {count} statements, expected one")
+    expected = set(named)
     if set(params) != expected:
         unknown, missing = sorted(set(params) - expected), sorted(expected - set(params))
         raise QueryParameterError(

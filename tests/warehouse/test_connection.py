@@ -231,3 +231,22 @@ def test_a_file_removed_after_listing_is_not_called_damaged(tmp_path):
     with connect(tmp_path) as con:
         with pytest.raises(duckdb.IOException):
             register_files(con, "gpus", [kept, gone])
+
+
+def test_reference_views_read_the_same_rows_when_registered_again():
+    # the second registration in a process reads with the types the first one sniffed
+    from importlib.resources import files
+
+    from warehouse.connection import REFERENCE_VIEWS, register_reference
+
+    first, again, sniffed = duckdb.connect(), duckdb.connect(), duckdb.connect()
+    register_reference(first)
+    register_reference(again)
+    for view, filename in REFERENCE_VIEWS.items():
+        path = str(files("warehouse").joinpath("data", filename))
+        expected = sniffed.read_csv(path, header=True).to_arrow_table()
+        assert expected.num_rows > 0
+        for con in (first, again):
+            got = con.table(view).to_arrow_table()
+            assert got.schema == expected.schema, view
+            assert got.equals(expected), view

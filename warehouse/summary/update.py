@@ -24,7 +24,7 @@ from warehouse.connection import (
     register_table,
 )
 from warehouse.emissions import register_intensity
-from warehouse.partitions import SAMPLE_MARTS, DayKey
+from warehouse.partitions import DayKey
 from warehouse.summary.carry import _carry_state
 from warehouse.summary.index import (
     _derived_path,
@@ -118,9 +118,7 @@ def refresh_summary_marts(
         counts = {m: mart_rows(root, m) for m, _ in SUMMARY_MARTS}
         late_jobs = 0 if late is None else late.num_rows
         return SummaryUpdate("incremental", counts, changed, jobs, weeks, late_jobs)
-    for mart, _ in SAMPLE_MARTS:
-        register_table(con, root, mart)
-    counts = build_summary_marts(con, root, config, progress)
+    counts = build_summary_marts(con, root, config, progress)  # registers what it reads first
     record_summary_state(root, config, inputs=inputs, records=records)
     return SummaryUpdate("rebuilt", counts, reason=reason)
 
