@@ -178,9 +178,12 @@ def test_a_requeued_job_with_the_same_id_is_not_cancelled(slurm_cluster, running
     )
     # Slurm holds a requeued job back for two minutes (BeginTime); let it start again now.
     c.run("scontrol", "update", f"jobid={running_job}", "StartTime=now")
+    # Slurm's main scheduler may leave it for its periodic pass (sched_interval, 60 s) when the
+    # update's own pass came before the node was free again: wait for that, not a clock
     c.wait_for(
         "the job to run again",
         lambda: c.scontrol_jobs()[running_job]["JobState"] == "RUNNING",
+        timeout=180,
     )
     again = c.sacct_job(running_job)
     assert again is not None and int(again["Submit"]) != int(before.job_submit_ts.timestamp())
