@@ -191,7 +191,7 @@ def _attribute(
 
             return update
 
-        owners = phase("Checking sample owners", 1)
+        days = phase("Building day partitions", 1)
         marts = phase("Building marts", len(MART_ORDER))
         done = run_attribute(
             lake,
@@ -202,19 +202,21 @@ def _attribute(
             engine=engine,
             spark_master=spark_master,
             spark_source=spark_source,
-            owners_progress=owners,
+            days_progress=days,
             marts_progress=marts,
         )
-    owners_line = (
-        "every sample file was already checked against the allocations"
-        if done.checked == 0
-        else f"{done.checked:,} sample file(s) re-checked against the allocations, "
-        f"{done.rewritten:,} rewritten ({done.changed:,} samples re-attributed)"
+    days_line = (
+        "the day partitions were up to date"
+        if done.days_rebuilt + done.tails_rebuilt == 0
+        else f"{done.days_rebuilt:,} day partition(s) built, "
+        f"{done.tails_rebuilt:,} day(s) whose last buckets were built again"
     )
+    if engine == "spark":
+        days_line = "every partition built"
     if done.compacted:
-        owners_line += f"; {done.compacted:,} day partition(s) of small files compacted"
+        days_line += f"; {done.compacted:,} day partition(s) of small files compacted"
     click.echo(
-        f"Attributed: {owners_line}; marts ({engine}): "
+        f"Attributed: {days_line}; marts ({engine}): "
         + ", ".join(f"{name} {rows:,} rows" for name, rows in done.counts.items()),
         err=quiet,
     )
@@ -241,8 +243,9 @@ def _attribute(
     "--since",
     type=Timestamp(),
     default=None,
-    help="Only re-check sample files, and compact small files, from this UTC day on; older "
-    "history keeps its owners and its files as they are [default: every file that changed].",
+    help="Only build the day partitions, and compact small files, from this UTC day on; older "
+    "days keep their derived partitions and their files as they are [default: every day whose "
+    "inputs changed].",
 )
 @click.option(
     "--force", is_flag=True, help="Rebuild the marts even if nothing they read has changed."
@@ -287,13 +290,14 @@ def attribute(
     """Attribute samples to jobs and bring the marts up to date.
 
     \b
-    Sample files are re-checked only when they or the scheduler's allocations (job_gpus)
-    changed since the last run (compacting their files changes no row: not re-checked), so
-    late scheduler records re-attribute what they cover.
+    Raw files are never rewritten: each sample's owner (the job whose allocation in job_gpus
+    covers it) is decided as its day's partitions are built, and kept in the derived data.
     The sample-level marts (gpu_job_buckets, job_gpu_daily, job_energy_hourly, bucket_occupancy)
-    are rebuilt only for the UTC days whose sample files changed (and the last buckets of the
-    day before); job_usage, job_outcomes, usage_daily and cluster_occupancy are then built from
-    them (definitions: DESIGN.md §4). Re-running with nothing changed changes nothing.
+    are rebuilt only for the UTC days whose sample files or allocations changed (and the last
+    buckets of the day before), so a late scheduler record rebuilds the days it covers;
+    compacting files changes no row and rebuilds nothing. job_usage, job_outcomes, usage_daily,
+    cluster_occupancy and fairness_weekly are then built from them (definitions: DESIGN.md §4).
+    Re-running with nothing changed changes nothing.
     The thresholds come from the configuration file's [attribute] table (idle_below,
     bucket_s, hw_event_grace_s, low_efficiency_below; `gpuledger config check` lists them),
     the one `gpuledger run` uses too; --idle-below and --bucket override it. The carbon

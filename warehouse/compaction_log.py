@@ -6,8 +6,6 @@ reader of a table's files carries its state across instead of redoing work for r
 not change. The readers (`READERS`) and the tables whose entries each one reads:
 
 - `sample_days`, the per-day pass (warehouse/partitions.py): `gpu_samples`;
-- `owner_check`, `reattribute` (warehouse/attribution.py): `job_gpus` (the allocations' digest
-  that sample files were checked against) and `gpu_samples` (the files checked);
 - `summary`, the summary marts' update (warehouse/summary/): every other raw table (the
   scheduler's batch files, and the digest of the rest).
 
@@ -47,7 +45,6 @@ DayKey = tuple[str, dt.date]  # (cluster folder, day), as warehouse.partitions k
 # Each reader of merge entries and the tables whose entries it reads.
 READERS: dict[str, tuple[str, ...]] = {
     "sample_days": ("gpu_samples",),
-    "owner_check": ("job_gpus", "gpu_samples"),
     "summary": tuple(t for t in RAW_TABLES if t != "gpu_samples"),
 }
 

@@ -44,6 +44,10 @@ DEFAULT_MEMORY_LIMIT = "2GB"
 # Views defined by shipped SQL on top of the table views (name -> query name).
 DERIVED_VIEWS = {
     "jobs_latest": "views/jobs_latest",
+    # each sample's owner by the allocation rule (raw files keep their source's job_id)
+    "unowned_samples": "views/unowned_samples",
+    "sample_owners": "attribution/sample_owners",
+    "owned_samples": "views/owned_samples",
     "sample_spans": "views/sample_spans",
     "job_gpu_intervals": "views/job_gpu_intervals",
     "job_gpu_shares": "views/job_gpu_shares",

@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 import sql
 from warehouse import layout, queries
-from warehouse.connection import REFERENCE_VIEWS, WarehouseConfig, open_engine, register_files
+from warehouse.connection import (
+    DERIVED_VIEWS,
+    REFERENCE_VIEWS,
+    WarehouseConfig,
+    open_engine,
+    register_files,
+)
 from warehouse.errors import EmptyWarehouse
 
 if TYPE_CHECKING:
@@ -32,6 +38,7 @@ __all__ = ["DAY_MARGIN", "connect_job"]
 _BY_CLUSTER = ("jobs", "job_gpus", "job_usage", "job_outcomes", "findings")
 _BY_DAY = ("gpu_samples", "job_gpu_daily", "gpu_job_buckets")
 DAY_MARGIN = dt.timedelta(days=1)
+_OWNERS = ("unowned_samples", "sample_owners", "owned_samples")
 
 
 def _in_clusters(path: Path, folders: set[str]) -> bool:
@@ -69,7 +76,8 @@ def _days(spans: list[dict[str, Any]]) -> tuple[dt.date | None, dt.date | None]:
 def connect_job(root: Path, job_id: str, cluster: str | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with the views `gpuledger job` reads (jobs, jobs_latest, job_gpus,
     job_usage, job_outcomes, findings, gpu_samples, job_gpu_daily, gpu_job_buckets and
-    gpu_models), over the files that can hold `job_id`'s rows (on `cluster`, or any).
+    gpu_models, and owned_samples: the samples with their owners), over the files that can
+    hold `job_id`'s rows (on `cluster`, or any).
 
     Raises EmptyWarehouse if the lake is missing or has no jobs.
     """
@@ -93,4 +101,6 @@ def connect_job(root: Path, job_id: str, cluster: str | None = None) -> duckdb.D
     for table in _BY_DAY:
         paths = [p for p in listing[table] if _in_clusters(p, folders) and _in_days(p, first, last)]
         register_files(con, table, paths)
+    for view in _OWNERS:  # each sample's owner, as the marts decided it (the bottleneck reads it)
+        con.sql(sql.load(DERIVED_VIEWS[view])).create_view(view)
     return con

@@ -53,7 +53,13 @@ SAMPLE_MARTS: tuple[tuple[str, str], ...] = (
     ("job_energy_hourly", "marts/job_energy_hourly"),
     ("bucket_occupancy", "marts/bucket_occupancy"),
 )
-_HELPERS = ("attribution/next_day_head", "attribution/partition_samples", "views/sample_spans")
+_HELPERS = (
+    "attribution/next_day_head",
+    "attribution/sample_owners",
+    "views/owned_samples",
+    "attribution/partition_samples",
+    "views/sample_spans",
+)
 
 DayKey = tuple[str, dt.date]
 # Rows per record batch streamed from the engine to a partition file.
@@ -126,14 +132,19 @@ def build_day(
         register_files(con, "gpu_samples", files, view="day_files")
         from_ts = _tail_start(con, root, key) if tail_only else None
         if from_ts is None:
-            con.sql("SELECT * FROM day_files").create_view("day_samples")
+            con.sql("SELECT * FROM day_files").create_view("unowned_samples")
         else:
             tail = queries.run_arrow(con, "attribution/samples_from", from_ts=from_ts)
-            con.from_arrow(tail).create_view("day_samples")
+            con.from_arrow(tail).create_view("unowned_samples")
         register_files(con, "gpu_samples", next_files, view="next_day_samples")
         head = queries.run_arrow(con, "attribution/next_day_head")
         con.from_arrow(head).create_view("next_day_head")
-        con.sql(sql.load("attribution/partition_samples")).create_view("gpu_samples")
+        # each sample's owner decided here (raw files keep their source's job_id); the owned
+        # rows are held once, as sample_spans reads them three times
+        con.sql(sql.load("attribution/sample_owners")).create_view("sample_owners")
+        con.sql(sql.load("views/owned_samples")).create_view("day_owned")
+        con.sql(sql.load("attribution/partition_samples")).create("partition_samples")
+        con.table("partition_samples").create_view("owned_samples")
         con.sql(sql.load("views/sample_spans")).create_view("sample_spans")
         import duckdb  # here, not at import time: importing the package stays light
 
@@ -167,10 +178,11 @@ def build_day(
             built.create_view(mart)
         return counts
     finally:  # let go of this day's tables before the next day is read
-        for view in ("day_samples", "next_day_head", *(mart for mart, _ in SAMPLE_MARTS)):
+        views = ("unowned_samples", "next_day_head", "day_owned", "owned_samples")
+        for view in (*views, *(mart for mart, _ in SAMPLE_MARTS)):
             con.from_arrow(_empty()).create_view(view)
-        for mart, _ in SAMPLE_MARTS:
-            con.execute(f"DROP TABLE IF EXISTS {mart}_day")  # a name of ours, not a value
+        for table in ("partition_samples", *(f"{m}_day" for m, _ in SAMPLE_MARTS)):
+            con.execute(f"DROP TABLE IF EXISTS {table}")  # a name of ours, not a value
 
 
 def _conformed(relation: duckdb.DuckDBPyRelation, schema: pa.Schema) -> pa.RecordBatchReader:
@@ -178,6 +190,23 @@ def _conformed(relation: duckdb.DuckDBPyRelation, schema: pa.Schema) -> pa.Recor
     contract's: microsecond times to milliseconds, doubles to the floats they are)."""
     reader = relation.to_arrow_reader(_STREAM_ROWS)
     return pa.RecordBatchReader.from_batches(schema, (b.cast(schema) for b in reader))
+
+
+def _allocation_days(
+    con: duckdb.DuckDBPyConnection, days: Mapping[DayKey, object]
+) -> dict[DayKey, str]:
+    """The digest of the allocations that can own each day's samples (by the day's cluster
+    folder), from the `job_gpus` view (sql/attribution/allocation_days.sql)."""
+    if not days:
+        return {}
+    dates = [day for _, day in days]
+    digests: dict[DayKey, list[str]] = {}
+    for row in queries.rows(
+        con, "attribution/allocation_days", first_day=min(dates), last_day=max(dates)
+    ):
+        key = (layout.safe_name(row["cluster"]), row["date"])
+        digests.setdefault(key, []).append(f"{row['cluster']}={row['digest']}")
+    return {key: ",".join(sorted(parts)) for key, parts in digests.items()}
 
 
 def _remove_day(root: Path, key: DayKey) -> None:
@@ -194,13 +223,16 @@ def build_sample_marts(
     progress: Callable[[int, int], None] | None = None,
     *,
     force: bool = False,
+    since: dt.date | None = None,
 ) -> PartitionReport:
     """Rebuild the day partitions whose inputs changed since they were built; drop stale ones.
 
-    A day's inputs are its sample files, the next day's sample files (for the first sample of
-    each device), the SQL of the sample-level marts and `params`. A day whose files (or next
-    day's files) were only compacted since it was built, exactly the files it was built from
-    (warehouse/compaction_log.py), has the same rows: it is not built again.
+    A day's inputs are its sample files, the allocations (`job_gpus`) that can own its samples
+    (sql/attribution/allocation_days.sql), the next day's sample files (for the first sample
+    of each device), the SQL of the sample-level marts and `params`. A day whose files (or
+    next day's files) were only compacted since it was built, exactly the files it was built
+    from (warehouse/compaction_log.py), has the same rows: it is not built again. With
+    `since`, the days before it are left as they are (neither built nor dropped).
     """
     root = config.root
     # read before the files are listed: a merge in between is one the next run sees
@@ -210,15 +242,16 @@ def build_sample_marts(
         sql.load(q) for q in (*_HELPERS, *(query for _, query in SAMPLE_MARTS))
     )
 
-    def same_rows(key: DayKey, was: str | None, now: str) -> bool:
-        """Whether the files of `key` that digested to `was` hold the rows of those now."""
+    def same_rows(key: DayKey, was: str | None, now: str, owners: str = "") -> bool:
+        """Whether the files of `key` that digested to `was` hold the rows of those now (with
+        `owners`, the day's allocations' digest, the same owners too)."""
         if was == now:
             return True
         merge = merged.get(key)
         return (
             merge is not None
-            and was == layout.listing_fingerprint(merge.before, salt)
-            and now == layout.listing_fingerprint(merge.after, salt)
+            and was == layout.listing_fingerprint(merge.before, salt) + owners
+            and now == layout.listing_fingerprint(merge.after, salt) + owners
         )
 
     with _state(root) as db:
@@ -231,22 +264,27 @@ def build_sample_marts(
     con = open_engine(config)
     register_reference(con)
     try:
+        register_files(con, "job_gpus", layout.table_files(root, "job_gpus"))
+        allocations = _allocation_days(con, days)
         rebuilt: list[DayKey] = []
         tails: list[DayKey] = []
         carried: list[DayKey] = []
-        unchanged = 0
-        for done, key in enumerate(sorted(days), start=1):
+        todo = sorted(key for key in days if since is None or key[1] >= since)
+        unchanged = len(days) - len(todo)
+        for done, key in enumerate(todo, start=1):
             next_key = (key[0], key[1] + dt.timedelta(days=1))
             next_files = days.get(next_key, [])
+            # a day's owners are decided from its allocations: a change there rebuilds it
+            owners = f"|owners={allocations.get(key, '')}"
             own, following = (
-                layout.files_fingerprint(days[key], salt),
+                layout.files_fingerprint(days[key], salt) + owners,
                 layout.files_fingerprint(next_files, salt),
             )
             present = (
                 layout.table_dir(root, SAMPLE_MARTS[0][0]) / f"cluster={key[0]}" / f"date={key[1]}"
             ).is_dir()
             was_own, was_next = built.get(key, (None, None))
-            if force or not present or not same_rows(key, was_own, own):
+            if force or not present or not same_rows(key, was_own, own, owners):
                 build_day(con, root, key, days[key], next_files, params)
                 rebuilt.append(key)
             elif not same_rows(next_key, was_next, following):
@@ -263,12 +301,12 @@ def build_sample_marts(
                         (key[0], key[1].isoformat(), own, following),
                     )
             if progress:
-                progress(done, len(days))
+                progress(done, len(todo))
     finally:
         con.close()
     # every day now records its files
     compaction_log.forget(root, "sample_days", "gpu_samples", merged)
-    removed = tuple(sorted(set(built) - set(days)))
+    removed = tuple(sorted(k for k in set(built) - set(days) if since is None or k[1] >= since))
     for key in removed:
         _remove_day(root, key)
         with _state(root) as db:

@@ -7,9 +7,9 @@ as the DuckDB engine lays them out. PySpark is an optional extra (`gpuledger[spa
 
 The sample-level marts (DuckDB's per-day pass, warehouse/partitions.py) are built by the same
 queries over every sample at once, which is what a day's partition plus the next day's first
-samples stand for there, and land in the same (cluster, date) partitions. A lake read at a URL
-(object storage) is not rewritten: Spark gives the samples their owners by the allocation rule
-as it reads them (sql/attribution/owner_changes.sql), where the DuckDB engine rewrites files.
+samples stand for there, and land in the same (cluster, date) partitions. Raw files are never
+rewritten, here or at a URL (object storage): Spark gives the samples their owners by the
+allocation rule as it reads them (sql/attribution/sample_owners.sql), as the per-day pass does.
 Each derived view a mart reads and each mart is computed once (a local checkpoint), so a later
 mart reads rows, not the whole plan behind them again.
 
@@ -70,8 +70,8 @@ COMPUTED_VIEWS = frozenset(
     {"jobs_latest", "job_gpu_intervals", "job_gpu_shares", "job_co2e_hourly"}
 )
 REFERENCE_FILES = {"gpu_models": "gpu_models.csv", "xid_classes": "xid_classes.csv"}
-# The allocation rule of DESIGN §4 (the DuckDB engine rewrites sample files by it).
-OWNER_CHANGES = "attribution/owner_changes"
+# The allocation rule of DESIGN §4 (the DuckDB engine's per-day pass applies it too).
+SAMPLE_OWNERS = "attribution/sample_owners"
 
 
 class SparkUnavailable(WarehouseError):
@@ -245,35 +245,25 @@ def _folder_cluster() -> Column:
     return F.nullif(decoded(decoded(folder)), F.lit(""))
 
 
-def _attribute_owners(spark: SparkSession) -> tuple[int, int]:
-    """Give the `gpu_samples` view each sample's owner by the allocation rule, as the DuckDB
-    engine's owner check writes it into the files (sql/attribution/owner_changes.sql, run over
-    every sample at once); return (sample files read, samples whose owner changed).
-
-    For a lake at a URL: its files are read as they are, never rewritten, so the owners are
-    applied here on every build. The samples are numbered and checkpointed once (the rule
-    reads them three times, the marts again), so every read sees the same numbers.
+def _own_samples(spark: SparkSession) -> None:
+    """Define the `owned_samples` view: every sample with its owner by the allocation rule, as
+    the DuckDB engine's per-day pass gives it (sql/attribution/sample_owners.sql, run over
+    every sample at once, joined back as sql/views/owned_samples.sql does: Spark has no
+    `* REPLACE`). Raw files are never rewritten, so the owners are decided on every build.
     """
-    from pyspark.sql import functions as F
 
-    samples = spark.table("gpu_samples")
-    files = len(samples.inputFiles())
-    numbered = samples.withColumn("file_row_number", F.monotonically_increasing_id())
-    numbered = numbered.localCheckpoint()
-    numbered.createOrReplaceTempView("partition_samples")
-    changes = spark.sql(transpile(sql.load(OWNER_CHANGES))).select(
-        "file_row_number", F.col("job_id").alias("owner"), F.lit(True).alias("changed")
-    )
-    changes = changes.localCheckpoint()
-    changed = changes.count()
-    joined = numbered.join(changes, "file_row_number", "left")
-    owner = F.when(F.col("changed"), F.col("owner")).otherwise(F.col("job_id"))
+    samples = spark.table("gpu_samples").localCheckpoint()  # read once: the rule reads it twice
+    samples.createOrReplaceTempView("unowned_samples")
+    owners = spark.sql(transpile(sql.load(SAMPLE_OWNERS))).localCheckpoint()
+    key = ("cluster", "node", "gpu_index", "gpu_uuid", "mig_instance", "ts")
+    on = [samples[c].eqNullSafe(owners[c]) for c in key]
+    on.append(samples["job_id"].eqNullSafe(owners["label"]))
+    joined = samples.join(owners, on, "left")
     columns = [
-        owner.alias(name) if name == "job_id" else F.col(f"`{name}`")
+        owners["job_id"].alias(name) if name == "job_id" else samples[f"`{name}`"]
         for name in RAW_TABLES["gpu_samples"].schema.names
     ]
-    joined.select(*columns).createOrReplaceTempView("gpu_samples")
-    return files, changed
+    joined.select(*columns).createOrReplaceTempView("owned_samples")
 
 
 def _run(spark: SparkSession, name: str, params: Mapping[str, Any]) -> DataFrame:
@@ -292,14 +282,12 @@ def build_marts_on_spark(
     *,
     source: str | None = None,
     intensity: CarbonIntensity | None = None,
-    owners: Callable[[int, int], None] | None = None,
 ) -> dict[str, int]:
     """Build `marts` (name, query) in order on Spark and land them in the lake at `root`.
 
-    The raw tables are read from `root` (whose sample files the owner check has attributed),
-    or from the lake at the URL `source` (object storage): there the files are read as they
-    are and Spark applies the allocation rule itself; `owners` is then called with the sample
-    files read and the samples whose owner changed.
+    The raw tables are read from `root`, or from the lake at the URL `source` (object
+    storage); either way the files are read as they are and each sample's owner is decided by
+    the allocation rule as they are read.
     Each mart's partitions for each cluster are replaced whole. Returns the rows of each mart.
     `intensity` (`[emissions]`) gives kg_co2e; without it kg_co2e is null (unknown).
     Each mart is computed once (a local checkpoint), so later marts read its rows rather than
@@ -310,10 +298,7 @@ def build_marts_on_spark(
 
     for table in RAW_TABLES:
         _register(spark, root, table, source)
-    if source is not None:
-        attributed = _attribute_owners(spark)
-        if owners:
-            owners(*attributed)
+    _own_samples(spark)
     for view, filename in REFERENCE_FILES.items():
         path = str(files("warehouse").joinpath("data", filename))
         spark.read.csv(path, header=True, inferSchema=True).createOrReplaceTempView(view)
@@ -353,7 +338,12 @@ def build_marts_on_spark(
                 time.perf_counter() - defined,
             )
     finally:  # the computed rows are let go with the last views that name them
-        computed = ("partition_samples", *(m for m, _ in marts), *(v for v, _ in DERIVED_VIEWS))
+        computed = (
+            "unowned_samples",
+            "owned_samples",
+            *(m for m, _ in marts),
+            *(v for v, _ in DERIVED_VIEWS),
+        )
         for name in computed:
             spark.catalog.dropTempView(name)
     return counts

@@ -206,7 +206,7 @@ _ATTRIBUTION_V1: Final = (
     # warehouse/partitions.py: the inputs each sample day's marts were built from
     "CREATE TABLE IF NOT EXISTS sample_days_built ("
     " cluster TEXT, date TEXT, own TEXT, next TEXT, PRIMARY KEY (cluster, date))",
-    # warehouse/attribution.py: sample files checked against the allocations
+    # the owner check's record of the sample files it had rewritten (gone in version 2)
     "CREATE TABLE IF NOT EXISTS checked_files ("
     " path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, allocations TEXT)",
     # warehouse/summary/state.py: what the summary marts were built from
@@ -216,13 +216,17 @@ _ATTRIBUTION_V1: Final = (
     "CREATE TABLE IF NOT EXISTS summary_records (path TEXT PRIMARY KEY, stamp TEXT)",
     "CREATE TABLE IF NOT EXISTS summary_record_jobs (path TEXT, cluster TEXT, job_id TEXT)",
 )
+# Version 2: raw files are never rewritten (owners are decided in the per-day pass), so no
+# sample file is checked against the allocations any more; every day is built once again (its
+# recorded inputs now name the allocations that own its samples).
+_ATTRIBUTION_V2_STEP: Final = ("DROP TABLE IF EXISTS checked_files",)
 ATTRIBUTION: Final = StateFile(
     name="attribution.sqlite",
-    holds="what each built mart partition was built from: sample days, checked files, summary",
+    holds="what each built mart partition was built from: sample days and summary marts",
     location=Location.LAKE,
-    version=1,
-    schema=_ATTRIBUTION_V1,
-    migrations={1: _ATTRIBUTION_V1},
+    version=2,
+    schema=tuple(q for q in _ATTRIBUTION_V1 if "checked_files" not in q),
+    migrations={1: _ATTRIBUTION_V1, 2: _ATTRIBUTION_V2_STEP},
 )
 
 _COMPACTION_V1: Final = (
@@ -234,10 +238,14 @@ COMPACTION: Final = StateFile(
     name="compaction.sqlite",
     holds="per reader and merged day partition, its file listings before and after the merge",
     location=Location.LAKE,
-    version=1,
+    version=2,
     schema=_COMPACTION_V1,
-    # `merges`: one entry for all readers, from before compaction_log.READERS
-    migrations={1: ("DROP TABLE IF EXISTS merges", *_COMPACTION_V1)},
+    # `merges`: one entry for all readers, from before compaction_log.READERS; version 2: the
+    # owner check (a reader) is gone with the rewriting of sample files, and its entries
+    migrations={
+        1: ("DROP TABLE IF EXISTS merges", *_COMPACTION_V1),
+        2: ("DELETE FROM reader_merges WHERE reader = 'owner_check'",),
+    },
 )
 
 _ALERTS_V1: Final = (

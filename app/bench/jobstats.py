@@ -262,7 +262,7 @@ def run_jobstats_bench(
     from app.pipeline import default_pipeline_config
     from collector.sources.prometheus.pull import PullConfig, pull
     from collector.sources.prometheus.transport import ApiClientTransport
-    from warehouse.attribution import build_summary_marts, reattribute
+    from warehouse.attribution import build_summary_marts
     from warehouse.connection import WarehouseConfig, connect
     from warehouse.partitions import build_sample_marts
 
@@ -289,12 +289,11 @@ def run_jobstats_bench(
             )
             with ApiClientTransport(prom.url) as transport:
                 collect_s, pulled = _timed(lambda: pull(cfg, Lake(lake), transport))
-            echo("bench jobstats: attribution (owner check, per-day pass, summary marts)")
+            echo("bench jobstats: attribution (per-day pass with owners, summary marts)")
             config = default_pipeline_config().attribution
             con = connect(lake, require=("gpu_samples",))
             attribute_s, _ = _timed(
                 lambda: (
-                    reattribute(con, lake),
                     build_sample_marts(WarehouseConfig(lake), config.values(), force=True),
                     build_summary_marts(con, lake, config),
                 )

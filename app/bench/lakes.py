@@ -20,7 +20,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from warehouse import layout, queries
-from warehouse.attribution import record_attributed
 from warehouse.connection import open_engine
 from warehouse.lake import Lake
 from warehouse.schema import TABLES
@@ -102,8 +101,6 @@ def synthetic_lake(
             )
             rel.write_parquet(str(path), compression="zstd")
             samples += pq.read_metadata(path).num_rows
-            # job_id was set by the allocation rule as the samples were made: attributed at ingest
-            record_attributed(lake.root, [path])
             if progress:
                 progress(day + 1, days)
     finally:

@@ -81,7 +81,7 @@ def _scale(lake: Lake, plan: BenchPlan, echo: Echo) -> dict[str, Any]:
     from app.bench.baselines import best_of, floor_scan
     from app.bench.lakes import synthetic_lake
     from app.pipeline import default_pipeline_config
-    from warehouse.attribution import build_summary_marts, reattribute
+    from warehouse.attribution import build_summary_marts
     from warehouse.connection import WarehouseConfig
     from warehouse.partitions import build_sample_marts
 
@@ -91,7 +91,6 @@ def _scale(lake: Lake, plan: BenchPlan, echo: Echo) -> dict[str, Any]:
     echo(f"bench scale: attributing {made.samples:,} samples")
     con = lake.connect(require=("gpu_samples",))
     config = default_pipeline_config().attribution
-    check_s, _ = _timed(lambda: reattribute(con, lake.root))
     ingest_s, _ = _timed(lambda: build_sample_marts(WarehouseConfig(lake.root), config.values()))
     rss_ingest = peak_rss_mb()
     summary_s, counts = _timed(lambda: build_summary_marts(con, lake.root, config))
@@ -108,10 +107,10 @@ def _scale(lake: Lake, plan: BenchPlan, echo: Echo) -> dict[str, Any]:
         "generate_s": generate_s,
         "ingest_pass_s": ingest_s,
         "marts_s": summary_s,
-        "attribute_s": check_s + marts_s,
-        "attribute_samples_per_s": made.samples / (check_s + marts_s),
+        "attribute_s": marts_s,
+        "attribute_samples_per_s": made.samples / marts_s,
         "floor_scan_s": floor_s,
-        "attribute_vs_floor": (check_s + marts_s) / floor_s,
+        "attribute_vs_floor": marts_s / floor_s,
         "peak_rss_mb_after_generation": rss_generated,
         "peak_rss_mb_after_ingest_pass": rss_ingest,
         "peak_rss_mb": rss,
@@ -185,7 +184,7 @@ def _attribution(lake: Lake, aside: Path, plan: BenchPlan, echo: Echo) -> dict[s
     from app.bench.queries import time_queries
     from app.pipeline import default_pipeline_config, detect
     from collector.sim import SimConfig, simulate
-    from warehouse.attribution import build_summary_marts, reattribute
+    from warehouse.attribution import build_summary_marts
     from warehouse.connection import WarehouseConfig
     from warehouse.partitions import build_sample_marts
     from warehouse.summary import record_summary_state, refresh_summary_marts
@@ -198,8 +197,7 @@ def _attribution(lake: Lake, aside: Path, plan: BenchPlan, echo: Echo) -> dict[s
     config = default_pipeline_config().attribution
     con = lake.connect(require=("gpu_samples",))
     [(samples,)] = con.sql("SELECT count(*) FROM gpu_samples").fetchall()
-    echo("bench: attribution at ingest (owner check, then the per-day pass over samples)")
-    check_s, _ = _timed(lambda: reattribute(con, lake.root))
+    echo("bench: attribution at ingest (the per-day pass over samples, owners decided there)")
     ingest_s, report = _timed(
         lambda: build_sample_marts(WarehouseConfig(lake.root), config.values(), force=True)
     )
@@ -207,7 +205,7 @@ def _attribution(lake: Lake, aside: Path, plan: BenchPlan, echo: Echo) -> dict[s
     floor_s = best_of(2, lambda: floor_scan(con))
     marts_s = best_of(2, lambda: build_summary_marts(con, lake.root, config))
     rss = peak_rss_mb()
-    full_s = check_s + ingest_s + marts_s
+    full_s = ingest_s + marts_s
     out: dict[str, Any] = {
         "gpus": sim.gpus,
         "days": plan.days,
@@ -217,7 +215,6 @@ def _attribution(lake: Lake, aside: Path, plan: BenchPlan, echo: Echo) -> dict[s
         "floor_scan_s": floor_s,
         "marts_s": marts_s,
         "marts_vs_floor": marts_s / floor_s,
-        "owner_check_s": check_s,
         "ingest_pass_s": ingest_s,
         "ingest_pass_per_day_s": ingest_s / max(len(report.rebuilt), 1),
         "full_rebuild_s": full_s,
@@ -239,10 +236,7 @@ def _attribution(lake: Lake, aside: Path, plan: BenchPlan, echo: Echo) -> dict[s
         record_summary_state(lake.root, config)
         held.restore()
         ingest_day_s, days = _timed(
-            lambda: (
-                reattribute(con, lake.root),
-                build_sample_marts(WarehouseConfig(lake.root), config.values()),
-            )[1]
+            lambda: build_sample_marts(WarehouseConfig(lake.root), config.values())
         )
         update_s, update = _timed(lambda: refresh_summary_marts(con, lake.root, config))
         empty = lake.root.parent / "empty"  # a lake with no table at all
@@ -266,16 +260,14 @@ def _attribution(lake: Lake, aside: Path, plan: BenchPlan, echo: Echo) -> dict[s
         }
         echo(f"bench: incremental (late records of {_LATE_JOBS} finished jobs land)")
         moved = land_late_records(con, lake, _LATE_JOBS)
-        late_ingest_s, _ = _timed(
-            lambda: (
-                reattribute(con, lake.root),
-                build_sample_marts(WarehouseConfig(lake.root), config.values()),
-            )
+        late_ingest_s, late_days = _timed(
+            lambda: build_sample_marts(WarehouseConfig(lake.root), config.values())
         )
         late_s, late = _timed(lambda: refresh_summary_marts(con, lake.root, config))
         out["incremental"]["late_records"] = {
             "jobs": moved,
             "ingest_s": late_ingest_s,
+            "ingest_days_rebuilt": len(late_days.rebuilt),
             "seconds": late_s,
             "vs_marts": late_s / marts_s,
             "mode": late.mode,
@@ -374,9 +366,8 @@ def _attribution_rows(a: dict[str, Any]) -> list[tuple[str, float, str]]:
             f"{a['marts_vs_floor']:.2f}× the floor; "
             + _against(a["marts_speedup_vs_pandas_merge_asof"], "pandas"),
         ),
-        ("attribution at ingest: owner check", a["owner_check_s"], ""),
         (
-            "attribution at ingest: per-day pass over samples",
+            "attribution at ingest: per-day pass over samples (owners decided there)",
             a["ingest_pass_s"],
             f"{a['ingest_pass_per_day_s']:.2f} s per day",
         ),

@@ -64,14 +64,13 @@ def compact(lake: Lake, now: dt.datetime, since: dt.date | None = None) -> int:
 
 @dataclass(frozen=True, slots=True)
 class AttributeOutcome:
-    """What one attribution did: sample files checked / rewritten, samples re-attributed, the
-    rows of each mart, and the day partitions compacted first."""
+    """What one attribution did: the rows of each mart, the day partitions compacted first,
+    and (DuckDB) the days of the sample-level marts built again and their tails."""
 
-    checked: int
-    rewritten: int
-    changed: int
     counts: dict[str, int]
     compacted: int = 0
+    days_rebuilt: int = 0
+    tails_rebuilt: int = 0
 
 
 def attribute(
@@ -84,18 +83,21 @@ def attribute(
     engine: str = "duckdb",
     spark_master: str | None = None,
     spark_source: str | None = None,
-    owners_progress: Progress | None = None,
+    days_progress: Progress | None = None,
     marts_progress: Progress | None = None,
     attempts: int = 1,
 ) -> AttributeOutcome:
-    """Compact closed days, re-check sample owners, then bring every mart up to date.
+    """Compact closed days, then bring every mart up to date (raw files are never rewritten:
+    each sample's owner is decided as its day's partitions are built).
 
-    `attempts` > 1 reads the lake afresh after a DuckDB error (the service: a source may replace
-    a file this round is reading, e.g. a partial Prometheus window landing again).
+    `since`: days before it are neither compacted nor built again. `attempts` > 1 reads the
+    lake afresh after a DuckDB error (the service: a source may replace a file this round is
+    reading, e.g. a partial Prometheus window landing again).
     """
     import duckdb
 
-    from warehouse.attribution import MART_ORDER, build_marts, reattribute
+    from warehouse.attribution import MART_ORDER
+    from warehouse.attribution import attribute as update_marts
 
     since_day = since.astimezone(dt.UTC).date() if since else None
     compacted = compact(lake, now, since_day)
@@ -112,9 +114,6 @@ def attribute(
         built[0] = 0
         con = lake.connect(require=("gpu_samples",))
         try:
-            checked, rewritten, changed = reattribute(
-                con, lake.root, progress=owners_progress, since=since_day
-            )
             if engine == "spark":
                 from warehouse.spark import build_marts_on_spark, spark_session
 
@@ -124,12 +123,21 @@ def attribute(
                     config.attribution.values(),
                     MART_ORDER,
                     progress=step,
-                    source=spark_source,
                     intensity=config.attribution.emissions,
                 )
-            else:
-                counts = build_marts(con, lake.root, config.attribution, progress=step, force=force)
-            return AttributeOutcome(checked, rewritten, changed, counts, compacted)
+                return AttributeOutcome(counts, compacted)
+            result = update_marts(
+                con,
+                lake.root,
+                config.attribution,
+                progress=step,
+                force=force,
+                since=since_day,
+                days_progress=days_progress,
+            )
+            return AttributeOutcome(
+                result.mart_rows, compacted, len(result.days.rebuilt), len(result.days.tails)
+            )
         except duckdb.Error:
             if attempt == attempts:
                 raise
@@ -147,16 +155,10 @@ def _attribute_on_spark(
     compacted: int,
 ) -> AttributeOutcome:
     """Build every mart on Spark from the raw tables at the lake URL `spark_source` (object
-    storage), landing them in `lake`: the files there are not this machine's to rewrite, so
-    Spark applies the owner rule to the samples as it reads them (none need be in `lake`)."""
+    storage), landing them in `lake` (no raw table need be in `lake`)."""
     from warehouse import layout
     from warehouse.attribution import MART_ORDER
     from warehouse.spark import build_marts_on_spark, spark_session
-
-    attributed = [0, 0]
-
-    def owners(files: int, changed: int) -> None:
-        attributed[:] = [files, changed]
 
     layout.ensure_dir(lake.root)  # with the lake's group and mode: it may hold no raw table yet
     counts = build_marts_on_spark(
@@ -167,9 +169,8 @@ def _attribute_on_spark(
         progress=step,
         source=spark_source,
         intensity=config.attribution.emissions,
-        owners=owners,
     )
-    return AttributeOutcome(attributed[0], 0, attributed[1], counts, compacted)
+    return AttributeOutcome(counts, compacted)
 
 
 # ---------------------------------------------------------------- detect

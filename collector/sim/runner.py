@@ -23,7 +23,6 @@ from collector.sim.telemetry import (
 from collector.sim.throughput import throughput_table
 from collector.sim.workload import DAY_S, Job, make_jobs, schedule
 from collector.sources.slurm.assoc import AssociationRow, associations_table
-from warehouse.attribution import record_attributed
 from warehouse.lake import Lake
 from warehouse.schema import TIMESTAMP
 from warehouse.writer import write_batch
@@ -494,8 +493,6 @@ def simulate(
             )
             samples += table.num_rows
             landed = write_batch(lake.root, "gpu_samples", table, f"{batch}-d{day:03d}-g{c:03d}")
-            # the simulator owns the allocations, so its samples are attributed as they land
-            record_attributed(lake.root, landed)
             files += len(landed)
             if progress:
                 progress(day * len(chunks) + c + 1, total)

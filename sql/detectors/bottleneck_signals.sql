@@ -1,7 +1,7 @@
 -- bottleneck_signals: per job, the DCGM counters that tell what limited it.
 --
--- Grain:   one row per (cluster, job_id) with attributed samples
--- Reads:   gpu_samples
+-- Grain:   one row per (cluster, job_id) with owned samples
+-- Reads:   owned_samples (the samples with their owners by the allocation rule)
 -- Params:
 --   $job_ids      list of job ids to look at (VARCHAR[]), or NULL for every job
 --   $idle_below   a sample is idle when busy < this (DESIGN §4 default 0.01)
@@ -39,7 +39,7 @@ WITH job_samples AS (
             WHEN pcie_tx_bps IS NULL AND pcie_rx_bps IS NULL THEN NULL
             ELSE coalesce(pcie_tx_bps, 0) + coalesce(pcie_rx_bps, 0)
         END AS pcie_bps
-    FROM gpu_samples
+    FROM owned_samples
     WHERE job_id IS NOT NULL
         AND ($job_ids IS NULL OR list_contains($job_ids, job_id))
 ),

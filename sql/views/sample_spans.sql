@@ -1,7 +1,8 @@
 -- sample_spans: every GPU sample with the span of time it stands for, its busy fraction and energy.
 --
--- Grain:   one row per gpu_samples row
--- Reads:   gpu_samples (three times: the distinct devices, the samples, the MIG instances at a ts)
+-- Grain:   one row per owned_samples row
+-- Reads:   owned_samples (the samples with their owners, three times: the distinct devices, the
+--          samples, the MIG instances at a ts)
 -- Params:  none
 -- Returns: cluster, device, device_node, device_index, node, gpu_index, gpu_uuid, mig_instance,
 --          model, ts, job_id, interval_s, date, span_s, end_e, gap_s, share, sharers, busy,
@@ -41,14 +42,14 @@ WITH devices AS (
             CASE WHEN gpu_uuid IS NULL THEN node END AS device_node,
             CASE WHEN gpu_uuid IS NULL THEN gpu_index END AS device_index,
             mig_instance
-        FROM gpu_samples
+        FROM owned_samples
     ) AS keys
 ),
 keyed AS (
     SELECT
         g.*,
         d.device_id
-    FROM gpu_samples AS g
+    FROM owned_samples AS g
     INNER JOIN devices AS d
         ON d.cluster = g.cluster
         AND d.gpu_uuid IS NOT DISTINCT FROM g.gpu_uuid
@@ -62,7 +63,7 @@ mig_counts AS (
         coalesce(gpu_uuid, node || '/' || CAST(gpu_index AS VARCHAR)) AS device,
         ts,
         count(DISTINCT mig_instance) AS instances
-    FROM gpu_samples
+    FROM owned_samples
     WHERE mig_instance IS NOT NULL
     GROUP BY cluster, device, ts
 ),

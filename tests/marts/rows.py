@@ -16,7 +16,7 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from warehouse.attribution import AttributionConfig, build_marts, reattribute
+from warehouse.attribution import AttributionConfig, build_marts
 from warehouse.connection import connect
 from warehouse.schema import TABLES
 from warehouse.writer import write_batch
@@ -191,7 +191,7 @@ def build_lake(
     """Land the given rows, attribute the samples by `job_gpus`, build every mart (with
     `config`, default the built-in one); return `con`.
 
-    Samples are landed as given (usually with a null job_id), then `reattribute` sets owners.
+    Samples are landed as given (usually with a null job_id); the marts give them owners.
     """
     land(root, "gpu_samples", samples)
     land(root, "jobs", jobs)
@@ -199,7 +199,6 @@ def build_lake(
     land(root, "gpu_events", events)
     land(root, "gpus", gpus)
     con = connect(root)
-    reattribute(con, root)
     build_marts(con, root, config or AttributionConfig())
     return con
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from warehouse.attribution import AttributionConfig, build_marts, reattribute
+from warehouse.attribution import AttributionConfig, build_marts
 from warehouse.connection import connect
 
 H = 3600.0
@@ -38,7 +38,6 @@ def sharer_rows(samples: list[dict[str, Any]], t0: dt.datetime, one: str, two: s
 def attributed_jobs(root: Path, one: str, two: str, solo: str) -> dict[str, dict[str, Any]]:
     """Attribute the lake, build the marts, check the split; return job_usage by job."""
     con = connect(root)
-    reattribute(con, root)
     build_marts(con, root, AttributionConfig())
     jobs = {row["job_id"]: row for row in con.sql("SELECT * FROM job_usage").pl().to_dicts()}
 

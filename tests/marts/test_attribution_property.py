@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from tests.infra.examples import examples
 from tests.marts import rows as r
 from warehouse import queries
-from warehouse.attribution import MART_ORDER, AttributionConfig, reattribute
+from warehouse.attribution import MART_ORDER, AttributionConfig
 from warehouse.connection import connect, register_table
 
 IDLE_BELOW = AttributionConfig().idle_below
@@ -154,7 +154,6 @@ def job_usage(con, root: Path, sample_rows, allocation_rows) -> dict[str, tuple[
     r.land(root, "job_gpus", allocation_rows)
     for table in ("gpu_samples", "job_gpus"):
         register_table(con, root, table)
-    reattribute(con, root)
     results = []  # the views read these Arrow tables: keep them alive until done
     config = AttributionConfig()
     for mart, query in USAGE_MARTS:

@@ -25,8 +25,8 @@ from tests.marts.test_incremental import (
     snapshot,
 )
 from warehouse import compaction_log, layout, writer
-from warehouse.attribution import AttributionConfig, reattribute
-from warehouse.connection import WarehouseConfig, connect
+from warehouse.attribution import AttributionConfig
+from warehouse.connection import WarehouseConfig
 from warehouse.partitions import PartitionReport, build_sample_marts
 from warehouse.schema import MARTS
 
@@ -40,14 +40,11 @@ JOB = (3600, 2 * DAY_S + 7200)  # j1 holds GPU 0 from day 0 into day 2
 
 
 def land_day_in_scrapes(root: Path, day: int, power_w: float = 200.0) -> None:
-    """One day of two GPUs, landed as SCRAPES files (a collector landing one per scrape), with
-    each sample's owner (as a collector that knows the allocations lands them): a batch landed
-    again with other values leaves nothing for `reattribute` to rewrite."""
+    """One day of two GPUs, landed as SCRAPES files (a collector landing one per scrape); the
+    samples' owner is decided from `job_gpus` when their day is built."""
     rows = day_samples(day, 0) + day_samples(day, 1)
     rows.sort(key=lambda row: row["ts"])
     for row in rows:
-        t = row["ts"].timestamp() - r.T0_E
-        row["job_id"] = "j1" if row["gpu_index"] == 0 and JOB[0] <= t < JOB[1] else None
         row["power_w"] = power_w
     per = -(-len(rows) // SCRAPES)
     for i in range(SCRAPES):
@@ -74,16 +71,26 @@ def days(keys: tuple[tuple[str, dt.date], ...]) -> list[str]:
     return [day.isoformat() for _, day in keys]
 
 
+def raw_samples(root: Path) -> dict[str, bytes]:
+    """Every gpu_samples file (relative path) -> its bytes."""
+    return {
+        str(path.relative_to(root)): path.read_bytes()
+        for path in layout.table_files(root, "gpu_samples")
+    }
+
+
 def compact(root: Path) -> None:
     assert writer.compact_closed_days(root, TODAY) >= 1
     assert set(sample_files_per_day(root).values()) == {1}
 
 
 def sample_pass(root: Path) -> PartitionReport:
-    """`attribute`'s steps up to the sample-level marts; every sample's owner was right."""
-    _checked, rewritten, _changed = reattribute(connect(root), root)
-    assert rewritten == 0
-    return build_sample_marts(WarehouseConfig(root), AttributionConfig().values())
+    """`attribute`'s first step: the sample-level marts' day partitions (each sample's owner
+    decided there); it reads the raw sample files and never rewrites one."""
+    files = raw_samples(root)
+    report = build_sample_marts(WarehouseConfig(root), AttributionConfig().values())
+    assert raw_samples(root) == files
+    return report
 
 
 def every_mart_file(root: Path) -> dict[str, tuple[int, int]]:
@@ -202,8 +209,6 @@ def test_a_day_built_with_other_settings_is_rebuilt(tmp_path):
     # the record says which files hold the same rows, not that the marts were built right
     root = tmp_path / "lake"
     lake(root)
-    con = connect(root)
-    reattribute(con, root)
     build_sample_marts(WarehouseConfig(root), AttributionConfig(idle_below=0.5).values())
     compact(root)
 
@@ -212,39 +217,3 @@ def test_a_day_built_with_other_settings_is_rebuilt(tmp_path):
     assert days(report.rebuilt) == ["2024-03-01", "2024-03-02", "2024-03-03"]
     build(root)
     assert_same_marts(snapshot(root), rebuilt_from_scratch(root, tmp_path / "scratch"))
-
-
-def owner_check(root: Path) -> tuple[int, int]:
-    """`attribute`'s owner check: the sample files it read, and those it rewrote."""
-    checked, rewritten, _changed = reattribute(connect(root), root)
-    return checked, rewritten
-
-
-def test_the_owner_check_reads_no_compacted_sample_file_checked_before(tmp_path):
-    root = tmp_path / "lake"
-    lake(root)
-    build(root)  # every small file checked against the allocations
-    compact(root)
-
-    assert owner_check(root) == (0, 0)
-    assert compaction_log.merges(root, "owner_check", "gpu_samples") == {}
-    assert len(compaction_log.merges(root, "sample_days", "gpu_samples")) == 3  # not read yet
-
-
-def test_the_owner_check_reads_a_compacted_file_whose_rows_it_did_not_check(tmp_path):
-    root = tmp_path / "lake"
-    lake(root)
-    build(root)
-    land_day_in_scrapes(root, 1, power_w=350.0)  # day 1's batches again, never checked
-    compact(root)
-    assert owner_check(root) == (1, 0)  # day 1's merged file
-
-
-def test_the_owner_check_reads_the_files_of_a_compaction_that_died_before_its_record(tmp_path):
-    root = tmp_path / "lake"
-    lake(root)
-    build(root)
-    compact(root)
-    (root / "_state" / "compaction.sqlite").unlink()
-
-    assert owner_check(root) == (3, 0)

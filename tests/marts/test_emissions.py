@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from tests.infra.examples import examples
 from tests.marts import rows as r
 from warehouse import queries
-from warehouse.attribution import AttributionConfig, build_marts, reattribute
+from warehouse.attribution import AttributionConfig, build_marts
 from warehouse.connection import WarehouseConfig, connect, register_table
 from warehouse.emissions import CarbonIntensity, ClusterIntensity, register_intensity
 from warehouse.partitions import SAMPLE_MARTS, build_sample_marts
@@ -191,7 +191,6 @@ def test_a_new_day_updates_kg_co2e_in_place_as_a_rebuild_would(tmp_path):
     r.land(root, "jobs", [r.job("j2", day + 3000, day + 4200, user="bob")], batch_id="day1")
     r.land(root, "job_gpus", [r.job_gpu("j2", day + 3000, day + 4200, gpu_index=1)], batch_id="b")
     con = connect(root)
-    reattribute(con, root)
     build_sample_marts(WarehouseConfig(root), config.values())
     for mart, _ in SAMPLE_MARTS:
         register_table(con, root, mart)

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from tests.infra.examples import examples
 from tests.marts import rows as r
-from warehouse.attribution import AttributionConfig, build_marts, reattribute
+from warehouse.attribution import AttributionConfig, build_marts
 from warehouse.connection import connect
 
 IDLE_BELOW = AttributionConfig().idle_below
@@ -338,7 +338,6 @@ def test_every_mart_matches_a_brute_force_reading_of_the_definitions(lake):
         root = Path(folder)
         land(root, allocations, samples, batches)
         con = connect(root)
-        reattribute(con, root)
         build_marts(con, root, AttributionConfig())
         usage = {row["job_id"]: row for row in r.fetch(con, "SELECT * FROM job_usage")}
         device_alloc = r.fetch(

@@ -1,4 +1,4 @@
-"""Building the marts, or re-attributing, twice changes nothing the second time."""
+"""Building the marts twice changes nothing the second time; raw files are never rewritten."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from polars.testing import assert_frame_equal
 
 from tests.marts import rows as r
 from warehouse import writer
-from warehouse.attribution import AttributionConfig, build_marts, reattribute
+from warehouse.attribution import AttributionConfig, attribute, build_marts
 from warehouse.connection import connect
 from warehouse.schema import MARTS
 
@@ -36,37 +36,82 @@ def test_building_the_marts_twice_gives_the_same_marts(tmp_path):
         assert sorted(p.name for p in (tmp_path / name).rglob("*.parquet")) == files[name]
 
 
-def test_reattributing_twice_rewrites_nothing_the_second_time(tmp_path):
+def _update(root) -> tuple[list[str], list[str]]:
+    """Bring the marts up to date; return the days built whole and the days whose tail was."""
+    result = attribute(connect(root), root, AttributionConfig())
+    return (
+        [day.isoformat() for _, day in result.days.rebuilt],
+        [day.isoformat() for _, day in result.days.tails],
+    )
+
+
+def _raw_bytes(root) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for table in ("gpu_samples", "job_gpus")
+        for p in sorted((root / table).rglob("*.parquet"))
+    }
+
+
+def _owners(root) -> list[tuple]:
+    con = connect(root)
+    return con.sql(
+        "SELECT bucket, job_id, observed_s FROM gpu_job_buckets ORDER BY bucket, job_id"
+    ).fetchall()
+
+
+def test_attributing_twice_builds_nothing_the_second_time_and_never_touches_raw_files(tmp_path):
     rows = r.mixed_lake()
     r.land(tmp_path, "gpu_samples", rows["samples"])
     r.land(tmp_path, "job_gpus", rows["job_gpus"])
-    con = connect(tmp_path)
+    raw = _raw_bytes(tmp_path)
+    assert not any(row.get("job_id") for row in rows["samples"])  # owners come from job_gpus
 
-    checked, rewritten, changed = reattribute(con, tmp_path)
-    assert checked == rewritten == 1  # one sample file (one cluster, one day)
-    assert changed > 0
-    owners = con.sql("SELECT ts, node, gpu_index, job_id FROM gpu_samples ORDER BY ALL").pl()
-
-    assert reattribute(con, tmp_path) == (0, 0, 0)  # nothing changed: nothing checked
-    assert reattribute(connect(tmp_path), tmp_path) == (0, 0, 0)
-    assert_frame_equal(
-        con.sql("SELECT ts, node, gpu_index, job_id FROM gpu_samples ORDER BY ALL").pl(), owners
-    )
+    assert _update(tmp_path) == (["2024-03-01"], [])  # one cluster, one day
+    owners = _owners(tmp_path)
+    assert {job for _, job, _ in owners} >= {row["job_id"] for row in rows["job_gpus"]}
+    assert _update(tmp_path) == ([], [])  # nothing changed: nothing built
+    assert _owners(tmp_path) == owners
+    assert _raw_bytes(tmp_path) == raw
 
 
-def test_a_late_allocation_is_picked_up_and_then_left_alone(tmp_path):
-    r.land(tmp_path, "gpu_samples", r.samples(range(0, 300, 30)))
+def test_a_late_allocation_rebuilds_the_days_it_covers_and_no_other(tmp_path):
+    day = 86_400
+    r.land(tmp_path, "gpu_samples", r.samples([*range(0, 300, 30), *range(day, day + 300, 30)]))
     r.land(tmp_path, "job_gpus", [r.job_gpu("j1", 0, 90)], batch_id="early")
-    con = connect(tmp_path)
-    assert reattribute(con, tmp_path) == (1, 1, 3)  # 0, 30, 60
+    assert _update(tmp_path) == (["2024-03-01", "2024-03-02"], [])
+    raw = _raw_bytes(tmp_path)
 
-    # The scheduler reports a second job later: the file is checked again, 3 more samples move.
-    r.land(tmp_path, "job_gpus", [r.job_gpu("j2", 150, 240)], batch_id="late")
-    assert reattribute(con, tmp_path) == (1, 1, 3)  # 150, 180, 210
-    assert reattribute(con, tmp_path) == (0, 0, 0)
+    # The scheduler reports a job on the second day later: only that day is built again.
+    r.land(tmp_path, "job_gpus", [r.job_gpu("j2", day + 150, None)], batch_id="late")
+    assert _update(tmp_path) == (["2024-03-02"], [])
+    assert _owned_samples(tmp_path, "j2") == 5  # 150 … 270: the job is still running
+    assert _update(tmp_path) == ([], [])
 
-    # Re-landing the same scheduler window changes the file's mtime, not its owners.
+    # Re-landing the same scheduler window changes its file, not the allocations: nothing.
     writer.write_batch(
-        tmp_path, "job_gpus", r.table("job_gpus", [r.job_gpu("j2", 150, 240)]), "late"
+        tmp_path, "job_gpus", r.table("job_gpus", [r.job_gpu("j2", day + 150, None)]), "late"
     )
-    assert reattribute(con, tmp_path) == (1, 0, 0)
+    assert _update(tmp_path) == ([], [])
+    # The job's end lands: only the day it ends on is built again.
+    writer.write_batch(
+        tmp_path, "job_gpus", r.table("job_gpus", [r.job_gpu("j2", day + 150, day + 240)]), "late"
+    )
+    assert _update(tmp_path) == (["2024-03-02"], [])
+    assert _owned_samples(tmp_path, "j2") == 3  # 150, 180, 210
+    assert _raw_bytes(tmp_path) != raw  # job_gpus landed again; the sample files are as they were
+    assert {k: v for k, v in _raw_bytes(tmp_path).items() if k.startswith("gpu_samples")} == {
+        k: v for k, v in raw.items() if k.startswith("gpu_samples")
+    }
+
+
+def _owned_samples(root, job_id: str) -> int:
+    [(n,)] = (
+        connect(root)
+        .sql(
+            "SELECT coalesce(sum(samples), 0) FROM gpu_job_buckets WHERE job_id = $j",
+            params={"j": job_id},
+        )
+        .fetchall()
+    )
+    return int(n)

@@ -12,7 +12,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from tests.marts import rows as r
-from warehouse.attribution import AttributionConfig, build_marts, reattribute
+from warehouse.attribution import AttributionConfig, build_marts
 from warehouse.connection import WarehouseConfig, connect
 from warehouse.partitions import SAMPLE_MARTS, build_sample_marts
 from warehouse.schema import MARTS, RAW_TABLES
@@ -67,7 +67,6 @@ def rebuilt_from_scratch(root: Path, scratch: Path) -> dict[str, pl.DataFrame]:
         if (root / table).is_dir():
             shutil.copytree(root / table, scratch / table)
     con = connect(scratch)
-    reattribute(con, scratch)
     build_marts(con, scratch, AttributionConfig())
     return snapshot(scratch)
 
@@ -82,7 +81,6 @@ def assert_same_marts(
 
 def build(root: Path) -> None:
     con = connect(root)
-    reattribute(con, root)
     build_marts(con, root, AttributionConfig())
 
 
@@ -159,17 +157,18 @@ def test_a_late_scheduler_record_rebuilds_only_the_days_it_covers(tmp_path, buil
         [r.job_gpu("j2", 2 * DAY_S + 600, 2 * DAY_S + 7800, gpu_index=1)],
         batch_id="late",
     )
+    samples_before = {p: p.read_bytes() for p in (root / "gpu_samples").rglob("*.parquet")}
     con = connect(root)
-    checked, rewritten, changed = reattribute(con, root)
-    assert (rewritten, changed) == (1, 7200 // STEP_S)  # one day file, 60 samples
     report = build_sample_marts(WarehouseConfig(root), AttributionConfig().values())
 
-    # day 2's file changed; day 1's last samples reach into day 2, so its tail is rebuilt
+    # the allocations of day 2 changed, its samples' owners with them: day 2 alone is rebuilt
+    # (the samples of day 2 are as they were, so day 1's last buckets stand)
     assert [day.isoformat() for _, day in report.rebuilt] == ["2024-03-03"]
-    assert [day.isoformat() for _, day in report.tails] == ["2024-03-02"]
+    assert report.tails == ()
     after = partition_files(root)
-    first_day = [p for p in before if day_of(p) == "date=2024-03-01"]
-    assert first_day and all(after[p] == before[p] for p in first_day)
+    earlier = [p for p in before if day_of(p) in ("date=2024-03-01", "date=2024-03-02")]
+    assert earlier and all(after[p] == before[p] for p in earlier)
+    assert {p: p.read_bytes() for p in (root / "gpu_samples").rglob("*.parquet")} == samples_before
 
     build_marts(con, root, AttributionConfig())
     got = snapshot(root)
@@ -261,9 +260,8 @@ def summary_files(root: Path) -> dict[str, tuple[int, int]]:
 
 
 def update(root: Path) -> SummaryUpdate:
-    """What the pipeline does as files land: re-attribute, the day passes, the summary marts."""
+    """What the pipeline does as files land: the day passes, then the summary marts."""
     con = connect(root)
-    reattribute(con, root)
     build_sample_marts(WarehouseConfig(root), AttributionConfig().values())
     return refresh_summary_marts(con, root, AttributionConfig())
 

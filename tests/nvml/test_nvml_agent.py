@@ -13,7 +13,7 @@ from collector.errors import ConfigError
 from collector.sources.nvml.agent import AgentConfig, NvmlAgent, run_agent
 from collector.sources.nvml.device import NvmlUnavailable
 from tests.nvml.fake_nvml import GIB, NOT_SUPPORTED, FakeGpu, FakeMig, FakeNvml
-from warehouse.attribution import AttributionConfig, build_marts, reattribute
+from warehouse.attribution import AttributionConfig, build_marts
 from warehouse.connection import connect
 from warehouse.lake import Lake
 
@@ -269,7 +269,6 @@ def test_a_shared_gpu_has_one_row_and_one_interval_per_job(node, proc, read_lake
     assert jobs == {"280678", "555"}
 
     con = connect(node.lake)
-    reattribute(con, node.lake)
     build_marts(con, node.lake, AttributionConfig())
     usage = {
         job: (observed, shared)

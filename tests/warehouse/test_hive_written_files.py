@@ -19,7 +19,7 @@ from polars.testing import assert_frame_equal
 from app.cli import cli
 from collector.sim import SimConfig, simulate
 from warehouse import layout, writer
-from warehouse.attribution import reattribute
+from warehouse.attribution import AttributionConfig, build_marts
 from warehouse.connection import connect
 from warehouse.lake import Lake
 from warehouse.schema import MARTS, RAW_TABLES, TABLES
@@ -127,9 +127,9 @@ def test_a_mart_partitioned_by_date_reads_cluster_and_date_from_its_folders(lake
     assert got == [("gpu farm", day, "physics")]
 
 
-def test_reattribution_gives_owners_to_hive_written_samples_without_job_id(lake, t0):
-    """The per-file owner check reads the file as the views do: cluster from the folder, a
-    missing job_id null; the rewritten file gets the column."""
+def test_hive_written_samples_without_job_id_get_owners_and_stay_as_written(lake, t0):
+    """The per-day pass reads the file as the views do (cluster from the folder, a missing
+    job_id null), gives its samples their owners in the marts, and leaves the file as it is."""
     from tests.marts import rows as r
 
     r.land(lake, "job_gpus", [r.job_gpu("1", 0, 600)])
@@ -138,14 +138,14 @@ def test_reattribution_gives_owners_to_hive_written_samples_without_job_id(lake,
     folder.mkdir(parents=True)
     pq.write_table(samples, folder / "part-0.parquet")
     assert "job_id" not in samples.column_names
+    written = (folder / "part-0.parquet").read_bytes()
 
-    checked, rewritten, changed = reattribute(connect(lake), lake)
+    build_marts(connect(lake), lake, AttributionConfig())
 
-    assert (checked, rewritten, changed) == (1, 1, 20)
+    assert (folder / "part-0.parquet").read_bytes() == written
     with connect(lake) as con:
-        assert con.sql("SELECT DISTINCT cluster, job_id FROM gpu_samples").fetchall() == [
-            (r.CLUSTER, "1")
-        ]
+        got = con.sql("SELECT cluster, job_id, sum(samples) FROM gpu_job_buckets GROUP BY ALL")
+        assert got.fetchall() == [(r.CLUSTER, "1", 20)]
 
 
 def _runner() -> CliRunner:

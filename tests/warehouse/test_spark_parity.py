@@ -26,7 +26,7 @@ from tests.infra.live import live_service
 from tests.marts import rows as r
 from tests.report.lake import assoc
 from warehouse import layout
-from warehouse.attribution import MART_ORDER, AttributionConfig, build_marts, reattribute
+from warehouse.attribution import MART_ORDER, AttributionConfig, build_marts
 from warehouse.connection import connect
 from warehouse.emissions import CarbonIntensity, ClusterIntensity
 from warehouse.lake import Lake
@@ -78,15 +78,15 @@ def both_engines(
     lake: Path,
     tmp_path: Path,
     config: AttributionConfig = AttributionConfig(),  # noqa: B008 (frozen)
-) -> tuple[Path, Path, tuple[int, int]]:
-    """Build every mart of `lake` with DuckDB (owner check, then the per-day pass and the
-    summary marts) and with Spark through `attribute --engine spark --spark-source URL`'s
-    round; return the two lakes and the Spark round's (sample files read, samples whose owner
-    Spark changed).
+) -> tuple[Path, Path]:
+    """Build every mart of `lake` with DuckDB (the per-day pass, then the summary marts) and
+    with Spark through `attribute --engine spark --spark-source URL`'s round; return the two
+    lakes. Neither engine rewrites a raw file: each gives the samples their owners as it
+    reads them.
 
-    Spark reads a copy of the raw files taken before the owner check, under a file:// lake URL
-    as it would under s3a://, so it applies the allocation rule itself; it lands the marts in a
-    lake folder that holds no raw table, as the local lake beside an object store would.
+    Spark reads a copy of the raw files under a file:// lake URL as it would under s3a://; it
+    lands the marts in a lake folder that holds no raw table, as the local lake beside an
+    object store would.
     """
     source = tmp_path / "source"
     shutil.copytree(lake, source)
@@ -94,16 +94,27 @@ def both_engines(
     hidden = source / "queues" / f"cluster={r.CLUSTER}" / "date=2024-03-01" / ".q.parquet"
     hidden.parent.mkdir(parents=True)
     hidden.write_bytes(b"PAR1")
-    reattribute(connect(lake), lake)
+    raw = raw_bytes(lake)
     build_marts(connect(lake), lake, config)
+    assert raw_bytes(lake) == raw
     on_spark = tmp_path / "spark"
     pipeline = dataclasses.replace(default_pipeline_config(), attribute=AttributeSettings(config))
     end = dt.datetime(2024, 3, 2, tzinfo=dt.UTC)  # compaction's "now": nothing here to compact
     done = attribute(
         Lake.at(on_spark), pipeline, end, engine="spark", spark_source=source.resolve().as_uri()
     )
-    assert set(done.counts) == set(MARTS) and done.rewritten == 0
-    return lake, on_spark, (done.checked, done.changed)
+    assert set(done.counts) == set(MARTS)
+    assert raw_bytes(source) == raw
+    return lake, on_spark
+
+
+def raw_bytes(lake: Path) -> dict[str, bytes]:
+    """The bytes of every file of the raw tables, by path in the lake."""
+    return {
+        str(path.relative_to(lake)): path.read_bytes()
+        for table in RAW_TABLES
+        for path in layout.table_files(lake, table)
+    }
 
 
 def assert_same(duck: dict[str, pl.DataFrame], spark: dict[str, pl.DataFrame]) -> None:
@@ -221,13 +232,10 @@ def test_spark_reading_a_lake_url_builds_the_same_marts_as_duckdb(spark, tmp_pat
     intensity = CarbonIntensity(default_g_per_kwh=450.0, clusters=(hourly,))
     config = AttributionConfig(emissions=intensity)
 
-    duck_lake, spark_lake, (files, reowned) = both_engines(spark, lake, tmp_path, config=config)
+    duck_lake, spark_lake = both_engines(spark, lake, tmp_path, config=config)
     duck, on_spark = marts(duck_lake), marts(spark_lake)
 
-    # Spark read every sample file and gave the hand-made samples (landed without owners)
-    # theirs, as the DuckDB owner check rewrote them into the files
-    assert files == len(layout.table_files(duck_lake, "gpu_samples"))
-    assert reowned == duck_lake_reowned(tmp_path / "source")
+    # the hand-made samples landed without owners: both engines gave them theirs
     hand_made = pl.col("cluster") == r.CLUSTER
     assert duck["job_usage"].filter(hand_made).height == 6
     requeued = duck["job_outcomes"].filter(hand_made & pl.col("requeued")).sort("job_id")
@@ -245,10 +253,3 @@ def test_spark_reading_a_lake_url_builds_the_same_marts_as_duckdb(spark, tmp_pat
     assert_same(duck, on_spark)
     # the same partitions: the per-day pass's (cluster, date) folders, the summary marts' own
     assert partitions(spark_lake) == partitions(duck_lake)
-
-
-def duck_lake_reowned(lake: Path) -> int:
-    """The samples the DuckDB owner check re-attributes in (a copy of) `lake`."""
-    copy = lake.with_name("reowned")
-    shutil.copytree(lake, copy)
-    return reattribute(connect(copy), copy)[2]

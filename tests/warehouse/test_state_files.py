@@ -181,7 +181,7 @@ CREATE TABLE IF NOT EXISTS actions (
             # warehouse/partitions.py
             "CREATE TABLE IF NOT EXISTS sample_days_built ("
             " cluster TEXT, date TEXT, own TEXT, next TEXT, PRIMARY KEY (cluster, date))",
-            # warehouse/attribution.py
+            # warehouse/attribution.py's owner check (gone in version 2)
             "CREATE TABLE IF NOT EXISTS checked_files ("
             " path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, allocations TEXT)",
             # warehouse/summary/state.py
@@ -212,7 +212,7 @@ ROWS: dict[str, tuple[str, tuple[object, ...]]] = {
     "kubernetes.sqlite": ("checkpoint", ("c", 1000)),
     "dcgm_exporter.sqlite": ("event_latch", ("c", "GPU-1", "xid", 13)),
     "nvml_events.sqlite": ("event_latch", ("c", "GPU-1", "xid", 79)),
-    "attribution.sqlite": ("checked_files", ("/lake/a.parquet", 10, 20, "fp")),
+    "attribution.sqlite": ("sample_days_built", ("c", "2026-01-01", "own", "next")),
     "compaction.sqlite": ("reader_merges", ("summary", "jobs", "c", "2026-01-01", b"x", "y")),
     "alerts.sqlite": (
         "attempts",
@@ -306,10 +306,36 @@ def test_the_migrations_from_an_empty_file_end_in_the_schema(
 def test_a_partial_file_gets_what_is_missing(tmp_path: Path) -> None:
     """attribution.sqlite as one module left it (the others' tables not made yet)."""
     path = tmp_path / "attribution.sqlite"
-    make_old(path, OLD_SCHEMAS[path.name].split(";")[1], ROWS[path.name])
+    make_old(path, OLD_SCHEMAS[path.name].split(";")[0], ROWS[path.name])
     with open_state(path, state_files.ATTRIBUTION) as con:
         assert shape(con) == fresh_shape(state_files.ATTRIBUTION, tmp_path)
-        assert con.execute("SELECT count(*) FROM checked_files").fetchone() == (1,)
+        assert con.execute("SELECT count(*) FROM sample_days_built").fetchone() == (1,)
+
+
+def test_version_2_drops_what_only_the_rewriting_of_sample_files_kept(tmp_path: Path) -> None:
+    """The owner check's checked files (attribution) and its merge entries (compaction) go;
+    the per-day pass's record and the other readers' entries stay."""
+    attribution = tmp_path / "attribution.sqlite"
+    make_old(attribution, OLD_SCHEMAS[attribution.name], ROWS[attribution.name])
+    with sqlite3.connect(attribution) as con:
+        con.execute("INSERT INTO checked_files VALUES ('/lake/a.parquet', 10, 20, 'fp')")
+        con.execute("PRAGMA user_version = 1")
+    compaction = tmp_path / "compaction.sqlite"
+    make_old(compaction, OLD_SCHEMAS[compaction.name], ROWS[compaction.name])
+    with sqlite3.connect(compaction) as con:
+        con.execute(
+            "INSERT INTO reader_merges VALUES "
+            "('owner_check', 'job_gpus', 'c', '2026-01-01', x'00', 'y')"
+        )
+        con.execute("PRAGMA user_version = 1")
+
+    with open_state(attribution, state_files.ATTRIBUTION) as con:
+        tables = {n for (n,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        assert "checked_files" not in tables
+        assert con.execute("SELECT count(*) FROM sample_days_built").fetchone() == (1,)
+    with open_state(compaction, state_files.COMPACTION) as con:
+        assert con.execute("SELECT reader FROM reader_merges").fetchall() == [("summary",)]
+    assert user_version(attribution) == user_version(compaction) == 2
 
 
 def test_the_compaction_log_from_before_readers_loses_its_old_table(tmp_path: Path) -> None:
@@ -317,7 +343,7 @@ def test_the_compaction_log_from_before_readers_loses_its_old_table(tmp_path: Pa
     make_old(path, OLDER_COMPACTION, ("merges", ("jobs", "c", "2026-01-01", b"x", "y")))
     with open_state(path, state_files.COMPACTION) as con:
         assert shape(con) == fresh_shape(state_files.COMPACTION, tmp_path)
-    assert user_version(path) == 1
+    assert user_version(path) == state_files.COMPACTION.version
 
 
 def test_a_new_file_in_a_lake_is_shared_and_stamped(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from app.cli import cli
 from app.pipeline import default_pipeline_config, detect
 from tests.marts import rows as r
-from warehouse.attribution import reattribute
+from warehouse.attribution import AttributionConfig, build_marts
 from warehouse.connection import connect
 from warehouse.lake import Lake
 from warehouse.writer_lock import WriterBusy, holder, wait_limit, writer_lock
@@ -88,7 +88,7 @@ def test_a_wait_has_a_timeout_that_names_the_holder(tmp_path, other_writer):
 
 
 def test_the_step_functions_take_the_lock_themselves(tmp_path):
-    # A small lake: the steps of `gpuledger run` (reattribute, detect) each wait for it.
+    # A small lake: the steps of `gpuledger run` (attribute, detect) each wait for it.
     r.land(tmp_path, "gpu_samples", r.samples(range(0, 300, 30)))
     ctx = mp.get_context("spawn")
     held, release = ctx.Event(), ctx.Event()
@@ -99,7 +99,7 @@ def test_the_step_functions_take_the_lock_themselves(tmp_path):
         con = connect(tmp_path)
         with wait_limit(0.5):
             with pytest.raises(WriterBusy, match=f"pid {process.pid}"):
-                reattribute(con, tmp_path)
+                build_marts(con, tmp_path, AttributionConfig())
             with pytest.raises(WriterBusy, match=f"pid {process.pid}"):
                 detect(
                     Lake.at(tmp_path),
@@ -108,7 +108,8 @@ def test_the_step_functions_take_the_lock_themselves(tmp_path):
                 )
         release.set()
         process.join(WAIT_S)
-        assert reattribute(con, tmp_path)[0] == 1  # once released, it runs
+        counts = build_marts(con, tmp_path, AttributionConfig())  # once released, it runs
+        assert counts["gpu_job_buckets"] > 0
         con.close()
     finally:
         release.set()

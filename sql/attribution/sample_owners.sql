@@ -1,0 +1,95 @@
+-- sample_owners: the owner of each sample by the allocation rule of DESIGN §4.
+--
+-- Grain:   one row per (cluster, node, gpu_index, gpu_uuid, mig_instance, ts, label) of
+--          unowned_samples that some allocation covers
+-- Reads:   unowned_samples (gpu_samples rows as their source wrote them), job_gpus
+-- Params:  none
+-- Returns: cluster, node, gpu_index, gpu_uuid, mig_instance, ts, label (the row's own job_id),
+--          job_id (the owner); a row whose key is absent here has no owner (null)
+--
+-- Raw sample files are never rewritten: a sample's owner is decided here, when the derived
+-- partitions are built (sql/views/owned_samples.sql joins it back), and lives only in derived
+-- data. The owner depends on nothing but the key's columns, so rows that share a key (exact
+-- duplicates) share it.
+-- A sample belongs to the job whose job_gpus interval [start_ts, end_ts) contains its ts on the
+-- same GPU: same UUID where both know it, else the same node and GPU index; a whole-node
+-- allocation (null index) covers every GPU of its node, one with a MIG instance only that
+-- instance. When several jobs claim the same sample (a shared GPU), the job the row carries is
+-- kept if it is one of them (a sharer's own row, as its source stamped it from its hpc_job or
+-- pod label: the marts split the GPU's time among such rows), else the smallest job_id, so the
+-- result is deterministic. No covering interval means no owner, whatever the row carries.
+-- Allocations are first narrowed to the samples' time range, and indexed and whole-node ones
+-- are joined separately, so both joins hash on their keys.
+
+WITH sample_range AS (
+    SELECT
+        min(ts) AS first_ts,
+        max(ts) AS last_ts
+    FROM unowned_samples
+),
+allocations AS (
+    SELECT
+        g.cluster,
+        g.job_id,
+        g.node,
+        g.gpu_index,
+        g.gpu_uuid,
+        g.mig_instance,
+        g.start_ts,
+        g.end_ts
+    FROM job_gpus AS g, sample_range AS r
+    WHERE g.start_ts <= r.last_ts
+        AND (g.end_ts IS NULL OR g.end_ts > r.first_ts)
+),
+claims AS (
+    SELECT
+        s.cluster,
+        s.node,
+        s.gpu_index,
+        s.gpu_uuid,
+        s.mig_instance,
+        s.ts,
+        s.job_id AS label,
+        g.job_id,
+        g.job_id = s.job_id AS carried
+    FROM unowned_samples AS s
+    JOIN allocations AS g
+        ON g.cluster = s.cluster
+        AND g.node = s.node
+        AND g.gpu_index = s.gpu_index
+    WHERE (g.gpu_uuid IS NULL OR s.gpu_uuid IS NULL OR g.gpu_uuid = s.gpu_uuid)
+        AND (g.mig_instance IS NULL OR g.mig_instance = s.mig_instance)
+        AND s.ts >= g.start_ts
+        AND (g.end_ts IS NULL OR s.ts < g.end_ts)
+    UNION ALL
+    SELECT
+        s.cluster,
+        s.node,
+        s.gpu_index,
+        s.gpu_uuid,
+        s.mig_instance,
+        s.ts,
+        s.job_id AS label,
+        g.job_id,
+        g.job_id = s.job_id AS carried
+    FROM unowned_samples AS s
+    JOIN allocations AS g
+        ON g.cluster = s.cluster
+        AND g.node = s.node
+    WHERE g.gpu_index IS NULL
+        AND (g.gpu_uuid IS NULL OR s.gpu_uuid IS NULL OR g.gpu_uuid = s.gpu_uuid)
+        AND (g.mig_instance IS NULL OR g.mig_instance = s.mig_instance)
+        AND s.ts >= g.start_ts
+        AND (g.end_ts IS NULL OR s.ts < g.end_ts)
+)
+SELECT
+    cluster,
+    node,
+    gpu_index,
+    gpu_uuid,
+    mig_instance,
+    ts,
+    label,
+    coalesce(min(job_id) FILTER (WHERE carried), min(job_id)) AS job_id
+FROM claims
+GROUP BY cluster, node, gpu_index, gpu_uuid, mig_instance, ts, label
