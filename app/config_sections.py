@@ -22,6 +22,7 @@ from app.pipeline import settings as pipeline_settings
 from app.serve import settings as serve_settings
 from app.api import settings as api_settings
 from app.jobmail import settings as jobmail_settings
+from app.retention import settings as retention_settings
 
 # isort: on
 
@@ -34,4 +35,5 @@ SETTINGS_MODULES: tuple[ModuleType, ...] = (
     serve_settings,
     api_settings,
     jobmail_settings,
+    retention_settings,
 )

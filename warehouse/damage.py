@@ -36,6 +36,7 @@ __all__ = [
     "INTACT_CACHE_SIZE",
     "IntactCacheInfo",
     "as_damaged",
+    "unreadable",
     "intact_cache_info",
     "looks_damaged",
     "remember",
@@ -152,6 +153,11 @@ def _unreadable(path: str, *, cached: bool = False) -> bool:
             while len(_INTACT) > INTACT_CACHE_SIZE:
                 _INTACT.popitem(last=False)
     return False
+
+
+def unreadable(path: Path) -> bool:
+    """Whether the Parquet file `path` fails to decode (every column of every row, streamed)."""
+    return _unreadable(str(path))
 
 
 def as_damaged(exc: BaseException, con: duckdb.DuckDBPyConnection | None = None) -> BaseException:

@@ -41,8 +41,12 @@ __all__ = [
     "SAMPLE_MARTS",
     "DayKey",
     "PartitionReport",
+    "PRUNED",
     "build_day",
     "build_sample_marts",
+    "built_days",
+    "current_inputs",
+    "mark_pruned",
     "sample_days",
 ]
 
@@ -62,6 +66,8 @@ _HELPERS = (
 )
 
 DayKey = tuple[str, dt.date]
+# sample_days_built.own of a day whose raw samples were pruned: its partitions are kept
+PRUNED = "pruned"
 # Rows per record batch streamed from the engine to a partition file.
 _STREAM_ROWS = 65_536
 
@@ -192,6 +198,66 @@ def _conformed(relation: duckdb.DuckDBPyRelation, schema: pa.Schema) -> pa.Recor
     return pa.RecordBatchReader.from_batches(schema, (b.cast(schema) for b in reader))
 
 
+def _salt(params: Mapping[str, float | int]) -> str:
+    """What every day's inputs digest with its files: the config and the SQL of the pass."""
+    return repr(sorted(params.items())) + "".join(
+        sql.load(q) for q in (*_HELPERS, *(query for _, query in SAMPLE_MARTS))
+    )
+
+
+def _owners_part(allocations: Mapping[DayKey, str], key: DayKey) -> str:
+    """A day's owners are decided from its allocations: a change there rebuilds it."""
+    return f"|owners={allocations.get(key, '')}"
+
+
+def _inputs(
+    days: Mapping[DayKey, list[Path]], key: DayKey, salt: str, allocations: Mapping[DayKey, str]
+) -> tuple[str, str]:
+    """The digests of a day's own inputs (its files, its allocations) and its next day's files,
+    as `sample_days_built` records them."""
+    next_files = days.get((key[0], key[1] + dt.timedelta(days=1)), [])
+    return (
+        layout.files_fingerprint(days[key], salt) + _owners_part(allocations, key),
+        layout.files_fingerprint(next_files, salt),
+    )
+
+
+def built_days(root: Path) -> dict[DayKey, tuple[str, str]]:
+    """What each day's partitions were last built from: (own inputs, next day's files), own
+    being PRUNED for a day whose raw samples were pruned (warehouse/retention.py)."""
+    with _state(root) as db:
+        return {
+            (cluster, dt.date.fromisoformat(date)): (own, following)
+            for cluster, date, own, following in db.execute(
+                "SELECT cluster, date, own, next FROM sample_days_built"
+            )
+        }
+
+
+def current_inputs(
+    config: WarehouseConfig, params: Mapping[str, float | int], days: Mapping[DayKey, list[Path]]
+) -> dict[DayKey, tuple[str, str]]:
+    """The digests each of `days` would be recorded with if it were built now (compare with
+    `built_days`: equal means its partitions are up to date with its files and owners)."""
+    con = open_engine(config)
+    try:
+        register_files(con, "job_gpus", layout.table_files(config.root, "job_gpus"))
+        allocations = _allocation_days(con, days)
+    finally:
+        con.close()
+    salt = _salt(params)
+    return {key: _inputs(days, key, salt, allocations) for key in days}
+
+
+def mark_pruned(root: Path, key: DayKey) -> None:
+    """Record that `key`'s raw samples are being removed: its partitions stay as they are."""
+    with _state(root) as db:
+        db.execute(
+            "UPDATE sample_days_built SET own = ? WHERE cluster = ? AND date = ?",
+            (PRUNED, key[0], key[1].isoformat()),
+        )
+
+
 def _allocation_days(
     con: duckdb.DuckDBPyConnection, days: Mapping[DayKey, object]
 ) -> dict[DayKey, str]:
@@ -238,9 +304,7 @@ def build_sample_marts(
     # read before the files are listed: a merge in between is one the next run sees
     merged = compaction_log.merges(root, "sample_days", "gpu_samples")
     days = sample_days(root)
-    salt = repr(sorted(params.items())) + "".join(
-        sql.load(q) for q in (*_HELPERS, *(query for _, query in SAMPLE_MARTS))
-    )
+    salt = _salt(params)
 
     def same_rows(key: DayKey, was: str | None, now: str, owners: str = "") -> bool:
         """Whether the files of `key` that digested to `was` hold the rows of those now (with
@@ -254,13 +318,7 @@ def build_sample_marts(
             and now == layout.listing_fingerprint(merge.after, salt) + owners
         )
 
-    with _state(root) as db:
-        built = {
-            (cluster, dt.date.fromisoformat(date)): (own, following)
-            for cluster, date, own, following in db.execute(
-                "SELECT cluster, date, own, next FROM sample_days_built"
-            )
-        }
+    built = built_days(root)
     con = open_engine(config)
     register_reference(con)
     try:
@@ -274,12 +332,8 @@ def build_sample_marts(
         for done, key in enumerate(todo, start=1):
             next_key = (key[0], key[1] + dt.timedelta(days=1))
             next_files = days.get(next_key, [])
-            # a day's owners are decided from its allocations: a change there rebuilds it
-            owners = f"|owners={allocations.get(key, '')}"
-            own, following = (
-                layout.files_fingerprint(days[key], salt) + owners,
-                layout.files_fingerprint(next_files, salt),
-            )
+            owners = _owners_part(allocations, key)
+            own, following = _inputs(days, key, salt, allocations)
             present = (
                 layout.table_dir(root, SAMPLE_MARTS[0][0]) / f"cluster={key[0]}" / f"date={key[1]}"
             ).is_dir()
@@ -306,7 +360,14 @@ def build_sample_marts(
         con.close()
     # every day now records its files
     compaction_log.forget(root, "sample_days", "gpu_samples", merged)
-    removed = tuple(sorted(k for k in set(built) - set(days) if since is None or k[1] >= since))
+    # a day whose samples were pruned keeps its partitions: they are its only record now
+    removed = tuple(
+        sorted(
+            k
+            for k in set(built) - set(days)
+            if built[k][0] != PRUNED and (since is None or k[1] >= since)
+        )
+    )
     for key in removed:
         _remove_day(root, key)
         with _state(root) as db:

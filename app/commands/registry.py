@@ -19,6 +19,7 @@ from app.commands import (
     job,
     mail,
     philly,
+    prune,
     report,
     run,
     serve,
@@ -47,6 +48,7 @@ COMMANDS: tuple[click.Command, ...] = (
     run.command,
     status.command,
     whatif.command,
+    prune.command,
 )
 
 

@@ -42,6 +42,10 @@ METRICS: dict[str, tuple[str, str]] = {
         "Unix time up to which the marts reflect everything landed (freshness: time() - this).",
     ),
     "gpuledger_findings_total": ("counter", "Findings written by detect."),
+    "gpuledger_raw_days_pruned_total": (
+        "counter",
+        "Days whose raw GPU samples were deleted by retention (retention.raw_days).",
+    ),
     "gpuledger_alerts_sent_total": ("counter", "Alert messages delivered."),
     "gpuledger_alerts_failed_total": ("counter", "Alert deliveries that failed for now."),
     "gpuledger_up": ("gauge", "1 while the service loop runs."),

@@ -1,4 +1,6 @@
-"""The steps after attribution in each pipeline round: detect, then alert (when enabled).
+"""The steps after attribution in each pipeline round: detect, then alert (when enabled), then
+retention (`retention.raw_days` > 0): the raw samples of days older than that retire into their
+derived partitions (warehouse/retention.py), after detect has read them.
 
 Detect is `app.pipeline.detect` with the same `PipelineConfig` the round attributes with
 (`pipeline_config(cfg)`), so `gpuledger run` and `gpuledger attribute`/`detect` with the same
@@ -12,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from app.config import Config
+from app.retention.settings import RetentionConfig
 from app.service.settings import ServiceConfig
 from app.service.supervisor import TaskContext
 from app.service.tasks import Step
@@ -69,4 +72,19 @@ def after_steps(
         steps.append(("detect", _detect_step(pipeline_config(cfg), clock)))
     if service.alert:
         steps.append(("alert", _alert_step(cfg)))
+    raw_days = cfg.section(RetentionConfig).raw_days
+    if raw_days > 0:
+        steps.append(("prune", _prune_step(pipeline_config(cfg), raw_days)))
     return tuple(steps)
+
+
+def _prune_step(config: PipelineConfig, raw_days: int) -> Step:
+    def step(lake: Lake, ctx: TaskContext) -> None:
+        from warehouse.retention import prune_raw_samples
+
+        plan = prune_raw_samples(
+            lake.root, config.attribution.values(), raw_days, warehouse=lake.config()
+        )
+        ctx.metrics.inc("gpuledger_raw_days_pruned_total", len(plan.prune))
+
+    return step

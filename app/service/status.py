@@ -121,6 +121,7 @@ def render_status(status: dict[str, Any] | None, now: float) -> tuple[str, bool]
         ("malformed lines skipped", "gpuledger_malformed_lines_total"),
         ("source errors", "gpuledger_source_errors_total"),
         ("findings written", "gpuledger_findings_total"),
+        ("raw sample days pruned", "gpuledger_raw_days_pruned_total"),
         ("alerts sent", "gpuledger_alerts_sent_total"),
         ("alerts failed", "gpuledger_alerts_failed_total"),
     ]

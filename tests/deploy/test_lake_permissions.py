@@ -18,6 +18,7 @@ import pytest
 
 from tests.infra.permissions import world_accessible
 from warehouse import layout
+from warehouse.connection import connect
 from warehouse.errors import NotReadable
 
 OTHER_UID = 65534  # nobody
@@ -186,13 +187,18 @@ def service_attributes_a_late_job(lake: Path) -> Callable[[], object]:
     return run
 
 
-def sample_owners(lake: Path) -> list[tuple[float, str | None]]:
-    """(seconds after T0, job) of every sample in the lake, sorted: duplicates stay visible."""
-    from tests.marts import rows as r
+def sample_owners(lake: Path) -> dict[str | None, int]:
+    """Samples per owning job (None: no job), as the derived data (gpu_job_buckets) holds them:
+    every sample once, its owner decided there (the raw files keep their source's job_id)."""
+    con = connect(lake)
+    try:
+        rows = con.sql("SELECT job_id, sum(samples) FROM gpu_job_buckets GROUP BY job_id")
+        return {job: int(n) for job, n in rows.fetchall()}
+    finally:
+        con.close()
 
-    files = layout.table_files(lake, "gpu_samples")
-    rows = pa.concat_tables([pq.read_table(p, columns=["ts", "job_id"]) for p in files])
-    return sorted((row["ts"].timestamp() - r.T0_E, row["job_id"]) for row in rows.to_pylist())
+
+OWNED = {"j1": sum(1 for t in SAMPLE_TIMES if t < JOB_END), None: 10}  # by the late allocation
 
 
 @pytest.fixture(scope="module")
@@ -215,7 +221,9 @@ def warm() -> None:
     ],
     ids=["agent-group-shared", "agent-group-root"],
 )
-def test_the_service_rewrites_samples_the_root_agent_landed(warm, lake, agent_gid, service_first):
+def test_the_service_attributes_samples_the_root_agent_landed_without_rewriting_them(
+    warm, lake, agent_gid, service_first
+):
     if service_first:  # the Deployment page's `install -d -o gpuledger -g gpuledger -m 2770 <lake>`
         lake.mkdir()
         os.chown(lake, OTHER_UID, SHARED_GID)
@@ -225,15 +233,16 @@ def test_the_service_rewrites_samples_the_root_agent_landed(warm, lake, agent_gi
     landed = layout.table_files(lake, "gpu_samples")
     assert len(landed) == 2
     assert {(p.stat().st_uid, p.stat().st_gid) for p in landed} == {(0, SHARED_GID)}  # lake's
+    written = {p: p.read_bytes() for p in landed}
 
     in_child(OTHER_UID, SHARED_GID, service_attributes_a_late_job(lake))
 
-    assert layout.table_files(lake, "gpu_samples") == landed
-    owners = {p.name: p.stat().st_uid for p in landed}
-    # the file with samples inside the late allocation was replaced by the service's
-    assert owners == {"agent-g001-1.parquet": OTHER_UID, "agent-g001-2.parquet": 0}
-    # every sample once, the ones inside the late allocation now owned by its job
-    assert sample_owners(lake) == [(t, "j1" if t < JOB_END else None) for t in SAMPLE_TIMES]
+    # the agent's files are as it wrote them (raw files are never rewritten) ...
+    assert {p: p.read_bytes() for p in layout.table_files(lake, "gpu_samples")} == written
+    assert {p.stat().st_uid for p in landed} == {0}
+    # ... and the service's derived data gives the samples inside the late allocation its job
+    assert sample_owners(lake) == OWNED
+    assert {p.stat().st_uid for p in layout.table_files(lake, "gpu_job_buckets")} == {OTHER_UID}
     entries = [lake, *lake.rglob("*")]
     folders = {oct(stat.S_IMODE(p.stat().st_mode)) for p in entries if p.is_dir()}
     assert folders == {"0o2770"}  # group-writable and setgid, the folders the service made too
@@ -254,7 +263,7 @@ def test_state_an_operator_made_as_root_is_still_the_services(warm, lake):
 
     in_child(OTHER_UID, SHARED_GID, service_attributes_a_late_job(lake))
 
-    assert sample_owners(lake) == [(t, "j1" if t < JOB_END else None) for t in SAMPLE_TIMES]
+    assert sample_owners(lake) == OWNED
     assert world_accessible(lake) == []
 
 

@@ -1,4 +1,5 @@
-"""A pipeline round on a simulated lake: attribute, detect (findings and recommendations), alert."""
+"""A pipeline round on a simulated lake: attribute, detect (findings and recommendations), alert,
+then retention (the raw samples of days past retention.raw_days)."""
 
 from __future__ import annotations
 
@@ -22,8 +23,10 @@ from warehouse.lake import Lake
 @pytest.mark.slow
 def test_a_round_attributes_detects_recommends_and_alerts(tmp_path):
     lake = tmp_path / "lake"
-    simulate(SimConfig(gpus=16, days=1, seed=7), Lake.at(lake))
-    (tmp_path / "g.toml").write_text("[alerts]\nmax_attempts = 1\nretry_base_s = 0.01\n")
+    simulate(SimConfig(gpus=16, days=2, seed=7), Lake.at(lake))
+    (tmp_path / "g.toml").write_text(
+        "[alerts]\nmax_attempts = 1\nretry_base_s = 0.01\n[retention]\nraw_days = 1\n"
+    )
     env = {
         "GPULEDGER_ALERTS_SMTP_PORT": str(free_port()),  # nothing listens: delivery fails
         "GPULEDGER_ALERTS_QUIET_HOURS": "",
@@ -31,7 +34,7 @@ def test_a_round_attributes_detects_recommends_and_alerts(tmp_path):
     }
     cfg = load_config(tmp_path / "g.toml", environ=env)
     steps = after_steps(cfg, cfg.section(ServiceConfig))
-    assert [name for name, _ in steps] == ["detect", "alert"]
+    assert [name for name, _ in steps] == ["detect", "alert", "prune"]
     metrics = Metrics()
     (task,) = build_tasks(Lake.at(lake), [], PipelineSpec(60, steps))
     sup = Supervisor([task], metrics, stop=threading.Event())
@@ -43,13 +46,23 @@ def test_a_round_attributes_detects_recommends_and_alerts(tmp_path):
     assert metrics.get("gpuledger_alerts_failed_total") > 0  # kept in the ledger, retried
     assert metrics.get("gpuledger_alerts_sent_total") == 0
     assert world_accessible(lake) == []  # the alert ledger and its lock too
-    # a second round finds the same problems: nothing new
+    # the first day's samples retired into its derived partitions, the last day's stay
+    assert metrics.get("gpuledger_raw_days_pruned_total") == 1
+    assert [p.parent.name for p in Lake.at(lake).table_files("gpu_samples")] == ["date=2026-11-03"]
+    assert (lake / "gpu_job_buckets" / "cluster=sim" / "date=2026-11-02").is_dir()
+    # a second round finds the same problems: nothing new, nothing more to prune
     assert sup.run_once(task)
     assert metrics.get("gpuledger_findings_total") == findings.num_rows
+    assert metrics.get("gpuledger_raw_days_pruned_total") == 1
 
 
 def test_steps_follow_the_service_switches(tmp_path):
     (tmp_path / "g.toml").write_text("[service]\ndetect = false\nalert = false\n")
+    cfg = load_config(tmp_path / "g.toml", environ={})
+    assert [name for name, _ in after_steps(cfg, cfg.section(ServiceConfig))] == ["prune"]
+    (tmp_path / "g.toml").write_text(
+        "[service]\ndetect = false\nalert = false\n[retention]\nraw_days = 0\n"
+    )
     cfg = load_config(tmp_path / "g.toml", environ={})
     assert after_steps(cfg, cfg.section(ServiceConfig)) == ()
     _ = TaskContext  # the steps take (lake, TaskContext)

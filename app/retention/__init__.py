@@ -1,0 +1,1 @@
+"""Retention: how long the lake keeps raw samples (`[retention]`), and `gpuledger prune`."""

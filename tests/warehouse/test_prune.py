@@ -1,0 +1,135 @@
+"""`gpuledger prune`: old days' raw samples go once their derived partitions stand for them;
+every mart and the weekly report's figures stay as they were."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+from polars.testing import assert_frame_equal
+
+from app.cli import cli
+from collector.sim import SimConfig, simulate
+from warehouse import layout
+from warehouse.connection import connect
+from warehouse.lake import Lake
+from warehouse.partitions import sample_days
+from warehouse.schema import MARTS
+
+START = dt.date(2026, 11, 2)  # the simulator's first day, a Monday (2026-W45)
+DAYS = 30
+WEEKS = ("2026-W45", "2026-W46", "2026-W47", "2026-W48")  # W45-W47 pruned whole, W48 in part
+
+
+def run(*args: str) -> str:
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def marts(lake: Path) -> dict[str, pl.DataFrame]:
+    con = connect(lake)
+    return {
+        name: con.table(name).pl().sort(list(spec.key), nulls_last=True)
+        for name, spec in MARTS.items()
+    }
+
+
+def weekly_tables(lake: Path, out: Path) -> dict[str, pl.DataFrame]:
+    """Every table of the weekly report of each week of WEEKS, by path under `out`."""
+    for week in WEEKS:
+        run("report", "weekly", "--week", week, "--no-pdf", "--out", str(out), "--lake", str(lake))
+    tables = {
+        str(p.relative_to(out)): pl.read_csv(p, infer_schema_length=None)
+        for p in sorted(out.rglob("tables/*.csv"))
+    }
+    assert len(tables) > len(WEEKS)
+    assert sum(frame.height for frame in tables.values()) > 0
+    return tables
+
+
+def lake_digest(lake: Path) -> dict[str, str]:
+    """Every file of the lake (state included), by path: what a dry run must not change."""
+    return {
+        str(p.relative_to(lake)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(lake.rglob("*"))
+        if p.is_file() and "duckdb_tmp" not in p.parts and not p.name.endswith(".lock")
+    }
+
+
+@pytest.fixture(scope="module")
+def simulated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    lake = tmp_path_factory.mktemp("prune") / "lake"
+    simulate(SimConfig(gpus=8, days=DAYS, seed=5), Lake.at(lake))
+    return lake
+
+
+@pytest.fixture
+def built(simulated: Path, tmp_path: Path) -> Path:
+    """A copy of the simulated lake, attributed where it lies (a day's record of what it was
+    built from names its files by path)."""
+    lake = tmp_path / "lake"
+    shutil.copytree(simulated, lake)
+    run("attribute", "-q", "--lake", str(lake))
+    return lake
+
+
+@pytest.mark.slow
+def test_pruning_keeps_every_figure_and_removes_only_old_sample_files(built, tmp_path):
+    lake = built
+    before, reports = marts(lake), weekly_tables(lake, tmp_path / "before")
+    untouched = lake_digest(lake)
+
+    said = run("prune", "--keep-raw-days", "7", "--dry-run", "--lake", str(lake))
+    assert "Would delete the raw samples of 23 day(s)" in said
+    assert lake_digest(lake) == untouched  # a dry run changes nothing
+
+    said = run("prune", "--keep-raw-days", "7", "--lake", str(lake))
+    assert "Deleted the raw samples of 23 day(s)" in said
+    last = START + dt.timedelta(days=DAYS - 1)
+    left = sorted(day for _, day in sample_days(lake))
+    assert left == [last - dt.timedelta(days=n) for n in range(6, -1, -1)]
+    assert not any(
+        layout.partition_key(p)[1] <= last - dt.timedelta(days=7)  # type: ignore[index]
+        for p in layout.table_files(lake, "gpu_samples")
+    )
+
+    # the marts, as they stand and once the lake is attributed again, are those of before
+    for now in (marts(lake), None):
+        if now is None:
+            said = run("attribute", "--lake", str(lake))
+            assert "the day partitions were up to date" in said
+            now = marts(lake)
+        for name, frame in before.items():
+            assert frame.height > 0 or name == "job_outcomes", name
+            assert_frame_equal(now[name], frame, check_exact=False, rel_tol=1e-12)
+    after = weekly_tables(lake, tmp_path / "after")
+    assert set(after) == set(reports)
+    for path, frame in reports.items():  # the sums' last digits vary with the engine's order
+        assert_frame_equal(after[path], frame, check_exact=False, rel_tol=1e-12)
+    # nothing left to prune
+    assert "of 0 day(s)" in run("prune", "--keep-raw-days", "7", "--lake", str(lake))
+
+
+@pytest.mark.slow
+def test_a_day_without_its_derived_data_or_built_from_other_samples_is_kept(built):
+    lake = built
+    missing, changed = START + dt.timedelta(days=3), START + dt.timedelta(days=5)
+    shutil.rmtree(lake / "gpu_job_buckets" / "cluster=sim" / f"date={missing}")
+    # a file landed in an old day after its partitions were built: they no longer stand for it
+    (day_file,) = (lake / "gpu_samples" / "cluster=sim" / f"date={changed}").glob("*.parquet")
+    shutil.copy(day_file, day_file.with_name("another-tool.parquet"))
+
+    said = run("prune", "--keep-raw-days", "7", "--lake", str(lake))
+
+    assert "Deleted the raw samples of 20 day(s)" in said
+    assert f"sim {missing}: its gpu_job_buckets partition is missing" in said
+    assert f"sim {changed}: its partitions are not built from its samples as they are now" in said
+    before = changed - dt.timedelta(days=1)  # its last spans end at the changed day's samples
+    assert f"sim {before}: the next day's samples changed since its partitions were built" in said
+    assert {day for _, day in sample_days(lake)} >= {missing, before, changed}
