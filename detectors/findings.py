@@ -26,6 +26,7 @@ from warehouse.schema import TABLES
 from warehouse.writer import conform, replace_partitions
 
 __all__ = [
+    "prune_findings",
     "FINDINGS_SCHEMA",
     "FRAME_COLUMNS",
     "FRAME_SCHEMA",
@@ -145,6 +146,31 @@ def read_findings(lake: Lake, cluster: str | None = None) -> pa.Table:
     if not parts:
         return FINDINGS_SCHEMA.empty_table()
     return pa.concat_tables(parts)
+
+
+def prune_findings(
+    lake: Lake, data_end: dict[str, dt.datetime], keep_days: int, *, dry_run: bool = False
+) -> int:
+    """Delete the findings of each cluster whose problem ended more than `keep_days` days before
+    the end of the cluster's data (`data_end`: the lake's "now", never the wall clock); return
+    how many (with `dry_run`, would be). An open finding (no end) stays, whatever its age; so
+    does every finding of a cluster without data. Each cluster is rewritten atomically. Call it
+    under the lake's writer lock (detect writes the same files)."""
+    removed = 0
+    for cluster in sorted({*read_findings(lake).column("cluster").to_pylist()}):
+        end = data_end.get(cluster)
+        if end is None:
+            continue
+        stored = read_findings(lake, cluster)
+        cutoff = pa.scalar(end - dt.timedelta(days=keep_days), FINDINGS_SCHEMA.field("end_ts").type)
+        old = pc.fill_null(pc.less(stored.column("end_ts"), cutoff), False)
+        gone = pc.sum(pc.cast(old, pa.int64())).as_py() or 0
+        if gone and not dry_run:
+            replace_partitions(
+                lake.root, "findings", stored.filter(pc.invert(old)), cluster, batch_id="findings"
+            )
+        removed += gone
+    return removed
 
 
 def seen_since(findings: pa.Table, since: dt.datetime) -> pa.Table:

@@ -107,6 +107,43 @@ class Ledger:
             raise
         self.con.execute("COMMIT")
 
+    def forget_before(
+        self, cutoff: dt.datetime, live: set[tuple[str, str]], *, dry_run: bool = False
+    ) -> tuple[int, int]:
+        """Delete the messages settled (delivered or failed) before `cutoff`, with their
+        attempts, and the notices before it that no message names any more and whose finding
+        (cluster, finding_id) is not in `live`: a notice of a finding still stored is what keeps
+        it from being told again. Actions run stay (the record of what was done to a cluster).
+        Returns (messages, notices) deleted (with `dry_run`, that would be)."""
+        when = _ts(cutoff)
+        old_messages = (
+            "SELECT key FROM messages WHERE state IN ('delivered', 'failed') AND updated_ts < ?"
+        )
+        self.con.execute("BEGIN IMMEDIATE")
+        try:
+            (messages,) = self.con.execute(
+                f"SELECT count(*) FROM ({old_messages})", (when,)
+            ).fetchone()
+            for table in ("attempts", "message_notices"):
+                self.con.execute(f"DELETE FROM {table} WHERE key IN ({old_messages})", (when,))
+            self.con.execute(f"DELETE FROM messages WHERE key IN ({old_messages})", (when,))
+            orphans = [
+                (notice_id,)
+                for notice_id, cluster, finding_id in self.con.execute(
+                    "SELECT id, cluster, finding_id FROM notices AS n WHERE created_ts < ?"
+                    " AND NOT EXISTS (SELECT 1 FROM messages AS m WHERE m.notice_id = n.id)"
+                    " AND NOT EXISTS (SELECT 1 FROM message_notices AS x WHERE x.notice_id = n.id)",
+                    (when,),
+                ).fetchall()
+                if (cluster, finding_id) not in live
+            ]
+            self.con.executemany("DELETE FROM notices WHERE id = ?", orphans)
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        self.con.execute("ROLLBACK" if dry_run else "COMMIT")  # a dry run counts, then undoes
+        return int(messages), len(orphans)
+
     # ------------------------------------------------------------ History (for the planner)
 
     def last_notice(self, cluster: str, finding_id: str, test_mode: bool) -> Prior | None:

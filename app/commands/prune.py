@@ -46,7 +46,7 @@ def command(
     dry_run: bool,
     no_wait: bool,
 ) -> None:
-    """Delete the raw GPU samples of old days; their derived partitions keep every figure.
+    """Delete old raw samples, findings and alert deliveries by [retention].
 
     \b
     The 5-minute per-GPU-per-job buckets (gpu_job_buckets) and the marts built from them hold
@@ -59,46 +59,63 @@ def command(
       - its buckets count every one of its samples.
     Any other old day is kept, and the reason printed. Only gpu_samples is pruned; jobs,
     allocations and events stay. A day once pruned keeps its figures as they were built.
-    `gpuledger run` prunes after each round by retention.raw_days (0: never).
+    Findings whose problem ended more than retention.findings_days before the end of their
+    cluster's data go too, and alert messages settled more than retention.alert_ledger_days
+    ago (with the notices no message or stored finding needs). `gpuledger run` does the same
+    after each round. A setting of 0 keeps everything of its kind.
 
     \b
     Examples:
       gpuledger prune --lake ./lake --dry-run
       gpuledger prune --lake ./lake --keep-raw-days 30
     """
+    import dataclasses
+
     from app.commands.detect import pipeline_and_lake
     from app.config import load_config
+    from app.retention.prune import prune_lake
     from app.retention.settings import RetentionConfig
-    from warehouse.retention import prune_raw_samples
 
-    keep = keep_raw_days or load_config(config_path).section(RetentionConfig).raw_days
-    if keep == 0:
-        click.echo("retention.raw_days is 0: every day of raw samples is kept")
-        return
+    retention = load_config(config_path).section(RetentionConfig)
+    if keep_raw_days is not None:
+        retention = dataclasses.replace(retention, raw_days=keep_raw_days)
     config, lake = pipeline_and_lake(config_path, lake)
-    if not lake.table_dir("gpu_samples").is_dir():
-        click.echo(f"{lake}: no raw samples")
+    if not lake.exists():
+        click.echo(f"{lake}: no lake there")
         return
     with lake_writer(lake, "prune", no_wait):
-        plan = prune_raw_samples(
-            lake.root, config.attribution.values(), keep, dry_run=dry_run, warehouse=lake.config()
-        )
+        outcome = prune_lake(lake, config.attribution, retention, dry_run=dry_run)
     verb = "Would delete" if dry_run else "Deleted"
-    samples = sum(day.samples for day in plan.prune)
-    click.echo(
-        f"{verb} the raw samples of {len(plan.prune):,} day(s) older than the newest {keep} "
-        f"of each cluster: {samples:,} samples, {_size(plan.bytes)} "
-        f"({sum(len(d.files) for d in plan.prune):,} files)."
-    )
-    for day in plan.prune[:_LISTED]:
-        click.echo(f"  {day.key[0]} {day.key[1]}: {day.samples:,} samples, {_size(day.bytes)}")
-    if len(plan.prune) > _LISTED:
-        click.echo(f"  … and {len(plan.prune) - _LISTED:,} more")
-    if plan.kept:
-        click.echo(f"Kept {len(plan.kept):,} old day(s):")
-        for (cluster, date), why in plan.kept[:_LISTED]:
-            click.echo(f"  {cluster} {date}: {why}")
-        if len(plan.kept) > _LISTED:
-            click.echo(f"  … and {len(plan.kept) - _LISTED:,} more")
-        if any("not built" in why for _, why in plan.kept):
-            click.echo("Run `gpuledger attribute` first to build them.")
+    plan = outcome.raw
+    if plan is None:
+        click.echo("Raw samples: every day kept (retention.raw_days is 0, or none landed).")
+    else:
+        keep = retention.raw_days
+        samples = sum(day.samples for day in plan.prune)
+        click.echo(
+            f"{verb} the raw samples of {len(plan.prune):,} day(s) older than the newest {keep} "
+            f"of each cluster: {samples:,} samples, {_size(plan.bytes)} "
+            f"({sum(len(d.files) for d in plan.prune):,} files)."
+        )
+        for day in plan.prune[:_LISTED]:
+            click.echo(f"  {day.key[0]} {day.key[1]}: {day.samples:,} samples, {_size(day.bytes)}")
+        if len(plan.prune) > _LISTED:
+            click.echo(f"  … and {len(plan.prune) - _LISTED:,} more")
+        if plan.kept:
+            click.echo(f"Kept {len(plan.kept):,} old day(s):")
+            for (cluster, date), why in plan.kept[:_LISTED]:
+                click.echo(f"  {cluster} {date}: {why}")
+            if len(plan.kept) > _LISTED:
+                click.echo(f"  … and {len(plan.kept) - _LISTED:,} more")
+            if any("not built" in why for _, why in plan.kept):
+                click.echo("Run `gpuledger attribute` first to build them.")
+    if outcome.findings is not None:
+        click.echo(
+            f"{verb} {outcome.findings:,} finding(s) whose problem ended over "
+            f"{retention.findings_days} days before the end of their cluster's data."
+        )
+    if outcome.messages is not None:
+        click.echo(
+            f"{verb} {outcome.messages:,} alert message(s) settled over "
+            f"{retention.alert_ledger_days} days ago, and {outcome.notices:,} notice(s)."
+        )

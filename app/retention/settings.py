@@ -1,4 +1,4 @@
-"""The `[retention]` section: how many days of raw samples the lake keeps."""
+"""The `[retention]` section: how long the lake keeps raw samples, findings and alert history."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ def _days(v: int) -> str | None:
 @register_section("retention")
 @dataclass(frozen=True, slots=True)
 class RetentionConfig:
-    """How long raw GPU samples stay in the lake (`gpuledger prune`, each `gpuledger run`
-    round): older days retire into their derived partitions, which keep every figure."""
+    """How long the lake keeps what grows (`gpuledger prune`, each `gpuledger run` round): raw
+    GPU samples retire into their derived partitions, which keep every figure; old findings
+    and alert deliveries are deleted."""
 
     raw_days: int = setting(
         90,
@@ -25,5 +26,20 @@ class RetentionConfig:
         "the wall clock). An older day's sample files are deleted once its derived partitions "
         "are built from them and checked; every mart, report and page keeps its figures. "
         "0: keep every day.",
+        _days,
+    )
+    findings_days: int = setting(
+        365,
+        "Days a finding is kept after its problem ended, counted back from the end of its "
+        "cluster's data; an open finding stays. 0: keep every finding. (Recommendations need "
+        "none: each detect run replaces them with the advice the latest replay supports.)",
+        _days,
+    )
+    alert_ledger_days: int = setting(
+        365,
+        "Days the alert ledger keeps a delivered or failed message and its attempts, counted "
+        "back from now (a delivery record, on the wall clock); a notice goes with its last "
+        "message once its finding is no longer stored. Actions run are kept for ever. "
+        "0: keep everything.",
         _days,
     )

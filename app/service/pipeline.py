@@ -1,6 +1,6 @@
 """The steps after attribution in each pipeline round: detect, then alert (when enabled), then
-retention (`retention.raw_days` > 0): the raw samples of days older than that retire into their
-derived partitions (warehouse/retention.py), after detect has read them.
+retention (`[retention]`, app/retention/prune.py): the raw samples of old days retire into their
+derived partitions once detect has read them, old findings and alert deliveries go.
 
 Detect is `app.pipeline.detect` with the same `PipelineConfig` the round attributes with
 (`pipeline_config(cfg)`), so `gpuledger run` and `gpuledger attribute`/`detect` with the same
@@ -72,19 +72,20 @@ def after_steps(
         steps.append(("detect", _detect_step(pipeline_config(cfg), clock)))
     if service.alert:
         steps.append(("alert", _alert_step(cfg)))
-    raw_days = cfg.section(RetentionConfig).raw_days
-    if raw_days > 0:
-        steps.append(("prune", _prune_step(pipeline_config(cfg), raw_days)))
+    retention = cfg.section(RetentionConfig)
+    if retention.raw_days or retention.findings_days or retention.alert_ledger_days:
+        steps.append(("prune", _prune_step(pipeline_config(cfg), retention, clock)))
     return tuple(steps)
 
 
-def _prune_step(config: PipelineConfig, raw_days: int) -> Step:
+def _prune_step(
+    config: PipelineConfig, retention: RetentionConfig, clock: Callable[[], dt.datetime]
+) -> Step:
     def step(lake: Lake, ctx: TaskContext) -> None:
-        from warehouse.retention import prune_raw_samples
+        from app.retention.prune import prune_lake
 
-        plan = prune_raw_samples(
-            lake.root, config.attribution.values(), raw_days, warehouse=lake.config()
-        )
-        ctx.metrics.inc("gpuledger_raw_days_pruned_total", len(plan.prune))
+        outcome = prune_lake(lake, config.attribution, retention, clock=clock)
+        if outcome.raw is not None:
+            ctx.metrics.inc("gpuledger_raw_days_pruned_total", len(outcome.raw.prune))
 
     return step

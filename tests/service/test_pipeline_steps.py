@@ -61,7 +61,8 @@ def test_steps_follow_the_service_switches(tmp_path):
     cfg = load_config(tmp_path / "g.toml", environ={})
     assert [name for name, _ in after_steps(cfg, cfg.section(ServiceConfig))] == ["prune"]
     (tmp_path / "g.toml").write_text(
-        "[service]\ndetect = false\nalert = false\n[retention]\nraw_days = 0\n"
+        "[service]\ndetect = false\nalert = false\n"
+        "[retention]\nraw_days = 0\nfindings_days = 0\nalert_ledger_days = 0\n"
     )
     cfg = load_config(tmp_path / "g.toml", environ={})
     assert after_steps(cfg, cfg.section(ServiceConfig)) == ()
