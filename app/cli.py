@@ -647,7 +647,16 @@ def demo(
     "--scenario",
     "scenarios",
     type=click.Choice(
-        ["attribution", "incremental", "dashboard", "scale", "prometheus", "replay", "jobstats"]
+        [
+            "attribution",
+            "incremental",
+            "dashboard",
+            "scale",
+            "prometheus",
+            "replay",
+            "jobstats",
+            "history",
+        ]
     ),
     multiple=True,
     help="A scenario to run (repeatable) [default: attribution, incremental, dashboard, "
@@ -656,7 +665,8 @@ def demo(
     "dashboard: every dashboard and report query; scale: a large synthetic lake, wall time "
     "and peak memory; prometheus: Prometheus JSON → Parquet; replay: the policy lab's scheduler "
     "replay of the simulator's jobs; jobstats: gpuledger against jobstats-style per-job PromQL "
-    "on a real Prometheus (needs prometheus and promtool).",
+    "on a real Prometheus (needs prometheus and promtool); history: one more day appended to "
+    "7, 28 and 365 days of history.",
 )
 @click.option(
     "--gpus",
@@ -715,6 +725,20 @@ def demo(
     help="Days of that history.",
 )
 @click.option(
+    "--history-gpus",
+    type=click.IntRange(min=8),
+    default=64,
+    show_default=True,
+    help="GPUs of the history scenario's synthetic lakes.",
+)
+@click.option(
+    "--history-days",
+    default="7,28,365",
+    show_default=True,
+    metavar="N,N,…",
+    help="The history lengths (days) one more day is appended to.",
+)
+@click.option(
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),
     default=Path("bench-results.json"),
@@ -740,6 +764,8 @@ def bench(
     replay_days: int,
     jobstats_gpus: int,
     jobstats_days: int,
+    history_gpus: int,
+    history_days: str,
     out: Path,
     workdir: Path | None,
 ) -> None:
@@ -759,6 +785,8 @@ def bench(
       jobstats     16 GPUs × 1 day at 15 s in a real Prometheus (promtool-loaded): the
                    peer's 3 PromQL queries per job vs gpuledger's collect + attribute +
                    read, and `gpuledger job` vs the peer's queries for one job
+      history      one more day appended to synthetic lakes of 7, 28 and 365 days on 64
+                   GPUs: `gpuledger attribute`'s update at each (target: within 1.5×)
     Example:  gpuledger bench --scenario attribution --gpus 256 --days 2
     """
     from app.bench.run import DEFAULT_SCENARIOS, BenchPlan, render_bench, run_bench
@@ -773,12 +801,26 @@ def bench(
         replay_days=replay_days,
         jobstats_gpus=jobstats_gpus,
         jobstats_days=jobstats_days,
+        history_gpus=history_gpus,
+        history_days=_history_days(history_days),
         workdir=workdir,
     )
     results = run_bench(plan, echo=lambda m: click.echo(m, err=True))
     out.write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")
     click.echo(render_bench(results))
     click.echo(f"Results written to {out}", err=True)
+
+
+def _history_days(text: str) -> tuple[int, ...]:
+    try:
+        days = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        days = ()
+    if len(days) < 2 or min(days) < 1:
+        raise click.BadParameter(
+            f"{text!r} is not two or more day counts, e.g. 7,28,365", param_hint="--history-days"
+        )
+    return days
 
 
 def main() -> None:

@@ -15,6 +15,7 @@ lake's history.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -68,6 +69,8 @@ _HELPERS = (
 DayKey = tuple[str, dt.date]
 # sample_days_built.own of a day whose raw samples were pruned: its partitions are kept
 PRUNED = "pruned"
+
+logger = logging.getLogger(__name__)
 # Rows per record batch streamed from the engine to a partition file.
 _STREAM_ROWS = 65_536
 
@@ -338,7 +341,17 @@ def build_sample_marts(
                 layout.table_dir(root, SAMPLE_MARTS[0][0]) / f"cluster={key[0]}" / f"date={key[1]}"
             ).is_dir()
             was_own, was_next = built.get(key, (None, None))
-            if force or not present or not same_rows(key, was_own, own, owners):
+            if was_own == PRUNED and present:
+                # its partitions are the day's record now: files landed in it since (or left by
+                # a prune that stopped midway) cannot be known to hold all its samples
+                logger.warning(
+                    "%s %s: its raw samples were pruned; %d file(s) there now are not read "
+                    "(the next prune removes them)",
+                    *key,
+                    len(days[key]),
+                )
+                unchanged += 1
+            elif force or not present or not same_rows(key, was_own, own, owners):
                 build_day(con, root, key, days[key], next_files, params)
                 rebuilt.append(key)
             elif not same_rows(next_key, was_next, following):

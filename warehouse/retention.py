@@ -21,7 +21,9 @@ A day is pruned only when all of these hold, else it is kept and the reason give
 Only `gpu_samples` is pruned: the other raw tables are small (jobs, allocations, events) and the
 summary marts read them. Figures of pruned days stay as they were built: a scheduler record
 that arrives for a pruned day later changes the job-level figures it feeds, not the day's
-buckets (there are no samples left to give owners again).
+buckets (there are no samples left to give owners again). A pruned day is frozen: sample files
+that land in it later (or that a prune cut short left) are not read by the per-day pass, since
+nothing says they hold all of the day's samples, and the next prune removes them.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from pathlib import Path
 from warehouse import damage, layout
 from warehouse.connection import WarehouseConfig, open_engine, register_files
 from warehouse.partitions import (
+    PRUNED,
     SAMPLE_MARTS,
     DayKey,
     built_days,
@@ -129,6 +132,10 @@ def plan_raw_prune(
     kept: list[tuple[DayKey, str]] = []
     for key in old:
         was = built.get(key)
+        size = sum(path.stat().st_size for path in days[key])
+        if was is not None and was[0] == PRUNED:  # files left by a prune cut short, or landed
+            prune.append(DayPrune(key, tuple(days[key]), size, 0))  # since: its record stands
+            continue
         if was is None or was[0] != now[key][0]:
             kept.append((key, "its partitions are not built from its samples as they are now"))
             continue
@@ -139,7 +146,6 @@ def plan_raw_prune(
         if why:
             kept.append((key, why))
             continue
-        size = sum(path.stat().st_size for path in days[key])
         prune.append(DayPrune(key, tuple(days[key]), size, samples))
     return PrunePlan(tuple(prune), tuple(kept))
 

@@ -74,6 +74,11 @@ REFERENCE_FILES = {"gpu_models": "gpu_models.csv", "xid_classes": "xid_classes.c
 SAMPLE_OWNERS = "attribution/sample_owners"
 
 
+class PrunedDays(WarehouseError):
+    """The lake's raw samples of some days were pruned: only their derived partitions hold
+    their figures, which a Spark build (from raw samples) would replace."""
+
+
 class SparkUnavailable(WarehouseError):
     """PySpark (or the Java runtime it needs) is not installed."""
 
@@ -296,6 +301,16 @@ def build_marts_on_spark(
     """
     from importlib.resources import files
 
+    from warehouse.partitions import PRUNED, built_days
+
+    pruned = sorted(key for key, (own, _) in built_days(root).items() if own == PRUNED)
+    if pruned:
+        (cluster, first), (_, last) = pruned[0], pruned[-1]
+        raise PrunedDays(
+            f"{root}: the raw samples of {len(pruned):,} day(s) were pruned ({cluster} {first} "
+            f"… {last}); the Spark engine builds every mart from raw samples and would drop "
+            "those days' figures: attribute this lake with the DuckDB engine"
+        )
     for table in RAW_TABLES:
         _register(spark, root, table, source)
     _own_samples(spark)

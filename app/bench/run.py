@@ -44,6 +44,7 @@ SCENARIOS = (
     "prometheus",
     "replay",
     "jobstats",
+    "history",
 )
 DEFAULT_SCENARIOS = ("attribution", "incremental", "dashboard", "prometheus")
 Echo = Callable[[str], None]
@@ -62,6 +63,8 @@ class BenchPlan:
     replay_days: int = 30
     jobstats_gpus: int = 16
     jobstats_days: int = 1
+    history_gpus: int = 64
+    history_days: tuple[int, ...] = (7, 28, 365)
     workdir: Path | None = None
 
 
@@ -332,6 +335,12 @@ def run_bench(plan: BenchPlan, echo: Echo) -> dict[str, Any]:
             shutil.rmtree(base / "scale", ignore_errors=True)
         if {"attribution", "incremental", "dashboard"} & set(plan.scenarios):
             results["attribution"] = _attribution(Lake(base / "lake"), base / "aside", plan, echo)
+        if "history" in plan.scenarios:
+            from app.bench.history import run_history_bench
+
+            results["history"] = run_history_bench(
+                base / "history", plan.history_gpus, plan.history_days, echo
+            )
     finally:
         shutil.rmtree(base, ignore_errors=True)
     if "prometheus" in plan.scenarios:
@@ -503,6 +512,29 @@ def render_bench(r: dict[str, Any]) -> str:
                     j["median_process_s"],
                     f"{j['median_process_cpu_s']:.2f} s CPU; target ≤ 0.3 s",
                 ),
+            ]
+    if "history" in r:
+        h = r["history"]
+        met = "met" if h["within_target"] else "missed"
+        lines.append(
+            f"history: one more day on {h['gpus']} GPUs × "
+            + ", ".join(str(run["days"]) for run in h["runs"])
+            + f" days: the longest's update is {h['append_ratio']:.2f}× the shortest's "
+            f"(target ≤ {h['target_ratio']}×: {met})"
+        )
+        for run in h["runs"]:
+            rows += [
+                (
+                    f"history {run['days']} days: build from scratch",
+                    run["build_s"],
+                    f"{run['samples']:,} samples",
+                ),
+                (
+                    f"history {run['days']} days: one more day lands",
+                    run["append_s"],
+                    f"{run['days_rebuilt']} day(s) built, {run['tails_rebuilt']} tail(s)",
+                ),
+                (f"history {run['days']} days: nothing changed", run["unchanged_s"], ""),
             ]
     prom = r.get("prometheus") or {}
     if "ours_s" in prom:

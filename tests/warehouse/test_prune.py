@@ -9,6 +9,8 @@ import shutil
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 from polars.testing import assert_frame_equal
@@ -20,6 +22,7 @@ from warehouse.connection import connect
 from warehouse.lake import Lake
 from warehouse.partitions import sample_days
 from warehouse.schema import MARTS
+from warehouse.spark import PrunedDays, build_marts_on_spark
 
 START = dt.date(2026, 11, 2)  # the simulator's first day, a Monday (2026-W45)
 DAYS = 30
@@ -114,6 +117,38 @@ def test_pruning_keeps_every_figure_and_removes_only_old_sample_files(built, tmp
         assert_frame_equal(after[path], frame, check_exact=False, rel_tol=1e-12)
     # nothing left to prune
     assert "of 0 day(s)" in run("prune", "--keep-raw-days", "7", "--lake", str(lake))
+
+
+@pytest.mark.slow
+def test_a_pruned_day_is_frozen_against_samples_landed_in_it_later(built, tmp_path):
+    lake = built
+    run("prune", "--keep-raw-days", "7", "--lake", str(lake))
+    before = marts(lake)
+    # a few of a pruned day's samples land again (a collector re-landing a window, a restore)
+    kept = layout.table_files(lake, "gpu_samples")[0]
+    pruned_day = START + dt.timedelta(days=2)
+    folder = lake / "gpu_samples" / "cluster=sim" / f"date={pruned_day}"
+    folder.mkdir(parents=True)
+    rows = pq.read_table(kept).slice(0, 100)
+    shift = dt.datetime.combine(pruned_day, dt.time(), dt.UTC) - rows.column("ts")[0].as_py()
+    rows = rows.set_column(
+        rows.schema.get_field_index("ts"),
+        rows.schema.field("ts"),
+        pa.array([t.as_py() + shift for t in rows.column("ts")], rows.schema.field("ts").type),
+    )
+    pq.write_table(rows, folder / "restored.parquet")
+
+    said = run("attribute", "--lake", str(lake))
+
+    assert "the day partitions were up to date" in said
+    for name, frame in before.items():  # the day's 100 samples replaced none of its figures
+        assert_frame_equal(marts(lake)[name], frame, check_exact=False, rel_tol=1e-12)
+    assert "Deleted the raw samples of 1 day(s)" in run(
+        "prune", "--keep-raw-days", "7", "--lake", str(lake)
+    )
+    assert not folder.exists()
+    with pytest.raises(PrunedDays, match="23 day"):  # Spark rebuilds from raw samples only
+        build_marts_on_spark(None, lake, {}, ())  # type: ignore[arg-type]
 
 
 @pytest.mark.slow
