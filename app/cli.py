@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from app.bench.run import SCENARIOS as BENCH_SCENARIOS
 from app.commands.config import config_option
 from app.commands.registry import register
 from app.errors import AppError, reports_errors
@@ -646,18 +647,7 @@ def demo(
 @click.option(
     "--scenario",
     "scenarios",
-    type=click.Choice(
-        [
-            "attribution",
-            "incremental",
-            "dashboard",
-            "scale",
-            "prometheus",
-            "replay",
-            "jobstats",
-            "history",
-        ]
-    ),
+    type=click.Choice(list(BENCH_SCENARIOS)),
     multiple=True,
     help="A scenario to run (repeatable) [default: attribution, incremental, dashboard, "
     "prometheus]. attribution: the marts vs "

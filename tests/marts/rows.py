@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import polars as pl
 import pyarrow as pa
 import pytest
 
 from warehouse.attribution import AttributionConfig, build_marts
 from warehouse.connection import connect
-from warehouse.schema import TABLES
+from warehouse.schema import MARTS, TABLES
 from warehouse.writer import write_batch
 
 UTC = dt.UTC
@@ -201,6 +202,18 @@ def build_lake(
     con = connect(root)
     build_marts(con, root, config or AttributionConfig())
     return con
+
+
+def marts_by_key(root: Path) -> dict[str, pl.DataFrame]:
+    """Every mart of the contract in `root`'s lake, each sorted by its key."""
+    con = connect(root)
+    try:
+        return {
+            name: con.table(name).pl().sort(list(spec.key), nulls_last=True)
+            for name, spec in MARTS.items()
+        }
+    finally:
+        con.close()
 
 
 def fetch(con: duckdb.DuckDBPyConnection, query: str) -> list[dict[str, Any]]:

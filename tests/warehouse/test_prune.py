@@ -17,11 +17,10 @@ from polars.testing import assert_frame_equal
 
 from app.cli import cli
 from collector.sim import SimConfig, simulate
+from tests.marts import rows as r
 from warehouse import layout
-from warehouse.connection import connect
 from warehouse.lake import Lake
 from warehouse.partitions import sample_days
-from warehouse.schema import MARTS
 from warehouse.spark import PrunedDays, build_marts_on_spark
 
 START = dt.date(2026, 11, 2)  # the simulator's first day, a Monday (2026-W45)
@@ -33,14 +32,6 @@ def run(*args: str) -> str:
     result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
     assert result.exit_code == 0, result.output
     return result.output
-
-
-def marts(lake: Path) -> dict[str, pl.DataFrame]:
-    con = connect(lake)
-    return {
-        name: con.table(name).pl().sort(list(spec.key), nulls_last=True)
-        for name, spec in MARTS.items()
-    }
 
 
 def weekly_tables(lake: Path, out: Path) -> dict[str, pl.DataFrame]:
@@ -85,7 +76,7 @@ def built(simulated: Path, tmp_path: Path) -> Path:
 @pytest.mark.slow
 def test_pruning_keeps_every_figure_and_removes_only_old_sample_files(built, tmp_path):
     lake = built
-    before, reports = marts(lake), weekly_tables(lake, tmp_path / "before")
+    before, reports = r.marts_by_key(lake), weekly_tables(lake, tmp_path / "before")
     untouched = lake_digest(lake)
 
     said = run("prune", "--keep-raw-days", "7", "--dry-run", "--lake", str(lake))
@@ -103,11 +94,11 @@ def test_pruning_keeps_every_figure_and_removes_only_old_sample_files(built, tmp
     )
 
     # the marts, as they stand and once the lake is attributed again, are those of before
-    for now in (marts(lake), None):
+    for now in (r.marts_by_key(lake), None):
         if now is None:
             said = run("attribute", "--lake", str(lake))
             assert "the day partitions were up to date" in said
-            now = marts(lake)
+            now = r.marts_by_key(lake)
         for name, frame in before.items():
             assert frame.height > 0 or name == "job_outcomes", name
             assert_frame_equal(now[name], frame, check_exact=False, rel_tol=1e-12)
@@ -123,7 +114,7 @@ def test_pruning_keeps_every_figure_and_removes_only_old_sample_files(built, tmp
 def test_a_pruned_day_is_frozen_against_samples_landed_in_it_later(built, tmp_path):
     lake = built
     run("prune", "--keep-raw-days", "7", "--lake", str(lake))
-    before = marts(lake)
+    before = r.marts_by_key(lake)
     # a few of a pruned day's samples land again (a collector re-landing a window, a restore)
     kept = layout.table_files(lake, "gpu_samples")[0]
     pruned_day = START + dt.timedelta(days=2)
@@ -141,8 +132,9 @@ def test_a_pruned_day_is_frozen_against_samples_landed_in_it_later(built, tmp_pa
     said = run("attribute", "--lake", str(lake))
 
     assert "the day partitions were up to date" in said
+    after = r.marts_by_key(lake)
     for name, frame in before.items():  # the day's 100 samples replaced none of its figures
-        assert_frame_equal(marts(lake)[name], frame, check_exact=False, rel_tol=1e-12)
+        assert_frame_equal(after[name], frame, check_exact=False, rel_tol=1e-12)
     assert "Deleted the raw samples of 1 day(s)" in run(
         "prune", "--keep-raw-days", "7", "--lake", str(lake)
     )

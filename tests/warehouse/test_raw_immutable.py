@@ -8,7 +8,6 @@ import datetime as dt
 import hashlib
 from pathlib import Path
 
-import polars as pl
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
@@ -17,10 +16,10 @@ from polars.testing import assert_frame_equal
 from app.cli import cli
 from app.pipeline import attribute, default_pipeline_config, detect
 from collector.sim import SimConfig, simulate
+from tests.marts import rows as r
 from warehouse import layout
-from warehouse.connection import connect
 from warehouse.lake import Lake
-from warehouse.schema import MARTS, RAW_TABLES
+from warehouse.schema import RAW_TABLES
 from warehouse.writer import BATCH_COLUMN
 
 # what sources land; gpuledger's own outputs among the raw tables (findings, recommendations,
@@ -51,14 +50,6 @@ def raw_digests(lake: Path) -> dict[str, str]:
     }
 
 
-def marts(lake: Path) -> dict[str, pl.DataFrame]:
-    con = connect(lake)
-    return {
-        name: con.table(name).pl().sort(list(spec.key), nulls_last=True)
-        for name, spec in MARTS.items()
-    }
-
-
 @pytest.mark.slow
 def test_an_external_lake_is_never_rewritten_and_gets_the_same_figures(tmp_path: Path) -> None:
     ours, theirs = tmp_path / "ours", tmp_path / "theirs"
@@ -79,7 +70,7 @@ def test_an_external_lake_is_never_rewritten_and_gets_the_same_figures(tmp_path:
 
     assert raw_digests(theirs) == before
     runner.invoke(cli, ["attribute", "-q", "--lake", str(ours)], catch_exceptions=False)
-    got, expected = marts(theirs), marts(ours)
+    got, expected = r.marts_by_key(theirs), r.marts_by_key(ours)
     assert expected["job_usage"].height >= made.jobs // 2
     for name, frame in expected.items():
         assert_frame_equal(got[name], frame, check_exact=False, rel_tol=1e-9, abs_tol=1e-9)
