@@ -99,7 +99,7 @@ def build_marts(
 
 @writer_step("attribute")
 def attribute(
-    con: duckdb.DuckDBPyConnection,
+    con: duckdb.DuckDBPyConnection | None,
     root: Path,
     config: AttributionConfig,
     progress: Callable[[str], None] | None = None,
@@ -117,12 +117,16 @@ def attribute(
     partitions that changed, or rebuilt whole when something else they read changed
     (warehouse/summary/). `force` rebuilds everything. `warehouse` sets the memory limit and
     spill folder of the builds. `progress` is called with each mart's name once it is up to
-    date, `days_progress` with (days done, days) in the per-day pass.
+    date, `days_progress` with (days done, days) in the per-day pass. `con`'s views of the
+    marts are refreshed for the caller to read; with `con` None (`gpuledger attribute`, the
+    service) there are none to refresh (a whole rebuild of the summary marts opens its own
+    connection), so an update's cost does not grow with the files of the lake's history.
     """
     warehouse = warehouse or WarehouseConfig(root=root)
     days = build_sample_marts(warehouse, config.values(), days_progress, force=force, since=since)
     for mart, _ in SAMPLE_MARTS:
-        register_table(con, root, mart)
+        if con is not None:
+            register_table(con, root, mart)
         if progress:
             progress(mart)
     counts = {mart: mart_rows(root, mart) for mart, _ in SAMPLE_MARTS}

@@ -18,6 +18,7 @@ from warehouse import layout, queries
 from warehouse.connection import (
     DERIVED_VIEWS,
     WarehouseConfig,
+    connect,
     open_engine,
     register_files,
     register_reference,
@@ -78,7 +79,7 @@ class SummaryUpdate:
 
 
 def refresh_summary_marts(
-    con: duckdb.DuckDBPyConnection,
+    con: duckdb.DuckDBPyConnection | None,
     root: Path,
     config: AttributionConfig,
     progress: Callable[[str], None] | None = None,
@@ -89,7 +90,8 @@ def refresh_summary_marts(
     """Bring the summary marts up to date with the sample-level ones and the scheduler's
     records: in place where only some day partitions changed or new scheduler batches landed,
     whole otherwise (or with `force`). Views of the summary marts in `con` are refreshed; the
-    update itself runs in its own connection."""
+    update itself runs in its own connection. With `con` None nothing is refreshed, and a
+    whole rebuild reads the lake through a connection of its own."""
     days = _sample_mart_days(root)
     inputs, records = _carry_state(root, config)
     reason, recorded, late = ("forced", {}, None) if force else _stale_reason(root, inputs, records)
@@ -114,11 +116,17 @@ def refresh_summary_marts(
             engine.close()
         _save_state(root, inputs, days, records)
         for mart, _ in SUMMARY_MARTS:
-            register_table(con, root, mart)
+            if con is not None:
+                register_table(con, root, mart)
         counts = {m: mart_rows(root, m) for m, _ in SUMMARY_MARTS}
         late_jobs = 0 if late is None else late.num_rows
         return SummaryUpdate("incremental", counts, changed, jobs, weeks, late_jobs)
-    counts = build_summary_marts(con, root, config, progress)  # registers what it reads first
+    whole = con or connect(warehouse or WarehouseConfig(root=root))
+    try:
+        counts = build_summary_marts(whole, root, config, progress)  # registers what it reads
+    finally:
+        if con is None:
+            whole.close()
     record_summary_state(root, config, inputs=inputs, records=records)
     return SummaryUpdate("rebuilt", counts, reason=reason)
 
