@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import re
+import time
 from pathlib import Path
 
 import pytest
@@ -172,19 +174,36 @@ def test_a_cluster_mapped_to_an_unknown_slurm_cluster_cancels_nothing(
 def test_a_requeued_job_with_the_same_id_is_not_cancelled(slurm_cluster, running_job, tmp_path):
     c = slurm_cluster
     before = idle_finding(c, running_job)  # what the lake saw of the first run
+    node = c.scontrol_jobs()[running_job]["NodeList"]
     c.run("scontrol", "requeue", running_job)
     c.wait_for(
         "the job to wait again", lambda: c.scontrol_jobs()[running_job]["JobState"] == "PENDING"
     )
-    # Slurm holds a requeued job back for two minutes (BeginTime); let it start again now.
-    c.run("scontrol", "update", f"jobid={running_job}", "StartTime=now")
-    # Slurm's main scheduler may leave it for its periodic pass (sched_interval, 60 s) when the
-    # update's own pass came before the node was free again: wait for that, not a clock
-    c.wait_for(
-        "the job to run again",
-        lambda: c.scontrol_jobs()[running_job]["JobState"] == "RUNNING",
-        timeout=180,
-    )
+
+    # Slurm holds a requeued job back for two minutes (BeginTime) so that its node's slurmd has
+    # let the old run go first: a run started before that is killed at once ("Job credential
+    # revoked", seen in a CI run). Wait for the node to finish the old run, then let the job
+    # start now; the hold can still be set after that (the requeue completes on its own
+    # time), so the update is repeated while the job waits for its BeginTime. Its start may
+    # then wait for the main scheduler's periodic pass (sched_interval, 60 s).
+    def node_done() -> bool:
+        state = re.search(r"\bState=(\S+)", c.run("scontrol", "show", "node", node))
+        return state is not None and "COMPLETING" not in state.group(1)
+
+    c.wait_for(f"{node} to finish the job's first run", node_done)
+    time.sleep(2)
+    last_update = [0.0]
+
+    def runs_again() -> bool:
+        job = c.scontrol_jobs()[running_job]
+        assert job["JobState"] in ("PENDING", "REQUEUED", "CONFIGURING", "RUNNING"), job
+        pending_begin = job["JobState"] == "PENDING" and job.get("Reason") == "BeginTime"
+        if pending_begin and time.monotonic() - last_update[0] > 5:
+            c.run("scontrol", "update", f"jobid={running_job}", "StartTime=now")
+            last_update[0] = time.monotonic()
+        return job["JobState"] == "RUNNING"
+
+    c.wait_for("the job to run again", runs_again, timeout=240)
     again = c.sacct_job(running_job)
     assert again is not None and int(again["Submit"]) != int(before.job_submit_ts.timestamp())
     cfg = config(tmp_path, f"della={CLUSTER}")
