@@ -23,6 +23,7 @@ from warehouse import layout
 from warehouse.damage import remember
 from warehouse.emissions import CarbonIntensity, register_intensity
 from warehouse.errors import DamagedFile, EmptyWarehouse, NotReadable
+from warehouse.queries import define_view
 from warehouse.schema import TABLES, TableSpec
 
 if TYPE_CHECKING:
@@ -130,7 +131,7 @@ def register_files(
         ]
         if row_numbers:
             columns.append("CAST(NULL AS BIGINT) AS file_row_number")
-        con.sql(f"SELECT {', '.join(columns)} WHERE false").create_view(name)
+        define_view(con, name, f"SELECT {', '.join(columns)} WHERE false")
         return False
     import duckdb
 
@@ -270,7 +271,7 @@ def connect(
         raise EmptyWarehouse(root, " and ".join(repr(m) for m in missing))
     register_reference(con)
     for view, query in DERIVED_VIEWS.items():
-        con.sql(sql.load(query)).create_view(view)
+        define_view(con, view, sql.load(query))
     # no intensity known here (the marts were built with the configuration's): kg_co2e of a
     # summary mart's SQL run on this connection is null, never 0
     register_intensity(con, CarbonIntensity())

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 import sql
+from warehouse import queries
 
 if TYPE_CHECKING:
     import duckdb
@@ -173,4 +174,4 @@ def register_intensity(con: duckdb.DuckDBPyConnection, intensity: CarbonIntensit
     """Make `intensity` readable as `carbon_intensity` and each job's energy per hour with
     the intensity it is counted at as `job_co2e_hourly` (which reads `job_energy_hourly`)."""
     con.register("carbon_intensity", intensity_table(intensity))
-    con.sql(sql.load("views/job_co2e_hourly")).create_view("job_co2e_hourly")
+    queries.define_view(con, "job_co2e_hourly", sql.load("views/job_co2e_hourly"))

@@ -91,7 +91,7 @@ def connect_job(root: Path, job_id: str, cluster: str | None = None) -> duckdb.D
     for table in _BY_CLUSTER:
         paths = listing[table]
         register_files(con, table, [p for p in paths if wanted is None or _in_clusters(p, wanted)])
-    con.sql(sql.load("views/jobs_latest")).create_view("jobs_latest")
+    queries.define_view(con, "jobs_latest", sql.load("views/jobs_latest"))
     model_file = files("warehouse").joinpath("data", REFERENCE_VIEWS["gpu_models"])
     con.read_csv(str(model_file), header=True).create_view("gpu_models")
 
@@ -102,5 +102,5 @@ def connect_job(root: Path, job_id: str, cluster: str | None = None) -> duckdb.D
         paths = [p for p in listing[table] if _in_clusters(p, folders) and _in_days(p, first, last)]
         register_files(con, table, paths)
     for view in _OWNERS:  # each sample's owner, as the marts decided it (the bottleneck reads it)
-        con.sql(sql.load(DERIVED_VIEWS[view])).create_view(view)
+        queries.define_view(con, view, sql.load(DERIVED_VIEWS[view]))
     return con

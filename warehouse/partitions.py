@@ -29,6 +29,7 @@ from warehouse import compaction_log, layout, queries, state_files
 from warehouse.connection import (
     WarehouseConfig,
     open_engine,
+    quote_ident,
     register_files,
     register_reference,
 )
@@ -150,27 +151,28 @@ def build_day(
         con.from_arrow(head).create_view("next_day_head")
         # each sample's owner decided here (raw files keep their source's job_id); the owned
         # rows are held once, as sample_spans reads them three times
-        con.sql(sql.load("attribution/sample_owners")).create_view("sample_owners")
-        con.sql(sql.load("views/owned_samples")).create_view("day_owned")
+        queries.define_view(con, "sample_owners", sql.load("attribution/sample_owners"))
+        queries.define_view(con, "day_owned", sql.load("views/owned_samples"))
         con.sql(sql.load("attribution/partition_samples")).create("partition_samples")
         con.table("partition_samples").create_view("owned_samples")
-        con.sql(sql.load("views/sample_spans")).create_view("sample_spans")
+        queries.define_view(con, "sample_spans", sql.load("views/sample_spans"))
         import duckdb  # here, not at import time: importing the package stays light
 
         counts = {}
-        on_day = duckdb.ColumnExpression("date") == duckdb.ConstantExpression(day)
         for mart, query in SAMPLE_MARTS:
-            wanted = queries.parameters(con, query)
             schema = MARTS[mart].schema
+            columns = ", ".join(quote_ident(name) for name in schema.names)
+            bound: dict[str, object] = {k: params[k] for k in queries.parameters(con, query)}
+            text = queries.checked_text(con, query, bound)
             # rows of the next day's head samples fall on the next day: not this partition's
-            relation = queries.relation(con, query, **{k: params[k] for k in wanted})
-            relation = relation.filter(on_day).select(*schema.names)
+            select = f"SELECT {columns} FROM (\n{text}\n) WHERE date = $partition_day"
             if from_ts is not None and mart == SAMPLE_MARTS[0][0]:
-                kept = queries.relation(con, "attribution/buckets_before", from_ts=from_ts)
-                relation = kept.select(*schema.names).union(relation)
+                kept = queries.checked_text(con, "attribution/buckets_before", {"from_ts": from_ts})
+                select = f"SELECT {columns} FROM (\n{kept}\n) UNION ALL {select}"
+                bound["from_ts"] = from_ts
             # Held in the engine (under its memory limit, spilled past it), not in Python: the
             # later marts read it there, and each cluster's rows are streamed to its file.
-            relation.create(f"{mart}_day")
+            queries.create_table(con, f"{mart}_day", select, {**bound, "partition_day": day})
             built = con.table(f"{mart}_day")
             clusters = [c for (c,) in built.unique("cluster").fetchall()] or [cluster_folder]
             counts[mart] = 0

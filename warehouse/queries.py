@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -48,6 +48,14 @@ def _shape(con: duckdb.DuckDBPyConnection, name: str) -> tuple[int, frozenset[st
 def _relation(
     con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any]
 ) -> duckdb.DuckDBPyRelation:
+    text = checked_text(con, name, params)
+    with _parameter_errors(name, params):
+        return con.sql(text, params=params or None)
+
+
+def checked_text(con: duckdb.DuckDBPyConnection, name: str, params: Mapping[str, Any]) -> str:
+    """The text of sql/<name>.sql, once it is known to be one statement whose `$params` are
+    exactly those of `params` (QueryParameterError otherwise, naming what is wrong)."""
     text = sql.load(name)
     count, named = _shape(con, name)
     if count != 1:
@@ -61,8 +69,7 @@ def _relation(
             + (f"; missing: {', '.join(missing)}" if missing else "")
         )
     _refuse_fractions(name, params)
-    with _parameter_errors(name, params):
-        return con.sql(text, params=params or None)
+    return text
 
 
 @cache
@@ -103,7 +110,7 @@ def _may_take_integers(name: str, params: dict[str, Any]) -> bool:
     )
 
 
-def _refuse_fractions(name: str, params: dict[str, Any]) -> None:
+def _refuse_fractions(name: str, params: Mapping[str, Any]) -> None:
     """Refuse a number with a fraction where the query takes a whole number: DuckDB would
     round it without a word (LIMIT 1.5 returns 2 rows)."""
     fractions = {
@@ -154,6 +161,27 @@ def _parameter_errors(name: str, params: dict[str, Any]) -> Iterator[None]:
         ) from exc
 
 
+# The engine table a query's whole result is held in while `run`/`run_arrow` read it out.
+_RESULT = "gpuledger_query_result"
+
+
+@contextmanager
+def _materialized(
+    con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any]
+) -> Iterator[duckdb.DuckDBPyRelation]:
+    """sql/<name>.sql run once into a temporary engine table, read as a relation, then dropped.
+
+    A relation from `con.sql` is bound when made and bound again when run: on a small lake
+    the binding of a mart's query costs more than running it (job_usage: 17 ms of 56). The
+    rows keep the query's order (DuckDB preserves insertion order).
+    """
+    create_table(con, _RESULT, checked_text(con, name, params), params, temporary=True, label=name)
+    try:
+        yield con.table(_RESULT)
+    finally:
+        con.execute(f"DROP TABLE IF EXISTS {_RESULT}")
+
+
 def relation(
     con: duckdb.DuckDBPyConnection, name: str, /, **params: Any
 ) -> duckdb.DuckDBPyRelation:
@@ -179,15 +207,15 @@ def run(con: duckdb.DuckDBPyConnection, name: str, /, **params: Any) -> pl.DataF
 
     Raises DamagedFile when a lake file the query reads is damaged inside.
     """
-    with damaged_files(con), _parameter_errors(name, params):
-        frame: pl.DataFrame = _relation(con, name, params).pl()
+    with _materialized(con, name, params) as result:
+        frame: pl.DataFrame = result.pl()
     return frame
 
 
 def run_arrow(con: duckdb.DuckDBPyConnection, name: str, /, **params: Any) -> pa.Table:
     """Like `run`, but return an Arrow table (what the writer lands)."""
-    with damaged_files(con), _parameter_errors(name, params):
-        return _relation(con, name, params).to_arrow_table()
+    with _materialized(con, name, params) as result:
+        return result.to_arrow_table()
 
 
 def fetch(
@@ -196,12 +224,49 @@ def fetch(
     """Like `run`, but the column names and the rows as dicts of Python values, with neither
     polars nor Arrow loaded: for the small results of one-job reads (`gpuledger job`), whose
     start-up time matters. Integers stay int (`run` turns HUGEINT sums into Decimal)."""
+    text = checked_text(con, name, params)
     with damaged_files(con), _parameter_errors(name, params):
-        rel = _relation(con, name, params)
-        columns = list(rel.columns)
-        return columns, [dict(zip(columns, row, strict=True)) for row in rel.fetchall()]
+        cursor = con.execute(text, params or None)  # bound once, rows as Python values
+        columns = [column[0] for column in cursor.description or ()]
+        return columns, [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
 
 
 def rows(con: duckdb.DuckDBPyConnection, name: str, /, **params: Any) -> list[dict[str, Any]]:
     """The rows of `fetch`, alone."""
     return fetch(con, name, **params)[1]
+
+
+def define_view(con: duckdb.DuckDBPyConnection, name: str, query: str) -> None:
+    """Create (or replace) the view `name` as the SQL text `query` (a file of sql/, or a query
+    built from the contract's names and types: no value of the user's is ever in it).
+
+    One statement, bound once: `con.sql(query).create_view(name)` binds the query for the
+    relation, then again for the view (~2× the cost, paid for every view of every connection).
+    """
+    if not name.isidentifier():
+        raise ValueError(f"not a view name of ours: {name!r}")
+    con.execute(f"CREATE OR REPLACE VIEW {name} AS {query}")
+
+
+def create_table(
+    con: duckdb.DuckDBPyConnection,
+    table: str,
+    select: str,
+    params: Mapping[str, Any],
+    *,
+    temporary: bool = False,
+    label: str | None = None,
+) -> None:
+    """Run `select` (SQL text made of checked_text's files) once into the engine table `table`
+    (replaced; `temporary`: in the connection's temp schema), `params` bound by name; errors
+    name the query `label` (default: the table).
+
+    Bound once: a relation (`queries.relation(...).filter(...).create(...)`) binds the whole
+    query again at every step, which on a small lake costs more than running it. Raises
+    DamagedFile when a lake file it reads is damaged inside.
+    """
+    if not table.isidentifier():
+        raise ValueError(f"not a table name of ours: {table!r}")
+    kind = "TEMPORARY TABLE" if temporary else "TABLE"
+    with damaged_files(con), _parameter_errors(label or table, dict(params)):
+        con.execute(f"CREATE OR REPLACE {kind} {table} AS\n{select}\n", dict(params) or None)

@@ -93,5 +93,5 @@ def _write_derived(con: duckdb.DuckDBPyConnection, root: Path, index: pa.Table) 
     _register_raw(con, root, ("jobs", "job_gpus", "gpus"))
     _arrow_view(con, "gpu_job_buckets", index)
     for view in ("jobs_latest", "job_gpu_intervals"):
-        con.sql(sql.load(DERIVED_VIEWS[view])).create_view(view)
+        queries.define_view(con, view, sql.load(DERIVED_VIEWS[view]))
         _write_state_file(con.table(view).to_arrow_table(), _derived_path(root, view))

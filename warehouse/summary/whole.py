@@ -68,7 +68,7 @@ def build_summary_marts(
             register_table(con, root, mart)
     finally:
         for view in _BUILT_ONCE:
-            con.sql(sql.load(DERIVED_VIEWS[view])).create_view(view)
+            queries.define_view(con, view, sql.load(DERIVED_VIEWS[view]))
     return counts
 
 
