@@ -3,6 +3,7 @@ fairness rows, one without those extras, and a missing one."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,3 +31,20 @@ def names(demo_lake_names: tuple[Path, dict[str, str]]) -> dict[str, str]:
 def plain_lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A simulated lake with no findings or recommendations (its fairness mart is `attribute`'s)."""
     return make_sim_lake(tmp_path_factory.mktemp("dashboard-plain"), gpus=16, days=1)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _components_scanned_once() -> Iterator[None]:
+    """Scan the installed packages for Streamlit components once per test process.
+
+    Every new AppTest scans the metadata of each installed distribution for Streamlit
+    components (streamlit.components.v2.manifest_scanner: ~0.3 s each, about a third of a
+    page test). The packages do not change while the tests run, so each AppTest gets the
+    first scan's result: the same components the app has when it is served.
+    """
+    from streamlit.components.v2 import manifest_scanner
+
+    scanned = manifest_scanner.scan_component_manifests()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(manifest_scanner, "scan_component_manifests", lambda *_, **__: scanned)
+        yield
