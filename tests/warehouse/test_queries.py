@@ -220,3 +220,61 @@ def test_the_cheap_test_skips_comments_and_literals(monkeypatch):
     text = "-- LIMIT $k\nSELECT 'CAST($k' AS a, \"$k::int\" /* OFFSET $k */ WHERE x < $k"
     monkeypatch.setattr(sql, "load", lambda name: text)
     assert not queries._may_take_integers("q", {"k": 0.5})
+
+
+ORDERED = "tests/probe_ordered"
+ORDERED_SQL = """\
+-- probe_ordered: the integers in [0, $n), largest first.
+--
+-- Params:
+--   $n  how many
+
+SELECT i FROM range($n) AS r(i) ORDER BY i DESC
+"""
+
+
+@pytest.fixture
+def ordered(monkeypatch):
+    real = sql.load
+    monkeypatch.setattr(sql, "load", lambda name: ORDERED_SQL if name == ORDERED else real(name))
+    return ORDERED
+
+
+def test_run_keeps_the_querys_order_and_leaves_no_table_behind(con, ordered):
+    # run and run_arrow hold the result in a temporary engine table while they read it out
+    frame = queries.run(con, ordered, n=50_000)
+    table = queries.run_arrow(con, ordered, n=50_000)
+
+    assert frame["i"].to_list() == list(range(49_999, -1, -1))
+    assert table.column("i").to_pylist() == list(range(49_999, -1, -1))
+    assert con.sql("SELECT count(*) FROM duckdb_tables() WHERE temporary").fetchall() == [(0,)]
+
+
+def test_cursors_of_one_connection_each_get_their_own_result(con, ordered):
+    # the dashboard and the API read through one cursor per thread of one connection
+    first, second = con.cursor(), con.cursor()
+    queries.create_table(first, "held", "SELECT 1 AS x", {}, temporary=True)
+
+    assert queries.run(second, ordered, n=3)["i"].to_list() == [2, 1, 0]
+    assert first.sql("SELECT x FROM held").fetchall() == [(1,)]
+
+
+def test_define_view_and_create_table_take_only_names_of_ours(con):
+    queries.define_view(con, "probe_view", "SELECT 42 AS answer")
+    queries.create_table(
+        con, "probe_table", "SELECT answer + $more AS total FROM probe_view", {"more": 1}
+    )
+
+    assert con.sql("SELECT total FROM probe_table").fetchall() == [(43,)]
+    for bad in ("x; DROP TABLE jobs", 'a"b', "two words"):
+        with pytest.raises(ValueError, match="not a"):
+            queries.define_view(con, bad, "SELECT 1")
+        with pytest.raises(ValueError, match="not a"):
+            queries.create_table(con, bad, "SELECT 1", {})
+
+
+def test_create_table_names_the_query_whose_parameter_does_not_fit(con, probe):
+    text = queries.checked_text(con, probe, {"start": "one", "end": 4})
+
+    with pytest.raises(QueryParameterError, match=f"^{probe}: .*'one'"):
+        queries.create_table(con, "t", text, {"start": "one", "end": 4}, label=probe)
