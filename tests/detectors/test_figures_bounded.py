@@ -24,7 +24,9 @@ import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
+import duckdb
 import polars as pl
 import pyarrow as pa
 import pytest
@@ -50,8 +52,8 @@ LAKES = [
 ]
 
 
-def _data_end(root: Path) -> dt.datetime:
-    (end,) = connect(root).execute("SELECT max(data_end) FROM data_extent").fetchone() or (None,)
+def _data_end(con: duckdb.DuckDBPyConnection) -> dt.datetime:
+    [(end,)] = con.sql("SELECT max(data_end) FROM data_extent").fetchall()
     assert isinstance(end, dt.datetime)
     return end
 
@@ -83,10 +85,19 @@ def assert_same_findings(a: pl.DataFrame, b: pl.DataFrame) -> None:
                 assert value_a == value_b, (key, row_a)
 
 
-def assert_bounded_whenever_read(root: Path) -> pl.DataFrame:
+class Read(NamedTuple):
+    """What `assert_bounded_whenever_read` read: the findings, when the data ends, and a
+    connection over the lake as detect left it (each connection costs a third of a second)."""
+
+    findings: pl.DataFrame
+    end: dt.datetime
+    con: duckdb.DuckDBPyConnection
+
+
+def assert_bounded_whenever_read(root: Path) -> Read:
     """Detect as of weeks, then years, after the data ends; the findings must not change and
-    every check must hold. Returns the findings."""
-    end = _data_end(root)
+    every check must hold."""
+    end = _data_end(connect(root))
     weeks_later = detect(
         Lake.at(root), default_pipeline_config(), end + dt.timedelta(weeks=4), recommend=False
     )
@@ -99,7 +110,7 @@ def assert_bounded_whenever_read(root: Path) -> pl.DataFrame:
     assert_same_findings(settled, _settled(years_later.findings))
     con = connect(root)
     assert [v.line() for v in run_checks(con)] == []
-    return settled
+    return Read(settled, end, con)
 
 
 @pytest.fixture(scope="module")
@@ -133,11 +144,10 @@ def built_lake(tmp_path_factory: pytest.TempPathFactory) -> Callable[[SimConfig]
 def test_a_simulated_lake_read_long_after_is_bounded_by_its_facts(built_lake, gpus, days, seed):
     root = built_lake(SimConfig(gpus=gpus, days=days, seed=seed))
 
-    findings = assert_bounded_whenever_read(root)
+    findings, end, con = assert_bounded_whenever_read(root)
 
-    assert_conserved(connect(root))
+    assert_conserved(con)
     # every finding is about the data: none ends after it, none is open past it
-    end = _data_end(root)
     assert findings.filter(pl.col("end_ts") > end).is_empty()
 
 
@@ -145,13 +155,14 @@ def test_the_issues_stranded_gpus_of_a_running_job_end_with_the_data(built_lake)
     # issue #21: read a month later, a job that had run 2 h 12 min left 1 GPU unusable "for
     # 764.62 h": the running job was measured to the wall clock, not to the end of the data
     root = built_lake(SimConfig(gpus=64, days=1, seed=3))
-    end = _data_end(root)
+    con = connect(root)
+    end = _data_end(con)
 
     found = detect(
         Lake.at(root), default_pipeline_config(), end + dt.timedelta(days=30), recommend=False
     ).findings
     stranded = _settled(found).filter(pl.col("detector") == "stranded_gpus")
-    jobs = connect(root).sql("SELECT job_id, start_ts, end_ts FROM jobs_latest").pl()
+    jobs = con.sql("SELECT job_id, start_ts, end_ts FROM jobs_latest").pl()
     rows = stranded.select("job_id", "gpu_h_at_stake", "evidence").join(jobs, on="job_id")
     running = rows.filter(pl.col("end_ts").is_null())
     assert running.height > 0  # the issue's case: jobs still running when the data ends
@@ -169,8 +180,8 @@ def philly_lake(tmp_path_factory) -> Path:
 
 
 def test_the_philly_sample_read_long_after_is_bounded_by_its_facts(philly_lake):
-    findings = assert_bounded_whenever_read(philly_lake)
+    findings, _, con = assert_bounded_whenever_read(philly_lake)
 
-    assert_conserved(connect(philly_lake))
+    assert_conserved(con)
     assert findings["gpu_h_at_stake"].sum() > 0
     assert set(CHECKS) >= {"job_gpu_hours", "owner_gpu_hours", "findings_in_data"}
