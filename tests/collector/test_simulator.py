@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -37,27 +38,33 @@ def _one(con: duckdb.DuckDBPyConnection, query: str, **params: Any) -> dict[str,
     return row
 
 
-def _snapshot(root: Path) -> dict[str, Any]:
-    """The lake's files, and every table's rows: marts as sorted frames, the rest as hashes.
+def _reading(root: Path) -> closing[duckdb.DuckDBPyConnection]:
+    """One connection over the lake as it is now, for all a test reads of it (each costs a
+    third of a second), closed when the `with` ends."""
+    return closing(connect(root))
+
+
+def _snapshot(root: Path, con: duckdb.DuckDBPyConnection | None = None) -> dict[str, Any]:
+    """The lake's files, and every table's rows: marts as sorted frames, the rest as hashes
+    (read through `con`, a connection over `root` as it is now; by default a new one).
 
     Marts hold sums of floats that DuckDB adds in parallel, in no fixed order, so a rebuild may
     differ in the last bit; they are compared with a tolerance (`_assert_same_lake`).
     """
-    con = connect(root)
-    try:
-        hashes = {
-            name: con.sql(
-                f"SELECT count(*), coalesce(sum(hash(t)), 0) FROM {quote_ident(name)} AS t"
-            ).fetchall()[0]
-            for name in sorted(set(TABLES) - set(MARTS))
-        }
-        marts = {}
-        for name in sorted(MARTS):
-            frame = con.sql(f"SELECT * FROM {quote_ident(name)}").pl()
-            keys = [c for c, t in frame.schema.items() if not t.is_float()]
-            marts[name] = frame.sort(keys)
-    finally:
-        con.close()
+    if con is None:
+        with _reading(root) as new:
+            return _snapshot(root, new)
+    hashes = {
+        name: con.sql(
+            f"SELECT count(*), coalesce(sum(hash(t)), 0) FROM {quote_ident(name)} AS t"
+        ).fetchall()[0]
+        for name in sorted(set(TABLES) - set(MARTS))
+    }
+    marts = {}
+    for name in sorted(MARTS):
+        frame = con.sql(f"SELECT * FROM {quote_ident(name)}").pl()
+        keys = [c for c, t in frame.schema.items() if not t.is_float()]
+        marts[name] = frame.sort(keys)
     files = sorted(
         str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and "_state" not in p.parts
     )
@@ -75,33 +82,25 @@ def _assert_same_lake(left: dict[str, Any], right: dict[str, Any]) -> None:
             raise AssertionError(f"mart {name} differs: {exc}") from exc
 
 
-def _small_tables(root: Path) -> dict[str, list[tuple[Any, ...]]]:
+def _small_tables(con: duckdb.DuckDBPyConnection) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of the scheduler and truth tables, in a stable order."""
-    con = connect(root)
-    try:
-        return {
-            "jobs": con.sql("SELECT * FROM jobs ORDER BY job_id").fetchall(),
-            "job_gpus": con.sql("SELECT * FROM job_gpus ORDER BY job_id, gpu_uuid").fetchall(),
-            "sim_truth": con.sql(
-                "SELECT * FROM sim_truth ORDER BY subject_kind, subject_id, label, start_ts"
-            ).fetchall(),
-        }
-    finally:
-        con.close()
+    return {
+        "jobs": con.sql("SELECT * FROM jobs ORDER BY job_id").fetchall(),
+        "job_gpus": con.sql("SELECT * FROM job_gpus ORDER BY job_id, gpu_uuid").fetchall(),
+        "sim_truth": con.sql(
+            "SELECT * FROM sim_truth ORDER BY subject_kind, subject_id, label, start_ts"
+        ).fetchall(),
+    }
 
 
-def _samples_checksum(root: Path) -> tuple[Any, ...]:
-    con = connect(root)
-    try:
-        [row] = con.sql(
-            """
-            SELECT count(*), sum(hash(s)), sum(gpu_util_pct), sum(energy_j),
-                   count(job_id), min(ts), max(ts)
-            FROM gpu_samples AS s
-            """
-        ).fetchall()
-    finally:
-        con.close()
+def _samples_checksum(con: duckdb.DuckDBPyConnection) -> tuple[Any, ...]:
+    [row] = con.sql(
+        """
+        SELECT count(*), sum(hash(s)), sum(gpu_util_pct), sum(energy_j),
+               count(job_id), min(ts), max(ts)
+        FROM gpu_samples AS s
+        """
+    ).fetchall()
     return tuple(row)
 
 
@@ -131,17 +130,19 @@ def twin_lakes(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Pa
 
 def test_the_same_seed_lands_the_same_rows(twin_lakes: tuple[Path, Path, Path]) -> None:
     a, b, _ = twin_lakes
-    tables_a = _small_tables(a)
-    assert all(tables_a.values()), "the simulator landed an empty scheduler or truth table"
-    assert tables_a == _small_tables(b)
-    assert _samples_checksum(a) == _samples_checksum(b)
-    _assert_same_lake(_snapshot(a), _snapshot(b))
+    with _reading(a) as con_a, _reading(b) as con_b:
+        tables_a = _small_tables(con_a)
+        assert all(tables_a.values()), "the simulator landed an empty scheduler or truth table"
+        assert tables_a == _small_tables(con_b)
+        assert _samples_checksum(con_a) == _samples_checksum(con_b)
+        _assert_same_lake(_snapshot(a, con_a), _snapshot(b, con_b))
 
 
 def test_another_seed_lands_other_rows(twin_lakes: tuple[Path, Path, Path]) -> None:
     a, _, other = twin_lakes
-    assert _small_tables(a)["jobs"] != _small_tables(other)["jobs"]
-    assert _samples_checksum(a) != _samples_checksum(other)
+    with _reading(a) as con_a, _reading(other) as con_other:
+        assert _small_tables(con_a)["jobs"] != _small_tables(con_other)["jobs"]
+        assert _samples_checksum(con_a) != _samples_checksum(con_other)
 
 
 def test_simulating_again_into_the_same_lake_changes_nothing(tmp_path: Path) -> None:
@@ -474,32 +475,24 @@ def test_default_fleet_looks_like_a_real_llm_cluster(
 
 
 def test_accounts_land_their_fair_share_entitlements_as_slurm_associations(
-    tmp_path: Path,
+    truth_con: duckdb.DuckDBPyConnection,
 ) -> None:
     """The accounts' shares land in `associations`, as `collect slurm-shares` lands sacctmgr's
     tree, so fairness_weekly (and the report and Fairness page) see an entitlement per account."""
-    lake = tmp_path / "lake"
-    simulate(SMALL, Lake.at(lake))
-    _attribute(lake)
-    con = connect(lake, require=("associations", "fairness_weekly"))
-    try:
-        accounts = {
-            r["account"]: r for r in _rows(con, "SELECT * FROM associations WHERE user IS NULL")
-        }
-        users = _rows(con, "SELECT * FROM associations WHERE user IS NOT NULL")
-        job_accounts = {r["account"] for r in _rows(con, "SELECT DISTINCT account FROM jobs")}
-        entitled = {
-            r["account"]: r["entitled_share"]
-            for r in _rows(
-                con,
-                "SELECT account, entitled_share FROM fairness_weekly WHERE level = 'account'",
-            )
-        }
-        user_entitled = _rows(
-            con, "SELECT entitled_share FROM fairness_weekly WHERE level = 'user'"
+    con = truth_con
+    accounts = {
+        r["account"]: r for r in _rows(con, "SELECT * FROM associations WHERE user IS NULL")
+    }
+    users = _rows(con, "SELECT * FROM associations WHERE user IS NOT NULL")
+    job_accounts = {r["account"] for r in _rows(con, "SELECT DISTINCT account FROM jobs")}
+    entitled = {
+        r["account"]: r["entitled_share"]
+        for r in _rows(
+            con,
+            "SELECT account, entitled_share FROM fairness_weekly WHERE level = 'account'",
         )
-    finally:
-        con.close()
+    }
+    user_entitled = _rows(con, "SELECT entitled_share FROM fairness_weekly WHERE level = 'user'")
     assert accounts["root"]["parent"] is None
     assert {a: r["raw_shares"] for a, r in accounts.items() if a != "root"} == {
         "llm-pretrain": 30,
@@ -511,7 +504,7 @@ def test_accounts_land_their_fair_share_entitlements_as_slurm_associations(
         "students": 5,
     }
     assert all(r["parent"] == "root" for a, r in accounts.items() if a != "root")
-    assert all(r["source"] == "sim" and r["cluster"] == SMALL.cluster for r in accounts.values())
+    assert all(r["source"] == "sim" and r["cluster"] == TRUTH.cluster for r in accounts.values())
     assert job_accounts <= set(accounts)
     assert users and all(r["raw_shares"] == 1 and r["account"] in accounts for r in users)
     # every account has its entitled share in the mart: raw shares normalised (they sum to 100)

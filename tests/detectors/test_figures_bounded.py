@@ -12,7 +12,9 @@ data ends. Then:
 - the marts still conserve GPU time (tests/marts/test_conservation.py's independent check).
 
 The lakes cost seconds each: the issue's lake (64 GPUs, 1 day, seed 3) and a small week run by
-default, the rest (a bigger week, a 30-day lake small in GPUs, another size) are `slow`.
+default, the rest (a bigger week, a 30-day lake small in GPUs, another size) are `slow`. Under
+`make check` the small week is three days (tests/infra/examples.py `sized`): still several
+midnights, still findings of 12 of its 14 detectors, a stranded GPU among them.
 """
 
 from __future__ import annotations
@@ -22,34 +24,36 @@ import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
+import duckdb
 import polars as pl
 import pyarrow as pa
 import pytest
 
 from app.pipeline import default_pipeline_config, detect
 from collector.sim import SimConfig, simulate
-from collector.sources.philly.trace import import_philly
+from tests.importers.philly_lake import attributed_philly_lake
+from tests.infra.examples import sized
 from tests.marts.test_conservation import assert_conserved
-from warehouse.attribution import AttributionConfig, attribute, build_marts
+from warehouse.attribution import AttributionConfig, build_marts
 from warehouse.checks import CHECKS, run_checks
 from warehouse.connection import connect
 from warehouse.lake import Lake
 
-PHILLY = Path(__file__).resolve().parents[1] / "fixtures" / "philly"
-
+SMALL_WEEK_DAYS = sized(7, 3)
 # (GPUs, days, seed)
 LAKES = [
     pytest.param(64, 1, 3, id="issue-64gpus-1day-seed3"),
-    pytest.param(16, 7, 1, id="16gpus-7days-seed1"),
+    pytest.param(16, SMALL_WEEK_DAYS, 1, id=f"16gpus-{SMALL_WEEK_DAYS}days-seed1"),
     pytest.param(64, 7, 5, id="64gpus-7days-seed5", marks=pytest.mark.slow),
     pytest.param(8, 30, 2, id="8gpus-30days-seed2", marks=pytest.mark.slow),
     pytest.param(128, 1, 11, id="128gpus-1day-seed11", marks=pytest.mark.slow),
 ]
 
 
-def _data_end(root: Path) -> dt.datetime:
-    (end,) = connect(root).execute("SELECT max(data_end) FROM data_extent").fetchone() or (None,)
+def _data_end(con: duckdb.DuckDBPyConnection) -> dt.datetime:
+    [(end,)] = con.sql("SELECT max(data_end) FROM data_extent").fetchall()
     assert isinstance(end, dt.datetime)
     return end
 
@@ -81,10 +85,19 @@ def assert_same_findings(a: pl.DataFrame, b: pl.DataFrame) -> None:
                 assert value_a == value_b, (key, row_a)
 
 
-def assert_bounded_whenever_read(root: Path) -> pl.DataFrame:
+class Read(NamedTuple):
+    """What `assert_bounded_whenever_read` read: the findings, when the data ends, and a
+    connection over the lake as detect left it (each connection costs a third of a second)."""
+
+    findings: pl.DataFrame
+    end: dt.datetime
+    con: duckdb.DuckDBPyConnection
+
+
+def assert_bounded_whenever_read(root: Path) -> Read:
     """Detect as of weeks, then years, after the data ends; the findings must not change and
-    every check must hold. Returns the findings."""
-    end = _data_end(root)
+    every check must hold."""
+    end = _data_end(connect(root))
     weeks_later = detect(
         Lake.at(root), default_pipeline_config(), end + dt.timedelta(weeks=4), recommend=False
     )
@@ -97,7 +110,7 @@ def assert_bounded_whenever_read(root: Path) -> pl.DataFrame:
     assert_same_findings(settled, _settled(years_later.findings))
     con = connect(root)
     assert [v.line() for v in run_checks(con)] == []
-    return settled
+    return Read(settled, end, con)
 
 
 @pytest.fixture(scope="module")
@@ -131,11 +144,10 @@ def built_lake(tmp_path_factory: pytest.TempPathFactory) -> Callable[[SimConfig]
 def test_a_simulated_lake_read_long_after_is_bounded_by_its_facts(built_lake, gpus, days, seed):
     root = built_lake(SimConfig(gpus=gpus, days=days, seed=seed))
 
-    findings = assert_bounded_whenever_read(root)
+    findings, end, con = assert_bounded_whenever_read(root)
 
-    assert_conserved(connect(root))
+    assert_conserved(con)
     # every finding is about the data: none ends after it, none is open past it
-    end = _data_end(root)
     assert findings.filter(pl.col("end_ts") > end).is_empty()
 
 
@@ -143,13 +155,14 @@ def test_the_issues_stranded_gpus_of_a_running_job_end_with_the_data(built_lake)
     # issue #21: read a month later, a job that had run 2 h 12 min left 1 GPU unusable "for
     # 764.62 h": the running job was measured to the wall clock, not to the end of the data
     root = built_lake(SimConfig(gpus=64, days=1, seed=3))
-    end = _data_end(root)
+    con = connect(root)
+    end = _data_end(con)
 
     found = detect(
         Lake.at(root), default_pipeline_config(), end + dt.timedelta(days=30), recommend=False
     ).findings
     stranded = _settled(found).filter(pl.col("detector") == "stranded_gpus")
-    jobs = connect(root).sql("SELECT job_id, start_ts, end_ts FROM jobs_latest").pl()
+    jobs = con.sql("SELECT job_id, start_ts, end_ts FROM jobs_latest").pl()
     rows = stranded.select("job_id", "gpu_h_at_stake", "evidence").join(jobs, on="job_id")
     running = rows.filter(pl.col("end_ts").is_null())
     assert running.height > 0  # the issue's case: jobs still running when the data ends
@@ -162,18 +175,13 @@ def test_the_issues_stranded_gpus_of_a_running_job_end_with_the_data(built_lake)
 
 @pytest.fixture(scope="module")
 def philly_lake(tmp_path_factory) -> Path:
-    source = tmp_path_factory.mktemp("philly_trace")
-    for name in ("cluster_job_log", "cluster_gpu_util", "cluster_machine_list"):
-        shutil.copy(PHILLY / name, source / name)
-    root = tmp_path_factory.mktemp("philly_lake")
-    import_philly(source, "philly", Lake.at(root))
-    attribute(connect(root), root, AttributionConfig())
-    return root
+    """The Philly sample imported and attributed: built once per run, this file's copy."""
+    return attributed_philly_lake(tmp_path_factory)
 
 
 def test_the_philly_sample_read_long_after_is_bounded_by_its_facts(philly_lake):
-    findings = assert_bounded_whenever_read(philly_lake)
+    findings, _, con = assert_bounded_whenever_read(philly_lake)
 
-    assert_conserved(connect(philly_lake))
+    assert_conserved(con)
     assert findings["gpu_h_at_stake"].sum() > 0
     assert set(CHECKS) >= {"job_gpu_hours", "owner_gpu_hours", "findings_in_data"}

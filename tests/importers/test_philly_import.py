@@ -18,14 +18,12 @@ import pytest
 from click.testing import CliRunner
 
 from app.commands.philly import command
-from collector.sources.philly.trace import ImportResult, import_philly
+from collector.sources.philly.trace import ImportResult
+from tests.importers.philly_lake import FIXTURE, attributed_philly_lake, import_fixture
 from warehouse.attribution import AttributionConfig, attribute
 from warehouse.connection import connect
-from warehouse.lake import Lake
 from warehouse.schema import RAW_TABLES
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "philly"
-CLUSTER = "philly"
 PACIFIC_OFFSET_H = {"PDT": 7, "PST": 8}  # local + offset = UTC
 
 
@@ -127,7 +125,7 @@ def test_util_suffixes_agree_with_us_pacific_time():
 
 
 def _import(root: Path, directory: Path = FIXTURE) -> ImportResult:
-    return import_philly(directory, CLUSTER, Lake.at(root), lines_per_batch=500)
+    return import_fixture(root, directory)
 
 
 def _one(con: duckdb.DuckDBPyConnection, query: str) -> tuple[Any, ...]:
@@ -143,15 +141,9 @@ def _counts(root: Path) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("philly") / "lake"
-    result = _import(root)
-    assert result.malformed == {
-        "cluster_job_log": 0,
-        "cluster_gpu_util": 0,
-        "cluster_machine_list": 0,
-    }
-    attribute(connect(root), root, AttributionConfig())
-    return root
+    """The sample imported (no malformed line) and attributed, shared with the other files that
+    read it (tests/importers/philly_lake.py)."""
+    return attributed_philly_lake(tmp_path_factory)
 
 
 def test_import_lands_every_job_allocation_and_sample(tmp_path):

@@ -197,16 +197,18 @@ def test_a_new_day_updates_kg_co2e_in_place_as_a_rebuild_would(tmp_path):
     update = refresh_summary_marts(con, root, config)
     assert update.mode == "incremental"  # the summary marts updated in place for the new day
 
-    got = {row["job_id"]: row for row in r.fetch(connect(root), "SELECT * FROM job_usage")}
+    updated = connect(root)  # the marts as the update left them
+    got = {row["job_id"]: row for row in r.fetch(updated, "SELECT * FROM job_usage")}
     # j2: 20 samples × 200 W × 30 s = 120 000 J in hour 24 (340 g), 120 000 J in hour 25 (350 g)
     assert got["j2"]["kg_co2e"] == pytest.approx((120_000 * 340 + 120_000 * 350) / KWH / 1000)
     assert got["j1"]["kg_co2e"] == pytest.approx((60_000 * 100 + 60_000 * 110) / KWH / 1000)
     daily = "SELECT date, user, kg_co2e FROM usage_daily ORDER BY date, user"
-    before = r.fetch(connect(root), daily)
+    before = r.fetch(updated, daily)
 
-    build_marts(connect(root), root, config, force=True)  # whole, from scratch
-    assert r.fetch(connect(root), daily) == before
-    rebuilt = {row["job_id"]: row for row in r.fetch(connect(root), "SELECT * FROM job_usage")}
+    rebuilt_con = connect(root)
+    build_marts(rebuilt_con, root, config, force=True)  # whole, from scratch: views refreshed
+    assert r.fetch(rebuilt_con, daily) == before
+    rebuilt = {row["job_id"]: row for row in r.fetch(rebuilt_con, "SELECT * FROM job_usage")}
     assert {k: v["kg_co2e"] for k, v in rebuilt.items()} == pytest.approx(
         {k: v["kg_co2e"] for k, v in got.items()}
     )

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import duckdb
 import polars as pl
 from polars.testing import assert_frame_equal
 
 from tests.marts import rows as r
 from warehouse import writer
 from warehouse.attribution import AttributionConfig, attribute, build_marts
-from warehouse.connection import connect
+from warehouse.connection import WarehouseConfig, connect, open_engine, register_table
 from warehouse.schema import MARTS
 
 
@@ -37,8 +38,9 @@ def test_building_the_marts_twice_gives_the_same_marts(tmp_path):
 
 
 def _update(root) -> tuple[list[str], list[str]]:
-    """Bring the marts up to date; return the days built whole and the days whose tail was."""
-    result = attribute(connect(root), root, AttributionConfig())
+    """Bring the marts up to date as `gpuledger attribute` does (no connection over the whole
+    lake, app.pipeline.round); return the days built whole and the days whose tail was."""
+    result = attribute(None, root, AttributionConfig())
     return (
         [day.isoformat() for _, day in result.days.rebuilt],
         [day.isoformat() for _, day in result.days.tails],
@@ -53,8 +55,15 @@ def _raw_bytes(root) -> dict[str, bytes]:
     }
 
 
+def _buckets(root) -> duckdb.DuckDBPyConnection:
+    """A connection with the one view read here: gpu_job_buckets (as `connect` makes it)."""
+    con = open_engine(WarehouseConfig(root))
+    register_table(con, root, "gpu_job_buckets")
+    return con
+
+
 def _owners(root) -> list[tuple]:
-    con = connect(root)
+    con = _buckets(root)
     return con.sql(
         "SELECT bucket, job_id, observed_s FROM gpu_job_buckets ORDER BY bucket, job_id"
     ).fetchall()
@@ -107,7 +116,7 @@ def test_a_late_allocation_rebuilds_the_days_it_covers_and_no_other(tmp_path):
 
 def _owned_samples(root, job_id: str) -> int:
     [(n,)] = (
-        connect(root)
+        _buckets(root)
         .sql(
             "SELECT coalesce(sum(samples), 0) FROM gpu_job_buckets WHERE job_id = $j",
             params={"j": job_id},
