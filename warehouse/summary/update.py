@@ -18,7 +18,6 @@ from warehouse import layout, queries
 from warehouse.connection import (
     DERIVED_VIEWS,
     WarehouseConfig,
-    connect,
     open_engine,
     register_files,
     register_reference,
@@ -121,7 +120,10 @@ def refresh_summary_marts(
         counts = {m: mart_rows(root, m) for m, _ in SUMMARY_MARTS}
         late_jobs = 0 if late is None else late.num_rows
         return SummaryUpdate("incremental", counts, changed, jobs, weeks, late_jobs)
-    whole = con or connect(warehouse or WarehouseConfig(root=root))
+    # what the build reads it registers itself: a bare engine, not a view of every table
+    whole = con or open_engine(warehouse or WarehouseConfig(root=root))
+    if con is None:
+        register_reference(whole)
     try:
         counts = build_summary_marts(whole, root, config, progress)  # registers what it reads
     finally:

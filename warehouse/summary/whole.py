@@ -50,10 +50,12 @@ def build_summary_marts(
     """Rebuild the job- and cluster-level marts whole from the sample-level ones; return rows.
 
     They read the small per-bucket and per-day tables, never samples, so this costs a
-    fraction of one pass over the samples.
+    fraction of one pass over the samples. `con` needs only the reference tables
+    (register_reference): the views the build reads, it registers.
     """
     for table in (*RAW_TABLES, *(m for m, _ in SAMPLE_MARTS)):  # what is in the lake now
         register_table(con, root, table)
+    queries.define_view(con, "jobs_latest", sql.load(DERIVED_VIEWS["jobs_latest"]))
     register_intensity(con, config.emissions)
     # Read by several marts: each computed once for this build (then views again, below).
     for view in _BUILT_ONCE:
