@@ -135,14 +135,15 @@ def register_files(
         return False
     import duckdb
 
-    params = {"files": [str(p) for p in paths], "row_numbers": row_numbers}
-    present = _footer_columns(paths)
     try:
-        if present is None:  # a file whose footer does not read: DuckDB says why, below
-            rel = con.sql(sql.load("views/lake_files"), params=params)
-            present = set(rel.columns) - set(_PATH_KEYS.values()) - {"file_row_number"}
+        rel = con.sql(
+            sql.load("views/lake_files"),
+            params={"files": [str(p) for p in paths], "row_numbers": row_numbers},
+        )
     except (duckdb.InvalidInputException, duckdb.IOException) as exc:
         raise _damaged(paths, exc) from exc
+    remember(con, paths)  # to name a file damaged inside when a query decodes it
+    present = set(rel.columns) - set(_PATH_KEYS.values()) - {"file_row_number"}
     keys = _path_keys(TABLES[table])
     projection = []
     for field in schema:
@@ -158,41 +159,8 @@ def register_files(
         projection.append(f"CAST({source} AS {target}) AS {column}")
     if row_numbers:
         projection.append("file_row_number")
-    text = f"SELECT {', '.join(projection)} FROM (\n{sql.load('views/lake_files')}\n)"
-    try:
-        con.sql(text, params=params).create_view(name)
-    except (duckdb.InvalidInputException, duckdb.IOException) as exc:
-        raise _damaged(paths, exc) from exc
-    remember(con, paths)  # to name a file damaged inside when a query decodes it
+    rel.project(", ".join(projection)).create_view(name)
     return True
-
-
-# Each Parquet file's own column names, by (path, size, modification time): the lake's files
-# are written whole under new names and never rewritten in place, so a key's columns never
-# change. Bounded: forgotten whole past _FOOTERS_KEPT entries.
-_FOOTER_COLUMNS: dict[tuple[str, int, int], frozenset[str]] = {}
-_FOOTERS_KEPT = 200_000
-
-
-def _footer_columns(paths: list[Path]) -> set[str] | None:
-    """The union of the columns the files at `paths` hold, from their footers (each read once
-    per process); None if one cannot be read (gone, not Parquet, not this user's)."""
-    import pyarrow.parquet as pq
-
-    if len(_FOOTER_COLUMNS) > _FOOTERS_KEPT:
-        _FOOTER_COLUMNS.clear()
-    present: set[str] = set()
-    for path in paths:
-        try:
-            status = path.stat()
-            key = (str(path), status.st_size, status.st_mtime_ns)
-            columns = _FOOTER_COLUMNS.get(key)
-            if columns is None:
-                columns = _FOOTER_COLUMNS[key] = frozenset(pq.read_schema(path).names)
-        except (OSError, pa.ArrowException):
-            return None
-        present |= columns
-    return present
 
 
 # The partition keys a file's path names (`cluster=`, `date=`), as columns of views/lake_files.
