@@ -4,10 +4,10 @@
 -- Reads:   sample_steps (the samples with their owners in each device's time order, three
 --          times: the rows alone at their ts, the rows sharing one, the MIG instances at a ts)
 -- Params:  none
--- Returns: cluster, device, device_node, device_index, node, gpu_index, gpu_uuid, mig_instance,
---          model, ts, job_id, interval_s, date, span_s, end_e, gap_s, share, sharers, busy,
---          gpu_util_pct, sm_active, tensor_active, dram_active, fb_used_mib, power_w,
---          energy_step_j, nvlink_bps, pcie_bps
+-- Returns: cluster, device_id (sample_steps' number of the device), device, device_node,
+--          device_index, node, gpu_index, gpu_uuid, mig_instance, model, ts, job_id, interval_s,
+--          date, span_s, end_e, gap_s, share, sharers, busy, gpu_util_pct, sm_active,
+--          tensor_active, dram_active, fb_used_mib, power_w, energy_step_j, nvlink_bps, pcie_bps
 --
 -- DESIGN §4: a sample stands for the time until the device's next sample time when that comes
 -- within 2 × interval_s; otherwise for interval_s, and the rest of the gap is unobserved
@@ -88,6 +88,7 @@ spans AS (
 )
 SELECT
     cluster,
+    device_id,
     device,
     CASE WHEN gpu_uuid IS NULL THEN node END AS device_node,
     CASE WHEN gpu_uuid IS NULL THEN gpu_index END AS device_index,

@@ -38,10 +38,43 @@ WITH devices AS (
         FROM unowned_samples
     ) AS keys
 ),
+-- The rows in the columns the spans need, derived ones computed here: the window sorts and
+-- carries every column it is given, and holding fewer makes it cheaper.
 keyed AS (
     SELECT
-        g.*,
-        d.device_id
+        d.device_id,
+        g.cluster,
+        g.gpu_uuid,
+        g.mig_instance,
+        g.node,
+        g.gpu_index,
+        g.model,
+        g.ts,
+        g.job_id,
+        g.interval_s,
+        g.gpu_util_pct,
+        -- in double precision: as a float, GPU_UTIL 1 % / 100 falls below the 0.01 idle line
+        coalesce(
+            CAST(g.engine_active AS DOUBLE),
+            CAST(g.sm_active AS DOUBLE),
+            CAST(g.gpu_util_pct AS DOUBLE) / 100
+        ) AS busy,
+        g.sm_active,
+        g.tensor_active,
+        g.dram_active,
+        g.fb_used_mib,
+        g.power_w,
+        g.energy_j,
+        -- null where the GPU reports neither direction: a job's NVLink / PCIe GB is unknown
+        -- (null), not 0, when its source lacks those fields (DESIGN §3.1: null, never 0)
+        CASE
+            WHEN g.nvlink_tx_bps IS NULL AND g.nvlink_rx_bps IS NULL THEN NULL
+            ELSE coalesce(g.nvlink_tx_bps, 0) + coalesce(g.nvlink_rx_bps, 0)
+        END AS nvlink_bps,
+        CASE
+            WHEN g.pcie_tx_bps IS NULL AND g.pcie_rx_bps IS NULL THEN NULL
+            ELSE coalesce(g.pcie_tx_bps, 0) + coalesce(g.pcie_rx_bps, 0)
+        END AS pcie_bps
     FROM owned_samples AS g
     INNER JOIN devices AS d
         ON d.cluster = g.cluster
@@ -51,39 +84,7 @@ keyed AS (
         AND d.mig_instance IS NOT DISTINCT FROM g.mig_instance
 )
 SELECT
-    device_id,
-    cluster,
-    gpu_uuid,
-    mig_instance,
-    node,
-    gpu_index,
-    model,
-    ts,
-    job_id,
-    interval_s,
-    gpu_util_pct,
-    -- in double precision: as a float, GPU_UTIL 1 % / 100 falls below the 0.01 idle line
-    coalesce(
-        CAST(engine_active AS DOUBLE),
-        CAST(sm_active AS DOUBLE),
-        CAST(gpu_util_pct AS DOUBLE) / 100
-    ) AS busy,
-    sm_active,
-    tensor_active,
-    dram_active,
-    fb_used_mib,
-    power_w,
-    energy_j,
-    -- null where the GPU reports neither direction: a job's NVLink / PCIe GB is unknown
-    -- (null), not 0, when its source lacks those fields (DESIGN §3.1: null, never 0)
-    CASE
-        WHEN nvlink_tx_bps IS NULL AND nvlink_rx_bps IS NULL THEN NULL
-        ELSE coalesce(nvlink_tx_bps, 0) + coalesce(nvlink_rx_bps, 0)
-    END AS nvlink_bps,
-    CASE
-        WHEN pcie_tx_bps IS NULL AND pcie_rx_bps IS NULL THEN NULL
-        ELSE coalesce(pcie_tx_bps, 0) + coalesce(pcie_rx_bps, 0)
-    END AS pcie_bps,
+    *,
     -- the device's next sample time, past the other rows (sharers, duplicates) at this ts
     lead(ts) OVER device_time AS lead_ts,
     lead(energy_j) OVER device_time AS lead_energy_j,
