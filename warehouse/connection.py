@@ -49,6 +49,7 @@ DERIVED_VIEWS = {
     "unowned_samples": "views/unowned_samples",
     "sample_owners": "attribution/sample_owners",
     "owned_samples": "views/owned_samples",
+    "sample_steps": "views/sample_steps",
     "sample_spans": "views/sample_spans",
     "job_gpu_intervals": "views/job_gpu_intervals",
     "job_gpu_shares": "views/job_gpu_shares",

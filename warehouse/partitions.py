@@ -61,9 +61,10 @@ SAMPLE_MARTS: tuple[tuple[str, str], ...] = (
 )
 _HELPERS = (
     "attribution/next_day_head",
+    "attribution/partition_samples",
     "attribution/sample_owners",
     "views/owned_samples",
-    "attribution/partition_samples",
+    "views/sample_steps",
     "views/sample_spans",
 )
 
@@ -142,19 +143,20 @@ def build_day(
         register_files(con, "gpu_samples", files, view="day_files")
         from_ts = _tail_start(con, root, key) if tail_only else None
         if from_ts is None:
-            con.sql("SELECT * FROM day_files").create_view("unowned_samples")
+            con.sql("SELECT * FROM day_files").create_view("day_samples")
         else:
             tail = queries.run_arrow(con, "attribution/samples_from", from_ts=from_ts)
-            con.from_arrow(tail).create_view("unowned_samples")
+            con.from_arrow(tail).create_view("day_samples")
         register_files(con, "gpu_samples", next_files, view="next_day_samples")
         head = queries.run_arrow(con, "attribution/next_day_head")
         con.from_arrow(head).create_view("next_day_head")
-        # each sample's owner decided here (raw files keep their source's job_id); the owned
-        # rows are held once, as sample_spans reads them three times
+        queries.define_view(con, "unowned_samples", sql.load("attribution/partition_samples"))
+        # each sample's owner decided here (raw files keep their source's job_id), and the
+        # samples sorted by device and time once: the rows sample_spans reads three times are
+        # held (under the engine's memory limit), not planned again at each read
         queries.define_view(con, "sample_owners", sql.load("attribution/sample_owners"))
-        queries.define_view(con, "day_owned", sql.load("views/owned_samples"))
-        con.sql(sql.load("attribution/partition_samples")).create("partition_samples")
-        con.table("partition_samples").create_view("owned_samples")
+        queries.define_view(con, "owned_samples", sql.load("views/owned_samples"))
+        queries.create_table(con, "sample_steps", sql.load("views/sample_steps"), {})
         queries.define_view(con, "sample_spans", sql.load("views/sample_spans"))
         import duckdb  # here, not at import time: importing the package stays light
 
@@ -189,10 +191,10 @@ def build_day(
             built.create_view(mart)
         return counts
     finally:  # let go of this day's tables before the next day is read
-        views = ("unowned_samples", "next_day_head", "day_owned", "owned_samples")
+        views = ("day_samples", "next_day_head", "unowned_samples", "owned_samples")
         for view in (*views, *(mart for mart, _ in SAMPLE_MARTS)):
             con.from_arrow(_empty()).create_view(view)
-        for table in ("partition_samples", *(f"{m}_day" for m, _ in SAMPLE_MARTS)):
+        for table in ("sample_steps", *(f"{m}_day" for m, _ in SAMPLE_MARTS)):
             con.execute(f"DROP TABLE IF EXISTS {table}")  # a name of ours, not a value
 
 

@@ -20,6 +20,8 @@
 -- result is deterministic. No covering interval means no owner, whatever the row carries.
 -- Allocations are first narrowed to the samples' time range, and indexed and whole-node ones
 -- are joined separately, so both joins hash on their keys.
+-- sql/views/owned_samples.sql applies this rule too (grouping only the claims of allocations
+-- that can share a sample); Spark applies this file, and the parity test holds the two equal.
 
 WITH sample_range AS (
     SELECT

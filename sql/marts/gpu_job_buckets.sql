@@ -40,15 +40,16 @@ WITH spans AS (
     FROM sample_spans
 )
 SELECT
-    s.cluster,
-    coalesce(s.gpu_uuid, s.device_node || '/' || CAST(s.device_index AS VARCHAR)) AS device,
-    s.mig_instance,
+    -- one value per device_id: it numbers the (cluster, device, mig_instance) keys
+    any_value(s.cluster) AS cluster,
+    any_value(s.device) AS device,
+    any_value(s.mig_instance) AS mig_instance,
     s.job_id,
     to_timestamp(s.bucket_no * $bucket_s) AS bucket,
     any_value(s.date) AS date,
     any_value(s.node) AS node,
     any_value(s.gpu_index) AS gpu_index,
-    s.gpu_uuid,
+    any_value(s.gpu_uuid) AS gpu_uuid,
     any_value(s.model) AS model,
     count(*) AS samples,
     avg(s.share) AS share,
@@ -86,11 +87,5 @@ SELECT
     sum(s.pcie_bps * s.span_s) AS pcie_bytes,
     coalesce(sum(CASE WHEN s.sharers > 1 THEN s.span_s END), 0) AS shared_s
 FROM spans AS s
-GROUP BY
-    s.cluster,
-    s.gpu_uuid,
-    s.device_node,
-    s.device_index,
-    s.mig_instance,
-    s.job_id,
-    s.bucket_no
+-- by the device's number, not its key's columns (strings): what the engine hashes is smaller
+GROUP BY s.device_id, s.job_id, s.bucket_no

@@ -1,13 +1,13 @@
 -- sample_spans: every GPU sample with the span of time it stands for, its busy fraction and energy.
 --
--- Grain:   one row per owned_samples row
--- Reads:   owned_samples (the samples with their owners, three times: the distinct devices, the
---          samples, the MIG instances at a ts)
+-- Grain:   one row per sample_steps row (one per owned_samples row)
+-- Reads:   sample_steps (the samples with their owners in each device's time order, three
+--          times: the rows alone at their ts, the rows sharing one, the MIG instances at a ts)
 -- Params:  none
--- Returns: cluster, device, device_node, device_index, node, gpu_index, gpu_uuid, mig_instance,
---          model, ts, job_id, interval_s, date, span_s, end_e, gap_s, share, sharers, busy,
---          gpu_util_pct, sm_active, tensor_active, dram_active, fb_used_mib, power_w,
---          energy_step_j, nvlink_bps, pcie_bps
+-- Returns: cluster, device_id (sample_steps' number of the device), device, device_node,
+--          device_index, node, gpu_index, gpu_uuid, mig_instance, model, ts, job_id, interval_s,
+--          date, span_s, end_e, gap_s, share, sharers, busy, gpu_util_pct, sm_active,
+--          tensor_active, dram_active, fb_used_mib, power_w, energy_step_j, nvlink_bps, pcie_bps
 --
 -- DESIGN §4: a sample stands for the time until the device's next sample time when that comes
 -- within 2 × interval_s; otherwise for interval_s, and the rest of the gap is unobserved
@@ -20,94 +20,15 @@
 -- are counted once per physical GPU too. energy_step_j is the counter's increase over the span;
 -- where the counter reset, is missing, or the span ends in a gap, power × span is used instead.
 
-WITH devices AS (
-    -- The device is the UUID, else node and index. Numbering the devices first lets the windows
-    -- partition on one integer and leave the key columns (strings) out of what they sort; the
-    -- windows carry them along instead. (Joined back after the windows, the rows were the side
-    -- DuckDB built its hash table on: the devices' estimate is the samples' count.)
-    SELECT
-        cluster,
-        gpu_uuid,
-        device_node,
-        device_index,
-        mig_instance,
-        -- ordered: Spark numbers rows only in an ordered window
-        row_number() OVER (
-            ORDER BY cluster, gpu_uuid, device_node, device_index, mig_instance
-        ) AS device_id
-    FROM (
-        SELECT DISTINCT
-            cluster,
-            gpu_uuid,
-            CASE WHEN gpu_uuid IS NULL THEN node END AS device_node,
-            CASE WHEN gpu_uuid IS NULL THEN gpu_index END AS device_index,
-            mig_instance
-        FROM owned_samples
-    ) AS keys
-),
-keyed AS (
-    SELECT
-        g.*,
-        d.device_id
-    FROM owned_samples AS g
-    INNER JOIN devices AS d
-        ON d.cluster = g.cluster
-        AND d.gpu_uuid IS NOT DISTINCT FROM g.gpu_uuid
-        AND d.device_node IS NOT DISTINCT FROM (CASE WHEN g.gpu_uuid IS NULL THEN g.node END)
-        AND d.device_index IS NOT DISTINCT FROM (CASE WHEN g.gpu_uuid IS NULL THEN g.gpu_index END)
-        AND d.mig_instance IS NOT DISTINCT FROM g.mig_instance
-),
-mig_counts AS (
+WITH mig_counts AS (
     SELECT
         cluster,
         coalesce(gpu_uuid, node || '/' || CAST(gpu_index AS VARCHAR)) AS device,
         ts,
         count(DISTINCT mig_instance) AS instances
-    FROM owned_samples
+    FROM sample_steps
     WHERE mig_instance IS NOT NULL
     GROUP BY cluster, device, ts
-),
-slim AS (
-    SELECT
-        device_id,
-        cluster,
-        gpu_uuid,
-        mig_instance,
-        node,
-        gpu_index,
-        model,
-        ts,
-        job_id,
-        interval_s,
-        gpu_util_pct,
-        -- in double precision: as a float, GPU_UTIL 1 % / 100 falls below the 0.01 idle line
-        coalesce(
-            CAST(engine_active AS DOUBLE),
-            CAST(sm_active AS DOUBLE),
-            CAST(gpu_util_pct AS DOUBLE) / 100
-        ) AS busy,
-        sm_active,
-        tensor_active,
-        dram_active,
-        fb_used_mib,
-        power_w,
-        energy_j,
-        -- null where the GPU reports neither direction: a job's NVLink / PCIe GB is unknown
-        -- (null), not 0, when its source lacks those fields (DESIGN §3.1: null, never 0)
-        CASE
-            WHEN nvlink_tx_bps IS NULL AND nvlink_rx_bps IS NULL THEN NULL
-            ELSE coalesce(nvlink_tx_bps, 0) + coalesce(nvlink_rx_bps, 0)
-        END AS nvlink_bps,
-        CASE
-            WHEN pcie_tx_bps IS NULL AND pcie_rx_bps IS NULL THEN NULL
-            ELSE coalesce(pcie_tx_bps, 0) + coalesce(pcie_rx_bps, 0)
-        END AS pcie_bps,
-        -- the device's next sample time, past the other rows (sharers, duplicates) at this ts
-        lead(ts) OVER device_time AS lead_ts,
-        lead(energy_j) OVER device_time AS lead_energy_j,
-        coalesce(lead(ts) OVER device_time = ts OR lag(ts) OVER device_time = ts, FALSE) AS tied
-    FROM keyed
-    WINDOW device_time AS (PARTITION BY device_id ORDER BY ts)
 ),
 -- Nearly every row is alone at its (device, ts): the next row is the device's next sample.
 alone AS (
@@ -117,7 +38,7 @@ alone AS (
         lead_energy_j AS next_energy_j,
         1 AS sharers,
         FALSE AS duplicate
-    FROM slim
+    FROM sample_steps
     WHERE NOT tied
 ),
 -- Several rows at one (device, ts): one per sharer, and exact duplicates (same job_id). Only
@@ -136,7 +57,7 @@ together AS (
                 energy_j NULLS LAST, power_w NULLS LAST, busy NULLS LAST,
                 gpu_util_pct NULLS LAST, fb_used_mib NULLS LAST, interval_s NULLS LAST
         ) > 1 AS duplicate
-    FROM slim
+    FROM sample_steps
     WHERE tied
     WINDOW device_point AS (PARTITION BY device_id, ts)
 ),
@@ -167,6 +88,7 @@ spans AS (
 )
 SELECT
     cluster,
+    device_id,
     device,
     CASE WHEN gpu_uuid IS NULL THEN node END AS device_node,
     CASE WHEN gpu_uuid IS NULL THEN gpu_index END AS device_index,
