@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from app.pipeline.settings import PipelineConfig, Scope
+from warehouse.connection import register_table
 from warehouse.lake import Lake
 from warehouse.writer_lock import writer_step
 
@@ -389,24 +390,24 @@ def detect(
             + [conform(TABLES["findings"], table) for table in tables]
         )
         findings = scope_findings(findings, config, lambda: _job_scope(con))
-    finally:
-        con.close()
-    if since is not None:
-        findings = seen_since(findings, since)
-    findings = _stamp(findings, config)
-    result = write_findings(lake, findings)
-    stored = 0
-    if recommend:
-        from detectors.recommend import recommend as replay
-        from detectors.recommend.store import write_recommendations
+        if since is not None:
+            findings = seen_since(findings, since)
+        findings = _stamp(findings, config)
+        result = write_findings(lake, findings)
+        recs = None
+        if recommend:
+            from detectors.recommend import recommend as replay
 
-        # a fresh connection: drain_node reads the critical findings just written
-        con = lake.connect(require=("job_usage",))
-        con.execute("SET enable_progress_bar = false")
-        try:
+            # drain_node reads the critical findings just written: their view is renewed (no
+            # other view reads findings)
+            register_table(con, lake.root, "findings")
             recs = replay(con, config.recommend_config, now, kinds=config.enabled_kinds)
             clusters = [c for (c,) in con.execute("SELECT DISTINCT cluster FROM jobs").fetchall()]
-        finally:
-            con.close()
+    finally:
+        con.close()
+    stored = 0
+    if recs is not None:
+        from detectors.recommend.store import write_recommendations
+
         stored = write_recommendations(lake, scope_recommendations(recs, config), clusters)
     return DetectOutcome(findings, result.new, result.updated, stored, result.unchanged)
