@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -51,7 +51,11 @@ def prepare_kueue(
 ) -> KueueRun:
     """The workloads, the recorded ClusterQueues and the proposal; bad input is one line."""
     from detectors.replay.kueue.policy import KueuePolicy, apply_kueue_settings
-    from detectors.replay.kueue.workload import load_kueue_workload, recorded_kueue_settings
+    from detectors.replay.kueue.workload import (
+        load_kueue_workload,
+        recorded_kueue_settings,
+        subset,
+    )
     from detectors.replay.policy import PolicyError
     from detectors.replay.workload import NoWorkload
 
@@ -79,39 +83,7 @@ def prepare_kueue(
             f"cluster {cluster!r}: none of its GPU workloads was queued in a ClusterQueue the "
             "lake knows (pods that bypass Kueue are not replayed)"
         )
-    return KueueRun(cluster, _subset(workload, queued), recorded, proposed, list(changes))
-
-
-def _subset(kw: KueueWorkload, keep: list[bool]) -> KueueWorkload:
-    """The workloads where `keep` is true (the others bypass Kueue: not replayed)."""
-    import numpy as np
-
-    from detectors.replay.kueue.engine import KueueWorkload
-
-    mask = np.array(keep, dtype=bool)
-    w = kw.jobs
-
-    def pick(values: list[Any]) -> list[Any]:
-        return [v for v, k in zip(values, keep, strict=True) if k]
-
-    jobs = dataclasses.replace(
-        w,
-        job_id=pick(w.job_id),
-        submit_e=w.submit_e[mask],
-        run_s=w.run_s[mask],
-        cancel_e=w.cancel_e[mask],
-        limit_s=w.limit_s[mask],
-        gpus=w.gpus[mask],
-        n_nodes=w.n_nodes[mask],
-        partition=pick(w.partition),
-        account=pick(w.account),
-        user=pick(w.user),
-        gpu_type=pick(w.gpu_type),
-        real_start_e=w.real_start_e[mask],
-        pinned=None if w.pinned is None else w.pinned[mask],
-        job_nodes=None if w.job_nodes is None else pick(w.job_nodes),
-    )
-    return KueueWorkload(jobs=jobs, priority_class=pick(kw.priority_class))
+    return KueueRun(cluster, subset(workload, queued), recorded, proposed, list(changes))
 
 
 def _by_queue(w: Workload) -> Workload:
@@ -139,16 +111,23 @@ def _stamp(epoch: float) -> str:
 def _header(run: KueueRun) -> str:
     w = run.workload.jobs
     cohorts = {cq.cohort for cq in run.recorded.queues.values() if cq.cohort}
+    past = (
+        " (a what-if goes on past it until every workload it can admit is admitted)"
+        if run.changes
+        else ""
+    )
     return (
         f"Kueue: {len(run.recorded.queues)} ClusterQueues in {len(cohorts)} cohorts, "
         f"{_quota(run.recorded):,.0f} GPUs of nominal quota"
         f"{', fair sharing' if run.recorded.fair_sharing else ''}; {w.size:,} GPU workloads "
         f"submitted {_stamp(float(w.submit_e.min()))} … {_stamp(float(w.submit_e.max()))} UTC; "
-        f"replayed to the end of the data, {_stamp(w.horizon_e)} UTC"
+        f"replayed to the end of the data, {_stamp(w.horizon_e)} UTC{past}"
     )
 
 
-def _replay(run: KueueRun, policy: KueuePolicy, label: str, quiet: bool) -> KueueOutcome:
+def _replay(
+    run: KueueRun, policy: KueuePolicy, label: str, quiet: bool, *, past_end: bool = False
+) -> KueueOutcome:
     from detectors.replay.kueue.engine import replay_kueue
 
     w = run.workload.jobs
@@ -159,6 +138,7 @@ def _replay(run: KueueRun, policy: KueuePolicy, label: str, quiet: bool) -> Kueu
             run.workload,
             policy,
             lambda t: update(min(1000, int((t - first) / span * 1000)), 1000),
+            past_end=past_end,
         )
         update(1000, 1000)
     return out
@@ -206,7 +186,8 @@ def echo_kueue_replay(run: KueueRun, quiet: bool, out_path: Path | None) -> None
         click.echo(line)
     result = baseline
     if run.changes:
-        result = _replay(run, run.proposed, "replaying the change", quiet)
+        # past the end of the data, so a workload the change delays past it is still admitted
+        result = _replay(run, run.proposed, "replaying the change", quiet, past_end=True)
         start = result.outcome.start_e
         admitted = int((start == start).sum())
         click.echo(
@@ -229,11 +210,14 @@ def echo_kueue_replay(run: KueueRun, quiet: bool, out_path: Path | None) -> None
 
 def echo_kueue_compare(run: KueueRun, quiet: bool) -> None:
     """`whatif compare` on a Kueue cluster: baseline against the proposal, by ClusterQueue."""
+    from detectors.replay.engine import within_data
     from detectors.replay.metrics import calibrate, compare
 
     w = _by_queue(run.workload.jobs)
-    baseline = _replay(run, run.recorded, "replaying the baseline", quiet)
-    proposal = _replay(run, run.proposed, "replaying the proposal", quiet)
+    # both past the end of the data, so a workload the proposal delays past it is still
+    # admitted (and the baseline is measured the same way); the calibration is cut at the end
+    baseline = _replay(run, run.recorded, "replaying the baseline", quiet, past_end=True)
+    proposal = _replay(run, run.proposed, "replaying the proposal", quiet, past_end=True)
     span_h = max(w.horizon_e - float(w.submit_e.min()), 1.0) / 3600
     entitlement = {
         name: sum(f.nominal for f in cq.flavors.values())
@@ -263,5 +247,6 @@ def echo_kueue_compare(run: KueueRun, quiet: bool) -> None:
         quota = entitlement.get(queue, 0.0) / total if total else math.nan
         click.echo(f"{queue[:24]:24}{quota:>10.1%}{base_share:>10.1%}{new_share:>10.1%}")
     click.echo("")
-    for line in (*_calibration_lines(calibrate(w, baseline.outcome)), *_notes(run, baseline)):
+    cut = within_data(w, baseline.outcome)
+    for line in (*_calibration_lines(calibrate(w, cut)), *_notes(run, baseline)):
         click.echo(line)

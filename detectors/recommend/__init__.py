@@ -26,6 +26,7 @@ from detectors.recommend import (
 from detectors.recommend.config import RecommendConfig
 from detectors.recommend.recommendation import ClusterFacts, Recommendation, to_table
 from detectors.recommend.replayed import with_replayed_deltas
+from detectors.recommend.replayed_kueue import with_kueue_replayed_deltas
 from detectors.rules.base import EPOCH
 from warehouse import queries
 
@@ -107,5 +108,9 @@ def recommend(
                     replace(rec, evidence={**rec.evidence, **window})
                     for rec in run(con, facts, part(config))
                 )
-        recs.extend(with_replayed_deltas(con, facts, mine))  # the Policy lab's replay
+        # the Policy lab's replay: Slurm's, or Kueue's for a Kubernetes cluster
+        if facts.target == "kueue":
+            recs.extend(with_kueue_replayed_deltas(con, facts, mine))
+        else:
+            recs.extend(with_replayed_deltas(con, facts, mine))
     return to_table(recs, now)

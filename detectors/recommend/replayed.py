@@ -18,10 +18,11 @@ by every recommendation of the cluster) and once with the change. Its evidence g
 
 The kinds and their settings: time_limit (a partition's) → `partition.<p>.MaxTime`; gpu_cap →
 `assoc.<account>.GrpTRES` or `assoc.<account>.<user>.GrpTRES`; fairshare → each flagged
-account's `assoc.<a>.Shares`; drain_node → `node.<n>.State=DRAIN`. Kueue clusters and the other
-kinds are not replayed. The work is bounded: a cluster with more than `MAX_JOBS` jobs in the
-window is not replayed, and at most `MAX_PROPOSALS` recommendations per cluster are (the
-largest expected gains first); the rest say why they carry no replay.
+account's `assoc.<a>.Shares`; drain_node → `node.<n>.State=DRAIN`. The other kinds are not
+replayed; Kubernetes clusters (target `kueue`) get the Kueue replay's deltas instead
+(`detectors.recommend.replayed_kueue`). The work is bounded: a cluster with more than
+`MAX_JOBS` jobs in the window is not replayed, and at most `MAX_PROPOSALS` recommendations
+per cluster are (the largest expected gains first); the rest say why they carry no replay.
 """
 
 from __future__ import annotations
@@ -39,7 +40,14 @@ from detectors.replay.metrics import calibrate, compare
 from detectors.replay.policy import Policy, PolicyError, apply_settings
 from detectors.replay.workload import NoWorkload, load_workload, recorded_settings
 
-__all__ = ["MAX_JOBS", "MAX_PROPOSALS", "proposal_settings", "with_replayed_deltas"]
+__all__ = [
+    "MAX_JOBS",
+    "MAX_PROPOSALS",
+    "pair",
+    "proposal_settings",
+    "wait_quantiles",
+    "with_replayed_deltas",
+]
 
 MAX_JOBS = 60_000
 MAX_PROPOSALS = 8
@@ -83,7 +91,8 @@ def proposal_settings(rec: Recommendation, recorded: Policy) -> tuple[list[str],
     return [], []
 
 
-def _waits(w: Workload, out: Outcome) -> tuple[float | None, float | None]:
+def wait_quantiles(w: Workload, out: Outcome) -> tuple[float | None, float | None]:
+    """The p50 and p95 queue wait (s) of the jobs `out` started (None when none started)."""
     started = ~np.isnan(out.start_e)
     if not started.any():
         return None, None
@@ -91,7 +100,7 @@ def _waits(w: Workload, out: Outcome) -> tuple[float | None, float | None]:
     return float(np.quantile(waits, 0.5)), float(np.quantile(waits, 0.95))
 
 
-def _pair(base: Any, new: Any) -> dict[str, Any]:
+def pair(base: Any, new: Any) -> dict[str, Any]:
     return {"baseline": base, "proposal": new}
 
 
@@ -127,15 +136,15 @@ class _Cluster:
         new = replay(self.w, apply_settings(policy, change), past_end=True)
         entitlement = {a: float(policy.shares.get(a, 1.0)) for a in set(self.w.account)}
         c = compare(self.w, base, new, entitlement, self.capacity_gpu_h)
-        (b50, b95), (n50, n95) = _waits(self.w, base), _waits(self.w, new)
+        (b50, b95), (n50, n95) = wait_quantiles(self.w, base), wait_quantiles(self.w, new)
         return {
             "settings": change,
             "assumed": assumed,
             "jobs": self.w.size,
-            "wait_p50_s": _pair(b50, n50),
-            "wait_p95_s": _pair(b95, n95),
-            "occupancy": _pair(*c.occupancy),
-            "jobs_started": _pair(*c.started),
+            "wait_p50_s": pair(b50, n50),
+            "wait_p95_s": pair(b95, n95),
+            "occupancy": pair(*c.occupancy),
+            "jobs_started": pair(*c.started),
             "jobs_cut": c.cut_jobs,
             "gpu_h_cut": c.cut_gpu_h,
             "jobs_held": c.held_jobs,

@@ -257,3 +257,28 @@ def test_a_queue_with_two_flavors_needs_the_flavor_named():
     )
     got = starts(kw, p)
     assert math.isnan(got[0]) and got[1] == 0
+
+
+def test_past_the_end_of_the_data_a_delayed_workload_is_still_admitted():
+    # one queue of 8 GPUs, data ending at 10,000 s: the second 8-GPU workload (submitted at
+    # 100) waits for the first, which runs 9,000 s, then needs 5,000 s; a third never ran in
+    # the record and has no limit: admitted at 14,000, it holds its quota for good
+    kw = workloads(
+        [
+            {"submit": 0, "run": 9000, "gpus": 8, "cq": "a"},
+            {"submit": 100, "run": 5000, "gpus": 8, "cq": "a"},
+            {"submit": 200, "gpus": 8, "cq": "a"},
+        ]
+    )
+    p = policy("clusterqueue.a.nominalQuota.nvidia.com/gpu=8")
+    stopped = replay_kueue(kw, p).outcome
+    assert list(stopped.start_e[:2]) == [0, 9000] and math.isnan(stopped.start_e[2])
+    assert math.isnan(stopped.end_e[1])  # it runs past the end of the data
+    past = replay_kueue(kw, p, past_end=True).outcome
+    assert list(past.start_e) == [0, 9000, 14000]
+    assert list(past.end_e[:2]) == [9000, 14000] and math.isnan(past.end_e[2])
+    # cut at the end of the data, it is the replay that stopped there
+    from detectors.replay.engine import within_data
+
+    cut = within_data(kw.jobs, past)
+    assert list(cut.start_e[:2]) == [0, 9000] and math.isnan(cut.start_e[2])

@@ -32,7 +32,11 @@ admitted run for their recorded run time. The model follows Kueue's scheduler
   by Kueue's strategies `LessThanOrEqualToFinalShare` then `LessThanInitialShare`.
 
 Workloads already admitted at the start of a `--since` period hold their quota until their
-recorded end and are not preempted. Nothing is simulated past the end of the data.
+recorded end and are not preempted. Nothing is simulated past the end of the data, unless the
+replay is asked to go `past_end`: then it runs until every workload it can admit was admitted
+(a what-if that delays a workload still admits it; a workload that never ran in the record and
+has no time limit holds its quota for good once admitted). Its calibration is the same replay
+cut at the end of the data (`detectors.replay.engine.within_data`).
 """
 
 from __future__ import annotations
@@ -156,9 +160,10 @@ class _Quota:
 
 
 class _Replay:
-    def __init__(self, kw: KueueWorkload, policy: KueuePolicy) -> None:
+    def __init__(self, kw: KueueWorkload, policy: KueuePolicy, past_end: bool = False) -> None:
         w = kw.jobs
         self.w, self.policy = w, policy
+        self.horizon = math.inf if past_end else w.horizon_e
         n = w.size
         self.prio = np.array([policy.priorities.get(c, 0) for c in kw.priority_class], np.int64)
         self.gpus: list[float] = [float(g) for g in w.gpus]
@@ -200,8 +205,8 @@ class _Replay:
         if self.start[j] != self.start[j]:
             self.start[j] = t
         ends = t + self._runtime(j)
-        self.end[j] = np.nan if ends > self.w.horizon_e else ends
-        if ends <= self.w.horizon_e:
+        self.end[j] = np.nan if ends > self.horizon or ends == math.inf else ends
+        if ends <= self.horizon and ends != math.inf:
             heapq.heappush(self.events, (ends, _END, j, int(self.token[j])))
 
     def _evict(self, j: int, cq: str, t: float) -> None:
@@ -480,7 +485,7 @@ class _Replay:
                 if math.isfinite(float(w.cancel_e[j])):
                     heapq.heappush(self.events, (float(w.cancel_e[j]), _CANCEL, j, 0))
         steps = 0
-        while self.events and self.events[0][0] <= w.horizon_e:
+        while self.events and self.events[0][0] <= self.horizon:
             t = self.events[0][0]
             while self.events and self.events[0][0] == t:
                 _, kind, j, token = heapq.heappop(self.events)
@@ -515,8 +520,12 @@ class _Replay:
 
 
 def replay_kueue(
-    kw: KueueWorkload, policy: KueuePolicy, progress: Callable[[float], None] | None = None
+    kw: KueueWorkload,
+    policy: KueuePolicy,
+    progress: Callable[[float], None] | None = None,
+    *,
+    past_end: bool = False,
 ) -> KueueOutcome:
     """Replay `kw` under `policy`: when each workload is admitted and ends (NaN: not before the
-    end of the data), and how often it was preempted."""
-    return _Replay(kw, policy).run(progress)
+    end of the data, or with `past_end` never), and how often it was preempted."""
+    return _Replay(kw, policy, past_end).run(progress)

@@ -23,7 +23,9 @@ raises the Slurm policy's `PolicyError`, one line naming it.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
+import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -34,8 +36,10 @@ __all__ = [
     "FlavorQuota",
     "KueuePolicy",
     "apply_kueue_settings",
+    "kueue_apply_lines",
     "kueue_setting_keys",
     "kueue_yaml_lines",
+    "quota_resources",
 ]
 
 DEFAULT_FLAVOR = "default-flavor"
@@ -222,4 +226,99 @@ def kueue_yaml_lines(settings: Iterable[str]) -> list[str]:
             lines.append(f"# WorkloadPriorityClass {key.split('.', 1)[1]}: value: {value}")
         else:
             lines.append(f"# Kueue Configuration (kueue-manager-config): {key}: {value}")
+    return lines
+
+
+def _patch(kind: str, name: str, body: object) -> str:
+    return (
+        f"kubectl patch {kind} {shlex.quote(name)} --type=merge "
+        f"-p {shlex.quote(json.dumps(body, separators=(',', ':')))}"
+    )
+
+
+def _quota_line(name: str, attr: str, flavor: str, resource: str, value: str) -> str:
+    """The jq edit of one flavor's resource in a ClusterQueue's spec.resourceGroups (a merge
+    patch would replace the whole list, a JSON patch needs its indices)."""
+    where = (
+        f".spec.resourceGroups[].flavors[] | select(.name == {json.dumps(flavor)}) | "
+        f".resources[] | select(.name == {json.dumps(resource)})"
+    )
+    if value.lower() in _NONE:
+        edit = f"del({where} | .{attr})"
+    else:
+        edit = f"({where}).{attr} = {json.dumps(value)}"
+    return (
+        f"kubectl get clusterqueue {shlex.quote(name)} -o json | jq {shlex.quote(edit)} "
+        "| kubectl replace -f -"
+    )
+
+
+def quota_resources(settings: Iterable[str | tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """(ClusterQueue, flavor) → the resource its quota keys name (`recorded_kueue_settings`
+    spells each as `clusterqueue.<cq>.nominalQuota.<resource>@<flavor>`)."""
+    out: dict[tuple[str, str], str] = {}
+    for item in settings:
+        key = item[0] if isinstance(item, tuple) else item.partition("=")[0]
+        if not key.startswith("clusterqueue."):
+            continue
+        try:
+            name, attr, rest = _split_queue_key(key.strip())
+        except PolicyError:
+            continue
+        resource, at, flavor = rest.partition("@")
+        if attr in _QUOTA_ATTRS and resource and at and flavor:
+            out[(name, flavor)] = resource
+    return out
+
+
+def kueue_apply_lines(
+    settings: Iterable[str],
+    policy: KueuePolicy,
+    resources: Mapping[tuple[str, str], str] | None = None,
+) -> list[str]:
+    """The exact commands that put each `KEY=VALUE` on the live cluster: `kubectl patch` of the
+    ClusterQueue or WorkloadPriorityClass, a `kubectl get | jq | kubectl replace` for a
+    flavor's quota, Kueue's Configuration as a comment. `policy` (the recorded one) names the
+    flavor a key leaves out, `resources` the GPU resource of each (ClusterQueue, flavor)
+    (default `nvidia.com/gpu`). Raises PolicyError on a key `apply_kueue_settings` refuses."""
+    lines = []
+    resources = resources or {}
+    for item in settings:
+        key, _, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if key.startswith("clusterqueue."):
+            name, attr, rest = _split_queue_key(key)
+            if attr in _QUOTA_ATTRS:
+                flavor = _flavor(key, policy.queues.get(name, ClusterQueuePolicy()), rest)
+                resource = rest.partition("@")[0] or resources.get((name, flavor), "nvidia.com/gpu")
+                lines.append(_quota_line(name, attr, flavor, resource, value))
+                continue
+            field_path = {
+                ("cohort", ""): ("cohort",),
+                ("fairSharing", "weight"): ("fairSharing", "weight"),
+                ("weight", ""): ("fairSharing", "weight"),
+                ("queueingStrategy", ""): ("queueingStrategy",),
+                ("preemption", "withinClusterQueue"): ("preemption", "withinClusterQueue"),
+                ("preemption", "reclaimWithinCohort"): ("preemption", "reclaimWithinCohort"),
+            }.get((attr, rest))
+            if field_path is None:
+                raise PolicyError(f"{key}: unknown ClusterQueue setting")
+            new: object = value
+            if attr == "cohort" and value.lower() in _NONE:
+                new = None
+            body: object = new
+            for part in reversed(field_path):
+                body = {part: body}
+            lines.append(_patch("clusterqueue", name, {"spec": body}))
+        elif key.startswith("priorityclass."):
+            lines.append(
+                _patch("workloadpriorityclass", key.split(".", 1)[1], {"value": int(value)})
+            )
+        else:
+            enable = "true" if value.lower() in ("true", "yes", "1") else "false"
+            lines.append(
+                "# Kueue's Configuration (the kueue-manager-config ConfigMap in kueue-system): "
+                f"fairSharing: {{enable: {enable}}}, then "
+                "kubectl -n kueue-system rollout restart deployment kueue-controller-manager"
+            )
     return lines

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -17,7 +19,12 @@ from warehouse import queries
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["cluster_scheduler", "load_kueue_workload", "recorded_kueue_settings"]
+__all__ = [
+    "cluster_scheduler",
+    "load_kueue_workload",
+    "recorded_kueue_settings",
+    "subset",
+]
 
 
 def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
@@ -133,3 +140,32 @@ def recorded_kueue_settings(con: duckdb.DuckDBPyConnection, cluster: str) -> lis
     if weighted:
         out.append(("fairSharing.enable", "true"))
     return out
+
+
+def subset(kw: KueueWorkload, keep: Sequence[bool]) -> KueueWorkload:
+    """The workloads of `kw` where `keep` is true (e.g. those queued in a ClusterQueue the
+    policy knows: pods that bypass Kueue are not replayed)."""
+    mask = np.array(keep, dtype=bool)
+    w = kw.jobs
+
+    def pick(values: list[Any]) -> list[Any]:
+        return [v for v, k in zip(values, keep, strict=True) if k]
+
+    jobs = dataclasses.replace(
+        w,
+        job_id=pick(w.job_id),
+        submit_e=w.submit_e[mask],
+        run_s=w.run_s[mask],
+        cancel_e=w.cancel_e[mask],
+        limit_s=w.limit_s[mask],
+        gpus=w.gpus[mask],
+        n_nodes=w.n_nodes[mask],
+        partition=pick(w.partition),
+        account=pick(w.account),
+        user=pick(w.user),
+        gpu_type=pick(w.gpu_type),
+        real_start_e=w.real_start_e[mask],
+        pinned=None if w.pinned is None else w.pinned[mask],
+        job_nodes=None if w.job_nodes is None else pick(w.job_nodes),
+    )
+    return KueueWorkload(jobs=jobs, priority_class=pick(kw.priority_class))
