@@ -1,20 +1,19 @@
 """Policy lab (managers only): replay the cluster's recorded jobs under a proposed scheduler
 policy, side by side with the recorded one, with the replay's calibration and the commands
-that apply the proposal."""
+that apply the proposal. A Slurm cluster is replayed under Slurm's model, a Kubernetes cluster
+under Kueue's (its recorded ClusterQueues); the runs themselves are app/lab_runs.py."""
 
 import datetime as dt
 import json
 from typing import Any
 
 import altair as alt
-import numpy as np
 import polars as pl
 import streamlit as st
 
-from app import data, scope
+from app import data, lab_runs, scope
 from detectors.replay.policy import PolicyError, slurm_lines
 from detectors.replay.workload import NoWorkload
-from warehouse.lake import Lake
 
 s = scope.current()
 st.title("Policy lab")
@@ -23,107 +22,32 @@ if not s.viewer.is_manager:
     st.stop()
 
 
-def _busy(start: np.ndarray, end: np.ndarray, gpus: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """GPUs running at each instant of `at` (jobs in [start, end))."""
-    ran = ~np.isnan(start)
-    s_order = np.argsort(start[ran])
-    e_order = np.argsort(end[ran])
-    up = np.concatenate(([0], np.cumsum(gpus[ran][s_order])))
-    down = np.concatenate(([0], np.cumsum(gpus[ran][e_order])))
-    began = up[np.searchsorted(start[ran][s_order], at, side="right")]
-    ended = down[np.searchsorted(end[ran][e_order], at, side="right")]
-    busy: np.ndarray = began - ended
-    return busy
+@st.cache_data(ttl=data.TTL_S, show_spinner=False)
+def _scheduler(root: str, cluster: str) -> str:
+    return lab_runs.scheduler_of(root, cluster)
+
+
+@st.cache_data(ttl=data.TTL_S, show_spinner=False)
+def _queues(root: str, cluster: str) -> list[str]:
+    return lab_runs.kueue_queues(root, cluster)
 
 
 @st.cache_data(ttl=data.TTL_S, show_spinner="Replaying the recorded jobs twice…")
 def _lab(
-    root: str, cluster: str, since: dt.datetime, until: dt.datetime, changes: tuple[str, ...]
+    root: str,
+    cluster: str,
+    since: dt.datetime,
+    until: dt.datetime,
+    changes: tuple[str, ...],
+    scheduler: str,
 ) -> dict[str, Any]:
-    from detectors.replay.engine import replay
-    from detectors.replay.metrics import calibrate, compare
-    from detectors.replay.policy import Policy, apply_settings
-    from detectors.replay.workload import load_workload, recorded_settings
-
-    con = Lake.at(root).connect(require=("jobs",))
-    try:
-        w = load_workload(con, cluster, since, until)
-        recorded = apply_settings(Policy(), recorded_settings(con, cluster))
-    finally:
-        con.close()
-    proposed = apply_settings(recorded, changes)
-    base, new = replay(w, recorded), replay(w, proposed)
-    first = float(w.submit_e.min())
-    capacity = float(w.node_gpus.sum()) * max(w.horizon_e - first, 1.0) / 3600
-    entitlement = {a: float(recorded.shares.get(a, 1.0)) for a in set(w.account)}
-    c = compare(w, base, new, entitlement, capacity)
-    cal = calibrate(w, base)
-    waits = []
-    for run, out in (("baseline", base), ("proposal", new)):
-        ran = ~np.isnan(out.start_e)
-        waits.append(
-            pl.DataFrame({"run": run, "wait_h": (out.start_e[ran] - w.submit_e[ran]) / 3600.0})
-        )
-    at = np.arange(first, w.horizon_e, 3600.0)
-    total = max(float(w.node_gpus.sum()), 1.0)
-    occupancy = pl.concat(
-        pl.DataFrame(
-            {
-                "time": [dt.datetime.fromtimestamp(t, dt.UTC) for t in at],
-                "run": run,
-                "occupancy": _busy(out.start_e, np.minimum(out.end_e, w.horizon_e), w.gpus, at)
-                / total,
-            }
-        )
-        for run, out in (("baseline", base), ("proposal", new))
-    )
-    summary = pl.DataFrame(
-        {
-            "figure": [
-                "jobs started",
-                "GPU-hours run",
-                "GPU occupancy",
-                "Jain's index (share ÷ entitlement)",
-                "jobs cut short by a new limit",
-                "GPU-hours those lose",
-                "jobs a new limit keeps pending",
-            ],
-            "baseline": [float(c.started[0]), c.gpu_h[0], c.occupancy[0], c.jain[0], 0, 0, 0],
-            "proposal": [
-                float(c.started[1]),
-                c.gpu_h[1],
-                c.occupancy[1],
-                c.jain[1],
-                float(c.cut_jobs),
-                c.cut_gpu_h,
-                float(c.held_jobs),
-            ],
-        }
-    )
-    return {
-        "jobs": w.size,
-        "gpus": int(w.node_gpus.sum()),
-        "partitions": sorted(set(w.partition)),
-        "accounts": sorted(set(w.account)),
-        "summary": summary,
-        "waits": pl.concat(waits),
-        "wait_table": c.waits,
-        "occupancy": occupancy,
-        "shares": c.shares,
-        "calibration": {
-            "jobs": cal.jobs,
-            "median_abs_start_s": cal.median_abs_start_s,
-            "p90_abs_start_s": cal.p90_abs_start_s,
-            "rank_correlation": cal.rank_correlation,
-            "only_real": cal.started_only_real,
-            "only_replay": cal.started_only_replay,
-        },
-        "calibration_waits": cal.wait_by_account,
-    }
+    run = lab_runs.kueue_lab if scheduler == "kueue" else lab_runs.slurm_lab
+    return run(root, cluster, since, until, changes)
 
 
-def _replayable(root: str, cluster: str) -> dict[str, tuple[list[str], str]]:
-    """Recommendations the replay can express: label → (settings, the recommendation's config)."""
+def _replayable(root: str, cluster: str) -> dict[str, tuple[list[str], str, list[str]]]:
+    """Recommendations the replay can express: label → (settings, the recommendation's config,
+    the commands that apply the replayed settings where the replay gives them)."""
     try:
         recs = data.recommendations(root, cluster)
     except Exception:  # no recommendations table yet: knobs only
@@ -133,22 +57,13 @@ def _replayable(root: str, cluster: str) -> dict[str, tuple[list[str], str]]:
         replay = json.loads(row["evidence"] or "{}").get("replay") or {}
         if replay.get("settings"):
             label = f"{row['kind']}: {row['scope']}"
-            out[label] = ([*replay.get("assumed", []), *replay["settings"]], row["config"])
+            settings = [*replay.get("assumed", []), *replay["settings"]]
+            out[label] = (settings, row["config"], list(replay.get("apply") or []))
     return out
 
 
-st.caption(
-    "Replays the jobs submitted in the chosen window twice, event by event under Slurm's "
-    "model (main scheduler, backfill, priority, limits): once under the recorded policy (the "
-    "baseline) and once with the changes below. Read the figures beside the calibration: how "
-    "far the baseline is from what really happened."
-)
-picks = _replayable(s.root, s.cluster)
-choice = st.selectbox("Start from a recommendation", ["(none)", *picks], key="lab_rec")
-changes: list[str] = list(picks[choice][0]) if choice in picks else []
-rec_config = picks[choice][1] if choice in picks else ""
-
-with st.expander("Knobs", expanded=not picks):
+def _slurm_knobs() -> list[str]:
+    changes = []
     left, mid, right = st.columns(3)
     partition = left.text_input("Partition", value="gpu", key="lab_partition")
     max_time = left.text_input(
@@ -162,24 +77,98 @@ with st.expander("Knobs", expanded=not picks):
     weight = right.number_input(
         "Fair-share weight (0: unchanged)", 0, 1_000_000, 0, step=1000, key="lab_fairshare"
     )
-    extra = st.text_area(
-        "More settings, KEY=VALUE one a line (see `gpuledger whatif --help`)", key="lab_extra"
+    if max_time.strip() and partition.strip():
+        changes.append(f"partition.{partition.strip()}.MaxTime={max_time.strip()}")
+        if over == "cut":
+            changes.append("over_limit=cut")
+    if cap and account.strip():
+        changes.append(f"assoc.{account.strip()}.GrpTRES=gres/gpu={int(cap)}")
+    if weight:
+        changes += [
+            "priority.PriorityType=priority/multifactor",
+            f"priority.PriorityWeightFairshare={int(weight)}",
+        ]
+    return changes
+
+
+def _kueue_knobs(queues: list[str]) -> list[str]:
+    if not queues:
+        return []
+    left, mid, right = st.columns(3)
+    cq = left.selectbox("ClusterQueue", queues, key="lab_cq")
+    nominal = left.text_input("nominalQuota, GPUs (empty: unchanged)", key="lab_nominal")
+    borrowing = mid.text_input(
+        "borrowingLimit, GPUs (none: no limit; empty: unchanged)", key="lab_borrowing"
     )
-if max_time.strip() and partition.strip():
-    changes.append(f"partition.{partition.strip()}.MaxTime={max_time.strip()}")
-    if over == "cut":
-        changes.append("over_limit=cut")
-if cap and account.strip():
-    changes.append(f"assoc.{account.strip()}.GrpTRES=gres/gpu={int(cap)}")
-if weight:
-    changes += [
-        "priority.PriorityType=priority/multifactor",
-        f"priority.PriorityWeightFairshare={int(weight)}",
+    lending = mid.text_input(
+        "lendingLimit, GPUs (none: lends it all; empty: unchanged)", key="lab_lending"
+    )
+    reclaim = right.selectbox(
+        "preemption.reclaimWithinCohort",
+        ["(unchanged)", "Never", "LowerPriority", "Any"],
+        key="lab_reclaim",
+    )
+    weight = right.text_input("fairSharing.weight (empty: unchanged)", key="lab_weight")
+    changes = [
+        f"clusterqueue.{cq}.{attr}={value.strip()}"
+        for attr, value in (
+            ("nominalQuota", nominal),
+            ("borrowingLimit", borrowing),
+            ("lendingLimit", lending),
+            ("fairSharing.weight", weight),
+        )
+        if value.strip()
     ]
+    if reclaim != "(unchanged)":
+        changes.append(f"clusterqueue.{cq}.preemption.reclaimWithinCohort={reclaim}")
+    return changes
+
+
+try:
+    scheduler = _scheduler(s.root, s.cluster)
+except Exception:  # no jobs table: the replay says so below
+    scheduler = "slurm"
+kueue = scheduler == "kueue"
+if kueue:
+    st.caption(
+        "Replays the GPU workloads submitted in the chosen window twice, event by event under "
+        "Kueue's admission (ClusterQueue quotas, cohort borrowing and lending, preemption, fair "
+        "sharing): once under the ClusterQueues the lake recorded (the baseline) and once with "
+        "the changes below. Both runs go on past the end of the data until every workload they "
+        "can admit is admitted. Read the figures beside the calibration: how far the baseline "
+        "is from what really happened."
+    )
+else:
+    st.caption(
+        "Replays the jobs submitted in the chosen window twice, event by event under Slurm's "
+        "model (main scheduler, backfill, priority, limits): once under the recorded policy "
+        "(the baseline) and once with the changes below. Both runs go on past the end of the "
+        "data until every job they can start has started (a job the change delays past it "
+        "counts as delayed). Read the figures beside the calibration: how far the baseline is "
+        "from what really happened."
+    )
+picks = _replayable(s.root, s.cluster)
+choice = st.selectbox("Start from a recommendation", ["(none)", *picks], key="lab_rec")
+changes: list[str] = list(picks[choice][0]) if choice in picks else []
+rec_config = picks[choice][1] if choice in picks else ""
+
+with st.expander("Knobs", expanded=not picks):
+    if kueue:
+        try:
+            queues = _queues(s.root, s.cluster)
+        except PolicyError as exc:
+            st.error(f"The recorded ClusterQueues: {exc}")
+            st.stop()
+        changes += _kueue_knobs(queues)
+        help_keys = "clusterqueue.<cq>.nominalQuota=16, priorityclass.<name>=100"
+    else:
+        changes += _slurm_knobs()
+        help_keys = "see `gpuledger whatif --help`"
+    extra = st.text_area(f"More settings, KEY=VALUE one a line ({help_keys})", key="lab_extra")
 changes += [line.strip() for line in extra.splitlines() if line.strip()]
 
 try:
-    lab = _lab(s.root, s.cluster, s.start, s.end, tuple(changes))
+    lab = _lab(s.root, s.cluster, s.start, s.end, tuple(changes), scheduler)
 except NoWorkload as exc:
     st.info(f"Nothing to replay: {exc}.")
     st.stop()
@@ -187,17 +176,34 @@ except PolicyError as exc:
     st.error(str(exc))
     st.stop()
 
+what = (
+    f"**{lab['jobs']:,} GPU workloads** in **{lab['queues']:,} ClusterQueues** with "
+    f"**{lab['gpus']:,} GPUs** of nominal quota"
+    if kueue
+    else f"**{lab['jobs']:,} GPU jobs** on **{lab['gpus']:,} GPUs**"
+)
 st.markdown(
-    f"**{lab['jobs']:,} GPU jobs** on **{lab['gpus']:,} GPUs**; proposal: "
+    f"{what}; proposal: "
     + (", ".join(f"`{c}`" for c in changes) if changes else "none yet (pick one above)")
 )
 st.subheader("Baseline and proposal")
 st.dataframe(lab["summary"], hide_index=True, width="stretch")
+data_end = f"{lab['data_end']:%Y-%m-%d %H:%M} UTC"
+st.caption(
+    f"GPU-hours and occupancy are counted to the end of the data ({data_end}); waits include "
+    "the starts the runs make after it."
+)
+if kueue and lab["unadmittable"]:
+    st.caption(
+        f"{lab['unadmittable']:,} workloads name a ClusterQueue with no GPU quota: they stay "
+        "pending in both runs."
+    )
 
 cal = lab["calibration"]
 st.subheader("Calibration")
+started = "workloads admitted" if kueue else "jobs started"
 st.markdown(
-    f"The recorded policy replayed against what happened, over {cal['jobs']:,} jobs started in "
+    f"The recorded policy replayed against what happened, over {cal['jobs']:,} {started} in "
     f"both ({cal['only_real']:,} only in the record, {cal['only_replay']:,} only in the "
     f"replay): median |replayed − real start| **{cal['median_abs_start_s'] / 60:,.0f} min**, "
     f"p90 {cal['p90_abs_start_s'] / 60:,.0f} min; start-order rank correlation "
@@ -215,26 +221,40 @@ with left:
     )
 with right:
     st.subheader("Occupancy over time")
-    st.altair_chart(
+    lines = (
         alt.Chart(lab["occupancy"])
         .mark_line()
         .encode(
             x=alt.X("time:T", title=None),
-            y=alt.Y("occupancy:Q", axis=alt.Axis(format="%"), title="GPUs busy"),
+            y=alt.Y(
+                "occupancy:Q",
+                axis=alt.Axis(format="%"),
+                title="of the nominal quota" if kueue else "GPUs busy",
+            ),
             color=alt.Color("run:N", title=None),
-        ),
-        width="stretch",
+        )
     )
-st.subheader("Waits per account and job size (p50, p95 in seconds)")
+    end = (
+        alt.Chart(pl.DataFrame({"time": [lab["data_end"]]}))
+        .mark_rule(strokeDash=[4, 4])
+        .encode(x="time:T")
+    )
+    st.altair_chart(lines + end, width="stretch")
+    st.caption("The dashed line is the end of the data; the runs go on past it.")
+group = "ClusterQueue" if kueue else "account"
+st.subheader(f"Waits per {group} and job size (p50, p95 in seconds)")
 st.dataframe(lab["wait_table"], hide_index=True, width="stretch")
 st.subheader("Shares of GPU-hours")
 st.dataframe(lab["shares"], hide_index=True, width="stretch")
 
 st.subheader("To apply it")
+if kueue and changes:
+    st.caption("On the recorded ClusterQueues (kubectl and jq):")
+    st.code("\n".join(lab["apply"]), language="bash")
 if rec_config:
     st.caption("The recommendation's own configuration:")
-    st.code(rec_config, language="bash")
-elif changes:
+    st.code(rec_config, language="yaml" if kueue else "bash")
+elif changes and not kueue:
     st.code("\n".join(slurm_lines(changes, s.cluster)), language="bash")
-else:
+elif not changes:
     st.caption("No change yet.")
