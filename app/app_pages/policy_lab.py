@@ -45,9 +45,8 @@ def _lab(
     return run(root, cluster, since, until, changes)
 
 
-def _replayable(root: str, cluster: str) -> dict[str, tuple[list[str], str, list[str]]]:
-    """Recommendations the replay can express: label → (settings, the recommendation's config,
-    the commands that apply the replayed settings where the replay gives them)."""
+def _replayable(root: str, cluster: str) -> dict[str, tuple[list[str], str]]:
+    """Recommendations the replay can express: label → (settings, the recommendation's config)."""
     try:
         recs = data.recommendations(root, cluster)
     except Exception:  # no recommendations table yet: knobs only
@@ -58,7 +57,7 @@ def _replayable(root: str, cluster: str) -> dict[str, tuple[list[str], str, list
         if replay.get("settings"):
             label = f"{row['kind']}: {row['scope']}"
             settings = [*replay.get("assumed", []), *replay["settings"]]
-            out[label] = (settings, row["config"], list(replay.get("apply") or []))
+            out[label] = (settings, row["config"])
     return out
 
 
