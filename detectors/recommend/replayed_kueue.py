@@ -15,7 +15,9 @@ side's fields (waits, occupancy of the nominal quota, jobs started, calibration)
 What the replay can express: a GPU cap (gpu_cap) on an account or a user whose workloads all
 sat in one ClusterQueue of one GPU flavor that queued nobody else's, as that queue's quota:
 `borrowingLimit` = cap − nominalQuota, or when the cap is below the nominal quota,
-`nominalQuota` = cap and `borrowingLimit` = 0. A cap that does not map onto one ClusterQueue
+`nominalQuota` = cap and (in a cohort) `borrowingLimit` = 0, a `lendingLimit` above the cap
+lowered to it (Kueue refuses a borrowingLimit outside a cohort and a lendingLimit above the
+nominal quota). A cap that does not map onto one ClusterQueue
 says why in `replay.skipped`; the other kinds (LocalQueue weights, max-exec-time labels, node
 cordons, billing) are not replayed.
 """
@@ -98,12 +100,15 @@ def kueue_proposal_settings(
         ceiling += np.inf if quota.borrowing_limit is None else quota.borrowing_limit
     if ceiling <= cap:
         return [], f"ClusterQueue {cq}'s quota already holds it to {_whole(ceiling)} GPUs"
-    if cap >= quota.nominal:
+    if cap >= quota.nominal:  # in a cohort: it borrows no more than the cap leaves
         return [f"clusterqueue.{cq}.borrowingLimit.{at}={_whole(cap - quota.nominal)}"], None
-    return [
-        f"clusterqueue.{cq}.nominalQuota.{at}={cap}",
-        f"clusterqueue.{cq}.borrowingLimit.{at}=0",
-    ], None
+    change = [f"clusterqueue.{cq}.nominalQuota.{at}={cap}"]
+    # Kueue refuses a borrowingLimit outside a cohort and a lendingLimit above nominalQuota
+    if borrows:
+        change.append(f"clusterqueue.{cq}.borrowingLimit.{at}=0")
+    if quota.lending_limit is not None and quota.lending_limit > cap:
+        change.append(f"clusterqueue.{cq}.lendingLimit.{at}={cap}")
+    return change, None
 
 
 class _Cluster:

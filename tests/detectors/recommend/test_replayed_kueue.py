@@ -114,6 +114,16 @@ def test_a_cap_below_the_nominal_quota_lowers_it_and_stops_borrowing(workload):
     ]
 
 
+def test_a_cap_below_the_nominal_quota_keeps_what_kueue_accepts(workload):
+    # out of a cohort Kueue refuses a borrowingLimit; a lendingLimit must not pass the quota
+    alone = apply_kueue_settings(RECORDED, ["clusterqueue.cq-a.cohort=none"])
+    change, _ = kueue_proposal_settings(rec("account=team-a", 2), alone, workload, RESOURCES)
+    assert change == ["clusterqueue.cq-a.nominalQuota.nvidia.com/gpu@h100=2"]
+    lending = apply_kueue_settings(RECORDED, ["clusterqueue.cq-a.lendingLimit=3"])
+    change, _ = kueue_proposal_settings(rec("account=team-a", 2), lending, workload, RESOURCES)
+    assert change[-1] == "clusterqueue.cq-a.lendingLimit.nvidia.com/gpu@h100=2"
+
+
 @pytest.mark.parametrize(
     ("scope", "cap", "policy", "why"),
     [
