@@ -16,6 +16,9 @@ PACKAGES+=(prometheus)
 PACKAGES+=(chromium fonts-dejavu-core poppler-utils)
 # default-jre-headless (Java 17): PySpark local mode for `attribute --engine spark` parity tests.
 PACKAGES+=(default-jre-headless)
+# jq: the Kueue recommendations' apply line (kubectl get … | jq … | kubectl replace) is run on a
+# recorded ClusterQueue by tests/detectors/recommend/test_replayed_kueue.py.
+PACKAGES+=(jq)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do
