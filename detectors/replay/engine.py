@@ -28,7 +28,7 @@ recorded run time. The scheduler is Slurm's, simplified where the lake cannot te
   reservations hold whole nodes); best fit by GPUs. A node whose CPUs or memory the policy does
   not give, or a job whose CPUs or memory the record does not give, is unconstrained on that
   resource; a job asking more per node than any node it may use has is taken to ask that node's
-  size (the record says it ran).
+  size (the record says it ran). Jobs without GPUs are not replayed: what they hold is free.
 
 Not modelled: CPU cores' layout (sockets, hyper-threads: a CPU is a CPU), memory per CPU beyond
 what the record gives, QOS priority and preemption, reservations, node failures, job
