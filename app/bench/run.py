@@ -129,7 +129,9 @@ REPLAY_MEMORY_MB = 2048.0
 
 def _replay(lake: Lake, plan: BenchPlan, echo: Echo) -> dict[str, Any]:
     """Land the simulator's jobs and nodes (no telemetry), replay them under the recorded
-    policy: wall and CPU seconds, jobs replayed per second, peak RSS."""
+    policy: wall and CPU seconds, jobs replayed per second, peak RSS. Then again with each
+    node's CPUs and memory given (cons_tres: the simulator's 12 CPUs and 120 GiB a GPU, which
+    its jobs that strand GPUs ask all of): the cost of placing by CPUs and memory too."""
     from collector.sim.runner import SimConfig, simulate_records
     from detectors.replay.engine import replay
     from detectors.replay.policy import Policy, apply_settings
@@ -150,6 +152,16 @@ def _replay(lake: Lake, plan: BenchPlan, echo: Echo) -> dict[str, Any]:
     replay_s, out = _timed(lambda: replay(workload, policy))
     cpu_s = time.process_time() - cpu
     started = int((out.start_e == out.start_e).sum())
+    sizes = [
+        setting
+        for node, gpus in zip(workload.nodes, workload.node_gpus.tolist(), strict=True)
+        for setting in (f"node.{node}.CPUs={gpus * 12}", f"node.{node}.RealMemory={gpus * 122880}")
+    ]
+    echo("bench replay: again with the nodes' CPUs and memory (cons_tres)")
+    cons_policy = apply_settings(policy, sizes)
+    cpu = time.process_time()
+    cons_s, cons = _timed(lambda: replay(workload, cons_policy))
+    cons_cpu_s = time.process_time() - cpu
     target = REPLAY_TARGETS_S.get((plan.replay_gpus, plan.replay_days))
     rss = peak_rss_mb()
     return {
@@ -163,6 +175,9 @@ def _replay(lake: Lake, plan: BenchPlan, echo: Echo) -> dict[str, Any]:
         "replay_cpu_s": cpu_s,
         "jobs_per_s": workload.size / replay_s if replay_s > 0 else float("inf"),
         "jobs_per_cpu_s": workload.size / cpu_s if cpu_s > 0 else float("inf"),
+        "cons_tres_replay_s": cons_s,
+        "cons_tres_replay_cpu_s": cons_cpu_s,
+        "cons_tres_started": int((cons.start_e == cons.start_e).sum()),
         # the machine may be shared: the 1-minute load average before and after the replay
         # says how far its wall time stands for its CPU time
         "load_average": [load_before, os.getloadavg()[0]],
@@ -473,6 +488,11 @@ def render_bench(r: dict[str, Any]) -> str:
                 p["replay_s"],
                 f"{p['jobs_per_s']:,.0f} jobs/s; {p['replay_cpu_s']:.1f} s CPU; "
                 f"peak RSS {p['peak_rss_mb']:,.0f} MiB",
+            ),
+            (
+                "replay: the same, nodes' CPUs and memory given",
+                p["cons_tres_replay_s"],
+                f"{p['cons_tres_replay_cpu_s']:.1f} s CPU; {p['cons_tres_started']:,} started",
             ),
         ]
         load = p["load_average"]

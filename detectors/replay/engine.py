@@ -21,18 +21,25 @@ recorded run time. The scheduler is Slurm's, simplified where the lake cannot te
   (`MaxTRESPerUser`) and one user association's (its `GrpTRES`); a job asking for more time
   than its partition's `MaxTime` stays pending (Slurm's `PartitionTimeLimit`) unless
   `over_limit="cut"`, where it runs cut at the limit.
-* **Nodes**: GPUs per node and their model; a job's GPUs are spread evenly over its nodes, each
-  node of the job's GPU type (any type if it asked for none) and of its partition; best fit.
+* **Nodes**: GPUs per node and their model, and (cons_tres) CPUs and memory per node; a job's
+  GPUs, CPUs and memory are spread evenly over its nodes (per node: the total ÷ nodes, rounded
+  up), each node of the job's GPU type (any type if it asked for none) and of its partition,
+  with that many GPUs, CPUs and MiB free (in the main scheduler and in backfill, whose
+  reservations hold whole nodes); best fit by GPUs. A node whose CPUs or memory the policy does
+  not give, or a job whose CPUs or memory the record does not give, is unconstrained on that
+  resource; a job asking more per node than any node it may use has is taken to ask that node's
+  size (the record says it ran). Jobs without GPUs are not replayed: what they hold is free.
 
-Not modelled: CPUs and memory per node, QOS priority and preemption, reservations, node
-failures, job dependencies and arrays' throttles, Kueue (see docs: the Policy lab page).
+Not modelled: CPU cores' layout (sockets, hyper-threads: a CPU is a CPU), memory per CPU beyond
+what the record gives, QOS priority and preemption, reservations, node failures, job
+dependencies and arrays' throttles, Kueue (see docs: the Policy lab page).
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +51,11 @@ __all__ = ["Outcome", "Workload", "replay", "within_data"]
 
 _NEVER = math.inf
 _WHOLE_NODE = 1 << 40  # what a reservation takes from a node: all of it
+_UNKNOWN = 1 << 50  # a node's CPUs or memory the policy does not give: never runs out
+# how backfill places a job: partition, GPU type, GPUs per node, nodes, time limit, and its CPUs
+# and memory per node (one per host resource that constrains the replay); what it fits by
+_Shape = tuple[str, str, int, int, float, tuple[int, ...]]
+_FitKey = tuple[str, str, int, int, tuple[int, ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +85,9 @@ class Workload:
     # jobs already running when the period starts: run where and when they ran, as recorded
     pinned: np.ndarray | None = None
     job_nodes: list[list[str]] | None = None
+    # per job, its CPUs and memory (MiB) over all its nodes (NaN or None: unknown, unconstrained)
+    cpus: np.ndarray | None = None
+    mem_mib: np.ndarray | None = None
 
     @property
     def size(self) -> int:
@@ -105,7 +120,8 @@ def _effective_limit(w: Workload, policy: Policy, j: int) -> tuple[float, bool]:
 
 
 class _Nodes:
-    """Free GPUs per node and, per (partition, type), which nodes a job may use."""
+    """Free GPUs per node and, per (partition, type), which nodes a job may use; each node's
+    CPUs and memory (`host_total`: `_UNKNOWN` where the policy does not give them)."""
 
     def __init__(self, w: Workload, policy: Policy) -> None:
         names = list(w.nodes)
@@ -126,6 +142,10 @@ class _Nodes:
                 self.total[i] = 0
         self.free = self.total.copy()
         self.model = [m.lower() for m in models]
+        self.host_total = [
+            np.array([given.get(n, _UNKNOWN) for n in names], dtype=np.int64)
+            for given in (policy.node_cpus, policy.node_mem_mib)
+        ]
         seen = w.node_partitions
         configured = {p: set(pp.nodes) for p, pp in policy.partitions.items() if pp.nodes}
         self._members: dict[str, np.ndarray] = {}
@@ -146,6 +166,32 @@ class _Nodes:
             cached = np.array(member, dtype=bool) & np.array(typed, dtype=bool)
             self._masks[key] = cached
         return cached
+
+
+def _host_needs(
+    w: Workload, nodes: _Nodes, count: np.ndarray
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per host resource that constrains this replay (CPUs, memory: one a node gives and a job
+    asks), its free amount per node and each job's per node: its total ÷ its nodes, rounded up
+    (0: unknown), at most the most a node it may use has."""
+    host = []
+    for total, asked in zip(nodes.host_total, (w.cpus, w.mem_mib), strict=True):
+        if asked is None or not (total < _UNKNOWN).any():
+            continue
+        known = np.isfinite(asked) & (asked > 0)
+        if not known.any():
+            continue
+        per = np.where(known, np.ceil(np.where(known, asked, 0.0) / count), 0.0)
+        cap: dict[tuple[str, str], int] = {}
+        for j in np.flatnonzero(known).tolist():
+            key = (w.partition[j], w.gpu_type[j])
+            most = cap.get(key)
+            if most is None:
+                mask = nodes.mask(*key)
+                most = cap[key] = int(total[mask].max()) if mask.any() else _UNKNOWN
+            per[j] = min(per[j], most)
+        host.append((total.copy(), per.astype(np.int64)))
+    return host
 
 
 def _pick(avail: np.ndarray, mask: np.ndarray, need: int, count: int) -> np.ndarray | None:
@@ -170,7 +216,11 @@ class _Profile:
     so it is usable from some row on for good: the first row with `k` GPUs free, read off the
     node's few step events (the jobs on it ending). Only a touched node gets its column of
     rows, built when first touched and scanned row by row: the cost of a placement follows the
-    nodes the pass has touched, not the size of the cluster."""
+    nodes the pass has touched, not the size of the cluster.
+
+    `host`: per constrained host resource (CPUs, memory), its free amount per node now and what
+    each job holds per node: profiled the same way beside the GPUs (a job's end frees all three;
+    a node is usable for a job from the first row at which all three suffice)."""
 
     def __init__(
         self,
@@ -179,6 +229,7 @@ class _Profile:
         free: np.ndarray,
         expected_end: dict[int, float],
         alloc: dict[int, tuple[np.ndarray, int]],
+        host: Sequence[tuple[np.ndarray, np.ndarray]] = (),
     ) -> None:
         horizon = t + policy.bf_window_s
         res = policy.bf_resolution_s
@@ -207,30 +258,52 @@ class _Profile:
         self._level = free[node] + within - np.repeat(before, np.diff(bounds))
         self._bounds = bounds
         self._free = free.copy()
-        self._usable_from: dict[int, np.ndarray] = {}
+        self._usable_from: dict[tuple[int, tuple[int, ...]], np.ndarray] = {}
         self._stops: dict[float, np.ndarray] = {}
         self._prof = np.empty((free.size, rows), dtype=np.int64)  # rows of touched nodes only
+        # the host resources' free amounts, step events' increments, levels and touched rows
+        owner = np.repeat(jobs, sizes)[order]
+        self._hfree = [hfree.copy() for hfree, _ in host]
+        self._hinc = [per[owner].astype(np.int64) for _, per in host]
+        self._hlevel = []
+        for hfree, hinc in zip(self._hfree, self._hinc, strict=True):
+            hwithin = np.cumsum(hinc)
+            hbefore = np.concatenate(([0], hwithin))[bounds[:-1]]
+            self._hlevel.append(hfree[node] + hwithin - np.repeat(hbefore, np.diff(bounds)))
+        self._hprof = [np.empty((free.size, rows), dtype=np.int64) for _ in host]
         self.touched = np.zeros(free.size, dtype=bool)
         self.version = 0  # placements so far
 
     def _touch(self, nodes: np.ndarray) -> None:
         for n in nodes[~self.touched[nodes]].tolist():
-            col = self._prof[n]
-            col[:] = self._free[n]
             lo, hi = self._bounds[n], self._bounds[n + 1]
-            for r, k in zip(self._row[lo:hi].tolist(), self._inc[lo:hi].tolist(), strict=True):
-                col[r:] += k
+            layers = [(self._prof, self._free, self._inc)]
+            layers += zip(self._hprof, self._hfree, self._hinc, strict=True)
+            for prof, free, inc in layers:
+                col = prof[n]
+                col[:] = free[n]
+                for r, k in zip(self._row[lo:hi].tolist(), inc[lo:hi].tolist(), strict=True):
+                    col[r:] += k
         self.touched[nodes] = True
 
-    def _from(self, k: int) -> np.ndarray:
+    def _first_row(self, free: np.ndarray, level: np.ndarray, k: int) -> np.ndarray:
         """Per node as it was at the start of the pass: the first row from which it has `k`
-        GPUs free (`rows`: never)."""
-        cached = self._usable_from.get(k)
+        of one resource free (`rows`: never); its step events only ever add."""
+        first = np.where(free >= k, 0, self.rows)
+        ok = (level >= k) & (free[self._node] < k)
+        np.minimum.at(first, self._node[ok], self._row[ok])
+        return first
+
+    def _from(self, k: int, host: tuple[int, ...]) -> np.ndarray:
+        """Per node as it was at the start of the pass: the first row from which it has `k`
+        GPUs and `host` (per host resource) free (`rows`: never)."""
+        cached = self._usable_from.get((k, host))
         if cached is None:
-            cached = np.where(self._free >= k, 0, self.rows)
-            ok = (self._level >= k) & (self._free[self._node] < k)
-            np.minimum.at(cached, self._node[ok], self._row[ok])
-            self._usable_from[k] = cached
+            cached = self._first_row(self._free, self._level, k)
+            for hfree, hlevel, h in zip(self._hfree, self._hlevel, host, strict=True):
+                if h > 0:
+                    cached = np.maximum(cached, self._first_row(hfree, hlevel, h))
+            self._usable_from[(k, host)] = cached
         return cached
 
     def _stop(self, dur: float) -> np.ndarray:
@@ -258,25 +331,38 @@ class _Profile:
         result: np.ndarray = out
         return result
 
-    def fits_now(self, mask: np.ndarray, k: int, c: int, dur: float) -> bool:
-        """Whether `c` nodes of `mask` have `k` GPUs free from now for `dur` seconds."""
-        clean = int(np.count_nonzero(mask & ~self.touched & (self._free >= k)))
+    def fits_now(
+        self, mask: np.ndarray, k: int, c: int, dur: float, host: tuple[int, ...] = ()
+    ) -> bool:
+        """Whether `c` nodes of `mask` have `k` GPUs (and `host`) free from now for `dur`
+        seconds."""
+        ok = mask & ~self.touched & (self._free >= k)
+        for hfree, h in zip(self._hfree, host, strict=True):
+            if h > 0:
+                ok &= hfree >= h
+        clean = int(np.count_nonzero(ok))
         if clean >= c:
             return True
         dirty = (mask & self.touched).nonzero()[0]
         if not dirty.size:
             return False
-        lowest = self._prof[dirty, : self._stop(dur)[0]].min(axis=1)
-        return clean + int(np.count_nonzero(lowest >= k)) >= c
+        stop = self._stop(dur)[0]
+        enough = self._prof[dirty, :stop].min(axis=1) >= k
+        for hprof, h in zip(self._hprof, host, strict=True):
+            if h > 0:
+                enough &= hprof[dirty, :stop].min(axis=1) >= h
+        return clean + int(np.count_nonzero(enough)) >= c
 
-    def place(self, mask: np.ndarray, k: int, c: int, dur: float) -> tuple[int, np.ndarray] | None:
-        """The earliest row at which `c` nodes of `mask` have `k` GPUs free for `dur` seconds,
-        and those nodes (the tightest first, then by node order); they are then taken from that
-        row for `dur`. None: no row within the window."""
+    def place(
+        self, mask: np.ndarray, k: int, c: int, dur: float, host: tuple[int, ...] = ()
+    ) -> tuple[int, np.ndarray] | None:
+        """The earliest row at which `c` nodes of `mask` have `k` GPUs (and `host`) free for
+        `dur` seconds, and those nodes (the tightest first, then by node order); they are then
+        taken from that row for `dur`. None: no row within the window."""
         rows = self.rows
         stop = self._stop(dur)
         clean = (mask & ~self.touched).nonzero()[0]
-        clean_from = self._from(k)[clean]
+        clean_from = self._from(k, host)[clean]
         count = np.cumsum(np.bincount(clean_from, minlength=rows + 1)[:rows])
         dirty = (mask & self.touched).nonzero()[0]
         usable = None
@@ -285,7 +371,11 @@ class _Profile:
             last = int(enough[0]) if enough.size else rows - 1  # no later row is needed
             span = int(stop[last])
             bad = np.zeros((dirty.size, span + 1), dtype=np.int32)
-            np.cumsum(self._prof[dirty, :span] < k, axis=1, out=bad[:, 1:])
+            short = self._prof[dirty, :span] < k
+            for hprof, h in zip(self._hprof, host, strict=True):
+                if h > 0:
+                    short |= hprof[dirty, :span] < h
+            np.cumsum(short, axis=1, out=bad[:, 1:])
             usable = bad[:, stop[: last + 1]] == bad[:, : last + 1]
             count = count[: last + 1] + usable.sum(axis=0)
         first = (count >= c).nonzero()[0]
@@ -297,9 +387,12 @@ class _Profile:
             where = np.sort(np.concatenate((where, dirty[usable[:, b]])))
         fit = where if where.size == c else where[np.argsort(self._at(b, where), kind="stable")[:c]]
         self._touch(fit)
-        if b == 0:  # starts now: holds its GPUs for its limit
+        if b == 0:  # starts now: holds its GPUs (and CPUs, memory) for its limit
             self._prof[fit, : stop[0]] -= k
-        else:  # a reservation: Slurm's backfill map holds whole nodes, at bf_resolution
+            for hprof, h in zip(self._hprof, host, strict=True):
+                hprof[fit, : stop[0]] -= h
+        else:  # a reservation: Slurm's backfill map holds whole nodes, at bf_resolution (its
+            # GPU row below anything a job asks holds the node's CPUs and memory too)
             lo, hi = self._reserved_rows(float(self.bp[b]), dur)
             self._prof[fit, lo:hi] -= _WHOLE_NODE
         self.version += 1
@@ -346,6 +439,15 @@ def replay(
     need = np.ceil(w.gpus / np.maximum(w.n_nodes, 1)).astype(np.int64)
     count = np.maximum(w.n_nodes, 1).astype(np.int64)
     total_gpus = max(int(nodes.total.sum()), 1)
+    host = _host_needs(w, nodes, count)  # (free per node, per node per job): CPUs, memory
+    host_of = [tuple(int(per[j]) for _, per in host) for j in range(n)] if host else [()] * n
+
+    def host_free(j: int, mask: np.ndarray) -> np.ndarray:
+        """`mask` less the nodes without the CPUs and memory job `j` asks free now."""
+        for (free, _), h in zip(host, host_of[j], strict=True):
+            if h > 0:
+                mask = mask & (free >= h)
+        return mask
 
     accounts = sorted(set(w.account))
     acct_of = {a: i for i, a in enumerate(accounts)}
@@ -409,6 +511,8 @@ def replay(
 
     def begin(j: int, t: float, chosen: np.ndarray) -> None:
         nodes.free[chosen] -= need[j]  # a pinned job may take a node below zero: as it ran
+        for free, per in host:
+            free[chosen] -= per[j]
         alloc[j] = (chosen, int(need[j]))
         start[j] = t
         r = run[j]
@@ -427,6 +531,8 @@ def replay(
     def finish(j: int) -> None:
         chosen, k = alloc.pop(j)
         nodes.free[chosen] += k
+        for free, per in host:
+            free[chosen] += per[j]
         expected_end.pop(j, None)
         acct_running[acct[j]] -= int(w.gpus[j])
         assoc_running[assoc[j]] -= int(w.gpus[j])
@@ -522,7 +628,10 @@ def replay(
             part = w.partition[j]
             if part in blocked or held[j] or not fits_limits(j):
                 continue
-            chosen = _pick(nodes.free, nodes.mask(part, w.gpu_type[j]), int(need[j]), int(count[j]))
+            mask = nodes.mask(part, w.gpu_type[j])
+            if host:
+                mask = host_free(j, mask)
+            chosen = _pick(nodes.free, mask, int(need[j]), int(count[j]))
             if chosen is None:
                 blocked.add(part)
                 continue
@@ -532,21 +641,21 @@ def replay(
             gone = set(started)
             pending[:] = [j for j in pending if j not in gone]
 
-    # what backfill places a job by: partition, GPU type, GPUs per node, nodes, time limit
+    # what backfill places a job by: partition, GPU type, GPUs per node, nodes, time limit,
+    # CPUs and memory per node (where they constrain)
     dur_of = np.where(np.isfinite(limit), limit, policy.bf_window_s).tolist()
-    shapes = [
-        (part, gtype, k, c, dur)
-        for part, gtype, k, c, dur in zip(
-            w.partition, w.gpu_type, need.tolist(), count.tolist(), dur_of, strict=True
+    shapes: list[_Shape] = [
+        (part, gtype, k, c, dur, h)
+        for part, gtype, k, c, dur, h in zip(
+            w.partition, w.gpu_type, need.tolist(), count.tolist(), dur_of, host_of, strict=True
         )
     ]
 
-    fit_keys: list[tuple[str, str, int, int]] = []
-    fit_index: dict[tuple[str, str, int, int], int] = {}
-    for part, gtype, k, c, _ in shapes:
-        fit_index.setdefault((part, gtype, k, c), len(fit_index))
+    fit_index: dict[_FitKey, int] = {}
+    for part, gtype, k, c, _, h in shapes:
+        fit_index.setdefault((part, gtype, k, c, h), len(fit_index))
     fit_keys = list(fit_index)
-    fit_id = np.array([fit_index[sh[:4]] for sh in shapes], dtype=np.int64)
+    fit_id = np.array([fit_index[(*sh[:4], sh[5])] for sh in shapes], dtype=np.int64)
 
     def backfill(t: float) -> None:
         queue = ranked(t, policy.bf_max_job_test)
@@ -558,15 +667,19 @@ def replay(
         kinds, where = np.unique(fit_id[q], return_inverse=True)
         room = np.zeros(kinds.size, dtype=bool)
         for n, kind in enumerate(kinds.tolist()):
-            part, gtype, k, c = fit_keys[kind]
-            room[n] = int(np.count_nonzero(nodes.mask(part, gtype) & (nodes.free >= k))) >= c
+            part, gtype, k, c, h = fit_keys[kind]
+            mask = nodes.mask(part, gtype)
+            for (free, _), hk in zip(host, h, strict=True):
+                if hk > 0:
+                    mask = mask & (free >= hk)
+            room[n] = int(np.count_nonzero(mask & (nodes.free >= k))) >= c
         maybe = room[where] & ~held[q] & within_limits(q)
         hopefuls: list[int] = np.flatnonzero(maybe).tolist()  # positions in `queue`
         if not hopefuls:
             return
-        plan = _Profile(t, policy, nodes.free, expected_end, alloc)
-        dead: set[tuple[str, str, int, int, float]] = set()  # shapes that cannot start now
-        failed: set[tuple[str, str, int, int, float]] = set()  # shapes with no room at all
+        plan = _Profile(t, policy, nodes.free, expected_end, alloc, host)
+        dead: set[_Shape] = set()  # shapes that cannot start now
+        failed: set[_Shape] = set()  # shapes with no room at all
         checked = -1  # plan.version at which hopefuls[0] was last found able to start
         started = []
         for i, j in enumerate(queue):
@@ -585,7 +698,7 @@ def replay(
             if held[j] or not fits_limits(j):
                 continue
             shape = shapes[j]
-            if shape in failed:  # reservations only take GPUs away: no room now either
+            if shape in failed:  # reservations only take nodes away: no room now either
                 continue
             placed = plan.place(nodes.mask(shape[0], shape[1]), *shape[2:])
             if placed is None:

@@ -22,6 +22,11 @@ lake recorded, and a what-if's `--set`. Keys (Slurm's own names after the prefix
                                     does) or cut (it runs, cut at MaxTime: users resubmit)
     node.<name>.State               DRAIN (never used) or IDLE
     node.<name>.Gres                gpu:N or gpu:<type>:N (a node added or resized)
+    node.<name>.CPUs                the node's CPUs (scontrol's CPUTot), a whole number ≥ 1
+    node.<name>.RealMemory          the node's memory in MiB (as slurm.conf gives it), ≥ 1
+
+A node with no CPUs or RealMemory set is unconstrained on that resource (as is a job whose
+CPUs or memory the record does not give).
 
 A bad key or value raises `PolicyError`, one line naming it.
 """
@@ -86,6 +91,8 @@ class Policy:
     shares: Mapping[str, float] = field(default_factory=dict)
     drained: frozenset[str] = frozenset()
     node_gres: Mapping[str, tuple[int, str]] = field(default_factory=dict)  # node → (gpus, type)
+    node_cpus: Mapping[str, int] = field(default_factory=dict)  # node → CPUs (absent: unknown)
+    node_mem_mib: Mapping[str, int] = field(default_factory=dict)  # node → MiB (absent: unknown)
 
     def max_time(self, partition: str) -> int | None:
         p = self.partitions.get(partition)
@@ -143,7 +150,7 @@ def setting_keys() -> list[str]:
         *_SCHED,
         "boot_time",
         "over_limit",
-        "node.<name>.{State,Gres}",
+        "node.<name>.{State,Gres,CPUs,RealMemory}",
     ]
 
 
@@ -304,7 +311,13 @@ def _apply_one(p: Policy, key: str, value: str) -> Policy:
                 raise PolicyError(f"{key}={value}: expected gpu:N or gpu:<type>:N")
             gres = {**p.node_gres, node: (int(m.group(2)), m.group(1) or "")}
             return dataclasses.replace(p, node_gres=gres)
-        raise PolicyError(f"{key}: unknown node setting {attr!r} (State, Gres)")
+        if attr == "CPUs":
+            cpus = int(_number(key, value, integer=True, minimum=1.0))
+            return dataclasses.replace(p, node_cpus={**p.node_cpus, node: cpus})
+        if attr == "RealMemory":
+            mib = int(_number(key, value, integer=True, minimum=1.0))
+            return dataclasses.replace(p, node_mem_mib={**p.node_mem_mib, node: mib})
+        raise PolicyError(f"{key}: unknown node setting {attr!r} (State, Gres, CPUs, RealMemory)")
     raise PolicyError(f"{key}: unknown setting; the replay takes {'; '.join(setting_keys())}")
 
 

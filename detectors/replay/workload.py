@@ -105,6 +105,8 @@ def load_workload(
         horizon_e=horizon,
         pinned=pinned,
         job_nodes=jobs["nodes"].to_list(),
+        cpus=_float(jobs["cpus"]),
+        mem_mib=_float(jobs["mem_req_mib"]),
     )
 
 
@@ -182,6 +184,7 @@ def _shares(con: duckdb.DuckDBPyConnection, cluster: str) -> list[tuple[str, str
     return [(f"assoc.{a}.Shares", repr(part(a))) for a in leaves]
 
 
+_NODE_SIZE = {"CPUTot": "CPUs", "RealMemory": "RealMemory"}  # scontrol's name → the setting's
 _GPU_TRES = re.compile(r"(?:^|,)gres/gpu=(\d+)")
 _SCHEDULER_PARAMETERS = (
     "bf_window",
@@ -195,6 +198,8 @@ _SCHEDULER_PARAMETERS = (
 def _config_settings(rows: pl.DataFrame) -> list[tuple[str, str]]:
     """The latest `scheduler_config` snapshot as replay settings (what the replay models)."""
     out: list[tuple[str, str]] = []
+    select = [v for _, _, key, v, _ in rows.iter_rows() if key == "SelectTypeParameters"]
+    memory = not select or "MEMORY" in str(select[0]).upper()
     for kind, name, key, value, _ in rows.iter_rows():
         if value is None:
             continue
@@ -214,6 +219,12 @@ def _config_settings(rows: pl.DataFrame) -> list[tuple[str, str]]:
             gpu = next((g for g in value.split(",") if g.startswith("gpu:")), None)
             if gpu:
                 out.append((f"node.{name}.Gres", re.sub(r"\(.*\)$", "", gpu)))
+        elif kind == "node" and key in _NODE_SIZE and value.isdigit():
+            # Slurm's RealMemory of 1 is its default (memory not configured); memory binds
+            # only where SelectTypeParameters makes it a consumable resource (CR_*_Memory)
+            known = int(value) > 0 if key == "CPUTot" else int(value) > 1 and memory
+            if known:
+                out.append((f"node.{name}.{_NODE_SIZE[key]}", value))
         elif kind == "node" and key == "State" and ("DRAIN" in value or "DOWN" in value):
             out.append((f"node.{name}.State", "DRAIN"))
         elif kind == "assoc" and key in ("GrpTRES", "MaxTRESPU"):

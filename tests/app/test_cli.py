@@ -428,6 +428,7 @@ def test_bench_replay_reports_seconds_jobs_per_second_and_peak_rss(tmp_path: Pat
     assert r["replay_s"] > 0 and r["jobs_per_s"] == pytest.approx(r["jobs"] / r["replay_s"])
     assert r["peak_rss_mb"] > 0 and "jobs/s" in result.stdout and "peak RSS" in result.stdout
     assert r["jobs_per_cpu_s"] == pytest.approx(r["jobs"] / r["replay_cpu_s"])
+    assert r["cons_tres_replay_s"] > 0 and 0 < r["cons_tres_started"] <= r["jobs"]
     assert len(r["load_average"]) == 2 and r["peak_rss_within_2gb"] is True
     # 32 GPUs × 2 days is not one of the sizes: no target to meet or miss
     assert r["target_s"] is None and r["within_target_wall"] is None

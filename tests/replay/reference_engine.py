@@ -4,7 +4,10 @@ tests/replay/test_reference.py. Do not optimise this file. Changed since, on pur
 the engine: backfill's breakpoints and reservations as Slurm 22.05's backfill map has them (the
 running jobs' exact ends; a reservation holds whole nodes from its start rounded down to
 bf_resolution to its end rounded down); a job cancelled while pending in the record that starts
-before its cancel ends at it."""
+before its cancel ends at it; CPUs and memory per node (cons_tres), written plainly here: a
+job's per node is its total ÷ its nodes rounded up, at most the most a node of its partition and
+type has; a node or job without the figure is unconstrained on it; backfill profiles them beside
+the GPUs, and a reservation's whole-node hold covers them."""
 
 from __future__ import annotations
 
@@ -39,6 +42,7 @@ class _Nodes:
     """Free GPUs per node and, per (partition, type), which nodes a job may use."""
 
     def __init__(self, w: Workload, policy: Policy) -> None:
+        p_cpus, p_mem = policy.node_cpus, policy.node_mem_mib
         names = list(w.nodes)
         gpus = [int(g) for g in w.node_gpus]
         models = list(w.node_model)
@@ -57,6 +61,8 @@ class _Nodes:
                 self.total[i] = 0
         self.free = self.total.copy()
         self.model = [m.lower() for m in models]
+        # CPUs and memory per node (None: unknown, never runs out)
+        self.host_total = [[given.get(n) for n in names] for given in (p_cpus, p_mem)]
         seen = w.node_partitions
         configured = {p: set(pp.nodes) for p, pp in policy.partitions.items() if pp.nodes}
         self._members: dict[str, np.ndarray] = {}
@@ -113,6 +119,29 @@ def replay(
     count = np.maximum(w.n_nodes, 1).astype(np.int64)
     total_gpus = max(int(nodes.total.sum()), 1)
 
+    # per host resource (CPUs, memory): free per node (big where unknown), per job per node
+    big = 1 << 50
+    host_free: list[np.ndarray] = []
+    host_need: list[list[int]] = []
+    for totals, asked in zip(nodes.host_total, (w.cpus, w.mem_mib), strict=True):
+        host_free.append(np.array([big if x is None else x for x in totals], dtype=np.int64))
+        per = []
+        for j in range(n):
+            a = float(asked[j]) if asked is not None else math.nan
+            if not (a == a and a > 0):
+                per.append(0)
+                continue
+            mask = nodes.mask(w.partition[j], w.gpu_type[j])
+            most = max((int(x) for x, m in zip(host_free[-1], mask, strict=True) if m), default=big)
+            per.append(min(math.ceil(a / int(count[j])), most))
+        host_need.append(per)
+
+    def host_ok(j: int) -> np.ndarray:
+        ok = np.ones(len(nodes.names), dtype=bool)
+        for free, per in zip(host_free, host_need, strict=True):
+            ok &= free >= per[j]
+        return ok
+
     accounts = sorted(set(w.account))
     acct_of = {a: i for i, a in enumerate(accounts)}
     acct = np.array([acct_of[a] for a in w.account], dtype=np.int64)
@@ -148,6 +177,8 @@ def replay(
 
     def begin(j: int, t: float, chosen: np.ndarray) -> None:
         nodes.free[chosen] -= need[j]
+        for free, per in zip(host_free, host_need, strict=True):
+            free[chosen] -= per[j]
         alloc[j] = (chosen, int(need[j]))
         start[j] = t
         r = run[j]
@@ -165,6 +196,8 @@ def replay(
     def finish(j: int) -> None:
         chosen, k = alloc.pop(j)
         nodes.free[chosen] += k
+        for free, per in zip(host_free, host_need, strict=True):
+            free[chosen] += per[j]
         expected_end.pop(j, None)
         acct_running[acct[j]] -= int(w.gpus[j])
         user_running[user_key[j]] -= int(w.gpus[j])
@@ -203,7 +236,8 @@ def replay(
             part = w.partition[j]
             if part in blocked or held[j] or not fits_limits(j):
                 continue
-            chosen = _pick(nodes.free, nodes.mask(part, w.gpu_type[j]), int(need[j]), int(count[j]))
+            mask = nodes.mask(part, w.gpu_type[j]) & host_ok(j)
+            chosen = _pick(nodes.free, mask, int(need[j]), int(count[j]))
             if chosen is None:
                 blocked.add(part)
                 continue
@@ -223,11 +257,14 @@ def replay(
         times = sorted(ends | {math.floor(e / res) * res for e in ends} - {e for e in [t]})
         bp = np.array([t, *[x for x in times if x > t]])
         prof = np.repeat(nodes.free[None, :], len(bp), axis=0)
+        hprof = [np.repeat(free[None, :], len(bp), axis=0) for free in host_free]
         for j, e in expected_end.items():
             if t < e < horizon:
                 held_nodes, k = alloc[j]
                 b = int(np.searchsorted(bp, e))
                 prof[b:, held_nodes] += k
+                for hp, per in zip(hprof, host_need, strict=True):
+                    hp[b:, held_nodes] += per[j]
         started = []
         for j in ranked(t)[: policy.bf_max_job_test]:
             if held[j] or not fits_limits(j):
@@ -237,7 +274,10 @@ def replay(
             mask = nodes.mask(w.partition[j], w.gpu_type[j])
             # usable[b, n]: node n has k GPUs free from bp[b] for the job's whole limit
             bad = np.zeros((len(bp) + 1, mask.sum()), dtype=np.int32)
-            np.cumsum(prof[:, mask] < k, axis=0, out=bad[1:])
+            short = prof[:, mask] < k
+            for hp, per in zip(hprof, host_need, strict=True):
+                short |= hp[:, mask] < per[j]
+            np.cumsum(short, axis=0, out=bad[1:])
             stop = np.maximum(np.searchsorted(bp, bp + dur, side="left"), np.arange(1, len(bp) + 1))
             usable = bad[stop] == bad[:-1]
             first = np.flatnonzero(usable.sum(axis=1) >= c)
@@ -250,6 +290,8 @@ def replay(
                 begin(j, t, fit)
                 started.append(j)
                 prof[b : stop[b], fit] -= k
+                for hp, per in zip(hprof, host_need, strict=True):
+                    hp[b : stop[b], fit] -= per[j]
             else:  # reserved: whole nodes, from bp[b] rounded down to bf_resolution
                 first_t = math.floor(bp[b] / res) * res
                 last_t = max(math.floor((bp[b] + dur) / res) * res, first_t + res)

@@ -50,6 +50,18 @@ CHANGES = {
     "partition MaxTime, cut": ["partition.gpu.MaxTime=02:00:00", "over_limit=cut"],
     "drained nodes": ["node.gpu-001.State=DRAIN", "node.gpu-002.State=DRAIN"],
     "tight backfill": ["bf_window=120", "bf_max_job_test=20", "bf_resolution=600"],
+    # cons_tres: the simulator's jobs ask 12 CPUs and 120 GiB a GPU (a whole node's 96 CPUs
+    # for those that strand GPUs); some nodes smaller than that, some unknown
+    "CPUs and memory per node": [
+        *(f"node.gpu-{i:03d}.CPUs=64" for i in range(1, 9)),
+        *(f"node.gpu-{i:03d}.RealMemory=600000" for i in range(3, 11)),
+    ],
+    "CPUs and memory, tight backfill": [
+        *(f"node.gpu-{i:03d}.CPUs=48" for i in range(1, 13)),
+        *(f"node.gpu-{i:03d}.RealMemory=500000" for i in range(1, 13)),
+        "bf_window=120",
+        "bf_resolution=600",
+    ],
 }
 
 
@@ -61,3 +73,14 @@ def test_the_optimised_engine_matches_the_reference(recorded, name):
     for field in ("start_e", "end_e", "cut_by_limit", "held_by_limit", "runtime_known"):
         np.testing.assert_array_equal(getattr(new, field), getattr(old, field), err_msg=field)
     assert np.isfinite(new.start_e).sum() > w.size // 4  # a real workload, not an empty one
+
+
+def test_cpus_and_memory_per_node_change_the_replay(recorded):
+    # the differential cases above exercise cons_tres only if it binds on this workload
+    w, base = recorded
+    assert w.cpus is not None and np.isfinite(w.cpus).all() and w.mem_mib is not None
+    free = replay(w, base).start_e
+    for name in ("CPUs and memory per node", "CPUs and memory, tight backfill"):
+        bound = replay(w, apply_settings(base, CHANGES[name])).start_e
+        changed = ~((free == bound) | (np.isnan(free) & np.isnan(bound)))
+        assert changed.sum() > w.size // 20, name

@@ -2,6 +2,8 @@
 
 The keys are the policy lab's (`detectors.replay.policy`): `partition.<p>.MaxTime`,
 `partition.<p>.PriorityTier`, `partition.<p>.Nodes` (host lists expanded), `node.<n>.Gres`,
+`node.<n>.CPUs` and `node.<n>.RealMemory` (`NodeName=DEFAULT` values apply to the lines after
+it; RealMemory only where `SelectTypeParameters` makes memory consumable),
 `priority.<PriorityName>` and the `SchedulerParameters` the replay models (`bf_window`,
 `bf_interval`, `bf_max_job_test`, `bf_resolution`, `default_queue_depth`). Everything else in the
 file is left out. Pure: text in, settings out; `ConfigError` names a line Slurm would refuse.
@@ -57,6 +59,9 @@ def _hosts(text: str, where: str) -> list[str]:
 def settings_from_slurm_conf(text: str, source: str = "slurm.conf") -> list[tuple[str, str]]:
     """The replay settings `text` (a slurm.conf) makes, in file order."""
     settings: list[tuple[str, str]] = []
+    sizes: list[tuple[str, str]] = []  # nodes' CPUs and RealMemory
+    node_defaults: dict[str, str] = {}  # NodeName=DEFAULT: for the NodeName lines after it
+    memory = True  # whether memory is a consumable resource (SelectTypeParameters=CR_*_Memory)
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.split("#", 1)[0].strip()
         if not line:
@@ -67,15 +72,21 @@ def settings_from_slurm_conf(text: str, source: str = "slurm.conf") -> list[tupl
         if head_key in ("nodename", "partitionname"):
             pairs = _pairs(line, where)
             name = pairs.get(head_key, "")
+            if head_key == "nodename" and name.upper() == "DEFAULT":
+                node_defaults.update({k: v for k, v in pairs.items() if k != "nodename"})
+                continue
             if not name or name.upper() == "DEFAULT":
                 continue
             if head_key == "nodename":
-                gres = pairs.get("gres", "")
+                hosts = _hosts(name, where)
+                merged = {**node_defaults, **pairs}
+                gres = merged.get("gres", "")
                 gpu = next((g for g in gres.split(",") if g.startswith("gpu")), "")
                 if gpu:
                     gpu = re.sub(r"\(.*\)$", "", gpu)  # gpu:a100:8(S:0-1)
-                    for node in _hosts(name, where):
-                        settings.append((f"node.{node}.Gres", gpu))
+                    settings.extend((f"node.{node}.Gres", gpu) for node in hosts)
+                for attr, value in _node_size(merged, where).items():
+                    sizes.extend((f"node.{node}.{attr}", value) for node in hosts)
                 continue
             if "nodes" in pairs and pairs["nodes"].upper() != "ALL":
                 nodes = _hosts(pairs["nodes"], where)
@@ -96,4 +107,34 @@ def settings_from_slurm_conf(text: str, source: str = "slurm.conf") -> list[tupl
                 name, sep, v = item.strip().partition("=")
                 if sep and name in _SCHEDULER:
                     settings.append((name, v))
-    return settings
+        elif key.lower() == "selecttypeparameters":
+            memory = "MEMORY" in value.upper()
+    return settings + [(k, v) for k, v in sizes if memory or not k.endswith(".RealMemory")]
+
+
+def _node_size(pairs: dict[str, str], where: str) -> dict[str, str]:
+    """A NodeName line's CPUs and RealMemory, where it gives them: `CPUs`, else Slurm's
+    Boards × Sockets × CoresPerSocket × ThreadsPerCore when any of those is given (a line with
+    none leaves the node's CPUs unknown to the replay, not Slurm's default of 1); RealMemory
+    (MiB) unless it is Slurm's default of 1."""
+    out: dict[str, str] = {}
+    layout = ("boards", "socketsperboard", "sockets", "corespersocket", "threadspercore")
+    try:
+        if "cpus" in pairs:
+            out["CPUs"] = str(int(pairs["cpus"]))
+        elif any(k in pairs for k in layout):
+            sockets = int(pairs.get("sockets") or 0) or int(pairs.get("boards", 1)) * int(
+                pairs.get("socketsperboard", 1)
+            )
+            cores, threads = (
+                int(pairs.get("corespersocket", 1)),
+                int(pairs.get("threadspercore", 1)),
+            )
+            out["CPUs"] = str(sockets * cores * threads)
+        if int(pairs.get("realmemory", 1)) > 1:
+            out["RealMemory"] = str(int(pairs["realmemory"]))
+    except ValueError as exc:
+        raise ConfigError(
+            f"{where}: a node's CPUs or memory is not a whole number ({exc})"
+        ) from None
+    return out
