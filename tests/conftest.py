@@ -3,8 +3,9 @@
 Hypothesis runs derandomized by default, so `make test` (and CI) draws the same examples every
 run: a red build is a real regression, reproducible by running the test again. `make check`
 loads the `check` profile: derandomized too, at most 5 examples per property (tests that set
-their own count use tests/infra/examples.py). Explore with fresh random examples, without the
-per-example deadline a loaded 2-core machine would trip: `HYPOTHESIS_PROFILE=explore make test`.
+their own count use tests/infra/examples.py), and its engines run on one thread each. Explore
+with fresh random examples, without the per-example deadline a loaded 2-core machine would
+trip: `HYPOTHESIS_PROFILE=explore make test`.
 
 Tests that need a real external program are marked `live` (tests/infra/live.py): `make check`
 deselects them; under `make test` (GPULEDGER_REQUIRE_LIVE=1) a live test that skips fails.
@@ -19,6 +20,7 @@ from hypothesis import settings
 from tests.infra.examples import CHECK_MAX_EXAMPLES, CHECK_PROFILE, PROFILE_ENV
 from tests.infra.live import Collected, failed_skip, is_live_service, unmarked_live
 from tests.infra.scheduling import SLURM_LIVE, scheduling_unit
+from warehouse.connection import set_engine_threads
 
 settings.register_profile("repeatable", derandomize=True, deadline=None, print_blob=True)
 settings.register_profile(
@@ -30,6 +32,10 @@ settings.register_profile(
 )
 settings.register_profile("explore", deadline=None, print_blob=True)
 settings.load_profile(os.environ.get(PROFILE_ENV, "repeatable"))
+if os.environ.get(PROFILE_ENV) == CHECK_PROFILE:
+    # `make check`: one worker per core, so each worker's engines take one thread (8 % less CPU
+    # than a thread per core on its small lakes); `make test` keeps DuckDB's default.
+    set_engine_threads(1)
 
 
 @pytest.hookimpl(optionalhook=True)

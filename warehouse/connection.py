@@ -206,17 +206,34 @@ def open_engine(config: WarehouseConfig) -> duckdb.DuckDBPyConnection:
     """
     import duckdb
 
-    con = duckdb.connect()
+    threads = config.threads or _engine_threads
+    con = duckdb.connect(config={"threads": threads} if threads else {})
     con.execute("SET TimeZone = 'UTC'")
     con.execute("SET memory_limit = $limit", {"limit": config.memory_limit})
-    if config.threads:
-        con.execute("SET threads = $n", {"n": config.threads})
     spill = config.temp_directory
     if spill is None and config.root.is_dir() and os.access(config.root, os.W_OK):
         spill = layout.state_dir(config.root) / "duckdb_tmp"  # a read-only lake is still readable
     if spill is not None:
         con.execute("SET temp_directory = $dir", {"dir": str(spill)})
     return con
+
+
+# Threads of the engines this process opens whose configuration names none; None: DuckDB's
+# default, one per core it sees (set_engine_threads).
+_engine_threads: int | None = None
+
+
+def set_engine_threads(threads: int | None) -> None:
+    """Cap the threads of every engine this process opens from now on whose configuration names
+    none (None: back to DuckDB's default, one per core).
+
+    For a process that shares its cores with others: `make check` runs one test worker per core,
+    and each worker's many small engines would otherwise each start a thread per core.
+    """
+    global _engine_threads
+    if threads is not None and threads < 1:
+        raise ValueError(f"threads must be 1 or more, not {threads}")
+    _engine_threads = threads
 
 
 def register_reference(con: duckdb.DuckDBPyConnection) -> None:

@@ -29,7 +29,11 @@ from tests.marts import rows as r
 from warehouse.connection import connect
 from warehouse.lake import Lake
 
-torch = pytest.importorskip("torch")
+
+def torch() -> Any:
+    """torch, imported when a test first needs it (not at collection: 2 s in every worker)."""
+    return pytest.importorskip("torch")
+
 
 REPO = Path(__file__).resolve().parents[2]
 JOB = "4242"
@@ -38,18 +42,18 @@ VOCAB, SEQ, BATCH, STEPS = 64, 16, 8, 5
 
 def tiny_lm() -> Any:
     """A two-layer next-token model: embedding → MLP → logits over the vocabulary."""
-    torch.manual_seed(0)
-    return torch.nn.Sequential(
-        torch.nn.Embedding(VOCAB, 32),
-        torch.nn.Linear(32, 64),
-        torch.nn.GELU(),
-        torch.nn.Linear(64, VOCAB),
+    torch().manual_seed(0)
+    return torch().nn.Sequential(
+        torch().nn.Embedding(VOCAB, 32),
+        torch().nn.Linear(32, 64),
+        torch().nn.GELU(),
+        torch().nn.Linear(64, VOCAB),
     )
 
 
 def token_batches(n: int) -> list[Any]:
-    generator = torch.Generator().manual_seed(1)
-    return [torch.randint(0, VOCAB, (BATCH, SEQ), generator=generator) for _ in range(n)]
+    generator = torch().Generator().manual_seed(1)
+    return [torch().randint(0, VOCAB, (BATCH, SEQ), generator=generator) for _ in range(n)]
 
 
 def spool_reporter(tmp_path: Path) -> tuple[Spool, ThroughputReporter]:
@@ -107,7 +111,7 @@ def assert_usage_matches_the_counts(usage: dict[str, Any], rows: list[dict[str, 
 
 def train_step(model: Any, optimizer: Any, tokens: Any) -> Any:
     logits = model(tokens[:, :-1])
-    loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB), tokens[:, 1:].reshape(-1))
+    loss = torch().nn.functional.cross_entropy(logits.reshape(-1, VOCAB), tokens[:, 1:].reshape(-1))
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
@@ -117,7 +121,7 @@ def train_step(model: Any, optimizer: Any, tokens: Any) -> Any:
 def test_a_plain_loop_reports_tokens_and_parameters_and_job_usage_gives_mfu(tmp_path):
     spool, reporter = spool_reporter(tmp_path)
     model = tiny_lm()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    optimizer = torch().optim.SGD(model.parameters(), lr=0.1)
     started = time.time()
     with TrainingThroughput(model, reporter=reporter) as meter:
         for tokens in token_batches(STEPS):
@@ -153,16 +157,16 @@ def test_a_lightning_trainer_with_the_callback_gives_job_usage_its_mfu(tmp_path)
         def training_step(self, batch: Any, batch_idx: int) -> Any:
             (tokens,) = batch
             logits = self.net(tokens[:, :-1])
-            return torch.nn.functional.cross_entropy(
+            return torch().nn.functional.cross_entropy(
                 logits.reshape(-1, VOCAB), tokens[:, 1:].reshape(-1)
             )
 
         def configure_optimizers(self) -> Any:
-            return torch.optim.SGD(self.parameters(), lr=0.1)
+            return torch().optim.SGD(self.parameters(), lr=0.1)
 
     spool, reporter = spool_reporter(tmp_path)
-    data = torch.utils.data.TensorDataset(torch.cat(token_batches(STEPS)))
-    loader = torch.utils.data.DataLoader(data, batch_size=BATCH)
+    data = torch().utils.data.TensorDataset(torch().cat(token_batches(STEPS)))
+    loader = torch().utils.data.DataLoader(data, batch_size=BATCH)
     module = TinyLM()
     trainer = lightning.Trainer(
         max_steps=STEPS,
@@ -198,9 +202,9 @@ def test_a_hugging_face_trainer_with_the_callback_gives_job_usage_its_mfu(tmp_pa
     config = transformers.GPT2Config(
         vocab_size=VOCAB, n_positions=SEQ, n_embd=16, n_layer=1, n_head=2
     )
-    torch.manual_seed(0)
+    torch().manual_seed(0)
     model = transformers.GPT2LMHeadModel(config)
-    examples = [{"input_ids": t, "labels": t} for t in torch.cat(token_batches(STEPS))]
+    examples = [{"input_ids": t, "labels": t} for t in torch().cat(token_batches(STEPS))]
     args = transformers.TrainingArguments(
         output_dir=str(tmp_path / "hf"),
         max_steps=STEPS,
@@ -231,8 +235,8 @@ def test_a_hugging_face_trainer_with_the_callback_gives_job_usage_its_mfu(tmp_pa
 
 
 def test_batch_counts_read_tensors_sequences_and_hugging_face_mappings():
-    ids = torch.ones((4, 10), dtype=torch.long)
-    mask = torch.ones((4, 10), dtype=torch.long)
+    ids = torch().ones((4, 10), dtype=torch().long)
+    mask = torch().ones((4, 10), dtype=torch().long)
     mask[:, 7:] = 0  # padding
 
     assert batch_samples(ids) == 4

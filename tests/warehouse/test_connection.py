@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from warehouse import writer
-from warehouse.connection import WarehouseConfig, connect
+from warehouse import connection, writer
+from warehouse.connection import WarehouseConfig, connect, open_engine, set_engine_threads
 from warehouse.errors import DamagedFile, EmptyWarehouse, WarehouseError
 from warehouse.schema import TABLES, TIMESTAMP
 
@@ -250,3 +250,26 @@ def test_reference_views_read_the_same_rows_when_registered_again():
             got = con.table(view).to_arrow_table()
             assert got.schema == expected.schema, view
             assert got.equals(expected), view
+
+
+def _threads(con: duckdb.DuckDBPyConnection) -> int:
+    row = con.execute("SELECT current_setting('threads')").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_engine_threads_follow_the_process_cap_unless_the_config_names_some(tmp_path):
+    before = connection._engine_threads
+    try:
+        set_engine_threads(None)
+        default = _threads(open_engine(WarehouseConfig(tmp_path)))
+        set_engine_threads(1)
+        assert _threads(open_engine(WarehouseConfig(tmp_path))) == 1
+        assert _threads(connect(tmp_path)) == 1
+        assert _threads(open_engine(WarehouseConfig(tmp_path, threads=3))) == 3
+        set_engine_threads(None)
+        assert _threads(open_engine(WarehouseConfig(tmp_path))) == default
+        with pytest.raises(ValueError, match="1 or more"):
+            set_engine_threads(0)
+    finally:
+        set_engine_threads(before)
