@@ -30,6 +30,7 @@ failures, job dependencies and arrays' throttles, Kueue (see docs: the Policy la
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections.abc import Callable
@@ -38,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from detectors.replay.policy import Policy
+from detectors.replay.policy import Policy, QosPolicy
 
 __all__ = ["Outcome", "Workload", "replay", "within_data"]
 
@@ -73,6 +74,7 @@ class Workload:
     # jobs already running when the period starts: run where and when they ran, as recorded
     pinned: np.ndarray | None = None
     job_nodes: list[list[str]] | None = None
+    qos: list[str] | None = None  # per job ("" or None: Slurm's default QOS, normal)
 
     @property
     def size(self) -> int:
@@ -82,19 +84,31 @@ class Workload:
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """Per job: when the replay started and ended it (NaN: never started before the horizon),
-    whether a new limit cut its run, and whether a limit held it pending for good."""
+    whether a new limit cut its run, whether a limit held it pending for good, and how often a
+    QOS preempted it (a requeued job's start and end are those of its last run)."""
 
     start_e: np.ndarray
     end_e: np.ndarray
     cut_by_limit: np.ndarray
     held_by_limit: np.ndarray
     runtime_known: np.ndarray
+    preemptions: np.ndarray | None = None  # per job, how often it was preempted (None: never)
+    requeued_s: np.ndarray | None = None  # per job, seconds of runs a requeue threw away
 
 
-def _effective_limit(w: Workload, policy: Policy, j: int) -> tuple[float, bool]:
-    """(seconds the job may run, held): the job's own limit under its partition's MaxTime."""
+def _qos_names(w: Workload) -> list[str]:
+    """Each job's QOS: the one recorded, else Slurm's default QOS (normal)."""
+    return [q or "normal" for q in w.qos] if w.qos is not None else ["normal"] * w.size
+
+
+def _effective_limit(
+    w: Workload, policy: Policy, j: int, qos: str = "normal"
+) -> tuple[float, bool]:
+    """(seconds the job may run, held): the job's own limit under its partition's MaxTime and
+    its QOS's MaxWall."""
     own = float(w.limit_s[j])
-    cap = policy.max_time(w.partition[j])
+    caps = [c for c in (policy.max_time(w.partition[j]), policy.max_wall(qos)) if c is not None]
+    cap = min(caps) if caps else None
     if cap is None:
         return (own if own == own else _NEVER), False
     if own != own:  # no recorded limit: the partition's
@@ -336,8 +350,9 @@ def replay(
     held = np.zeros(n, dtype=bool)
     known = ~np.isnan(w.run_s)
     limit = np.empty(n)
+    qos_name = _qos_names(w)
     for j in range(n):
-        limit[j], held[j] = _effective_limit(w, policy, j)
+        limit[j], held[j] = _effective_limit(w, policy, j, qos_name[j])
     run = np.where(known, w.run_s, np.where(np.isfinite(limit), limit, np.nan))
     if w.pinned is not None:  # running when the period starts: as recorded, whatever the policy
         fixed = w.pinned.astype(bool) & known
@@ -369,6 +384,43 @@ def replay(
     max_tier = max([1, *tiers.values()])
     multifactor = policy.priority_type == "priority/multifactor"
 
+    # QOS: its priority factor (its priority ÷ the highest QOS priority, as Slurm normalises
+    # it), its limits, and with preempt/qos whose running jobs its jobs may preempt
+    qos_list = sorted(set(qos_name) | set(policy.qos))
+    qos_of = {q: i for i, q in enumerate(qos_list)}
+    qid = np.array([qos_of[q] for q in qos_name], dtype=np.int64)
+    rules = [policy.qos.get(q, QosPolicy()) for q in qos_list]
+    qos_prio = np.array([r.priority for r in rules], dtype=float)
+    top_qos = float(qos_prio.max(initial=0.0))
+    qos_factor = qos_prio[qid] / top_qos if top_qos > 0 else np.zeros(n)
+    qos_cap = np.array([-1 if r.gpu_cap is None else r.gpu_cap for r in rules], dtype=np.int64)
+    qos_user_cap = [r.user_gpu_cap for r in rules]
+    qos_limits = bool((qos_cap >= 0).any()) or any(c is not None for c in qos_user_cap)
+    qos_running = np.zeros(len(qos_list), dtype=np.int64)
+    qos_user_running: dict[tuple[int, str], int] = {}
+    preempting = policy.preempt_type == "preempt/qos"
+    named = [
+        frozenset(qos_of[v] for v in r.preempt if v in qos_of) if preempting else frozenset()
+        for r in rules
+    ]
+    victim_mode = [r.preempt_mode or policy.preempt_mode for r in rules]
+    targets = [frozenset(v for v in vs if victim_mode[v] != "OFF") for vs in named]
+    can_preempt = np.array([bool(targets[q]) for q in qid.tolist()], dtype=bool)
+    # Slurm queues a job that may preempt another's before it: a QOS ranks by the depth of
+    # the chain of QOS below it that it may preempt
+    level = np.zeros(len(qos_list), dtype=np.int64)
+    for _ in range(len(qos_list)):
+        level = np.array(
+            [max([0, *(int(level[v]) + 1 for v in vs if v != q)]) for q, vs in enumerate(named)],
+            dtype=np.int64,
+        )
+    preempt_rank = level[qid]
+    ranks_by_preempt = bool(preempt_rank.any())
+    preemptions = np.zeros(n, dtype=np.int64)
+    requeued_s = np.zeros(n)
+    due: dict[int, float] = {}  # running job → when its end reaches the scheduler
+    requeued: list[tuple[float, int]] = []  # (when it may start again, job)
+
     alloc: dict[int, tuple[np.ndarray, int]] = {}  # running job → (its nodes, GPUs on each)
     expected_end: dict[int, float] = {}
     ends: list[tuple[float, int]] = []
@@ -396,13 +448,22 @@ def replay(
         if own is not None and mine > own:
             return False
         cap = user_cap.get(w.account[j])
-        return cap is None or mine <= cap
+        if cap is not None and mine > cap:
+            return False
+        return not qos_limits or fits_qos(j)
+
+    def fits_qos(j: int) -> bool:
+        q = int(qid[j])
+        if qos_cap[q] >= 0 and qos_running[q] + w.gpus[j] > qos_cap[q]:
+            return False
+        each = qos_user_cap[q]
+        return each is None or qos_user_running.get((q, w.user[j]), 0) + w.gpus[j] <= each
 
     def within_limits(q: np.ndarray) -> np.ndarray:
         """`fits_limits` over an array of jobs."""
         a = acct[q]
         ok: np.ndarray = (acct_cap[a] < 0) | (acct_running[a] + w.gpus[q] <= acct_cap[a])
-        if user_cap or one_cap:
+        if user_cap or one_cap or qos_limits:
             for n in np.flatnonzero(ok).tolist():
                 ok[n] = fits_limits(int(q[n]))
         return ok
@@ -420,17 +481,73 @@ def replay(
         end[j] = stop
         expected_end[j] = t + limit[j]
         heapq.heappush(ends, (stop + lag, j))  # its GPUs free for the scheduler after `lag`
+        due[j] = stop + lag
         acct_running[acct[j]] += int(w.gpus[j])
         assoc_running[assoc[j]] += int(w.gpus[j])
         user_running[user_key[j]] = user_running.get(user_key[j], 0) + int(w.gpus[j])
+        if qos_limits:
+            qos_running[qid[j]] += int(w.gpus[j])
+            mine = (int(qid[j]), w.user[j])
+            qos_user_running[mine] = qos_user_running.get(mine, 0) + int(w.gpus[j])
 
     def finish(j: int) -> None:
         chosen, k = alloc.pop(j)
         nodes.free[chosen] += k
         expected_end.pop(j, None)
+        due.pop(j, None)
         acct_running[acct[j]] -= int(w.gpus[j])
         assoc_running[assoc[j]] -= int(w.gpus[j])
         user_running[user_key[j]] -= int(w.gpus[j])
+        if qos_limits:
+            qos_running[qid[j]] -= int(w.gpus[j])
+            qos_user_running[(int(qid[j]), w.user[j])] -= int(w.gpus[j])
+
+    def preempt_for(j: int, t: float, mask: np.ndarray) -> np.ndarray | None:
+        """With preempt/qos, the nodes `j` starts on once it has preempted the running jobs it
+        needs gone (None: preempting every job it may preempt would not make room). Victims
+        in Slurm's preempt/qos order: the lowest QOS priority first, then the fewest nodes,
+        then the youngest; taken until the job fits, and only those on the nodes it gets."""
+        allowed = targets[int(qid[j])]
+        found = [
+            v
+            for v, (on, _) in alloc.items()
+            if int(qid[v]) in allowed and not pinned[v] and bool(mask[on].any())
+        ]
+        found.sort(key=lambda v: (qos_prio[qid[v]], int(count[v]), -float(start[v]), -v))
+        free = nodes.free.copy()
+        taken: list[int] = []
+        chosen = None
+        for v in found:
+            on, k = alloc[v]
+            free[on] += k
+            taken.append(v)
+            chosen = _pick(free, mask, int(need[j]), int(count[j]))
+            if chosen is not None:
+                break
+        if chosen is None:
+            return None
+        # only those on the nodes it gets, and of those, none the nodes can spare (the last
+        # taken, the most protected, first)
+        victims = [v for v in taken if np.isin(alloc[v][0], chosen).any()]
+        for v in reversed(victims.copy()):
+            on, k = alloc[v]
+            spare = free.copy()
+            spare[on] -= k
+            if (spare[chosen] >= need[j]).all():
+                free = spare
+                victims.remove(v)
+        for v in victims:
+            finish(v)
+            preemptions[v] += 1
+            if victim_mode[int(qid[v])] == "CANCEL":
+                end[v] = t
+                cut[v] = False
+            else:  # REQUEUE: pending again, from scratch, once Slurm's requeue delay is over
+                requeued_s[v] += t - start[v]
+                start[v] = end[v] = np.nan
+                cut[v] = False
+                heapq.heappush(requeued, (t + policy.requeue_delay_s + 1.0, v))
+        return chosen
 
     def classic() -> np.ndarray:
         """Per association, its account's 2^(−usage/shares) (classic fair-share)."""
@@ -495,8 +612,12 @@ def replay(
     def ranked(t: float, depth: int) -> list[int]:
         """The first `depth` pending jobs in priority order."""
         # basic: by (submit time, job); `pending` is kept in that order (jobs arrive by it)
-        if not multifactor or not pending:
+        if not pending or (not multifactor and not ranks_by_preempt):
             return pending[:depth]
+        if not multifactor:
+            queue = np.array(pending, dtype=np.int64)
+            ahead: list[int] = queue[np.argsort(-preempt_rank[queue], kind="stable")].tolist()
+            return ahead[:depth]
         if calc <= 0:
             snapshot()
         fs = fs_cache["fs"]
@@ -511,7 +632,12 @@ def replay(
             + policy.weight_job_size * size_of[idx]
             + policy.weight_partition * tier_of[idx]
         )
-        by = np.lexsort((job_index[idx], submit[idx], -np.floor(p)))[:depth]
+        if policy.weight_qos and top_qos > 0:
+            p = p + policy.weight_qos * qos_factor[idx]
+        keys = (job_index[idx], submit[idx], -np.floor(p))
+        if ranks_by_preempt:
+            keys = (*keys, -preempt_rank[idx])
+        by = np.lexsort(keys)[:depth]
         ranking: list[int] = idx[by].tolist()
         return ranking
 
@@ -523,6 +649,8 @@ def replay(
             if part in blocked or held[j] or not fits_limits(j):
                 continue
             chosen = _pick(nodes.free, nodes.mask(part, w.gpu_type[j]), int(need[j]), int(count[j]))
+            if chosen is None and can_preempt[j]:
+                chosen = preempt_for(j, t, nodes.mask(part, w.gpu_type[j]))
             if chosen is None:
                 blocked.add(part)
                 continue
@@ -616,8 +744,12 @@ def replay(
             candidates.append(pins[next_pin][0])
         if next_submit < n_queued:
             candidates.append(float(w.submit_e[order[next_submit]]) + lag)
+        while ends and due.get(ends[0][1]) != ends[0][0]:  # a preempted job's end: gone
+            heapq.heappop(ends)
         if ends:
             candidates.append(ends[0][0])
+        if requeued:
+            candidates.append(requeued[0][0])
         if next_cancel < len(cancels):
             candidates.append(cancels[next_cancel][0])
         if pending and dirty:
@@ -639,7 +771,9 @@ def replay(
                     snapshot()
         t_use = t
         while ends and ends[0][0] <= t:
-            _, j = heapq.heappop(ends)
+            when, j = heapq.heappop(ends)
+            if due.get(j) != when:  # the end of a run a preemption stopped
+                continue
             finish(j)
             dirty = True
         while next_pin < len(pins) and pins[next_pin][0] <= t:
@@ -654,6 +788,11 @@ def replay(
                 continue
             pending.append(j)
             dirty = True
+        while requeued and requeued[0][0] <= t:
+            _, j = heapq.heappop(requeued)
+            if w.cancel_e[j] > t:  # back in the queue, in its place by submit time
+                bisect.insort(pending, j, key=lambda x: (float(submit[x]), x))
+                dirty = True
         while next_cancel < len(cancels) and cancels[next_cancel][0] <= t:
             j = cancels[next_cancel][1]
             next_cancel += 1
@@ -668,7 +807,13 @@ def replay(
         if progress is not None:
             progress(t)
     return Outcome(
-        start_e=start, end_e=end, cut_by_limit=cut, held_by_limit=held, runtime_known=known
+        start_e=start,
+        end_e=end,
+        cut_by_limit=cut,
+        held_by_limit=held,
+        runtime_known=known,
+        preemptions=preemptions,
+        requeued_s=requeued_s,
     )
 
 
@@ -682,4 +827,6 @@ def within_data(w: Workload, out: Outcome) -> Outcome:
         cut_by_limit=out.cut_by_limit & ~late,
         held_by_limit=out.held_by_limit,
         runtime_known=out.runtime_known,
+        preemptions=out.preemptions,
+        requeued_s=out.requeued_s,
     )
