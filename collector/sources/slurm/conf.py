@@ -5,7 +5,8 @@ The keys are the policy lab's (`detectors.replay.policy`): `partition.<p>.MaxTim
 `priority.<PriorityName>`, `PreemptType`, `PreemptMode` and the `SchedulerParameters` the replay
 models (`bf_window`, `bf_interval`, `bf_max_job_test`, `bf_resolution`, `default_queue_depth`,
 `requeue_delay`). Everything else in the file is left out; QOS live in slurmdbd (`sacctmgr`), not
-in slurm.conf, so a QOS setting comes from the lake's snapshot or `--set`. Pure: text in, settings out; `ConfigError` names a line Slurm would refuse.
+in slurm.conf, so a QOS setting comes from the lake's snapshot or `--set`. Pure: text in,
+settings out; `ConfigError` names a line Slurm would refuse.
 """
 
 from __future__ import annotations
