@@ -32,7 +32,8 @@ __all__ = ["command"]
 SET_HELP = (
     "A policy change, KEY=VALUE in Slurm's names (repeatable), e.g. "
     "partition.gpu.MaxTime=08:00:00, assoc.vision.GrpTRES=gres/gpu=16, "
-    "priority.PriorityWeightFairshare=20000, bf_window=2880, node.gpu-07.State=DRAIN; on a "
+    "priority.PriorityWeightFairshare=20000, bf_window=2880, node.gpu-07.State=DRAIN, "
+    "qos.high.Priority=1000, PreemptType=preempt/qos, qos.high.Preempt=scavenger; on a "
     "Kueue cluster in Kueue's, e.g. clusterqueue.team-a.nominalQuota.nvidia.com/gpu=16, "
     "clusterqueue.team-a.preemption.reclaimWithinCohort=Any."
 )

@@ -16,16 +16,24 @@ recorded run time. The scheduler is Slurm's, simplified where the lake cannot te
   (to `PriorityMaxAge`), fair-share (Fair Tree, Slurm's default: associations ranked by level
   fair-share, account then user; or classic with `PriorityFlags=NO_FAIR_TREE`: the account's
   2^(−usage/shares); usage is GPU-seconds decayed with `PriorityDecayHalfLife`), job size
-  (GPUs; `PriorityFavorSmall` inverts it) and partition tier.
+  (GPUs; `PriorityFavorSmall` inverts it), partition tier and QOS (the job's QOS priority ÷
+  the highest QOS priority, as Slurm normalises it).
 * **Limits**: an account's GPUs running at once (`GrpTRES=gres/gpu=N`), each user's
-  (`MaxTRESPerUser`) and one user association's (its `GrpTRES`); a job asking for more time
-  than its partition's `MaxTime` stays pending (Slurm's `PartitionTimeLimit`) unless
-  `over_limit="cut"`, where it runs cut at the limit.
+  (`MaxTRESPerUser`) and one user association's (its `GrpTRES`); a QOS's GPUs running at once
+  (its `GrpTRES`) and each user's in it (its `MaxTRESPerUser`); a job asking for more time
+  than its partition's `MaxTime` or its QOS's `MaxWall` stays pending (Slurm's
+  `PartitionTimeLimit`) unless `over_limit="cut"`, where it runs cut at the limit.
+* **Preemption** (`PreemptType=preempt/qos`): a pending job whose QOS may preempt others ranks
+  ahead of their jobs and, when the main scheduler finds no room for it, preempts running jobs
+  of those QOS (lowest QOS priority, fewest nodes, youngest first; only those it needs on the
+  nodes it gets), which end (`CANCEL`) or requeue to rerun from scratch after Slurm's requeue
+  delay (`REQUEUE`), as their QOS's `PreemptMode`, else the cluster's, says.
 * **Nodes**: GPUs per node and their model; a job's GPUs are spread evenly over its nodes, each
   node of the job's GPU type (any type if it asked for none) and of its partition; best fit.
 
-Not modelled: CPUs and memory per node, QOS priority and preemption, reservations, node
-failures, job dependencies and arrays' throttles, Kueue (see docs: the Policy lab page).
+Not modelled: CPUs and memory per node, SUSPEND/GANG preemption, preemption by backfill or by
+partition priority, QOS limits other than GPUs, reservations, node failures, job dependencies
+and arrays' throttles, Kueue (see docs: the Policy lab page).
 """
 
 from __future__ import annotations
@@ -634,9 +642,9 @@ def replay(
         )
         if policy.weight_qos and top_qos > 0:
             p = p + policy.weight_qos * qos_factor[idx]
-        keys = (job_index[idx], submit[idx], -np.floor(p))
+        keys: list[np.ndarray] = [job_index[idx], submit[idx], -np.floor(p)]
         if ranks_by_preempt:
-            keys = (*keys, -preempt_rank[idx])
+            keys.append(-preempt_rank[idx])
         by = np.lexsort(keys)[:depth]
         ranking: list[int] = idx[by].tolist()
         return ranking
