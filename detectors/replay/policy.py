@@ -184,6 +184,10 @@ def setting_keys() -> list[str]:
     ]
 
 
+def _priority_keys() -> str:
+    return next(k for k in setting_keys() if k.startswith("priority."))
+
+
 def _gpu_tres(key: str, value: str) -> int | None:
     v = value.strip()
     if v in ("-1", ""):
@@ -362,9 +366,7 @@ def _apply_one(p: Policy, key: str, value: str) -> Policy:
             if flag not in ("YES", "NO", "TRUE", "FALSE", "1", "0"):
                 raise PolicyError(f"{key}={value}: expected YES or NO")
             return dataclasses.replace(p, favor_small=flag in ("YES", "TRUE", "1"))
-        raise PolicyError(
-            f"{key}: unknown priority setting (one of {', '.join(setting_keys()[5:6])})"
-        )
+        raise PolicyError(f"{key}: unknown priority setting (one of {_priority_keys()})")
     if key == "boot_time":
         return dataclasses.replace(p, boot_e=_instant(key, value))
     if key == "over_limit":

@@ -289,6 +289,7 @@ def test_qos_settings_change_what_they_name():
         ("PreemptMode=cluster", "PreemptMode=cluster: expected OFF, CANCEL, REQUEUE"),
         ("PreemptType=preempt/partition_prio", "preempt/partition_prio is not modelled"),
         ("requeue_delay=-5", "requeue_delay=-5: expected a number ≥ 0"),
+        ("priority.Foo=1", "priority.Foo: unknown priority setting (one of priority.{"),
     ],
 )
 def test_a_bad_qos_setting_is_one_line_naming_it(setting, named):
