@@ -51,6 +51,7 @@ __all__ = [
     "QosPolicy",
     "apply_settings",
     "parse_slurm_time",
+    "preempt_mode",
     "setting_keys",
     "slurm_lines",
 ]

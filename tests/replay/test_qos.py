@@ -349,3 +349,16 @@ def test_the_qos_of_the_landed_snapshot_reach_the_replay(tmp_path):
     assert policy.qos["normal"] == QosPolicy()
     assert policy.qos["scavenger"].preempt_mode == "REQUEUE"
     assert (policy.preempt_type, policy.preempt_mode) == ("preempt/qos", "REQUEUE")
+
+
+def test_compare_and_the_out_rows_count_the_preemptions():
+    from detectors.replay.metrics import compare, outcome_table
+
+    w = preemption_case()
+    base = run(w, Policy())
+    new = run(w, apply_settings(Policy(), PREEMPT))
+    c = compare(w, base, new, {"a": 1.0}, 8 * 2000 / 3600)
+    # L was preempted once, after 100 s on 8 GPUs: 800 GPU-seconds thrown away
+    assert c.preempted == (0, 1)
+    assert c.requeued_gpu_h == (0.0, pytest.approx(800 / 3600))
+    assert outcome_table(w, new)["preemptions"].to_list() == [1, 0]
