@@ -27,7 +27,7 @@ recorded run time. The scheduler is Slurm's, simplified where the lake cannot te
   ahead of their jobs and, when the main scheduler finds no room for it, preempts running jobs
   of those QOS (lowest QOS priority, fewest nodes, youngest first; only those it needs on the
   nodes it gets), which end (`CANCEL`) or requeue to rerun from scratch after Slurm's requeue
-  delay (`REQUEUE`), as their QOS's `PreemptMode`, else the cluster's, says.
+  delay, submitted anew (`REQUEUE`), as their QOS's `PreemptMode`, else the cluster's, says.
 * **Nodes**: GPUs per node and their model; a job's GPUs are spread evenly over its nodes, each
   node of the job's GPU type (any type if it asked for none) and of its partition; best fit.
 
@@ -554,7 +554,8 @@ def replay(
                 requeued_s[v] += t - start[v]
                 start[v] = end[v] = np.nan
                 cut[v] = False
-                heapq.heappush(requeued, (t + policy.requeue_delay_s + 1.0, v))
+                submit[v], accrue_from[v] = t, t + policy.requeue_delay_s + 1.0
+                heapq.heappush(requeued, (accrue_from[v], v))
         return chosen
 
     def classic() -> np.ndarray:
@@ -592,7 +593,10 @@ def replay(
             factor[i] = (n_assoc - rank) / n_assoc
         return factor
 
-    submit = w.submit_e
+    # a requeued job is submitted anew at its requeue (Slurm resets its submit time) and its
+    # age accrues from when it may start again (its begin time): both start as recorded
+    submit = w.submit_e.copy()
+    accrue_from = w.submit_e.copy()
     tier_of = np.array([tiers.get(p, 1) for p in w.partition], dtype=np.int64) / max_tier
     size_of = w.gpus / total_gpus
     if policy.favor_small:
@@ -631,7 +635,7 @@ def replay(
         fs = fs_cache["fs"]
         idx = np.array(pending, dtype=np.int64)
         if policy.max_age_s:
-            age = np.minimum(1.0, np.maximum(0.0, t - submit[idx]) / policy.max_age_s)
+            age = np.minimum(1.0, np.maximum(0.0, t - accrue_from[idx]) / policy.max_age_s)
         else:
             age = np.ones(idx.size)
         p = (
@@ -798,7 +802,7 @@ def replay(
             dirty = True
         while requeued and requeued[0][0] <= t:
             _, j = heapq.heappop(requeued)
-            if w.cancel_e[j] > t:  # back in the queue, in its place by submit time
+            if w.cancel_e[j] > t:  # back in the queue, in its place by its new submit time
                 bisect.insort(pending, j, key=lambda x: (float(submit[x]), x))
                 dirty = True
         while next_cancel < len(cancels) and cancels[next_cancel][0] <= t:

@@ -222,8 +222,8 @@ def test_only_the_victims_needed_go_youngest_first():
 def test_a_job_that_may_preempt_queues_before_older_jobs_it_does_not_wait_for():
     # FIFO, one node: L (low) runs; N (normal, submitted at 50) waits for it. H (high,
     # preempts low) is queued ahead of N, as Slurm sorts a preemptor first, and starts at
-    # its submit, 100; L, requeued, goes back ahead of N (submitted earlier) and reruns
-    # after H (300 → 1,300); N last
+    # its submit, 100, to 300; L, requeued at 100, is submitted anew then (Slurm resets a
+    # requeued job's submit time), so N (50) goes before it: N 300-400, L from 400
     w = with_qos(
         workload(
             [
@@ -236,7 +236,26 @@ def test_a_job_that_may_preempt_queues_before_older_jobs_it_does_not_wait_for():
         ["low", "normal", "high"],
     )
     out = run(w, apply_settings(P0, PREEMPT))
-    assert starts(out) == [300, 1300, 100]
+    assert starts(out) == [400, 300, 100]
+
+
+def test_a_requeued_jobs_age_counts_from_when_it_may_start_again():
+    # multifactor, a point of age a second: L (low, from 0) is requeued at 100 by H (high,
+    # 100-500); it may start again from 221 and ages from then. At 500, N (submitted at 50)
+    # has 450 points, L 279 (not 500, as its first submit would give): N 500-600, L from 600
+    w = with_qos(
+        workload(
+            [
+                {"submit": 0, "run": 1000, "gpus": 8},
+                {"submit": 50, "run": 100, "gpus": 8},
+                {"submit": 100, "run": 400, "gpus": 8},
+            ],
+            {"n1": 8},
+        ),
+        ["low", "normal", "high"],
+    )
+    out = run(w, apply_settings(MULTIFACTOR, PREEMPT))
+    assert starts(out) == [600, 500, 100]
 
 
 def test_without_qos_rows_the_replay_is_the_same():
