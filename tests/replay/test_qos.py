@@ -381,3 +381,49 @@ def test_compare_and_the_out_rows_count_the_preemptions():
     assert c.preempted == (0, 1)
     assert c.requeued_gpu_h == (0.0, pytest.approx(800 / 3600))
     assert outcome_table(w, new)["preemptions"].to_list() == [1, 0]
+
+
+def test_on_a_simulated_month_qos_limits_hold_and_only_the_named_qos_is_preempted(tmp_path):
+    # the simulator's jobs drawn into three QOS: whatever the replay does, at no start do
+    # the jobs running hold more GPUs than the cluster has, or scavenger more than its cap,
+    # and only scavenger jobs are preempted
+    from collector.sim.runner import SimConfig, simulate_records
+    from detectors.replay.workload import load_workload, recorded_settings
+    from warehouse.connection import connect
+    from warehouse.lake import Lake
+
+    root = tmp_path / "lake"
+    simulate_records(SimConfig(gpus=96, days=3, seed=11), Lake.at(root))
+    con = connect(root, require=("jobs",))
+    try:
+        w = load_workload(con, "sim")
+        recorded = apply_settings(Policy(), recorded_settings(con, "sim"))
+    finally:
+        con.close()
+    rng = np.random.default_rng(3)
+    qos = rng.choice(["normal", "high", "scavenger"], size=w.size, p=[0.5, 0.2, 0.3])
+    w = with_qos(w, qos.tolist())
+    policy = apply_settings(
+        recorded,
+        [
+            "priority.PriorityType=priority/multifactor",
+            "priority.PriorityWeightQOS=10000",
+            "qos.high.Priority=100",
+            "qos.scavenger.GrpTRES=gres/gpu=32",
+            *PREEMPT,
+            "qos.high.Preempt=scavenger",
+        ],
+    )
+    out = replay(w, policy)
+
+    assert out.preemptions is not None and out.preemptions.sum() > 0
+    assert set(qos[out.preemptions > 0]) == {"scavenger"}
+    ran = np.isfinite(out.start_e)
+    assert (out.start_e[ran] >= w.submit_e[ran]).all() and (
+        out.end_e[ran] >= out.start_e[ran]
+    ).all()
+    total = int(w.node_gpus.sum())
+    for t in np.unique(out.start_e[ran]):
+        running = ran & (out.start_e <= t) & (out.end_e > t)
+        assert w.gpus[running].sum() <= total
+        assert w.gpus[running & (qos == "scavenger")].sum() <= 32
