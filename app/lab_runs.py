@@ -148,6 +148,20 @@ def slurm_lab(
             ],
         }
     )
+    if any(c.preempted):  # a QOS preempted (preempt/qos in either run)
+        summary = pl.concat(
+            [
+                summary,
+                pl.DataFrame(
+                    {
+                        "figure": ["jobs preempted by a QOS", "GPU-hours of requeued runs lost"],
+                        "baseline": [float(c.preempted[0]), c.requeued_gpu_h[0]],
+                        "proposal": [float(c.preempted[1]), c.requeued_gpu_h[1]],
+                    }
+                ),
+            ],
+            how="vertical_relaxed",
+        )
     return _common(w, c, calibrate(w, within_data(w, base)), runs) | {
         "scheduler": "slurm",
         "gpus": int(w.node_gpus.sum()),

@@ -32,7 +32,8 @@ __all__ = ["command"]
 SET_HELP = (
     "A policy change, KEY=VALUE in Slurm's names (repeatable), e.g. "
     "partition.gpu.MaxTime=08:00:00, assoc.vision.GrpTRES=gres/gpu=16, "
-    "priority.PriorityWeightFairshare=20000, bf_window=2880, node.gpu-07.State=DRAIN; on a "
+    "priority.PriorityWeightFairshare=20000, bf_window=2880, node.gpu-07.State=DRAIN, "
+    "qos.high.Priority=1000, PreemptType=preempt/qos, qos.high.Preempt=scavenger; on a "
     "Kueue cluster in Kueue's, e.g. clusterqueue.team-a.nominalQuota.nvidia.com/gpu=16, "
     "clusterqueue.team-a.preemption.reclaimWithinCohort=Any."
 )
@@ -156,6 +157,13 @@ def _replay(
     return out
 
 
+def _preempted_words(out: Outcome) -> str:
+    """ ", N preempted by a QOS" where the replay preempted any job, else nothing."""
+    if out.preemptions is None or not out.preemptions.any():
+        return ""
+    return f", {int((out.preemptions > 0).sum()):,} preempted by a QOS"
+
+
 def _calibration_lines(c: Calibration, what: str = "the recorded policy replayed") -> list[str]:
     lines = [
         f"Calibration: {what} against what happened ({c.jobs:,} jobs "
@@ -266,7 +274,9 @@ def command_replay(
     baseline = _replay(run.workload, run.recorded, "replaying", quiet)
     seconds = time.perf_counter() - began
     click.echo(_header(run))
-    click.echo(f"Replayed {run.workload.size:,} jobs in {seconds:.1f} s.")
+    click.echo(
+        f"Replayed {run.workload.size:,} jobs in {seconds:.1f} s{_preempted_words(baseline)}."
+    )
     for line in _calibration_lines(calibrate(run.workload, baseline)):
         click.echo(line)
     result = baseline
@@ -276,8 +286,9 @@ def command_replay(
         click.echo(
             f"With {', '.join(run.changes)}: {started:,} jobs start, "
             f"{int(result.cut_by_limit.sum()):,} cut by a limit, "
-            f"{int(result.held_by_limit.sum()):,} held pending by one "
-            "(see `gpuledger whatif compare` for the side-by-side figures)."
+            f"{int(result.held_by_limit.sum()):,} held pending by one"
+            + _preempted_words(result)
+            + " (see `gpuledger whatif compare` for the side-by-side figures)."
         )
         # how near the changed policy comes to the record: a policy the lake did not record
         # (a trace's quotas, say) can be tried as the baseline, and kept if it calibrates better
@@ -347,6 +358,12 @@ def command_compare(
         f"Cut short by a new limit: {c.cut_jobs:,} jobs, {c.cut_gpu_h:,.1f} GPU-h lost; "
         f"kept pending by one: {c.held_jobs:,} jobs."
     )
+    if any(c.preempted):
+        click.echo(
+            f"Preempted by a QOS: {c.preempted[0]:,} jobs in the baseline, {c.preempted[1]:,} "
+            f"in the proposal; runs a requeue threw away: {c.requeued_gpu_h[0]:,.1f} and "
+            f"{c.requeued_gpu_h[1]:,.1f} GPU-h."
+        )
     click.echo("")
     heads = ("base p50", "base p95", "new p50", "new p95")
     click.echo(f"{'queue wait':24}" + "".join(f"{h:>14}" for h in heads))

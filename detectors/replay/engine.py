@@ -16,11 +16,18 @@ recorded run time. The scheduler is Slurm's, simplified where the lake cannot te
   (to `PriorityMaxAge`), fair-share (Fair Tree, Slurm's default: associations ranked by level
   fair-share, account then user; or classic with `PriorityFlags=NO_FAIR_TREE`: the account's
   2^(−usage/shares); usage is GPU-seconds decayed with `PriorityDecayHalfLife`), job size
-  (GPUs; `PriorityFavorSmall` inverts it) and partition tier.
+  (GPUs; `PriorityFavorSmall` inverts it), partition tier and QOS (the job's QOS priority ÷
+  the highest QOS priority, as Slurm normalises it).
 * **Limits**: an account's GPUs running at once (`GrpTRES=gres/gpu=N`), each user's
-  (`MaxTRESPerUser`) and one user association's (its `GrpTRES`); a job asking for more time
-  than its partition's `MaxTime` stays pending (Slurm's `PartitionTimeLimit`) unless
-  `over_limit="cut"`, where it runs cut at the limit.
+  (`MaxTRESPerUser`) and one user association's (its `GrpTRES`); a QOS's GPUs running at once
+  (its `GrpTRES`) and each user's in it (its `MaxTRESPerUser`); a job asking for more time
+  than its partition's `MaxTime` or its QOS's `MaxWall` stays pending (Slurm's
+  `PartitionTimeLimit`) unless `over_limit="cut"`, where it runs cut at the limit.
+* **Preemption** (`PreemptType=preempt/qos`): a pending job whose QOS may preempt others ranks
+  ahead of their jobs and, when the main scheduler finds no room for it, preempts running jobs
+  of those QOS (lowest QOS priority, fewest nodes, youngest first; only those it needs on the
+  nodes it gets), which end (`CANCEL`) or requeue to rerun from scratch after Slurm's requeue
+  delay, submitted anew (`REQUEUE`), as their QOS's `PreemptMode`, else the cluster's, says.
 * **Nodes**: GPUs per node and their model, and (cons_tres) CPUs and memory per node; a job's
   GPUs, CPUs and memory are spread evenly over its nodes (per node: the total ÷ nodes, rounded
   up), each node of the job's GPU type (any type if it asked for none) and of its partition,
@@ -31,12 +38,14 @@ recorded run time. The scheduler is Slurm's, simplified where the lake cannot te
   size (the record says it ran). Jobs without GPUs are not replayed: what they hold is free.
 
 Not modelled: CPU cores' layout (sockets, hyper-threads: a CPU is a CPU), memory per CPU beyond
-what the record gives, QOS priority and preemption, reservations, node failures, job
-dependencies and arrays' throttles, Kueue (see docs: the Policy lab page).
+what the record gives, SUSPEND/GANG preemption, preemption by backfill or by partition
+priority, QOS limits other than GPUs, reservations, node failures, job dependencies and arrays'
+throttles, Kueue (see docs: the Policy lab page).
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections.abc import Callable, Sequence
@@ -45,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from detectors.replay.policy import Policy
+from detectors.replay.policy import Policy, QosPolicy
 
 __all__ = ["Outcome", "Workload", "replay", "within_data"]
 
@@ -88,6 +97,7 @@ class Workload:
     # per job, its CPUs and memory (MiB) over all its nodes (NaN or None: unknown, unconstrained)
     cpus: np.ndarray | None = None
     mem_mib: np.ndarray | None = None
+    qos: list[str] | None = None  # per job ("" or None: Slurm's default QOS, normal)
 
     @property
     def size(self) -> int:
@@ -97,19 +107,31 @@ class Workload:
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """Per job: when the replay started and ended it (NaN: never started before the horizon),
-    whether a new limit cut its run, and whether a limit held it pending for good."""
+    whether a new limit cut its run, whether a limit held it pending for good, and how often a
+    QOS preempted it (a requeued job's start and end are those of its last run)."""
 
     start_e: np.ndarray
     end_e: np.ndarray
     cut_by_limit: np.ndarray
     held_by_limit: np.ndarray
     runtime_known: np.ndarray
+    preemptions: np.ndarray | None = None  # per job, how often it was preempted (None: never)
+    requeued_s: np.ndarray | None = None  # per job, seconds of runs a requeue threw away
 
 
-def _effective_limit(w: Workload, policy: Policy, j: int) -> tuple[float, bool]:
-    """(seconds the job may run, held): the job's own limit under its partition's MaxTime."""
+def _qos_names(w: Workload) -> list[str]:
+    """Each job's QOS: the one recorded, else Slurm's default QOS (normal)."""
+    return [q or "normal" for q in w.qos] if w.qos is not None else ["normal"] * w.size
+
+
+def _effective_limit(
+    w: Workload, policy: Policy, j: int, qos: str = "normal"
+) -> tuple[float, bool]:
+    """(seconds the job may run, held): the job's own limit under its partition's MaxTime and
+    its QOS's MaxWall."""
     own = float(w.limit_s[j])
-    cap = policy.max_time(w.partition[j])
+    caps = [c for c in (policy.max_time(w.partition[j]), policy.max_wall(qos)) if c is not None]
+    cap = min(caps) if caps else None
     if cap is None:
         return (own if own == own else _NEVER), False
     if own != own:  # no recorded limit: the partition's
@@ -429,8 +451,9 @@ def replay(
     held = np.zeros(n, dtype=bool)
     known = ~np.isnan(w.run_s)
     limit = np.empty(n)
+    qos_name = _qos_names(w)
     for j in range(n):
-        limit[j], held[j] = _effective_limit(w, policy, j)
+        limit[j], held[j] = _effective_limit(w, policy, j, qos_name[j])
     run = np.where(known, w.run_s, np.where(np.isfinite(limit), limit, np.nan))
     if w.pinned is not None:  # running when the period starts: as recorded, whatever the policy
         fixed = w.pinned.astype(bool) & known
@@ -471,6 +494,43 @@ def replay(
     max_tier = max([1, *tiers.values()])
     multifactor = policy.priority_type == "priority/multifactor"
 
+    # QOS: its priority factor (its priority ÷ the highest QOS priority, as Slurm normalises
+    # it), its limits, and with preempt/qos whose running jobs its jobs may preempt
+    qos_list = sorted(set(qos_name) | set(policy.qos))
+    qos_of = {q: i for i, q in enumerate(qos_list)}
+    qid = np.array([qos_of[q] for q in qos_name], dtype=np.int64)
+    rules = [policy.qos.get(q, QosPolicy()) for q in qos_list]
+    qos_prio = np.array([r.priority for r in rules], dtype=float)
+    top_qos = float(qos_prio.max(initial=0.0))
+    qos_factor = qos_prio[qid] / top_qos if top_qos > 0 else np.zeros(n)
+    qos_cap = np.array([-1 if r.gpu_cap is None else r.gpu_cap for r in rules], dtype=np.int64)
+    qos_user_cap = [r.user_gpu_cap for r in rules]
+    qos_limits = bool((qos_cap >= 0).any()) or any(c is not None for c in qos_user_cap)
+    qos_running = np.zeros(len(qos_list), dtype=np.int64)
+    qos_user_running: dict[tuple[int, str], int] = {}
+    preempting = policy.preempt_type == "preempt/qos"
+    named = [
+        frozenset(qos_of[v] for v in r.preempt if v in qos_of) if preempting else frozenset()
+        for r in rules
+    ]
+    victim_mode = [r.preempt_mode or policy.preempt_mode for r in rules]
+    targets = [frozenset(v for v in vs if victim_mode[v] != "OFF") for vs in named]
+    can_preempt = np.array([bool(targets[q]) for q in qid.tolist()], dtype=bool)
+    # Slurm queues a job that may preempt another's before it: a QOS ranks by the depth of
+    # the chain of QOS below it that it may preempt
+    level = np.zeros(len(qos_list), dtype=np.int64)
+    for _ in range(len(qos_list)):
+        level = np.array(
+            [max([0, *(int(level[v]) + 1 for v in vs if v != q)]) for q, vs in enumerate(named)],
+            dtype=np.int64,
+        )
+    preempt_rank = level[qid]
+    ranks_by_preempt = bool(preempt_rank.any())
+    preemptions = np.zeros(n, dtype=np.int64)
+    requeued_s = np.zeros(n)
+    due: dict[int, float] = {}  # running job → when its end reaches the scheduler
+    requeued: list[tuple[float, int]] = []  # (when it may start again, job)
+
     alloc: dict[int, tuple[np.ndarray, int]] = {}  # running job → (its nodes, GPUs on each)
     expected_end: dict[int, float] = {}
     ends: list[tuple[float, int]] = []
@@ -498,13 +558,22 @@ def replay(
         if own is not None and mine > own:
             return False
         cap = user_cap.get(w.account[j])
-        return cap is None or mine <= cap
+        if cap is not None and mine > cap:
+            return False
+        return not qos_limits or fits_qos(j)
+
+    def fits_qos(j: int) -> bool:
+        q = int(qid[j])
+        if qos_cap[q] >= 0 and qos_running[q] + w.gpus[j] > qos_cap[q]:
+            return False
+        each = qos_user_cap[q]
+        return each is None or qos_user_running.get((q, w.user[j]), 0) + w.gpus[j] <= each
 
     def within_limits(q: np.ndarray) -> np.ndarray:
         """`fits_limits` over an array of jobs."""
         a = acct[q]
         ok: np.ndarray = (acct_cap[a] < 0) | (acct_running[a] + w.gpus[q] <= acct_cap[a])
-        if user_cap or one_cap:
+        if user_cap or one_cap or qos_limits:
             for n in np.flatnonzero(ok).tolist():
                 ok[n] = fits_limits(int(q[n]))
         return ok
@@ -524,9 +593,14 @@ def replay(
         end[j] = stop
         expected_end[j] = t + limit[j]
         heapq.heappush(ends, (stop + lag, j))  # its GPUs free for the scheduler after `lag`
+        due[j] = stop + lag
         acct_running[acct[j]] += int(w.gpus[j])
         assoc_running[assoc[j]] += int(w.gpus[j])
         user_running[user_key[j]] = user_running.get(user_key[j], 0) + int(w.gpus[j])
+        if qos_limits:
+            qos_running[qid[j]] += int(w.gpus[j])
+            mine = (int(qid[j]), w.user[j])
+            qos_user_running[mine] = qos_user_running.get(mine, 0) + int(w.gpus[j])
 
     def finish(j: int) -> None:
         chosen, k = alloc.pop(j)
@@ -534,9 +608,75 @@ def replay(
         for free, per in host:
             free[chosen] += per[j]
         expected_end.pop(j, None)
+        due.pop(j, None)
         acct_running[acct[j]] -= int(w.gpus[j])
         assoc_running[assoc[j]] -= int(w.gpus[j])
         user_running[user_key[j]] -= int(w.gpus[j])
+        if qos_limits:
+            qos_running[qid[j]] -= int(w.gpus[j])
+            qos_user_running[(int(qid[j]), w.user[j])] -= int(w.gpus[j])
+
+    def preempt_for(j: int, t: float, mask: np.ndarray) -> np.ndarray | None:
+        """With preempt/qos, the nodes `j` starts on once it has preempted the running jobs it
+        needs gone (None: preempting every job it may preempt would not make room). Victims
+        in Slurm's preempt/qos order: the lowest QOS priority first, then the fewest nodes,
+        then the youngest; taken until the job fits, and only those on the nodes it gets."""
+        allowed = targets[int(qid[j])]
+        found = [
+            v
+            for v, (on, _) in alloc.items()
+            if int(qid[v]) in allowed and not pinned[v] and bool(mask[on].any())
+        ]
+        found.sort(key=lambda v: (qos_prio[qid[v]], int(count[v]), -float(start[v]), -v))
+        free = nodes.free.copy()
+        spare_host = [f.copy() for f, _ in host]  # CPUs, memory free once the victims go
+
+        def room(hosts: list[np.ndarray]) -> np.ndarray:
+            fits = mask
+            for hf, h in zip(hosts, host_of[j], strict=True):
+                if h > 0:
+                    fits = fits & (hf >= h)
+            return fits
+
+        taken: list[int] = []
+        chosen = None
+        for v in found:
+            on, k = alloc[v]
+            free[on] += k
+            for hf, (_, per) in zip(spare_host, host, strict=True):
+                hf[on] += per[v]
+            taken.append(v)
+            chosen = _pick(free, room(spare_host), int(need[j]), int(count[j]))
+            if chosen is not None:
+                break
+        if chosen is None:
+            return None
+        # only those on the nodes it gets, and of those, none the nodes can spare (the last
+        # taken, the most protected, first)
+        victims = [v for v in taken if np.isin(alloc[v][0], chosen).any()]
+        for v in reversed(victims.copy()):
+            on, k = alloc[v]
+            spare = free.copy()
+            spare[on] -= k
+            hosts = [hf.copy() for hf in spare_host]
+            for hf, (_, per) in zip(hosts, host, strict=True):
+                hf[on] -= per[v]
+            if (spare[chosen] >= need[j]).all() and room(hosts)[chosen].all():
+                free, spare_host = spare, hosts
+                victims.remove(v)
+        for v in victims:
+            finish(v)
+            preemptions[v] += 1
+            if victim_mode[int(qid[v])] == "CANCEL":
+                end[v] = t
+                cut[v] = False
+            else:  # REQUEUE: pending again, from scratch, once Slurm's requeue delay is over
+                requeued_s[v] += t - start[v]
+                start[v] = end[v] = np.nan
+                cut[v] = False
+                submit[v], accrue_from[v] = t, t + policy.requeue_delay_s + 1.0
+                heapq.heappush(requeued, (accrue_from[v], v))
+        return chosen
 
     def classic() -> np.ndarray:
         """Per association, its account's 2^(−usage/shares) (classic fair-share)."""
@@ -573,7 +713,10 @@ def replay(
             factor[i] = (n_assoc - rank) / n_assoc
         return factor
 
-    submit = w.submit_e
+    # a requeued job is submitted anew at its requeue (Slurm resets its submit time) and its
+    # age accrues from when it may start again (its begin time): both start as recorded
+    submit = w.submit_e.copy()
+    accrue_from = w.submit_e.copy()
     tier_of = np.array([tiers.get(p, 1) for p in w.partition], dtype=np.int64) / max_tier
     size_of = w.gpus / total_gpus
     if policy.favor_small:
@@ -601,14 +744,18 @@ def replay(
     def ranked(t: float, depth: int) -> list[int]:
         """The first `depth` pending jobs in priority order."""
         # basic: by (submit time, job); `pending` is kept in that order (jobs arrive by it)
-        if not multifactor or not pending:
+        if not pending or (not multifactor and not ranks_by_preempt):
             return pending[:depth]
+        if not multifactor:
+            queue = np.array(pending, dtype=np.int64)
+            ahead: list[int] = queue[np.argsort(-preempt_rank[queue], kind="stable")].tolist()
+            return ahead[:depth]
         if calc <= 0:
             snapshot()
         fs = fs_cache["fs"]
         idx = np.array(pending, dtype=np.int64)
         if policy.max_age_s:
-            age = np.minimum(1.0, np.maximum(0.0, t - submit[idx]) / policy.max_age_s)
+            age = np.minimum(1.0, np.maximum(0.0, t - accrue_from[idx]) / policy.max_age_s)
         else:
             age = np.ones(idx.size)
         p = (
@@ -617,7 +764,12 @@ def replay(
             + policy.weight_job_size * size_of[idx]
             + policy.weight_partition * tier_of[idx]
         )
-        by = np.lexsort((job_index[idx], submit[idx], -np.floor(p)))[:depth]
+        if policy.weight_qos and top_qos > 0:
+            p = p + policy.weight_qos * qos_factor[idx]
+        keys: list[np.ndarray] = [job_index[idx], submit[idx], -np.floor(p)]
+        if ranks_by_preempt:
+            keys.append(-preempt_rank[idx])
+        by = np.lexsort(keys)[:depth]
         ranking: list[int] = idx[by].tolist()
         return ranking
 
@@ -632,6 +784,8 @@ def replay(
             if host:
                 mask = host_free(j, mask)
             chosen = _pick(nodes.free, mask, int(need[j]), int(count[j]))
+            if chosen is None and can_preempt[j]:
+                chosen = preempt_for(j, t, nodes.mask(part, w.gpu_type[j]))
             if chosen is None:
                 blocked.add(part)
                 continue
@@ -729,8 +883,12 @@ def replay(
             candidates.append(pins[next_pin][0])
         if next_submit < n_queued:
             candidates.append(float(w.submit_e[order[next_submit]]) + lag)
+        while ends and due.get(ends[0][1]) != ends[0][0]:  # a preempted job's end: gone
+            heapq.heappop(ends)
         if ends:
             candidates.append(ends[0][0])
+        if requeued:
+            candidates.append(requeued[0][0])
         if next_cancel < len(cancels):
             candidates.append(cancels[next_cancel][0])
         if pending and dirty:
@@ -752,7 +910,9 @@ def replay(
                     snapshot()
         t_use = t
         while ends and ends[0][0] <= t:
-            _, j = heapq.heappop(ends)
+            when, j = heapq.heappop(ends)
+            if due.get(j) != when:  # the end of a run a preemption stopped
+                continue
             finish(j)
             dirty = True
         while next_pin < len(pins) and pins[next_pin][0] <= t:
@@ -767,6 +927,11 @@ def replay(
                 continue
             pending.append(j)
             dirty = True
+        while requeued and requeued[0][0] <= t:
+            _, j = heapq.heappop(requeued)
+            if w.cancel_e[j] > t:  # back in the queue, in its place by its new submit time
+                bisect.insort(pending, j, key=lambda x: (float(submit[x]), x))
+                dirty = True
         while next_cancel < len(cancels) and cancels[next_cancel][0] <= t:
             j = cancels[next_cancel][1]
             next_cancel += 1
@@ -781,7 +946,13 @@ def replay(
         if progress is not None:
             progress(t)
     return Outcome(
-        start_e=start, end_e=end, cut_by_limit=cut, held_by_limit=held, runtime_known=known
+        start_e=start,
+        end_e=end,
+        cut_by_limit=cut,
+        held_by_limit=held,
+        runtime_known=known,
+        preemptions=preemptions,
+        requeued_s=requeued_s,
     )
 
 
@@ -795,4 +966,6 @@ def within_data(w: Workload, out: Outcome) -> Outcome:
         cut_by_limit=out.cut_by_limit & ~late,
         held_by_limit=out.held_by_limit,
         runtime_known=out.runtime_known,
+        preemptions=out.preemptions,
+        requeued_s=out.requeued_s,
     )

@@ -97,23 +97,25 @@ def size_class(gpus: int) -> str:
 
 
 def outcome_table(w: Workload, out: Outcome) -> pl.DataFrame:
-    """One row per job: the replay's `--out` file (times as epoch seconds; null: never)."""
-    return pl.DataFrame(
-        {
-            "job_id": w.job_id,
-            "account": w.account,
-            "user": w.user,
-            "partition": w.partition,
-            "gpus": w.gpus,
-            "submit_e": w.submit_e,
-            "real_start_e": w.real_start_e,
-            "sim_start_e": out.start_e,
-            "sim_end_e": out.end_e,
-            "cut_by_limit": out.cut_by_limit,
-            "held_by_limit": out.held_by_limit,
-            "runtime_known": out.runtime_known,
-        }
-    ).with_columns(pl.col(pl.Float64).fill_nan(None))
+    """One row per job: the replay's `--out` file (times as epoch seconds; null: never), with
+    how often a QOS preempted it where the replay models preemption."""
+    columns: dict[str, object] = {
+        "job_id": w.job_id,
+        "account": w.account,
+        "user": w.user,
+        "partition": w.partition,
+        "gpus": w.gpus,
+        "submit_e": w.submit_e,
+        "real_start_e": w.real_start_e,
+        "sim_start_e": out.start_e,
+        "sim_end_e": out.end_e,
+        "cut_by_limit": out.cut_by_limit,
+        "held_by_limit": out.held_by_limit,
+        "runtime_known": out.runtime_known,
+    }
+    if out.preemptions is not None:
+        columns["preemptions"] = out.preemptions
+    return pl.DataFrame(columns).with_columns(pl.col(pl.Float64).fill_nan(None))
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +131,8 @@ class Comparison:
     held_jobs: int  # jobs a new limit keeps pending for good
     started: tuple[int, int]
     gpu_h: tuple[float, float]
+    preempted: tuple[int, int] = (0, 0)  # jobs a QOS preempted at least once
+    requeued_gpu_h: tuple[float, float] = (0.0, 0.0)  # GPU-hours of runs a requeue threw away
 
 
 def _gpu_h(w: Workload, out: Outcome) -> np.ndarray:
@@ -235,4 +239,14 @@ def compare(
         held_jobs=int((new.held_by_limit & ~base.held_by_limit).sum()),
         started=(int((~np.isnan(base.start_e)).sum()), int((~np.isnan(new.start_e)).sum())),
         gpu_h=(float(base_h.sum()), float(new_h.sum())),
+        preempted=(_preempted(base), _preempted(new)),
+        requeued_gpu_h=(_requeued_gpu_h(w, base), _requeued_gpu_h(w, new)),
     )
+
+
+def _preempted(out: Outcome) -> int:
+    return 0 if out.preemptions is None else int((out.preemptions > 0).sum())
+
+
+def _requeued_gpu_h(w: Workload, out: Outcome) -> float:
+    return 0.0 if out.requeued_s is None else float((out.requeued_s * w.gpus).sum() / 3600.0)

@@ -10,6 +10,16 @@ lake recorded, and a what-if's `--set`. Keys (Slurm's own names after the prefix
     assoc.<account>.MaxTRESPerUser  gres/gpu=N (each user of the account)
     assoc.<account>.Shares          fair-share shares of the account
     assoc.<account>.<user>.GrpTRES  gres/gpu=N: one user's association (in that account)
+    qos.<name>.Priority             the QOS's priority (an integer; its multifactor factor is it
+                                    ÷ the highest QOS priority)
+    qos.<name>.GrpTRES              gres/gpu=N: the GPUs the QOS's jobs run at once, or -1
+    qos.<name>.MaxTRESPerUser       gres/gpu=N: each user's in the QOS (MaxTRESPU: the same)
+    qos.<name>.MaxWall              a Slurm time: the QOS's time limit cap (as MaxTime)
+    qos.<name>.Preempt              comma-separated QOS names its jobs may preempt ('' : none)
+    qos.<name>.PreemptMode          CANCEL, REQUEUE, OFF or cluster (PreemptMode's): what
+                                    happens to the QOS's jobs when preempted
+    PreemptType                     preempt/none or preempt/qos
+    PreemptMode                     OFF, CANCEL or REQUEUE (GANG is ignored)
     priority.<Name>                 PriorityType, PriorityWeight{Age,Fairshare,JobSize,Partition,
                                     QOS}, PriorityMaxAge, PriorityDecayHalfLife, PriorityFavorSmall,
                                     PriorityFlags (NO_FAIR_TREE: classic fair-share),
@@ -43,8 +53,10 @@ from typing import Any
 __all__ = [
     "Policy",
     "PolicyError",
+    "QosPolicy",
     "apply_settings",
     "parse_slurm_time",
+    "preempt_mode",
     "setting_keys",
     "slurm_lines",
 ]
@@ -59,6 +71,18 @@ class PartitionPolicy:
     max_time_s: int | None = None  # None: no limit
     priority_tier: int = 1
     nodes: tuple[str, ...] | None = None  # None: the nodes the lake saw its jobs on
+
+
+@dataclass(frozen=True, slots=True)
+class QosPolicy:
+    """One QOS (slurmdbd's `sacctmgr show qos`): what the replay models of it."""
+
+    priority: int = 0
+    gpu_cap: int | None = None  # GrpTRES=gres/gpu=N: the QOS's GPUs running at once
+    user_gpu_cap: int | None = None  # MaxTRESPU=gres/gpu=N: each user's in the QOS
+    max_wall_s: int | None = None  # MaxWall: a time limit cap, as a partition's MaxTime
+    preempt: frozenset[str] = frozenset()  # the QOS whose running jobs its jobs may preempt
+    preempt_mode: str | None = None  # CANCEL, REQUEUE or OFF; None: the cluster's PreemptMode
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,10 +117,18 @@ class Policy:
     node_gres: Mapping[str, tuple[int, str]] = field(default_factory=dict)  # node → (gpus, type)
     node_cpus: Mapping[str, int] = field(default_factory=dict)  # node → CPUs (absent: unknown)
     node_mem_mib: Mapping[str, int] = field(default_factory=dict)  # node → MiB (absent: unknown)
+    qos: Mapping[str, QosPolicy] = field(default_factory=dict)
+    preempt_type: str = "preempt/none"  # or preempt/qos
+    preempt_mode: str = "OFF"  # the cluster's: OFF, CANCEL or REQUEUE
+    requeue_delay_s: float = 120.0  # a requeued job may start again this much (+1 s) later
 
     def max_time(self, partition: str) -> int | None:
         p = self.partitions.get(partition)
         return None if p is None else p.max_time_s
+
+    def max_wall(self, qos: str) -> int | None:
+        q = self.qos.get(qos)
+        return None if q is None else q.max_wall_s
 
 
 _TIME = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
@@ -135,7 +167,10 @@ _SCHED = {  # key → (field, scale to seconds, integer)
     "bf_max_job_test": ("bf_max_job_test", 1.0, True),
     "default_queue_depth": ("default_queue_depth", 1.0, True),
     "sched_latency": ("sched_latency_s", 1.0, False),
+    "requeue_delay": ("requeue_delay_s", 1.0, False),
 }
+_QOS_ATTRS = ("Priority", "GrpTRES", "MaxTRESPerUser", "MaxWall", "Preempt", "PreemptMode")
+_PREEMPT_TYPES = ("preempt/none", "preempt/qos")
 
 
 def setting_keys() -> list[str]:
@@ -144,6 +179,9 @@ def setting_keys() -> list[str]:
         "partition.<name>.{MaxTime,PriorityTier,Nodes}",
         "assoc.<account>.{GrpTRES,MaxTRESPerUser,Shares}",
         "assoc.<account>.<user>.GrpTRES",
+        "qos.<name>.{" + ",".join(_QOS_ATTRS) + "}",
+        "PreemptType",
+        "PreemptMode",
         "priority.{PriorityType,PriorityMaxAge,PriorityDecayHalfLife,PriorityFavorSmall,PriorityFlags,PriorityCalcPeriod,"
         + ",".join(_PRIORITY_FLOATS)
         + "}",
@@ -152,6 +190,10 @@ def setting_keys() -> list[str]:
         "over_limit",
         "node.<name>.{State,Gres,CPUs,RealMemory}",
     ]
+
+
+def _priority_keys() -> str:
+    return next(k for k in setting_keys() if k.startswith("priority."))
 
 
 def _gpu_tres(key: str, value: str) -> int | None:
@@ -198,6 +240,44 @@ def _instant(key: str, value: str) -> float:
             f"{key}={value}: expected epoch seconds or a time such as 2026-12-04T20:33:09"
         ) from None
     return (when if when.tzinfo else when.replace(tzinfo=dt.UTC)).timestamp()
+
+
+def preempt_mode(key: str, value: str, *, qos: bool = False) -> str | None:
+    """The preemption mode `value` names (`None`: a QOS's `cluster`, the cluster's mode):
+    OFF, CANCEL or REQUEUE; GANG is ignored (it time-slices, which the replay does not)."""
+    words = {w.strip().upper() for w in value.split(",") if w.strip()} - {"GANG"}
+    if qos and words <= {"CLUSTER"}:
+        return None
+    if not words:
+        return "OFF"
+    if len(words) == 1 and (mode := next(iter(words))) in ("OFF", "CANCEL", "REQUEUE"):
+        return mode
+    expected = "OFF, CANCEL, REQUEUE" + (" or cluster" if qos else "")
+    raise PolicyError(
+        f"{key}={value}: expected {expected} (SUSPEND, WITHIN and PRIORITY are not modelled)"
+    )
+
+
+def _apply_qos(p: Policy, key: str, name: str, attr: str, value: str) -> Policy:
+    old = p.qos.get(name, QosPolicy())
+    if attr == "MaxTRESPU":  # sacctmgr's column name
+        attr = "MaxTRESPerUser"
+    if attr == "Priority":
+        new = dataclasses.replace(old, priority=int(_number(key, value, integer=True)))
+    elif attr == "GrpTRES":
+        new = dataclasses.replace(old, gpu_cap=_gpu_tres(key, value))
+    elif attr == "MaxTRESPerUser":
+        new = dataclasses.replace(old, user_gpu_cap=_gpu_tres(key, value))
+    elif attr == "MaxWall":
+        new = dataclasses.replace(old, max_wall_s=_time(key, value) if value.strip() else None)
+    elif attr == "Preempt":
+        names = frozenset(n for n in (s.strip() for s in value.strip("'\"").split(",")) if n)
+        new = dataclasses.replace(old, preempt=names)
+    elif attr == "PreemptMode":
+        new = dataclasses.replace(old, preempt_mode=preempt_mode(key, value, qos=True))
+    else:
+        raise PolicyError(f"{key}: unknown QOS setting {attr!r} ({', '.join(_QOS_ATTRS)})")
+    return dataclasses.replace(p, qos={**p.qos, name: new})
 
 
 def _set(p: Policy, name: str, value: Any) -> Policy:
@@ -250,6 +330,17 @@ def _apply_one(p: Policy, key: str, value: str) -> Policy:
         who = (parts[1], parts[2])
         caps2.pop(who, None) if cap is None else caps2.__setitem__(who, cap)
         return dataclasses.replace(p, assoc_user_gpu_cap=caps2)
+    if head == "qos" and len(parts) == 3 and parts[1]:
+        return _apply_qos(p, key, parts[1], parts[2], value)
+    if key == "PreemptType":
+        if value.strip() not in _PREEMPT_TYPES:
+            raise PolicyError(
+                f"{key}={value}: expected preempt/none or preempt/qos "
+                "(preempt/partition_prio is not modelled)"
+            )
+        return dataclasses.replace(p, preempt_type=value.strip())
+    if key == "PreemptMode":
+        return dataclasses.replace(p, preempt_mode=preempt_mode(key, value) or "OFF")
     if head == "priority" and len(parts) == 2:
         # Slurm reads these names in any case (scontrol prints PriorityWeightFairShare)
         known = (
@@ -283,9 +374,7 @@ def _apply_one(p: Policy, key: str, value: str) -> Policy:
             if flag not in ("YES", "NO", "TRUE", "FALSE", "1", "0"):
                 raise PolicyError(f"{key}={value}: expected YES or NO")
             return dataclasses.replace(p, favor_small=flag in ("YES", "TRUE", "1"))
-        raise PolicyError(
-            f"{key}: unknown priority setting (one of {', '.join(setting_keys()[2:3])})"
-        )
+        raise PolicyError(f"{key}: unknown priority setting (one of {_priority_keys()})")
     if key == "boot_time":
         return dataclasses.replace(p, boot_e=_instant(key, value))
     if key == "over_limit":
@@ -294,7 +383,8 @@ def _apply_one(p: Policy, key: str, value: str) -> Policy:
         return dataclasses.replace(p, over_limit=value)
     if len(parts) == 1 and head in _SCHED:
         target, scale, integer = _SCHED[head]
-        n = _number(key, value, integer=integer, minimum=0.0 if head == "sched_latency" else 1.0)
+        zero_ok = head in ("sched_latency", "requeue_delay")
+        n = _number(key, value, integer=integer, minimum=0.0 if zero_ok else 1.0)
         return _set(p, target, int(n) if integer else n * scale)
     if head == "node" and len(parts) == 3 and parts[1]:
         node, attr = parts[1], parts[2]
@@ -362,6 +452,12 @@ def slurm_lines(settings: Iterable[str], cluster: str) -> list[str]:
             )
         elif head == "priority" and len(parts) == 2:
             lines.append(f"# slurm.conf: {parts[1]}={value}   (then: scontrol reconfigure)")
+        elif head == "qos" and len(parts) == 3:
+            lines.append(f"sacctmgr -i modify qos where name={parts[1]} set {parts[2]}={value}")
+        elif key.strip() == "PreemptType":
+            lines.append(f"# slurm.conf: PreemptType={value}   (then restart slurmctld)")
+        elif key.strip() == "PreemptMode":
+            lines.append(f"# slurm.conf: PreemptMode={value}   (then: scontrol reconfigure)")
         elif head == "node" and len(parts) == 3 and parts[2] == "State":
             reason = " Reason=policy-lab" if value.upper() == "DRAIN" else ""
             lines.append(f"scontrol update NodeName={parts[1]} State={value.upper()}{reason}")

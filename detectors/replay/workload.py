@@ -10,6 +10,7 @@ import numpy as np
 import polars as pl
 
 from detectors.replay.engine import Workload
+from detectors.replay.policy import PolicyError, preempt_mode
 from warehouse import queries
 
 if TYPE_CHECKING:
@@ -107,6 +108,7 @@ def load_workload(
         job_nodes=jobs["nodes"].to_list(),
         cpus=_float(jobs["cpus"]),
         mem_mib=_float(jobs["mem_req_mib"]),
+        qos=jobs["qos"].to_list(),
     )
 
 
@@ -192,7 +194,36 @@ _SCHEDULER_PARAMETERS = (
     "bf_max_job_test",
     "bf_resolution",
     "default_queue_depth",
+    "requeue_delay",
 )
+_QOS_KEYS = {
+    "Priority": "Priority",
+    "GrpTRES": "GrpTRES",
+    "MaxTRESPU": "MaxTRESPerUser",
+    "MaxWall": "MaxWall",
+    "Preempt": "Preempt",
+    "PreemptMode": "PreemptMode",
+}
+
+
+def _modelled_mode(key: str, value: str, *, qos: bool) -> bool:
+    """Whether the replay models preemption mode `value` (SUSPEND is left out: no preemption)."""
+    try:
+        preempt_mode(key, value, qos=qos)
+    except PolicyError:
+        return False
+    return True
+
+
+def _qos_setting(name: str, key: str, value: str) -> tuple[str, str] | None:
+    """One `sacctmgr show qos` field as a replay setting (None: nothing the replay models)."""
+    target = f"qos.{name}.{_QOS_KEYS[key]}"
+    if key in ("GrpTRES", "MaxTRESPU"):
+        found = _GPU_TRES.search(value)
+        return (target, f"gres/gpu={found.group(1)}") if found else None
+    if key == "PreemptMode" and not _modelled_mode(target, value, qos=True):
+        return None
+    return target, value
 
 
 def _config_settings(rows: pl.DataFrame) -> list[tuple[str, str]]:
@@ -208,6 +239,10 @@ def _config_settings(rows: pl.DataFrame) -> list[tuple[str, str]]:
                 out.append((f"priority.{key}", value))
             elif key == "BOOT_TIME":
                 out.append(("boot_time", value))
+            elif key == "PreemptType" and value in ("preempt/none", "preempt/qos"):
+                out.append((key, value))
+            elif key == "PreemptMode" and _modelled_mode(key, value, qos=False):
+                out.append((key, value))
             elif key == "SchedulerParameters":
                 for item in value.split(","):
                     k, sep, v = item.strip().partition("=")
@@ -227,6 +262,10 @@ def _config_settings(rows: pl.DataFrame) -> list[tuple[str, str]]:
                 out.append((f"node.{name}.{_NODE_SIZE[key]}", value))
         elif kind == "node" and key == "State" and ("DRAIN" in value or "DOWN" in value):
             out.append((f"node.{name}.State", "DRAIN"))
+        elif kind == "qos" and key in _QOS_KEYS:
+            setting = _qos_setting(name, key, value)
+            if setting is not None:
+                out.append(setting)
         elif kind == "assoc" and key in ("GrpTRES", "MaxTRESPU"):
             found = _GPU_TRES.search(value)
             if found:
@@ -253,7 +292,9 @@ _CONFIG_PRIORITY = {
 
 def recorded_settings(con: duckdb.DuckDBPyConnection, cluster: str) -> list[tuple[str, str]]:
     """What the lake recorded of the cluster's policy, as replay settings: the latest
-    `collect slurm-config` snapshot, and the fair-share shares of the account tree."""
+    `collect slurm-config` snapshot (with its QOS: priority, GPU limits, MaxWall, preemption;
+    a preemption mode the replay does not model, SUSPEND, is left out: no preemption), and the
+    fair-share shares of the account tree."""
     settings: list[tuple[str, str]] = []
     if _has_table(con, "scheduler_config"):
         settings += _config_settings(

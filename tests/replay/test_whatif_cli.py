@@ -96,3 +96,24 @@ def test_the_recorded_policy_can_come_from_a_slurm_conf(lake, tmp_path):
     )
     assert result.exit_code == 1
     assert "PriorityWeightFairshare=lots: not a number" in result.output
+
+
+def test_a_qos_change_replays_and_a_bad_one_is_one_line(lake, tmp_path):
+    # the simulator's jobs are all in QOS normal: capping it at 8 GPUs holds some of them
+    out = tmp_path / "qos.parquet"
+    result = invoke(
+        "replay", "--lake", str(lake), "--cluster", "sim", "-q", "--out", str(out),
+        "--set", "qos.normal.GrpTRES=gres/gpu=8", "--set", "PreemptType=preempt/qos",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "With qos.normal.GrpTRES=gres/gpu=8, PreemptType=preempt/qos:" in result.output
+    rows = pl.read_parquet(out)
+    assert rows["preemptions"].sum() == 0  # no QOS lists another to preempt
+
+    result = invoke(
+        "compare", "--lake", str(lake), "--cluster", "sim", "-q",
+        "--set", "qos.normal.PreemptMode=SUSPEND",
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert "qos.normal.PreemptMode=SUSPEND: expected" in result.output
+    assert "Traceback" not in result.output

@@ -4,9 +4,11 @@ The keys are the policy lab's (`detectors.replay.policy`): `partition.<p>.MaxTim
 `partition.<p>.PriorityTier`, `partition.<p>.Nodes` (host lists expanded), `node.<n>.Gres`,
 `node.<n>.CPUs` and `node.<n>.RealMemory` (`NodeName=DEFAULT` values apply to the lines after
 it; RealMemory only where `SelectTypeParameters` makes memory consumable),
-`priority.<PriorityName>` and the `SchedulerParameters` the replay models (`bf_window`,
-`bf_interval`, `bf_max_job_test`, `bf_resolution`, `default_queue_depth`). Everything else in the
-file is left out. Pure: text in, settings out; `ConfigError` names a line Slurm would refuse.
+`priority.<PriorityName>`, `PreemptType`, `PreemptMode` and the `SchedulerParameters` the replay
+models (`bf_window`, `bf_interval`, `bf_max_job_test`, `bf_resolution`, `default_queue_depth`,
+`requeue_delay`). Everything else in the file is left out; QOS live in slurmdbd (`sacctmgr`), not
+in slurm.conf, so a QOS setting comes from the lake's snapshot or `--set`. Pure: text in,
+settings out; `ConfigError` names a line Slurm would refuse.
 """
 
 from __future__ import annotations
@@ -32,7 +34,24 @@ _PRIORITY = (
     "PriorityFlags",
     "PriorityCalcPeriod",
 )
-_SCHEDULER = ("bf_window", "bf_interval", "bf_max_job_test", "bf_resolution", "default_queue_depth")
+_SCHEDULER = (
+    "bf_window",
+    "bf_interval",
+    "bf_max_job_test",
+    "bf_resolution",
+    "default_queue_depth",
+    "requeue_delay",
+)
+
+
+def _modelled(key: str, value: str) -> bool:
+    """Whether the replay models this preemption setting: preempt/qos (or none) with OFF,
+    CANCEL or REQUEUE (GANG aside). SUSPEND and preempt/partition_prio are left out, so the
+    replay runs without preemption rather than refusing the file."""
+    if key == "PreemptType":
+        return value in ("preempt/none", "preempt/qos")
+    words = {w.strip().upper() for w in value.split(",") if w.strip()} - {"GANG"}
+    return len(words) <= 1 and words <= {"OFF", "CANCEL", "REQUEUE"}
 
 
 def _pairs(line: str, where: str) -> dict[str, str]:
@@ -102,6 +121,8 @@ def settings_from_slurm_conf(text: str, source: str = "slurm.conf") -> list[tupl
         key, value = key.strip(), value.strip()
         if key in _PRIORITY:
             settings.append((f"priority.{key}", value))
+        elif key in ("PreemptType", "PreemptMode") and _modelled(key, value):
+            settings.append((key, value))
         elif key == "SchedulerParameters":
             for item in value.split(","):
                 name, sep, v = item.strip().partition("=")
