@@ -124,8 +124,17 @@ def transpile(text: str) -> str:
             return exp.Anonymous(this="SIZE", expressions=[collect])
         return node
 
+    def plain_cte(node: exp.Expression) -> exp.Expression:
+        # `AS [NOT] MATERIALIZED` is DuckDB's hint (Spark's parser refuses it): Spark plans
+        # each CTE itself
+        if isinstance(node, exp.CTE) and node.args.get("materialized") is not None:
+            node = node.copy()
+            node.set("materialized", None)
+        return node
+
     tree = sqlglot.parse_one(text, read="duckdb")
-    tree = tree.transform(exact_epoch).transform(exact_timestamp).transform(exact_quantile)
+    tree = tree.transform(plain_cte).transform(exact_epoch).transform(exact_timestamp)
+    tree = tree.transform(exact_quantile)
     tree = tree.transform(distinct_window)
     return tree.sql(dialect="spark")
 

@@ -23,11 +23,16 @@
 -- sql/views/owned_samples.sql applies this rule too (grouping only the claims of allocations
 -- that can share a sample); Spark applies this file, and the parity test holds the two equal.
 
-WITH sample_range AS (
+-- `samples` names unowned_samples once, inlined where read (NOT MATERIALIZED: the plan is that
+-- of reading it three times): the engine binds the lake's sample files once, not thrice.
+WITH samples AS NOT MATERIALIZED (
+    SELECT * FROM unowned_samples
+),
+sample_range AS (
     SELECT
         min(ts) AS first_ts,
         max(ts) AS last_ts
-    FROM unowned_samples
+    FROM samples
 ),
 allocations AS (
     SELECT
@@ -54,7 +59,7 @@ claims AS (
         s.job_id AS label,
         g.job_id,
         g.job_id = s.job_id AS carried
-    FROM unowned_samples AS s
+    FROM samples AS s
     JOIN allocations AS g
         ON g.cluster = s.cluster
         AND g.node = s.node
@@ -74,7 +79,7 @@ claims AS (
         s.job_id AS label,
         g.job_id,
         g.job_id = s.job_id AS carried
-    FROM unowned_samples AS s
+    FROM samples AS s
     JOIN allocations AS g
         ON g.cluster = s.cluster
         AND g.node = s.node

@@ -20,13 +20,18 @@
 -- are counted once per physical GPU too. energy_step_j is the counter's increase over the span;
 -- where the counter reset, is missing, or the span ends in a gap, power × span is used instead.
 
-WITH mig_counts AS (
+-- `steps` names sample_steps once, inlined where read (NOT MATERIALIZED: the plan is that of
+-- reading sample_steps three times): the engine binds the view's whole chain once, not thrice.
+WITH steps AS NOT MATERIALIZED (
+    SELECT * FROM sample_steps
+),
+mig_counts AS (
     SELECT
         cluster,
         coalesce(gpu_uuid, node || '/' || CAST(gpu_index AS VARCHAR)) AS device,
         ts,
         count(DISTINCT mig_instance) AS instances
-    FROM sample_steps
+    FROM steps
     WHERE mig_instance IS NOT NULL
     GROUP BY cluster, device, ts
 ),
@@ -38,7 +43,7 @@ alone AS (
         lead_energy_j AS next_energy_j,
         1 AS sharers,
         FALSE AS duplicate
-    FROM sample_steps
+    FROM steps
     WHERE NOT tied
 ),
 -- Several rows at one (device, ts): one per sharer, and exact duplicates (same job_id). Only
@@ -57,7 +62,7 @@ together AS (
                 energy_j NULLS LAST, power_w NULLS LAST, busy NULLS LAST,
                 gpu_util_pct NULLS LAST, fb_used_mib NULLS LAST, interval_s NULLS LAST
         ) > 1 AS duplicate
-    FROM sample_steps
+    FROM steps
     WHERE tied
     WINDOW device_point AS (PARTITION BY device_id, ts)
 ),
