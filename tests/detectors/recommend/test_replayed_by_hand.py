@@ -179,7 +179,7 @@ def test_a_gpu_cap_lets_another_accounts_job_start_3001_s_earlier(gpu_cap_con, s
     _assert_exact_calibration(rp, 3)
 
 
-# --- fairshare: the accounts' Shares, under multifactor priority ----------------------------
+# --- fairshare_weight: the accounts' Shares, under multifactor priority ---------------------
 #
 # g001, 8 GPUs; the recorded priority is basic, so both runs assume multifactor with
 # PriorityWeightFairshare=10000, PriorityWeightAge=1000 (age adds at most 1000 × 4,203 s ÷ 7 d
@@ -220,7 +220,7 @@ def test_a_fair_share_change_reorders_two_queued_jobs_by_601_s(fairshare_con):
         ],
         "flagged": ["physics", "chem"],
     }
-    rp = _replayed(fairshare_con, _facts(8, 4803), _rec("fairshare", "cluster", evidence))
+    rp = _replayed(fairshare_con, _facts(8, 4803), _rec("fairshare_weight", "cluster", evidence))
     assert rp["assumed"] == [
         "priority.PriorityType=priority/multifactor",
         "priority.PriorityWeightFairshare=10000",
