@@ -130,6 +130,54 @@ def test_lowering_max_time_lets_the_waiting_8_gpu_job_start_3541_s_earlier(time_
     _assert_exact_calibration(rp, 2)
 
 
+# --- time_limit through backfill: jobs with no limit of their own get MaxTime --------------
+#
+# g001, 8 GPUs, no job asked for a time limit (UNLIMITED). Recorded (and replayed as such):
+#
+#   1  4 GPUs  submitted 0    ran     1 – 3,601  (wait 1)
+#   2  8 GPUs  submitted 60   ran 7,322 – 9,122  (wait 7,262)
+#   3  4 GPUs  submitted 120  ran   121 – 7,321  (wait 1)
+#
+# Unlimited, job 1 never ends as backfill sees it: job 2 gets no reservation, and job 3
+# backfills onto the free half of the node at 121 (job 2 blocks the partition for the main
+# scheduler), so job 2 waits for it too. With MaxTime=02:00:00 every job's limit is 2 h (none
+# is cut: job 3 runs exactly 2 h): job 2 is reserved the node when job 1's limit ends (7,201),
+# job 3 (121 + 7,200 = 7,321) would overrun that and is not backfilled, job 2 starts when job
+# 1 ends (3,602: 3,720 s earlier) and job 3 after job 2 (5,403). Data end 9,122; job 3's run
+# is counted up to it (4 × 3,719 GPU-s).
+
+
+@pytest.fixture(scope="module")
+def backfill_con(tmp_path_factory) -> Iterator[Any]:
+    jobs = [
+        _job("1", 0, 1, 3601, gpus=4),
+        _job("2", 60, 7322, 9122, gpus=8),
+        _job("3", 120, 121, 7321, gpus=4),
+    ]
+    con = _lake(tmp_path_factory.mktemp("backfill"), jobs, {"g001": 8})
+    yield con
+    con.close()
+
+
+def test_max_time_gives_the_8_gpu_job_a_reservation_it_starts_3720_s_earlier(backfill_con):
+    rec = _rec("time_limit", "partition=gpu", {"max_time_s": 7200.0})
+    rp = _replayed(backfill_con, _facts(8, 9122), rec)
+    assert rp["settings"] == ["partition.gpu.MaxTime=02:00:00"]
+    assert rp["jobs_started"] == {"baseline": 3, "proposal": 3}
+    assert rp["jobs_held"] == 0 and rp["jobs_cut"] == 0 and rp["gpu_h_cut"] == 0.0
+    base, new = [1, 7262, 1], [1, 3542, 5283]
+    assert rp["wait_p50_s"] == {"baseline": 1.0, "proposal": 3542.0}
+    assert rp["wait_p95_s"] == pytest.approx({"baseline": _p95(base), "proposal": _p95(new)})
+    capacity = 8 * 9122
+    assert rp["occupancy"] == pytest.approx(
+        {
+            "baseline": (4 * 3600 + 8 * 1800 + 4 * 7200) / capacity,
+            "proposal": (4 * 3600 + 8 * 1800 + 4 * 3719) / capacity,
+        }
+    )
+    _assert_exact_calibration(rp, 3)
+
+
 # --- gpu_cap: an account's GrpTRES, one user's ----------------------------------------------
 #
 # g001, 8 GPUs. Recorded (and replayed with no cap):
