@@ -31,7 +31,7 @@ per cluster are (the largest expected gains first); the rest say why they carry 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import duckdb
@@ -118,9 +118,54 @@ def _scope(scope: str) -> dict[str, str]:
     return dict(part.split("=", 1) for part in scope.split(",") if "=" in part)
 
 
-def proposal_settings(rec: Recommendation, recorded: Policy) -> tuple[list[str], list[str]]:
+def _leaves_under(account: str, leaves: Iterable[str], parents: Mapping[str, str]) -> list[str]:
+    """The accounts of `leaves` below `account` in the tree `parents` (child → parent)."""
+    out = []
+    for leaf in sorted(leaves):
+        seen: set[str] = set()
+        node = parents.get(leaf)
+        while node is not None and node not in seen and node != account:
+            seen.add(node)
+            node = parents.get(node)
+        if node == account:
+            out.append(leaf)
+    return out
+
+
+def _fair_share_change(
+    rows: list[dict[str, Any]], flagged: set[str], recorded: Policy, parents: Mapping[str, str]
+) -> list[str]:
+    """Each flagged account's new part of what the accounts under its parent hold now. The
+    replay's shares are the leaf accounts' parts of the whole tree (`recorded.shares`): a
+    flagged account with sub-accounts gets its part by scaling each of its leaves'."""
+    under = {r["account"]: _leaves_under(r["account"], recorded.shares, parents) for r in rows}
+
+    def part(account: str) -> float:
+        if account in recorded.shares:
+            return float(recorded.shares[account])
+        leaves = under[account]
+        return sum(float(recorded.shares[a]) for a in leaves) if leaves else 1.0
+
+    total = sum(part(r["account"]) for r in rows)
+    change = []
+    for r in rows:
+        if r["account"] not in flagged or r.get("new_share") is None:
+            continue
+        new = float(r["new_share"]) * total
+        leaves = under[r["account"]] if r["account"] not in recorded.shares else []
+        if leaves:
+            scale = new / part(r["account"])
+            change += [f"assoc.{a}.Shares={float(recorded.shares[a]) * scale!r}" for a in leaves]
+        else:
+            change.append(f"assoc.{r['account']}.Shares={new!r}")
+    return change
+
+
+def proposal_settings(
+    rec: Recommendation, recorded: Policy, parents: Mapping[str, str] | None = None
+) -> tuple[list[str], list[str]]:
     """(settings both runs assume, the change) for `rec`; ([], []) when the replay cannot
-    express it."""
+    express it. `parents`: the account tree (child → parent), for a fair-share change."""
     scope, ev = _scope(rec.scope), rec.evidence
     if rec.kind == time_limit.KIND and "partition" in scope and ev.get("max_time_s"):
         return [], [f"partition.{scope['partition']}.MaxTime={hhmmss(float(ev['max_time_s']))}"]
@@ -133,13 +178,7 @@ def proposal_settings(rec: Recommendation, recorded: Policy) -> tuple[list[str],
     if rec.kind == fairshare.KIND and ev.get("accounts"):
         rows = [r for r in ev["accounts"] if r.get("account") is not None]
         flagged = set(ev.get("flagged") or [])
-        # the flagged accounts' new part of what the accounts under this parent hold now
-        total = sum(float(recorded.shares.get(r["account"], 1.0)) for r in rows)
-        change = [
-            f"assoc.{r['account']}.Shares={float(r['new_share']) * total!r}"
-            for r in rows
-            if r["account"] in flagged and r.get("new_share") is not None
-        ]
+        change = _fair_share_change(rows, flagged, recorded, parents or {})
         assumed = list(MULTIFACTOR) if recorded.priority_type == "priority/basic" else []
         return assumed, change
     if rec.kind == drain_node.KIND and "node" in scope:
@@ -222,6 +261,7 @@ def with_replayed_deltas(
     try:
         w = load_workload(con, facts.cluster, facts.window_start, facts.window_end)
         recorded = apply_settings(Policy(), recorded_settings(con, facts.cluster))
+        parents = fairshare.account_tree(con, facts.cluster)
     except (NoWorkload, duckdb.Error, PolicyError):  # no GPUs table, no jobs: nothing to replay
         return recs
     if not w.nodes and not recorded.node_gres:  # no GPU node known: nothing to replay on
@@ -244,7 +284,7 @@ def with_replayed_deltas(
                 "skipped": f"only the {MAX_PROPOSALS} largest expected gains are replayed"
             }
         else:
-            assumed, change = proposal_settings(rec, cluster.recorded)
+            assumed, change = proposal_settings(rec, cluster.recorded, parents)
             try:
                 note = cluster.deltas(assumed, change)
             except PolicyError as exc:

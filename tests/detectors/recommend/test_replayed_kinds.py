@@ -19,8 +19,13 @@ from detectors.recommend.replayed import NOT_REPLAYED, proposal_settings
 from detectors.replay.policy import Policy, PolicyError, apply_settings
 from tests.detectors.recommend import test_idle_cancel, test_mig_packing, test_power_cap
 from tests.detectors.recommend.lake import NOW, recs_of
-from tests.detectors.recommend.test_fairness_recs import billing_jobs, fairshare_jobs
+from tests.detectors.recommend.test_fairness_recs import (
+    billing_jobs,
+    fairshare_jobs,
+    nested_tree_lake,
+)
 from tests.marts import rows as r
+from warehouse.connection import connect
 
 GPUS = [r.gpu("g001", i) for i in range(8)]
 MIG_FLOOR = MigPackingConfig(min_gpu_h=20)
@@ -100,3 +105,31 @@ def test_a_node_cannot_hold_whole_gpus_beside_mig_slices_in_the_replay():
         config="c",
     )
     assert proposal_settings(mig, Policy()) == ([], [])
+
+
+def test_a_fair_share_change_on_a_parent_account_scales_its_sub_accounts(tmp_path):
+    # test_fairness_recs' tree: root -> ml (40), research (60); ml -> ml-nlp (10), ml-vision
+    # (30). The replay's shares are the leaves' parts of the tree: ml-nlp 0.4 × 0.25 = 0.1,
+    # ml-vision 0.4 × 0.75 = 0.3, research 0.6
+    con = nested_tree_lake(tmp_path)
+    r.land(tmp_path, "gpus", GPUS)
+    con = connect(tmp_path)
+    top, ml = recs_of(
+        recommend(con, RecommendConfig(), NOW, kinds=("fairshare_weight",)), "fairshare_weight"
+    )
+    new = {a["account"]: a["new_share"] for a in top["evidence"]["accounts"]}
+    # under root (ml 0.4 + research 0.6 = 1): ml's new part, (0.4 + 16/18) / 2, is its
+    # sub-accounts' parts scaled by it ÷ 0.4; research's is its own
+    scale = new["ml"] / 0.4
+    assert _shares(top) == pytest.approx(
+        {"ml-nlp": 0.1 * scale, "ml-vision": 0.3 * scale, "research": new["research"]},
+        abs=1e-5,  # the stored evidence's shares are rounded to 6 places
+    )
+    assert new["ml"] == pytest.approx((0.4 + 16 / 18) / 2, abs=1e-6)
+    # under ml (its sub-accounts hold 0.4): 0.525 and 0.475 of it
+    assert _shares(ml) == pytest.approx({"ml-nlp": 0.525 * 0.4, "ml-vision": 0.475 * 0.4})
+
+
+def _shares(rec: dict[str, Any]) -> dict[str, float]:
+    settings = rec["evidence"]["replay"]["settings"]
+    return {k.split(".")[1]: float(v) for k, v in (s.split("=") for s in settings)}
