@@ -18,10 +18,11 @@ by every recommendation of the cluster) and once with the change. Its evidence g
 
 The kinds and their settings: time_limit (a partition's) → `partition.<p>.MaxTime`; gpu_cap →
 `assoc.<account>.GrpTRES` or `assoc.<account>.<user>.GrpTRES`; fairshare_weight → each flagged
-account's `assoc.<a>.Shares`; drain_node → `node.<n>.State=DRAIN`. The other kinds are not
-replayed and their `replay` says why in `not_replayed` (`NOT_REPLAYED`): a power cap does not
-change when jobs start, the replay models no billing, MIG slices and a user's `--time` hint
-change what jobs ask for (no `--set` does), and the idle-cancel policy has its own replay.
+account's `assoc.<a>.Shares` (a parent account's: its leaves', scaled); drain_node →
+`node.<n>.State=DRAIN`. The other kinds are not replayed and their `replay` says why in
+`not_replayed` (`NOT_REPLAYED`): a power cap does not change when jobs start, the replay models
+no billing, MIG slices and a user's `--time` hint change what jobs ask for (no `--set` does),
+and the idle-cancel policy has its own replay.
 Kubernetes clusters (target `kueue`) get the Kueue replay's deltas instead
 (`detectors.recommend.replayed_kueue`). The work is bounded: a cluster with more than
 `MAX_JOBS` jobs in the window is not replayed, and at most `MAX_PROPOSALS` recommendations
