@@ -17,9 +17,13 @@ by every recommendation of the cluster) and once with the change. Its evidence g
                          |replayed − real start| (s), start-order rank correlation
 
 The kinds and their settings: time_limit (a partition's) → `partition.<p>.MaxTime`; gpu_cap →
-`assoc.<account>.GrpTRES` or `assoc.<account>.<user>.GrpTRES`; fairshare → each flagged
-account's `assoc.<a>.Shares`; drain_node → `node.<n>.State=DRAIN`. The other kinds are not
-replayed; Kubernetes clusters (target `kueue`) get the Kueue replay's deltas instead
+`assoc.<account>.GrpTRES` or `assoc.<account>.<user>.GrpTRES`; fairshare_weight → each flagged
+account's `assoc.<a>.Shares` (a parent account's: its leaves', scaled); drain_node →
+`node.<n>.State=DRAIN`. The other kinds are not replayed and their `replay` says why in
+`not_replayed` (`NOT_REPLAYED`): a power cap does not change when jobs start, the replay models
+no billing, MIG slices and a user's `--time` hint change what jobs ask for (no `--set` does),
+and the idle-cancel policy has its own replay.
+Kubernetes clusters (target `kueue`) get the Kueue replay's deltas instead
 (`detectors.recommend.replayed_kueue`). The work is bounded: a cluster with more than
 `MAX_JOBS` jobs in the window is not replayed, and at most `MAX_PROPOSALS` recommendations
 per cluster are (the largest expected gains first); the rest say why they carry no replay.
@@ -28,12 +32,22 @@ per cluster are (the largest expected gains first); the rest say why they carry 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import duckdb
 import numpy as np
 
+from detectors.recommend import (
+    billing,
+    drain_node,
+    fairshare,
+    gpu_cap,
+    idle_cancel,
+    mig_packing,
+    power_cap,
+    time_limit,
+)
 from detectors.recommend.recommendation import ClusterFacts, Recommendation, hhmmss
 from detectors.replay.engine import Outcome, Workload, replay, within_data
 from detectors.replay.metrics import calibrate, compare
@@ -43,6 +57,8 @@ from detectors.replay.workload import NoWorkload, load_workload, recorded_settin
 __all__ = [
     "MAX_JOBS",
     "MAX_PROPOSALS",
+    "NOT_REPLAYED",
+    "not_replayed",
     "pair",
     "proposal_settings",
     "wait_quantiles",
@@ -57,36 +73,116 @@ MULTIFACTOR = (
     "priority.PriorityWeightAge=1000",
 )
 
+# the kinds the Slurm replay does not express, and why: their evidence's `replay.not_replayed`
+NOT_REPLAYED: dict[str, str] = {
+    idle_cancel.KIND: (
+        "cancelling idle jobs is not a scheduler setting: the policy is replayed on the jobs' "
+        "idle stretches instead (this evidence's candidates)"
+    ),
+    power_cap.KIND: (
+        "a power cap changes the energy the GPUs draw, not which jobs start when: the "
+        "scheduler replay has nothing to change (the saving is kwh_saved)"
+    ),
+    billing.KIND: (
+        "billing weights change what accounts are charged; Slurm also counts fair-share usage "
+        "in billing units, but the replay counts GPU-seconds and models no billing, so it "
+        "cannot express the change"
+    ),
+    mig_packing.KIND: (
+        "MIG slices are not a change the replay can make honestly: a replayed node has one GPU "
+        "type (node.<n>.Gres=gpu:<type>:N), not whole GPUs beside slices of several profiles, "
+        "the candidate jobs would have to ask for a slice (their requests, not a scheduler "
+        "setting), and the recommendation names no node"
+    ),
+}
+USER_TIME_HINT = (
+    "a user's --time hint changes what that user's jobs ask for, not a scheduler setting: "
+    "the replay runs the jobs as they asked"
+)
+
+
+def not_replayed(rec: Recommendation) -> str | None:
+    """Why the Slurm replay does not express `rec`'s change (None: it does, or may)."""
+    if rec.kind == time_limit.KIND and "partition" not in _scope(rec.scope):
+        return USER_TIME_HINT
+    return NOT_REPLAYED.get(rec.kind)
+
+
+def _with_reason(rec: Recommendation) -> Recommendation:
+    why = not_replayed(rec)
+    if why is None or "replay" in rec.evidence:
+        return rec
+    return dataclasses.replace(rec, evidence={**rec.evidence, "replay": {"not_replayed": why}})
+
 
 def _scope(scope: str) -> dict[str, str]:
     return dict(part.split("=", 1) for part in scope.split(",") if "=" in part)
 
 
-def proposal_settings(rec: Recommendation, recorded: Policy) -> tuple[list[str], list[str]]:
+def _leaves_under(account: str, leaves: Iterable[str], parents: Mapping[str, str]) -> list[str]:
+    """The accounts of `leaves` below `account` in the tree `parents` (child → parent)."""
+    out = []
+    for leaf in sorted(leaves):
+        seen: set[str] = set()
+        node = parents.get(leaf)
+        while node is not None and node not in seen and node != account:
+            seen.add(node)
+            node = parents.get(node)
+        if node == account:
+            out.append(leaf)
+    return out
+
+
+def _fair_share_change(
+    rows: list[dict[str, Any]], flagged: set[str], recorded: Policy, parents: Mapping[str, str]
+) -> list[str]:
+    """Each flagged account's new part of what the accounts under its parent hold now. The
+    replay's shares are the leaf accounts' parts of the whole tree (`recorded.shares`): a
+    flagged account with sub-accounts gets its part by scaling each of its leaves'."""
+    under = {r["account"]: _leaves_under(r["account"], recorded.shares, parents) for r in rows}
+
+    def part(account: str) -> float:
+        if account in recorded.shares:
+            return float(recorded.shares[account])
+        leaves = under[account]
+        return sum(float(recorded.shares[a]) for a in leaves) if leaves else 1.0
+
+    total = sum(part(r["account"]) for r in rows)
+    change = []
+    for r in rows:
+        if r["account"] not in flagged or r.get("new_share") is None:
+            continue
+        new = float(r["new_share"]) * total
+        leaves = under[r["account"]] if r["account"] not in recorded.shares else []
+        if leaves:
+            scale = new / part(r["account"])
+            change += [f"assoc.{a}.Shares={float(recorded.shares[a]) * scale!r}" for a in leaves]
+        else:
+            change.append(f"assoc.{r['account']}.Shares={new!r}")
+    return change
+
+
+def proposal_settings(
+    rec: Recommendation, recorded: Policy, parents: Mapping[str, str] | None = None
+) -> tuple[list[str], list[str]]:
     """(settings both runs assume, the change) for `rec`; ([], []) when the replay cannot
-    express it."""
+    express it. `parents`: the account tree (child → parent), for a fair-share change."""
     scope, ev = _scope(rec.scope), rec.evidence
-    if rec.kind == "time_limit" and "partition" in scope and ev.get("max_time_s"):
+    if rec.kind == time_limit.KIND and "partition" in scope and ev.get("max_time_s"):
         return [], [f"partition.{scope['partition']}.MaxTime={hhmmss(float(ev['max_time_s']))}"]
-    if rec.kind == "gpu_cap" and ev.get("cap_gpus"):
+    if rec.kind == gpu_cap.KIND and ev.get("cap_gpus"):
         cap = int(ev["cap_gpus"])
         if "user" in scope and "account" in scope:
             return [], [f"assoc.{scope['account']}.{scope['user']}.GrpTRES=gres/gpu={cap}"]
         if "account" in scope:
             return [], [f"assoc.{scope['account']}.GrpTRES=gres/gpu={cap}"]
-    if rec.kind == "fairshare" and ev.get("accounts"):
+    if rec.kind == fairshare.KIND and ev.get("accounts"):
         rows = [r for r in ev["accounts"] if r.get("account") is not None]
         flagged = set(ev.get("flagged") or [])
-        # the flagged accounts' new part of what the accounts under this parent hold now
-        total = sum(float(recorded.shares.get(r["account"], 1.0)) for r in rows)
-        change = [
-            f"assoc.{r['account']}.Shares={float(r['new_share']) * total!r}"
-            for r in rows
-            if r["account"] in flagged and r.get("new_share") is not None
-        ]
+        change = _fair_share_change(rows, flagged, recorded, parents or {})
         assumed = list(MULTIFACTOR) if recorded.priority_type == "priority/basic" else []
         return assumed, change
-    if rec.kind == "drain_node" and "node" in scope:
+    if rec.kind == drain_node.KIND and "node" in scope:
         return [], [f"node.{scope['node']}.State=DRAIN"]
     return [], []
 
@@ -155,15 +251,18 @@ class _Cluster:
 def with_replayed_deltas(
     con: duckdb.DuckDBPyConnection, facts: ClusterFacts, recs: list[Recommendation]
 ) -> list[Recommendation]:
-    """`recs` (one cluster's) with each replayable one's evidence carrying its `replay`."""
+    """`recs` (one cluster's) with each replayable one's evidence carrying its `replay`, and
+    each of a kind the replay cannot express saying why (`replay.not_replayed`)."""
     if facts.target != "slurm":
         return recs
+    recs = [_with_reason(r) for r in recs]
     wanted = [i for i, r in enumerate(recs) if proposal_settings(r, Policy())[1]]
     if not wanted:
         return recs
     try:
         w = load_workload(con, facts.cluster, facts.window_start, facts.window_end)
         recorded = apply_settings(Policy(), recorded_settings(con, facts.cluster))
+        parents = fairshare.account_tree(con, facts.cluster)
     except (NoWorkload, duckdb.Error, PolicyError):  # no GPUs table, no jobs: nothing to replay
         return recs
     if not w.nodes and not recorded.node_gres:  # no GPU node known: nothing to replay on
@@ -186,7 +285,7 @@ def with_replayed_deltas(
                 "skipped": f"only the {MAX_PROPOSALS} largest expected gains are replayed"
             }
         else:
-            assumed, change = proposal_settings(rec, cluster.recorded)
+            assumed, change = proposal_settings(rec, cluster.recorded, parents)
             try:
                 note = cluster.deltas(assumed, change)
             except PolicyError as exc:

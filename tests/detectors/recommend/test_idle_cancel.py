@@ -90,9 +90,23 @@ def test_the_replay_of_each_candidate_by_hand(con):
         abs=1e-6,
     )
     assert by_pair[(60, 120)]["false_kill_jobs"] == ["b"]
-    # (15, 60): a cancelled at 2 h (8 GPU-h), b at 1 h (3 GPU-h, false kill), d at 1 h (2)
-    assert by_pair[(15, 60)]["gpu_h_recovered"] == pytest.approx(13.0)
-    assert by_pair[(15, 60)]["gain_gpu_h"] == pytest.approx(10.0)
+    # (15, 60): a cancelled at 2 h (2 GPUs x 4 h = 8 GPU-h), b at 1 h (1 x 3 h = 3 GPU-h, a
+    # false kill: it works again at 2.5 h), d at 1 h (1 x 2 h = 2); all three warned
+    assert figures(by_pair[(15, 60)]) == pytest.approx(
+        {
+            "jobs_warned": 3,
+            "jobs_cancelled": 3,
+            "false_kills": 1,
+            "false_kill_rate": 1 / 3,
+            "gpu_h_recovered": 13.0,
+            "gpu_h_disrupted": 3.0,
+            "gain_gpu_h": 10.0,
+        },
+        abs=1e-6,
+    )
+    assert by_pair[(15, 60)]["false_kill_jobs"] == ["b"]
+    # every job is alice's batch job: one user hit, no interactive session cancelled
+    assert {(c["users_hit"], c["interactive_cancelled"]) for c in by_pair.values()} == {(1, 0)}
     # (120, 240): only a (idle 5 h) reaches 240 min: cancelled at 5 h, 2 GPU-h, no false kill;
     # d (idle 3 h) and b (2.5 h) are only warned.
     assert figures(by_pair[(120, 240)]) == pytest.approx(
@@ -106,8 +120,20 @@ def test_the_replay_of_each_candidate_by_hand(con):
             "gain_gpu_h": 2.0,
         }
     )
-    # (240, 300): a cancelled at 6 h = its end: nothing recovered.
-    assert by_pair[(240, 300)]["gpu_h_recovered"] == pytest.approx(0.0)
+    # (240, 300): a (idle 5 h) is warned and cancelled at 6 h = its end: nothing recovered,
+    # and it was never active again (no false kill); b and d are not even warned.
+    assert figures(by_pair[(240, 300)]) == pytest.approx(
+        {
+            "jobs_warned": 1,
+            "jobs_cancelled": 1,
+            "false_kills": 0,
+            "false_kill_rate": 0.0,
+            "gpu_h_recovered": 0.0,
+            "gpu_h_disrupted": 0.0,
+            "gain_gpu_h": 0.0,
+        },
+        abs=1e-6,
+    )
     # with false kills allowed the best gain wins: (15, 60)
     assert rec["evidence"]["chosen"]["cancel_minutes"] == 60
     assert rec["expected_gain_gpu_h"] == pytest.approx(10.0)

@@ -108,7 +108,7 @@ def test_a_fair_share_change_is_replayed_under_multifactor_priority(con):
         ],
         "flagged": ["llm-pretrain", "nlp-research"],
     }
-    rp = replayed(con, rec("fairshare", "cluster", evidence, gain=None))
+    rp = replayed(con, rec("fairshare_weight", "cluster", evidence, gain=None))
     assert rp["assumed"][0] == "priority.PriorityType=priority/multifactor"
     assert {s.split("=")[0] for s in rp["settings"]} == {
         "assoc.llm-pretrain.Shares",
@@ -134,7 +134,14 @@ def test_draining_a_node_is_replayed_without_it(con):
 def test_kinds_the_replay_cannot_express_and_kueue_clusters_carry_no_replay(con):
     idle = rec("idle_cancel_policy", "cluster", {"jobs": 3})
     hint = rec("time_limit", "user=alice", {"time_hint_s": 3600})
-    assert with_replayed_deltas(con, facts(), [idle, hint]) == [idle, hint]
+    out = with_replayed_deltas(con, facts(), [idle, hint])
+    # no deltas: only why, and the recommender's figures as they were
+    assert [set(r.evidence["replay"]) for r in out] == [{"not_replayed"}] * 2
+    assert [{k: v for k, v in r.evidence.items() if k != "replay"} for r in out] == [
+        idle.evidence,
+        hint.evidence,
+    ]
+    assert "--time hint" in out[1].evidence["replay"]["not_replayed"]
     capped = rec("gpu_cap", "account=speech", {"cap_gpus": 8})
     assert with_replayed_deltas(con, facts("kueue"), [capped]) == [capped]
 

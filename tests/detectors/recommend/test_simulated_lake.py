@@ -69,6 +69,9 @@ def test_recommendations_over_a_simulated_lake(lake):
             replay = evidence["replay"]
             assert replay["settings"] and replay["calibration"]["jobs"] > 0, row["scope"]
             assert set(replay["wait_p95_s"]) == {"baseline", "proposal"}
+        # each carries the replay's deltas, why it was skipped, or why the replay cannot
+        # express its change (docs/policy-lab.md: kind, how it is replayed, its test)
+        assert {"settings", "skipped", "not_replayed"} & set(evidence["replay"]), row["kind"]
     kinds = set(first.column("kind").to_pylist())
     # the simulator injects idle jobs, over-long limits, small jobs and failing GPUs
     assert {"idle_cancel_policy", "time_limit", "mig_packing"} <= kinds
