@@ -49,6 +49,7 @@ DERIVED_VIEWS = {
     "unowned_samples": "views/unowned_samples",
     "sample_owners": "attribution/sample_owners",
     "owned_samples": "views/owned_samples",
+    "sample_devices": "views/sample_devices",
     "sample_steps": "views/sample_steps",
     "sample_spans": "views/sample_spans",
     "job_gpu_intervals": "views/job_gpu_intervals",

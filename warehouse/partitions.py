@@ -64,6 +64,7 @@ _HELPERS = (
     "attribution/partition_samples",
     "attribution/sample_owners",
     "views/owned_samples",
+    "views/sample_devices",
     "views/sample_steps",
     "views/sample_spans",
 )
@@ -156,6 +157,8 @@ def build_day(
         # held (under the engine's memory limit), not planned again at each read
         queries.define_view(con, "sample_owners", sql.load("attribution/sample_owners"))
         queries.define_view(con, "owned_samples", sql.load("views/owned_samples"))
+        # the devices numbered once (a few rows): the sort and the groups carry their numbers
+        queries.create_table(con, "sample_devices", sql.load("views/sample_devices"), {})
         queries.create_table(con, "sample_steps", sql.load("views/sample_steps"), {})
         queries.define_view(con, "sample_spans", sql.load("views/sample_spans"))
         import duckdb  # here, not at import time: importing the package stays light
@@ -194,7 +197,7 @@ def build_day(
         views = ("day_samples", "next_day_head", "unowned_samples", "owned_samples")
         for view in (*views, *(mart for mart, _ in SAMPLE_MARTS)):
             con.from_arrow(_empty()).create_view(view)
-        for table in ("sample_steps", *(f"{m}_day" for m, _ in SAMPLE_MARTS)):
+        for table in ("sample_devices", "sample_steps", *(f"{m}_day" for m, _ in SAMPLE_MARTS)):
             con.execute(f"DROP TABLE IF EXISTS {table}")  # a name of ours, not a value
 
 

@@ -55,6 +55,7 @@ logger = logging.getLogger(__name__)
 # The views every mart query may read, defined from shipped SQL in this order.
 DERIVED_VIEWS = (
     ("jobs_latest", "views/jobs_latest"),
+    ("sample_devices", "views/sample_devices"),
     ("sample_steps", "views/sample_steps"),
     ("sample_spans", "views/sample_spans"),
     ("job_gpu_intervals", "views/job_gpu_intervals"),

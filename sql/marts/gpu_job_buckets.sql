@@ -1,7 +1,7 @@
 -- gpu_job_buckets: what each GPU (or MIG instance) did for each job (or for no job) per time bucket.
 --
 -- Grain:   one row per (cluster, device, mig_instance, job_id, bucket); job_id null = unallocated
--- Reads:   sample_spans
+-- Reads:   sample_spans, sample_devices (the key columns of the rows' variant_id)
 -- Params:
 --   $bucket_s    bucket width in seconds; must divide a day (e.g. 300)
 --   $idle_below  a sample is idle when busy < this (0-1; DESIGN §4 default 0.01)
@@ -38,54 +38,101 @@ WITH spans AS (
         busy < $idle_below AS idle,
         span_s * share AS share_s
     FROM sample_spans
+),
+-- Grouped by the device's number, not its key's columns (strings): what the engine hashes and
+-- carries is smaller. The key's values are joined back to the (far fewer) rows after.
+buckets AS (
+    SELECT
+        s.device_id,
+        s.job_id,
+        s.bucket_no,
+        -- the key values of one of the group's rows (a device's node or model may change)
+        any_value(s.variant_id) AS variant_id,
+        any_value(s.date) AS date,
+        count(*) AS samples,
+        avg(s.share) AS share,
+        min(s.ts_e) AS first_e,
+        max(s.end_e) AS last_end_e,
+        max(s.ts_e + s.interval_s) AS interval_end_e,
+        sum(s.gap_s) AS gap_s,
+        sum(s.span_s) AS observed_s,
+        sum(s.carry_s) AS carry_s,
+        -- the part of the GPU the one sample that runs past the bucket's end holds (0 when none)
+        coalesce(max(CASE WHEN s.end_e > s.bucket_end_e THEN s.share / s.sharers END), 0)
+            AS carry_share,
+        sum(s.share_s) AS observed_share_s,
+        coalesce(sum(CASE WHEN s.active THEN s.share_s END), 0) AS active_share_s,
+        coalesce(sum(CASE WHEN s.idle THEN s.share_s END), 0) AS idle_share_s,
+        coalesce(sum(CASE WHEN s.active THEN s.span_s END), 0) AS active_s,
+        coalesce(sum(CASE WHEN s.active THEN s.carry_s END), 0) AS carry_active_s,
+        coalesce(sum(CASE WHEN s.idle THEN s.span_s END), 0) AS idle_s,
+        coalesce(sum(CASE WHEN s.idle THEN s.carry_s END), 0) AS carry_idle_s,
+        coalesce(sum(s.busy * s.span_s), 0) AS effective_s,
+        coalesce(sum(CASE WHEN s.busy IS NOT NULL THEN s.span_s END), 0) AS busy_known_s,
+        sum(s.gpu_util_pct * s.span_s) AS util_sum,
+        coalesce(sum(CASE WHEN s.gpu_util_pct IS NOT NULL THEN s.span_s END), 0) AS util_known_s,
+        sum(s.sm_active * s.span_s) AS sm_sum,
+        coalesce(sum(CASE WHEN s.sm_active IS NOT NULL THEN s.span_s END), 0) AS sm_known_s,
+        sum(s.tensor_active * s.span_s) AS tensor_sum,
+        coalesce(sum(CASE WHEN s.tensor_active IS NOT NULL THEN s.span_s END), 0)
+            AS tensor_known_s,
+        sum(s.dram_active * s.span_s) AS dram_sum,
+        coalesce(sum(CASE WHEN s.dram_active IS NOT NULL THEN s.span_s END), 0) AS dram_known_s,
+        max(s.fb_used_mib) AS fb_used_mib_max,
+        sum(s.energy_step_j) AS energy_j,
+        sum(s.power_w * s.span_s) AS power_sum,
+        coalesce(sum(CASE WHEN s.power_w IS NOT NULL THEN s.span_s END), 0) AS power_known_s,
+        sum(s.nvlink_bps * s.span_s) AS nvlink_bytes,
+        sum(s.pcie_bps * s.span_s) AS pcie_bytes,
+        coalesce(sum(CASE WHEN s.sharers > 1 THEN s.span_s END), 0) AS shared_s
+    FROM spans AS s
+    GROUP BY s.device_id, s.job_id, s.bucket_no
 )
 SELECT
     -- one value per device_id: it numbers the (cluster, device, mig_instance) keys
-    any_value(s.cluster) AS cluster,
-    any_value(s.device) AS device,
-    any_value(s.mig_instance) AS mig_instance,
-    s.job_id,
-    to_timestamp(s.bucket_no * $bucket_s) AS bucket,
-    any_value(s.date) AS date,
-    any_value(s.node) AS node,
-    any_value(s.gpu_index) AS gpu_index,
-    any_value(s.gpu_uuid) AS gpu_uuid,
-    any_value(s.model) AS model,
-    count(*) AS samples,
-    avg(s.share) AS share,
-    min(s.ts_e) AS first_e,
-    max(s.end_e) AS last_end_e,
-    max(s.ts_e + s.interval_s) AS interval_end_e,
-    sum(s.gap_s) AS gap_s,
-    sum(s.span_s) AS observed_s,
-    sum(s.carry_s) AS carry_s,
-    -- the part of the GPU the one sample that runs past the bucket's end holds (0 when none)
-    coalesce(max(CASE WHEN s.end_e > s.bucket_end_e THEN s.share / s.sharers END), 0)
-        AS carry_share,
-    sum(s.share_s) AS observed_share_s,
-    coalesce(sum(CASE WHEN s.active THEN s.share_s END), 0) AS active_share_s,
-    coalesce(sum(CASE WHEN s.idle THEN s.share_s END), 0) AS idle_share_s,
-    coalesce(sum(CASE WHEN s.active THEN s.span_s END), 0) AS active_s,
-    coalesce(sum(CASE WHEN s.active THEN s.carry_s END), 0) AS carry_active_s,
-    coalesce(sum(CASE WHEN s.idle THEN s.span_s END), 0) AS idle_s,
-    coalesce(sum(CASE WHEN s.idle THEN s.carry_s END), 0) AS carry_idle_s,
-    coalesce(sum(s.busy * s.span_s), 0) AS effective_s,
-    coalesce(sum(CASE WHEN s.busy IS NOT NULL THEN s.span_s END), 0) AS busy_known_s,
-    sum(s.gpu_util_pct * s.span_s) AS util_sum,
-    coalesce(sum(CASE WHEN s.gpu_util_pct IS NOT NULL THEN s.span_s END), 0) AS util_known_s,
-    sum(s.sm_active * s.span_s) AS sm_sum,
-    coalesce(sum(CASE WHEN s.sm_active IS NOT NULL THEN s.span_s END), 0) AS sm_known_s,
-    sum(s.tensor_active * s.span_s) AS tensor_sum,
-    coalesce(sum(CASE WHEN s.tensor_active IS NOT NULL THEN s.span_s END), 0) AS tensor_known_s,
-    sum(s.dram_active * s.span_s) AS dram_sum,
-    coalesce(sum(CASE WHEN s.dram_active IS NOT NULL THEN s.span_s END), 0) AS dram_known_s,
-    max(s.fb_used_mib) AS fb_used_mib_max,
-    sum(s.energy_step_j) AS energy_j,
-    sum(s.power_w * s.span_s) AS power_sum,
-    coalesce(sum(CASE WHEN s.power_w IS NOT NULL THEN s.span_s END), 0) AS power_known_s,
-    sum(s.nvlink_bps * s.span_s) AS nvlink_bytes,
-    sum(s.pcie_bps * s.span_s) AS pcie_bytes,
-    coalesce(sum(CASE WHEN s.sharers > 1 THEN s.span_s END), 0) AS shared_s
-FROM spans AS s
--- by the device's number, not its key's columns (strings): what the engine hashes is smaller
-GROUP BY s.device_id, s.job_id, s.bucket_no
+    d.cluster,
+    d.device,
+    d.mig_instance,
+    b.job_id,
+    to_timestamp(b.bucket_no * $bucket_s) AS bucket,
+    b.date,
+    d.node,
+    d.gpu_index,
+    d.gpu_uuid,
+    d.model,
+    b.samples,
+    b.share,
+    b.first_e,
+    b.last_end_e,
+    b.interval_end_e,
+    b.gap_s,
+    b.observed_s,
+    b.carry_s,
+    b.carry_share,
+    b.observed_share_s,
+    b.active_share_s,
+    b.idle_share_s,
+    b.active_s,
+    b.carry_active_s,
+    b.idle_s,
+    b.carry_idle_s,
+    b.effective_s,
+    b.busy_known_s,
+    b.util_sum,
+    b.util_known_s,
+    b.sm_sum,
+    b.sm_known_s,
+    b.tensor_sum,
+    b.tensor_known_s,
+    b.dram_sum,
+    b.dram_known_s,
+    b.fb_used_mib_max,
+    b.energy_j,
+    b.power_sum,
+    b.power_known_s,
+    b.nvlink_bytes,
+    b.pcie_bytes,
+    b.shared_s
+FROM buckets AS b
+INNER JOIN sample_devices AS d
+    ON d.variant_id = b.variant_id

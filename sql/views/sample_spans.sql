@@ -2,10 +2,12 @@
 --
 -- Grain:   one row per sample_steps row (one per owned_samples row)
 -- Reads:   sample_steps (the samples with their owners in each device's time order, three
---          times: the rows alone at their ts, the rows sharing one, the MIG instances at a ts)
+--          times: the rows alone at their ts, the rows sharing one, the MIG instances at a ts),
+--          sample_devices (the key columns of each row's variant_id, joined back last)
 -- Params:  none
--- Returns: cluster, device_id (sample_steps' number of the device), device, device_node,
---          device_index, node, gpu_index, gpu_uuid, mig_instance, model, ts, job_id, interval_s,
+-- Returns: cluster, device_id, variant_id (sample_devices' numbers of the device and of its key
+--          values), device, device_node, device_index, node, gpu_index, gpu_uuid, mig_instance,
+--          model, ts, job_id, interval_s,
 --          date, span_s, end_e, gap_s, share, sharers, busy, gpu_util_pct, sm_active,
 --          tensor_active, dram_active, fb_used_mib, power_w, energy_step_j, nvlink_bps, pcie_bps
 --
@@ -25,15 +27,15 @@
 WITH steps AS NOT MATERIALIZED (
     SELECT * FROM sample_steps
 ),
+-- The MIG instances of each physical GPU (gpu_id; none for a GPU without a name) at each ts.
 mig_counts AS (
     SELECT
-        cluster,
-        coalesce(gpu_uuid, node || '/' || CAST(gpu_index AS VARCHAR)) AS device,
+        gpu_id,
         ts,
         count(DISTINCT mig_instance) AS instances
     FROM steps
-    WHERE mig_instance IS NOT NULL
-    GROUP BY cluster, device, ts
+    WHERE mig_instance IS NOT NULL AND gpu_id IS NOT NULL
+    GROUP BY gpu_id, ts
 ),
 -- Nearly every row is alone at its (device, ts): the next row is the device's next sample.
 alone AS (
@@ -67,14 +69,9 @@ together AS (
     WINDOW device_point AS (PARTITION BY device_id, ts)
 ),
 ordered AS (
-    SELECT
-        coalesce(w.gpu_uuid, w.node || '/' || CAST(w.gpu_index AS VARCHAR)) AS device,
-        w.*
-    FROM (
-        SELECT * FROM alone
-        UNION ALL
-        SELECT * FROM together
-    ) AS w
+    SELECT * FROM alone
+    UNION ALL
+    SELECT * FROM together
 ),
 spans AS (
     SELECT
@@ -87,21 +84,21 @@ spans AS (
     FROM ordered AS o
     LEFT JOIN mig_counts AS m
         ON o.mig_instance IS NOT NULL
-        AND m.cluster = o.cluster
-        AND m.device = o.device
+        AND m.gpu_id = o.gpu_id
         AND m.ts = o.ts
 )
 SELECT
-    cluster,
-    device_id,
-    device,
-    CASE WHEN gpu_uuid IS NULL THEN node END AS device_node,
-    CASE WHEN gpu_uuid IS NULL THEN gpu_index END AS device_index,
-    node,
-    gpu_index,
-    gpu_uuid,
-    mig_instance,
-    model,
+    d.cluster,
+    s.device_id,
+    s.variant_id,
+    d.device,
+    d.device_node,
+    d.device_index,
+    d.node,
+    d.gpu_index,
+    d.gpu_uuid,
+    s.mig_instance,
+    d.model,
     ts,
     job_id,
     interval_s,
@@ -127,4 +124,6 @@ SELECT
     END AS energy_step_j,
     nvlink_bps,
     pcie_bps
-FROM spans
+FROM spans AS s
+INNER JOIN sample_devices AS d
+    ON d.variant_id = s.variant_id

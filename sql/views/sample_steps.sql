@@ -1,54 +1,27 @@
 -- sample_steps: every GPU sample with its device's number and the device's next sample after it.
 --
 -- Grain:   one row per owned_samples row
--- Reads:   unowned_samples (the devices: owners do not change them, and reading them there
---          spares the owner join), owned_samples (the samples with their owners)
+-- Reads:   owned_samples (the samples with their owners), sample_devices (the devices' numbers)
 -- Params:  none
--- Returns: device_id, cluster, gpu_uuid, mig_instance, node, gpu_index, model, ts, job_id,
---          interval_s, gpu_util_pct, busy, sm_active, tensor_active, dram_active, fb_used_mib,
---          power_w, energy_j, nvlink_bps, pcie_bps, lead_ts, lead_energy_j (the next row's in
---          the device's time order), tied (another row of the device has this ts)
+-- Returns: device_id, gpu_id, variant_id (sample_devices' numbers of the row's device, physical
+--          GPU and key values), mig_instance, ts, job_id, interval_s, gpu_util_pct, busy,
+--          sm_active, tensor_active, dram_active, fb_used_mib, power_w, energy_j, nvlink_bps,
+--          pcie_bps, lead_ts, lead_energy_j (the next row's in the device's time order), tied
+--          (another row of the device has this ts)
 --
 -- The one sort of the samples (by device, then time) that sql/views/sample_spans.sql starts
 -- from: it reads these rows twice (rows alone at their ts, rows sharing it) and once more for
 -- the MIG instances at a ts, so the per-day pass (warehouse/partitions.py) holds them once.
+-- The key columns (strings) are left out of the rows: the window sorts and carries every
+-- column it is given, and variant_id stands for them (sample_spans joins them back).
 
-WITH devices AS (
-    -- The device is the UUID, else node and index. Numbering the devices first lets the windows
-    -- partition on one integer and leave the key columns (strings) out of what they sort; the
-    -- windows carry them along instead. (Joined back after the windows, the rows were the side
-    -- DuckDB built its hash table on: the devices' estimate is the samples' count.)
-    SELECT
-        cluster,
-        gpu_uuid,
-        device_node,
-        device_index,
-        mig_instance,
-        -- ordered: Spark numbers rows only in an ordered window
-        row_number() OVER (
-            ORDER BY cluster, gpu_uuid, device_node, device_index, mig_instance
-        ) AS device_id
-    FROM (
-        SELECT DISTINCT
-            cluster,
-            gpu_uuid,
-            CASE WHEN gpu_uuid IS NULL THEN node END AS device_node,
-            CASE WHEN gpu_uuid IS NULL THEN gpu_index END AS device_index,
-            mig_instance
-        FROM unowned_samples
-    ) AS keys
-),
--- The rows in the columns the spans need, derived ones computed here: the window sorts and
--- carries every column it is given, and holding fewer makes it cheaper.
-keyed AS (
+-- The rows in the columns the spans need, derived ones computed here.
+WITH keyed AS (
     SELECT
         d.device_id,
-        g.cluster,
-        g.gpu_uuid,
-        g.mig_instance,
-        g.node,
-        g.gpu_index,
-        g.model,
+        d.gpu_id,
+        d.variant_id,
+        d.mig_instance,
         g.ts,
         g.job_id,
         g.interval_s,
@@ -76,12 +49,13 @@ keyed AS (
             ELSE coalesce(g.pcie_tx_bps, 0) + coalesce(g.pcie_rx_bps, 0)
         END AS pcie_bps
     FROM owned_samples AS g
-    INNER JOIN devices AS d
+    INNER JOIN sample_devices AS d
         ON d.cluster = g.cluster
+        AND d.node = g.node
+        AND d.gpu_index IS NOT DISTINCT FROM g.gpu_index
         AND d.gpu_uuid IS NOT DISTINCT FROM g.gpu_uuid
-        AND d.device_node IS NOT DISTINCT FROM (CASE WHEN g.gpu_uuid IS NULL THEN g.node END)
-        AND d.device_index IS NOT DISTINCT FROM (CASE WHEN g.gpu_uuid IS NULL THEN g.gpu_index END)
         AND d.mig_instance IS NOT DISTINCT FROM g.mig_instance
+        AND d.model IS NOT DISTINCT FROM g.model
 )
 SELECT
     *,

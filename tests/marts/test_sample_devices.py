@@ -1,0 +1,59 @@
+"""The devices of the samples, numbered once (sql/views/sample_devices.sql): what the per-day
+pass sorts and groups by instead of the key columns' strings."""
+
+from __future__ import annotations
+
+from tests.marts import rows as r
+from warehouse.connection import connect
+
+
+def devices(con) -> dict[tuple, dict]:
+    """sample_devices' rows by (node, gpu_index, gpu_uuid, mig_instance, model)."""
+    return {
+        (row["node"], row["gpu_index"], row["gpu_uuid"], row["mig_instance"], row["model"]): row
+        for row in r.fetch(con, "SELECT * FROM sample_devices")
+    }
+
+
+def test_each_device_and_each_set_of_key_values_it_carries_gets_its_number(tmp_path):
+    rows = [
+        *r.samples([0, 30], node="g001", gpu_index=0),
+        *r.samples([0, 30], node="g001", gpu_index=1),
+        # the same UUID reported from another node (a moved card): one device, two variants
+        *r.samples([60], node="g009", gpu_index=1, gpu_uuid=r.uuid_of("g001", 1)),
+        # a GPU cut into two MIG instances: two devices, one physical GPU
+        *r.samples([0, 30], node="g002", gpu_index=0, mig_instance=1),
+        *r.samples([0, 30], node="g002", gpu_index=0, mig_instance=2),
+        # no UUID: the device is its node and index
+        *r.samples([0, 30], node="g003", gpu_index=4, gpu_uuid=None),
+        # no UUID and no index: a device with no name (its MIG instances cannot be counted)
+        *r.samples([0], node="g004", gpu_index=None, gpu_uuid=None, mig_instance=1),
+    ]
+    r.land(tmp_path, "gpu_samples", rows)
+    found = devices(connect(tmp_path))
+    model = "NVIDIA H100 80GB HBM3"
+    a = found[("g001", 0, r.uuid_of("g001", 0), None, model)]
+    b = found[("g001", 1, r.uuid_of("g001", 1), None, model)]
+    moved = found[("g009", 1, r.uuid_of("g001", 1), None, model)]
+    mig1 = found[("g002", 0, r.uuid_of("g002", 0), 1, model)]
+    mig2 = found[("g002", 0, r.uuid_of("g002", 0), 2, model)]
+    bare = found[("g003", 4, None, None, model)]
+    nameless = found[("g004", None, None, 1, model)]
+
+    assert len(found) == 7  # one row per set of key values
+    assert len({row["variant_id"] for row in found.values()}) == 7
+    # a device's number follows its UUID (else node and index) and MIG instance only
+    assert moved["device_id"] == b["device_id"] != a["device_id"]
+    assert moved["gpu_id"] == b["gpu_id"]
+    assert len({a["device_id"], b["device_id"], mig1["device_id"], mig2["device_id"]}) == 4
+    assert len({row["device_id"] for row in found.values()}) == 6
+    # MIG instances share their physical GPU's number
+    assert mig1["gpu_id"] == mig2["gpu_id"] != a["gpu_id"]
+    assert (mig1["device"], mig1["device_node"], mig1["device_index"]) == (
+        r.uuid_of("g002", 0),
+        None,
+        None,
+    )
+    assert (bare["device"], bare["device_node"], bare["device_index"]) == ("g003/4", "g003", 4)
+    assert nameless["device"] is None and nameless["gpu_id"] is None
+    assert nameless["device_id"] is not None
