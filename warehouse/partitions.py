@@ -111,9 +111,7 @@ def _state(root: Path) -> sqlite3.Connection:
 
 def _tail_start(con: duckdb.DuckDBPyConnection, root: Path, key: DayKey) -> object | None:
     """The first bucket a next-day change can alter in the built partition, or None if unbuilt."""
-    built = [
-        p for p in layout.table_files(root, "gpu_job_buckets") if layout.partition_key(p) == key
-    ]
+    built = layout.partition_files(root, "gpu_job_buckets", key)  # not the whole table's
     if not built:
         return None
     register_files(con, "gpu_job_buckets", built, view="built_buckets")
@@ -329,7 +327,10 @@ def build_sample_marts(
     con = open_engine(config)
     register_reference(con)
     try:
-        register_files(con, "job_gpus", layout.table_files(root, "job_gpus"))
+        # read once into the engine: every day built reads them, and the scheduler's files
+        # (a batch per day and collector) grow with the lake's history
+        register_files(con, "job_gpus", layout.table_files(root, "job_gpus"), view="job_gpus_files")
+        queries.create_table(con, "job_gpus", "SELECT * FROM job_gpus_files", {}, temporary=True)
         allocations = _allocation_days(con, days)
         rebuilt: list[DayKey] = []
         tails: list[DayKey] = []

@@ -30,6 +30,7 @@ from warehouse.summary.index import (
     _index_of,
     _write_derived,
     _write_index,
+    _write_whole_index,
 )
 from warehouse.summary.scope import _late_jobs
 from warehouse.summary.whole import SUMMARY_MARTS
@@ -142,7 +143,7 @@ def record_summary_state(
         index = _index_of(engine, layout.table_files(root, "gpu_job_buckets"))
         for path in _index_files(root):
             path.unlink()
-        _write_index(root, index, days)
+        _write_whole_index(root, _write_index(root, index, days))
         _write_derived(engine, root, index)
     finally:
         engine.close()

@@ -30,8 +30,10 @@ from warehouse.summary.index import (
     _derived_path,
     _index_of,
     _read_index,
+    _read_kept,
     _write_index,
     _write_state_file,
+    _write_whole_index,
 )
 from warehouse.summary.landing import _land_changed, _merge_jobs
 from warehouse.summary.scope import (
@@ -146,6 +148,12 @@ def _shares(con: duckdb.DuckDBPyConnection, intervals: pa.Table, jobs: str) -> p
     return shares.join(con.table(jobs), ["cluster", "job_id"], how="semi").to_arrow_table()
 
 
+def _files_of(root: Path, table: str, listed: list[Path]) -> list[Path]:
+    """The files of `table` among `listed`, in `layout.table_files`'s order."""
+    folder = layout.table_dir(root, table)
+    return sorted(p for p in listed if p.is_relative_to(folder))
+
+
 def _update(
     con: duckdb.DuckDBPyConnection,
     root: Path,
@@ -159,7 +167,9 @@ def _update(
     records' jobs; return the jobs and the (cluster, week)s in scope."""
     # The index before (as recorded) and after (the changed days indexed again).
     old_changed = _read_index(root, changed)
-    kept = _read_index(root, (k for k in days if k not in set(changed)))
+    kept = _read_kept(root, changed)  # one file, however long the history
+    if kept is None:
+        kept = _read_index(root, (k for k in days if k not in set(changed)))
     buckets = [
         p for k in changed for p in days.get(k, []) if p.is_relative_to(root / "gpu_job_buckets")
     ]
@@ -170,10 +180,16 @@ def _update(
     )
     new_index = pa.concat_tables([*(t.cast(schema) for t in kept), new_changed])
     both_changed = pa.concat_tables([*(t.cast(schema) for t in old_changed), new_changed])
-    _write_index(root, new_changed, changed)
+    written = _write_index(root, new_changed, changed)
+    _write_whole_index(root, [*kept, *written])
 
     # jobs_latest and the allocations as last built, the late records' jobs anew.
     _register_raw(con, root, ("job_gpus", "gpus", "app_throughput", "gpu_events", "associations"))
+    # read once: the allocations are read by several steps below, and a view over the
+    # scheduler's files (a batch per day and collector) binds every file's footer at each read
+    queries.create_table(con, "job_gpus_held", "SELECT * FROM job_gpus_all", {}, temporary=True)
+    con.table("job_gpus_held").create_view("job_gpus_all")
+    con.table("job_gpus_all").create_view("job_gpus")
     _arrow_view(con, "gpu_job_buckets", new_index)  # stands in: the data's extent and devices
     _arrow_view(con, "summary_index", new_index)
     jobs_latest = pq.read_table(_derived_path(root, "jobs_latest"))
@@ -208,7 +224,9 @@ def _update(
     _arrow_view(con, "job_gpu_shares", _shares(con, intervals, "scope_jobs"))
     _arrow_view(con, "job_gpu_intervals", fresh)
     weeks = queries.run_arrow(con, "attribution/scope_weeks")  # fairness_weekly's, below
-    daily_files = layout.table_files(root, "job_gpu_daily")
+    # the sample-level marts' files as listed when the update began (it writes none of them)
+    listed = [p for files in days.values() for p in files]
+    daily_files = _files_of(root, "job_gpu_daily", listed)
     held = _days_holding(new_index, scope)  # the days the jobs in scope have rows on
     register_files(
         con,
@@ -217,7 +235,7 @@ def _update(
         view="job_gpu_daily_all",
     )
     _restricted(con, "job_gpu_daily_all", "job_gpu_daily", "scope_jobs")
-    energy_files = layout.table_files(root, "job_energy_hourly")
+    energy_files = _files_of(root, "job_energy_hourly", listed)
     register_files(
         con,
         "job_energy_hourly",
@@ -265,7 +283,7 @@ def _update(
     # cluster_occupancy of the days it can change on (all, where the data's start or device
     # count moved), from the partials reaching them; changed partitions land.
     occupancy_days = _occupancy_days(old_index, new_index, keys)
-    occupancy_files = layout.table_files(root, "bucket_occupancy")
+    occupancy_files = _files_of(root, "bucket_occupancy", listed)
     if occupancy_days is not None:
         reaching = _reaching(new_index, occupancy_days)
         occupancy_files = [p for p in occupancy_files if layout.partition_key(p) in reaching]
