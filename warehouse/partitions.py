@@ -26,6 +26,7 @@ import pyarrow as pa
 
 import sql
 from warehouse import compaction_log, layout, queries, state_files
+from warehouse.allocations import hold_allocations
 from warehouse.connection import (
     WarehouseConfig,
     open_engine,
@@ -327,10 +328,9 @@ def build_sample_marts(
     con = open_engine(config)
     register_reference(con)
     try:
-        # read once into the engine: every day built reads them, and the scheduler's files
-        # (a batch per day and collector) grow with the lake's history
-        register_files(con, "job_gpus", layout.table_files(root, "job_gpus"), view="job_gpus_files")
-        queries.create_table(con, "job_gpus", "SELECT * FROM job_gpus_files", {}, temporary=True)
+        # held in the engine, only new batch files read (warehouse/allocations.py): every day
+        # built reads them, and the scheduler's files grow with the lake's history
+        hold_allocations(con, root, "job_gpus")
         allocations = _allocation_days(con, days)
         rebuilt: list[DayKey] = []
         tails: list[DayKey] = []

@@ -5,6 +5,7 @@ partitions or scheduler batches changed, whole otherwise.
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ import pyarrow.parquet as pq
 
 import sql
 from warehouse import layout, queries
+from warehouse.allocations import hold_allocations
 from warehouse.connection import (
     DERIVED_VIEWS,
     WarehouseConfig,
@@ -150,8 +152,8 @@ def _shares(con: duckdb.DuckDBPyConnection, intervals: pa.Table, jobs: str) -> p
 
 def _files_of(root: Path, table: str, listed: list[Path]) -> list[Path]:
     """The files of `table` among `listed`, in `layout.table_files`'s order."""
-    folder = layout.table_dir(root, table)
-    return sorted(p for p in listed if p.is_relative_to(folder))
+    folder = str(layout.table_dir(root, table)) + os.sep
+    return sorted(p for p in listed if str(p).startswith(folder))
 
 
 def _update(
@@ -184,10 +186,10 @@ def _update(
     _write_whole_index(root, [*kept, *written])
 
     # jobs_latest and the allocations as last built, the late records' jobs anew.
-    _register_raw(con, root, ("job_gpus", "gpus", "app_throughput", "gpu_events", "associations"))
-    # read once: the allocations are read by several steps below, and a view over the
-    # scheduler's files (a batch per day and collector) binds every file's footer at each read
-    queries.create_table(con, "job_gpus_held", "SELECT * FROM job_gpus_all", {}, temporary=True)
+    _register_raw(con, root, ("gpus", "app_throughput", "gpu_events", "associations"))
+    # held in the engine, only new batch files read (warehouse/allocations.py): several steps
+    # below read them, and the scheduler's files grow with the lake's history
+    hold_allocations(con, root, "job_gpus_held")
     con.table("job_gpus_held").create_view("job_gpus_all")
     con.table("job_gpus_all").create_view("job_gpus")
     _arrow_view(con, "gpu_job_buckets", new_index)  # stands in: the data's extent and devices
