@@ -53,15 +53,17 @@ def _write(path: Path, counts: dict[str, list[int]]) -> None:
         tmp.unlink(missing_ok=True)  # renamed into place already, unless the write failed
 
 
-def table_rows(root: Path, table: str) -> int:
-    """Rows in `table`'s files: each file's footer read once per size and modification time."""
+def table_rows(root: Path, table: str, files: list[Path] | None = None) -> int:
+    """Rows in `table`'s files (`files`: as listed already): each file's footer read once per
+    size and modification time."""
     path = _cache_path(root, table)
     known = _read(path)
     counts: dict[str, list[int]] = {}
     total = 0
-    for file in layout.table_files(root, table):
+    prefix = str(root) + os.sep
+    for file in layout.table_files(root, table) if files is None else files:
         stat = file.stat()  # before the footer: a file rewritten after it is counted again
-        name = str(file.relative_to(root))
+        name = str(file)[len(prefix) :]
         stamp = [stat.st_size, stat.st_mtime_ns]
         entry = known.get(name)
         if isinstance(entry, list) and len(entry) == 3 and entry[:2] == stamp:

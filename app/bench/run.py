@@ -63,7 +63,7 @@ class BenchPlan:
     replay_days: int = 30
     jobstats_gpus: int = 16
     jobstats_days: int = 1
-    history_gpus: int = 16
+    history_gpus: int = 8
     history_days: tuple[int, ...] = (7, 28, 365)
     workdir: Path | None = None
 

@@ -66,11 +66,15 @@ def _land_changed(
         if day is not None and (partitions is None or (cluster, day) in partitions):
             groups.setdefault((cluster, day), []).append(row)
     folders = _folder_keys(groups)
-    present: set[tuple[str, dt.date]] = set()
-    for path in layout.table_files(root, mart):
-        if (found := layout.partition_key(path)) is not None:
-            present.add(found)
     considered = None if partitions is None else _folder_keys(partitions)
+    present: set[tuple[str, dt.date]] = set()
+    if considered is None:
+        for path in layout.table_files(root, mart):
+            if (found := layout.partition_key(path)) is not None:
+                present.add(found)
+    else:  # only those partitions' folders: not a listing of the mart's whole history
+        for key in considered:
+            present.update({key} if layout.partition_files(root, mart, key) else set())
     for folder_key in sorted(present - folders):
         if considered is None or folder_key in considered:
             replace_partition(root, mart, schema.empty_table(), folder_key[0], folder_key[1])

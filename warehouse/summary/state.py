@@ -110,9 +110,12 @@ def _sample_mart_days(root: Path) -> dict[DayKey, list[Path]] | None:
     return days
 
 
-def _marts_fingerprint(root: Path) -> str:
+def _marts_fingerprint(root: Path, listed: dict[str, list[Path]] | None = None) -> str:
+    """The summary marts' files' fingerprint (`listed`: their files, as listed already)."""
     return layout.files_fingerprint(
-        p for mart, _ in SUMMARY_MARTS for p in layout.table_files(root, mart)
+        p
+        for mart, _ in SUMMARY_MARTS
+        for p in (layout.table_files(root, mart) if listed is None else listed[mart])
     )
 
 
@@ -151,21 +154,28 @@ def record_summary_state(
 
 
 def _save_state(
-    root: Path, inputs: str, days: dict[DayKey, list[Path]], records: dict[str, str]
+    root: Path,
+    inputs: str,
+    days: dict[DayKey, list[Path]],
+    records: dict[str, str],
+    *,
+    digests: dict[DayKey, str] | None = None,
+    marts: dict[str, list[Path]] | None = None,
 ) -> None:
+    """Record the state the summary marts were just built or updated from. `digests`: each
+    day's fingerprint, taken already; `marts`: the summary marts' files, listed already."""
+    if digests is None:
+        digests = {k: layout.files_fingerprint(files) for k, files in days.items()}
     with _state(root) as db:
         db.execute("DELETE FROM summary_built")
         db.execute(
             "INSERT INTO summary_built VALUES (?, ?, ?)",
-            (inputs, _marts_fingerprint(root), _index_fingerprint(root)),
+            (inputs, _marts_fingerprint(root, marts), _index_fingerprint(root)),
         )
         db.execute("DELETE FROM summary_days")
         db.executemany(
             "INSERT INTO summary_days VALUES (?, ?, ?)",
-            [
-                (k[0], k[1].isoformat(), layout.files_fingerprint(files))
-                for k, files in days.items()
-            ],
+            [(k[0], k[1].isoformat(), digests[k]) for k in days],
         )
         known = dict(db.execute("SELECT path, stamp FROM summary_records").fetchall())
         for path in sorted(p for p in set(known) | set(records) if known.get(p) != records.get(p)):

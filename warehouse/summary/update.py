@@ -27,6 +27,7 @@ from warehouse.connection import (
 )
 from warehouse.emissions import register_intensity
 from warehouse.partitions import DayKey
+from warehouse.row_counts import table_rows
 from warehouse.summary.carry import _carry_state
 from warehouse.summary.index import (
     _derived_path,
@@ -117,11 +118,13 @@ def refresh_summary_marts(
             jobs, weeks = _update(engine, root, config, days, changed, late, progress)
         finally:
             engine.close()
-        _save_state(root, inputs, days, records)
+        # listed once, for the state and the row counts
+        listed = {m: layout.table_files(root, m) for m, _ in SUMMARY_MARTS}
+        _save_state(root, inputs, days, records, digests=digests, marts=listed)
         for mart, _ in SUMMARY_MARTS:
             if con is not None:
                 register_table(con, root, mart)
-        counts = {m: mart_rows(root, m) for m, _ in SUMMARY_MARTS}
+        counts = {m: table_rows(root, m, listed[m]) for m, _ in SUMMARY_MARTS}
         late_jobs = 0 if late is None else late.num_rows
         return SummaryUpdate("incremental", counts, changed, jobs, weeks, late_jobs)
     # what the build reads it registers itself: a bare engine, not a view of every table
