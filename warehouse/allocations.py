@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 
 from warehouse import layout, queries
 from warehouse.connection import register_files
+from warehouse.schema import TABLES
 
 if TYPE_CHECKING:
     import duckdb
@@ -80,11 +81,16 @@ def _read_file(con: duckdb.DuckDBPyConnection, path: Path) -> pa.Table:
     return rows.append_column(_FILE, pa.array([str(path)] * rows.num_rows, pa.string()))
 
 
-def _typed_empty(con: duckdb.DuckDBPyConnection) -> pa.Table:
-    """No row, with the columns and types a view over the table's files has."""
-    register_files(con, _TABLE, [], view="allocations_file")
-    empty = con.table("allocations_file").to_arrow_table()
-    return empty.append_column(_FILE, pa.array([], pa.string()))
+def _typed_empty() -> pa.Table:
+    """No row, with the columns and types a view over the table's files reads as Arrow: the
+    contract's (warehouse/schema.py), timestamps in the engine's microseconds."""
+    fields = [
+        pa.field(f.name, pa.timestamp("us", tz=f.type.tz))
+        if pa.types.is_timestamp(f.type)
+        else pa.field(f.name, f.type)  # nullable, as the view's columns
+        for f in TABLES[_TABLE].schema
+    ]
+    return pa.schema([*fields, pa.field(_FILE, pa.string())]).empty_table()
 
 
 def hold_allocations(con: duckdb.DuckDBPyConnection, root: Path, table: str) -> None:
@@ -95,7 +101,7 @@ def hold_allocations(con: duckdb.DuckDBPyConnection, root: Path, table: str) -> 
     names = [str(p) for p in files]
     stamps = dict(zip(names, _stamps(files), strict=True))
     path = _cache_path(root)
-    empty = _typed_empty(con)
+    empty = _typed_empty()
     cached, known = _read_cache(path)
     if cached is not None and cached.schema.remove_metadata() != empty.schema:
         cached, known = None, {}  # written by a gpuledger of another contract
