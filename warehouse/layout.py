@@ -40,6 +40,7 @@ __all__ = [
     "ensure_dir",
     "files_fingerprint",
     "files_listing",
+    "folder_files",
     "folder_cluster",
     "listing_fingerprint",
     "open_private_db",
@@ -167,11 +168,17 @@ def table_files(root: Path, table: str) -> list[Path]:
         if isinstance(exc, PermissionError):
             raise NotReadable(Path(exc.filename or folder), exc)
 
+    return folder_files(folder, unreadable)
+
+
+def folder_files(folder: Path, onerror: Callable[[OSError], None] = lambda _: None) -> list[Path]:
+    """Every committed Parquet file under `folder` (temporary files start with a dot: skipped),
+    sorted; `onerror` is called with the error of a folder that cannot be listed."""
     # joined and sorted as text, in Path order (by part): a lake of long history has thousands
     # of files, and building a Path per name and comparing Paths cost more than the listing
     found = [
         path
-        for path in _walk_files(str(folder), unreadable)
+        for path in _walk_files(str(folder), onerror)
         if path.endswith(".parquet") and not os.path.basename(path).startswith(".")
     ]
     found.sort(key=_path_parts)
@@ -182,13 +189,7 @@ def partition_files(root: Path, table: str, key: tuple[str, dt.date]) -> list[Pa
     """The committed files of `table`'s day partition `key` (cluster folder, date), as
     `table_files` lists them, from that partition's folder alone."""
     folder = table_dir(root, table) / f"cluster={key[0]}" / f"date={key[1].isoformat()}"
-    found = [
-        path
-        for path in _walk_files(str(folder), lambda _: None)
-        if path.endswith(".parquet") and not os.path.basename(path).startswith(".")
-    ]
-    found.sort(key=_path_parts)
-    return [p for p in map(Path, found) if partition_key(p) == key]
+    return [p for p in folder_files(folder) if partition_key(p) == key]
 
 
 def _walk_files(folder: str, onerror: Callable[[OSError], None]) -> Iterator[str]:

@@ -36,7 +36,7 @@ def _index_path(root: Path, key: DayKey) -> Path:
 
 def _index_files(root: Path) -> list[Path]:
     folder = layout.state_dir(root) / _INDEX_DIR
-    return sorted(p for p in folder.rglob("*.parquet") if not p.name.startswith("."))
+    return layout.folder_files(folder)
 
 
 def _index_fingerprint(root: Path) -> str:
