@@ -47,22 +47,29 @@ def _append(lake: Lake) -> dict[str, Any]:
     """The steps of `gpuledger attribute` after one day landed, each timed apart."""
     from app.pipeline import default_pipeline_config
     from app.pipeline.round import compact
+    from warehouse import layout
     from warehouse.partitions import SAMPLE_MARTS, build_sample_marts
-    from warehouse.summary import mart_rows, refresh_summary_marts
+    from warehouse.row_counts import table_rows
+    from warehouse.summary import refresh_summary_marts
 
     config = default_pipeline_config().attribution
     warehouse = lake.config()
     compact_s, compact_cpu, _ = _timed_cpu(lambda: compact(lake, dt.datetime.now(dt.UTC), None))
 
+    listed: dict[str, list[Path]] = {}
+
     def ingest() -> Any:  # and the sample-level marts' rows, as `attribute` counts them
         days = build_sample_marts(warehouse, config.values())
         for mart, _ in SAMPLE_MARTS:
-            mart_rows(lake.root, mart)
+            listed[mart] = layout.table_files(lake.root, mart)
+            table_rows(lake.root, mart, listed[mart])
         return days
 
     ingest_s, ingest_cpu, days = _timed_cpu(ingest)
     update_s, update_cpu, update = _timed_cpu(
-        lambda: refresh_summary_marts(None, lake.root, config, warehouse=warehouse)
+        lambda: refresh_summary_marts(
+            None, lake.root, config, warehouse=warehouse, sample_files=listed
+        )
     )
     return {
         "compact_s": compact_s,

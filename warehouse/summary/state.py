@@ -98,11 +98,14 @@ def _scheduler_records(root: Path) -> dict[str, str]:
     return records
 
 
-def _sample_mart_days(root: Path) -> dict[DayKey, list[Path]] | None:
-    """The sample-level mart files of each day partition; None if one is outside the layout."""
+def _sample_mart_days(
+    root: Path, listed: dict[str, list[Path]] | None = None
+) -> dict[DayKey, list[Path]] | None:
+    """The sample-level mart files of each day partition (`listed`: each mart's files, as
+    listed already); None if one is outside the layout."""
     days: dict[DayKey, list[Path]] = {}
     for mart, _ in SAMPLE_MARTS:
-        for path in layout.table_files(root, mart):
+        for path in layout.table_files(root, mart) if listed is None else listed[mart]:
             key = layout.partition_key(path)
             if key is None:
                 return None

@@ -90,13 +90,16 @@ def refresh_summary_marts(
     *,
     force: bool = False,
     warehouse: WarehouseConfig | None = None,
+    sample_files: dict[str, list[Path]] | None = None,
 ) -> SummaryUpdate:
     """Bring the summary marts up to date with the sample-level ones and the scheduler's
     records: in place where only some day partitions changed or new scheduler batches landed,
     whole otherwise (or with `force`). Views of the summary marts in `con` are refreshed; the
     update itself runs in its own connection. With `con` None nothing is refreshed, and a
-    whole rebuild reads the lake through a connection of its own."""
-    days = _sample_mart_days(root)
+    whole rebuild reads the lake through a connection of its own. `sample_files`: each
+    sample-level mart's files, as the caller listed them after building them (default: listed
+    here)."""
+    days = _sample_mart_days(root, sample_files)
     inputs, records = _carry_state(root, config)
     reason, recorded, late = ("forced", {}, None) if force else _stale_reason(root, inputs, records)
     if days is None:
