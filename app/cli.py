@@ -717,7 +717,7 @@ def demo(
 @click.option(
     "--history-gpus",
     type=click.IntRange(min=8),
-    default=64,
+    default=8,
     show_default=True,
     help="GPUs of the history scenario's synthetic lakes.",
 )
@@ -775,8 +775,10 @@ def bench(
       jobstats     16 GPUs × 1 day at 15 s in a real Prometheus (promtool-loaded): the
                    peer's 3 PromQL queries per job vs gpuledger's collect + attribute +
                    read, and `gpuledger job` vs the peer's queries for one job
-      history      one more day appended to synthetic lakes of 7, 28 and 365 days on 64
-                   GPUs: `gpuledger attribute`'s update at each (target: within 1.5×)
+      history      one more day appended to synthetic lakes of 7, 28 and 365 days on 8
+                   GPUs (the same GPUs and jobs a day): `gpuledger attribute`'s update at
+                   each, (a) the new day's ingest and (b) the mart update timed apart
+                   (target: (a) + (b) within 1.5× from 7 to 365 days)
     Example:  gpuledger bench --scenario attribution --gpus 256 --days 2
     """
     from app.bench.run import DEFAULT_SCENARIOS, BenchPlan, render_bench, run_bench

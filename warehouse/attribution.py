@@ -16,14 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from warehouse import queries
+from warehouse import layout, queries
 from warehouse.connection import WarehouseConfig, register_table
 from warehouse.emissions import CarbonIntensity
 from warehouse.partitions import SAMPLE_MARTS, PartitionReport, build_sample_marts
+from warehouse.row_counts import table_rows
 from warehouse.summary import (
     SUMMARY_MARTS,
     build_summary_marts,
-    mart_rows,
     refresh_summary_marts,
 )
 from warehouse.writer_lock import writer_step
@@ -129,6 +129,10 @@ def attribute(
             register_table(con, root, mart)
         if progress:
             progress(mart)
-    counts = {mart: mart_rows(root, mart) for mart, _ in SAMPLE_MARTS}
-    update = refresh_summary_marts(con, root, config, progress, force=force, warehouse=warehouse)
+    # listed once, for the row counts and the summary marts' update (which reads them)
+    listed = {mart: layout.table_files(root, mart) for mart, _ in SAMPLE_MARTS}
+    counts = {mart: table_rows(root, mart, listed[mart]) for mart, _ in SAMPLE_MARTS}
+    update = refresh_summary_marts(
+        con, root, config, progress, force=force, warehouse=warehouse, sample_files=listed
+    )
     return AttributionResult(counts | update.counts, days)

@@ -22,7 +22,7 @@ import os
 import re
 import sqlite3
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import unquote
@@ -40,12 +40,14 @@ __all__ = [
     "ensure_dir",
     "files_fingerprint",
     "files_listing",
+    "folder_files",
     "folder_cluster",
     "listing_fingerprint",
     "open_private_db",
     "open_shared_file",
     "open_state_db",
     "partition_dir",
+    "partition_files",
     "partition_key",
     "resolve_root",
     "safe_name",
@@ -166,12 +168,56 @@ def table_files(root: Path, table: str) -> list[Path]:
         if isinstance(exc, PermissionError):
             raise NotReadable(Path(exc.filename or folder), exc)
 
-    return sorted(
-        Path(parent) / name
-        for parent, _dirs, names in os.walk(folder, onerror=unreadable)
-        for name in names
-        if name.endswith(".parquet") and not name.startswith(".")
-    )
+    return folder_files(folder, unreadable)
+
+
+def folder_files(folder: Path, onerror: Callable[[OSError], None] = lambda _: None) -> list[Path]:
+    """Every committed Parquet file under `folder` (temporary files start with a dot: skipped),
+    sorted; `onerror` is called with the error of a folder that cannot be listed."""
+    # joined and sorted as text, in Path order (by part): a lake of long history has thousands
+    # of files, and building a Path per name and comparing Paths cost more than the listing
+    found = [
+        path
+        for path in _walk_files(str(folder), onerror)
+        if path.endswith(".parquet") and not os.path.basename(path).startswith(".")
+    ]
+    found.sort(key=_path_parts)
+    return [Path(path) for path in found]
+
+
+def partition_files(root: Path, table: str, key: tuple[str, dt.date]) -> list[Path]:
+    """The committed files of `table`'s day partition `key` (cluster folder, date), as
+    `table_files` lists them, from that partition's folder alone."""
+    folder = table_dir(root, table) / f"cluster={key[0]}" / f"date={key[1].isoformat()}"
+    return [p for p in folder_files(folder) if partition_key(p) == key]
+
+
+def _walk_files(folder: str, onerror: Callable[[OSError], None]) -> Iterator[str]:
+    """The files under `folder`, as `os.walk` finds them (symbolic links to folders are not
+    entered), without its extra `lstat` of every folder: the file type the listing returns
+    says which entries are links."""
+    pending = [folder]
+    while pending:
+        top = pending.pop()
+        try:
+            entries = os.scandir(top)
+        except OSError as exc:
+            onerror(exc)
+            continue
+        with entries:
+            for entry in entries:
+                try:
+                    is_dir = entry.is_dir()
+                except OSError:
+                    is_dir = False
+                if not is_dir:
+                    yield entry.path
+                elif not entry.is_symlink():
+                    pending.append(entry.path)
+
+
+def _path_parts(path: str) -> list[str]:
+    return path.split(os.sep)
 
 
 def files_fingerprint(paths: Iterable[Path], salt: str = "") -> str:

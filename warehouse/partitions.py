@@ -26,6 +26,7 @@ import pyarrow as pa
 
 import sql
 from warehouse import compaction_log, layout, queries, state_files
+from warehouse.allocations import hold_allocations
 from warehouse.connection import (
     WarehouseConfig,
     open_engine,
@@ -112,9 +113,7 @@ def _state(root: Path) -> sqlite3.Connection:
 
 def _tail_start(con: duckdb.DuckDBPyConnection, root: Path, key: DayKey) -> object | None:
     """The first bucket a next-day change can alter in the built partition, or None if unbuilt."""
-    built = [
-        p for p in layout.table_files(root, "gpu_job_buckets") if layout.partition_key(p) == key
-    ]
+    built = layout.partition_files(root, "gpu_job_buckets", key)  # not the whole table's
     if not built:
         return None
     register_files(con, "gpu_job_buckets", built, view="built_buckets")
@@ -332,7 +331,9 @@ def build_sample_marts(
     con = open_engine(config)
     register_reference(con)
     try:
-        register_files(con, "job_gpus", layout.table_files(root, "job_gpus"))
+        # held in the engine, only new batch files read (warehouse/allocations.py): every day
+        # built reads them, and the scheduler's files grow with the lake's history
+        hold_allocations(con, root, "job_gpus")
         allocations = _allocation_days(con, days)
         rebuilt: list[DayKey] = []
         tails: list[DayKey] = []

@@ -36,15 +36,60 @@ def _index_path(root: Path, key: DayKey) -> Path:
 
 def _index_files(root: Path) -> list[Path]:
     folder = layout.state_dir(root) / _INDEX_DIR
-    return sorted(p for p in folder.rglob("*.parquet") if not p.name.startswith("."))
+    return layout.folder_files(folder)
 
 
 def _index_fingerprint(root: Path) -> str:
     return layout.files_fingerprint(_index_files(root))
 
 
-def _write_index(root: Path, index: pa.Table, keys: Iterable[DayKey]) -> None:
-    """Write the index rows of each day in `keys` to its file (none: the file is removed)."""
+def _whole_index_path(root: Path) -> Path:
+    return layout.state_dir(root) / _INDEX_DIR / "_whole" / "index.parquet"
+
+
+def _write_whole_index(root: Path, days: Iterable[pa.Table]) -> None:
+    """Write every day's index rows (the tables its day files hold) to one file too, sorted by
+    cluster and date: an update reads the days it did not change from it, one file however
+    long the history (`_read_kept`)."""
+    tables = list(days)
+    if not tables:
+        _whole_index_path(root).unlink(missing_ok=True)
+        return
+    schema = tables[0].schema
+    whole = pa.concat_tables([t.cast(schema) for t in tables])
+    _write_state_file(
+        whole.sort_by([("cluster", "ascending"), ("date", "ascending")]), _whole_index_path(root)
+    )
+
+
+def _read_kept(root: Path, changed: Iterable[DayKey]) -> list[pa.Table] | None:
+    """The index rows of every day but the `changed` ones, from the whole index file; None if
+    there is none (a lake indexed before it existed: read the day files)."""
+    path = _whole_index_path(root)
+    if not path.exists():
+        return None
+    whole = pq.read_table(path)
+    keys = list(changed)
+    drop = None
+    for cluster in pc.unique(whole.column("cluster")).to_pylist():
+        folder = layout.safe_name(cluster)
+        days = [day for key_folder, day in keys if key_folder == folder]
+        if not days:
+            continue
+        hit = pc.and_(
+            pc.equal(whole.column("cluster"), pa.scalar(cluster, pa.string())),
+            pc.is_in(whole.column("date"), pa.array(days, pa.date32())),
+        )
+        drop = hit if drop is None else pc.or_(drop, hit)
+    if drop is None:
+        return [whole]
+    return [whole.filter(pc.invert(pc.fill_null(drop, False)))]
+
+
+def _write_index(root: Path, index: pa.Table, keys: Iterable[DayKey]) -> list[pa.Table]:
+    """Write the index rows of each day in `keys` to its file (none: the file is removed);
+    return the tables written."""
+    written = []
     clusters = pc.unique(index.column("cluster")).to_pylist()
     for key in keys:
         path = _index_path(root, key)
@@ -59,6 +104,8 @@ def _write_index(root: Path, index: pa.Table, keys: Iterable[DayKey]) -> None:
             path.unlink(missing_ok=True)
             continue
         _write_state_file(rows, path)
+        written.append(rows)
+    return written
 
 
 def _read_index(root: Path, keys: Iterable[DayKey]) -> list[pa.Table]:

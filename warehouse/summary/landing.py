@@ -32,14 +32,20 @@ def land_mart(root: Path, mart: str, result: pa.Table) -> int:
     return int(table.num_rows)
 
 
-def _partition_day(mart: str, table: pa.Table) -> list[dt.date | None]:
+def _day_column(mart: str, table: pa.Table) -> pa.ChunkedArray:
+    """The UTC day of each row of `mart` (a mart with a date column)."""
     column = MARTS[mart].date_column
-    if column is None:
-        return [None] * table.num_rows
+    assert column is not None
     values = table.column(column)
     if not pa.types.is_date32(values.type):
         values = pc.cast(pc.cast(values, pa.timestamp("ms", tz="UTC")), pa.date32())
-    return list(values.to_pylist())
+    return values
+
+
+def _partition_day(mart: str, table: pa.Table) -> list[dt.date | None]:
+    if MARTS[mart].date_column is None:
+        return [None] * table.num_rows
+    return list(_day_column(mart, table).to_pylist())
 
 
 def _land_changed(
@@ -49,17 +55,26 @@ def _land_changed(
     `result` has no rows for. With `partitions` (cluster, day), only those are considered."""
     schema = MARTS[mart].schema
     table = result.select(schema.names).cast(schema)
+    if partitions is not None and table.num_rows and MARTS[mart].date_column is not None:
+        # only the rows of those days are looked at, one by one below: the result of a mart
+        # whose SQL reads all days (cluster_occupancy's bucket grid) is cut first, at once
+        days = pa.array(sorted({day for _, day in partitions}), pa.date32())
+        table = table.filter(pc.fill_null(pc.is_in(_day_column(mart, table), days), False))
     groups: dict[tuple[str, dt.date], list[int]] = {}
     clusters = table.column("cluster").to_pylist()
     for row, (cluster, day) in enumerate(zip(clusters, _partition_day(mart, table), strict=True)):
         if day is not None and (partitions is None or (cluster, day) in partitions):
             groups.setdefault((cluster, day), []).append(row)
     folders = _folder_keys(groups)
-    present: set[tuple[str, dt.date]] = set()
-    for path in layout.table_files(root, mart):
-        if (found := layout.partition_key(path)) is not None:
-            present.add(found)
     considered = None if partitions is None else _folder_keys(partitions)
+    present: set[tuple[str, dt.date]] = set()
+    if considered is None:
+        for path in layout.table_files(root, mart):
+            if (found := layout.partition_key(path)) is not None:
+                present.add(found)
+    else:  # only those partitions' folders: not a listing of the mart's whole history
+        for key in considered:
+            present.update({key} if layout.partition_files(root, mart, key) else set())
     for folder_key in sorted(present - folders):
         if considered is None or folder_key in considered:
             replace_partition(root, mart, schema.empty_table(), folder_key[0], folder_key[1])

@@ -30,6 +30,7 @@ from warehouse.summary.index import (
     _index_of,
     _write_derived,
     _write_index,
+    _write_whole_index,
 )
 from warehouse.summary.scope import _late_jobs
 from warehouse.summary.whole import SUMMARY_MARTS
@@ -97,11 +98,14 @@ def _scheduler_records(root: Path) -> dict[str, str]:
     return records
 
 
-def _sample_mart_days(root: Path) -> dict[DayKey, list[Path]] | None:
-    """The sample-level mart files of each day partition; None if one is outside the layout."""
+def _sample_mart_days(
+    root: Path, listed: dict[str, list[Path]] | None = None
+) -> dict[DayKey, list[Path]] | None:
+    """The sample-level mart files of each day partition (`listed`: each mart's files, as
+    listed already); None if one is outside the layout."""
     days: dict[DayKey, list[Path]] = {}
     for mart, _ in SAMPLE_MARTS:
-        for path in layout.table_files(root, mart):
+        for path in layout.table_files(root, mart) if listed is None else listed[mart]:
             key = layout.partition_key(path)
             if key is None:
                 return None
@@ -109,9 +113,12 @@ def _sample_mart_days(root: Path) -> dict[DayKey, list[Path]] | None:
     return days
 
 
-def _marts_fingerprint(root: Path) -> str:
+def _marts_fingerprint(root: Path, listed: dict[str, list[Path]] | None = None) -> str:
+    """The summary marts' files' fingerprint (`listed`: their files, as listed already)."""
     return layout.files_fingerprint(
-        p for mart, _ in SUMMARY_MARTS for p in layout.table_files(root, mart)
+        p
+        for mart, _ in SUMMARY_MARTS
+        for p in (layout.table_files(root, mart) if listed is None else listed[mart])
     )
 
 
@@ -142,7 +149,7 @@ def record_summary_state(
         index = _index_of(engine, layout.table_files(root, "gpu_job_buckets"))
         for path in _index_files(root):
             path.unlink()
-        _write_index(root, index, days)
+        _write_whole_index(root, _write_index(root, index, days))
         _write_derived(engine, root, index)
     finally:
         engine.close()
@@ -150,21 +157,28 @@ def record_summary_state(
 
 
 def _save_state(
-    root: Path, inputs: str, days: dict[DayKey, list[Path]], records: dict[str, str]
+    root: Path,
+    inputs: str,
+    days: dict[DayKey, list[Path]],
+    records: dict[str, str],
+    *,
+    digests: dict[DayKey, str] | None = None,
+    marts: dict[str, list[Path]] | None = None,
 ) -> None:
+    """Record the state the summary marts were just built or updated from. `digests`: each
+    day's fingerprint, taken already; `marts`: the summary marts' files, listed already."""
+    if digests is None:
+        digests = {k: layout.files_fingerprint(files) for k, files in days.items()}
     with _state(root) as db:
         db.execute("DELETE FROM summary_built")
         db.execute(
             "INSERT INTO summary_built VALUES (?, ?, ?)",
-            (inputs, _marts_fingerprint(root), _index_fingerprint(root)),
+            (inputs, _marts_fingerprint(root, marts), _index_fingerprint(root)),
         )
         db.execute("DELETE FROM summary_days")
         db.executemany(
             "INSERT INTO summary_days VALUES (?, ?, ?)",
-            [
-                (k[0], k[1].isoformat(), layout.files_fingerprint(files))
-                for k, files in days.items()
-            ],
+            [(k[0], k[1].isoformat(), digests[k]) for k in days],
         )
         known = dict(db.execute("SELECT path, stamp FROM summary_records").fetchall())
         for path in sorted(p for p in set(known) | set(records) if known.get(p) != records.get(p)):

@@ -5,6 +5,7 @@ partitions or scheduler batches changed, whole otherwise.
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ import pyarrow.parquet as pq
 
 import sql
 from warehouse import layout, queries
+from warehouse.allocations import hold_allocations
 from warehouse.connection import (
     DERIVED_VIEWS,
     WarehouseConfig,
@@ -25,13 +27,16 @@ from warehouse.connection import (
 )
 from warehouse.emissions import register_intensity
 from warehouse.partitions import DayKey
+from warehouse.row_counts import table_rows
 from warehouse.summary.carry import _carry_state
 from warehouse.summary.index import (
     _derived_path,
     _index_of,
     _read_index,
+    _read_kept,
     _write_index,
     _write_state_file,
+    _write_whole_index,
 )
 from warehouse.summary.landing import _land_changed, _merge_jobs
 from warehouse.summary.scope import (
@@ -85,13 +90,16 @@ def refresh_summary_marts(
     *,
     force: bool = False,
     warehouse: WarehouseConfig | None = None,
+    sample_files: dict[str, list[Path]] | None = None,
 ) -> SummaryUpdate:
     """Bring the summary marts up to date with the sample-level ones and the scheduler's
     records: in place where only some day partitions changed or new scheduler batches landed,
     whole otherwise (or with `force`). Views of the summary marts in `con` are refreshed; the
     update itself runs in its own connection. With `con` None nothing is refreshed, and a
-    whole rebuild reads the lake through a connection of its own."""
-    days = _sample_mart_days(root)
+    whole rebuild reads the lake through a connection of its own. `sample_files`: each
+    sample-level mart's files, as the caller listed them after building them (default: listed
+    here)."""
+    days = _sample_mart_days(root, sample_files)
     inputs, records = _carry_state(root, config)
     reason, recorded, late = ("forced", {}, None) if force else _stale_reason(root, inputs, records)
     if days is None:
@@ -113,11 +121,13 @@ def refresh_summary_marts(
             jobs, weeks = _update(engine, root, config, days, changed, late, progress)
         finally:
             engine.close()
-        _save_state(root, inputs, days, records)
+        # listed once, for the state and the row counts
+        listed = {m: layout.table_files(root, m) for m, _ in SUMMARY_MARTS}
+        _save_state(root, inputs, days, records, digests=digests, marts=listed)
         for mart, _ in SUMMARY_MARTS:
             if con is not None:
                 register_table(con, root, mart)
-        counts = {m: mart_rows(root, m) for m, _ in SUMMARY_MARTS}
+        counts = {m: table_rows(root, m, listed[m]) for m, _ in SUMMARY_MARTS}
         late_jobs = 0 if late is None else late.num_rows
         return SummaryUpdate("incremental", counts, changed, jobs, weeks, late_jobs)
     # what the build reads it registers itself: a bare engine, not a view of every table
@@ -146,6 +156,12 @@ def _shares(con: duckdb.DuckDBPyConnection, intervals: pa.Table, jobs: str) -> p
     return shares.join(con.table(jobs), ["cluster", "job_id"], how="semi").to_arrow_table()
 
 
+def _files_of(root: Path, table: str, listed: list[Path]) -> list[Path]:
+    """The files of `table` among `listed`, in `layout.table_files`'s order."""
+    folder = str(layout.table_dir(root, table)) + os.sep
+    return sorted(p for p in listed if str(p).startswith(folder))
+
+
 def _update(
     con: duckdb.DuckDBPyConnection,
     root: Path,
@@ -159,7 +175,9 @@ def _update(
     records' jobs; return the jobs and the (cluster, week)s in scope."""
     # The index before (as recorded) and after (the changed days indexed again).
     old_changed = _read_index(root, changed)
-    kept = _read_index(root, (k for k in days if k not in set(changed)))
+    kept = _read_kept(root, changed)  # one file, however long the history
+    if kept is None:
+        kept = _read_index(root, (k for k in days if k not in set(changed)))
     buckets = [
         p for k in changed for p in days.get(k, []) if p.is_relative_to(root / "gpu_job_buckets")
     ]
@@ -170,10 +188,16 @@ def _update(
     )
     new_index = pa.concat_tables([*(t.cast(schema) for t in kept), new_changed])
     both_changed = pa.concat_tables([*(t.cast(schema) for t in old_changed), new_changed])
-    _write_index(root, new_changed, changed)
+    written = _write_index(root, new_changed, changed)
+    _write_whole_index(root, [*kept, *written])
 
     # jobs_latest and the allocations as last built, the late records' jobs anew.
-    _register_raw(con, root, ("job_gpus", "gpus", "app_throughput", "gpu_events", "associations"))
+    _register_raw(con, root, ("gpus", "app_throughput", "gpu_events", "associations"))
+    # held in the engine, only new batch files read (warehouse/allocations.py): several steps
+    # below read them, and the scheduler's files grow with the lake's history
+    hold_allocations(con, root, "job_gpus_held")
+    con.table("job_gpus_held").create_view("job_gpus_all")
+    con.table("job_gpus_all").create_view("job_gpus")
     _arrow_view(con, "gpu_job_buckets", new_index)  # stands in: the data's extent and devices
     _arrow_view(con, "summary_index", new_index)
     jobs_latest = pq.read_table(_derived_path(root, "jobs_latest"))
@@ -208,7 +232,9 @@ def _update(
     _arrow_view(con, "job_gpu_shares", _shares(con, intervals, "scope_jobs"))
     _arrow_view(con, "job_gpu_intervals", fresh)
     weeks = queries.run_arrow(con, "attribution/scope_weeks")  # fairness_weekly's, below
-    daily_files = layout.table_files(root, "job_gpu_daily")
+    # the sample-level marts' files as listed when the update began (it writes none of them)
+    listed = [p for files in days.values() for p in files]
+    daily_files = _files_of(root, "job_gpu_daily", listed)
     held = _days_holding(new_index, scope)  # the days the jobs in scope have rows on
     register_files(
         con,
@@ -217,7 +243,7 @@ def _update(
         view="job_gpu_daily_all",
     )
     _restricted(con, "job_gpu_daily_all", "job_gpu_daily", "scope_jobs")
-    energy_files = layout.table_files(root, "job_energy_hourly")
+    energy_files = _files_of(root, "job_energy_hourly", listed)
     register_files(
         con,
         "job_energy_hourly",
@@ -265,7 +291,7 @@ def _update(
     # cluster_occupancy of the days it can change on (all, where the data's start or device
     # count moved), from the partials reaching them; changed partitions land.
     occupancy_days = _occupancy_days(old_index, new_index, keys)
-    occupancy_files = layout.table_files(root, "bucket_occupancy")
+    occupancy_files = _files_of(root, "bucket_occupancy", listed)
     if occupancy_days is not None:
         reaching = _reaching(new_index, occupancy_days)
         occupancy_files = [p for p in occupancy_files if layout.partition_key(p) in reaching]

@@ -8,16 +8,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pyarrow.parquet as pq
-
 import sql
-from warehouse import layout, queries
+from warehouse import queries
 from warehouse.connection import (
     DERIVED_VIEWS,
     register_table,
 )
 from warehouse.emissions import register_intensity
 from warehouse.partitions import SAMPLE_MARTS
+from warehouse.row_counts import table_rows
 from warehouse.schema import RAW_TABLES
 from warehouse.summary.landing import land_mart
 
@@ -75,5 +74,5 @@ def build_summary_marts(
 
 
 def mart_rows(root: Path, mart: str) -> int:
-    """Rows in `mart`'s files, from their footers."""
-    return sum(pq.read_metadata(p).num_rows for p in layout.table_files(root, mart))
+    """Rows in `mart`'s files, from their footers (each read once: warehouse/row_counts.py)."""
+    return table_rows(root, mart)
