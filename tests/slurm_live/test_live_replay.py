@@ -15,15 +15,19 @@ Then the what-if: the same workload runs again after `sacctmgr modify account ml
 GrpTRES=gres/gpu=4`, and the replay of the *first* run with `--set assoc.ml.GrpTRES=gres/gpu=4`
 (replayed past the end of its data, so the jobs the cap delays still start) must predict the
 second: the same jobs never start (of those the workload does not cancel: for those, starting
-or not before the user's scancel is a race), median |predicted − real wait| ≤ 90 s, mean wait
-per account within 20 % (or 10 s, when 20 % of an account's mean wait is less: Slurm's own
-run-to-run spread at waits of half a minute; see docs/policy-lab.md). The cluster's other jobs
-(the collector tests' gated ones) are cancelled first, so the machine is the workload's alone.
+or not before the user's scancel is a race), median |predicted − real wait| ≤ 90 s, and mean
+wait per account within 50 % (or 10 s: Slurm's own run-to-run spread at waits of half a
+minute), a guard: the issue's 20 % is not asserted, as under this cap the first fair-share tick
+finds the accounts' usage split as their shares and the order after it is a coin toss, in Slurm
+too (measured and explained in docs/policy-lab.md; the test prints both splits). The cluster's
+other jobs (the collector tests' gated ones) are cancelled first, so the machine is the
+workload's alone.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import math
 import random
 import statistics
 import time
@@ -177,6 +181,25 @@ def replayed(
     return w, replay(w, apply_settings(policy, changes), past_end=past_end)
 
 
+def first_tick_shares(
+    lake: Path, w: Workload, start: np.ndarray, end: np.ndarray
+) -> tuple[float, dict[str, float]]:
+    """(seconds from the first submit to slurmctld's first fair-share tick after it, each
+    account's share of the GPU-seconds run until then): the usage that tick ranks the accounts
+    by (Fair Tree: shares ÷ usage), which orders the queue until the next tick."""
+    con = connect(lake)
+    policy = apply_settings(Policy(), recorded_settings(con, CLUSTER))
+    first = float(np.nanmin(w.submit_e))
+    boot = policy.boot_e if policy.boot_e is not None else 0.0
+    tick = boot + (math.floor((first - boot) / policy.calc_period_s) + 1) * policy.calc_period_s
+    ran = np.clip(np.minimum(np.nan_to_num(end, nan=tick), tick) - start, 0.0, None)
+    used: dict[str, float] = {}
+    for a, g, s in zip(w.account, w.gpus, np.nan_to_num(ran), strict=True):
+        used[a] = used.get(a, 0.0) + float(g) * float(s)
+    total = sum(used.values()) or 1.0
+    return tick - first, {a: round(u / total, 3) for a, u in sorted(used.items())}
+
+
 def index_of(w: Workload, ids: list[str]) -> np.ndarray:
     at = {job: i for i, job in enumerate(w.job_id)}
     return np.array([at[j] for j in ids])
@@ -266,10 +289,13 @@ def test_a_what_if_predicts_what_slurm_does_under_the_change(runs):
         [a for a, b in zip(accounts, both, strict=True) if b], real[both]
     )
     median = float(np.median(np.abs(pred[both] - real[both])))
+    at, real_use = first_tick_shares(second.lake, w2, w2.real_start_e, w2.real_start_e + w2.run_s)
+    _, pred_use = first_tick_shares(first.lake, w1, predicted.start_e, predicted.end_e)
     print(
         f"\nwhat-if {CAP} on ml: never started, predicted {sorted(never_pred)} real "
         f"{sorted(never_real)}; median |predicted − real wait| {median:.1f} s; mean wait per "
-        f"account real {real_by} predicted {pred_by}"
+        f"account real {real_by} predicted {pred_by}; GPU-seconds per account at the first "
+        f"fair-share tick ({at:.0f} s in) real {real_use} predicted {pred_use}"
     )
     # the policy decides whether a job ever starts; for a job its user cancels at a fixed time
     # it is a race (in one session job 34 started in the capped run 5 s before its user's
@@ -279,12 +305,15 @@ def test_a_what_if_predicts_what_slurm_does_under_the_change(runs):
     assert never_pred - cancelled  # the cap holds some jobs for good
     assert median <= 90
     for account, r in real_by.items():
-        # the issue's 20 %, but never under 10 s: under the cap research waits ~30 s on
-        # average, and two identical capped runs of Slurm itself gave it 33.7 s and 27.8 s
-        # (whole-second times, a 2-s bf_interval, a scheduler pass a second or two late)
-        # The issue's target is 20 %: met in four sessions of five; in the fifth (a quiet
-        # machine, CI's fresh clone) ml came out 59.75 -> 79.1 s (+32 %) while the median job
-        # was 8 s off. Until the model explains that run, this asserts a guard against gross
-        # errors (the replay before this model was off by 50-120 %), and the 20 % target is
-        # tracked in docs/policy-lab.md, not claimed here.
+        # The issue's target is 20 %; this asserts a guard against gross errors (the replay
+        # before this model was off by 50-120 %), never under 10 s (Slurm's own run-to-run
+        # spread at research's ~30-s waits: 28.6 to 34.4 s in identical capped runs). Why not
+        # 20 %: each account's mean wait turns on the first fair-share tick (~55 s in), which
+        # ranks the accounts by usage ÷ shares until the next tick, and under this cap the
+        # workload reaches the tick with usage split almost exactly as the shares (research
+        # 0.58-0.64 of the GPU-seconds, shares 0.6, in Slurm; the prediction 0.60), so which
+        # account goes first for the next minute is a coin toss, in Slurm too: ml waited
+        # 56-60 s or 68.5-71.4 s in identical capped runs (one of the latter at a split of
+        # 0.603, the prediction's own). The print above shows both splits; see
+        # docs/policy-lab.md.
         assert abs(pred_by[account] - r) <= max(WHAT_IF_GUARD * r, WAIT_FLOOR_S), (account, r)
