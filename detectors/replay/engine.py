@@ -294,19 +294,34 @@ class _Profile:
             self._hlevel.append(hfree[node] + hwithin - np.repeat(hbefore, np.diff(bounds)))
         self._hprof = [np.empty((free.size, rows), dtype=np.int64) for _ in host]
         self.touched = np.zeros(free.size, dtype=bool)
+        self._untouched = np.ones(free.size, dtype=bool)
+        self._bp = self.bp.tolist()
+        # per mask, GPUs per node and host amounts per node: the nodes with that much free now
+        self._ready: dict[tuple[int, int, tuple[int, ...]], tuple[np.ndarray, np.ndarray]] = {}
         self.version = 0  # placements so far
 
     def _touch(self, nodes: np.ndarray) -> None:
-        for n in nodes[~self.touched[nodes]].tolist():
-            lo, hi = self._bounds[n], self._bounds[n + 1]
-            layers = [(self._prof, self._free, self._inc)]
-            layers += zip(self._hprof, self._hfree, self._hinc, strict=True)
-            for prof, free, inc in layers:
-                col = prof[n]
-                col[:] = free[n]
-                for r, k in zip(self._row[lo:hi].tolist(), inc[lo:hi].tolist(), strict=True):
-                    col[r:] += k
-        self.touched[nodes] = True
+        new = np.unique(nodes[~self.touched[nodes]])
+        if not new.size:
+            return
+        # each new node's column: its free amount now plus its step events, summed row by row
+        lo, hi = self._bounds[new], self._bounds[new + 1]
+        lens = hi - lo
+        total = int(lens.sum())
+        starts = np.repeat(lo - (np.cumsum(lens) - lens), lens)
+        events = starts + np.arange(total)  # the new nodes' step events, node by node
+        which = np.repeat(np.arange(new.size), lens)
+        at = self._row[events]
+        layers = [(self._prof, self._free, self._inc)]
+        layers += zip(self._hprof, self._hfree, self._hinc, strict=True)
+        for prof, free, inc in layers:
+            cols = np.zeros((new.size, self.rows), dtype=np.int64)
+            np.add.at(cols, (which, at), inc[events])
+            np.cumsum(cols, axis=1, out=cols)
+            cols += free[new][:, None]
+            prof[new] = cols
+        self.touched[new] = True
+        self._untouched[new] = False
 
     def _first_row(self, free: np.ndarray, level: np.ndarray, k: int) -> np.ndarray:
         """Per node as it was at the start of the pass: the first row from which it has `k`
@@ -358,11 +373,15 @@ class _Profile:
     ) -> bool:
         """Whether `c` nodes of `mask` have `k` GPUs (and `host`) free from now for `dur`
         seconds."""
-        ok = mask & ~self.touched & (self._free >= k)
-        for hfree, h in zip(self._hfree, host, strict=True):
-            if h > 0:
-                ok &= hfree >= h
-        clean = int(np.count_nonzero(ok))
+        key = (id(mask), k, host)
+        ready = self._ready.get(key)
+        if ready is None or ready[0] is not mask:  # (the mask kept: its id is never reused)
+            ok = mask & (self._free >= k)
+            for hfree, h in zip(self._hfree, host, strict=True):
+                if h > 0:
+                    ok &= hfree >= h
+            ready = self._ready[key] = (mask, ok)
+        clean = int(np.count_nonzero(ready[1] & self._untouched))
         if clean >= c:
             return True
         dirty = (mask & self.touched).nonzero()[0]
@@ -383,14 +402,16 @@ class _Profile:
         taken from that row for `dur`. None: no row within the window."""
         rows = self.rows
         stop = self._stop(dur)
-        clean = (mask & ~self.touched).nonzero()[0]
+        clean = (mask & self._untouched).nonzero()[0]
         clean_from = self._from(k, host)[clean]
-        count = np.cumsum(np.bincount(clean_from, minlength=rows + 1)[:rows])
+        # the clean nodes usable by each row: the first row with `c` of them is the c-th
+        # smallest row they are usable from (`rows`: never)
+        ordered = np.sort(clean_from)
+        nth = int(ordered[c - 1]) if ordered.size >= c else rows
         dirty = (mask & self.touched).nonzero()[0]
         usable = None
         if dirty.size:
-            enough = (count >= c).nonzero()[0]
-            last = int(enough[0]) if enough.size else rows - 1  # no later row is needed
+            last = nth if nth < rows else rows - 1  # no later row is needed
             span = int(stop[last])
             bad = np.zeros((dirty.size, span + 1), dtype=np.int32)
             short = self._prof[dirty, :span] < k
@@ -399,11 +420,16 @@ class _Profile:
                     short |= hprof[dirty, :span] < h
             np.cumsum(short, axis=1, out=bad[:, 1:])
             usable = bad[:, stop[: last + 1]] == bad[:, : last + 1]
-            count = count[: last + 1] + usable.sum(axis=0)
-        first = (count >= c).nonzero()[0]
-        if first.size == 0:
+            count = np.searchsorted(ordered, np.arange(last + 1), side="right")
+            count += usable.sum(axis=0)
+            first = (count >= c).nonzero()[0]
+            if first.size == 0:
+                return None
+            b = int(first[0])
+        elif nth >= rows:
             return None
-        b = int(first[0])
+        else:
+            b = nth
         where = clean[clean_from <= b]
         if usable is not None:
             where = np.sort(np.concatenate((where, dirty[usable[:, b]])))
@@ -427,8 +453,8 @@ class _Profile:
         res = self.res
         first = math.floor(start / res) * res
         last = max(math.floor((start + dur) / res) * res, first + res)
-        lo = max(int(np.searchsorted(self.bp, first, side="right")) - 1, 0)
-        return lo, int(np.searchsorted(self.bp, last, side="left"))
+        lo = max(bisect.bisect_right(self._bp, first) - 1, 0)
+        return lo, bisect.bisect_left(self._bp, last)
 
 
 def replay(
