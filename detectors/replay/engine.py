@@ -295,20 +295,13 @@ class _Profile:
         self._hprof = [np.empty((free.size, rows), dtype=np.int64) for _ in host]
         self.touched = np.zeros(free.size, dtype=bool)
         self._untouched = np.ones(free.size, dtype=bool)
-        # per touched node, how often a placement changed its column; per (mask, GPUs, host,
-        # time limit), each touched node's usable rows as of that count, and their sum per row
-        self._changed = np.zeros(free.size, dtype=np.int64)
-        self._usable: dict[
-            tuple[int, int, tuple[int, ...], float],
-            tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-        ] = {}
         self._bp = self.bp.tolist()
         # per mask, GPUs per node and host amounts per node: the nodes with that much free now
         self._ready: dict[tuple[int, int, tuple[int, ...]], tuple[np.ndarray, np.ndarray]] = {}
         self.version = 0  # placements so far
 
     def _touch(self, nodes: np.ndarray) -> None:
-        new = nodes[~self.touched[nodes]]  # (a placement's nodes: each once)
+        new = nodes[~self.touched[nodes]]
         if not new.size:
             return
         # each new node's column: its free amount now plus its step events, summed row by row
@@ -419,9 +412,16 @@ class _Profile:
         usable = None
         if dirty.size:
             last = nth if nth < rows else rows - 1  # no later row is needed
-            usable, per_row = self._dirty_usable(mask, dirty, k, host, dur)
+            span = int(stop[last])
+            bad = np.zeros((dirty.size, span + 1), dtype=np.int32)
+            short = self._prof[dirty, :span] < k
+            for hprof, h in zip(self._hprof, host, strict=True):
+                if h > 0:
+                    short |= hprof[dirty, :span] < h
+            np.cumsum(short, axis=1, out=bad[:, 1:])
+            usable = bad[:, stop[: last + 1]] == bad[:, : last + 1]
             count = np.searchsorted(ordered, np.arange(last + 1), side="right")
-            count += per_row[: last + 1]
+            count += usable.sum(axis=0)
             first = (count >= c).nonzero()[0]
             if first.size == 0:
                 return None
@@ -432,7 +432,7 @@ class _Profile:
             b = nth
         where = clean[clean_from <= b]
         if usable is not None:
-            where = np.sort(np.concatenate((where, dirty[usable[dirty, b]])))
+            where = np.sort(np.concatenate((where, dirty[usable[:, b]])))
         fit = where if where.size == c else where[np.argsort(self._at(b, where), kind="stable")[:c]]
         self._touch(fit)
         if b == 0:  # starts now: holds its GPUs (and CPUs, memory) for its limit
@@ -443,43 +443,8 @@ class _Profile:
             # GPU row below anything a job asks holds the node's CPUs and memory too)
             lo, hi = self._reserved_rows(float(self.bp[b]), dur)
             self._prof[fit, lo:hi] -= _WHOLE_NODE
-        self._changed[fit] += 1
         self.version += 1
         return b, fit
-
-    def _dirty_usable(
-        self, mask: np.ndarray, dirty: np.ndarray, k: int, host: tuple[int, ...], dur: float
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Per node (rows of `dirty`, the touched nodes of `mask`): whether it has `k` GPUs (and
-        `host`) free from each row for `dur` seconds; and per row, how many of `dirty` do.
-        Kept per (mask, k, host, dur) and brought up to date only for the nodes a placement
-        changed since."""
-        key = (id(mask), k, host, dur)
-        entry = self._usable.get(key)
-        if entry is None or entry[0] is not mask:  # (the mask kept: its id is never reused)
-            seen = np.full(self._free.size, -1, dtype=np.int64)
-            usable = np.zeros((self._free.size, self.rows), dtype=bool)
-            entry = (mask, seen, usable, np.zeros(self.rows, dtype=np.int64))
-            self._usable[key] = entry
-        _, seen, usable, per_row = entry
-        stale = dirty[seen[dirty] != self._changed[dirty]]
-        if stale.size:
-            old = stale[seen[stale] >= 0]
-            if old.size:
-                per_row -= usable[old].sum(axis=0)
-            stop = self._stop(dur)
-            span = int(stop[-1])
-            bad = np.zeros((stale.size, span + 1), dtype=np.int32)
-            short = self._prof[stale, :span] < k
-            for hprof, h in zip(self._hprof, host, strict=True):
-                if h > 0:
-                    short |= hprof[stale, :span] < h
-            np.cumsum(short, axis=1, out=bad[:, 1:])
-            fresh = bad[:, stop] == bad[:, : self.rows]
-            usable[stale] = fresh
-            per_row += fresh.sum(axis=0)
-            seen[stale] = self._changed[stale]
-        return usable, per_row
 
     def _reserved_rows(self, start: float, dur: float) -> tuple[int, int]:
         """The rows a reservation from `start` for `dur` holds: from `start` rounded down to
