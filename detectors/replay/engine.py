@@ -295,6 +295,10 @@ class _Profile:
         self._hprof = [np.empty((free.size, rows), dtype=np.int64) for _ in host]
         self.touched = np.zeros(free.size, dtype=bool)
         self._untouched = np.ones(free.size, dtype=bool)
+        # per touched node, how often a placement changed its column; per (GPUs, host), each
+        # touched node's count of rows short of them before each row, as of that count
+        self._changed = np.zeros(free.size, dtype=np.int64)
+        self._shorts: dict[tuple[int, tuple[int, ...]], tuple[np.ndarray, np.ndarray]] = {}
         self._bp = self.bp.tolist()
         # per mask, GPUs per node and host amounts per node: the nodes with that much free now
         self._ready: dict[tuple[int, int, tuple[int, ...]], tuple[np.ndarray, np.ndarray]] = {}
@@ -388,10 +392,8 @@ class _Profile:
         if not dirty.size:
             return False
         stop = self._stop(dur)[0]
-        enough = self._prof[dirty, :stop].min(axis=1) >= k
-        for hprof, h in zip(self._hprof, host, strict=True):
-            if h > 0:
-                enough &= hprof[dirty, :stop].min(axis=1) >= h
+        bad = self._short_before(dirty, k, host)
+        enough = bad[dirty, stop] == bad[dirty, 0]
         return clean + int(np.count_nonzero(enough)) >= c
 
     def place(
@@ -412,13 +414,7 @@ class _Profile:
         usable = None
         if dirty.size:
             last = nth if nth < rows else rows - 1  # no later row is needed
-            span = int(stop[last])
-            bad = np.zeros((dirty.size, span + 1), dtype=np.int32)
-            short = self._prof[dirty, :span] < k
-            for hprof, h in zip(self._hprof, host, strict=True):
-                if h > 0:
-                    short |= hprof[dirty, :span] < h
-            np.cumsum(short, axis=1, out=bad[:, 1:])
+            bad = self._short_before(dirty, k, host)[dirty]
             usable = bad[:, stop[: last + 1]] == bad[:, : last + 1]
             count = np.searchsorted(ordered, np.arange(last + 1), side="right")
             count += usable.sum(axis=0)
@@ -443,8 +439,33 @@ class _Profile:
             # GPU row below anything a job asks holds the node's CPUs and memory too)
             lo, hi = self._reserved_rows(float(self.bp[b]), dur)
             self._prof[fit, lo:hi] -= _WHOLE_NODE
+        self._changed[fit] += 1
         self.version += 1
         return b, fit
+
+    def _short_before(self, dirty: np.ndarray, k: int, host: tuple[int, ...]) -> np.ndarray:
+        """Per node (the rows of `dirty`, touched nodes, are current): how many rows before
+        each row (0 to `rows`) have fewer than `k` GPUs (or `host`) free; a node is usable
+        from row b to row e when the counts at b and e are equal. Kept per (k, host) and
+        brought up to date only for the nodes a placement changed since."""
+        key = (k, host)
+        entry = self._shorts.get(key)
+        if entry is None:
+            seen = np.full(self._free.size, -1, dtype=np.int64)
+            entry = (seen, np.zeros((self._free.size, self.rows + 1), dtype=np.int32))
+            self._shorts[key] = entry
+        seen, bad = entry
+        stale = dirty[seen[dirty] != self._changed[dirty]]
+        if stale.size:
+            short = self._prof[stale] < k
+            for hprof, h in zip(self._hprof, host, strict=True):
+                if h > 0:
+                    short |= hprof[stale] < h
+            counts = np.zeros((stale.size, self.rows + 1), dtype=np.int32)
+            np.cumsum(short, axis=1, out=counts[:, 1:])
+            bad[stale] = counts
+            seen[stale] = self._changed[stale]
+        return bad
 
     def _reserved_rows(self, start: float, dur: float) -> tuple[int, int]:
         """The rows a reservation from `start` for `dur` holds: from `start` rounded down to
