@@ -305,27 +305,18 @@ class _Profile:
         self.version = 0  # placements so far
 
     def _touch(self, nodes: np.ndarray) -> None:
-        new = nodes[~self.touched[nodes]]
-        if not new.size:
-            return
-        # each new node's column: its free amount now plus its step events, summed row by row
-        lo, hi = self._bounds[new], self._bounds[new + 1]
-        lens = hi - lo
-        total = int(lens.sum())
-        starts = np.repeat(lo - (np.cumsum(lens) - lens), lens)
-        events = starts + np.arange(total)  # the new nodes' step events, node by node
-        which = np.repeat(np.arange(new.size), lens)
-        at = self._row[events]
-        layers = [(self._prof, self._free, self._inc)]
-        layers += zip(self._hprof, self._hfree, self._hinc, strict=True)
-        for prof, free, inc in layers:
-            cols = np.zeros((new.size, self.rows), dtype=np.int64)
-            np.add.at(cols, (which, at), inc[events])
-            np.cumsum(cols, axis=1, out=cols)
-            cols += free[new][:, None]
-            prof[new] = cols
-        self.touched[new] = True
-        self._untouched[new] = False
+        layers = [(self._prof, self._free, self._level)]
+        layers += zip(self._hprof, self._hfree, self._hlevel, strict=True)
+        every = np.arange(self.rows)
+        for n in nodes[~self.touched[nodes]].tolist():
+            lo, hi = self._bounds[n], self._bounds[n + 1]
+            # a node's column: its free amount now, then the level after each of its step
+            # events (in row order) from that event's row on
+            step = np.searchsorted(self._row[lo:hi], every, side="right")
+            for prof, free, level in layers:
+                prof[n] = np.concatenate(([free[n]], level[lo:hi]))[step]
+        self.touched[nodes] = True
+        self._untouched[nodes] = False
 
     def _first_row(self, free: np.ndarray, level: np.ndarray, k: int) -> np.ndarray:
         """Per node as it was at the start of the pass: the first row from which it has `k`
