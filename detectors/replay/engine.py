@@ -294,19 +294,29 @@ class _Profile:
             self._hlevel.append(hfree[node] + hwithin - np.repeat(hbefore, np.diff(bounds)))
         self._hprof = [np.empty((free.size, rows), dtype=np.int64) for _ in host]
         self.touched = np.zeros(free.size, dtype=bool)
+        self._untouched = np.ones(free.size, dtype=bool)
+        # per touched node, how often a placement changed its column; per (GPUs, host), each
+        # touched node's count of rows short of them before each row, as of that count
+        self._changed = np.zeros(free.size, dtype=np.int64)
+        self._shorts: dict[tuple[int, tuple[int, ...]], tuple[np.ndarray, np.ndarray]] = {}
+        self._bp = self.bp.tolist()
+        # per mask, GPUs per node and host amounts per node: the nodes with that much free now
+        self._ready: dict[tuple[int, int, tuple[int, ...]], tuple[np.ndarray, np.ndarray]] = {}
         self.version = 0  # placements so far
 
     def _touch(self, nodes: np.ndarray) -> None:
+        layers = [(self._prof, self._free, self._level)]
+        layers += zip(self._hprof, self._hfree, self._hlevel, strict=True)
+        every = np.arange(self.rows)
         for n in nodes[~self.touched[nodes]].tolist():
             lo, hi = self._bounds[n], self._bounds[n + 1]
-            layers = [(self._prof, self._free, self._inc)]
-            layers += zip(self._hprof, self._hfree, self._hinc, strict=True)
-            for prof, free, inc in layers:
-                col = prof[n]
-                col[:] = free[n]
-                for r, k in zip(self._row[lo:hi].tolist(), inc[lo:hi].tolist(), strict=True):
-                    col[r:] += k
+            # a node's column: its free amount now, then the level after each of its step
+            # events (in row order) from that event's row on
+            step = np.searchsorted(self._row[lo:hi], every, side="right")
+            for prof, free, level in layers:
+                prof[n] = np.concatenate(([free[n]], level[lo:hi]))[step]
         self.touched[nodes] = True
+        self._untouched[nodes] = False
 
     def _first_row(self, free: np.ndarray, level: np.ndarray, k: int) -> np.ndarray:
         """Per node as it was at the start of the pass: the first row from which it has `k`
@@ -358,21 +368,23 @@ class _Profile:
     ) -> bool:
         """Whether `c` nodes of `mask` have `k` GPUs (and `host`) free from now for `dur`
         seconds."""
-        ok = mask & ~self.touched & (self._free >= k)
-        for hfree, h in zip(self._hfree, host, strict=True):
-            if h > 0:
-                ok &= hfree >= h
-        clean = int(np.count_nonzero(ok))
+        key = (id(mask), k, host)
+        ready = self._ready.get(key)
+        if ready is None or ready[0] is not mask:  # (the mask kept: its id is never reused)
+            ok = mask & (self._free >= k)
+            for hfree, h in zip(self._hfree, host, strict=True):
+                if h > 0:
+                    ok &= hfree >= h
+            ready = self._ready[key] = (mask, ok)
+        clean = int(np.count_nonzero(ready[1] & self._untouched))
         if clean >= c:
             return True
         dirty = (mask & self.touched).nonzero()[0]
         if not dirty.size:
             return False
         stop = self._stop(dur)[0]
-        enough = self._prof[dirty, :stop].min(axis=1) >= k
-        for hprof, h in zip(self._hprof, host, strict=True):
-            if h > 0:
-                enough &= hprof[dirty, :stop].min(axis=1) >= h
+        bad = self._short_before(dirty, k, host)
+        enough = bad[dirty, stop] == bad[dirty, 0]
         return clean + int(np.count_nonzero(enough)) >= c
 
     def place(
@@ -383,27 +395,28 @@ class _Profile:
         taken from that row for `dur`. None: no row within the window."""
         rows = self.rows
         stop = self._stop(dur)
-        clean = (mask & ~self.touched).nonzero()[0]
+        clean = (mask & self._untouched).nonzero()[0]
         clean_from = self._from(k, host)[clean]
-        count = np.cumsum(np.bincount(clean_from, minlength=rows + 1)[:rows])
+        # the clean nodes usable by each row: the first row with `c` of them is the c-th
+        # smallest row they are usable from (`rows`: never)
+        ordered = np.sort(clean_from)
+        nth = int(ordered[c - 1]) if ordered.size >= c else rows
         dirty = (mask & self.touched).nonzero()[0]
         usable = None
         if dirty.size:
-            enough = (count >= c).nonzero()[0]
-            last = int(enough[0]) if enough.size else rows - 1  # no later row is needed
-            span = int(stop[last])
-            bad = np.zeros((dirty.size, span + 1), dtype=np.int32)
-            short = self._prof[dirty, :span] < k
-            for hprof, h in zip(self._hprof, host, strict=True):
-                if h > 0:
-                    short |= hprof[dirty, :span] < h
-            np.cumsum(short, axis=1, out=bad[:, 1:])
+            last = nth if nth < rows else rows - 1  # no later row is needed
+            bad = self._short_before(dirty, k, host)[dirty]
             usable = bad[:, stop[: last + 1]] == bad[:, : last + 1]
-            count = count[: last + 1] + usable.sum(axis=0)
-        first = (count >= c).nonzero()[0]
-        if first.size == 0:
+            count = np.searchsorted(ordered, np.arange(last + 1), side="right")
+            count += usable.sum(axis=0)
+            first = (count >= c).nonzero()[0]
+            if first.size == 0:
+                return None
+            b = int(first[0])
+        elif nth >= rows:
             return None
-        b = int(first[0])
+        else:
+            b = nth
         where = clean[clean_from <= b]
         if usable is not None:
             where = np.sort(np.concatenate((where, dirty[usable[:, b]])))
@@ -417,8 +430,33 @@ class _Profile:
             # GPU row below anything a job asks holds the node's CPUs and memory too)
             lo, hi = self._reserved_rows(float(self.bp[b]), dur)
             self._prof[fit, lo:hi] -= _WHOLE_NODE
+        self._changed[fit] += 1
         self.version += 1
         return b, fit
+
+    def _short_before(self, dirty: np.ndarray, k: int, host: tuple[int, ...]) -> np.ndarray:
+        """Per node (the rows of `dirty`, touched nodes, are current): how many rows before
+        each row (0 to `rows`) have fewer than `k` GPUs (or `host`) free; a node is usable
+        from row b to row e when the counts at b and e are equal. Kept per (k, host) and
+        brought up to date only for the nodes a placement changed since."""
+        key = (k, host)
+        entry = self._shorts.get(key)
+        if entry is None:
+            seen = np.full(self._free.size, -1, dtype=np.int64)
+            entry = (seen, np.zeros((self._free.size, self.rows + 1), dtype=np.int32))
+            self._shorts[key] = entry
+        seen, bad = entry
+        stale = dirty[seen[dirty] != self._changed[dirty]]
+        if stale.size:
+            short = self._prof[stale] < k
+            for hprof, h in zip(self._hprof, host, strict=True):
+                if h > 0:
+                    short |= hprof[stale] < h
+            counts = np.zeros((stale.size, self.rows + 1), dtype=np.int32)
+            np.cumsum(short, axis=1, out=counts[:, 1:])
+            bad[stale] = counts
+            seen[stale] = self._changed[stale]
+        return bad
 
     def _reserved_rows(self, start: float, dur: float) -> tuple[int, int]:
         """The rows a reservation from `start` for `dur` holds: from `start` rounded down to
@@ -427,8 +465,8 @@ class _Profile:
         res = self.res
         first = math.floor(start / res) * res
         last = max(math.floor((start + dur) / res) * res, first + res)
-        lo = max(int(np.searchsorted(self.bp, first, side="right")) - 1, 0)
-        return lo, int(np.searchsorted(self.bp, last, side="left"))
+        lo = max(bisect.bisect_right(self._bp, first) - 1, 0)
+        return lo, bisect.bisect_left(self._bp, last)
 
 
 def replay(
