@@ -16,7 +16,6 @@ again.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -55,19 +54,9 @@ def _read_cache(path: Path) -> tuple[pa.Table | None, dict[str, str]]:
 
 def _write_cache(path: Path, table: pa.Table, stamps: dict[str, str]) -> None:
     meta = {**(table.schema.metadata or {}), _STAMPS: json.dumps(stamps).encode()}
-    try:
-        layout.ensure_dir(path.parent)
-        fd, tmp = layout.create_temp(path)
-    except OSError:  # a reader's lake, or no room: the next call reads the files again
-        return
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            pq.write_table(table.replace_schema_metadata(meta), handle)
-        os.replace(tmp, path)
-    except OSError:
-        pass
-    finally:
-        tmp.unlink(missing_ok=True)  # renamed into place already, unless the write failed
+    layout.replace_rederivable(
+        path, lambda handle: pq.write_table(table.replace_schema_metadata(meta), handle)
+    )
 
 
 def _read_file(con: duckdb.DuckDBPyConnection, path: Path) -> pa.Table:

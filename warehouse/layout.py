@@ -25,6 +25,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 from urllib.parse import unquote
 
 from warehouse.errors import ClusterNameClash, DamagedFile, NotReadable, NotWritable
@@ -331,6 +332,28 @@ def create_temp(target: Path) -> tuple[int, Path]:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, FILE_MODE)
     os.fchmod(fd, FILE_MODE)
     return fd, tmp
+
+
+def replace_rederivable(path: Path, write: Callable[[BinaryIO], object]) -> bool:
+    """Replace the state file `path` with what `write` writes, through a temporary file and a
+    rename, for a file the lake can derive again (a cache): no fsync, since a torn or missing
+    one is derived again. Returns False, leaving the old file, where it cannot be written (a
+    reader's lake, no room): the next caller derives it again.
+    """
+    try:
+        ensure_dir(path.parent)
+        fd, tmp = create_temp(path)
+    except (OSError, NotWritable):
+        return False
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
+        os.replace(tmp, path)
+        return True
+    except OSError:
+        return False
+    finally:
+        tmp.unlink(missing_ok=True)  # renamed into place already, unless the write failed
 
 
 def ensure_dir(path: Path, mode: int = DIR_MODE) -> Path:

@@ -38,19 +38,8 @@ def _read(path: Path) -> dict[str, list[int]]:
 
 
 def _write(path: Path, counts: dict[str, list[int]]) -> None:
-    try:
-        layout.ensure_dir(path.parent)
-        fd, tmp = layout.create_temp(path)
-    except OSError:  # a reader's lake, or no room: the next count reads the footers again
-        return
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(counts, handle, separators=(",", ":"))
-        os.replace(tmp, path)
-    except OSError:
-        pass
-    finally:
-        tmp.unlink(missing_ok=True)  # renamed into place already, unless the write failed
+    body = json.dumps(counts, separators=(",", ":")).encode()
+    layout.replace_rederivable(path, lambda handle: handle.write(body))
 
 
 def table_rows(root: Path, table: str, files: list[Path] | None = None) -> int:
