@@ -11,9 +11,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from app.access import AccessPolicy
 from app.api.settings import ApiSettings
 from app.api.tokens import load_tokens
+from tests.infra.lake_cache import cached_lake
 from tests.marts import rows as r
 
 H = 3600.0
@@ -66,6 +69,13 @@ def build(root: Path) -> Path:
     )
     r.build_lake(root, samples=samples, jobs=jobs, job_gpus=job_gpus)
     return root
+
+
+def shared(tmp_path_factory: pytest.TempPathFactory, into: Path | None = None) -> Path:
+    """A copy at `into` (by default a new folder) of the lake `build` makes, built once per
+    test run (tests/infra/lake_cache.py): the caller's own, to read or write."""
+    into = into if into is not None else tmp_path_factory.mktemp("api") / "lake"
+    return cached_lake(tmp_path_factory, "api", build, into)
 
 
 def tokens_file(folder: Path) -> Path:

@@ -28,7 +28,7 @@ T = TypeVar("T")
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory):
-    return L.build(tmp_path_factory.mktemp("lake"))
+    return L.shared(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

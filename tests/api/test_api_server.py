@@ -29,7 +29,7 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory):
-    return L.build(tmp_path_factory.mktemp("lake"))
+    return L.shared(tmp_path_factory)
 
 
 @pytest.fixture
@@ -80,8 +80,8 @@ def test_a_real_server_answers_with_json(base_url):
     assert status == 200 and "/api/v1/jobs/{cluster}/{job_id}" in doc["paths"]
 
 
-def test_the_reader_sees_files_landed_after_its_refresh(tmp_path):
-    root = L.build(tmp_path / "lake")
+def test_the_reader_sees_files_landed_after_its_refresh(tmp_path_factory):
+    root = L.shared(tmp_path_factory)
     now = [0.0]
     reader = LakeReader(Lake.at(root), refresh_s=60.0, clock=lambda: now[0])
 

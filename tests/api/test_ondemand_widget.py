@@ -65,7 +65,7 @@ class ApacheStandIn:
 
 @pytest.fixture(scope="module")
 def ondemand_url(tmp_path_factory) -> Iterator[str]:
-    root = L.build(tmp_path_factory.mktemp("lake"))
+    root = L.shared(tmp_path_factory)
     settings = L.settings(
         tmp_path_factory.mktemp("etc"),
         trusted_user_header="X-Remote-User",

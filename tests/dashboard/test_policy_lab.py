@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.replay.kueue_lake import build_kueue_lake
+from tests.replay.kueue_lake import shared_kueue_lake
 
 ENTRY = Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py"
 PAGE = "app_pages/policy_lab.py"
@@ -83,7 +83,7 @@ def kueue_lake(tmp_path_factory) -> Path:
     from warehouse.connection import connect
     from warehouse.lake import Lake
 
-    root = build_kueue_lake(tmp_path_factory.mktemp("lab-kueue") / "lake")
+    root = shared_kueue_lake(tmp_path_factory)
     with connect(root) as con:
         write_recommendations(Lake.at(root), recommend(con))
     return root

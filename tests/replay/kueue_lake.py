@@ -17,6 +17,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from tests.infra.lake_cache import cached_lake
 from tests.marts import rows as r
 
 CLUSTER = "k8s"
@@ -75,3 +78,10 @@ def build_kueue_lake(root: Path) -> Path:
     con.close()
     r.land(root, "queues", [_queue("cq-a"), _queue("cq-b")])
     return root
+
+
+def shared_kueue_lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy in a new folder of the lake `build_kueue_lake` makes, built once per test run
+    (tests/infra/lake_cache.py): the caller's own, to read or write."""
+    into = tmp_path_factory.mktemp("kueue") / "lake"
+    return cached_lake(tmp_path_factory, "kueue", build_kueue_lake, into)

@@ -11,14 +11,14 @@ import pytest
 from click.testing import CliRunner
 
 from app.cli import cli
-from tests.replay.kueue_lake import CLUSTER, build_kueue_lake
+from tests.replay.kueue_lake import CLUSTER, shared_kueue_lake
 
 UNTIL = "2024-03-01T01:00:00"
 
 
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory) -> Path:
-    return build_kueue_lake(tmp_path_factory.mktemp("kueue-past-end") / "lake")
+    return shared_kueue_lake(tmp_path_factory)
 
 
 def whatif(lake: Path, *args: str) -> str:

@@ -28,8 +28,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import duckdb
+import pytest
+
+from tests.infra.lake_cache import cached_lake
 from tests.marts.rows import CLUSTER, T0, at, build_lake, gpu, job, job_gpu, land, samples
 from warehouse.attribution import AttributionConfig
+from warehouse.connection import connect
 
 WEEK_END_S = 3 * 86400.0  # Monday 2024-03-04 00:00, seconds after T0
 HOUR = 3600.0
@@ -136,6 +141,27 @@ def build_fairness_lake(
         gpus=[gpu(), gpu(gpu_index=1), gpu("g002")],
         config=config,
     )
+
+
+def fairness_lake(
+    tmp_path_factory: pytest.TempPathFactory,
+    into: Path | None = None,
+    *,
+    associations: bool = True,
+    recommendations: bool = True,
+) -> duckdb.DuckDBPyConnection:
+    """A connection over a copy at `into` (by default a new folder) of `build_fairness_lake`'s
+    lake with the built-in attribution config: each variant is built once per test run
+    (tests/infra/lake_cache.py) and every caller gets its own copy to read or write."""
+    name = "fairness" + ("" if associations else "-no-associations")
+    name += "" if recommendations else "-no-recommendations"
+
+    def build(root: Path) -> None:
+        con = build_fairness_lake(root, associations=associations, recommendations=recommendations)
+        con.close()
+
+    into = into if into is not None else tmp_path_factory.mktemp(name) / "lake"
+    return connect(cached_lake(tmp_path_factory, name, build, into))
 
 
 def assoc(account, user, parent, shares):

@@ -15,14 +15,14 @@ from app.report.data import ReportSettings, assemble_report
 from app.report.html import allocated_note, render_html
 from app.report.week import IsoWeek
 from tests.marts.rows import T0
-from tests.report.lake import build_fairness_lake
+from tests.report.lake import fairness_lake
 
 NOW = T0 + dt.timedelta(days=10)
 
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
-    con = build_fairness_lake(tmp_path_factory.mktemp("lake"))
+    con = fairness_lake(tmp_path_factory)
     return assemble_report(con, "della", IsoWeek(2024, 9), ReportSettings(), NOW)
 
 

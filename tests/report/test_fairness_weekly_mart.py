@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 
 from tests.marts.rows import fetch
-from tests.report.lake import build_fairness_lake
+from tests.report.lake import fairness_lake
 
 W9 = dt.date(2024, 2, 26)
 W10 = dt.date(2024, 3, 4)
@@ -15,7 +15,7 @@ W10 = dt.date(2024, 3, 4)
 
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory):
-    con = build_fairness_lake(tmp_path_factory.mktemp("lake"))
+    con = fairness_lake(tmp_path_factory)
     got = fetch(con, "SELECT * FROM fairness_weekly")
     return {(r["week"], r["level"], r["account"], r["user"]): r for r in got}
 
@@ -94,8 +94,8 @@ def test_cpu_and_memory_hours_for_dominant_share(rows):
     assert rows[(W9, "account", "bio", None)]["cpu_h"] == pytest.approx(2 * 0.5)
 
 
-def test_without_associations_entitlement_is_null_not_guessed(tmp_path):
-    con = build_fairness_lake(tmp_path, associations=False)
+def test_without_associations_entitlement_is_null_not_guessed(tmp_path_factory):
+    con = fairness_lake(tmp_path_factory, associations=False)
     got = fetch(con, "SELECT entitled_share, usage_ratio, usage_share FROM fairness_weekly")
     assert got and all(r["entitled_share"] is None and r["usage_ratio"] is None for r in got)
     assert any(r["usage_share"] for r in got)

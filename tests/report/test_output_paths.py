@@ -10,13 +10,13 @@ from app.report.data import ReportSettings, assemble_report
 from app.report.outputs import write_report
 from app.report.week import IsoWeek
 from tests.marts.rows import T0
-from tests.report.lake import build_fairness_lake
+from tests.report.lake import fairness_lake
 
 NOW = T0 + dt.timedelta(days=10)
 
 
-def test_a_cluster_name_with_slashes_and_dots_stays_inside_out(tmp_path):
-    con = build_fairness_lake(tmp_path / "lake")
+def test_a_cluster_name_with_slashes_and_dots_stays_inside_out(tmp_path, tmp_path_factory):
+    con = fairness_lake(tmp_path_factory, tmp_path / "lake")
     report = assemble_report(con, "della", IsoWeek(2024, 2), ReportSettings(), NOW)
     hostile = dataclasses.replace(report, cluster="../../escaped/gpu farm")
     out = tmp_path / "deep" / "out"

@@ -22,7 +22,7 @@ from app.report.outputs import write_report
 from app.report.week import IsoWeek
 from tests.infra.live import live_service
 from tests.marts.rows import T0
-from tests.report.lake import build_fairness_lake
+from tests.report.lake import fairness_lake
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +34,7 @@ IMPORT = re.compile(r"@import", re.IGNORECASE)
 
 @pytest.fixture(scope="module")
 def con(tmp_path_factory):
-    return build_fairness_lake(tmp_path_factory.mktemp("lake"))
+    return fairness_lake(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -141,12 +141,12 @@ def test_recommendations_are_shown_by_the_evidence_they_cover(written):
     assert "made 2024-03-31" in text
 
 
-def test_why_there_are_no_recommendations(con, tmp_path):
+def test_why_there_are_no_recommendations(con, tmp_path_factory):
     import dataclasses
 
     from app.report.html import render_html
 
-    bare = build_fairness_lake(tmp_path, recommendations=False)
+    bare = fairness_lake(tmp_path_factory, recommendations=False)
     report = assemble_report(bare, "della", IsoWeek(2024, 9), ReportSettings(), NOW)
     text = text_of(render_html(report, {}))
     assert "No recommendations stored for della: `gpuledger detect` has not run" in text
@@ -158,11 +158,11 @@ def test_why_there_are_no_recommendations(con, tmp_path):
     assert "has not run" not in text
 
 
-def test_equal_shares_are_said_before_the_headlines_and_in_the_email_text(tmp_path):
+def test_equal_shares_are_said_before_the_headlines_and_in_the_email_text(tmp_path_factory):
     from app.report.html import render_html
     from app.report.mail import _summary
 
-    bare = build_fairness_lake(tmp_path, associations=False)
+    bare = fairness_lake(tmp_path_factory, associations=False)
     report = assemble_report(bare, "della", IsoWeek(2024, 9), ReportSettings(), NOW)
     text = text_of(render_html(report, {}))
     note = "No entitlements known: every account with usage or demand is given an equal share"

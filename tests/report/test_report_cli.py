@@ -11,7 +11,7 @@ from click.testing import CliRunner, Result
 
 from app.cli import cli
 from collector.sources.slurm.assoc import parse_associations, sacctmgr_argv
-from tests.report.lake import build_fairness_lake
+from tests.report.lake import fairness_lake
 from warehouse.lake import Lake
 
 FIXTURE = (
@@ -39,8 +39,8 @@ def one_error(result: Result, code: int, *fragments: str) -> None:
 
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("lake")
-    build_fairness_lake(root)
+    root = tmp_path_factory.mktemp("report-cli") / "lake"
+    fairness_lake(tmp_path_factory, root).close()
     return root
 
 

@@ -11,7 +11,7 @@ import pytest
 from app.report.data import ReportSettings, assemble_report
 from app.report.week import IsoWeek
 from tests.marts.rows import T0, T0_E
-from tests.report.lake import HOUR, WEEK_END_S, build_fairness_lake
+from tests.report.lake import HOUR, WEEK_END_S, fairness_lake
 
 WEEK = IsoWeek(2024, 9)
 NOW = T0 + dt.timedelta(days=10)
@@ -20,7 +20,7 @@ HALF_LIFE_S = 7 * 86400.0
 
 @pytest.fixture(scope="module")
 def con(tmp_path_factory):
-    return build_fairness_lake(tmp_path_factory.mktemp("lake"))
+    return fairness_lake(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -196,8 +196,8 @@ def test_a_week_with_jobs_only_queued_is_not_a_week_with_data(con, week):
     assert report.data_weeks.span == "2024-W09 to 2024-W10"
 
 
-def test_shares_from_the_command_line_when_the_lake_has_none(tmp_path):
-    con = build_fairness_lake(tmp_path, associations=False)
+def test_shares_from_the_command_line_when_the_lake_has_none(tmp_path_factory):
+    con = fairness_lake(tmp_path_factory, associations=False)
     settings = ReportSettings(shares={"physics": 1, "bio": 1})
     report = assemble_report(con, "della", WEEK, settings, NOW)
     accounts = rows(report.tables["accounts"], "account")
@@ -244,8 +244,8 @@ def test_recommendations_stored_but_none_for_the_week(con):
     assert empty.scalars["recommendations_made_last"] == T0 + dt.timedelta(days=30)
 
 
-def test_no_recommendations_stored_means_detect_has_not_run(tmp_path):
-    con = build_fairness_lake(tmp_path, recommendations=False)
+def test_no_recommendations_stored_means_detect_has_not_run(tmp_path_factory):
+    con = fairness_lake(tmp_path_factory, recommendations=False)
     report = assemble_report(con, "della", WEEK, ReportSettings(), NOW)
     assert report.tables["recommendations"].is_empty()
     assert report.scalars["recommendations_stored"] == 0

@@ -14,12 +14,12 @@ from app.report.data import ReportSettings, assemble_report
 from app.report.html import render_html
 from app.report.week import IsoWeek
 from tests.marts.rows import T0
-from tests.report.lake import build_fairness_lake
+from tests.report.lake import fairness_lake
 
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
-    con = build_fairness_lake(tmp_path_factory.mktemp("lake"))
+    con = fairness_lake(tmp_path_factory)
     return assemble_report(con, "della", IsoWeek(2024, 9), ReportSettings(), T0 + dt.timedelta(10))
 
 

@@ -17,7 +17,7 @@ from detectors.recommend import recommend
 from detectors.recommend.recommendation import Recommendation
 from detectors.recommend.replayed_kueue import kueue_proposal_settings, with_kueue_replayed_deltas
 from detectors.replay.kueue.policy import KueuePolicy, apply_kueue_settings
-from tests.replay.kueue_lake import CLUSTER, build_kueue_lake
+from tests.replay.kueue_lake import CLUSTER, shared_kueue_lake
 from warehouse.connection import connect
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "kubernetes"
@@ -26,7 +26,7 @@ CAP = "clusterqueue.cq-a.borrowingLimit.nvidia.com/gpu@h100=0"
 
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory) -> Path:
-    return build_kueue_lake(tmp_path_factory.mktemp("kueue-recs") / "lake")
+    return shared_kueue_lake(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
