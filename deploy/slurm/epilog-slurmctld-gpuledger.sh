@@ -14,7 +14,8 @@ config="${GPULEDGER_CONFIG:-/etc/gpuledger/gpuledger.toml}"
 [ -e "$config" ] && export GPULEDGER_CONFIG="$config"
 export HOME="${HOME:-/tmp}"
 gpuledger="${GPULEDGER:-gpuledger}"
-tries="${GPULEDGER_EPILOG_TRIES:-10}" # slurmdbd may not have the job yet: retry, 1 s apart
+tries="${GPULEDGER_EPILOG_TRIES:-10}" # slurmdbd may not have the job yet: retry,
+pause="${GPULEDGER_EPILOG_PAUSE_S:-1}" # 1 s apart
 job="${SLURM_JOB_ID:-}"
 [ -n "$job" ] || exit 0
 if [ -n "${SLURM_ARRAY_JOB_ID:-}" ] && [ -n "${SLURM_ARRAY_TASK_ID:-}" ]; then
@@ -30,7 +31,7 @@ rm -f /tmp/gpuledger-epilog.$$
 for ((i = 1; i <= tries; i++)); do
     out=$(sacctmgr -i modify job where jobid="$job" set AdminComment="$summary" 2>&1) &&
         ! grep -qi 'nothing modified' <<<"$out" && exit 0
-    sleep 1
+    sleep "$pause"
 done
 log "AdminComment not stored: $(tr '\n' ' ' <<<"$out" | cut -c1-300)"
 exit 0

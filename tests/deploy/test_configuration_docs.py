@@ -156,6 +156,7 @@ READ_ELSEWHERE = {
     "GPULEDGER_LAKE": "app/options.py",
     "GPULEDGER_HPC_JOB_MAPPING_DIR": "deploy/slurm/prolog-dcgm-job-mapping.sh",
     "GPULEDGER_EPILOG_TRIES": "deploy/slurm/epilog-slurmctld-gpuledger.sh",
+    "GPULEDGER_EPILOG_PAUSE_S": "deploy/slurm/epilog-slurmctld-gpuledger.sh",
     "GPULEDGER_SPOOL": "collector/throughput.py",
     "GPULEDGER_REQUIRE_LIVE": "tests/infra/live.py",  # the test suite's, set by `make test`
 }

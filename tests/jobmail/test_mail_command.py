@@ -282,6 +282,7 @@ def test_the_epilog_stores_the_summary_with_sacctmgr_retrying_until_slurmdbd_has
         env={
             "PATH": f"{tmp_path}:/usr/bin:/bin",
             "GPULEDGER": str(tmp_path / "gpuledger"),
+            "GPULEDGER_EPILOG_PAUSE_S": "0.1",  # the retry's pause (1 s in production)
             "SLURM_JOB_ID": "10",
             "SLURM_ARRAY_JOB_ID": "7",
             "SLURM_ARRAY_TASK_ID": "3",
