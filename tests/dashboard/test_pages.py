@@ -212,9 +212,20 @@ def test_unknown_job_is_no_match(demo_lake, monkeypatch):
     assert "No match" in at.info[0].value
 
 
+def lake_files(lake: Path) -> dict[str, tuple[int, int]]:
+    """Every file of the lake (relative path) -> (size, mtime_ns)."""
+    return {
+        str(path.relative_to(lake)): (path.stat().st_size, path.stat().st_mtime_ns)
+        for path in lake.rglob("*")
+        if path.is_file()
+    }
+
+
 @pytest.mark.parametrize(("page", "key"), SEARCH_BOXES)
 def test_sql_injection_in_a_search_box_is_just_no_match(demo_lake, monkeypatch, page, key):
-    before = connect(demo_lake).sql("SELECT count(*) FROM jobs").fetchall()
+    with connect(demo_lake) as con:
+        before = con.sql("SELECT count(*) FROM jobs").fetchall()
+    files = lake_files(demo_lake)
     first, *others = INJECTIONS
 
     # each attempt typed into the box of a page already open: the page runs again with it
@@ -227,7 +238,10 @@ def test_sql_injection_in_a_search_box_is_just_no_match(demo_lake, monkeypatch, 
         assert not at.exception, (attempt, at.exception)
         assert not at.error, attempt
         assert any("No match" in info.value for info in at.info), [i.value for i in at.info]
-        assert connect(demo_lake).sql("SELECT count(*) FROM jobs").fetchall() == before
+        # nothing on disk changed (a file listing: a new connection each time costs 0.1 s)
+        assert lake_files(demo_lake) == files, attempt
+    with connect(demo_lake) as con:
+        assert con.sql("SELECT count(*) FROM jobs").fetchall() == before
 
 
 def test_recommendation_shows_its_exact_config_in_a_code_block(demo_lake, names, monkeypatch):
