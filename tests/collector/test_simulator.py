@@ -4,6 +4,7 @@ allocations are consistent, and its default fleet looks like a real LLM cluster 
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from collector.errors import ConfigError
-from collector.sim import SimConfig, simulate
+from collector.sim import SimConfig, SimResult, simulate
 from warehouse.attribution import AttributionConfig, attribute
 from warehouse.connection import connect, quote_ident
 from warehouse.lake import Lake
@@ -118,14 +119,20 @@ def _attribute(root: Path) -> tuple[int, int]:
 
 
 @pytest.fixture(scope="module")
-def twin_lakes(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
-    """Two lakes simulated with the same seed and one with another seed."""
+def twins(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path, SimResult]:
+    """Two lakes simulated with the same seed and one with another seed (read only: a test
+    that writes copies one), and what simulating the first said."""
     base = tmp_path_factory.mktemp("twins")
     a, b, other = base / "a", base / "b", base / "other"
-    simulate(SMALL, Lake.at(a))
+    made = simulate(SMALL, Lake.at(a))
     simulate(SMALL, Lake.at(b))
     simulate(SimConfig(gpus=SMALL.gpus, days=SMALL.days, seed=SMALL.seed + 1), Lake.at(other))
-    return a, b, other
+    return a, b, other, made
+
+
+@pytest.fixture(scope="module")
+def twin_lakes(twins: tuple[Path, Path, Path, SimResult]) -> tuple[Path, Path, Path]:
+    return twins[:3]
 
 
 def test_the_same_seed_lands_the_same_rows(twin_lakes: tuple[Path, Path, Path]) -> None:
@@ -145,9 +152,13 @@ def test_another_seed_lands_other_rows(twin_lakes: tuple[Path, Path, Path]) -> N
         assert _samples_checksum(con_a) != _samples_checksum(con_other)
 
 
-def test_simulating_again_into_the_same_lake_changes_nothing(tmp_path: Path) -> None:
+def test_simulating_again_into_the_same_lake_changes_nothing(
+    twins: tuple[Path, Path, Path, SimResult], tmp_path: Path
+) -> None:
+    # a copy of the first twin: a lake `SMALL` was simulated into, and what that said
     lake = tmp_path / "lake"
-    first = simulate(SMALL, Lake.at(lake))
+    shutil.copytree(twins[0], lake)
+    first = twins[3]
     before = _snapshot(lake)
     again = simulate(SMALL, Lake.at(lake))
     assert again == first
