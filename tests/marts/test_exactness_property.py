@@ -330,7 +330,11 @@ def land(root: Path, allocations: list[Allocation], samples: list[Sample], batch
     )
 
 
-@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=examples(20, check=2),  # each example builds a lake (~0.6 s)
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(lake=lakes())
 def test_every_mart_matches_a_brute_force_reading_of_the_definitions(lake):
     allocations, samples, batches = lake
