@@ -8,8 +8,6 @@ import multiprocessing as mp
 import os
 import threading
 import time
-from pathlib import Path
-from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -17,6 +15,7 @@ from click.testing import CliRunner
 from app.cli import cli
 from app.pipeline import default_pipeline_config, detect
 from tests.marts import rows as r
+from tests.warehouse.lock_holder import WAIT_S, hold
 from warehouse.attribution import AttributionConfig, build_marts
 from warehouse.connection import connect
 from warehouse.lake import Lake
@@ -25,22 +24,13 @@ from warehouse.writer_lock import WriterBusy, holder, wait_limit, writer_lock
 # spawned children must not re-run a dashboard test's __main__ (tests/conftest.py)
 pytestmark = pytest.mark.usefixtures("spawn_safe_main")
 
-WAIT_S = 60.0
-
-
-def _hold(lake: str, held: Any, release: Any) -> None:
-    """Hold the lake's writer lock as `gpuledger detect` would, until told to release it."""
-    with writer_lock(Path(lake), "detect", command="gpuledger detect"):
-        held.set()
-        release.wait(WAIT_S)
-
 
 @pytest.fixture
 def other_writer(tmp_path):
     """Another process holding `tmp_path`'s writer lock; yields (process, release event)."""
     ctx = mp.get_context("spawn")
     held, release = ctx.Event(), ctx.Event()
-    process = ctx.Process(target=_hold, args=(str(tmp_path), held, release))
+    process = ctx.Process(target=hold, args=(str(tmp_path), held, release))
     process.start()
     try:
         assert held.wait(WAIT_S), "the other writer never took the lock"
@@ -93,7 +83,7 @@ def test_the_step_functions_take_the_lock_themselves(tmp_path):
     r.land(tmp_path, "gpu_samples", r.samples(range(0, 300, 30)))
     ctx = mp.get_context("spawn")
     held, release = ctx.Event(), ctx.Event()
-    process = ctx.Process(target=_hold, args=(str(tmp_path), held, release))
+    process = ctx.Process(target=hold, args=(str(tmp_path), held, release))
     process.start()
     try:
         assert held.wait(WAIT_S)
@@ -124,7 +114,7 @@ def test_the_lock_is_reentrant_within_a_thread_and_released_when_its_holder_dies
         assert holder(tmp_path) is not None
     ctx = mp.get_context("spawn")
     held, release = ctx.Event(), ctx.Event()
-    process = ctx.Process(target=_hold, args=(str(tmp_path), held, release))
+    process = ctx.Process(target=hold, args=(str(tmp_path), held, release))
     process.start()
     assert held.wait(WAIT_S)
     process.kill()  # no clean exit: the kernel releases the flock
