@@ -143,7 +143,7 @@ def build_day(
         register_files(con, "gpu_samples", files, view="day_files")
         from_ts = _tail_start(con, root, key) if tail_only else None
         if from_ts is None:
-            con.sql("SELECT * FROM day_files").create_view("day_samples")
+            queries.define_view(con, "day_samples", "SELECT * FROM day_files")
         else:
             tail = queries.run_arrow(con, "attribution/samples_from", from_ts=from_ts)
             con.from_arrow(tail).create_view("day_samples")
