@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 import sql
-from warehouse import layout
+from warehouse import file_columns, layout
 from warehouse.damage import remember
 from warehouse.emissions import CarbonIntensity, register_intensity
 from warehouse.errors import DamagedFile, EmptyWarehouse, NotReadable
@@ -137,18 +137,35 @@ def register_files(
         return False
     import duckdb
 
+    key = file_columns.files_key(paths)
+    lake_files = sql.load("views/lake_files")
+    params = {"files": [str(p) for p in paths], "row_numbers": row_numbers}
+    present = file_columns.columns(key)
     try:
-        rel = con.sql(
-            sql.load("views/lake_files"),
-            params={"files": [str(p) for p in paths], "row_numbers": row_numbers},
-        )
+        if present is None:  # the files' columns, from DuckDB's binder
+            rel = con.sql(lake_files, params=params)
+            present = frozenset(rel.columns) - _NOT_FILE_COLUMNS
+            file_columns.remember(key, present)
+            rel = rel.project(_projection(con, table, present, row_numbers))
+        else:  # known: the projection's query bound once, not the files' and then it
+            projection = _projection(con, table, present, row_numbers)
+            rel = con.sql(f"SELECT {projection} FROM (\n{lake_files}\n)", params=params)
     except (duckdb.InvalidInputException, duckdb.IOException) as exc:
         raise _damaged(paths, exc) from exc
     remember(con, paths)  # to name a file damaged inside when a query decodes it
-    present = set(rel.columns) - set(_PATH_KEYS.values()) - {"file_row_number"}
-    keys = _path_keys(TABLES[table])
+    rel.create_view(name)
+    return True
+
+
+def _projection(
+    con: duckdb.DuckDBPyConnection, table: str, present: frozenset[str], row_numbers: bool
+) -> str:
+    """The select list of `table`'s view over files holding the columns `present` (those of
+    views/lake_files): the contract's columns, cast to its types."""
+    spec = TABLES[table]
+    keys = _path_keys(spec)
     projection = []
-    for field in schema:
+    for field in spec.schema:
         target = _duckdb_type(con, field.type)
         column = quote_ident(field.name)
         from_path = keys.get(field.name)
@@ -161,12 +178,13 @@ def register_files(
         projection.append(f"CAST({source} AS {target}) AS {column}")
     if row_numbers:
         projection.append("file_row_number")
-    rel.project(", ".join(projection)).create_view(name)
-    return True
+    return ", ".join(projection)
 
 
 # The partition keys a file's path names (`cluster=`, `date=`), as columns of views/lake_files.
 _PATH_KEYS = {"cluster": "__gpuledger_path_cluster", "date": "__gpuledger_path_date"}
+# The columns of views/lake_files that are not the files' own.
+_NOT_FILE_COLUMNS = frozenset({*_PATH_KEYS.values(), "file_row_number"})
 
 
 def _path_keys(spec: TableSpec) -> dict[str, str]:

@@ -79,9 +79,8 @@ logger = logging.getLogger(__name__)
 _STREAM_ROWS = 65_536
 
 
-def _empty() -> pa.Table:
-    # built on use: pa.table() at import time loads pandas when it is installed
-    return pa.Table.from_arrays([pa.array([], pa.int8())], names=["none"])
+# What a day's views are replaced by once it is built: no row, and nothing of the day held.
+_EMPTY = "SELECT CAST(NULL AS TINYINT) AS none WHERE false"
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +142,7 @@ def build_day(
         register_files(con, "gpu_samples", files, view="day_files")
         from_ts = _tail_start(con, root, key) if tail_only else None
         if from_ts is None:
-            con.sql("SELECT * FROM day_files").create_view("day_samples")
+            queries.define_view(con, "day_samples", "SELECT * FROM day_files")
         else:
             tail = queries.run_arrow(con, "attribution/samples_from", from_ts=from_ts)
             con.from_arrow(tail).create_view("day_samples")
@@ -178,7 +177,9 @@ def build_day(
             # later marts read it there, and each cluster's rows are streamed to its file.
             queries.create_table(con, f"{mart}_day", select, {**bound, "partition_day": day})
             built = con.table(f"{mart}_day")
-            clusters = [c for (c,) in built.unique("cluster").fetchall()] or [cluster_folder]
+            # one statement (a relation's unique() binds at each step); a name of ours
+            found = con.execute(f"SELECT DISTINCT cluster FROM {mart}_day").fetchall()
+            clusters = [c for (c,) in found] or [cluster_folder]
             counts[mart] = 0
             for cluster in clusters:
                 part = built  # one cluster, the usual case
@@ -190,12 +191,12 @@ def build_day(
                 counts[mart] += replace_partition(
                     root, mart, _conformed(part, schema), str(cluster), day
                 )
-            built.create_view(mart)
+            queries.define_view(con, mart, f"SELECT * FROM {mart}_day")
         return counts
     finally:  # let go of this day's tables before the next day is read
         views = ("day_samples", "next_day_head", "unowned_samples", "owned_samples")
         for view in (*views, *(mart for mart, _ in SAMPLE_MARTS)):
-            con.from_arrow(_empty()).create_view(view)
+            queries.define_view(con, view, _EMPTY)
         for table in ("sample_devices", "sample_steps", *(f"{m}_day" for m, _ in SAMPLE_MARTS)):
             con.execute(f"DROP TABLE IF EXISTS {table}")  # a name of ours, not a value
 

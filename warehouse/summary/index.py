@@ -141,4 +141,4 @@ def _write_derived(con: duckdb.DuckDBPyConnection, root: Path, index: pa.Table) 
     _arrow_view(con, "gpu_job_buckets", index)
     for view in ("jobs_latest", "job_gpu_intervals"):
         queries.define_view(con, view, sql.load(DERIVED_VIEWS[view]))
-        _write_state_file(con.table(view).to_arrow_table(), _derived_path(root, view))
+        _write_state_file(queries.run_arrow(con, DERIVED_VIEWS[view]), _derived_path(root, view))

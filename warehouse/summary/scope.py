@@ -14,7 +14,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-import sql
 from warehouse import layout, queries
 from warehouse.connection import (
     DERIVED_VIEWS,
@@ -118,9 +117,9 @@ def _late_records(
     _register_raw(con, root, ("jobs",))
     for table in ("jobs", "job_gpus"):
         _restricted(con, f"{table}_all", table, "late_jobs")
-    fresh = con.sql(sql.load(DERIVED_VIEWS["jobs_latest"])).to_arrow_table()
+    fresh = queries.run_arrow(con, DERIVED_VIEWS["jobs_latest"])
     _arrow_view(con, "late_jobs_latest", fresh)
-    late_intervals = con.sql(sql.load(DERIVED_VIEWS["job_gpu_intervals"])).to_arrow_table()
+    late_intervals = queries.run_arrow(con, DERIVED_VIEWS["job_gpu_intervals"])
     _arrow_view(con, "late_job_gpu_intervals", late_intervals)
     _arrow_view(con, "jobs_latest_before", jobs_latest)
     _arrow_view(con, "job_gpu_intervals_before", intervals)

@@ -224,7 +224,7 @@ def _update(
     # job_usage and job_outcomes of the jobs in scope, from all of their days.
     for table in ("job_gpus", "app_throughput", "jobs_latest"):
         _restricted(con, f"{table}_all", table, "scope_jobs")
-    fresh = con.sql(sql.load(DERIVED_VIEWS["job_gpu_intervals"])).to_arrow_table()
+    fresh = queries.run_arrow(con, DERIVED_VIEWS["job_gpu_intervals"])
     others = con.from_arrow(intervals).join(
         con.table("scope_jobs"), ["cluster", "job_id"], how="anti"
     )

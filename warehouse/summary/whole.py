@@ -58,7 +58,7 @@ def build_summary_marts(
     register_intensity(con, config.emissions)
     # Read by several marts: each computed once for this build (then views again, below).
     for view in _BUILT_ONCE:
-        con.from_arrow(con.sql(sql.load(DERIVED_VIEWS[view])).to_arrow_table()).create_view(view)
+        con.from_arrow(queries.run_arrow(con, DERIVED_VIEWS[view])).create_view(view)
     counts = {}
     try:
         for mart, query in SUMMARY_MARTS:
