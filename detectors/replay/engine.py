@@ -61,6 +61,7 @@ __all__ = ["Outcome", "Workload", "replay", "within_data"]
 _NEVER = math.inf
 _WHOLE_NODE = 1 << 40  # what a reservation takes from a node: all of it
 _UNKNOWN = 1 << 50  # a node's CPUs or memory the policy does not give: never runs out
+_SCAN_FIRST = 64  # how many rows a placement reads first on the touched nodes (then 4x more)
 # how backfill places a job: partition, GPU type, GPUs per node, nodes, time limit, and its CPUs
 # and memory per node (one per host resource that constrains the replay); what it fits by
 _Shape = tuple[str, str, int, int, float, tuple[int, ...]]
@@ -229,6 +230,25 @@ def _pick(avail: np.ndarray, mask: np.ndarray, need: int, count: int) -> np.ndar
     return idx[np.argsort(avail[idx], kind="stable")[:count]]
 
 
+class _Buffers:
+    """Arrays the backfill passes reuse, one after the other: a pass's profile and kept counts
+    are large (nodes × rows) but only the touched nodes' rows are ever written and read, and
+    fresh arrays of that size cost more in the pages the system maps and zeroes for each pass
+    than the pass spends on them. A pass takes them by name, uninitialised."""
+
+    def __init__(self) -> None:
+        self._kept: dict[object, np.ndarray] = {}
+
+    def take(self, name: object, nodes: int, rows: int, dtype: type) -> np.ndarray:
+        """A (`nodes`, `rows`) view of the buffer called `name`, its values whatever they
+        were."""
+        kept = self._kept.get(name)
+        if kept is None or kept.shape[1] < rows or kept.shape[0] != nodes:
+            kept = self._kept[name] = np.empty((nodes, rows + rows // 4), dtype=dtype)
+        view: np.ndarray = kept[:, :rows]
+        return view
+
+
 class _Profile:
     """One backfill pass's plan: GPUs free per node at each breakpoint (now, then each time a
     running job's limit ends, rounded up to `bf_resolution`, within `bf_window`), less what the
@@ -252,7 +272,9 @@ class _Profile:
         expected_end: dict[int, float],
         alloc: dict[int, tuple[np.ndarray, int]],
         host: Sequence[tuple[np.ndarray, np.ndarray]] = (),
+        buffers: _Buffers | None = None,
     ) -> None:
+        self._buffers = buffers = _Buffers() if buffers is None else buffers
         horizon = t + policy.bf_window_s
         res = policy.bf_resolution_s
         jobs = np.fromiter(expected_end.keys(), dtype=np.int64, count=len(expected_end))
@@ -282,7 +304,8 @@ class _Profile:
         self._free = free.copy()
         self._usable_from: dict[tuple[int, tuple[int, ...]], np.ndarray] = {}
         self._stops: dict[float, np.ndarray] = {}
-        self._prof = np.empty((free.size, rows), dtype=np.int64)  # rows of touched nodes only
+        # (the rows of touched nodes only are written, and read)
+        self._prof = buffers.take("gpus", free.size, rows, np.int64)
         # the host resources' free amounts, step events' increments, levels and touched rows
         owner = np.repeat(jobs, sizes)[order]
         self._hfree = [hfree.copy() for hfree, _ in host]
@@ -292,7 +315,9 @@ class _Profile:
             hwithin = np.cumsum(hinc)
             hbefore = np.concatenate(([0], hwithin))[bounds[:-1]]
             self._hlevel.append(hfree[node] + hwithin - np.repeat(hbefore, np.diff(bounds)))
-        self._hprof = [np.empty((free.size, rows), dtype=np.int64) for _ in host]
+        self._hprof = [
+            buffers.take(("host", i), free.size, rows, np.int64) for i in range(len(host))
+        ]
         self.touched = np.zeros(free.size, dtype=bool)
         self._untouched = np.ones(free.size, dtype=bool)
         # per touched node, how often a placement changed its column; per (GPUs, host), each
@@ -402,24 +427,17 @@ class _Profile:
         ordered = np.sort(clean_from)
         nth = int(ordered[c - 1]) if ordered.size >= c else rows
         dirty = (mask & self.touched).nonzero()[0]
-        usable = None
         if dirty.size:
-            last = nth if nth < rows else rows - 1  # no later row is needed
-            bad = self._short_before(dirty, k, host)[dirty]
-            usable = bad[:, stop[: last + 1]] == bad[:, : last + 1]
-            count = np.searchsorted(ordered, np.arange(last + 1), side="right")
-            count += usable.sum(axis=0)
-            first = (count >= c).nonzero()[0]
-            if first.size == 0:
+            found = self._scan(dirty, k, host, c, ordered, stop, nth if nth < rows else rows - 1)
+            if found is None:
                 return None
-            b = int(first[0])
+            b, usable = found
+            where = np.sort(np.concatenate((clean[clean_from <= b], dirty[usable])))
         elif nth >= rows:
             return None
         else:
             b = nth
-        where = clean[clean_from <= b]
-        if usable is not None:
-            where = np.sort(np.concatenate((where, dirty[usable[:, b]])))
+            where = clean[clean_from <= b]
         fit = where if where.size == c else where[np.argsort(self._at(b, where), kind="stable")[:c]]
         self._touch(fit)
         if b == 0:  # starts now: holds its GPUs (and CPUs, memory) for its limit
@@ -434,6 +452,37 @@ class _Profile:
         self.version += 1
         return b, fit
 
+    def _scan(
+        self,
+        dirty: np.ndarray,
+        k: int,
+        host: tuple[int, ...],
+        c: int,
+        ordered: np.ndarray,
+        stop: np.ndarray,
+        last: int,
+    ) -> tuple[int, np.ndarray] | None:
+        """The first row up to `last` at which the clean nodes usable by then (`ordered`: the
+        rows they are usable from, sorted) and the `dirty` nodes usable from it for the job's
+        span (`stop`) number `c` or more, and which dirty nodes are (None: no such row). The
+        rows are read in growing blocks, from the first: the first such row is usually early,
+        and the rows after it need no reading."""
+        bad = self._short_before(dirty, k, host)
+        lo, width = 0, _SCAN_FIRST
+        while lo <= last:
+            hi = min(last + 1, lo + width)
+            ends = stop[lo:hi]
+            s0 = int(ends[0])  # (`stop` never decreases)
+            usable = bad[dirty, s0 : int(ends[-1]) + 1][:, ends - s0] == bad[dirty, lo:hi]
+            count = np.searchsorted(ordered, np.arange(lo, hi), side="right")
+            count += usable.sum(axis=0)
+            first = (count >= c).nonzero()[0]
+            if first.size:
+                at = int(first[0])
+                return lo + at, usable[:, at]
+            lo, width = hi, width * 4
+        return None
+
     def _short_before(self, dirty: np.ndarray, k: int, host: tuple[int, ...]) -> np.ndarray:
         """Per node (the rows of `dirty`, touched nodes, are current): how many rows before
         each row (0 to `rows`) have fewer than `k` GPUs (or `host`) free; a node is usable
@@ -443,7 +492,11 @@ class _Profile:
         entry = self._shorts.get(key)
         if entry is None:
             seen = np.full(self._free.size, -1, dtype=np.int64)
-            entry = (seen, np.zeros((self._free.size, self.rows + 1), dtype=np.int32))
+            # (a node's row is read only once brought up to date: `seen` says none is yet)
+            bad = self._buffers.take(
+                ("shorts", len(self._shorts)), seen.size, self.rows + 1, np.int32
+            )
+            entry = (seen, bad)
             self._shorts[key] = entry
         seen, bad = entry
         stale = dirty[seen[dirty] != self._changed[dirty]]
@@ -849,6 +902,8 @@ def replay(
     fit_keys = list(fit_index)
     fit_id = np.array([fit_index[(*sh[:4], sh[5])] for sh in shapes], dtype=np.int64)
 
+    buffers = _Buffers()
+
     def backfill(t: float) -> None:
         queue = ranked(t, policy.bf_max_job_test)
         # The pass leaves nothing behind but the jobs it starts, and only a job with its GPUs
@@ -869,7 +924,7 @@ def replay(
         hopefuls: list[int] = np.flatnonzero(maybe).tolist()  # positions in `queue`
         if not hopefuls:
             return
-        plan = _Profile(t, policy, nodes.free, expected_end, alloc, host)
+        plan = _Profile(t, policy, nodes.free, expected_end, alloc, host, buffers)
         dead: set[_Shape] = set()  # shapes that cannot start now
         failed: set[_Shape] = set()  # shapes with no room at all
         checked = -1  # plan.version at which hopefuls[0] was last found able to start
