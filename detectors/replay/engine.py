@@ -61,7 +61,6 @@ __all__ = ["Outcome", "Workload", "replay", "within_data"]
 _NEVER = math.inf
 _WHOLE_NODE = 1 << 40  # what a reservation takes from a node: all of it
 _UNKNOWN = 1 << 50  # a node's CPUs or memory the policy does not give: never runs out
-_SCAN_FIRST = 64  # how many rows a placement reads first on the touched nodes (then 4x more)
 # how backfill places a job: partition, GPU type, GPUs per node, nodes, time limit, and its CPUs
 # and memory per node (one per host resource that constrains the replay); what it fits by
 _Shape = tuple[str, str, int, int, float, tuple[int, ...]]
@@ -323,7 +322,9 @@ class _Profile:
         # per touched node, how often a placement changed its column; per (GPUs, host), each
         # touched node's count of rows short of them before each row, as of that count
         self._changed = np.zeros(free.size, dtype=np.int64)
-        self._shorts: dict[tuple[int, tuple[int, ...]], tuple[np.ndarray, np.ndarray]] = {}
+        self._runs: dict[
+            tuple[int, tuple[int, ...]], tuple[np.ndarray, np.ndarray, np.ndarray]
+        ] = {}
         self._bp = self.bp.tolist()
         # per mask, GPUs per node and host amounts per node: the nodes with that much free now
         self._ready: dict[tuple[int, int, tuple[int, ...]], tuple[np.ndarray, np.ndarray]] = {}
@@ -408,8 +409,9 @@ class _Profile:
         if not dirty.size:
             return False
         stop = self._stop(dur)[0]
-        bad = self._short_before(dirty, k, host)
-        enough = bad[dirty, stop] == bad[dirty, 0]
+        starts, ends = self._free_runs(dirty, k, host)
+        # usable now: its first free run starts now and lasts the job's first rows
+        enough = (starts[dirty, 0] == 0) & (ends[dirty, 0] >= stop)
         return clean + int(np.count_nonzero(enough)) >= c
 
     def place(
@@ -428,10 +430,26 @@ class _Profile:
         nth = int(ordered[c - 1]) if ordered.size >= c else rows
         dirty = (mask & self.touched).nonzero()[0]
         if dirty.size:
-            found = self._scan(dirty, k, host, c, ordered, stop, nth if nth < rows else rows - 1)
-            if found is None:
-                return None
-            b, usable = found
+            starts, ends = self._free_runs(dirty, k, host)
+            first, until = starts[dirty], ends[dirty]
+            # a run of free rows [first, until) is usable from each of its rows b whose span
+            # ends within it (stop[b] <= until): from `first` to `until`'s place in `stop`
+            until = np.searchsorted(stop, until, side="right")
+            live = until > first
+            if c == 1:  # the first row any node is usable from
+                b = min(nth, int(first[live].min()) if live.any() else rows)
+                if b >= rows:
+                    return None
+            else:  # per row, the clean nodes usable by then and the touched ones usable then
+                count = np.searchsorted(ordered, np.arange(rows), side="right")
+                step = np.bincount(first[live], minlength=rows + 1)[: rows + 1]
+                step -= np.bincount(until[live], minlength=rows + 1)[: rows + 1]
+                count += np.cumsum(step)[:rows]
+                ready = (count >= c).nonzero()[0]
+                if ready.size == 0:
+                    return None
+                b = int(ready[0])
+            usable = ((first <= b) & (b < until)).any(axis=1)
             where = np.sort(np.concatenate((clean[clean_from <= b], dirty[usable])))
         elif nth >= rows:
             return None
@@ -452,64 +470,46 @@ class _Profile:
         self.version += 1
         return b, fit
 
-    def _scan(
-        self,
-        dirty: np.ndarray,
-        k: int,
-        host: tuple[int, ...],
-        c: int,
-        ordered: np.ndarray,
-        stop: np.ndarray,
-        last: int,
-    ) -> tuple[int, np.ndarray] | None:
-        """The first row up to `last` at which the clean nodes usable by then (`ordered`: the
-        rows they are usable from, sorted) and the `dirty` nodes usable from it for the job's
-        span (`stop`) number `c` or more, and which dirty nodes are (None: no such row). The
-        rows are read in growing blocks, from the first: the first such row is usually early,
-        and the rows after it need no reading."""
-        bad = self._short_before(dirty, k, host)
-        lo, width = 0, _SCAN_FIRST
-        while lo <= last:
-            hi = min(last + 1, lo + width)
-            ends = stop[lo:hi]
-            s0 = int(ends[0])  # (`stop` never decreases)
-            usable = bad[dirty, s0 : int(ends[-1]) + 1][:, ends - s0] == bad[dirty, lo:hi]
-            count = np.searchsorted(ordered, np.arange(lo, hi), side="right")
-            count += usable.sum(axis=0)
-            first = (count >= c).nonzero()[0]
-            if first.size:
-                at = int(first[0])
-                return lo + at, usable[:, at]
-            lo, width = hi, width * 4
-        return None
-
-    def _short_before(self, dirty: np.ndarray, k: int, host: tuple[int, ...]) -> np.ndarray:
-        """Per node (the rows of `dirty`, touched nodes, are current): how many rows before
-        each row (0 to `rows`) have fewer than `k` GPUs (or `host`) free; a node is usable
-        from row b to row e when the counts at b and e are equal. Kept per (k, host) and
-        brought up to date only for the nodes a placement changed since."""
+    def _free_runs(
+        self, dirty: np.ndarray, k: int, host: tuple[int, ...]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per node (the rows of `dirty`, touched nodes, are current): its runs of rows with
+        `k` GPUs (and `host`) free, in row order, as their first rows and the rows past them
+        (padded with empty runs at `rows`). Kept per (k, host) and brought up to date only for
+        the nodes a placement changed since."""
         key = (k, host)
-        entry = self._shorts.get(key)
+        entry = self._runs.get(key)
+        rows = self.rows
         if entry is None:
             seen = np.full(self._free.size, -1, dtype=np.int64)
-            # (a node's row is read only once brought up to date: `seen` says none is yet)
-            bad = self._buffers.take(
-                ("shorts", len(self._shorts)), seen.size, self.rows + 1, np.int32
-            )
-            entry = (seen, bad)
-            self._shorts[key] = entry
-        seen, bad = entry
+            empty = np.full((self._free.size, 1), rows, dtype=np.int64)
+            entry = self._runs[key] = (seen, empty, empty.copy())
+        seen, starts, ends = entry
         stale = dirty[seen[dirty] != self._changed[dirty]]
         if stale.size:
-            short = self._prof[stale] < k
+            ok = self._prof[stale] >= k
             for hprof, h in zip(self._hprof, host, strict=True):
                 if h > 0:
-                    short |= hprof[stale] < h
-            counts = np.zeros((stale.size, self.rows + 1), dtype=np.int32)
-            np.cumsum(short, axis=1, out=counts[:, 1:])
-            bad[stale] = counts
+                    ok &= hprof[stale] >= h
+            edges = np.zeros((stale.size, rows + 2), dtype=np.int8)
+            edges[:, 1:-1] = ok
+            change = np.diff(edges, axis=1)  # +1 where a run starts, -1 past its end
+            at, first = (change == 1).nonzero()
+            _, past = (change == -1).nonzero()
+            per = np.bincount(at, minlength=stale.size)
+            width = max(int(per.max(initial=0)), 1)
+            if width > starts.shape[1]:  # room for more runs a node
+                grow = np.full((starts.shape[0], width - starts.shape[1]), rows, dtype=np.int64)
+                starts = np.concatenate((starts, grow), axis=1)
+                ends = np.concatenate((ends, grow), axis=1)
+                self._runs[key] = (seen, starts, ends)
+            starts[stale] = rows
+            ends[stale] = rows
+            slot = np.arange(at.size) - np.repeat(np.cumsum(per) - per, per)
+            starts[stale[at], slot] = first
+            ends[stale[at], slot] = past
             seen[stale] = self._changed[stale]
-        return bad
+        return starts, ends
 
     def _reserved_rows(self, start: float, dur: float) -> tuple[int, int]:
         """The rows a reservation from `start` for `dur` holds: from `start` rounded down to
