@@ -230,10 +230,10 @@ def _pick(avail: np.ndarray, mask: np.ndarray, need: int, count: int) -> np.ndar
 
 
 class _Buffers:
-    """Arrays the backfill passes reuse, one after the other: a pass's profile and kept counts
-    are large (nodes × rows) but only the touched nodes' rows are ever written and read, and
-    fresh arrays of that size cost more in the pages the system maps and zeroes for each pass
-    than the pass spends on them. A pass takes them by name, uninitialised."""
+    """Arrays the backfill passes reuse, one after the other: a pass's profile is large
+    (nodes × rows) but only the touched nodes' rows are ever written and read, and fresh
+    arrays of that size cost more in the pages the system maps and zeroes for each pass than
+    the pass spends on them. A pass takes them by name, uninitialised."""
 
     def __init__(self) -> None:
         self._kept: dict[object, np.ndarray] = {}
@@ -256,8 +256,11 @@ class _Profile:
     A node no placement has touched yet (a clean one) has a profile that only grows with time,
     so it is usable from some row on for good: the first row with `k` GPUs free, read off the
     node's few step events (the jobs on it ending). Only a touched node gets its column of
-    rows, built when first touched and scanned row by row: the cost of a placement follows the
-    nodes the pass has touched, not the size of the cluster.
+    rows, built when first touched, and per (GPUs, CPUs, memory) a job asks its runs of rows
+    with that much free, found again only when a placement changed the node: a node is usable
+    from row b for a job when b and the job's span lie in one run, so a placement reads a few
+    runs per touched node, and its cost follows the nodes the pass has touched, not the size
+    of the cluster or the rows of the window.
 
     `host`: per constrained host resource (CPUs, memory), its free amount per node now and what
     each job holds per node: profiled the same way beside the GPUs (a job's end frees all three;
@@ -320,7 +323,7 @@ class _Profile:
         self.touched = np.zeros(free.size, dtype=bool)
         self._untouched = np.ones(free.size, dtype=bool)
         # per touched node, how often a placement changed its column; per (GPUs, host), each
-        # touched node's count of rows short of them before each row, as of that count
+        # touched node's runs of rows with them free, as of that count
         self._changed = np.zeros(free.size, dtype=np.int64)
         self._runs: dict[
             tuple[int, tuple[int, ...]], tuple[np.ndarray, np.ndarray, np.ndarray]
