@@ -494,11 +494,12 @@ class _Profile:
             for hprof, h in zip(self._hprof, host, strict=True):
                 if h > 0:
                     ok &= hprof[stale] >= h
-            edges = np.zeros((stale.size, rows + 2), dtype=np.int8)
+            edges = np.zeros((stale.size, rows + 2), dtype=bool)
             edges[:, 1:-1] = ok
-            change = np.diff(edges, axis=1)  # +1 where a run starts, -1 past its end
-            at, first = (change == 1).nonzero()
-            _, past = (change == -1).nonzero()
+            # where a node's rows turn free (a run's first row) and turn short again (past
+            # it), alternately, node by node
+            at, turn = (edges[:, 1:] != edges[:, :-1]).nonzero()
+            at, first, past = at[::2], turn[::2], turn[1::2]
             per = np.bincount(at, minlength=stale.size)
             width = max(int(per.max(initial=0)), 1)
             if width > starts.shape[1]:  # room for more runs a node
