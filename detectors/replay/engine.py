@@ -229,6 +229,25 @@ def _pick(avail: np.ndarray, mask: np.ndarray, need: int, count: int) -> np.ndar
     return idx[np.argsort(avail[idx], kind="stable")[:count]]
 
 
+class _Buffers:
+    """Arrays the backfill passes reuse, one after the other: a pass's profile is large
+    (nodes × rows) but only the touched nodes' rows are ever written and read, and fresh
+    arrays of that size cost more in the pages the system maps and zeroes for each pass than
+    the pass spends on them. A pass takes them by name, uninitialised."""
+
+    def __init__(self) -> None:
+        self._kept: dict[object, np.ndarray] = {}
+
+    def take(self, name: object, nodes: int, rows: int, dtype: type) -> np.ndarray:
+        """A (`nodes`, `rows`) view of the buffer called `name`, its values whatever they
+        were."""
+        kept = self._kept.get(name)
+        if kept is None or kept.shape[1] < rows or kept.shape[0] != nodes:
+            kept = self._kept[name] = np.empty((nodes, rows + rows // 4), dtype=dtype)
+        view: np.ndarray = kept[:, :rows]
+        return view
+
+
 class _Profile:
     """One backfill pass's plan: GPUs free per node at each breakpoint (now, then each time a
     running job's limit ends, rounded up to `bf_resolution`, within `bf_window`), less what the
@@ -237,8 +256,11 @@ class _Profile:
     A node no placement has touched yet (a clean one) has a profile that only grows with time,
     so it is usable from some row on for good: the first row with `k` GPUs free, read off the
     node's few step events (the jobs on it ending). Only a touched node gets its column of
-    rows, built when first touched and scanned row by row: the cost of a placement follows the
-    nodes the pass has touched, not the size of the cluster.
+    rows, built when first touched, and per (GPUs, CPUs, memory) a job asks its runs of rows
+    with that much free, found again only when a placement changed the node: a node is usable
+    from row b for a job when b and the job's span lie in one run, so a placement reads a few
+    runs per touched node, and its cost follows the nodes the pass has touched, not the size
+    of the cluster or the rows of the window.
 
     `host`: per constrained host resource (CPUs, memory), its free amount per node now and what
     each job holds per node: profiled the same way beside the GPUs (a job's end frees all three;
@@ -252,7 +274,9 @@ class _Profile:
         expected_end: dict[int, float],
         alloc: dict[int, tuple[np.ndarray, int]],
         host: Sequence[tuple[np.ndarray, np.ndarray]] = (),
+        buffers: _Buffers | None = None,
     ) -> None:
+        self._buffers = buffers = _Buffers() if buffers is None else buffers
         horizon = t + policy.bf_window_s
         res = policy.bf_resolution_s
         jobs = np.fromiter(expected_end.keys(), dtype=np.int64, count=len(expected_end))
@@ -282,7 +306,8 @@ class _Profile:
         self._free = free.copy()
         self._usable_from: dict[tuple[int, tuple[int, ...]], np.ndarray] = {}
         self._stops: dict[float, np.ndarray] = {}
-        self._prof = np.empty((free.size, rows), dtype=np.int64)  # rows of touched nodes only
+        # (the rows of touched nodes only are written, and read)
+        self._prof = buffers.take("gpus", free.size, rows, np.int64)
         # the host resources' free amounts, step events' increments, levels and touched rows
         owner = np.repeat(jobs, sizes)[order]
         self._hfree = [hfree.copy() for hfree, _ in host]
@@ -292,13 +317,17 @@ class _Profile:
             hwithin = np.cumsum(hinc)
             hbefore = np.concatenate(([0], hwithin))[bounds[:-1]]
             self._hlevel.append(hfree[node] + hwithin - np.repeat(hbefore, np.diff(bounds)))
-        self._hprof = [np.empty((free.size, rows), dtype=np.int64) for _ in host]
+        self._hprof = [
+            buffers.take(("host", i), free.size, rows, np.int64) for i in range(len(host))
+        ]
         self.touched = np.zeros(free.size, dtype=bool)
         self._untouched = np.ones(free.size, dtype=bool)
         # per touched node, how often a placement changed its column; per (GPUs, host), each
-        # touched node's count of rows short of them before each row, as of that count
+        # touched node's runs of rows with them free, as of that count
         self._changed = np.zeros(free.size, dtype=np.int64)
-        self._shorts: dict[tuple[int, tuple[int, ...]], tuple[np.ndarray, np.ndarray]] = {}
+        self._runs: dict[
+            tuple[int, tuple[int, ...]], tuple[np.ndarray, np.ndarray, np.ndarray]
+        ] = {}
         self._bp = self.bp.tolist()
         # per mask, GPUs per node and host amounts per node: the nodes with that much free now
         self._ready: dict[tuple[int, int, tuple[int, ...]], tuple[np.ndarray, np.ndarray]] = {}
@@ -383,8 +412,9 @@ class _Profile:
         if not dirty.size:
             return False
         stop = self._stop(dur)[0]
-        bad = self._short_before(dirty, k, host)
-        enough = bad[dirty, stop] == bad[dirty, 0]
+        starts, ends = self._free_runs(dirty, k, host)
+        # usable now: its first free run starts now and lasts the job's first rows
+        enough = (starts[dirty, 0] == 0) & (ends[dirty, 0] >= stop)
         return clean + int(np.count_nonzero(enough)) >= c
 
     def place(
@@ -402,24 +432,33 @@ class _Profile:
         ordered = np.sort(clean_from)
         nth = int(ordered[c - 1]) if ordered.size >= c else rows
         dirty = (mask & self.touched).nonzero()[0]
-        usable = None
         if dirty.size:
-            last = nth if nth < rows else rows - 1  # no later row is needed
-            bad = self._short_before(dirty, k, host)[dirty]
-            usable = bad[:, stop[: last + 1]] == bad[:, : last + 1]
-            count = np.searchsorted(ordered, np.arange(last + 1), side="right")
-            count += usable.sum(axis=0)
-            first = (count >= c).nonzero()[0]
-            if first.size == 0:
-                return None
-            b = int(first[0])
+            starts, ends = self._free_runs(dirty, k, host)
+            first, until = starts[dirty], ends[dirty]
+            # a run of free rows [first, until) is usable from each of its rows b whose span
+            # ends within it (stop[b] <= until): from `first` to `until`'s place in `stop`
+            until = np.searchsorted(stop, until, side="right")
+            live = until > first
+            if c == 1:  # the first row any node is usable from
+                b = min(nth, int(first[live].min()) if live.any() else rows)
+                if b >= rows:
+                    return None
+            else:  # per row, the clean nodes usable by then and the touched ones usable then
+                count = np.searchsorted(ordered, np.arange(rows), side="right")
+                step = np.bincount(first[live], minlength=rows + 1)[: rows + 1]
+                step -= np.bincount(until[live], minlength=rows + 1)[: rows + 1]
+                count += np.cumsum(step)[:rows]
+                ready = (count >= c).nonzero()[0]
+                if ready.size == 0:
+                    return None
+                b = int(ready[0])
+            usable = ((first <= b) & (b < until)).any(axis=1)
+            where = np.sort(np.concatenate((clean[clean_from <= b], dirty[usable])))
         elif nth >= rows:
             return None
         else:
             b = nth
-        where = clean[clean_from <= b]
-        if usable is not None:
-            where = np.sort(np.concatenate((where, dirty[usable[:, b]])))
+            where = clean[clean_from <= b]
         fit = where if where.size == c else where[np.argsort(self._at(b, where), kind="stable")[:c]]
         self._touch(fit)
         if b == 0:  # starts now: holds its GPUs (and CPUs, memory) for its limit
@@ -434,29 +473,47 @@ class _Profile:
         self.version += 1
         return b, fit
 
-    def _short_before(self, dirty: np.ndarray, k: int, host: tuple[int, ...]) -> np.ndarray:
-        """Per node (the rows of `dirty`, touched nodes, are current): how many rows before
-        each row (0 to `rows`) have fewer than `k` GPUs (or `host`) free; a node is usable
-        from row b to row e when the counts at b and e are equal. Kept per (k, host) and
-        brought up to date only for the nodes a placement changed since."""
+    def _free_runs(
+        self, dirty: np.ndarray, k: int, host: tuple[int, ...]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per node (the rows of `dirty`, touched nodes, are current): its runs of rows with
+        `k` GPUs (and `host`) free, in row order, as their first rows and the rows past them
+        (padded with empty runs at `rows`). Kept per (k, host) and brought up to date only for
+        the nodes a placement changed since."""
         key = (k, host)
-        entry = self._shorts.get(key)
+        entry = self._runs.get(key)
+        rows = self.rows
         if entry is None:
             seen = np.full(self._free.size, -1, dtype=np.int64)
-            entry = (seen, np.zeros((self._free.size, self.rows + 1), dtype=np.int32))
-            self._shorts[key] = entry
-        seen, bad = entry
+            empty = np.full((self._free.size, 1), rows, dtype=np.int64)
+            entry = self._runs[key] = (seen, empty, empty.copy())
+        seen, starts, ends = entry
         stale = dirty[seen[dirty] != self._changed[dirty]]
         if stale.size:
-            short = self._prof[stale] < k
+            ok = self._prof[stale] >= k
             for hprof, h in zip(self._hprof, host, strict=True):
                 if h > 0:
-                    short |= hprof[stale] < h
-            counts = np.zeros((stale.size, self.rows + 1), dtype=np.int32)
-            np.cumsum(short, axis=1, out=counts[:, 1:])
-            bad[stale] = counts
+                    ok &= hprof[stale] >= h
+            edges = np.zeros((stale.size, rows + 2), dtype=bool)
+            edges[:, 1:-1] = ok
+            # where a node's rows turn free (a run's first row) and turn short again (past
+            # it), alternately, node by node
+            at, turn = (edges[:, 1:] != edges[:, :-1]).nonzero()
+            at, first, past = at[::2], turn[::2], turn[1::2]
+            per = np.bincount(at, minlength=stale.size)
+            width = max(int(per.max(initial=0)), 1)
+            if width > starts.shape[1]:  # room for more runs a node
+                grow = np.full((starts.shape[0], width - starts.shape[1]), rows, dtype=np.int64)
+                starts = np.concatenate((starts, grow), axis=1)
+                ends = np.concatenate((ends, grow), axis=1)
+                self._runs[key] = (seen, starts, ends)
+            starts[stale] = rows
+            ends[stale] = rows
+            slot = np.arange(at.size) - np.repeat(np.cumsum(per) - per, per)
+            starts[stale[at], slot] = first
+            ends[stale[at], slot] = past
             seen[stale] = self._changed[stale]
-        return bad
+        return starts, ends
 
     def _reserved_rows(self, start: float, dur: float) -> tuple[int, int]:
         """The rows a reservation from `start` for `dur` holds: from `start` rounded down to
@@ -849,6 +906,8 @@ def replay(
     fit_keys = list(fit_index)
     fit_id = np.array([fit_index[(*sh[:4], sh[5])] for sh in shapes], dtype=np.int64)
 
+    buffers = _Buffers()
+
     def backfill(t: float) -> None:
         queue = ranked(t, policy.bf_max_job_test)
         # The pass leaves nothing behind but the jobs it starts, and only a job with its GPUs
@@ -869,7 +928,7 @@ def replay(
         hopefuls: list[int] = np.flatnonzero(maybe).tolist()  # positions in `queue`
         if not hopefuls:
             return
-        plan = _Profile(t, policy, nodes.free, expected_end, alloc, host)
+        plan = _Profile(t, policy, nodes.free, expected_end, alloc, host, buffers)
         dead: set[_Shape] = set()  # shapes that cannot start now
         failed: set[_Shape] = set()  # shapes with no room at all
         checked = -1  # plan.version at which hopefuls[0] was last found able to start
