@@ -25,16 +25,17 @@
 -- training near GPU_UTIL 100 with SM activity by level, stragglers, hourly checkpoints and a
 -- start-up phase; input-bound bursts; inference following the hour of day; notebooks busy 7 %
 -- of the time; idle and memory-holding jobs at zero; partially idle jobs with only 1-2 working
--- ranks; hung jobs that stop at 15-50 % of their run with GPU_UTIL stuck at 100. Power, memory,
--- temperature and clocks follow from the activity and the GPU model (H100 80GB; fleets over
--- 128 GPUs have an A100 island of one node in eight); one node in sixteen has no profiling
--- fields (NULL, as the simulator's) and runs hot (0.85 × power, +16 °C) on 60 % of afternoons;
--- 0.3 % of scrapes are lost and a node in forty has a 5-40 minute exporter outage each day.
--- Scrape times: each node at its own offset within the step, with < 0.6 s of jitter, kept
--- within the step. PCIe and NVLink rates are rounded to 1 MB/s (the simulator's are not) so a
--- month of them fits on a small disk. Left out: GPU failures and their health counters (XID, ECC, remaps: 0), and
--- the energy counter's running sum: energy_j advances at a constant 385 W (H100) or 228 W
--- (A100), each GPU from its own offset, since a running sum needs a window over the whole day.
+-- ranks; hung jobs that stop at 15-50 % of their run with GPU_UTIL stuck at 100. Power,
+-- memory, temperature and clocks follow from the activity and the GPU model (H100 80GB; fleets
+-- over 128 GPUs have an A100 island of one node in eight). One node in sixteen has no
+-- profiling fields (NULL, as the simulator's); another runs hot (0.85 × power, +16 °C) on
+-- 60 % of afternoons; 0.3 % of scrapes are lost and a node in forty has a 5-40 minute
+-- exporter outage each day. Scrape times: each node at its own offset within the step, with
+-- < 0.6 s of jitter, kept within the step. PCIe and NVLink rates are rounded to 1 MB/s (the
+-- simulator's are not) so a month of them fits on a small disk. Left out: GPU failures and
+-- their health counters (XID, ECC, remaps: 0), multi-node jobs, and the energy counter's
+-- running sum: energy_j advances at a constant 315 W (H100) or 185 W (A100), the fleet's
+-- mean draw, each GPU from its own offset (a running sum needs a window over the whole day).
 
 WITH gpus AS (
     SELECT
@@ -50,7 +51,7 @@ WITH gpus AS (
             ELSE 1
         END AS lane_size,
         $gpus > 128 AND g // 8 >= $gpus // 8 - $gpus // 64 AS a100,
-        hash(g // 8, $seed + 9) % 16 = 0 AS no_profiling,
+        (g // 8 + $seed) % 16 = 0 AS no_profiling,
         CAST(abs(sin((g // 8) * 12.9898 + 78.233)) * $interval_s * 1000 AS BIGINT) AS scrape_ms,
         CAST($day_start_e AS BIGINT) // 86400 AS day_n,
         1e8 + CAST(hash(g, $seed + 14) % 4900000000 AS DOUBLE) AS energy0_j
@@ -66,7 +67,7 @@ lanes AS (
         3600 * (2 + CAST(hash(node_n, gpu_index // lane_size, $seed) % 11 AS BIGINT)) AS slot_s,
         CAST(hash(node_n, gpu_index // lane_size, $seed + 1) % 40 AS BIGINT) AS held_pct,
         CAST(hash(node_n, gpu_index // lane_size, $seed + 2) % 3600 AS BIGINT) AS phase_s,
-        hash(node_n, $seed + 11) % 16 = 0 AND hash(node_n, day_n, $seed + 12) % 10 < 6 AS hot_node,
+        (node_n + $seed + 8) % 16 = 0 AND hash(node_n, day_n, $seed + 12) % 10 < 6 AS hot_node,
         43200 + CAST(hash(node_n, day_n, $seed + 12) % 10800 AS BIGINT) AS hot_from_s,
         2 * 3600 + CAST(hash(node_n, day_n, $seed + 15) % 10800 AS BIGINT) AS hot_s,
         hash(node_n, day_n, $seed + 13) % 40 = 0 AS gap_node,
@@ -84,7 +85,7 @@ devices AS (
         CASE WHEN a100 THEN 1410.0 ELSE 1980.0 END AS clock_max,
         CASE WHEN a100 THEN 210.0 ELSE 345.0 END AS clock_idle,
         CASE WHEN a100 THEN 1593.0 ELSE 2619.0 END AS mem_clock,
-        CASE WHEN a100 THEN 228.0 ELSE 385.0 END AS mean_w,
+        CASE WHEN a100 THEN 185.0 ELSE 315.0 END AS mean_w,
         CASE WHEN a100 THEN 'NVIDIA A100-SXM4-80GB' ELSE 'NVIDIA H100 80GB HBM3' END AS model
     FROM lanes
 ),
@@ -306,7 +307,7 @@ SELECT
     CAST(CASE WHEN NOT no_profiling THEN sm * tensor_ratio END AS FLOAT) AS tensor_active,
     CAST(CASE WHEN NOT no_profiling THEN dram END AS FLOAT) AS dram_active,
     CAST(round(fb_used) AS FLOAT) AS fb_used_mib,
-    CAST(round(fb_total - 512 - fb_used) AS FLOAT) AS fb_free_mib,
+    CAST(fb_total - 512 - round(fb_used) AS FLOAT) AS fb_free_mib,
     CAST(power AS FLOAT) AS power_w,
     energy0_j + (CAST(ts_ms AS DOUBLE) / 1000 - 1.7e9) * mean_w AS energy_j,
     CAST(round(temp) AS FLOAT) AS temp_c,
