@@ -4,6 +4,7 @@ draws the simulator's distributions, and the scenario reports its time and peak 
 from __future__ import annotations
 
 import datetime as dt
+
 import duckdb
 import pytest
 from click.testing import CliRunner
