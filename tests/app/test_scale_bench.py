@@ -148,6 +148,7 @@ def test_the_scale_scenario_reports_time_memory_and_load(tmp_path):
     assert result["samples"] == pytest.approx(16 * 144, rel=0.05)
     assert result["interval_s"] == 600 and result["peak_rss_within_4gb"]
     assert len(result["load_average"]) == 3
+    assert 0 < result["generate_cpu_s"] and 0 < result["attribute_cpu_s"]
     assert "16 GPUs × 1 days at 600 s" in text and "within 4 GB" in text
 
 
