@@ -1,10 +1,11 @@
 """Lakes for `gpuledger bench`: the simulator's, or a cheap synthetic one for sizes it cannot reach.
 
 The simulator draws realistic telemetry at ~250 k samples/s on this machine, far too slow for
-the `scale` scenario's ~350 M samples. `synthetic_lake` generates samples with DuckDB
+the `scale` scenario's ~350 M samples. `synthetic_lake` draws the same distributions (the
+simulator's job mix, per-job regimes and device fields) with DuckDB
 (sql/bench/synthetic_samples.sql) and streams each day straight to Parquet in the lake's layout,
 with job_id set at generation by the same rule as the allocations it lands: a lake attributed
-at ingest, at tens of millions of samples per second and bounded memory.
+at ingest, at about a million samples per CPU-second and bounded memory.
 """
 
 from __future__ import annotations
@@ -64,7 +65,10 @@ def synthetic_lake(
     seed: int = 7,
     progress: Callable[[int, int], None] | None = None,
 ) -> SyntheticLake:
-    """Generate `gpus` (rounded to whole 8-GPU nodes) × `days` of samples and allocations."""
+    """Generate `gpus` (rounded to whole 8-GPU nodes) × `days` of samples every `interval_s`
+    seconds (which must divide a day), and their allocations and jobs."""
+    if not 1 <= interval_s <= 3600 or 86400 % interval_s:
+        raise ValueError(f"interval_s must divide a day and be 1-3600 s, got {interval_s!r}")
     gpus = max(8, -(-gpus // 8) * 8)
     first_e = int(SYNTHETIC_START.timestamp())
     last_e = first_e + days * 86400

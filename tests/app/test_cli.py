@@ -78,7 +78,16 @@ def job_usage(lake: Path) -> pl.DataFrame:
         (["demo"], ["--lake", "--gpus", "--days", "--seed", "--no-dashboard", "--port"]),
         (
             ["bench"],
-            ["--scenario", "--gpus", "--days", "--scale-gpus", "--replay-gpus", "--out", "--lake"],
+            [
+                "--scenario",
+                "--gpus",
+                "--days",
+                "--scale-gpus",
+                "--scale-interval",
+                "--replay-gpus",
+                "--out",
+                "--lake",
+            ],
         ),
     ],
 )
