@@ -16,13 +16,17 @@ GrpTRES=gres/gpu=4`, and the replay of the *first* run with `--set assoc.ml.GrpT
 (replayed past the end of its data, so the jobs the cap delays still start) must predict the
 second: the same jobs never start (of those the workload does not cancel: for those, starting
 or not before the user's scancel is a race), median |predicted − real wait| ≤ 90 s, and mean
-wait per account within 20 %, the issue's target. The shares are 80 and 20 rather than the
-cluster's 60 and 40 so that the fair-share ticks decide: each account's mean wait turns on the
-first tick (~55 s in), which ranks the accounts by usage ÷ shares until the next, and under the
-cap the workload reaches it with research at about 0.6 of the GPU-seconds run, which at 60/40
-shares made the order after it a coin toss, in Slurm too (measured in docs/policy-lab.md; the
-test prints the split). The cluster's other jobs (the collector tests' gated ones) are
-cancelled first, so the machine is the workload's alone.
+wait per account within 20 %, the issue's target. Two things make that hold. The shares are 80
+and 20 rather than the cluster's 60 and 40, so that the fair-share ticks decide: each account's
+mean wait turns on the first tick (~55 s in), which ranks the accounts by usage ÷ shares until
+the next, and under the cap the workload reaches it with research at about 0.6 of the
+GPU-seconds run, which at 60/40 made the order after it a coin toss, in Slurm too. And the
+per-account prediction is the mean of DRAWS replays with the recorded run times moved by
+−1, 0 or +1 s (`redrawn`): one replay is one draw of Slurm's own second-to-second wobble, which
+moves ml's mean wait by ±10 % (whether a 4-GPU job under the 4-GPU cap finds the account's jobs
+all ended). Measured in docs/policy-lab.md; the test prints the one replay's figures, the
+draws' range and the split at the tick. The cluster's other jobs (the collector tests' gated
+ones) are cancelled first, so the machine is the workload's alone.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import statistics
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -140,6 +144,7 @@ SHARES = {"research": 80, "ml": 20}  # this module's fair-share shares (see the 
 INFRA_SHARES = {"research": 60, "ml": 40}  # tests/infra/slurm/start_slurm.sh's
 CAP = "gres/gpu=4"  # the what-if: account ml's GPUs at once
 WHAT_IF_TOLERANCE = 0.2  # the what-if's per-account mean wait: the issue's 20 %
+DRAWS = 9  # the what-if's per-account mean wait: the mean over this many replays (see redrawn)
 
 
 @contextmanager
@@ -195,6 +200,17 @@ def replayed(
     w = load_workload(con, CLUSTER, dt.datetime.fromtimestamp(since - 1, dt.UTC))
     policy = apply_settings(Policy(), recorded_settings(con, CLUSTER))
     return w, replay(w, apply_settings(policy, changes), past_end=past_end)
+
+
+def redrawn(w: Workload, draw: int) -> Workload:
+    """`w` with each recorded run time moved by −1, 0 or +1 s (draw 0: as recorded). Slurm runs
+    a job's `sleep N` for N or N + 1 s from one run to the next, so the record's run times are
+    one draw of several, and so is one replay of them: a 4-GPU job under a 4-GPU account cap
+    starts only when a second's difference lets the account's running jobs all end first."""
+    if draw == 0:
+        return w
+    moved = w.run_s + np.random.default_rng(draw).integers(-1, 2, size=w.size)
+    return replace(w, run_s=np.where(np.isnan(w.run_s), w.run_s, np.maximum(moved, 1)))
 
 
 def first_tick_shares(
@@ -298,19 +314,30 @@ def test_a_what_if_predicts_what_slurm_does_under_the_change(runs):
     never_real = {n for n, x in enumerate(real) if x != x}
     both = ~np.isnan(pred) & ~np.isnan(real)
     accounts = [w1.account[i] for i in i1]
-    pred_by = mean_wait_by_account(
-        [a for a, b in zip(accounts, both, strict=True) if b], pred[both]
+    compared = [a for a, b in zip(accounts, both, strict=True) if b]
+    real_by = mean_wait_by_account(compared, real[both])
+    policy = apply_settings(
+        apply_settings(Policy(), recorded_settings(connect(first.lake), CLUSTER)),
+        [f"assoc.ml.GrpTRES={CAP}"],
     )
-    real_by = mean_wait_by_account(
-        [a for a, b in zip(accounts, both, strict=True) if b], real[both]
-    )
+    draws = [pred] + [
+        waits_of(w1, replay(redrawn(w1, d), policy, past_end=True).start_e, i1)
+        for d in range(1, DRAWS)
+    ]
+    by_draw = [mean_wait_by_account(compared, x[both]) for x in draws]
+    pred_by = {a: statistics.mean(d[a] for d in by_draw) for a in real_by}
+    spread = {
+        a: (round(min(d[a] for d in by_draw), 1), round(max(d[a] for d in by_draw), 1))
+        for a in real_by
+    }
     median = float(np.median(np.abs(pred[both] - real[both])))
     at, real_use = first_tick_shares(second.lake, w2, w2.real_start_e, w2.real_start_e + w2.run_s)
     _, pred_use = first_tick_shares(first.lake, w1, predicted.start_e, predicted.end_e)
     print(
         f"\nwhat-if {CAP} on ml: never started, predicted {sorted(never_pred)} real "
         f"{sorted(never_real)}; median |predicted − real wait| {median:.1f} s; mean wait per "
-        f"account real {real_by} predicted {pred_by}; GPU-seconds per account at the first "
+        f"account real {real_by} predicted {pred_by} (the mean of {DRAWS} replays: "
+        f"{spread}, run times as recorded {by_draw[0]}); GPU-seconds per account at the first "
         f"fair-share tick ({at:.0f} s in) real {real_use} predicted {pred_use}"
     )
     # the policy decides whether a job ever starts; for a job its user cancels at a fixed time
@@ -321,9 +348,6 @@ def test_a_what_if_predicts_what_slurm_does_under_the_change(runs):
     assert never_pred - cancelled  # the cap holds some jobs for good
     assert median <= 90
     for account, r in real_by.items():
-        # The issue's 20 %. It holds because the shares (SHARES) are far from the usage at
-        # every fair-share tick: at 60/40 the first tick found research at 0.58-0.64 of the
-        # GPU-seconds, on the balance point, and ml waited 56-60 s or 68.5-71.4 s in identical
-        # capped runs (docs/policy-lab.md); at 80/20 research ranks first at each tick, in
-        # Slurm and in the replay. The print above shows the splits.
+        # the issue's 20 %: see the module's docstring for why it holds (the shares far from
+        # the usage at each fair-share tick, the mean of several replays)
         assert abs(pred_by[account] - r) <= WHAT_IF_TOLERANCE * r, (account, r, pred_by[account])
