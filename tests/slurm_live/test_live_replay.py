@@ -9,7 +9,8 @@ cluster under `priority/multifactor` (fair-share weight 10000) and `sched/backfi
 started again; every association's fair-share usage is reset first, so both runs start even).
 It is collected with `collect slurm` and `collect slurm-config` and replayed; the replay must
 start each job near when Slurm did (median |Δstart| ≤ 60 s), in the same order (start-order
-rank correlation ≥ 0.9) and give each account its mean wait within 15 %: the issue's targets.
+rank correlation ≥ 0.9) and give each account its mean wait (over the jobs started in both)
+within 15 %: the issue's targets.
 
 Then the what-if: the same workload runs again after `sacctmgr modify account ml set
 GrpTRES=gres/gpu=4`, and the replay of the *first* run with `--set assoc.ml.GrpTRES=gres/gpu=4`
@@ -286,9 +287,15 @@ def test_the_replay_of_the_recorded_policy_starts_jobs_when_slurm_did(runs):
     w, out = replayed(first.lake, first.t0, [])
     idx = index_of(w, first.ids)
     c = calibrate(w, out)  # the period holds the workload's jobs only (the queue was emptied)
-    accounts = [w.account[i] for i in idx]
-    real_by = mean_wait_by_account(accounts, waits_of(w, w.real_start_e, idx))
-    sim_by = mean_wait_by_account(accounts, waits_of(w, out.start_e, idx))
+    real, sim = waits_of(w, w.real_start_e, idx), waits_of(w, out.start_e, idx)
+    # over the jobs started in both, as `calibrate` compares them: a job Slurm started in the
+    # run's last minute that the replay, which stops at the end of the data, had not yet
+    # started would count on one side only (one session: ml 72.7 s real over its 36 jobs,
+    # 66.8 s over the 34 started in both)
+    both = ~np.isnan(real) & ~np.isnan(sim)
+    accounts = [w.account[i] for i, b in zip(idx, both, strict=True) if b]
+    real_by = mean_wait_by_account(accounts, real[both])
+    sim_by = mean_wait_by_account(accounts, sim[both])
     print(
         f"\nreplay vs Slurm: {c.jobs} jobs started in both ({c.started_only_real} only in Slurm, "
         f"{c.started_only_replay} only in the replay); median |Δstart| "
