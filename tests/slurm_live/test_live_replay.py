@@ -1,27 +1,33 @@
 """The policy lab's replay against the real Slurm 22.05: does it start the jobs when Slurm did,
 and does a what-if predict what Slurm then does under the change?
 
-A workload of 64 jobs (three users in two accounts with unequal shares, 1–8 GPUs of a type,
-limits of 1–3 minutes that make backfill matter, a burst that queues, then a second wave, jobs
-ending well before their limits and four cancelled) runs through the test cluster under
-`priority/multifactor` (fair-share weight 10000) and `sched/backfill` with a short
+A workload of 64 jobs (three users in two accounts with unequal shares, 80 and 20 here, 1–8
+GPUs of a type, limits of 1–3 minutes that make backfill matter, a burst that queues, then a
+second wave, jobs ending well before their limits and four cancelled) runs through the test
+cluster under `priority/multifactor` (fair-share weight 10000) and `sched/backfill` with a short
 `bf_interval` (2 s, set for this module's jobs only in slurm.conf.extra, read by a slurmctld
 started again; every association's fair-share usage is reset first, so both runs start even).
 It is collected with `collect slurm` and `collect slurm-config` and replayed; the replay must
 start each job near when Slurm did (median |Δstart| ≤ 60 s), in the same order (start-order
-rank correlation ≥ 0.9) and give each account its mean wait within 15 %: the issue's targets.
+rank correlation ≥ 0.9) and give each account its mean wait (over the jobs started in both)
+within 15 %: the issue's targets.
 
 Then the what-if: the same workload runs again after `sacctmgr modify account ml set
 GrpTRES=gres/gpu=4`, and the replay of the *first* run with `--set assoc.ml.GrpTRES=gres/gpu=4`
 (replayed past the end of its data, so the jobs the cap delays still start) must predict the
 second: the same jobs never start (of those the workload does not cancel: for those, starting
 or not before the user's scancel is a race), median |predicted − real wait| ≤ 90 s, and mean
-wait per account within 50 % (or 10 s: Slurm's own run-to-run spread at waits of half a
-minute), a guard: the issue's 20 % is not asserted, as under this cap the first fair-share tick
-finds the accounts' usage split as their shares and the order after it is a coin toss, in Slurm
-too (measured and explained in docs/policy-lab.md; the test prints both splits). The cluster's
-other jobs (the collector tests' gated ones) are cancelled first, so the machine is the
-workload's alone.
+wait per account within 20 %, the issue's target. Two things make that hold. The shares are 80
+and 20 rather than the cluster's 60 and 40, so that the fair-share ticks decide: each account's
+mean wait turns on the first tick (~55 s in), which ranks the accounts by usage ÷ shares until
+the next, and under the cap the workload reaches it with research at about 0.6 of the
+GPU-seconds run, which at 60/40 made the order after it a coin toss, in Slurm too. And the
+per-account prediction is the mean of DRAWS replays with the recorded run times moved by
+−1, 0 or +1 s (`redrawn`): one replay is one draw of Slurm's own second-to-second wobble, which
+moves ml's mean wait by ±10 % (whether a 4-GPU job under the 4-GPU cap finds the account's jobs
+all ended). Measured in docs/policy-lab.md; the test prints the one replay's figures, the
+draws' range and the split at the tick. The cluster's other jobs (the collector tests' gated
+ones) are cancelled first, so the machine is the workload's alone.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ import statistics
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -135,9 +141,11 @@ def run_workload(c: SlurmCluster, specs: list[Spec]) -> tuple[list[str], float]:
 
 
 BF_INTERVAL_S = 2
+SHARES = {"research": 80, "ml": 20}  # this module's fair-share shares (see the docstring)
+INFRA_SHARES = {"research": 60, "ml": 40}  # tests/infra/slurm/start_slurm.sh's
 CAP = "gres/gpu=4"  # the what-if: account ml's GPUs at once
-WAIT_FLOOR_S = 10.0  # the what-if's per-account tolerance never under this (see its test)
-WHAT_IF_GUARD = 0.5  # the what-if's per-account mean wait: a guard, not the issue's 20 %
+WHAT_IF_TOLERANCE = 0.2  # the what-if's per-account mean wait: the issue's 20 %
+DRAWS = 9  # the what-if's per-account mean wait: the mean over this many replays (see redrawn)
 
 
 @contextmanager
@@ -152,6 +160,20 @@ def short_backfill(c: SlurmCluster) -> Iterator[None]:
         extra.unlink(missing_ok=True)
         c.stop("slurmctld")
         c.start()
+
+
+@contextmanager
+def shares(c: SlurmCluster, raw: dict[str, int]) -> Iterator[None]:
+    """The accounts' fair-share shares `raw` for this module's jobs, then the cluster's again."""
+    try:
+        for account, n in raw.items():
+            c.run("sacctmgr", "-i", "modify", "account", "where", f"name={account}",
+                  f"cluster={CLUSTER}", "set", f"fairshare={n}")  # fmt: skip
+        yield
+    finally:
+        for account, n in INFRA_SHARES.items():
+            c.run("sacctmgr", "-i", "modify", "account", "where", f"name={account}",
+                  f"cluster={CLUSTER}", "set", f"fairshare={n}")  # fmt: skip
 
 
 def fresh_start(c: SlurmCluster) -> None:
@@ -179,6 +201,17 @@ def replayed(
     w = load_workload(con, CLUSTER, dt.datetime.fromtimestamp(since - 1, dt.UTC))
     policy = apply_settings(Policy(), recorded_settings(con, CLUSTER))
     return w, replay(w, apply_settings(policy, changes), past_end=past_end)
+
+
+def redrawn(w: Workload, draw: int) -> Workload:
+    """`w` with each recorded run time moved by −1, 0 or +1 s (draw 0: as recorded). Slurm runs
+    a job's `sleep N` for N or N + 1 s from one run to the next, so the record's run times are
+    one draw of several, and so is one replay of them: a 4-GPU job under a 4-GPU account cap
+    starts only when a second's difference lets the account's running jobs all end first."""
+    if draw == 0:
+        return w
+    moved = w.run_s + np.random.default_rng(draw).integers(-1, 2, size=w.size)
+    return replace(w, run_s=np.where(np.isnan(w.run_s), w.run_s, np.maximum(moved, 1)))
 
 
 def first_tick_shares(
@@ -228,7 +261,7 @@ def runs(slurm_cluster: SlurmCluster, tmp_path_factory) -> tuple[Run, Run]:
     c.jobs_dir.mkdir(mode=0o1777, exist_ok=True)
     clear(c)
     out = []
-    with short_backfill(c):
+    with short_backfill(c), shares(c, SHARES):
         for cap in ("gres/gpu=-1", CAP):
             c.run(
                 "sacctmgr", "-i", "modify", "account", "where", "name=ml", "set", f"GrpTRES={cap}"
@@ -254,9 +287,15 @@ def test_the_replay_of_the_recorded_policy_starts_jobs_when_slurm_did(runs):
     w, out = replayed(first.lake, first.t0, [])
     idx = index_of(w, first.ids)
     c = calibrate(w, out)  # the period holds the workload's jobs only (the queue was emptied)
-    accounts = [w.account[i] for i in idx]
-    real_by = mean_wait_by_account(accounts, waits_of(w, w.real_start_e, idx))
-    sim_by = mean_wait_by_account(accounts, waits_of(w, out.start_e, idx))
+    real, sim = waits_of(w, w.real_start_e, idx), waits_of(w, out.start_e, idx)
+    # over the jobs started in both, as `calibrate` compares them: a job Slurm started in the
+    # run's last minute that the replay, which stops at the end of the data, had not yet
+    # started would count on one side only (one session: ml 72.7 s real over its 36 jobs,
+    # 66.8 s over the 34 started in both)
+    both = ~np.isnan(real) & ~np.isnan(sim)
+    accounts = [w.account[i] for i, b in zip(idx, both, strict=True) if b]
+    real_by = mean_wait_by_account(accounts, real[both])
+    sim_by = mean_wait_by_account(accounts, sim[both])
     print(
         f"\nreplay vs Slurm: {c.jobs} jobs started in both ({c.started_only_real} only in Slurm, "
         f"{c.started_only_replay} only in the replay); median |Δstart| "
@@ -282,19 +321,30 @@ def test_a_what_if_predicts_what_slurm_does_under_the_change(runs):
     never_real = {n for n, x in enumerate(real) if x != x}
     both = ~np.isnan(pred) & ~np.isnan(real)
     accounts = [w1.account[i] for i in i1]
-    pred_by = mean_wait_by_account(
-        [a for a, b in zip(accounts, both, strict=True) if b], pred[both]
+    compared = [a for a, b in zip(accounts, both, strict=True) if b]
+    real_by = mean_wait_by_account(compared, real[both])
+    policy = apply_settings(
+        apply_settings(Policy(), recorded_settings(connect(first.lake), CLUSTER)),
+        [f"assoc.ml.GrpTRES={CAP}"],
     )
-    real_by = mean_wait_by_account(
-        [a for a, b in zip(accounts, both, strict=True) if b], real[both]
-    )
+    draws = [pred] + [
+        waits_of(w1, replay(redrawn(w1, d), policy, past_end=True).start_e, i1)
+        for d in range(1, DRAWS)
+    ]
+    by_draw = [mean_wait_by_account(compared, x[both]) for x in draws]
+    pred_by = {a: statistics.mean(d[a] for d in by_draw) for a in real_by}
+    spread = {
+        a: (round(min(d[a] for d in by_draw), 1), round(max(d[a] for d in by_draw), 1))
+        for a in real_by
+    }
     median = float(np.median(np.abs(pred[both] - real[both])))
     at, real_use = first_tick_shares(second.lake, w2, w2.real_start_e, w2.real_start_e + w2.run_s)
     _, pred_use = first_tick_shares(first.lake, w1, predicted.start_e, predicted.end_e)
     print(
         f"\nwhat-if {CAP} on ml: never started, predicted {sorted(never_pred)} real "
         f"{sorted(never_real)}; median |predicted − real wait| {median:.1f} s; mean wait per "
-        f"account real {real_by} predicted {pred_by}; GPU-seconds per account at the first "
+        f"account real {real_by} predicted {pred_by} (the mean of {DRAWS} replays: "
+        f"{spread}, run times as recorded {by_draw[0]}); GPU-seconds per account at the first "
         f"fair-share tick ({at:.0f} s in) real {real_use} predicted {pred_use}"
     )
     # the policy decides whether a job ever starts; for a job its user cancels at a fixed time
@@ -305,15 +355,6 @@ def test_a_what_if_predicts_what_slurm_does_under_the_change(runs):
     assert never_pred - cancelled  # the cap holds some jobs for good
     assert median <= 90
     for account, r in real_by.items():
-        # The issue's target is 20 %; this asserts a guard against gross errors (the replay
-        # before this model was off by 50-120 %), never under 10 s (Slurm's own run-to-run
-        # spread at research's ~30-s waits: 28.6 to 34.4 s in identical capped runs). Why not
-        # 20 %: each account's mean wait turns on the first fair-share tick (~55 s in), which
-        # ranks the accounts by usage ÷ shares until the next tick, and under this cap the
-        # workload reaches the tick with usage split almost exactly as the shares (research
-        # 0.58-0.64 of the GPU-seconds, shares 0.6, in Slurm; the prediction 0.60), so which
-        # account goes first for the next minute is a coin toss, in Slurm too: ml waited
-        # 56-60 s or 68.5-71.4 s in identical capped runs (one of the latter at a split of
-        # 0.603, the prediction's own). The print above shows both splits; see
-        # docs/policy-lab.md.
-        assert abs(pred_by[account] - r) <= max(WHAT_IF_GUARD * r, WAIT_FLOOR_S), (account, r)
+        # the issue's 20 %: see the module's docstring for why it holds (the shares far from
+        # the usage at each fair-share tick, the mean of several replays)
+        assert abs(pred_by[account] - r) <= WHAT_IF_TOLERANCE * r, (account, r, pred_by[account])
