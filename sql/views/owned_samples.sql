@@ -16,15 +16,16 @@
 -- allocations (shared GPUs, overlapping records) claim have their claims grouped as
 -- sample_owners does, by the sample's key and the job_id the row carries.
 
--- unowned_samples is named at each of its three reads, not once in a CTE: the engine buffers
--- every row a CTE with several readers hands them (in the per-day pass that was half of what
--- finding the owners cost), where three reads of the view are three scans, each of the columns
--- it needs. Binding the view three times costs nothing measurable, even over 300 day files.
-WITH sample_range AS (
+-- `samples` names unowned_samples once, inlined where read (NOT MATERIALIZED: the plan is that
+-- of reading it three times): the engine binds the lake's sample files once, not thrice.
+WITH samples AS NOT MATERIALIZED (
+    SELECT * FROM unowned_samples
+),
+sample_range AS (
     SELECT
         min(ts) AS first_ts,
         max(ts) AS last_ts
-    FROM unowned_samples
+    FROM samples
 ),
 -- numbered to tell two equal rows apart: both claim the same samples
 allocations AS MATERIALIZED (
@@ -80,7 +81,7 @@ claims AS (
         s.job_id AS label,
         g.job_id,
         g.job_id = s.job_id AS carried
-    FROM unowned_samples AS s
+    FROM samples AS s
     JOIN shared AS g
         ON g.cluster = s.cluster
         AND g.node = s.node
@@ -105,7 +106,7 @@ shared_owners AS (
     GROUP BY cluster, node, gpu_index, gpu_uuid, mig_instance, ts, label
 )
 SELECT s.* REPLACE (coalesce(i.job_id, n.job_id, o.job_id) AS job_id)
-FROM unowned_samples AS s
+FROM samples AS s
 LEFT JOIN (SELECT * FROM sole WHERE gpu_index IS NOT NULL) AS i
     ON i.cluster = s.cluster
     AND i.node = s.node
