@@ -147,8 +147,10 @@ def build_day(
             tail = queries.run_arrow(con, "attribution/samples_from", from_ts=from_ts)
             con.from_arrow(tail).create_view("day_samples")
         register_files(con, "gpu_samples", next_files, view="next_day_samples")
-        head = queries.run_arrow(con, "attribution/next_day_head")
-        con.from_arrow(head).create_view("next_day_head")
+        # held in the engine (a row per device), not in Arrow: with an Arrow scan beside the
+        # day's files, the samples that sql/views/owned_samples.sql reads three times through
+        # one CTE were buffered whole for its second and third readers
+        queries.create_table(con, "next_day_head", sql.load("attribution/next_day_head"), {})
         queries.define_view(con, "unowned_samples", sql.load("attribution/partition_samples"))
         # each sample's owner decided here (raw files keep their source's job_id), and the
         # samples sorted by device and time once: the rows sample_spans reads three times are
@@ -194,10 +196,11 @@ def build_day(
             queries.define_view(con, mart, f"SELECT * FROM {mart}_day")
         return counts
     finally:  # let go of this day's tables before the next day is read
-        views = ("day_samples", "next_day_head", "unowned_samples", "owned_samples")
+        views = ("day_samples", "unowned_samples", "owned_samples")
         for view in (*views, *(mart for mart, _ in SAMPLE_MARTS)):
             queries.define_view(con, view, _EMPTY)
-        for table in ("sample_devices", "sample_steps", *(f"{m}_day" for m, _ in SAMPLE_MARTS)):
+        tables = ("next_day_head", "sample_devices", "sample_steps")
+        for table in (*tables, *(f"{m}_day" for m, _ in SAMPLE_MARTS)):
             con.execute(f"DROP TABLE IF EXISTS {table}")  # a name of ours, not a value
 
 

@@ -48,7 +48,6 @@ buckets AS (
         s.bucket_no,
         -- the key values of one of the group's rows (a device's node or model may change)
         any_value(s.variant_id) AS variant_id,
-        any_value(s.date) AS date,
         count(*) AS samples,
         avg(s.share) AS share,
         min(s.ts_e) AS first_e,
@@ -95,7 +94,9 @@ SELECT
     d.mig_instance,
     b.job_id,
     to_timestamp(b.bucket_no * $bucket_s) AS bucket,
-    b.date,
+    -- the day of every sample in the bucket ($bucket_s divides a day): taken once per bucket,
+    -- not cast from each sample's time (that cast cost a sixth of this query)
+    CAST(to_timestamp(b.bucket_no * $bucket_s) AS DATE) AS date,
     d.node,
     d.gpu_index,
     d.gpu_uuid,

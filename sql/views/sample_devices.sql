@@ -33,8 +33,10 @@ SELECT
     gpu_uuid,
     mig_instance,
     model
+-- The distinct key values first (a few hundred rows), the device's name built from them after:
+-- built per sample before the DISTINCT, it cost a third of this query.
 FROM (
-    SELECT DISTINCT
+    SELECT
         cluster,
         coalesce(gpu_uuid, node || '/' || CAST(gpu_index AS VARCHAR)) AS device,
         CASE WHEN gpu_uuid IS NULL THEN node END AS device_node,
@@ -44,5 +46,8 @@ FROM (
         gpu_uuid,
         mig_instance,
         model
-    FROM unowned_samples
+    FROM (
+        SELECT DISTINCT cluster, node, gpu_index, gpu_uuid, mig_instance, model
+        FROM unowned_samples
+    ) AS seen
 ) AS keys
