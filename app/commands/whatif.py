@@ -38,6 +38,17 @@ SET_HELP = (
     "clusterqueue.team-a.preemption.reclaimWithinCohort=Any."
 )
 
+MAX_DRAWS = 50
+DRAWS_HELP = (
+    f"Replay N times (1-{MAX_DRAWS}) and report the mean: draw 0 runs the jobs for their "
+    "recorded run times, each other draw moves every run time by -1, 0 or +1 s at random "
+    "(the same N: the same figures). Slurm runs a job's `sleep 10` for 10 or 11 s from one "
+    "run to the next, so the record is one draw of several, and under a tight limit that "
+    "second decides which job starts first (an account's mean wait moved ±10 % on a real "
+    "Slurm); the mean does not hang on it. Applies to every replay the command makes "
+    "(baseline, proposal, calibration); costs N replays' time."
+)
+
 
 def _span(seconds: float | None) -> str:
     if seconds is None or not math.isfinite(seconds):
@@ -140,21 +151,39 @@ def _kueue(
 
 
 def _replay(
-    w: Workload, policy: Policy, label: str, quiet: bool, *, past_end: bool = False
+    w: Workload,
+    policy: Policy,
+    label: str,
+    quiet: bool,
+    draws: int,
+    *,
+    past_end: bool = False,
 ) -> Outcome:
-    from detectors.replay.engine import replay
+    """One replay, or with `draws` > 1 the mean of that many (`replay_draws`)."""
+    from detectors.replay.draws import replay_draws
 
     first = float(w.submit_e.min()) if w.size else w.horizon_e
     span = max(w.horizon_e - first, 1.0)
-    with progress_bar(label, 1000, enabled=not quiet) as update:
-        out = replay(
+    total = 1000 * draws
+    with progress_bar(label, total, enabled=not quiet) as update:
+        out = replay_draws(
             w,
             policy,
-            lambda t: update(min(1000, int((t - first) / span * 1000)), 1000),
+            draws,
             past_end=past_end,
+            progress=lambda d, t: update(
+                d * 1000 + min(1000, int((t - first) / span * 1000)), total
+            ),
         )
-        update(1000, 1000)
+        update(total, total)
     return out
+
+
+def _draws_words(draws: int) -> str:
+    """ ", the mean of N replays …" where --draws N > 1, else nothing."""
+    if draws == 1:
+        return ""
+    return f", the mean of {draws} replays with run times moved by -1/0/+1 s (--draws)"
 
 
 def _preempted_words(out: Outcome) -> str:
@@ -216,6 +245,13 @@ def _options(func: Callable[..., Any]) -> Callable[..., Any]:
                 "--until", type=Timestamp(), default=None, help="Replay jobs submitted before."
             ),
             click.option("--set", "changes", multiple=True, metavar="KEY=VALUE", help=SET_HELP),
+            click.option(
+                "--draws",
+                type=click.IntRange(1, MAX_DRAWS),
+                default=1,
+                show_default=True,
+                help=DRAWS_HELP,
+            ),
             click.option("-q", "--quiet", is_flag=True, help="No progress bar."),
         )
     ):
@@ -254,6 +290,7 @@ def command_replay(
     since: dt.datetime | None,
     until: dt.datetime | None,
     changes: tuple[str, ...],
+    draws: int,
     quiet: bool,
     out: Path | None,
 ) -> None:
@@ -264,6 +301,11 @@ def command_replay(
     from detectors.replay.metrics import calibrate, outcome_table
 
     kueue = _kueue(lake, cluster, slurm_conf, since, until, changes)
+    if kueue is not None and draws > 1:
+        raise click.UsageError(
+            f"--draws is for Slurm clusters (Slurm's second-to-second wobble); {cluster!r} is "
+            "a Kubernetes (Kueue) cluster"
+        )
     if kueue is not None:
         from app.whatif_kueue import echo_kueue_replay
 
@@ -271,17 +313,20 @@ def command_replay(
         return
     run = _prepare(lake, cluster, slurm_conf, since, until, changes)
     began = time.perf_counter()
-    baseline = _replay(run.workload, run.recorded, "replaying", quiet)
+    baseline = _replay(run.workload, run.recorded, "replaying", quiet, draws)
     seconds = time.perf_counter() - began
     click.echo(_header(run))
     click.echo(
-        f"Replayed {run.workload.size:,} jobs in {seconds:.1f} s{_preempted_words(baseline)}."
+        f"Replayed {run.workload.size:,} jobs in {seconds:.1f} s{_draws_words(draws)}"
+        f"{_preempted_words(baseline)}."
     )
     for line in _calibration_lines(calibrate(run.workload, baseline)):
         click.echo(line)
     result = baseline
     if run.changes:
-        result = _replay(run.workload, run.proposed, "replaying the change", quiet, past_end=True)
+        result = _replay(
+            run.workload, run.proposed, "replaying the change", quiet, draws, past_end=True
+        )
         started = int((result.start_e == result.start_e).sum())
         click.echo(
             f"With {', '.join(run.changes)}: {started:,} jobs start, "
@@ -316,6 +361,7 @@ def command_compare(
     since: dt.datetime | None,
     until: dt.datetime | None,
     changes: tuple[str, ...],
+    draws: int,
     quiet: bool,
 ) -> None:
     """Baseline (the recorded policy) against the proposal (--set), side by side.
@@ -332,6 +378,11 @@ def command_compare(
     if not changes:
         raise click.UsageError("compare needs at least one --set KEY=VALUE (the proposal)")
     kueue = _kueue(lake, cluster, slurm_conf, since, until, changes)
+    if kueue is not None and draws > 1:
+        raise click.UsageError(
+            f"--draws is for Slurm clusters (Slurm's second-to-second wobble); {cluster!r} is "
+            "a Kubernetes (Kueue) cluster"
+        )
     if kueue is not None:
         from app.whatif_kueue import echo_kueue_compare
 
@@ -341,13 +392,15 @@ def command_compare(
     w = run.workload
     # both past the end of the data, so a job the proposal delays past it still starts (and
     # the baseline is measured the same way); the calibration is the baseline cut at the end
-    baseline = _replay(w, run.recorded, "replaying the baseline", quiet, past_end=True)
-    proposal = _replay(w, run.proposed, "replaying the proposal", quiet, past_end=True)
+    baseline = _replay(w, run.recorded, "replaying the baseline", quiet, draws, past_end=True)
+    proposal = _replay(w, run.proposed, "replaying the proposal", quiet, draws, past_end=True)
     capacity = float(w.node_gpus.sum()) * max(w.horizon_e - float(w.submit_e.min()), 1.0) / 3600
     entitlement = {a: float(run.recorded.shares.get(a, 1.0)) for a in set(w.account)}
     c = compare(w, baseline, proposal, entitlement, capacity)
     click.echo(_header(run))
     click.echo(f"Proposal: {', '.join(run.changes)}")
+    if draws > 1:
+        click.echo(f"Each side: {_draws_words(draws).lstrip(', ')}")
     click.echo("")
     click.echo(f"{'':34}{'baseline':>14}{'proposal':>14}")
     click.echo(f"{'jobs started':34}{c.started[0]:>14,}{c.started[1]:>14,}")

@@ -54,3 +54,12 @@ def test_replay_with_a_change_admits_the_workload_it_delays_past_the_end(lake):
     out = whatif(lake, "replay", "--set", "clusterqueue.cq-a.borrowingLimit=0")
 
     assert "3 workloads admitted" in out
+
+
+def test_draws_is_for_slurm_clusters_one_line(lake):
+    result = CliRunner().invoke(
+        cli, ["whatif", "replay", "--lake", str(lake), "--cluster", CLUSTER, "-q", "--draws", "3"]
+    )
+    assert result.exit_code == 2
+    assert "--draws is for Slurm clusters" in result.output
+    assert "Traceback" not in result.output

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 from click.testing import CliRunner
@@ -117,3 +118,43 @@ def test_a_qos_change_replays_and_a_bad_one_is_one_line(lake, tmp_path):
     assert result.exit_code == 2
     assert "qos.normal.PreemptMode=SUSPEND: expected" in result.output
     assert "Traceback" not in result.output
+
+
+def test_draws_replays_n_times_and_reports_the_mean(lake, tmp_path):
+    from detectors.replay.draws import replay_draws
+    from detectors.replay.engine import replay
+    from detectors.replay.policy import Policy, apply_settings
+    from detectors.replay.workload import load_workload, recorded_settings
+    from warehouse.connection import connect
+
+    out = tmp_path / "draws.parquet"
+    args = ("replay", "--lake", str(lake), "--cluster", "sim", "-q", "--out", str(out))
+    result = invoke(*args, "--draws", "3")
+    assert result.exit_code == 0, result.output
+    assert "the mean of 3 replays with run times moved by -1/0/+1 s (--draws)" in result.output
+    # the rows are replay_draws' mean outcome, not one replay's
+    con = connect(lake)
+    w = load_workload(con, "sim")
+    policy = apply_settings(Policy(), recorded_settings(con, "sim"))
+    mean = replay_draws(w, policy, 3)
+    # (on this lake a second moves some starts: the mean is not draw 0's)
+    assert not np.array_equal(mean.start_e, replay(w, policy).start_e, equal_nan=True)
+    rows = pl.read_parquet(out)
+    got = dict(zip(rows["job_id"], rows["sim_start_e"], strict=True))
+    want = {j: (None if s != s else float(s)) for j, s in zip(w.job_id, mean.start_e, strict=True)}
+    assert got == pytest.approx(want)
+
+    result = invoke(
+        "compare", "--lake", str(lake), "--cluster", "sim", "-q", "--draws", "2",
+        "--set", "partition.gpu.MaxTime=02:00:00",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "Each side: the mean of 2 replays" in result.output
+
+
+@pytest.mark.parametrize("n", ["0", "51", "many"])
+def test_a_bad_draws_is_one_line(lake, n):
+    result = invoke("replay", "--lake", str(lake), "--cluster", "sim", "-q", "--draws", n)
+
+    assert result.exit_code == 2
+    assert "Invalid value for '--draws'" in result.output and "Traceback" not in result.output

@@ -23,11 +23,12 @@ mean wait turns on the first tick (~55 s in), which ranks the accounts by usage 
 the next, and under the cap the workload reaches it with research at about 0.6 of the
 GPU-seconds run, which at 60/40 made the order after it a coin toss, in Slurm too. And the
 per-account prediction is the mean of DRAWS replays with the recorded run times moved by
-−1, 0 or +1 s (`redrawn`): one replay is one draw of Slurm's own second-to-second wobble, which
-moves ml's mean wait by ±10 % (whether a 4-GPU job under the 4-GPU cap finds the account's jobs
-all ended). Measured in docs/policy-lab.md; the test prints the one replay's figures, the
-draws' range and the split at the tick. The cluster's other jobs (the collector tests' gated
-ones) are cancelled first, so the machine is the workload's alone.
+−1, 0 or +1 s, the product's `replay_draws` (`gpuledger whatif compare --draws 9`): one replay
+is one draw of Slurm's own second-to-second wobble, which moves ml's mean wait by ±10 %
+(whether a 4-GPU job under the 4-GPU cap finds the account's jobs all ended). Measured in
+docs/policy-lab.md; the test prints the one replay's figures (draw 0, the run times as
+recorded), the draws' range and the split at the tick. The cluster's other jobs (the
+collector tests' gated ones) are cancelled first, so the machine is the workload's alone.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ import statistics
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +48,7 @@ import pytest
 
 from collector.sources.slurm.collect import collect_slurm, run_command
 from collector.sources.slurm.config import collect_slurm_config
+from detectors.replay.draws import replay_draws, replay_each
 from detectors.replay.engine import Outcome, Workload, replay
 from detectors.replay.metrics import calibrate
 from detectors.replay.policy import Policy, apply_settings
@@ -145,7 +147,7 @@ SHARES = {"research": 80, "ml": 20}  # this module's fair-share shares (see the 
 INFRA_SHARES = {"research": 60, "ml": 40}  # tests/infra/slurm/start_slurm.sh's
 CAP = "gres/gpu=4"  # the what-if: account ml's GPUs at once
 WHAT_IF_TOLERANCE = 0.2  # the what-if's per-account mean wait: the issue's 20 %
-DRAWS = 9  # the what-if's per-account mean wait: the mean over this many replays (see redrawn)
+DRAWS = 9  # the what-if's prediction: replay_draws' mean of this many replays
 
 
 @contextmanager
@@ -194,24 +196,19 @@ def collect(c: SlurmCluster, lake: Path) -> None:
     collect_slurm_config(Lake.at(lake), CLUSTER, run_command, dt.datetime.now(dt.UTC))
 
 
-def replayed(
-    lake: Path, since: float, changes: list[str], *, past_end: bool = False
-) -> tuple[Workload, Outcome]:
+def prepared(lake: Path, since: float, changes: list[str]) -> tuple[Workload, Policy]:
+    """The run's workload and the recorded policy with `changes`."""
     con = connect(lake)
     w = load_workload(con, CLUSTER, dt.datetime.fromtimestamp(since - 1, dt.UTC))
     policy = apply_settings(Policy(), recorded_settings(con, CLUSTER))
-    return w, replay(w, apply_settings(policy, changes), past_end=past_end)
+    return w, apply_settings(policy, changes)
 
 
-def redrawn(w: Workload, draw: int) -> Workload:
-    """`w` with each recorded run time moved by −1, 0 or +1 s (draw 0: as recorded). Slurm runs
-    a job's `sleep N` for N or N + 1 s from one run to the next, so the record's run times are
-    one draw of several, and so is one replay of them: a 4-GPU job under a 4-GPU account cap
-    starts only when a second's difference lets the account's running jobs all end first."""
-    if draw == 0:
-        return w
-    moved = w.run_s + np.random.default_rng(draw).integers(-1, 2, size=w.size)
-    return replace(w, run_s=np.where(np.isnan(w.run_s), w.run_s, np.maximum(moved, 1)))
+def replayed(
+    lake: Path, since: float, changes: list[str], *, past_end: bool = False
+) -> tuple[Workload, Outcome]:
+    w, policy = prepared(lake, since, changes)
+    return w, replay(w, policy, past_end=past_end)
 
 
 def first_tick_shares(
@@ -312,7 +309,11 @@ def test_the_replay_of_the_recorded_policy_starts_jobs_when_slurm_did(runs):
 
 def test_a_what_if_predicts_what_slurm_does_under_the_change(runs):
     first, second = runs
-    w1, predicted = replayed(first.lake, first.t0, [f"assoc.ml.GrpTRES={CAP}"], past_end=True)
+    w1, policy = prepared(first.lake, first.t0, [f"assoc.ml.GrpTRES={CAP}"])
+    # the prediction: the product's mean of DRAWS replays (a job counts as started when draw 0,
+    # the run times as recorded, started it: the never-started sets are draw 0's)
+    predicted = replay_draws(w1, policy, DRAWS, past_end=True)
+    each = replay_each(w1, policy, DRAWS, past_end=True)  # for the draws' range
     w2, _ = replayed(second.lake, second.t0, [])
     i1, i2 = index_of(w1, first.ids), index_of(w2, second.ids)
     pred = waits_of(w1, predicted.start_e, i1)
@@ -323,28 +324,30 @@ def test_a_what_if_predicts_what_slurm_does_under_the_change(runs):
     accounts = [w1.account[i] for i in i1]
     compared = [a for a, b in zip(accounts, both, strict=True) if b]
     real_by = mean_wait_by_account(compared, real[both])
-    policy = apply_settings(
-        apply_settings(Policy(), recorded_settings(connect(first.lake), CLUSTER)),
-        [f"assoc.ml.GrpTRES={CAP}"],
-    )
-    draws = [pred] + [
-        waits_of(w1, replay(redrawn(w1, d), policy, past_end=True).start_e, i1)
-        for d in range(1, DRAWS)
-    ]
+    pred_by = mean_wait_by_account(compared, pred[both])
+    draws = [waits_of(w1, o.start_e, i1) for o in each]
     by_draw = [mean_wait_by_account(compared, x[both]) for x in draws]
-    pred_by = {a: statistics.mean(d[a] for d in by_draw) for a in real_by}
+    # the account's mean of the jobs' mean waits is the mean of the draws' account means (the
+    # test's computation before replay_draws) when every draw starts the same compared jobs
+    same_jobs = all(not np.isnan(x[both]).any() for x in draws)
+    if same_jobs:
+        for a in real_by:
+            assert pred_by[a] == pytest.approx(statistics.mean(d[a] for d in by_draw))
     spread = {
         a: (round(min(d[a] for d in by_draw), 1), round(max(d[a] for d in by_draw), 1))
         for a in real_by
     }
     median = float(np.median(np.abs(pred[both] - real[both])))
+    median_0 = float(np.nanmedian(np.abs(draws[0][both] - real[both])))
     at, real_use = first_tick_shares(second.lake, w2, w2.real_start_e, w2.real_start_e + w2.run_s)
-    _, pred_use = first_tick_shares(first.lake, w1, predicted.start_e, predicted.end_e)
+    _, pred_use = first_tick_shares(first.lake, w1, each[0].start_e, each[0].end_e)
     print(
         f"\nwhat-if {CAP} on ml: never started, predicted {sorted(never_pred)} real "
-        f"{sorted(never_real)}; median |predicted − real wait| {median:.1f} s; mean wait per "
+        f"{sorted(never_real)}; median |predicted − real wait| {median:.1f} s (draw 0's "
+        f"{median_0:.1f} s); mean wait per "
         f"account real {real_by} predicted {pred_by} (the mean of {DRAWS} replays: "
-        f"{spread}, run times as recorded {by_draw[0]}); GPU-seconds per account at the first "
+        f"{spread}, run times as recorded {by_draw[0]}; every draw starts the compared jobs: "
+        f"{same_jobs}); GPU-seconds per account at the first "
         f"fair-share tick ({at:.0f} s in) real {real_use} predicted {pred_use}"
     )
     # the policy decides whether a job ever starts; for a job its user cancels at a fixed time
