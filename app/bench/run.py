@@ -452,7 +452,8 @@ def _attribution_rows(a: dict[str, Any]) -> list[tuple[str, float, str]]:
             (
                 "first pass over an external lake (samples without job_id)",
                 ext["attribute_s"],
-                f"{ext['vs_floor']:.1f}× its floor ({ext['floor_scan_s']:.2f} s); target "
+                f"{ext['vs_floor']:.1f}× its floor ({ext['floor_scan_s']:.2f} s; in CPU time "
+                f"{ext['vs_floor_cpu']:.1f}×); target "
                 f"≤ {ext['target']:.0f}×: {met}, goal {ext['goal']:.0f}×: {goal}; "
                 f"{ext['attribute_cpu_s']:.1f} s CPU; peak RSS {ext['peak_rss_mb']:,.0f} MiB",
             )
