@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import resource
 import shutil
 import subprocess
@@ -180,8 +181,6 @@ def time_small_lake(
     from scratch on fresh copies of it, alternately in this process and as a command, `runs`
     times each (the machine may be shared: the best of each is reported, with its CPU time).
     `folder` is removed afterwards."""
-    import os
-
     from collector.sim import SimConfig, simulate
 
     pristine = folder / "simulated"
