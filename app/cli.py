@@ -747,6 +747,29 @@ def _divides_a_day(_ctx: click.Context, _param: click.Parameter, value: int) -> 
     help="The history lengths (days) one more day is appended to.",
 )
 @click.option(
+    "--small-gpus",
+    type=click.IntRange(min=0),
+    default=64,
+    show_default=True,
+    help="GPUs of the attribution scenario's small lake (issue #24's lake of under a million "
+    "samples, attributed from scratch in process and as a command; 0: skipped).",
+)
+@click.option(
+    "--small-days",
+    type=click.IntRange(min=1, max=30),
+    default=2,
+    show_default=True,
+    help="Days of the small lake.",
+)
+@click.option(
+    "--small-interval",
+    type=click.IntRange(min=1, max=3600),
+    default=15,
+    show_default=True,
+    callback=_divides_a_day,
+    help="Seconds between the small lake's samples (must divide a day).",
+)
+@click.option(
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),
     default=Path("bench-results.json"),
@@ -775,6 +798,9 @@ def bench(
     jobstats_days: int,
     history_gpus: int,
     history_days: str,
+    small_gpus: int,
+    small_days: int,
+    small_interval: int,
     out: Path,
     workdir: Path | None,
 ) -> None:
@@ -783,7 +809,11 @@ def bench(
     \b
     Each scenario runs in this process on its own throw-away lake, with its baselines:
       attribution  1,024 GPUs × 7 days (simulated): the marts vs a plain DuckDB scan of the
-                   same sample columns (the floor), polars join_asof and pandas merge_asof
+                   same sample columns (the floor), polars join_asof and pandas merge_asof;
+                   the first attribution of the same lake as another tool wrote it (samples
+                   without job_id) vs its floor (target ≤ 8×); `gpuledger attribute` from
+                   scratch on a small lake, 64 GPUs × 2 days at 15 s (~0.73 M samples), in
+                   process and as a command (target ≤ 1 s)
       incremental  one more day of samples lands on that lake: its ingest pass, then the
                    summary marts updated in place (vs the attribution time)
       dashboard    every query under sql/dashboard/ and sql/report*/ on that lake
@@ -818,6 +848,9 @@ def bench(
         jobstats_days=jobstats_days,
         history_gpus=history_gpus,
         history_days=_history_days(history_days),
+        small_gpus=small_gpus,
+        small_days=small_days,
+        small_interval=small_interval,
         workdir=workdir,
     )
     results = run_bench(plan, echo=lambda m: click.echo(m, err=True))

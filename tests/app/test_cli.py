@@ -384,6 +384,12 @@ def test_bench_writes_its_results_as_json(tmp_path: Path) -> None:
         "incremental",
         "--scenario",
         "dashboard",
+        "--small-gpus",
+        "8",
+        "--small-days",
+        "1",
+        "--small-interval",
+        "600",
         "--out",
         str(out),
         "--lake",
@@ -393,6 +399,17 @@ def test_bench_writes_its_results_as_json(tmp_path: Path) -> None:
     assert "plain scan floor" in result.stdout and "pandas merge_asof" in result.stdout
     a = json.loads(out.read_text(encoding="utf-8"))["attribution"]
     assert a["samples"] > 0 and a["floor_scan_s"] > 0 and a["marts_s"] > 0
+    # issue #24's first pass over an external lake: the same samples, none with a job_id
+    ext = a["external_first_pass"]
+    assert ext["samples"] == a["samples"] and ext["attribute_s"] > 0 and ext["floor_scan_s"] > 0
+    assert ext["vs_floor"] == pytest.approx(ext["attribute_s"] / ext["floor_scan_s"])
+    assert "first pass over an external lake" in result.stdout
+    # and `gpuledger attribute` from scratch on a small lake, in process and as a command
+    small = a["small_lake"]
+    assert small["gpus"] == 8 and 0 < small["samples"] <= 8 * 144  # GPUs fail, gaps
+    assert len(small["in_process_s"]) == len(small["command_s"]) == 2
+    assert small["best_in_process_s"] == min(small["in_process_s"])
+    assert small["best_command_cpu_s"] > 0 and "small lake: gpuledger attribute" in result.stdout
     assert a["marts_vs_floor"] == pytest.approx(a["marts_s"] / a["floor_scan_s"])
     assert a["pandas_merge_asof"]["total_s"] > 0 and a["polars_join_asof"]["total_s"] > 0
     inc = a["incremental"]
