@@ -8,6 +8,11 @@ gpu_job_buckets) over the days from the job's first start to its last end only
 (sql/jobs/job_span.sql), a day's margin on each side. The views have the contract's columns,
 as `connect`'s do, so the same queries give the same rows: only files that cannot hold the
 job's rows are left out. Files outside the layout's `cluster=`/`date=` folders are kept.
+
+The samples whose owners the bottleneck signals decide (unowned_samples) are further only
+those on the nodes of the job's allocations within its span (sql/jobs/job_samples.sql): an
+owner is decided among the allocations on the sample's own node that cover its instant, so the
+other samples cannot be the job's, and the Parquet reader skips the row groups of other nodes.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ __all__ = ["DAY_MARGIN", "connect_job"]
 _BY_CLUSTER = ("jobs", "job_gpus", "job_usage", "job_outcomes", "findings")
 _BY_DAY = ("gpu_samples", "job_gpu_daily", "gpu_job_buckets")
 DAY_MARGIN = dt.timedelta(days=1)
-_OWNERS = ("unowned_samples", "sample_owners", "owned_samples")
+_OWNERS = ("sample_owners", "owned_samples")  # over unowned_samples: the job's samples
 
 
 def _in_clusters(path: Path, folders: set[str]) -> bool:
@@ -73,6 +78,19 @@ def _days(spans: list[dict[str, Any]]) -> tuple[dt.date | None, dt.date | None]:
     return (first and first.date()), (last and last.date())
 
 
+def _sample_bounds(spans: list[dict[str, Any]]) -> dict[str, Any]:
+    """The parameters of sql/jobs/job_samples.sql: the nodes of the job's allocations and the
+    instants its samples can lie between (None: unbounded), from its spans."""
+    starts = [row["first_ts"] for row in spans]
+    ends = [row["last_ts"] for row in spans]
+    open_ = any(row["open"] for row in spans) or None in ends
+    return {
+        "nodes": sorted({node for row in spans for node in row["nodes"]}),
+        "first_ts": None if not starts or None in starts else min(starts),
+        "last_ts": None if open_ or not ends else max(ends),
+    }
+
+
 def connect_job(root: Path, job_id: str, cluster: str | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with the views `gpuledger job` reads (jobs, jobs_latest, job_gpus,
     job_usage, job_outcomes, findings, gpu_samples, job_gpu_daily, gpu_job_buckets and
@@ -101,6 +119,8 @@ def connect_job(root: Path, job_id: str, cluster: str | None = None) -> duckdb.D
     for table in _BY_DAY:
         paths = [p for p in listing[table] if _in_clusters(p, folders) and _in_days(p, first, last)]
         register_files(con, table, paths)
-    for view in _OWNERS:  # each sample's owner, as the marts decided it (the bottleneck reads it)
+    bounds = _sample_bounds(spans)
+    queries.relation(con, "jobs/job_samples", **bounds).create_view("unowned_samples")
+    for view in _OWNERS:  # each sample's owner, as the marts decide it (the bottleneck reads it)
         queries.define_view(con, view, sql.load(DERIVED_VIEWS[view]))
     return con
