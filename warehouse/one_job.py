@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
-from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,10 +26,10 @@ import sql
 from warehouse import layout, queries
 from warehouse.connection import (
     DERIVED_VIEWS,
-    REFERENCE_VIEWS,
     WarehouseConfig,
     open_engine,
     register_files,
+    register_reference,
 )
 from warehouse.errors import EmptyWarehouse
 
@@ -43,7 +42,6 @@ __all__ = ["DAY_MARGIN", "connect_job"]
 _BY_CLUSTER = ("jobs", "job_gpus", "job_usage", "job_outcomes", "findings")
 _BY_DAY = ("gpu_samples", "job_gpu_daily", "gpu_job_buckets")
 DAY_MARGIN = dt.timedelta(days=1)
-_OWNERS = ("sample_owners", "owned_samples")  # over unowned_samples: the job's samples
 
 
 def _in_clusters(path: Path, folders: set[str]) -> bool:
@@ -94,8 +92,9 @@ def _sample_bounds(spans: list[dict[str, Any]]) -> dict[str, Any]:
 def connect_job(root: Path, job_id: str, cluster: str | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with the views `gpuledger job` reads (jobs, jobs_latest, job_gpus,
     job_usage, job_outcomes, findings, gpu_samples, job_gpu_daily, gpu_job_buckets and
-    gpu_models, and owned_samples: the samples with their owners), over the files that can
-    hold `job_id`'s rows (on `cluster`, or any).
+    gpu_models; unowned_samples, the samples on the nodes of the job's allocations within its
+    span, and owned_samples, those with their owners), over the files that can hold `job_id`'s
+    rows (on `cluster`, or any).
 
     Raises EmptyWarehouse if the lake is missing or has no jobs.
     """
@@ -110,8 +109,7 @@ def connect_job(root: Path, job_id: str, cluster: str | None = None) -> duckdb.D
         paths = listing[table]
         register_files(con, table, [p for p in paths if wanted is None or _in_clusters(p, wanted)])
     queries.define_view(con, "jobs_latest", sql.load("views/jobs_latest"))
-    model_file = files("warehouse").joinpath("data", REFERENCE_VIEWS["gpu_models"])
-    con.read_csv(str(model_file), header=True).create_view("gpu_models")
+    register_reference(con, ("gpu_models",))
 
     spans = queries.rows(con, "jobs/job_span", job_id=job_id, cluster=cluster)
     folders = _folders(row["cluster"] for row in spans)
@@ -121,6 +119,6 @@ def connect_job(root: Path, job_id: str, cluster: str | None = None) -> duckdb.D
         register_files(con, table, paths)
     bounds = _sample_bounds(spans)
     queries.relation(con, "jobs/job_samples", **bounds).create_view("unowned_samples")
-    for view in _OWNERS:  # each sample's owner, as the marts decide it (the bottleneck reads it)
-        queries.define_view(con, view, sql.load(DERIVED_VIEWS[view]))
+    # each sample's owner, as the marts decide it (the bottleneck signals read it)
+    queries.define_view(con, "owned_samples", sql.load(DERIVED_VIEWS["owned_samples"]))
     return con
