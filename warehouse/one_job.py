@@ -104,6 +104,9 @@ def connect_job(root: Path, job_id: str, cluster: str | None = None) -> duckdb.D
     if not listing["jobs"]:
         raise EmptyWarehouse(root, "'jobs'")
     con = open_engine(WarehouseConfig(root))
+    # each file's footer read once: binding the views and the report's queries (the
+    # bottleneck's reads the samples twice) would read them again and again
+    con.execute("SET parquet_metadata_cache = true")
     wanted = None if cluster is None else _folders([cluster])
     for table in _BY_CLUSTER:
         paths = listing[table]
