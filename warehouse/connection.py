@@ -255,14 +255,17 @@ def set_engine_threads(threads: int | None) -> None:
     _engine_threads = threads
 
 
-def register_reference(con: duckdb.DuckDBPyConnection) -> None:
-    """Create the views of the reference tables shipped with the package (gpu_models, …).
+def register_reference(con: duckdb.DuckDBPyConnection, views: Iterable[str] | None = None) -> None:
+    """Create the views of the reference tables shipped with the package (gpu_models, …):
+    those named in `views`, or all.
 
     The first read of a file in this process sniffs its columns' types; later ones (each
     build opens a few engines) read with those types and the plain CSV dialect, which skips
     the sniffing (~8 ms a file) and reads the same rows as the same types.
     """
     for view, filename in REFERENCE_VIEWS.items():
+        if views is not None and view not in views:
+            continue
         path = str(files("warehouse").joinpath("data", filename))
         columns = _REFERENCE_COLUMNS.get(path)
         if columns is None:

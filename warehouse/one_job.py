@@ -8,13 +8,17 @@ gpu_job_buckets) over the days from the job's first start to its last end only
 (sql/jobs/job_span.sql), a day's margin on each side. The views have the contract's columns,
 as `connect`'s do, so the same queries give the same rows: only files that cannot hold the
 job's rows are left out. Files outside the layout's `cluster=`/`date=` folders are kept.
+
+The samples whose owners the bottleneck signals decide (unowned_samples) are further only
+those on the nodes of the job's allocations within its span (sql/jobs/job_samples.sql): an
+owner is decided among the allocations on the sample's own node that cover its instant, so the
+other samples cannot be the job's, and the Parquet reader skips the row groups of other nodes.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
-from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,10 +26,10 @@ import sql
 from warehouse import layout, queries
 from warehouse.connection import (
     DERIVED_VIEWS,
-    REFERENCE_VIEWS,
     WarehouseConfig,
     open_engine,
     register_files,
+    register_reference,
 )
 from warehouse.errors import EmptyWarehouse
 
@@ -38,7 +42,6 @@ __all__ = ["DAY_MARGIN", "connect_job"]
 _BY_CLUSTER = ("jobs", "job_gpus", "job_usage", "job_outcomes", "findings")
 _BY_DAY = ("gpu_samples", "job_gpu_daily", "gpu_job_buckets")
 DAY_MARGIN = dt.timedelta(days=1)
-_OWNERS = ("unowned_samples", "sample_owners", "owned_samples")
 
 
 def _in_clusters(path: Path, folders: set[str]) -> bool:
@@ -73,11 +76,25 @@ def _days(spans: list[dict[str, Any]]) -> tuple[dt.date | None, dt.date | None]:
     return (first and first.date()), (last and last.date())
 
 
+def _sample_bounds(spans: list[dict[str, Any]]) -> dict[str, Any]:
+    """The parameters of sql/jobs/job_samples.sql: the nodes of the job's allocations and the
+    instants its samples can lie between (None: unbounded), from its spans."""
+    starts = [row["first_ts"] for row in spans]
+    ends = [row["last_ts"] for row in spans]
+    open_ = any(row["open"] for row in spans) or None in ends
+    return {
+        "nodes": sorted({node for row in spans for node in row["nodes"]}),
+        "first_ts": None if not starts or None in starts else min(starts),
+        "last_ts": None if open_ or not ends else max(ends),
+    }
+
+
 def connect_job(root: Path, job_id: str, cluster: str | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB with the views `gpuledger job` reads (jobs, jobs_latest, job_gpus,
     job_usage, job_outcomes, findings, gpu_samples, job_gpu_daily, gpu_job_buckets and
-    gpu_models, and owned_samples: the samples with their owners), over the files that can
-    hold `job_id`'s rows (on `cluster`, or any).
+    gpu_models; unowned_samples, the samples on the nodes of the job's allocations within its
+    span, and owned_samples, those with their owners), over the files that can hold `job_id`'s
+    rows (on `cluster`, or any).
 
     Raises EmptyWarehouse if the lake is missing or has no jobs.
     """
@@ -87,13 +104,15 @@ def connect_job(root: Path, job_id: str, cluster: str | None = None) -> duckdb.D
     if not listing["jobs"]:
         raise EmptyWarehouse(root, "'jobs'")
     con = open_engine(WarehouseConfig(root))
+    # each file's footer read once: binding the views and the report's queries (the
+    # bottleneck's reads the samples twice) would read them again and again
+    con.execute("SET parquet_metadata_cache = true")
     wanted = None if cluster is None else _folders([cluster])
     for table in _BY_CLUSTER:
         paths = listing[table]
         register_files(con, table, [p for p in paths if wanted is None or _in_clusters(p, wanted)])
     queries.define_view(con, "jobs_latest", sql.load("views/jobs_latest"))
-    model_file = files("warehouse").joinpath("data", REFERENCE_VIEWS["gpu_models"])
-    con.read_csv(str(model_file), header=True).create_view("gpu_models")
+    register_reference(con, ("gpu_models",))
 
     spans = queries.rows(con, "jobs/job_span", job_id=job_id, cluster=cluster)
     folders = _folders(row["cluster"] for row in spans)
@@ -101,6 +120,8 @@ def connect_job(root: Path, job_id: str, cluster: str | None = None) -> duckdb.D
     for table in _BY_DAY:
         paths = [p for p in listing[table] if _in_clusters(p, folders) and _in_days(p, first, last)]
         register_files(con, table, paths)
-    for view in _OWNERS:  # each sample's owner, as the marts decided it (the bottleneck reads it)
-        queries.define_view(con, view, sql.load(DERIVED_VIEWS[view]))
+    bounds = _sample_bounds(spans)
+    queries.relation(con, "jobs/job_samples", **bounds).create_view("unowned_samples")
+    # each sample's owner, as the marts decide it (the bottleneck signals read it)
+    queries.define_view(con, "owned_samples", sql.load(DERIVED_VIEWS["owned_samples"]))
     return con

@@ -7,7 +7,8 @@
 --   $cluster  the cluster, or NULL for any
 -- Returns: cluster, first_ts (the earliest start of any of its records or allocations; null
 --          when none has started), last_ts (the latest end), open (whether a started record
---          or allocation has no end yet: its samples run to the end of the data)
+--          or allocation has no end yet: its samples run to the end of the data), nodes (the
+--          nodes of its allocations, sorted: the only nodes its samples can be on)
 --
 -- A sample belongs to a job when one of its job_gpus intervals contains it (DESIGN §4), and
 -- every version of the job's record is read, not only the latest: a requeued job's earlier
@@ -17,7 +18,8 @@ WITH spans AS (
     SELECT
         cluster,
         start_ts,
-        end_ts
+        end_ts,
+        CAST(NULL AS VARCHAR) AS node
     FROM jobs
     WHERE job_id = $job_id
         AND ($cluster IS NULL OR cluster = $cluster)
@@ -25,7 +27,8 @@ WITH spans AS (
     SELECT
         cluster,
         start_ts,
-        end_ts
+        end_ts,
+        node
     FROM job_gpus
     WHERE job_id = $job_id
         AND ($cluster IS NULL OR cluster = $cluster)
@@ -35,7 +38,8 @@ SELECT
     cluster,
     min(start_ts) AS first_ts,
     max(end_ts) AS last_ts,
-    bool_or(start_ts IS NOT NULL AND end_ts IS NULL) AS open
+    bool_or(start_ts IS NOT NULL AND end_ts IS NULL) AS open,
+    coalesce(list(DISTINCT node ORDER BY node) FILTER (WHERE node IS NOT NULL), []) AS nodes
 FROM spans
 GROUP BY cluster
 ORDER BY cluster
