@@ -338,11 +338,12 @@ def test_overview_trend_compares_with_the_window_before(demo_lake, monkeypatch):
 
     day1, day2 = dt.date(2026, 11, 2), dt.date(2026, 11, 3)
     at = open_page(demo_lake, "overview", monkeypatch, scope_dates_sim=(day2, day2))
+    con = connect(demo_lake)  # one connection for both days (a third of a second each)
 
     def idle_h(day: dt.date) -> float:
         start = dt.datetime.combine(day, dt.time(), tzinfo=dt.UTC)
         frame = queries.run(
-            connect(demo_lake),
+            con,
             "dashboard/cluster_window_summary",
             cluster="sim",
             start=start,
