@@ -16,7 +16,7 @@ from tests.dashboard.factories import (
     write_fairness,
     write_rows,
 )
-from warehouse.connection import WarehouseConfig, connect, open_engine, register_table
+from warehouse.connection import WarehouseConfig, open_engine, register_table
 
 ENTRY = Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py"
 TITLES = {
@@ -150,15 +150,13 @@ def test_fairness_without_entitlements_says_so_and_shows_dashes(plain_lake, tmp_
         assert "None" not in table.astype(str).to_numpy()
 
 
-def test_jobs_state_filter_keeps_only_that_state(demo_lake, monkeypatch):
+def test_jobs_state_filter_keeps_only_that_state(demo_lake, demo_con, monkeypatch):
     at = open_page(demo_lake, "jobs", monkeypatch, jobs_states=["FAILED"])
 
     [table] = [d.value for d in at.dataframe if "job_name" in d.value.columns]
-    expected = (
-        connect(demo_lake)
-        .sql("SELECT count(*) FROM job_usage WHERE state = 'FAILED'")
-        .fetchall()[0][0]
-    )
+    expected = demo_con.sql("SELECT count(*) FROM job_usage WHERE state = 'FAILED'").fetchall()[0][
+        0
+    ]
     assert set(table["state"]) == {"FAILED"}
     assert len(table) == expected
 
@@ -222,10 +220,9 @@ def lake_files(lake: Path) -> dict[str, tuple[int, int]]:
 
 
 @pytest.fixture(scope="module")
-def demo_jobs(demo_lake: Path) -> list[tuple[int, ...]]:
+def demo_jobs(demo_con) -> list[tuple[int, ...]]:
     """The demo lake's jobs as `connect` counts them, once a module: no search box changes it."""
-    with connect(demo_lake) as con:
-        return con.sql("SELECT count(*) FROM jobs").fetchall()
+    return demo_con.sql("SELECT count(*) FROM jobs").fetchall()
 
 
 def jobs_count(lake: Path) -> list[tuple[int, ...]]:
@@ -331,19 +328,18 @@ def test_a_job_picked_on_the_jobs_page_opens_on_the_job_page(demo_lake, names, m
     assert at.query_params["job"] == names["job_id"]
 
 
-def test_overview_trend_compares_with_the_window_before(demo_lake, monkeypatch):
+def test_overview_trend_compares_with_the_window_before(demo_lake, demo_con, monkeypatch):
     import datetime as dt
 
     from warehouse import queries
 
     day1, day2 = dt.date(2026, 11, 2), dt.date(2026, 11, 3)
     at = open_page(demo_lake, "overview", monkeypatch, scope_dates_sim=(day2, day2))
-    con = connect(demo_lake)  # one connection for both days (a third of a second each)
 
     def idle_h(day: dt.date) -> float:
         start = dt.datetime.combine(day, dt.time(), tzinfo=dt.UTC)
         frame = queries.run(
-            con,
+            demo_con,
             "dashboard/cluster_window_summary",
             cluster="sim",
             start=start,
@@ -356,16 +352,12 @@ def test_overview_trend_compares_with_the_window_before(demo_lake, monkeypatch):
     assert idle.delta == f"{idle_h(day2) - idle_h(day1):+,.0f}"
 
 
-def test_job_page_shows_the_training_loops_throughput_and_mfu(demo_lake, monkeypatch):
+def test_job_page_shows_the_training_loops_throughput_and_mfu(demo_lake, demo_con, monkeypatch):
     # the simulator's training jobs report through the throughput callback (collector/sim)
-    [(job_id, rate, mfu)] = (
-        connect(demo_lake)
-        .sql(
-            "SELECT job_id, tokens_per_s_per_gpu, mfu FROM job_usage WHERE mfu IS NOT NULL "
-            "ORDER BY alloc_gpu_h DESC, job_id LIMIT 1"
-        )
-        .fetchall()
-    )
+    [(job_id, rate, mfu)] = demo_con.sql(
+        "SELECT job_id, tokens_per_s_per_gpu, mfu FROM job_usage WHERE mfu IS NOT NULL "
+        "ORDER BY alloc_gpu_h DESC, job_id LIMIT 1"
+    ).fetchall()
     at = open_page(demo_lake, "job", monkeypatch, job_id_input=job_id)
 
     assert not at.exception, at.exception
