@@ -189,8 +189,9 @@ def truth_con(tmp_path_factory: pytest.TempPathFactory) -> Iterator[duckdb.DuckD
     """A connection over a simulated and attributed 64-GPU, 3-day lake."""
     lake = tmp_path_factory.mktemp("truth") / "lake"
     simulate(TRUTH, Lake.at(lake))
-    _attribute(lake)
-    con = connect(lake, require=("gpu_samples", "job_usage"))
+    con = connect(lake, require=("gpu_samples",))
+    attribute(con, lake, AttributionConfig())  # refreshes `con`'s views of the marts
+    assert con.sql("SELECT count(*) FROM job_usage").fetchall() != [(0,)]
     yield con
     con.close()
 

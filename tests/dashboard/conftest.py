@@ -6,9 +6,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from tests.dashboard.lakes import add_findings_and_more, make_sim_lake
+from warehouse.connection import connect
 
 
 @pytest.fixture(scope="session")
@@ -20,6 +22,15 @@ def demo_lake_names(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dic
 @pytest.fixture(scope="session")
 def demo_lake(demo_lake_names: tuple[Path, dict[str, str]]) -> Path:
     return demo_lake_names[0]
+
+
+@pytest.fixture(scope="session")
+def demo_con(demo_lake: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    """One connection over the demo lake for what the tests read of it themselves (a third of
+    a second a connection); no test writes to the demo lake."""
+    con = connect(demo_lake)
+    yield con
+    con.close()
 
 
 @pytest.fixture(scope="session")

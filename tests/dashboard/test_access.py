@@ -21,7 +21,6 @@ from app.access import (
 )
 from app.bench.dashboard_timing import PAGES
 from app.cli import cli
-from warehouse.connection import connect
 
 ENTRY = Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py"
 BOSS = "boss@example.org"
@@ -208,27 +207,23 @@ def table_with(at: AppTest, column: str):
     return frame
 
 
-def test_a_non_manager_sees_only_their_own_jobs(demo_lake, names, monkeypatch):
+def test_a_non_manager_sees_only_their_own_jobs(demo_lake, demo_con, names, monkeypatch):
     user = names["user"]
     at = signed_in(demo_lake, "jobs", monkeypatch, f"{user}@example.org")
 
     assert not at.exception
     jobs = table_with(at, "job_name")
-    expected = (
-        connect(demo_lake)
-        .sql("SELECT count(*) FROM job_usage WHERE user = $u", params={"u": user})
-        .fetchall()[0][0]
-    )
+    expected = demo_con.sql(
+        "SELECT count(*) FROM job_usage WHERE user = $u", params={"u": user}
+    ).fetchall()[0][0]
     assert set(jobs["user"]) == {user}
     assert len(jobs) == expected
 
 
-def test_a_non_manager_cannot_open_someone_elses_job(demo_lake, names, monkeypatch):
-    other = (
-        connect(demo_lake)
-        .sql("SELECT job_id FROM job_usage WHERE user <> $u LIMIT 1", params={"u": names["user"]})
-        .fetchall()[0][0]
-    )
+def test_a_non_manager_cannot_open_someone_elses_job(demo_lake, demo_con, names, monkeypatch):
+    other = demo_con.sql(
+        "SELECT job_id FROM job_usage WHERE user <> $u LIMIT 1", params={"u": names["user"]}
+    ).fetchall()[0][0]
     monkeypatch.setenv("GPULEDGER_LAKE", str(demo_lake))
     monkeypatch.setenv("GPULEDGER_DASHBOARD_MANAGERS", BOSS)
     monkeypatch.setenv("GPULEDGER_DASHBOARD_ALLOWED_DOMAINS", "example.org")
@@ -252,11 +247,11 @@ def test_a_non_manager_sees_no_other_users_on_any_page(demo_lake, names, monkeyp
     assert users
 
 
-def test_a_manager_sees_everyones_jobs(demo_lake, monkeypatch):
+def test_a_manager_sees_everyones_jobs(demo_lake, demo_con, monkeypatch):
     at = signed_in(demo_lake, "jobs", monkeypatch, BOSS)
 
     jobs = table_with(at, "job_name")
-    everyone = connect(demo_lake).sql("SELECT count(DISTINCT user) FROM job_usage").fetchall()
+    everyone = demo_con.sql("SELECT count(DISTINCT user) FROM job_usage").fetchall()
     assert len(set(jobs["user"])) == everyone[0][0]
 
 

@@ -4,8 +4,11 @@ compacts on its own: raw tables' day partitions of many files, once their day is
 from __future__ import annotations
 
 import datetime as dt
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from app.cli import cli
@@ -24,6 +27,36 @@ def land_scrapes(lake: Path, make_samples, day: dt.date, scrapes: int, node: str
         writer.write_batch(lake, "gpu_samples", make_samples([ts], node=node), f"scrape-{i:04d}")
 
 
+Scrapes = Callable[[Path, dt.date, int], None]
+
+
+@pytest.fixture(scope="module")
+def scrapes(tmp_path_factory: pytest.TempPathFactory, make_samples) -> Scrapes:
+    """`scrapes(lake, day, n)`: the first `n` scrapes of `day` (`land_scrapes`) in `lake`.
+
+    Each day's scrapes are landed by the writer once per module, into a lake of their own
+    (17 CPU-ms a file: 400 files in this module), and copied file by file into each test's lake
+    with the cluster's name the writer records: the files the writer would have made there.
+    """
+    landed: dict[dt.date, Path] = {}
+
+    def copy(lake: Path, day: dt.date, n: int) -> None:
+        assert n <= writer.COMPACT_MIN_FILES
+        if day not in landed:
+            landed[day] = tmp_path_factory.mktemp(f"scrapes-{day}") / "lake"
+            land_scrapes(landed[day], make_samples, day, writer.COMPACT_MIN_FILES)
+        source = landed[day]
+        shutil.copytree(
+            source / "_state" / "clusters", lake / "_state" / "clusters", dirs_exist_ok=True
+        )
+        for path in sorted(layout.table_files(source, "gpu_samples"))[:n]:  # scrape-0000 on
+            into = lake / path.relative_to(source)
+            into.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, into)
+
+    return copy
+
+
 def files_per_day(lake: Path) -> dict[str, int]:
     counts: dict[str, int] = {}
     for path in layout.table_files(lake, "gpu_samples"):
@@ -39,13 +72,13 @@ def rows(lake: Path) -> list[tuple]:
         return con.sql("SELECT node, ts, power_w FROM gpu_samples ORDER BY ALL").fetchall()
 
 
-def test_closed_days_with_many_files_become_one_file_and_the_rows_stay(lake, make_samples):
+def test_closed_days_with_many_files_become_one_file_and_the_rows_stay(lake, scrapes):
     many = writer.COMPACT_MIN_FILES
-    land_scrapes(lake, make_samples, TODAY - dt.timedelta(days=5), many)
-    land_scrapes(lake, make_samples, TODAY - dt.timedelta(days=2), many)
-    land_scrapes(lake, make_samples, TODAY - dt.timedelta(days=1), many)  # yesterday: grace
-    land_scrapes(lake, make_samples, TODAY, many)  # still being written
-    land_scrapes(lake, make_samples, TODAY - dt.timedelta(days=4), many - 1)  # few files
+    scrapes(lake, TODAY - dt.timedelta(days=5), many)
+    scrapes(lake, TODAY - dt.timedelta(days=2), many)
+    scrapes(lake, TODAY - dt.timedelta(days=1), many)  # yesterday: grace
+    scrapes(lake, TODAY, many)  # still being written
+    scrapes(lake, TODAY - dt.timedelta(days=4), many - 1)  # few files
     before = rows(lake)
 
     assert writer.compact_closed_days(lake, TODAY) == 2
@@ -61,9 +94,9 @@ def test_closed_days_with_many_files_become_one_file_and_the_rows_stay(lake, mak
     assert writer.compact_closed_days(lake, TODAY) == 0  # nothing left to do
 
 
-def test_a_scrape_landed_again_after_compaction_replaces_its_row(lake, make_samples):
+def test_a_scrape_landed_again_after_compaction_replaces_its_row(lake, make_samples, scrapes):
     day = TODAY - dt.timedelta(days=3)
-    land_scrapes(lake, make_samples, day, writer.COMPACT_MIN_FILES)
+    scrapes(lake, day, writer.COMPACT_MIN_FILES)
     writer.compact_closed_days(lake, TODAY)
     ts = dt.datetime.combine(day, dt.time(12), tzinfo=UTC)
 
@@ -74,8 +107,8 @@ def test_a_scrape_landed_again_after_compaction_replaces_its_row(lake, make_samp
     assert ("g001", ts, 111.0) in got and ("g001", ts, 300.0) not in got
 
 
-def test_max_bytes_bounds_each_merged_file(lake, make_samples):
-    land_scrapes(lake, make_samples, TODAY - dt.timedelta(days=3), 12)
+def test_max_bytes_bounds_each_merged_file(lake, scrapes):
+    scrapes(lake, TODAY - dt.timedelta(days=3), 12)
     sizes = [p.stat().st_size for p in layout.table_files(lake, "gpu_samples")]
     before = rows(lake)
 
@@ -86,9 +119,9 @@ def test_max_bytes_bounds_each_merged_file(lake, make_samples):
     assert rows(lake) == before
 
 
-def test_attribute_compacts_old_days_of_small_files(tmp_path, make_samples):
+def test_attribute_compacts_old_days_of_small_files(tmp_path, scrapes):
     lake = tmp_path / "lake"
-    land_scrapes(lake, make_samples, dt.date(2024, 3, 1), writer.COMPACT_MIN_FILES)
+    scrapes(lake, dt.date(2024, 3, 1), writer.COMPACT_MIN_FILES)
 
     result = CliRunner().invoke(cli, ["attribute", "--lake", str(lake), "-q"])
 
@@ -98,10 +131,10 @@ def test_attribute_compacts_old_days_of_small_files(tmp_path, make_samples):
     assert len(rows(lake)) == writer.COMPACT_MIN_FILES
 
 
-def test_since_limits_compaction_to_days_from_it_on_and_keeps_the_grace(lake, make_samples):
+def test_since_limits_compaction_to_days_from_it_on_and_keeps_the_grace(lake, scrapes):
     many = writer.COMPACT_MIN_FILES
     for days_ago in (5, 4, 2, 1):
-        land_scrapes(lake, make_samples, TODAY - dt.timedelta(days=days_ago), many)
+        scrapes(lake, TODAY - dt.timedelta(days=days_ago), many)
     before = rows(lake)
 
     assert writer.compact_closed_days(lake, TODAY, since=TODAY - dt.timedelta(days=4)) == 2
@@ -115,10 +148,10 @@ def test_since_limits_compaction_to_days_from_it_on_and_keeps_the_grace(lake, ma
     assert rows(lake) == before
 
 
-def test_attribute_since_compacts_only_days_from_it_on(tmp_path, make_samples):
+def test_attribute_since_compacts_only_days_from_it_on(tmp_path, scrapes):
     lake = tmp_path / "lake"
-    land_scrapes(lake, make_samples, dt.date(2024, 3, 1), writer.COMPACT_MIN_FILES)
-    land_scrapes(lake, make_samples, dt.date(2024, 3, 3), writer.COMPACT_MIN_FILES)
+    scrapes(lake, dt.date(2024, 3, 1), writer.COMPACT_MIN_FILES)
+    scrapes(lake, dt.date(2024, 3, 3), writer.COMPACT_MIN_FILES)
 
     result = CliRunner().invoke(
         cli, ["attribute", "--lake", str(lake), "-q", "--since", "2024-03-02T12:00"]
@@ -133,11 +166,11 @@ def test_attribute_since_compacts_only_days_from_it_on(tmp_path, make_samples):
 
 
 def test_a_day_with_a_file_that_does_not_read_is_left_as_it_is_and_the_others_compacted(
-    lake, make_samples
+    lake, scrapes
 ):
     many = writer.COMPACT_MIN_FILES
-    land_scrapes(lake, make_samples, TODAY - dt.timedelta(days=5), many)
-    land_scrapes(lake, make_samples, TODAY - dt.timedelta(days=3), many)
+    scrapes(lake, TODAY - dt.timedelta(days=5), many)
+    scrapes(lake, TODAY - dt.timedelta(days=3), many)
     damaged = sorted(layout.table_files(lake, "gpu_samples"))[0]  # on the earlier day
     damaged.write_bytes(b"PAR1 cut short")
 

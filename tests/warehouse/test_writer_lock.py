@@ -8,6 +8,7 @@ import multiprocessing as mp
 import os
 import threading
 import time
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -25,10 +26,19 @@ from warehouse.writer_lock import WriterBusy, holder, wait_limit, writer_lock
 pytestmark = pytest.mark.usefixtures("spawn_safe_main")
 
 
+def holder_context() -> Any:
+    """Where the other writers start: forked from one server process per test process that
+    has imported tests/warehouse/lock_holder.py and nothing of the test process (no DuckDB
+    threads), so each holder costs a fork instead of a new interpreter and its imports."""
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["tests.warehouse.lock_holder"])
+    return ctx
+
+
 @pytest.fixture
 def other_writer(tmp_path):
     """Another process holding `tmp_path`'s writer lock; yields (process, release event)."""
-    ctx = mp.get_context("spawn")
+    ctx = holder_context()
     held, release = ctx.Event(), ctx.Event()
     process = ctx.Process(target=hold, args=(str(tmp_path), held, release))
     process.start()
@@ -81,7 +91,7 @@ def test_a_wait_has_a_timeout_that_names_the_holder(tmp_path, other_writer):
 def test_the_step_functions_take_the_lock_themselves(tmp_path):
     # A small lake: the steps of `gpuledger run` (attribute, detect) each wait for it.
     r.land(tmp_path, "gpu_samples", r.samples(range(0, 300, 30)))
-    ctx = mp.get_context("spawn")
+    ctx = holder_context()
     held, release = ctx.Event(), ctx.Event()
     process = ctx.Process(target=hold, args=(str(tmp_path), held, release))
     process.start()
@@ -112,7 +122,7 @@ def test_the_lock_is_reentrant_within_a_thread_and_released_when_its_holder_dies
         with writer_lock(tmp_path, "attribute", wait=False):  # a command, then its step
             pass
         assert holder(tmp_path) is not None
-    ctx = mp.get_context("spawn")
+    ctx = holder_context()
     held, release = ctx.Event(), ctx.Event()
     process = ctx.Process(target=hold, args=(str(tmp_path), held, release))
     process.start()

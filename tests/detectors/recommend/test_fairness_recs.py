@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -76,10 +78,10 @@ def _assoc(account, shares, updated_ts, user=None, parent="root"):
     }
 
 
-def test_fairshare_starts_from_the_clusters_current_shares(tmp_path):
+def test_fairshare_starts_from_the_clusters_current_shares(fairshare_lake, tmp_path):
     """The raw shares `collect slurm-shares` landed (latest snapshot) are what sacctmgr changes:
     physics 10, chem 60, bio 30 of 100 (an older snapshot and user rows are ignored)."""
-    con = r.build_lake(tmp_path, jobs=fairshare_jobs())
+    shutil.copytree(fairshare_lake, tmp_path, dirs_exist_ok=True)  # the lake of fairshare_jobs()
     old, new = r.at(-86400), r.at(0)
     r.land(
         tmp_path,
