@@ -31,6 +31,7 @@ import itertools
 import logging
 import math
 import threading
+import time
 from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -97,6 +98,7 @@ GROUP_SAMPLES: Final = 250_000  # samples one remote read aims at (memory, and t
 GROUPS_AHEAD: Final = 2
 GROUP_SPAN_S: Final = 6 * 3600  # the most time one remote read covers
 _WRITES_AHEAD: Final = 2  # windows pivoted and waiting for the writer, at most
+SAVE_EVERY_S: Final = 1.0  # the checkpoint's SQLite commit (an fsync) at most this often
 _EVENT_FAMILIES: Final = frozenset(n for n, s in FIELDS.items() if s.column in EVENT_COLUMNS)
 # Both exporter generations (and 1.x names); the families pulled are those Prometheus holds.
 _NAME_MATCH: Final = "DCGM_FI_.+|dcgm_.+"
@@ -265,6 +267,8 @@ class _Puller:
         self.reader, self.matchers = self._remote_reader()
         self.group: int | None = None  # windows per remote read; None: not measured yet
         self.write_failed = False
+        self.unsaved: int | None = None  # complete windows landed up to here, not yet saved
+        self.saved_at = time.monotonic()
 
     def _remote_reader(self) -> tuple[ChunkReader | None, tuple[Matcher, ...]]:
         """The transport as a remote reader, and the selector's matchers; None: use JSON."""
@@ -515,11 +519,21 @@ class _Puller:
         try:
             for table, data in tables:
                 write_batch(self.root, table, data, batch)
-            if done_until_ms is not None:
-                self._save(done_until_ms)
         except BaseException:
             self.write_failed = True
             raise
+        if done_until_ms is not None:
+            self.unsaved = done_until_ms
+            if time.monotonic() - self.saved_at >= SAVE_EVERY_S:
+                self.save_checkpoint()
+
+    def save_checkpoint(self) -> None:
+        """Move the checkpoint past every complete window landed so far (saves are at most
+        SAVE_EVERY_S apart while windows land, and made at the end of each pass)."""
+        if self.unsaved is not None:
+            self._save(self.unsaved)
+            self.unsaved = None
+        self.saved_at = time.monotonic()
 
     def run_pass(
         self,
@@ -612,6 +626,7 @@ class _Puller:
                 for future in (*rest.dcgm, *rest.app):
                     future.cancel()
             writer.shutdown(wait=True)  # windows pivoted are landed (unless a write failed)
+            self.save_checkpoint()
         return done_until
 
     def _rows_of(self, item: _Pending, families: list[str]) -> WindowRows:
