@@ -292,8 +292,8 @@ def command_prometheus(
 
     Raw scraped samples are read window by window (never resampled): by remote read, which
     ships Prometheus' stored chunks, or with range selectors through the JSON API (--protocol).
-    Only the families of --columns are pulled (by default those gpuledger reads). They are
-    pivoted to one gpu_samples row per GPU or MIG instance per scrape, with hpc_job / pod
+    Only the families of --columns are pulled (by default, those of the columns read downstream).
+    They are pivoted to one gpu_samples row per GPU or MIG instance per scrape, with hpc_job / pod
     labels as job_gpus intervals and XID, ECC, row-remap and throttle changes as gpu_events.
     With --throughput-query, application counters (samples/tokens/steps per job) are pulled
     the same way into app_throughput, one row per job, reporter (instance) and scrape.
