@@ -135,9 +135,12 @@ class Series:
     samples: list[tuple[int, float]]  # (ms, value), time order
 
 
-def stream(series: list[tuple[int, Series]], per_chunk: int = 120, frames_per: int = 1) -> bytes:
+def stream(
+    series: list[tuple[int, Series]], per_chunk: int = 120, frames_per: int = 1, skew_ms: int = 0
+) -> bytes:
     """The streamed response: per (query index, series) its samples cut into chunks of
-    `per_chunk`, sent in `frames_per` frames (a series split over frames, as Prometheus may)."""
+    `per_chunk`, sent in `frames_per` frames (a series split over frames, as Prometheus may).
+    `skew_ms` moves the chunk headers' first-sample time (a header the data contradicts)."""
     out = bytearray()
     for query, s in series:
         labels = b"".join(
@@ -145,7 +148,13 @@ def stream(series: list[tuple[int, Series]], per_chunk: int = 120, frames_per: i
         )
         chunks = [s.samples[i : i + per_chunk] for i in range(0, len(s.samples), per_chunk)]
         encoded = [
-            _ld(2, _int(1, c[0][0]) + _int(2, c[-1][0]) + _int(3, 1) + _ld(4, encode_xor_chunk(c)))
+            _ld(
+                2,
+                _int(1, c[0][0] + skew_ms)
+                + _int(2, c[-1][0])
+                + _int(3, 1)
+                + _ld(4, encode_xor_chunk(c)),
+            )
             for c in chunks
         ]
         size = max(1, math.ceil(len(encoded) / frames_per))

@@ -159,7 +159,7 @@ class ChunkPrometheus:
     url = "http://fake:9090"
 
     def __init__(self, *, remote: str = "ok", fail: int = 0) -> None:
-        self.remote = remote  # ok | unsupported
+        self.remote = remote  # ok | unsupported | garbled (chunk headers the data contradicts)
         self.fail = fail  # remote reads that fail (connection refused) before one succeeds
         self.reads: list[list[tuple[int, int]]] = []
         self.json_queries = 0
@@ -221,7 +221,7 @@ class ChunkPrometheus:
                     ]
                     if s.samples:
                         out.append((i, Series(s.labels, kept)))
-        return stream(out, per_chunk=120)
+        return stream(out, per_chunk=120, skew_ms=1 if self.remote == "garbled" else 0)
 
     def family_names(self, match: str, start_s: float, end_s: float) -> list[str]:
         return [*FAMILIES, "DCGM_FI_DEV_MEM_COPY_UTIL", "up"]
@@ -284,3 +284,16 @@ def test_remote_read_failures_are_retried_and_an_old_server_falls_back_to_json(t
         assert retried[table].equals(rows) and fell_back[table].equals(rows), table
     with pytest.raises(Exception, match="404"):
         _pull(tmp_path, "strict", ChunkPrometheus(remote="unsupported"), protocol="remote-read")
+
+
+def test_chunks_that_contradict_their_headers_are_never_landed(tmp_path):
+    reference = _pull(tmp_path, "json", ChunkPrometheus(), protocol="json")
+    garbled = ChunkPrometheus(remote="garbled")
+
+    assert garbled.json_queries == 0
+    fell_back = _pull(tmp_path, "auto", garbled)  # auto: warned once, then the JSON API
+    assert garbled.reads and garbled.json_queries > 0
+    for table, rows in reference.items():
+        assert fell_back[table].equals(rows), table
+    with pytest.raises(Exception, match="do not give"):
+        _pull(tmp_path, "strict", ChunkPrometheus(remote="garbled"), protocol="remote-read")

@@ -44,7 +44,11 @@ import pyarrow as pa
 from collector.errors import ConfigError
 from collector.sources.dcgm_exporter.fields import FIELDS, METRIC_COLUMNS
 from collector.sources.dcgm_exporter.rows import to_ms
-from collector.sources.prometheus.blocks import SeriesBlock, block_from_body
+from collector.sources.prometheus.blocks import (
+    PrometheusResponseError,
+    SeriesBlock,
+    block_from_body,
+)
 from collector.sources.prometheus.columns import READ_COLUMNS, families_of
 from collector.sources.prometheus.pivot import (
     EVENT_COLUMNS,
@@ -637,10 +641,12 @@ class _Puller:
             return self._pivot(item.begin, blocks, item.asked_ms, self.spacing_s)
         try:
             blocks, rows = item.group.result()[item.begin]
-        except RemoteReadUnsupported as exc:
+        except (RemoteReadUnsupported, PrometheusResponseError) as exc:
+            # no streamed chunks, or chunks that do not decode as they should
             if self.cfg.protocol == "remote-read":
                 raise PrometheusQueryError(str(exc)) from exc
-            logger.warning("%s; pulling through the JSON API instead", exc)
+            if self.reader is not None:
+                logger.warning("%s; pulling through the JSON API instead", exc)
             self.reader = None  # the windows already grouped are fetched here, one by one
             blocks = self._json_window(families, item.begin)
             return self._pivot(item.begin, blocks, item.asked_ms, self.spacing_s)

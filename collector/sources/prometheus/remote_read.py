@@ -200,6 +200,7 @@ class _Series:
     query: int
     labels: dict[str, str]
     chunks: list[bytes]
+    bounds: list[tuple[int, int]]  # per chunk, the times of its first and last sample
 
 
 # Label sets decoded, by their bytes: a pull meets the same series window after window.
@@ -224,15 +225,25 @@ def _labels(raw: bytes) -> dict[str, str]:
     return found
 
 
-def _chunk_data(chunk: memoryview) -> bytes | None:
-    """The bytes of an XOR `prometheus.Chunk` (None for another encoding)."""
-    encoding, data = _XOR, b""
+def _int64(value: int) -> int:
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _chunk_data(chunk: memoryview) -> tuple[bytes, int, int] | None:
+    """The bytes of an XOR `prometheus.Chunk` and the times of its first and last sample
+    (None for another encoding)."""
+    encoding, data, first, last = _XOR, b"", 0, 0
     for number, value, _ in _fields(chunk):
-        if number == 3 and isinstance(value, int):
-            encoding = value
-        elif number == 4 and not isinstance(value, int):
+        if isinstance(value, int):
+            if number == 1:
+                first = _int64(value)
+            elif number == 2:
+                last = _int64(value)
+            elif number == 3:
+                encoding = value
+        elif number == 4:
             data = bytes(value)
-    return data if encoding == _XOR else None
+    return (data, first, last) if encoding == _XOR else None
 
 
 def _series(body: bytes) -> list[_Series]:
@@ -249,15 +260,17 @@ def _series(body: bytes) -> list[_Series]:
             if number != 1 or isinstance(payload, int):
                 continue
             chunks: list[bytes] = []
+            bounds: list[tuple[int, int]] = []
             label_end = len(payload)
             pos = 0
             for n, value, after in _fields(payload):
                 if n == 2 and not isinstance(value, int):
                     if label_end == len(payload):
                         label_end = pos
-                    data = _chunk_data(value)
-                    if data is not None:
-                        chunks.append(data)
+                    found_chunk = _chunk_data(value)
+                    if found_chunk is not None:
+                        chunks.append(found_chunk[0])
+                        bounds.append(found_chunk[1:])
                 elif n == 1 and label_end != len(payload):
                     raise PrometheusResponseError("remote read: labels after chunks")
                 pos = after
@@ -265,8 +278,9 @@ def _series(body: bytes) -> list[_Series]:
             key = (query, raw)
             if key in found:
                 found[key].chunks.extend(chunks)
+                found[key].bounds.extend(bounds)
             else:
-                found[key] = _Series(query, _labels(raw), chunks)
+                found[key] = _Series(query, _labels(raw), chunks, bounds)
     return list(found.values())
 
 
@@ -281,6 +295,16 @@ def blocks_from_stream(body: bytes, queries: Sequence[RangeQuery]) -> list[Serie
     except ChunkFormatError as exc:
         raise PrometheusResponseError(f"remote read: {exc}") from exc
     per_chunk = np.concatenate([[0], np.cumsum(decoded.lengths)])
+    # every chunk's first and last sample where Prometheus says they are: a decoder check
+    bounds = np.array([b for s in series for b in s.bounds], dtype=np.int64).reshape(-1, 2)
+    full = decoded.lengths > 0
+    if not (
+        np.array_equal(decoded.ts_ms[per_chunk[:-1][full]], bounds[full, 0])
+        and np.array_equal(decoded.ts_ms[per_chunk[1:][full] - 1], bounds[full, 1])
+    ):
+        raise PrometheusResponseError(
+            "remote read: chunks decoded to times their headers do not give"
+        )
     n_chunks = np.cumsum([0, *(len(s.chunks) for s in series)])
     start = np.array([queries[s.query].start_ms for s in series], dtype=np.int64)
     end = np.array([queries[s.query].end_ms for s in series], dtype=np.int64)
