@@ -341,14 +341,12 @@ class _Puller:
         return self._fetch(family, start_ms - lookback, end_ms)
 
     def _read_group(
-        self, start_ms: int, end_ms: int, families: list[str], now_ms: int
+        self, reader: ChunkReader, start_ms: int, end_ms: int, families: list[str], now_ms: int
     ) -> dict[int, tuple[list[SeriesBlock], WindowRows]]:
         """Every family's samples of the windows in [start, end) in one remote read, over the
         times the JSON queries of those windows would cover (event families with look-back),
         cut per window and pivoted here, in the worker (without the spacing fallback, which
         only the window before can give: `_rows_of` pivots again where it matters)."""
-        assert self.reader is not None
-        reader = self.reader
         queries = [
             RangeQuery(
                 # the bounds of `range_query` (Prometheus 2's closed range: 2 ms before start)
@@ -568,7 +566,7 @@ class _Puller:
                     # a group of consecutive windows; the first group is one window, to size them
                     windows += list(itertools.islice(queue, (self.group or 1) - 1))
                     end = windows[-1] + self.window_ms
-                    read = pool.submit(self._read_group, begin, end, families, now)
+                    read = pool.submit(self._read_group, self.reader, begin, end, families, now)
                     group: Future[dict[int, tuple[list[SeriesBlock], WindowRows]]] | None = read
                     dcgm: list[Future[list[SeriesBlock]]] = []
                 else:
