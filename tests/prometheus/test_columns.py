@@ -106,3 +106,29 @@ def test_the_puller_asks_only_for_the_families_of_its_columns(tmp_path, columns,
     summary = pull(cfg, Lake(tmp_path / "lake"), server, clock=lambda: t0 + dt.timedelta(days=1))
 
     assert set(server.asked) == asked and set(summary.families) == asked
+
+
+def test_bad_columns_or_protocol_are_one_line_in_the_cli_and_the_config(tmp_path):
+    from click.testing import CliRunner
+
+    from app.commands.prometheus import command_prometheus
+    from app.config import ConfigError as BadConfig
+    from app.service.settings import parse_sources
+
+    base = ["--url", "http://127.0.0.1:1", "--cluster", "c", "--lake", str(tmp_path / "lake")]
+    for extra, words in (
+        (["--columns", "gpu_util_pct,nope"], "nope is not one of"),
+        (["--protocol", "grpc"], "'grpc' is not one of"),
+        (["--protocol", "remote-read", "--selector", "rate(x[5m])"], 'name="value" matchers'),
+    ):
+        result = CliRunner().invoke(command_prometheus, [*base, *extra])
+        assert result.exit_code == 2 and words in result.output, result.output
+        assert "Traceback" not in result.output
+
+    source = {"kind": "prometheus", "cluster": "a", "url": "http://p:9090"}
+    parsed = parse_sources([{**source, "columns": "all", "protocol": "json"}], "in t.toml")
+    assert parsed[0].columns == "all" and parsed[0].protocol == "json"
+    with pytest.raises(BadConfig, match=r"sources\[0\]\.columns: .*nope"):
+        parse_sources([{**source, "columns": "nope"}], "in t.toml")
+    with pytest.raises(BadConfig, match=r"sources\[0\]\.protocol: expected one of auto"):
+        parse_sources([{**source, "protocol": "xml"}], "in t.toml")
