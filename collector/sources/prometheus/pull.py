@@ -34,7 +34,7 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, TypeVar
@@ -102,6 +102,7 @@ GROUP_SAMPLES: Final = 250_000  # samples one remote read aims at (memory, and t
 GROUPS_AHEAD: Final = 2
 GROUP_SPAN_S: Final = 6 * 3600  # the most time one remote read covers
 _WRITES_AHEAD: Final = 2  # windows pivoted and waiting for the writer, at most
+_TABLES_AT_ONCE: Final = 3  # gpu_samples, job_gpus, gpu_events (app_throughput waits its turn)
 SAVE_EVERY_S: Final = 1.0  # the checkpoint's SQLite commit (an fsync) at most this often
 _EVENT_FAMILIES: Final = frozenset(n for n, s in FIELDS.items() if s.column in EVENT_COLUMNS)
 # Both exporter generations (and 1.x names); the families pulled are those Prometheus holds.
@@ -271,6 +272,7 @@ class _Puller:
         self.reader, self.matchers = self._remote_reader()
         self.group: int | None = None  # windows per remote read; None: not measured yet
         self.write_failed = False
+        self.table_pool: ThreadPoolExecutor | None = None  # writes a window's tables at once
         self.unsaved: int | None = None  # complete windows landed up to here, not yet saved
         self.saved_at = time.monotonic()
 
@@ -519,8 +521,17 @@ class _Puller:
             return
         batch = batch_id_for(self.cfg.cluster, self.source, start_ms, self.cfg.window_s)
         try:
-            for table, data in tables:
-                write_batch(self.root, table, data, batch)
+            if self.table_pool is None:
+                for table, data in tables:
+                    write_batch(self.root, table, data, batch)
+            else:  # the tables at once: each its own files and lock, fsyncs overlapping
+                written = [
+                    self.table_pool.submit(write_batch, self.root, table, data, batch)
+                    for table, data in tables
+                ]
+                wait(written)
+                for future in written:
+                    future.result()
         except BaseException:
             self.write_failed = True
             raise
@@ -587,9 +598,10 @@ class _Puller:
                 if len(pending) >= ahead():
                     return
 
-        # Windows are pivoted here and written, in order, by one writer thread: the next window
-        # is pivoted while the last one's files are fsynced. The checkpoint moves in the writer,
-        # after the window's files; progress is told once they are there.
+        # Windows are pivoted (here, or in the thread that read them) and written, in order, by
+        # one writer thread, a window's tables at once: pivoting goes on while files are
+        # fsynced. The checkpoint moves in the writer, after the window's files (a commit at
+        # most every SAVE_EVERY_S, and at the end); progress is told once they are there.
         writes: deque[tuple[WindowLanded, Future[None]]] = deque()
         landed = 0
 
@@ -603,6 +615,7 @@ class _Puller:
                     progress(dataclasses.replace(window, done=landed, total=len(starts)))
 
         writer = ThreadPoolExecutor(1, thread_name_prefix="prometheus-land")
+        self.table_pool = ThreadPoolExecutor(_TABLES_AT_ONCE, thread_name_prefix="prometheus-table")
         try:
             submit()
             while pending:
@@ -628,6 +641,8 @@ class _Puller:
                 for future in (*rest.dcgm, *rest.app):
                     future.cancel()
             writer.shutdown(wait=True)  # windows pivoted are landed (unless a write failed)
+            self.table_pool.shutdown(wait=True)
+            self.table_pool = None
             self.save_checkpoint()
         return done_until
 
