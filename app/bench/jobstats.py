@@ -7,9 +7,12 @@ label, loaded with `promtool tsdb create-blocks-from openmetrics`. In this one p
 - the baseline, as Princeton's jobstats reads a finished job: three instant PromQL queries
   at the job's end over its run (`avg_over_time` of GPU utilisation, `max_over_time` of
   framebuffer used, `avg_over_time` of power), per job, over HTTP with a kept-alive session;
-- gpuledger end to end: `collect prometheus` (every family the lake maps), attribution (the
-  owner check, the per-day pass and the summary marts) and one read of job_usage for all
-  jobs; the jobs' records (start, end, GPUs: what Slurm would give both) are landed first;
+- gpuledger end to end: `collect prometheus` as configured by default (the families of the
+  columns gpuledger reads, by remote read), attribution (the per-day pass and the summary
+  marts) and one read of job_usage for all jobs; the jobs' records (start, end, GPUs: what
+  Slurm would give both) are landed first;
+- the collect as it was before (the JSON API, every family with a column), into a lake of its
+  own, timed after the first; for both the CPU time of this process and of Prometheus;
 - `gpuledger job JOBID` for a few jobs: in this process (the lake's views for the job, the
   report, its text) and as a user types it (a new process), against the baseline's three
   queries for the same job.
@@ -21,6 +24,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import resource
 import shutil
 import signal
 import socket
@@ -216,15 +221,12 @@ def _jobstats(session: Any, url: str, job: _Job) -> dict[str, float | None]:
     return {"gpu_util_pct_mean": util, "fb_used_mib_max": fb, "power_w_mean": power}
 
 
-def _held_samples(session: Any, url: str, days: int) -> int:
-    """How many raw samples of the families gpuledger pulls Prometheus holds (one count per
-    family: their series' labels are alike once the name is dropped)."""
-    from collector.sources.dcgm_exporter.fields import FIELDS
-
+def _held_samples(session: Any, url: str, days: int, families: list[str]) -> int:
+    """How many raw samples of `families` Prometheus holds (one count per family: their
+    series' labels are alike once the name is dropped)."""
     end = START + dt.timedelta(days=days)
-    names = session.get(f"{url}/api/v1/label/__name__/values", timeout=60).json()["data"]
     total = 0
-    for family in sorted(set(names) & set(FIELDS)):
+    for family in sorted(families):
         reply = session.get(
             f"{url}/api/v1/query",
             params={
@@ -237,6 +239,39 @@ def _held_samples(session: Any, url: str, days: int) -> int:
         result = reply.json()["data"]["result"]
         total += int(float(result[0]["value"][1])) if result else 0
     return total
+
+
+def _cpu_s(pid: int | None = None) -> float:
+    """CPU seconds (user + system) of this process, every thread, or of process `pid`."""
+    if pid is None:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True, slots=True)
+class _Collect:
+    """One timed `collect prometheus`: wall and CPU seconds (ours, Prometheus'), its summary."""
+
+    wall_s: float
+    cpu_s: float
+    prometheus_cpu_s: float
+    summary: Any
+
+
+def _collect(
+    lake: Path, prom: _Prometheus, until: dt.timedelta = dt.timedelta(days=1), **options: Any
+) -> _Collect:
+    """`collect prometheus` of the history from START to START + `until` into `lake`."""
+    from collector.sources.prometheus.pull import PullConfig, pull
+    from collector.sources.prometheus.transport import ApiClientTransport
+
+    cfg = PullConfig(cluster=CLUSTER, since=START, until=START + until, settle_s=0.0, **options)
+    cpu, prom_cpu = _cpu_s(), _cpu_s(prom.proc.pid)
+    with ApiClientTransport(prom.url) as transport:
+        wall, summary = _timed(lambda: pull(cfg, Lake(lake), transport))
+    return _Collect(wall, _cpu_s() - cpu, _cpu_s(prom.proc.pid) - prom_cpu, summary)
 
 
 def _timed(func: Callable[[], Any]) -> tuple[float, Any]:
@@ -260,8 +295,7 @@ def run_jobstats_bench(
     import requests
 
     from app.pipeline import default_pipeline_config
-    from collector.sources.prometheus.pull import PullConfig, pull
-    from collector.sources.prometheus.transport import ApiClientTransport
+    from collector.sources.prometheus.columns import ALL_COLUMNS
     from warehouse.attribution import build_summary_marts
     from warehouse.connection import WarehouseConfig, connect
     from warehouse.partitions import build_sample_marts
@@ -277,18 +311,27 @@ def run_jobstats_bench(
                 peer_s, peer = _timed(
                     lambda: {j.job_id: _jobstats(session, prom.url, j) for j in jobs}
                 )
-                held = _held_samples(session, prom.url, days)
             lake = folder / "lake"
             _land_jobs(lake, jobs)
             echo("bench jobstats: gpuledger collect prometheus")
-            cfg = PullConfig(
-                cluster=CLUSTER,
-                since=START,
-                until=START + dt.timedelta(days=days),
-                settle_s=0.0,
+            # both ways once over an hour first: imports and first calls are not timed
+            for protocol in ("remote-read", "json"):
+                _collect(folder / "warm-up", prom, dt.timedelta(hours=1), protocol=protocol)
+                shutil.rmtree(folder / "warm-up")
+            ours = _collect(lake, prom, dt.timedelta(days=days))
+            echo("bench jobstats: collect prometheus as before (JSON API, every column)")
+            before = _collect(
+                folder / "lake-json",
+                prom,
+                dt.timedelta(days=days),
+                protocol="json",
+                columns=ALL_COLUMNS,
             )
-            with ApiClientTransport(prom.url) as transport:
-                collect_s, pulled = _timed(lambda: pull(cfg, Lake(lake), transport))
+            shutil.rmtree(folder / "lake-json")
+            with requests.Session() as session:
+                held = _held_samples(session, prom.url, days, ours.summary.families)
+                held_before = _held_samples(session, prom.url, days, before.summary.families)
+            collect_s, pulled = ours.wall_s, ours.summary
             echo("bench jobstats: attribution (per-day pass with owners, summary marts)")
             config = default_pipeline_config().attribution
             con = connect(lake, require=("gpu_samples",))
@@ -327,6 +370,18 @@ def run_jobstats_bench(
         "peer_per_job_ms": peer_s / n * 1000,
         "collect_s": collect_s,
         "collect_samples_per_s": held / collect_s,
+        "collect_cpu_s": ours.cpu_s,
+        "collect_prometheus_cpu_s": ours.prometheus_cpu_s,
+        "before": {  # the JSON API, every family with a column: `collect` before issue #24
+            "families": len(before.summary.families),
+            "samples": held_before,
+            "gpu_samples_rows": before.summary.samples,
+            "collect_s": before.wall_s,
+            "collect_samples_per_s": held_before / before.wall_s,
+            "collect_cpu_s": before.cpu_s,
+            "collect_prometheus_cpu_s": before.prometheus_cpu_s,
+        },
+        "collect_speedup": (held / collect_s) / (held_before / before.wall_s),
         "attribute_s": attribute_s,
         "read_s": read_s,
         "ours_s": ours_s,

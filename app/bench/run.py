@@ -691,7 +691,17 @@ def _jobstats_rows(j: dict[str, Any]) -> list[tuple[str, float, str]]:
         (
             "gpuledger: collect prometheus",
             j["collect_s"],
-            f"{j['collect_samples_per_s']:,.0f} samples/s",
+            f"{j['collect_samples_per_s']:,.0f} samples/s ({j['samples']:,} of "
+            f"{j['families']} families); CPU {j['collect_cpu_s']:.2f} s, Prometheus "
+            f"{j['collect_prometheus_cpu_s']:.2f} s",
+        ),
+        (
+            "  the same, as before (JSON API, every column)",
+            j["before"]["collect_s"],
+            f"{j['before']['collect_samples_per_s']:,.0f} samples/s ({j['before']['samples']:,}"
+            f" of {j['before']['families']} families); CPU {j['before']['collect_cpu_s']:.2f} s,"
+            f" Prometheus {j['before']['collect_prometheus_cpu_s']:.2f} s; "
+            f"the new collect: {j['collect_speedup']:.1f}× its samples/s",
         ),
         ("gpuledger: attribute", j["attribute_s"], ""),
         ("gpuledger: read job_usage (all jobs)", j["read_s"], ""),

@@ -238,6 +238,26 @@ def _url(ctx: click.Context, param: click.Parameter, value: str) -> str:
     help="Label of the throughput series naming the job (e.g. hpc_job, slurm_job_id, pod); "
     "series without it are skipped and counted.",
 )
+@click.option(
+    "--columns",
+    default="read",
+    show_default=True,
+    metavar="read|all|COLUMNS",
+    help="Which gpu_samples columns to fill, hence which DCGM families to pull: read (the "
+    "columns gpuledger's marts, detectors, reports and health events read: all but "
+    "sm_occupancy, fb_free_mib, mem_temp_c and mem_clock_mhz), all (every column a DCGM "
+    "family maps to), or column names separated by commas, e.g. gpu_util_pct,power_w,energy_j.",
+)
+@click.option(
+    "--protocol",
+    type=click.Choice(["auto", "remote-read", "json"]),
+    default="auto",
+    show_default=True,
+    help="How samples are read: remote-read (/api/v1/read: Prometheus ships its stored chunks, "
+    "several windows a request; far less CPU on both sides), json (/api/v1/query with range "
+    "selectors, one request per window and family), or auto (remote read where the server "
+    "streams chunks, else JSON). Both land identical rows.",
+)
 @click.option("--reset", is_flag=True, help="Ignore the checkpoint and start at --since.")
 @click.option("--insecure", is_flag=True, help="Do not verify Prometheus' TLS certificate.")
 @click.option("--quiet", is_flag=True, help="No per-window progress lines on stderr.")
@@ -260,6 +280,8 @@ def command_prometheus(
     interval: float | None,
     throughput_queries: tuple[str, ...],
     throughput_job_label: str,
+    columns: str,
+    protocol: str,
     reset: bool,
     insecure: bool,
     quiet: bool,
@@ -268,8 +290,10 @@ def command_prometheus(
 ) -> None:
     """Pull DCGM telemetry (dcgm-exporter ≤4.8 and ≥4.9 names) from Prometheus into the lake.
 
-    Raw scraped samples are read with range selectors, window by window (never resampled),
-    pivoted to one gpu_samples row per GPU or MIG instance per scrape, with hpc_job / pod
+    Raw scraped samples are read window by window (never resampled): by remote read, which
+    ships Prometheus' stored chunks, or with range selectors through the JSON API (--protocol).
+    Only the families of --columns are pulled (by default, those of the columns read downstream).
+    They are pivoted to one gpu_samples row per GPU or MIG instance per scrape, with hpc_job / pod
     labels as job_gpus intervals and XID, ECC, row-remap and throttle changes as gpu_events.
     With --throughput-query, application counters (samples/tokens/steps per job) are pulled
     the same way into app_throughput, one row per job, reporter (instance) and scrape.
@@ -290,7 +314,9 @@ def command_prometheus(
     from app.service.settings import PrometheusConfig
     from collector.errors import ConfigError
     from collector.sources.dcgm_exporter.scrape import stop_on_signals
+    from collector.sources.prometheus.columns import parse_columns
     from collector.sources.prometheus.pull import PullConfig, pull
+    from collector.sources.prometheus.remote_read import parse_selector
     from collector.sources.prometheus.throughput import parse_throughput_query
     from collector.sources.prometheus.transport import ApiClientTransport
 
@@ -304,6 +330,15 @@ def command_prometheus(
         throughput = tuple(parse_throughput_query(q) for q in throughput_queries)
     except ConfigError as exc:
         raise click.BadParameter(str(exc), param_hint="--throughput-query") from exc
+    try:
+        wanted = parse_columns(columns)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), param_hint="--columns") from exc
+    if protocol == "remote-read":
+        try:
+            parse_selector(selector.strip().strip("{}"))
+        except ConfigError as exc:
+            raise click.BadParameter(str(exc), param_hint="--selector") from exc
     cfg = PullConfig(
         cluster=cluster,
         selector=selector.strip().strip("{}"),
@@ -318,6 +353,8 @@ def command_prometheus(
         interval_s=interval,
         throughput=throughput,
         throughput_job_label=throughput_job_label.strip(),
+        columns=wanted,
+        protocol=protocol,
         reset=reset,
     )
     auth = load_config(config_path).section(PrometheusConfig).auth()

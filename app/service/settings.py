@@ -169,10 +169,29 @@ def _source(index: int, item: Any, where: str) -> Source:
                 f'{at}.namespace_accounts: expected "<namespace>=<account>" entries, each one '
                 f'plain name (e.g. "ml-team=physics") {where}, got {entry!r}'
             )
+    if kind == "prometheus":
+        _check_prometheus(kwargs, at, where)
     if kind == "dcgm-exporter" and not kwargs["urls"]:
         raise ConfigError(f"{at}.urls: give at least one exporter URL {where}")
     source: Source = cls(**kwargs)
     return source
+
+
+def _check_prometheus(kwargs: dict[str, Any], at: str, where: str) -> None:
+    """`columns` and `protocol` of a prometheus source, as `collect prometheus` takes them."""
+    from collector.errors import ConfigError as BadColumns
+    from collector.sources.prometheus.columns import parse_columns
+    from collector.sources.prometheus.pull import PROTOCOLS
+
+    try:
+        parse_columns(str(kwargs.get("columns", "read")))
+    except BadColumns as exc:
+        raise ConfigError(f"{at}.columns: {exc} {where}") from None
+    if kwargs.get("protocol", "auto") not in PROTOCOLS:
+        raise ConfigError(
+            f"{at}.protocol: expected one of {', '.join(PROTOCOLS)} {where}, "
+            f"got {kwargs.get('protocol')!r}"
+        )
 
 
 def parse_sources(items: list[Any], where: str) -> tuple[Source, ...]:

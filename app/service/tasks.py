@@ -48,6 +48,8 @@ class PrometheusSource:
     window_s: int = 3600
     settle_s: float = 60.0
     timeout_s: float = 60.0
+    columns: str = "read"  # read | all | column names separated by commas
+    protocol: str = "auto"  # auto | remote-read | json
 
     @property
     def name(self) -> str:
@@ -126,6 +128,7 @@ def _prometheus_step(
     src: PrometheusSource, lake: Lake, clock: Clock, auth: PrometheusAuth | None = None
 ) -> Callable[[TaskContext], None]:
     def step(ctx: TaskContext) -> None:
+        from collector.sources.prometheus.columns import parse_columns
         from collector.sources.prometheus.pull import PullConfig, WindowLanded, pull
         from collector.sources.prometheus.transport import ApiClientTransport
 
@@ -137,6 +140,8 @@ def _prometheus_step(
             until=clock(),
             window_s=src.window_s,
             settle_s=src.settle_s,
+            columns=parse_columns(src.columns),
+            protocol=src.protocol,
         )
 
         def landed(window: WindowLanded) -> None:

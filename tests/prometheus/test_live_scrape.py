@@ -36,7 +36,8 @@ def test_the_lake_holds_exactly_what_prometheus_scraped(live_fleet, helpers, tmp
     lake = tmp_path / "lake"
     follow = [
         "--url", server.url, "--cluster", "live", "--selector", SELECTOR, "--since", since,
-        "--window", "1m", "--poll", "2s", "--settle", "5s", "--lake", str(lake),
+        "--columns", "all", "--window", "1m", "--poll", "2s", "--settle", "5s",
+        "--lake", str(lake),
     ]  # fmt: skip
     follower = subprocess.Popen(
         helpers.collector(*follow), cwd=REPO, env=helpers.env(), stdout=subprocess.PIPE,

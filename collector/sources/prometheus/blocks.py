@@ -37,18 +37,36 @@ class SeriesBlock:
     """The series one query returned: `labels[i]` owns the next `lengths[i]` samples.
 
     `ts_s` are Prometheus' sample times in seconds (millisecond precision); `values` the
-    value strings exactly as sent (`"NaN"`, `"+Inf"` included).
+    value strings exactly as sent (`"NaN"`, `"+Inf"` included) by the JSON API, or float64 from
+    remote read (`prometheus.remote_read`).
     """
 
     family: str
     labels: list[dict[str, str]]
     lengths: np.ndarray  # int64 per series
     ts_s: np.ndarray  # float64 per sample
-    values: pa.Array  # string per sample
+    values: pa.Array  # string (JSON) or float64 (remote read) per sample
 
     @property
     def samples(self) -> int:
         return int(self.ts_s.size)
+
+    def between(self, lo_ms: int, hi_ms: int) -> SeriesBlock:
+        """The block of the samples with `lo_ms <= ts <= hi_ms` (series left empty dropped)."""
+        ts_ms = np.round(self.ts_s * 1000.0).astype(np.int64)
+        keep = (ts_ms >= lo_ms) & (ts_ms <= hi_ms)
+        if keep.all():
+            return self
+        series = np.repeat(np.arange(len(self.labels)), self.lengths)
+        counts = np.bincount(series[keep], minlength=len(self.labels))
+        has = counts > 0
+        return SeriesBlock(
+            family=self.family,
+            labels=[labels for labels, kept in zip(self.labels, has, strict=True) if kept],
+            lengths=counts[has].astype(np.int64),
+            ts_s=self.ts_s[keep],
+            values=self.values.filter(pa.array(keep)),
+        )
 
 
 def _empty(family: str) -> SeriesBlock:

@@ -1,10 +1,20 @@
 """Pull dcgm-exporter telemetry out of Prometheus into the lake, window by window, resumably.
 
 Time is cut into windows on a fixed grid (`window_s`, dividing a day, so a window never spans two
-date partitions). For each window every DCGM family is fetched as raw samples with a range
-selector in an instant query (`DCGM_FI_DEV_GPU_UTIL{sel}[3600001ms]` at the window's last ms),
-the way `get_metric_range_data` chunks — never a step-resampled `query_range`. Queries run on a
-bounded thread pool with timeouts and exponential backoff; a window is pivoted
+date partitions). The families pulled are those of `PullConfig.columns` (`prometheus.columns`:
+by default the gpu_samples columns something downstream reads) that Prometheus holds. Raw
+samples are read, never a step-resampled `query_range`, one of two ways (`protocol`):
+
+- remote read (`prometheus.remote_read`): Prometheus ships its stored XOR chunks for every
+  family of several consecutive windows in one request (about `GROUP_SAMPLES` samples, at most
+  `GROUP_SPAN_S`, sized from the first window), decoded here; `auto` uses it where the server
+  answers streamed chunks and falls back to JSON (once, logged) where it does not;
+- the JSON API: per window and family, a range selector in an instant query
+  (`DCGM_FI_DEV_GPU_UTIL{sel}[3600001ms]` at the window's last ms), the way
+  `get_metric_range_data` chunks.
+
+Both land identical rows. Requests run on a bounded thread pool with timeouts and exponential
+backoff; a window is pivoted
 (`prometheus.pivot`) and landed under a batch id derived from (cluster, selector, window), so
 landing it again replaces it. The checkpoint (`prometheus.state`) then moves past every window
 that was complete; a rerun restarts there. Without `until` the pull follows live data.
@@ -17,25 +27,43 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import itertools
 import logging
 import math
 import threading
+import time
 from collections import Counter, deque
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, TypeVar
 
+import pyarrow as pa
+
 from collector.errors import ConfigError
-from collector.sources.dcgm_exporter.fields import FIELDS
+from collector.sources.dcgm_exporter.fields import FIELDS, METRIC_COLUMNS
 from collector.sources.dcgm_exporter.rows import to_ms
-from collector.sources.prometheus.blocks import SeriesBlock, block_from_body
+from collector.sources.prometheus.blocks import (
+    PrometheusResponseError,
+    SeriesBlock,
+    block_from_body,
+)
+from collector.sources.prometheus.columns import READ_COLUMNS, families_of
 from collector.sources.prometheus.pivot import (
     EVENT_COLUMNS,
     LOOKBACK_MS,
     TargetLabels,
+    WindowRows,
     pivot_window,
+)
+from collector.sources.prometheus.remote_read import (
+    Matcher,
+    RangeQuery,
+    RemoteReadUnsupported,
+    blocks_from_stream,
+    encode_read_request,
+    parse_selector,
 )
 from collector.sources.prometheus.state import Checkpoint, CheckpointStore, source_key
 from collector.sources.prometheus.throughput import (
@@ -44,6 +72,7 @@ from collector.sources.prometheus.throughput import (
     validate_throughput,
 )
 from collector.sources.prometheus.transport import (
+    ChunkReader,
     PrometheusQueryError,
     PrometheusUnavailable,
     QueryTooLarge,
@@ -53,6 +82,7 @@ from warehouse.lake import Lake
 from warehouse.writer import write_batch
 
 __all__ = [
+    "PROTOCOLS",
     "PullConfig",
     "PullSummary",
     "WindowLanded",
@@ -66,6 +96,14 @@ logger = logging.getLogger(__name__)
 DAY_S: Final = 86_400
 MIN_SPLIT_MS: Final = 60_000  # a query for less than a minute is not split further
 MAX_BACKOFF_S: Final = 30.0
+PROTOCOLS: Final = ("auto", "remote-read", "json")
+GROUP_SAMPLES: Final = 250_000  # samples one remote read aims at (memory, and time to first row)
+# remote reads in flight: one decoding (CPU, mostly under the GIL) while the next is sent
+GROUPS_AHEAD: Final = 2
+GROUP_SPAN_S: Final = 6 * 3600  # the most time one remote read covers
+_WRITES_AHEAD: Final = 2  # windows pivoted and waiting for the writer, at most
+_TABLES_AT_ONCE: Final = 3  # gpu_samples, job_gpus, gpu_events (app_throughput waits its turn)
+SAVE_EVERY_S: Final = 1.0  # the checkpoint's SQLite commit (an fsync) at most this often
 _EVENT_FAMILIES: Final = frozenset(n for n, s in FIELDS.items() if s.column in EVENT_COLUMNS)
 # Both exporter generations (and 1.x names); the families pulled are those Prometheus holds.
 _NAME_MATCH: Final = "DCGM_FI_.+|dcgm_.+"
@@ -85,6 +123,9 @@ class PullConfig:
     `since`/`until` bound the pull (None: resume from the checkpoint, else the last hour; and
     follow live data). `settle_s`: how old a window's end must be before it counts as complete
     (a scrape can land that late). `interval_s`: the span of a row; None measures it.
+    `columns`: the gpu_samples columns to fill (`prometheus.columns.parse_columns`).
+    `protocol`: `auto` (remote read where the server streams chunks, else JSON),
+    `remote-read` or `json`.
     """
 
     cluster: str
@@ -102,6 +143,8 @@ class PullConfig:
     # application throughput: (counter name, series selector) pairs, and the label naming the job
     throughput: tuple[tuple[str, str], ...] = ()
     throughput_job_label: str = DEFAULT_JOB_LABEL
+    columns: tuple[str, ...] = READ_COLUMNS
+    protocol: str = "auto"
 
     def validate(self) -> None:
         if not self.cluster.strip():
@@ -124,6 +167,16 @@ class PullConfig:
         if self.parallel < 1 or self.retries < 0 or self.poll_s <= 0:
             raise ConfigError("parallel must be >= 1, retries >= 0 and poll_s > 0")
         validate_throughput(self.throughput, self.throughput_job_label)
+        unknown = sorted(set(self.columns) - set(METRIC_COLUMNS))
+        if not self.columns or unknown:
+            raise ConfigError(
+                f"columns: {', '.join(unknown) or 'none given'}; expected gpu_samples metric "
+                f"columns ({', '.join(METRIC_COLUMNS)})"
+            )
+        if self.protocol not in PROTOCOLS:
+            raise ConfigError(f"protocol {self.protocol!r}: expected one of {', '.join(PROTOCOLS)}")
+        if self.protocol == "remote-read":
+            parse_selector(self.selector)  # remote read needs plain label matchers
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +210,18 @@ class PullSummary:
     last: dt.datetime | None = None
     checkpoint: dt.datetime | None = None
     stopped: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    """A window asked for: its DCGM blocks come from `group` (a remote read of several
+    windows) or `dcgm` (JSON queries, one per family); `app` its throughput queries."""
+
+    begin: int
+    asked_ms: int
+    group: Future[dict[int, tuple[list[SeriesBlock], WindowRows]]] | None
+    dcgm: list[Future[list[SeriesBlock]]]
+    app: list[Future[list[SeriesBlock]]]
 
 
 class _Stopped(Exception):
@@ -203,6 +268,31 @@ class _Puller:
         self.summary = PullSummary()
         self.targets: TargetLabels = {}
         self.spacing_s: float | None = None  # the last window's measured sample spacing
+        self.wanted = families_of(cfg.columns)
+        self.reader, self.matchers = self._remote_reader()
+        self.group: int | None = None  # windows per remote read; None: not measured yet
+        self.write_failed = False
+        self.table_pool: ThreadPoolExecutor | None = None  # writes a window's tables at once
+        self.unsaved: int | None = None  # complete windows landed up to here, not yet saved
+        self.saved_at = time.monotonic()
+
+    def _remote_reader(self) -> tuple[ChunkReader | None, tuple[Matcher, ...]]:
+        """The transport as a remote reader, and the selector's matchers; None: use JSON."""
+        if self.cfg.protocol == "json":
+            return None, ()
+        if not isinstance(self.transport, ChunkReader):
+            if self.cfg.protocol == "remote-read":
+                raise ConfigError("protocol remote-read: this transport has no remote read")
+            return None, ()
+        try:
+            return self.transport, parse_selector(self.cfg.selector)
+        except ConfigError:
+            if self.cfg.protocol == "remote-read":
+                raise
+            logger.info(
+                "selector %r is not plain label matchers: using the JSON API", self.cfg.selector
+            )
+            return None, ()
 
     # ------------------------------------------------------------------ requests
 
@@ -252,6 +342,51 @@ class _Puller:
         lookback = LOOKBACK_MS if family in _EVENT_FAMILIES else 0
         return self._fetch(family, start_ms - lookback, end_ms)
 
+    def _read_group(
+        self, reader: ChunkReader, start_ms: int, end_ms: int, families: list[str], now_ms: int
+    ) -> dict[int, tuple[list[SeriesBlock], WindowRows]]:
+        """Every family's samples of the windows in [start, end) in one remote read, over the
+        times the JSON queries of those windows would cover (event families with look-back),
+        cut per window and pivoted here, in the worker (without the spacing fallback, which
+        only the window before can give: `_rows_of` pivots again where it matters)."""
+        queries = [
+            RangeQuery(
+                # the bounds of `range_query` (Prometheus 2's closed range: 2 ms before start)
+                start_ms - lookback - 2,
+                end_ms - 1,
+                (Matcher("__name__", "=~", "|".join(names)), *self.matchers),
+            )
+            for lookback, names in (
+                (0, [f for f in families if f not in _EVENT_FAMILIES]),
+                (LOOKBACK_MS, [f for f in families if f in _EVENT_FAMILIES]),
+            )
+            if names
+        ]
+        request = encode_read_request(queries)
+        what = f"the remote read of {_from_ms(start_ms):%Y-%m-%d %H:%M}–{_from_ms(end_ms):%H:%M}"
+        body = self._retrying(what, lambda: reader.read_chunks(request))
+        read = blocks_from_stream(body, queries)
+        if self.group is None:  # size the groups: about GROUP_SAMPLES samples each
+            per_window = (
+                max(sum(b.samples for b in read), 1) * self.window_ms // (end_ms - start_ms)
+            )
+            span = max(GROUP_SPAN_S // self.cfg.window_s, 1)
+            self.group = min(max(GROUP_SAMPLES // per_window, 1), span)
+        out: dict[int, tuple[list[SeriesBlock], WindowRows]] = {}
+        for begin in range(start_ms, end_ms, self.window_ms):
+            last = begin + self.window_ms - 1
+            blocks = [
+                b.between(begin - 2 - (LOOKBACK_MS if b.family in _EVENT_FAMILIES else 0), last)
+                for b in read
+            ]
+            out[begin] = (blocks, self._pivot(begin, blocks, now_ms, None))
+        return out
+
+    def _json_window(self, families: list[str], start_ms: int) -> list[SeriesBlock]:
+        """One window's blocks through the JSON API, family after family (in this thread)."""
+        end_ms = start_ms + self.window_ms
+        return [b for f in families for b in self._window_blocks(f, start_ms, end_ms)]
+
     def _throughput_blocks(self, start_ms: int, end_ms: int) -> list[SeriesBlock]:
         """Every configured throughput counter's samples in [start, end), one block each."""
         return [
@@ -291,7 +426,10 @@ class _Puller:
         unknown = sorted(n for n in held if n not in FIELDS)
         if unknown:
             logger.info("families with no gpu_samples column (not pulled): %s", ", ".join(unknown))
-        return [name for name in FIELDS if name in held]
+        unread = sorted(n for n in held if n in FIELDS and n not in self.wanted)
+        if unread:
+            logger.info("families of columns not asked for (not pulled): %s", ", ".join(unread))
+        return [name for name in FIELDS if name in held and name in self.wanted]
 
     # ------------------------------------------------------------------ windows
 
@@ -306,15 +444,11 @@ class _Puller:
             start = now_ms - 3_600_000
         return start - start % self.window_ms
 
-    def land(
-        self,
-        start_ms: int,
-        blocks: list[SeriesBlock],
-        now_ms: int,
-        throughput: list[SeriesBlock] | None = None,
-    ) -> WindowLanded:
+    def _pivot(
+        self, start_ms: int, blocks: list[SeriesBlock], now_ms: int, fallback: float | None
+    ) -> WindowRows:
         end_ms = start_ms + self.window_ms
-        rows = pivot_window(
+        return pivot_window(
             blocks,
             cluster=self.cfg.cluster,
             start_ms=start_ms,
@@ -322,17 +456,25 @@ class _Puller:
             open_window=end_ms > now_ms,
             interval_s=self.cfg.interval_s,
             targets=self.targets,
-            fallback_interval_s=self.spacing_s,
+            fallback_interval_s=fallback,
         )
+
+    def prepare(
+        self,
+        start_ms: int,
+        rows: WindowRows,
+        now_ms: int,
+        throughput: list[SeriesBlock] | None = None,
+    ) -> tuple[list[tuple[str, pa.Table]], WindowLanded]:
+        """The tables one window lands (counted in the summary), from its pivoted rows."""
+        end_ms = start_ms + self.window_ms
         if rows.spacing_s is not None:
             self.spacing_s = rows.spacing_s
-        batch = batch_id_for(self.cfg.cluster, self.source, start_ms, self.cfg.window_s)
-        for table, data in (
+        tables = [
             ("gpu_samples", rows.samples),
             ("gpu_events", rows.events),
             ("job_gpus", rows.job_gpus),
-        ):
-            write_batch(self.root, table, data, batch)
+        ]
         app_rows = 0
         if self.cfg.throughput:
             app = pivot_throughput(
@@ -342,7 +484,7 @@ class _Puller:
                 end_ms=end_ms,
                 job_label=self.cfg.throughput_job_label,
             )
-            write_batch(self.root, "app_throughput", app.table, batch)
+            tables.append(("app_throughput", app.table))
             app_rows = app.table.num_rows
             self.summary.counts.update({f"app_throughput {k}": n for k, n in app.counts.items()})
         s = self.summary
@@ -355,7 +497,7 @@ class _Puller:
         first, last = _from_ms(start_ms), _from_ms(min(end_ms, now_ms))
         s.first = first if s.first is None else min(s.first, first)
         s.last = last if s.last is None else max(s.last, last)
-        return WindowLanded(
+        return tables, WindowLanded(
             start=_from_ms(start_ms),
             end=_from_ms(end_ms),
             samples=rows.samples.num_rows,
@@ -367,6 +509,45 @@ class _Puller:
             throughput=app_rows,
         )
 
+    def write(
+        self, start_ms: int, tables: list[tuple[str, pa.Table]], done_until_ms: int | None
+    ) -> None:
+        """Land one window's tables under its batch id, then move the checkpoint (if given).
+
+        After a write failed, the windows queued behind it are not written: the checkpoint
+        must not pass the one that failed.
+        """
+        if self.write_failed:
+            return
+        batch = batch_id_for(self.cfg.cluster, self.source, start_ms, self.cfg.window_s)
+        try:
+            if self.table_pool is None:
+                for table, data in tables:
+                    write_batch(self.root, table, data, batch)
+            else:  # the tables at once: each its own files and lock, fsyncs overlapping
+                written = [
+                    self.table_pool.submit(write_batch, self.root, table, data, batch)
+                    for table, data in tables
+                ]
+                wait(written)
+                for future in written:
+                    future.result()
+        except BaseException:
+            self.write_failed = True
+            raise
+        if done_until_ms is not None:
+            self.unsaved = done_until_ms
+            if time.monotonic() - self.saved_at >= SAVE_EVERY_S:
+                self.save_checkpoint()
+
+    def save_checkpoint(self) -> None:
+        """Move the checkpoint past every complete window landed so far (saves are at most
+        SAVE_EVERY_S apart while windows land, and made at the end of each pass)."""
+        if self.unsaved is not None:
+            self._save(self.unsaved)
+            self.unsaved = None
+        self.saved_at = time.monotonic()
+
     def run_pass(
         self,
         pool: ThreadPoolExecutor,
@@ -377,53 +558,114 @@ class _Puller:
     ) -> int:
         """Land every window from `start_ms` up to `limit_ms`; return the new checkpoint."""
         starts = list(range(start_ms, limit_ms, self.window_ms))
-        # enough windows in flight to keep every worker busy, no more (memory)
-        ahead = max(2, math.ceil(2 * self.cfg.parallel / max(len(families), 1)))
-        pending: deque[tuple[int, int, list[Future[list[SeriesBlock]]]]] = deque()
-        n_dcgm = len(families)
+        pending: deque[_Pending] = deque()
         queue = iter(starts)
         done_until = start_ms
         contiguous = True
 
+        def ahead() -> int:
+            """Windows in flight: enough requests to keep every worker busy, no more (memory)."""
+            if self.reader is not None and families:
+                return min(GROUPS_AHEAD, self.cfg.parallel + 1) * (self.group or 1)
+            return max(2, math.ceil(2 * self.cfg.parallel / max(len(families), 1)))
+
         def submit() -> None:
             for begin in queue:
                 now = to_ms(self.clock())  # the time the window's data is asked for
-                futures = [
-                    pool.submit(self._window_blocks, f, begin, begin + self.window_ms)
-                    for f in families
-                ]
-                if self.cfg.throughput:
-                    futures.append(
-                        pool.submit(self._throughput_blocks, begin, begin + self.window_ms)
+                windows = [begin]
+                if self.reader is not None and families:
+                    # a group of consecutive windows; the first group is one window, to size them
+                    windows += list(itertools.islice(queue, (self.group or 1) - 1))
+                    end = windows[-1] + self.window_ms
+                    read = pool.submit(self._read_group, self.reader, begin, end, families, now)
+                    group: Future[dict[int, tuple[list[SeriesBlock], WindowRows]]] | None = read
+                    dcgm: list[Future[list[SeriesBlock]]] = []
+                else:
+                    group = None
+                    dcgm = [
+                        pool.submit(self._window_blocks, f, begin, begin + self.window_ms)
+                        for f in families
+                    ]
+                for w in windows:
+                    app = (
+                        [pool.submit(self._throughput_blocks, w, w + self.window_ms)]
+                        if self.cfg.throughput
+                        else []
                     )
-                pending.append((begin, now, futures))
-                if len(pending) >= ahead:
+                    pending.append(_Pending(w, now, group, dcgm, app))
+                if self.group is None and group is not None:
+                    return  # size the groups from this one before asking for more
+                if len(pending) >= ahead():
                     return
 
-        try:
-            submit()
-            landed = 0
-            while pending:
-                begin, asked_ms, futures = pending.popleft()
-                blocks = [b for f in futures[:n_dcgm] for b in f.result()]
-                app = [b for f in futures[n_dcgm:] for b in f.result()]
-                if self.stop.is_set():
-                    raise _Stopped
-                window = self.land(begin, blocks, asked_ms, app)
+        # Windows are pivoted (here, or in the thread that read them) and written, in order, by
+        # one writer thread, a window's tables at once: pivoting goes on while files are
+        # fsynced. The checkpoint moves in the writer, after the window's files (a commit at
+        # most every SAVE_EVERY_S, and at the end); progress is told once they are there.
+        writes: deque[tuple[WindowLanded, Future[None]]] = deque()
+        landed = 0
+
+        def finish(wait: bool) -> None:
+            nonlocal landed
+            while writes and (wait or writes[0][1].done() or len(writes) > _WRITES_AHEAD):
+                window, written = writes.popleft()
+                written.result()
                 landed += 1
-                if contiguous and window.complete:
-                    done_until = begin + self.window_ms
-                    self._save(done_until)
-                else:
-                    contiguous = False
                 if progress is not None:
                     progress(dataclasses.replace(window, done=landed, total=len(starts)))
+
+        writer = ThreadPoolExecutor(1, thread_name_prefix="prometheus-land")
+        self.table_pool = ThreadPoolExecutor(_TABLES_AT_ONCE, thread_name_prefix="prometheus-table")
+        try:
+            submit()
+            while pending:
+                item = pending.popleft()
+                rows = self._rows_of(item, families)
+                app = [b for f in item.app for b in f.result()]
+                if self.stop.is_set():
+                    raise _Stopped
+                tables, window = self.prepare(item.begin, rows, item.asked_ms, app)
+                save: int | None = None
+                if contiguous and window.complete:
+                    done_until = save = item.begin + self.window_ms
+                else:
+                    contiguous = False
+                writes.append((window, writer.submit(self.write, item.begin, tables, save)))
+                finish(wait=False)
                 submit()
+            finish(wait=True)
         finally:
-            for _, _, futures in pending:
-                for future in futures:
+            for rest in pending:
+                if rest.group is not None:
+                    rest.group.cancel()
+                for future in (*rest.dcgm, *rest.app):
                     future.cancel()
+            writer.shutdown(wait=True)  # windows pivoted are landed (unless a write failed)
+            self.table_pool.shutdown(wait=True)
+            self.table_pool = None
+            self.save_checkpoint()
         return done_until
+
+    def _rows_of(self, item: _Pending, families: list[str]) -> WindowRows:
+        """The pivoted rows of one pending window, in window order (the spacing a window
+        cannot measure falls back to the window before's)."""
+        if item.group is None:
+            blocks = [b for f in item.dcgm for b in f.result()]
+            return self._pivot(item.begin, blocks, item.asked_ms, self.spacing_s)
+        try:
+            blocks, rows = item.group.result()[item.begin]
+        except (RemoteReadUnsupported, PrometheusResponseError) as exc:
+            # no streamed chunks, or chunks that do not decode as they should
+            if self.cfg.protocol == "remote-read":
+                raise PrometheusQueryError(str(exc)) from exc
+            if self.reader is not None:
+                logger.warning("%s; pulling through the JSON API instead", exc)
+            self.reader = None  # the windows already grouped are fetched here, one by one
+            blocks = self._json_window(families, item.begin)
+            return self._pivot(item.begin, blocks, item.asked_ms, self.spacing_s)
+        if rows.spacing_s is None and self.spacing_s is not None:
+            return self._pivot(item.begin, blocks, item.asked_ms, self.spacing_s)
+        return rows
 
     def _save(self, done_until_ms: int) -> None:
         self.store.save(

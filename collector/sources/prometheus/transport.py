@@ -17,16 +17,18 @@ import datetime as dt
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 from collector.errors import CollectorError, ConfigError
 from collector.sources.http_url import check_http_url, redact_urls, split_credentials
+from collector.sources.prometheus.remote_read import CONTENT_TYPE, RemoteReadUnsupported
 
 if TYPE_CHECKING:
     import requests
 
 __all__ = [
     "ApiClientTransport",
+    "ChunkReader",
     "PrometheusAuth",
     "PrometheusQueryError",
     "PrometheusUnavailable",
@@ -71,6 +73,20 @@ class Transport(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class ChunkReader(Protocol):
+    """A transport that also speaks remote read (`prometheus.remote_read`)."""
+
+    url: str
+
+    def read_chunks(self, request: bytes) -> bytes:
+        """The streamed-chunks body `/api/v1/read` answers to a snappy-compressed ReadRequest.
+
+        Raises RemoteReadUnsupported when the server answers without streamed chunks.
+        """
+        ...
 
 
 _ERRNO: Final = re.compile(r"\[Errno -?\d+\] ([^'\")]+)")
@@ -256,6 +272,34 @@ class ApiClientTransport:
             raise PrometheusUnavailable(_network_reason(exc)) from exc
         if response.status_code != 200:
             raise _refusal(response.status_code, body.decode("utf-8", "replace"), query)
+        return body
+
+    def read_chunks(self, request: bytes) -> bytes:
+        headers = {
+            **(self._client.headers or {}),
+            "Content-Encoding": "snappy",
+            "Content-Type": "application/x-protobuf",
+            "X-Prometheus-Remote-Read-Version": "0.1.0",
+        }
+        try:
+            response: requests.Response = self._session.post(
+                f"{self.url}/api/v1/read",
+                data=request,
+                headers=headers,
+                auth=self._client.auth,
+                timeout=self.timeout_s + 5.0,
+            )
+            body: bytes = response.content
+        except self._network_errors() as exc:
+            raise PrometheusUnavailable(_network_reason(exc)) from exc
+        status, kind = response.status_code, response.headers.get("Content-Type", "")
+        if status == 429 or status >= 500:
+            raise _refusal(status, body.decode("utf-8", "replace"), "a remote read")
+        if status != 200 or not kind.startswith(CONTENT_TYPE):
+            raise RemoteReadUnsupported(
+                f"{self.url}/api/v1/read answered HTTP {status} ({kind or 'no content type'}), "
+                f"not streamed chunks: {_detail(body[:_NO_DETAIL].decode('utf-8', 'replace'))}"
+            )
         return body
 
     def close(self) -> None:
