@@ -5,13 +5,16 @@ from __future__ import annotations
 import shlex
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from app.commands.config import config_option
 from app.errors import AppError, reports_errors
 from app.options import lake_option
-from warehouse.lake import Lake
+
+if TYPE_CHECKING:
+    from warehouse.lake import Lake
 
 __all__ = ["command"]
 
@@ -177,6 +180,7 @@ def command(
       gpuledger alert --status                   # what is waiting, what failed, actions taken
       gpuledger alert --retry-failed             # resend what failed, once the relay is fixed
     """
+    from warehouse.lake import Lake
     from click.core import ParameterSource
 
     from app.alerts.runner import Seams, run_cycle

@@ -17,12 +17,12 @@ import click
 from app.commands.config import config_option
 from app.errors import reports_errors
 from app.options import Timestamp, lake_option, lake_writer, no_wait_option
-from warehouse.lake import Lake
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from app.pipeline import PipelineConfig
+    from warehouse.lake import Lake
 
 __all__ = ["command", "pipeline_and_lake"]
 
@@ -34,6 +34,7 @@ def pipeline_and_lake(
 ) -> tuple[PipelineConfig, Lake]:
     """The pipeline's configuration, and the lake: --lake (or $GPULEDGER_LAKE) when given, else
     the `lake` of the configuration file (as `gpuledger alert` and `run` do)."""
+    from warehouse.lake import Lake
     from click.core import ParameterSource
 
     from app.config import load_config

@@ -6,11 +6,14 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from app.errors import AppError, reports_errors
-from warehouse.lake import Lake
+
+if TYPE_CHECKING:
+    from warehouse.lake import Lake
 
 __all__ = ["command", "send"]
 
@@ -80,6 +83,7 @@ def command(
       S='Slurm Job_id=12 Name=x Ended, Run time 00:01:02, COMPLETED, ExitCode 0'
       gpuledger mail -s "$S" alice
     """
+    from warehouse.lake import Lake
     from app.config import ConfigError, load_config
     from app.jobmail.compose import compose, lake_report
     from app.jobmail.settings import MailConfig

@@ -12,11 +12,11 @@ import click
 from app.commands.config import config_option
 from app.errors import AppError, reports_errors
 from app.options import lake_option
-from warehouse.lake import Lake
 
 if TYPE_CHECKING:
     from app.report.data import DataWeeks
     from app.report.week import IsoWeek
+    from warehouse.lake import Lake
 
 __all__ = ["command"]
 
@@ -167,6 +167,7 @@ def weekly(
     Email goes through the [alerts] SMTP settings (smtp_host, smtp_port, smtp_starttls,
     smtp_user, smtp_password[_file], email_from; env GPULEDGER_ALERTS_SMTP_HOST, …).
     """
+    from warehouse.lake import Lake
     from click.core import ParameterSource
 
     from app.config import load_config

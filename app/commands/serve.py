@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from app.commands.config import config_option
 from app.commands.run import lake_override
 from app.errors import AppError, reports_errors
-from warehouse.lake import Lake
+
+if TYPE_CHECKING:
+    from warehouse.lake import Lake
 
 __all__ = ["command"]
 
@@ -59,6 +62,7 @@ def command(
       gpuledger serve --lake lake                       # http://127.0.0.1:9747/metrics
       gpuledger serve --lake /data/lake --address 0.0.0.0 --port 9100
     """
+    from warehouse.lake import Lake
     from app.api.settings import ApiSettings
     from app.config import load_config
     from app.pipeline import pipeline_config

@@ -5,13 +5,16 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from app.commands.config import config_option
 from app.commands.run import lake_override
 from app.errors import reports_errors
-from warehouse.lake import Lake
+
+if TYPE_CHECKING:
+    from warehouse.lake import Lake
 
 __all__ = ["command"]
 
@@ -28,6 +31,7 @@ def command(config_path: Path | None, lake: Lake | None, check: bool) -> None:
     runs, failures, last success and last error, samples and jobs landed, malformed lines,
     source errors, alerts sent and failed, lag behind live data and mart freshness.
     """
+    from warehouse.lake import Lake
     from app.config import load_config
     from app.service.status import read_status, render_status
 
