@@ -180,13 +180,13 @@ def command(
       gpuledger alert --status                   # what is waiting, what failed, actions taken
       gpuledger alert --retry-failed             # resend what failed, once the relay is fixed
     """
-    from warehouse.lake import Lake
     from click.core import ParameterSource
 
     from app.alerts.runner import Seams, run_cycle
     from app.alerts.runner import follow as follow_loop
     from app.alerts.settings import AlertsConfig
     from app.config import load_config
+    from warehouse.lake import Lake
 
     if dry_run and follow:
         raise click.BadParameter("--dry-run runs once; leave out --follow", param_hint="--follow")

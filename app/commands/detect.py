@@ -34,11 +34,11 @@ def pipeline_and_lake(
 ) -> tuple[PipelineConfig, Lake]:
     """The pipeline's configuration, and the lake: --lake (or $GPULEDGER_LAKE) when given, else
     the `lake` of the configuration file (as `gpuledger alert` and `run` do)."""
-    from warehouse.lake import Lake
     from click.core import ParameterSource
 
     from app.config import load_config
     from app.pipeline import pipeline_config
+    from warehouse.lake import Lake
 
     cfg = load_config(config_path)
     ctx = click.get_current_context(silent=True)

@@ -6,14 +6,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
 from app.errors import AppError, reports_errors
-
-if TYPE_CHECKING:
-    from warehouse.lake import Lake
 
 __all__ = ["command", "send"]
 
@@ -83,10 +79,10 @@ def command(
       S='Slurm Job_id=12 Name=x Ended, Run time 00:01:02, COMPLETED, ExitCode 0'
       gpuledger mail -s "$S" alice
     """
-    from warehouse.lake import Lake
     from app.config import ConfigError, load_config
     from app.jobmail.compose import compose, lake_report
     from app.jobmail.settings import MailConfig
+    from warehouse.lake import Lake
 
     body = "" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read()
     problem = None

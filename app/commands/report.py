@@ -167,10 +167,10 @@ def weekly(
     Email goes through the [alerts] SMTP settings (smtp_host, smtp_port, smtp_starttls,
     smtp_user, smtp_password[_file], email_from; env GPULEDGER_ALERTS_SMTP_HOST, …).
     """
-    from warehouse.lake import Lake
     from click.core import ParameterSource
 
     from app.config import load_config
+    from warehouse.lake import Lake
 
     cfg = load_config(config_path)
     if ctx.get_parameter_source("lake") == ParameterSource.DEFAULT:

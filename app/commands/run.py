@@ -83,7 +83,6 @@ def command(config_path: Path | None, lake: Lake | None, once: bool, no_wait: bo
       kind = "slurm"
       cluster = "della"
     """
-    from warehouse.lake import Lake
     import threading
 
     from app.config import load_config
@@ -95,6 +94,7 @@ def command(config_path: Path | None, lake: Lake | None, once: bool, no_wait: bo
     from app.service.supervisor import Supervisor, TaskState
     from app.service.tasks import PipelineSpec, build_tasks
     from collector.sources.dcgm_exporter.scrape import stop_on_signals
+    from warehouse.lake import Lake
 
     cfg = load_config(config_path)
     root = lake or Lake.at(cfg.lake.root)

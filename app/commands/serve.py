@@ -62,11 +62,11 @@ def command(
       gpuledger serve --lake lake                       # http://127.0.0.1:9747/metrics
       gpuledger serve --lake /data/lake --address 0.0.0.0 --port 9100
     """
-    from warehouse.lake import Lake
     from app.api.settings import ApiSettings
     from app.config import load_config
     from app.pipeline import pipeline_config
     from app.serve.settings import ServeConfig, ServeSettings
+    from warehouse.lake import Lake
 
     cfg = load_config(config_path)
     serve_cfg = cfg.section(ServeConfig)

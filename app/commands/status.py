@@ -31,9 +31,9 @@ def command(config_path: Path | None, lake: Lake | None, check: bool) -> None:
     runs, failures, last success and last error, samples and jobs landed, malformed lines,
     source errors, alerts sent and failed, lag behind live data and mart freshness.
     """
-    from warehouse.lake import Lake
     from app.config import load_config
     from app.service.status import read_status, render_status
+    from warehouse.lake import Lake
 
     root = lake or Lake.at(load_config(config_path).lake.root)
     text, healthy = render_status(read_status(root), now=time.time())
