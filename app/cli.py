@@ -16,18 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from app.bench.run import SCENARIOS as BENCH_SCENARIOS
+from app.bench.scenarios import SCENARIOS as BENCH_SCENARIOS
 from app.commands.config import config_option
 from app.commands.registry import register
 from app.errors import AppError, reports_errors
 from app.options import Timestamp, lake_option, lake_writer, no_wait_option, progress_bar
-from warehouse.lake import Lake
-
-if TYPE_CHECKING:
-    pass
 
 if TYPE_CHECKING:
     from app.pipeline import PipelineConfig
+    from warehouse.lake import Lake
 
 __all__ = ["cli", "main"]
 

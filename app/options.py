@@ -7,11 +7,13 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from warehouse.lake import Lake
+if TYPE_CHECKING:
+    from warehouse.lake import Lake
+
 
 __all__ = [
     "LAKE_HELP",
@@ -33,6 +35,8 @@ def _configured_lake(ctx: click.Context, param: click.Parameter, value: Path | N
     """--lake as given, else $GPULEDGER_LAKE, else the configuration's `lake`, else ./lake:
     the same root `gpuledger run`, `report` and the dashboard use (DESIGN §7). The command
     gets the `Lake` there, built once here."""
+    from warehouse.lake import Lake
+
     if value is not None:
         return Lake.at(value)
     if any(p.name == "config_path" for p in ctx.command.params):

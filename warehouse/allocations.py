@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from warehouse import layout, queries
+from warehouse.arrow_arrays import read_parquet, repeated_string, strings
 from warehouse.connection import register_files
 from warehouse.schema import TABLES
 
@@ -43,7 +44,7 @@ def _cache_path(root: Path) -> Path:
 
 def _read_cache(path: Path) -> tuple[pa.Table | None, dict[str, str]]:
     try:
-        table = pq.read_table(path)
+        table = read_parquet(path)
         stamps = json.loads((table.schema.metadata or {})[_STAMPS])
     except (OSError, ValueError, KeyError, pa.ArrowException):
         return None, {}
@@ -67,7 +68,7 @@ def _read_file(con: duckdb.DuckDBPyConnection, path: Path) -> pa.Table:
     )
     rows = con.table("allocations_read").to_arrow_table()
     con.execute("DROP TABLE allocations_read")
-    return rows.append_column(_FILE, pa.array([str(path)] * rows.num_rows, pa.string()))
+    return rows.append_column(_FILE, repeated_string(str(path), rows.num_rows))
 
 
 def _typed_empty() -> pa.Table:
@@ -79,7 +80,7 @@ def _typed_empty() -> pa.Table:
         else pa.field(f.name, f.type)  # nullable, as the view's columns
         for f in TABLES[_TABLE].schema
     ]
-    return pa.schema([*fields, pa.field(_FILE, pa.string())]).empty_table()
+    return pa.Table.from_batches([], pa.schema([*fields, pa.field(_FILE, pa.string())]))
 
 
 def hold_allocations(con: duckdb.DuckDBPyConnection, root: Path, table: str) -> None:
@@ -98,12 +99,12 @@ def hold_allocations(con: duckdb.DuckDBPyConnection, root: Path, table: str) -> 
     fresh = [p for p, name in zip(files, names, strict=True) if known.get(name) != stamps[name]]
     parts = [empty]
     if cached is not None and kept:
-        parts.append(cached.filter(pc.is_in(cached.column(_FILE), pa.array(kept, pa.string()))))
+        parts.append(cached.filter(pc.is_in(cached.column(_FILE), strings(kept))))
     parts += [_read_file(con, p).cast(empty.schema) for p in fresh]
     rows = pa.concat_tables([t.replace_schema_metadata(None) for t in parts])
     if fresh or len(kept) != len(known):
         # each file's rows in the files' order (the sort is stable), as the view reads them
-        position = pc.index_in(rows.column(_FILE), value_set=pa.array(names, pa.string()))
+        position = pc.index_in(rows.column(_FILE), value_set=strings(names))
         rows = rows.take(pc.sort_indices(position))
         _write_cache(path, rows, stamps)
     con.register("allocations_held", rows.drop_columns([_FILE]))

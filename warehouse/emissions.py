@@ -21,6 +21,7 @@ import pyarrow as pa
 
 import sql
 from warehouse import queries
+from warehouse.arrow_arrays import float64s, int64s, strings
 
 if TYPE_CHECKING:
     import duckdb
@@ -162,9 +163,9 @@ def intensity_table(intensity: CarbonIntensity) -> pa.Table:
             add(c.cluster, hour, value)
     return pa.table(
         [
-            pa.array(clusters, pa.string()),
-            pa.array(hours, pa.int64()).cast(pa.timestamp("ms", tz="UTC")),
-            pa.array(grams, pa.float64()),
+            strings(clusters),
+            int64s(hours, pa.timestamp("ms", tz="UTC")),
+            float64s(grams),
         ],
         schema=CARBON_INTENSITY,
     )

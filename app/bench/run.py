@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import duckdb
 
+from app.bench.scenarios import DEFAULT_SCENARIOS, SCENARIOS
 from warehouse.lake import Lake
 
 __all__ = [
@@ -36,17 +37,6 @@ __all__ = [
 
 _LATE_JOBS = 100  # finished jobs whose late records the incremental scenario lands
 _REPORT_JOBS = 5  # jobs whose `gpuledger job` the attribution scenario times
-SCENARIOS = (
-    "attribution",
-    "incremental",
-    "dashboard",
-    "scale",
-    "prometheus",
-    "replay",
-    "jobstats",
-    "history",
-)
-DEFAULT_SCENARIOS = ("attribution", "incremental", "dashboard", "prometheus")
 Echo = Callable[[str], None]
 
 

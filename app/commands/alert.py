@@ -5,13 +5,16 @@ from __future__ import annotations
 import shlex
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from app.commands.config import config_option
 from app.errors import AppError, reports_errors
 from app.options import lake_option
-from warehouse.lake import Lake
+
+if TYPE_CHECKING:
+    from warehouse.lake import Lake
 
 __all__ = ["command"]
 
@@ -183,6 +186,7 @@ def command(
     from app.alerts.runner import follow as follow_loop
     from app.alerts.settings import AlertsConfig
     from app.config import load_config
+    from warehouse.lake import Lake
 
     if dry_run and follow:
         raise click.BadParameter("--dry-run runs once; leave out --follow", param_hint="--follow")

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from app.errors import reports_errors
 from app.options import lake_option
-from warehouse.lake import Lake
+
+if TYPE_CHECKING:
+    from warehouse.lake import Lake
 
 __all__ = ["command"]
 

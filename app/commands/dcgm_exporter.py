@@ -15,10 +15,10 @@ import click
 from app.errors import AppError, reports_errors
 from app.options import lake_option
 from collector.sources.http_url import redact_url
-from warehouse.lake import Lake
 
 if TYPE_CHECKING:
     from collector.sources.dcgm_exporter.scrape import ScrapeOutcome, ScrapeSummary
+    from warehouse.lake import Lake
 
 __all__ = ["command_dcgm_exporter"]
 

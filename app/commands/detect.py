@@ -17,12 +17,12 @@ import click
 from app.commands.config import config_option
 from app.errors import reports_errors
 from app.options import Timestamp, lake_option, lake_writer, no_wait_option
-from warehouse.lake import Lake
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from app.pipeline import PipelineConfig
+    from warehouse.lake import Lake
 
 __all__ = ["command", "pipeline_and_lake"]
 
@@ -38,6 +38,7 @@ def pipeline_and_lake(
 
     from app.config import load_config
     from app.pipeline import pipeline_config
+    from warehouse.lake import Lake
 
     cfg = load_config(config_path)
     ctx = click.get_current_context(silent=True)

@@ -8,12 +8,15 @@ import shutil
 import tempfile
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from app.errors import AppError, reports_errors
 from app.options import lake_option
-from warehouse.lake import Lake
+
+if TYPE_CHECKING:
+    from warehouse.lake import Lake
 
 __all__ = ["command", "parse_seeds"]
 

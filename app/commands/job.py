@@ -12,10 +12,10 @@ import click
 from app.emissions_text import describe_emissions
 from app.errors import AppError, reports_errors
 from app.options import lake_option
-from warehouse.lake import Lake
 
 if TYPE_CHECKING:
     from detectors.job_report import JobReport
+    from warehouse.lake import Lake
 
 __all__ = ["command", "render_json", "render_text"]
 

@@ -10,7 +10,6 @@ from pathlib import Path
 import click
 
 from app.errors import AppError, reports_errors
-from warehouse.lake import Lake
 
 __all__ = ["command", "send"]
 
@@ -83,6 +82,7 @@ def command(
     from app.config import ConfigError, load_config
     from app.jobmail.compose import compose, lake_report
     from app.jobmail.settings import MailConfig
+    from warehouse.lake import Lake
 
     body = "" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read()
     problem = None

@@ -16,10 +16,10 @@ import click
 
 from app.errors import reports_errors
 from app.options import lake_option
-from warehouse.lake import Lake
 
 if TYPE_CHECKING:
     from collector.sources.nvml.agent import AgentSummary, ProcessSeen, TickResult
+    from warehouse.lake import Lake
 
 __all__ = ["command", "default_spool"]
 

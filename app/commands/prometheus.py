@@ -19,10 +19,10 @@ import click
 from app.commands.config import config_option
 from app.errors import reports_errors
 from app.options import lake_option
-from warehouse.lake import Lake
 
 if TYPE_CHECKING:
     from collector.sources.prometheus.pull import PullSummary, WindowLanded
+    from warehouse.lake import Lake
 
 __all__ = ["Duration", "When", "command", "command_prometheus", "render_summary"]
 

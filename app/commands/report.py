@@ -12,11 +12,11 @@ import click
 from app.commands.config import config_option
 from app.errors import AppError, reports_errors
 from app.options import lake_option
-from warehouse.lake import Lake
 
 if TYPE_CHECKING:
     from app.report.data import DataWeeks
     from app.report.week import IsoWeek
+    from warehouse.lake import Lake
 
 __all__ = ["command"]
 
@@ -170,6 +170,7 @@ def weekly(
     from click.core import ParameterSource
 
     from app.config import load_config
+    from warehouse.lake import Lake
 
     cfg = load_config(config_path)
     if ctx.get_parameter_source("lake") == ParameterSource.DEFAULT:

@@ -7,18 +7,23 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from app.commands.config import config_option
 from app.errors import AppError, reports_errors
 from app.options import LAKE_HELP, lake_writer, no_wait_option
-from warehouse.lake import Lake
+
+if TYPE_CHECKING:
+    from warehouse.lake import Lake
 
 __all__ = ["command", "lake_override"]
 
 
 def _given_lake(ctx: click.Context, param: click.Parameter, value: Path | None) -> Lake | None:
+    from warehouse.lake import Lake
+
     return None if value is None else Lake.at(value)
 
 
@@ -89,6 +94,7 @@ def command(config_path: Path | None, lake: Lake | None, once: bool, no_wait: bo
     from app.service.supervisor import Supervisor, TaskState
     from app.service.tasks import PipelineSpec, build_tasks
     from collector.sources.dcgm_exporter.scrape import stop_on_signals
+    from warehouse.lake import Lake
 
     cfg = load_config(config_path)
     root = lake or Lake.at(cfg.lake.root)

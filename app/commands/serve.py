@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from app.commands.config import config_option
 from app.commands.run import lake_override
 from app.errors import AppError, reports_errors
-from warehouse.lake import Lake
+
+if TYPE_CHECKING:
+    from warehouse.lake import Lake
 
 __all__ = ["command"]
 
@@ -63,6 +66,7 @@ def command(
     from app.config import load_config
     from app.pipeline import pipeline_config
     from app.serve.settings import ServeConfig, ServeSettings
+    from warehouse.lake import Lake
 
     cfg = load_config(config_path)
     serve_cfg = cfg.section(ServeConfig)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+from typing import TYPE_CHECKING
 
 import click
 
 from app.errors import reports_errors
 from app.options import Timestamp, lake_option
-from warehouse.lake import Lake
+
+if TYPE_CHECKING:
+    from warehouse.lake import Lake
 
 __all__ = ["command"]
 

@@ -5,13 +5,16 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from app.commands.config import config_option
 from app.commands.run import lake_override
 from app.errors import reports_errors
-from warehouse.lake import Lake
+
+if TYPE_CHECKING:
+    from warehouse.lake import Lake
 
 __all__ = ["command"]
 
@@ -30,6 +33,7 @@ def command(config_path: Path | None, lake: Lake | None, check: bool) -> None:
     """
     from app.config import load_config
     from app.service.status import read_status, render_status
+    from warehouse.lake import Lake
 
     root = lake or Lake.at(load_config(config_path).lake.root)
     text, healthy = render_status(read_status(root), now=time.time())

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import TYPE_CHECKING
 
 import click
 
 from app.errors import AppError, reports_errors
 from app.options import Timestamp, lake_option
-from warehouse.lake import Lake
+
+if TYPE_CHECKING:
+    from warehouse.lake import Lake
 
 __all__ = ["command"]
 

@@ -19,13 +19,13 @@ import click
 
 from app.errors import AppError, reports_errors
 from app.options import Timestamp, lake_option, progress_bar
-from warehouse.lake import Lake
 
 if TYPE_CHECKING:
     from app.whatif_kueue import KueueRun
     from detectors.replay.engine import Outcome, Workload
     from detectors.replay.metrics import Calibration
     from detectors.replay.policy import Policy
+    from warehouse.lake import Lake
 
 __all__ = ["command"]
 

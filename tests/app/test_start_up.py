@@ -1,0 +1,87 @@
+"""What a `gpuledger` process imports before it runs a command (issues #24 and #26: many
+commands run as a new process, in Slurm's MailProg and epilog and in the tests)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.marts import rows as r
+
+H = 3600.0
+REPO = Path(__file__).resolve().parents[2]
+HEAVY = (
+    "pyarrow",
+    "numpy",
+    "pandas",
+    "polars",
+    "duckdb",
+    "sklearn",
+    "sqlglot",
+    "streamlit",
+    "app.bench.run",
+    "app.pipeline",
+    "detectors",
+)
+
+
+def _loaded(code: str, watched: tuple[str, ...]) -> list[str]:
+    """Run `code` in a fresh interpreter; which of `watched` it left in sys.modules."""
+    code += f"\nimport json, sys\nprint(json.dumps([m for m in {watched!r} if m in sys.modules]))\n"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPULEDGER_")}
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    loaded: list[str] = json.loads(done.stdout.strip().splitlines()[-1])
+    return loaded
+
+
+def test_the_command_line_and_its_help_load_no_engine_dataframe_bench_or_detector():
+    """`gpuledger --help` and every command's module: click and the app's own code only."""
+    code = (
+        "import sys\n"
+        "from app.cli import cli\n"
+        "try:\n"
+        "    cli(['--help'])\n"
+        "except SystemExit as exc:\n"
+        "    assert not exc.code, exc.code\n"
+    )
+
+    assert _loaded(code, HEAVY) == []
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("lake")
+    r.build_lake(
+        root,
+        samples=r.samples(range(0, int(H), 30), engine_active=0.5, sm_active=0.5),
+        jobs=[r.job("j1", 0, H)],
+        job_gpus=[r.job_gpu("j1", 0, H)],
+    )
+    return root
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["query", "job_usage", "--limit", "1"], ["attribute", "--quiet"]],
+    ids=["query", "attribute-up-to-date"],
+)
+def test_a_command_that_connects_to_the_lake_loads_no_pandas(lake, args):
+    """The carbon intensity and the allocations are built without `pa.array` of Python lists,
+    whose pandas check would import pandas (~0.25 CPU-s; warehouse/arrow_arrays.py)."""
+    code = (
+        "from app.cli import cli\n"
+        "try:\n"
+        f"    cli({[*args, '--lake', str(lake)]!r})\n"
+        "except SystemExit as exc:\n"
+        "    assert not exc.code, exc.code\n"
+    )
+
+    assert _loaded(code, ("pandas", "app.bench.run")) == []

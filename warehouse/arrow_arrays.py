@@ -1,0 +1,79 @@
+"""Arrow arrays of Python values built from their buffers, and Parquet files read, without
+loading pandas.
+
+pyarrow 26's `pa.array(values)` (and `pa.scalar`, `Table.from_pylist`/`from_pydict`,
+`Schema.empty_table`, compute functions given a Python value) first asks whether `values` is
+a pandas object, and that check imports pandas (~0.25 CPU-s) in a process that has not: once
+per `gpuledger` command that builds a small table (the carbon intensity, the allocations
+cache). The few arrays the warehouse builds from Python lists are built here instead, with
+`pa.Array.from_buffers`. `import pyarrow.dataset` imports pandas too, and with it
+`pq.read_table` and `Table.group_by` (Acero): a file is read with `read_parquet` instead.
+"""
+
+from __future__ import annotations
+
+import array
+from collections.abc import Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+__all__ = ["float64s", "int64s", "read_parquet", "repeated_string", "strings"]
+
+
+def _validity(values: Sequence[object]) -> pa.Buffer | None:
+    """The validity bitmap (bit i set: value i is not null), or None when none is null."""
+    if all(v is not None for v in values):
+        return None
+    bits = bytearray((len(values) + 7) // 8)
+    for i, v in enumerate(values):
+        if v is not None:
+            bits[i >> 3] |= 1 << (i & 7)
+    return pa.py_buffer(bytes(bits))
+
+
+def int64s(values: Sequence[int | None], type: pa.DataType | None = None) -> pa.Array:
+    """`values` as an int64 array (or another 64-bit type over the same numbers, such as a
+    timestamp), None as null."""
+    data = array.array("q", (0 if v is None else v for v in values))
+    return pa.Array.from_buffers(
+        type or pa.int64(), len(values), [_validity(values), pa.py_buffer(data)]
+    )
+
+
+def float64s(values: Sequence[float | None]) -> pa.Array:
+    """`values` as a float64 array, None as null."""
+    data = array.array("d", (0.0 if v is None else v for v in values))
+    return pa.Array.from_buffers(pa.float64(), len(values), [_validity(values), pa.py_buffer(data)])
+
+
+def strings(values: Sequence[str | None]) -> pa.Array:
+    """`values` as a string array, None as null."""
+    encoded = [b"" if v is None else v.encode() for v in values]
+    offsets = array.array("q", [0])
+    for text in encoded:
+        offsets.append(offsets[-1] + len(text))
+    return pa.Array.from_buffers(
+        pa.large_string(),
+        len(values),
+        [_validity(values), pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))],
+    ).cast(pa.string())
+
+
+def repeated_string(value: str, count: int) -> pa.Array:
+    """`value` `count` times, as a string array."""
+    text = value.encode()
+    offsets = array.array("q", range(0, (count + 1) * len(text), len(text) or 1))
+    if not text:
+        offsets = array.array("q", [0] * (count + 1))
+    return pa.Array.from_buffers(
+        pa.large_string(), count, [None, pa.py_buffer(offsets), pa.py_buffer(text * count)]
+    ).cast(pa.string())
+
+
+def read_parquet(path: Path, columns: Sequence[str] | None = None) -> pa.Table:
+    """One Parquet file's rows (only `columns` when given), as `pq.read_table(path)` reads
+    them but without `pyarrow.dataset`, whose import loads pandas."""
+    with pq.ParquetFile(path) as file:
+        return file.read(columns=columns)
