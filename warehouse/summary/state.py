@@ -25,10 +25,10 @@ from warehouse.connection import (
 from warehouse.partitions import SAMPLE_MARTS, DayKey
 from warehouse.schema import RAW_TABLES
 from warehouse.summary.index import (
+    _derived_path,
     _index_files,
     _index_fingerprint,
     _index_of,
-    _derived_path,
     _write_derived,
     _write_index,
     _write_state_file,
