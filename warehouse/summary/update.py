@@ -138,7 +138,9 @@ def refresh_summary_marts(
     # the sample-level marts: registered in `con` by the caller as listed in `sample_files`
     registered = tuple(sample_files) if con is not None and sample_files is not None else ()
     try:  # registers what it reads
-        built = build_whole(whole, root, config, progress, registered=registered)
+        built = build_whole(
+            whole, root, config, progress, registered=registered, restore_views=con is not None
+        )
     finally:
         if con is None:
             whole.close()

@@ -79,11 +79,13 @@ def build_whole(
     progress: Callable[[str], None] | None = None,
     *,
     registered: tuple[str, ...] = (),
+    restore_views: bool = True,
 ) -> WholeBuild:
     """`build_summary_marts`, returning also what the state of the next update records, so
     recording it needs no engine of its own nor a second run of the derived views.
     `registered`: tables whose views `con` has over their files as they are now (the
-    sample-level marts `attribute` just registered), not registered again."""
+    sample-level marts `attribute` just registered), not registered again. `restore_views`
+    False: the derived views the build held as tables are left so (an engine closed after)."""
     for table in (*SUMMARY_RAW_TABLES, *(m for m, _ in SAMPLE_MARTS)):  # in the lake now
         if table not in registered:
             register_table(con, root, table)
@@ -103,7 +105,7 @@ def build_whole(
             counts[mart] = land_mart(root, mart, result)
             register_table(con, root, mart)
     finally:
-        for view in _BUILT_ONCE:
+        for view in _BUILT_ONCE if restore_views else ():
             queries.define_view(con, view, sql.load(DERIVED_VIEWS[view]))
     return WholeBuild(counts, index, built["jobs_latest"], built["job_gpu_intervals"])
 
