@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from warehouse import layout, queries
-from warehouse.connection import WarehouseConfig, register_table
+from warehouse.connection import WarehouseConfig, register_files
 from warehouse.emissions import CarbonIntensity
 from warehouse.partitions import SAMPLE_MARTS, PartitionReport, build_sample_marts
 from warehouse.row_counts import table_rows
@@ -124,13 +124,13 @@ def attribute(
     """
     warehouse = warehouse or WarehouseConfig(root=root)
     days = build_sample_marts(warehouse, config.values(), days_progress, force=force, since=since)
+    # listed once, for `con`'s views, the row counts and the summary marts' update
+    listed = {mart: layout.table_files(root, mart) for mart, _ in SAMPLE_MARTS}
     for mart, _ in SAMPLE_MARTS:
         if con is not None:
-            register_table(con, root, mart)
+            register_files(con, mart, listed[mart])
         if progress:
             progress(mart)
-    # listed once, for the row counts and the summary marts' update (which reads them)
-    listed = {mart: layout.table_files(root, mart) for mart, _ in SAMPLE_MARTS}
     counts = {mart: table_rows(root, mart, listed[mart]) for mart, _ in SAMPLE_MARTS}
     update = refresh_summary_marts(
         con, root, config, progress, force=force, warehouse=warehouse, sample_files=listed

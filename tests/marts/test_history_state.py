@@ -11,10 +11,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tests.marts import rows as r
-from warehouse import layout
+from warehouse import layout, state_files
 from warehouse.allocations import hold_allocations
+from warehouse.attribution import AttributionConfig
 from warehouse.connection import WarehouseConfig, open_engine, register_files
 from warehouse.row_counts import table_rows
+from warehouse.summary import record_summary_state
 
 DAY_S = 86400
 
@@ -92,3 +94,31 @@ def test_row_counts_follow_the_files(tmp_path):
     (root / "_state" / "row_counts" / "job_gpus.json").write_text("{torn")
     assert table_rows(root, "job_gpus") == footers()
     assert table_rows(root, "no_such_table") == 0
+
+
+def summary_state(root: Path) -> dict[str, object]:
+    """The summary marts' recorded state: the index and derived files' rows (sorted) and the
+    SQLite rows (the marts' and index files' fingerprints left out: files written again)."""
+    folder = layout.state_dir(root) / "summary_index"
+    files = {
+        str(p.relative_to(folder)): sorted(map(str, pq.read_table(p).to_pylist()))
+        for p in layout.folder_files(folder)
+    }
+    with state_files.open_state(root, state_files.ATTRIBUTION) as db:
+        built = db.execute("SELECT inputs FROM summary_built").fetchall()
+        tables = {
+            t: sorted(db.execute(f"SELECT * FROM {t}").fetchall())  # noqa: S608 - ours
+            for t in ("summary_days", "summary_records", "summary_record_jobs")
+        }
+    return {"files": files, "built": built, **tables}
+
+
+def test_the_state_a_whole_build_records_is_the_state_recorded_on_its_own(tmp_path):
+    # attribute records the summary state from what the whole build computed (its index,
+    # jobs_latest and job_gpu_intervals); recorded again by an engine of its own, it is the same.
+    con = r.build_lake(tmp_path, **r.mixed_lake())
+    con.close()
+    from_build = summary_state(tmp_path)
+    assert from_build["files"] and from_build["summary_days"] and from_build["summary_records"]
+    record_summary_state(tmp_path, AttributionConfig())
+    assert summary_state(tmp_path) == from_build

@@ -25,15 +25,17 @@ from warehouse.connection import (
 from warehouse.partitions import SAMPLE_MARTS, DayKey
 from warehouse.schema import RAW_TABLES
 from warehouse.summary.index import (
+    _derived_path,
     _index_files,
     _index_fingerprint,
     _index_of,
     _write_derived,
     _write_index,
+    _write_state_file,
     _write_whole_index,
 )
 from warehouse.summary.scope import _late_jobs
-from warehouse.summary.whole import SUMMARY_MARTS
+from warehouse.summary.whole import SUMMARY_MARTS, WholeBuild
 
 if TYPE_CHECKING:
     from warehouse.attribution import AttributionConfig
@@ -128,32 +130,55 @@ def record_summary_state(
     *,
     inputs: str | None = None,
     records: dict[str, str] | None = None,
+    built: WholeBuild | None = None,
+    sample_files: dict[str, list[Path]] | None = None,
 ) -> None:
     """Record what the summary marts were just built whole from, so the next change of some
     day partitions or late scheduler records can update them instead of rebuilding them.
     `inputs`, `records`: the fingerprint of the other inputs and the scheduler's files, taken
-    before the build (default: now)."""
+    before the build (default: now). `built`: what the whole build computed of the state (its
+    index and derived views; default: computed here, in an engine of its own).
+    `sample_files`: each sample-level mart's files, as listed already (default: listed here).
+
+    The old state is forgotten in the one transaction that records the new one: index files
+    rewritten under the old record fail its fingerprint check, so a crash in between rebuilds
+    whole, as when the state was forgotten first."""
     inputs = inputs or _inputs_fingerprint(root, config)
     records = _scheduler_records(root) if records is None else records
-    days = _sample_mart_days(root)
-    with _state(root) as db:
-        db.execute("DELETE FROM summary_built")
-        db.execute("DELETE FROM summary_days")
-        db.execute("DELETE FROM summary_records")
-        db.execute("DELETE FROM summary_record_jobs")
-    if days is None:
-        return  # not in the layout: every refresh rebuilds whole
-    engine = open_engine(WarehouseConfig(root=root))
-    try:
-        register_reference(engine)
-        index = _index_of(engine, layout.table_files(root, "gpu_job_buckets"))
-        for path in _index_files(root):
-            path.unlink()
-        _write_whole_index(root, _write_index(root, index, days))
-        _write_derived(engine, root, index)
-    finally:
-        engine.close()
-    _save_state(root, inputs, days, records)
+    days = _sample_mart_days(root, sample_files)
+    if days is None:  # not in the layout: every refresh rebuilds whole
+        with _state(root) as db:
+            _forget(db)
+        return
+    if built is None:
+        engine = open_engine(WarehouseConfig(root=root))
+        try:
+            register_reference(engine)
+            index = _index_of(engine, layout.table_files(root, "gpu_job_buckets"))
+            _replace_index(root, index, days)
+            _write_derived(engine, root, index)
+        finally:
+            engine.close()
+    else:
+        _replace_index(root, built.index, days)
+        _write_state_file(built.jobs_latest, _derived_path(root, "jobs_latest"))
+        _write_state_file(built.job_gpu_intervals, _derived_path(root, "job_gpu_intervals"))
+    _save_state(root, inputs, days, records, whole=True)
+
+
+def _forget(db: sqlite3.Connection) -> None:
+    """Forget what the summary marts were built from (every refresh then rebuilds whole)."""
+    db.execute("DELETE FROM summary_built")
+    db.execute("DELETE FROM summary_days")
+    db.execute("DELETE FROM summary_records")
+    db.execute("DELETE FROM summary_record_jobs")
+
+
+def _replace_index(root: Path, index: pa.Table, days: dict[DayKey, list[Path]]) -> None:
+    """Replace every day's index file (and the whole index) by the rows of `index`."""
+    for path in _index_files(root):
+        path.unlink()
+    _write_whole_index(root, _write_index(root, index, days))
 
 
 def _save_state(
@@ -164,12 +189,17 @@ def _save_state(
     *,
     digests: dict[DayKey, str] | None = None,
     marts: dict[str, list[Path]] | None = None,
+    whole: bool = False,
 ) -> None:
     """Record the state the summary marts were just built or updated from. `digests`: each
-    day's fingerprint, taken already; `marts`: the summary marts' files, listed already."""
+    day's fingerprint, taken already; `marts`: the summary marts' files, listed already;
+    `whole`: after a whole build, the old state forgotten first (every scheduler file's jobs
+    recorded anew), in the same transaction."""
     if digests is None:
         digests = {k: layout.files_fingerprint(files) for k, files in days.items()}
     with _state(root) as db:
+        if whole:
+            _forget(db)
         db.execute("DELETE FROM summary_built")
         db.execute(
             "INSERT INTO summary_built VALUES (?, ?, ?)",

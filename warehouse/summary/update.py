@@ -58,7 +58,7 @@ from warehouse.summary.state import (
     record_summary_state,
 )
 from warehouse.summary.views import _arrow_view, _register_raw, _restricted
-from warehouse.summary.whole import SUMMARY_MARTS, build_summary_marts, mart_rows
+from warehouse.summary.whole import SUMMARY_MARTS, build_whole, mart_rows
 
 if TYPE_CHECKING:
     import duckdb
@@ -98,7 +98,8 @@ def refresh_summary_marts(
     update itself runs in its own connection. With `con` None nothing is refreshed, and a
     whole rebuild reads the lake through a connection of its own. `sample_files`: each
     sample-level mart's files, as the caller listed them after building them (default: listed
-    here)."""
+    here); with `con`, its views of the sample-level marts are over those files (a whole
+    rebuild reads them so, without registering them again)."""
     days = _sample_mart_days(root, sample_files)
     inputs, records = _carry_state(root, config)
     reason, recorded, late = ("forced", {}, None) if force else _stale_reason(root, inputs, records)
@@ -134,13 +135,19 @@ def refresh_summary_marts(
     whole = con or open_engine(warehouse or WarehouseConfig(root=root))
     if con is None:
         register_reference(whole)
-    try:
-        counts = build_summary_marts(whole, root, config, progress)  # registers what it reads
+    # the sample-level marts: registered in `con` by the caller as listed in `sample_files`
+    registered = tuple(sample_files) if con is not None and sample_files is not None else ()
+    try:  # registers what it reads
+        built = build_whole(
+            whole, root, config, progress, registered=registered, restore_views=con is not None
+        )
     finally:
         if con is None:
             whole.close()
-    record_summary_state(root, config, inputs=inputs, records=records)
-    return SummaryUpdate("rebuilt", counts, reason=reason)
+    record_summary_state(
+        root, config, inputs=inputs, records=records, built=built, sample_files=sample_files
+    )
+    return SummaryUpdate("rebuilt", built.counts, reason=reason)
 
 
 def _shares(con: duckdb.DuckDBPyConnection, intervals: pa.Table, jobs: str) -> pa.Table:
