@@ -23,7 +23,7 @@ from warehouse import file_columns, layout
 from warehouse.damage import remember
 from warehouse.emissions import CarbonIntensity, register_intensity
 from warehouse.errors import DamagedFile, EmptyWarehouse, NotReadable
-from warehouse.queries import define_view
+from warehouse.queries import define_view, parsed
 from warehouse.schema import TABLES, TableSpec
 
 if TYPE_CHECKING:
@@ -143,13 +143,14 @@ def register_files(
     present = file_columns.columns(key)
     try:
         if present is None:  # the files' columns, from DuckDB's binder
-            rel = con.sql(lake_files, params=params)
+            rel = con.sql(parsed(con, lake_files), params=params)
             present = frozenset(rel.columns) - _NOT_FILE_COLUMNS
             file_columns.remember(key, present)
             rel = rel.project(_projection(con, table, present, row_numbers))
         else:  # known: the projection's query bound once, not the files' and then it
             projection = _projection(con, table, present, row_numbers)
-            rel = con.sql(f"SELECT {projection} FROM (\n{lake_files}\n)", params=params)
+            text = f"SELECT {projection} FROM (\n{lake_files}\n)"
+            rel = con.sql(parsed(con, text), params=params)
     except (duckdb.InvalidInputException, duckdb.IOException) as exc:
         raise _damaged(paths, exc) from exc
     remember(con, paths)  # to name a file damaged inside when a query decodes it

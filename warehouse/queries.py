@@ -18,7 +18,16 @@ if TYPE_CHECKING:
     import polars as pl
     import pyarrow as pa
 
-__all__ = ["damaged_files", "fetch", "parameters", "relation", "rows", "run", "run_arrow"]
+__all__ = [
+    "damaged_files",
+    "fetch",
+    "parameters",
+    "parsed",
+    "relation",
+    "rows",
+    "run",
+    "run_arrow",
+]
 
 
 def parameters(con: duckdb.DuckDBPyConnection, name: str) -> set[str]:
@@ -33,6 +42,31 @@ def parameters(con: duckdb.DuckDBPyConnection, name: str) -> set[str]:
 # shape): a file's text never changes while we run (sql.load caches it), and parsing the
 # larger marts costs milliseconds each time a build asks.
 _SHAPES: dict[str, tuple[int, frozenset[str]]] = {}
+
+
+# Each SQL text of ours that DuckDB ran, parsed once per process (text -> its statement), the
+# first texts kept when there are more (a closed set: the files of sql/ and the statements made
+# of them and of the contract's names, a few hundred). DuckDB's parser costs about as much as
+# binding on a small lake (fairness_weekly: 4 ms), and every connect(), attribution pass and
+# page sends the same texts again; a parsed statement runs on any connection, with its own
+# values each time (DuckDB copies it for each run).
+_PARSED: dict[str, duckdb.Statement] = {}
+PARSED_CACHE_SIZE = 4_096
+
+
+def parsed(con: duckdb.DuckDBPyConnection, text: str) -> duckdb.Statement | str:
+    """`text` as DuckDB parsed it the first time this process ran it: what `con.execute` and
+    `con.sql` take in its place, without parsing it again. A text of several statements (or
+    none) stays text: DuckDB runs it, or says what is wrong with it, as before."""
+    found = _PARSED.get(text)
+    if found is None:
+        statements = con.extract_statements(text)
+        if len(statements) != 1:
+            return text
+        found = statements[0]
+        if len(_PARSED) < PARSED_CACHE_SIZE:
+            _PARSED[text] = found
+    return found
 
 
 def _shape(con: duckdb.DuckDBPyConnection, name: str) -> tuple[int, frozenset[str]]:
@@ -50,7 +84,7 @@ def _relation(
 ) -> duckdb.DuckDBPyRelation:
     text = checked_text(con, name, params)
     with _parameter_errors(name, params):
-        return con.sql(text, params=params or None)
+        return con.sql(parsed(con, text), params=params or None)
 
 
 def checked_text(con: duckdb.DuckDBPyConnection, name: str, params: Mapping[str, Any]) -> str:
@@ -226,7 +260,7 @@ def fetch(
     start-up time matters. Integers stay int (`run` turns HUGEINT sums into Decimal)."""
     text = checked_text(con, name, params)
     with damaged_files(con), _parameter_errors(name, params):
-        cursor = con.execute(text, params or None)  # bound once, rows as Python values
+        cursor = con.execute(parsed(con, text), params or None)  # bound once, rows as values
         columns = [column[0] for column in cursor.description or ()]
         return columns, [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
 
@@ -245,7 +279,7 @@ def define_view(con: duckdb.DuckDBPyConnection, name: str, query: str) -> None:
     """
     if not name.isidentifier():
         raise ValueError(f"not a view name of ours: {name!r}")
-    con.execute(f"CREATE OR REPLACE VIEW {name} AS {query}")
+    con.execute(parsed(con, f"CREATE OR REPLACE VIEW {name} AS {query}"))
 
 
 def create_table(
@@ -269,4 +303,5 @@ def create_table(
         raise ValueError(f"not a table name of ours: {table!r}")
     kind = "TEMPORARY TABLE" if temporary else "TABLE"
     with damaged_files(con), _parameter_errors(label or table, dict(params)):
-        con.execute(f"CREATE OR REPLACE {kind} {table} AS\n{select}\n", dict(params) or None)
+        statement = parsed(con, f"CREATE OR REPLACE {kind} {table} AS\n{select}\n")
+        con.execute(statement, dict(params) or None)
