@@ -27,6 +27,7 @@ __all__ = [
     "rows",
     "run",
     "run_arrow",
+    "view_text",
 ]
 
 
@@ -127,6 +128,34 @@ def _integer_parameters(name: str) -> dict[str, str]:
 
 # string literals, quoted identifiers and comments, left to right (the first that starts wins)
 _NOT_CODE = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/", re.S)
+
+
+# what view_text reads a query's text as: a string literal or quoted identifier (kept), a
+# comment (dropped), a `$param` (its value written in), left to right
+_VIEW_TOKENS = re.compile(
+    r"('(?:[^']|'')*'|\"(?:[^\"]|\"\")*\")|(--[^\n]*|/\*.*?\*/)|\$([A-Za-z_][A-Za-z0-9_]*)", re.S
+)
+
+
+def view_text(con: duckdb.DuckDBPyConnection, name: str, params: Mapping[str, Any]) -> str:
+    """sql/<name>.sql (checked as `checked_text` checks it) with each `$param` written as its
+    value's SQL literal, as DuckDB writes a constant (`duckdb.ConstantExpression`), and its
+    comments left out: the text of a view, which takes no parameters. DuckDB's relation layer
+    writes a view over a relation with parameters the same way (`relation.create_view`), but
+    only after binding the relation: this text is bound once, by the view itself."""
+    import duckdb
+
+    text = checked_text(con, name, params)
+    literals = {key: str(duckdb.ConstantExpression(value)) for key, value in params.items()}
+
+    def written(token: re.Match[str]) -> str:
+        if token.group(1) is not None:
+            return token.group(1)
+        if token.group(2) is not None:
+            return " "
+        return literals[token.group(3)]
+
+    return _VIEW_TOKENS.sub(written, text)
 
 
 def _may_take_integers(name: str, params: dict[str, Any]) -> bool:
@@ -270,16 +299,21 @@ def rows(con: duckdb.DuckDBPyConnection, name: str, /, **params: Any) -> list[di
     return fetch(con, name, **params)[1]
 
 
-def define_view(con: duckdb.DuckDBPyConnection, name: str, query: str) -> None:
-    """Create (or replace) the view `name` as the SQL text `query` (a file of sql/, or a query
-    built from the contract's names and types: no value of the user's is ever in it).
+def define_view(
+    con: duckdb.DuckDBPyConnection, name: str, query: str, *, reused: bool = True
+) -> None:
+    """Create (or replace) the view `name` as the SQL text `query` (a file of sql/, a query
+    built from the contract's names and types, or `view_text`'s: a value is only ever in it
+    as the literal DuckDB writes for it). `reused`: whether the same text comes again (it is
+    then parsed once per process, `parsed`); a view over a lake's files is not.
 
     One statement, bound once: `con.sql(query).create_view(name)` binds the query for the
     relation, then again for the view (~2× the cost, paid for every view of every connection).
     """
     if not name.isidentifier():
         raise ValueError(f"not a view name of ours: {name!r}")
-    con.execute(parsed(con, f"CREATE OR REPLACE VIEW {name} AS {query}"))
+    statement = f"CREATE OR REPLACE VIEW {name} AS {query}"
+    con.execute(parsed(con, statement) if reused else statement)
 
 
 def create_table(
