@@ -23,7 +23,7 @@ from warehouse import file_columns, layout
 from warehouse.damage import remember
 from warehouse.emissions import CarbonIntensity, register_intensity
 from warehouse.errors import DamagedFile, EmptyWarehouse, NotReadable
-from warehouse.queries import define_view
+from warehouse.queries import define_view, parsed, view_text
 from warehouse.schema import TABLES, TableSpec
 
 if TYPE_CHECKING:
@@ -138,23 +138,25 @@ def register_files(
     import duckdb
 
     key = file_columns.files_key(paths)
-    lake_files = sql.load("views/lake_files")
     params = {"files": [str(p) for p in paths], "row_numbers": row_numbers}
     present = file_columns.columns(key)
     try:
         if present is None:  # the files' columns, from DuckDB's binder
-            rel = con.sql(lake_files, params=params)
+            rel = con.sql(parsed(con, sql.load(_LAKE_FILES)), params=params)
             present = frozenset(rel.columns) - _NOT_FILE_COLUMNS
             file_columns.remember(key, present)
-            rel = rel.project(_projection(con, table, present, row_numbers))
-        else:  # known: the projection's query bound once, not the files' and then it
-            projection = _projection(con, table, present, row_numbers)
-            rel = con.sql(f"SELECT {projection} FROM (\n{lake_files}\n)", params=params)
+        # one statement, bound once (a relation's create_view binds the query again)
+        files = view_text(con, _LAKE_FILES, params)
+        projection = _projection(con, table, present, row_numbers)
+        define_view(con, name, f"SELECT {projection} FROM (\n{files}\n)", reused=False)
     except (duckdb.InvalidInputException, duckdb.IOException) as exc:
         raise _damaged(paths, exc) from exc
     remember(con, paths)  # to name a file damaged inside when a query decodes it
-    rel.create_view(name)
     return True
+
+
+# Every column of a set of Parquet files, and the partition keys their paths name.
+_LAKE_FILES = "views/lake_files"
 
 
 def _projection(

@@ -18,7 +18,17 @@ if TYPE_CHECKING:
     import polars as pl
     import pyarrow as pa
 
-__all__ = ["damaged_files", "fetch", "parameters", "relation", "rows", "run", "run_arrow"]
+__all__ = [
+    "damaged_files",
+    "fetch",
+    "parameters",
+    "parsed",
+    "relation",
+    "rows",
+    "run",
+    "run_arrow",
+    "view_text",
+]
 
 
 def parameters(con: duckdb.DuckDBPyConnection, name: str) -> set[str]:
@@ -33,6 +43,31 @@ def parameters(con: duckdb.DuckDBPyConnection, name: str) -> set[str]:
 # shape): a file's text never changes while we run (sql.load caches it), and parsing the
 # larger marts costs milliseconds each time a build asks.
 _SHAPES: dict[str, tuple[int, frozenset[str]]] = {}
+
+
+# Each SQL text of ours that DuckDB ran, parsed once per process (text -> its statement), the
+# first texts kept when there are more (a closed set: the files of sql/ and the statements made
+# of them and of the contract's names, a few hundred). DuckDB's parser costs about as much as
+# binding on a small lake (fairness_weekly: 4 ms), and every connect(), attribution pass and
+# page sends the same texts again; a parsed statement runs on any connection, with its own
+# values each time (DuckDB copies it for each run).
+_PARSED: dict[str, duckdb.Statement] = {}
+PARSED_CACHE_SIZE = 4_096
+
+
+def parsed(con: duckdb.DuckDBPyConnection, text: str) -> duckdb.Statement | str:
+    """`text` as DuckDB parsed it the first time this process ran it: what `con.execute` and
+    `con.sql` take in its place, without parsing it again. A text of several statements (or
+    none) stays text: DuckDB runs it, or says what is wrong with it, as before."""
+    found = _PARSED.get(text)
+    if found is None:
+        statements = con.extract_statements(text)
+        if len(statements) != 1:
+            return text
+        found = statements[0]
+        if len(_PARSED) < PARSED_CACHE_SIZE:
+            _PARSED[text] = found
+    return found
 
 
 def _shape(con: duckdb.DuckDBPyConnection, name: str) -> tuple[int, frozenset[str]]:
@@ -50,7 +85,7 @@ def _relation(
 ) -> duckdb.DuckDBPyRelation:
     text = checked_text(con, name, params)
     with _parameter_errors(name, params):
-        return con.sql(text, params=params or None)
+        return con.sql(parsed(con, text), params=params or None)
 
 
 def checked_text(con: duckdb.DuckDBPyConnection, name: str, params: Mapping[str, Any]) -> str:
@@ -93,6 +128,34 @@ def _integer_parameters(name: str) -> dict[str, str]:
 
 # string literals, quoted identifiers and comments, left to right (the first that starts wins)
 _NOT_CODE = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|--[^\n]*|/\*.*?\*/", re.S)
+
+
+# what view_text reads a query's text as: a string literal or quoted identifier (kept), a
+# comment (dropped), a `$param` (its value written in), left to right
+_VIEW_TOKENS = re.compile(
+    r"('(?:[^']|'')*'|\"(?:[^\"]|\"\")*\")|(--[^\n]*|/\*.*?\*/)|\$([A-Za-z_][A-Za-z0-9_]*)", re.S
+)
+
+
+def view_text(con: duckdb.DuckDBPyConnection, name: str, params: Mapping[str, Any]) -> str:
+    """sql/<name>.sql (checked as `checked_text` checks it) with each `$param` written as its
+    value's SQL literal, as DuckDB writes a constant (`duckdb.ConstantExpression`), and its
+    comments left out: the text of a view, which takes no parameters. DuckDB's relation layer
+    writes a view over a relation with parameters the same way (`relation.create_view`), but
+    only after binding the relation: this text is bound once, by the view itself."""
+    import duckdb
+
+    text = checked_text(con, name, params)
+    literals = {key: str(duckdb.ConstantExpression(value)) for key, value in params.items()}
+
+    def written(token: re.Match[str]) -> str:
+        if token.group(1) is not None:
+            return token.group(1)
+        if token.group(2) is not None:
+            return " "
+        return literals[token.group(3)]
+
+    return _VIEW_TOKENS.sub(written, text)
 
 
 def _may_take_integers(name: str, params: dict[str, Any]) -> bool:
@@ -226,7 +289,7 @@ def fetch(
     start-up time matters. Integers stay int (`run` turns HUGEINT sums into Decimal)."""
     text = checked_text(con, name, params)
     with damaged_files(con), _parameter_errors(name, params):
-        cursor = con.execute(text, params or None)  # bound once, rows as Python values
+        cursor = con.execute(parsed(con, text), params or None)  # bound once, rows as values
         columns = [column[0] for column in cursor.description or ()]
         return columns, [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
 
@@ -236,16 +299,21 @@ def rows(con: duckdb.DuckDBPyConnection, name: str, /, **params: Any) -> list[di
     return fetch(con, name, **params)[1]
 
 
-def define_view(con: duckdb.DuckDBPyConnection, name: str, query: str) -> None:
-    """Create (or replace) the view `name` as the SQL text `query` (a file of sql/, or a query
-    built from the contract's names and types: no value of the user's is ever in it).
+def define_view(
+    con: duckdb.DuckDBPyConnection, name: str, query: str, *, reused: bool = True
+) -> None:
+    """Create (or replace) the view `name` as the SQL text `query` (a file of sql/, a query
+    built from the contract's names and types, or `view_text`'s: a value is only ever in it
+    as the literal DuckDB writes for it). `reused`: whether the same text comes again (it is
+    then parsed once per process, `parsed`); a view over a lake's files is not.
 
     One statement, bound once: `con.sql(query).create_view(name)` binds the query for the
     relation, then again for the view (~2× the cost, paid for every view of every connection).
     """
     if not name.isidentifier():
         raise ValueError(f"not a view name of ours: {name!r}")
-    con.execute(f"CREATE OR REPLACE VIEW {name} AS {query}")
+    statement = f"CREATE OR REPLACE VIEW {name} AS {query}"
+    con.execute(parsed(con, statement) if reused else statement)
 
 
 def create_table(
@@ -269,4 +337,5 @@ def create_table(
         raise ValueError(f"not a table name of ours: {table!r}")
     kind = "TEMPORARY TABLE" if temporary else "TABLE"
     with damaged_files(con), _parameter_errors(label or table, dict(params)):
-        con.execute(f"CREATE OR REPLACE {kind} {table} AS\n{select}\n", dict(params) or None)
+        statement = parsed(con, f"CREATE OR REPLACE {kind} {table} AS\n{select}\n")
+        con.execute(statement, dict(params) or None)
