@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -53,6 +54,9 @@ _SHAPES: dict[str, tuple[int, frozenset[str]]] = {}
 # values each time (DuckDB copies it for each run).
 _PARSED: dict[str, duckdb.Statement] = {}
 PARSED_CACHE_SIZE = 4_096
+# A forked child parses afresh: the statements were made by the parent's engines, whose
+# threads the child does not have (a child reusing them died of SIGSEGV in the crash tests).
+os.register_at_fork(after_in_child=_PARSED.clear)
 
 
 def parsed(con: duckdb.DuckDBPyConnection, text: str) -> duckdb.Statement | str:
