@@ -77,5 +77,15 @@ def test_state_files_open_at_their_schema(tmp_path):
 
 
 def test_damage_checks_pass_other_errors_through(tmp_path: Path):
+    # DuckDB's unclassified base error is searched for behind the connection's files: with its
+    # connection named, only that lake's (without it, every live connection's in the process,
+    # other tests' damaged lakes among them while a reference cycle keeps one alive)
+    con = r.build_lake(
+        tmp_path,
+        samples=r.samples(range(0, 600, 30)),
+        jobs=[r.job("1", 0, 600)],
+        job_gpus=[r.job_gpu("1", 0, 600)],
+    )
     error = duckdb.Error("Catalog Error: no such table")
-    assert Lake.at(tmp_path).damaged(error) is error
+    with con:
+        assert Lake.at(tmp_path).damaged(error, con) is error
