@@ -99,6 +99,9 @@ def test_soak_with_a_killed_source_and_a_restart(slurm_cluster: SlurmCluster, tm
             f"[service]\nmetrics_port = {port}\npipeline_every_s = 3\nstop_timeout_s = 60\n"
             f'[[sources]]\nkind = "prometheus"\ncluster = "{CLUSTER}"\nurl = "{prom.url}"\n'
             f"selector = '{SELECTOR}'\nwindow_s = 60\nsettle_s = 5\nevery_s = 1\n"
+            # every family, as the comparison with Prometheus below reads them all (the
+            # default pulls only the columns gpuledger reads)
+            'columns = "all"\n'
             f'[[sources]]\nkind = "slurm"\ncluster = "{CLUSTER}"\nevery_s = 2\n'
         )
         procs.append(start_gpuledger(config, log))
