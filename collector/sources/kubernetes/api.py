@@ -90,12 +90,12 @@ def connect_kubernetes(
         if kubeconfig is None and context is None:
             try:
                 configuration = client.Configuration()
-                config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+                config.load_incluster_config(client_configuration=configuration)
                 api_client = client.ApiClient(configuration)
             except ConfigException:
-                api_client = config.new_client_from_config()  # type: ignore[no-untyped-call]
+                api_client = config.new_client_from_config()
         else:
-            api_client = config.new_client_from_config(  # type: ignore[no-untyped-call]
+            api_client = config.new_client_from_config(
                 config_file=None if kubeconfig is None else str(kubeconfig), context=context
             )
     except (ConfigException, YAMLError, TypeError, AttributeError, KeyError, ValueError) as exc:
