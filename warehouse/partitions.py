@@ -48,6 +48,7 @@ __all__ = [
     "build_day",
     "build_sample_marts",
     "built_days",
+    "clear_engine",
     "current_inputs",
     "mark_pruned",
     "sample_days",
@@ -290,14 +291,16 @@ def _allocation_days(
     return {key: ",".join(sorted(parts)) for key, parts in digests.items()}
 
 
-def _clear(con: duckdb.DuckDBPyConnection) -> None:
-    """Drop every table and view in `con` (the pass's allocations, its views of files and of
-    the reference tables): an engine shared with the next step is as bare as a new one."""
-    for kind, catalog in (("TABLE", "duckdb_tables()"), ("VIEW", "duckdb_views()")):
-        # the catalog's own names, quoted; `catalog` one of the two above
-        found = con.execute(f"SELECT {kind.lower()}_name FROM {catalog} WHERE NOT internal")
-        for (name,) in found.fetchall():
-            con.execute(f"DROP {kind} IF EXISTS {quote_ident(name)}")
+def clear_engine(con: duckdb.DuckDBPyConnection) -> None:
+    """Drop every table and view in `con` (after `build_sample_marts`: its allocations, its
+    views of files and of the reference tables), so the next step sharing the engine finds it
+    as bare as a new one."""
+    found = con.execute(
+        "SELECT 'TABLE', table_name FROM duckdb_tables() WHERE NOT internal "
+        "UNION ALL SELECT 'VIEW', view_name FROM duckdb_views() WHERE NOT internal"
+    ).fetchall()
+    for kind, name in found:  # the catalog's own names, quoted
+        con.execute(f"DROP {kind} IF EXISTS {quote_ident(name)}")
 
 
 def _remove_day(root: Path, key: DayKey) -> None:
@@ -325,8 +328,8 @@ def build_sample_marts(
     next day's files) were only compacted since it was built, exactly the files it was built
     from (warehouse/compaction_log.py), has the same rows: it is not built again. With
     `since`, the days before it are left as they are (neither built nor dropped). `engine`:
-    a bare engine (open_engine) to build in, left bare again for the caller's next step;
-    default: one opened and closed here.
+    a bare engine (open_engine) to build in, left open with what the pass made in it
+    (`clear_engine` makes it bare again); default: one opened and closed here.
     """
     root = config.root
     # read before the files are listed: a merge in between is one the next run sees
@@ -399,8 +402,6 @@ def build_sample_marts(
     finally:
         if engine is None:
             con.close()
-        else:
-            _clear(con)
     # every day now records its files
     compaction_log.forget(root, "sample_days", "gpu_samples", merged)
     # a day whose samples were pruned keeps its partitions: they are its only record now

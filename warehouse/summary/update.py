@@ -26,7 +26,7 @@ from warehouse.connection import (
     register_table,
 )
 from warehouse.emissions import register_intensity
-from warehouse.partitions import DayKey
+from warehouse.partitions import DayKey, clear_engine
 from warehouse.row_counts import table_rows
 from warehouse.summary.carry import _carry_state
 from warehouse.summary.index import (
@@ -100,9 +100,10 @@ def refresh_summary_marts(
     whole rebuild reads the lake through a connection of its own. `sample_files`: each
     sample-level mart's files, as the caller listed them after building them (default: listed
     here); with `con`, its views of the sample-level marts are over those files (a whole
-    rebuild reads them so, without registering them again). `engine`: a bare engine
-    (open_engine) the update, or a whole rebuild without `con`, runs in, left to the caller to
-    close; default: one opened and closed here."""
+    rebuild reads them so, without registering them again). `engine`: an engine (open_engine)
+    the update, or a whole rebuild without `con`, runs in, made bare first (`clear_engine`: the
+    per-day pass built in it) and left to the caller to close; default: one opened and closed
+    here."""
     days = _sample_mart_days(root, sample_files)
     inputs, records = _carry_state(root, config)
     reason, recorded, late = ("forced", {}, None) if force else _stale_reason(root, inputs, records)
@@ -120,6 +121,8 @@ def refresh_summary_marts(
                     progress(mart)
             return SummaryUpdate("unchanged", {m: mart_rows(root, m) for m, _ in SUMMARY_MARTS})
         own = engine or open_engine(warehouse or WarehouseConfig(root=root))
+        if engine is not None:
+            clear_engine(engine)  # what the per-day pass left in it
         try:
             register_reference(own)
             jobs, weeks = _update(own, root, config, days, changed, late, progress)
@@ -138,6 +141,8 @@ def refresh_summary_marts(
     # what the build reads it registers itself: a bare engine, not a view of every table
     whole = con or engine or open_engine(warehouse or WarehouseConfig(root=root))
     if con is None:
+        if engine is not None:
+            clear_engine(engine)  # what the per-day pass left in it
         register_reference(whole)
     # the sample-level marts: registered in `con` by the caller as listed in `sample_files`
     registered = tuple(sample_files) if con is not None and sample_files is not None else ()
