@@ -48,6 +48,7 @@ __all__ = [
     "build_day",
     "build_sample_marts",
     "built_days",
+    "clear_engine",
     "current_inputs",
     "mark_pruned",
     "sample_days",
@@ -70,6 +71,9 @@ _HELPERS = (
     "views/sample_spans",
 )
 
+# The reference tables the sample-level marts read (sql/marts/job_gpu_daily.sql).
+_REFERENCE = ("gpu_models",)
+
 DayKey = tuple[str, dt.date]
 # sample_days_built.own of a day whose raw samples were pruned: its partitions are kept
 PRUNED = "pruned"
@@ -77,10 +81,6 @@ PRUNED = "pruned"
 logger = logging.getLogger(__name__)
 # Rows per record batch streamed from the engine to a partition file.
 _STREAM_ROWS = 65_536
-
-
-# What a day's views are replaced by once it is built: no row, and nothing of the day held.
-_EMPTY = "SELECT CAST(NULL AS TINYINT) AS none WHERE false"
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,10 +139,12 @@ def build_day(
     """
     cluster_folder, day = key
     try:
-        register_files(con, "gpu_samples", files, view="day_files")
-        from_ts = _tail_start(con, root, key) if tail_only else None
-        if from_ts is None:
-            queries.define_view(con, "day_samples", "SELECT * FROM day_files")
+        from_ts = None
+        if tail_only:
+            register_files(con, "gpu_samples", files, view="day_files")
+            from_ts = _tail_start(con, root, key)
+        if from_ts is None:  # the day's files read as they are: no view over a view of them
+            register_files(con, "gpu_samples", files, view="day_samples")
         else:
             tail = queries.run_arrow(con, "attribution/samples_from", from_ts=from_ts)
             con.from_arrow(tail).create_view("day_samples")
@@ -152,10 +154,10 @@ def build_day(
         # one CTE were buffered whole for its second and third readers
         queries.create_table(con, "next_day_head", sql.load("attribution/next_day_head"), {})
         queries.define_view(con, "unowned_samples", sql.load("attribution/partition_samples"))
-        # each sample's owner decided here (raw files keep their source's job_id), and the
-        # samples sorted by device and time once: the rows sample_spans reads three times are
-        # held (under the engine's memory limit), not planned again at each read
-        queries.define_view(con, "sample_owners", sql.load("attribution/sample_owners"))
+        # each sample's owner decided here (raw files keep their source's job_id; the rule of
+        # sql/attribution/sample_owners.sql, which Spark applies), and the samples sorted by
+        # device and time once: the rows sample_spans reads three times are held (under the
+        # engine's memory limit), not planned again at each read
         queries.define_view(con, "owned_samples", sql.load("views/owned_samples"))
         # the devices numbered once (a few rows): the sort and the groups carry their numbers
         queries.create_table(con, "sample_devices", sql.load("views/sample_devices"), {})
@@ -176,11 +178,12 @@ def build_day(
                 select = f"SELECT {columns} FROM (\n{kept}\n) UNION ALL {select}"
                 bound["from_ts"] = from_ts
             # Held in the engine (under its memory limit, spilled past it), not in Python: the
-            # later marts read it there, and each cluster's rows are streamed to its file.
-            queries.create_table(con, f"{mart}_day", select, {**bound, "partition_day": day})
-            built = con.table(f"{mart}_day")
+            # later marts read it there, by the mart's own name (a table, not a view of one),
+            # and each cluster's rows are streamed to its file.
+            queries.create_table(con, mart, select, {**bound, "partition_day": day})
+            built = con.table(mart)
             # one statement (a relation's unique() binds at each step); a name of ours
-            found = con.execute(f"SELECT DISTINCT cluster FROM {mart}_day").fetchall()
+            found = con.execute(f"SELECT DISTINCT cluster FROM {mart}").fetchall()
             clusters = [c for (c,) in found] or [cluster_folder]
             counts[mart] = 0
             for cluster in clusters:
@@ -193,14 +196,14 @@ def build_day(
                 counts[mart] += replace_partition(
                     root, mart, _conformed(part, schema), str(cluster), day
                 )
-            queries.define_view(con, mart, f"SELECT * FROM {mart}_day")
         return counts
     finally:  # let go of this day's tables before the next day is read
-        views = ("day_samples", "unowned_samples", "owned_samples")
-        for view in (*views, *(mart for mart, _ in SAMPLE_MARTS)):
-            queries.define_view(con, view, _EMPTY)
+        for view in ("day_files", "unowned_samples", "owned_samples", "sample_spans"):
+            con.execute(f"DROP VIEW IF EXISTS {view}")  # names of ours, not values
+        # `day_samples` may be a view of Arrow rows (a tail): what holds them goes with it
+        con.execute("DROP VIEW IF EXISTS day_samples")
         tables = ("next_day_head", "sample_devices", "sample_steps")
-        for table in (*tables, *(f"{m}_day" for m, _ in SAMPLE_MARTS)):
+        for table in (*tables, *(mart for mart, _ in SAMPLE_MARTS)):
             con.execute(f"DROP TABLE IF EXISTS {table}")  # a name of ours, not a value
 
 
@@ -288,6 +291,18 @@ def _allocation_days(
     return {key: ",".join(sorted(parts)) for key, parts in digests.items()}
 
 
+def clear_engine(con: duckdb.DuckDBPyConnection) -> None:
+    """Drop every table and view in `con` (after `build_sample_marts`: its allocations, its
+    views of files and of the reference tables), so the next step sharing the engine finds it
+    as bare as a new one."""
+    found = con.execute(
+        "SELECT 'TABLE', table_name FROM duckdb_tables() WHERE NOT internal "
+        "UNION ALL SELECT 'VIEW', view_name FROM duckdb_views() WHERE NOT internal"
+    ).fetchall()
+    for kind, name in found:  # the catalog's own names, quoted
+        con.execute(f"DROP {kind} IF EXISTS {quote_ident(name)}")
+
+
 def _remove_day(root: Path, key: DayKey) -> None:
     for mart, _ in SAMPLE_MARTS:
         folder = layout.table_dir(root, mart) / f"cluster={key[0]}" / f"date={key[1].isoformat()}"
@@ -303,6 +318,7 @@ def build_sample_marts(
     *,
     force: bool = False,
     since: dt.date | None = None,
+    engine: duckdb.DuckDBPyConnection | None = None,
 ) -> PartitionReport:
     """Rebuild the day partitions whose inputs changed since they were built; drop stale ones.
 
@@ -311,7 +327,9 @@ def build_sample_marts(
     of each device), the SQL of the sample-level marts and `params`. A day whose files (or
     next day's files) were only compacted since it was built, exactly the files it was built
     from (warehouse/compaction_log.py), has the same rows: it is not built again. With
-    `since`, the days before it are left as they are (neither built nor dropped).
+    `since`, the days before it are left as they are (neither built nor dropped). `engine`:
+    a bare engine (open_engine) to build in, left open with what the pass made in it
+    (`clear_engine` makes it bare again); default: one opened and closed here.
     """
     root = config.root
     # read before the files are listed: a merge in between is one the next run sees
@@ -332,8 +350,8 @@ def build_sample_marts(
         )
 
     built = built_days(root)
-    con = open_engine(config)
-    register_reference(con)
+    con = open_engine(config) if engine is None else engine
+    register_reference(con, _REFERENCE)
     try:
         # held in the engine, only new batch files read (warehouse/allocations.py): every day
         # built reads them, and the scheduler's files grow with the lake's history
@@ -382,7 +400,8 @@ def build_sample_marts(
             if progress:
                 progress(done, len(todo))
     finally:
-        con.close()
+        if engine is None:
+            con.close()
     # every day now records its files
     compaction_log.forget(root, "sample_days", "gpu_samples", merged)
     # a day whose samples were pruned keeps its partitions: they are its only record now

@@ -22,6 +22,7 @@ applies to idle_job only, even where its rule family also raises other detectors
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import typing
@@ -248,6 +249,12 @@ def _subtables(name: str, table: Mapping[str, Any], known: tuple[str, ...], wher
 
 
 def _hints(cls: type) -> dict[str, Any]:
+    """The type of each field of `cls` read from the configuration (a copy: callers may add)."""
+    return dict(_field_hints(cls))
+
+
+@functools.cache  # resolving the string annotations costs ~0.4 ms a class, at every config load
+def _field_hints(cls: type) -> dict[str, Any]:
     hints = typing.get_type_hints(cls)
     return {f.name: hints[f.name] for f in dataclasses.fields(cls) if f.name not in _OWN_TABLE}
 

@@ -96,8 +96,9 @@ def _late_jobs(files: Iterable[Path]) -> pa.Table:
 def _job_keys(path: Path, keys: pa.Schema) -> pa.Table:
     """`path`'s (cluster, job_id) rows; a cluster the file leaves out (or null) is its folder's,
     as the views read it (warehouse.connection.register_files)."""
-    present = [name for name in keys.names if name in pq.read_schema(path).names]
-    rows = pq.read_table(path, columns=present)
+    with pq.ParquetFile(path) as file:  # opened once: its schema, then its rows
+        present = [name for name in keys.names if name in file.schema_arrow.names]
+        rows = file.read(columns=present)
     folder = pa.scalar(layout.folder_cluster(path), pa.string())
     if "cluster" not in present:
         rows = rows.append_column("cluster", pa.nulls(rows.num_rows, pa.string()))

@@ -26,7 +26,7 @@ from warehouse.connection import (
     register_table,
 )
 from warehouse.emissions import register_intensity
-from warehouse.partitions import DayKey
+from warehouse.partitions import DayKey, clear_engine
 from warehouse.row_counts import table_rows
 from warehouse.summary.carry import _carry_state
 from warehouse.summary.index import (
@@ -91,6 +91,7 @@ def refresh_summary_marts(
     force: bool = False,
     warehouse: WarehouseConfig | None = None,
     sample_files: dict[str, list[Path]] | None = None,
+    engine: duckdb.DuckDBPyConnection | None = None,
 ) -> SummaryUpdate:
     """Bring the summary marts up to date with the sample-level ones and the scheduler's
     records: in place where only some day partitions changed or new scheduler batches landed,
@@ -99,7 +100,10 @@ def refresh_summary_marts(
     whole rebuild reads the lake through a connection of its own. `sample_files`: each
     sample-level mart's files, as the caller listed them after building them (default: listed
     here); with `con`, its views of the sample-level marts are over those files (a whole
-    rebuild reads them so, without registering them again)."""
+    rebuild reads them so, without registering them again). `engine`: an engine (open_engine)
+    the update, or a whole rebuild without `con`, runs in, made bare first (`clear_engine`: the
+    per-day pass built in it) and left to the caller to close; default: one opened and closed
+    here."""
     days = _sample_mart_days(root, sample_files)
     inputs, records = _carry_state(root, config)
     reason, recorded, late = ("forced", {}, None) if force else _stale_reason(root, inputs, records)
@@ -116,12 +120,15 @@ def refresh_summary_marts(
                 for mart, _ in SUMMARY_MARTS:
                     progress(mart)
             return SummaryUpdate("unchanged", {m: mart_rows(root, m) for m, _ in SUMMARY_MARTS})
-        engine = open_engine(warehouse or WarehouseConfig(root=root))
+        own = engine or open_engine(warehouse or WarehouseConfig(root=root))
+        if engine is not None:
+            clear_engine(engine)  # what the per-day pass left in it
         try:
-            register_reference(engine)
-            jobs, weeks = _update(engine, root, config, days, changed, late, progress)
+            register_reference(own)
+            jobs, weeks = _update(own, root, config, days, changed, late, progress)
         finally:
-            engine.close()
+            if engine is None:
+                own.close()
         # listed once, for the state and the row counts
         listed = {m: layout.table_files(root, m) for m, _ in SUMMARY_MARTS}
         _save_state(root, inputs, days, records, digests=digests, marts=listed)
@@ -132,8 +139,10 @@ def refresh_summary_marts(
         late_jobs = 0 if late is None else late.num_rows
         return SummaryUpdate("incremental", counts, changed, jobs, weeks, late_jobs)
     # what the build reads it registers itself: a bare engine, not a view of every table
-    whole = con or open_engine(warehouse or WarehouseConfig(root=root))
+    whole = con or engine or open_engine(warehouse or WarehouseConfig(root=root))
     if con is None:
+        if engine is not None:
+            clear_engine(engine)  # what the per-day pass left in it
         register_reference(whole)
     # the sample-level marts: registered in `con` by the caller as listed in `sample_files`
     registered = tuple(sample_files) if con is not None and sample_files is not None else ()
@@ -142,7 +151,7 @@ def refresh_summary_marts(
             whole, root, config, progress, registered=registered, restore_views=con is not None
         )
     finally:
-        if con is None:
+        if con is None and engine is None:
             whole.close()
     record_summary_state(
         root, config, inputs=inputs, records=records, built=built, sample_files=sample_files

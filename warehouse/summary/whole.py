@@ -37,6 +37,10 @@ SUMMARY_MARTS: tuple[tuple[str, str], ...] = (
 )
 
 
+# The summary marts a later one reads (sql/marts/job_outcomes.sql, fairness_weekly.sql).
+_READ_BY_LATER = frozenset({"job_usage", "job_outcomes", "usage_daily"})
+
+
 # Derived views several summary marts read, in the order they read each other.
 _BUILT_ONCE = ("jobs_latest", "job_gpu_intervals", "job_gpu_shares")
 # The raw tables the summary marts and the views they build on read (their SQL's `Reads:`):
@@ -103,7 +107,8 @@ def build_whole(
                 progress(mart)
             result = queries.run_arrow(con, query, **config.params(query, con))
             counts[mart] = land_mart(root, mart, result)
-            register_table(con, root, mart)
+            if restore_views or mart in _READ_BY_LATER:  # else the engine is closed after
+                register_table(con, root, mart)
     finally:
         for view in _BUILT_ONCE if restore_views else ():
             queries.define_view(con, view, sql.load(DERIVED_VIEWS[view]))
