@@ -30,9 +30,16 @@ def lake(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def findings(lake):
+def lake_con(lake):
+    """One connection over the standard lake, which the tests only read."""
+    with connect(lake) as con:
+        yield con
+
+
+@pytest.fixture(scope="module")
+def findings(lake_con):
     since = NOW - dt.timedelta(days=7)
-    return {f.finding_id: f for f in load_findings(connect(lake), since)}
+    return {f.finding_id: f for f in load_findings(lake_con, since)}
 
 
 def check(name: str, rendered: Rendered) -> None:
@@ -52,10 +59,10 @@ def check(name: str, rendered: Rendered) -> None:
         assert path.read_text(encoding="utf-8") == text, f"{filename} differs from the golden file"
 
 
-def test_findings_older_than_the_lookback_are_left_out(lake):
+def test_findings_older_than_the_lookback_are_left_out(lake_con):
     # every standard finding was detected at NOW - 5 min
-    assert len(load_findings(connect(lake), NOW - dt.timedelta(minutes=5))) == 4
-    assert load_findings(connect(lake), NOW - dt.timedelta(minutes=4)) == []
+    assert len(load_findings(lake_con, NOW - dt.timedelta(minutes=5))) == 4
+    assert load_findings(lake_con, NOW - dt.timedelta(minutes=4)) == []
 
 
 def test_the_sql_gives_the_context_the_messages_show(findings):

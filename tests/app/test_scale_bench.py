@@ -15,7 +15,7 @@ from app.cli import cli
 from collector.sim import SimConfig, simulate
 from warehouse.lake import Lake
 
-GPUS, DAYS, INTERVAL = 256, 2, 120  # 32 nodes, the last 4 an A100 island (as the simulator's)
+GPUS, DAYS, INTERVAL = 256, 2, 240  # 32 nodes, the last 4 an A100 island (as the simulator's)
 
 
 def _samples(root) -> str:

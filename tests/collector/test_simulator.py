@@ -8,7 +8,7 @@ import shutil
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import duckdb
 import pytest
@@ -135,31 +135,51 @@ def twin_lakes(twins: tuple[Path, Path, Path, SimResult]) -> tuple[Path, Path, P
     return twins[:3]
 
 
-def test_the_same_seed_lands_the_same_rows(twin_lakes: tuple[Path, Path, Path]) -> None:
-    a, b, _ = twin_lakes
-    with _reading(a) as con_a, _reading(b) as con_b:
-        tables_a = _small_tables(con_a)
+class Read(NamedTuple):
+    """What the tests compare of a lake: its scheduler and truth rows, its samples' checksum,
+    and its files and every table's rows (`_snapshot`)."""
+
+    tables: dict[str, list[tuple[Any, ...]]]
+    checksum: tuple[Any, ...]
+    snapshot: dict[str, Any]
+
+
+@pytest.fixture(scope="module")
+def first_twin(twins: tuple[Path, Path, Path, SimResult]) -> Read:
+    """The first twin, read once (one connection) for the three tests that compare with it."""
+    with _reading(twins[0]) as con:
+        return Read(_small_tables(con), _samples_checksum(con), _snapshot(twins[0], con))
+
+
+def test_the_same_seed_lands_the_same_rows(
+    twin_lakes: tuple[Path, Path, Path], first_twin: Read
+) -> None:
+    _, b, _ = twin_lakes
+    with _reading(b) as con_b:
+        tables_a = first_twin.tables
         assert all(tables_a.values()), "the simulator landed an empty scheduler or truth table"
         assert tables_a == _small_tables(con_b)
-        assert _samples_checksum(con_a) == _samples_checksum(con_b)
-        _assert_same_lake(_snapshot(a, con_a), _snapshot(b, con_b))
+        assert first_twin.checksum == _samples_checksum(con_b)
+        _assert_same_lake(first_twin.snapshot, _snapshot(b, con_b))
 
 
-def test_another_seed_lands_other_rows(twin_lakes: tuple[Path, Path, Path]) -> None:
-    a, _, other = twin_lakes
-    with _reading(a) as con_a, _reading(other) as con_other:
-        assert _small_tables(con_a)["jobs"] != _small_tables(con_other)["jobs"]
-        assert _samples_checksum(con_a) != _samples_checksum(con_other)
+def test_another_seed_lands_other_rows(
+    twin_lakes: tuple[Path, Path, Path], first_twin: Read
+) -> None:
+    _, _, other = twin_lakes
+    with _reading(other) as con_other:
+        assert first_twin.tables["jobs"] != _small_tables(con_other)["jobs"]
+        assert first_twin.checksum != _samples_checksum(con_other)
 
 
 def test_simulating_again_into_the_same_lake_changes_nothing(
-    twins: tuple[Path, Path, Path, SimResult], tmp_path: Path
+    twins: tuple[Path, Path, Path, SimResult], first_twin: Read, tmp_path: Path
 ) -> None:
     # a copy of the first twin: a lake `SMALL` was simulated into, and what that said
     lake = tmp_path / "lake"
     shutil.copytree(twins[0], lake)
     first = twins[3]
-    before = _snapshot(lake)
+    before = first_twin.snapshot  # the copy's files and rows are the first twin's
     again = simulate(SMALL, Lake.at(lake))
     assert again == first
     _assert_same_lake(_snapshot(lake), before)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
 from pathlib import Path
 
+import duckdb
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -27,17 +29,22 @@ def two_clusters(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def jobs_of(lake: Path, cluster: str) -> set[str]:
-    rows = (
-        connect(lake)
-        .sql("SELECT job_id FROM job_usage WHERE cluster = $c", params={"c": cluster})
-        .fetchall()
-    )
-    return {str(job_id) for (job_id,) in rows}
+@pytest.fixture(scope="module")
+def lake_con(two_clusters: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    """One connection over the lake for what the tests read of it."""
+    with connect(two_clusters) as con:
+        yield con
+
+
+def jobs_of(con: duckdb.DuckDBPyConnection, cluster: str) -> set[str]:
+    rows = con.sql("SELECT job_id FROM job_usage WHERE cluster = $c", params={"c": cluster})
+    return {str(job_id) for (job_id,) in rows.fetchall()}
 
 
 @pytest.mark.parametrize("cluster", ["alpha", "beta"])
-def test_the_jobs_page_shows_the_chosen_cluster_and_its_dates(two_clusters, monkeypatch, cluster):
+def test_the_jobs_page_shows_the_chosen_cluster_and_its_dates(
+    two_clusters, lake_con, monkeypatch, cluster
+):
     monkeypatch.setenv("GPULEDGER_LAKE", str(two_clusters))
     at = AppTest.from_file(str(ENTRY), default_timeout=60)
     at.session_state["scope_cluster"] = cluster
@@ -48,7 +55,8 @@ def test_the_jobs_page_shows_the_chosen_cluster_and_its_dates(two_clusters, monk
     assert at.selectbox(key="scope_cluster").options == ["alpha", "beta"]
     [table] = [d.value for d in at.dataframe if "job_name" in d.value.columns]
     # job ids repeat across clusters, so count rows too
-    assert set(table["job_id"]) == jobs_of(two_clusters, cluster)
-    assert len(table) == len(jobs_of(two_clusters, cluster))
+    jobs = jobs_of(lake_con, cluster)
+    assert set(table["job_id"]) == jobs
+    assert len(table) == len(jobs)
     first_day = dt.date(2026, 11, 2) if cluster == "alpha" else dt.date(2026, 11, 9)
     assert at.date_input(key=f"scope_dates_{cluster}").value == (first_day, first_day)

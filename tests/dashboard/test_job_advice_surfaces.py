@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -101,22 +103,49 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def cli_advice(lake: Path, job_id: str) -> list[dict[str, str | None]]:
-    runner = CliRunner(env={k: None for k in os.environ if k.startswith("GPULEDGER_")})
-    result = runner.invoke(cli, ["job", job_id, "--format", "json", "--lake", str(lake)])
-    assert result.exit_code == 0, result.output
-    advice: list[dict[str, str | None]] = json.loads(result.output)["next_time"]
-    return advice
+@pytest.fixture(scope="module")
+def job_json(lake: Path) -> Callable[[str], dict[str, Any]]:
+    """`job_json(job_id)`: what `gpuledger job JOB --format json` prints, run once per job for
+    the tests that read it."""
+    said: dict[str, dict[str, Any]] = {}
+
+    def run(job_id: str) -> dict[str, Any]:
+        if job_id not in said:
+            runner = CliRunner(env={k: None for k in os.environ if k.startswith("GPULEDGER_")})
+            result = runner.invoke(cli, ["job", job_id, "--format", "json", "--lake", str(lake)])
+            assert result.exit_code == 0, result.output
+            said[job_id] = json.loads(result.output)
+        return said[job_id]
+
+    return run
 
 
-def page_advice(lake: Path, job_id: str, monkeypatch: pytest.MonkeyPatch) -> tuple[list, list]:
-    monkeypatch.setenv("GPULEDGER_LAKE", str(lake))
-    for name in ("GPULEDGER_DASHBOARD_MANAGERS", "GPULEDGER_DASHBOARD_COST_PER_GPU_HOUR"):
-        monkeypatch.delenv(name, raising=False)
-    at = AppTest.from_file(str(ENTRY), default_timeout=60)
-    at.session_state["job_id_input"] = job_id
-    at.switch_page(PAGES["job"])
-    at.run()
+@pytest.fixture(scope="module")
+def job_page(lake: Path) -> Callable[[str], AppTest]:
+    """`job_page(job_id)`: the Job page of that job on the lake, run once per job for the tests
+    that read it."""
+    shown: dict[str, AppTest] = {}
+
+    def run(job_id: str) -> AppTest:
+        if job_id not in shown:
+            with pytest.MonkeyPatch.context() as env:
+                env.setenv("GPULEDGER_LAKE", str(lake))
+                for name in (
+                    "GPULEDGER_DASHBOARD_MANAGERS",
+                    "GPULEDGER_DASHBOARD_COST_PER_GPU_HOUR",
+                ):
+                    env.delenv(name, raising=False)
+                at = AppTest.from_file(str(ENTRY), default_timeout=60)
+                at.session_state["job_id_input"] = job_id
+                at.switch_page(PAGES["job"])
+                at.run()
+            shown[job_id] = at
+        return shown[job_id]
+
+    return run
+
+
+def page_advice(at: AppTest) -> tuple[list, list]:
     assert not at.exception, at.exception
     items = [m.value for m in at.markdown if m.value.startswith("**")]
     return items, [c.value for c in at.code]
@@ -129,9 +158,9 @@ def page_advice(lake: Path, job_id: str, monkeypatch: pytest.MonkeyPatch) -> tup
         ("nodefail", ["Resubmit: a hardware fault ended it"]),
     ],
 )
-def test_the_job_page_and_the_cli_give_the_same_advice(lake, monkeypatch, job_id, headlines):
-    cli = cli_advice(lake, job_id)
-    items, settings = page_advice(lake, job_id, monkeypatch)
+def test_the_job_page_and_the_cli_give_the_same_advice(job_json, job_page, job_id, headlines):
+    cli = job_json(job_id)["next_time"]
+    items, settings = page_advice(job_page(job_id))
 
     assert [a["headline"] for a in cli] == headlines
     # the page shows the CLI's words as text (escaped Markdown: `md`)
@@ -142,9 +171,9 @@ def test_the_job_page_and_the_cli_give_the_same_advice(lake, monkeypatch, job_id
     assert "interactive" not in said
 
 
-def test_what_each_broken_job_is_told(lake):
-    [hung] = cli_advice(lake, "hung")
-    [failed] = cli_advice(lake, "nodefail")
+def test_what_each_broken_job_is_told(job_json):
+    [hung] = job_json("hung")["next_time"]
+    [failed] = job_json("nodefail")["next_time"]
 
     assert "NCCL" in hung["reason"] and "watchdog" in hung["reason"]
     assert "because it hung, not because it needed more time" in hung["reason"]
@@ -152,24 +181,10 @@ def test_what_each_broken_job_is_told(lake):
     assert "xid 79" in failed["reason"]
 
 
-def cli_diagnosis(lake: Path, job_id: str) -> dict[str, object]:
-    runner = CliRunner(env={k: None for k in os.environ if k.startswith("GPULEDGER_")})
-    result = runner.invoke(cli, ["job", job_id, "--format", "json", "--lake", str(lake)])
-    assert result.exit_code == 0, result.output
-    diagnosis: dict[str, object] = json.loads(result.output)["diagnosis"]
-    return diagnosis
-
-
 @pytest.mark.parametrize(("job_id", "diagnosis"), [("hung", "stalled"), ("nodefail", None)])
-def test_the_job_page_shows_the_bottleneck_the_cli_diagnoses(lake, monkeypatch, job_id, diagnosis):
-    cli_said = cli_diagnosis(lake, job_id)
-    monkeypatch.setenv("GPULEDGER_LAKE", str(lake))
-    for name in ("GPULEDGER_DASHBOARD_MANAGERS", "GPULEDGER_DASHBOARD_COST_PER_GPU_HOUR"):
-        monkeypatch.delenv(name, raising=False)
-    at = AppTest.from_file(str(ENTRY), default_timeout=60)
-    at.session_state["job_id_input"] = job_id
-    at.switch_page(PAGES["job"])
-    at.run()
+def test_the_job_page_shows_the_bottleneck_the_cli_diagnoses(job_json, job_page, job_id, diagnosis):
+    cli_said = job_json(job_id)["diagnosis"]
+    at = job_page(job_id)
 
     assert not at.exception, at.exception
     assert "Bottleneck" in [h.value for h in at.subheader]

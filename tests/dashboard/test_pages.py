@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -64,13 +65,29 @@ def open_page(lake: Path, page: str, monkeypatch: pytest.MonkeyPatch, **state: o
     return at.run()
 
 
+@pytest.fixture(scope="module")
+def demo_page(demo_lake: Path) -> Callable[..., AppTest]:
+    """`demo_page(page, **state)`: that page of the demo lake, run once per module for the tests
+    that only read what it shows (a run is a third of a CPU-second or more)."""
+    shown: dict[tuple[str, tuple[tuple[str, object], ...]], AppTest] = {}
+
+    def run(page: str, **state: object) -> AppTest:
+        key = (page, tuple(sorted(state.items())))
+        if key not in shown:
+            with pytest.MonkeyPatch.context() as env:
+                shown[key] = open_page(demo_lake, page, env, **state)
+        return shown[key]
+
+    return run
+
+
 def charts(at: AppTest) -> list[object]:
     return list(at.get("arrow_vega_lite_chart")) + list(at.get("vega_lite_chart"))
 
 
 @pytest.mark.parametrize("page", list(PAGES))
-def test_every_page_renders_its_title_a_chart_and_tables(demo_lake, monkeypatch, page):
-    at = open_page(demo_lake, page, monkeypatch)
+def test_every_page_renders_its_title_a_chart_and_tables(demo_page, page):
+    at = demo_page(page)
 
     assert not at.exception, at.exception
     assert not at.error
@@ -93,8 +110,8 @@ def test_every_page_on_an_empty_lake_says_what_to_run(tmp_path, monkeypatch, pag
     assert "gpuledger attribute" in error.value
 
 
-def test_overview_headline_numbers_and_trend(demo_lake, monkeypatch):
-    at = open_page(demo_lake, "overview", monkeypatch)
+def test_overview_headline_numbers_and_trend(demo_page):
+    at = demo_page("overview")
 
     labels = [m.label for m in at.metric]
     assert labels == [
@@ -174,10 +191,8 @@ def test_jobs_search_finds_a_job_by_its_user(demo_lake, names, monkeypatch):
     assert names["user"] in set(table["user"])
 
 
-def test_job_page_shows_a_chosen_job_with_timelines_findings_and_advice(
-    demo_lake, names, monkeypatch
-):
-    at = open_page(demo_lake, "job", monkeypatch, job_id_input=names["job_id"])
+def test_job_page_shows_a_chosen_job_with_timelines_findings_and_advice(demo_page, names):
+    at = demo_page("job", job_id_input=names["job_id"])
 
     assert not at.exception
     assert at.title[0].value.startswith(f"Job {names['job_id']}")
@@ -187,16 +202,16 @@ def test_job_page_shows_a_chosen_job_with_timelines_findings_and_advice(
     assert at.subheader[0].value == "What to change next time"
 
 
-def test_job_page_says_its_emissions_or_why_they_are_unknown(demo_lake, names, monkeypatch):
-    at = open_page(demo_lake, "job", monkeypatch, job_id_input=names["job_id"])
+def test_job_page_says_its_emissions_or_why_they_are_unknown(demo_page, names):
+    at = demo_page("job", job_id_input=names["job_id"])
 
     # the demo lake is built without [emissions]: unknown, never 0 kg
     captions = [c.value.replace("\\", "") for c in at.caption]  # markdown escapes undone
     assert any(c.startswith("Emissions: unknown (") for c in captions), captions
 
 
-def test_overview_says_the_windows_emissions_or_why_they_are_unknown(demo_lake, monkeypatch):
-    at = open_page(demo_lake, "overview", monkeypatch)
+def test_overview_says_the_windows_emissions_or_why_they_are_unknown(demo_page):
+    at = demo_page("overview")
 
     assert not at.exception
     captions = [c.value.replace("\\", "") for c in at.caption]  # markdown escapes undone
@@ -255,16 +270,16 @@ def test_sql_injection_in_a_search_box_is_just_no_match(
     assert jobs_count(demo_lake) == demo_jobs
 
 
-def test_recommendation_shows_its_exact_config_in_a_code_block(demo_lake, names, monkeypatch):
-    at = open_page(demo_lake, "alerts", monkeypatch)
+def test_recommendation_shows_its_exact_config_in_a_code_block(demo_page, names):
+    at = demo_page("alerts")
 
     codes = [c.value for c in at.code]
     assert f"scontrol update NodeName={names['node']} State=DRAIN Reason=failing-gpu" in codes
     assert "scontrol update PartitionName=interactive MaxTime=04:00:00" in codes
 
 
-def test_health_lists_the_drain_candidate(demo_lake, names, monkeypatch):
-    at = open_page(demo_lake, "health", monkeypatch)
+def test_health_lists_the_drain_candidate(demo_page, names):
+    at = demo_page("health")
 
     [risk] = [d.value for d in at.dataframe if "drain_candidate" in d.value.columns]
     assert list(risk["node"]) == [names["node"]]

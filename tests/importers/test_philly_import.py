@@ -10,6 +10,7 @@ import json
 import math
 import shutil
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -146,6 +147,13 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return attributed_philly_lake(tmp_path_factory)
 
 
+@pytest.fixture(scope="module")
+def lake_con(lake: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    """One connection over the attributed sample for the tests that only read it."""
+    with connect(lake, require=("job_usage",)) as con:
+        yield con
+
+
 def test_import_lands_every_job_allocation_and_sample(tmp_path):
     result = _import(tmp_path / "lake")
     assert (result.jobs, result.allocations, result.util_lines) == (86, 86, 1869)
@@ -161,9 +169,9 @@ def test_import_lands_every_job_allocation_and_sample(tmp_path):
     assert counts["gpu_samples"] == result.samples
 
 
-def test_job_usage_matches_an_independent_computation_from_the_raw_files(lake):
+def test_job_usage_matches_an_independent_computation_from_the_raw_files(lake_con):
     expected = expected_usage()
-    con = connect(lake, require=("job_usage",))
+    con = lake_con
     rows = con.execute("SELECT job_id, samples, gpu_util_pct_mean, gpus FROM job_usage").fetchall()
     got = {row[0]: row[1:] for row in rows}
     assert set(got) == set(expected)
@@ -180,8 +188,8 @@ def test_job_usage_matches_an_independent_computation_from_the_raw_files(lake):
             assert mean == pytest.approx(want["plain"], rel=1e-6, abs=1e-6), job_id
 
 
-def test_jobs_carry_the_job_log_in_utc(lake):
-    con = connect(lake)
+def test_jobs_carry_the_job_log_in_utc(lake_con):
+    con = lake_con
     row = _one(
         con,
         "SELECT user, account, state, submit_ts, start_ts, end_ts, gpus, nodes, requeues,"
@@ -204,8 +212,8 @@ def test_jobs_carry_the_job_log_in_utc(lake):
     assert states == {"COMPLETED": 51, "FAILED": 35}
 
 
-def test_samples_are_null_where_the_trace_has_no_value(lake):
-    con = connect(lake)
+def test_samples_are_null_where_the_trace_has_no_value(lake_con):
+    con = lake_con
     total, valued, zero, low, high, first = _one(
         con,
         "SELECT count(*), count(gpu_util_pct), count(*) FILTER (WHERE gpu_util_pct = 0),"

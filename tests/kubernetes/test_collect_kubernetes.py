@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+import duckdb
 import pytest
 
 from collector.errors import ConfigError
@@ -37,10 +38,20 @@ def utc(text: str) -> dt.datetime:
     return dt.datetime.fromisoformat(text).replace(tzinfo=dt.UTC)
 
 
+_connections: dict[tuple, duckdb.DuckDBPyConnection] = {}
+
+
 def rows(root, query, **params):
-    with connect(root) as con:
-        result = con.sql(query, params=params or None)
-        return [dict(zip(result.columns, row, strict=True)) for row in result.fetchall()]
+    """The rows of `query` over the lake; one connection per state of the lake's files (a
+    `connect` costs 0.1 CPU-s, and a test reads one state several times)."""
+    key = (root, tuple(sorted((p, p.stat().st_mtime_ns) for p in root.rglob("*.parquet"))))
+    if key not in _connections:
+        for old in _connections.values():
+            old.close()
+        _connections.clear()
+        _connections[key] = connect(root)
+    result = _connections[key].sql(query, params=params or None)
+    return [dict(zip(result.columns, row, strict=True)) for row in result.fetchall()]
 
 
 def lake_files(root):

@@ -121,8 +121,15 @@ def render(lake: Path, **settings) -> dict:
     return parse(render_metrics(read_figures(Lake.at(lake), cfg), cfg))
 
 
-def test_usage_per_account_and_partition_over_the_week(lake):
-    m = render(lake)
+@pytest.fixture(scope="module")
+def metrics(lake: Path) -> dict:
+    """The exposition of the lake with the default settings, rendered once for the tests that
+    read it (a render is a connection and every sql/serve/ query)."""
+    return render(lake)
+
+
+def test_usage_per_account_and_partition_over_the_week(metrics):
+    m = metrics
     physics = {"cluster": "della", "account": "physics", "partition": "gpu", "window": "7d"}
     bio = {"cluster": "della", "account": "bio", "partition": "debug", "window": "7d"}
 
@@ -148,8 +155,8 @@ def test_a_window_ends_at_the_end_of_the_data_not_the_wall_clock(lake):
     assert series(m, "gpuledger_data_end_timestamp_seconds") == pytest.approx(r.T0_E + 1200)
 
 
-def test_running_jobs_their_gpus_now_and_what_is_at_stake(lake):
-    m = render(lake)
+def test_running_jobs_their_gpus_now_and_what_is_at_stake(metrics):
+    m = metrics
     j1 = {"job_id": "j1", "user": "alice", "account": "physics", "partition": "gpu"}
 
     assert series(m, "gpuledger_job_gpus", **j1, state="busy") == 1  # GPU 0 (0.5 busy)
@@ -182,8 +189,8 @@ def test_per_job_series_are_capped_and_the_rest_counted(lake):
     assert series(none, "gpuledger_running_jobs_not_exported", cluster="della") == 2
 
 
-def test_occupancy_now_adds_up_to_the_fleet(lake):
-    m = render(lake)
+def test_occupancy_now_adds_up_to_the_fleet(metrics):
+    m = metrics
     states = {dict(k)["state"]: v for k, v in m["gpuledger_cluster_gpus"].items()}
 
     assert series(m, "gpuledger_fleet_gpus", cluster="della") == 3
@@ -192,8 +199,8 @@ def test_occupancy_now_adds_up_to_the_fleet(lake):
     assert sum(states.values()) == pytest.approx(3)
 
 
-def test_open_findings_and_current_recommendations(lake):
-    m = render(lake)
+def test_open_findings_and_current_recommendations(metrics):
+    m = metrics
 
     assert series(m, "gpuledger_findings_open", detector="idle_job", severity="warn") == 1
     assert series(
@@ -206,8 +213,8 @@ def test_open_findings_and_current_recommendations(lake):
     assert series(m, gain, kind="time_limit") == 0
 
 
-def test_freshness_per_source(lake):
-    m = render(lake)
+def test_freshness_per_source(metrics):
+    m = metrics
 
     samples = {"kind": "gpu_samples", "source": "test"}
     assert series(m, "gpuledger_source_behind_seconds", **samples) == pytest.approx(30)

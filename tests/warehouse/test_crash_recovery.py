@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from warehouse import intents, layout, writer
-from warehouse.connection import connect
+from warehouse.connection import WarehouseConfig, open_engine, register_table
 
 KILLED = 137
 
@@ -57,7 +57,10 @@ def run_killed(
 
 
 def rows(lake: Path) -> list[tuple[object, ...]]:
-    with connect(lake) as con:
+    """The samples a reader sees: the `gpu_samples` view `connect` makes, over the lake's
+    files as they are (without the other tables' views, 0.1 CPU-s a connection)."""
+    with open_engine(WarehouseConfig(lake)) as con:
+        register_table(con, lake, "gpu_samples")
         return con.sql("SELECT node, ts, power_w FROM gpu_samples ORDER BY ALL").fetchall()
 
 

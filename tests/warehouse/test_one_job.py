@@ -66,10 +66,18 @@ def test_only_the_jobs_cluster_and_days_are_read(lake, job, days):
     assert days_read(con) == days
 
 
+@pytest.fixture(scope="module")
+def whole_lake(lake):
+    """One connection over the whole lake, which the tests only read."""
+    con = connect(lake)
+    yield con
+    con.close()
+
+
 @pytest.mark.parametrize("job", ["early", "late", "requeued", "running"])
-def test_the_report_is_the_whole_lakes(lake, job):
+def test_the_report_is_the_whole_lakes(lake, whole_lake, job):
     pruned = load_job_report(connect_job(lake, job, None), job)
-    whole = load_job_report(connect(lake), job)
+    whole = load_job_report(whole_lake, job)
 
     assert pruned.to_dict() == whole.to_dict()
     assert pruned.job["samples"]
@@ -156,10 +164,18 @@ def test_a_job_without_allocations_owns_no_sample(nodes_lake):
     assert load_job_report(con, "bare").diagnosis["diagnosis"] == "unobserved"
 
 
+@pytest.fixture(scope="module")
+def whole_nodes_lake(nodes_lake):
+    """One connection over the whole of `nodes_lake`, which the tests only read."""
+    con = connect(nodes_lake)
+    yield con
+    con.close()
+
+
 @pytest.mark.parametrize("job", ["wide", "sharer", "node", "running", "before", "bare"])
-def test_the_bottleneck_on_the_jobs_samples_is_the_whole_lakes(nodes_lake, job):
+def test_the_bottleneck_on_the_jobs_samples_is_the_whole_lakes(nodes_lake, whole_nodes_lake, job):
     pruned = load_job_report(connect_job(nodes_lake, job), job)
-    whole = load_job_report(connect(nodes_lake), job)
+    whole = load_job_report(whole_nodes_lake, job)
 
     assert pruned.to_dict() == whole.to_dict()
     if job != "bare":

@@ -25,10 +25,20 @@ FROM range($start, $end) AS r(i)
 """
 
 
-@pytest.fixture
-def con(tmp_path):
-    with connect(tmp_path) as con:
+@pytest.fixture(scope="module")
+def empty_lake(tmp_path_factory):
+    """One connection over an empty lake for the module (a `connect` costs 0.1 CPU-s)."""
+    with connect(tmp_path_factory.mktemp("empty")) as con:
         yield con
+
+
+@pytest.fixture
+def con(empty_lake):
+    """A cursor of its own over the empty lake, in UTC as `connect` sets it: its temporary
+    tables are its own, and it sees the lake's views."""
+    with empty_lake.cursor() as cursor:
+        cursor.execute("SET TimeZone = 'UTC'")  # a session setting: a cursor starts without it
+        yield cursor
 
 
 @pytest.fixture

@@ -4,14 +4,31 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from pathlib import Path
 from typing import Any
 
+import duckdb
 import pyarrow as pa
 
 from tests.marts import rows as r
+from warehouse.connection import connect
 
 NOW = r.T0 + dt.timedelta(days=2)  # replay window: the 28 days before NOW covers everything
 H = 3600.0
+
+# One connection a process over each lake that a module's tests only read (`reading`).
+_READ: dict[Path, duckdb.DuckDBPyConnection] = {}
+
+
+def reading(root: Path) -> duckdb.DuckDBPyConnection:
+    """A cursor of its own over a lake the tests only read: its temporary tables are its own,
+    in UTC as `connect` sets it (a session setting, which a cursor starts without). The lake is
+    connected once a process (0.1 CPU-s a connection), not once a test."""
+    if root not in _READ:
+        _READ[root] = connect(root)
+    cursor = _READ[root].cursor()
+    cursor.execute("SET TimeZone = 'UTC'")
+    return cursor
 
 
 def busy_samples(

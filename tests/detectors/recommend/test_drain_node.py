@@ -9,9 +9,8 @@ import pytest
 from detectors.recommend import RecommendConfig, drain_node, recommend
 from detectors.recommend.config import DrainConfig
 from detectors.recommend.recommendation import ClusterFacts
-from tests.detectors.recommend.lake import NOW, recs_of
+from tests.detectors.recommend.lake import NOW, reading, recs_of
 from tests.marts import rows as r
-from warehouse.connection import connect
 
 H = 3600.0
 
@@ -41,7 +40,7 @@ def drain_lake(tmp_path_factory):
 
 
 def test_the_node_with_a_fatal_xid_and_the_lemon_are_drained(drain_lake):
-    con = connect(drain_lake)
+    con = reading(drain_lake)
     recs = recs_of(recommend(con, RecommendConfig(), NOW, kinds=("drain_node",)), "drain_node")
 
     assert [rec["scope"] for rec in recs] == ["node=g001", "node=g002"]
@@ -66,7 +65,7 @@ def test_the_node_with_a_fatal_xid_and_the_lemon_are_drained(drain_lake):
 
 
 def test_a_failure_rate_under_the_lemon_ratio_is_not_drained(drain_lake):
-    con = connect(drain_lake)
+    con = reading(drain_lake)
     strict = RecommendConfig(drain=DrainConfig(lemon_ratio=3.0))  # 4 < 3 × 5/13 × 4 = 4.6
     recs = recs_of(recommend(con, strict, NOW, kinds=("drain_node",)), "drain_node")
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from detectors.recommend import RecommendConfig, fairshare, recommend
 from detectors.recommend.config import BillingConfig, FairshareConfig
-from tests.detectors.recommend.lake import NOW, recs_of
+from tests.detectors.recommend.lake import NOW, reading, recs_of
 from tests.marts import rows as r
 from warehouse.connection import connect
 
@@ -36,7 +36,7 @@ def fairshare_lake(tmp_path_factory):
 
 
 def test_fairshare_moves_shares_halfway_to_demand(fairshare_lake):
-    con = connect(fairshare_lake)
+    con = reading(fairshare_lake)
     [rec] = recs_of(
         recommend(con, RecommendConfig(), NOW, kinds=("fairshare_weight",)), "fairshare_weight"
     )
@@ -58,7 +58,7 @@ def test_fairshare_moves_shares_halfway_to_demand(fairshare_lake):
 
 
 def test_fairshare_with_configured_shares_that_match_demand_changes_nothing(fairshare_lake):
-    con = connect(fairshare_lake)
+    con = reading(fairshare_lake)
     config = RecommendConfig(
         fairshare=FairshareConfig(shares={"physics": 80, "chem": 10, "bio": 10})
     )

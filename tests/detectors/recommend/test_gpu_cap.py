@@ -10,9 +10,8 @@ from hypothesis import strategies as st
 from detectors.recommend import RecommendConfig, recommend
 from detectors.recommend.config import GpuCapConfig
 from detectors.recommend.gpu_cap import running_gpus
-from tests.detectors.recommend.lake import NOW, recs_of
+from tests.detectors.recommend.lake import NOW, reading, recs_of
 from tests.marts import rows as r
-from warehouse.connection import connect
 
 H = 3600.0
 
@@ -30,8 +29,8 @@ def lake(root, source="slurm"):
 
 @pytest.fixture(scope="module")
 def slurm_lake(tmp_path_factory):
-    """`lake` built once per module: the tests only read it (recommend), each on its own
-    connection."""
+    """`lake` built once per module: the tests only read it (recommend), each through a
+    cursor of its own (`reading`)."""
     root = tmp_path_factory.mktemp("lake")
     lake(root)
     return root
@@ -43,7 +42,7 @@ def run(con, **cap):
 
 
 def test_the_heavy_user_gets_a_cap_with_figures_by_hand(slurm_lake):
-    [rec] = [r for r in run(connect(slurm_lake)) if r["scope"].startswith("user=")]
+    [rec] = [r for r in run(reading(slurm_lake)) if r["scope"].startswith("user=")]
     ev = rec["evidence"]
 
     assert rec["scope"] == "user=alice,account=physics"
@@ -63,7 +62,7 @@ def test_the_heavy_user_gets_a_cap_with_figures_by_hand(slurm_lake):
 
 
 def test_the_heavy_account_gets_a_cap_with_figures_by_hand(slurm_lake):
-    [rec] = [r for r in run(connect(slurm_lake)) if r["scope"].startswith("account=")]
+    [rec] = [r for r in run(reading(slurm_lake)) if r["scope"].startswith("account=")]
     ev = rec["evidence"]
 
     # physics (alice alone): 50 % of 8 GPUs = 4; it held 6 for 2 h: 2 × 2 = 4 GPU-h above;
@@ -80,13 +79,13 @@ def test_the_heavy_account_gets_a_cap_with_figures_by_hand(slurm_lake):
 
 def test_a_cap_never_falls_below_the_largest_job(slurm_lake):
     # 10 % of 8 GPUs = 1, but alice's jobs need 2 each
-    recs = run(connect(slurm_lake), cap_share=0.1, account_cap_share=0.1)
+    recs = run(reading(slurm_lake), cap_share=0.1, account_cap_share=0.1)
 
     assert [rec["evidence"]["cap_gpus"] for rec in recs] == [2, 2]
 
 
 def test_without_anyone_waiting_there_is_no_cap(slurm_lake):
-    assert run(connect(slurm_lake), min_waiting_jobs=2) == []
+    assert run(reading(slurm_lake), min_waiting_jobs=2) == []
 
 
 def test_kueue_gets_a_capped_cluster_queue(tmp_path):

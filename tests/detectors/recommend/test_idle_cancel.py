@@ -8,6 +8,7 @@ import yaml
 from detectors.recommend import RecommendConfig, recommend
 from detectors.recommend.config import IdleCancelConfig
 from tests.detectors.recommend.lake import NOW, busy_samples, recs_of
+from tests.detectors.recommend.shared_lakes import shared_lake
 from tests.marts import rows as r
 from warehouse.lake import Lake
 
@@ -47,7 +48,8 @@ def idle_lake(root):
 
 @pytest.fixture(scope="module")
 def con(tmp_path_factory):
-    return idle_lake(tmp_path_factory.mktemp("lake"))
+    """`idle_lake`, built once per run (test_replayed_kinds.py reads it too): this file's copy."""
+    return shared_lake(tmp_path_factory, "idle-cancel", idle_lake)
 
 
 FIGURES = (

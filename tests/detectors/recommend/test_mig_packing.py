@@ -10,6 +10,7 @@ from detectors.recommend import RecommendConfig, recommend
 from detectors.recommend.config import MigPackingConfig
 from detectors.recommend.mig_packing import profile_for, profile_name
 from tests.detectors.recommend.lake import NOW, busy_samples, recs_of
+from tests.detectors.recommend.shared_lakes import shared_lake
 from tests.marts import rows as r
 
 H = 3600.0
@@ -34,7 +35,8 @@ def lake(root):
 
 @pytest.fixture(scope="module")
 def con(tmp_path_factory):
-    return lake(tmp_path_factory.mktemp("lake"))
+    """`lake`, built once per run (test_replayed_kinds.py reads it too): this file's copy."""
+    return shared_lake(tmp_path_factory, "mig-packing", lake)
 
 
 def run(con, **mig):

@@ -7,6 +7,7 @@ import pytest
 from detectors.recommend import RecommendConfig, recommend
 from detectors.recommend.config import PowerCapConfig
 from tests.detectors.recommend.lake import NOW, recs_of
+from tests.detectors.recommend.shared_lakes import shared_lake
 from tests.marts import rows as r
 
 H = 3600.0
@@ -36,7 +37,8 @@ def lake(root):
 
 @pytest.fixture(scope="module")
 def con(tmp_path_factory):
-    return lake(tmp_path_factory.mktemp("lake"))
+    """`lake`, built once per run (test_replayed_kinds.py reads it too): this file's copy."""
+    return shared_lake(tmp_path_factory, "power-cap", lake)
 
 
 def run(con, **power):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -12,6 +13,8 @@ import pytest
 from collector.sim.runner import SimConfig, simulate_records
 from detectors.recommend.recommendation import ClusterFacts, Recommendation
 from detectors.recommend.replayed import MAX_PROPOSALS, with_replayed_deltas
+from detectors.replay.engine import Workload
+from detectors.replay.workload import load_workload
 from warehouse.connection import connect
 from warehouse.lake import Lake
 
@@ -46,10 +49,52 @@ def rec(kind: str, scope: str, evidence: dict, gain: float | None = 1.0) -> Reco
     )
 
 
-def replayed(con, r: Recommendation) -> dict:
-    [out] = with_replayed_deltas(con, facts(), [r])
-    assert out.evidence.items() >= r.evidence.items()  # the recommender's figures stay
-    return dict(out.evidence["replay"])
+def fair_share_change() -> Recommendation:
+    evidence = {
+        "accounts": [
+            {"account": "llm-pretrain", "new_share": 0.05},
+            {"account": "nlp-research", "new_share": 0.6},
+            {"account": "speech", "new_share": 0.35},
+        ],
+        "flagged": ["llm-pretrain", "nlp-research"],
+    }
+    return rec("fairshare_weight", "cluster", evidence, gain=None)
+
+
+class Singles(NamedTuple):
+    """Each test's recommendation below, with its replay; the workload, its largest job."""
+
+    replays: dict[str, tuple[Recommendation, dict]]
+    w: Workload
+    big: int
+
+
+@pytest.fixture(scope="module")
+def singles(con) -> Singles:
+    """The recommendations of the tests below, one of each kind, replayed by one call, as one
+    `detect` round passes a cluster's recommendations: they share its one load of the workload
+    and its baseline replay (one per assumption set), where a call each replayed it again."""
+    w = load_workload(con, "sim")
+    big = max(range(w.size), key=lambda j: (w.gpus[j], -w.submit_e[j]))  # the largest, first
+    user, account = w.user[big], w.account[big]
+    recs = {
+        "time_limit": rec("time_limit", "partition=gpu", {"max_time_s": 7200.0}),
+        "account_cap": rec("gpu_cap", "account=llm-pretrain", {"cap_gpus": 8}),
+        "user_cap": rec("gpu_cap", f"user={user},account={account}", {"cap_gpus": 1}),
+        "fair_share": fair_share_change(),
+        "drain": rec("drain_node", f"node={w.nodes[0]}", {"hw_events": 3}),
+    }
+    assert len(recs) <= MAX_PROPOSALS  # every one replayed
+    out = with_replayed_deltas(con, facts(), list(recs.values()))
+    replays = {}
+    for (name, r), done in zip(recs.items(), out, strict=True):
+        assert done.evidence.items() >= r.evidence.items()  # the recommender's figures stay
+        replays[name] = (r, dict(done.evidence["replay"]))
+    return Singles(replays, w, big)
+
+
+def replayed(singles: Singles, name: str) -> dict:
+    return singles.replays[name][1]
 
 
 def assert_calibrated(rp: dict) -> None:
@@ -59,8 +104,8 @@ def assert_calibrated(rp: dict) -> None:
     assert rp["jobs_started"]["baseline"] > 100
 
 
-def test_a_partition_time_limit_is_replayed_as_its_max_time(con):
-    rp = replayed(con, rec("time_limit", "partition=gpu", {"max_time_s": 7200.0}))
+def test_a_partition_time_limit_is_replayed_as_its_max_time(singles):
+    rp = replayed(singles, "time_limit")
     assert rp["settings"] == ["partition.gpu.MaxTime=02:00:00"] and rp["assumed"] == []
     # Slurm keeps a job asking for more than MaxTime pending: the replay counts them
     assert rp["jobs_held"] > 0
@@ -69,21 +114,18 @@ def test_a_partition_time_limit_is_replayed_as_its_max_time(con):
     assert_calibrated(rp)
 
 
-def test_an_account_gpu_cap_is_replayed_as_its_grptres(con):
-    rp = replayed(con, rec("gpu_cap", "account=llm-pretrain", {"cap_gpus": 8}))
+def test_an_account_gpu_cap_is_replayed_as_its_grptres(singles):
+    rp = replayed(singles, "account_cap")
     assert rp["settings"] == ["assoc.llm-pretrain.GrpTRES=gres/gpu=8"]
     assert rp["wait_p95_s"]["proposal"] != rp["wait_p95_s"]["baseline"]
     assert rp["jobs_held"] == 0 and rp["jobs_cut"] == 0
     assert_calibrated(rp)
 
 
-def test_a_user_gpu_cap_is_replayed_on_that_users_association(con):
-    from detectors.replay.workload import load_workload
-
-    w = load_workload(con, "sim")
-    big = max(range(w.size), key=lambda j: (w.gpus[j], -w.submit_e[j]))  # the largest, first
+def test_a_user_gpu_cap_is_replayed_on_that_users_association(singles):
+    w, big = singles.w, singles.big  # a cap of 1 GPU on the user of the largest job
     user, account = w.user[big], w.account[big]
-    rp = replayed(con, rec("gpu_cap", f"user={user},account={account}", {"cap_gpus": 1}))
+    rp = replayed(singles, "user_cap")
     assert rp["settings"] == [f"assoc.{account}.{user}.GrpTRES=gres/gpu=1"]
     # a 1-GPU cap keeps that user's larger jobs pending for good (others may then start more)
     assert (
@@ -99,16 +141,8 @@ def test_a_user_gpu_cap_is_replayed_on_that_users_association(con):
     assert np.isnan(capped.start_e[big]), (user, w.gpus[big])
 
 
-def test_a_fair_share_change_is_replayed_under_multifactor_priority(con):
-    evidence = {
-        "accounts": [
-            {"account": "llm-pretrain", "new_share": 0.05},
-            {"account": "nlp-research", "new_share": 0.6},
-            {"account": "speech", "new_share": 0.35},
-        ],
-        "flagged": ["llm-pretrain", "nlp-research"],
-    }
-    rp = replayed(con, rec("fairshare_weight", "cluster", evidence, gain=None))
+def test_a_fair_share_change_is_replayed_under_multifactor_priority(singles):
+    rp = replayed(singles, "fair_share")
     assert rp["assumed"][0] == "priority.PriorityType=priority/multifactor"
     assert {s.split("=")[0] for s in rp["settings"]} == {
         "assoc.llm-pretrain.Shares",
@@ -121,11 +155,9 @@ def test_a_fair_share_change_is_replayed_under_multifactor_priority(con):
     assert_calibrated(rp)
 
 
-def test_draining_a_node_is_replayed_without_it(con):
-    from detectors.replay.workload import load_workload
-
-    node = load_workload(con, "sim").nodes[0]
-    rp = replayed(con, rec("drain_node", f"node={node}", {"hw_events": 3}))
+def test_draining_a_node_is_replayed_without_it(singles):
+    node = singles.w.nodes[0]
+    rp = replayed(singles, "drain")
     assert rp["settings"] == [f"node.{node}.State=DRAIN"]
     assert rp["wait_p95_s"]["proposal"] > rp["wait_p95_s"]["baseline"]
     assert_calibrated(rp)

@@ -19,6 +19,7 @@ from detectors.recommend.replayed import NOT_REPLAYED, proposal_settings
 from detectors.replay.policy import Policy, PolicyError, apply_settings
 from tests.detectors.recommend import test_idle_cancel, test_mig_packing, test_power_cap
 from tests.detectors.recommend.lake import NOW, recs_of
+from tests.detectors.recommend.shared_lakes import shared_lake
 from tests.detectors.recommend.test_fairness_recs import (
     billing_jobs,
     fairshare_jobs,
@@ -31,8 +32,13 @@ GPUS = [r.gpu("g001", i) for i in range(8)]
 MIG_FLOOR = MigPackingConfig(min_gpu_h=20)
 
 
-def _jobs_lake(jobs: Callable[[], list[r.Row]]) -> Callable[[Path], Any]:
-    return lambda root: r.build_lake(root, jobs=jobs(), gpus=GPUS)
+def _jobs_lake(jobs: Callable[[], list[r.Row]]) -> Callable[[pytest.TempPathFactory], Any]:
+    return lambda made: r.build_lake(made.mktemp("lake"), jobs=jobs(), gpus=GPUS)
+
+
+def _shared(name: str, build: Callable[[Path], Any]) -> Callable[[pytest.TempPathFactory], Any]:
+    """The lake of another file's tests, built once per run for both (its own copy here)."""
+    return lambda made: shared_lake(made, name, build)
 
 
 def _kind_of(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -43,15 +49,25 @@ def _kind_of(rows: list[dict[str, Any]]) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("kind", "build", "config"),
     [
-        ("power_cap", test_power_cap.lake, RecommendConfig()),
+        ("power_cap", _shared("power-cap", test_power_cap.lake), RecommendConfig()),
         ("gpu_billing", _jobs_lake(billing_jobs), RecommendConfig()),
         # test_mig_packing's lake has 20 GPU-h of candidates: the floor lowered to them
-        ("mig_packing", test_mig_packing.lake, RecommendConfig(mig_packing=MIG_FLOOR)),
-        ("idle_cancel_policy", test_idle_cancel.idle_lake, RecommendConfig()),
+        (
+            "mig_packing",
+            _shared("mig-packing", test_mig_packing.lake),
+            RecommendConfig(mig_packing=MIG_FLOOR),
+        ),
+        (
+            "idle_cancel_policy",
+            _shared("idle-cancel", test_idle_cancel.idle_lake),
+            RecommendConfig(),
+        ),
     ],
 )
-def test_a_kind_the_replay_cannot_express_says_why_in_its_evidence(tmp_path, kind, build, config):
-    con = build(tmp_path)
+def test_a_kind_the_replay_cannot_express_says_why_in_its_evidence(
+    tmp_path_factory, kind, build, config
+):
+    con = build(tmp_path_factory)
     rec = _kind_of(recs_of(recommend(con, config, NOW, kinds=(kind,)), kind))
     assert rec["target"] == "slurm"
     assert rec["evidence"]["replay"] == {"not_replayed": NOT_REPLAYED[kind]}

@@ -6,9 +6,8 @@ import pytest
 
 from detectors.recommend import RecommendConfig, recommend
 from detectors.recommend.config import TimeLimitConfig
-from tests.detectors.recommend.lake import NOW, recs_of
+from tests.detectors.recommend.lake import NOW, reading, recs_of
 from tests.marts import rows as r
-from warehouse.connection import connect
 
 H = 3600.0
 
@@ -38,7 +37,7 @@ def jobs_lake(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def recs(jobs_lake):
-    con = connect(jobs_lake)
+    con = reading(jobs_lake)
     return recs_of(recommend(con, RecommendConfig(), NOW, kinds=("time_limit",)), "time_limit")
 
 
@@ -91,7 +90,7 @@ def test_kueue_clusters_get_a_max_exec_time_label(tmp_path):
 
 
 def test_every_recommender_runs_on_a_lake_of_jobs_without_telemetry(jobs_lake):
-    con = connect(jobs_lake)
+    con = reading(jobs_lake)
     table = recommend(con, RecommendConfig(), NOW)
 
     # only what run times alone support: time limits (GPU caps need the cluster's GPU count)
@@ -101,7 +100,7 @@ def test_every_recommender_runs_on_a_lake_of_jobs_without_telemetry(jobs_lake):
 def test_an_old_lake_is_judged_as_of_its_own_end(jobs_lake):
     import datetime as dt
 
-    con = connect(jobs_lake)
+    con = reading(jobs_lake)
     much_later = NOW + dt.timedelta(days=90)  # far past the 28-day lookback
     table = recommend(con, RecommendConfig(), much_later, kinds=("time_limit",))
 
