@@ -82,14 +82,19 @@ class Lake:
         return WarehouseConfig(self.root, memory_limit, threads, temp_directory)
 
     def connect(
-        self, *, require: Iterable[str] = (), config: WarehouseConfig | None = None
+        self,
+        *,
+        require: Iterable[str] = (),
+        config: WarehouseConfig | None = None,
+        own_database: bool = False,
     ) -> duckdb.DuckDBPyConnection:
         """DuckDB with one view per table of this lake (`warehouse.connection.connect`);
         EmptyWarehouse if a table in `require` has no data. `config`: engine settings for this
-        lake (its root must be this lake's)."""
+        lake (its root must be this lake's). `own_database`: for a connection whose cursors
+        (`con.cursor()`, one per thread) read its views."""
         from warehouse.connection import connect
 
-        return connect(config or self.config(), require=require)
+        return connect(config or self.config(), require=require, own_database=own_database)
 
     # --- locks -------------------------------------------------------------------------------
 
