@@ -88,8 +88,7 @@ def clear_caches() -> None:
 def _connection(root: str) -> duckdb.DuckDBPyConnection:
     # every table, the fairness mart too, is a view `connect` registers over the lake's files:
     # a file damaged inside is DamagedFile naming it when a query decodes it (warehouse.damage)
-    # a database of its own: each read is a cursor of it (one per thread), seeing its views
-    return Lake.at(root).connect(require=("job_usage",), own_database=True)
+    return Lake.at(root).connect(require=("job_usage",))
 
 
 def _on_lake(root: str, read: Callable[[duckdb.DuckDBPyConnection], T]) -> T:

@@ -9,11 +9,7 @@ partitionBy, pyarrow's hive partitioning) leaves it to the path (`register_files
 
 from __future__ import annotations
 
-import itertools
 import os
-import threading
-import weakref
-from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib.resources import files
@@ -27,14 +23,13 @@ from warehouse import file_columns, layout
 from warehouse.damage import remember
 from warehouse.emissions import CarbonIntensity, register_intensity
 from warehouse.errors import DamagedFile, EmptyWarehouse, NotReadable
-from warehouse.queries import define_view, parsed, share_database, view_text
+from warehouse.queries import define_view, parsed, view_text
 from warehouse.schema import TABLES, TableSpec
 
 if TYPE_CHECKING:
     import duckdb
 
 __all__ = [
-    "DATABASE_CACHE_SIZE",
     "DEFAULT_MEMORY_LIMIT",
     "WarehouseConfig",
     "connect",
@@ -224,111 +219,24 @@ def _damaged(paths: list[Path], exc: Exception) -> Exception:
     return exc
 
 
-def open_engine(
-    config: WarehouseConfig, *, own_database: bool = False
-) -> duckdb.DuckDBPyConnection:
+def open_engine(config: WarehouseConfig) -> duckdb.DuckDBPyConnection:
     """A bare in-memory DuckDB in UTC with the config's memory limit, threads and spill folder.
 
     Past `memory_limit` DuckDB spills sorts, joins and aggregates to the temporary directory
     instead of failing, so a build's memory stays bounded whatever the lake's size.
-
-    The engine is a cursor of the one database this process keeps for that configuration
-    (`duckdb.connect()` costs ~10 ms of CPU, building DuckDB's catalog, and its close ~4 ms; a
-    cursor ~5 µs), in a schema of its own: the views and tables made on it are its own, as
-    they would be in a database of its own (tables `queries.create_table` makes are temporary,
-    freed when it is closed; its schema goes once it is collected). The memory limit, threads
-    and spill folder are the database's, so they key it; the time zone is the cursor's.
-    `own_database`: a database of its own instead, for an engine whose cursors (`con.cursor()`,
-    one per thread of the dashboard and the API) read its views.
     """
     import duckdb
 
     threads = config.threads or _engine_threads
+    con = duckdb.connect(config={"threads": threads} if threads else {})
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute("SET memory_limit = $limit", {"limit": config.memory_limit})
     spill = config.temp_directory
     if spill is None and config.root.is_dir() and os.access(config.root, os.W_OK):
         spill = layout.state_dir(config.root) / "duckdb_tmp"  # a read-only lake is still readable
-    if own_database:
-        con = duckdb.connect(config={"threads": threads} if threads else {})
-        _configure(con, config.memory_limit, spill)
-    else:
-        con = _cursor((threads, config.memory_limit, None if spill is None else str(spill)))
-    con.execute("SET TimeZone = 'UTC'")
-    return con
-
-
-def _configure(database: duckdb.DuckDBPyConnection, memory_limit: str, spill: Path | None) -> None:
-    """Set a new database's memory limit and spill folder (both global to the database)."""
-    database.execute("SET memory_limit = $limit", {"limit": memory_limit})
     if spill is not None:
-        database.execute("SET temp_directory = $dir", {"dir": str(spill)})
-
-
-# What keys a shared database: threads, memory limit, spill folder.
-_Key = tuple[int | None, str, str | None]
-
-
-def _cursor(key: _Key) -> duckdb.DuckDBPyConnection:
-    """A new cursor of this process's database for `key` (opened if there is none), working in
-    a new schema of its own, dropped with what is in it once the cursor is collected."""
-    import duckdb
-
-    with _DATABASES_LOCK:
-        _drop_collected()
-        database = _DATABASES.get(key)
-        if database is None:
-            threads, memory_limit, spill = key
-            database = duckdb.connect(config={"threads": threads} if threads else {})
-            _configure(database, memory_limit, None if spill is None else Path(spill))
-            _DATABASES[key] = database
-            while len(_DATABASES) > DATABASE_CACHE_SIZE:
-                _DATABASES.popitem(last=False)  # it goes once its last cursor has
-        else:
-            _DATABASES.move_to_end(key)
-        schema = f"gpuledger_engine_{next(_SCHEMAS)}"
-        database.execute(f"CREATE SCHEMA {schema}")
-        con = database.cursor()
-    con.execute(f"USE {schema}")
-    share_database(con)
-    # the schema is dropped by the next engine opened: a finalizer may run anywhere (inside
-    # DuckDB's call on this very database, or another thread's): it only notes it
-    weakref.finalize(con, _COLLECTED.append, (os.getpid(), database, schema))
+        con.execute("SET temp_directory = $dir", {"dir": str(spill)})
     return con
-
-
-def _drop_collected() -> None:
-    """Drop the schemas of the collected cursors (under _DATABASES_LOCK)."""
-    while _COLLECTED:
-        pid, database, schema = _COLLECTED.pop()
-        if pid == os.getpid():
-            database.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-        else:  # a cursor a forked child inherited: its parent's to drop
-            _INHERITED.append(database)
-
-
-# The databases whose cursors open_engine hands out, by _Key, the least recently used dropped
-# past DATABASE_CACHE_SIZE (a test suite's every lake has its own spill folder, so its own).
-DATABASE_CACHE_SIZE = 8
-_DATABASES: OrderedDict[_Key, duckdb.DuckDBPyConnection] = OrderedDict()
-_DATABASES_LOCK = threading.Lock()
-_SCHEMAS = itertools.count()
-# (process, database, schema) of each collected cursor whose schema is still to drop.
-_COLLECTED: list[tuple[int, duckdb.DuckDBPyConnection, str]] = []
-# The databases a forked child inherited: it opens its own (the parent's have threads the child
-# has not), and never closes or frees these (that would shut down the parent's engine state in
-# the child, which the crash-recovery tests' forked children must not touch).
-_INHERITED: list[object] = []
-
-
-def _forget_inherited_databases() -> None:
-    global _DATABASES_LOCK
-    _INHERITED.extend(_DATABASES.values())
-    _INHERITED.extend(_COLLECTED)
-    _DATABASES.clear()
-    _COLLECTED.clear()
-    _DATABASES_LOCK = threading.Lock()  # a thread of the parent may have held it at the fork
-
-
-os.register_at_fork(after_in_child=_forget_inherited_databases)
 
 
 # Threads of the engines this process opens whose configuration names none; None: DuckDB's
@@ -387,13 +295,10 @@ def connect(
     config: WarehouseConfig | Path,
     *,
     require: Iterable[str] = (),
-    own_database: bool = False,
 ) -> duckdb.DuckDBPyConnection:
     """Open an in-memory DuckDB with one view per lake table, `jobs_latest` and `gpu_models`.
 
     Raises EmptyWarehouse if the lake is missing or has no data for a table in `require`.
-    `own_database`: for a connection whose cursors (`con.cursor()`) read its views
-    (`open_engine`).
     """
     if isinstance(config, Path):
         config = WarehouseConfig(root=config)
@@ -401,7 +306,7 @@ def connect(
     required = list(require)
     if required and not root.is_dir():
         raise EmptyWarehouse(root, "any table (the folder does not exist)")
-    con = open_engine(config, own_database=own_database)
+    con = open_engine(config)
     present = {name for name in TABLES if register_table(con, root, name)}
     missing = [name for name in required if name not in present]
     if missing:

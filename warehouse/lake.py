@@ -82,19 +82,14 @@ class Lake:
         return WarehouseConfig(self.root, memory_limit, threads, temp_directory)
 
     def connect(
-        self,
-        *,
-        require: Iterable[str] = (),
-        config: WarehouseConfig | None = None,
-        own_database: bool = False,
+        self, *, require: Iterable[str] = (), config: WarehouseConfig | None = None
     ) -> duckdb.DuckDBPyConnection:
         """DuckDB with one view per table of this lake (`warehouse.connection.connect`);
         EmptyWarehouse if a table in `require` has no data. `config`: engine settings for this
-        lake (its root must be this lake's). `own_database`: for a connection whose cursors
-        (`con.cursor()`, one per thread) read its views."""
+        lake (its root must be this lake's)."""
         from warehouse.connection import connect
 
-        return connect(config or self.config(), require=require, own_database=own_database)
+        return connect(config or self.config(), require=require)
 
     # --- locks -------------------------------------------------------------------------------
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from functools import cache
@@ -29,7 +28,6 @@ __all__ = [
     "rows",
     "run",
     "run_arrow",
-    "share_database",
     "view_text",
 ]
 
@@ -59,17 +57,6 @@ PARSED_CACHE_SIZE = 4_096
 # A forked child parses afresh: the statements were made by the parent's engines, whose
 # threads the child does not have (a child reusing them died of SIGSEGV in the crash tests).
 os.register_at_fork(after_in_child=_PARSED.clear)
-
-
-# The engines that are cursors of a database other engines of this process use too
-# (`connection.open_engine`): the tables we create on them go to their temporary schema, freed
-# when the cursor is closed (their views are in a schema of their own, dropped once collected).
-_SHARED: weakref.WeakSet[duckdb.DuckDBPyConnection] = weakref.WeakSet()
-
-
-def share_database(con: duckdb.DuckDBPyConnection) -> None:
-    """Note that `con` shares its database: the tables `create_table` makes on it are TEMP."""
-    _SHARED.add(con)
 
 
 def parsed(con: duckdb.DuckDBPyConnection, text: str) -> duckdb.Statement | str:
@@ -343,9 +330,8 @@ def create_table(
     label: str | None = None,
 ) -> None:
     """Run `select` (SQL text made of checked_text's files) once into the engine table `table`
-    (replaced; `temporary`, or where the connection shares its database (`share_database`): in
-    the connection's temp schema), `params` bound by name; errors name the query `label`
-    (default: the table).
+    (replaced; `temporary`: in the connection's temp schema), `params` bound by name; errors
+    name the query `label` (default: the table).
 
     Bound once: a relation (`queries.relation(...).filter(...).create(...)`) binds the whole
     query again at every step, which on a small lake costs more than running it. Raises
@@ -353,7 +339,7 @@ def create_table(
     """
     if not table.isidentifier():
         raise ValueError(f"not a table name of ours: {table!r}")
-    kind = "TEMPORARY TABLE" if temporary or con in _SHARED else "TABLE"
+    kind = "TEMPORARY TABLE" if temporary else "TABLE"
     with damaged_files(con), _parameter_errors(label or table, dict(params)):
         statement = parsed(con, f"CREATE OR REPLACE {kind} {table} AS\n{select}\n")
         con.execute(statement, dict(params) or None)

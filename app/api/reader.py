@@ -62,7 +62,7 @@ class LakeReader:
 
     def _open(self) -> duckdb.DuckDBPyConnection:
         fingerprint = self._fingerprint()
-        con = self.lake.connect(own_database=True)  # each read is a cursor: they see its views
+        con = self.lake.connect()
         with self._lock:  # the old one closes once the last request reading it lets go
             self._con, self._opened_at = con, self._clock()
             self._fingerprint_at_open = fingerprint

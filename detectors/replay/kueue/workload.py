@@ -28,13 +28,8 @@ __all__ = [
 
 
 def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    # the connection's own: an engine of warehouse.connection shares its database with others,
-    # each in a schema of its own
     found = con.execute(
-        "SELECT count(*) FROM information_schema.tables WHERE table_name = $name"
-        " AND (table_catalog = 'temp'"
-        " OR (table_catalog = current_database() AND table_schema = current_schema()))",
-        {"name": name},
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = $name", {"name": name}
     ).fetchall()
     return bool(found[0][0])
 
