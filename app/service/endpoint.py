@@ -60,5 +60,11 @@ def serve_endpoint(
 
     server = ThreadingHTTPServer((host, port), Handler)
     server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, name="gpuledger-endpoint", daemon=True).start()
+    # a stop is noticed within 0.1 s (the default 0.5 s delays every shutdown of the service)
+    threading.Thread(
+        target=server.serve_forever,
+        kwargs={"poll_interval": 0.1},
+        name="gpuledger-endpoint",
+        daemon=True,
+    ).start()
     return server

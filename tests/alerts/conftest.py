@@ -343,7 +343,9 @@ class SlackServer:
     def __init__(self) -> None:
         self.state = SlackState()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _slack_handler(self.state))
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
 
     @property
     def api_url(self) -> str:

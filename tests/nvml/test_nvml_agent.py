@@ -445,7 +445,7 @@ def test_a_tick_while_nvml_is_gone_is_counted_and_the_next_one_starts_nvml_again
 
 def test_run_agent_ticks_until_max_ticks(node, proc, clock):
     summary = run_agent(
-        node.config.__class__("della", "g001", node.spool, Lake.at(node.lake), 1.0),
+        node.config.__class__("della", "g001", node.spool, Lake.at(node.lake), 0.05),
         nvml=node.nvml,
         proc_root=proc.root,
         clock=clock,

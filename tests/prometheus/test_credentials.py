@@ -95,7 +95,7 @@ def _handler(seen: Recorder) -> type[BaseHTTPRequestHandler]:
 def fake_prometheus() -> Iterator[FakePrometheus]:
     seen = Recorder()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(seen))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     yield FakePrometheus(int(server.server_address[1]), seen)
     server.shutdown()
