@@ -165,7 +165,10 @@ def compare(
                 "account": np.array(w.account, dtype=object)[started].tolist(),
                 "size": [size_class(int(g)) for g in w.gpus[started]],
                 "wait_s": out.start_e[started] - w.submit_e[started],
-            }
+            },
+            # typed: a replay that starts no job has no waits, and an untyped empty column
+            # could not be joined to the other replay's by account or size
+            schema={"account": pl.String, "size": pl.String, "wait_s": pl.Float64},
         )
 
     rows = []

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import polars as pl
 import pytest
 
 from detectors.replay.engine import Workload, replay, within_data
@@ -115,6 +116,27 @@ def test_a_lower_max_time_lets_a_waiting_8_gpu_job_start_earlier_by_the_time_it_
     assert cut.cut_by_limit.tolist() == [True, False]
     c = compare(w, base, cut, {"a": 1.0}, capacity_gpu_h=8 * 2000 / 3600)
     assert c.cut_jobs == 1 and c.cut_gpu_h == pytest.approx(500 * 8 / 3600)
+
+
+def test_a_comparison_where_one_replay_starts_no_job_still_compares_its_waits():
+    # MaxTime below every job's limit holds them all: the what-if starts none. Its waits are
+    # then an empty table, which must still join the recorded policy's by account and size
+    # (`gpuledger detect` failed on an 8-GPU lake with a polars SchemaError there).
+    jobs = [
+        {"submit": 0, "run": 1000, "gpus": 8, "limit": 1000},
+        {"submit": 1, "run": 100, "gpus": 8, "limit": 100},
+    ]
+    w = workload(jobs, {"n1": 8})
+    base = replay(w, P0)
+    held = replay(w, apply_settings(P0, ["partition.gpu.MaxTime=00:00:50"]))
+    assert np.isnan(held.start_e).all()
+
+    c = compare(w, base, held, {"a": 1.0}, capacity_gpu_h=8 * 2000 / 3600)
+
+    by_account = c.waits.filter(pl.col("group") == "account")
+    assert by_account["key"].to_list() == ["a"]
+    assert by_account["base_jobs"].to_list() == [2]
+    assert by_account["new_jobs"].to_list() in ([0], [None])
 
 
 def test_a_job_asking_more_than_max_time_stays_pending_as_slurm_holds_it():
