@@ -19,7 +19,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["float64s", "int64s", "read_parquet", "repeated_string", "strings"]
+__all__ = ["TIMESTAMP", "float64s", "int64s", "read_parquet", "repeated_string", "strings"]
+
+# The Arrow type of every timestamp column of the contract (warehouse/schema.py).
+TIMESTAMP = pa.timestamp("ms", tz="UTC")
 
 
 def _validity(values: Sequence[object]) -> pa.Buffer | None:

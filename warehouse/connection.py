@@ -16,8 +16,6 @@ from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
-
 import sql
 from warehouse import file_columns, layout
 from warehouse.damage import remember
@@ -78,28 +76,6 @@ def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-_DUCKDB_TYPES = {
-    pa.string(): "VARCHAR",
-    pa.float32(): "FLOAT",
-    pa.float64(): "DOUBLE",
-    pa.int16(): "SMALLINT",
-    pa.int32(): "INTEGER",
-    pa.int64(): "BIGINT",
-    pa.bool_(): "BOOLEAN",
-    pa.date32(): "DATE",
-    pa.timestamp("ms", tz="UTC"): "TIMESTAMP WITH TIME ZONE",
-    pa.list_(pa.string()): "VARCHAR[]",
-}
-
-
-def _duckdb_type(con: duckdb.DuckDBPyConnection, arrow_type: pa.DataType) -> str:
-    known = _DUCKDB_TYPES.get(arrow_type)
-    if known is not None:
-        return known
-    empty = pa.table({"x": pa.array([], arrow_type)})
-    return str(con.from_arrow(empty).types[0])
-
-
 def register_table(con: duckdb.DuckDBPyConnection, root: Path, name: str) -> bool:
     """Create (or refresh) the view `name` over its files; return whether the lake has any."""
     return register_files(con, name, layout.table_files(root, name))
@@ -125,11 +101,10 @@ def register_files(
     Returns whether there was any file; with none the view is empty but has every column.
     """
     name = view or table
-    schema = TABLES[table].schema
     if not paths:  # typed nulls, no row (not from_arrow: DuckDB would load pandas, ~0.5 s)
         columns = [
-            f"CAST(NULL AS {_duckdb_type(con, field.type)}) AS {quote_ident(field.name)}"
-            for field in schema
+            f"CAST(NULL AS {column.type}) AS {quote_ident(column.name)}"
+            for column in TABLES[table].columns
         ]
         if row_numbers:
             columns.append("CAST(NULL AS BIGINT) AS file_row_number")
@@ -147,7 +122,7 @@ def register_files(
             file_columns.remember(key, present)
         # one statement, bound once (a relation's create_view binds the query again)
         files = view_text(con, _LAKE_FILES, params)
-        projection = _projection(con, table, present, row_numbers)
+        projection = _projection(table, present, row_numbers)
         define_view(con, name, f"SELECT {projection} FROM (\n{files}\n)", reused=False)
     except (duckdb.InvalidInputException, duckdb.IOException) as exc:
         raise _damaged(paths, exc) from exc
@@ -159,16 +134,13 @@ def register_files(
 _LAKE_FILES = "views/lake_files"
 
 
-def _projection(
-    con: duckdb.DuckDBPyConnection, table: str, present: frozenset[str], row_numbers: bool
-) -> str:
+def _projection(table: str, present: frozenset[str], row_numbers: bool) -> str:
     """The select list of `table`'s view over files holding the columns `present` (those of
     views/lake_files): the contract's columns, cast to its types."""
     spec = TABLES[table]
     keys = _path_keys(spec)
     projection = []
-    for field in spec.schema:
-        target = _duckdb_type(con, field.type)
+    for field in spec.columns:
         column = quote_ident(field.name)
         from_path = keys.get(field.name)
         if field.name not in present:
@@ -177,7 +149,7 @@ def _projection(
             source = f"CASE WHEN {column} IS NULL THEN {from_path} ELSE {column} END"
         else:
             source = column
-        projection.append(f"CAST({source} AS {target}) AS {column}")
+        projection.append(f"CAST({source} AS {field.type}) AS {column}")
     if row_numbers:
         projection.append("file_row_number")
     return ", ".join(projection)
@@ -205,6 +177,7 @@ def _path_keys(spec: TableSpec) -> dict[str, str]:
 
 def _damaged(paths: list[Path], exc: Exception) -> Exception:
     """The first of `paths` whose Parquet footer cannot be read, as DamagedFile; else `exc`."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     for path in paths:

@@ -4,7 +4,7 @@ The configuration (`[emissions]`, app/pipeline/settings.py) reads it into a `Car
 (a default for every cluster, a constant per cluster, hourly values per cluster from a CSV),
 which travels in `AttributionConfig.emissions`: the summary marts' inputs, so a change of it
 rebuilds them (they are small), never the sample-level marts. `register_intensity` puts it in
-the engine as the Arrow table `carbon_intensity` and the view `job_co2e_hourly`
+the engine as the view `carbon_intensity` and the view `job_co2e_hourly`
 (sql/views/job_co2e_hourly.sql), which job_usage and usage_daily read for `kg_co2e`.
 """
 
@@ -17,21 +17,19 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
-
 import sql
 from warehouse import queries
-from warehouse.arrow_arrays import float64s, int64s, strings
 
 if TYPE_CHECKING:
     import duckdb
+    import pyarrow as pa
 
 __all__ = [
-    "CARBON_INTENSITY",
     "CSV_HEADER",
     "CarbonIntensity",
     "ClusterIntensity",
     "IntensityCsvError",
+    "intensity_schema",
     "intensity_table",
     "parse_intensity_csv",
     "register_intensity",
@@ -39,15 +37,6 @@ __all__ = [
 
 # The header an hourly intensity CSV starts with.
 CSV_HEADER = ("hour_start_utc", "g_per_kwh")
-# cluster null: every cluster without rows of its own; hour_start null: every hour without a
-# row of its own (the cluster's constant).
-CARBON_INTENSITY = pa.schema(
-    [
-        pa.field("cluster", pa.string()),
-        pa.field("hour_start", pa.timestamp("ms", tz="UTC")),
-        pa.field("g_per_kwh", pa.float64(), nullable=False),
-    ]
-)
 _HOUR_S = 3600
 
 
@@ -142,9 +131,35 @@ def parse_intensity_csv(text: str) -> tuple[tuple[int, float], ...]:
     return tuple(sorted(hours.items()))
 
 
+# The columns of `carbon_intensity`, as DuckDB types them. cluster null: every cluster without
+# rows of its own; hour_start null: every hour without a row of its own (the cluster's constant).
+_COLUMNS = (
+    ("cluster", "VARCHAR", True),
+    ("hour_start", "TIMESTAMP WITH TIME ZONE", True),
+    ("g_per_kwh", "DOUBLE", False),
+)
+# `carbon_intensity` where no intensity is configured: its columns, no row (no pyarrow needed).
+_NO_INTENSITY = (
+    "SELECT " + ", ".join(f"CAST(NULL AS {t}) AS {c}" for c, t, _ in _COLUMNS) + (" WHERE false")
+)
+
+
+def intensity_schema() -> pa.Schema:
+    """The Arrow schema of `intensity_table`'s rows."""
+    import pyarrow as pa
+
+    from warehouse.schema import arrow_type
+
+    return pa.schema([pa.field(c, arrow_type(t), nullable=n) for c, t, n in _COLUMNS])
+
+
 def intensity_table(intensity: CarbonIntensity) -> pa.Table:
-    """`intensity` as rows of CARBON_INTENSITY: the default (cluster null), each cluster's
+    """`intensity` as rows of `intensity_schema`: the default (cluster null), each cluster's
     constant (hour_start null) and its hourly values."""
+    import pyarrow as pa
+
+    from warehouse.arrow_arrays import TIMESTAMP, float64s, int64s, strings
+
     clusters: list[str | None] = []
     hours: list[int | None] = []
     grams: list[float] = []
@@ -162,17 +177,21 @@ def intensity_table(intensity: CarbonIntensity) -> pa.Table:
         for hour, value in c.hours:
             add(c.cluster, hour, value)
     return pa.table(
-        [
-            strings(clusters),
-            int64s(hours, pa.timestamp("ms", tz="UTC")),
-            float64s(grams),
-        ],
-        schema=CARBON_INTENSITY,
+        [strings(clusters), int64s(hours, TIMESTAMP), float64s(grams)],
+        schema=intensity_schema(),
     )
 
 
 def register_intensity(con: duckdb.DuckDBPyConnection, intensity: CarbonIntensity) -> None:
-    """Make `intensity` readable as `carbon_intensity` and each job's energy per hour with
-    the intensity it is counted at as `job_co2e_hourly` (which reads `job_energy_hourly`)."""
-    con.register("carbon_intensity", intensity_table(intensity))
+    """Make `intensity` readable as the view `carbon_intensity` and each job's energy per hour
+    with the intensity it is counted at as `job_co2e_hourly` (which reads `job_energy_hourly`).
+
+    With no intensity configured the view has no row and nothing of Arrow is loaded; else it
+    reads the rows of `intensity_table`, registered as `carbon_intensity_rows`.
+    """
+    rows = _NO_INTENSITY
+    if intensity.configured:
+        con.register("carbon_intensity_rows", intensity_table(intensity))
+        rows = "SELECT cluster, hour_start, g_per_kwh FROM carbon_intensity_rows"
+    queries.define_view(con, "carbon_intensity", rows)
     queries.define_view(con, "job_co2e_hourly", sql.load("views/job_co2e_hourly"))

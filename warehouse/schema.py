@@ -1,4 +1,5 @@
-"""Arrow schemas of every table in the lake (DESIGN §3 and §4.1), and how each is partitioned.
+"""The columns and types of every table in the lake (DESIGN §3 and §4.1), and how each is
+partitioned.
 
 This is the one place the contract's columns, types and units are written down. Raw tables are
 landed by collectors; marts are built from them by `warehouse.attribution`.
@@ -7,51 +8,106 @@ landed by collectors; marts are built from them by `warehouse.attribution`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
 
-import pyarrow as pa
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = [
     "ALLOWED_VALUES",
     "MARTS",
     "RAW_TABLES",
     "TABLES",
-    "TIMESTAMP",
+    "Column",
     "TableSpec",
+    "arrow_type",
     "spec",
 ]
 
-TIMESTAMP = pa.timestamp("ms", tz="UTC")
-_f32 = pa.float32()
-_f64 = pa.float64()
-_i16 = pa.int16()
-_i32 = pa.int32()
-_i64 = pa.int64()
-_str = pa.string()
-_bool = pa.bool_()
+# Each column's type, written as DuckDB names it (what a view over the table's files casts
+# to); `arrow_type` gives the Arrow type the writer lands. Written so, not as pyarrow objects,
+# a command that only reads the lake (`gpuledger job`, the job-end mail) loads no pyarrow and
+# numpy (~0.15-0.25 s of a new process's start-up).
+_ts = "TIMESTAMP WITH TIME ZONE"  # milliseconds, UTC
+_f32 = "FLOAT"
+_f64 = "DOUBLE"
+_i16 = "SMALLINT"
+_i32 = "INTEGER"
+_i64 = "BIGINT"
+_str = "VARCHAR"
+_bool = "BOOLEAN"
+_date = "DATE"
+_strings = "VARCHAR[]"
 
 
-def _schema(*fields: tuple[str, pa.DataType] | tuple[str, pa.DataType, bool]) -> pa.Schema:
-    """Build a schema; a field is nullable unless its third element says False."""
-    return pa.schema([pa.field(f[0], f[1], nullable=f[2] if len(f) == 3 else True) for f in fields])
+def arrow_type(column_type: str) -> pa.DataType:
+    """The Arrow type of a column of `column_type` (one of the types above)."""
+    import pyarrow as pa
+
+    types = {
+        _ts: pa.timestamp("ms", tz="UTC"),
+        _f32: pa.float32(),
+        _f64: pa.float64(),
+        _i16: pa.int16(),
+        _i32: pa.int32(),
+        _i64: pa.int64(),
+        _str: pa.string(),
+        _bool: pa.bool_(),
+        _date: pa.date32(),
+        _strings: pa.list_(pa.string()),
+    }
+    return types[column_type]
+
+
+class Column(NamedTuple):
+    """One column of the contract: its name, its type (DuckDB's name of it) and whether it
+    may hold nulls."""
+
+    name: str
+    type: str
+    nullable: bool = True
+
+
+def _schema(*fields: tuple[str, str] | tuple[str, str, bool]) -> tuple[Column, ...]:
+    """A table's columns; a column is nullable unless its third element says False."""
+    return tuple(Column(*f) for f in fields)
+
+
+# Each table's Arrow schema, built the first time it is asked for (TableSpec.schema).
+_ARROW_SCHEMAS: dict[tuple[Column, ...], pa.Schema] = {}
 
 
 @dataclass(frozen=True, slots=True)
 class TableSpec:
-    """One table of the lake: its schema, the column whose UTC date names its partition, its key.
+    """One table of the lake: its columns, the column whose UTC date names its partition, its
+    key.
 
     `key` is what identifies a row for deduplication (views keep one row per key where the
     table is versioned, e.g. `jobs` → `jobs_latest`).
     """
 
     name: str
-    schema: pa.Schema
+    columns: tuple[Column, ...]
     date_column: str | None
     key: tuple[str, ...]
     mart: bool = False
 
+    @property
+    def schema(self) -> pa.Schema:
+        """The table's Arrow schema (what the writer conforms a batch to)."""
+        schema = _ARROW_SCHEMAS.get(self.columns)
+        if schema is None:
+            import pyarrow as pa
+
+            schema = pa.schema(
+                [pa.field(c.name, arrow_type(c.type), nullable=c.nullable) for c in self.columns]
+            )
+            _ARROW_SCHEMAS[self.columns] = schema
+        return schema
+
 
 GPU_SAMPLES = _schema(
-    ("ts", TIMESTAMP, False),
+    ("ts", _ts, False),
     ("cluster", _str, False),
     ("node", _str, False),
     ("gpu_index", _i16),
@@ -103,14 +159,14 @@ JOBS = _schema(
     ("job_name", _str),
     ("state", _str),
     ("exit_code", _str),
-    ("submit_ts", TIMESTAMP),
-    ("start_ts", TIMESTAMP),
-    ("end_ts", TIMESTAMP),
+    ("submit_ts", _ts),
+    ("start_ts", _ts),
+    ("end_ts", _ts),
     ("time_limit_s", _i64),
     ("gpus", _i32),
     ("gpus_requested", _i32),
     ("gpu_type", _str),
-    ("nodes", pa.list_(_str)),
+    ("nodes", _strings),
     ("cpus", _i32),
     ("mem_req_mib", _i64),
     ("cpu_time_s", _f64),
@@ -118,7 +174,7 @@ JOBS = _schema(
     ("interactive", _bool),
     ("requeues", _i32),
     ("source", _str, False),
-    ("updated_ts", TIMESTAMP, False),
+    ("updated_ts", _ts, False),
 )
 
 # `mig_instance` is not in DESIGN §3.3; it is added (nullable) because a MIG allocation is
@@ -130,8 +186,8 @@ JOB_GPUS = _schema(
     ("gpu_index", _i16),
     ("gpu_uuid", _str),
     ("mig_instance", _i16),
-    ("start_ts", TIMESTAMP, False),
-    ("end_ts", TIMESTAMP),
+    ("start_ts", _ts, False),
+    ("end_ts", _ts),
     ("mapping", _str, False),
 )
 
@@ -140,7 +196,7 @@ GPU_EVENTS = _schema(
     ("node", _str, False),
     ("gpu_uuid", _str),
     ("gpu_index", _i16),
-    ("ts", TIMESTAMP, False),
+    ("ts", _ts, False),
     ("kind", _str, False),
     ("code", _i64),
     ("detail", _str),
@@ -155,8 +211,8 @@ GPUS = _schema(
     ("mig_profile", _str),
     ("fb_total_mib", _f32),
     ("power_limit_w", _f32),
-    ("first_seen", TIMESTAMP),
-    ("last_seen", TIMESTAMP),
+    ("first_seen", _ts),
+    ("last_seen", _ts),
 )
 
 # Not in DESIGN §3 (an addition): application throughput counters a training loop reports through
@@ -168,7 +224,7 @@ GPUS = _schema(
 APP_THROUGHPUT = _schema(
     ("cluster", _str, False),
     ("job_id", _str, False),
-    ("ts", TIMESTAMP, False),
+    ("ts", _ts, False),
     ("node", _str),
     ("reporter", _str),
     ("samples_total", _f64),
@@ -183,8 +239,8 @@ SIM_TRUTH = _schema(
     ("subject_kind", _str, False),
     ("subject_id", _str, False),
     ("label", _str, False),
-    ("start_ts", TIMESTAMP, False),
-    ("end_ts", TIMESTAMP),
+    ("start_ts", _ts, False),
+    ("end_ts", _ts),
 )
 
 FINDINGS = _schema(
@@ -199,9 +255,9 @@ FINDINGS = _schema(
     ("account", _str),
     ("node", _str),
     ("gpu_uuid", _str),
-    ("start_ts", TIMESTAMP),
-    ("end_ts", TIMESTAMP),
-    ("detected_ts", TIMESTAMP, False),
+    ("start_ts", _ts),
+    ("end_ts", _ts),
+    ("detected_ts", _ts, False),
     ("predicted", _bool),
     ("score", _f32),
     ("gpu_h_at_stake", _f64),
@@ -219,7 +275,7 @@ RECOMMENDATIONS = _schema(
     ("expected_gain_gpu_h", _f64),
     ("risk", _str),
     ("config", _str),
-    ("created_ts", TIMESTAMP, False),
+    ("created_ts", _ts, False),
 )
 
 # Not in DESIGN §3: added for fairness reporting on Kubernetes (Kueue, Volcano). One row per
@@ -245,7 +301,7 @@ QUEUES = _schema(
     ("gpu_limit", _f64),
     ("weight", _f64),
     ("deleted", _bool),
-    ("updated_ts", TIMESTAMP, False),
+    ("updated_ts", _ts, False),
     ("queueing_strategy", _str),
     ("preemption_within_cluster_queue", _str),
     ("preemption_reclaim_within_cohort", _str),
@@ -262,7 +318,7 @@ ASSOCIATIONS = _schema(
     ("parent", _str),
     ("raw_shares", _i64),
     ("source", _str, False),
-    ("updated_ts", TIMESTAMP, False),
+    ("updated_ts", _ts, False),
 )
 
 # Not in DESIGN §3 (an addition for the policy lab): what decides scheduling, as the scheduler
@@ -276,7 +332,7 @@ SCHEDULER_CONFIG = _schema(
     ("key", _str, False),
     ("value", _str),
     ("source", _str, False),
-    ("updated_ts", TIMESTAMP, False),
+    ("updated_ts", _ts, False),
 )
 
 # Not in DESIGN §3: what `gpuledger evaluate` scored, one row per run, setting and detector
@@ -284,7 +340,7 @@ SCHEDULER_CONFIG = _schema(
 EVALUATION_SCORES = _schema(
     ("cluster", _str, False),
     ("run_id", _str, False),
-    ("created_ts", TIMESTAMP, False),
+    ("created_ts", _ts, False),
     ("setting", _str, False),
     ("seeds", _str),
     ("detector", _str, False),
@@ -317,8 +373,8 @@ JOB_USAGE = _schema(
     ("account", _str),
     ("partition", _str),
     ("state", _str),
-    ("start_ts", TIMESTAMP),
-    ("end_ts", TIMESTAMP),
+    ("start_ts", _ts),
+    ("end_ts", _ts),
     ("gpus", _i32),
     ("alloc_gpu_h", _f64),
     ("observed_gpu_h", _f64),
@@ -367,7 +423,7 @@ JOB_OUTCOMES = _schema(
 
 USAGE_DAILY = _schema(
     ("cluster", _str, False),
-    ("date", pa.date32(), False),
+    ("date", _date, False),
     ("account", _str),
     ("user", _str),
     ("jobs", _i64),
@@ -383,7 +439,7 @@ USAGE_DAILY = _schema(
 
 FAIRNESS_WEEKLY = _schema(
     ("cluster", _str, False),
-    ("week", pa.date32(), False),
+    ("week", _date, False),
     ("level", _str, False),
     ("account", _str, False),
     ("user", _str),
@@ -412,7 +468,7 @@ FAIRNESS_WEEKLY = _schema(
 
 CLUSTER_OCCUPANCY = _schema(
     ("cluster", _str, False),
-    ("bucket", TIMESTAMP, False),
+    ("bucket", _ts, False),
     ("gpus_total", _f64),
     ("gpus_allocated", _f64),
     ("gpus_active", _f64),
@@ -423,8 +479,8 @@ CLUSTER_OCCUPANCY = _schema(
 
 BUCKET_OCCUPANCY = _schema(
     ("cluster", _str, False),
-    ("date", pa.date32(), False),
-    ("bucket", TIMESTAMP, False),
+    ("date", _date, False),
+    ("bucket", _ts, False),
     ("allocated_s", _f64),
     ("active_s", _f64),
     ("idle_s", _f64),
@@ -436,8 +492,8 @@ GPU_JOB_BUCKETS = _schema(
     ("device", _str, False),
     ("mig_instance", _i16),
     ("job_id", _str),
-    ("bucket", TIMESTAMP, False),
-    ("date", pa.date32(), False),
+    ("bucket", _ts, False),
+    ("date", _date, False),
     ("node", _str),
     ("gpu_index", _i16),
     ("gpu_uuid", _str),
@@ -482,7 +538,7 @@ JOB_GPU_DAILY = _schema(
     ("job_id", _str, False),
     ("device", _str, False),
     ("mig_instance", _i16),
-    ("date", pa.date32(), False),
+    ("date", _date, False),
     ("node", _str),
     ("gpu_index", _i16),
     ("gpu_uuid", _str),
@@ -514,8 +570,8 @@ JOB_GPU_DAILY = _schema(
 JOB_ENERGY_HOURLY = _schema(
     ("cluster", _str, False),
     ("job_id", _str, False),
-    ("hour", TIMESTAMP, False),
-    ("date", pa.date32(), False),
+    ("hour", _ts, False),
+    ("date", _date, False),
     ("energy_j", _f64),
 )
 

@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 
 import sql
 from warehouse import layout
-from warehouse.emissions import CARBON_INTENSITY, CarbonIntensity, intensity_table
+from warehouse.emissions import CarbonIntensity, intensity_schema, intensity_table
 from warehouse.errors import WarehouseError
 from warehouse.schema import MARTS, RAW_TABLES
 from warehouse.writer import replace_partitions
@@ -332,7 +332,7 @@ def build_marts_on_spark(
     # kg_co2e is null (unknown)
     rows = [] if intensity is None else intensity_table(intensity).to_pylist()
     spark.createDataFrame(
-        rows, ", ".join(f"`{f.name}` {_spark_type(f.type)}" for f in CARBON_INTENSITY)
+        rows, ", ".join(f"`{f.name}` {_spark_type(f.type)}" for f in intensity_schema())
     ).createOrReplaceTempView("carbon_intensity")
     for mart, _ in marts:  # a mart may be read (empty) before it is built, e.g. its data end
         empty = MARTS[mart].schema.empty_table()

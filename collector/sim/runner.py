@@ -23,8 +23,8 @@ from collector.sim.telemetry import (
 from collector.sim.throughput import throughput_table
 from collector.sim.workload import DAY_S, Job, make_jobs, schedule
 from collector.sources.slurm.assoc import AssociationRow, associations_table
+from warehouse.arrow_arrays import TIMESTAMP
 from warehouse.lake import Lake
-from warehouse.schema import TIMESTAMP
 from warehouse.writer import write_batch
 
 __all__ = [

@@ -23,7 +23,8 @@ import pyarrow as pa
 
 from collector.sim.fleet import Fleet
 from collector.sim.workload import Job
-from warehouse.schema import RAW_TABLES, TIMESTAMP
+from warehouse.arrow_arrays import TIMESTAMP
+from warehouse.schema import RAW_TABLES
 
 __all__ = ["REPORT_EVERY_S", "TrainingProfile", "throughput_table", "training_profile"]
 

@@ -85,3 +85,18 @@ def test_a_command_that_connects_to_the_lake_loads_no_pandas(lake, args):
     )
 
     assert _loaded(code, ("pandas", "app.bench.run")) == []
+
+
+def test_a_job_report_loads_neither_arrow_nor_a_dataframe_library(lake):
+    """`gpuledger job` runs as a new process per job end (Slurm's epilog, the job-end mail):
+    the lake's contract is written in DuckDB's types, so reading it loads no pyarrow and
+    numpy (~0.15-0.25 s of start-up), and the report's rows come as Python values."""
+    code = (
+        "from app.cli import cli\n"
+        "try:\n"
+        f"    cli(['job', 'j1', '--lake', {str(lake)!r}])\n"
+        "except SystemExit as exc:\n"
+        "    assert not exc.code, exc.code\n"
+    )
+
+    assert _loaded(code, ("pyarrow", "numpy", "pandas", "polars", "sklearn")) == []

@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from warehouse.schema import TIMESTAMP
+from warehouse.arrow_arrays import TIMESTAMP
 
 UTC = dt.UTC
 T0 = dt.datetime(2024, 3, 1, 12, 0, tzinfo=UTC)

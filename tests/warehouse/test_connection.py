@@ -11,9 +11,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from warehouse import connection, writer
+from warehouse.arrow_arrays import TIMESTAMP
 from warehouse.connection import WarehouseConfig, connect, open_engine, set_engine_threads
 from warehouse.errors import DamagedFile, EmptyWarehouse, WarehouseError
-from warehouse.schema import TABLES, TIMESTAMP
+from warehouse.schema import TABLES
 
 UTC = dt.UTC
 

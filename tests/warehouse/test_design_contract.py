@@ -9,7 +9,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from warehouse.schema import MARTS, RAW_TABLES, TIMESTAMP
+from warehouse.arrow_arrays import TIMESTAMP
+from warehouse.schema import MARTS, RAW_TABLES
 
 TS, STR, F32, F64 = TIMESTAMP, pa.string(), pa.float32(), pa.float64()
 I16, I32, I64, BOOL = pa.int16(), pa.int32(), pa.int64(), pa.bool_()

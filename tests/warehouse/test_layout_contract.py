@@ -12,8 +12,9 @@ import datetime as dt
 import pyarrow as pa
 
 from warehouse import writer
+from warehouse.arrow_arrays import TIMESTAMP
 from warehouse.connection import connect
-from warehouse.schema import RAW_TABLES, TIMESTAMP
+from warehouse.schema import RAW_TABLES
 
 UTC = dt.UTC
 SUBMIT = dt.datetime(2024, 3, 1, 23, 50, tzinfo=UTC)

@@ -9,8 +9,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from warehouse import writer
+from warehouse.arrow_arrays import TIMESTAMP
 from warehouse.errors import SchemaMismatch, UnknownTable, WarehouseError
-from warehouse.schema import ALLOWED_VALUES, RAW_TABLES, TABLES, TIMESTAMP, spec
+from warehouse.schema import ALLOWED_VALUES, RAW_TABLES, TABLES, spec
 
 
 def _replace(table: pa.Table, name: str, column: pa.Array) -> pa.Table:

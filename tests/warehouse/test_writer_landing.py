@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from tests.infra.examples import examples
 from warehouse import writer
+from warehouse.arrow_arrays import TIMESTAMP
 from warehouse.connection import connect
-from warehouse.schema import TIMESTAMP
 
 UTC = dt.UTC
 

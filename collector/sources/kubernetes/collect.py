@@ -71,8 +71,9 @@ from collector.sources.kubernetes.queues import (
     volcano_queue_rows,
 )
 from collector.sources.kubernetes.state import KubernetesState, WholeNodeRow, open_state
+from warehouse.arrow_arrays import TIMESTAMP
 from warehouse.lake import Lake
-from warehouse.schema import RAW_TABLES, TIMESTAMP
+from warehouse.schema import RAW_TABLES
 from warehouse.writer import write_batch
 
 __all__ = ["KubernetesCollectResult", "collect_kubernetes"]

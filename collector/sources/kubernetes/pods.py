@@ -64,7 +64,8 @@ from collector.sources.kubernetes.resources import (
     parse_quantity,
     parse_time_ms,
 )
-from warehouse.schema import RAW_TABLES, TIMESTAMP
+from warehouse.arrow_arrays import TIMESTAMP
+from warehouse.schema import RAW_TABLES
 
 __all__ = [
     "AttributionKeys",

@@ -25,7 +25,8 @@ import pyarrow as pa
 
 from collector.errors import MalformedSample
 from collector.sources.kubernetes.resources import is_gpu_resource, parse_quantity, parse_time_ms
-from warehouse.schema import RAW_TABLES, TIMESTAMP
+from warehouse.arrow_arrays import TIMESTAMP
+from warehouse.schema import RAW_TABLES
 
 __all__ = [
     "KUEUE_GROUP",

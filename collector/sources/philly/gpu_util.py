@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pcsv
 
 from collector.errors import MalformedSample
-from warehouse.schema import TIMESTAMP
+from warehouse.arrow_arrays import TIMESTAMP
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer

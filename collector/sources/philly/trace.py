@@ -21,8 +21,8 @@ import pyarrow as pa
 
 from collector.errors import ConfigError, MalformedSample
 from collector.sources.philly.gpu_util import DAMAGED, UtilStats, open_text, read_gpu_util
+from warehouse.arrow_arrays import TIMESTAMP
 from warehouse.lake import Lake
-from warehouse.schema import TIMESTAMP
 from warehouse.writer import write_batch
 
 __all__ = [

@@ -68,7 +68,8 @@ from collector.sources.slurm.scontrol import (
     job_gpus_table,
     parse_scontrol_show_job,
 )
-from warehouse.schema import RAW_TABLES, TIMESTAMP
+from warehouse.arrow_arrays import TIMESTAMP
+from warehouse.schema import RAW_TABLES
 
 __all__ = [
     "OPTIONAL_SACCT_FIELDS",

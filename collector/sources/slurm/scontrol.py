@@ -31,7 +31,8 @@ from collector.sources.slurm.fields import (
     parse_tres,
 )
 from collector.sources.slurm.hostlist import expand_hostlist, expand_ranges, split_top_level
-from warehouse.schema import RAW_TABLES, TIMESTAMP
+from warehouse.arrow_arrays import TIMESTAMP
+from warehouse.schema import RAW_TABLES
 
 __all__ = ["HOLDING_STATES", "JobGpu", "ScontrolJob", "job_gpus_table", "parse_scontrol_show_job"]
 
