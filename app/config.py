@@ -41,6 +41,7 @@ __all__ = [
     "show_value",
     "lake_root",
     "load_config",
+    "load_lake_config",
     "convert_setting",
     "register_list_section",
     "register_section",
@@ -526,6 +527,33 @@ def _load_secret(
         sources[full] = f"file {path}"
         return Secret(_read_secret_file(path, f"{full}{SECRET_FILE_SUFFIX}"), sources[full])
     return None
+
+
+def load_lake_config(
+    path: Path | None = None, environ: Mapping[str, str] | None = None
+) -> LakeConfig:
+    """The configuration's `[lake]` alone: the file `load_config` would read, read the same way
+    (`lake = "/x"` or `[lake] root`, GPULEDGER_LAKE and GPULEDGER_LAKE_ROOT over it), its other
+    sections neither loaded nor checked.
+
+    What a command that only needs the lake (`--lake`'s default: `gpuledger job`, `query`, …)
+    reads: loading every section imports every settings module, and the pipeline's import the
+    detectors and polars to check `[detect]` and `[recommend]` (~0.8 s of such a command's
+    start-up on a slow machine). A command that reads other sections loads the whole
+    configuration itself and reports any section's mistake. Raises ConfigError for a file that
+    cannot be read or a `[lake]` that is not valid.
+    """
+    env = os.environ if environ is None else environ
+    file_path = _config_path(path, env)
+    data = _read_toml(file_path) if file_path is not None else {}
+    where = f"in {file_path}" if file_path is not None else ""
+    table = data.get("lake", {})
+    if isinstance(table, str):
+        table = {"root": table}
+    if not isinstance(table, dict):
+        raise ConfigError(f"lake: expected a table ([lake]) {where}, got {table!r}")
+    config: LakeConfig = _load_section("lake", LakeConfig, table, env, where, {})
+    return config
 
 
 def lake_root() -> Path:

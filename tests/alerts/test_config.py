@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,14 @@ from hypothesis import strategies as st
 
 from app.alerts.settings import AlertsConfig
 from app.cli import cli
-from app.config import ConfigError, Secret, describe_settings, lake_root, load_config
+from app.config import (
+    ConfigError,
+    Secret,
+    describe_settings,
+    lake_root,
+    load_config,
+    load_lake_config,
+)
 from app.reference_docs import config_reference
 from tests.docs.pages import all_text
 
@@ -53,6 +61,46 @@ def test_lake_env_wins_over_the_file(tmp_path, monkeypatch):
     assert load_config(cfg_file, environ={"GPULEDGER_LAKE": "/env"}).lake.root == Path("/env")
     monkeypatch.setenv("GPULEDGER_LAKE", str(tmp_path / "lk"))
     assert lake_root() == tmp_path / "lk"
+
+
+@pytest.mark.parametrize(
+    ("text", "env"),
+    [
+        ('lake = "/data/lake"\n', {}),
+        ("[lake]\nroot = '/data/lake'\n[alerts]\nsmtp_port = 587\n", {}),
+        ("[lake]\nroot = '/elsewhere'\n", {"GPULEDGER_LAKE": "/data/lake"}),
+        ("[lake]\nroot = '/elsewhere'\n", {"GPULEDGER_LAKE_ROOT": "/data/lake"}),
+        ("", {}),
+    ],
+    ids=["shorthand", "table", "env-lake", "env-lake-root", "default"],
+)
+def test_the_lake_alone_is_read_as_the_whole_configuration_reads_it(tmp_path, text, env):
+    cfg_file = write(tmp_path / "g.toml", text)
+
+    assert load_lake_config(cfg_file, environ=env) == load_config(cfg_file, environ=env).lake
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("lake = 5\n", "lake: expected a table ([lake])"),
+        ("[lake]\nroot = '/x'\nrot = '/y'\n", "lake.rot: unknown key"),
+        ("[lake\n", "is not valid TOML"),
+    ],
+)
+def test_a_bad_lake_section_is_refused_when_read_alone(tmp_path, text, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_lake_config(write(tmp_path / "g.toml", text), environ={})
+
+
+def test_the_lake_alone_leaves_the_other_sections_to_the_commands_that_read_them(tmp_path):
+    """`--lake`'s default reads [lake] only: a mistake in [alerts] is reported by the commands
+    that load the alerts' section (and `config check`), not by `gpuledger job`."""
+    cfg_file = write(tmp_path / "g.toml", "[lake]\nroot = '/data/lake'\n[alerts]\nsmtp_prot = 25\n")
+
+    assert load_lake_config(cfg_file, environ={}).root == Path("/data/lake")
+    with pytest.raises(ConfigError, match="alerts.smtp_prot: unknown key"):
+        load_config(cfg_file, environ={})
 
 
 @pytest.mark.parametrize(
