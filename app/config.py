@@ -41,7 +41,7 @@ __all__ = [
     "show_value",
     "lake_root",
     "load_config",
-    "load_lake_config",
+    "load_section",
     "convert_setting",
     "register_list_section",
     "register_section",
@@ -529,31 +529,35 @@ def _load_secret(
     return None
 
 
-def load_lake_config(
-    path: Path | None = None, environ: Mapping[str, str] | None = None
-) -> LakeConfig:
-    """The configuration's `[lake]` alone: the file `load_config` would read, read the same way
-    (`lake = "/x"` or `[lake] root`, GPULEDGER_LAKE and GPULEDGER_LAKE_ROOT over it), its other
-    sections neither loaded nor checked.
+def load_section(
+    cls: type[S], path: Path | None = None, environ: Mapping[str, str] | None = None
+) -> S:
+    """One registered section alone (`cls`, e.g. `LakeConfig`, `MailConfig`): the file
+    `load_config` would read, read the same way (`lake = "/x"` for `[lake] root`, the
+    environment's GPULEDGER_<SECTION>_<KEY> and GPULEDGER_LAKE over it), the other sections
+    neither loaded nor checked.
 
-    What a command that only needs the lake (`--lake`'s default: `gpuledger job`, `query`, …)
-    reads: loading every section imports every settings module, and the pipeline's import the
-    detectors and polars to check `[detect]` and `[recommend]` (~0.8 s of such a command's
-    start-up on a slow machine). A command that reads other sections loads the whole
-    configuration itself and reports any section's mistake. Raises ConfigError for a file that
-    cannot be read or a `[lake]` that is not valid.
+    For a command that needs one or two sections (`--lake`'s default: `gpuledger job`, `query`,
+    …; `gpuledger mail`): loading every section imports every settings module, and the
+    pipeline's import the detectors and polars to check `[detect]` and `[recommend]` (~0.8 s of
+    such a command's start-up on a slow machine). `gpuledger config check` and the commands
+    that read the other sections load the whole configuration and report any mistake in it.
+    Raises ConfigError for a file that cannot be read or a section that is not valid.
     """
+    name = next((n for n, registered in _SECTIONS.items() if registered is cls), None)
+    if name is None:
+        raise ValueError(f"{cls.__name__} is not a registered configuration section")
     env = os.environ if environ is None else environ
     file_path = _config_path(path, env)
     data = _read_toml(file_path) if file_path is not None else {}
     where = f"in {file_path}" if file_path is not None else ""
-    table = data.get("lake", {})
-    if isinstance(table, str):
+    table = data.get(name, {})
+    if name == "lake" and isinstance(table, str):  # the documented shorthand
         table = {"root": table}
     if not isinstance(table, dict):
-        raise ConfigError(f"lake: expected a table ([lake]) {where}, got {table!r}")
-    config: LakeConfig = _load_section("lake", LakeConfig, table, env, where, {})
-    return config
+        raise ConfigError(f"{name}: expected a table ([{name}]) {where}, got {table!r}")
+    section: S = _load_section(name, cls, table, env, where, {})
+    return section
 
 
 def lake_root() -> Path:

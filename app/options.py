@@ -41,10 +41,10 @@ def _configured_lake(ctx: click.Context, param: click.Parameter, value: Path | N
         return Lake.at(value)
     if any(p.name == "config_path" for p in ctx.command.params):
         return Lake.at("lake")  # such a command reads its own --config and takes `lake` from it
-    from app.config import ConfigError, load_lake_config
+    from app.config import ConfigError, LakeConfig, load_section
 
     try:  # [lake] alone: a command that reads other sections loads them itself
-        return Lake.at(load_lake_config().root)
+        return Lake.at(load_section(LakeConfig).root)
     except ConfigError as err:
         raise click.BadParameter(
             f"not given, and the configuration that would name it is not valid: {err}", ctx, param

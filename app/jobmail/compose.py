@@ -172,22 +172,31 @@ def lake_report(lake: Lake, cluster: str | None = None, width: int = MAIL_WIDTH)
 
     def report_for(mail: SlurmMail) -> str:
         from app.commands.job import render_text
-        from detectors.job_report import UnknownJob, load_job_report
+        from detectors.job_report import JobReport, UnknownJob, load_job_report
+        from warehouse.one_job import connect_job
 
         if not lake.exists():
             raise AppError(f"no lake at {str(lake)!r}")
-        con = lake.connect(require=("jobs",))
+
+        def load(on_cluster: str | None) -> JobReport:
+            # the job's cluster and days, as `gpuledger job` reads them: the whole lake's
+            # views would decide the owner of every sample the bottleneck reads (seconds on
+            # a week of 1,024 GPUs, against [mail] report_timeout_s)
+            con = connect_job(lake.root, mail.job_id, on_cluster)
+            try:
+                return load_job_report(con, mail.job_id, on_cluster)
+            finally:
+                con.close()
+
         try:
             try:
-                report = load_job_report(con, mail.job_id, cluster)
+                report = load(cluster)
             except UnknownJob:
                 if cluster is None:
                     raise
-                report = load_job_report(con, mail.job_id, None)
+                report = load(None)
         except UnknownJob:
             raise AppError(f"job {mail.job_id!r} is not in the lake yet") from None
-        finally:
-            con.close()
         job = dict(report.job)
         if mail.state:
             job["state"] = mail.state

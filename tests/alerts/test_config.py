@@ -15,11 +15,12 @@ from app.alerts.settings import AlertsConfig
 from app.cli import cli
 from app.config import (
     ConfigError,
+    LakeConfig,
     Secret,
     describe_settings,
     lake_root,
     load_config,
-    load_lake_config,
+    load_section,
 )
 from app.reference_docs import config_reference
 from tests.docs.pages import all_text
@@ -77,7 +78,9 @@ def test_lake_env_wins_over_the_file(tmp_path, monkeypatch):
 def test_the_lake_alone_is_read_as_the_whole_configuration_reads_it(tmp_path, text, env):
     cfg_file = write(tmp_path / "g.toml", text)
 
-    assert load_lake_config(cfg_file, environ=env) == load_config(cfg_file, environ=env).lake
+    assert (
+        load_section(LakeConfig, cfg_file, environ=env) == load_config(cfg_file, environ=env).lake
+    )
 
 
 @pytest.mark.parametrize(
@@ -90,7 +93,7 @@ def test_the_lake_alone_is_read_as_the_whole_configuration_reads_it(tmp_path, te
 )
 def test_a_bad_lake_section_is_refused_when_read_alone(tmp_path, text, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
-        load_lake_config(write(tmp_path / "g.toml", text), environ={})
+        load_section(LakeConfig, write(tmp_path / "g.toml", text), environ={})
 
 
 def test_the_lake_alone_leaves_the_other_sections_to_the_commands_that_read_them(tmp_path):
@@ -98,7 +101,7 @@ def test_the_lake_alone_leaves_the_other_sections_to_the_commands_that_read_them
     that load the alerts' section (and `config check`), not by `gpuledger job`."""
     cfg_file = write(tmp_path / "g.toml", "[lake]\nroot = '/data/lake'\n[alerts]\nsmtp_prot = 25\n")
 
-    assert load_lake_config(cfg_file, environ={}).root == Path("/data/lake")
+    assert load_section(LakeConfig, cfg_file, environ={}).root == Path("/data/lake")
     with pytest.raises(ConfigError, match="alerts.smtp_prot: unknown key"):
         load_config(cfg_file, environ={})
 

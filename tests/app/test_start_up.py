@@ -120,3 +120,29 @@ def test_a_job_report_on_the_configured_lake_loads_no_detector_or_dataframe_libr
 
     watched = ("pyarrow", "numpy", "pandas", "polars", "app.pipeline", "detectors.rules")
     assert _loaded(code, (*watched, "detectors.recommend")) == []
+
+
+def test_the_job_end_mail_loads_no_detector_or_dataframe_library(lake, tmp_path):
+    """`gpuledger mail` runs at every job end (Slurm's MailProg): it reads `[mail]` and `[lake]`
+    alone, and the report as `gpuledger job` makes it."""
+    out = tmp_path / "mailed.txt"
+    mailer = tmp_path / "mailer"
+    mailer.write_text(f"#!/bin/sh\ncat > {out}\n", encoding="utf-8")
+    mailer.chmod(0o755)
+    config = tmp_path / "gpuledger.toml"
+    config.write_text(f"lake = {str(lake)!r}\n[mail]\nmailer = {str(mailer)!r}\n", encoding="utf-8")
+    subject = "Slurm Job_id=j1 Name=x Ended, Run time 01:00:00, COMPLETED, ExitCode 0"
+    code = (
+        "import io, os, sys\n"
+        f"os.environ['GPULEDGER_CONFIG'] = {str(config)!r}\n"
+        "sys.stdin = io.StringIO('')\n"
+        "from app.cli import cli\n"
+        "try:\n"
+        f"    cli(['mail', '-s', {subject!r}, 'alice'])\n"
+        "except SystemExit as exc:\n"
+        "    assert not exc.code, exc.code\n"
+    )
+
+    watched = ("pyarrow", "numpy", "pandas", "polars", "app.pipeline", "detectors.rules")
+    assert _loaded(code, (*watched, "detectors.recommend")) == []
+    assert "Job ID: j1" in out.read_text(encoding="utf-8")
