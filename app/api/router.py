@@ -175,13 +175,13 @@ def build_router(
     )
     def job_report(cluster: str, job_id: str, who: Who) -> Response:
         from app.commands.job import render_json
-        from detectors.job_report import AmbiguousJob, UnknownJob, load_job_report
+        from detectors.job_report import AmbiguousJob, UnknownJob
 
         key = (lake_reader.generation, cluster, job_id)
         cached = reports.get(key)
         if cached is None:
             try:
-                report = lake_reader.read(lambda cur: load_job_report(cur, job_id, cluster))
+                report = lake_reader.job_report(job_id, cluster)
             except (UnknownJob, AmbiguousJob) as exc:
                 raise ApiError(404, str(exc)) from None
             cached = (report.job.get("user"), render_json(report))
