@@ -25,7 +25,7 @@ from detectors.job_report import UnknownJob, load_job_advice, load_job_diagnosis
 from warehouse import queries
 from warehouse.errors import EmptyWarehouse
 from warehouse.lake import Lake
-from warehouse.one_job import connect_job
+from warehouse.one_job import job_engine
 
 T = TypeVar("T")
 
@@ -120,14 +120,10 @@ def _on_job(
     simulated week of 1,024 GPUs). UnknownJob also when the lake has no jobs yet; a file
     damaged inside is DamagedFile naming it."""
     try:
-        con = connect_job(Path(root), job_id, cluster)
+        with job_engine(Path(root), job_id, cluster) as con:
+            return read(con)
     except EmptyWarehouse:
         raise UnknownJob(f"No job {job_id!r} in the lake") from None
-    try:
-        with queries.damaged_files(con):
-            return read(con)
-    finally:
-        con.close()
 
 
 def _run(root: str, name: str, **params: object) -> pl.DataFrame:

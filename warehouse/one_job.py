@@ -18,7 +18,8 @@ other samples cannot be the job's, and the Parquet reader skips the row groups o
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +37,7 @@ from warehouse.errors import EmptyWarehouse
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["DAY_MARGIN", "connect_job"]
+__all__ = ["DAY_MARGIN", "connect_job", "job_engine"]
 
 # the tables read whole for the job's cluster, and those read for its days only
 _BY_CLUSTER = ("jobs", "job_gpus", "job_usage", "job_outcomes", "findings")
@@ -125,3 +126,19 @@ def connect_job(root: Path, job_id: str, cluster: str | None = None) -> duckdb.D
     # each sample's owner, as the marts decide it (the bottleneck signals read it)
     queries.define_view(con, "owned_samples", sql.load(DERIVED_VIEWS["owned_samples"]))
     return con
+
+
+@contextmanager
+def job_engine(
+    root: Path, job_id: str, cluster: str | None = None
+) -> Iterator[duckdb.DuckDBPyConnection]:
+    """`connect_job`'s engine for one read, closed after it: what reads one job's report
+    (`gpuledger mail`, the API, the dashboard's Job page) use instead of a connection over the
+    whole lake, whose views would decide the owner of every sample of the lake for the job's
+    bottleneck. A lake file damaged inside is DamagedFile naming it."""
+    con = connect_job(root, job_id, cluster)
+    try:
+        with queries.damaged_files(con):
+            yield con
+    finally:
+        con.close()

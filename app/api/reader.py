@@ -121,17 +121,13 @@ class LakeReader:
         `load_job_report` does, also when the lake has no jobs yet."""
         from detectors.job_report import UnknownJob, load_job_report
         from warehouse.errors import EmptyWarehouse
-        from warehouse.one_job import connect_job
+        from warehouse.one_job import job_engine
 
         try:
-            con = connect_job(self.lake.root, job_id, cluster)
+            with job_engine(self.lake.root, job_id, cluster) as con:
+                return load_job_report(con, job_id, cluster)
         except EmptyWarehouse:
             raise UnknownJob(f"No job {job_id!r} in the lake") from None
-        try:
-            with queries.damaged_files(con):
-                return load_job_report(con, job_id, cluster)
-        finally:
-            con.close()
 
     def run(self, name: str, /, **params: object) -> pl.DataFrame:
         """The shipped query `name` with bound `params`."""

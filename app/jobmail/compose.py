@@ -173,20 +173,16 @@ def lake_report(lake: Lake, cluster: str | None = None, width: int = MAIL_WIDTH)
     def report_for(mail: SlurmMail) -> str:
         from app.commands.job import render_text
         from detectors.job_report import JobReport, UnknownJob, load_job_report
-        from warehouse.one_job import connect_job
+        from warehouse.one_job import job_engine
 
         if not lake.exists():
             raise AppError(f"no lake at {str(lake)!r}")
 
         def load(on_cluster: str | None) -> JobReport:
-            # the job's cluster and days, as `gpuledger job` reads them: the whole lake's
-            # views would decide the owner of every sample the bottleneck reads (seconds on
-            # a week of 1,024 GPUs, against [mail] report_timeout_s)
-            con = connect_job(lake.root, mail.job_id, on_cluster)
-            try:
+            # the job's cluster and days, as `gpuledger job` reads them (the whole lake took
+            # seconds on a week of 1,024 GPUs, against [mail] report_timeout_s)
+            with job_engine(lake.root, mail.job_id, on_cluster) as con:
                 return load_job_report(con, mail.job_id, on_cluster)
-            finally:
-                con.close()
 
         try:
             try:
