@@ -128,26 +128,37 @@ def _day(days: int) -> dt.date | None:
     return None if days < 0 else _EPOCH + dt.timedelta(days=days)
 
 
-def atomic_write(
-    table: pa.Table,
-    path: Path,
-    batches: Iterable[str] | None,
-    *,
-    dictionary: bool | list[str] = True,
-) -> None:
+def atomic_write(table: pa.Table, path: Path, batches: Iterable[str] | None) -> None:
     """Write `table` to `path` via a temporary file, fsync, rename, fsync of the folder.
 
     `batches` is recorded in the file's metadata; None keeps what `table` already carries.
-    `dictionary`: the columns to dictionary-encode (all by default).
     """
     meta = dict(table.schema.metadata or {})
     if batches is not None:
         meta[_BATCHES_KEY] = ",".join(sorted(set(batches))).encode()
-    _write_atomically(table.schema.with_metadata(meta), [table], path, dictionary)
+    _write_atomically(table.schema.with_metadata(meta), [table], path, split_floats=False)
+
+
+def _encodings(schema: pa.Schema, *, split_floats: bool) -> dict[str, list[str] | bool]:
+    """The Parquet encodings a lake file of `schema` is written with.
+
+    Every column is dictionary-encoded by default: besides compressing the few distinct values
+    of keys, labels and many readings, a dictionary lets a reader see a damaged data page (an
+    index out of range: DamagedFile names the file) where plainly encoded floats read as other
+    numbers. `split_floats` (the day partitions of the sample-level marts, rebuilt from the raw
+    files, whose floats were written plain before): float columns are split into byte
+    streams, which zstd compresses better and faster than plain floats; the rest keep
+    dictionaries (measured in docs/benchmarks.md).
+    """
+    if not split_floats:
+        return {"use_dictionary": True}
+    floats = [f.name for f in schema if pa.types.is_floating(f.type)]
+    others = [f.name for f in schema if not pa.types.is_floating(f.type)]
+    return {"use_dictionary": others, "use_byte_stream_split": floats}
 
 
 def _write_atomically(
-    schema: pa.Schema, chunks: Iterable[pa.Table], path: Path, dictionary: bool | list[str]
+    schema: pa.Schema, chunks: Iterable[pa.Table], path: Path, *, split_floats: bool
 ) -> int:
     """Write `chunks` (of `schema`, metadata included) to `path` as atomic_write does, one row
     group of at most _ROW_GROUP rows at a time; return the rows written."""
@@ -158,7 +169,7 @@ def _write_atomically(
         fd, tmp = layout.create_temp(path)
         with os.fdopen(fd, "wb") as handle:
             with pq.ParquetWriter(
-                handle, schema, compression="zstd", use_dictionary=dictionary
+                handle, schema, compression="zstd", **_encodings(schema, split_floats=split_floats)
             ) as writer:
                 for chunk in chunks:
                     writer.write_table(chunk, _ROW_GROUP)
@@ -357,10 +368,10 @@ def replace_partition(
     first = next((c for c in chunked if c.num_rows), None)
     written = 0
     if first is not None:
-        # Mart columns are mostly sums of floats, nearly all distinct: dictionaries of them cost
-        # time (a third of the write) for nothing; the strings keep theirs.
-        strings = [f.name for f in schema if pa.types.is_string(f.type)]
-        written = _write_atomically(schema, itertools.chain([first], chunked), path, strings)
+        # the sample-level marts' floats: sums, nearly all distinct (see `_encodings`)
+        written = _write_atomically(
+            schema, itertools.chain([first], chunked), path, split_floats=True
+        )
     if folder.is_dir():
         for other in folder.glob("*.parquet"):
             if not written or other != path:

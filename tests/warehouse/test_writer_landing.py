@@ -41,6 +41,59 @@ def test_same_batch_id_twice_gives_the_same_rows(lake, make_samples, t0):
     assert count(lake, "gpu_samples") == 5
 
 
+def _column_encodings(path: Path) -> dict[str, set[str]]:
+    """Each column's encodings in every row group of the Parquet file at `path`."""
+    meta = pq.ParquetFile(path).metadata
+    found: dict[str, set[str]] = {}
+    for group in range(meta.num_row_groups):
+        for i in range(meta.num_columns):
+            column = meta.row_group(group).column(i)
+            found.setdefault(column.path_in_schema, set()).update(column.encodings)
+    return found
+
+
+def test_raw_files_keep_dictionaries_and_day_partitions_split_their_floats(lake, make_samples, t0):
+    """Raw files (and the summary marts): a dictionary on every column, so that a damaged data
+    page fails to decode (tests/warehouse/test_damaged_pages.py); the sample-level marts' day
+    partitions: floats byte-stream-split, the rest dictionaries. Both read back as landed."""
+    batch = make_samples([t0 + dt.timedelta(seconds=30 * i) for i in range(50)])
+    [raw] = writer.write_batch(lake, "gpu_samples", batch, "b1")
+    mart = pa.table(
+        {
+            "cluster": ["della"] * 3,
+            "date": [t0.date()] * 3,
+            "device": ["GPU-1"] * 3,
+            "job_id": ["1", "2", "3"],
+            "observed_s": [1.5, 2.25, 0.0],
+        }
+    )
+    written = writer.replace_partition(
+        lake,
+        "job_gpu_daily",
+        writer.conform(writer.spec("job_gpu_daily"), mart),
+        "della",
+        t0.date(),
+    )
+    assert written == 3
+    [built] = (lake / "job_gpu_daily").rglob("*.parquet")
+    for path, derived in ((raw, False), (built, True)):
+        found = _column_encodings(path)
+        for field in pq.read_schema(path):
+            if pa.types.is_boolean(field.type):
+                continue  # Parquet has no dictionary of booleans: they are bit-packed
+            split = derived and pa.types.is_floating(field.type)
+            expected = "BYTE_STREAM_SPLIT" if split else "RLE_DICTIONARY"
+            assert expected in found[field.name], (path.name, field.name, found[field.name])
+    back = pq.read_table(raw).drop_columns([writer.BATCH_COLUMN])
+    assert back.equals(writer.conform(writer.spec("gpu_samples"), batch))
+    rows = pq.read_table(built).select(["job_id", "observed_s"]).to_pylist()
+    assert rows == [
+        {"job_id": "1", "observed_s": 1.5},
+        {"job_id": "2", "observed_s": 2.25},
+        {"job_id": "3", "observed_s": 0.0},
+    ]
+
+
 def test_relanding_a_batch_replaces_its_rows(lake, make_samples, t0):
     times = [t0 + dt.timedelta(seconds=30 * i) for i in range(3)]
     writer.write_batch(lake, "gpu_samples", make_samples(times, power_w=100.0), "w1")
