@@ -538,10 +538,9 @@ def load_section(
     neither loaded nor checked.
 
     For a command that needs one or two sections (`--lake`'s default: `gpuledger job`, `query`,
-    …; `gpuledger mail`): loading every section imports every settings module, and the
-    pipeline's import the detectors and polars to check `[detect]` and `[recommend]` (~0.8 s of
-    such a command's start-up on a slow machine). `gpuledger config check` and the commands
-    that read the other sections load the whole configuration and report any mistake in it.
+    …; `gpuledger mail`): loading every section imports every settings module (0.17-0.23 s on
+    a slow machine). `gpuledger config check` and the commands that read the other sections
+    load the whole configuration and report any mistake in it.
     Raises ConfigError for a file that cannot be read or a section that is not valid.
     """
     name = next((n for n, registered in _SECTIONS.items() if registered is cls), None)

@@ -165,7 +165,7 @@ def pipeline_reference() -> str:
     """Markdown: the pipeline's tables (`[attribute]`, `[detect.<detector>]`,
     `[recommend.<kind>]`), every key with its built-in default, from `app.pipeline.settings`."""
     from app.pipeline.settings import DETECTOR_NAMES, reference_markdown
-    from detectors.recommend import KINDS
+    from detectors.recommend import KIND_FIELDS
 
     return "\n".join(
         [
@@ -182,7 +182,9 @@ def pipeline_reference() -> str:
             + ", ".join(f"`{n}`" for n in DETECTOR_NAMES)
             + ".",
             "",
-            "Recommenders (`[recommend.<kind>]`): " + ", ".join(f"`{k}`" for k in KINDS) + ".",
+            "Recommenders (`[recommend.<kind>]`): "
+            + ", ".join(f"`{k}`" for k in KIND_FIELDS)
+            + ".",
             "",
             reference_markdown(),
         ]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
+from detectors import names
 from detectors.bottleneck import BottleneckThresholds, diagnose
 from detectors.findings import FRAME_SCHEMA, to_findings
 from warehouse import queries
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DETECTOR", "QUERY", "SEVERITY", "bottleneck_findings"]
 
-DETECTOR = "bottleneck"
+DETECTOR = names.BOTTLENECK
 QUERY = "detectors/bottleneck_jobs"
 SEVERITY = {
     "input_bound": "warn",

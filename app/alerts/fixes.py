@@ -14,8 +14,8 @@ import shlex
 
 from app.alerts.findings import FindingContext
 from detectors.job_advice import HANG_FIX, host_request_options
-from detectors.recommend.mig_packing import PROFILES, profile_for, profile_name
-from detectors.recommend.recommendation import sh
+from detectors.mig_profiles import PROFILES, profile_for, profile_name
+from detectors.shell_words import sh
 
 __all__ = ["concrete_fix", "slurm_time", "state_phrase"]
 

@@ -90,13 +90,11 @@ def _endpoints(v: tuple[str, ...]) -> str | None:
 
 def _detectors(v: tuple[str, ...]) -> str | None:
     """Names a detector writes: a rule's, the bottleneck diagnosis, or a model's."""
-    from detectors import bottleneck_findings
-    from detectors.models import early_waste, failing_gpu, lemon, runtime
-    from detectors.rules import DETECTORS
+    from detectors import names
 
-    known = {*DETECTORS, bottleneck_findings.DETECTOR}
-    known |= {failing_gpu.DETECTOR, runtime.DETECTOR, lemon.DETECTOR}
-    early = re.compile(rf"{re.escape(early_waste.DETECTOR)}_\d+m")
+    known = {*names.RULES, names.BOTTLENECK}
+    known |= {names.FAILING_GPU, names.RUNTIME_QUANTILES, names.LEMON_NODE}
+    early = re.compile(rf"{re.escape(names.EARLY_WASTE)}_\d+m")
     bad = [d for d in v if d not in known and not early.fullmatch(d)]
     if bad:
         return f"no detector named {', '.join(map(repr, bad))}; known: {', '.join(sorted(known))}"

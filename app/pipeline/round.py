@@ -193,8 +193,10 @@ def rule_findings(
 
     from app.pipeline.settings import DEFAULT_RULES
     from detectors.findings import FRAME_SCHEMA, to_findings
-    from detectors.rules import DETECTORS, FAMILY_RULES, RULES, RuleConfig, Window, detect_frame
+    from detectors.rules import DETECTORS, RuleConfig
+    from detectors.rules.base import Window
     from detectors.rules.precedence import one_waste_detector
+    from detectors.rules.run import FAMILY_RULES, RULES, detect_frame
 
     groups: dict[RuleConfig, list[str]] = {}
     for name in DETECTORS:
@@ -396,7 +398,7 @@ def detect(
         result = write_findings(lake, findings)
         recs = None
         if recommend:
-            from detectors.recommend import recommend as replay
+            from detectors.recommend.run import recommend as replay
 
             # drain_node reads the critical findings just written: their view is renewed (no
             # other view reads findings)

@@ -38,10 +38,10 @@ from app.config import (
     show_value,
 )
 from app.pipeline.emissions import EmissionsSettings
-from detectors.recommend import KINDS
-from detectors.recommend.config import RecommendConfig
+from detectors import names
+from detectors.recommend import KIND_FIELDS, RecommendConfig
 from detectors.rules import DETECTOR_FAMILY, DETECTORS, FAMILIES, RuleConfig, rule_config_from
-from warehouse.attribution import AttributionConfig
+from warehouse.attribution_config import AttributionConfig
 
 __all__ = [
     "DEFAULT_ATTRIBUTION",
@@ -69,7 +69,7 @@ DEFAULT_RECOMMEND = RecommendConfig()
 
 # Detectors that may be switched off or scoped: every rule's, and the bottleneck producer's
 # (which has no thresholds here).
-BOTTLENECK = "bottleneck"
+BOTTLENECK = names.BOTTLENECK
 DETECTOR_NAMES: tuple[str, ...] = (*DETECTORS, BOTTLENECK)
 
 SCOPE_KEYS: tuple[str, ...] = (
@@ -85,16 +85,6 @@ _SCOPE_HELP = {
     "exclude_accounts": "No findings about these accounts (or their jobs).",
     "exclude_users": "No findings about these users (or their jobs).",
     "exclude_qos": "No findings about jobs of these QOS.",
-}
-
-# the RecommendConfig field each recommender kind reads (found by identity on the defaults)
-_KIND_FIELD: dict[str, str] = {
-    kind: next(
-        f.name
-        for f in dataclasses.fields(DEFAULT_RECOMMEND)
-        if getattr(DEFAULT_RECOMMEND, f.name) is part(DEFAULT_RECOMMEND)
-    )
-    for kind, (_run, part) in KINDS.items()
 }
 
 
@@ -401,18 +391,18 @@ class RecommendSettings:
                 self.sources.get(f"{name}.enabled", "default"),
             )
             yield from _rows(name, r.scope, self.sources)
-            yield from _rows(name, getattr(self.config, _KIND_FIELD[r.kind]), self.sources)
+            yield from _rows(name, getattr(self.config, KIND_FIELDS[r.kind]), self.sources)
 
 
 def _recommender_kinds(kind: str) -> dict[str, Any]:
-    part = getattr(DEFAULT_RECOMMEND, _KIND_FIELD[kind])
+    part = getattr(DEFAULT_RECOMMEND, KIND_FIELDS[kind])
     return {**_SWITCH_AND_SCOPE, **_hints(type(part))}
 
 
 def load_recommend(table: dict[str, Any], env: Mapping[str, str], where: str) -> RecommendSettings:
     """Load `[recommend]` and every `[recommend.<kind>]` table over the defaults."""
     top = {"lookback_days": float}
-    kinds = tuple(KINDS)
+    kinds = tuple(KIND_FIELDS)
     _subtables("recommend", {k: v for k, v in table.items() if k not in top}, kinds, where)
     known = _known_vars("recommend", top)
     for kind in kinds:
@@ -428,7 +418,7 @@ def load_recommend(table: dict[str, Any], env: Mapping[str, str], where: str) ->
         )
         enabled = given.pop("enabled", True)
         scope = Scope(**{k: given.pop(k) for k in SCOPE_KEYS if k in given})
-        part = _KIND_FIELD[kind]
+        part = KIND_FIELDS[kind]
         config = replace(config, **{part: replace(getattr(config, part), **given)})
         recommenders.append(RecommenderSettings(kind, enabled, scope))
     return RecommendSettings(config, tuple(recommenders), sources)
@@ -604,8 +594,8 @@ def defaults_toml() -> str:
                 lines.append(f"# {f.name} = {_toml(f.default)}")
     lines += ["", "[recommend]", "# the history replayed, in days before the end of the data"]
     lines.append(f"# lookback_days = {_toml(DEFAULT_RECOMMEND.lookback_days)}")
-    for kind in KINDS:
-        part = getattr(DEFAULT_RECOMMEND, _KIND_FIELD[kind])
+    for kind in KIND_FIELDS:
+        part = getattr(DEFAULT_RECOMMEND, KIND_FIELDS[kind])
         doc = (type(part).__doc__ or "").strip().splitlines()[0]
         lines += ["", f"[recommend.{kind}]", f"# {kind}: {doc}", "# enabled = true"]
         for f in dataclasses.fields(part):
@@ -649,8 +639,8 @@ def reference_markdown() -> str:
     for key in SCOPE_KEYS:
         meaning = _SCOPE_HELP[key].replace("findings", "recommendations")
         row("recommend.<kind>", key, (), f"{meaning} (by the recommendation's scope).")
-    for kind in KINDS:
-        part = getattr(DEFAULT_RECOMMEND, _KIND_FIELD[kind])
+    for kind in KIND_FIELDS:
+        part = getattr(DEFAULT_RECOMMEND, KIND_FIELDS[kind])
         doc = (type(part).__doc__ or "").strip().splitlines()[0]
         for f in dataclasses.fields(part):
             row(f"recommend.{kind}", f.name, getattr(part, f.name), doc)

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from detectors import names
 from detectors.models.history import WASTED_ABOVE, with_history
 from detectors.models.store import NotEnoughHistory
 
@@ -30,7 +31,7 @@ __all__ = [
     "threshold_for_recall",
 ]
 
-DETECTOR = "early_waste_model"
+DETECTOR = names.EARLY_WASTE
 QUERY_JOBS = "models/job_features"
 QUERY_EARLY = "models/job_early_usage"
 BASELINE_FEATURE = "user_waste_rate"

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from detectors import names
 from detectors.models.store import ModelCard, NotEnoughHistory
 
 __all__ = [
@@ -35,7 +36,7 @@ __all__ = [
     "self_check",
 ]
 
-DETECTOR = "failing_gpu_model"
+DETECTOR = names.FAILING_GPU
 QUERY_HOURLY = "models/gpu_health_hourly"
 QUERY_FAILURES = "models/gpu_failures"
 REQUIRED_COLUMNS = frozenset(

@@ -8,11 +8,12 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from detectors import names
 from detectors.models.store import NotEnoughHistory
 
 __all__ = ["CONTAMINATION", "DETECTOR", "FEATURES", "QUERY", "fit", "frame", "score"]
 
-DETECTOR = "lemon_node_model"
+DETECTOR = names.LEMON_NODE
 QUERY = "models/node_day_health"
 CONTAMINATION = 0.03  # share of node-days expected to be anomalous
 MIN_NODE_DAYS = 10

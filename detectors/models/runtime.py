@@ -11,12 +11,13 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from detectors import names
 from detectors.models.history import with_history
 from detectors.models.store import NotEnoughHistory
 
 __all__ = ["DETECTOR", "FEATURES", "QUANTILES", "fit", "frame", "metrics", "predict_quantiles"]
 
-DETECTOR = "runtime_quantiles_model"
+DETECTOR = names.RUNTIME_QUANTILES
 QUANTILES = (0.5, 0.9)
 MIN_JOBS = 20
 FEATURES = (

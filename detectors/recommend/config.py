@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 __all__ = [
+    "KIND_FIELDS",
     "BillingConfig",
     "DrainConfig",
     "FairshareConfig",
@@ -20,6 +21,20 @@ __all__ = [
     "RecommendConfig",
     "TimeLimitConfig",
 ]
+
+# Every recommender's kind (the `kind` of its recommendations, its `[recommend.<kind>]` table)
+# and the RecommendConfig field of its thresholds, in the order the recommenders run
+# (detectors/recommend/run.py builds KINDS from it; a test holds the two to each other).
+KIND_FIELDS: dict[str, str] = {
+    "idle_cancel_policy": "idle_cancel",
+    "time_limit": "time_limit",
+    "gpu_cap": "gpu_cap",
+    "fairshare_weight": "fairshare",
+    "gpu_billing": "billing",
+    "mig_packing": "mig_packing",
+    "drain_node": "drain",
+    "power_cap": "power_cap",
+}
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,13 +6,13 @@ import datetime as dt
 import hashlib
 import json
 import math
-import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
+from detectors.shell_words import sh, sh_comment
 from detectors.slurm_time import hhmmss, round_up
 from warehouse.schema import TABLES
 
@@ -133,16 +133,3 @@ def to_table(recs: Iterable[Recommendation], created: dt.datetime) -> pa.Table:
         for rec in recs
     ]
     return pa.Table.from_pylist(rows, schema=TABLES["recommendations"].schema)
-
-
-def sh(value: object) -> str:
-    """`value` as exactly one shell word (`shlex.quote`), for every value a generated command
-    interpolates: an account named `a; rm -rf ~` or `$(id)` stays one argument when the
-    command is copied into a shell. A plain name (letters, digits, `@%+=:,./-_`) stays bare."""
-    return shlex.quote(str(value))
-
-
-def sh_comment(value: object) -> str:
-    """`value` inside a `# …` comment line of a generated script: control characters (a
-    newline would end the comment and start a command) become `?`."""
-    return "".join("?" if ord(c) < 0x20 or ord(c) == 0x7F else c for c in str(value))

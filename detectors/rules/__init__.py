@@ -1,155 +1,31 @@
-"""Waste and hardware-health rules over the lake's marts: `run_rules(con, config, now)`.
+"""Waste and hardware-health rules over the lake's marts.
 
 Each family module (idle, gpu_balance, efficiency, health, health_trend, mapping, resilience,
-stranded, mfu) declares its thresholds and its `RULES`; this package runs them all through
-`warehouse.queries` and returns one Arrow table in the `findings` schema.
+stranded, mfu) holds its `RULES`; their thresholds are in `thresholds`, every family's in one
+`RuleConfig` (`config`), and `run.run_rules(con, config, now)` runs them all and returns one
+Arrow table in the `findings` schema.
+
+This package's own names are the light ones a configuration is checked against (the
+detectors' names, their families, the thresholds): importing it loads neither polars nor a
+rule.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-from typing import TYPE_CHECKING
-
-import polars as pl
-import pyarrow as pa
-
-from detectors.findings import FRAME_COLUMNS, FRAME_SCHEMA, to_findings
-from detectors.rules import (
-    efficiency,
-    gpu_balance,
-    health,
-    health_trend,
-    idle,
-    mapping,
-    mfu,
-    resilience,
-    stranded,
+from detectors.rules.config import (
+    DETECTOR_FAMILY,
+    DETECTORS,
+    FAMILIES,
+    RuleConfig,
+    RuleConfigError,
+    rule_config_from,
 )
-from detectors.rules.base import EPOCH, Rule, Window
-from detectors.rules.config import FAMILIES, RuleConfig, RuleConfigError, rule_config_from
-from warehouse import queries
-
-if TYPE_CHECKING:
-    import duckdb
 
 __all__ = [
     "DETECTORS",
     "DETECTOR_FAMILY",
-    "FAMILY_RULES",
     "FAMILIES",
-    "RULES",
-    "Rule",
     "RuleConfig",
     "RuleConfigError",
-    "Window",
-    "detect_frame",
     "rule_config_from",
-    "run_rules",
 ]
-
-# Every `detector` value the rules write (documented in docs/detectors.md and in
-# `gpuledger detect --help`).
-DETECTORS: tuple[str, ...] = (
-    "idle_job",
-    "memory_hold",
-    "hung_job",
-    "partial_idle",
-    "straggler_gpu",
-    "low_efficiency_user",
-    "overallocated",
-    "time_limit_excess",
-    "power_cap_candidate",
-    "throttling",
-    "xid_hardware",
-    "ecc_dbe",
-    "row_remap_failure",
-    "row_remap_pending",
-    "gpu_health_trend",
-    "gpu_without_job",
-    "job_without_data",
-    "failed_after_hw_event",
-    "lost_gpu_hours",
-    "checkpoint_interval",
-    "stranded_gpus",
-    "low_mfu",
-)
-
-# The rule family (a RuleConfig field) whose thresholds each detector reads.
-DETECTOR_FAMILY: dict[str, str] = {
-    **dict.fromkeys(("idle_job", "memory_hold", "hung_job"), "idle"),
-    **dict.fromkeys(("partial_idle", "straggler_gpu"), "gpu_balance"),
-    **dict.fromkeys(("low_efficiency_user", "overallocated", "time_limit_excess"), "efficiency"),
-    "power_cap_candidate": "power",
-    **dict.fromkeys(
-        ("throttling", "xid_hardware", "ecc_dbe", "row_remap_failure", "row_remap_pending"),
-        "health",
-    ),
-    "gpu_health_trend": "health_trend",
-    **dict.fromkeys(("gpu_without_job", "job_without_data"), "mapping"),
-    **dict.fromkeys(
-        ("failed_after_hw_event", "lost_gpu_hours", "checkpoint_interval"), "resilience"
-    ),
-    "stranded_gpus": "stranded",
-    "low_mfu": "mfu",
-}
-
-# The rules that can raise a family's detectors (those of the module that declares it).
-FAMILY_RULES: dict[str, tuple[Rule, ...]] = {
-    "idle": idle.RULES,
-    "gpu_balance": gpu_balance.RULES,
-    "efficiency": efficiency.RULES,
-    "power": efficiency.RULES,
-    "health": health.RULES,
-    "health_trend": health_trend.RULES,
-    "mapping": mapping.RULES,
-    "resilience": resilience.RULES,
-    "stranded": stranded.RULES,
-    "mfu": mfu.RULES,
-}
-
-# Order matters only for ties: where two rules name one problem (an ECC error seen in events and
-# in counters), the first one's row is kept.
-RULES: tuple[Rule, ...] = (
-    *idle.RULES,
-    *gpu_balance.RULES,
-    *efficiency.RULES,
-    *health.RULES,
-    *health_trend.RULES,
-    *mapping.RULES,
-    *resilience.RULES,
-    *stranded.RULES,
-    *mfu.RULES,
-)
-
-
-def detect_frame(
-    con: duckdb.DuckDBPyConnection,
-    config: RuleConfig,
-    window: Window,
-    rules: tuple[Rule, ...] = RULES,
-) -> pl.DataFrame:
-    """Run `rules` and return their findings as one frame (`detectors.findings.FRAME_COLUMNS`)."""
-    frames = [pl.DataFrame(schema=FRAME_SCHEMA)]
-    for rule in rules:
-        rows = queries.run(con, rule.query, **rule.params(config, window))
-        found = rule.detect(rows, config, window)
-        frames.append(found.select(pl.col(c).cast(FRAME_SCHEMA[c]) for c in FRAME_COLUMNS))
-    return pl.concat(frames, how="vertical")
-
-
-def run_rules(
-    con: duckdb.DuckDBPyConnection,
-    config: RuleConfig,
-    now: dt.datetime,
-    since: dt.datetime = EPOCH,
-    rules: tuple[Rule, ...] = RULES,
-) -> pa.Table:
-    """Run every rule over the lake behind `con`; return the findings (`findings` schema).
-
-    `now` stamps `detected_ts` and ends windows such as "the last 7 days"; data before `since`
-    is not looked at, so figures (a job's idle hours, a user's 7 days) then come from that data
-    only: `gpuledger detect --since` runs the rules over everything and keeps the findings seen
-    since (`detectors.findings.seen_since`) instead.
-    """
-    window = Window(now=now, since=since)
-    return to_findings(detect_frame(con, config, window, rules), detected_ts=now)

@@ -11,10 +11,12 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
+
+from detectors.rules.thresholds import threshold, threshold_docs
 
 if TYPE_CHECKING:
     from detectors.rules.config import RuleConfig
@@ -31,7 +33,6 @@ __all__ = [
 ]
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-Stricter = Literal["up", "down"] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,23 +57,6 @@ class Rule:
     query: str
     params: Callable[[RuleConfig, Window], dict[str, Any]]
     detect: Callable[[pl.DataFrame, RuleConfig, Window], pl.DataFrame]
-
-
-def threshold(default: Any, doc: str, stricter: Stricter = "up") -> Any:
-    """A dataclass field with its documentation and the direction that makes the rule stricter.
-
-    `stricter="up"` means raising the value can only remove findings (a minimum); `"down"`
-    means lowering it can (a maximum); None means neither (property tests skip it).
-    """
-    return field(default=default, metadata={"doc": doc, "stricter": stricter})
-
-
-def threshold_docs(config_type: type) -> list[tuple[str, Any, str, Stricter]]:
-    """(name, default, doc, stricter) of every threshold of a family's dataclass."""
-    return [
-        (f.name, f.default, f.metadata.get("doc", ""), f.metadata.get("stricter"))
-        for f in fields(config_type)
-    ]
 
 
 def evidence(*columns: str) -> pl.Expr:

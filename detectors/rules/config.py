@@ -10,17 +10,73 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from detectors.rules.efficiency import EfficiencyThresholds, PowerThresholds
-from detectors.rules.gpu_balance import GpuBalanceThresholds
-from detectors.rules.health import HealthThresholds
-from detectors.rules.health_trend import HealthTrendThresholds
-from detectors.rules.idle import IdleThresholds
-from detectors.rules.mapping import MappingThresholds
-from detectors.rules.mfu import MfuThresholds
-from detectors.rules.resilience import ResilienceThresholds
-from detectors.rules.stranded import StrandedThresholds
+from detectors.rules.thresholds import (
+    EfficiencyThresholds,
+    GpuBalanceThresholds,
+    HealthThresholds,
+    HealthTrendThresholds,
+    IdleThresholds,
+    MappingThresholds,
+    MfuThresholds,
+    PowerThresholds,
+    ResilienceThresholds,
+    StrandedThresholds,
+)
 
-__all__ = ["FAMILIES", "RuleConfig", "RuleConfigError", "rule_config_from"]
+__all__ = [
+    "DETECTORS",
+    "DETECTOR_FAMILY",
+    "FAMILIES",
+    "RuleConfig",
+    "RuleConfigError",
+    "rule_config_from",
+]
+
+# Every `detector` value the rules write (documented in docs/detectors.md and in
+# `gpuledger detect --help`).
+DETECTORS: tuple[str, ...] = (
+    "idle_job",
+    "memory_hold",
+    "hung_job",
+    "partial_idle",
+    "straggler_gpu",
+    "low_efficiency_user",
+    "overallocated",
+    "time_limit_excess",
+    "power_cap_candidate",
+    "throttling",
+    "xid_hardware",
+    "ecc_dbe",
+    "row_remap_failure",
+    "row_remap_pending",
+    "gpu_health_trend",
+    "gpu_without_job",
+    "job_without_data",
+    "failed_after_hw_event",
+    "lost_gpu_hours",
+    "checkpoint_interval",
+    "stranded_gpus",
+    "low_mfu",
+)
+
+# The rule family (a RuleConfig field) whose thresholds each detector reads.
+DETECTOR_FAMILY: dict[str, str] = {
+    **dict.fromkeys(("idle_job", "memory_hold", "hung_job"), "idle"),
+    **dict.fromkeys(("partial_idle", "straggler_gpu"), "gpu_balance"),
+    **dict.fromkeys(("low_efficiency_user", "overallocated", "time_limit_excess"), "efficiency"),
+    "power_cap_candidate": "power",
+    **dict.fromkeys(
+        ("throttling", "xid_hardware", "ecc_dbe", "row_remap_failure", "row_remap_pending"),
+        "health",
+    ),
+    "gpu_health_trend": "health_trend",
+    **dict.fromkeys(("gpu_without_job", "job_without_data"), "mapping"),
+    **dict.fromkeys(
+        ("failed_after_hw_event", "lost_gpu_hours", "checkpoint_interval"), "resilience"
+    ),
+    "stranded_gpus": "stranded",
+    "low_mfu": "mfu",
+}
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,13 +8,13 @@ earlier, so a lake of last month's data is judged as of its own end.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from detectors.findings import Severity, as_frame
-from detectors.rules.base import Rule, Window, as_of, evidence, period_anchor, threshold
+from detectors.rules.base import Rule, Window, as_of, evidence, period_anchor
+from detectors.rules.thresholds import EfficiencyThresholds, PowerThresholds
 from detectors.wording import counted, counted_expr
 
 if TYPE_CHECKING:
@@ -26,59 +26,6 @@ QUERY = "detectors/job_profiles"
 # MIG profiles of one GPU: (compute slices of 7, share of memory); named "<k>g.<GB>gb".
 MIG_PROFILES: tuple[tuple[int, float], ...] = ((1, 1 / 8), (2, 2 / 8), (3, 4 / 8), (4, 4 / 8))
 MIG_HEADROOM = 1.2  # ask for 20 % more memory and compute than the job's peak/mean
-
-
-@dataclass(frozen=True, slots=True)
-class EfficiencyThresholds:
-    """Low efficiency per user (ratio AND hours AND top-N), MIG candidates, time limits."""
-
-    user_window_days: float = threshold(
-        7.0, "Low-efficiency users: the window, in days, ending at the lake's latest job.", None
-    )
-    user_max_ratio: float = threshold(
-        0.3,
-        "Low-efficiency users: effective / allocated GPU-hours at most this (0-1) ...",
-        "down",
-    )
-    user_min_gpu_h: float = threshold(24.0, "... AND at least this many allocated GPU-hours ...")
-    user_top_n: int = threshold(
-        10, "... AND among the N users wasting the most GPU-hours (of all users).", "down"
-    )
-    mig_fb_max_frac: float = threshold(
-        0.15, "MIG candidate: peak GPU memory at most this share of the GPU ...", "down"
-    )
-    mig_busy_max: float = threshold(
-        0.3, "... and mean SM activity (else busy fraction) at most this ...", "down"
-    )
-    mig_util_max: float = threshold(
-        0.5,
-        "... or, where only GPU_UTIL is known (no profiling fields: it reads 100 % whenever any "
-        "kernel runs, so it overstates use), mean GPU_UTIL / 100 at most this ...",
-        "down",
-    )
-    mig_busy_min: float = threshold(
-        0.01, "... but at least this (fully idle jobs are idle findings) ..."
-    )
-    mig_min_hours: float = threshold(0.05, "... over at least this many observed hours (per GPU).")
-    limit_ratio: float = threshold(
-        5.0, "Time limit: a finished job's limit is at least this many times its run time ..."
-    )
-    limit_min_runtime_minutes: float = threshold(5.0, "... and it ran at least this many minutes.")
-
-
-@dataclass(frozen=True, slots=True)
-class PowerThresholds:
-    """Jobs that would lose little speed under a power cap: low activity at high power."""
-
-    power_min_frac: float = threshold(0.5, "Mean power at least this share of the board limit ...")
-    power_busy_max: float = threshold(
-        0.4, "... while mean SM activity (else busy) is at most this (0-1) ...", "down"
-    )
-    power_min_hours: float = threshold(1.0, "... over at least this many observed GPU-hours.")
-    power_cap_frac: float = threshold(
-        0.6, "The cap to suggest, as a share of the board limit.", None
-    )
-    power_min_kwh: float = threshold(1.0, "Only when the cap would save at least this many kWh.")
 
 
 def _params(config: RuleConfig, window: Window) -> dict[str, Any]:

@@ -6,13 +6,13 @@ A GPU is *never active* when it was active less than `never_active_frac` of its 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from detectors.findings import Severity, as_frame
-from detectors.rules.base import Rule, Window, evidence, threshold
+from detectors.rules.base import Rule, Window, evidence
+from detectors.rules.thresholds import GpuBalanceThresholds
 from detectors.wording import counted_expr
 
 if TYPE_CHECKING:
@@ -21,41 +21,6 @@ if TYPE_CHECKING:
 __all__ = ["RULES", "GpuBalanceThresholds"]
 
 QUERY = "detectors/job_device_activity"
-
-
-@dataclass(frozen=True, slots=True)
-class GpuBalanceThresholds:
-    """When some GPUs of a job sit idle (partial) or lag the others (straggler)."""
-
-    never_active_frac: float = threshold(
-        0.01,
-        "A GPU is never active when it was active less than this share of its observed time "
-        "(not monotone: more never-active GPUs can turn a partial job into a fully idle one).",
-        None,
-    )
-    partial_min_minutes: float = threshold(
-        0.25,
-        "Partially idle: the job's GPUs were observed at least this many minutes (startup "
-        "idles every GPU alike, so even a short job's idle GPUs are telling).",
-    )
-    partial_min_idle_gpus: int = threshold(1, "Partially idle: at least this many GPUs idle.")
-    partial_min_gpu_h: float = threshold(
-        0.0, "Partially idle: the idle GPUs wasted at least this many GPU-hours."
-    )
-    straggler_min_gpus: int = threshold(
-        2, "Straggler: only in jobs with at least this many active GPUs."
-    )
-    straggler_ratio: float = threshold(
-        0.7,
-        "Straggler: a GPU whose mean busy fraction is at most this share of the job's median.",
-        "down",
-    )
-    straggler_min_busy: float = threshold(
-        0.2, "Straggler: only where the job's median GPU is at least this busy (0-1)."
-    )
-    straggler_min_minutes: float = threshold(
-        10.0, "Straggler: the job was observed at least this many minutes."
-    )
 
 
 def _params(config: RuleConfig, window: Window) -> dict[str, Any]:

@@ -9,13 +9,13 @@ first seen, so both sources (and later runs) name one double-bit error once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from detectors.findings import Severity, as_frame
-from detectors.rules.base import Rule, Window, evidence, threshold
+from detectors.rules.base import Rule, Window, evidence
+from detectors.rules.thresholds import HealthThresholds
 from detectors.wording import counted_expr
 
 if TYPE_CHECKING:
@@ -36,22 +36,6 @@ _GSP = (119, 120)
 # Below this an H100/A100 is far from its slowdown temperature (~85-90 °C): thermal bits at
 # such a temperature say more about the reading than about the heat.
 _HOT_C = 75.0
-
-
-@dataclass(frozen=True, slots=True)
-class HealthThresholds:
-    """When throttling, ECC and XIDs become findings."""
-
-    throttle_min_share: float = threshold(
-        0.25,
-        "An hour is throttled when at least this share of its samples carry a thermal (0x20, "
-        "0x40), HW-slowdown (0x8) or power-brake (0x80) clock-event bit.",
-    )
-    throttle_min_hours: float = threshold(
-        1.0, "Throttling: a GPU throttled for at least this many hours."
-    )
-    dbe_min: int = threshold(1, "ECC: at least this many new double-bit errors on a GPU.")
-    xid_min_events: int = threshold(1, "XID: at least this many hardware XIDs on a GPU in a day.")
 
 
 def _params(config: RuleConfig, window: Window) -> dict[str, Any]:

@@ -24,13 +24,13 @@ delay a warning, never make a new one.) The trained failing-GPU model
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from detectors.findings import Severity, as_frame
-from detectors.rules.base import Rule, Window, evidence, threshold
+from detectors.rules.base import Rule, Window, evidence
+from detectors.rules.thresholds import HealthTrendThresholds
 
 if TYPE_CHECKING:
     from detectors.rules.config import RuleConfig
@@ -43,35 +43,6 @@ QUERY = "detectors/gpu_ecc_trend_hourly"
 # HW memory), 119/120 GSP RPC timeout / GSP error (a bus failure's usual forerunners)
 PRECURSOR_XIDS = (63, 92, 119, 120)
 _GPU = ["cluster", "gpu_uuid"]
-
-
-@dataclass(frozen=True, slots=True)
-class HealthTrendThresholds:
-    """When a GPU's corrected-error climb or its precursor XIDs warn of a failure to come."""
-
-    window_h: int = threshold(
-        8,
-        "Hours of corrected errors that make one rate (and the window before: acceleration).",
-        None,
-    )
-    min_errors: int = threshold(
-        3, "A warning needs at least this many new corrected errors in the window."
-    )
-    baseline_mads: float = threshold(
-        6.0,
-        "... and at least the fleet's median windowed count plus this many MADs (x 1.4826).",
-    )
-    min_active_hours: int = threshold(
-        3, "... spread over at least this many hours of the window (one burst is no climb)."
-    )
-    accel_ratio: float = threshold(
-        1.5, "... and at least this many times the errors of the window before (accelerating)."
-    )
-    min_precursor_xids: int = threshold(
-        2,
-        "Or this many precursor XIDs (63, 92, 119, 120) in one window; one is enough with a new "
-        "corrected error in the same window.",
-    )
 
 
 def _params(config: RuleConfig, window: Window) -> dict[str, Any]:

@@ -11,13 +11,13 @@ profiling fields) from power above idle, else from GPU_UTIL; the evidence's `sig
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from detectors.findings import Severity, as_frame
-from detectors.rules.base import Rule, Window, evidence, threshold
+from detectors.rules.base import Rule, Window, evidence
+from detectors.rules.thresholds import IdleThresholds
 from detectors.wording import counted_expr
 
 if TYPE_CHECKING:
@@ -26,68 +26,6 @@ if TYPE_CHECKING:
 __all__ = ["RULES", "IdleThresholds"]
 
 QUERY = "detectors/job_state_spans"
-
-
-@dataclass(frozen=True, slots=True)
-class IdleThresholds:
-    """When a job counts as idle, holding memory, or hung (DESIGN §4 busy/idle definitions)."""
-
-    idle_minutes: float = threshold(
-        60.0,
-        "Idle job: its GPUs did almost no work (idle_work_max_frac) over a window this many "
-        "minutes long; short spikes within the window do not break it.",
-    )
-    whole_job_min_minutes: float = threshold(
-        5.0,
-        "Idle job / memory hold: also flag a job whose whole observed run was that still once "
-        "that run is this long (short jobs that never touched their GPUs).",
-    )
-    idle_work_max_frac: float = threshold(
-        0.015,
-        "A window is still (idle, or memory held) when the job's GPUs' mean work over it is at "
-        "most this (0-1): SM/engine activity, else power above idle as a share of the way to "
-        "the board limit (no profiling fields), else GPU_UTIL / 100.",
-        "down",
-    )
-    idle_real_work_max_frac: float = threshold(
-        0.002,
-        "... and at most this (0-1) in 5-minute buckets whose work per active second was above "
-        "idle_kernel_max_frac: real work, not a health check's or a monitoring agent's small "
-        "kernel.",
-        "down",
-    )
-    idle_kernel_max_frac: float = threshold(
-        0.2,
-        "Activity at most this intense (work per active second, 0-1) is a small kernel that does "
-        "not count as real work.",
-        "down",
-    )
-    hold_fb_min_frac: float = threshold(
-        0.10,
-        "An idle bucket is 'memory held without compute' when a GPU used at least this share "
-        "of its memory; below it the job is plain idle.",
-        None,
-    )
-    hold_minutes: float = threshold(
-        60.0, "Memory hold: memory held and almost no work over a window this many minutes long."
-    )
-    hung_util_min_pct: float = threshold(
-        90.0, "Hung job: mean GPU_UTIL at least this (0-100) ...", "up"
-    )
-    hung_sm_max: float = threshold(0.02, "... while SM activity is at most this (0-1).", "down")
-    hung_power_max_frac: float = threshold(
-        0.10,
-        "Where SM activity is not reported: hung when power is at most this share of the way "
-        "from idle power to the board limit.",
-        "down",
-    )
-    hung_minutes: float = threshold(30.0, "Hung job: over a window this many minutes long ...")
-    hung_duty_min_frac: float = threshold(
-        0.75, "... at least this share of which (0-1) was hung 5-minute buckets.", "up"
-    )
-    critical_gpu_h: float = threshold(
-        8.0, "Severity is critical (not warn) from this many GPU-hours wasted.", None
-    )
 
 
 def _params(config: RuleConfig, window: Window) -> dict[str, Any]:

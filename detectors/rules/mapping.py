@@ -6,33 +6,18 @@ any per-job figure can be trusted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from detectors.findings import Severity, as_frame
-from detectors.rules.base import Rule, Window, evidence, threshold
+from detectors.rules.base import Rule, Window, evidence
+from detectors.rules.thresholds import MappingThresholds
 
 if TYPE_CHECKING:
     from detectors.rules.config import RuleConfig
 
 __all__ = ["RULES", "MappingThresholds"]
-
-
-@dataclass(frozen=True, slots=True)
-class MappingThresholds:
-    """When unattributed activity or missing telemetry becomes a finding."""
-
-    unattributed_min_active_h: float = threshold(
-        0.5, "GPU without job: at least this many active hours on a GPU in a day with no job."
-    )
-    nodata_min_alloc_gpu_h: float = threshold(
-        1.0, "Job without data: at least this many allocated GPU-hours ..."
-    )
-    nodata_max_observed_frac: float = threshold(
-        0.1, "... of which telemetry covered at most this share.", "down"
-    )
 
 
 def _params(config: RuleConfig, window: Window) -> dict[str, Any]:

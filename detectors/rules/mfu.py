@@ -10,13 +10,13 @@ known peak, have no MFU and are never flagged.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from detectors.findings import Severity, as_frame
-from detectors.rules.base import Rule, Window, evidence, threshold
+from detectors.rules.base import Rule, Window, evidence
+from detectors.rules.thresholds import MfuThresholds
 
 if TYPE_CHECKING:
     from detectors.rules.config import RuleConfig
@@ -24,17 +24,6 @@ if TYPE_CHECKING:
 __all__ = ["RULES", "MfuThresholds"]
 
 QUERY = "detectors/job_profiles"
-
-
-@dataclass(frozen=True, slots=True)
-class MfuThresholds:
-    """A large training job (GPUs AND hours) whose reported MFU is below a floor."""
-
-    mfu_max: float = threshold(
-        0.15, "Low MFU: model FLOPs utilisation (0-1) below this ...", "down"
-    )
-    mfu_min_gpus: int = threshold(8, "... on a job of at least this many GPUs ...")
-    mfu_min_hours: float = threshold(1.0, "... that held them at least this many hours.")
 
 
 def _params(config: RuleConfig, window: Window) -> dict[str, Any]:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from detectors.findings import Severity, as_frame
-from detectors.rules.base import Rule, Window, as_of, evidence, period_anchor, threshold
+from detectors.rules.base import Rule, Window, as_of, evidence, period_anchor
+from detectors.rules.thresholds import ResilienceThresholds
 from detectors.wording import counted, counted_expr
 
 if TYPE_CHECKING:
@@ -31,28 +31,6 @@ SIZE_CLASSES: tuple[tuple[str, int, int], ...] = (
     ("9-64 GPUs", 9, 64),
     ("65+ GPUs", 65, 1 << 30),
 )
-
-
-@dataclass(frozen=True, slots=True)
-class ResilienceThresholds:
-    """When lost GPU-hours and missing checkpoints become findings."""
-
-    account_window_days: float = threshold(
-        7.0, "Lost GPU-hours per account: the window, in days.", None
-    )
-    account_min_lost_gpu_h: float = threshold(
-        100.0, "An account lost at least this many GPU-hours to failed/requeued/killed jobs ..."
-    )
-    account_min_lost_share: float = threshold(0.2, "... and at least this share of its usage.")
-    checkpoint_cost_minutes: float = threshold(
-        5.0, "Time to write one checkpoint (delta in Young/Daly), in minutes.", None
-    )
-    checkpoint_min_gpus: int = threshold(
-        8, "Checkpoint advice: for interrupted jobs of at least this many GPUs ..."
-    )
-    checkpoint_min_lost_gpu_h: float = threshold(
-        1.0, "... that lost at least this many GPU-hours more than checkpoints would have."
-    )
 
 
 def young_daly_s(delta_s: float, mtbf_s: float) -> float:

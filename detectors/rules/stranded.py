@@ -6,30 +6,19 @@ Reads single-node jobs with their requests and node sizes (sql/detectors/job_hos
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from detectors.findings import Severity, as_frame
-from detectors.rules.base import Rule, Window, evidence, threshold
+from detectors.rules.base import Rule, Window, evidence
+from detectors.rules.thresholds import StrandedThresholds
 from detectors.wording import counted_expr
 
 if TYPE_CHECKING:
     from detectors.rules.config import RuleConfig
 
 __all__ = ["RULES", "StrandedThresholds"]
-
-
-@dataclass(frozen=True, slots=True)
-class StrandedThresholds:
-    """When a job's host request strands GPUs."""
-
-    min_stranded_gpus: int = threshold(1, "At least this many of the node's GPUs left unusable ...")
-    min_runtime_minutes: float = threshold(
-        0.0,
-        "... by a job that ran at least this long (a running job: up to the end of the data).",
-    )
 
 
 def _params(config: RuleConfig, window: Window) -> dict[str, Any]:

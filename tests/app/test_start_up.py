@@ -122,6 +122,49 @@ def test_a_job_report_on_the_configured_lake_loads_no_detector_or_dataframe_libr
     assert _loaded(code, (*watched, "detectors.recommend")) == []
 
 
+def test_checking_the_whole_configuration_loads_no_rule_recommender_or_dataframe_library(
+    lake, tmp_path
+):
+    """`gpuledger config check` (and `attribute`, `collect`: every command that loads every
+    section) checks `[attribute]`, `[detect.*]` and `[recommend.*]` against the thresholds'
+    dataclasses, which live apart from the rules and the recommenders (polars): the check
+    loads none of them (~0.9 s of start-up on a slow machine)."""
+    config = tmp_path / "gpuledger.toml"
+    config.write_text(
+        f"lake = {str(lake)!r}\n"
+        "[attribute]\nidle_below = 0.02\n"
+        "[detect.idle_job]\nidle_minutes = 90\n"
+        "[recommend.gpu_cap]\nenabled = false\n",
+        encoding="utf-8",
+    )
+    code = (
+        "from app.cli import cli\n"
+        "try:\n"
+        f"    cli(['config', 'check', '--config', {str(config)!r}])\n"
+        "except SystemExit as exc:\n"
+        "    assert not exc.code, exc.code\n"
+    )
+
+    heavy = ("pyarrow", "numpy", "pandas", "polars", "sklearn")
+    code_of_rules = ("detectors.rules.base", "detectors.rules.idle", "detectors.rules.run")
+    code_of_recommenders = ("detectors.recommend.gpu_cap", "detectors.recommend.run")
+    assert _loaded(code, (*heavy, *code_of_rules, *code_of_recommenders)) == []
+
+
+def test_attributing_loads_no_rule_or_recommender(lake):
+    """`gpuledger attribute` loads the whole configuration but runs no detector."""
+    code = (
+        "from app.cli import cli\n"
+        "try:\n"
+        f"    cli(['attribute', '--quiet', '--force', '--lake', {str(lake)!r}])\n"
+        "except SystemExit as exc:\n"
+        "    assert not exc.code, exc.code\n"
+    )
+
+    watched = ("polars", "sklearn", "detectors.rules.run", "detectors.recommend.run")
+    assert _loaded(code, watched) == []
+
+
 def test_the_job_end_mail_loads_no_detector_or_dataframe_library(lake, tmp_path):
     """`gpuledger mail` runs at every job end (Slurm's MailProg): it reads `[mail]` and `[lake]`
     alone, and the report as `gpuledger job` makes it."""

@@ -78,7 +78,7 @@ def test_a_job_the_proposal_delays_past_the_end_of_the_data_still_starts(demo_la
 
 @pytest.fixture(scope="module")
 def kueue_lake(tmp_path_factory) -> Path:
-    from detectors.recommend import recommend
+    from detectors.recommend.run import recommend
     from detectors.recommend.store import write_recommendations
     from warehouse.connection import connect
     from warehouse.lake import Lake

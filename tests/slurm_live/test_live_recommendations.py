@@ -24,8 +24,8 @@ import pytest
 
 from collector.sources.slurm.assoc import collect_associations
 from detectors.recommend import RecommendConfig, billing, drain_node, fairshare, gpu_cap, time_limit
-from detectors.recommend import recommend as recommend_all
 from detectors.recommend.recommendation import ClusterFacts
+from detectors.recommend.run import recommend as recommend_all
 from tests.marts import rows as r
 from tests.slurm_live.cluster import CLUSTER, SlurmCluster
 from warehouse.connection import connect

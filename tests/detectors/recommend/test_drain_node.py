@@ -6,9 +6,10 @@ import shlex
 
 import pytest
 
-from detectors.recommend import RecommendConfig, drain_node, recommend
+from detectors.recommend import RecommendConfig, drain_node
 from detectors.recommend.config import DrainConfig
 from detectors.recommend.recommendation import ClusterFacts
+from detectors.recommend.run import recommend
 from tests.detectors.recommend.lake import NOW, reading, recs_of
 from tests.marts import rows as r
 

@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from detectors.recommend import RecommendConfig, fairshare, recommend
+from detectors.recommend import RecommendConfig, fairshare
 from detectors.recommend.config import BillingConfig, FairshareConfig
+from detectors.recommend.run import recommend
 from tests.detectors.recommend.lake import NOW, reading, recs_of
 from tests.marts import rows as r
 from warehouse.connection import connect

@@ -7,9 +7,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from detectors.recommend import RecommendConfig, recommend
+from detectors.recommend import RecommendConfig
 from detectors.recommend.config import GpuCapConfig
 from detectors.recommend.gpu_cap import running_gpus
+from detectors.recommend.run import recommend
 from tests.detectors.recommend.lake import NOW, reading, recs_of
 from tests.marts import rows as r
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from detectors.recommend import RecommendConfig, recommend
+from detectors.recommend import RecommendConfig
 from detectors.recommend.config import IdleCancelConfig
+from detectors.recommend.run import recommend
 from tests.detectors.recommend.lake import NOW, busy_samples, recs_of
 from tests.detectors.recommend.shared_lakes import shared_lake
 from tests.marts import rows as r

@@ -6,9 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from detectors.recommend import RecommendConfig, recommend
+from detectors.recommend import RecommendConfig
 from detectors.recommend.config import MigPackingConfig
 from detectors.recommend.mig_packing import profile_for, profile_name
+from detectors.recommend.run import recommend
 from tests.detectors.recommend.lake import NOW, busy_samples, recs_of
 from tests.detectors.recommend.shared_lakes import shared_lake
 from tests.marts import rows as r

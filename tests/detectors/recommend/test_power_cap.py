@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from detectors.recommend import RecommendConfig, recommend
+from detectors.recommend import RecommendConfig
 from detectors.recommend.config import PowerCapConfig
+from detectors.recommend.run import recommend
 from tests.detectors.recommend.lake import NOW, recs_of
 from tests.detectors.recommend.shared_lakes import shared_lake
 from tests.marts import rows as r

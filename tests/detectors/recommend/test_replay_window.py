@@ -6,7 +6,8 @@ import datetime as dt
 
 import pytest
 
-from detectors.recommend import RecommendConfig, cluster_facts, recommend
+from detectors.recommend import RecommendConfig
+from detectors.recommend.run import cluster_facts, recommend
 from tests.detectors.recommend.lake import recs_of
 from tests.marts import rows as r
 

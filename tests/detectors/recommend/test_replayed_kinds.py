@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from detectors.recommend import KINDS, RecommendConfig, recommend
+from detectors.recommend import RecommendConfig
 from detectors.recommend.config import MigPackingConfig
 from detectors.recommend.replayed import NOT_REPLAYED, proposal_settings
+from detectors.recommend.run import KINDS, recommend
 from detectors.replay.policy import Policy, PolicyError, apply_settings
 from tests.detectors.recommend import test_idle_cancel, test_mig_packing, test_power_cap
 from tests.detectors.recommend.lake import NOW, recs_of

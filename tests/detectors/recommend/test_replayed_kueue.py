@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from detectors.recommend import recommend
 from detectors.recommend.recommendation import Recommendation
 from detectors.recommend.replayed_kueue import kueue_proposal_settings, with_kueue_replayed_deltas
+from detectors.recommend.run import recommend
 from detectors.replay.kueue.policy import KueuePolicy, apply_kueue_settings
 from tests.replay.kueue_lake import CLUSTER, shared_kueue_lake
 from warehouse.connection import connect
@@ -151,7 +151,7 @@ def test_a_queue_shared_with_others_is_no_cap_of_one_user(lake, workload):
     assert "also queued others' workloads" in str(why)
     # through the recommendations: a kind the replay cannot express is left as it was
     idle = dataclasses.replace(rec("cluster", 4), kind="time_limit")
-    from detectors.recommend import cluster_facts
+    from detectors.recommend.run import cluster_facts
 
     with connect(lake) as con:
         [facts] = [f for f in cluster_facts(con, *_window()) if f.cluster == CLUSTER]

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from detectors.recommend import KINDS, RecommendConfig, recommend
+from detectors.recommend import RecommendConfig
 from detectors.recommend.recommendation import GAIN_KINDS
+from detectors.recommend.run import KINDS, recommend
 from warehouse.schema import TABLES
 
 GAIN_KINDS_BY_KIND = {

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from detectors.recommend import RecommendConfig, recommend
+from detectors.recommend import RecommendConfig
 from detectors.recommend.config import TimeLimitConfig
+from detectors.recommend.run import recommend
 from tests.detectors.recommend.lake import NOW, reading, recs_of
 from tests.marts import rows as r
 

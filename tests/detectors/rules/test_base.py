@@ -6,8 +6,9 @@ import datetime as dt
 
 import polars as pl
 
-from detectors.rules import FAMILIES, RULES
+from detectors.rules import FAMILIES
 from detectors.rules.base import EPOCH, Window, as_of, period_anchor, threshold_docs
+from detectors.rules.run import RULES
 from warehouse import queries
 
 UTC = dt.UTC

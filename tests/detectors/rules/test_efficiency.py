@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from detectors.rules import RuleConfig, efficiency, run_rules
+from detectors.rules import RuleConfig, efficiency
 from detectors.rules.efficiency import EfficiencyThresholds, PowerThresholds
+from detectors.rules.run import run_rules
 from tests.detectors.rules.lake import at, connection, device_day, job, usage
 
 DAY = 86400.0

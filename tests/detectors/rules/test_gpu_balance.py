@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from detectors.rules import RuleConfig, gpu_balance, run_rules
+from detectors.rules import RuleConfig, gpu_balance
 from detectors.rules.gpu_balance import GpuBalanceThresholds
+from detectors.rules.run import run_rules
 from tests.detectors.rules.lake import at, connection, device_day, job
 
 NOW = at(86400)

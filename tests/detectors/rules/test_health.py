@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from detectors.rules import RuleConfig, health, run_rules
+from detectors.rules import RuleConfig, health
 from detectors.rules.health import HealthThresholds
+from detectors.rules.run import run_rules
 from tests.detectors.rules.lake import CLUSTER, H100, at, connection, job
 
 NOW = at(86400)

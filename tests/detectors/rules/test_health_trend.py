@@ -9,8 +9,10 @@ import json
 
 import polars as pl
 
-from detectors.rules import RuleConfig, Window, health_trend, rule_config_from, run_rules
+from detectors.rules import RuleConfig, health_trend, rule_config_from
+from detectors.rules.base import Window
 from detectors.rules.health_trend import HealthTrendThresholds, windowed
+from detectors.rules.run import run_rules
 from tests.detectors.rules.lake import CLUSTER, H100, at, connection
 
 NOW = at(2 * 86400)

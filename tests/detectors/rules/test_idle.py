@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from detectors.rules import RuleConfig, idle, run_rules
+from detectors.rules import RuleConfig, idle
 from detectors.rules.idle import IdleThresholds
+from detectors.rules.run import run_rules
 from tests.detectors.rules.lake import CLUSTER, at, bucket, connection, job
 
 NOW = at(86400)

@@ -6,8 +6,9 @@ import math
 
 import pytest
 
-from detectors.rules import RuleConfig, mapping, resilience, run_rules, stranded
+from detectors.rules import RuleConfig, mapping, resilience, stranded
 from detectors.rules.resilience import ResilienceThresholds, checkpoint_advice, young_daly_s
+from detectors.rules.run import run_rules
 from tests.detectors.rules.lake import CLUSTER, at, bucket, connection, job, usage
 
 DAY = 86400.0

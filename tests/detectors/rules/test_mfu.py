@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from detectors.rules import RuleConfig, mfu, run_rules
+from detectors.rules import RuleConfig, mfu
 from detectors.rules.mfu import MfuThresholds
+from detectors.rules.run import run_rules
 from tests.detectors.rules.lake import at, connection, usage
 
 H = 3600.0

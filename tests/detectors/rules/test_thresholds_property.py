@@ -25,10 +25,10 @@ from detectors.rules import (
     mapping,
     mfu,
     resilience,
-    run_rules,
     stranded,
 )
 from detectors.rules.base import threshold_docs
+from detectors.rules.run import run_rules
 from tests.detectors.rules.lake import (
     CLUSTER,
     H100,
