@@ -7,22 +7,36 @@ a pandas object, and that check imports pandas (~0.25 CPU-s) in a process that h
 per `gpuledger` command that builds a small table (the carbon intensity, the allocations
 cache). The few arrays the warehouse builds from Python lists are built here instead, with
 `pa.Array.from_buffers`. `import pyarrow.dataset` imports pandas too, and with it
-`pq.read_table` and `Table.group_by` (Acero): a file is read with `read_parquet` instead.
+`pq.read_table` and `Table.group_by` (Acero): a file is read with `read_parquet` instead, and
+small tables are grouped by warehouse/arrow_groups.py.
 """
 
 from __future__ import annotations
 
 import array
+import datetime as dt
 from collections.abc import Sequence
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["TIMESTAMP", "float64s", "int64s", "read_parquet", "repeated_string", "strings"]
+__all__ = [
+    "TIMESTAMP",
+    "dates",
+    "empty_table",
+    "float64s",
+    "int64s",
+    "read_parquet",
+    "repeated_string",
+    "string_scalar",
+    "strings",
+]
 
 # The Arrow type of every timestamp column of the contract (warehouse/schema.py).
 TIMESTAMP = pa.timestamp("ms", tz="UTC")
+
+_EPOCH_DAY = dt.date(1970, 1, 1)
 
 
 def _validity(values: Sequence[object]) -> pa.Buffer | None:
@@ -62,6 +76,22 @@ def strings(values: Sequence[str | None]) -> pa.Array:
         len(values),
         [_validity(values), pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))],
     ).cast(pa.string())
+
+
+def dates(values: Sequence[dt.date | None]) -> pa.Array:
+    """`values` as a date32 array (days since 1970-01-01), None as null."""
+    data = array.array("i", (0 if v is None else (v - _EPOCH_DAY).days for v in values))
+    return pa.Array.from_buffers(pa.date32(), len(values), [_validity(values), pa.py_buffer(data)])
+
+
+def string_scalar(value: str) -> pa.Scalar:
+    """`value` as an Arrow string scalar (what a compute function compares a column with)."""
+    return repeated_string(value, 1)[0]
+
+
+def empty_table(schema: pa.Schema) -> pa.Table:
+    """A table of `schema` with no rows (`schema.empty_table()` without pandas)."""
+    return pa.Table.from_batches([], schema)
 
 
 def repeated_string(value: str, count: int) -> pa.Array:

@@ -124,7 +124,8 @@ def _tail_start(con: duckdb.DuckDBPyConnection, root: Path, key: DayKey) -> obje
     if not built:
         return None
     register_files(con, "gpu_job_buckets", built, view="built_buckets")
-    from_ts: object | None = queries.run_arrow(con, "attribution/tail_start")[0][0].as_py()
+    # as a Python value from the engine (an Arrow scalar's `as_py` would load pandas)
+    from_ts: object | None = queries.rows(con, "attribution/tail_start")[0]["from_ts"]
     return from_ts
 
 

@@ -9,6 +9,7 @@ views) so that compaction can merge files and a later re-landing can still repla
 
 from __future__ import annotations
 
+import array
 import contextlib
 import datetime as dt
 import hashlib
@@ -23,6 +24,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from warehouse import compaction_log, intents, layout
+from warehouse.arrow_arrays import (
+    float64s,
+    read_parquet,
+    repeated_string,
+    string_scalar,
+    strings,
+)
 from warehouse.errors import NotWritable, SchemaMismatch
 from warehouse.schema import ALLOWED_VALUES, RAW_TABLES, TableSpec, spec
 
@@ -44,7 +52,8 @@ logger = logging.getLogger(__name__)
 
 BATCH_COLUMN = "_batch"
 _BATCHES_KEY = b"gpuledger.batches"
-_MS_PER_DAY = 86_400_000
+# an Arrow scalar: a compute function given a Python value loads pandas (arrow_arrays.py)
+_MS_PER_DAY = float64s([86_400_000.0])[0]
 _EPOCH = dt.date(1970, 1, 1)
 _ROW_GROUP = 256_000
 
@@ -92,7 +101,7 @@ def _check_values(
     table: str, column_name: str, column: pa.ChunkedArray, allowed: frozenset[str]
 ) -> None:
     """Raise SchemaMismatch naming the values of `column` outside the contract's set."""
-    known = pa.array(sorted(allowed), pa.string())
+    known = strings(sorted(allowed))
     outside = pc.and_(pc.is_valid(column), pc.invert(pc.is_in(column, value_set=known)))
     if not pc.any(outside).as_py():
         return
@@ -106,7 +115,11 @@ def _check_values(
 def _partition_keys(table_spec: TableSpec, table: pa.Table) -> pa.Table:
     """Add `__date` (days since epoch, or -1 for date-less tables) for partitioning."""
     if table_spec.date_column is None:
-        days = pa.array([-1] * table.num_rows, pa.int32())
+        days = pa.Array.from_buffers(
+            pa.int32(),
+            table.num_rows,
+            [None, pa.py_buffer(array.array("i", [-1]) * table.num_rows)],
+        )
     else:
         values = table.column(table_spec.date_column)
         if pa.types.is_date32(values.type):
@@ -209,9 +222,10 @@ def _holders(partition: Path, batch_id: str, keep: Path) -> list[Path]:
 def _evict(holders: list[Path], batch_id: str) -> None:
     """Remove the rows of `batch_id` from `holders` (after it landed again in its own file)."""
     for other in holders:
-        rows = pq.read_table(other)
+        rows = read_parquet(other)
         # Rows from files of other tools have a null `_batch`: they belong to no batch, keep them.
-        others = pc.fill_null(pc.not_equal(rows.column(BATCH_COLUMN), batch_id), True)
+        column = rows.column(BATCH_COLUMN)
+        others = pc.or_kleene(pc.not_equal(column, string_scalar(batch_id)), pc.is_null(column))
         remaining = rows.filter(others)
         if remaining.num_rows:
             atomic_write(remaining, other, _batches_in(other) - {batch_id})
@@ -292,22 +306,22 @@ def write_batch(
         return []
     batch_id = layout.safe_name(batch_id)
     keyed = _partition_keys(table_spec, conformed)
-    groups = keyed.group_by(["cluster", "__date"]).aggregate([]).to_pylist()
+    clusters = sorted(pc.unique(keyed.column("cluster")).to_pylist())
     written = []
-    for cluster in sorted({g["cluster"] for g in groups}):
+    for cluster in clusters:
         layout.claim_cluster_folder(root, cluster)  # `gpu farm` and `gpu_farm`: one error
     with layout.table_lock(root, table):  # a compaction of the table waits, and is waited for
-        for group in sorted(groups, key=lambda g: (g["cluster"], g["__date"])):
-            mask = pc.and_(
-                pc.equal(keyed.column("cluster"), group["cluster"]),
-                pc.equal(keyed.column("__date"), group["__date"]),
-            )
-            part = conformed.filter(mask)
-            part = part.append_column(BATCH_COLUMN, pa.repeat(pa.scalar(batch_id), part.num_rows))
-            folder = layout.partition_dir(root, table, group["cluster"], _day(group["__date"]))
-            path = layout.batch_path(folder, batch_id)
-            _land(folder, part, path, batch_id)
-            written.append(path)
+        for cluster in clusters:
+            of_cluster = keyed.filter(pc.equal(keyed.column("cluster"), string_scalar(cluster)))
+            # Arrow scalars, compared as they are (a Python value would load pandas)
+            for day in pc.unique(of_cluster.column("__date")).sort():
+                part = of_cluster.filter(pc.equal(of_cluster.column("__date"), day))
+                part = part.drop_columns(["__date"])
+                part = part.append_column(BATCH_COLUMN, repeated_string(batch_id, part.num_rows))
+                folder = layout.partition_dir(root, table, cluster, _day(day.as_py()))
+                path = layout.batch_path(folder, batch_id)
+                _land(folder, part, path, batch_id)
+                written.append(path)
     return written
 
 
@@ -361,7 +375,7 @@ def replace_partition(
         for rows in _row_groups(batch):
             conformed = conform(table_spec, rows)
             yield conformed.append_column(
-                BATCH_COLUMN, pa.repeat(pa.scalar(batch_id), conformed.num_rows)
+                BATCH_COLUMN, repeated_string(batch_id, conformed.num_rows)
             )
 
     chunked = chunks()
@@ -495,7 +509,7 @@ def _runs(paths: list[Path], max_bytes: int | None) -> list[list[Path]]:
 def _merge(folder: Path, paths: list[Path]) -> None:
     """Write the rows of `paths` (files of one partition) as one file, then remove them; a crash
     between the two is finished by `_recover` (warehouse/intents.py)."""
-    merged = pa.concat_tables([pq.read_table(p) for p in paths], promote_options="default")
+    merged = pa.concat_tables([read_parquet(p) for p in paths], promote_options="default")
     batches: set[str] = set()
     for path in paths:
         batches |= _batches_in(path)

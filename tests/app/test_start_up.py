@@ -87,6 +87,54 @@ def test_a_command_that_connects_to_the_lake_loads_no_pandas(lake, args):
     assert _loaded(code, ("pandas", "app.bench.run")) == []
 
 
+def test_attributing_a_new_day_and_a_late_record_loads_no_pandas(tmp_path):
+    """A whole build and an update in place (a new day of samples, a late scheduler record)
+    land their partitions and group the summary state without `pa.array` of Python values
+    and without Acero (`Table.group_by`, `Table.join`), either of which loads pandas
+    (warehouse/arrow_groups.py)."""
+    root = tmp_path / "lake"
+    day = 86400.0
+    r.build_lake(
+        root,
+        samples=r.samples(range(0, int(day), 600), interval_s=600.0, engine_active=0.5),
+        jobs=[r.job("j1", 0, H)],
+        job_gpus=[r.job_gpu("j1", 0, H)],
+    )
+    code = (
+        "from app.cli import cli\n"
+        "try:\n"
+        f"    cli(['attribute', '--quiet', '--lake', {str(root)!r}])\n"
+        "except SystemExit as exc:\n"
+        "    assert not exc.code, exc.code\n"
+    )
+    for step in ("whole", "update"):
+        if step == "update":
+            times = range(int(day), int(2 * day), 600)
+            r.land(
+                root,
+                "gpu_samples",
+                r.samples(times, interval_s=600.0, engine_active=0.5),
+                batch_id="day2",
+            )
+            r.land(root, "jobs", [r.job("j2", day, day + H)], batch_id="late")
+            r.land(root, "job_gpus", [r.job_gpu("j2", day, day + H)], batch_id="late")
+        assert _loaded(code, ("pandas", "pyarrow.acero")) == [], step
+    usage = open_engine_rows(root)
+    assert usage == [("j1", H), ("j2", H)]
+
+
+def open_engine_rows(root: Path) -> list[tuple[str, float]]:
+    """job_usage's (job_id, observed seconds) after the runs: the update was made."""
+    from warehouse.connection import WarehouseConfig, open_engine, register_table
+
+    con = open_engine(WarehouseConfig(root))
+    register_table(con, root, "job_usage")
+    found = con.execute(
+        "SELECT job_id, observed_gpu_h * 3600 FROM job_usage ORDER BY job_id"
+    ).fetchall()
+    return [(j, float(s)) for j, s in found]
+
+
 def test_a_job_report_loads_neither_arrow_nor_a_dataframe_library(lake):
     """`gpuledger job` runs as a new process per job end (Slurm's epilog, the job-end mail):
     the lake's contract is written in DuckDB's types, so reading it loads no pyarrow and

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 
 import sql
 from warehouse import layout, queries
+from warehouse.arrow_arrays import dates, read_parquet, string_scalar, strings
 from warehouse.connection import (
     DERIVED_VIEWS,
     register_files,
@@ -68,7 +69,7 @@ def _read_kept(root: Path, changed: Iterable[DayKey]) -> list[pa.Table] | None:
     path = _whole_index_path(root)
     if not path.exists():
         return None
-    whole = pq.read_table(path)
+    whole = read_parquet(path)
     keys = list(changed)
     drop = None
     for cluster in pc.unique(whole.column("cluster")).to_pylist():
@@ -77,13 +78,14 @@ def _read_kept(root: Path, changed: Iterable[DayKey]) -> list[pa.Table] | None:
         if not days:
             continue
         hit = pc.and_(
-            pc.equal(whole.column("cluster"), pa.scalar(cluster, pa.string())),
-            pc.is_in(whole.column("date"), pa.array(days, pa.date32())),
+            pc.equal(whole.column("cluster"), string_scalar(cluster)),
+            pc.is_in(whole.column("date"), dates(days)),
         )
         drop = hit if drop is None else pc.or_(drop, hit)
     if drop is None:
         return [whole]
-    return [whole.filter(pc.invert(pc.fill_null(drop, False)))]
+    # a null `date` matches no day: kept
+    return [whole.filter(pc.invert(pc.and_kleene(drop, pc.is_valid(drop))))]
 
 
 def _write_index(root: Path, index: pa.Table, keys: Iterable[DayKey]) -> list[pa.Table]:
@@ -93,11 +95,11 @@ def _write_index(root: Path, index: pa.Table, keys: Iterable[DayKey]) -> list[pa
     clusters = pc.unique(index.column("cluster")).to_pylist()
     for key in keys:
         path = _index_path(root, key)
-        names = pa.array([c for c in clusters if layout.safe_name(c) == key[0]], pa.string())
+        names = strings([c for c in clusters if layout.safe_name(c) == key[0]])
         rows = index.filter(
             pc.and_(
                 pc.is_in(index.column("cluster"), names),
-                pc.equal(index.column("date"), pa.scalar(key[1], pa.date32())),
+                pc.equal(index.column("date"), dates([key[1]])[0]),
             )
         )
         if not rows.num_rows:
@@ -109,7 +111,7 @@ def _write_index(root: Path, index: pa.Table, keys: Iterable[DayKey]) -> list[pa
 
 
 def _read_index(root: Path, keys: Iterable[DayKey]) -> list[pa.Table]:
-    return [pq.read_table(p) for k in keys if (p := _index_path(root, k)).exists()]
+    return [read_parquet(p) for k in keys if (p := _index_path(root, k)).exists()]
 
 
 def _index_of(con: duckdb.DuckDBPyConnection, files: list[Path]) -> pa.Table:

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from warehouse import layout
+from warehouse.arrow_arrays import dates, empty_table, int64s, read_parquet, string_scalar
 from warehouse.schema import MARTS
 from warehouse.summary.scope import _folder_keys
 from warehouse.writer import replace_partition, replace_partitions
@@ -27,7 +27,7 @@ def land_mart(root: Path, mart: str, result: pa.Table) -> int:
     table = result.select(schema.names).cast(schema)
     clusters = pc.unique(table.column("cluster")).to_pylist()
     for cluster in clusters:
-        rows = table.filter(pc.equal(table.column("cluster"), cluster))
+        rows = table.filter(pc.equal(table.column("cluster"), string_scalar(cluster)))
         replace_partitions(root, mart, rows, cluster)
     return int(table.num_rows)
 
@@ -58,8 +58,8 @@ def _land_changed(
     if partitions is not None and table.num_rows and MARTS[mart].date_column is not None:
         # only the rows of those days are looked at, one by one below: the result of a mart
         # whose SQL reads all days (cluster_occupancy's bucket grid) is cut first, at once
-        days = pa.array(sorted({day for _, day in partitions}), pa.date32())
-        table = table.filter(pc.fill_null(pc.is_in(_day_column(mart, table), days), False))
+        days = dates(sorted({day for _, day in partitions}))
+        table = table.filter(pc.is_in(_day_column(mart, table), days))  # a null day: false
     groups: dict[tuple[str, dt.date], list[int]] = {}
     clusters = table.column("cluster").to_pylist()
     for row, (cluster, day) in enumerate(zip(clusters, _partition_day(mart, table), strict=True)):
@@ -77,11 +77,11 @@ def _land_changed(
             present.update({key} if layout.partition_files(root, mart, key) else set())
     for folder_key in sorted(present - folders):
         if considered is None or folder_key in considered:
-            replace_partition(root, mart, schema.empty_table(), folder_key[0], folder_key[1])
+            replace_partition(root, mart, empty_table(schema), folder_key[0], folder_key[1])
     for (cluster, day), rows in sorted(groups.items()):
-        part = table.take(pa.array(rows, pa.int64()))
+        part = table.take(int64s(rows))
         folder = layout.partition_dir(root, mart, cluster, day)
-        old = [pq.read_table(p).select(schema.names) for p in sorted(folder.glob("*.parquet"))]
+        old = [read_parquet(p).select(schema.names) for p in sorted(folder.glob("*.parquet"))]
         if old and pa.concat_tables(old).cast(schema).equals(part):
             continue
         replace_partition(root, mart, part, cluster, day)
@@ -92,20 +92,23 @@ def _merge_jobs(root: Path, mart: str, new: pa.Table, scope: pa.Table) -> pa.Tab
     landed for the clusters in scope; return the whole merged mart."""
     schema = MARTS[mart].schema
     old_files = layout.table_files(root, mart)
-    old = [pq.read_table(p, columns=schema.names).cast(schema) for p in old_files]
+    old = [read_parquet(p, columns=schema.names).cast(schema) for p in old_files]
     fresh = new.select(schema.names).cast(schema)
     parts = [fresh]
     clusters = set(scope.column("cluster").to_pylist())
     for table in old:
         for cluster in pc.unique(table.column("cluster")).to_pylist():
-            rows = table.filter(pc.equal(table.column("cluster"), cluster))
+            rows = table.filter(pc.equal(table.column("cluster"), string_scalar(cluster)))
             if cluster in clusters:
-                in_scope = scope.filter(pc.equal(scope.column("cluster"), cluster))
+                in_scope = scope.filter(pc.equal(scope.column("cluster"), string_scalar(cluster)))
                 rows = rows.filter(pc.invert(pc.is_in(rows.column("job_id"), in_scope["job_id"])))
             parts.append(rows)
     merged = pa.concat_tables(parts).sort_by([("cluster", "ascending"), ("job_id", "ascending")])
     for cluster in sorted(clusters):
         replace_partitions(
-            root, mart, merged.filter(pc.equal(merged.column("cluster"), cluster)), cluster
+            root,
+            mart,
+            merged.filter(pc.equal(merged.column("cluster"), string_scalar(cluster))),
+            cluster,
         )
     return merged

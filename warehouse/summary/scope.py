@@ -8,13 +8,21 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from warehouse import layout, queries
+from warehouse.arrow_arrays import dates, empty_table, float64s, string_scalar, strings
+from warehouse.arrow_groups import (
+    by_cluster,
+    distinct_by_cluster,
+    max_by_cluster_date,
+    pairs,
+    semi_join,
+)
 from warehouse.connection import (
     DERIVED_VIEWS,
 )
@@ -37,14 +45,11 @@ def _day_start(date: dt.date) -> float:
 
 def _ends(index: pa.Table) -> dict[str, float]:
     """The end of each cluster's data (max of epoch(ts) + interval_s over its samples)."""
-    ends = index.group_by("cluster").aggregate([("interval_end_e", "max")])
-    return dict(
-        zip(
-            ends.column("cluster").to_pylist(),
-            ends.column("interval_end_e_max").to_pylist(),
-            strict=True,
-        )
-    )
+    return {
+        cluster: pc.max(rows.column("interval_end_e")).as_py()
+        for cluster, rows in by_cluster(index)
+        if cluster is not None
+    }
 
 
 def _scope_days(
@@ -77,10 +82,10 @@ def _scope_days(
     ordered = sorted(days)
     table = pa.table(
         {
-            "cluster": pa.array([c for c, _ in ordered], pa.string()),
-            "date": pa.array([d for _, d in ordered], pa.date32()),
-            "start_e": pa.array([_day_start(d) for _, d in ordered], pa.float64()),
-            "end_e": pa.array([_day_start(d) + _DAY_S for _, d in ordered], pa.float64()),
+            "cluster": strings([c for c, _ in ordered]),
+            "date": dates([d for _, d in ordered]),
+            "start_e": float64s([_day_start(d) for _, d in ordered]),
+            "end_e": float64s([_day_start(d) + _DAY_S for _, d in ordered]),
         }
     )
     return table, moved
@@ -90,7 +95,7 @@ def _late_jobs(files: Iterable[Path]) -> pa.Table:
     """The distinct (cluster, job_id) of the rows in scheduler batch `files`."""
     keys = pa.schema([("cluster", pa.string()), ("job_id", pa.string())])
     rows = [_job_keys(p, keys) for p in files]
-    return pa.concat_tables(rows or [keys.empty_table()]).group_by(keys.names).aggregate([])
+    return distinct_by_cluster(pa.concat_tables(rows or [empty_table(keys)]), "job_id")
 
 
 def _job_keys(path: Path, keys: pa.Schema) -> pa.Table:
@@ -99,7 +104,8 @@ def _job_keys(path: Path, keys: pa.Schema) -> pa.Table:
     with pq.ParquetFile(path) as file:  # opened once: its schema, then its rows
         present = [name for name in keys.names if name in file.schema_arrow.names]
         rows = file.read(columns=present)
-    folder = pa.scalar(layout.folder_cluster(path), pa.string())
+    name = layout.folder_cluster(path)
+    folder = pa.nulls(1, pa.string())[0] if name is None else string_scalar(name)
     if "cluster" not in present:
         rows = rows.append_column("cluster", pa.nulls(rows.num_rows, pa.string()))
     rows = rows.set_column(
@@ -135,10 +141,7 @@ def _late_records(
 
 def _pairs(table: pa.Table) -> list[tuple[str, dt.date]]:
     """The distinct (cluster, date) pairs of `table`'s rows."""
-    pairs = table.group_by(["cluster", "date"]).aggregate([])
-    return list(
-        zip(pairs.column("cluster").to_pylist(), pairs.column("date").to_pylist(), strict=True)
-    )
+    return [(c, cast(dt.date, d)) for c, d in pairs(table, "date") if c is not None]
 
 
 def _folder_keys(pairs: Iterable[tuple[str, dt.date]]) -> set[DayKey]:
@@ -148,25 +151,21 @@ def _folder_keys(pairs: Iterable[tuple[str, dt.date]]) -> set[DayKey]:
 
 def _days_holding(index: pa.Table, jobs: pa.Table) -> set[DayKey]:
     """The day partitions holding rows of `jobs` (cluster, job_id), by the index."""
-    held = index.join(jobs, ["cluster", "job_id"], join_type="left semi")
+    held = semi_join(index, jobs, "job_id")
     return _folder_keys(_pairs(held))
 
 
 def _extent(index: pa.Table) -> dict[str, tuple[float, float, int]]:
     """Per cluster: the data's first time, last span end and devices, as cluster_occupancy
     reads them from gpu_job_buckets."""
-    t = index.group_by("cluster").aggregate(
-        [("first_e", "min"), ("last_end_e", "max"), ("device", "count_distinct")]
-    )
     return {
-        c: (f, e, n)
-        for c, f, e, n in zip(
-            t.column("cluster").to_pylist(),
-            t.column("first_e_min").to_pylist(),
-            t.column("last_end_e_max").to_pylist(),
-            t.column("device_count_distinct").to_pylist(),
-            strict=True,
+        cluster: (
+            pc.min(rows.column("first_e")).as_py(),
+            pc.max(rows.column("last_end_e")).as_py(),
+            pc.count_distinct(rows.column("device")).as_py(),
         )
+        for cluster, rows in by_cluster(index)
+        if cluster is not None
     }
 
 
@@ -198,18 +197,15 @@ def _occupancy_days(
 def _reaching(index: pa.Table, days: set[tuple[str, dt.date]]) -> set[DayKey]:
     """The day partitions whose samples' spans reach into any of `days`: those days, and the
     earlier ones whose last span runs past midnight into them (their carried partials)."""
-    ends = index.group_by(["cluster", "date"]).aggregate([("last_end_e", "max")])
     wanted: dict[str, list[dt.date]] = {}
     for cluster, day in days:
         wanted.setdefault(cluster, []).append(day)
     out: set[DayKey] = set()
-    for cluster, date, end in zip(
-        ends.column("cluster").to_pylist(),
-        ends.column("date").to_pylist(),
-        ends.column("last_end_e_max").to_pylist(),
-        strict=True,
-    ):
-        if any(date == d or (date < d and end > _day_start(d)) for d in wanted.get(cluster, ())):
+    for cluster, date, end in max_by_cluster_date(index, "last_end_e"):
+        if any(
+            date == d or (date < d and end is not None and end > _day_start(d))
+            for d in wanted.get(cluster, ())
+        ):
             out.add((layout.safe_name(cluster), date))
     return out
 

@@ -16,6 +16,8 @@ import pyarrow as pa
 
 import sql
 from warehouse import compaction_log, layout, state_files
+from warehouse.arrow_arrays import strings
+from warehouse.arrow_groups import distinct_by_cluster
 from warehouse.connection import (
     DERIVED_VIEWS,
     WarehouseConfig,
@@ -253,12 +255,15 @@ def _stale_reason(
         return reason, recorded, None
     old = pa.table(
         {
-            "cluster": pa.array([c for c, _ in old_jobs], pa.string()),
-            "job_id": pa.array([j for _, j in old_jobs], pa.string()),
+            "cluster": strings([c for c, _ in old_jobs]),
+            "job_id": strings([j for _, j in old_jobs]),
         }
     )
-    late = pa.concat_tables([old, _late_jobs(fresh)]).group_by(["cluster", "job_id"])
-    return reason, recorded, late.aggregate([])
+    return (
+        reason,
+        recorded,
+        distinct_by_cluster(pa.concat_tables([old, _late_jobs(fresh)]), "job_id"),
+    )
 
 
 def _stale_why(root: Path, inputs: str, built: list[tuple[str, str, str]]) -> str:

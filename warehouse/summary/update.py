@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 import sql
 from warehouse import layout, queries
 from warehouse.allocations import hold_allocations
+from warehouse.arrow_arrays import read_parquet, strings
 from warehouse.connection import (
     DERIVED_VIEWS,
     WarehouseConfig,
@@ -216,8 +216,8 @@ def _update(
     con.table("job_gpus_all").create_view("job_gpus")
     _arrow_view(con, "gpu_job_buckets", new_index)  # stands in: the data's extent and devices
     _arrow_view(con, "summary_index", new_index)
-    jobs_latest = pq.read_table(_derived_path(root, "jobs_latest"))
-    intervals = pq.read_table(_derived_path(root, "job_gpu_intervals"))
+    jobs_latest = read_parquet(_derived_path(root, "jobs_latest"))
+    intervals = read_parquet(_derived_path(root, "job_gpu_intervals"))
     _arrow_view(con, "late_jobs", _late_jobs(()) if late is None else late)
     touched: list[tuple[str, dt.date]] = []
     if late is not None:
@@ -233,7 +233,7 @@ def _update(
     con.table("jobs_latest_all").create_view("jobs_latest")
     _arrow_view(con, "scope_days", scope_days)
     _arrow_view(con, "changed_index", both_changed)
-    _arrow_view(con, "moved_ends", pa.table({"cluster": pa.array(moved, pa.string())}))
+    _arrow_view(con, "moved_ends", pa.table({"cluster": strings(moved)}))
     scope = queries.run_arrow(con, "attribution/scope_jobs")
     _arrow_view(con, "scope_jobs", scope)
 
