@@ -16,7 +16,7 @@ from tests.infra.examples import examples
 from tests.marts import rows as r
 from warehouse import queries
 from warehouse.attribution import MART_ORDER, AttributionConfig
-from warehouse.connection import connect, register_table
+from warehouse.connection import connect, define_span_views, register_table
 
 IDLE_BELOW = AttributionConfig().idle_below
 # The marts job_usage is built from, in build order.
@@ -141,6 +141,7 @@ def brute_force(
 def shared_con(tmp_path_factory):
     """One connection for every example (opening one costs more than the rest of an example)."""
     con = connect(tmp_path_factory.mktemp("empty"))
+    define_span_views(con)  # gpu_job_buckets' SQL reads them, as in the per-day pass
     yield con
     con.close()
 

@@ -17,7 +17,7 @@ from collector.sim import SimConfig, simulate
 from tests.marts import rows as r
 from warehouse import queries
 from warehouse.attribution import AttributionConfig, build_marts
-from warehouse.connection import connect
+from warehouse.connection import connect, define_span_views
 from warehouse.lake import Lake
 
 BUCKET_S = AttributionConfig().bucket_s
@@ -42,6 +42,7 @@ def raw_spans(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
 
 
 def assert_conserved(con: duckdb.DuckDBPyConnection) -> None:
+    define_span_views(con)
     spans = raw_spans(con)
     assert spans.height > 0
 

@@ -4,11 +4,12 @@ pass sorts and groups by instead of the key columns' strings."""
 from __future__ import annotations
 
 from tests.marts import rows as r
-from warehouse.connection import connect
+from warehouse.connection import connect, define_span_views
 
 
 def devices(con) -> dict[tuple, dict]:
     """sample_devices' rows by (node, gpu_index, gpu_uuid, mig_instance, model)."""
+    define_span_views(con)
     return {
         (row["node"], row["gpu_index"], row["gpu_uuid"], row["mig_instance"], row["model"]): row
         for row in r.fetch(con, "SELECT * FROM sample_devices")

@@ -5,12 +5,14 @@ from __future__ import annotations
 import pytest
 
 from tests.marts import rows as r
+from warehouse.connection import define_span_views
 
 H = 3600.0
 
 
 def spans(con) -> list[tuple[float, float, float]]:
     """(seconds after T0, span_s, gap_s) of every sample, in time order."""
+    define_span_views(con)
     return [
         (row["t"], row["span_s"], row["gap_s"])
         for row in r.fetch(
