@@ -312,10 +312,15 @@ def write_batch(
         layout.claim_cluster_folder(root, cluster)  # `gpu farm` and `gpu_farm`: one error
     with layout.table_lock(root, table):  # a compaction of the table waits, and is waited for
         for cluster in clusters:
-            of_cluster = keyed.filter(pc.equal(keyed.column("cluster"), string_scalar(cluster)))
+            of_cluster = keyed  # one cluster and one day, the usual batch: no copy of it
+            if len(clusters) > 1:
+                of_cluster = keyed.filter(pc.equal(keyed.column("cluster"), string_scalar(cluster)))
             # Arrow scalars, compared as they are (a Python value would load pandas)
-            for day in pc.unique(of_cluster.column("__date")).sort():
-                part = of_cluster.filter(pc.equal(of_cluster.column("__date"), day))
+            days = pc.unique(of_cluster.column("__date")).sort()
+            for day in days:
+                part = of_cluster
+                if len(days) > 1:
+                    part = of_cluster.filter(pc.equal(of_cluster.column("__date"), day))
                 part = part.drop_columns(["__date"])
                 part = part.append_column(BATCH_COLUMN, repeated_string(batch_id, part.num_rows))
                 folder = layout.partition_dir(root, table, cluster, _day(day.as_py()))
