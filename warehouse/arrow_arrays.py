@@ -95,14 +95,10 @@ def empty_table(schema: pa.Schema) -> pa.Table:
 
 
 def repeated_string(value: str, count: int) -> pa.Array:
-    """`value` `count` times, as a string array."""
-    text = value.encode()
-    offsets = array.array("q", range(0, (count + 1) * len(text), len(text) or 1))
-    if not text:
-        offsets = array.array("q", [0] * (count + 1))
-    return pa.Array.from_buffers(
-        pa.large_string(), count, [None, pa.py_buffer(offsets), pa.py_buffer(text * count)]
-    ).cast(pa.string())
+    """`value` `count` times, as a string array: a one-word dictionary's zero indices,
+    decoded by Arrow (building the offsets in Python cost 0.3 s for a day's 2.9 M rows)."""
+    indices = pa.Array.from_buffers(pa.int32(), count, [None, pa.py_buffer(bytes(4 * count))])
+    return pa.DictionaryArray.from_arrays(indices, strings([value])).cast(pa.string())
 
 
 def read_parquet(path: Path, columns: Sequence[str] | None = None) -> pa.Table:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import subprocess
 import sys
@@ -10,7 +11,16 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from warehouse.arrow_arrays import float64s, int64s, read_parquet, repeated_string, strings
+from warehouse.arrow_arrays import (
+    dates,
+    empty_table,
+    float64s,
+    int64s,
+    read_parquet,
+    repeated_string,
+    string_scalar,
+    strings,
+)
 from warehouse.emissions import CarbonIntensity, ClusterIntensity, intensity_table
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,6 +40,11 @@ def test_each_array_equals_pyarrows_from_the_same_values():
     assert repeated_string("batch-1", 3).equals(pa.array(["batch-1"] * 3, pa.string()))
     assert repeated_string("", 2).equals(pa.array(["", ""], pa.string()))
     assert len(repeated_string("x", 0)) == 0
+    days = [dt.date(2026, 3, 1), None, dt.date(1969, 12, 31)]
+    assert dates(days).equals(pa.array(days, pa.date32()))
+    assert string_scalar("é✓").equals(pa.scalar("é✓", pa.string()))
+    schema = pa.schema([("cluster", pa.string()), ("day", pa.date32())])
+    assert empty_table(schema).equals(schema.empty_table())
 
 
 def test_the_carbon_intensity_table_holds_the_default_each_constant_and_each_hour():
@@ -65,6 +80,7 @@ def test_the_carbon_intensity_table_loads_no_pandas():
         "import warehouse.arrow_arrays as a\n"
         "intensity_table(CarbonIntensity(default_g_per_kwh=400.0))\n"
         "a.strings(['x', None]); a.int64s([1]); a.float64s([1.0]); a.repeated_string('x', 2)\n"
+        "import datetime; a.dates([datetime.date(2026, 3, 1)]); a.string_scalar('x')\n"
         "print(json.dumps('pandas' in sys.modules))\n"
     )
     done = subprocess.run(
