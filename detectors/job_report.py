@@ -123,13 +123,14 @@ def load_job_report(
     """The report of `job_id` (on `cluster`, needed only when several clusters have the id)."""
     job = _load_job(con, job_id, cluster)
     gpus, diagnosis, findings = _advice_inputs(con, job)
-    series: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
-    for row in queries.rows(con, "jobs/job_gpu_series", cluster=job["cluster"], job_id=job_id):
-        series.setdefault((row["device"], row["mig_instance"]), []).append(row)
-    for gpu in gpus:  # each GPU's buckets in time order (the query's)
-        mine = series.get((gpu["device"], gpu["mig_instance"]), [])
-        gpu["busy_series"] = [row["busy"] for row in mine]
-        gpu["series_start"] = min((row["bucket"] for row in mine), default=None)
+    series = {
+        (row["device"], row["mig_instance"]): row
+        for row in queries.rows(con, "jobs/job_gpu_series", cluster=job["cluster"], job_id=job_id)
+    }
+    for gpu in gpus:  # each GPU's buckets in time order
+        mine = series.get((gpu["device"], gpu["mig_instance"]), {})
+        gpu["busy_series"] = mine.get("busy_series", [])
+        gpu["series_start"] = mine.get("series_start")
     return JobReport(
         job=job,
         gpus=gpus,

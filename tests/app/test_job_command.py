@@ -179,6 +179,28 @@ def test_help_teaches_the_options():
         assert text in result.output
 
 
+def test_each_gpus_busy_series_is_its_buckets_in_time_order(tmp_path):
+    # GPU 0 ramps up bucket by bucket (5-minute buckets, one sample a minute); GPU 1 reports
+    # no utilisation field in its second bucket and joins 5 minutes late
+    root = tmp_path / "lake"
+    ramp = [b / 10 for b in range(4) for _ in range(5)]
+    no_field = [None] * 5 + [0.5] * 5
+    r.build_lake(
+        root,
+        samples=r.samples(range(0, 1200, 60), gpu_index=0, interval_s=60, engine_active=ramp)
+        + r.samples(range(300, 900, 60), gpu_index=1, interval_s=60, engine_active=no_field),
+        jobs=[r.job("ramp", 0, 1200, gpus=2)],
+        job_gpus=[r.job_gpu("ramp", 0, 1200, gpu_index=i) for i in (0, 1)],
+    )
+    body = json.loads(invoke("job", "ramp", "--format", "json", "--lake", str(root)).output)
+    gpus = {g["gpu_index"]: g for g in body["gpus"]}
+
+    assert gpus[0]["busy_series"] == pytest.approx([0.0, 0.1, 0.2, 0.3])
+    assert gpus[0]["series_start"] == r.at(0).isoformat()
+    assert gpus[1]["busy_series"] == [None, pytest.approx(0.5)]
+    assert gpus[1]["series_start"] == r.at(300).isoformat()
+
+
 def test_sparkline_resamples_and_marks_gaps():
     assert render_sparkline([0.0, 1.0, None, 0.5]) == "▁█ ▅"
     assert render_sparkline([1.0] * 100, width=10) == "█" * 10
