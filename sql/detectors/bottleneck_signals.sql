@@ -17,6 +17,10 @@
 -- where a GPU goes from a gap sample straight to a burst sample; bursts_per_h counts them per
 -- hour of one GPU's observed time, so a job that idles once and then works has few, and one
 -- that waits for every batch has many.
+--
+-- Summed per GPU first, then per job: each GPU's busy values, in time order, are one list, so
+-- finding each sample's predecessor sorts one narrow column per GPU instead of every
+-- column of every sample (a window over the samples cost ~40 % of this query on a large lake).
 
 WITH job_samples AS (
     SELECT
@@ -43,38 +47,56 @@ WITH job_samples AS (
     WHERE job_id IS NOT NULL
         AND ($job_ids IS NULL OR list_contains($job_ids, job_id))
 ),
-stepped AS (
+-- per GPU of a job: its partial sums, and its busy values in time order (for the bursts)
+per_device AS (
     SELECT
-        *,
-        lag(busy) OVER (PARTITION BY cluster, job_id, device ORDER BY ts) AS prev_busy
+        cluster,
+        job_id,
+        count(*) AS samples,
+        sum(w) AS w,
+        sum(busy * w) AS busy_w,
+        sum(w) FILTER (WHERE busy IS NOT NULL) AS busy_known,
+        sum(gpu_util_pct * w) AS util_w,
+        sum(w) FILTER (WHERE gpu_util_pct IS NOT NULL) AS util_known,
+        sum(sm_active * w) AS sm_w,
+        sum(w) FILTER (WHERE sm_active IS NOT NULL) AS sm_known,
+        sum(tensor_active * w) AS tensor_w,
+        sum(w) FILTER (WHERE tensor_active IS NOT NULL) AS tensor_known,
+        sum(dram_active * w) AS dram_w,
+        sum(w) FILTER (WHERE dram_active IS NOT NULL) AS dram_known,
+        sum(nvlink_bps * w) AS nvlink_w,
+        sum(w) FILTER (WHERE nvlink_bps IS NOT NULL) AS nvlink_known,
+        sum(pcie_bps * w) AS pcie_w,
+        sum(w) FILTER (WHERE pcie_bps IS NOT NULL) AS pcie_known,
+        sum(w) FILTER (WHERE busy < $idle_below) AS idle_w,
+        sum(w) FILTER (WHERE busy < $gap_below) AS gap_w,
+        sum(w) FILTER (WHERE busy >= $burst_above) AS burst_w,
+        list(busy ORDER BY ts) AS busy_seq
     FROM job_samples
+    GROUP BY cluster, job_id, device
 )
 SELECT
     cluster,
     job_id,
-    count(DISTINCT device) AS gpus_observed,
-    count(*) AS samples,
+    count(*) AS gpus_observed,
+    CAST(sum(samples) AS BIGINT) AS samples,
     sum(w) / 3600.0 AS observed_h,
-    sum(busy * w) / nullif(sum(w) FILTER (WHERE busy IS NOT NULL), 0) AS busy_mean,
-    sum(gpu_util_pct * w) / nullif(sum(w) FILTER (WHERE gpu_util_pct IS NOT NULL), 0)
-        AS gpu_util_pct_mean,
-    sum(sm_active * w) / nullif(sum(w) FILTER (WHERE sm_active IS NOT NULL), 0) AS sm_active_mean,
-    sum(tensor_active * w) / nullif(sum(w) FILTER (WHERE tensor_active IS NOT NULL), 0)
-        AS tensor_active_mean,
-    sum(dram_active * w) / nullif(sum(w) FILTER (WHERE dram_active IS NOT NULL), 0)
-        AS dram_active_mean,
-    sum(nvlink_bps * w) / nullif(sum(w) FILTER (WHERE nvlink_bps IS NOT NULL), 0) / 1e9
-        AS nvlink_gbps_mean,
-    sum(pcie_bps * w) / nullif(sum(w) FILTER (WHERE pcie_bps IS NOT NULL), 0) / 1e9
-        AS pcie_gbps_mean,
-    coalesce(sum(w) FILTER (WHERE busy < $idle_below), 0)
-        / nullif(sum(w) FILTER (WHERE busy IS NOT NULL), 0) AS idle_frac,
-    coalesce(sum(w) FILTER (WHERE busy < $gap_below), 0)
-        / nullif(sum(w) FILTER (WHERE busy IS NOT NULL), 0) AS gap_frac,
-    coalesce(sum(w) FILTER (WHERE busy >= $burst_above), 0)
-        / nullif(sum(w) FILTER (WHERE busy IS NOT NULL), 0) AS burst_frac,
-    count(*) FILTER (WHERE prev_busy < $gap_below AND busy >= $burst_above)
-        / nullif(sum(w) FILTER (WHERE busy IS NOT NULL) / 3600.0, 0) AS bursts_per_h
-FROM stepped
+    sum(busy_w) / nullif(sum(busy_known), 0) AS busy_mean,
+    sum(util_w) / nullif(sum(util_known), 0) AS gpu_util_pct_mean,
+    sum(sm_w) / nullif(sum(sm_known), 0) AS sm_active_mean,
+    sum(tensor_w) / nullif(sum(tensor_known), 0) AS tensor_active_mean,
+    sum(dram_w) / nullif(sum(dram_known), 0) AS dram_active_mean,
+    sum(nvlink_w) / nullif(sum(nvlink_known), 0) / 1e9 AS nvlink_gbps_mean,
+    sum(pcie_w) / nullif(sum(pcie_known), 0) / 1e9 AS pcie_gbps_mean,
+    coalesce(sum(idle_w), 0) / nullif(sum(busy_known), 0) AS idle_frac,
+    coalesce(sum(gap_w), 0) / nullif(sum(busy_known), 0) AS gap_frac,
+    coalesce(sum(burst_w), 0) / nullif(sum(busy_known), 0) AS burst_frac,
+    sum(
+        len(list_filter(
+            list_zip(busy_seq[:-2], busy_seq[2:]),
+            lambda p: p[1] < $gap_below AND p[2] >= $burst_above
+        ))
+    ) / nullif(sum(busy_known) / 3600.0, 0) AS bursts_per_h
+FROM per_device
 GROUP BY cluster, job_id
 ORDER BY cluster, job_id

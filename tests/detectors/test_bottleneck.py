@@ -166,3 +166,34 @@ def test_no_jobs_in_the_window_no_findings(con):
     from detectors.bottleneck_findings import bottleneck_findings
 
     assert bottleneck_findings(con, r.T0, r.T0 - dt.timedelta(days=1)).num_rows == 0
+
+
+def test_bursts_are_counted_along_each_gpu_in_time_order(tmp_path):
+    # "pair": GPU 0 bursts after every two gap samples (6 steps), GPU 1 alternates burst and
+    # gap (9 steps); their samples interleave in time, so steps counted across the two GPUs
+    # would differ. "holes": a sample without any busy field sits between each gap sample
+    # and the burst after it, so it has no gap→burst step. Rows land out of time order.
+    alternating = [0.6 if i % 2 == 0 else 0.02 for i in range(N)]
+    holes = [(0.02, None, 0.6)[i % 3] for i in range(N)]
+    samples = (
+        r.samples(TIMES, gpu_index=0, engine_active=BURSTY)
+        + r.samples(TIMES, gpu_index=1, engine_active=alternating)
+        + r.samples(TIMES, gpu_index=2, engine_active=holes)
+    )
+    con = r.build_lake(
+        tmp_path,
+        samples=samples[::-1],
+        jobs=[r.job("pair", 0, 600, gpus=2), r.job("holes", 0, 600)],
+        job_gpus=[r.job_gpu("pair", 0, 600, gpu_index=i) for i in (0, 1)]
+        + [r.job_gpu("holes", 0, 600, gpu_index=2)],
+    )
+    got = by_job(diagnose(con, ["pair", "holes"]))
+
+    assert got["pair"]["gpus_observed"] == 2
+    assert got["pair"]["samples"] == 2 * N
+    # 6 + 9 steps in 2 × 600 s = 1/3 GPU-hour
+    assert got["pair"]["bursts_per_h"] == pytest.approx(15 * 3)
+    assert got["holes"]["bursts_per_h"] == 0
+    # 13 of 20 samples carry a busy value: 7 at 0.02, 6 at 0.6
+    assert got["holes"]["gap_frac"] == pytest.approx(7 / 13)
+    assert got["holes"]["burst_frac"] == pytest.approx(6 / 13)
