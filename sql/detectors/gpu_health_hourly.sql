@@ -14,52 +14,84 @@
 -- 0x40 HW thermal, 0x8 HW slowdown, 0x80 HW power brake; 0x1 (idle) and 0x4 (SW power cap, normal
 -- at full load) are not health signals. MIG instances repeat device fields, so a GPU is keyed
 -- by its UUID and each sample time counts once.
+--
+-- Each GPU (and each model it reported) is numbered first, as the per-day pass numbers devices
+-- (sql/views/sample_devices.sql): merging the rows of each GPU and sample time is a hash table
+-- with one entry per sample, which costs far less keyed by integers than by the key's strings
+-- (20.5 M samples: 48 -> 16-18 s).
 
-WITH device_samples AS (
-    -- MIG instances repeat the device's fields: one row per GPU and sample time
-    SELECT
-        cluster,
-        node,
-        gpu_uuid,
-        gpu_index,
-        ts,
-        any_value(model) AS model,
-        max(interval_s) AS interval_s,
-        bit_or(clock_event_reasons) AS reasons,
-        max(gpu_util_pct) AS gpu_util_pct,
-        max(sm_clock_mhz) AS sm_clock_mhz,
-        max(temp_c) AS temp_c,
-        max(ecc_sbe_volatile) AS sbe,
-        max(ecc_dbe_volatile) AS dbe,
-        bool_or(remap_pending) AS remap_pending,
-        bool_or(remap_failure) AS remap_failure
+WITH variants AS (
+    -- each GPU's key values and each model it reported: a few rows per GPU
+    SELECT DISTINCT cluster, node, gpu_uuid, gpu_index, model
     FROM gpu_samples
     WHERE ts >= $since
-    GROUP BY cluster, node, gpu_uuid, gpu_index, ts
+),
+numbered AS (
+    SELECT
+        *,
+        row_number() OVER (ORDER BY cluster, node, gpu_uuid, gpu_index, model) AS variant_id,
+        dense_rank() OVER (ORDER BY cluster, node, gpu_uuid, gpu_index) AS gpu_id
+    FROM variants
+),
+device_samples AS (
+    -- MIG instances repeat the device's fields: one row per GPU and sample time
+    SELECT
+        v.gpu_id,
+        s.ts,
+        any_value(v.variant_id) AS variant_id,
+        max(s.interval_s) AS interval_s,
+        bit_or(s.clock_event_reasons) AS reasons,
+        max(s.gpu_util_pct) AS gpu_util_pct,
+        max(s.sm_clock_mhz) AS sm_clock_mhz,
+        max(s.temp_c) AS temp_c,
+        max(s.ecc_sbe_volatile) AS sbe,
+        max(s.ecc_dbe_volatile) AS dbe,
+        bool_or(s.remap_pending) AS remap_pending,
+        bool_or(s.remap_failure) AS remap_failure
+    FROM gpu_samples AS s
+    INNER JOIN numbered AS v
+        ON v.cluster = s.cluster
+        AND v.node = s.node
+        AND v.gpu_uuid IS NOT DISTINCT FROM s.gpu_uuid
+        AND v.gpu_index IS NOT DISTINCT FROM s.gpu_index
+        AND v.model IS NOT DISTINCT FROM s.model
+    WHERE s.ts >= $since
+    GROUP BY v.gpu_id, s.ts
+),
+hourly AS (
+    SELECT
+        gpu_id,
+        any_value(variant_id) AS variant_id,
+        to_timestamp(floor(epoch(ts) / 3600) * 3600) AS hour,
+        count(*) AS samples,
+        max(interval_s) AS interval_s,
+        count(*) FILTER (WHERE (reasons & 96) <> 0) AS thermal_samples,
+        count(*) FILTER (WHERE (reasons & 8) <> 0) AS hw_slowdown_samples,
+        count(*) FILTER (WHERE (reasons & 128) <> 0) AS power_brake_samples,
+        count(*) FILTER (WHERE gpu_util_pct > 0) AS busy_samples,
+        count(*) FILTER (WHERE (reasons & 232) <> 0 AND gpu_util_pct > 0)
+            AS throttled_busy_samples,
+        avg(sm_clock_mhz) FILTER (WHERE (reasons & 232) <> 0 AND gpu_util_pct > 0)
+            AS clock_throttled_mean,
+        max(sm_clock_mhz) FILTER (WHERE gpu_util_pct > 0) AS clock_busy_max,
+        max(temp_c) AS temp_max,
+        max(sbe) AS sbe_max,
+        min(dbe) AS dbe_min,
+        max(dbe) AS dbe_max,
+        coalesce(bool_or(remap_pending), false) AS remap_pending,
+        coalesce(bool_or(remap_failure), false) AS remap_failure
+    FROM device_samples
+    GROUP BY gpu_id, floor(epoch(ts) / 3600)
 )
+-- the key values joined back to the (far fewer) hourly rows; the model one of the hour's
 SELECT
-    cluster,
-    node,
-    gpu_uuid,
-    gpu_index,
-    any_value(model) AS model,
-    to_timestamp(floor(epoch(ts) / 3600) * 3600) AS hour,
-    count(*) AS samples,
-    max(interval_s) AS interval_s,
-    count(*) FILTER (WHERE (reasons & 96) <> 0) AS thermal_samples,
-    count(*) FILTER (WHERE (reasons & 8) <> 0) AS hw_slowdown_samples,
-    count(*) FILTER (WHERE (reasons & 128) <> 0) AS power_brake_samples,
-    count(*) FILTER (WHERE gpu_util_pct > 0) AS busy_samples,
-    count(*) FILTER (WHERE (reasons & 232) <> 0 AND gpu_util_pct > 0) AS throttled_busy_samples,
-    avg(sm_clock_mhz) FILTER (WHERE (reasons & 232) <> 0 AND gpu_util_pct > 0)
-        AS clock_throttled_mean,
-    max(sm_clock_mhz) FILTER (WHERE gpu_util_pct > 0) AS clock_busy_max,
-    max(temp_c) AS temp_max,
-    max(sbe) AS sbe_max,
-    min(dbe) AS dbe_min,
-    max(dbe) AS dbe_max,
-    coalesce(bool_or(remap_pending), false) AS remap_pending,
-    coalesce(bool_or(remap_failure), false) AS remap_failure
-FROM device_samples
-GROUP BY cluster, node, gpu_uuid, gpu_index, floor(epoch(ts) / 3600)
-ORDER BY cluster, node, gpu_index, hour
+    v.cluster,
+    v.node,
+    v.gpu_uuid,
+    v.gpu_index,
+    v.model,
+    h.* EXCLUDE (gpu_id, variant_id)
+FROM hourly AS h
+INNER JOIN numbered AS v
+    ON v.variant_id = h.variant_id
+ORDER BY v.cluster, v.node, v.gpu_index, h.hour

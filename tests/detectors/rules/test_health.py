@@ -10,6 +10,7 @@ from detectors.rules import RuleConfig, health
 from detectors.rules.health import HealthThresholds
 from detectors.rules.run import run_rules
 from tests.detectors.rules.lake import CLUSTER, H100, at, connection, job
+from warehouse import queries
 
 NOW = at(86400)
 
@@ -255,3 +256,47 @@ def test_one_gsp_xid_in_a_day_is_a_warning_and_a_repeat_is_critical(tmp_path):
     assert not once["predicted"]
     [again] = run(tmp_path / "b", events=[event(3600, "xid", 120), event(7200, "xid", 120)])
     assert again["severity"] == "critical"
+
+
+def test_the_hourly_rows_by_hand(tmp_path):
+    # GPU-a, hour 0: minutes 0-9 as two MIG instances repeating the device's fields, except
+    # that only instance 1 carries the HW-thermal bit and only instance 2 a busy engine (the
+    # sample time is merged first: throttled and busy), and instance 2's SM clock is higher.
+    # Minutes 10-19 are reported twice (a duplicate landing). Hour 1: one sample, another model.
+    # A GPU without a UUID on the same node, keyed by its index; another node's GPU 0.
+    mig = [
+        sample(m * 60, mig_instance=1, clock_event_reasons=0x40, gpu_util_pct=0.0)
+        | {"sm_clock_mhz": 1000.0, "temp_c": 80.0}
+        for m in range(10)
+    ] + [
+        sample(m * 60, mig_instance=2, clock_event_reasons=0, gpu_util_pct=50.0)
+        | {"sm_clock_mhz": 1200.0, "ecc_dbe_volatile": 1.0, "remap_pending": True}
+        for m in range(10)
+    ]
+    twice = [sample(m * 60) for m in range(10, 20)] * 2
+    later = [sample(3600, model="NVIDIA A100-SXM4-80GB", ecc_sbe_volatile=3.0)]
+    unnamed = [sample(m * 60, gpu_uuid=None, gpu_index=1) for m in range(5)]
+    other = [sample(0, node="g002", gpu_uuid="GPU-b")]
+    con = connection(tmp_path, gpu_samples=mig + twice + later + unnamed + other)
+
+    got = queries.rows(con, health.HOURLY, since=at(0))
+    keys = [(r["node"], r["gpu_uuid"], r["gpu_index"], r["hour"]) for r in got]
+
+    assert keys == [
+        ("g001", "GPU-a", 0, at(0)),
+        ("g001", "GPU-a", 0, at(3600)),
+        ("g001", None, 1, at(0)),
+        ("g002", "GPU-b", 0, at(0)),
+    ]
+    a0, a1 = (r for r in got if r["gpu_uuid"] == "GPU-a")
+    assert a0["samples"] == 20  # 10 MIG times + 10 duplicated times, each once
+    assert a0["thermal_samples"] == 10
+    assert a0["busy_samples"] == 20
+    assert a0["throttled_busy_samples"] == 10
+    assert a0["clock_throttled_mean"] == pytest.approx(1200.0)  # the merged time's highest
+    assert a0["temp_max"] == 80.0
+    assert (a0["dbe_min"], a0["dbe_max"], a0["remap_pending"]) == (1.0, 1.0, True)
+    assert a0["model"] == H100
+    assert (a1["samples"], a1["model"], a1["sbe_max"]) == (1, "NVIDIA A100-SXM4-80GB", 3.0)
+    unnamed_row = next(r for r in got if r["gpu_uuid"] is None)
+    assert (unnamed_row["samples"], unnamed_row["remap_failure"]) == (5, False)
