@@ -16,34 +16,67 @@
 -- the samples resume. The first sample in the window has no step (nothing to compare with).
 -- On a MIG GPU the device fields repeat on every instance: the repeats of one sample time are
 -- steps of 0, so the errors count once (samples then counts rows, not sample times).
+--
+-- Each GPU (and each node and index it reported under) is numbered first, as the per-day pass
+-- numbers devices (sql/views/sample_devices.sql): the window that finds each sample's
+-- predecessor then sorts integers, not the key's strings.
 
-WITH steps AS (
-    SELECT
-        cluster,
-        gpu_uuid,
-        ts,
-        node,
-        gpu_index,
-        ecc_sbe_volatile AS sbe,
-        remap_pending,
-        ecc_sbe_volatile
-        - lag(ecc_sbe_volatile) OVER (PARTITION BY cluster, gpu_uuid ORDER BY ts) AS step
+WITH variants AS (
+    -- each GPU's key values: a few rows per GPU
+    SELECT DISTINCT cluster, gpu_uuid, node, gpu_index
     FROM gpu_samples
     WHERE ts >= $since AND gpu_uuid IS NOT NULL AND ecc_sbe_volatile IS NOT NULL
 ),
+numbered AS (
+    SELECT
+        *,
+        row_number() OVER (ORDER BY cluster, gpu_uuid, node, gpu_index) AS variant_id,
+        dense_rank() OVER (ORDER BY cluster, gpu_uuid) AS gpu_id
+    FROM variants
+),
+steps AS (
+    SELECT
+        v.gpu_id,
+        v.variant_id,
+        s.ts,
+        s.ecc_sbe_volatile AS sbe,
+        s.remap_pending,
+        s.ecc_sbe_volatile - lag(s.ecc_sbe_volatile) OVER (PARTITION BY v.gpu_id ORDER BY s.ts)
+            AS step
+    FROM gpu_samples AS s
+    INNER JOIN numbered AS v
+        ON v.cluster = s.cluster
+        AND v.gpu_uuid = s.gpu_uuid
+        AND v.node = s.node
+        AND v.gpu_index IS NOT DISTINCT FROM s.gpu_index
+    WHERE s.ts >= $since AND s.gpu_uuid IS NOT NULL AND s.ecc_sbe_volatile IS NOT NULL
+),
 hourly AS (
     SELECT
-        cluster,
-        gpu_uuid,
-        to_timestamp(floor(epoch(ts) / 3600) * 3600) AS hour,
-        any_value(node) AS node,
-        any_value(gpu_index) AS gpu_index,
-        count(*) AS samples,
-        sum(CASE WHEN step IS NULL THEN 0 WHEN step < 0 THEN sbe ELSE step END) AS sbe_new,
-        max(sbe) AS sbe_max,
-        coalesce(bool_or(remap_pending), false) AS remap_pending
-    FROM steps
-    GROUP BY cluster, gpu_uuid, hour
+        v.cluster,
+        v.gpu_uuid,
+        h.hour,
+        v.node,
+        v.gpu_index,
+        h.samples,
+        h.sbe_new,
+        h.sbe_max,
+        h.remap_pending
+    FROM (
+        SELECT
+            gpu_id,
+            to_timestamp(floor(epoch(ts) / 3600) * 3600) AS hour,
+            -- the node and index of one of the hour's samples
+            any_value(variant_id) AS variant_id,
+            count(*) AS samples,
+            sum(CASE WHEN step IS NULL THEN 0 WHEN step < 0 THEN sbe ELSE step END) AS sbe_new,
+            max(sbe) AS sbe_max,
+            coalesce(bool_or(remap_pending), false) AS remap_pending
+        FROM steps
+        GROUP BY gpu_id, hour
+    ) AS h
+    INNER JOIN numbered AS v
+        ON v.variant_id = h.variant_id
 ),
 xids AS (
     SELECT

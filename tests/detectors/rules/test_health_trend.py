@@ -14,6 +14,7 @@ from detectors.rules.base import Window
 from detectors.rules.health_trend import HealthTrendThresholds, windowed
 from detectors.rules.run import run_rules
 from tests.detectors.rules.lake import CLUSTER, H100, at, connection
+from warehouse import queries
 
 NOW = at(2 * 86400)
 HOUR = 3600
@@ -171,3 +172,23 @@ def test_the_hourly_query_counts_steps_once_per_gpu_with_resets_and_xid_only_hou
     assert hourly["sbe_new"].to_list() == [4, 1, 0]
     assert hourly["precursor_xids"].to_list() == [0, 0, 1]
     assert hourly["hour"].to_list() == [at(0), at(HOUR), at(3 * HOUR)]
+
+
+def test_the_hourly_steps_by_hand(tmp_path):
+    # GPU-a: 0, 1, 1 in hour 0 on g001; moved to g002 in hour 1: 3, then a reset to 0, then 2.
+    # GPU-b's samples interleave with GPU-a's: 5, 5, 6. A MIG repeat of GPU-b's last sample.
+    a = [(0, 0), (600, 1), (1200, 1), (3600, 3), (4200, 0), (4800, 2)]
+    rows = [sample(t, v) | ({"node": "g002"} if t >= 3600 else {}) for t, v in a]
+    rows += [sample(t + 300, v, gpu="GPU-b", index=1) for t, v in ((0, 5), (600, 5), (1200, 6))]
+    rows.append(sample(1500, 6, gpu="GPU-b", index=1) | {"mig_instance": 1})
+    con = connection(tmp_path, gpu_samples=rows[::-1], gpu_events=[xid(4000, 63)])
+    got = queries.rows(con, health_trend.QUERY, since=at(0), precursor_xids=[63, 92, 119])
+
+    assert [
+        (r["gpu_uuid"], r["node"], r["hour"], r["samples"], r["sbe_new"], r["sbe_max"]) for r in got
+    ] == [
+        ("GPU-a", "g001", at(0), 3, 1, 1),
+        ("GPU-a", "g002", at(HOUR), 3, 2 + 0 + 2, 3),  # a step down counts what follows it
+        ("GPU-b", "g001", at(0), 4, 1, 6),  # the repeat is a step of 0
+    ]
+    assert [r["precursor_xids"] for r in got] == [0, 1, 0]
