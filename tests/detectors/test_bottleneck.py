@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 import polars as pl
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from detectors.bottleneck import ADVICE, BottleneckThresholds, classify, diagnose
+from tests.detectors.rules.lake import connection, replace_views
+from tests.infra.examples import examples
 from tests.marts import rows as r
 
 TIMES = list(range(0, 600, 30))  # 20 samples of 30 s on each GPU, inside the job's [0, 600)
@@ -197,3 +200,90 @@ def test_bursts_are_counted_along_each_gpu_in_time_order(tmp_path):
     # 13 of 20 samples carry a busy value: 7 at 0.02, 6 at 0.6
     assert got["holes"]["gap_frac"] == pytest.approx(7 / 13)
     assert got["holes"]["burst_frac"] == pytest.approx(6 / 13)
+
+
+EMPTY = Path("/nonexistent/gpuledger-test-lake")  # connect() on no folder: every view empty
+BUSY = [None, 0.0, 0.005, 0.05, 0.2, 0.3, 0.9]
+
+
+@st.composite
+def owned_lakes(draw):
+    """Three GPUs of one node sampled at distinct times over an hour, each held by two jobs one
+    after the other (split at a drawn time); a third job holds GPUs 0 and 1 at the end."""
+    samples, job_gpus = [], []
+    for gpu in range(3):
+        times = draw(st.lists(st.integers(0, 119), min_size=1, max_size=30, unique=True))
+        interval = float(draw(st.sampled_from([30, 60])))
+        busy = draw(st.lists(st.sampled_from(BUSY), min_size=len(times), max_size=len(times)))
+        samples += r.samples(
+            [t * 30 for t in times], gpu_index=gpu, interval_s=interval, engine_active=busy
+        )
+        split = draw(st.integers(1, 100)) * 30
+        end = 3000 if gpu < 2 else 3600
+        job_gpus += [r.job_gpu(f"a{gpu}", 0, split, gpu_index=gpu)]
+        job_gpus += [r.job_gpu(f"b{gpu}", split, end, gpu_index=gpu)]
+    job_gpus += [r.job_gpu("wide", 3000, 3600, gpu_index=g) for g in (0, 1)]
+    return samples, job_gpus
+
+
+def signals_by_definition(samples, job_gpus, t: BottleneckThresholds) -> dict[str, dict]:
+    """Each job's signals from its definition: a sample is the job's whose allocation covers its
+    time on its GPU; bursts are gap→burst steps along each GPU's samples of the job in time
+    order."""
+    per_job: dict[str, dict[int, list]] = {}
+    for s in samples:
+        for g in job_gpus:
+            if g["gpu_index"] == s["gpu_index"] and g["start_ts"] <= s["ts"] < g["end_ts"]:
+                per_job.setdefault(g["job_id"], {}).setdefault(s["gpu_index"], []).append(s)
+    out = {}
+    for job_id, gpus in per_job.items():
+        rows = [s for g in gpus.values() for s in g]
+        known = [s for s in rows if s["engine_active"] is not None]
+        known_h = sum(s["interval_s"] for s in known) / 3600
+
+        def frac(test, known=known):
+            weight = sum(s["interval_s"] for s in known)
+            return sum(s["interval_s"] for s in known if test(s["engine_active"])) / weight
+
+        steps = 0
+        for g in gpus.values():
+            busy = [s["engine_active"] for s in sorted(g, key=lambda s: s["ts"])]
+            steps += sum(
+                a is not None and b is not None and a < t.gap_below and b >= t.burst_above
+                for a, b in zip(busy, busy[1:], strict=False)
+            )
+        out[job_id] = {
+            "gpus_observed": len(gpus),
+            "samples": len(rows),
+            "observed_h": sum(s["interval_s"] for s in rows) / 3600,
+            "busy_mean": sum(s["engine_active"] * s["interval_s"] for s in known) / (known_h * 3600)
+            if known
+            else None,
+            "idle_frac": frac(lambda b: b < t.idle_below) if known else None,
+            "gap_frac": frac(lambda b: b < t.gap_below) if known else None,
+            "burst_frac": frac(lambda b: b >= t.burst_above) if known else None,
+            "bursts_per_h": steps / known_h if known else None,
+        }
+    return out
+
+
+_CON: list = []
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(lake=owned_lakes())
+def test_each_jobs_signals_are_their_definition(lake):
+    samples, job_gpus = lake
+    if not _CON:
+        _CON.append(connection(EMPTY))
+    con = replace_views(_CON[0], gpu_samples=samples, job_gpus=job_gpus)
+    t = BottleneckThresholds()
+    got = by_job(diagnose(con, None, t))
+    want = signals_by_definition(samples, job_gpus, t)
+
+    assert set(got) == set(want)
+    for job_id, expected in want.items():
+        for column, value in expected.items():
+            assert got[job_id][column] == (
+                value if value is None else pytest.approx(value, rel=1e-6)
+            ), (job_id, column)
