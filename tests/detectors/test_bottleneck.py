@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from detectors.bottleneck import ADVICE, BottleneckThresholds, classify, diagnose
-from tests.detectors.rules.lake import connection, replace_views
+from tests.detectors.rules.lake import connection
 from tests.infra.examples import examples
 from tests.marts import rows as r
 
@@ -267,16 +267,11 @@ def signals_by_definition(samples, job_gpus, t: BottleneckThresholds) -> dict[st
     return out
 
 
-_CON: list = []
-
-
 @settings(max_examples=examples(40), deadline=None)
 @given(lake=owned_lakes())
 def test_each_jobs_signals_are_their_definition(lake):
     samples, job_gpus = lake
-    if not _CON:
-        _CON.append(connection(EMPTY))
-    con = replace_views(_CON[0], gpu_samples=samples, job_gpus=job_gpus)
+    con = connection(EMPTY, gpu_samples=samples, job_gpus=job_gpus)
     t = BottleneckThresholds()
     got = by_job(diagnose(con, None, t))
     want = signals_by_definition(samples, job_gpus, t)

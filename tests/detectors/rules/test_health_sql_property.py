@@ -23,12 +23,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from detectors.rules import health, health_trend
-from tests.detectors.rules.lake import CLUSTER, H100, at, connection, replace_views
+from tests.detectors.rules.lake import CLUSTER, H100, at, connection
 from tests.infra.examples import examples
 from warehouse import queries
 
 EMPTY = Path("/nonexistent/gpuledger-test-lake")  # connect() on no folder: every view empty
-_CON: list[Any] = []
 GPUS = [("g001", "GPU-a", 0), ("g001", None, 1), ("g002", "GPU-b", 0)]
 MODELS = [H100, "NVIDIA A100-SXM4-80GB"]
 REASONS = [None, 0, 0x1, 0x4, 0x8, 0x20, 0x40, 0x80, 0x48]
@@ -148,9 +147,7 @@ def definition(rows: list[dict[str, Any]]) -> dict[tuple[Any, ...], dict[str, An
 @settings(max_examples=examples(60), deadline=None)
 @given(rows=sample_rows())
 def test_the_hourly_rows_are_their_definition(rows):
-    if not _CON:
-        _CON.append(connection(EMPTY))
-    con = replace_views(_CON[0], gpu_samples=rows)
+    con = connection(EMPTY, gpu_samples=rows)
     got = queries.rows(con, health.HOURLY, since=at(0))
     want = definition(rows)
 
@@ -216,9 +213,7 @@ def counter_definition(rows: list[dict[str, Any]]) -> dict[tuple[Any, ...], dict
 @settings(max_examples=examples(60), deadline=None)
 @given(rows=counter_rows())
 def test_the_hourly_counter_steps_are_their_definition(rows):
-    if not _CON:
-        _CON.append(connection(EMPTY))
-    con = replace_views(_CON[0], gpu_samples=rows)
+    con = connection(EMPTY, gpu_samples=rows)
     got = queries.rows(con, health_trend.QUERY, since=at(0), precursor_xids=[63])
     want = counter_definition(rows)
 
