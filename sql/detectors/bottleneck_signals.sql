@@ -52,6 +52,7 @@ per_device AS (
     SELECT
         cluster,
         job_id,
+        device,
         count(*) AS samples,
         sum(w) AS w,
         sum(busy * w) AS busy_w,
@@ -78,7 +79,7 @@ per_device AS (
 SELECT
     cluster,
     job_id,
-    count(*) AS gpus_observed,
+    count(device) AS gpus_observed,  -- a sample with neither UUID nor index names no GPU
     CAST(sum(samples) AS BIGINT) AS samples,
     sum(w) / 3600.0 AS observed_h,
     sum(busy_w) / nullif(sum(busy_known), 0) AS busy_mean,
@@ -92,6 +93,7 @@ SELECT
     coalesce(sum(gap_w), 0) / nullif(sum(busy_known), 0) AS gap_frac,
     coalesce(sum(burst_w), 0) / nullif(sum(busy_known), 0) AS burst_frac,
     sum(
+        -- each value paired with the next (DuckDB's slices are inclusive: [:-2] drops the last)
         len(list_filter(
             list_zip(busy_seq[:-2], busy_seq[2:]),
             lambda p: p[1] < $gap_below AND p[2] >= $burst_above

@@ -30,7 +30,9 @@ WITH variants AS (
 numbered AS (
     SELECT
         *,
-        row_number() OVER (ORDER BY cluster, gpu_uuid, node, gpu_index) AS variant_id,
+        -- a GPU's variants with an index first: the least of its rows' numbers names an index
+        -- whenever one of them does
+        row_number() OVER (ORDER BY cluster, gpu_uuid, gpu_index NULLS LAST, node) AS variant_id,
         dense_rank() OVER (ORDER BY cluster, gpu_uuid) AS gpu_id
     FROM variants
 ),
@@ -49,7 +51,7 @@ steps AS (
         AND v.gpu_uuid = s.gpu_uuid
         AND v.node = s.node
         AND v.gpu_index IS NOT DISTINCT FROM s.gpu_index
-    WHERE s.ts >= $since AND s.gpu_uuid IS NOT NULL AND s.ecc_sbe_volatile IS NOT NULL
+    WHERE s.ts >= $since AND s.ecc_sbe_volatile IS NOT NULL
 ),
 hourly AS (
     SELECT
@@ -66,8 +68,8 @@ hourly AS (
         SELECT
             gpu_id,
             to_timestamp(floor(epoch(ts) / 3600) * 3600) AS hour,
-            -- the node and index of one of the hour's samples
-            any_value(variant_id) AS variant_id,
+            -- the node and index of one of the hour's samples (an index whenever one has one)
+            min(variant_id) AS variant_id,
             count(*) AS samples,
             sum(CASE WHEN step IS NULL THEN 0 WHEN step < 0 THEN sbe ELSE step END) AS sbe_new,
             max(sbe) AS sbe_max,

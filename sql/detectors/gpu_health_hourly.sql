@@ -12,8 +12,8 @@
 --
 -- clock_event_reasons bits (NVML nvmlClocksEventReason*, reference/dcgm.md): 0x20 SW thermal,
 -- 0x40 HW thermal, 0x8 HW slowdown, 0x80 HW power brake; 0x1 (idle) and 0x4 (SW power cap, normal
--- at full load) are not health signals. MIG instances repeat device fields, so a GPU is keyed
--- by its UUID and each sample time counts once.
+-- at full load) are not health signals. A GPU is keyed by (cluster, node, UUID, index); MIG
+-- instances repeat the device's fields, so each sample time of a GPU counts once.
 --
 -- Each GPU (and each model it reported) is numbered first, as the per-day pass numbers devices
 -- (sql/views/sample_devices.sql): merging the rows of each GPU and sample time is a hash table
@@ -29,7 +29,11 @@ WITH variants AS (
 numbered AS (
     SELECT
         *,
-        row_number() OVER (ORDER BY cluster, node, gpu_uuid, gpu_index, model) AS variant_id,
+        -- a GPU's variants with a model first: the least of its rows' numbers names a model
+        -- whenever one of them does
+        row_number() OVER (
+            ORDER BY cluster, node, gpu_uuid, gpu_index, model NULLS LAST
+        ) AS variant_id,
         dense_rank() OVER (ORDER BY cluster, node, gpu_uuid, gpu_index) AS gpu_id
     FROM variants
 ),
@@ -38,7 +42,7 @@ device_samples AS (
     SELECT
         v.gpu_id,
         s.ts,
-        any_value(v.variant_id) AS variant_id,
+        min(v.variant_id) AS variant_id,
         max(s.interval_s) AS interval_s,
         bit_or(s.clock_event_reasons) AS reasons,
         max(s.gpu_util_pct) AS gpu_util_pct,
@@ -61,7 +65,7 @@ device_samples AS (
 hourly AS (
     SELECT
         gpu_id,
-        any_value(variant_id) AS variant_id,
+        min(variant_id) AS variant_id,
         to_timestamp(floor(epoch(ts) / 3600) * 3600) AS hour,
         count(*) AS samples,
         max(interval_s) AS interval_s,
@@ -83,7 +87,8 @@ hourly AS (
     FROM device_samples
     GROUP BY gpu_id, floor(epoch(ts) / 3600)
 )
--- the key values joined back to the (far fewer) hourly rows; the model one of the hour's
+-- the key values joined back to the (far fewer) hourly rows, with one of the models the hour's
+-- rows name (null only when none does)
 SELECT
     v.cluster,
     v.node,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-from pathlib import Path
 
 import polars as pl
 import pytest
@@ -11,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from detectors.bottleneck import ADVICE, BottleneckThresholds, classify, diagnose
-from tests.detectors.rules.lake import connection
+from tests.detectors.rules.lake import EMPTY, connection
 from tests.infra.examples import examples
 from tests.marts import rows as r
 
@@ -202,39 +201,63 @@ def test_bursts_are_counted_along_each_gpu_in_time_order(tmp_path):
     assert got["holes"]["burst_frac"] == pytest.approx(6 / 13)
 
 
-EMPTY = Path("/nonexistent/gpuledger-test-lake")  # connect() on no folder: every view empty
 BUSY = [None, 0.0, 0.005, 0.05, 0.2, 0.3, 0.9]
 
 
 @st.composite
 def owned_lakes(draw):
-    """Three GPUs of one node sampled at distinct times over an hour, each held by two jobs one
-    after the other (split at a drawn time); a third job holds GPUs 0 and 1 at the end."""
+    """Three GPUs of node g001 sampled at distinct times over an hour, each held by two jobs one
+    after the other (split at a drawn time), and a third job on GPUs 0 and 1 at the end; node
+    g002 held whole by one job, with a GPU that reports neither UUID nor index."""
     samples, job_gpus = [], []
-    for gpu in range(3):
+
+    def sampled(node, gpu_index, **fields):
         times = draw(st.lists(st.integers(0, 119), min_size=1, max_size=30, unique=True))
-        interval = float(draw(st.sampled_from([30, 60])))
         busy = draw(st.lists(st.sampled_from(BUSY), min_size=len(times), max_size=len(times)))
-        samples += r.samples(
-            [t * 30 for t in times], gpu_index=gpu, interval_s=interval, engine_active=busy
-        )
+        interval = float(draw(st.sampled_from([30, 60])))
+        return [
+            row | fields
+            for row in r.samples(
+                [t * 30 for t in times],
+                node=node,
+                gpu_index=gpu_index,
+                interval_s=interval,
+                engine_active=busy,
+            )
+        ]
+
+    for gpu in range(3):
+        samples += sampled("g001", gpu)
         split = draw(st.integers(1, 100)) * 30
         end = 3000 if gpu < 2 else 3600
         job_gpus += [r.job_gpu(f"a{gpu}", 0, split, gpu_index=gpu)]
         job_gpus += [r.job_gpu(f"b{gpu}", split, end, gpu_index=gpu)]
     job_gpus += [r.job_gpu("wide", 3000, 3600, gpu_index=g) for g in (0, 1)]
+    samples += sampled("g002", 0) + sampled("g002", None, gpu_uuid=None)
+    job_gpus += [r.job_gpu("node", 0, 3600, node="g002", gpu_index=None, with_uuid=False)]
     return samples, job_gpus
 
 
+def _device(s) -> str | None:
+    """A sample's GPU as the signals name it: its UUID, else node/index (none without both)."""
+    if s["gpu_uuid"] is not None:
+        return s["gpu_uuid"]
+    return None if s["gpu_index"] is None else f"{s['node']}/{s['gpu_index']}"
+
+
 def signals_by_definition(samples, job_gpus, t: BottleneckThresholds) -> dict[str, dict]:
-    """Each job's signals from its definition: a sample is the job's whose allocation covers its
-    time on its GPU; bursts are gap→burst steps along each GPU's samples of the job in time
-    order."""
-    per_job: dict[str, dict[int, list]] = {}
+    """Each job's signals from its definition: a sample is the job's whose allocation (of its
+    GPU, or of its whole node) covers its time; bursts are gap→burst steps along each GPU's
+    samples of the job in time order (the samples naming no GPU count as one)."""
+    per_job: dict[str, dict[str | None, list]] = {}
     for s in samples:
         for g in job_gpus:
-            if g["gpu_index"] == s["gpu_index"] and g["start_ts"] <= s["ts"] < g["end_ts"]:
-                per_job.setdefault(g["job_id"], {}).setdefault(s["gpu_index"], []).append(s)
+            if (
+                g["node"] == s["node"]
+                and g["gpu_index"] in (None, s["gpu_index"])
+                and g["start_ts"] <= s["ts"] < g["end_ts"]
+            ):
+                per_job.setdefault(g["job_id"], {}).setdefault(_device(s), []).append(s)
     out = {}
     for job_id, gpus in per_job.items():
         rows = [s for g in gpus.values() for s in g]
@@ -253,7 +276,7 @@ def signals_by_definition(samples, job_gpus, t: BottleneckThresholds) -> dict[st
                 for a, b in zip(busy, busy[1:], strict=False)
             )
         out[job_id] = {
-            "gpus_observed": len(gpus),
+            "gpus_observed": sum(device is not None for device in gpus),
             "samples": len(rows),
             "observed_h": sum(s["interval_s"] for s in rows) / 3600,
             "busy_mean": sum(s["engine_active"] * s["interval_s"] for s in known) / (known_h * 3600)

@@ -38,6 +38,9 @@ def table(name: str, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
     )
 
 
+# A lake folder that does not exist: connect() on it gives every view empty.
+EMPTY = Path("/nonexistent/gpuledger-test-lake")
+
 # This process's one connection over an empty lake: a `connect` costs about 0.1 CPU-s, and the
 # rule tests open one a test; each gets a cursor of it instead (30 µs).
 _EMPTY: list[duckdb.DuckDBPyConnection] = []

@@ -15,7 +15,6 @@ after it; each hour sums the steps of its samples.
 from __future__ import annotations
 
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,13 +22,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from detectors.rules import health, health_trend
-from tests.detectors.rules.lake import CLUSTER, H100, at, connection
+from tests.detectors.rules.lake import CLUSTER, EMPTY, H100, at, connection
 from tests.infra.examples import examples
 from warehouse import queries
 
-EMPTY = Path("/nonexistent/gpuledger-test-lake")  # connect() on no folder: every view empty
 GPUS = [("g001", "GPU-a", 0), ("g001", None, 1), ("g002", "GPU-b", 0)]
-MODELS = [H100, "NVIDIA A100-SXM4-80GB"]
+MODELS = [H100, "NVIDIA A100-SXM4-80GB", None]
 REASONS = [None, 0, 0x1, 0x4, 0x8, 0x20, 0x40, 0x80, 0x48]
 
 
@@ -155,7 +153,8 @@ def test_the_hourly_rows_are_their_definition(rows):
     for row in got:
         expected = want[(row["node"], row["gpu_uuid"], row["gpu_index"], row["hour"])]
         assert row["cluster"] == CLUSTER
-        assert row["model"] in expected.pop("models")  # one of the hour's models
+        models = expected.pop("models") - {None}
+        assert row["model"] in models if models else row["model"] is None  # one of the hour's
         for column, value in expected.items():
             if isinstance(value, float):
                 assert row[column] == pytest.approx(value), column
@@ -173,7 +172,7 @@ def counter_rows(draw: st.DrawFn) -> list[dict[str, Any]]:
                 "ts": at(t * 300),
                 "cluster": CLUSTER,
                 "node": draw(st.sampled_from(["g001", "g002"])),  # moved between nodes
-                "gpu_index": 0,
+                "gpu_index": draw(st.sampled_from([0, None])),
                 "gpu_uuid": uuid,
                 "model": H100,
                 "interval_s": 60.0,
@@ -200,9 +199,17 @@ def counter_definition(rows: list[dict[str, Any]]) -> dict[tuple[Any, ...], dict
             hour = row["ts"].replace(minute=0, second=0, microsecond=0)
             got = out.setdefault(
                 (uuid, hour),
-                {"nodes": set(), "samples": 0, "sbe_new": 0.0, "sbe_max": value, "pending": []},
+                {
+                    "nodes": set(),
+                    "indexes": set(),
+                    "samples": 0,
+                    "sbe_new": 0.0,
+                    "sbe_max": value,
+                    "pending": [],
+                },
             )
             got["nodes"].add(row["node"])
+            got["indexes"].add(row["gpu_index"])
             got["samples"] += 1
             got["sbe_new"] += new
             got["sbe_max"] = max(got["sbe_max"], value)
@@ -220,7 +227,9 @@ def test_the_hourly_counter_steps_are_their_definition(rows):
     assert len(got) == len(want)
     for row in got:
         expected = want[(row["gpu_uuid"], row["hour"])]
-        assert row["node"] in expected["nodes"] and row["gpu_index"] == 0
+        indexes = expected["indexes"] - {None}
+        assert row["node"] in expected["nodes"]
+        assert row["gpu_index"] in indexes if indexes else row["gpu_index"] is None
         assert row["samples"] == expected["samples"]
         assert row["sbe_new"] == pytest.approx(expected["sbe_new"])
         assert row["sbe_max"] == expected["sbe_max"]

@@ -9,7 +9,6 @@ stricter run must be a subset of the base run's, by finding_id.
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -31,6 +30,7 @@ from detectors.rules.base import threshold_docs
 from detectors.rules.run import run_rules
 from tests.detectors.rules.lake import (
     CLUSTER,
+    EMPTY,
     H100,
     at,
     bucket,
@@ -43,7 +43,6 @@ from tests.detectors.rules.lake import (
 from tests.infra.examples import examples
 
 NOW = at(3 * 86400)
-EMPTY = Path("/nonexistent/gpuledger-test-lake")  # connect() on no folder: every view empty
 SETTINGS = settings(max_examples=examples(25), deadline=None)
 _f = st.floats(0, 1, allow_nan=False)
 
