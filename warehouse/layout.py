@@ -136,6 +136,16 @@ def partition_key(path: Path) -> tuple[str, dt.date] | None:
         return None
 
 
+def day_files(root: Path, table: str) -> dict[tuple[str, dt.date], list[Path]]:
+    """`table`'s files by (cluster folder, date) partition; files outside the layout left out."""
+    days: dict[tuple[str, dt.date], list[Path]] = {}
+    for path in table_files(root, table):
+        key = partition_key(path)
+        if key is not None:
+            days.setdefault(key, []).append(path)
+    return days
+
+
 def folder_cluster(path: Path) -> str | None:
     """The cluster a file's nearest `cluster=` folder names, percent-decoded as hive writers
     (Spark's partitionBy, pyarrow) encode it ('a b' in cluster=a%20b); None outside the layout

@@ -105,13 +105,9 @@ class PartitionReport:
 
 
 def sample_days(root: Path) -> dict[DayKey, list[Path]]:
-    """The sample files of each (cluster folder, day), from the lake's partition folders."""
-    days: dict[DayKey, list[Path]] = {}
-    for path in layout.table_files(root, "gpu_samples"):
-        key = layout.partition_key(path)
-        if key is not None:  # else not in the layout: no day to build it under
-            days.setdefault(key, []).append(path)
-    return days
+    """The sample files of each (cluster folder, day), from the lake's partition folders (a
+    file not in the layout has no day to build it under)."""
+    return layout.day_files(root, "gpu_samples")
 
 
 def _state(root: Path) -> sqlite3.Connection:

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ALLOWED_VALUES",
     "MARTS",
+    "OWN_TABLES",
     "RAW_TABLES",
     "TABLES",
     "Column",
@@ -276,6 +277,34 @@ RECOMMENDATIONS = _schema(
     ("risk", _str),
     ("config", _str),
     ("created_ts", _ts, False),
+)
+
+# What `gpuledger detect` keeps of each GPU's hours (DESIGN §3.5): the rows of
+# sql/detectors/gpu_health_hourly.sql, built a day at a time from that day's sample files and
+# rebuilt when they change (warehouse/health_hourly.py), so the health rules read the hours
+# instead of every sample of the lake at each run.
+GPU_HEALTH_HOURLY = _schema(
+    ("cluster", _str, False),
+    ("node", _str, False),
+    ("gpu_uuid", _str),
+    ("gpu_index", _i16),
+    ("model", _str),
+    ("hour", _ts, False),
+    ("samples", _i64, False),
+    ("interval_s", _f32),
+    ("thermal_samples", _i64, False),
+    ("hw_slowdown_samples", _i64, False),
+    ("power_brake_samples", _i64, False),
+    ("busy_samples", _i64, False),
+    ("throttled_busy_samples", _i64, False),
+    ("clock_throttled_mean", _f64),
+    ("clock_busy_max", _f32),
+    ("temp_max", _f32),
+    ("sbe_max", _i64),
+    ("dbe_min", _i64),
+    ("dbe_max", _i64),
+    ("remap_pending", _bool, False),
+    ("remap_failure", _bool, False),
 )
 
 # Not in DESIGN §3: added for fairness reporting on Kubernetes (Kueue, Volcano). One row per
@@ -631,6 +660,12 @@ RAW_TABLES: dict[str, TableSpec] = {
         TableSpec("findings", FINDINGS, "detected_ts", ("cluster", "finding_id")),
         TableSpec("recommendations", RECOMMENDATIONS, "created_ts", ("cluster", "rec_id")),
         TableSpec(
+            "gpu_health_hourly",
+            GPU_HEALTH_HOURLY,
+            "hour",
+            ("cluster", "node", "gpu_uuid", "gpu_index", "hour"),
+        ),
+        TableSpec(
             "queues",
             QUEUES,
             "updated_ts",
@@ -696,6 +731,10 @@ MARTS: dict[str, TableSpec] = {
         ),
     )
 }
+
+# gpuledger's own outputs among the raw tables: detect's (findings, recommendations, the stored
+# health hours) and evaluate's; what the sources land is the rest
+OWN_TABLES = ("findings", "recommendations", "gpu_health_hourly", "evaluation_scores")
 
 TABLES: dict[str, TableSpec] = {**RAW_TABLES, **MARTS}
 

@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 from app.errors import AppError
 from warehouse import layout
 from warehouse.lake import Lake
-from warehouse.schema import RAW_TABLES
+from warehouse.schema import OWN_TABLES, RAW_TABLES
 from warehouse.writer import BATCH_COLUMN
 
 __all__ = [
@@ -42,9 +42,7 @@ EXTERNAL_TARGET = 8.0  # issue #24: the first pass over an external lake ≤ 8×
 EXTERNAL_GOAL = 4.0
 SMALL_LAKE_TARGET_S = 1.0  # issue #24: `attribute` on a lake of under a million samples ≤ 1 s
 # what sources land; gpuledger's own outputs among the raw tables are detect's and evaluate's
-_COLLECTED = tuple(
-    t for t in RAW_TABLES if t not in ("findings", "recommendations", "evaluation_scores")
-)
+_COLLECTED = tuple(t for t in RAW_TABLES if t not in OWN_TABLES)
 _BATCH_ROWS = 262_144  # rows per batch copied: one day's file is never held whole
 Echo = Callable[[str], None]
 

@@ -181,10 +181,15 @@ def _attribute_on_spark(
 
 
 def rule_findings(
-    con: duckdb.DuckDBPyConnection, config: PipelineConfig, now: dt.datetime
+    con: duckdb.DuckDBPyConnection,
+    config: PipelineConfig,
+    now: dt.datetime,
+    *,
+    stored: bool = False,
 ) -> pa.Table:
     """The waste and health rules over all the data (their windows would cut a job's run or a
-    user's 7 days at `since`), each detector with its own thresholds.
+    user's 7 days at `since`), each detector with its own thresholds. `stored`: the lake's
+    stored health hours are up to date (`refresh_health_hourly`): the rules read them.
 
     Detectors with the same effective RuleConfig share one run of the rules; a detector whose
     thresholds differ gets a run of its family's rules with them, keeping only its rows.
@@ -211,7 +216,7 @@ def rule_findings(
         else:
             families = {config.detector(n).family for n in names}
             rules = tuple(r for r in RULES if any(r in FAMILY_RULES[f] for f in families if f))
-        frame = detect_frame(con, rule_config, window, rules)
+        frame = detect_frame(con, rule_config, window, rules, stored=stored)
         frames.append(frame.filter(pl.col("detector").is_in(names)))
     if not frames:  # every rule detector is disabled
         frames.append(pl.DataFrame(schema=FRAME_SCHEMA))
@@ -376,13 +381,18 @@ def detect(
     from detectors.findings import FINDINGS_SCHEMA, seen_since, write_findings
     from detectors.models import producer as model_producer
     from detectors.rules.base import EPOCH
+    from warehouse.health_hourly import refresh_health_hourly
     from warehouse.schema import TABLES
     from warehouse.writer import conform
 
     con = lake.connect(require=("job_usage",))
     con.execute("SET enable_progress_bar = false")  # keep the summary the only output
     try:
-        tables = [rule_findings(con, config, now)]
+        # each GPU's health hours, computed for the days whose samples changed since the last
+        # run, then read by the rules
+        refresh_health_hourly(lake.config())
+        register_table(con, lake.root, "gpu_health_hourly")
+        tables = [rule_findings(con, config, now, stored=True)]
         # the other producers, then the predictive models (trained by `gpuledger train`)
         for produce in [*FINDING_PRODUCERS, model_producer(lake)]:
             tables.append(produce(con, now, since or EPOCH))

@@ -51,12 +51,18 @@ class Window:
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """One detector: its name, the query it reads, its parameters, and its pure `detect`."""
+    """One detector: its name, the query it reads, its parameters, and its pure `detect`.
+
+    `stored`: a query that reads the same rows as `query` from what the lake keeps of them
+    (`gpu_health_hourly`, warehouse/health_hourly.py), for a run that has brought them up to
+    date; its rows are whole hours, so it stands for `query` only when the window starts on
+    an hour."""
 
     name: str
     query: str
     params: Callable[[RuleConfig, Window], dict[str, Any]]
     detect: Callable[[pl.DataFrame, RuleConfig, Window], pl.DataFrame]
+    stored: str | None = None
 
 
 def evidence(*columns: str) -> pl.Expr:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = ["RULES", "HealthThresholds"]
 
 HOURLY = "detectors/gpu_health_hourly"
+HOURLY_STORED = "detectors/gpu_health_hourly_stored"  # the same rows, as the lake keeps them
 EVENTS = "detectors/gpu_health_events"
 # XID actions (NVSentinel) that take the GPU or node out of service: critical.
 _OUT_OF_SERVICE = ("RESET_GPU", "RESTART_BM", "RESTART_VM", "WORKFLOW_XID_48", "CHECK_MECHANICALS")
@@ -294,5 +295,5 @@ def _detect_events(events: pl.DataFrame, config: RuleConfig, window: Window) -> 
 
 RULES = (
     Rule("gpu_health_events", EVENTS, _params, _detect_events),
-    Rule("gpu_health_hourly", HOURLY, _params, _detect_hourly),
+    Rule("gpu_health_hourly", HOURLY, _params, _detect_hourly, stored=HOURLY_STORED),
 )

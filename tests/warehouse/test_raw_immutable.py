@@ -19,14 +19,11 @@ from collector.sim import SimConfig, simulate
 from tests.marts import rows as r
 from warehouse import layout
 from warehouse.lake import Lake
-from warehouse.schema import RAW_TABLES
+from warehouse.schema import OWN_TABLES, RAW_TABLES
 from warehouse.writer import BATCH_COLUMN
 
-# what sources land; gpuledger's own outputs among the raw tables (findings, recommendations,
-# evaluation scores) are detect's and evaluate's to write
-COLLECTED = tuple(
-    t for t in RAW_TABLES if t not in ("findings", "recommendations", "evaluation_scores")
-)
+# what sources land; gpuledger's own outputs among the raw tables are detect's and evaluate's
+COLLECTED = tuple(t for t in RAW_TABLES if t not in OWN_TABLES)
 
 
 def external_copy(ours: Path, theirs: Path) -> None:

@@ -25,7 +25,7 @@ from warehouse.connection import (
     register_reference,
 )
 from warehouse.partitions import SAMPLE_MARTS, DayKey
-from warehouse.schema import RAW_TABLES
+from warehouse.schema import OWN_TABLES, RAW_TABLES
 from warehouse.summary.index import (
     _derived_path,
     _index_files,
@@ -63,7 +63,7 @@ _SCHEDULER = ("jobs", "job_gpus")
 
 # What the detectors, the evaluation and the simulator's truth write: no mart reads them, so
 # a `detect` (which lands findings every round) leaves the summary marts as they are.
-_NOT_READ = ("findings", "recommendations", "evaluation_scores", "sim_truth")
+_NOT_READ = (*OWN_TABLES, "sim_truth")
 
 
 # The raw tables the summary marts read whole (a change of their files rebuilds them).
