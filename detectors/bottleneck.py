@@ -38,12 +38,17 @@ __all__ = [
     "QUERY",
     "BottleneckThresholds",
     "classify",
+    "device_params",
     "diagnose",
     "diagnose_rows",
     "diagnosis_of",
 ]
 
 QUERY = "detectors/bottleneck_signals"
+# what QUERY reads: each job's GPUs' partial sums, from the owned samples or as the lake keeps
+# them a day at a time (`gpuledger detect`, warehouse/detector_days.py)
+DEVICES = "detectors/bottleneck_devices"
+DEVICES_STORED = "detectors/bottleneck_devices_stored"
 
 ADVICE: dict[str, str] = {
     "unobserved": "No telemetry was attributed to this job; check the GPU-to-job mapping.",
@@ -144,14 +149,19 @@ def diagnose(
     con: duckdb.DuckDBPyConnection,
     job_ids: Sequence[str] | None = None,
     thresholds: BottleneckThresholds | None = None,
+    *,
+    stored: bool = False,
 ) -> pa.Table:
     """One row per job (all, or those in `job_ids` that have samples): signals, diagnosis, advice.
 
-    Jobs in `job_ids` without any attributed sample are returned as `unobserved`.
+    Jobs in `job_ids` without any attributed sample are returned as `unobserved`. `stored`:
+    the lake's stored bottleneck rows (`bottleneck_device_days`) are up to date for
+    `thresholds`' gap, burst and idle lines: they are read instead of every owned sample.
     """
     import polars as pl
 
     t = thresholds or BottleneckThresholds()
+    _devices(con, t, stored=stored)
     signals = queries.run(con, QUERY, **_params(job_ids, t))
     if job_ids is not None:
         missing = _filler(job_ids, set(signals["job_id"].to_list()))
@@ -170,6 +180,7 @@ def diagnose_rows(
 ) -> list[dict[str, Any]]:
     """`diagnose` for a few jobs as plain rows, without polars or Arrow (`gpuledger job`)."""
     t = thresholds or BottleneckThresholds()
+    _devices(con, t)
     columns, signals = queries.fetch(con, QUERY, **_params(job_ids, t))
     for job_id in _filler(job_ids, {row["job_id"] for row in signals}):
         signals.append({c: {"job_id": job_id, "samples": 0}.get(c) for c in columns})
@@ -178,10 +189,25 @@ def diagnose_rows(
     ]
 
 
+def device_params(t: BottleneckThresholds) -> dict[str, float]:
+    """The parameters of DEVICES: the lines a sample is idle, in a gap or in a burst by."""
+    return {"idle_below": t.idle_below, "gap_below": t.gap_below, "burst_above": t.burst_above}
+
+
+def _devices(
+    con: duckdb.DuckDBPyConnection, t: BottleneckThresholds, *, stored: bool = False
+) -> None:
+    """Define the view `bottleneck_devices` QUERY reads (its thresholds written in)."""
+    if stored:
+        text = queries.view_text(con, DEVICES_STORED, {})
+    else:
+        text = queries.view_text(con, DEVICES, device_params(t))
+    queries.define_view(con, "bottleneck_devices", text)
+
+
 def _params(job_ids: Sequence[str] | None, t: BottleneckThresholds) -> dict[str, Any]:
     return {
         "job_ids": None if job_ids is None else list(job_ids),
-        "idle_below": t.idle_below,
         "gap_below": t.gap_below,
         "burst_above": t.burst_above,
     }

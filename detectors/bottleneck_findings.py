@@ -51,12 +51,16 @@ def bottleneck_findings(
     now: dt.datetime,
     since: dt.datetime,
     thresholds: BottleneckThresholds | None = None,
+    *,
+    stored: bool = False,
 ) -> pa.Table:
-    """Findings for the jobs started in [since, now) whose bottleneck has a fix."""
+    """Findings for the jobs started in [since, now) whose bottleneck has a fix. `stored`: read
+    the sums the lake keeps a day at a time (`diagnose`)."""
     jobs = queries.run(con, QUERY, since=since, now=now)
     if jobs.is_empty():
         return to_findings(pl.DataFrame(schema=FRAME_SCHEMA), now)
-    diagnosed = pl.from_arrow(diagnose(con, jobs["job_id"].unique().to_list(), thresholds))
+    job_ids = jobs["job_id"].unique().to_list()
+    diagnosed = pl.from_arrow(diagnose(con, job_ids, thresholds, stored=stored))
     assert isinstance(diagnosed, pl.DataFrame)
     rows = (
         diagnosed.filter(pl.col("diagnosis").is_in(list(SEVERITY)))

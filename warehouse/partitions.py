@@ -48,6 +48,7 @@ __all__ = [
     "DayKey",
     "PartitionReport",
     "PRUNED",
+    "allocation_digests",
     "build_day",
     "build_sample_marts",
     "built_days",
@@ -287,14 +288,20 @@ def current_inputs(
 ) -> dict[DayKey, tuple[str, str]]:
     """The digests each of `days` would be recorded with if it were built now (compare with
     `built_days`: equal means its partitions are up to date with its files and owners)."""
+    salt = _salt(params)
+    allocations = allocation_digests(config, days)
+    return {key: _inputs(days, key, salt, allocations) for key in days}
+
+
+def allocation_digests(config: WarehouseConfig, days: Mapping[DayKey, object]) -> dict[DayKey, str]:
+    """Per day of `days`, the digest of the allocations that can own its samples: a change of
+    it changes the day's owners (`sql/views/owned_samples.sql`)."""
     con = open_engine(config)
     try:
         register_files(con, "job_gpus", layout.table_files(config.root, "job_gpus"))
-        allocations = _allocation_days(con, days)
+        return _allocation_days(con, days)
     finally:
         con.close()
-    salt = _salt(params)
-    return {key: _inputs(days, key, salt, allocations) for key in days}
 
 
 def mark_pruned(root: Path, key: DayKey) -> None:

@@ -281,7 +281,7 @@ RECOMMENDATIONS = _schema(
 
 # What `gpuledger detect` keeps of each GPU's hours (DESIGN §3.5): the rows of
 # sql/detectors/gpu_health_hourly.sql, built a day at a time from that day's sample files and
-# rebuilt when they change (warehouse/health_hourly.py), so the health rules read the hours
+# rebuilt when they change (warehouse/detector_days.py), so the health rules read the hours
 # instead of every sample of the lake at each run.
 GPU_HEALTH_HOURLY = _schema(
     ("cluster", _str, False),
@@ -306,6 +306,27 @@ GPU_HEALTH_HOURLY = _schema(
     ("remap_pending", _bool, False),
     ("remap_failure", _bool, False),
 )
+
+# What `gpuledger detect` keeps of each job's GPUs (DESIGN §3.5): the rows of
+# sql/detectors/bottleneck_devices.sql, a job's GPU on a day, built a day at a time from that
+# day's sample files and the allocations owning them (warehouse/detector_days.py); the
+# bottleneck signals put a job's days together (sql/detectors/bottleneck_signals.sql).
+BOTTLENECK_DEVICE_DAYS = _schema(
+    ("cluster", _str, False),
+    ("job_id", _str, False),
+    ("device", _str),
+    ("first_ts", _ts, False),
+    ("last_ts", _ts, False),
+    ("samples", _i64, False),
+    *((name, _f64) for name in (
+        "w", "busy_w", "busy_known", "util_w", "util_known", "sm_w", "sm_known", "tensor_w",
+        "tensor_known", "dram_w", "dram_known", "nvlink_w", "nvlink_known", "pcie_w",
+        "pcie_known", "idle_w", "gap_w", "burst_w",
+    )),
+    ("first_busy", _f32),
+    ("last_busy", _f32),
+    ("bursts", _i64, False),
+)  # fmt: skip
 
 # Not in DESIGN §3: added for fairness reporting on Kubernetes (Kueue, Volcano). One row per
 # queue version and GPU resource: a queue whose quota names several flavors or GPU resources
@@ -666,6 +687,12 @@ RAW_TABLES: dict[str, TableSpec] = {
             ("cluster", "node", "gpu_uuid", "gpu_index", "hour"),
         ),
         TableSpec(
+            "bottleneck_device_days",
+            BOTTLENECK_DEVICE_DAYS,
+            "first_ts",
+            ("cluster", "job_id", "device", "first_ts"),
+        ),
+        TableSpec(
             "queues",
             QUEUES,
             "updated_ts",
@@ -732,9 +759,15 @@ MARTS: dict[str, TableSpec] = {
     )
 }
 
-# gpuledger's own outputs among the raw tables: detect's (findings, recommendations, the stored
-# health hours) and evaluate's; what the sources land is the rest
-OWN_TABLES = ("findings", "recommendations", "gpu_health_hourly", "evaluation_scores")
+# gpuledger's own outputs among the raw tables: detect's (findings, recommendations, what it keeps
+# of the samples a day at a time) and evaluate's; what the sources land is the rest
+OWN_TABLES = (
+    "findings",
+    "recommendations",
+    "gpu_health_hourly",
+    "bottleneck_device_days",
+    "evaluation_scores",
+)
 
 TABLES: dict[str, TableSpec] = {**RAW_TABLES, **MARTS}
 

@@ -189,7 +189,7 @@ def rule_findings(
 ) -> pa.Table:
     """The waste and health rules over all the data (their windows would cut a job's run or a
     user's 7 days at `since`), each detector with its own thresholds. `stored`: the lake's
-    stored health hours are up to date (`refresh_health_hourly`): the rules read them.
+    stored health hours are up to date (`keep_detector_days`): the rules read them.
 
     Detectors with the same effective RuleConfig share one run of the rules; a detector whose
     thresholds differ gets a run of its family's rules with them, keeping only its rows.
@@ -229,11 +229,23 @@ def bottleneck_producer(
     con: duckdb.DuckDBPyConnection, now: dt.datetime, since: dt.datetime
 ) -> pa.Table:
     """Jobs whose bottleneck (input-, memory-, communication-bound, underused) has a fix (every
-    job: one started before `since` may still run after it)."""
+    job: one started before `since` may still run after it), from the sums `detect` keeps a
+    day at a time (`keep_detector_days`)."""
     from detectors.bottleneck_findings import bottleneck_findings
     from detectors.rules.base import EPOCH
 
-    return bottleneck_findings(con, now, EPOCH)
+    return bottleneck_findings(con, now, EPOCH, stored=True)
+
+
+def keep_detector_days(lake: Lake) -> None:
+    """Bring what detect keeps of the samples a day at a time up to date: each GPU's health
+    hours, each job's GPUs' bottleneck sums (with the default thresholds the producers use)."""
+    from detectors.bottleneck import BottleneckThresholds, device_params
+    from detectors.rules.base import EPOCH
+    from warehouse.detector_days import BOTTLENECK_DEVICES, HEALTH_HOURS, refresh
+
+    refresh(lake.config(), HEALTH_HOURS, {"since": EPOCH})
+    refresh(lake.config(), BOTTLENECK_DEVICES, device_params(BottleneckThresholds()))
 
 
 # The producers beside the rules; every producer's rows are merged and written once per run.
@@ -381,17 +393,18 @@ def detect(
     from detectors.findings import FINDINGS_SCHEMA, seen_since, write_findings
     from detectors.models import producer as model_producer
     from detectors.rules.base import EPOCH
-    from warehouse.health_hourly import refresh_health_hourly
+    from warehouse.detector_days import BOTTLENECK_DEVICES, HEALTH_HOURS
     from warehouse.schema import TABLES
     from warehouse.writer import conform
 
     con = lake.connect(require=("job_usage",))
     con.execute("SET enable_progress_bar = false")  # keep the summary the only output
     try:
-        # each GPU's health hours, computed for the days whose samples changed since the last
-        # run, then read by the rules
-        refresh_health_hourly(lake.config())
-        register_table(con, lake.root, "gpu_health_hourly")
+        # what the health rules and the bottleneck diagnosis read of the samples, computed for
+        # the days whose inputs changed since the last run (warehouse/detector_days.py)
+        keep_detector_days(lake)
+        for store in (HEALTH_HOURS, BOTTLENECK_DEVICES):
+            register_table(con, lake.root, store.table)
         tables = [rule_findings(con, config, now, stored=True)]
         # the other producers, then the predictive models (trained by `gpuledger train`)
         for produce in [*FINDING_PRODUCERS, model_producer(lake)]:

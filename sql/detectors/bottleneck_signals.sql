@@ -1,12 +1,14 @@
 -- bottleneck_signals: per job, the DCGM counters that tell what limited it.
 --
 -- Grain:   one row per (cluster, job_id) with owned samples
--- Reads:   owned_samples (the samples with their owners by the allocation rule)
+-- Reads:   bottleneck_devices (per job and GPU, the partial sums of its samples: the rows of
+--          sql/detectors/bottleneck_devices.sql over the owned samples, or those `gpuledger
+--          detect` keeps a day at a time, several rows a GPU: warehouse/detector_days.py)
 -- Params:
 --   $job_ids      list of job ids to look at (VARCHAR[]), or NULL for every job
---   $idle_below   a sample is idle when busy < this (DESIGN §4 default 0.01)
 --   $gap_below    a sample is in a gap (the GPU waits for input) when busy < this, e.g. 0.1
 --   $burst_above  a sample is in a burst when busy >= this, e.g. 0.25
+--                 (both as bottleneck_devices' rows were computed with)
 -- Returns: cluster, job_id, gpus_observed, samples, observed_h, busy_mean, gpu_util_pct_mean,
 --          sm_active_mean, tensor_active_mean, dram_active_mean, nvlink_gbps_mean,
 --          pcie_gbps_mean, idle_frac, gap_frac, burst_frac, bursts_per_h
@@ -16,64 +18,46 @@
 -- PCIe rates are per GPU (tx + rx, GB/s), over the samples that report them. A burst starts
 -- where a GPU goes from a gap sample straight to a burst sample; bursts_per_h counts them per
 -- hour of one GPU's observed time, so a job that idles once and then works has few, and one
--- that waits for every batch has many.
---
--- Summed per GPU first, then per job: each GPU's busy values, in time order, are one list, so
--- finding each sample's predecessor sorts one narrow column per GPU instead of every
--- column of every sample (a window over the samples cost ~40 % of this query on a large lake).
+-- that waits for every batch has many. Where a GPU of a job has several rows (its days), the
+-- sums add up, and a burst starting at the first sample of a row after a gap at the last sample
+-- of the row before it counts too: the job's figures are those of all its samples at once.
 
-WITH job_samples AS (
+WITH parts AS (
     SELECT
-        cluster,
-        job_id,
-        coalesce(gpu_uuid, node || '/' || CAST(gpu_index AS VARCHAR))
-            || '#' || coalesce(CAST(mig_instance AS VARCHAR), '') AS device,
-        ts,
-        CAST(interval_s AS DOUBLE) AS w,
-        coalesce(engine_active, sm_active, gpu_util_pct / 100.0) AS busy,
-        gpu_util_pct,
-        sm_active,
-        tensor_active,
-        dram_active,
-        CASE
-            WHEN nvlink_tx_bps IS NULL AND nvlink_rx_bps IS NULL THEN NULL
-            ELSE coalesce(nvlink_tx_bps, 0) + coalesce(nvlink_rx_bps, 0)
-        END AS nvlink_bps,
-        CASE
-            WHEN pcie_tx_bps IS NULL AND pcie_rx_bps IS NULL THEN NULL
-            ELSE coalesce(pcie_tx_bps, 0) + coalesce(pcie_rx_bps, 0)
-        END AS pcie_bps
-    FROM owned_samples
-    WHERE job_id IS NOT NULL
-        AND ($job_ids IS NULL OR list_contains($job_ids, job_id))
+        *,
+        lag(last_busy) OVER (PARTITION BY cluster, job_id, device ORDER BY first_ts)
+            AS busy_before
+    FROM bottleneck_devices
+    WHERE $job_ids IS NULL OR list_contains($job_ids, job_id)
 ),
--- per GPU of a job: its partial sums, and its busy values in time order (for the bursts)
 per_device AS (
     SELECT
         cluster,
         job_id,
         device,
-        count(*) AS samples,
+        sum(samples) AS samples,
         sum(w) AS w,
-        sum(busy * w) AS busy_w,
-        sum(w) FILTER (WHERE busy IS NOT NULL) AS busy_known,
-        sum(gpu_util_pct * w) AS util_w,
-        sum(w) FILTER (WHERE gpu_util_pct IS NOT NULL) AS util_known,
-        sum(sm_active * w) AS sm_w,
-        sum(w) FILTER (WHERE sm_active IS NOT NULL) AS sm_known,
-        sum(tensor_active * w) AS tensor_w,
-        sum(w) FILTER (WHERE tensor_active IS NOT NULL) AS tensor_known,
-        sum(dram_active * w) AS dram_w,
-        sum(w) FILTER (WHERE dram_active IS NOT NULL) AS dram_known,
-        sum(nvlink_bps * w) AS nvlink_w,
-        sum(w) FILTER (WHERE nvlink_bps IS NOT NULL) AS nvlink_known,
-        sum(pcie_bps * w) AS pcie_w,
-        sum(w) FILTER (WHERE pcie_bps IS NOT NULL) AS pcie_known,
-        sum(w) FILTER (WHERE busy < $idle_below) AS idle_w,
-        sum(w) FILTER (WHERE busy < $gap_below) AS gap_w,
-        sum(w) FILTER (WHERE busy >= $burst_above) AS burst_w,
-        list(busy ORDER BY ts) AS busy_seq
-    FROM job_samples
+        sum(busy_w) AS busy_w,
+        sum(busy_known) AS busy_known,
+        sum(util_w) AS util_w,
+        sum(util_known) AS util_known,
+        sum(sm_w) AS sm_w,
+        sum(sm_known) AS sm_known,
+        sum(tensor_w) AS tensor_w,
+        sum(tensor_known) AS tensor_known,
+        sum(dram_w) AS dram_w,
+        sum(dram_known) AS dram_known,
+        sum(nvlink_w) AS nvlink_w,
+        sum(nvlink_known) AS nvlink_known,
+        sum(pcie_w) AS pcie_w,
+        sum(pcie_known) AS pcie_known,
+        sum(idle_w) AS idle_w,
+        sum(gap_w) AS gap_w,
+        sum(burst_w) AS burst_w,
+        sum(bursts)
+            + count(*) FILTER (WHERE busy_before < $gap_below AND first_busy >= $burst_above)
+            AS bursts
+    FROM parts
     GROUP BY cluster, job_id, device
 )
 SELECT
@@ -92,13 +76,7 @@ SELECT
     coalesce(sum(idle_w), 0) / nullif(sum(busy_known), 0) AS idle_frac,
     coalesce(sum(gap_w), 0) / nullif(sum(busy_known), 0) AS gap_frac,
     coalesce(sum(burst_w), 0) / nullif(sum(busy_known), 0) AS burst_frac,
-    sum(
-        -- each value paired with the next (DuckDB's slices are inclusive: [:-2] drops the last)
-        len(list_filter(
-            list_zip(busy_seq[:-2], busy_seq[2:]),
-            lambda p: p[1] < $gap_below AND p[2] >= $burst_above
-        ))
-    ) / nullif(sum(busy_known) / 3600.0, 0) AS bursts_per_h
+    sum(bursts) / nullif(sum(busy_known) / 3600.0, 0) AS bursts_per_h
 FROM per_device
 GROUP BY cluster, job_id
 ORDER BY cluster, job_id

@@ -2,7 +2,7 @@
 --
 -- Grain:   one row per (cluster, node, gpu_uuid, gpu_index, hour) with any sample
 -- Reads:   gpu_health_hourly (the hours `gpuledger detect` stores a day at a time from the
---          sample files, warehouse/health_hourly.py)
+--          sample files, warehouse/detector_days.py)
 -- Params:
 --   $since  ignore hours before this time (TIMESTAMP, UTC); an hour is whole: the rules read
 --           these rows only for a `since` on the hour (detectors/rules/run.py)

@@ -1,10 +1,15 @@
-"""The stored health hours (warehouse/health_hourly.py) are the hourly health query's rows over
-the lake's samples as they are now, and a refresh computes only the days whose files changed.
+"""What detect keeps of the samples a day at a time (warehouse/detector_days.py) gives what the
+queries give over the lake's samples as they are now, and a refresh computes only the days whose
+inputs changed.
 
-Hypothesis draws samples of a few GPUs over three days (hours on both sides of midnight, MIG
-instances, duplicate landings, nulls in every field, models changing), landed in a real lake in
-several batches; after a refresh, the stored rows read by the rules' stored query equal
-sql/detectors/gpu_health_hourly.sql run over every sample, and so do the health rules' findings.
+Health hours: Hypothesis draws samples of a few GPUs over three days (hours on both sides of
+midnight, MIG instances, duplicate landings, nulls in every field, models changing), landed in a
+real lake in several batches; after a refresh, the stored rows read by the rules' stored query
+equal sql/detectors/gpu_health_hourly.sql run over every sample, and so do the health rules'
+findings. Bottleneck sums: jobs one after the other on three GPUs across two midnights (a burst
+may start at a day's first sample after a gap at the day before's last), a whole-node job with
+a GPU naming neither UUID nor index; each job's signals from the stored days equal those from
+every owned sample.
 """
 
 from __future__ import annotations
@@ -19,15 +24,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from detectors.bottleneck import BottleneckThresholds, device_params, diagnose
 from detectors.rules import RuleConfig, health
 from detectors.rules.base import EPOCH, Window
 from detectors.rules.run import detect_frame
 from detectors.rules.thresholds import HealthThresholds
 from tests.detectors.rules.lake import table
 from tests.infra.examples import examples
+from tests.marts import rows as r
 from warehouse import layout, queries
 from warehouse.connection import WarehouseConfig, connect
-from warehouse.health_hourly import TABLE, refresh_health_hourly
+from warehouse.detector_days import BOTTLENECK_DEVICES, HEALTH_HOURS, refresh
 from warehouse.writer import write_batch
 
 T0 = dt.datetime(2026, 3, 1, 22, tzinfo=dt.UTC)  # 22:00: the draws reach into two more days
@@ -36,6 +43,11 @@ GPUS = [("g001", "GPU-a", 0), ("g001", None, 1), ("g002", "GPU-b", 0)]
 MODELS = ["NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", None]
 REASONS = [None, 0, 0x1, 0x8, 0x20, 0x40, 0x80, 0x48]
 STORED = "detectors/gpu_health_hourly_stored"
+TABLE = HEALTH_HOURS.table
+
+
+def refresh_health_hourly(config: WarehouseConfig):
+    return refresh(config, HEALTH_HOURS, {"since": EPOCH})
 
 
 def _maybe(values: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
@@ -202,3 +214,114 @@ def test_a_window_not_on_the_hour_reads_the_samples(tmp_path):
         con.close()
     assert stored["samples"].to_list() == [] and whole["samples"].to_list() == [3]
     assert found.equals(direct)
+
+
+BUSY = [None, 0.0, 0.005, 0.05, 0.2, 0.3, 0.9]
+HOUR = 3600
+
+
+@st.composite
+def owned_lakes(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Samples of three GPUs of node g001 every 30 min over three days from 20:00 (times drawn),
+    each GPU held by two jobs one after the other (split at a drawn time), and a job on GPUs 0
+    and 1 at the end; node g002 held whole by one job, with a GPU naming neither UUID nor
+    index. Busy values drawn, gaps and bursts included."""
+    samples: list[dict[str, Any]] = []
+    job_gpus: list[dict[str, Any]] = []
+    span = 52 * HOUR  # 20:00 on day 1 to midnight on day 3
+
+    def sampled(node: str, gpu_index: int | None, **fields: Any) -> list[dict[str, Any]]:
+        times = draw(
+            st.lists(st.integers(0, span // 1800 - 1), min_size=1, max_size=40, unique=True)
+        )
+        busy = draw(st.lists(st.sampled_from(BUSY), min_size=len(times), max_size=len(times)))
+        return [
+            row | fields
+            for row in r.samples(
+                [20 * HOUR + t * 1800 for t in times],
+                node=node,
+                gpu_index=gpu_index,
+                interval_s=float(draw(st.sampled_from([30, 60]))),
+                engine_active=busy,
+            )
+        ]
+
+    for gpu in range(3):
+        samples += sampled("g001", gpu)
+        split = 20 * HOUR + draw(st.integers(1, 95)) * 1800
+        end = 20 * HOUR + (span - 4 * HOUR if gpu < 2 else span)
+        job_gpus += [r.job_gpu(f"a{gpu}", 20 * HOUR, split, gpu_index=gpu)]
+        job_gpus += [r.job_gpu(f"b{gpu}", split, end, gpu_index=gpu)]
+    wide_start = 20 * HOUR + span - 4 * HOUR
+    job_gpus += [r.job_gpu("wide", wide_start, 20 * HOUR + span, gpu_index=g) for g in (0, 1)]
+    samples += sampled("g002", 0) + sampled("g002", None, gpu_uuid=None)
+    job_gpus += [
+        r.job_gpu("node", 20 * HOUR, 20 * HOUR + span, node="g002", gpu_index=None, with_uuid=False)
+    ]
+    return samples, job_gpus
+
+
+def _signals(con: Any, *, stored: bool) -> dict[str, dict[str, Any]]:
+    found = pl.from_arrow(diagnose(con, None, BottleneckThresholds(), stored=stored))
+    assert isinstance(found, pl.DataFrame)
+    return {row["job_id"]: row for row in found.to_dicts()}
+
+
+@settings(max_examples=examples(15), deadline=None)
+@given(lake=owned_lakes())
+def test_each_jobs_signals_from_the_stored_days_are_those_of_all_its_samples(
+    tmp_path_factory, lake
+):
+    samples, job_gpus = lake
+    root = tmp_path_factory.mktemp("lake")
+    write_batch(root, "gpu_samples", r.table("gpu_samples", samples), "samples")
+    write_batch(root, "job_gpus", r.table("job_gpus", job_gpus), "allocations")
+    done = refresh(WarehouseConfig(root), BOTTLENECK_DEVICES, device_params(BottleneckThresholds()))
+    assert done.built
+
+    con = connect(root)
+    try:
+        whole = _signals(con, stored=False)
+        stored = _signals(con, stored=True)
+    finally:
+        con.close()
+    assert set(stored) == set(whole)
+    for job_id, expected in whole.items():
+        for column, value in expected.items():
+            got = stored[job_id][column]
+            if isinstance(value, float):
+                assert got == pytest.approx(value, rel=1e-12), (job_id, column)
+            else:
+                assert got == value, (job_id, column)
+
+
+def test_a_burst_across_midnight_counts_and_new_allocations_compute_their_days_again(tmp_path):
+    root = tmp_path / "lake"
+    # GPU 0: a gap sample at 23:50 on day 1, a burst at 00:00 on day 2 (a burst across midnight)
+    times = [23 * HOUR + 50 * 60, 24 * HOUR]
+    samples = r.samples(times, engine_active=[0.02, 0.9])
+    write_batch(root, "gpu_samples", r.table("gpu_samples", samples), "samples")
+    write_batch(root, "job_gpus", r.table("job_gpus", [r.job_gpu("j", 0, None)]), "first")
+    config, params = WarehouseConfig(root), device_params(BottleneckThresholds())
+    assert len(refresh(config, BOTTLENECK_DEVICES, params).built) == 2
+    assert refresh(config, BOTTLENECK_DEVICES, params).unchanged == 2
+
+    con = connect(root)
+    try:
+        signals = _signals(con, stored=True)["j"]
+        assert signals["bursts_per_h"] == pytest.approx(1 / (60 / HOUR))  # 1 in 2 × 30 s
+        assert signals == _signals(con, stored=False)["j"]
+    finally:
+        con.close()
+
+    # the job's allocation ends at 00:00: the day 2 sample has no owner; day 1's rows stay
+    ended = r.job_gpu("j", 0, 24 * HOUR)  # landed again as the same batch: it replaces it
+    write_batch(root, "job_gpus", r.table("job_gpus", [ended]), "first")
+    again = refresh(config, BOTTLENECK_DEVICES, params)
+    assert {day.day for _, day in again.built} >= {2}
+    con = connect(root)
+    try:
+        assert _signals(con, stored=True)["j"]["samples"] == 1
+        assert _signals(con, stored=False)["j"]["samples"] == 1
+    finally:
+        con.close()
