@@ -4,7 +4,9 @@ derived partitions once detect has read them, old findings and alert deliveries 
 
 Detect is `app.pipeline.detect` with the same `PipelineConfig` the round attributes with
 (`pipeline_config(cfg)`), so `gpuledger run` and `gpuledger attribute`/`detect` with the same
-file produce the same marts and findings.
+file produce the same marts and findings. The policy recommendations, which replay weeks of
+jobs, are replayed in the first round and then every `service.recommend_every_s` (an hour by
+default); the rounds between detect without them and the last ones stay.
 """
 
 from __future__ import annotations
@@ -21,18 +23,33 @@ from app.service.tasks import Step
 from warehouse.lake import Lake
 
 if TYPE_CHECKING:
-    from app.pipeline import PipelineConfig
+    from app.pipeline import DetectOutcome, PipelineConfig
 
 __all__ = ["after_steps"]
 
 
-def _detect_step(config: PipelineConfig, clock: Callable[[], dt.datetime]) -> Step:
-    def step(lake: Lake, ctx: TaskContext) -> None:
-        from app.pipeline import detect
+def _detect_step(
+    config: PipelineConfig,
+    clock: Callable[[], dt.datetime],
+    recommend_every_s: float,
+    detect: Callable[..., DetectOutcome] | None = None,
+) -> Step:
+    """Detect in each round; replay the recommendations in the first round and then in the
+    first round `recommend_every_s` after the last that did (one that failed is tried again
+    the next round). `detect`: app.pipeline.detect unless given."""
+    replayed: list[dt.datetime] = []  # when this service last replayed them
 
+    def step(lake: Lake, ctx: TaskContext) -> None:
         if not lake.table_dir("job_usage").is_dir():
             return  # no jobs attributed yet: nothing to judge
-        outcome = detect(lake, config, clock())
+        from app.pipeline import detect as pipeline_detect
+
+        run = detect or pipeline_detect
+        now = clock()
+        due = not replayed or (now - replayed[0]).total_seconds() >= recommend_every_s
+        outcome = run(lake, config, now, recommend=due)
+        if due:
+            replayed[:] = [now]
         ctx.metrics.inc("gpuledger_findings_total", outcome.new)
 
     return step
@@ -69,7 +86,8 @@ def after_steps(
 
     steps: list[tuple[str, Step]] = []
     if service.detect:
-        steps.append(("detect", _detect_step(pipeline_config(cfg), clock)))
+        detect = _detect_step(pipeline_config(cfg), clock, service.recommend_every_s)
+        steps.append(("detect", detect))
     if service.alert:
         steps.append(("alert", _alert_step(cfg)))
     retention = cfg.section(RetentionConfig)

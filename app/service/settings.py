@@ -73,6 +73,13 @@ class ServiceConfig:
         60.0, "Seconds between rounds of attribute → detect → alert.", _positive
     )
     detect: bool = setting(True, "Run the detectors in each round.")
+    recommend_every_s: float = setting(
+        3600.0,
+        "Seconds between the rounds whose detect also replays the policy recommendations (they "
+        "weigh weeks of jobs, and their replays are most of a detect); the rounds between "
+        "keep the last ones. At or below pipeline_every_s: every round.",
+        _positive,
+    )
     alert: bool = setting(True, "Deliver alerts for new findings in each round.")
     step_deadline_intervals: float = setting(
         30.0,

@@ -3,18 +3,22 @@ then retention (the raw samples of days past retention.raw_days)."""
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
 import threading
 
 import pyarrow.dataset as pads
 import pytest
 
 from app.config import load_config
+from app.pipeline import DetectOutcome, pipeline_config
 from app.service.metrics import Metrics
-from app.service.pipeline import after_steps
+from app.service.pipeline import _detect_step, after_steps
 from app.service.settings import ServiceConfig
 from app.service.supervisor import Supervisor, TaskContext
 from app.service.tasks import PipelineSpec, build_tasks
 from collector.sim import SimConfig, simulate
+from detectors.findings import FINDINGS_SCHEMA
 from tests.infra.permissions import world_accessible
 from tests.service.test_run_command import free_port
 from warehouse.lake import Lake
@@ -67,3 +71,34 @@ def test_steps_follow_the_service_switches(tmp_path):
     cfg = load_config(tmp_path / "g.toml", environ={})
     assert after_steps(cfg, cfg.section(ServiceConfig)) == ()
     _ = TaskContext  # the steps take (lake, TaskContext)
+
+
+def test_the_recommendations_are_replayed_every_recommend_every_s(tmp_path):
+    (tmp_path / "lake" / "job_usage").mkdir(parents=True)
+    t0 = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
+    now = [t0]
+    asked: list[bool] = []
+
+    def detect(lake, config, at, *, recommend):
+        assert at == now[0]
+        asked.append(recommend)
+        if at == t0 + dt.timedelta(seconds=120) and recommend:
+            raise RuntimeError("the replay failed")
+        return DetectOutcome(FINDINGS_SCHEMA.empty_table(), 0, 0, 0)
+
+    (tmp_path / "g.toml").write_text("")
+    cfg = load_config(tmp_path / "g.toml", environ={})
+    step = _detect_step(pipeline_config(cfg), lambda: now[0], 3600.0, detect)
+    ctx = TaskContext(Metrics(), threading.Event())
+    for seconds in (0, 60, 3599, 3600, 3660, 7200):
+        now[0] = t0 + dt.timedelta(seconds=seconds)
+        step(Lake.at(tmp_path / "lake"), ctx)
+    assert asked == [True, False, False, True, False, True]
+    # a round whose replay failed leaves the next one due
+    asked.clear()
+    step = _detect_step(pipeline_config(cfg), lambda: now[0], 60.0, detect)
+    for seconds in (0, 120, 150, 180):
+        now[0] = t0 + dt.timedelta(seconds=seconds)
+        with contextlib.suppress(RuntimeError):
+            step(Lake.at(tmp_path / "lake"), ctx)
+    assert asked == [True, True, True, False]
