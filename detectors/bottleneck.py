@@ -155,12 +155,15 @@ def diagnose(
     """One row per job (all, or those in `job_ids` that have samples): signals, diagnosis, advice.
 
     Jobs in `job_ids` without any attributed sample are returned as `unobserved`. `stored`:
-    the lake's stored bottleneck rows (`bottleneck_device_days`) are up to date for
-    `thresholds`' gap, burst and idle lines: they are read instead of every owned sample.
+    the lake's stored bottleneck rows (`bottleneck_device_days`, computed with the default
+    thresholds) are up to date: they are read instead of every owned sample.
     """
     import polars as pl
 
     t = thresholds or BottleneckThresholds()
+    if stored and t != BottleneckThresholds():
+        # the kept days' sums were computed with the default lines (app.pipeline.detect)
+        raise ValueError("the stored bottleneck rows are those of the default thresholds")
     _devices(con, t, stored=stored)
     signals = queries.run(con, QUERY, **_params(job_ids, t))
     if job_ids is not None:

@@ -10,12 +10,16 @@ across midnight are counted when the days are put together (sql/detectors/bottle
 — so each day's rows are computed from that day's files once and kept in the lake
 (`gpu_health_hourly`, `bottleneck_device_days`: DESIGN §3.5). A day's rows are computed again
 only when what they came from changes: its sample files (a late landing, a compaction), the
-query or its parameters, and for the bottleneck rows the allocations that own its samples; they
-are removed with the day's sample files (`gpuledger prune`). The stored rows are those the
-query gives over the lake's samples as they are now (tests/warehouse/test_detector_days.py).
+query, its parameters or the owner rule, and for the bottleneck rows the allocations that own
+its samples; they are removed with the day's sample files (`gpuledger prune`). The stored rows
+are those the query gives over the lake's samples as they are now
+(tests/warehouse/test_detector_days.py) — unless a sample file lies outside the lake's
+cluster=/date= folders or a day's files hold a sample of another day, as another tool may write
+them: a refresh then says so (`Refreshed.outside`), stores no rows for such a day, and
+`gpuledger detect` reads every sample instead.
 
-Each partition's one file is named by the digest of what it was computed from, so whether a day
-is up to date is read from the folder listing, with no state file to keep beside it.
+Each stored file is named by the digest of what it was computed from, so whether a day is up to
+date is read from the folder listing, with no state file to keep beside it.
 """
 
 from __future__ import annotations
@@ -23,11 +27,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
-
-import pyarrow as pa
-import pyarrow.compute as pc
+from typing import TYPE_CHECKING, Any
 
 import sql
 from warehouse import layout, queries
@@ -36,6 +36,9 @@ from warehouse.connection import WarehouseConfig, open_engine, register_files
 from warehouse.partitions import DayKey, allocation_digests, sample_days
 from warehouse.schema import TABLES
 from warehouse.writer import replace_partition
+
+if TYPE_CHECKING:
+    import duckdb
 
 __all__ = ["BOTTLENECK_DEVICES", "HEALTH_HOURS", "DayStore", "Refreshed", "refresh"]
 
@@ -57,49 +60,77 @@ BOTTLENECK_DEVICES = DayStore("bottleneck_device_days", "detectors/bottleneck_de
 
 @dataclass(frozen=True, slots=True)
 class Refreshed:
-    """What one refresh did: the days computed, the days removed (their samples are gone),
-    and how many were up to date already."""
+    """What one refresh did: the days computed, how many were up to date already, and the
+    stored files removed (their day's inputs changed or its samples are gone). `outside`: why
+    the stored rows are not what the query gives over every sample (a sample file outside the
+    lake's layout, a day's files holding samples of another day), empty when they are."""
 
     built: tuple[DayKey, ...]
-    removed: tuple[DayKey, ...]
     unchanged: int
+    removed: int
+    outside: tuple[str, ...] = ()
 
 
-def _remove(files: list[Path]) -> None:
-    for path in files:
-        path.unlink(missing_ok=True)
+def _owner_digests(config: WarehouseConfig, days: Mapping[DayKey, object]) -> dict[dt.date, str]:
+    """Per date, the digest of the allocations that can own any cluster's samples that day
+    (by date alone: a sample folder's name need not be its cluster's `safe_name`)."""
+    by_date: dict[dt.date, list[str]] = {}
+    for (_, day), digest in allocation_digests(config, days).items():
+        by_date.setdefault(day, []).append(digest)
+    return {day: ",".join(sorted(parts)) for day, parts in by_date.items()}
 
 
-def _day_rows(rows: pa.Table, column: str, day: dt.date) -> pa.Table:
-    """The rows whose `column` (a time) falls on `day` (a file of the day's partition holding a
-    sample of another day, as another tool may write, gives none: the per-day marts leave such
-    samples out too)."""
+def _salt(store: DayStore, params: Mapping[str, Any]) -> str:
+    """What every day's rows are computed with besides its files: the query, the owner rule
+    it reads through, its parameters and the table's columns."""
+    owner_rule = sql.load("views/owned_samples") if store.owners else ""
+    return (
+        sql.load(store.query)
+        + owner_rule
+        + repr(sorted(params.items()))
+        + repr(TABLES[store.table].columns)
+    )
+
+
+def _within(con: duckdb.DuckDBPyConnection, view: str, day: dt.date) -> bool:
+    """Whether every sample of the day's files falls on `day` (another tool may have put a
+    sample in another day's folder: the queries over every sample count it where it is)."""
     start = dt.datetime.combine(day, dt.time(), dt.UTC)
-    times = rows.column(column)
-    first, past = (pa.scalar(t, times.type) for t in (start, start + dt.timedelta(days=1)))
-    return rows.filter(pc.and_(pc.greater_equal(times, first), pc.less(times, past)))
+    first, last = con.execute(f"SELECT min(ts), max(ts) FROM {view}").fetchone() or (None, None)
+    return first is None or (first >= start and last < start + dt.timedelta(days=1))
 
 
 def refresh(config: WarehouseConfig, store: DayStore, params: Mapping[str, Any]) -> Refreshed:
     """Compute `store`'s rows (its query with `params`) for every day whose inputs changed since
-    its rows were stored, or that has none stored; remove the rows of days without sample files.
+    its rows were stored, or that has none stored; remove what no day's inputs name now.
 
-    Run under the lake's writer lock (`gpuledger detect` holds it): it writes the lake.
+    A day's rows are stored in the partition of their cluster and day, in one file named by the
+    digest of the day's inputs; a day is up to date when a stored file has its digest (wherever
+    the day's sample folder is, and whatever its name). Run under the lake's writer lock
+    (`gpuledger detect` holds it): it writes the lake.
     """
     root = config.root
     days = sample_days(root)
-    stored = layout.day_files(root, store.table)
+    outside = []
+    loose = len(layout.table_files(root, "gpu_samples")) - sum(map(len, days.values()))
+    if loose:
+        outside.append(f"{loose} gpu_samples file(s) outside the cluster=/date= folders")
+    stored = {path.stem: path for path in layout.table_files(root, store.table)}
+    salt = _salt(store, params)
+    owners = _owner_digests(config, days) if store.owners else {}
     spec = TABLES[store.table]
-    assert spec.date_column is not None
-    salt = sql.load(store.query) + repr(sorted(params.items()))
-    owners = allocation_digests(config, days) if store.owners else {}
+    digests = {
+        key: layout.files_fingerprint(files, salt + owners.get(key[1], ""))
+        for key, files in days.items()
+    }
     built: list[DayKey] = []
+    keep: set[str] = set()
     con = None
     try:
         for key in sorted(days):
-            digest = layout.files_fingerprint(days[key], salt + owners.get(key, ""))
-            have = stored.get(key, [])
-            if [path.stem for path in have] == [digest]:
+            digest = digests[key]
+            if digest in stored:
+                keep.add(digest)
                 continue
             fresh = con is None
             if con is None:
@@ -109,23 +140,24 @@ def refresh(config: WarehouseConfig, store: DayStore, params: Mapping[str, Any])
             register_files(con, "gpu_samples", days[key], view=_reads(store))
             if fresh and store.owners:  # (over the view just made: it is read by name)
                 queries.define_view(con, "owned_samples", sql.load("views/owned_samples"))
-            rows = queries.run_arrow(con, store.query, **params)
-            # (the engine's microsecond times in the contract's milliseconds)
-            rows = _day_rows(rows, spec.date_column, key[1]).cast(spec.schema)
-            if rows.num_rows:
-                # (the partition's other files, the day's rows as they were, go with it)
-                cluster = rows.column("cluster")[0].as_py()
-                replace_partition(root, store.table, rows, cluster, key[1], batch_id=digest)
-            else:  # none of this day's own: nothing stored (computed again next time)
-                _remove(have)
             built.append(key)
+            if not _within(con, _reads(store), key[1]):
+                outside.append(f"the files of {key[0]} {key[1]} hold samples of another day")
+                continue  # not stored: computed (and found so) again at the next refresh
+            # (the engine's microsecond times in the contract's milliseconds)
+            rows = queries.run_arrow(con, store.query, **params).cast(spec.schema)
+            if rows.num_rows:
+                cluster = rows.column("cluster")[0].as_py()
+                # (the partition's other files, its day's rows as they were, go with it)
+                replace_partition(root, store.table, rows, cluster, key[1], digest)
+                keep.add(digest)
     finally:
         if con is not None:
             con.close()
-    gone = sorted(set(stored) - set(days))
-    for key in gone:
-        _remove(stored[key])
-    return Refreshed(tuple(built), tuple(gone), len(days) - len(built))
+    gone = [path for stem, path in stored.items() if stem not in keep and path.exists()]
+    for path in gone:
+        path.unlink(missing_ok=True)
+    return Refreshed(tuple(built), len(days) - len(built), len(gone), tuple(outside))
 
 
 def _reads(store: DayStore) -> str:

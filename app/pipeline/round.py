@@ -14,6 +14,7 @@ evidence records the configuration that produced it (`config.id`, the detector's
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -46,6 +47,8 @@ __all__ = [
 # `since` may only narrow which subjects a producer examines: each finding's figures come from
 # all the lake's data (a job's whole run, a user's whole 7 days), since a finding found again
 # replaces the stored one under its id. `detect` then keeps the findings seen since then.
+logger = logging.getLogger(__name__)
+
 FindingProducer = Callable[["duckdb.DuckDBPyConnection", dt.datetime, dt.datetime], "pa.Table"]
 
 Progress = Callable[[int, int], None]
@@ -233,19 +236,31 @@ def bottleneck_producer(
     day at a time (`keep_detector_days`)."""
     from detectors.bottleneck_findings import bottleneck_findings
     from detectors.rules.base import EPOCH
+    from warehouse.detector_days import BOTTLENECK_DEVICES
 
-    return bottleneck_findings(con, now, EPOCH, stored=True)
+    stored = _has_view(con, BOTTLENECK_DEVICES.table)  # detect made it: the days are kept
+    return bottleneck_findings(con, now, EPOCH, stored=stored)
 
 
-def keep_detector_days(lake: Lake) -> None:
+def _has_view(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    found = con.execute(
+        "SELECT count(*) FROM duckdb_views() WHERE view_name = $name", {"name": name}
+    ).fetchone()
+    return bool(found and found[0])
+
+
+def keep_detector_days(lake: Lake) -> tuple[str, ...]:
     """Bring what detect keeps of the samples a day at a time up to date: each GPU's health
-    hours, each job's GPUs' bottleneck sums (with the default thresholds the producers use)."""
+    hours, each job's GPUs' bottleneck sums (with the default thresholds the producers use).
+    Returns why the kept rows are not what every sample gives (empty when they are)."""
     from detectors.bottleneck import BottleneckThresholds, device_params
     from detectors.rules.base import EPOCH
     from warehouse.detector_days import BOTTLENECK_DEVICES, HEALTH_HOURS, refresh
 
-    refresh(lake.config(), HEALTH_HOURS, {"since": EPOCH})
-    refresh(lake.config(), BOTTLENECK_DEVICES, device_params(BottleneckThresholds()))
+    health = refresh(lake.config(), HEALTH_HOURS, {"since": EPOCH})
+    params = device_params(BottleneckThresholds())
+    bottleneck = refresh(lake.config(), BOTTLENECK_DEVICES, params)
+    return tuple(dict.fromkeys(health.outside + bottleneck.outside))
 
 
 # The producers beside the rules; every producer's rows are merged and written once per run.
@@ -401,11 +416,17 @@ def detect(
     con.execute("SET enable_progress_bar = false")  # keep the summary the only output
     try:
         # what the health rules and the bottleneck diagnosis read of the samples, computed for
-        # the days whose inputs changed since the last run (warehouse/detector_days.py)
-        keep_detector_days(lake)
+        # the days whose inputs changed since the last run (warehouse/detector_days.py); read
+        # unless some samples lie where the days cannot hold them (then every sample is read)
+        outside = keep_detector_days(lake)
         for store in (HEALTH_HOURS, BOTTLENECK_DEVICES):
-            register_table(con, lake.root, store.table)
-        tables = [rule_findings(con, config, now, stored=True)]
+            if outside:
+                con.execute(f"DROP VIEW IF EXISTS {store.table}")  # a name of ours
+            else:
+                register_table(con, lake.root, store.table)
+        if outside:
+            logger.warning("detect reads every sample: %s", "; ".join(outside))
+        tables = [rule_findings(con, config, now, stored=not outside)]
         # the other producers, then the predictive models (trained by `gpuledger train`)
         for produce in [*FINDING_PRODUCERS, model_producer(lake)]:
             tables.append(produce(con, now, since or EPOCH))

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -175,7 +176,7 @@ def test_a_refresh_computes_only_the_days_whose_files_changed(tmp_path):
     assert len(first.built) == 3 and first.unchanged == 0
 
     again = refresh_health_hourly(config)
-    assert again.built == () and again.removed == () and again.unchanged == 3
+    assert again.built == () and again.removed == 0 and again.unchanged == 3
 
     # a late landing on day 2 (another GPU, another hour): that day alone is computed again
     write_batch(root, "gpu_samples", table("gpu_samples", _rows(2, 15, GPUS[2])), "late")
@@ -191,7 +192,7 @@ def test_a_refresh_computes_only_the_days_whose_files_changed(tmp_path):
     # day 1's samples pruned: its hours go with them
     shutil.rmtree(layout.partition_dir(root, "gpu_samples", CLUSTER, dt.date(2026, 3, 1)))
     pruned = refresh_health_hourly(config)
-    assert [day for _, day in pruned.removed] == [dt.date(2026, 3, 1)] and pruned.built == ()
+    assert pruned.removed == 1 and pruned.built == () and pruned.outside == ()
     whole, stored = _whole_and_stored(root)
     _same(stored, whole)
     assert {row["hour"].day for row in stored} == {2, 3}
@@ -323,5 +324,55 @@ def test_a_burst_across_midnight_counts_and_new_allocations_compute_their_days_a
     try:
         assert _signals(con, stored=True)["j"]["samples"] == 1
         assert _signals(con, stored=False)["j"]["samples"] == 1
+    finally:
+        con.close()
+
+
+def _put(root: Path, folder: Path, rows: list[dict[str, Any]], drop: tuple[str, ...] = ()) -> None:
+    """Rows written as another tool writes them, in `folder` under gpu_samples."""
+    batch = table("gpu_samples", rows).drop_columns(list(drop))
+    (root / "gpu_samples" / folder).mkdir(parents=True, exist_ok=True)
+    pq.write_table(batch, root / "gpu_samples" / folder / "part-0.parquet")
+
+
+def test_a_hive_folder_named_otherwise_than_the_lake_would_is_kept_once(tmp_path):
+    # Spark's partitionBy writes cluster 'gpu farm' as cluster=gpu%20farm (the lake: gpu_farm)
+    root = tmp_path / "lake"
+    rows = [row | {"cluster": "gpu farm"} for row in _rows(1, 12)]
+    _put(root, Path("cluster=gpu%20farm/date=2026-03-01"), rows, drop=("cluster",))
+    config = WarehouseConfig(root)
+    assert len(refresh_health_hourly(config).built) == 1
+    for _ in range(2):
+        again = refresh_health_hourly(config)
+        assert again.built == () and again.unchanged == 1 and again.removed == 0
+        whole, stored = _whole_and_stored(root)
+        _same(stored, whole)
+        assert [row["cluster"] for row in stored] == ["gpu farm"]
+
+
+def test_samples_where_the_days_cannot_hold_them_are_said_and_not_kept(tmp_path):
+    root = tmp_path / "lake"
+    write_batch(root, "gpu_samples", table("gpu_samples", _rows(1, 12)), "day-1")
+    config = WarehouseConfig(root)
+    assert refresh_health_hourly(config).outside == ()
+    # another tool's file in day 1's folder holding a sample of day 2
+    _put(root, Path(f"cluster={CLUSTER}/date=2026-03-01"), _rows(2, 0)[:1])
+    misfiled = refresh_health_hourly(config)
+    assert misfiled.outside == (f"the files of {CLUSTER} 2026-03-01 hold samples of another day",)
+    assert layout.table_files(root, TABLE) == []  # nothing kept for that day
+    # and a file outside the cluster=/date= folders
+    (root / "gpu_samples" / f"cluster={CLUSTER}" / "date=2026-03-01" / "part-0.parquet").rename(
+        root / "gpu_samples" / f"cluster={CLUSTER}" / "loose.parquet"
+    )
+    loose = refresh_health_hourly(config)
+    assert loose.outside == ("1 gpu_samples file(s) outside the cluster=/date= folders",)
+
+
+def test_the_stored_bottleneck_rows_are_read_with_the_thresholds_they_were_made_with(tmp_path):
+    root = tmp_path / "lake"
+    con = connect(root)
+    try:
+        with pytest.raises(ValueError, match="default thresholds"):
+            diagnose(con, None, BottleneckThresholds(gap_below=0.2), stored=True)
     finally:
         con.close()
