@@ -31,63 +31,35 @@ from detectors.rules.base import EPOCH, Window
 from detectors.rules.run import detect_frame
 from detectors.rules.thresholds import HealthThresholds
 from tests.detectors.rules.lake import table
+from tests.detectors.rules.test_health_sql_property import GPUS, MODELS, health_sample
 from tests.infra.examples import examples
 from tests.marts import rows as r
 from warehouse import layout, queries
 from warehouse.connection import WarehouseConfig, connect
-from warehouse.detector_days import BOTTLENECK_DEVICES, HEALTH_HOURS, refresh
+from warehouse.detector_days import BOTTLENECK_DEVICES, HEALTH_HOURS, Refreshed, refresh
 from warehouse.writer import write_batch
 
 T0 = dt.datetime(2026, 3, 1, 22, tzinfo=dt.UTC)  # 22:00: the draws reach into two more days
 CLUSTER = "della"
-GPUS = [("g001", "GPU-a", 0), ("g001", None, 1), ("g002", "GPU-b", 0)]
-MODELS = ["NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", None]
-REASONS = [None, 0, 0x1, 0x8, 0x20, 0x40, 0x80, 0x48]
 STORED = "detectors/gpu_health_hourly_stored"
 TABLE = HEALTH_HOURS.table
 
 
-def refresh_health_hourly(config: WarehouseConfig):
+def refresh_health_hourly(config: WarehouseConfig) -> Refreshed:
     return refresh(config, HEALTH_HOURS, {"since": EPOCH})
-
-
-def _maybe(values: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
-    return st.one_of(st.none(), values)
 
 
 @st.composite
 def batches(draw: st.DrawFn) -> list[list[dict[str, Any]]]:
     """Batches of sample rows (each landed as one file per day it spans)."""
-    out = []
-    for _ in range(draw(st.integers(1, 3))):
-        rows = []
-        for _ in range(draw(st.integers(1, 25))):
-            node, uuid, index = draw(st.sampled_from(GPUS))
-            util = draw(_maybe(st.sampled_from([0.0, 5.0, 100.0])))
-            rows.append(
-                {
-                    # 28 hours from 22:00 in 20-minute steps: three days, two midnights
-                    "ts": T0 + dt.timedelta(minutes=20 * draw(st.integers(0, 83))),
-                    "cluster": CLUSTER,
-                    "node": node,
-                    "gpu_index": index,
-                    "gpu_uuid": uuid,
-                    "mig_instance": draw(_maybe(st.integers(1, 2))),
-                    "model": draw(st.sampled_from(MODELS)),
-                    "interval_s": float(draw(st.sampled_from([15, 30, 60]))),
-                    "gpu_util_pct": util,
-                    "sm_clock_mhz": draw(_maybe(st.sampled_from([900.0, 1400.0, 1980.0]))),
-                    "clock_event_reasons": draw(st.sampled_from(REASONS)),
-                    "temp_c": draw(_maybe(st.sampled_from([40.0, 85.0]))),
-                    "ecc_sbe_volatile": draw(_maybe(st.sampled_from([0, 3]))),
-                    "ecc_dbe_volatile": draw(_maybe(st.sampled_from([0, 1]))),
-                    "remap_pending": draw(_maybe(st.booleans())),
-                    "remap_failure": draw(_maybe(st.booleans())),
-                    "source": "test",
-                }
-            )
-        out.append(rows)
-    return out
+    # 28 hours from 22:00 in 20-minute steps: three days, two midnights
+    return [
+        [
+            health_sample(draw, T0 + dt.timedelta(minutes=20 * draw(st.integers(0, 83))))
+            for _ in range(draw(st.integers(1, 25)))
+        ]
+        for _ in range(draw(st.integers(1, 3)))
+    ]
 
 
 def _land(root: Path, drawn: list[list[dict[str, Any]]]) -> None:

@@ -35,33 +35,37 @@ def _maybe(values: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     return st.one_of(st.none(), values)
 
 
+def health_sample(draw: st.DrawFn, ts: Any) -> dict[str, Any]:
+    """A gpu_samples row of one of GPUS at `ts`, its health fields drawn (nulls included)."""
+    node, uuid, index = draw(st.sampled_from(GPUS))
+    return {
+        "ts": ts,
+        "cluster": CLUSTER,
+        "node": node,
+        "gpu_index": index,
+        "gpu_uuid": uuid,
+        "mig_instance": draw(_maybe(st.integers(1, 2))),
+        "model": draw(st.sampled_from(MODELS)),
+        "interval_s": float(draw(st.sampled_from([15, 30, 60]))),
+        "gpu_util_pct": draw(_maybe(st.sampled_from([0.0, 5.0, 100.0]))),
+        "sm_clock_mhz": draw(_maybe(st.sampled_from([900.0, 1400.0, 1980.0]))),
+        "clock_event_reasons": draw(st.sampled_from(REASONS)),
+        "temp_c": draw(_maybe(st.sampled_from([40.0, 85.0]))),
+        "ecc_sbe_volatile": draw(_maybe(st.sampled_from([0.0, 3.0]))),
+        "ecc_dbe_volatile": draw(_maybe(st.sampled_from([0.0, 1.0]))),
+        "remap_pending": draw(_maybe(st.booleans())),
+        "remap_failure": draw(_maybe(st.booleans())),
+        "source": "test",
+    }
+
+
 @st.composite
 def sample_rows(draw: st.DrawFn) -> list[dict[str, Any]]:
-    rows = []
-    for _ in range(draw(st.integers(1, 40))):
-        node, uuid, index = draw(st.sampled_from(GPUS))
-        rows.append(
-            {
-                "ts": at(draw(st.integers(0, 23)) * 300),  # two hours, 5-minute times
-                "cluster": CLUSTER,
-                "node": node,
-                "gpu_index": index,
-                "gpu_uuid": uuid,
-                "mig_instance": draw(_maybe(st.integers(1, 2))),
-                "model": draw(st.sampled_from(MODELS)),
-                "interval_s": float(draw(st.sampled_from([15, 30, 60]))),
-                "gpu_util_pct": draw(_maybe(st.sampled_from([0.0, 5.0, 100.0]))),
-                "sm_clock_mhz": draw(_maybe(st.sampled_from([900.0, 1400.0, 1980.0]))),
-                "clock_event_reasons": draw(st.sampled_from(REASONS)),
-                "temp_c": draw(_maybe(st.sampled_from([40.0, 85.0]))),
-                "ecc_sbe_volatile": draw(_maybe(st.sampled_from([0.0, 3.0]))),
-                "ecc_dbe_volatile": draw(_maybe(st.sampled_from([0.0, 1.0]))),
-                "remap_pending": draw(_maybe(st.booleans())),
-                "remap_failure": draw(_maybe(st.booleans())),
-                "source": "test",
-            }
-        )
-    return rows
+    # two hours, 5-minute times
+    return [
+        health_sample(draw, at(draw(st.integers(0, 23)) * 300))
+        for _ in range(draw(st.integers(1, 40)))
+    ]
 
 
 def _max(values: list[Any]) -> Any:
