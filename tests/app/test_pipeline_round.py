@@ -18,13 +18,16 @@ from click.testing import CliRunner, Result
 
 from app.cli import cli
 from app.config import load_config
-from app.pipeline import pipeline_config
+from app.pipeline import detect as detect_step
+from app.pipeline import pipeline_config, rule_findings
 from app.service.metrics import Metrics
 from app.service.pipeline import after_steps
 from app.service.settings import ServiceConfig
 from app.service.supervisor import Supervisor
 from app.service.tasks import PipelineSpec, build_tasks
+from detectors.bottleneck_findings import bottleneck_findings
 from detectors.findings import read_findings
+from detectors.rules.base import EPOCH
 from warehouse.connection import connect
 from warehouse.lake import Lake
 
@@ -231,3 +234,48 @@ def test_detect_reads_the_lake_of_its_config_file(attributed: Path, tmp_path: Pa
     assert report.exit_code == 0, report.output
     fingerprint = pipeline_config(load_config(config, environ={})).fingerprint
     assert f"[config {fingerprint}]" in report.output
+
+
+@pytest.mark.slow
+def test_detect_reads_every_sample_when_a_file_lies_outside_the_days(
+    attributed: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    copy = tmp_path / "lake"
+    shutil.copytree(attributed, copy)
+    lake = Lake.at(copy)
+    # another tool's file beside the date folders: every sample again 10 s later, idle and
+    # thermally throttled (what the kept days would not count)
+    loose = copy / "gpu_samples" / "cluster=sim" / "loose.parquet"
+    con = connect(copy)
+    con.execute(
+        "COPY (SELECT * REPLACE (ts + INTERVAL 10 SECOND AS ts, CAST(0 AS FLOAT) AS engine_active,"
+        " CAST(0 AS FLOAT) AS sm_active, CAST(64 AS BIGINT) AS clock_event_reasons)"
+        f" FROM gpu_samples) TO '{loose}' (FORMAT parquet)"
+    )
+    con.close()
+    (tmp_path / "g.toml").write_text("")
+    config = pipeline_config(load_config(tmp_path / "g.toml", environ={}))
+    now = dt.datetime.fromisoformat(NOW).replace(tzinfo=dt.UTC)
+    with caplog.at_level("WARNING"):
+        detect_step(lake, config, now, recommend=False)
+    assert "detect reads every sample: 1 gpu_samples file(s) outside" in caplog.text
+
+    # what every sample gives, the loose file's included
+    con = lake.connect()
+    try:
+        expected = pl.concat(
+            [
+                pl.from_arrow(rule_findings(con, config, now)),
+                pl.from_arrow(bottleneck_findings(con, now, EPOCH)),
+            ]
+        )
+    finally:
+        con.close()
+    found = pl.from_arrow(read_findings(lake))
+
+    def key(frame: pl.DataFrame) -> set[tuple[str, str, float]]:
+        rounded = frame.select("detector", "finding_id", pl.col("gpu_h_at_stake").round(6))
+        return set(rounded.iter_rows())
+
+    assert {"throttling", "bottleneck"} <= set(expected["detector"])
+    assert key(found) == key(expected)
