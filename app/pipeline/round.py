@@ -38,17 +38,18 @@ __all__ = [
     "bottleneck_producer",
     "compact",
     "detect",
+    "keep_detector_days",
     "rule_findings",
     "scope_findings",
     "scope_recommendations",
 ]
 
+logger = logging.getLogger(__name__)
+
 # (connection, now, since) -> a table in the `findings` schema (warehouse.schema FINDINGS).
 # `since` may only narrow which subjects a producer examines: each finding's figures come from
 # all the lake's data (a job's whole run, a user's whole 7 days), since a finding found again
 # replaces the stored one under its id. `detect` then keeps the findings seen since then.
-logger = logging.getLogger(__name__)
-
 FindingProducer = Callable[["duckdb.DuckDBPyConnection", dt.datetime, dt.datetime], "pa.Table"]
 
 Progress = Callable[[int, int], None]
