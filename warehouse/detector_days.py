@@ -47,7 +47,7 @@ __all__ = ["BOTTLENECK_DEVICES", "HEALTH_HOURS", "DayStore", "Refreshed", "refre
 class DayStore:
     """A table of rows computed a day at a time by `query` from the day's samples: as their
     sources wrote them (`gpu_samples`), or with their owners (`owned_samples`, decided from the
-    allocations). A row is the day's when its table's date column falls on the day."""
+    allocations)."""
 
     table: str
     query: str
@@ -124,13 +124,12 @@ def refresh(config: WarehouseConfig, store: DayStore, params: Mapping[str, Any])
         for key, files in days.items()
     }
     built: list[DayKey] = []
-    keep: set[str] = set()
+    keep = {digest for digest in digests.values() if digest in stored}  # up to date
     con = None
     try:
         for key in sorted(days):
             digest = digests[key]
-            if digest in stored:
-                keep.add(digest)
+            if digest in keep:
                 continue
             fresh = con is None
             if con is None:
@@ -148,6 +147,12 @@ def refresh(config: WarehouseConfig, store: DayStore, params: Mapping[str, Any])
             rows = queries.run_arrow(con, store.query, **params).cast(spec.schema)
             if rows.num_rows:
                 cluster = rows.column("cluster")[0].as_py()
+                folder = layout.partition_dir(root, store.table, cluster, key[1])
+                if any(path.stem in keep for path in layout.folder_files(folder)):
+                    # another sample folder of this cluster's day (one another tool named
+                    # otherwise) holds it already: one partition cannot keep both
+                    outside.append(f"two sample folders hold {cluster}'s {key[1]}")
+                    continue
                 # (the partition's other files, its day's rows as they were, go with it)
                 replace_partition(root, store.table, rows, cluster, key[1], digest)
                 keep.add(digest)

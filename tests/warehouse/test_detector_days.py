@@ -348,3 +348,18 @@ def test_the_stored_bottleneck_rows_are_read_with_the_thresholds_they_were_made_
             diagnose(con, None, BottleneckThresholds(gap_below=0.2), stored=True)
     finally:
         con.close()
+
+
+def test_two_sample_folders_of_one_clusters_day_are_said_and_not_kept_over_each_other(tmp_path):
+    # the lake's own folder for cluster 'gpu farm' (gpu_farm) and another tool's (gpu%20farm)
+    root = tmp_path / "lake"
+    ours = [row | {"cluster": "gpu farm"} for row in _rows(1, 12)]
+    write_batch(root, "gpu_samples", table("gpu_samples", ours), "ours")
+    theirs = [row | {"cluster": "gpu farm"} for row in _rows(1, 14, GPUS[2])]
+    _put(root, Path("cluster=gpu%20farm/date=2026-03-01"), theirs, drop=("cluster",))
+    config = WarehouseConfig(root)
+    for _ in range(2):
+        done = refresh_health_hourly(config)
+        assert done.outside == ("two sample folders hold gpu farm's 2026-03-01",)
+        # the one kept is whole: the other's rows were not written over it
+        assert len(layout.table_files(root, TABLE)) == 1
