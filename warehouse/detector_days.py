@@ -14,8 +14,8 @@ query, its parameters or the owner rule, and for the bottleneck rows the allocat
 its samples; they are removed with the day's sample files (`gpuledger prune`). The stored rows
 are those the query gives over the lake's samples as they are now
 (tests/warehouse/test_detector_days.py) — unless a sample file lies outside the lake's
-cluster=/date= folders or a day's files hold a sample of another day, as another tool may write
-them: a refresh then says so (`Refreshed.outside`), stores no rows for such a day, and
+cluster=/date= folders, a day's files hold a sample of another day, or two sample folders hold
+one cluster's day, as another tool may write them: a refresh then says so (`Refreshed.outside`), stores no rows for such a day, and
 `gpuledger detect` reads every sample instead.
 
 Each stored file is named by the digest of what it was computed from, so whether a day is up to
