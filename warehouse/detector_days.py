@@ -15,8 +15,9 @@ its samples; they are removed with the day's sample files (`gpuledger prune`). T
 are those the query gives over the lake's samples as they are now
 (tests/warehouse/test_detector_days.py) — unless a sample file lies outside the lake's
 cluster=/date= folders, a day's files hold a sample of another day, or two sample folders hold
-one cluster's day, as another tool may write them: a refresh then says so (`Refreshed.outside`), stores no rows for such a day, and
-`gpuledger detect` reads every sample instead.
+one cluster's day, as another tool may write them: a refresh then says so
+(`Refreshed.outside`), stores no rows for such a day, and `gpuledger detect` reads every sample
+instead.
 
 Each stored file is named by the digest of what it was computed from, so whether a day is up to
 date is read from the folder listing, with no state file to keep beside it.
