@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -196,21 +197,27 @@ class WriteResult:
     unchanged: int = 0
 
 
-def _settled(value: Any) -> Any:
-    """`value` with floats to 12 significant digits, in the evidence JSON too: a parallel sum
-    may differ in its last bits from run to run, which is not a change worth reporting."""
-    if isinstance(value, float):
-        return float(f"{value:.12g}")
-    if isinstance(value, dict):
-        return {k: _settled(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_settled(v) for v in value]
-    if isinstance(value, str) and value.startswith("{"):
+def _same(stored: Any, found: Any) -> bool:
+    """Whether a finding found again is the one stored: its numbers within a billionth of each
+    other (1e-12 apart near zero), in the evidence JSON too. A parallel sum may differ in its
+    last bits from run to run, which is not a change worth reporting (rounding both to a number
+    of digits would still split two such values that straddle a rounding boundary)."""
+    numbers = (int, float)
+    if isinstance(stored, numbers) and isinstance(found, numbers):
+        if isinstance(stored, bool) or isinstance(found, bool):
+            return stored is found
+        both_nan = stored != stored and found != found
+        return both_nan or math.isclose(stored, found, rel_tol=1e-9, abs_tol=1e-12)
+    if isinstance(stored, dict) and isinstance(found, dict):
+        return stored.keys() == found.keys() and all(_same(stored[k], found[k]) for k in stored)
+    if isinstance(stored, list) and isinstance(found, list):
+        return len(stored) == len(found) and all(map(_same, stored, found))
+    if isinstance(stored, str) and isinstance(found, str) and stored.startswith("{"):
         try:
-            return _settled(json.loads(value))
+            return _same(json.loads(stored), json.loads(found))
         except ValueError:
-            return value
-    return value
+            pass
+    return bool(stored == found)
 
 
 def write_findings(lake: Lake, findings: pa.Table) -> WriteResult:
@@ -242,7 +249,7 @@ def write_findings(lake: Lake, findings: pa.Table) -> WriteResult:
         seen = set(first_seen)
         before = {r["finding_id"]: r for r in stored.to_pylist()}
         again = {r["finding_id"]: r for r in incoming.to_pylist() if r["finding_id"] in seen}
-        same = sum(1 for i, r in again.items() if _settled(before[i]) == _settled(r))
+        same = sum(1 for i, r in again.items() if _same(before[i], r))
         unchanged += same
         updated += len(again) - same
         new += len(set(ids) - seen)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import polars as pl
 
@@ -101,3 +102,22 @@ def test_a_finding_whose_producer_left_the_message_null_still_says_what_it_is():
     messages = dict(zip(table["subject_id"].to_pylist(), table["message"].to_pylist(), strict=True))
     assert messages["1"] == rows[0]["message"]
     assert messages["2"] == "idle_job finding on job 2"
+
+
+def test_a_parallel_sums_last_bits_are_no_change_even_across_a_rounding_boundary(tmp_path):
+    # the two values of one idle job's mean power fraction in two runs on the bench lake: 12
+    # significant digits split them (-3.4404063735e-06 against -3.44040637349e-06)
+    stored, found = -3.440406373495001e-06, -3.440406373494999e-06
+    first = [
+        row("1", 1.0) | {"evidence": json.dumps({"power_frac_mean": stored, "spans": 1})},
+        row("2", 2.0 + 1e-15),
+        row("3", 3.0) | {"evidence": json.dumps({"x": [0.5, None]})},
+    ]
+    write_findings(Lake.at(tmp_path), to_findings(frame(first), detected_ts=at(3600)))
+    again = [
+        row("1", 1.0) | {"evidence": json.dumps({"power_frac_mean": found, "spans": 1})},
+        row("2", 2.0),
+        row("3", 3.0) | {"evidence": json.dumps({"x": [0.5 + 1e-3, None]})},  # a real change
+    ]
+    result = write_findings(Lake.at(tmp_path), to_findings(frame(again), detected_ts=at(7200)))
+    assert (result.new, result.updated, result.unchanged) == (0, 1, 2)
