@@ -1,14 +1,18 @@
 """What `gpuledger detect` keeps of the samples a day at a time, so each run reads what changed.
 
-Two of detect's inputs are made from every sample of the lake: each GPU's hours of health
-(sql/detectors/gpu_health_hourly.sql) and each job's GPUs' bottleneck sums
+Three of detect's inputs are made from every sample of the lake: each GPU's hours of health
+(sql/detectors/gpu_health_hourly.sql), of corrected-ECC errors
+(sql/detectors/gpu_ecc_trend_hourly.sql) and each job's GPUs' bottleneck sums
 (sql/detectors/bottleneck_devices.sql). Computed from every sample at every run, they cost what
-the lake holds, not what changed (a week of 1,024 GPUs: ~30 s of each run, growing with
-`retention.raw_days`). Both are made of parts that one day's samples decide alone — an hour's
-health; a job's GPU's sums over the day, with its first and last busy value so that the bursts
-across midnight are counted when the days are put together (sql/detectors/bottleneck_signals.sql)
-— so each day's rows are computed from that day's files once and kept in the lake
-(`gpu_health_hourly`, `bottleneck_device_days`: DESIGN §3.5). A day's rows are computed again
+the lake holds, not what changed (a week of 1,024 GPUs: ~35 s of each run, growing with
+`retention.raw_days`). All are made of parts that one day's samples decide alone — an hour's
+health; an hour's counter steps, with its first and last value so that the step into an hour
+from the one before is counted when the hours are put together
+(sql/detectors/gpu_ecc_trend_hourly_stored.sql); a job's GPU's sums over the day, with its
+first and last busy value so that the bursts across midnight are counted when the days are put
+together (sql/detectors/bottleneck_signals.sql) — so each day's rows are computed from that
+day's files once and kept in the lake (`gpu_health_hourly`, `gpu_ecc_hourly`,
+`bottleneck_device_days`: DESIGN §3.5). A day's rows are computed again
 only when what they came from changes: its sample files (a late landing, a compaction), the
 query, its parameters or the owner rule, and for the bottleneck rows the allocations that own
 its samples; they are removed with the day's sample files (`gpuledger prune`). The stored rows
@@ -41,7 +45,7 @@ from warehouse.writer import replace_partition
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["BOTTLENECK_DEVICES", "HEALTH_HOURS", "DayStore", "Refreshed", "refresh"]
+__all__ = ["BOTTLENECK_DEVICES", "ECC_HOURS", "HEALTH_HOURS", "DayStore", "Refreshed", "refresh"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +60,7 @@ class DayStore:
 
 
 HEALTH_HOURS = DayStore("gpu_health_hourly", "detectors/gpu_health_hourly")
+ECC_HOURS = DayStore("gpu_ecc_hourly", "detectors/gpu_ecc_hourly")
 BOTTLENECK_DEVICES = DayStore("bottleneck_device_days", "detectors/bottleneck_devices", owners=True)
 
 

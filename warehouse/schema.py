@@ -307,6 +307,24 @@ GPU_HEALTH_HOURLY = _schema(
     ("remap_failure", _bool, False),
 )
 
+# What `gpuledger detect` keeps of each GPU's corrected-ECC counter per hour (DESIGN §3.5): the
+# rows of sql/detectors/gpu_ecc_hourly.sql (the counter's steps within the hour, its first and
+# last value), built a day at a time like `gpu_health_hourly`; the health-trend rule puts the
+# hours together (sql/detectors/gpu_ecc_trend_hourly_stored.sql).
+GPU_ECC_HOURLY = _schema(
+    ("cluster", _str, False),
+    ("gpu_uuid", _str, False),
+    ("node", _str),
+    ("gpu_index", _i16),
+    ("hour", _ts, False),
+    ("samples", _i64, False),
+    ("sbe_steps", _i64, False),
+    ("first_sbe", _i64),
+    ("last_sbe", _i64),
+    ("sbe_max", _i64),
+    ("remap_pending", _bool, False),
+)
+
 # What `gpuledger detect` keeps of each job's GPUs (DESIGN §3.5): the rows of
 # sql/detectors/bottleneck_devices.sql, a job's GPU on a day, built a day at a time from that
 # day's sample files and the allocations owning them (warehouse/detector_days.py); the
@@ -686,6 +704,7 @@ RAW_TABLES: dict[str, TableSpec] = {
             "hour",
             ("cluster", "node", "gpu_uuid", "gpu_index", "hour"),
         ),
+        TableSpec("gpu_ecc_hourly", GPU_ECC_HOURLY, "hour", ("cluster", "gpu_uuid", "hour")),
         TableSpec(
             "bottleneck_device_days",
             BOTTLENECK_DEVICE_DAYS,
@@ -765,6 +784,7 @@ OWN_TABLES = (
     "findings",
     "recommendations",
     "gpu_health_hourly",
+    "gpu_ecc_hourly",
     "bottleneck_device_days",
     "evaluation_scores",
 )

@@ -252,16 +252,19 @@ def _has_view(con: duckdb.DuckDBPyConnection, name: str) -> bool:
 
 def keep_detector_days(lake: Lake) -> tuple[str, ...]:
     """Bring what detect keeps of the samples a day at a time up to date: each GPU's health
-    hours, each job's GPUs' bottleneck sums (with the default thresholds the producers use).
-    Returns why the kept rows are not what every sample gives (empty when they are)."""
+    hours and corrected-ECC hours, each job's GPUs' bottleneck sums (with the default
+    thresholds the producers use). Returns why the kept rows are not what every sample gives
+    (empty when they are)."""
     from detectors.bottleneck import BottleneckThresholds, device_params
     from detectors.rules.base import EPOCH
-    from warehouse.detector_days import BOTTLENECK_DEVICES, HEALTH_HOURS, refresh
+    from warehouse.detector_days import BOTTLENECK_DEVICES, ECC_HOURS, HEALTH_HOURS, refresh
 
-    health = refresh(lake.config(), HEALTH_HOURS, {"since": EPOCH})
-    params = device_params(BottleneckThresholds())
-    bottleneck = refresh(lake.config(), BOTTLENECK_DEVICES, params)
-    return tuple(dict.fromkeys(health.outside + bottleneck.outside))
+    done = [
+        refresh(lake.config(), HEALTH_HOURS, {"since": EPOCH}),
+        refresh(lake.config(), ECC_HOURS, {}),
+        refresh(lake.config(), BOTTLENECK_DEVICES, device_params(BottleneckThresholds())),
+    ]
+    return tuple(dict.fromkeys(reason for refreshed in done for reason in refreshed.outside))
 
 
 # The producers beside the rules; every producer's rows are merged and written once per run.
@@ -409,7 +412,7 @@ def detect(
     from detectors.findings import FINDINGS_SCHEMA, seen_since, write_findings
     from detectors.models import producer as model_producer
     from detectors.rules.base import EPOCH
-    from warehouse.detector_days import BOTTLENECK_DEVICES, HEALTH_HOURS
+    from warehouse.detector_days import BOTTLENECK_DEVICES, ECC_HOURS, HEALTH_HOURS
     from warehouse.schema import TABLES
     from warehouse.writer import conform
 
@@ -420,7 +423,7 @@ def detect(
         # the days whose inputs changed since the last run (warehouse/detector_days.py); read
         # unless some samples lie where the days cannot hold them (then every sample is read)
         outside = keep_detector_days(lake)
-        for store in (HEALTH_HOURS, BOTTLENECK_DEVICES):
+        for store in (HEALTH_HOURS, ECC_HOURS, BOTTLENECK_DEVICES):
             if outside:
                 con.execute(f"DROP VIEW IF EXISTS {store.table}")  # a name of ours
             else:

@@ -54,9 +54,9 @@ class Rule:
     """One detector: its name, the query it reads, its parameters, and its pure `detect`.
 
     `stored`: a query that reads the same rows as `query` from what the lake keeps of them
-    (`gpu_health_hourly`, warehouse/detector_days.py), for a run that has brought them up to
-    date; its rows are whole hours, so it stands for `query` only when the window starts on
-    an hour."""
+    (`gpu_health_hourly`, `gpu_ecc_hourly`: warehouse/detector_days.py), for a run that has
+    brought them up to date; its rows are whole hours, so it stands for `query` only when the
+    window starts on an hour."""
 
     name: str
     query: str

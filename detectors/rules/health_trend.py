@@ -39,6 +39,7 @@ __all__ = ["DETECTOR", "PRECURSOR_XIDS", "RULES", "HealthTrendThresholds", "dete
 
 DETECTOR = "gpu_health_trend"
 QUERY = "detectors/gpu_ecc_trend_hourly"
+QUERY_STORED = "detectors/gpu_ecc_trend_hourly_stored"  # the same rows, from the hours kept
 # 63 row-remap recording event, 92 excessive single-bit interrupts (reference/dcgm.md: predictive
 # HW memory), 119/120 GSP RPC timeout / GSP error (a bus failure's usual forerunners)
 PRECURSOR_XIDS = (63, 92, 119, 120)
@@ -178,4 +179,4 @@ def detect(hourly: pl.DataFrame, config: RuleConfig, window: Window) -> pl.DataF
     )
 
 
-RULES = (Rule("gpu_health_trend", QUERY, _params, detect),)
+RULES = (Rule("gpu_health_trend", QUERY, _params, detect, stored=QUERY_STORED),)

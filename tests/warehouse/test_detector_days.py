@@ -26,17 +26,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from detectors.bottleneck import BottleneckThresholds, device_params, diagnose
-from detectors.rules import RuleConfig, health
+from detectors.rules import RuleConfig, health, health_trend
 from detectors.rules.base import EPOCH, Window
 from detectors.rules.run import detect_frame
-from detectors.rules.thresholds import HealthThresholds
+from detectors.rules.thresholds import HealthThresholds, HealthTrendThresholds
 from tests.detectors.rules.lake import table
 from tests.detectors.rules.test_health_sql_property import GPUS, MODELS, health_sample
 from tests.infra.examples import examples
 from tests.marts import rows as r
 from warehouse import layout, queries
 from warehouse.connection import WarehouseConfig, connect
-from warehouse.detector_days import BOTTLENECK_DEVICES, HEALTH_HOURS, Refreshed, refresh
+from warehouse.detector_days import (
+    BOTTLENECK_DEVICES,
+    ECC_HOURS,
+    HEALTH_HOURS,
+    Refreshed,
+    refresh,
+)
 from warehouse.writer import write_batch
 
 T0 = dt.datetime(2026, 3, 1, 22, tzinfo=dt.UTC)  # 22:00: the draws reach into two more days
@@ -187,6 +193,102 @@ def test_a_window_not_on_the_hour_reads_the_samples(tmp_path):
         con.close()
     assert stored["samples"].to_list() == [] and whole["samples"].to_list() == [3]
     assert found.equals(direct)
+
+
+@st.composite
+def counters(draw: st.DrawFn) -> tuple[list[list[dict[str, Any]]], list[dict[str, Any]]]:
+    """Corrected-ECC counters of two GPUs every 20 minutes over three days from 22:00 (times
+    drawn: gaps across an hour and a midnight; values up, flat or reset; MIG repeats; moves
+    between nodes; an index or none), landed in batches, and precursor XIDs."""
+    batches: list[list[dict[str, Any]]] = [[] for _ in range(draw(st.integers(1, 3)))]
+    for uuid in ("GPU-a", "GPU-b"):
+        times = draw(st.lists(st.integers(0, 83), min_size=1, max_size=30, unique=True))
+        for t in sorted(times):
+            row = {
+                "ts": T0 + dt.timedelta(minutes=20 * t),
+                "cluster": CLUSTER,
+                "node": draw(st.sampled_from(["g001", "g002"])),
+                "gpu_index": draw(st.sampled_from([0, None])),
+                "gpu_uuid": uuid,
+                "model": MODELS[0],
+                "interval_s": 60.0,
+                "ecc_sbe_volatile": draw(st.sampled_from([None, *range(0, 40, 3)])),
+                "remap_pending": draw(st.sampled_from([None, False, True])),
+                "source": "test",
+            }
+            batch = batches[draw(st.integers(0, len(batches) - 1))]
+            batch.append(row)
+            if draw(st.booleans()):  # a MIG repeat of the device's fields
+                batch.append(row | {"mig_instance": 1, "remap_pending": None})
+    xids = [
+        {
+            "cluster": CLUSTER,
+            "node": "g001",
+            "gpu_uuid": draw(st.sampled_from(["GPU-a", "GPU-c"])),
+            "gpu_index": 0,
+            "ts": T0 + dt.timedelta(minutes=draw(st.integers(0, 28 * 60))),
+            "kind": "xid",
+            "code": draw(st.sampled_from([63, 79])),
+        }
+        for _ in range(draw(st.integers(0, 3)))
+    ]
+    return [b for b in batches if b], xids
+
+
+@settings(max_examples=examples(15), deadline=None)
+@given(drawn=counters(), since_h=st.sampled_from([None, 1, 2, 5, 26]))
+def test_the_stored_ecc_hours_give_the_trend_querys_rows_over_every_sample(
+    tmp_path_factory, drawn, since_h
+):
+    batches, xids = drawn
+    root = tmp_path_factory.mktemp("lake")
+    _land(root, batches)
+    write_batch(root, "gpu_events", table("gpu_events", xids), "events")
+    done = refresh(WarehouseConfig(root), ECC_HOURS, {})
+    assert set(done.built) == {
+        layout.partition_key(p) for p in layout.table_files(root, "gpu_samples")
+    }
+    # from the start, or from an hour within the data (its first sample then has no step)
+    since = EPOCH if since_h is None else T0 + dt.timedelta(hours=since_h)
+    params = {"since": since, "precursor_xids": list(health_trend.PRECURSOR_XIDS)}
+    # thresholds low enough that a drawn climb warns
+    config = RuleConfig(
+        health_trend=HealthTrendThresholds(
+            window_h=2, min_errors=1, baseline_mads=0.0, min_active_hours=1, accel_ratio=1.0
+        )
+    )
+    window = Window(now=T0 + dt.timedelta(days=3), since=since)
+    con = connect(root)
+    try:
+        whole = queries.run(con, health_trend.QUERY, **params)
+        stored = queries.run(con, health_trend.QUERY_STORED, **params)
+        found = [
+            detect_frame(con, config, window, health_trend.RULES, stored=stored)
+            for stored in (False, True)
+        ]
+    finally:
+        con.close()
+    keys = ["cluster", "gpu_uuid", "hour"]
+    assert stored.sort(keys).to_dicts() == whole.sort(keys).to_dicts()
+    assert found[0].sort("subject_id").equals(found[1].sort("subject_id"))
+
+
+def test_the_ecc_step_into_a_day_comes_from_the_day_before(tmp_path):
+    root = tmp_path / "lake"
+    # 5 errors by 23:50, 8 by 00:10 (3 new, counted at 00:00), reset to 2 at 00:40 (2 new)
+    counter = [(dt.datetime(2026, 3, 1, 23, 50), 5), (dt.datetime(2026, 3, 2, 0, 10), 8),
+               (dt.datetime(2026, 3, 2, 0, 40), 2)]  # fmt: skip
+    for n, (ts, sbe) in enumerate(counter):
+        row = _rows(1, 12)[0] | {"ts": ts.replace(tzinfo=dt.UTC), "ecc_sbe_volatile": sbe}
+        write_batch(root, "gpu_samples", table("gpu_samples", [row]), f"b{n}")
+    assert len(refresh(WarehouseConfig(root), ECC_HOURS, {}).built) == 2
+    params = {"since": EPOCH, "precursor_xids": [63]}
+    con = connect(root)
+    try:
+        hours = queries.rows(con, health_trend.QUERY_STORED, **params)
+    finally:
+        con.close()
+    assert [(h["hour"].hour, h["samples"], h["sbe_new"]) for h in hours] == [(23, 1, 0), (0, 2, 5)]
 
 
 BUSY = [None, 0.0, 0.005, 0.05, 0.2, 0.3, 0.9]
