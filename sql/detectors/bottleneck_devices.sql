@@ -18,7 +18,10 @@
 -- count the one between two rows of a GPU (the days `gpuledger detect` keeps them by:
 -- warehouse/detector_days.py). Each GPU's busy values in time order are one list, so finding
 -- each sample's predecessor sorts one narrow column per GPU instead of every column of every
--- sample (a window over the samples cost ~40 % of the query on a large lake).
+-- sample (a window over the samples cost ~40 % of the query on a large lake). Samples of one
+-- time on one device (GPUs naming neither UUID nor index, which cannot be told apart, or a
+-- sample landed twice) are in a fixed order, the busiest first, so the figures do not hang on
+-- the order the rows were read: a gap→burst step is then counted from one time to the next.
 
 WITH job_samples AS (
     SELECT
@@ -71,7 +74,7 @@ per_device AS (
         sum(w) FILTER (WHERE busy < $idle_below) AS idle_w,
         sum(w) FILTER (WHERE busy < $gap_below) AS gap_w,
         sum(w) FILTER (WHERE busy >= $burst_above) AS burst_w,
-        list(busy ORDER BY ts) AS busy_seq
+        list(busy ORDER BY ts, busy DESC NULLS LAST) AS busy_seq
     FROM job_samples
     GROUP BY cluster, job_id, device
 )

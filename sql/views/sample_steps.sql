@@ -1,6 +1,6 @@
 -- sample_steps: every GPU sample with its device's number and the device's next sample after it.
 --
--- Grain:   one row per owned_samples row
+-- Grain:   one row per owned_samples row that names its GPU (a UUID or an index)
 -- Reads:   owned_samples (the samples with their owners), sample_devices (the devices' numbers)
 -- Params:  none
 -- Returns: device_id, gpu_id, variant_id (sample_devices' numbers of the row's device, physical
@@ -56,6 +56,9 @@ WITH keyed AS (
         AND d.gpu_uuid IS NOT DISTINCT FROM g.gpu_uuid
         AND d.mig_instance IS NOT DISTINCT FROM g.mig_instance
         AND d.model IS NOT DISTINCT FROM g.model
+        -- a sample naming neither its GPU's UUID nor its index has no GPU to count it on
+        -- (warehouse/partitions.py says how many the day had)
+        AND d.device IS NOT NULL
 )
 SELECT
     *,

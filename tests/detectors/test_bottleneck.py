@@ -201,6 +201,31 @@ def test_bursts_are_counted_along_each_gpu_in_time_order(tmp_path):
     assert got["holes"]["burst_frac"] == pytest.approx(6 / 13)
 
 
+def test_gpus_that_cannot_be_told_apart_give_the_same_signals_whatever_order_they_land_in(
+    tmp_path,
+):
+    # two GPUs of a node naming neither UUID nor index (one device to the signals), one busy
+    # and one in a gap at every time: their samples of a time are taken busiest first, so each
+    # step from one time to the next is a gap→burst step (N - 1 of them), however the rows land
+    nameless = {"gpu_uuid": None, "gpu_index": None}
+    samples = [
+        row | nameless
+        for busy in (0.9, 0.02)
+        for row in r.samples(TIMES, gpu_index=0, engine_active=busy)
+    ]
+    got = []
+    for n, landed in enumerate((samples, samples[::-1], samples[1::2] + samples[::2])):
+        con = r.build_lake(
+            tmp_path / str(n),
+            samples=landed,
+            jobs=[r.job("node", 0, 600, gpus=2)],
+            job_gpus=[r.job_gpu("node", 0, 600, gpu_index=None, with_uuid=False)],
+        )
+        got.append(by_job(diagnose(con, ["node"]))["node"])
+    assert got[0] == got[1] == got[2]
+    assert got[0]["bursts_per_h"] == pytest.approx((N - 1) / (2 * N * 30 / 3600))
+
+
 BUSY = [None, 0.0, 0.005, 0.05, 0.2, 0.3, 0.9]
 
 

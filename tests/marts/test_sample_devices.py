@@ -3,6 +3,8 @@ pass sorts and groups by instead of the key columns' strings."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.marts import rows as r
 from warehouse.connection import connect, define_span_views
 
@@ -58,3 +60,22 @@ def test_each_device_and_each_set_of_key_values_it_carries_gets_its_number(tmp_p
     assert (bare["device"], bare["device_node"], bare["device_index"]) == ("g003/4", "g003", 4)
     assert nameless["device"] is None and nameless["gpu_id"] is None
     assert nameless["device_id"] is not None
+
+
+def test_samples_naming_no_gpu_are_left_out_of_the_marts_and_said(tmp_path, caplog):
+    # a lake another tool wrote: on node g002 a GPU reported with neither UUID nor index (three
+    # samples at 0, 30, 60 s), beside a GPU named as usual; the node is held whole by one job
+    named = r.samples([0, 30, 60], node="g002", gpu_index=0)
+    nameless = r.samples([0, 30, 60], node="g002", gpu_index=None, gpu_uuid=None)
+    jobs = [r.job("node", 0, 90, gpus=2)]
+    job_gpus = [r.job_gpu("node", 0, 90, node="g002", gpu_index=None, with_uuid=False)]
+    with caplog.at_level("WARNING"):
+        r.build_lake(tmp_path / "both", samples=named + nameless, jobs=jobs, job_gpus=job_gpus)
+    r.build_lake(tmp_path / "named", samples=named, jobs=jobs, job_gpus=job_gpus)
+
+    assert "3 sample(s) name neither a GPU UUID nor a GPU index" in caplog.text
+    both, alone = r.marts_by_key(tmp_path / "both"), r.marts_by_key(tmp_path / "named")
+    assert both.keys() == alone.keys()
+    for mart, frame in alone.items():
+        assert both[mart].equals(frame), mart
+    assert alone["job_usage"]["observed_gpu_h"].to_list() == [pytest.approx(90 / 3600)]
