@@ -198,14 +198,17 @@ class WriteResult:
 
 
 def _same(stored: Any, found: Any) -> bool:
-    """Whether a finding found again is the one stored: its numbers within a billionth of each
-    other (1e-12 apart near zero), in the evidence JSON too. A parallel sum may differ in its
-    last bits from run to run, which is not a change worth reporting (rounding both to a number
-    of digits would still split two such values that straddle a rounding boundary)."""
+    """Whether a finding found again is the one stored: its integers equal, its other numbers
+    within a billionth of each other (1e-12 apart near zero), in the evidence JSON too. A
+    parallel sum may differ in its last bits from run to run, which is not a change worth
+    reporting (rounding both to a number of digits would still split two such values that
+    straddle a rounding boundary)."""
     numbers = (int, float)
     if isinstance(stored, numbers) and isinstance(found, numbers):
         if isinstance(stored, bool) or isinstance(found, bool):
             return stored is found
+        if isinstance(stored, int) and isinstance(found, int):
+            return stored == found  # counts: exact
         both_nan = stored != stored and found != found
         return both_nan or math.isclose(stored, found, rel_tol=1e-9, abs_tol=1e-12)
     if isinstance(stored, dict) and isinstance(found, dict):

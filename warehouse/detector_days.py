@@ -18,13 +18,14 @@ query, its parameters or the owner rule, and for the bottleneck rows the allocat
 its samples; they are removed with the day's sample files (`gpuledger prune`). The stored rows
 are those the query gives over the lake's samples as they are now
 (tests/warehouse/test_detector_days.py) — unless a sample file lies outside the lake's
-cluster=/date= folders, a day's files hold a sample of another day, or two sample folders hold
-one cluster's day, as another tool may write them: a refresh then says so
+cluster=/date= folders, a day's files hold a sample of another day or of several clusters, or
+two sample folders hold one cluster's day, as another tool may write them: a refresh then says so
 (`Refreshed.outside`), stores no rows for such a day, and `gpuledger detect` reads every sample
 instead.
 
 Each stored file is named by the digest of what it was computed from, so whether a day is up to
-date is read from the folder listing, with no state file to keep beside it.
+date is read from the folder listing, with no state file to keep beside it; a day that gives no
+rows keeps an empty file so named.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from warehouse.allocations import hold_allocations
 from warehouse.connection import WarehouseConfig, open_engine, register_files
 from warehouse.partitions import DayKey, allocation_digests, sample_days
 from warehouse.schema import TABLES
-from warehouse.writer import replace_partition
+from warehouse.writer import replace_partition, write_empty
 
 if TYPE_CHECKING:
     import duckdb
@@ -151,7 +152,18 @@ def refresh(config: WarehouseConfig, store: DayStore, params: Mapping[str, Any])
                 continue  # not stored: computed (and found so) again at the next refresh
             # (the engine's microsecond times in the contract's milliseconds)
             rows = queries.run_arrow(con, store.query, **params).cast(spec.schema)
-            if rows.num_rows:
+            clusters = set(rows.column("cluster").to_pylist())
+            if len(clusters) > 1:  # (another tool's folder: one partition cannot hold them)
+                outside.append(f"the files of {key[0]} {key[1]} hold samples of several clusters")
+                continue
+            if not rows.num_rows:
+                # nothing that day (no job, no corrected-ECC counter): an empty file names the
+                # digest, so the day is not computed again until its inputs change (what the
+                # day gave before goes below, with every stored file no day's inputs name)
+                folder = layout.table_dir(root, store.table) / f"cluster={key[0]}"
+                write_empty(root, store.table, folder / f"date={key[1].isoformat()}", digest)
+                keep.add(digest)
+            else:
                 cluster = rows.column("cluster")[0].as_py()
                 folder = layout.partition_dir(root, store.table, cluster, key[1])
                 if any(path.stem in keep for path in layout.folder_files(folder)):

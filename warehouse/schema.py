@@ -318,7 +318,7 @@ GPU_ECC_HOURLY = _schema(
     ("gpu_index", _i16),
     ("hour", _ts, False),
     ("samples", _i64, False),
-    ("sbe_steps", _i64, False),
+    ("sbe_steps", _f64, False),
     ("first_sbe", _i64),
     ("last_sbe", _i64),
     ("sbe_max", _i64),

@@ -46,6 +46,7 @@ __all__ = [
     "replace_partition",
     "replace_partitions",
     "write_batch",
+    "write_empty",
 ]
 
 logger = logging.getLogger(__name__)
@@ -396,6 +397,23 @@ def replace_partition(
             if not written or other != path:
                 other.unlink()
     return written
+
+
+def write_empty(root: Path, table: str, partition: Path, batch_id: str) -> Path:
+    """Write a file of `table` with no rows, named `batch_id`, in the folder `partition` (of
+    `table`, in the lake at `root`): the record that something computed for that partition
+    gave nothing (warehouse/detector_days.py: a day without jobs or corrected-ECC counters).
+    Readers of the table read no rows from it."""
+    table_spec = spec(table)
+    if layout.table_dir(root, table) not in partition.parents:
+        raise ValueError(f"{partition} is not a partition of {table}")
+    batch_id = layout.safe_name(batch_id)
+    schema = table_spec.schema.append(pa.field(BATCH_COLUMN, pa.string()))
+    path = layout.batch_path(partition, batch_id)
+    _write_atomically(
+        schema.with_metadata({_BATCHES_KEY: batch_id.encode()}), [], path, split_floats=False
+    )
+    return path
 
 
 def _row_groups(batch: pa.Table | pa.RecordBatchReader) -> Iterator[pa.Table]:

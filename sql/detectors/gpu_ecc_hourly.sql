@@ -48,7 +48,7 @@ steps AS (
 stepped AS (
     SELECT
         *,
-        sbe - lag(sbe) OVER (PARTITION BY gpu_id, hour ORDER BY ts) AS step
+        sbe - lag(sbe) OVER (PARTITION BY gpu_id, hour ORDER BY ts, sbe) AS step
     FROM steps
 )
 SELECT
@@ -69,9 +69,12 @@ FROM (
         hour,
         min(variant_id) AS variant_id,
         count(*) AS samples,
-        sum(CASE WHEN step IS NULL THEN 0 WHEN step < 0 THEN sbe ELSE step END) AS sbe_steps,
-        arg_min(sbe, ts) AS first_sbe,
-        arg_max(sbe, ts) AS last_sbe,
+        -- (as a double: a sum of steps of counters near int64's end need not fit one)
+        CAST(sum(CASE WHEN step IS NULL THEN 0 WHEN step < 0 THEN sbe ELSE step END) AS DOUBLE)
+            AS sbe_steps,
+        -- in the steps' order: rows of one time least first (gpu_ecc_trend_hourly.sql)
+        arg_min(sbe, {'t': ts, 's': sbe}) AS first_sbe,
+        arg_max(sbe, {'t': ts, 's': sbe}) AS last_sbe,
         max(sbe) AS sbe_max,
         coalesce(bool_or(remap_pending), false) AS remap_pending
     FROM stepped

@@ -15,7 +15,9 @@
 -- outages need no care: the step across a gap holds the errors of the gap, counted in the hour
 -- the samples resume. The first sample in the window has no step (nothing to compare with).
 -- On a MIG GPU the device fields repeat on every instance: the repeats of one sample time are
--- steps of 0, so the errors count once (samples then counts rows, not sample times).
+-- steps of 0, so the errors count once (samples then counts rows, not sample times). Rows of
+-- one time with different counts (two sources landing one GPU) are taken least first, so the
+-- count does not hang on the order the rows were read.
 --
 -- Each GPU (and each node and index it reported under) is numbered first, as the per-day pass
 -- numbers devices (sql/views/sample_devices.sql): the window that finds each sample's
@@ -43,8 +45,9 @@ steps AS (
         s.ts,
         s.ecc_sbe_volatile AS sbe,
         s.remap_pending,
-        s.ecc_sbe_volatile - lag(s.ecc_sbe_volatile) OVER (PARTITION BY v.gpu_id ORDER BY s.ts)
-            AS step
+        s.ecc_sbe_volatile - lag(s.ecc_sbe_volatile) OVER (
+            PARTITION BY v.gpu_id ORDER BY s.ts, s.ecc_sbe_volatile
+        ) AS step
     FROM gpu_samples AS s
     INNER JOIN numbered AS v
         ON v.cluster = s.cluster

@@ -198,8 +198,9 @@ def test_a_window_not_on_the_hour_reads_the_samples(tmp_path):
 @st.composite
 def counters(draw: st.DrawFn) -> tuple[list[list[dict[str, Any]]], list[dict[str, Any]]]:
     """Corrected-ECC counters of two GPUs every 20 minutes over three days from 22:00 (times
-    drawn: gaps across an hour and a midnight; values up, flat or reset; MIG repeats; moves
-    between nodes; an index or none), landed in batches, and precursor XIDs."""
+    drawn: gaps across an hour and a midnight; values up, flat or reset; MIG repeats; another
+    source's row of a time with another count; moves between nodes; an index or none), landed
+    in batches, and precursor XIDs."""
     batches: list[list[dict[str, Any]]] = [[] for _ in range(draw(st.integers(1, 3)))]
     for uuid in ("GPU-a", "GPU-b"):
         times = draw(st.lists(st.integers(0, 83), min_size=1, max_size=30, unique=True))
@@ -218,8 +219,12 @@ def counters(draw: st.DrawFn) -> tuple[list[list[dict[str, Any]]], list[dict[str
             }
             batch = batches[draw(st.integers(0, len(batches) - 1))]
             batch.append(row)
-            if draw(st.booleans()):  # a MIG repeat of the device's fields
+            repeat = draw(st.sampled_from(["none", "mig", "other"]))
+            if repeat == "mig":  # a MIG repeat of the device's fields
                 batch.append(row | {"mig_instance": 1, "remap_pending": None})
+            elif repeat == "other":  # another source's row of that time, with another count
+                count = draw(st.sampled_from([None, *range(0, 40, 3)]))
+                batch.append(row | {"ecc_sbe_volatile": count, "source": "other"})
     xids = [
         {
             "cluster": CLUSTER,
@@ -440,6 +445,55 @@ def test_samples_where_the_days_cannot_hold_them_are_said_and_not_kept(tmp_path)
     )
     loose = refresh_health_hourly(config)
     assert loose.outside == ("1 gpu_samples file(s) outside the cluster=/date= folders",)
+
+
+def test_a_day_that_gives_no_rows_is_not_computed_again(tmp_path):
+    # samples without a corrected-ECC counter (dcgm-exporter's default counters leave it out)
+    # and no job: the ECC hours and the bottleneck sums of both days are empty
+    root = tmp_path / "lake"
+    for day in (1, 2):
+        write_batch(root, "gpu_samples", table("gpu_samples", _rows(day, 12)), f"day-{day}")
+    config = WarehouseConfig(root)
+    params = device_params(BottleneckThresholds())
+    for store, store_params in ((ECC_HOURS, {}), (BOTTLENECK_DEVICES, params)):
+        first = refresh(config, store, store_params)
+        assert len(first.built) == 2 and first.outside == ()
+        again = refresh(config, store, store_params)
+        assert again.built == () and again.unchanged == 2 and again.removed == 0
+    con = connect(root)
+    try:
+        ecc = {"since": EPOCH, "precursor_xids": [63]}
+        assert queries.rows(con, health_trend.QUERY_STORED, **ecc) == []
+        assert queries.rows(con, health_trend.QUERY, **ecc) == []
+    finally:
+        con.close()
+    # a counter lands on day 2: that day alone is computed again, and gives its hour
+    counted = [row | {"ecc_sbe_volatile": 4} for row in _rows(2, 15)]
+    write_batch(root, "gpu_samples", table("gpu_samples", counted), "late")
+    late = refresh(config, ECC_HOURS, {})
+    assert [day for _, day in late.built] == [dt.date(2026, 3, 2)]
+    # one file a day: day 1's empty one, day 2's rows (its empty file gone)
+    assert [layout.partition_key(p)[1].day for p in layout.table_files(root, "gpu_ecc_hourly")] == [
+        1,
+        2,
+    ]
+    con = connect(root)
+    try:
+        stored = queries.rows(con, health_trend.QUERY_STORED, **ecc)
+    finally:
+        con.close()
+    assert [(row["hour"].hour, row["samples"]) for row in stored] == [(15, 6)]
+
+
+def test_a_days_files_holding_several_clusters_are_said_and_not_kept(tmp_path):
+    root = tmp_path / "lake"
+    write_batch(root, "gpu_samples", table("gpu_samples", _rows(1, 12)), "day-1")
+    # another tool's file in della's folder of day 1, holding another cluster's samples too
+    other = [row | {"cluster": "zeta"} for row in _rows(1, 13)]
+    _put(root, Path(f"cluster={CLUSTER}/date=2026-03-01"), other)
+    done = refresh_health_hourly(WarehouseConfig(root))
+    assert done.outside == (f"the files of {CLUSTER} 2026-03-01 hold samples of several clusters",)
+    assert layout.table_files(root, TABLE) == []
 
 
 def test_the_stored_bottleneck_rows_are_read_with_the_thresholds_they_were_made_with(tmp_path):

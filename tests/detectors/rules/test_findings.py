@@ -112,12 +112,14 @@ def test_a_parallel_sums_last_bits_are_no_change_even_across_a_rounding_boundary
         row("1", 1.0) | {"evidence": json.dumps({"power_frac_mean": stored, "spans": 1})},
         row("2", 2.0 + 1e-15),
         row("3", 3.0) | {"evidence": json.dumps({"x": [0.5, None]})},
+        row("4", 4.0) | {"evidence": json.dumps({"jobs": 1_000_000_000})},
     ]
     write_findings(Lake.at(tmp_path), to_findings(frame(first), detected_ts=at(3600)))
     again = [
         row("1", 1.0) | {"evidence": json.dumps({"power_frac_mean": found, "spans": 1})},
         row("2", 2.0),
         row("3", 3.0) | {"evidence": json.dumps({"x": [0.5 + 1e-3, None]})},  # a real change
+        row("4", 4.0) | {"evidence": json.dumps({"jobs": 1_000_000_001})},  # counts: exact
     ]
     result = write_findings(Lake.at(tmp_path), to_findings(frame(again), detected_ts=at(7200)))
-    assert (result.new, result.updated, result.unchanged) == (0, 1, 2)
+    assert (result.new, result.updated, result.unchanged) == (0, 2, 2)
