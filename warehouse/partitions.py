@@ -212,15 +212,27 @@ def build_day(
                     counts[mart] += replace_partition(
                         root, mart, _conformed(part, schema), str(cluster), when
                     )
-        return counts
-    finally:  # let go of this day's tables before the next day is read
-        for view in ("day_files", "unowned_samples", "owned_samples", "sample_spans"):
-            con.execute(f"DROP VIEW IF EXISTS {view}")  # names of ours, not values
-        # `day_samples` may be a view of Arrow rows (a tail): what holds them goes with it
-        con.execute("DROP VIEW IF EXISTS day_samples")
-        tables = ("next_day_head", "sample_devices", "sample_steps")
-        for table in (*tables, *(mart for mart, _ in SAMPLE_MARTS)):
-            con.execute(f"DROP TABLE IF EXISTS {table}")  # a name of ours, not a value
+    except BaseException:
+        # a failure mid-stream leaves a result open, which refuses the drops: the failure is
+        # what to say, not that
+        import duckdb  # (loaded already: `con` is one of its connections)
+
+        with contextlib.suppress(duckdb.Error):
+            _let_go(con)
+        raise
+    _let_go(con)
+    return counts
+
+
+def _let_go(con: duckdb.DuckDBPyConnection) -> None:
+    """Drop a day's views and tables before the next day is read."""
+    for view in ("day_files", "unowned_samples", "owned_samples", "sample_spans"):
+        con.execute(f"DROP VIEW IF EXISTS {view}")  # names of ours, not values
+    # `day_samples` may be a view of Arrow rows (a tail): what holds them goes with it
+    con.execute("DROP VIEW IF EXISTS day_samples")
+    tables = ("next_day_head", "sample_devices", "sample_steps")
+    for table in (*tables, *(mart for mart, _ in SAMPLE_MARTS)):
+        con.execute(f"DROP TABLE IF EXISTS {table}")  # a name of ours, not a value
 
 
 def _say_nameless(con: duckdb.DuckDBPyConnection, key: DayKey, last_day: dt.date) -> None:
