@@ -176,7 +176,7 @@ def build_day(
         # the devices numbered once (a few rows): the sort and the groups carry their numbers
         queries.create_table(con, "sample_devices", sql.load("views/sample_devices"), {})
         if from_ts is None:  # (a tail's rows were counted when the whole day was built)
-            _say_nameless(con, key, last_day)
+            _say_unusable(con, key, last_day)
         queries.create_table(con, "sample_steps", sql.load("views/sample_steps"), {})
         queries.define_view(con, "sample_spans", sql.load("views/sample_spans"))
         counts = {}
@@ -235,21 +235,27 @@ def _let_go(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(f"DROP TABLE IF EXISTS {table}")  # a name of ours, not a value
 
 
-def _say_nameless(con: duckdb.DuckDBPyConnection, key: DayKey, last_day: dt.date) -> None:
-    """Warn of the day's samples that name neither their GPU's UUID nor its index: the marts
-    leave them out, having no GPU to count them on (sql/views/sample_steps.sql)."""
-    found = con.execute("SELECT count(*) FROM sample_devices WHERE device IS NULL").fetchone()
-    if not (found and found[0]):  # the usual case: a look at a few rows
-        return
-    n = queries.rows(con, "attribution/nameless_samples")[0]["samples"]
-    if n:
-        days = str(key[1]) if last_day == key[1] else f"{key[1]} to {last_day}"
+def _say_unusable(con: duckdb.DuckDBPyConnection, key: DayKey, last_day: dt.date) -> None:
+    """Warn of the day's samples the marts cannot use whole: those naming neither their GPU's
+    UUID nor its index (left out: no GPU to count them on) and those without a usable
+    interval_s (they stand for no time), as files another tool wrote may hold."""
+    counts = queries.rows(con, "attribution/unusable_samples")[0]
+    days = str(key[1]) if last_day == key[1] else f"{key[1]} to {last_day}"
+    if counts["nameless"]:
         logger.warning(
             "%s %s: %d sample(s) name neither a GPU UUID nor a GPU index; with no GPU to count "
             "them on, the marts leave them out",
             key[0],
             days,
-            n,
+            counts["nameless"],
+        )
+    if counts["no_interval"]:
+        logger.warning(
+            "%s %s: %d sample(s) have no usable interval_s (null, NaN, infinite, 0 or less); "
+            "they stand for no time in the marts",
+            key[0],
+            days,
+            counts["no_interval"],
         )
 
 

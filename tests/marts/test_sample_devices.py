@@ -79,3 +79,28 @@ def test_samples_naming_no_gpu_are_left_out_of_the_marts_and_said(tmp_path, capl
     for mart, frame in alone.items():
         assert both[mart].equals(frame), mart
     assert alone["job_usage"]["observed_gpu_h"].to_list() == [pytest.approx(90 / 3600)]
+
+
+def test_samples_whose_interval_is_no_span_stand_for_no_time_and_are_said(tmp_path, caplog):
+    # another tool's file: GPU 1's interval NaN, infinite, negative or 0 (the project's writer
+    # lands such values as they are); they stand for no time, and are said
+    good = r.samples([0, 30, 60], node="g002", gpu_index=0, engine_active=0.5)
+    broken = [
+        row | {"interval_s": bad}
+        for row, bad in zip(
+            r.samples([0, 30, 60, 90], node="g002", gpu_index=1, engine_active=0.5),
+            (float("nan"), float("inf"), -30.0, 0.0),
+            strict=True,
+        )
+    ]
+    jobs = [r.job("node", 0, 120, gpus=2)]
+    job_gpus = [r.job_gpu("node", 0, 120, node="g002", gpu_index=None, with_uuid=False)]
+    with caplog.at_level("WARNING"):
+        r.build_lake(tmp_path / "broken", samples=good + broken, jobs=jobs, job_gpus=job_gpus)
+    r.build_lake(tmp_path / "good", samples=good, jobs=jobs, job_gpus=job_gpus)
+
+    assert "4 sample(s) have no usable interval_s" in caplog.text
+    got, want = r.marts_by_key(tmp_path / "broken"), r.marts_by_key(tmp_path / "good")
+    usage = ["observed_gpu_h", "active_gpu_h", "idle_gpu_h", "effective_gpu_h", "energy_kwh"]
+    assert got["job_usage"].select(usage).equals(want["job_usage"].select(usage))
+    assert got["job_usage"]["observed_gpu_h"].to_list() == [pytest.approx(90 / 3600)]

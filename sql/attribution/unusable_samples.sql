@@ -1,0 +1,17 @@
+-- unusable_samples: how many of a day's samples the sample-level marts cannot use whole.
+--
+-- Grain:   one row
+-- Reads:   day_samples (the day's gpu_samples rows, as the per-day pass reads them)
+-- Params:  none
+-- Returns: nameless (samples naming neither their GPU's UUID nor its index), no_interval
+--          (samples whose interval_s is null, NaN, infinite, 0 or less)
+--
+-- A nameless sample has no GPU to count it on: the marts leave it out. A sample without an
+-- interval stands for no time: it counts in no GPU-hour (sql/views/sample_steps.sql). Both come
+-- from files another tool wrote; the per-day pass (warehouse/partitions.py) says how many.
+
+SELECT
+    count(*) FILTER (WHERE gpu_uuid IS NULL AND gpu_index IS NULL) AS nameless,
+    count(*) FILTER (WHERE NOT coalesce(isfinite(interval_s) AND interval_s > 0, false))
+        AS no_interval
+FROM day_samples
