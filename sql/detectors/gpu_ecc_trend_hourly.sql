@@ -96,7 +96,7 @@ xids AS (
         kind = 'xid'
         AND ts >= $since
         AND gpu_uuid IS NOT NULL
-        AND list_contains($precursor_xids, CAST(code AS INTEGER))
+        AND list_contains($precursor_xids, TRY_CAST(code AS INTEGER))  -- (a code past INTEGER is none)
     GROUP BY cluster, gpu_uuid, hour
 )
 SELECT

@@ -287,6 +287,10 @@ def test_the_ecc_step_into_a_day_comes_from_the_day_before(tmp_path):
         row = _rows(1, 12)[0] | {"ts": ts.replace(tzinfo=dt.UTC), "ecc_sbe_volatile": sbe}
         write_batch(root, "gpu_samples", table("gpu_samples", [row]), f"b{n}")
     assert len(refresh(WarehouseConfig(root), ECC_HOURS, {}).built) == 2
+    # an XID whose code is past INTEGER (the contract's int64 allows it): no precursor, no error
+    event = {"cluster": CLUSTER, "node": "g001", "gpu_uuid": GPUS[0][1], "gpu_index": 0,
+             "ts": counter[0][0].replace(tzinfo=dt.UTC), "kind": "xid", "code": 2**40}  # fmt: skip
+    write_batch(root, "gpu_events", table("gpu_events", [event]), "events")
     params = {"since": EPOCH, "precursor_xids": [63]}
     con = connect(root)
     try:
@@ -294,6 +298,7 @@ def test_the_ecc_step_into_a_day_comes_from_the_day_before(tmp_path):
     finally:
         con.close()
     assert [(h["hour"].hour, h["samples"], h["sbe_new"]) for h in hours] == [(23, 1, 0), (0, 2, 5)]
+    assert [h["precursor_xids"] for h in hours] == [0, 0]
 
 
 BUSY = [None, 0.0, 0.005, 0.05, 0.2, 0.3, 0.9]
