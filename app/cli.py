@@ -487,7 +487,9 @@ def query(
             frame = frame.with_columns(pl.col(nested).cast(pl.List(pl.String)).list.join(","))
         text = frame.write_csv()
     elif fmt == "json":
-        text = json.dumps(frame.to_dicts(), default=str, indent=1)
+        from app.json_text import dumps
+
+        text = dumps(frame.to_dicts())
     else:
         from app.terminal_table import render
 

@@ -34,6 +34,22 @@ def _damaged_lake_file(exc: Exception) -> WarehouseError | None:
     return mapped if isinstance(mapped, WarehouseError) else None
 
 
+def _value_out_of_contract(exc: Exception) -> str | None:
+    """A clear line for DuckDB refusing a value of a lake file (a string where the contract has
+    a number, an integer past its column's range): what another tool's file may hold. None
+    for any other error."""
+    duckdb = sys.modules.get("duckdb")  # not loaded: the error cannot be DuckDB's
+    kinds = () if duckdb is None else (duckdb.ConversionException, duckdb.OutOfRangeException)
+    if not kinds or not isinstance(exc, kinds):
+        return None
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return (
+        f"a value in the lake does not fit: {reason}. A file another tool wrote may hold a value "
+        "of another type or range than its column has in the lake's contract (docs/design.md "
+        "§3); `gpuledger check --lake DIR` names damaged files"
+    )
+
+
 def reports_errors(func: Callable[P, R]) -> Callable[P, R]:
     """Turn our errors into `Error: <message>` and exit 1; a usage error keeps exit 2."""
 
@@ -45,8 +61,11 @@ def reports_errors(func: Callable[P, R]) -> Callable[P, R]:
             raise click.ClickException(str(exc)) from exc
         except Exception as exc:
             damaged = _damaged_lake_file(exc)
-            if damaged is None:
+            if damaged is not None:
+                raise click.ClickException(str(damaged)) from exc
+            unfit = _value_out_of_contract(exc)
+            if unfit is None:
                 raise
-            raise click.ClickException(str(damaged)) from exc
+            raise click.ClickException(unfit) from exc
 
     return wrapper

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from app import json_text
 from app.emissions_text import describe_emissions
 from app.errors import AppError, reports_errors
 from app.options import lake_option
@@ -48,7 +49,7 @@ def _throughput_lines(job: Mapping[str, Any]) -> list[str]:
 
 
 def _bar(value: float | None, width: int = 40) -> str:
-    if value is None:
+    if value is None or not math.isfinite(value):  # (NaN: a figure another tool's file broke)
         return "[" + " " * width + "   n/a]"
     filled = round(min(max(value, 0.0), 1.0) * width)
     return "[" + "|" * filled + " " * (width - filled) + f" {value * 100:3.0f}%]"
@@ -238,7 +239,7 @@ def render_json(report: JobReport, at_end: dict[str, Any] | None = None) -> str:
     body: dict[str, Any] = report.to_dict()
     if at_end is not None:
         body["admin_comment"] = at_end or None
-    return json.dumps(body, default=default, indent=1)
+    return json_text.dumps(body, default=default)
 
 
 @click.command("job")

@@ -11,6 +11,7 @@ backticks or `|` (sacct's `-P` delimiter), and `parse_admin_comment` reads eithe
 from __future__ import annotations
 
 import json
+import math
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -35,7 +36,11 @@ def _text(value: Any, limit: int = FINDING_CHARS) -> str | None:
 
 
 def _round(value: Any, digits: int) -> float | None:
-    return None if value is None else round(float(value), digits)
+    """`value` rounded; None for none, or for NaN or infinite (a figure another tool's file
+    broke: JSON has no such number)."""
+    if value is None or not math.isfinite(float(value)):
+        return None
+    return round(float(value), digits)
 
 
 def summary(report: JobReport) -> dict[str, Any]:
