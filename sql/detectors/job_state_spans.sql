@@ -55,6 +55,7 @@ per_device AS (
         b.last_end_e,
         b.active_s,
         b.effective_s,
+        b.busy_known_s,
         b.util_sum,
         b.util_known_s,
         b.sm_sum,
@@ -73,17 +74,19 @@ per_device AS (
         AND b.bucket >= $since
         AND b.observed_s > 0
 ),
--- each device's work in device-seconds, from the best field it reports
+-- each device's work in device-seconds, from the best field it reports: busy (DESIGN §4) where
+-- a profiling field gives it (SM activity, or engine activity alone: its busy is known for more
+-- time than GPU_UTIL is)
 device_work AS (
     SELECT
         *,
         CASE
-            WHEN sm_known_s > 0 THEN 'sm_active'
+            WHEN sm_known_s > 0 OR busy_known_s > coalesce(util_known_s, 0) THEN 'sm_active'
             WHEN power_known_s > 0 AND limit_w > idle_w THEN 'power'
             ELSE 'gpu_util'
         END AS signal,
         CASE
-            WHEN sm_known_s > 0 THEN effective_s
+            WHEN sm_known_s > 0 OR busy_known_s > coalesce(util_known_s, 0) THEN effective_s
             WHEN power_known_s > 0 AND limit_w > idle_w
                 THEN greatest(power_sum / power_known_s - idle_w, 0) / (limit_w - idle_w)
                     * observed_s

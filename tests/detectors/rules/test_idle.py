@@ -184,6 +184,21 @@ def test_without_power_either_idle_falls_back_to_gpu_util(tmp_path):
     assert "work read from GPU_UTIL" in finding["message"]
 
 
+def test_engine_activity_alone_is_read_as_the_work(tmp_path):
+    # samples carrying engine_active only (no SM activity, no GPU_UTIL, no power): busy is known
+    # from the engine, so a job half busy is not idle, and one with no activity is
+    def engine_only(row):
+        row["util_sum"], row["util_known_s"] = None, 0.0
+        return _no_profiling(row)
+
+    busy = [engine_only(bucket("27", i * 300, busy=0.5, power_w=None)) for i in range(24)]
+    assert run(tmp_path, busy, [job("27", 0, 7200)]) == []
+    still = [engine_only(bucket("28", i * 300, busy=0.0, power_w=None)) for i in range(24)]
+    [finding] = run(tmp_path / "2", still, [job("28", 0, 7200)])
+    assert finding["detector"] == "idle_job"
+    assert json.loads(finding["evidence"])["signal"] == "sm_active"
+
+
 def test_a_job_that_trained_for_hours_then_hung_is_hung_from_the_hang(tmp_path):
     buckets = [bucket("26", i * 300, busy=0.6, util_pct=98) for i in range(48)]  # 4 h
     buckets += [bucket("26", i * 300, busy=0.004, util_pct=100) for i in range(48, 60)]
