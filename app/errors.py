@@ -46,7 +46,7 @@ def _value_out_of_contract(exc: Exception) -> str | None:
     return (
         f"a value in the lake does not fit: {reason}. A file another tool wrote may hold a value "
         "of another type or range than its column has in the lake's contract (docs/design.md "
-        "§3); `gpuledger check --lake DIR` names damaged files"
+        "§3): move that file out of the lake, or write it again with the contract's types"
     )
 
 
