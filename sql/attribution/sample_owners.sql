@@ -47,6 +47,7 @@ allocations AS (
     FROM job_gpus AS g, sample_range AS r
     WHERE g.start_ts <= r.last_ts
         AND (g.end_ts IS NULL OR g.end_ts > r.first_ts)
+        AND g.job_id IS NOT NULL  -- (another tool's row without its job names no owner)
 ),
 claims AS (
     SELECT

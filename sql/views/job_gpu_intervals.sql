@@ -49,6 +49,7 @@ intervals AS (
         ON e.cluster = g.cluster
     LEFT JOIN node_gpus AS n
         ON n.cluster = g.cluster AND n.node = g.node
+    WHERE g.job_id IS NOT NULL  -- (another tool's row without its job holds nothing for one)
 ),
 flagged AS (
     SELECT

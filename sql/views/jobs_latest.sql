@@ -36,6 +36,8 @@ SELECT
     source,
     updated_ts
 FROM jobs
+-- a record without its job's id (another tool's file) names no job
+WHERE job_id IS NOT NULL
 QUALIFY row_number() OVER (
     PARTITION BY cluster, job_id
     ORDER BY updated_ts DESC, end_ts DESC NULLS LAST, start_ts DESC NULLS LAST, state

@@ -46,6 +46,7 @@ allocations AS MATERIALIZED (
     FROM job_gpus AS g, sample_range AS r
     WHERE g.start_ts <= r.last_ts
         AND (g.end_ts IS NULL OR g.end_ts > r.first_ts)
+        AND g.job_id IS NOT NULL  -- (another tool's row without its job names no owner)
 ),
 contested AS (
     SELECT DISTINCT a.allocation_id
