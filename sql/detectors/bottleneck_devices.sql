@@ -31,7 +31,10 @@ WITH job_samples AS (
             || '#' || coalesce(CAST(mig_instance AS VARCHAR), '') AS device,
         ts,
         -- an interval that is no span (NaN, infinite, 0 or less) weighs nothing, as a null one
-        CASE WHEN isfinite(interval_s) AND interval_s > 0 THEN CAST(interval_s AS DOUBLE) END AS w,
+        CASE
+            WHEN interval_s > 0 AND interval_s < CAST('Infinity' AS DOUBLE)
+                THEN CAST(interval_s AS DOUBLE)
+        END AS w,
         coalesce(engine_active, sm_active, gpu_util_pct / 100.0) AS busy,
         gpu_util_pct,
         sm_active,

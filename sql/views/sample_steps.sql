@@ -26,7 +26,10 @@ WITH keyed AS (
         g.job_id,
         -- an interval that is no span (NaN, infinite, 0 or less: another tool's file) is none,
         -- as a null one is (warehouse/partitions.py says how many the day had)
-        CASE WHEN isfinite(g.interval_s) AND g.interval_s > 0 THEN g.interval_s END AS interval_s,
+        -- (NaN orders above +inf, in DuckDB and in Spark, which has no isfinite)
+        CASE
+            WHEN g.interval_s > 0 AND g.interval_s < CAST('Infinity' AS DOUBLE) THEN g.interval_s
+        END AS interval_s,
         g.gpu_util_pct,
         -- in double precision: as a float, GPU_UTIL 1 % / 100 falls below the 0.01 idle line
         coalesce(
