@@ -20,7 +20,7 @@ import sql
 from warehouse import file_columns, layout
 from warehouse.damage import remember
 from warehouse.emissions import CarbonIntensity, register_intensity
-from warehouse.errors import DamagedFile, EmptyWarehouse, NotReadable
+from warehouse.errors import DamagedFile, EmptyWarehouse, NotReadable, SchemaMismatch
 from warehouse.queries import define_view, parsed, view_text
 from warehouse.schema import TABLES, TableSpec
 
@@ -128,6 +128,7 @@ def register_files(
         if present is None:  # the files' columns, from DuckDB's binder
             rel = con.sql(parsed(con, sql.load(_LAKE_FILES)), params=params)
             present = frozenset(rel.columns) - _NOT_FILE_COLUMNS
+            _refuse_other_case(table, paths, present)
             file_columns.remember(key, present)
         # one statement, bound once (a relation's create_view binds the query again)
         files = view_text(con, _LAKE_FILES, params)
@@ -137,6 +138,24 @@ def register_files(
         raise _damaged(paths, exc) from exc
     remember(con, paths)  # to name a file damaged inside when a query decodes it
     return True
+
+
+def _refuse_other_case(table: str, paths: list[Path], present: frozenset[str]) -> None:
+    """Raise SchemaMismatch where a file names a contract column in other letter case (`TS`
+    for `ts`): read as the contract's, its values would be null and its rows lost unsaid."""
+    wanted = {field.name.lower(): field.name for field in TABLES[table].columns}
+    other = sorted(c for c in present if c.lower() in wanted and c not in wanted.values())
+    if not other:
+        return
+    import pyarrow.parquet as pq
+
+    first = next((p for p in paths if other[0] in pq.read_schema(p).names), paths[0])
+    names = ", ".join(f"{c!r} (the contract's {wanted[c.lower()]!r})" for c in other[:3])
+    raise SchemaMismatch(
+        f"{table}: {str(first)!r} names {names}{' …' if len(other) > 3 else ''}: column names "
+        "are the contract's, in lower case (docs/design.md §3); rename them where the file is "
+        "written"
+    )
 
 
 # Every column of a set of Parquet files, and the partition keys their paths name.

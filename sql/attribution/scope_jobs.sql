@@ -11,7 +11,7 @@
 --
 -- A job is in scope when it had or has samples on a changed day, has samples on a day to
 -- update, holds an allocation overlapping a day to update (open allocations end at the data's
--- end), is still running in a cluster whose data end moved (its allocated time runs to it), or
+-- end), ran over one (a job without job_gpus rows holds its GPUs over its run), is still running in a cluster whose data end moved (its allocated time runs to it), or
 -- has a late scheduler record. A job's share of a GPU held by several jobs at once
 -- (job_gpu_shares) changes only where a sharer's interval changed: an open allocation's, over
 -- the days between the old and the new end of data (or from its start, where the cluster's
@@ -35,6 +35,13 @@ JOIN scope_days AS d
     ON d.cluster = g.cluster
 WHERE epoch(g.start_ts) < d.end_e
     AND (g.end_ts IS NULL OR epoch(g.end_ts) >= d.start_e)
+UNION
+SELECT j.cluster, j.job_id
+FROM jobs_latest AS j
+JOIN scope_days AS d
+    ON d.cluster = j.cluster
+WHERE epoch(j.start_ts) < d.end_e
+    AND (j.end_ts IS NULL OR epoch(j.end_ts) >= d.start_e)
 UNION
 SELECT g.cluster, g.job_id
 FROM job_gpus AS g

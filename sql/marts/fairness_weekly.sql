@@ -14,8 +14,8 @@
 --          kg_co2e
 --
 -- Weeks start Monday 00:00 UTC (ISO weeks). Allocated GPU-hours come from the scheduler's GPU
--- intervals (job_gpu_shares: a GPU held by several jobs at once split evenly among them), else
--- from gpus × (start, end) like job_usage; a running job
+-- intervals (job_gpu_shares: a GPU held by several jobs at once split evenly among them; a job
+-- without job_gpus rows holds its gpus over its run there, as in job_usage); a running job
 -- counts to the end of the data (the last sample, else the job's last update). Allocations that
 -- cross a week boundary are split at Monday 00:00. observed/effective/idle GPU-hours and energy
 -- (and kg_co2e: null when no day of it is known) are the week's days of usage_daily. usage_share = the row's allocated GPU-hours ÷ the
@@ -40,10 +40,9 @@ WITH data_end AS (
     GROUP BY cluster
 ),
 -- One row per GPU interval piece (from_intervals 1; gpus: the job's share of them) and one per
--- job (0): a job that started spans
--- its start to its end, carries its CPUs, memory, wait and the unused part of its time limit,
--- and holds its GPUs over the span only where the scheduler gave no GPU intervals for it. Each
--- input is read once, so Spark (which inlines every CTE where it is used) plans it once too.
+-- job (0): a job that started spans its start to its end and carries its CPUs, memory, wait and
+-- the unused part of its time limit (its GPUs are its intervals'). Each input is read once, so
+-- Spark (which inlines every CTE where it is used) plans it once too.
 spans AS (
     SELECT
         cluster,
@@ -65,7 +64,7 @@ spans AS (
         j.cluster,
         j.job_id,
         0 AS from_intervals,
-        j.gpus,
+        CAST(NULL AS DOUBLE) AS gpus,
         epoch(j.start_ts) AS start_e,
         greatest(
             epoch(j.start_ts), coalesce(epoch(j.end_ts), d.end_e, epoch(j.updated_ts))
@@ -89,7 +88,7 @@ spans AS (
     LEFT JOIN job_outcomes AS o
         ON o.cluster = j.cluster AND o.job_id = j.job_id
 ),
--- Each span with what its job has: GPU intervals at all, and the job's account and user (also
+-- Each span with its job's account and user (also
 -- for a job that never started, whose row spans nothing).
 job_spans AS (
     SELECT
@@ -104,7 +103,6 @@ job_spans AS (
         wait_s,
         end_week_n,
         unused_s,
-        max(from_intervals) OVER (PARTITION BY cluster, job_id) AS has_intervals,
         coalesce(max(account) OVER (PARTITION BY cluster, job_id), '(none)') AS account,
         coalesce(max(user) OVER (PARTITION BY cluster, job_id), '(none)') AS user
     FROM spans
@@ -119,7 +117,6 @@ span_weeks AS (
         s.account,
         s.user,
         s.from_intervals,
-        s.has_intervals,
         s.gpus,
         s.cpus,
         s.mem_gib,
@@ -144,8 +141,7 @@ week_parts AS (
         account,
         user,
         CASE
-            WHEN from_intervals = 1 OR (has_intervals = 0 AND coalesce(gpus, 0) > 0)
-                THEN run_s * gpus
+            WHEN from_intervals = 1 THEN run_s * gpus
         END AS alloc_s,
         CASE WHEN from_intervals = 0 AND run_s > 0 THEN run_s * cpus END AS cpu_s,
         CASE WHEN from_intervals = 0 AND run_s > 0 THEN run_s * mem_gib END AS mem_gib_s,

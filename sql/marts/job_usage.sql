@@ -1,7 +1,7 @@
 -- job_usage: one line per job — what it was allocated, what it used, and what it drew.
 --
 -- Grain:   one row per (cluster, job_id)
--- Reads:   jobs_latest, job_gpu_shares, job_gpu_daily, gpu_job_buckets, app_throughput,
+-- Reads:   jobs_latest, job_gpu_shares, job_gpu_daily, app_throughput,
 --          gpu_models, job_co2e_hourly
 -- Params:  none
 -- Returns: cluster, job_id, user, account, partition, state, start_ts, end_ts, gpus, alloc_gpu_h,
@@ -14,7 +14,8 @@
 -- alloc_gpu_h comes from the scheduler's GPU intervals (job_gpus), overlapping intervals of one
 -- job on one GPU merged, and where several jobs held one GPU at once, its time split evenly
 -- among them (job_gpu_shares); a job still running is counted up to the end of the cluster's
--- data. Without job_gpus rows it falls back to gpus × (end - start), then to the observed time.
+-- data; a job without job_gpus rows holds its gpus over its run (job_gpu_intervals), and one
+-- the scheduler never recorded, its observed time.
 -- Means are time-weighted over the samples that carry the field (DESIGN §4). shared: some of
 -- the job's GPU time was on a GPU shared with other jobs at once (MPS, time-slicing), whose
 -- time (observed or allocated) and device-level fields were split evenly among the sharers:
@@ -32,15 +33,7 @@
 -- null when the job has no energy data or an hour of it has no intensity configured.
 -- co2e_fallback_hours: its hours with energy that the cluster's hourly CSV lacked.
 
-WITH data_end AS (
-    -- the end of the cluster's last sample interval, kept per bucket so no sample is re-read
-    SELECT
-        cluster,
-        max(interval_end_e) AS end_e
-    FROM gpu_job_buckets
-    GROUP BY cluster
-),
-alloc AS (
+WITH alloc AS (
     SELECT
         cluster,
         job_id,
@@ -205,12 +198,7 @@ SELECT
     j.start_ts,
     j.end_ts,
     coalesce(j.gpus, a.slots, u.devices) AS gpus,
-    coalesce(
-        a.alloc_gpu_h,
-        j.gpus * greatest(coalesce(epoch(j.end_ts), e.end_e) - epoch(j.start_ts), 0) / 3600.0,
-        u.observed_gpu_h,
-        0
-    ) AS alloc_gpu_h,
+    coalesce(a.alloc_gpu_h, u.observed_gpu_h, 0) AS alloc_gpu_h,
     coalesce(u.observed_gpu_h, 0) AS observed_gpu_h,
     coalesce(u.active_gpu_h, 0) AS active_gpu_h,
     coalesce(u.idle_gpu_h, 0) AS idle_gpu_h,
@@ -249,8 +237,6 @@ LEFT JOIN alloc AS a
     ON a.cluster = k.cluster AND a.job_id = k.job_id
 LEFT JOIN used AS u
     ON u.cluster = k.cluster AND u.job_id = k.job_id
-LEFT JOIN data_end AS e
-    ON e.cluster = k.cluster
 LEFT JOIN app AS p
     ON p.cluster = k.cluster AND p.job_id = k.job_id
 LEFT JOIN peak AS f

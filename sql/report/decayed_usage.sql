@@ -3,7 +3,7 @@
 -- PriorityDecayHalfLife, Kueue's usageHalfLifeTime).
 --
 -- Grain:   one row per (level, account, user); level 'account' rows have a null user
--- Reads:   job_gpu_shares, job_gpu_intervals, jobs_latest, gpu_samples
+-- Reads:   job_gpu_shares, jobs_latest
 -- Params:
 --   $cluster      cluster name
 --   $as_of_e      the moment (epoch seconds); allocations after it are not counted
@@ -12,17 +12,9 @@
 --
 -- Exact for any span: ∫ from s to e of 2^(-(T - t)/h) dt = h / ln 2 × (2^(-(T - e)/h) - 2^(-(T - s)/h)).
 -- Spans are those of fairness_weekly (scheduler GPU intervals, a GPU held by several jobs at
--- once split evenly among them, else gpus × (start, end)).
+-- once split evenly among them; a job without them holds its gpus over its run).
 
-WITH data_end AS (
-    SELECT
-        cluster,
-        max(epoch(ts) + interval_s) AS end_e
-    FROM gpu_samples
-    WHERE cluster = $cluster
-    GROUP BY cluster
-),
-spans AS (
+WITH spans AS (
     SELECT
         cluster,
         job_id,
@@ -31,26 +23,6 @@ spans AS (
         end_e
     FROM job_gpu_shares
     WHERE cluster = $cluster
-    UNION ALL
-    SELECT
-        j.cluster,
-        j.job_id,
-        j.gpus,
-        epoch(j.start_ts) AS start_e,
-        greatest(
-            epoch(j.start_ts), coalesce(epoch(j.end_ts), d.end_e, epoch(j.updated_ts))
-        ) AS end_e
-    FROM jobs_latest AS j
-    LEFT JOIN data_end AS d
-        ON d.cluster = j.cluster
-    WHERE j.cluster = $cluster
-        AND j.start_ts IS NOT NULL
-        AND coalesce(j.gpus, 0) > 0
-        AND NOT EXISTS (
-            SELECT 1
-            FROM job_gpu_intervals AS i
-            WHERE i.cluster = j.cluster AND i.job_id = j.job_id
-        )
 ),
 clipped AS (
     SELECT

@@ -5,8 +5,8 @@
 -- Params:  none
 -- Returns: every column of jobs
 --
--- Ties on updated_ts (two collectors saw the same instant) go to the later state in the
--- job's life: an end time beats none.
+-- gpus below 0 (another tool's file) is unknown: null. Ties on updated_ts (two collectors saw
+-- the same instant) go to the later state in the job's life: an end time beats none.
 
 SELECT
     cluster,
@@ -23,7 +23,7 @@ SELECT
     start_ts,
     end_ts,
     time_limit_s,
-    gpus,
+    CASE WHEN gpus >= 0 THEN gpus END AS gpus,
     gpus_requested,
     gpu_type,
     nodes,

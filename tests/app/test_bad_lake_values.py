@@ -1,6 +1,7 @@
 """Values of another tool's lake files that the contract does not allow are one clear error
-line (a string where a number belongs, an integer past its column's range), and figures that
-are not numbers (NaN) print as unknown, not as a traceback or invalid JSON."""
+line (a string where a number belongs, an integer past its column's range, a column named in
+upper case), and figures that are not numbers (NaN) print as unknown, not as a traceback or
+invalid JSON."""
 
 from __future__ import annotations
 
@@ -44,6 +45,26 @@ def test_a_string_where_the_contract_has_a_number_is_one_clear_error(tmp_path):
     errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
     assert len(errors) == 1 and "a value in the lake does not fit" in errors[0], result.output
     assert "'n/a'" in errors[0] and "engine_active" in errors[0]
+
+
+def test_a_contract_column_named_in_upper_case_is_one_clear_error(tmp_path):
+    # read as the contract's `ts` and `node`, its values were null: every row left out unsaid
+    _lake(tmp_path, [0.5, 0.5, 0.5, 0.5])
+    [written] = (tmp_path / "gpu_samples").rglob("*.parquet")
+    samples = pq.read_table(written)
+    pq.write_table(
+        samples.rename_columns(
+            [c.upper() if c in ("ts", "node") else c for c in samples.schema.names]
+        ),
+        written,
+    )
+    result = invoke("attribute", "--lake", str(tmp_path), "-q")
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1, result.output
+    assert "'TS' (the contract's 'ts')" in errors[0] and "'NODE'" in errors[0]
+    assert str(written) in errors[0]
 
 
 def test_a_nan_figure_prints_as_unknown(tmp_path):

@@ -126,6 +126,7 @@ def _late_records(
         _restricted(con, f"{table}_all", table, "late_jobs")
     fresh = queries.run_arrow(con, DERIVED_VIEWS["jobs_latest"])
     _arrow_view(con, "late_jobs_latest", fresh)
+    con.table("late_jobs_latest").create_view("jobs_latest")  # (jobs without job_gpus rows)
     late_intervals = queries.run_arrow(con, DERIVED_VIEWS["job_gpu_intervals"])
     _arrow_view(con, "late_job_gpu_intervals", late_intervals)
     _arrow_view(con, "jobs_latest_before", jobs_latest)
