@@ -8,7 +8,9 @@
 --          last_ts
 --
 -- Activity with no job means either a process outside the scheduler or a broken mapping
--- (missing job_gpus rows, a wrong GPU index): the attribution key needs checking.
+-- (missing job_gpus rows, a wrong GPU index): the attribution key needs checking. Times are
+-- the physical GPU's: a MIG instance's count as its share of its GPU (the share-weighted
+-- seconds), so a GPU's day never holds more than a day.
 
 SELECT
     cluster,
@@ -17,8 +19,8 @@ SELECT
     any_value(gpu_index) AS gpu_index,
     any_value(gpu_uuid) AS gpu_uuid,
     CAST(bucket AS DATE) AS day,
-    sum(observed_s) AS observed_s,
-    sum(active_s) AS active_s,
+    sum(observed_share_s) AS observed_s,
+    sum(active_share_s) AS active_s,
     min(bucket) FILTER (WHERE active_s > 0) AS first_ts,
     max(bucket) FILTER (WHERE active_s > 0) AS last_ts
 FROM gpu_job_buckets

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 import sql
 from app.cli import cli
 from detectors.findings import read_findings, write_findings
+from tests.marts import rows as r
 from warehouse.checks import QUERIES
 from warehouse.connection import connect
 from warehouse.lake import Lake
@@ -88,6 +89,34 @@ def test_simulated_lakes_read_weeks_later_have_no_violation(tmp_path, sim):
     made_and_read_weeks_later(tmp_path / "lake", *sim)
 
     code, out, _ = gpuledger("check", "--lake", str(tmp_path / "lake"))
+
+    assert code == 0, out
+    assert out.startswith("0 violations")
+
+
+def test_a_mig_gpu_with_a_free_busy_instance_has_no_violation(tmp_path):
+    # two 3g.40gb instances of GPU 0 reporting together for an hour, both busy: job 100 holds
+    # instance 1 over [0, 3000), instance 2 is nobody's. A MIG instance is one of its job's GPUs
+    # in job_usage and its share of the physical GPU in the occupancy marts and the GPU's own
+    # figures: the GPU worked 0.58 h with no job (0.5 × 600 s + 0.5 × 3600 s), not 1.17 h.
+    lake = tmp_path / "lake"
+    mig = {"mig_profile": "3g.40gb", "engine_active": 0.5, "power_w": 300.0}
+    r.build_lake(
+        lake,
+        samples=r.samples(range(0, 3600, 30), mig_instance=1, **mig)
+        + r.samples(range(0, 3600, 30), mig_instance=2, **mig),
+        jobs=[r.job("100", 0, 3000)],
+        job_gpus=[r.job_gpu("100", 0, 3000, mig_instance=1)],
+        gpus=[r.gpu() | {"mig_profile": "3g.40gb"}],
+    ).close()
+    code, _, err = gpuledger("detect", "--lake", str(lake), "-q")
+    assert code == 0, err
+    [finding] = [
+        f for f in read_findings(Lake.at(lake)).to_pylist() if f["detector"] == "gpu_without_job"
+    ]
+    assert finding["gpu_h_at_stake"] == pytest.approx((600 + 3600) * 0.5 / 3600)
+
+    code, out, _ = gpuledger("check", "--lake", str(lake))
 
     assert code == 0, out
     assert out.startswith("0 violations")

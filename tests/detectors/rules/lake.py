@@ -82,6 +82,7 @@ def bucket(
 ) -> Row:
     """One gpu_job_buckets row: one GPU, one 5-minute bucket, uniform activity `busy`."""
     sm_value = busy if sm is None else sm
+    active_s = observed_s if busy >= idle_below else 0.0
     return {
         "cluster": CLUSTER,
         "device": f"GPU-{node}-{gpu_index}",
@@ -99,9 +100,13 @@ def bucket(
         "gap_s": 0.0,
         "observed_s": observed_s,
         "carry_s": 0.0,
-        "active_s": observed_s if busy >= idle_below else 0.0,
+        "carry_share": 1.0,
+        "observed_share_s": observed_s,
+        "active_share_s": active_s,
+        "idle_share_s": observed_s - active_s,
+        "active_s": active_s,
         "carry_active_s": 0.0,
-        "idle_s": 0.0 if busy >= idle_below else observed_s,
+        "idle_s": observed_s - active_s,
         "carry_idle_s": 0.0,
         "effective_s": busy * observed_s,
         "busy_known_s": observed_s,
