@@ -1,17 +1,37 @@
 -- open_starts: per cluster, the earliest start of an allocation still open (no end yet).
 --
 -- Grain:   one row per cluster with an open allocation
--- Reads:   job_gpus
+-- Reads:   job_gpus, jobs_latest
 -- Params:  none
 -- Returns: cluster, start_e (epoch seconds)
 --
 -- An open allocation runs to the end of its cluster's data, and holds nothing while the cluster
 -- has no data: where a cluster's first samples land, or its last are removed, the allocated
 -- time of every day from this start on can change (summary update, warehouse/summary/update.py).
+-- A running job with GPUs and no job_gpus row with a start holds them to the end of the data
+-- too (job_gpu_intervals), else to its last update.
 
 SELECT
     cluster,
-    min(epoch(start_ts)) AS start_e
-FROM job_gpus
-WHERE end_ts IS NULL
+    min(start_e) AS start_e
+FROM (
+    SELECT
+        cluster,
+        epoch(start_ts) AS start_e
+    FROM job_gpus
+    WHERE end_ts IS NULL
+    UNION ALL
+    SELECT
+        j.cluster,
+        epoch(j.start_ts) AS start_e
+    FROM jobs_latest AS j
+    WHERE j.start_ts IS NOT NULL
+        AND j.end_ts IS NULL
+        AND j.gpus > 0
+        AND NOT EXISTS (
+            SELECT 1
+            FROM job_gpus AS g
+            WHERE g.cluster = j.cluster AND g.job_id = j.job_id AND g.start_ts IS NOT NULL
+        )
+) AS open_allocations
 GROUP BY cluster

@@ -70,6 +70,7 @@ held AS (
     JOIN jobs_latest AS j
         ON j.cluster = i.cluster AND j.job_id = i.job_id
     WHERE j.start_ts >= $since AND j.start_ts < $until
+        AND i.node IS NOT NULL  -- (a job without job_gpus rows holds GPUs on no known node)
     GROUP BY i.cluster, i.node, i.job_id
 ),
 trouble AS (

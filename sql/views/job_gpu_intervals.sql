@@ -8,16 +8,17 @@
 -- A job still running (end_ts null) is counted up to the end of its cluster's data. Job steps
 -- that overlap on one GPU are merged so no GPU-second is counted twice for one job. A
 -- whole-node allocation (no GPU index, no UUID) holds every GPU the inventory (`gpus`) lists on
--- its node, each its own slot, so that a job holding one of them by index at the same time
--- shares it (job_gpu_shares) rather than adding GPUs the node does not have; where the
--- inventory does not know the node's GPU indexes, it is one slot worth the node's GPUs there,
--- or 1. device names the physical GPU (or MIG instance) by node and index where the index is
--- known, so that the allocations of jobs sharing it meet there whether or not their rows carry
--- its UUID (job_gpu_shares). A job the scheduler recorded with a start and GPUs (`jobs.gpus`
--- > 0) but no `job_gpus` row at all (its allocation was never collected) holds `gpus` GPUs
--- over its run, to its end, else the end of the data, else its last update: one slot of its
--- own (no node, no device another job can share), so every mart counts it the same way; never
--- more GPUs than the inventory lists in its cluster, where it lists any.
+-- its node, each its own slot and device (its gpu_index stays null: it held the whole node, and
+-- an event on any GPU of it hits the job), so that a job holding one of them by index at the
+-- same time shares it (job_gpu_shares) rather than adding GPUs the node does not have; where
+-- the inventory does not know the node's GPU indexes, it is one slot worth the node's GPUs
+-- there, or 1. device names the physical GPU (or MIG instance) by node and index where the
+-- index is known, so that the allocations of jobs sharing it meet there whether or not their
+-- rows carry its UUID (job_gpu_shares). A job the scheduler recorded with a start and GPUs
+-- (`jobs.gpus` > 0) but no `job_gpus` row with a start (its allocation was never collected)
+-- holds `gpus` GPUs over its run, to its end, else the end of the data, else its last update:
+-- one slot of its own (no node, no device another job can share), so every mart counts it the
+-- same way; never more GPUs than the inventory lists in its cluster, where it lists any.
 
 WITH indexed_gpus AS (
     SELECT DISTINCT
@@ -31,14 +32,16 @@ node_gpus AS (
     SELECT
         cluster,
         node,
-        count(DISTINCT coalesce(gpu_uuid, CAST(gpu_index AS VARCHAR))) AS gpus
+        nullif(count(DISTINCT coalesce(CAST(gpu_index AS VARCHAR), gpu_uuid)), 0) AS gpus
     FROM gpus
     GROUP BY cluster, node
 ),
 cluster_gpus AS (
     SELECT
         cluster,
-        count(DISTINCT coalesce(gpu_uuid, node || '/' || CAST(gpu_index AS VARCHAR))) AS gpus
+        nullif(
+            count(DISTINCT coalesce(node || '/' || CAST(gpu_index AS VARCHAR), gpu_uuid)), 0
+        ) AS gpus
     FROM gpus
     GROUP BY cluster
 ),
@@ -51,12 +54,13 @@ data_end AS (
     GROUP BY cluster
 ),
 held AS (
-    -- a whole-node row once for each GPU index the inventory lists on its node
+    -- a whole-node row once for each GPU index the inventory lists on its node (held_index)
     SELECT
         g.cluster,
         g.job_id,
         g.node,
-        coalesce(g.gpu_index, x.gpu_index) AS gpu_index,
+        g.gpu_index,
+        coalesce(g.gpu_index, x.gpu_index) AS held_index,
         g.gpu_uuid,
         g.mig_instance,
         g.start_ts,
@@ -77,9 +81,9 @@ intervals AS (
         g.node,
         g.gpu_index,
         CASE WHEN g.whole THEN coalesce(n.gpus, 1) ELSE 1 END AS gpus,
-        coalesce(g.gpu_uuid, g.node || '/' || coalesce(CAST(g.gpu_index AS VARCHAR), '*'))
+        coalesce(g.gpu_uuid, g.node || '/' || coalesce(CAST(g.held_index AS VARCHAR), '*'))
             || '#' || coalesce(CAST(g.mig_instance AS VARCHAR), '') AS slot,
-        coalesce(g.node || '/' || CAST(g.gpu_index AS VARCHAR), g.gpu_uuid, g.node || '/*')
+        coalesce(g.node || '/' || CAST(g.held_index AS VARCHAR), g.gpu_uuid, g.node || '/*')
             || '#' || coalesce(CAST(g.mig_instance AS VARCHAR), '') AS device,
         epoch(g.start_ts) AS start_e,
         greatest(epoch(g.start_ts), coalesce(epoch(g.end_ts), e.end_e, epoch(g.start_ts))) AS end_e
@@ -112,7 +116,7 @@ intervals AS (
         AND NOT EXISTS (
             SELECT 1
             FROM job_gpus AS g
-            WHERE g.cluster = j.cluster AND g.job_id = j.job_id
+            WHERE g.cluster = j.cluster AND g.job_id = j.job_id AND g.start_ts IS NOT NULL
         )
 ),
 flagged AS (

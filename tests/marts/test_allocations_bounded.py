@@ -7,6 +7,7 @@ negative GPU count is unknown."""
 
 from __future__ import annotations
 
+import pyarrow.parquet as pq
 import pytest
 
 from tests.marts import rows as r
@@ -52,6 +53,29 @@ def test_a_whole_node_allocation_shares_the_gpus_other_jobs_hold_by_index(tmp_pa
     assert totals(con) == pytest.approx(dict.fromkeys(totals(con), 2 * H))
 
 
+def test_an_event_on_any_gpu_of_a_node_held_whole_hits_its_job(tmp_path):
+    # an XID naming no GPU index, and a double-bit ECC error on an index the inventory lacks
+    whole = r.job_gpu("w", 0, 3600, with_uuid=False) | {"gpu_index": None, "mapping": "whole-node"}
+    con = r.build_lake(
+        tmp_path,
+        samples=r.samples(range(0, 3600, 30)) + r.samples(range(0, 3600, 30), gpu_index=1),
+        jobs=[r.job("w", 0, 3600, gpus=2, state="FAILED")],
+        job_gpus=[whole],
+        events=[
+            r.event(1000, "xid", 79) | {"gpu_index": None},
+            r.event(2000, "ecc_dbe", None, gpu_index=5),
+        ],
+        gpus=[r.gpu(), r.gpu(gpu_index=1)],
+    )
+    health = queries.run_arrow(con, "detectors/gpu_health_events", since=r.T0).to_pylist()
+    assert sorted((row["kind"], row["job_ids"]) for row in health) == [
+        ("ecc_dbe", "w"),
+        ("xid", "w"),
+    ]
+    [outcome] = r.fetch(con, "SELECT hw_event_before_end, hw_event_kinds FROM job_outcomes")
+    assert outcome == {"hw_event_before_end": True, "hw_event_kinds": "ecc_dbe, xid 79"}
+
+
 def test_a_whole_node_allocation_on_a_node_the_inventory_does_not_list_is_one_gpu(tmp_path):
     whole = r.job_gpu("w", 0, 3600, with_uuid=False) | {"gpu_index": None, "mapping": "whole-node"}
     con = r.build_lake(tmp_path, jobs=[r.job("w", 0, 3600, gpus=4)], job_gpus=[whole])
@@ -73,6 +97,19 @@ def test_a_job_without_job_gpus_rows_holds_its_gpus_over_its_run_in_every_mart(t
     assert totals(con) == pytest.approx(dict.fromkeys(totals(con), H + 3600.0 + 1800.0))
     [day] = r.fetch(con, "SELECT jobs FROM usage_daily")
     assert day["jobs"] == 3
+
+
+def test_a_job_gpus_row_without_a_start_holds_nothing_and_leaves_the_job_its_gpus(tmp_path):
+    # another tool's job_gpus row without its start: no interval, so the job holds its gpus
+    # over its run as if it had none; an inventory row naming no GPU counts no GPU
+    folder = tmp_path / "job_gpus" / f"cluster={r.CLUSTER}" / f"date={r.T0.date()}"
+    folder.mkdir(parents=True)
+    startless = r.table("job_gpus", [r.job_gpu("x", 0, 3600) | {"start_ts": None}])
+    pq.write_table(startless, folder / "other-tool.parquet")
+    nameless = r.gpu() | {"gpu_index": None, "gpu_uuid": None}
+    con = r.build_lake(tmp_path, jobs=[r.job("x", 0, 3600, gpus=2)], gpus=[nameless])
+    assert r.by_job(con)["x"]["alloc_gpu_h"] == pytest.approx(2.0)
+    assert totals(con) == pytest.approx(dict.fromkeys(totals(con), 2 * H))
 
 
 def test_a_job_never_holds_more_gpus_than_its_cluster_has_or_fewer_than_none(tmp_path):

@@ -584,6 +584,25 @@ def test_a_clusters_first_samples_split_an_open_allocation_with_its_sharers(tmp_
     assert yold["alloc_gpu_h"].item() == pytest.approx(3600 / 2 / 3600)
 
 
+def test_a_clusters_first_samples_extend_a_running_job_without_job_gpus_rows(tmp_path):
+    """Cluster c2's running job zrun has no job_gpus row: it holds its GPU over its run, to
+    its last update while c2 has no data. c2's first samples, days later, give the data an
+    end: zrun now holds it to there, and every day from its start changes."""
+    root = tmp_path / "lake"
+    c2 = {"cluster": "c2"}
+    lake_for_summaries(root, jobs=(r.job("zrun", 600, None, state="RUNNING") | c2,))
+
+    rows = r.samples(range(2 * DAY_S, 2 * DAY_S + 3600, 120), interval_s=120.0)
+    r.land(root, "gpu_samples", [row | c2 for row in rows], batch_id="c2")
+    done = update(root)
+
+    assert done.mode == "incremental", done.reason
+    got = snapshot(root)
+    assert_same_marts(got, rebuilt_from_scratch(root, tmp_path / "scratch"))
+    days = got["usage_daily"].filter(pl.col("cluster") == "c2").sort("date")
+    assert days["alloc_gpu_h"].to_list() == pytest.approx([(DAY_S - 600) / 3600, 24.0, 1.0])
+
+
 def test_no_summary_mart_reads_what_the_detectors_write():
     """`detect` lands findings every round; the summary marts leave those tables out of their
     inputs (warehouse.summary.state._NOT_READ), which holds only while no mart's SQL reads them."""

@@ -222,6 +222,8 @@ def _update(
     touched: list[tuple[str, dt.date]] = []
     if late is not None:
         jobs_latest, touched = _late_records(con, root, jobs_latest, intervals)
+    _arrow_view(con, "jobs_latest_all", jobs_latest)
+    con.table("jobs_latest_all").create_view("jobs_latest")
     starts = queries.run_arrow(con, "attribution/open_starts")
     open_from = dict(zip(starts["cluster"].to_pylist(), starts["start_e"].to_pylist(), strict=True))
     scope_days, moved = _scope_days(
@@ -229,8 +231,6 @@ def _update(
     )
 
     # The jobs in scope.
-    _arrow_view(con, "jobs_latest_all", jobs_latest)
-    con.table("jobs_latest_all").create_view("jobs_latest")
     _arrow_view(con, "scope_days", scope_days)
     _arrow_view(con, "changed_index", both_changed)
     _arrow_view(con, "moved_ends", pa.table({"cluster": strings(moved)}))
