@@ -117,9 +117,10 @@ def refresh(config: WarehouseConfig, store: DayStore, params: Mapping[str, Any])
     (`gpuledger detect` holds it): it writes the lake.
     """
     root = config.root
-    days = sample_days(root)
+    days = sample_days(root)  # (not the days dated after tomorrow: their clock is wrong)
     outside = []
-    loose = len(layout.table_files(root, "gpu_samples")) - sum(map(len, days.values()))
+    in_layout = layout.day_files(root, "gpu_samples")
+    loose = len(layout.table_files(root, "gpu_samples")) - sum(map(len, in_layout.values()))
     if loose:
         outside.append(f"{loose} gpu_samples file(s) outside the cluster=/date= folders")
     stored = {path.stem: path for path in layout.table_files(root, store.table)}

@@ -105,10 +105,24 @@ class PartitionReport:
     carried: tuple[DayKey, ...] = ()  # of the unchanged: their (next) day's files compacted
 
 
-def sample_days(root: Path) -> dict[DayKey, list[Path]]:
+def sample_days(root: Path, *, today: dt.date | None = None) -> dict[DayKey, list[Path]]:
     """The sample files of each (cluster folder, day), from the lake's partition folders (a
-    file not in the layout has no day to build it under)."""
-    return layout.day_files(root, "gpu_samples")
+    file not in the layout has no day to build it under), but days dated after tomorrow."""
+    return _dated(root, today)[0]
+
+
+def _dated(
+    root: Path, today: dt.date | None = None
+) -> tuple[dict[DayKey, list[Path]], list[DayKey]]:
+    """`sample_days`, and the days it leaves out: those dated after tomorrow (UTC) by this
+    machine's clock, `today` where given. Samples from the future come from a clock that is
+    wrong (a node's, or another tool's files): taken as data, they would make the end of the
+    data, every rule's "now", that day, and the summary marts span every bucket and week up to
+    it. They are built once their day comes."""
+    days = layout.day_files(root, "gpu_samples")
+    last = (today or dt.datetime.now(dt.UTC).date()) + dt.timedelta(days=1)
+    ahead = sorted(key for key in days if key[1] > last)
+    return {key: files for key, files in days.items() if key[1] <= last}, ahead
 
 
 def _state(root: Path) -> sqlite3.Connection:
@@ -411,7 +425,14 @@ def build_sample_marts(
     root = config.root
     # read before the files are listed: a merge in between is one the next run sees
     merged = compaction_log.merges(root, "sample_days", "gpu_samples")
-    days = sample_days(root)
+    days, ahead = _dated(root)
+    if ahead:
+        logger.warning(
+            "%d day(s) of samples dated after tomorrow (%s) left out: the clock of the node "
+            "or tool that wrote them is wrong; they are attributed once their day comes",
+            len(ahead),
+            ", ".join(f"{c} {d}" for c, d in ahead[:3]) + (" …" if len(ahead) > 3 else ""),
+        )
     salt = _salt(params)
 
     def same_rows(key: DayKey, was: str | None, now: str, owners: str = "") -> bool:

@@ -1,12 +1,16 @@
 """The devices of the samples, numbered once (sql/views/sample_devices.sql): what the per-day
-pass sorts and groups by instead of the key columns' strings."""
+pass sorts and groups by instead of the key columns' strings; and the samples the per-day pass
+cannot use (naming no GPU, no span, dated after tomorrow), left out and said."""
 
 from __future__ import annotations
+
+import datetime as dt
 
 import pytest
 
 from tests.marts import rows as r
 from warehouse.connection import connect, define_span_views
+from warehouse.partitions import sample_days
 
 
 def devices(con) -> dict[tuple, dict]:
@@ -104,3 +108,26 @@ def test_samples_whose_interval_is_no_span_stand_for_no_time_and_are_said(tmp_pa
     usage = ["observed_gpu_h", "active_gpu_h", "idle_gpu_h", "effective_gpu_h", "energy_kwh"]
     assert got["job_usage"].select(usage).equals(want["job_usage"].select(usage))
     assert got["job_usage"]["observed_gpu_h"].to_list() == [pytest.approx(90 / 3600)]
+
+
+def test_samples_dated_after_tomorrow_are_left_out_and_said(tmp_path, caplog):
+    # two samples from a node whose clock says 2200: taken as data, the end of the data (every
+    # rule's "now") would be 2200 and the summary marts would span every bucket up to it
+    named = r.samples(range(0, 600, 30), engine_active=0.5)
+    future = [
+        row | {"ts": row["ts"].replace(year=2200)} for row in r.samples([0, 30], engine_active=0.5)
+    ]
+    jobs, job_gpus = [r.job("1", 0, 600)], [r.job_gpu("1", 0, 600)]
+    with caplog.at_level("WARNING"):
+        r.build_lake(tmp_path / "both", samples=named + future, jobs=jobs, job_gpus=job_gpus)
+    r.build_lake(tmp_path / "now", samples=named, jobs=jobs, job_gpus=job_gpus)
+
+    assert "1 day(s) of samples dated after tomorrow (della 2200-03-01) left out" in caplog.text
+    both, alone = r.marts_by_key(tmp_path / "both"), r.marts_by_key(tmp_path / "now")
+    assert both.keys() == alone.keys()
+    for mart, frame in alone.items():
+        assert both[mart].equals(frame), mart
+    # once the day comes (or the day before it), it is a day like any other
+    for today in (dt.date(2200, 2, 28), dt.date(2200, 3, 1)):
+        assert len(sample_days(tmp_path / "both", today=today)) == 2
+    assert len(sample_days(tmp_path / "both", today=dt.date(2200, 2, 27))) == 1
