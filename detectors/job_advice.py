@@ -210,6 +210,8 @@ def _gpu_advice(
     allocated = f.gpus or len(gpus)
     if not gpus or allocated == 0 or f.hung:
         return []  # a hung job's idle GPUs are the hang's doing
+    if len(gpus) < allocated:
+        return []  # a GPU no sample reported on did unknown work, not none
     active = sum(1 for g in gpus if (_num(g.get("active_h")) or 0) > 0)
     if active == 0 and f.interactive:
         return []  # a session that never used its GPU: the idle advice tells it to release it

@@ -141,6 +141,23 @@ def _since(f: FindingContext) -> dt.datetime | None:
     return f.start_ts
 
 
+# The detectors whose GPU-hours at stake are GPU time wasted (docs/detectors.md's table).
+WASTE_DETECTORS = frozenset(
+    {
+        "idle_job",
+        "memory_hold",
+        "hung_job",
+        "partial_idle",
+        "straggler_gpu",
+        "low_efficiency_user",
+        "overallocated",
+        "throttling",
+        "stranded_gpus",
+        "low_mfu",
+    }
+)
+
+
 def _headline(f: FindingContext) -> str:
     """The finding's message as the sentence a template ends with its own full stop."""
     return (f.message or f"{f.detector} on {_what(f)}").rstrip().rstrip(".")
@@ -165,6 +182,9 @@ def _finding_context(f: FindingContext, idle_detectors: tuple[str, ...]) -> dict
         "nodes": ", ".join(f.nodes) if f.nodes else (f.node or None),
         "activity": " · ".join(activity) or None,
         "gpu_h": _hours(f.gpu_h_at_stake),
+        # wasted only where the detector's hours are waste: a hardware finding's are the jobs'
+        # hours at risk, job_without_data's those no telemetry covered (docs/detectors.md)
+        "stake": "Wasted" if f.detector in WASTE_DETECTORS else "At stake",
         "since": _when(_since(f)),
         "rank": (
             f"#{f.user_rank} of {counted(f.users_ranked, 'user')} by GPU-hours at stake on "

@@ -89,8 +89,9 @@ if job.get("tokens_per_s_per_gpu") is not None:
     )
 if job.get("shared"):
     st.caption(
-        "Shared GPU: other jobs ran on this job's GPUs at the same time; the GPU's time, power "
-        "and energy are split evenly among them, so these figures are an estimate."
+        "Shared GPU: other jobs held this job's GPUs at the same time. The allocated time is "
+        "split evenly among them; each sample counts for the jobs its row names (split among "
+        "them), one naming none for one of them. These figures are an estimate."
     )
 
 st.subheader("What to change next time")

@@ -162,12 +162,11 @@ def render_text(
             f"  {describe_emissions(job)}",
         ]
         if job.get("shared"):
-            lines.append(
-                "  Shared GPU: other jobs ran on its GPUs at the same time; their time, power and"
-            )
-            lines.append(
-                "  energy are split evenly among the sharers, so these figures are estimates."
-            )
+            lines += [
+                "  Shared GPU: other jobs held its GPUs at the same time. The allocated time is",
+                "  split evenly among them; each sample counts for the jobs its row names (split",
+                "  among them), one naming none for one of them. These figures are estimates.",
+            ]
 
     lines += _throughput_lines(job)
     if at_end is not None:

@@ -16,6 +16,9 @@ SELECT
     gpu_uuid,
     mig_instance,
     min(ts) AS ts,
-    arg_min(energy_j, ts) AS energy_j
+    -- (a counter that is no number is unknown: sql/views/sample_steps.sql)
+    arg_min(
+        CASE WHEN energy_j - energy_j = 0 THEN energy_j END, ts
+    ) AS energy_j
 FROM next_day_samples
 GROUP BY cluster, gpu_uuid, node, gpu_index, mig_instance

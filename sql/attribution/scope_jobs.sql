@@ -11,8 +11,9 @@
 --
 -- A job is in scope when it had or has samples on a changed day, has samples on a day to
 -- update, holds an allocation overlapping a day to update (open allocations end at the data's
--- end), ran over one (a job without job_gpus rows holds its GPUs over its run), is still running in a cluster whose data end moved (its allocated time runs to it), or
--- has a late scheduler record. A job's share of a GPU held by several jobs at once
+-- end), ran over one (a job without job_gpus rows holds its GPUs over its run), is still
+-- running in a cluster whose data end moved (its allocated time runs to it), or has a late
+-- scheduler record. A job's share of a GPU held by several jobs at once
 -- (job_gpu_shares) changes only where a sharer's interval changed: an open allocation's, over
 -- the days between the old and the new end of data (or from its start, where the cluster's
 -- data began or ended), or a late record's job's, over the days it held GPUs (late_days); those

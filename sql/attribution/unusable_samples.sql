@@ -13,7 +13,7 @@
 SELECT
     count(*) FILTER (WHERE gpu_uuid IS NULL AND gpu_index IS NULL) AS nameless,
     count(*) FILTER (
-        WHERE NOT coalesce(interval_s > 0 AND interval_s < CAST('Infinity' AS DOUBLE), false)
+        WHERE NOT coalesce(interval_s - interval_s = 0 AND interval_s > 0, false)
     )
         AS no_interval
 FROM day_samples

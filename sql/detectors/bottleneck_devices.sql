@@ -32,7 +32,7 @@ WITH job_samples AS (
         ts,
         -- an interval that is no span (NaN, infinite, 0 or less) weighs nothing, as a null one
         CASE
-            WHEN interval_s > 0 AND interval_s < CAST('Infinity' AS DOUBLE)
+            WHEN interval_s - interval_s = 0 AND interval_s > 0
                 THEN CAST(interval_s AS DOUBLE)
         END AS w,
         coalesce(engine_active, sm_active, gpu_util_pct / 100.0) AS busy,

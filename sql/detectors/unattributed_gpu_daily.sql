@@ -20,9 +20,11 @@ SELECT
     any_value(gpu_uuid) AS gpu_uuid,
     CAST(bucket AS DATE) AS day,
     sum(observed_share_s) AS observed_s,
-    sum(active_share_s) AS active_s,
-    min(bucket) FILTER (WHERE active_s > 0) AS first_ts,
-    max(bucket) FILTER (WHERE active_s > 0) AS last_ts
+    -- work is known only where a busy field was: a GPU reporting none of them (power alone,
+    -- or only values that are no number) is not said to have worked
+    sum(active_share_s) FILTER (WHERE busy_known_s > 0) AS active_s,
+    min(bucket) FILTER (WHERE active_s > 0 AND busy_known_s > 0) AS first_ts,
+    max(bucket) FILTER (WHERE active_s > 0 AND busy_known_s > 0) AS last_ts
 FROM gpu_job_buckets
 WHERE job_id IS NULL
     AND bucket >= $since

@@ -214,8 +214,8 @@ SELECT
     u.est_tflops_mean,
     u.nvlink_gb,
     u.pcie_gb,
-    greatest(coalesce(j.gpus, a.slots, u.devices, 0) - coalesce(u.devices_active, 0), 0)
-        AS gpus_never_active,
+    -- of the GPUs telemetry covered: one no sample reported on is unknown, not idle
+    coalesce(u.devices, 0) - coalesce(u.devices_active, 0) AS gpus_never_active,
     coalesce(u.samples, 0) AS samples,
     coalesce(p.tokens, p.samples, p.steps) / nullif(p.span_s, 0) AS app_throughput,
     coalesce(u.shared, FALSE) OR coalesce(a.split, FALSE) AS shared,

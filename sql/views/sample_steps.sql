@@ -16,7 +16,37 @@
 -- column it is given, and variant_id stands for them (sample_spans joins them back).
 
 -- The rows in the columns the spans need, derived ones computed here.
-WITH keyed AS (
+WITH finite AS (
+    -- a figure that is no number (NaN, infinite: another tool's file) is unknown, as a null one
+    -- is: one NaN would make every sum it reaches NaN, and NaN orders above any idle line.
+    -- x - x = 0 holds for every finite x alone (NaN - NaN and inf - inf are NaN): Spark has no
+    -- isfinite, and DuckDB folds a range test (abs(x) < inf, even isnan) from a Parquet file's
+    -- statistics, which leave NaN out, so a file's NaN passed it
+    SELECT
+        g.cluster,
+        g.node,
+        g.gpu_index,
+        g.gpu_uuid,
+        g.mig_instance,
+        g.model,
+        g.ts,
+        g.job_id,
+        g.interval_s,
+        CASE WHEN g.gpu_util_pct - g.gpu_util_pct = 0 THEN g.gpu_util_pct END AS gpu_util_pct,
+        CASE WHEN g.engine_active - g.engine_active = 0 THEN g.engine_active END AS engine_active,
+        CASE WHEN g.sm_active - g.sm_active = 0 THEN g.sm_active END AS sm_active,
+        CASE WHEN g.tensor_active - g.tensor_active = 0 THEN g.tensor_active END AS tensor_active,
+        CASE WHEN g.dram_active - g.dram_active = 0 THEN g.dram_active END AS dram_active,
+        CASE WHEN g.fb_used_mib - g.fb_used_mib = 0 THEN g.fb_used_mib END AS fb_used_mib,
+        CASE WHEN g.power_w - g.power_w = 0 THEN g.power_w END AS power_w,
+        CASE WHEN g.energy_j - g.energy_j = 0 THEN g.energy_j END AS energy_j,
+        CASE WHEN g.nvlink_tx_bps - g.nvlink_tx_bps = 0 THEN g.nvlink_tx_bps END AS nvlink_tx_bps,
+        CASE WHEN g.nvlink_rx_bps - g.nvlink_rx_bps = 0 THEN g.nvlink_rx_bps END AS nvlink_rx_bps,
+        CASE WHEN g.pcie_tx_bps - g.pcie_tx_bps = 0 THEN g.pcie_tx_bps END AS pcie_tx_bps,
+        CASE WHEN g.pcie_rx_bps - g.pcie_rx_bps = 0 THEN g.pcie_rx_bps END AS pcie_rx_bps
+    FROM owned_samples AS g
+),
+keyed AS (
     SELECT
         d.device_id,
         d.gpu_id,
@@ -26,10 +56,8 @@ WITH keyed AS (
         g.job_id,
         -- an interval that is no span (NaN, infinite, 0 or less: another tool's file) is none,
         -- as a null one is (warehouse/partitions.py says how many the day had)
-        -- (NaN orders above +inf, in DuckDB and in Spark, which has no isfinite)
-        CASE
-            WHEN g.interval_s > 0 AND g.interval_s < CAST('Infinity' AS DOUBLE) THEN g.interval_s
-        END AS interval_s,
+        CASE WHEN g.interval_s - g.interval_s = 0 AND g.interval_s > 0 THEN g.interval_s END
+            AS interval_s,
         g.gpu_util_pct,
         -- in double precision: as a float, GPU_UTIL 1 % / 100 falls below the 0.01 idle line
         coalesce(
@@ -53,7 +81,7 @@ WITH keyed AS (
             WHEN g.pcie_tx_bps IS NULL AND g.pcie_rx_bps IS NULL THEN NULL
             ELSE coalesce(g.pcie_tx_bps, 0) + coalesce(g.pcie_rx_bps, 0)
         END AS pcie_bps
-    FROM owned_samples AS g
+    FROM finite AS g
     INNER JOIN sample_devices AS d
         ON d.cluster = g.cluster
         AND d.node = g.node

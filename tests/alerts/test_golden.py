@@ -122,6 +122,20 @@ def test_markup_in_findings_is_escaped(findings):
     assert r.blocks[1]["text"]["text"] == "&lt;script&gt;x&lt;/script&gt; &amp; &lt;@U123&gt;"
 
 
+def test_only_a_waste_detectors_hours_are_called_wasted(findings):
+    import dataclasses
+
+    # job_without_data's hours are those no telemetry covered: at stake, not wasted
+    unseen = dataclasses.replace(findings["f-over"], detector="job_without_data")
+    for finding, label in ((findings["f-over"], "Wasted:"), (unseen, "At stake:")):
+        r = render_notice(
+            Notice(finding, Stage.NOTICE, False, False), Person("bob", "b@x"), "owner", IDLE
+        )
+        assert f"{label:<12}{finding.gpu_h_at_stake:,.1f} GPU-hours so far" in r.text
+        assert f'<th align="left">{label[:-1]}</th>' in r.html
+    assert "Wasted" not in r.text + r.html + json.dumps(r.blocks)
+
+
 def test_interactive_session_is_addressed_gently(findings):
     import dataclasses
 

@@ -274,6 +274,15 @@ def test_gpus_never_active_do_not_count_as_idle_twice():
     assert headlines(gpu_rows=gpus, idle_gpu_h=30.0) == ["Ask for 1 GPU, not 4"]
 
 
+def test_gpus_no_sample_reported_on_are_not_called_never_active():
+    # 1 of 4 GPUs reported (busy); the other 3 sent nothing (no exporter on their node): what
+    # they did is unknown, so no "ask for 1 GPU" (job_without_data says what is missing)
+    assert "Ask for 1 GPU, not 4" not in headlines(gpus=4, gpu_rows=gpus_of(1))
+    assert headlines(gpus=4, gpu_rows=gpus_of(1) + gpus_of(3, active_h=0.0, idle_h=10.0)) == [
+        "Ask for 1 GPU, not 4"
+    ]
+
+
 def test_a_mostly_idle_batch_job_is_not_told_about_interactive_sessions():
     advice = run(idle_gpu_h=20.0)
     assert [a.headline for a in advice] == ["Keep the GPUs busy or give them back"]

@@ -45,6 +45,18 @@ def test_a_two_gpu_job_with_one_idle_gpu(tmp_path):
     assert job["gpus_never_active"] == 1
 
 
+def test_a_gpu_no_sample_reported_on_is_not_counted_never_active(tmp_path):
+    # j1 holds GPUs 0 and 1 of g001; only GPU 0 reports (busy): GPU 1's work is unknown
+    con = r.build_lake(
+        tmp_path,
+        samples=r.samples(range(0, 300, 30), gpu_index=0, engine_active=0.6),
+        jobs=[r.job("j1", 0, 300, gpus=2)],
+        job_gpus=[r.job_gpu("j1", 0, 300, gpu_index=0), r.job_gpu("j1", 0, 300, gpu_index=1)],
+    )
+    job = r.by_job(con)["j1"]
+    assert (job["gpus"], job["gpus_never_active"]) == (2, 0)
+
+
 def test_energy_across_a_counter_reset_uses_power_over_the_reset_step(tmp_path):
     # The counter climbs 300 J per 30 s, then the driver reloads between 60 s and 90 s.
     con = r.build_lake(

@@ -131,3 +131,30 @@ def test_samples_dated_after_tomorrow_are_left_out_and_said(tmp_path, caplog):
     for today in (dt.date(2200, 2, 28), dt.date(2200, 3, 1)):
         assert len(sample_days(tmp_path / "both", today=today)) == 2
     assert len(sample_days(tmp_path / "both", today=dt.date(2200, 2, 27))) == 1
+
+
+def test_a_figure_that_is_no_number_is_unknown(tmp_path):
+    # another tool's file: one sample's engine activity NaN, another's power infinite, another's
+    # energy counter NaN, another's interval NaN; each is unknown (as null), where one NaN made
+    # every sum it reached NaN (the job's effective GPU-hours, every account's share of the
+    # cluster's)
+    nan, inf = float("nan"), float("inf")
+    times = list(range(0, 600, 30))
+    energy = [1000.0 * i for i in range(len(times))]
+    clean = r.samples(times, engine_active=0.5, power_w=300.0, energy_j=energy)
+    broken = [dict(row) for row in clean]
+    broken[3]["engine_active"], broken[5]["power_w"], broken[7]["energy_j"] = nan, inf, nan
+    broken[9]["interval_s"] = nan  # the file's only one: its statistics do not bound it
+    unknown = [dict(row) for row in clean]
+    unknown[3]["engine_active"], unknown[5]["power_w"], unknown[7]["energy_j"] = None, None, None
+    unknown[9]["interval_s"] = 0.0  # (stands for no time too; the writer refuses a null)
+    jobs, job_gpus = [r.job("1", 0, 600)], [r.job_gpu("1", 0, 600)]
+    r.build_lake(tmp_path / "broken", samples=broken, jobs=jobs, job_gpus=job_gpus)
+    r.build_lake(tmp_path / "null", samples=unknown, jobs=jobs, job_gpus=job_gpus)
+
+    got, want = r.marts_by_key(tmp_path / "broken"), r.marts_by_key(tmp_path / "null")
+    assert got.keys() == want.keys()
+    for mart, frame in want.items():
+        assert got[mart].equals(frame), mart
+    # the sample before the one without an interval stands for its 30 s; that one for none
+    assert want["job_usage"]["effective_gpu_h"].to_list() == [pytest.approx(18 * 30 * 0.5 / 3600)]

@@ -239,7 +239,8 @@ def test_spark_reading_a_lake_url_builds_the_same_marts_as_duckdb(spark, tmp_pat
     hand_made = pl.col("cluster") == r.CLUSTER
     assert duck["job_usage"].filter(hand_made).height == 6
     requeued = duck["job_outcomes"].filter(hand_made & pl.col("requeued")).sort("job_id")
-    assert requeued["gpu_h_lost_requeue"].to_list() == pytest.approx([300 / 3600, 100 / 3600])
+    # jt's lost run [0, 100) on g002's GPU 1 shares it with j4, which holds g002 whole then
+    assert requeued["gpu_h_lost_requeue"].to_list() == pytest.approx([300 / 3600, 50 / 3600])
     assert duck["job_usage"].filter(~hand_made)["cluster"].unique().to_list() == ["gpu farm/1"]
     assert duck["job_usage"].filter(~hand_made).height > 5
     assert duck["cluster_occupancy"].filter(hand_made).height > 0

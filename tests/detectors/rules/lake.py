@@ -79,10 +79,12 @@ def bucket(
     fb_mib: float = 0.0,
     power_w: float | None = 100.0,
     idle_below: float = 0.01,
+    busy_known: bool = True,
 ) -> Row:
-    """One gpu_job_buckets row: one GPU, one 5-minute bucket, uniform activity `busy`."""
+    """One gpu_job_buckets row: one GPU, one 5-minute bucket, uniform activity `busy` (unknown
+    with `busy_known` false: active, as the marts count a sample without a busy field)."""
     sm_value = busy if sm is None else sm
-    active_s = observed_s if busy >= idle_below else 0.0
+    active_s = observed_s if busy >= idle_below or not busy_known else 0.0
     return {
         "cluster": CLUSTER,
         "device": f"GPU-{node}-{gpu_index}",
@@ -109,7 +111,7 @@ def bucket(
         "idle_s": observed_s - active_s,
         "carry_idle_s": 0.0,
         "effective_s": busy * observed_s,
-        "busy_known_s": observed_s,
+        "busy_known_s": observed_s if busy_known else 0.0,
         "util_sum": None if util_pct is None else util_pct * observed_s,
         "util_known_s": 0.0 if util_pct is None else observed_s,
         "sm_sum": None if sm_value is None else sm_value * observed_s,

@@ -33,6 +33,12 @@ def test_a_gpu_active_for_an_hour_with_no_job_is_flagged(tmp_path):
     assert finding["score"] == pytest.approx(0.5)
 
 
+def test_a_gpu_whose_work_is_unknown_is_not_said_to_have_worked(tmp_path):
+    # an hour of samples carrying no busy field (power alone, or values that are no number)
+    buckets = [bucket(None, i * 300, busy_known=False) for i in range(12)]
+    assert run(tmp_path, mapping.RULES, gpu_job_buckets=buckets) == []
+
+
 def test_a_job_whose_gpus_sent_no_data_is_flagged(tmp_path):
     usages = [
         usage("1", 0, 7200, gpus=2, alloc_gpu_h=4.0, observed_gpu_h=0.0),
