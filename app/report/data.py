@@ -514,6 +514,11 @@ def assemble_report(
     scalars.update(
         {
             "alloc_gpu_h": float(accounts.get_column("alloc_gpu_h").sum()),
+            # the jobs' observed GPU-hours (a MIG instance one of its job's GPUs), which the
+            # note on the two allocated figures (report/html.py) splits their difference by
+            "observed_gpu_h": float(
+                this_week.filter(pl.col("level") == "account").get_column("observed_gpu_h").sum()
+            ),
             "effective_gpu_h": float(accounts.get_column("effective_gpu_h").sum()),
             "waste_gpu_h": float(tables["waste_by_account"].get_column("waste_gpu_h").sum()),
             "energy_kwh": float(tables["waste_by_account"].get_column("energy_kwh").sum()),

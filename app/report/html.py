@@ -97,10 +97,24 @@ def allocated_note(report: WeeklyReport) -> str | None:
         "(samples attributed to a job: this frame)."
     )
     if scheduler > telemetry:
-        why = (
-            f" The scheduler's figure also counts allocated time no sample covered "
-            f"({_num(scheduler - telemetry)} GPU-hours more)."
+        # the jobs' observed hours count a MIG instance as one of its job's GPUs, the frame as
+        # its share of the GPU: what lies between is that, not allocated time unobserved
+        observed = min(
+            max(float(report.scalars.get("observed_gpu_h", telemetry)), telemetry), scheduler
         )
+        parts = [
+            f"allocated time no sample covered ({_num(scheduler - observed)} GPU-hours more)"
+            if _num(scheduler - observed) != _num(0.0)
+            else "",
+            "each MIG instance as one of its job's GPUs, where this frame counts its share of "
+            f"the GPU ({_num(observed - telemetry)} GPU-hours more)"
+            if _num(observed - telemetry) != _num(0.0)
+            else "",
+        ]
+        said = " and ".join(part for part in parts if part) or (
+            f"allocated time no sample covered ({_num(scheduler - telemetry)} GPU-hours more)"
+        )
+        why = f" The scheduler's figure also counts {said}."
     else:
         why = (
             f" Telemetry saw {_num(telemetry - scheduler)} GPU-hours more: a sample stands for "

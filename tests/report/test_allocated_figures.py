@@ -69,3 +69,17 @@ def test_no_note_without_telemetry_in_the_week(report):
     )
     bare = dataclasses.replace(report, tables=report.tables | {"cluster_frame": frame})
     assert allocated_note(bare) is None
+
+
+def test_mig_instances_counted_as_gpus_are_not_called_unobserved(report):
+    # the jobs observed 2.0 GPU-hours, a MIG instance one of its job's GPUs; the frame counts
+    # each instance as its share of the GPU (1.5): of the 1.0 between the scheduler's 2.5 and
+    # the frame, 0.5 no sample covered and 0.5 is the instances' counting
+    assert report.scalars["observed_gpu_h"] == pytest.approx(1.5)  # no MIG here: the frame's
+    mig = dataclasses.replace(report, scalars=report.scalars | {"observed_gpu_h": 2.0})
+    note = allocated_note(mig)
+    assert note is not None
+    assert "allocated time no sample covered (0.5 GPU-hours more)" in note
+    assert "each MIG instance as one of its job's GPUs" in note and "(0.5 GPU-hours more)." in note
+    every_hour_seen = dataclasses.replace(report, scalars=report.scalars | {"observed_gpu_h": 2.5})
+    assert "no sample covered" not in (allocated_note(every_hour_seen) or "")
