@@ -46,6 +46,7 @@ def _partial(devices: pl.DataFrame, t: GpuBalanceThresholds) -> pl.DataFrame:
             pl.first("job_start_ts"),
             pl.first("job_end_ts"),
             pl.len().alias("gpus_observed"),
+            pl.first("gpus").alias("gpus"),
             inactive.sum().alias("idle_gpus"),
             pl.col("observed_s").median().alias("observed_s"),
             (pl.col("idle_s").filter(inactive).sum() / 3600).alias("idle_gpu_h"),
@@ -72,16 +73,33 @@ def _partial(devices: pl.DataFrame, t: GpuBalanceThresholds) -> pl.DataFrame:
         pl.col("job_end_ts").alias("end_ts"),
         share.cast(pl.Float32).alias("score"),
         pl.col("idle_gpu_h").alias("gpu_h_at_stake"),
-        pl.format(
-            "Job {} ({}): {} of its {} never did any work ({} GPU-h); "
-            "ask for --gres=gpu:{} next time",
-            "job_id",
-            pl.col("user").fill_null("unknown user"),
-            "idle_gpus",
-            counted_expr("gpus_observed", "GPU"),
-            pl.col("idle_gpu_h").round(2),
-            pl.col("gpus_observed") - pl.col("idle_gpus"),
-        ).alias("message"),
+        # where some of its GPUs sent no sample, what they did is unknown: no --gres to ask for
+        pl.when(pl.col("gpus").fill_null(0) > pl.col("gpus_observed"))
+        .then(
+            pl.format(
+                "Job {} ({}): {} of the {} that reported (of its {}) never did any work "
+                "({} GPU-h); the others sent no data",
+                "job_id",
+                pl.col("user").fill_null("unknown user"),
+                "idle_gpus",
+                counted_expr("gpus_observed", "GPU"),
+                "gpus",
+                pl.col("idle_gpu_h").round(2),
+            )
+        )
+        .otherwise(
+            pl.format(
+                "Job {} ({}): {} of its {} never did any work ({} GPU-h); "
+                "ask for --gres=gpu:{} next time",
+                "job_id",
+                pl.col("user").fill_null("unknown user"),
+                "idle_gpus",
+                counted_expr("gpus_observed", "GPU"),
+                pl.col("idle_gpu_h").round(2),
+                pl.col("gpus_observed") - pl.col("idle_gpus"),
+            )
+        )
+        .alias("message"),
         evidence("gpus_observed", "idle_gpus", "idle_gpu_uuids", "observed_s", "idle_gpu_h"),
     ).pipe(as_frame)
 

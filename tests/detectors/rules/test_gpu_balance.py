@@ -32,6 +32,15 @@ def test_two_of_four_gpus_never_active_is_partial_idle(tmp_path):
     assert json.loads(finding["evidence"])["idle_gpu_uuids"] == ["GPU-g001-2", "GPU-g001-3"]
 
 
+def test_a_job_whose_other_gpus_sent_no_data_is_not_told_to_ask_for_fewer(tmp_path):
+    # 2 of its 4 GPUs reported, one of them never active: the other two did unknown work
+    days = [device_day("5", g, observed_s=7200, busy=0.6 if g < 1 else 0.0) for g in range(2)]
+    [finding] = run(tmp_path, days, [job("5", 0, 7200, gpus=4)])
+
+    assert "1 of the 2 GPUs that reported (of its 4) never did any work" in finding["message"]
+    assert "--gres" not in finding["message"]
+
+
 @pytest.mark.parametrize(
     ("busy", "expected"),
     [
