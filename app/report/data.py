@@ -413,7 +413,7 @@ def _headlines(
         change = top["waste_change_gpu_h"]
         versus = (
             f"{change:+,.1f} on last week"
-            if change is not None
+            if change is not None and not math.isnan(change)
             else f"no data for {week.minus(1).label} to compare"
         )
         lines.append(

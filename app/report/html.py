@@ -54,7 +54,7 @@ def _pct(value: float | None) -> str:
 
 
 def _signed(value: float | None) -> str:
-    return "–" if value is None else f"{value:+,.1f}"
+    return "–" if value is None or math.isnan(value) else f"{value:+,.1f}"
 
 
 def _money(value: float | None) -> str:
