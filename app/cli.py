@@ -72,6 +72,17 @@ def _simulate(
         start=start or DEFAULT_START,
     )
     cfg.validate()
+    end = cfg.start + dt.timedelta(days=days)
+    tomorrow = dt.datetime.now(dt.UTC).date() + dt.timedelta(days=1)
+    if end.date() > tomorrow + dt.timedelta(days=1):
+        # `attribute` leaves samples dated after tomorrow out: they come from a wrong clock
+        first = dt.datetime.combine(tomorrow - dt.timedelta(days=days), dt.time(), dt.UTC)
+        raise click.BadParameter(
+            f"{days} day(s) from {cfg.start:%Y-%m-%d} run to {end:%Y-%m-%d}, past tomorrow: "
+            "attribute leaves samples dated after tomorrow out (they come from a wrong clock); "
+            f"start on {first:%Y-%m-%d} or earlier",
+            param_hint="--start",
+        )
     chunks = -(-max(gpus, 1) // 512)
     with progress_bar("Simulating telemetry", days * chunks, not quiet) as update:
         result = simulate(cfg, lake, progress=update)

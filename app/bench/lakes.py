@@ -37,7 +37,9 @@ __all__ = [
     "synthetic_lake",
 ]
 
-SYNTHETIC_START = dt.datetime(2026, 11, 2, tzinfo=dt.UTC)
+# a Monday more than a year back: 365 days of history and the day appended lie in the past
+# (attribute leaves samples dated after tomorrow out)
+SYNTHETIC_START = dt.datetime(2025, 1, 6, tzinfo=dt.UTC)
 SYNTHETIC_CLUSTER = "synthetic"
 _SAMPLE_TABLES = ("gpu_samples",)
 

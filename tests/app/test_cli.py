@@ -311,6 +311,13 @@ def test_simulate_refuses_a_start_that_is_not_a_date(tmp_path: Path) -> None:
     _assert_one_line_error(result, 2, "'yesterday'", "ISO")
 
 
+def test_simulate_refuses_days_after_tomorrow(tmp_path: Path) -> None:
+    # attribute would leave them out (a clock that is wrong): say so before simulating them
+    result = invoke("simulate", "--lake", str(tmp_path / "lake"), "--start", "2100-01-04", *SMALL)
+    _assert_one_line_error(result, 2, "past tomorrow", "start on")
+    assert not (tmp_path / "lake").exists()
+
+
 def test_simulate_into_a_lake_that_cannot_be_created_names_it(tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder\n")
