@@ -47,6 +47,28 @@ def test_a_multi_node_job_gets_each_nodes_own_indices(fixture_text):
     ]
 
 
+@pytest.mark.parametrize(
+    ("field", "text"),
+    [
+        ("JobName=ddp-2node", "JobName=x Nodes=gpu-node09 GRES=gpu:8(IDX:0-7)"),
+        ("JobName=ddp-2node", "JobName=x ArrayJobId=999 ArrayTaskId=1 Shared=0"),
+        ("JobName=ddp-2node", "JobName=x\n   UserId=eve(1) Nodes=gpu-node09 GRES=gpu:8(IDX:0-7)"),
+        ("WorkDir=/home/alice", "WorkDir=/home/alice/my Nodes=gpu-node07 GRES=gpu:4(IDX:0-3)"),
+        ("WorkDir=/home/alice", "WorkDir=/home/a\n     Nodes=gpu-node07 GRES=gpu:4(IDX:0-3)"),
+    ],
+    ids=["name-nodes", "name-array-shared", "name-newline", "workdir-space", "workdir-newline"],
+)
+def test_a_jobs_name_or_directory_adds_no_field(fixture_text, field, text):
+    # a user's words (a name with spaces, a directory) that read like fields: no GPU on a node
+    # the job never ran on, no other job id, no whole node
+    record = fixture_text("first-cluster/scontrol-show-job-d-multinode.txt")
+    [clean], _ = parse_scontrol_show_job(record)
+    assert field in record
+    [job], malformed = parse_scontrol_show_job(record.replace(field, text))
+    assert malformed == []
+    assert (job.job_id, job.exclusive, gpus(job)) == (clean.job_id, clean.exclusive, gpus(clean))
+
+
 def test_several_jobs_in_one_output_and_a_pending_one_without_gpus(fixture_text):
     jobs, malformed = parse_scontrol_show_job(
         fixture_text("first-cluster/scontrol-show-job-d-running.txt")
@@ -146,3 +168,11 @@ def test_the_job_gpus_table_has_the_contracts_exact_types(edge):
     assert conform(RAW_TABLES["job_gpus"], table).num_rows == len(rows)
     whole = [r for r in table.to_pylist() if r["mapping"] == "whole-node"]
     assert {r["gpu_index"] for r in whole} == {None}
+
+
+def test_a_gpu_index_past_the_contracts_range_is_a_malformed_record(fixture_text):
+    # int16 holds it not: a traceback in the table's build, at every run while the job ran
+    record = fixture_text("first-cluster/scontrol-show-job-d-multinode.txt")
+    jobs, malformed = parse_scontrol_show_job(record.replace("IDX:4-7", "IDX:40000"))
+    assert jobs == []
+    assert len(malformed) == 1 and "GPU index past 32767" in str(malformed[0])

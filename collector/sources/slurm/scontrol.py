@@ -48,6 +48,14 @@ _GRES_VALUE = re.compile(r"\bGRES(?:_IDX)?=(\S*)")
 _GRES_ITEM = re.compile(r"^(?P<spec>[^()]+?)(?:\(IDX:(?P<idx>[^)]*)\))?$")
 _MIG_TYPE = re.compile(r"^\d+g\.\d+gb$", re.IGNORECASE)
 _JOB_NAME = re.compile(r"\bJobName=(.*?)(?=\s+UserId=|$)")
+# The fields Slurm prints before the job's free text: JobName (the user's, spaces and all) runs
+# to the record's UserId, Command, WorkDir, the comments and the std streams come after
+# OverSubscribe. Only the rest is read as fields, so a name or a path cannot add one (a job
+# named "x Nodes=gpu09 GRES=gpu:8(IDX:0-7)" held GPUs on gpu09).
+# The largest GPU index a node can have that the contract holds (int16).
+_MAX_GPU_INDEX = 32767
+_USER_ID = re.compile(r"\sUserId=")
+_FREE_TEXT_AFTER = re.compile(r"\s(?:Command|WorkDir|AdminComment|SystemComment|Comment|StdErr)=")
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,11 +129,11 @@ def _allocations(
                 unmapped = True
                 continue
             indexed = True
+            indices = [int(i) for i in expand_ranges(idx)]
+            if any(i > _MAX_GPU_INDEX for i in indices):
+                raise MalformedSample(f"GPU index past {_MAX_GPU_INDEX} in {idx!r}")
             for host in hosts:
-                rows.extend(
-                    JobGpu(job_id, host, int(i), start, None, "scontrol-idx")
-                    for i in expand_ranges(idx)
-                )
+                rows.extend(JobGpu(job_id, host, i, start, None, "scontrol-idx") for i in indices)
         if not indexed:
             unindexed.extend(hosts)
     if not matched:
@@ -136,7 +144,22 @@ def _allocations(
     return rows, unmapped
 
 
+def _fields_text(text: str) -> str:
+    """`text` without the job's free text (its name, command, directory, comments, streams):
+    what the fields are read from. The name's value runs to the record's last UserId (a name
+    cannot end the record's own), the rest of the record from the first free-text field on
+    is left out."""
+    users = list(_USER_ID.finditer(text))
+    name_at = text.find("JobName=")
+    if name_at >= 0 and users and users[-1].start() > name_at:
+        text = text[: name_at + len("JobName=")] + text[users[-1].start() :]
+    free = _FREE_TEXT_AFTER.search(text)
+    return text if free is None else text[: free.start()]
+
+
 def _parse_record(text: str, tz: dt.tzinfo) -> ScontrolJob:
+    name = _JOB_NAME.search(text.split("\n", 1)[0])
+    text = _fields_text(text)
     tokens = {key: value for key, value in _TOKEN.findall(text)}
     raw_id = tokens.get("JobId", "")
     if not raw_id.isdigit():
@@ -169,7 +192,6 @@ def _parse_record(text: str, tz: dt.tzinfo) -> ScontrolJob:
             raise MalformedSample(f"job {job_id}: {exc}") from None
         if finished and end is not None:
             rows = [JobGpu(r.job_id, r.node, r.gpu_index, r.start_ts, end, r.mapping) for r in rows]
-    name = _JOB_NAME.search(text.split("\n", 1)[0])
     restarts = tokens.get("Restarts", "")
     return ScontrolJob(
         job_id=job_id,
