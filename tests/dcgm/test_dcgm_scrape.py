@@ -143,13 +143,51 @@ def test_a_dead_exporter_is_retried_then_reported_while_the_live_one_lands(
 
 def test_fetch_url_reports_failures_as_exporter_unavailable(dead_url, exporter_server):
     base, pages = exporter_server
-    pages.pages["/big"] = (200, "x" * 10)
+    pages.pages["/big"] = (200, "x" * 9 + "\n")
 
-    assert fetch_url(f"{base}/big", 2.0) == "x" * 10
+    assert fetch_url(f"{base}/big", 2.0) == "x" * 9 + "\n"
     with pytest.raises(ExporterUnavailable, match="Connection refused"):
         fetch_url(dead_url, 2.0)
     with pytest.raises(ExporterUnavailable, match="HTTP 404 Not Found"):
         fetch_url(f"{base}/missing", 2.0)
+
+
+@pytest.mark.parametrize(
+    ("head", "sent", "message"),
+    [
+        # Content-Length says the whole page; the connection closes halfway
+        (
+            b"HTTP/1.1 200 OK\r\nContent-Length: 40\r\n\r\n",
+            b'DCGM_FI_DEV_POWER_USAGE{gpu="0"} 16.',
+            "cut short",
+        ),
+        # no Content-Length: the body ends where the connection does, mid-value
+        (b"HTTP/1.0 200 OK\r\n\r\n", b'DCGM_FI_DEV_POWER_USAGE{gpu="0"} 16.', "no final line feed"),
+    ],
+    ids=["content-length", "close-delimited"],
+)
+def test_a_response_cut_short_is_unavailable_not_a_scrape(head, sent, message):
+    # read with a size, a short body raises nothing: "16." of 16.365 W landed as 16 W
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+
+    def answer() -> None:
+        conn, _ = server.accept()
+        conn.recv(65536)
+        conn.sendall(head + sent)
+        conn.close()
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(ExporterUnavailable, match=message):
+            fetch_url(f"http://127.0.0.1:{server.getsockname()[1]}/metrics", 5.0)
+    finally:
+        thread.join(5)
+        server.close()
 
 
 @pytest.mark.parametrize(

@@ -88,6 +88,7 @@ def fetch_url(url: str, timeout_s: float) -> str:
     try:
         with _OPENER.open(request, timeout=timeout_s) as response:
             body: bytes = response.read(MAX_BODY_BYTES + 1)
+            declared = response.headers.get("Content-Length")
     except (OSError, http.client.HTTPException, ValueError) as exc:  # URLError is an OSError
         if isinstance(exc, urllib.error.HTTPError):
             reason: object = f"HTTP {exc.code} {exc.reason}"
@@ -96,6 +97,15 @@ def fetch_url(url: str, timeout_s: float) -> str:
         raise ExporterUnavailable(f"{redact_url(url)}: {reason}") from exc
     if len(body) > MAX_BODY_BYTES:
         raise ExporterUnavailable(f"{redact_url(url)}: response larger than {MAX_BODY_BYTES} bytes")
+    # A connection closed mid-body reads short without an error (read with a size): a cut
+    # value ("16." of "16.365") would land as if scraped. The exposition format ends every
+    # line, the last too, with a line feed.
+    if declared is not None and declared.isdigit() and int(declared) != len(body):
+        raise ExporterUnavailable(
+            f"{redact_url(url)}: response cut short ({len(body)} of {declared} bytes)"
+        )
+    if body and not body.endswith(b"\n"):
+        raise ExporterUnavailable(f"{redact_url(url)}: response cut short (no final line feed)")
     return body.decode("utf-8", errors="replace")
 
 
