@@ -33,6 +33,7 @@ from collector.sources.kubernetes.resources import (
         ("1e3", Decimal(1000)),
         ("12E6", Decimal(12 * 10**6)),
         ("1E", Decimal(10**18)),  # exa, not an exponent
+        ("1Ei", Decimal(2**60)),  # exbi, not an exponent (a traceback took the whole run)
         ("250u", Decimal("0.00025")),
         (".5", Decimal("0.5")),
         (4, Decimal(4)),
@@ -42,7 +43,23 @@ def test_quantities_parse_with_every_suffix(text, expected):
     assert parse_quantity(text) == expected
 
 
-@pytest.mark.parametrize("text", ["", "eight", "8 Gi", "8gi", "1.2.3", "Gi", None, True, [8]])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "eight",
+        "8 Gi",
+        "8gi",
+        "1.2.3",
+        "Gi",
+        None,
+        True,
+        [8],
+        "1e999999",
+        float("nan"),
+        float("inf"),
+    ],
+)
 def test_a_bad_quantity_is_refused_with_its_value(text):
     with pytest.raises(MalformedSample, match="invalid quantity"):
         parse_quantity(text)

@@ -39,6 +39,9 @@ _QUANTITY = re.compile(
     r"^(?P<number>[+-]?(?:\d+\.?\d*|\.\d+))"
     r"(?P<suffix>[eE][+-]?\d+|Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$"
 )
+# Kubernetes' quantities fit 2^63 (about 9.2e18) and resolve to nano units: beyond 1e±30 a
+# value is no resource.
+_MAX_EXPONENT = 30
 _SUFFIXES = {
     "Ki": Decimal(2) ** 10,
     "Mi": Decimal(2) ** 20,
@@ -66,7 +69,10 @@ def parse_quantity(value: object) -> Decimal:
     if isinstance(value, bool):
         raise MalformedSample(f"invalid quantity {value!r}")
     if isinstance(value, int | float):
-        return Decimal(str(value))
+        number = Decimal(str(value))
+        if not number.is_finite():
+            raise MalformedSample(f"invalid quantity {value!r}")
+        return number
     if not isinstance(value, str):
         raise MalformedSample(f"invalid quantity {value!r}: expected a string like '8' or '64Gi'")
     match = _QUANTITY.match(value.strip())
@@ -79,9 +85,12 @@ def parse_quantity(value: object) -> Decimal:
     suffix = match["suffix"]
     if suffix is None:
         return number
-    if suffix[0] in "eE" and len(suffix) > 1:
-        return number.scaleb(int(suffix[1:]))
-    return number * _SUFFIXES[suffix]
+    if suffix in _SUFFIXES:  # ("Ei" is exbi, not an exponent)
+        return number * _SUFFIXES[suffix]
+    exponent = int(suffix[1:])
+    if abs(exponent) > _MAX_EXPONENT:  # no resource is that large or small (1e999999 hung)
+        raise MalformedSample(f"invalid quantity {value!r}: exponent out of range")
+    return number.scaleb(exponent)
 
 
 def parse_time_ms(value: object, what: str = "time") -> int | None:
