@@ -270,6 +270,35 @@ def test_the_command_imports_and_summarises(tmp_path):
     assert _counts(lake)["jobs"] == 86
 
 
+@pytest.mark.parametrize(
+    ("damage", "said"),
+    [
+        ("index", "GPU name 'gpu40000': past the GPUs a machine has"),
+        ("count", "gpus 40000: more than a machine has"),
+        ("machine", "cluster_machine_list line"),
+    ],
+)
+def test_a_gpu_past_what_a_machine_has_is_skipped_not_a_traceback(tmp_path, damage, said):
+    # the contract's gpu_index is an int16: 40000 failed the whole import (after some tables
+    # had landed)
+    trace = tmp_path / "trace"
+    shutil.copytree(FIXTURE, trace)
+    log = json.loads((trace / "cluster_job_log").read_text())
+    if damage == "index":
+        log[0]["attempts"][0]["detail"][0]["gpus"] = ["gpu40000"]
+    elif damage == "count":
+        log[0]["attempts"][0]["detail"][0]["gpus"] = 40000
+    (trace / "cluster_job_log").write_text(json.dumps(log))
+    if damage == "machine":
+        with (trace / "cluster_machine_list").open("a") as machines:
+            machines.write("m9999,40000, 12GB\n")
+    result = CliRunner().invoke(
+        command, ["philly", str(trace), "--cluster", "p", "--lake", str(tmp_path / "lake")]
+    )
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output and said in result.output
+
+
 def test_the_command_is_registered_under_gpuledger_import():
     from app.cli import cli
 

@@ -117,7 +117,13 @@ def read_machine_list(path: Path, skipped: Skipped) -> dict[str, Machine]:
                     continue
                 memory = _MEMORY.match(cells[2]) if len(cells) == 3 else None
                 damaged = any(DAMAGED in c for c in cells)
-                if damaged or len(cells) != 3 or not cells[0] or not cells[1].isdigit():
+                if (
+                    damaged
+                    or len(cells) != 3
+                    or not cells[0]
+                    or not cells[1].isdigit()
+                    or int(cells[1]) > MAX_GPUS_PER_MACHINE
+                ):
                     skipped.add(f"cluster_machine_list line {line_no}: {','.join(row)!r}")
                     continue
                 mib = float(memory.group(1)) * 1024 if memory else None
@@ -137,9 +143,16 @@ def _utc_ms(value: object) -> int | None:
     return int(parsed.timestamp()) * 1000
 
 
+# No machine has more GPUs (the contract's gpu_index is an int16): a larger count or index is
+# a damaged row, skipped as one, where it failed the whole import with a traceback.
+MAX_GPUS_PER_MACHINE = 1024
+
+
 def _gpu_indices(gpus: object) -> list[int]:
     """GPU indices of one `detail` entry: names like `gpu3`, or a bare count n → 0..n−1."""
     if isinstance(gpus, int) and not isinstance(gpus, bool) and gpus >= 0:
+        if gpus > MAX_GPUS_PER_MACHINE:
+            raise ValueError(f"gpus {gpus!r}: more than a machine has")
         return list(range(gpus))  # a count only: assume the machine's first n GPUs
     if not isinstance(gpus, list):
         raise ValueError(f"gpus {gpus!r} is neither a list nor a count")
@@ -148,7 +161,10 @@ def _gpu_indices(gpus: object) -> list[int]:
         match = _GPU_NAME.match(str(name).strip())
         if match is None:
             raise ValueError(f"GPU name {name!r} is not like 'gpu0'")
-        indices.append(int(match.group(1)))
+        index = int(match.group(1))
+        if index >= MAX_GPUS_PER_MACHINE:
+            raise ValueError(f"GPU name {name!r}: past the GPUs a machine has")
+        indices.append(index)
     return indices
 
 
