@@ -152,6 +152,28 @@ def test_gpu_rows_of_finished_jobs_are_closed_not_duplicated(tmp_path, early, fi
     assert rows(tmp_path, "SELECT count(*) FROM job_gpus") == [(17,)]
 
 
+def test_a_run_killed_before_its_state_committed_leaves_no_open_copy(
+    tmp_path, early, final, monkeypatch
+):
+    # killed after its files landed, before its state committed: the next run lands the same
+    # rows again, and they must replace the first copy, or that copy stays open for ever (its
+    # job charged to the end of the data)
+    from collector.sources.slurm.state import SlurmState
+
+    def killed(*_args: object) -> None:
+        raise KeyboardInterrupt("killed")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(SlurmState, "mark_asked", killed)
+        with pytest.raises(KeyboardInterrupt):
+            collect_slurm(Lake.at(tmp_path), CLUSTER, early, now=T1)
+    collect_slurm(Lake.at(tmp_path), CLUSTER, early, now=T2)
+    collect_slurm(Lake.at(tmp_path), CLUSTER, final, now=T3)
+
+    assert rows(tmp_path, "SELECT count(*) FROM job_gpus WHERE end_ts IS NULL") == [(0,)]
+    assert rows(tmp_path, "SELECT count(*) FROM job_gpus") == [(17,)]
+
+
 def test_a_finished_jobs_mapping_is_left_alone_afterwards(tmp_path, early, final):
     collect_slurm(Lake.at(tmp_path), CLUSTER, early, now=T1)
     collect_slurm(Lake.at(tmp_path), CLUSTER, final, now=T3)

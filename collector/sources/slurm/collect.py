@@ -13,10 +13,11 @@ One run asks Slurm a fixed, small number of questions, never one per job:
 
 A job lands as a new `jobs` version (updated_ts = now) only when its content differs from what
 was landed before, so a second run lands nothing and a job that finished in between lands once
-more (`jobs_latest` picks it). Running jobs' GPUs land as open `job_gpus` rows; when a job ends
-its rows are closed (end = the job's end) by re-landing the batch they were first landed in, so
-the lake never keeps an open copy of a closed row. Nothing is landed and the checkpoint does not
-move unless every command succeeded.
+more (`jobs_latest` picks it). Running jobs' GPUs land as open `job_gpus` rows, one batch per
+allocation run (named by its job and start, so a run killed before its state committed lands
+them again under the same name); when a job ends its rows are closed (end = the job's end) by
+re-landing that batch, so the lake never keeps an open copy of a closed row. Nothing is landed
+and the checkpoint does not move unless every command succeeded.
 
 Times: the default runner runs sacct and scontrol with `TZ=UTC`, so their local times are UTC
 and `tz` stays UTC. An injected runner that cannot set the environment (a wrapper over ssh, a
@@ -263,7 +264,6 @@ def _land_gpus(
     state: SlurmState,
     jobs: dict[str, SacctJob],
     running: list[ScontrolJob],
-    batch: str,
     now: int,
 ) -> tuple[int, int]:
     """Open rows for newly seen allocations, close rows of jobs that ended; return the counts."""
@@ -276,8 +276,13 @@ def _land_gpus(
             continue
         for row in job.allocations:
             if not state.has_gpu_row(row):
-                state.add_gpu_row(row, batch)
-                touched.add(batch)
+                # one batch per allocation run, named by it alone (not by this run's window):
+                # a run killed after its files landed but before its state committed lands
+                # them again under the same name, replacing them, where an open copy was left
+                # behind that no later run closed (its job charged to the end of the data)
+                landed = _gpu_batch(state.cluster, row)
+                state.add_gpu_row(row, landed)
+                touched.add(landed)
                 opened += 1
     closed = 0
     for row, row_batch in state.open_gpu_rows():
@@ -290,6 +295,12 @@ def _land_gpus(
         rows = state.gpu_rows_of_batch(landed)
         write_batch(root, "job_gpus", job_gpus_table(state.cluster, rows), landed)
     return opened, closed
+
+
+def _gpu_batch(cluster: str, row: JobGpu) -> str:
+    """The batch of an allocation run's `job_gpus` rows: its cluster, job and start."""
+    digest = hashlib.sha256(f"{cluster}\n{row.job_id}\n{row.start_ts}".encode()).hexdigest()
+    return f"slurm-{cluster}-gpus-{row.start_ts}-{digest[:16]}"
 
 
 def _end_of(row: JobGpu, job: SacctJob | None, live: ScontrolJob | None, now: int) -> int | None:
@@ -366,7 +377,7 @@ def collect_slurm(
         jobs, asked, scontrol_jobs = _ask_slurm(commands, state, start, end)
         batch = f"slurm-{cluster}-{start:%Y%m%dT%H%M%S}-{end:%Y%m%dT%H%M%S}"
         new, updated = _land_jobs(lake.root, cluster, state, jobs, batch, end_ms)
-        opened, closed = _land_gpus(lake.root, state, jobs, scontrol_jobs, batch, end_ms)
+        opened, closed = _land_gpus(lake.root, state, jobs, scontrol_jobs, end_ms)
         state.mark_asked([j for j in asked if j in jobs], [j for j in asked if j not in jobs])
         state.set_checkpoint(end_ms, end_ms)
     if commands.malformed:
