@@ -36,12 +36,14 @@ class FakePrometheus:
         now: dt.datetime,
         *,
         fail: int = 0,
+        cut: int = 0,
         max_span_ms: int | None = None,
         step_s: float = STEP_S,
     ):
         self.now = now
         self.step_s = step_s
         self.fail = fail  # requests that fail before any succeeds
+        self.cut = cut  # range answers cut short (a connection closed mid-body) before any whole
         self.max_span_ms = max_span_ms
         self.queries: list[tuple[str, float]] = []
         self.in_flight = 0
@@ -90,7 +92,11 @@ class FakePrometheus:
                 raise QueryTooLarge("query processing would load too many samples")
             result = self._samples(found["family"], at_s - span_ms / 1000, at_s)
             body = {"status": "success", "data": {"resultType": "matrix", "result": result}}
-            return json.dumps(body, separators=(",", ":")).encode()
+            whole = json.dumps(body, separators=(",", ":")).encode()
+            with self.lock:
+                cutting = self.cut > 0
+                self.cut -= 1 if cutting else 0
+            return whole[: len(whole) // 2] if cutting else whole
         finally:
             with self.lock:
                 self.in_flight -= 1
@@ -245,6 +251,23 @@ def test_a_brief_outage_is_ridden_out(tmp_path):
         clock=fake.clock,
     )
 
+    assert summary.samples == expected_rows(
+        T0 + dt.timedelta(hours=2) - dt.timedelta(milliseconds=1)
+    )
+
+
+def test_an_answer_cut_short_is_asked_again(tmp_path):
+    # a connection closed mid-body: not JSON, where it failed the pull with no retry
+    fake = FakePrometheus(T0 + dt.timedelta(hours=2), cut=2)
+
+    summary = pull(
+        config(until=T0 + dt.timedelta(hours=2), retries=3),
+        Lake.at(tmp_path),
+        fake,
+        clock=fake.clock,
+    )
+
+    assert fake.cut == 0
     assert summary.samples == expected_rows(
         T0 + dt.timedelta(hours=2) - dt.timedelta(milliseconds=1)
     )

@@ -21,7 +21,13 @@ import pyarrow.csv as pa_csv
 
 from collector.errors import CollectorError
 
-__all__ = ["PrometheusResponseError", "SeriesBlock", "block_from_body", "block_from_result"]
+__all__ = [
+    "PrometheusResponseError",
+    "ResponseNotJson",
+    "SeriesBlock",
+    "block_from_body",
+    "block_from_result",
+]
 
 _DECODER: Final = json.JSONDecoder()
 _METRIC: Final = '{"metric":'
@@ -30,6 +36,11 @@ _VALUES: Final = ',"values":['
 
 class PrometheusResponseError(CollectorError):
     """Prometheus answered, but not with a successful matrix (an error status, bad JSON)."""
+
+
+class ResponseNotJson(PrometheusResponseError):
+    """A body that does not decode as JSON: cut short (a connection closed mid-body), or not
+    Prometheus' answer at all; the pull tries it again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,7 +191,7 @@ def block_from_body(family: str, body: bytes) -> SeriesBlock:
     try:  # another layout (whitespace, key order, an error): decode it all
         reply = json.loads(text)
     except ValueError as exc:
-        raise PrometheusResponseError(f"response is not JSON: {text[:120]!r}") from exc
+        raise ResponseNotJson(f"response is not JSON: {text[:120]!r}") from exc
     if not isinstance(reply, dict) or reply.get("status") != "success":
         error = reply.get("error", text[:120]) if isinstance(reply, dict) else text[:120]
         kind = reply.get("errorType", "an error") if isinstance(reply, dict) else "an error"

@@ -46,6 +46,7 @@ from collector.sources.dcgm_exporter.fields import FIELDS, METRIC_COLUMNS
 from collector.sources.dcgm_exporter.rows import to_ms
 from collector.sources.prometheus.blocks import (
     PrometheusResponseError,
+    ResponseNotJson,
     SeriesBlock,
     block_from_body,
 )
@@ -325,10 +326,16 @@ class _Puller:
             query, at_s = range_query(family, self.cfg.selector, start_ms, end_ms)
         else:
             query, at_s = _ranged(series, start_ms, end_ms)
+
+        def block() -> SeriesBlock:
+            body = self.transport.range_vector(query, at_s)
+            try:
+                return block_from_body(family, body)
+            except ResponseNotJson as exc:  # cut short: asked again, as a failed request
+                raise PrometheusUnavailable(str(exc)) from exc
+
         try:
-            body = self._retrying(
-                f"query {query}", lambda: self.transport.range_vector(query, at_s)
-            )
+            return [self._retrying(f"query {query}", block)]
         except QueryTooLarge:
             if end_ms - start_ms <= MIN_SPLIT_MS:
                 raise
@@ -336,7 +343,6 @@ class _Puller:
             return self._fetch(family, start_ms, mid, series) + self._fetch(
                 family, mid, end_ms, series
             )
-        return [block_from_body(family, body)]
 
     def _window_blocks(self, family: str, start_ms: int, end_ms: int) -> list[SeriesBlock]:
         lookback = LOOKBACK_MS if family in _EVENT_FAMILIES else 0
