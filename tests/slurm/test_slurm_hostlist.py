@@ -44,6 +44,7 @@ def test_host_lists_expand_in_order(text, expected):
         ("n[]", "invalid bracket group"),
         ("n1,,n2", "empty item"),
         ("n[1-99999999]", "too many"),
+        ("a[1-99999]b[1-99999]", "too many"),  # refused before 10^10 names are built
     ],
 )
 def test_bad_host_lists_are_refused_with_the_reason(text, reason):

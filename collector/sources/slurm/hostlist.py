@@ -6,6 +6,7 @@ Pure functions: text in, a list out, `MalformedSample` on input that does not fo
 from __future__ import annotations
 
 import itertools
+import math
 import re
 
 from collector.errors import MalformedSample
@@ -94,6 +95,8 @@ def _expand_one(expr: str) -> list[str]:
             raise MalformedSample(f"invalid bracket group {inner!r} in host list {expr!r}")
         pieces.append(expand_ranges(inner))
         pos = close_at + 1
+    if math.prod(len(piece) for piece in pieces) > MAX_EXPANSION:  # before building them
+        raise MalformedSample(f"host list {expr[:60]!r} expands to too many hosts")
     return ["".join(combo) for combo in itertools.product(*pieces)]
 
 
