@@ -21,6 +21,7 @@ from app.alerts.directory import Person
 from app.alerts.findings import FindingContext
 from app.alerts.fixes import concrete_fix
 from app.alerts.plan import Notice, Stage
+from detectors.rules.config import WASTE_DETECTORS
 from detectors.wording import counted
 
 __all__ = [
@@ -139,23 +140,6 @@ def _since(f: FindingContext) -> dt.datetime | None:
     if f.start_ts is not None and f.job_start_ts is not None:
         return max(f.start_ts, f.job_start_ts)
     return f.start_ts
-
-
-# The detectors whose GPU-hours at stake are GPU time wasted (docs/detectors.md's table).
-WASTE_DETECTORS = frozenset(
-    {
-        "idle_job",
-        "memory_hold",
-        "hung_job",
-        "partial_idle",
-        "straggler_gpu",
-        "low_efficiency_user",
-        "overallocated",
-        "throttling",
-        "stranded_gpus",
-        "low_mfu",
-    }
-)
 
 
 def _headline(f: FindingContext) -> str:

@@ -29,6 +29,7 @@ __all__ = [
     "FAMILIES",
     "RuleConfig",
     "RuleConfigError",
+    "WASTE_DETECTORS",
     "rule_config_from",
 ]
 
@@ -57,6 +58,23 @@ DETECTORS: tuple[str, ...] = (
     "checkpoint_interval",
     "stranded_gpus",
     "low_mfu",
+)
+
+# The detectors whose GPU-hours at stake are GPU time wasted (docs/detectors.md's table); the
+# others' are hours at risk, lost or unobserved.
+WASTE_DETECTORS: frozenset[str] = frozenset(
+    {
+        "idle_job",
+        "memory_hold",
+        "hung_job",
+        "partial_idle",
+        "straggler_gpu",
+        "low_efficiency_user",
+        "overallocated",
+        "throttling",
+        "stranded_gpus",
+        "low_mfu",
+    }
 )
 
 # The rule family (a RuleConfig field) whose thresholds each detector reads.
