@@ -80,6 +80,19 @@ def test_an_error_body_names_prometheus_reason(name, message):
             "expected a range vector",
         ),
         (b"\xff\xfe", "not UTF-8"),
+        # decoded (not Prometheus' compact layout), with series or samples of another shape
+        (b'{ "status": "success", "data": [1] }', "got 'list'"),
+        (b'{ "status": "success", "data": {"resultType": "matrix", "result": [5]} }', "laid out"),
+        (
+            b'{ "status": "success", "data": {"resultType": "matrix", '
+            b'"result": [{"metric": {}, "values": [[1, "2", 3]]}]} }',
+            "laid out",
+        ),
+        (
+            b'{ "status": "success", "data": {"resultType": "matrix", '
+            b'"result": [{"metric": {}, "values": [["x", "2"]]}]} }',
+            "laid out",
+        ),
     ],
 )
 def test_a_body_that_is_not_a_matrix_is_refused_with_what_it_was(body, message):

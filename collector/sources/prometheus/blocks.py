@@ -197,8 +197,11 @@ def block_from_body(family: str, body: bytes) -> SeriesBlock:
         kind = reply.get("errorType", "an error") if isinstance(reply, dict) else "an error"
         raise PrometheusResponseError(f"Prometheus answered {kind}: {error}")
     data = reply.get("data") or {}
-    if data.get("resultType") != "matrix":
-        raise PrometheusResponseError(
-            f"expected a range vector (matrix), got {data.get('resultType')!r}"
-        )
-    return block_from_result(family, data.get("result") or [])
+    kind = data.get("resultType") if isinstance(data, dict) else type(data).__name__
+    if kind != "matrix":
+        raise PrometheusResponseError(f"expected a range vector (matrix), got {kind!r}")
+    try:
+        return block_from_result(family, data.get("result") or [])
+    except (ValueError, TypeError, AttributeError, pa.ArrowException) as exc:
+        # a series or a sample not shaped as Prometheus writes them (a proxy's rewrite)
+        raise PrometheusResponseError(f"a range vector not laid out as expected: {exc}") from exc
