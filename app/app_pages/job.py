@@ -90,8 +90,8 @@ if job.get("tokens_per_s_per_gpu") is not None:
 if job.get("shared"):
     st.caption(
         "Shared GPU: other jobs held this job's GPUs at the same time. The allocated time is "
-        "split evenly among them; each sample counts for the jobs its row names (split among "
-        "them), one naming none for one of them. These figures are an estimate."
+        "split evenly among them; each sample counts for the jobs its row names, or for all of "
+        "them where it names none, split evenly. These figures are an estimate."
     )
 
 st.subheader("What to change next time")

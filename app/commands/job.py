@@ -164,8 +164,8 @@ def render_text(
         if job.get("shared"):
             lines += [
                 "  Shared GPU: other jobs held its GPUs at the same time. The allocated time is",
-                "  split evenly among them; each sample counts for the jobs its row names (split",
-                "  among them), one naming none for one of them. These figures are estimates.",
+                "  split evenly among them; each sample counts for the jobs its row names, or for",
+                "  all of them where it names none, split evenly. These figures are estimates.",
             ]
 
     lines += _throughput_lines(job)

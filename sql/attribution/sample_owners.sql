@@ -1,7 +1,8 @@
 -- sample_owners: the owner of each sample by the allocation rule of DESIGN §4.
 --
 -- Grain:   one row per (cluster, node, gpu_index, gpu_uuid, mig_instance, ts, label) of
---          unowned_samples that some allocation covers
+--          unowned_samples that some allocation covers and owner (several where several jobs
+--          claim the sample and the row carries none of them)
 -- Reads:   unowned_samples (gpu_samples rows as their source wrote them), job_gpus
 -- Params:  none
 -- Returns: cluster, node, gpu_index, gpu_uuid, mig_instance, ts, label (the row's own job_id),
@@ -16,8 +17,10 @@
 -- allocation (null index) covers every GPU of its node, one with a MIG instance only that
 -- instance. When several jobs claim the same sample (a shared GPU), the job the row carries is
 -- kept if it is one of them (a sharer's own row, as its source stamped it from its hpc_job or
--- pod label: the marts split the GPU's time among such rows), else the smallest job_id, so the
--- result is deterministic. No covering interval means no owner, whatever the row carries.
+-- pod label: the marts split the GPU's time among such rows); else the sample is every
+-- claiming job's, the row standing once for each, so the marts split the GPU's time among
+-- them as they split its allocated time (one job taking it all would be observed for more
+-- than it held). No covering interval means no owner, whatever the row carries.
 -- Allocations are first narrowed to the samples' time range, and indexed and whole-node ones
 -- are joined separately, so both joins hash on their keys.
 -- sql/views/owned_samples.sql applies this rule too (grouping only the claims of allocations
@@ -59,7 +62,7 @@ claims AS (
         s.ts,
         s.job_id AS label,
         g.job_id,
-        g.job_id = s.job_id AS carried
+        coalesce(g.job_id = s.job_id, FALSE) AS carried
     FROM samples AS s
     JOIN allocations AS g
         ON g.cluster = s.cluster
@@ -79,7 +82,7 @@ claims AS (
         s.ts,
         s.job_id AS label,
         g.job_id,
-        g.job_id = s.job_id AS carried
+        coalesce(g.job_id = s.job_id, FALSE) AS carried
     FROM samples AS s
     JOIN allocations AS g
         ON g.cluster = s.cluster
@@ -90,7 +93,7 @@ claims AS (
         AND s.ts >= g.start_ts
         AND (g.end_ts IS NULL OR s.ts < g.end_ts)
 )
-SELECT
+SELECT DISTINCT
     cluster,
     node,
     gpu_index,
@@ -98,6 +101,13 @@ SELECT
     mig_instance,
     ts,
     label,
-    coalesce(min(job_id) FILTER (WHERE carried), min(job_id)) AS job_id
-FROM claims
-GROUP BY cluster, node, gpu_index, gpu_uuid, mig_instance, ts, label
+    job_id
+FROM (
+    SELECT
+        *,
+        bool_or(carried) OVER (
+            PARTITION BY cluster, node, gpu_index, gpu_uuid, mig_instance, ts, label
+        ) AS carries_one
+    FROM claims
+) AS c
+WHERE carried OR NOT carries_one

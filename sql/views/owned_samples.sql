@@ -1,6 +1,7 @@
 -- owned_samples: every GPU sample with its owner by the allocation rule of DESIGN §4.
 --
--- Grain:   one row per row of unowned_samples
+-- Grain:   one row per row of unowned_samples, but a row that several jobs claim and that
+--          carries none of them: one per claiming job
 -- Reads:   unowned_samples (gpu_samples rows as their source wrote them), job_gpus
 -- Params:  none
 -- Returns: every gpu_samples column, job_id the owner (null: no allocation covers the sample)
@@ -81,7 +82,7 @@ claims AS (
         s.ts,
         s.job_id AS label,
         g.job_id,
-        g.job_id = s.job_id AS carried
+        coalesce(g.job_id = s.job_id, FALSE) AS carried
     FROM samples AS s
     JOIN shared AS g
         ON g.cluster = s.cluster
@@ -92,9 +93,11 @@ claims AS (
         AND s.ts >= g.start_ts
         AND (g.end_ts IS NULL OR s.ts < g.end_ts)
 ),
--- as sample_owners: the job the row carries if it is one of the claims, else the smallest
+-- as sample_owners: the job the row carries if it is one of the claims, else every job that
+-- claims it (the row then stands once for each: sql/views/sample_spans.sql splits the device's
+-- time among the jobs at one ts, as job_gpu_intervals splits the allocated time)
 shared_owners AS (
-    SELECT
+    SELECT DISTINCT
         cluster,
         node,
         gpu_index,
@@ -102,9 +105,16 @@ shared_owners AS (
         mig_instance,
         ts,
         label,
-        coalesce(min(job_id) FILTER (WHERE carried), min(job_id)) AS job_id
-    FROM claims
-    GROUP BY cluster, node, gpu_index, gpu_uuid, mig_instance, ts, label
+        job_id
+    FROM (
+        SELECT
+            *,
+            bool_or(carried) OVER (
+                PARTITION BY cluster, node, gpu_index, gpu_uuid, mig_instance, ts, label
+            ) AS carries_one
+        FROM claims
+    ) AS c
+    WHERE carried OR NOT carries_one
 )
 SELECT s.* REPLACE (coalesce(i.job_id, n.job_id, o.job_id) AS job_id)
 FROM samples AS s

@@ -24,20 +24,33 @@ BUCKET_S = AttributionConfig().bucket_s
 
 
 def raw_spans(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
-    """Every sample with its span, gap and owner, by DESIGN §4, computed in polars from
-    gpu_samples (the owner by the allocation rule's SQL: the raw job_id is the source's)."""
-    samples = con.sql(
-        "SELECT cluster, coalesce(gpu_uuid, node || '/' || gpu_index) AS device, "
+    """Every sample time of each device and owner there, with its part of the span and gap, by
+    DESIGN §4, computed in polars from gpu_samples (the owner by the allocation rule's SQL: the
+    raw job_id is the source's). The owners at one time of a device (no owner counts as one)
+    share its span and gap in equal parts; a duplicate row counts once."""
+    rows = con.sql(
+        "SELECT DISTINCT cluster, coalesce(gpu_uuid, node || '/' || gpu_index) AS device, "
         "epoch_ms(ts) / 1000.0 AS t, CAST(interval_s AS DOUBLE) AS interval_s, job_id "
         "FROM owned_samples WHERE mig_instance IS NULL"
     ).pl()
+    points = rows.group_by("cluster", "device", "t").agg(
+        pl.col("interval_s").first(), sharers=pl.col("job_id").n_unique()
+    )
     step = pl.col("t").shift(-1).over("cluster", "device", order_by="t") - pl.col("t")
     continuous = step.is_not_null() & (step <= 2 * pl.col("interval_s"))
-    return samples.with_columns(
+    spans = points.with_columns(
         span_s=pl.when(continuous).then(step).otherwise(pl.col("interval_s")),
         gap_s=pl.when(step.is_not_null() & ~continuous)
         .then(step - pl.col("interval_s"))
         .otherwise(0.0),
+    )
+    return (
+        rows.select("cluster", "device", "t", "job_id")
+        .unique()
+        .join(spans, on=["cluster", "device", "t"])
+        .with_columns(
+            span_s=pl.col("span_s") / pl.col("sharers"), gap_s=pl.col("gap_s") / pl.col("sharers")
+        )
     )
 
 

@@ -164,13 +164,13 @@ def owners_of(slot: Slot, ts_ms: int, allocations: list[Allocation]) -> list[str
     return found
 
 
-def owner(s: Sample, allocations: list[Allocation]) -> str | None:
-    """The job a row belongs to: the sharer it carries if that job claims it, else the smallest
-    job_id of those that claim it (one unlabelled row on a shared GPU), else none."""
-    owners = owners_of(s.slot, s.ts_ms, allocations)
-    if s.job_id in owners:
-        return s.job_id
-    return min(owners) if owners else None
+def owners(s: Sample, allocations: list[Allocation]) -> list[str | None]:
+    """The jobs a row belongs to: the sharer it carries if that job claims it, else every job
+    that claims it (one unlabelled row on a shared GPU stands once for each), else none."""
+    claims = owners_of(s.slot, s.ts_ms, allocations)
+    if s.job_id in claims:
+        return [s.job_id]
+    return sorted(set(claims)) or [None]
 
 
 @dataclass(frozen=True)
@@ -203,7 +203,8 @@ def parts(allocations: list[Allocation], samples: list[Sample]) -> dict[str | No
             span = step if step is not None and step <= 2 * rows[0].interval_s else None
             by_owner: dict[str | None, list[Sample]] = defaultdict(list)
             for s in rows:
-                by_owner[owner(s, allocations)].append(s)
+                for job_id in owners(s, allocations):
+                    by_owner[job_id].append(s)
             for job_id, own in by_owner.items():
                 mig = rows[0].slot.mig_instance
                 share = 1.0 if mig is None else 1 / len(instances[(rows[0].slot.device, ts_ms)])

@@ -118,21 +118,37 @@ def test_three_sharers_and_a_gap_split_by_three(tmp_path):
         assert jobs[job_id]["shared"]
 
 
-def test_one_unlabelled_row_under_overlapping_allocations_goes_to_the_smallest_job(tmp_path):
-    # The exporter reported the GPU once (no per-sharer series): nothing says how the GPU's
-    # samples were split, so the row keeps DESIGN §4's tie-break (the smallest job_id). The
-    # allocations overlap, so the allocated time is split, and both jobs are marked shared.
+def test_one_unlabelled_row_under_overlapping_allocations_is_split_among_the_jobs(tmp_path):
+    # The exporter reported the GPU once (no per-sharer series): nothing says which job used
+    # it, so each sample stands for both, half its time each, as the allocated time is split.
+    # (It went whole to the smallest job_id: j1 was observed 90 s on a GPU it held 45 s, and
+    # j2 had no telemetry.) Both jobs are marked shared.
     con = r.build_lake(
         tmp_path,
-        samples=r.samples([0, 30, 60, 90], engine_active=0.5),
+        samples=r.samples([0, 30, 60, 90], engine_active=0.5, power_w=40.0),
         job_gpus=[r.job_gpu("j2", 0, 90), r.job_gpu("j1", 0, 90)],
     )
     jobs = r.by_job(con)
-    assert jobs["j1"]["observed_gpu_h"] == pytest.approx(90 / H)
-    assert jobs["j2"]["observed_gpu_h"] == 0
-    assert jobs["j1"]["alloc_gpu_h"] == pytest.approx(45 / H)
-    assert jobs["j2"]["alloc_gpu_h"] == pytest.approx(45 / H)
-    assert jobs["j1"]["shared"] and jobs["j2"]["shared"]
+    for job_id in ("j1", "j2"):
+        assert jobs[job_id]["observed_gpu_h"] == pytest.approx(45 / H)
+        assert jobs[job_id]["alloc_gpu_h"] == pytest.approx(45 / H)
+        assert jobs[job_id]["effective_gpu_h"] == pytest.approx(0.5 * 45 / H)
+        assert jobs[job_id]["energy_kwh"] == pytest.approx(40.0 * 45 / KWH)
+        assert jobs[job_id]["samples"] == 3  # the one at 90 s is past both allocations
+        assert jobs[job_id]["shared"]
+
+
+def test_an_unlabelled_row_carrying_a_job_that_holds_no_allocation_is_split_too(tmp_path):
+    # a stale label (a job that no longer holds the GPU) names none of the claimants
+    con = r.build_lake(
+        tmp_path,
+        samples=r.samples([0, 30, 60, 90], job_id="old", engine_active=1.0),
+        job_gpus=[r.job_gpu("j1", 0, 120), r.job_gpu("j2", 0, 120)],
+    )
+    jobs = r.by_job(con)
+    assert "old" not in jobs
+    assert jobs["j1"]["observed_gpu_h"] == pytest.approx(60 / H)
+    assert jobs["j2"]["observed_gpu_h"] == pytest.approx(60 / H)
 
 
 def test_a_sharer_row_keeps_its_job_through_reattribution_only_where_that_job_holds_the_gpu(
