@@ -257,6 +257,72 @@ def test_health_events_land_when_they_appear_or_change(
     assert kinds() == []
 
 
+class _Killed(BaseException):
+    """The process killed (SIGKILL) at a chosen step."""
+
+
+class _KilledBeforeCommit(EventLatch):
+    """A latch whose run is killed after the scrape's rows landed, before it remembers them."""
+
+    def commit(self, *args: object, **kwargs: object) -> None:
+        raise _Killed
+
+
+def test_a_run_killed_between_landing_events_and_remembering_them_lands_each_once(
+    exporter_server, fixture_text, read_lake, tmp_path, t0
+):
+    base, pages = exporter_server
+    _serve(pages, fixture_text, "/metrics", EVENTS)
+    url, lake = f"{base}/metrics", Lake.at(tmp_path)
+    state = lake.state_dir() / "dcgm_exporter.sqlite"
+    with pytest.raises(_Killed):
+        scrape_exporters(
+            [url], "della", lake, clock=_clock(t0), event_latch=_KilledBeforeCommit(state)
+        )
+    landed = sorted((e["kind"], e["code"]) for e in read_lake(tmp_path, "gpu_events").to_pylist())
+    assert len(landed) == 6
+
+    # the next run (the same sticky conditions 30 s later) lands none of them again
+    later = t0 + dt.timedelta(seconds=30)
+    scrape_exporters([url], "della", lake, clock=_clock(later))
+    events = read_lake(tmp_path, "gpu_events").to_pylist()
+    assert sorted((e["kind"], e["code"]) for e in events) == landed
+    assert {e["ts"] for e in events} == {t0}
+
+
+def test_events_staged_but_never_landed_land_at_the_next_start(
+    exporter_server, fixture_text, read_lake, tmp_path, t0
+):
+    # killed after staging, before the rows were written: the next start lands them, once
+    import pyarrow as pa
+
+    from warehouse.schema import RAW_TABLES
+
+    base, pages = exporter_server
+    _serve(pages, fixture_text, "/metrics", T4)
+    lake = Lake.at(tmp_path)
+    staged = pa.Table.from_pylist(
+        [
+            {
+                "cluster": "della",
+                "node": "n1",
+                "gpu_uuid": "GPU-9",
+                "ts": t0,
+                "kind": "xid",
+                "code": 79,
+            }
+        ],
+        schema=RAW_TABLES["gpu_events"].schema,
+    )
+    latch = EventLatch(lake.state_dir() / "dcgm_exporter.sqlite")
+    latch.stage("staged-batch", staged)
+    for _ in range(2):
+        scrape_exporters([f"{base}/metrics"], "della", lake, clock=_clock(t0))
+    events = read_lake(tmp_path, "gpu_events").to_pylist()
+    assert [(e["gpu_uuid"], e["kind"], e["code"]) for e in events] == [("GPU-9", "xid", 79)]
+    assert EventLatch(lake.state_dir() / "dcgm_exporter.sqlite").transitions(staged).num_rows == 0
+
+
 def test_event_latch_survives_a_restart(tmp_path):
     import pyarrow as pa
 

@@ -202,23 +202,65 @@ class EventLatch:
             events.column("code").to_pylist(),
         )
 
-    def commit(self, cluster: str, observed: set[tuple[str, str]], events: pa.Table) -> None:
-        """Remember `events` (after they landed) as the conditions present now.
+    def stage(self, batch_id: str, rows: pa.Table, transitions: pa.Table | None = None) -> None:
+        """Record the gpu_events `rows` about to land as `batch_id`, with the `transitions` (of
+        `transitions()`; default: `rows`) among them, before they land. A run killed after
+        landing them but before `commit` would land the transitions again, as new, at its next
+        scrape; `land_staged` lands a staged batch again under its own batch_id instead (which
+        replaces what it landed), so each row lands once."""
+        transitions = rows if transitions is None else transitions
+        if self._path is None or rows.num_rows == 0:
+            return
+        with closing(self._connect()) as con, con:
+            con.execute(
+                "INSERT OR REPLACE INTO event_outbox VALUES (?, ?, ?)",
+                (batch_id, _ipc(rows), _ipc(transitions)),
+            )
+
+    def land_staged(self, land: Callable[[pa.Table, str], object]) -> int:
+        """Land each batch staged but not committed (a run killed in between) again with
+        `land(rows, batch_id)`, and remember its transitions; return how many batches."""
+        if self._path is None:
+            return 0
+        with closing(self._connect()) as con:
+            staged = con.execute("SELECT batch_id, events, conditions FROM event_outbox")
+            batches = staged.fetchall()
+        for batch_id, rows, transitions in batches:
+            land(pa.ipc.open_stream(rows).read_all(), batch_id)
+            self._remember(pa.ipc.open_stream(transitions).read_all(), gone=[], batch_id=batch_id)
+        return len(batches)
+
+    def commit(
+        self,
+        cluster: str,
+        observed: set[tuple[str, str]],
+        events: pa.Table,
+        batch_id: str | None = None,
+    ) -> None:
+        """Remember `events` (after the transitions among them landed, staged as `batch_id`)
+        as the conditions present now.
 
         A remembered condition is forgotten only where its (GPU UUID, kind) was `observed`,
         i.e. its source field was read: a sentinel or missing line does not clear it.
         """
-        now = {(c, u, k): code for c, u, k, code in zip(*self._columns(events), strict=True)}
+        now = {(c, u, k) for c, u, k in zip(*self._columns(events)[:3], strict=True)}
         gone = [
             key
             for key in self._state
             if key[0] == cluster and (key[1], key[2]) in observed and key not in now
         ]
+        self._remember(events, gone=gone, batch_id=batch_id)
+
+    def _remember(
+        self, events: pa.Table, *, gone: list[tuple[str, str, str]], batch_id: str | None
+    ) -> None:
+        """Forget `gone`, remember `events`' conditions and drop the staged `batch_id`, at once."""
+        now = {(c, u, k): code for c, u, k, code in zip(*self._columns(events), strict=True)}
         changed = {k: v for k, v in now.items() if k not in self._state or self._state[k] != v}
         for key in gone:
             del self._state[key]
         self._state.update(changed)
-        if self._path is None or not (gone or changed):
+        if self._path is None or not (gone or changed or batch_id):
             return
         with closing(self._connect()) as con, con:
             con.executemany(
@@ -228,6 +270,16 @@ class EventLatch:
                 "INSERT OR REPLACE INTO event_latch VALUES (?, ?, ?, ?)",
                 [(*key, code) for key, code in changed.items()],
             )
+            if batch_id is not None:
+                con.execute("DELETE FROM event_outbox WHERE batch_id = ?", (batch_id,))
+
+
+def _ipc(rows: pa.Table) -> bytes:
+    """`rows` as an Arrow IPC stream."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, rows.schema) as stream:
+        stream.write_table(rows)
+    return bytes(sink.getvalue().to_pybytes())
 
 
 def _has_lines(text: str) -> bool:
@@ -293,6 +345,8 @@ def scrape_exporters(
     wait = sleep or stop.wait
     span = float(span_s if span_s is not None else interval_s or DEFAULT_SPAN_S)
     latch = event_latch or EventLatch(lake.state_dir() / STATE_FILE)
+    # transitions a killed run landed (or not) without remembering them: landed once, here
+    latch.land_staged(lambda rows, batch_id: write_batch(lake.root, "gpu_events", rows, batch_id))
     summary = ScrapeSummary()
     failed_rounds: Counter[str] = Counter()
     cooldown: Counter[str] = Counter()
@@ -339,10 +393,11 @@ def scrape_exporters(
             )
         batch_id = batch_id_for(cluster, url, ts)
         events = latch.transitions(parsed.events)
+        latch.stage(batch_id, events)
         write_batch(lake.root, "gpu_samples", parsed.samples, batch_id)
         write_batch(lake.root, "job_gpus", parsed.job_gpus, batch_id)
         write_batch(lake.root, "gpu_events", events, batch_id)
-        latch.commit(cluster, observed_conditions(parsed.samples), parsed.events)
+        latch.commit(cluster, observed_conditions(parsed.samples), parsed.events, batch_id)
         if parsed.counts:
             logger.info("%s: skipped or nulled %s", redact_url(url), parsed.counts)
         return ScrapeOutcome(
