@@ -89,6 +89,23 @@ def _rows(frame: pl.DataFrame, **extra: Any) -> list[dict[str, Any]]:
     return [{**extra, **row} for row in frame.to_dicts()]
 
 
+_SEVERITY_RANK = {"critical": 0, "warn": 1}
+_NO_TIME = dt.datetime.min.replace(tzinfo=dt.UTC)
+
+
+def _most_severe_first(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Findings of several clusters' feeds in the feed's own order
+    (sql/dashboard/findings_feed.sql): the most severe, then the newest (none last), then by
+    finding_id. Stable sorts, the last key sorted first."""
+    ordered = sorted(rows, key=lambda row: str(row["finding_id"]))
+    ordered.sort(
+        key=lambda row: (row["detected_ts"] is not None, row["detected_ts"] or _NO_TIME),
+        reverse=True,
+    )
+    ordered.sort(key=lambda row: _SEVERITY_RANK.get(row["severity"], 2))
+    return ordered
+
+
 def build_router(
     lake: Lake,
     settings: ApiSettings,
@@ -289,7 +306,8 @@ def build_router(
                 limit=limit,
             ),
         )
-        return {**span.as_json(), "findings": rows[:limit]}
+        # each cluster's feed is cut at `limit`: the cut of them all is made after merging
+        return {**span.as_json(), "findings": _most_severe_first(rows)[:limit]}
 
     @router.get("/recommendations", summary="Cluster policy recommendations (managers only)")
     def recommendations(who: Who, cluster: ClusterParam = None) -> dict[str, Any]:

@@ -40,22 +40,35 @@ class Window:
 def parse_instant(name: str, text: str, *, end: bool = False) -> dt.datetime:
     """`text` as a UTC instant; a date is its midnight, or with `end` the next midnight.
 
-    ApiError 422 naming the parameter when it is neither a date nor a time.
+    ApiError 422 naming the parameter when it is neither a date nor a time, or lies outside
+    [EARLIEST, LATEST] (where a window's arithmetic stays inside the calendar).
     """
     value = text.strip()
+    instant: dt.datetime | None
     try:
         if len(value) == 10:
             day = dt.date.fromisoformat(value)
-            start = dt.datetime.combine(day, dt.time(), tzinfo=dt.UTC)
-            return start + dt.timedelta(days=1) if end else start
-        parsed = dt.datetime.fromisoformat(value)
+            instant = dt.datetime.combine(day, dt.time(), tzinfo=dt.UTC)
+            if end:
+                instant += dt.timedelta(days=1)
+        else:
+            parsed = dt.datetime.fromisoformat(value)
+            instant = (
+                parsed.replace(tzinfo=dt.UTC)
+                if parsed.tzinfo is None
+                else parsed.astimezone(dt.UTC)
+            )
     except ValueError:
         raise ApiError(
             422,
             f"{name}: expected a UTC date (2026-11-02) or time (2026-11-02T08:00:00Z), "
             f"got {text!r}",
         ) from None
-    return parsed.replace(tzinfo=dt.UTC) if parsed.tzinfo is None else parsed.astimezone(dt.UTC)
+    except OverflowError:  # 9999-12-31 as an end, year 1 with an offset: past the calendar
+        instant = None
+    if instant is None or not EARLIEST <= instant <= LATEST:
+        raise ApiError(422, f"{name}: {text!r} lies outside {EARLIEST.date()} … {LATEST.date()}")
+    return instant
 
 
 def window(

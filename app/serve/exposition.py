@@ -150,6 +150,16 @@ def _rows(frame: Any) -> Iterable[dict[str, Any]]:
     return frame.iter_rows(named=True)  # type: ignore[no-any-return]
 
 
+def _summed(samples: list[Sample]) -> list[Sample]:
+    """`samples` of an additive family with the values of equal label sets added, in the order
+    first seen: rows the SQL keeps apart (an account null, empty or named `unknown`) share
+    the label `_label` gives them, and Prometheus keeps one sample per series and scrape."""
+    totals: dict[tuple[str, ...], float] = {}
+    for labels, value in samples:
+        totals[labels] = totals.get(labels, 0.0) + value
+    return list(totals.items())
+
+
 def _family(name: str, samples: Iterable[Sample]) -> list[str]:
     metric = METRICS[name]
     lines = [f"# HELP {name} {metric.help}", f"# TYPE {name} {metric.kind}"]
@@ -183,7 +193,7 @@ def _usage(figures: Figures, settings: ServeSettings) -> dict[str, list[Sample]]
         )
         for name, column in columns.items():
             out.setdefault(name, []).append((labels, float(row[column]) * 3600.0))
-    return out
+    return {name: _summed(samples) for name, samples in out.items()}
 
 
 def _occupancy(figures: Figures) -> dict[str, list[Sample]]:
@@ -208,6 +218,9 @@ def _occupancy(figures: Figures) -> dict[str, list[Sample]]:
         out.setdefault("gpuledger_allocated_gpus", []).append(
             (labels, float(row["allocated_gpus"]))
         )
+    for name in ("gpuledger_running_jobs", "gpuledger_allocated_gpus"):
+        if name in out:
+            out[name] = _summed(out[name])
     return out
 
 

@@ -193,6 +193,12 @@ def test_occupancy_series_ends_with_the_data(client):
         ("/api/v1/usage?group_by=node", "group_by"),
         ("/api/v1/findings?severity=loud", "severity"),
         ("/api/v1/usage?since=2024-03-02&until=2024-03-01", "since"),
+        # past the calendar's ends (an end date's next day, a time's offset, the default
+        # window before it): an OverflowError was a 500
+        ("/api/v1/jobs?until=9999-12-31", "until"),
+        ("/api/v1/usage?until=0001-01-01", "until"),
+        ("/api/v1/findings?until=0001-01-01T00:00:00%2B01:00", "until"),
+        ("/api/v1/occupancy?since=9999-12-31T23:59:59-01:00", "since"),
     ],
 )
 def test_a_bad_parameter_is_a_422_naming_it(client, query, named):
@@ -229,6 +235,43 @@ def test_the_openapi_document_lists_the_routes_and_bearer_auth(client):
     assert doc["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
     params = {p["name"] for p in doc["paths"]["/api/v1/usage"]["get"]["parameters"]}
     assert {"group_by", "since", "until", "cluster"} <= params
+
+
+def test_findings_of_several_clusters_are_cut_after_the_most_severe_come_first(
+    tmp_path_factory,
+):
+    # each cluster's feed was cut at `limit` and the lists joined in cluster order: della's
+    # three warnings filled limit=2, and zeta's critical finding was never shown
+    from tests.marts import rows as r
+    from warehouse.attribution import AttributionConfig, build_marts
+
+    root = L.shared(tmp_path_factory)
+    zeta = [row | {"cluster": "zeta"} for row in r.samples(range(0, 600, 30))]
+    r.land(root, "gpu_samples", zeta, batch_id="zeta")
+    critical = {
+        "cluster": "zeta",
+        "finding_id": "f-zeta",
+        "detector": "xid_fatal",
+        "severity": "critical",
+        "subject_kind": "gpu",
+        "subject_id": "g001/0",
+        "job_id": None,
+        "user": None,
+        "node": "g001",
+        "start_ts": r.at(0),
+        "detected_ts": r.at(300),
+        "message": "fell off the bus",
+    }
+    r.land(root, "findings", [critical], batch_id="zeta")
+    build_marts(connect(root), root, AttributionConfig())
+    app = create_api_app(Lake.at(root), L.settings(tmp_path_factory.mktemp("etc")))
+    with TestClient(app) as client:
+        body = client.get("/api/v1/findings?limit=2", headers=L.bearer(L.BOSS)).json()
+
+    assert [(f["cluster"], f["severity"]) for f in body["findings"]] == [
+        ("zeta", "critical"),
+        ("della", "warn"),
+    ]
 
 
 def test_the_router_mounts_into_another_application(root, tmp_path):

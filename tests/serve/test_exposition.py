@@ -32,7 +32,9 @@ def parse(text: str) -> dict[str, dict[frozenset[tuple[str, str]], float]]:
         assert match, line
         name, labels, value = match.groups()
         assert declared and declared[-1] == name, f"{name} outside its family"
-        out.setdefault(name, {})[frozenset(LABEL.findall(labels or ""))] = float(value)
+        key = frozenset(LABEL.findall(labels or ""))
+        assert key not in out.get(name, {}), f"{name}{{{labels}}} twice"  # one per scrape
+        out.setdefault(name, {})[key] = float(value)
     assert declared == list(METRICS)
     return out
 
@@ -235,6 +237,35 @@ def test_a_lake_without_data_gives_every_family_and_no_series(tmp_path, where):
 
     assert parse(text) == {}
     assert text.count("# TYPE ") == len(METRICS)
+
+
+def test_accounts_unknown_in_several_ways_are_one_series_with_their_sum(tmp_path):
+    # null, empty and `unknown` are three groups in the SQL and one label here: three series
+    # of one name and labels, of which Prometheus keeps one per scrape
+    root = tmp_path / "lake"
+    accounts = [None, "", "unknown"]
+    r.build_lake(
+        root,
+        samples=[
+            row
+            for i in range(3)
+            for row in r.samples(range(0, 600, 30), gpu_index=i, engine_active=1.0)
+        ],
+        jobs=[
+            r.job(f"j{i}", 0, None, account=a, partition=a, state="RUNNING")
+            for i, a in enumerate(accounts)
+        ],
+        job_gpus=[r.job_gpu(f"j{i}", 0, None, gpu_index=i) for i in range(3)],
+        gpus=[r.gpu(gpu_index=i) for i in range(3)],
+    ).close()
+    m = render(root)
+    unknown = {"account": "unknown", "partition": "unknown"}
+
+    assert series(m, "gpuledger_allocated_gpu_seconds", window="7d", **unknown) == pytest.approx(
+        3 * 600
+    )
+    assert series(m, "gpuledger_running_jobs", **unknown) == 3
+    assert series(m, "gpuledger_allocated_gpus", **unknown) == 3
 
 
 def test_label_values_are_escaped():
