@@ -13,10 +13,13 @@ A day is pruned only when all of these hold, else it is kept and the reason give
 - its partitions were built from exactly its files and owners now, and the next day's files
   (whose first samples end its last spans) as they are now (`sample_days_built` matches what
   a build would record now);
-- its `gpu_job_buckets` partition exists, and every file of every sample-level mart of the day
+- its `gpu_job_buckets` partition exists, and so does each other sample-level mart's where
+  its buckets give that mart rows, and every file of every sample-level mart of the day
   decodes (warehouse/damage.py);
 - the buckets count every sample of the day: the sum of their `samples` equals the rows of the
-  day's sample files that fall on the day.
+  day's sample files that fall on the day;
+- the day before is not kept for one of the reasons above (its build again reads this day's
+  first samples, which end its last spans).
 
 Only `gpu_samples` is pruned: the other raw tables are small (jobs, allocations, events) and the
 summary marts read them. Figures of pruned days stay as they were built: a scheduler record
@@ -79,7 +82,7 @@ def _old_days(days: Mapping[DayKey, list[Path]], keep_days: int) -> list[DayKey]
     return sorted(
         (cluster, day)
         for cluster, day in days
-        if day <= last[cluster] - dt.timedelta(days=keep_days)
+        if day.toordinal() <= last[cluster].toordinal() - keep_days
     )
 
 
@@ -105,11 +108,21 @@ def _check(config: WarehouseConfig, key: DayKey, files: list[Path]) -> tuple[str
         [(samples,)] = con.execute(
             "SELECT count(*) FROM day_samples WHERE CAST(ts AS DATE) = $day", {"day": key[1]}
         ).fetchall()
-        [(counted,)] = con.execute("SELECT coalesce(sum(samples), 0) FROM day_buckets").fetchall()
+        [(counted, owned, with_energy, rows)] = con.execute(
+            "SELECT coalesce(sum(samples), 0), count(*) FILTER (WHERE job_id IS NOT NULL), "
+            "count(*) FILTER (WHERE job_id IS NOT NULL AND energy_j IS NOT NULL), count(*) "
+            "FROM day_buckets"
+        ).fetchall()
     finally:
         con.close()
     if counted != samples:
         return f"its buckets count {counted:,} samples, its files hold {samples:,}", samples
+    # the marts built from the buckets have rows where these buckets are (sql/marts/): a
+    # partition missing is figures that only a build from the samples would give back
+    needed = {"job_gpu_daily": owned, "job_energy_hourly": with_energy, "bucket_occupancy": rows}
+    for mart, _ in SAMPLE_MARTS[1:]:
+        if needed[mart] and not any(_day_folder(root, mart, key).glob("*.parquet")):
+            return f"its {mart} partition is missing", samples
     return "", samples
 
 
@@ -130,23 +143,28 @@ def plan_raw_prune(
     now = current_inputs(config, params, days)
     prune: list[DayPrune] = []
     kept: list[tuple[DayKey, str]] = []
+    unbuilt: set[DayKey] = set()  # kept for what its own partitions lack
     for key in old:
         was = built.get(key)
         size = sum(path.stat().st_size for path in days[key])
         if was is not None and was[0] == PRUNED:  # files left by a prune cut short, or landed
             prune.append(DayPrune(key, tuple(days[key]), size, 0))  # since: its record stands
             continue
+        why, samples = "", 0
         if was is None or was[0] != now[key][0]:
-            kept.append((key, "its partitions are not built from its samples as they are now"))
-            continue
-        if was[1] != now[key][1]:
-            kept.append((key, "the next day's samples changed since its partitions were built"))
-            continue
-        why, samples = _check(config, key, days[key])
+            why = "its partitions are not built from its samples as they are now"
+        elif was[1] != now[key][1]:
+            why = "the next day's samples changed since its partitions were built"
+        else:
+            why, samples = _check(config, key, days[key])
         if why:
+            unbuilt.add(key)
             kept.append((key, why))
-            continue
-        prune.append(DayPrune(key, tuple(days[key]), size, samples))
+        elif (key[0], key[1] - dt.timedelta(days=1)) in unbuilt:
+            # the day before is to be built again: its last spans end at this day's first samples
+            kept.append((key, f"{key[1] - dt.timedelta(days=1)} is kept to be built again"))
+        else:
+            prune.append(DayPrune(key, tuple(days[key]), size, samples))
     return PrunePlan(tuple(prune), tuple(kept))
 
 
@@ -162,9 +180,9 @@ def prune_raw_samples(
     """Delete the raw sample files of the days `plan_raw_prune` finds ready; return the plan.
 
     With `dry_run` nothing changes. Each day is recorded as pruned before its files go, so a
-    crash in between leaves a day whose files the next attribute rebuilds from (and the next
-    prune removes), never a day whose partitions are dropped. Holds the writer lock: no
-    attribute runs meanwhile. `warehouse` sets the memory limit of the checks.
+    crash in between leaves a pruned day with files that attribute does not read (the day is
+    frozen) and the next prune removes, never a day whose partitions are dropped. Holds the
+    writer lock: no attribute runs meanwhile. `warehouse` sets the memory limit of the checks.
     """
     plan = plan_raw_prune(warehouse or WarehouseConfig(root=root), params, keep_days)
     if dry_run:

@@ -10,6 +10,7 @@ import click
 from app.commands.config import config_option
 from app.errors import reports_errors
 from app.options import lake_option, lake_writer, no_wait_option
+from app.retention.settings import MAX_DAYS
 
 if TYPE_CHECKING:
     from warehouse.lake import Lake
@@ -34,7 +35,7 @@ def _size(n: int) -> str:
 @lake_option
 @click.option(
     "--keep-raw-days",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=MAX_DAYS),
     default=None,
     help="Keep this many days of raw samples per cluster, counted back from the end of its "
     "data [default: retention.raw_days of the configuration, 90].",

@@ -6,11 +6,17 @@ from dataclasses import dataclass
 
 from app.config import register_section, setting
 
-__all__ = ["RetentionConfig"]
+__all__ = ["MAX_DAYS", "RetentionConfig"]
+
+
+# a century: a cutoff further back would lie before the calendar's first year from any date
+MAX_DAYS = 36_500
 
 
 def _days(v: int) -> str | None:
-    return None if v >= 0 else "expected 0 (keep every day) or a number of days"
+    if 0 <= v <= MAX_DAYS:
+        return None
+    return f"expected 0 (keep every day) or a number of days up to {MAX_DAYS:,}"
 
 
 @register_section("retention")

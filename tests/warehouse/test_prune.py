@@ -147,16 +147,42 @@ def test_a_pruned_day_is_frozen_against_samples_landed_in_it_later(built, tmp_pa
 def test_a_day_without_its_derived_data_or_built_from_other_samples_is_kept(built):
     lake = built
     missing, changed = START + dt.timedelta(days=3), START + dt.timedelta(days=5)
+    no_daily = START + dt.timedelta(days=9)
     shutil.rmtree(lake / "gpu_job_buckets" / "cluster=sim" / f"date={missing}")
     # a file landed in an old day after its partitions were built: they no longer stand for it
     (day_file,) = (lake / "gpu_samples" / "cluster=sim" / f"date={changed}").glob("*.parquet")
     shutil.copy(day_file, day_file.with_name("another-tool.parquet"))
+    # the jobs' part of a day gone (its buckets stand): only its samples could give it back
+    shutil.rmtree(lake / "job_gpu_daily" / "cluster=sim" / f"date={no_daily}")
 
     said = run("prune", "--keep-raw-days", "7", "--lake", str(lake))
 
-    assert "Deleted the raw samples of 20 day(s)" in said
+    assert "Deleted the raw samples of 17 day(s)" in said
     assert f"sim {missing}: its gpu_job_buckets partition is missing" in said
     assert f"sim {changed}: its partitions are not built from its samples as they are now" in said
     before = changed - dt.timedelta(days=1)  # its last spans end at the changed day's samples
     assert f"sim {before}: the next day's samples changed since its partitions were built" in said
-    assert {day for _, day in sample_days(lake)} >= {missing, before, changed}
+    assert f"sim {no_daily}: its job_gpu_daily partition is missing" in said
+    # the day after a day to build again holds the first samples that end its last spans
+    for kept in (changed, no_daily):
+        after = kept + dt.timedelta(days=1)
+        assert f"sim {after}: {kept} is kept to be built again" in said
+    assert {day for _, day in sample_days(lake)} >= {
+        missing,
+        before,
+        changed,
+        changed + dt.timedelta(days=1),
+        no_daily,
+        no_daily + dt.timedelta(days=1),
+    }
+
+
+@pytest.mark.parametrize("days", ["36501", "1000000"])
+def test_a_retention_past_a_century_is_one_clear_error(days, tmp_path, monkeypatch):
+    # a cutoff that far back lay before the calendar's first year: an OverflowError
+    result = CliRunner().invoke(cli, ["prune", "--keep-raw-days", days, "--lake", str(tmp_path)])
+    assert result.exit_code == 2 and "36500" in result.output
+    monkeypatch.setenv("GPULEDGER_RETENTION_FINDINGS_DAYS", days)
+    result = CliRunner().invoke(cli, ["prune", "--lake", str(tmp_path)])
+    assert result.exit_code != 0 and "36,500" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
