@@ -36,6 +36,7 @@ from warehouse.connection import (
     register_files,
     register_reference,
 )
+from warehouse.errors import WarehouseError
 from warehouse.schema import MARTS
 from warehouse.writer import replace_partition
 
@@ -54,6 +55,7 @@ __all__ = [
     "built_days",
     "clear_engine",
     "current_inputs",
+    "PrunedBucketWidth",
     "mark_pruned",
     "sample_days",
 ]
@@ -356,12 +358,37 @@ def allocation_digests(config: WarehouseConfig, days: Mapping[DayKey, object]) -
         con.close()
 
 
-def mark_pruned(root: Path, key: DayKey) -> None:
-    """Record that `key`'s raw samples are being removed: its partitions stay as they are."""
+def mark_pruned(root: Path, key: DayKey, bucket_s: int) -> None:
+    """Record that `key`'s raw samples are being removed: its partitions, of buckets `bucket_s`
+    wide, stay as they are."""
     with _state(root) as db:
         db.execute(
             "UPDATE sample_days_built SET own = ? WHERE cluster = ? AND date = ?",
             (PRUNED, key[0], key[1].isoformat()),
+        )
+        db.execute("INSERT OR REPLACE INTO pruned_buckets VALUES (?, ?)", (key[0], bucket_s))
+
+
+class PrunedBucketWidth(WarehouseError):
+    """The bucket width asked for is not the one pruned days' partitions were built with."""
+
+
+def _refuse_other_width(root: Path, bucket_s: int) -> None:
+    """Raise PrunedBucketWidth where a cluster folder's pruned days hold buckets of another
+    width than `bucket_s`: they cannot be built again, and the summary marts cannot add
+    buckets of two widths (occupancy would count a GPU twice or half)."""
+    with contextlib.closing(_state(root)) as db:
+        other = db.execute(
+            "SELECT cluster, bucket_s FROM pruned_buckets WHERE bucket_s <> ? ORDER BY cluster",
+            (bucket_s,),
+        ).fetchall()
+    if other:
+        (cluster, width), more = other[0], len(other) - 1
+        raise PrunedBucketWidth(
+            f"the raw samples of cluster folder {cluster!r}"
+            + (f" (and {more} more)" if more else "")
+            + f" were pruned from partitions of {width} s buckets, which cannot be built again "
+            f"at {bucket_s} s: set attribute.bucket_s = {width} for this lake"
         )
 
 
@@ -423,6 +450,7 @@ def build_sample_marts(
     (`clear_engine` makes it bare again); default: one opened and closed here.
     """
     root = config.root
+    _refuse_other_width(root, int(params["bucket_s"]))
     # read before the files are listed: a merge in between is one the next run sees
     merged = compaction_log.merges(root, "sample_days", "gpu_samples")
     days, ahead = _dated(root)

@@ -189,7 +189,7 @@ def prune_raw_samples(
         return plan
     for day in plan.prune:
         with layout.table_lock(root, "gpu_samples"):
-            mark_pruned(root, day.key)
+            mark_pruned(root, day.key, int(params["bucket_s"]))
             for path in day.files:
                 path.unlink(missing_ok=True)
             folder = _day_folder(root, "gpu_samples", day.key)

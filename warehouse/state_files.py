@@ -228,13 +228,18 @@ _ATTRIBUTION_V1: Final = (
 # sample file is checked against the allocations any more; every day is built once again (its
 # recorded inputs now name the allocations that own its samples).
 _ATTRIBUTION_V2_STEP: Final = ("DROP TABLE IF EXISTS checked_files",)
+# warehouse/partitions.py: per cluster folder, the bucket width its pruned days were built with
+_ATTRIBUTION_V3_STEP: Final = (
+    "CREATE TABLE IF NOT EXISTS pruned_buckets ("
+    " cluster TEXT PRIMARY KEY, bucket_s INTEGER NOT NULL)",
+)
 ATTRIBUTION: Final = StateFile(
     name="attribution.sqlite",
     holds="what each built mart partition was built from: sample days and summary marts",
     location=Location.LAKE,
-    version=2,
-    schema=tuple(q for q in _ATTRIBUTION_V1 if "checked_files" not in q),
-    migrations={1: _ATTRIBUTION_V1, 2: _ATTRIBUTION_V2_STEP},
+    version=3,
+    schema=tuple(q for q in _ATTRIBUTION_V1 if "checked_files" not in q) + _ATTRIBUTION_V3_STEP,
+    migrations={1: _ATTRIBUTION_V1, 2: _ATTRIBUTION_V2_STEP, 3: _ATTRIBUTION_V3_STEP},
 )
 
 _COMPACTION_V1: Final = (

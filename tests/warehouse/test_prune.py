@@ -109,6 +109,16 @@ def test_pruning_keeps_every_figure_and_removes_only_old_sample_files(built, tmp
     # nothing left to prune
     assert "of 0 day(s)" in run("prune", "--keep-raw-days", "7", "--lake", str(lake))
 
+    # the pruned days hold 300 s buckets and cannot be built again: another width is refused
+    # (the marts added 600 s buckets of the kept days to them: 8 GPUs of 16 unobserved)
+    refused = CliRunner().invoke(cli, ["attribute", "-q", "--bucket", "600", "--lake", str(lake)])
+    assert refused.exit_code == 1
+    assert "were pruned from partitions of 300 s buckets" in refused.output
+    assert "attribute.bucket_s = 300" in refused.output
+    assert "Traceback" not in refused.output
+    for name, frame in before.items():
+        assert_frame_equal(r.marts_by_key(lake)[name], frame, check_exact=False, rel_tol=1e-12)
+
 
 @pytest.mark.slow
 def test_a_pruned_day_is_frozen_against_samples_landed_in_it_later(built, tmp_path):

@@ -335,7 +335,8 @@ def test_version_2_drops_what_only_the_rewriting_of_sample_files_kept(tmp_path: 
         assert con.execute("SELECT count(*) FROM sample_days_built").fetchone() == (1,)
     with open_state(compaction, state_files.COMPACTION) as con:
         assert con.execute("SELECT reader FROM reader_merges").fetchall() == [("summary",)]
-    assert user_version(attribution) == user_version(compaction) == 2
+    assert user_version(attribution) == state_files.ATTRIBUTION.version
+    assert user_version(compaction) == state_files.COMPACTION.version
 
 
 def test_the_compaction_log_from_before_readers_loses_its_old_table(tmp_path: Path) -> None:
