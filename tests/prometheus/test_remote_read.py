@@ -297,3 +297,53 @@ def test_chunks_that_contradict_their_headers_are_never_landed(tmp_path):
         assert fell_back[table].equals(rows), table
     with pytest.raises(Exception, match="do not give"):
         _pull(tmp_path, "strict", ChunkPrometheus(remote="garbled"), protocol="remote-read")
+
+
+@pytest.mark.parametrize("framing", ["close", "length", "chunked"])
+def test_a_stream_whose_end_is_not_marked_is_refused_not_taken_as_whole(framing):
+    # A streamed answer has no end marker: a body cut at a frame boundary by a proxy speaking
+    # HTTP/1.0 (the connection's close ends it) decoded as a whole one with fewer series, and
+    # the collector moved its checkpoint past the rest. Only chunked or sized bodies are read
+    # (`auto` then pulls through the JSON API).
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from collector.sources.prometheus.remote_read import CONTENT_TYPE
+    from collector.sources.prometheus.transport import ApiClientTransport
+
+    body = stream([(0, Series({"__name__": "DCGM_FI_DEV_GPU_UTIL"}, [(T0_MS, 1.0)]))])
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1" if framing == "chunked" else "HTTP/1.0"
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.send_header("Content-Type", CONTENT_TYPE)
+            if framing == "length":
+                self.send_header("Content-Length", str(len(body)))
+            if framing == "chunked":
+                self.send_header("Transfer-Encoding", "chunked")
+                self.send_header("Connection", "close")
+            self.end_headers()
+            if framing == "chunked":
+                self.wfile.write(f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n")
+            else:
+                self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    transport = ApiClientTransport(f"http://127.0.0.1:{server.server_address[1]}")
+    try:
+        if framing == "close":
+            with pytest.raises(RemoteReadUnsupported, match="without marking where they end"):
+                transport.read_chunks(b"request")
+        else:
+            assert transport.read_chunks(b"request") == body
+    finally:
+        transport.close()
+        server.shutdown()
+        server.server_close()

@@ -300,6 +300,16 @@ class ApiClientTransport:
                 f"{self.url}/api/v1/read answered HTTP {status} ({kind or 'no content type'}), "
                 f"not streamed chunks: {_detail(body[:_NO_DETAIL].decode('utf-8', 'replace'))}"
             )
+        # The stream has no end marker: only its framing (chunked, as Prometheus sends it, or a
+        # length) tells an answer whole from one cut at a frame boundary, where the collector
+        # would land a part and move its checkpoint past the rest.
+        chunked = "chunked" in response.headers.get("Transfer-Encoding", "").lower()
+        if not chunked and "Content-Length" not in response.headers:
+            raise RemoteReadUnsupported(
+                f"{self.url}/api/v1/read answered streamed chunks without marking where they "
+                "end (neither chunked nor a Content-Length: a proxy speaking HTTP/1.0?), so an "
+                "answer cut short could not be told from a whole one"
+            )
         return body
 
     def close(self) -> None:
