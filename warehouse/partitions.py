@@ -49,13 +49,13 @@ __all__ = [
     "DayKey",
     "PartitionReport",
     "PRUNED",
+    "PrunedBucketWidth",
     "allocation_digests",
     "build_day",
     "build_sample_marts",
     "built_days",
     "clear_engine",
     "current_inputs",
-    "PrunedBucketWidth",
     "mark_pruned",
     "sample_days",
 ]
@@ -366,7 +366,9 @@ def mark_pruned(root: Path, key: DayKey, bucket_s: int) -> None:
             "UPDATE sample_days_built SET own = ? WHERE cluster = ? AND date = ?",
             (PRUNED, key[0], key[1].isoformat()),
         )
-        db.execute("INSERT OR REPLACE INTO pruned_buckets VALUES (?, ?)", (key[0], bucket_s))
+        # the first prune's width stands: later pruned days were built at it (others are not
+        # up to date, and attribute refuses another width), or are a pruned day's leftovers
+        db.execute("INSERT OR IGNORE INTO pruned_buckets VALUES (?, ?)", (key[0], bucket_s))
 
 
 class PrunedBucketWidth(WarehouseError):

@@ -193,20 +193,18 @@ _EVENT_LATCH_V1: Final = (
     "CREATE TABLE IF NOT EXISTS event_latch (cluster TEXT NOT NULL, gpu_uuid TEXT NOT "
     "NULL, kind TEXT NOT NULL, code INTEGER, PRIMARY KEY (cluster, gpu_uuid, kind))",
 )
-# a batch of events staged before it lands, with the conditions among them the latch is to
-# remember once it has (Arrow IPC streams)
+# dcgm-exporter's transitions staged before they land (an Arrow IPC stream), per cluster
 _EVENT_OUTBOX_V2: Final = (
     "CREATE TABLE IF NOT EXISTS event_outbox ("
-    " batch_id TEXT PRIMARY KEY, events BLOB NOT NULL, conditions BLOB NOT NULL)",
+    " batch_id TEXT PRIMARY KEY, cluster TEXT NOT NULL, events BLOB NOT NULL)",
 )
-_EVENT_LATCH: Final = _EVENT_LATCH_V1 + _EVENT_OUTBOX_V2
 DCGM_EXPORTER: Final = StateFile(
     name="dcgm_exporter.sqlite",
     holds="the GPU health conditions (XID, ECC, clock reasons) last landed from dcgm-exporter, "
     "and those staged to land",
     location=Location.LAKE,
     version=2,
-    schema=_EVENT_LATCH,
+    schema=_EVENT_LATCH_V1 + _EVENT_OUTBOX_V2,
     migrations={1: _EVENT_LATCH_V1, 2: _EVENT_OUTBOX_V2},
 )
 
@@ -334,12 +332,11 @@ ALERTS: Final = StateFile(
 
 NVML_EVENTS: Final = StateFile(
     name="nvml_events.sqlite",
-    holds="the GPU health conditions (XID, ECC, clock reasons) last spooled by the NVML agent, "
-    "and those staged to spool",
+    holds="the GPU health conditions (XID, ECC, clock reasons) last spooled by the NVML agent",
     location=Location.SPOOL,
-    version=2,
-    schema=_EVENT_LATCH,
-    migrations={1: _EVENT_LATCH_V1, 2: _EVENT_OUTBOX_V2},
+    version=1,
+    schema=_EVENT_LATCH_V1,
+    migrations={1: _EVENT_LATCH_V1},
 )
 
 STATE_FILES: Final[tuple[StateFile, ...]] = (

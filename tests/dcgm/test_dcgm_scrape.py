@@ -314,13 +314,53 @@ def test_events_staged_but_never_landed_land_at_the_next_start(
         ],
         schema=RAW_TABLES["gpu_events"].schema,
     )
-    latch = EventLatch(lake.state_dir() / "dcgm_exporter.sqlite")
-    latch.stage("staged-batch", staged)
+    state = lake.state_dir() / "dcgm_exporter.sqlite"
+    EventLatch(state).stage("staged-batch", "della", staged)
+    # another cluster's staged batch is its own collector's to land, not this one's
+    EventLatch(state).stage("theirs", "other", staged.set_column(0, "cluster", pa.array(["other"])))
     for _ in range(2):
         scrape_exporters([f"{base}/metrics"], "della", lake, clock=_clock(t0))
     events = read_lake(tmp_path, "gpu_events").to_pylist()
     assert [(e["gpu_uuid"], e["kind"], e["code"]) for e in events] == [("GPU-9", "xid", 79)]
-    assert EventLatch(lake.state_dir() / "dcgm_exporter.sqlite").transitions(staged).num_rows == 0
+    assert EventLatch(state).transitions(staged).num_rows == 0
+
+
+def test_a_staged_batch_the_state_file_cannot_decode_is_dropped_with_a_warning(
+    exporter_server, fixture_text, read_lake, tmp_path, t0, caplog
+):
+    import sqlite3
+
+    import pyarrow as pa
+
+    from warehouse.schema import RAW_TABLES
+
+    base, pages = exporter_server
+    _serve(pages, fixture_text, "/metrics", T4)
+    lake = Lake.at(tmp_path)
+    state = lake.state_dir() / "dcgm_exporter.sqlite"
+    staged = pa.Table.from_pylist(
+        [
+            {
+                "cluster": "della",
+                "node": "n1",
+                "gpu_uuid": "GPU-9",
+                "ts": t0,
+                "kind": "xid",
+                "code": 1,
+            }
+        ],
+        schema=RAW_TABLES["gpu_events"].schema,
+    )
+    EventLatch(state).stage("damaged", "della", staged)
+    with sqlite3.connect(state) as con:
+        con.execute("UPDATE event_outbox SET events = substr(events, 1, 32)")
+
+    summary = scrape_exporters([f"{base}/metrics"], "della", lake, clock=_clock(t0))
+
+    assert summary.scrapes == 1
+    assert "do not decode" in caplog.text and "damaged" in caplog.text
+    with sqlite3.connect(state) as con:
+        assert con.execute("SELECT count(*) FROM event_outbox").fetchone() == (0,)
 
 
 def test_event_latch_survives_a_restart(tmp_path):

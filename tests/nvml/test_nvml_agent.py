@@ -10,7 +10,6 @@ import pyarrow as pa
 import pytest
 
 from collector.errors import ConfigError
-from collector.sources.dcgm_exporter.scrape import EventLatch
 from collector.sources.nvml.agent import AgentConfig, NvmlAgent, run_agent
 from collector.sources.nvml.device import NvmlUnavailable
 from tests.nvml.fake_nvml import GIB, NOT_SUPPORTED, FakeGpu, FakeMig, FakeNvml
@@ -384,34 +383,6 @@ def test_health_conditions_land_once_per_onset(node, read_lake, clock):
         ("row_remap_failure", None),
         ("thermal", 0x48),
     ]
-
-
-class _Killed(BaseException):
-    """The agent killed (SIGKILL) at a chosen step."""
-
-
-def test_an_agent_killed_before_it_remembered_a_condition_spools_it_once(
-    node, read_lake, clock, monkeypatch
-):
-    # killed after the tick spooled its events, before its latch remembered them: the next
-    # start spools that batch again under its own name (replacing it), and its next tick sees
-    # the condition as known, not as a new onset
-    node.nvml.gpus[0].dbe = 2
-    remember = EventLatch.commit
-
-    def killed(*args: object, **kwargs: object) -> None:
-        raise _Killed
-
-    monkeypatch.setattr(EventLatch, "commit", killed)
-    with pytest.raises(_Killed), node.agent() as agent:
-        agent.tick()
-    monkeypatch.setattr(EventLatch, "commit", remember)
-    with node.agent() as agent:
-        clock.advance(30)
-        agent.tick()
-
-    events = read_lake(node.lake, "gpu_events").to_pylist()
-    assert [(e["kind"], e["code"]) for e in events] == [("ecc_dbe", 2)]
 
 
 def test_the_inventory_lists_each_physical_gpu(node, read_lake, t0):

@@ -196,3 +196,15 @@ def test_a_retention_past_a_century_is_one_clear_error(days, tmp_path, monkeypat
     result = CliRunner().invoke(cli, ["prune", "--lake", str(tmp_path)])
     assert result.exit_code != 0 and "36,500" in result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_the_width_of_the_first_prune_stands(tmp_path):
+    # a pruned day's leftover files are pruned again by a prune at another width: the record
+    # stays the width the pruned days' buckets have, and attribute at the other is refused
+    from warehouse.connection import WarehouseConfig
+    from warehouse.partitions import PrunedBucketWidth, build_sample_marts, mark_pruned
+
+    mark_pruned(tmp_path, ("sim", START), 300)
+    mark_pruned(tmp_path, ("sim", START), 60)
+    with pytest.raises(PrunedBucketWidth, match="partitions of 300 s buckets"):
+        build_sample_marts(WarehouseConfig(root=tmp_path), {"bucket_s": 60})

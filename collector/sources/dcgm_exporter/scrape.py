@@ -176,6 +176,9 @@ class EventLatch:
         self._path = path
         self._spec = spec  # NVML_EVENTS for the NVML agent's, in its spool
         self._state: dict[tuple[str, str, str], int | None] = {}
+        # batches staged (dcgm-exporter: scrapes run in threads) and not yet remembered
+        self._staged: set[str] = set()
+        self._lock = threading.Lock()
         if path is not None:
             with closing(self._connect()) as con:
                 rows = con.execute("SELECT cluster, gpu_uuid, kind, code FROM event_latch")
@@ -202,32 +205,50 @@ class EventLatch:
             events.column("code").to_pylist(),
         )
 
-    def stage(self, batch_id: str, rows: pa.Table, transitions: pa.Table | None = None) -> None:
-        """Record the gpu_events `rows` about to land as `batch_id`, with the `transitions` (of
-        `transitions()`; default: `rows`) among them, before they land. A run killed after
-        landing them but before `commit` would land the transitions again, as new, at its next
-        scrape; `land_staged` lands a staged batch again under its own batch_id instead (which
-        replaces what it landed), so each row lands once."""
-        transitions = rows if transitions is None else transitions
-        if self._path is None or rows.num_rows == 0:
+    def stage(self, batch_id: str, cluster: str, transitions: pa.Table) -> None:
+        """Record `transitions` (of `transitions()`, for `cluster`) before they land as
+        `batch_id`. A run killed after landing them but before `commit` would land them again,
+        as new, at its next scrape; `land_staged` lands a staged batch again under its own
+        batch_id instead (which replaces what it landed), so each lands once."""
+        if self._path is None or transitions.num_rows == 0:
             return
         with closing(self._connect()) as con, con:
             con.execute(
                 "INSERT OR REPLACE INTO event_outbox VALUES (?, ?, ?)",
-                (batch_id, _ipc(rows), _ipc(transitions)),
+                (batch_id, cluster, _ipc(transitions)),
             )
+        with self._lock:
+            self._staged.add(batch_id)
 
-    def land_staged(self, land: Callable[[pa.Table, str], object]) -> int:
-        """Land each batch staged but not committed (a run killed in between) again with
-        `land(rows, batch_id)`, and remember its transitions; return how many batches."""
+    def land_staged(self, cluster: str, land: Callable[[pa.Table, str], object]) -> int:
+        """Land each batch of `cluster` staged but not committed (a run killed in between)
+        again with `land(rows, batch_id)`, and remember its transitions; return how many.
+        A batch the state file cannot decode is dropped with a warning."""
         if self._path is None:
             return 0
         with closing(self._connect()) as con:
-            staged = con.execute("SELECT batch_id, events, conditions FROM event_outbox")
-            batches = staged.fetchall()
-        for batch_id, rows, transitions in batches:
-            land(pa.ipc.open_stream(rows).read_all(), batch_id)
-            self._remember(pa.ipc.open_stream(transitions).read_all(), gone=[], batch_id=batch_id)
+            batches = con.execute(
+                "SELECT batch_id, events FROM event_outbox WHERE cluster = ? ORDER BY batch_id",
+                (cluster,),
+            ).fetchall()
+        for batch_id, blob in batches:
+            rows: pa.Table | None
+            try:
+                rows = pa.ipc.open_stream(blob).read_all()
+            except pa.ArrowException as exc:
+                logger.warning(
+                    "%s: the staged health events of batch %s do not decode (%s); dropped: "
+                    "an event of theirs that landed may land once more",
+                    self._path,
+                    batch_id,
+                    exc,
+                )
+                rows = None
+            if rows is not None:
+                land(rows, batch_id)
+            with self._lock:
+                self._staged.add(batch_id)
+            self._remember(rows, gone=[], batch_id=batch_id)
         return len(batches)
 
     def commit(
@@ -252,14 +273,23 @@ class EventLatch:
         self._remember(events, gone=gone, batch_id=batch_id)
 
     def _remember(
-        self, events: pa.Table, *, gone: list[tuple[str, str, str]], batch_id: str | None
+        self, events: pa.Table | None, *, gone: list[tuple[str, str, str]], batch_id: str | None
     ) -> None:
-        """Forget `gone`, remember `events`' conditions and drop the staged `batch_id`, at once."""
-        now = {(c, u, k): code for c, u, k, code in zip(*self._columns(events), strict=True)}
+        """Forget `gone`, remember `events`' conditions and drop the staged `batch_id` (when it
+        was staged), at once."""
+        now = (
+            {}
+            if events is None
+            else {(c, u, k): code for c, u, k, code in zip(*self._columns(events), strict=True)}
+        )
         changed = {k: v for k, v in now.items() if k not in self._state or self._state[k] != v}
         for key in gone:
             del self._state[key]
         self._state.update(changed)
+        with self._lock:
+            staged = batch_id in self._staged
+            self._staged.discard(batch_id or "")
+        batch_id = batch_id if staged else None
         if self._path is None or not (gone or changed or batch_id):
             return
         with closing(self._connect()) as con, con:
@@ -346,7 +376,9 @@ def scrape_exporters(
     span = float(span_s if span_s is not None else interval_s or DEFAULT_SPAN_S)
     latch = event_latch or EventLatch(lake.state_dir() / STATE_FILE)
     # transitions a killed run landed (or not) without remembering them: landed once, here
-    latch.land_staged(lambda rows, batch_id: write_batch(lake.root, "gpu_events", rows, batch_id))
+    latch.land_staged(
+        cluster, lambda rows, batch_id: write_batch(lake.root, "gpu_events", rows, batch_id)
+    )
     summary = ScrapeSummary()
     failed_rounds: Counter[str] = Counter()
     cooldown: Counter[str] = Counter()
@@ -393,7 +425,7 @@ def scrape_exporters(
             )
         batch_id = batch_id_for(cluster, url, ts)
         events = latch.transitions(parsed.events)
-        latch.stage(batch_id, events)
+        latch.stage(batch_id, cluster, events)
         write_batch(lake.root, "gpu_samples", parsed.samples, batch_id)
         write_batch(lake.root, "job_gpus", parsed.job_gpus, batch_id)
         write_batch(lake.root, "gpu_events", events, batch_id)

@@ -236,8 +236,6 @@ class NvmlAgent:
         state_dir = self.spool.state_dir
         self.state = AgentState.load(state_dir / STATE_FILE, self._owner)
         self._latch = EventLatch(state_dir / EVENT_STATE_FILE, state_files.NVML_EVENTS)
-        # events a killed agent spooled (or not) without remembering them: spooled once, here
-        self._latch.land_staged(lambda rows, batch_id: self.spool.put("gpu_events", rows, batch_id))
         return len(gpus) + len(lost)
 
     @staticmethod
@@ -309,10 +307,9 @@ class NvmlAgent:
             GPU_EVENTS,
             condition_rows(seen.readings, cluster=cfg.cluster, node=cfg.node, ts_ms=ts_ms),
         )
-        transitions = self._latch.transitions(conditions)
-        event_table = table(GPU_EVENTS, seen.events + transitions.to_pylist())
+        new_conditions = self._latch.transitions(conditions).to_pylist()
+        event_table = table(GPU_EVENTS, seen.events + new_conditions)
         batch_id = f"nvml-{ts_ms}-{digest(cfg.cluster, cfg.node, ts_ms)}"
-        self._latch.stage(batch_id, event_table, transitions)
         self.spool.put("gpu_samples", sample_table, batch_id)
         self.spool.put("gpu_events", event_table, batch_id)
         for interval in intervals:
@@ -323,7 +320,7 @@ class NvmlAgent:
             self.spool.put("job_gpus", rows, f"nvml-jobgpu-{ident}")
         for reading in seen.readings:
             self._spool_inventory(reading, ts_ms)
-        self._latch.commit(cfg.cluster, observed_conditions(sample_table), conditions, batch_id)
+        self._latch.commit(cfg.cluster, observed_conditions(sample_table), conditions)
         self.state.save(self.spool.state_dir / STATE_FILE, self._owner)
 
         landed = self.spool.land(cfg.lake, cfg.cluster, write=self._write)
