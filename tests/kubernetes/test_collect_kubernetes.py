@@ -615,3 +615,38 @@ def test_forged_owners_are_dropped_counted_and_the_pod_still_lands(
         users = {u for (u,) in con.sql("SELECT DISTINCT user FROM jobs").fetchall()}
     assert rows == [(None, "nlp")]
     assert not any(u and "evil" in u for u in users)
+
+
+class _Killed(BaseException):
+    """The collector killed (SIGKILL) at a chosen step."""
+
+
+def test_a_run_killed_after_landing_before_its_state_committed_leaves_no_open_copy(
+    tmp_path, fake_kubernetes, monkeypatch
+):
+    # The killed run's whole-node row landed in the run's own batch; the next run, its state
+    # rolled back, landed it again in a batch of its own and later closed only that copy: the
+    # pod held its node to the end of the data. Each row's batch is named by the row now.
+    from collector.sources.kubernetes.state import KubernetesState
+
+    runs = [("t1", T1 + dt.timedelta(minutes=5)), ("t2", T2), ("t3", T3)]
+    clean, killed = tmp_path / "clean", tmp_path / "killed"
+    for snapshot, now in [("t1", T1), *runs]:
+        collect_kubernetes(Lake.at(clean), CLUSTER, fake_kubernetes(snapshot), now=now)
+
+    checkpoint = KubernetesState.set_checkpoint
+
+    def kill(*args, **kwargs):
+        raise _Killed
+
+    monkeypatch.setattr(KubernetesState, "set_checkpoint", kill)
+    with pytest.raises(_Killed):
+        collect_kubernetes(Lake.at(killed), CLUSTER, fake_kubernetes("t1"), now=T1)
+    monkeypatch.setattr(KubernetesState, "set_checkpoint", checkpoint)
+    assert rows(killed, "SELECT count(*) AS n FROM job_gpus") == [{"n": 1}]  # it had landed
+    for snapshot, now in runs:
+        collect_kubernetes(Lake.at(killed), CLUSTER, fake_kubernetes(snapshot), now=now)
+
+    query = "SELECT job_id, node, start_ts, end_ts FROM job_gpus ORDER BY ALL"
+    assert rows(killed, query) == rows(clean, query)
+    assert all(row["end_ts"] is not None for row in rows(killed, query))

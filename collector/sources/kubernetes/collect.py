@@ -290,8 +290,16 @@ def _job_gpus_table(cluster: str, rows: Sequence[WholeNodeRow]) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
+def _gpu_batch(cluster: str, row: WholeNodeRow) -> str:
+    """The batch of one whole-node `job_gpus` row, named by its cluster, pod, node and start:
+    a run killed after landing it, before its state committed, lands it again under the same
+    name (replacing it) rather than as a second row that no later run closes."""
+    key = f"{cluster}\n{row.job_id}\n{row.node}\n{row.start_ms}"
+    return f"k8s-{cluster}-gpus-{row.start_ms}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+
+
 def _land_gpus(
-    root: Path, state: KubernetesState, snap: _Snapshot, ended: Mapping[str, int], batch: str
+    root: Path, state: KubernetesState, snap: _Snapshot, ended: Mapping[str, int]
 ) -> tuple[int, int]:
     """Open rows of pods that hold a whole node, close rows of pods that ended; return counts."""
     touched: set[str] = set()
@@ -302,6 +310,7 @@ def _land_gpus(
             continue
         row = WholeNodeRow(job.job_id, job.exclusive_node, job.start_ts, job.end_ts)
         if not state.has_gpu_row(row):
+            batch = _gpu_batch(state.cluster, row)
             state.add_gpu_row(row, batch)
             touched.add(batch)
             opened += 1
@@ -419,7 +428,7 @@ def collect_kubernetes(
     batch = f"k8s-{cluster}-{collected:%Y%m%dT%H%M%S}{collected.microsecond // 1000:03d}"
     with open_state(lake.root, cluster) as state:
         new, updated, gone, ended = _land_jobs(lake.root, state, snap, namespaces, batch, now_ms)
-        opened, closed = _land_gpus(lake.root, state, snap, ended, batch)
+        opened, closed = _land_gpus(lake.root, state, snap, ended)
         queues, deleted = _land_queues(lake.root, state, snap, namespaces, batch, now_ms)
         state.set_checkpoint(now_ms)
     if snap.malformed:
