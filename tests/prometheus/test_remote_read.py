@@ -347,3 +347,26 @@ def test_a_stream_whose_end_is_not_marked_is_refused_not_taken_as_whole(framing)
         transport.close()
         server.shutdown()
         server.server_close()
+
+
+def test_the_same_matchers_written_otherwise_are_refused_not_pulled_twice(tmp_path):
+    # the selector's text names a pull's checkpoint and batches: `job="x",cluster="c"` after
+    # `cluster="c",job="x"` landed every window a second time
+    from collector.sources.prometheus.pull import PullConfig, pull
+
+    def pull_with(selector: str) -> None:
+        cfg = PullConfig(
+            cluster="c",
+            since=T0,
+            until=T0 + dt.timedelta(hours=1),
+            settle_s=0.0,
+            backoff_s=0.0,
+            selector=selector,
+        )
+        pull(cfg, Lake(tmp_path), ChunkPrometheus(), clock=lambda: T0 + dt.timedelta(days=1))
+
+    pull_with('Hostname="n1",gpu=~"0|1"')
+    pull_with('Hostname="n1",gpu=~"0|1"')  # the same text: resumes, fine
+    with pytest.raises(ConfigError, match="written otherwise"):
+        pull_with('gpu=~"0|1", Hostname="n1"')
+    pull_with('Hostname="n1"')  # other matchers: another pull

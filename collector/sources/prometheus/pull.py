@@ -265,6 +265,7 @@ class _Puller:
         self.stop = stop
         self.source = source_key(cfg.selector)
         self.store = CheckpointStore(root)
+        self._refuse_a_twin_selector()
         self.window_ms = cfg.window_s * 1000
         self.summary = PullSummary()
         self.targets: TargetLabels = {}
@@ -276,6 +277,26 @@ class _Puller:
         self.table_pool: ThreadPoolExecutor | None = None  # writes a window's tables at once
         self.unsaved: int | None = None  # complete windows landed up to here, not yet saved
         self.saved_at = time.monotonic()
+
+    def _refuse_a_twin_selector(self) -> None:
+        """ConfigError where this lake pulled the cluster with the same matchers written
+        otherwise (in another order, spaced differently): the selector's text names a pull's
+        checkpoint and batches, so its windows would land a second time beside the first."""
+        try:
+            mine = frozenset(parse_selector(self.cfg.selector))
+        except ConfigError:
+            return  # not plain matchers: only its own text selects the same
+        for source, selector in self.store.selectors(self.cfg.cluster):
+            try:
+                theirs = frozenset(parse_selector(selector))
+            except ConfigError:
+                continue
+            if source != self.source and theirs == mine:
+                raise ConfigError(
+                    f"cluster {self.cfg.cluster!r}: this lake was pulled with the selector "
+                    f"{selector!r}, the same matchers as {self.cfg.selector!r} written "
+                    f"otherwise; write it as {selector!r}, or its windows land twice"
+                )
 
     def _remote_reader(self) -> tuple[ChunkReader | None, tuple[Matcher, ...]]:
         """The transport as a remote reader, and the selector's matchers; None: use JSON."""

@@ -63,6 +63,15 @@ class CheckpointStore:
             ).fetchone()
         return None if row is None else Checkpoint(*row)
 
+    def selectors(self, cluster: str) -> list[tuple[str, str]]:
+        """(source, selector) of every checkpoint of `cluster`."""
+        with closing(self._connect()) as con:
+            found = con.execute(
+                "SELECT source, selector FROM checkpoints WHERE cluster = ? ORDER BY source",
+                (cluster,),
+            ).fetchall()
+        return [(str(source), str(selector)) for source, selector in found]
+
     def save(self, checkpoint: Checkpoint) -> None:
         with closing(self._connect()) as con, con:
             con.execute(
