@@ -257,6 +257,16 @@ def test_health_events_land_when_they_appear_or_change(
     assert kinds() == []
 
 
+def _xid(cluster: str, ts: dt.datetime, code: int):
+    """A gpu_events table of one XID on GPU-9 of node n1."""
+    import pyarrow as pa
+
+    from warehouse.schema import RAW_TABLES
+
+    row = {"cluster": cluster, "node": "n1", "gpu_uuid": "GPU-9", "ts": ts, "kind": "xid"}
+    return pa.Table.from_pylist([row | {"code": code}], schema=RAW_TABLES["gpu_events"].schema)
+
+
 class _Killed(BaseException):
     """The process killed (SIGKILL) at a chosen step."""
 
@@ -294,30 +304,14 @@ def test_events_staged_but_never_landed_land_at_the_next_start(
     exporter_server, fixture_text, read_lake, tmp_path, t0
 ):
     # killed after staging, before the rows were written: the next start lands them, once
-    import pyarrow as pa
-
-    from warehouse.schema import RAW_TABLES
-
     base, pages = exporter_server
     _serve(pages, fixture_text, "/metrics", T4)
     lake = Lake.at(tmp_path)
-    staged = pa.Table.from_pylist(
-        [
-            {
-                "cluster": "della",
-                "node": "n1",
-                "gpu_uuid": "GPU-9",
-                "ts": t0,
-                "kind": "xid",
-                "code": 79,
-            }
-        ],
-        schema=RAW_TABLES["gpu_events"].schema,
-    )
+    staged = _xid("della", t0, 79)
     state = lake.state_dir() / "dcgm_exporter.sqlite"
     EventLatch(state).stage("staged-batch", "della", staged)
     # another cluster's staged batch is its own collector's to land, not this one's
-    EventLatch(state).stage("theirs", "other", staged.set_column(0, "cluster", pa.array(["other"])))
+    EventLatch(state).stage("theirs", "other", _xid("other", t0, 79))
     for _ in range(2):
         scrape_exporters([f"{base}/metrics"], "della", lake, clock=_clock(t0))
     events = read_lake(tmp_path, "gpu_events").to_pylist()
@@ -330,27 +324,11 @@ def test_a_staged_batch_the_state_file_cannot_decode_is_dropped_with_a_warning(
 ):
     import sqlite3
 
-    import pyarrow as pa
-
-    from warehouse.schema import RAW_TABLES
-
     base, pages = exporter_server
     _serve(pages, fixture_text, "/metrics", T4)
     lake = Lake.at(tmp_path)
     state = lake.state_dir() / "dcgm_exporter.sqlite"
-    staged = pa.Table.from_pylist(
-        [
-            {
-                "cluster": "della",
-                "node": "n1",
-                "gpu_uuid": "GPU-9",
-                "ts": t0,
-                "kind": "xid",
-                "code": 1,
-            }
-        ],
-        schema=RAW_TABLES["gpu_events"].schema,
-    )
+    staged = _xid("della", t0, 1)
     EventLatch(state).stage("damaged", "della", staged)
     with sqlite3.connect(state) as con:
         con.execute("UPDATE event_outbox SET events = substr(events, 1, 32)")
