@@ -13,9 +13,10 @@
 -- data. The owner depends on nothing but the key's columns, so rows that share a key (exact
 -- duplicates) share it.
 -- A sample belongs to the job whose job_gpus interval [start_ts, end_ts) contains its ts on the
--- same GPU: same UUID where both know it, else the same node and GPU index; a whole-node
--- allocation (null index) covers every GPU of its node, one with a MIG instance only that
--- instance. When several jobs claim the same sample (a shared GPU), the job the row carries is
+-- same GPU: same UUID where both know it, else the same node and GPU index (an allocation
+-- naming its GPU by UUID alone holds only the samples naming that UUID); a whole-node
+-- allocation (null index and UUID) covers every GPU of its node, one with a MIG instance only
+-- that instance. When several jobs claim the same sample (a shared GPU), the job the row carries is
 -- kept if it is one of them (a sharer's own row, as its source stamped it from its hpc_job or
 -- pod label: the marts split the GPU's time among such rows); else the sample is every
 -- claiming job's, the row standing once for each, so the marts split the GPU's time among
@@ -88,7 +89,8 @@ claims AS (
         ON g.cluster = s.cluster
         AND g.node = s.node
     WHERE g.gpu_index IS NULL
-        AND (g.gpu_uuid IS NULL OR s.gpu_uuid IS NULL OR g.gpu_uuid = s.gpu_uuid)
+        -- a whole node (no UUID either), or one GPU named by its UUID alone: that UUID's samples
+        AND (g.gpu_uuid IS NULL OR g.gpu_uuid = s.gpu_uuid)
         AND (g.mig_instance IS NULL OR g.mig_instance = s.mig_instance)
         AND s.ts >= g.start_ts
         AND (g.end_ts IS NULL OR s.ts < g.end_ts)

@@ -88,7 +88,13 @@ claims AS (
         ON g.cluster = s.cluster
         AND g.node = s.node
         AND (g.gpu_index IS NULL OR g.gpu_index = s.gpu_index)
-    WHERE (g.gpu_uuid IS NULL OR s.gpu_uuid IS NULL OR g.gpu_uuid = s.gpu_uuid)
+    -- an allocation naming its GPU by UUID alone holds the samples naming that UUID: a sample
+    -- naming only its index cannot be told to be on it (it is no whole-node row)
+    WHERE (
+        g.gpu_uuid IS NULL
+        OR g.gpu_uuid = s.gpu_uuid
+        OR (s.gpu_uuid IS NULL AND g.gpu_index IS NOT NULL)
+    )
         AND (g.mig_instance IS NULL OR g.mig_instance = s.mig_instance)
         AND s.ts >= g.start_ts
         AND (g.end_ts IS NULL OR s.ts < g.end_ts)
@@ -129,7 +135,7 @@ LEFT JOIN (SELECT * FROM sole WHERE gpu_index IS NOT NULL) AS i
 LEFT JOIN (SELECT * FROM sole WHERE gpu_index IS NULL) AS n
     ON n.cluster = s.cluster
     AND n.node = s.node
-    AND (n.gpu_uuid IS NULL OR s.gpu_uuid IS NULL OR n.gpu_uuid = s.gpu_uuid)
+    AND (n.gpu_uuid IS NULL OR n.gpu_uuid = s.gpu_uuid)  -- (by UUID alone: as in claims)
     AND (n.mig_instance IS NULL OR n.mig_instance = s.mig_instance)
     AND s.ts >= n.start_ts
     AND (n.end_ts IS NULL OR s.ts < n.end_ts)

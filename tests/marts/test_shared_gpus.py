@@ -164,3 +164,29 @@ def test_a_sharer_row_keeps_its_job_through_reattribution_only_where_that_job_ho
     jobs = r.by_job(con)
     assert jobs["j2"]["observed_gpu_h"] == pytest.approx(30 / H)  # half of [0, 60)
     assert jobs["j1"]["observed_gpu_h"] == pytest.approx((30 + 60) / H)
+
+
+def test_an_allocation_naming_its_gpu_by_uuid_alone_holds_only_that_uuids_samples(tmp_path):
+    # Two jobs each hold one GPU, their job_gpus rows naming it by UUID and not by index. A
+    # row without an index was taken for a whole node: where the samples name only their
+    # index, both jobs claimed both GPUs (each observed on the other's GPU, both "shared").
+    uuid_only = [
+        r.job_gpu("j1", 0, 300) | {"gpu_index": None},
+        r.job_gpu("j2", 0, 300, gpu_index=1) | {"gpu_index": None},
+    ]
+    samples = r.samples(range(0, 300, 30), gpu_index=0, engine_active=0.9) + r.samples(
+        range(0, 300, 30), gpu_index=1, engine_active=0.1
+    )
+    con = r.build_lake(tmp_path / "uuids", samples=samples, job_gpus=uuid_only)
+    jobs = r.by_job(con)
+    assert jobs["j1"]["observed_gpu_h"] == pytest.approx(300 / H)
+    assert jobs["j1"]["effective_gpu_h"] == pytest.approx(0.9 * 300 / H)
+    assert jobs["j2"]["effective_gpu_h"] == pytest.approx(0.1 * 300 / H)
+    assert not jobs["j1"]["shared"] and not jobs["j2"]["shared"]
+
+    for row in samples:  # samples naming only their index: nothing says which UUID they are
+        row["gpu_uuid"] = None
+    con = r.build_lake(tmp_path / "indices", samples=samples, job_gpus=uuid_only)
+    jobs = r.by_job(con)
+    assert jobs["j1"]["observed_gpu_h"] == 0 and jobs["j2"]["observed_gpu_h"] == 0
+    assert not jobs["j1"]["shared"] and not jobs["j2"]["shared"]
