@@ -232,8 +232,9 @@ BUSY = [None, 0.0, 0.005, 0.05, 0.2, 0.3, 0.9]
 @st.composite
 def owned_lakes(draw):
     """Three GPUs of node g001 sampled at distinct times over an hour, each held by two jobs one
-    after the other (split at a drawn time), and a third job on GPUs 0 and 1 at the end; node
-    g002 held whole by one job, with a GPU that reports neither UUID nor index."""
+    after the other (split at a drawn time), and a third job on GPUs 0 and 1 at the end, from a
+    drawn time that may come before the second jobs end (the GPUs are then shared); node g002
+    held whole by one job, with a GPU that reports neither UUID nor index."""
     samples, job_gpus = [], []
 
     def sampled(node, gpu_index, **fields):
@@ -257,7 +258,8 @@ def owned_lakes(draw):
         end = 3000 if gpu < 2 else 3600
         job_gpus += [r.job_gpu(f"a{gpu}", 0, split, gpu_index=gpu)]
         job_gpus += [r.job_gpu(f"b{gpu}", split, end, gpu_index=gpu)]
-    job_gpus += [r.job_gpu("wide", 3000, 3600, gpu_index=g) for g in (0, 1)]
+    wide = draw(st.integers(90, 100)) * 30
+    job_gpus += [r.job_gpu("wide", wide, 3600, gpu_index=g) for g in (0, 1)]
     samples += sampled("g002", 0) + sampled("g002", None, gpu_uuid=None)
     job_gpus += [r.job_gpu("node", 0, 3600, node="g002", gpu_index=None, with_uuid=False)]
     return samples, job_gpus
@@ -272,26 +274,30 @@ def _device(s) -> str | None:
 
 def signals_by_definition(samples, job_gpus, t: BottleneckThresholds) -> dict[str, dict]:
     """Each job's signals from its definition: a sample is the job's whose allocation (of its
-    GPU, or of its whole node) covers its time; bursts are gap→burst steps along each GPU's
-    samples of the job in time order (the samples naming no GPU count as one)."""
+    GPU, or of its whole node) covers its time, and it weighs its interval split evenly among
+    the jobs it is (as the marts split a shared GPU's time); bursts are gap→burst steps along
+    each GPU's samples of the job in time order (the samples naming no GPU count as one)."""
     per_job: dict[str, dict[str | None, list]] = {}
     for s in samples:
-        for g in job_gpus:
-            if (
-                g["node"] == s["node"]
-                and g["gpu_index"] in (None, s["gpu_index"])
-                and g["start_ts"] <= s["ts"] < g["end_ts"]
-            ):
-                per_job.setdefault(g["job_id"], {}).setdefault(_device(s), []).append(s)
+        owners = [
+            g["job_id"]
+            for g in job_gpus
+            if g["node"] == s["node"]
+            and g["gpu_index"] in (None, s["gpu_index"])
+            and g["start_ts"] <= s["ts"] < g["end_ts"]
+        ]
+        for job_id in owners:
+            mine = s | {"w": s["interval_s"] / len(owners)}
+            per_job.setdefault(job_id, {}).setdefault(_device(s), []).append(mine)
     out = {}
     for job_id, gpus in per_job.items():
         rows = [s for g in gpus.values() for s in g]
         known = [s for s in rows if s["engine_active"] is not None]
-        known_h = sum(s["interval_s"] for s in known) / 3600
+        known_h = sum(s["w"] for s in known) / 3600
 
         def frac(test, known=known):
-            weight = sum(s["interval_s"] for s in known)
-            return sum(s["interval_s"] for s in known if test(s["engine_active"])) / weight
+            weight = sum(s["w"] for s in known)
+            return sum(s["w"] for s in known if test(s["engine_active"])) / weight
 
         steps = 0
         for g in gpus.values():
@@ -303,8 +309,8 @@ def signals_by_definition(samples, job_gpus, t: BottleneckThresholds) -> dict[st
         out[job_id] = {
             "gpus_observed": sum(device is not None for device in gpus),
             "samples": len(rows),
-            "observed_h": sum(s["interval_s"] for s in rows) / 3600,
-            "busy_mean": sum(s["engine_active"] * s["interval_s"] for s in known) / (known_h * 3600)
+            "observed_h": sum(s["w"] for s in rows) / 3600,
+            "busy_mean": sum(s["engine_active"] * s["w"] for s in known) / (known_h * 3600)
             if known
             else None,
             "idle_frac": frac(lambda b: b < t.idle_below) if known else None,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from detectors.bottleneck import diagnose
 from tests.marts import rows as r
 
 H = 3600.0
@@ -190,3 +191,35 @@ def test_an_allocation_naming_its_gpu_by_uuid_alone_holds_only_that_uuids_sample
     jobs = r.by_job(con)
     assert jobs["j1"]["observed_gpu_h"] == 0 and jobs["j2"]["observed_gpu_h"] == 0
     assert not jobs["j1"]["shared"] and not jobs["j2"]["shared"]
+
+
+@pytest.mark.parametrize("labelled", [True, False], ids=["one-row-per-sharer", "one-unlabelled"])
+def test_the_bottleneck_signals_split_a_shared_gpu_as_the_marts_do(tmp_path, labelled):
+    # j1 holds the GPU over [0, 600), j2 shares it over [300, 600). It is busy 0.9 over the
+    # first half and idle over the second: the exporter reports either one row per sharer or
+    # one row naming no job. Each job's observed time and busy mean in the bottleneck signals
+    # (what the findings' GPU-hours at stake come from) are those of job_usage.
+    def busy(t: int) -> float:
+        return 0.9 if t < 300 else 0.0
+
+    if labelled:
+        samples = r.samples(range(0, 300, 30), job_id="j1", engine_active=0.9) + _sharers(
+            range(300, 600, 30), ["j1", "j2"], engine_active=0.0
+        )
+    else:
+        samples = r.samples(range(0, 600, 30), engine_active=[busy(t) for t in range(0, 600, 30)])
+    con = r.build_lake(
+        tmp_path,
+        samples=samples,
+        jobs=[r.job("j1", 0, 600), r.job("j2", 300, 600)],
+        job_gpus=[r.job_gpu("j1", 0, 600), r.job_gpu("j2", 300, 600)],
+        gpus=[r.gpu()],
+    )
+    jobs = r.by_job(con)
+    signals = {row["job_id"]: row for row in diagnose(con, None).to_pylist()}
+
+    assert jobs["j1"]["observed_gpu_h"] == pytest.approx(450 / H)
+    for job_id in ("j1", "j2"):
+        assert signals[job_id]["observed_h"] == pytest.approx(jobs[job_id]["observed_gpu_h"])
+        assert signals[job_id]["busy_mean"] == pytest.approx(jobs[job_id]["busy_mean"], rel=1e-6)
+    assert signals["j1"]["busy_mean"] == pytest.approx(0.9 * 300 / 450, rel=1e-6)
