@@ -61,23 +61,25 @@ def _waits(w: Workload, runs: Sequence[tuple[str, Outcome]]) -> pl.DataFrame:
     return pl.concat(frames)
 
 
-def _occupancy(w: Workload, runs: Sequence[tuple[str, Outcome]], total_gpus: float) -> pl.DataFrame:
-    """Hourly GPUs busy ÷ `total_gpus` per run, from the first submit to the last end of
-    either run (past the end of the data where a run goes on)."""
-    first = float(w.submit_e.min())
+def _occupancy(
+    w: Workload, runs: Sequence[tuple[str, Outcome]], total_gpus: Sequence[float]
+) -> pl.DataFrame:
+    """Hourly GPUs busy ÷ the run's `total_gpus` (its nodes' or its quota's) per run, from the
+    period's start to the last end of either run (past the end of the data where a run goes
+    on)."""
+    first = w.first_e
     ends = [out.end_e[np.isfinite(out.end_e)] for _, out in runs]
     last = max([w.horizon_e, *(float(e.max()) for e in ends if e.size)])
     at = np.arange(first, last + 1.0, 3600.0)
-    total = max(total_gpus, 1.0)
     return pl.concat(
         pl.DataFrame(
             {
                 "time": [dt.datetime.fromtimestamp(t, dt.UTC) for t in at],
                 "run": run,
-                "occupancy": busy(out.start_e, out.end_e, w.gpus, at) / total,
+                "occupancy": busy(out.start_e, out.end_e, w.gpus, at) / max(total, 1.0),
             }
         )
-        for run, out in runs
+        for (run, out), total in zip(runs, total_gpus, strict=True)
     )
 
 
@@ -111,7 +113,12 @@ def slurm_lab(
 ) -> dict[str, Any]:
     """The Slurm replay's baseline against `changes`, as the page lays it out."""
     from detectors.replay.engine import replay, within_data
-    from detectors.replay.metrics import calibrate, compare
+    from detectors.replay.metrics import (
+        calibrate,
+        compare,
+        slurm_capacity_gpu_h,
+        slurm_entitlement,
+    )
     from detectors.replay.policy import Policy, apply_settings
     from detectors.replay.workload import load_workload, recorded_settings
 
@@ -120,10 +127,8 @@ def slurm_lab(
         recorded = apply_settings(Policy(), recorded_settings(con, cluster))
     proposed = apply_settings(recorded, changes)
     base, new = replay(w, recorded, past_end=True), replay(w, proposed, past_end=True)
-    first = float(w.submit_e.min())
-    capacity = float(w.node_gpus.sum()) * max(w.horizon_e - first, 1.0) / 3600
-    entitlement = {a: float(recorded.shares.get(a, 1.0)) for a in set(w.account)}
-    c = compare(w, base, new, entitlement, capacity)
+    capacity = (slurm_capacity_gpu_h(w, recorded), slurm_capacity_gpu_h(w, proposed))
+    c = compare(w, base, new, slurm_entitlement(w, recorded), capacity)
     runs = (("baseline", base), ("proposal", new))
     summary = pl.DataFrame(
         {
@@ -166,7 +171,7 @@ def slurm_lab(
         "scheduler": "slurm",
         "gpus": int(w.node_gpus.sum()),
         "summary": summary,
-        "occupancy": _occupancy(w, runs, float(w.node_gpus.sum())),
+        "occupancy": _occupancy(w, runs, [c / w.span_h for c in capacity]),
     }
 
 
@@ -221,9 +226,9 @@ def kueue_lab(
     entitlement = {
         name: sum(f.nominal for f in cq.flavors.values()) for name, cq in recorded.queues.items()
     }
-    quota = sum(entitlement.values())
-    span_h = max(w.horizon_e - float(w.submit_e.min()), 1.0) / 3600
-    c = compare(w, base.outcome, new.outcome, entitlement, quota * span_h)
+    quota = recorded.nominal_gpus
+    capacity = (quota * w.span_h, proposed.nominal_gpus * w.span_h)
+    c = compare(w, base.outcome, new.outcome, entitlement, capacity)
     runs = (("baseline", base.outcome), ("proposal", new.outcome))
     preempted = [float((out.preemptions > 0).sum()) for out in (base, new)]
     summary = pl.DataFrame(
@@ -245,7 +250,7 @@ def kueue_lab(
         "gpus": int(quota),
         "queues": len(recorded.queues),
         "summary": summary,
-        "occupancy": _occupancy(w, runs, quota),
+        "occupancy": _occupancy(w, runs, [c / w.span_h for c in capacity]),
         "apply": kueue_apply_lines(changes, recorded, resources),
         "unadmittable": base.unadmittable,
     }

@@ -91,8 +91,9 @@ def _by_queue(w: Workload) -> Workload:
     return dataclasses.replace(w, account=list(w.partition))
 
 
-def _quota(policy: KueuePolicy) -> float:
-    return sum(q.nominal for cq in policy.queues.values() for q in cq.flavors.values())
+def _percent(value: float) -> str:
+    """A share as a percentage; "-" where there is none (no quota recorded to divide by)."""
+    return f"{value:.1%}" if math.isfinite(value) else "-"
 
 
 def _span(seconds: float | None) -> str:
@@ -118,7 +119,7 @@ def _header(run: KueueRun) -> str:
     )
     return (
         f"Kueue: {len(run.recorded.queues)} ClusterQueues in {len(cohorts)} cohorts, "
-        f"{_quota(run.recorded):,.0f} GPUs of nominal quota"
+        f"{run.recorded.nominal_gpus:,.0f} GPUs of nominal quota"
         f"{', fair sharing' if run.recorded.fair_sharing else ''}; {w.size:,} GPU workloads "
         f"submitted {_stamp(float(w.submit_e.min()))} … {_stamp(float(w.submit_e.max()))} UTC; "
         f"replayed to the end of the data, {_stamp(w.horizon_e)} UTC{past}"
@@ -218,13 +219,13 @@ def echo_kueue_compare(run: KueueRun, quiet: bool) -> None:
     # admitted (and the baseline is measured the same way); the calibration is cut at the end
     baseline = _replay(run, run.recorded, "replaying the baseline", quiet, past_end=True)
     proposal = _replay(run, run.proposed, "replaying the proposal", quiet, past_end=True)
-    span_h = max(w.horizon_e - float(w.submit_e.min()), 1.0) / 3600
     entitlement = {
         name: sum(f.nominal for f in cq.flavors.values())
         for name, cq in run.recorded.queues.items()
     }
     total = sum(entitlement.values())
-    c = compare(w, baseline.outcome, proposal.outcome, entitlement, _quota(run.recorded) * span_h)
+    capacity = (run.recorded.nominal_gpus * w.span_h, run.proposed.nominal_gpus * w.span_h)
+    c = compare(w, baseline.outcome, proposal.outcome, entitlement, capacity)
     click.echo(_header(run))
     click.echo(f"Proposal: {', '.join(run.changes)}")
     click.echo("")
@@ -233,7 +234,8 @@ def echo_kueue_compare(run: KueueRun, quiet: bool) -> None:
     preempted = (int((baseline.preemptions > 0).sum()), int((proposal.preemptions > 0).sum()))
     click.echo(f"{'workloads preempted':34}{preempted[0]:>14,}{preempted[1]:>14,}")
     click.echo(f"{'GPU-hours held':34}{c.gpu_h[0]:>14,.1f}{c.gpu_h[1]:>14,.1f}")
-    click.echo(f"{'of the nominal quota':34}{c.occupancy[0]:>13.1%} {c.occupancy[1]:>13.1%}")
+    occupancy = [_percent(x) for x in c.occupancy]
+    click.echo(f"{'of the nominal quota':34}{occupancy[0]:>13} {occupancy[1]:>13}")
     click.echo(f"{'Jain index (share ÷ quota share)':34}{c.jain[0]:>14.3f}{c.jain[1]:>14.3f}")
     click.echo("")
     heads = ("base p50", "base p95", "new p50", "new p95")
@@ -245,7 +247,10 @@ def echo_kueue_compare(run: KueueRun, quiet: bool) -> None:
     click.echo(f"{'share of GPU-hours':24}{'quota':>10}{'baseline':>10}{'proposal':>10}")
     for queue, _ent, base_share, new_share in c.shares.iter_rows():
         quota = entitlement.get(queue, 0.0) / total if total else math.nan
-        click.echo(f"{queue[:24]:24}{quota:>10.1%}{base_share:>10.1%}{new_share:>10.1%}")
+        click.echo(
+            f"{queue[:24]:24}{_percent(quota):>10}{_percent(base_share):>10}"
+            f"{_percent(new_share):>10}"
+        )
     click.echo("")
     cut = within_data(w, baseline.outcome)
     for line in (*_calibration_lines(calibrate(w, cut)), *_notes(run, baseline)):

@@ -373,7 +373,12 @@ def command_compare(
     Example:  gpuledger whatif compare --cluster della --set assoc.vision.GrpTRES=gres/gpu=16
     """
     from detectors.replay.engine import within_data
-    from detectors.replay.metrics import calibrate, compare
+    from detectors.replay.metrics import (
+        calibrate,
+        compare,
+        slurm_capacity_gpu_h,
+        slurm_entitlement,
+    )
 
     if not changes:
         raise click.UsageError("compare needs at least one --set KEY=VALUE (the proposal)")
@@ -394,9 +399,8 @@ def command_compare(
     # the baseline is measured the same way); the calibration is the baseline cut at the end
     baseline = _replay(w, run.recorded, "replaying the baseline", quiet, draws, past_end=True)
     proposal = _replay(w, run.proposed, "replaying the proposal", quiet, draws, past_end=True)
-    capacity = float(w.node_gpus.sum()) * max(w.horizon_e - float(w.submit_e.min()), 1.0) / 3600
-    entitlement = {a: float(run.recorded.shares.get(a, 1.0)) for a in set(w.account)}
-    c = compare(w, baseline, proposal, entitlement, capacity)
+    capacity = (slurm_capacity_gpu_h(w, run.recorded), slurm_capacity_gpu_h(w, run.proposed))
+    c = compare(w, baseline, proposal, slurm_entitlement(w, run.recorded), capacity)
     click.echo(_header(run))
     click.echo(f"Proposal: {', '.join(run.changes)}")
     if draws > 1:

@@ -50,7 +50,12 @@ from detectors.recommend import (
 )
 from detectors.recommend.recommendation import ClusterFacts, Recommendation, hhmmss
 from detectors.replay.engine import Outcome, Workload, replay, within_data
-from detectors.replay.metrics import calibrate, compare
+from detectors.replay.metrics import (
+    calibrate,
+    compare,
+    slurm_capacity_gpu_h,
+    slurm_entitlement,
+)
 from detectors.replay.policy import Policy, PolicyError, apply_settings
 from detectors.replay.workload import NoWorkload, load_workload, recorded_settings
 
@@ -206,8 +211,6 @@ class _Cluster:
     def __init__(self, w: Workload, recorded: Policy) -> None:
         self.w = w
         self.recorded = recorded
-        first = float(w.submit_e.min())
-        self.capacity_gpu_h = float(w.node_gpus.sum()) * max(w.horizon_e - first, 1.0) / 3600
         self._baselines: dict[tuple[str, ...], tuple[Policy, Outcome, dict[str, Any]]] = {}
 
     def baseline(self, assumed: Sequence[str]) -> tuple[Policy, Outcome, dict[str, Any]]:
@@ -229,9 +232,13 @@ class _Cluster:
 
     def deltas(self, assumed: list[str], change: list[str]) -> dict[str, Any]:
         policy, base, calibration = self.baseline(assumed)
-        new = replay(self.w, apply_settings(policy, change), past_end=True)
-        entitlement = {a: float(policy.shares.get(a, 1.0)) for a in set(self.w.account)}
-        c = compare(self.w, base, new, entitlement, self.capacity_gpu_h)
+        proposed = apply_settings(policy, change)
+        new = replay(self.w, proposed, past_end=True)
+        capacity = (
+            slurm_capacity_gpu_h(self.w, policy),
+            slurm_capacity_gpu_h(self.w, proposed),
+        )
+        c = compare(self.w, base, new, slurm_entitlement(self.w, policy), capacity)
         (b50, b95), (n50, n95) = wait_quantiles(self.w, base), wait_quantiles(self.w, new)
         return {
             "settings": change,

@@ -124,8 +124,6 @@ class _Cluster:
             name: sum(f.nominal for f in cq.flavors.values())
             for name, cq in recorded.queues.items()
         }
-        span_h = max(self.w.horizon_e - float(self.w.submit_e.min()), 1.0) / 3600
-        self.capacity_gpu_h = sum(self.entitlement.values()) * span_h
         self.base = replay_kueue(kw, recorded, past_end=True)
         c = calibrate(self.w, within_data(self.w, self.base.outcome))
         self.calibration = {
@@ -136,11 +134,14 @@ class _Cluster:
         }
 
     def deltas(self, change: list[str]) -> dict[str, Any]:
-        new: KueueOutcome = replay_kueue(
-            self.kw, apply_kueue_settings(self.recorded, change), past_end=True
-        )
+        proposed = apply_kueue_settings(self.recorded, change)
+        new: KueueOutcome = replay_kueue(self.kw, proposed, past_end=True)
         base = self.base
-        c = compare(self.w, base.outcome, new.outcome, self.entitlement, self.capacity_gpu_h)
+        capacity = (
+            self.recorded.nominal_gpus * self.w.span_h,
+            proposed.nominal_gpus * self.w.span_h,
+        )
+        c = compare(self.w, base.outcome, new.outcome, self.entitlement, capacity)
         (b50, b95), (n50, n95) = (
             wait_quantiles(self.w, base.outcome),
             wait_quantiles(self.w, new.outcome),

@@ -98,10 +98,24 @@ class Workload:
     cpus: np.ndarray | None = None
     mem_mib: np.ndarray | None = None
     qos: list[str] | None = None  # per job ("" or None: Slurm's default QOS, normal)
+    # where the replayed period starts (its --since: a running job's hours before it are not
+    # the period's); NaN: at the first submit
+    origin_e: float = float("nan")
 
     @property
     def size(self) -> int:
         return len(self.job_id)
+
+    @property
+    def first_e(self) -> float:
+        """Where the period the figures cover starts: the first submit, or the origin after it."""
+        first = float(self.submit_e.min())
+        return max(first, self.origin_e) if self.origin_e == self.origin_e else first
+
+    @property
+    def span_h(self) -> float:
+        """Hours from the period's start to the horizon (at least a second's)."""
+        return max(self.horizon_e - self.first_e, 1.0) / 3600
 
 
 @dataclass(frozen=True, slots=True)
@@ -571,7 +585,10 @@ def replay(
     acct_of = {a: i for i, a in enumerate(accounts)}
     acct = np.array([acct_of[a] for a in w.account], dtype=np.int64)
     user_key = [f"{a}\x00{u}" for a, u in zip(w.account, w.user, strict=True)]
-    shares = np.array([policy.shares.get(a, 1.0) for a in accounts], dtype=float)
+    # an account the share tree lacks has no shares (its fair-share factor is the lowest);
+    # without a tree every account has the same
+    default_share = 0.0 if policy.shares else 1.0
+    shares = np.array([policy.shares.get(a, default_share) for a in accounts], dtype=float)
     shares_norm = shares / shares.sum() if shares.sum() > 0 else np.full(len(accounts), 1.0)
     usage = np.zeros(len(accounts))
     acct_running = np.zeros(len(accounts), dtype=np.int64)

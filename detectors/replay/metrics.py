@@ -4,13 +4,26 @@ differ (a what-if against its baseline)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
 
 from detectors.replay.engine import Outcome, Workload
 
-__all__ = ["Calibration", "Comparison", "calibrate", "compare", "outcome_table", "size_class"]
+if TYPE_CHECKING:
+    from detectors.replay.policy import Policy
+
+__all__ = [
+    "Calibration",
+    "Comparison",
+    "calibrate",
+    "compare",
+    "outcome_table",
+    "size_class",
+    "slurm_capacity_gpu_h",
+    "slurm_entitlement",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +149,9 @@ class Comparison:
 
 
 def _gpu_h(w: Workload, out: Outcome) -> np.ndarray:
-    run = np.nan_to_num(np.minimum(out.end_e, w.horizon_e) - out.start_e, nan=0.0)
+    """Per job, the GPU-hours it held within the period (from its start to the horizon)."""
+    start = np.maximum(out.start_e, w.first_e)
+    run = np.nan_to_num(np.minimum(out.end_e, w.horizon_e) - start, nan=0.0)
     held: np.ndarray = np.maximum(run, 0.0) * w.gpus / 3600.0
     return held
 
@@ -153,10 +168,12 @@ def compare(
     base: Outcome,
     new: Outcome,
     entitlement: dict[str, float],
-    capacity_gpu_h: float,
+    capacity_gpu_h: tuple[float, float],
 ) -> Comparison:
-    """Waits p50/p95 per account and job size, occupancy, shares vs entitlement (Jain's index
-    over share ÷ entitlement), and what a new limit cut or held."""
+    """Waits p50/p95 per account and job size, occupancy (of each run's capacity: the GPU-hours
+    its nodes or quota could hold over the period), shares vs entitlement (Jain's index over
+    share ÷ entitlement; an account entitled to nothing is left out of it), and what a new limit
+    cut or held."""
 
     def waits(out: Outcome) -> pl.DataFrame:
         started = ~np.isnan(out.start_e)
@@ -222,20 +239,26 @@ def compare(
         }
     )
     ent = share["entitlement"].to_numpy()
+    entitled = ent > 0  # (an account entitled to nothing has no ratio: Jain's index leaves it out)
+
+    def ratio(shares: np.ndarray) -> np.ndarray:
+        out = np.full(len(shares), np.nan)
+        np.divide(shares, ent, out=out, where=entitled)
+        return out
+
     lost = np.where(
         new.cut_by_limit, np.nan_to_num(w.run_s - (new.end_e - new.start_e), nan=0.0), 0.0
     )
     return Comparison(
         waits=table,
         occupancy=(
-            (float(base_h.sum() / capacity_gpu_h), float(new_h.sum() / capacity_gpu_h))
-            if capacity_gpu_h > 0
-            else (float("nan"), float("nan"))
+            _share_of(float(base_h.sum()), capacity_gpu_h[0]),
+            _share_of(float(new_h.sum()), capacity_gpu_h[1]),
         ),
         shares=share,
         jain=(
-            _jain(share["base_share"].to_numpy() / ent),
-            _jain(share["new_share"].to_numpy() / ent),
+            _jain(ratio(share["base_share"].to_numpy())),
+            _jain(ratio(share["new_share"].to_numpy())),
         ),
         cut_jobs=int(new.cut_by_limit.sum()),
         cut_gpu_h=float((np.maximum(lost, 0.0) * w.gpus).sum() / 3600.0),
@@ -245,6 +268,27 @@ def compare(
         preempted=(_preempted(base), _preempted(new)),
         requeued_gpu_h=(_requeued_gpu_h(w, base), _requeued_gpu_h(w, new)),
     )
+
+
+def _share_of(gpu_h: float, capacity_gpu_h: float) -> float:
+    return gpu_h / capacity_gpu_h if capacity_gpu_h > 0 else float("nan")
+
+
+def slurm_capacity_gpu_h(w: Workload, policy: Policy) -> float:
+    """The GPU-hours the nodes under `policy` could hold over the period: the recorded nodes,
+    resized or added by its `node.<name>.Gres` (a drained node is still the cluster's)."""
+    gpus = dict(zip(w.nodes, (int(g) for g in w.node_gpus), strict=True))
+    gpus.update({node: count for node, (count, _) in policy.node_gres.items()})
+    return float(sum(gpus.values())) * w.span_h
+
+
+def slurm_entitlement(w: Workload, policy: Policy) -> dict[str, float]:
+    """Each account's fair-share shares under `policy`: none for an account the share tree
+    lacks (Slurm gives it no share), equal ones where no tree is recorded."""
+    accounts = set(w.account)
+    if not policy.shares:
+        return dict.fromkeys(accounts, 1.0)
+    return {a: float(policy.shares.get(a, 0.0)) for a in accounts}
 
 
 def _preempted(out: Outcome) -> int:

@@ -109,6 +109,7 @@ def load_workload(
         cpus=_float(jobs["cpus"]),
         mem_mib=_float(jobs["mem_req_mib"]),
         qos=jobs["qos"].to_list(),
+        origin_e=float("nan") if since is None else since.timestamp(),
     )
 
 

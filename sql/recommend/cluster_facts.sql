@@ -1,7 +1,7 @@
 -- cluster_facts: per cluster, what every recommendation needs to know about it.
 --
 -- Grain:   one row per cluster with jobs that started in [$since, $until)
--- Reads:   jobs_latest, gpus, job_gpus, gpu_samples
+-- Reads:   jobs_latest, gpus, job_gpus, data_extent
 -- Params:
 --   $since  inclusive lower bound on job start (TIMESTAMP, UTC)
 --   $until  exclusive upper bound on job start
@@ -12,28 +12,15 @@
 -- scheduler ever allocated (job_gpus). data_start_e/data_end_e (epoch seconds) bound what the
 -- window holds: its first job start, and its last job end capped at $until, so averages over
 -- time use the span the lake covers rather than the whole window. A job still running ends
--- where the cluster's data end (the later of its last sample interval's end and its latest job
--- submit, start or end, as sql/report/data_weeks.sql), not at $until: `detect` run weeks after
--- the data must not stretch the span to its own clock. Only without any data: $until.
+-- where the cluster's data end (sql/views/data_extent.sql: the latest sample interval end,
+-- scheduler time, collection time or GPU event), not at $until: `detect` run weeks after the
+-- data must not stretch the span to its own clock. Only without any data: $until.
 
 WITH lake_end AS (
     SELECT
         cluster,
-        max(end_e) AS end_e
-    FROM (
-        SELECT
-            cluster,
-            max(epoch(greatest(submit_ts, start_ts, end_ts))) AS end_e
-        FROM jobs_latest
-        GROUP BY cluster
-        UNION ALL
-        SELECT
-            cluster,
-            max(epoch(ts) + interval_s) AS end_e
-        FROM gpu_samples
-        GROUP BY cluster
-    )
-    GROUP BY cluster
+        epoch(data_end) AS end_e
+    FROM data_extent
 ),
 window_jobs AS (
     SELECT

@@ -1,22 +1,22 @@
 -- window_jobs: the GPU jobs that started in the window, with their waits and their spans.
 --
 -- Grain:   one row per (cluster, job_id) with GPUs that started in [$since, $until)
--- Reads:   jobs_latest, gpu_samples
+-- Reads:   jobs_latest, data_extent
 -- Params:
 --   $since  inclusive lower bound on job start (TIMESTAMP, UTC)
 --   $until  exclusive upper bound on job start
 -- Returns: cluster, job_id, user, account, partition, state, gpus, cpus, interactive,
 --          submit_e, start_e, end_e
 --
--- Times are epoch seconds. A job still running ends at the end of its cluster's data, else at
--- $until; a job without a submit time was submitted when it started (no wait).
+-- Times are epoch seconds. A job still running ends at the end of its cluster's data
+-- (sql/views/data_extent.sql: its samples, scheduler records and events, never the wall clock);
+-- a job without a submit time was submitted when it started (no wait).
 
 WITH data_end AS (
     SELECT
         cluster,
-        max(epoch(ts) + interval_s) AS end_e
-    FROM gpu_samples
-    GROUP BY cluster
+        epoch(data_end) AS end_e
+    FROM data_extent
 )
 SELECT
     j.cluster,

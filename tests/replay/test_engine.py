@@ -5,6 +5,7 @@ worked out in its comment."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -12,7 +13,12 @@ import polars as pl
 import pytest
 
 from detectors.replay.engine import Workload, replay, within_data
-from detectors.replay.metrics import calibrate, compare
+from detectors.replay.metrics import (
+    calibrate,
+    compare,
+    slurm_capacity_gpu_h,
+    slurm_entitlement,
+)
 from detectors.replay.policy import Policy, apply_settings
 
 NAN = math.nan
@@ -114,7 +120,7 @@ def test_a_lower_max_time_lets_a_waiting_8_gpu_job_start_earlier_by_the_time_it_
 
     assert base.start_e[1] - cut.start_e[1] == 500
     assert cut.cut_by_limit.tolist() == [True, False]
-    c = compare(w, base, cut, {"a": 1.0}, capacity_gpu_h=8 * 2000 / 3600)
+    c = compare(w, base, cut, {"a": 1.0}, capacity_gpu_h=(8 * 2000 / 3600,) * 2)
     assert c.cut_jobs == 1 and c.cut_gpu_h == pytest.approx(500 * 8 / 3600)
 
 
@@ -131,7 +137,7 @@ def test_a_comparison_where_one_replay_starts_no_job_still_compares_its_waits():
     held = replay(w, apply_settings(P0, ["partition.gpu.MaxTime=00:00:50"]))
     assert np.isnan(held.start_e).all()
 
-    c = compare(w, base, held, {"a": 1.0}, capacity_gpu_h=8 * 2000 / 3600)
+    c = compare(w, base, held, {"a": 1.0}, capacity_gpu_h=(8 * 2000 / 3600,) * 2)
 
     by_account = c.waits.filter(pl.col("group") == "account")
     assert by_account["key"].to_list() == ["a"]
@@ -380,3 +386,56 @@ def test_a_what_if_replays_past_the_end_of_the_data_so_delayed_jobs_still_start(
     # a job no policy lets start stays unstarted, and the replay still ends
     over = apply_settings(P0, ["assoc.a.GrpTRES=gres/gpu=4"])
     assert np.isnan(replay(w, over, past_end=True).start_e).all()
+
+
+def test_occupancy_is_of_each_runs_own_nodes_and_never_past_one():
+    # one 8-GPU node, 8-GPU jobs queued back to back for far longer than the horizon: both
+    # runs fill every GPU they have. Adding two nodes triples what the proposal can hold, and
+    # so its GPU-hours, not its occupancy (it was 300 % against the recorded node alone).
+    jobs = [{"submit": 0, "run": 1000, "gpus": 8} for _ in range(30)]
+    w = workload(jobs, {"n1": 8}, horizon=4000.0)
+    wider = apply_settings(P0, ["node.n2.Gres=gpu:8", "node.n3.Gres=gpu:8"])
+    base, new = replay(w, P0), replay(w, wider)
+    capacity = (slurm_capacity_gpu_h(w, P0), slurm_capacity_gpu_h(w, wider))
+    assert capacity == pytest.approx((8 * 4000 / 3600, 24 * 4000 / 3600))
+
+    c = compare(w, base, new, slurm_entitlement(w, P0), capacity)
+
+    assert c.gpu_h == pytest.approx((8 * 4000 / 3600, 24 * 4000 / 3600))
+    assert c.occupancy == pytest.approx((1.0, 1.0))
+
+
+def test_a_period_from_since_counts_only_its_own_hours():
+    # the period starts at 5,000 (--since): a job running since 0 (submitted then, pinned)
+    # counts from 5,000, and so does the capacity, so a node busy throughout is 100 % busy
+    jobs = [
+        {"submit": 0, "run": 10_000, "gpus": 8, "real_start": 0, "pinned": True, "on": ["n1"]},
+    ]
+    w = dataclasses.replace(workload(jobs, {"n1": 8}, pinned=True), origin_e=5000.0)
+    assert w.first_e == 5000.0 and w.span_h == pytest.approx(5000 / 3600)
+    base = replay(w, P0)
+
+    c = compare(w, base, base, slurm_entitlement(w, P0), (slurm_capacity_gpu_h(w, P0),) * 2)
+
+    assert c.gpu_h[0] == pytest.approx(8 * 5000 / 3600)
+    assert c.occupancy[0] == pytest.approx(1.0)
+
+
+def test_an_account_the_share_tree_lacks_is_entitled_to_nothing():
+    jobs = [
+        {"submit": 0, "run": 100, "gpus": 4, "account": "a"},
+        {"submit": 0, "run": 100, "gpus": 4, "account": "b"},
+        {"submit": 0, "run": 100, "gpus": 1, "account": "guest"},
+    ]
+    w = workload(jobs, {"n1": 8})
+    tree = apply_settings(P0, ["assoc.a.Shares=0.5", "assoc.b.Shares=0.5"])
+    assert slurm_entitlement(w, tree) == {"a": 0.5, "b": 0.5, "guest": 0.0}
+    assert slurm_entitlement(w, P0) == {"a": 1.0, "b": 1.0, "guest": 1.0}  # no tree: equal
+    out = replay(w, tree)
+
+    c = compare(w, out, out, slurm_entitlement(w, tree), (slurm_capacity_gpu_h(w, tree),) * 2)
+
+    shares = dict(zip(c.shares["account"], c.shares["entitlement"], strict=True))
+    assert shares == pytest.approx({"a": 0.5, "b": 0.5, "guest": 0.0})
+    # Jain's index over the entitled accounts alone: a and b used equal shares of theirs
+    assert c.jain[0] == pytest.approx(1.0)

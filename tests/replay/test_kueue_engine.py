@@ -84,7 +84,7 @@ def test_raising_the_nominal_quota_removes_the_known_wait():
     wider = apply_kueue_settings(base, ["clusterqueue.a.nominalQuota.nvidia.com/gpu=12"])
     base_out, new_out = replay_kueue(kw, base).outcome, replay_kueue(kw, wider).outcome
     assert [float(s) for s in new_out.start_e] == [0, 5]
-    c = compare(kw.jobs, base_out, new_out, {"a": 1.0}, capacity_gpu_h=1.0)
+    c = compare(kw.jobs, base_out, new_out, {"a": 1.0}, capacity_gpu_h=(1.0, 1.0))
     waits = c.waits.filter(c.waits["key"] == "a")
     # W1 waited 95 s (the p95 of 0 and 95 s, nearest rank); now nobody waits
     assert waits["base_p95_s"][0] == 95

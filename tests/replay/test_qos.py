@@ -398,7 +398,7 @@ def test_compare_and_the_out_rows_count_the_preemptions():
     w = preemption_case()
     base = run(w, Policy())
     new = run(w, apply_settings(Policy(), PREEMPT))
-    c = compare(w, base, new, {"a": 1.0}, 8 * 2000 / 3600)
+    c = compare(w, base, new, {"a": 1.0}, (8 * 2000 / 3600,) * 2)
     # L was preempted once, after 100 s on 8 GPUs: 800 GPU-seconds thrown away
     assert c.preempted == (0, 1)
     assert c.requeued_gpu_h == (0.0, pytest.approx(800 / 3600))

@@ -79,6 +79,11 @@ class KueuePolicy:
     priorities: Mapping[str, int] = field(default_factory=dict)  # priority class → value
     fair_sharing: bool = False
 
+    @property
+    def nominal_gpus(self) -> float:
+        """The GPUs of every ClusterQueue's nominal quota: what its workloads can hold."""
+        return sum(q.nominal for cq in self.queues.values() for q in cq.flavors.values())
+
 
 def kueue_setting_keys() -> list[str]:
     """Every key pattern `apply_kueue_settings` takes (for help texts and error lines)."""

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import datetime as dt
 
+import polars as pl
 import pytest
 
 from detectors.recommend import RecommendConfig
 from detectors.recommend.run import cluster_facts, recommend
+from detectors.replay.workload import load_workload
 from tests.detectors.recommend.lake import recs_of
 from tests.marts import rows as r
+from warehouse import queries
 
 H = 3600.0
 LATE = r.T0 + dt.timedelta(days=30)  # `detect` run a month after the data end
@@ -55,3 +58,22 @@ def test_without_samples_a_running_job_ends_at_the_last_job_event(tmp_path):
     [facts] = cluster_facts(con, LATE - dt.timedelta(days=60), LATE)
     # the last job end: a8/a9 ran 5 h from 1 h + 8 min / 9 min
     assert facts.data_end_e == pytest.approx(r.at(H + 9 * 60 + 5 * H).timestamp())
+
+
+def test_without_samples_a_running_job_ends_when_its_record_was_collected(tmp_path):
+    # the scheduler's last look at the cluster (updated_ts) was at 10 h, the running job still
+    # running then: every recommendation and the replay count it to 10 h, whatever `now` is
+    collected = [
+        row | {"updated_ts": r.at(10 * H)} if row["job_id"] == "run" else row for row in jobs()
+    ]
+    con = r.build_lake(tmp_path, jobs=collected)
+    for now in (LATE, LATE + dt.timedelta(days=300)):
+        [facts] = cluster_facts(con, LATE - dt.timedelta(days=60), now)
+        assert facts.data_end_e == pytest.approx(r.at(10 * H).timestamp())
+        window = queries.run(con, "recommend/window_jobs", since=r.T0, until=now)
+        [end] = window.filter(pl.col("job_id") == "run")["end_e"].to_list()
+        assert end == pytest.approx(r.at(10 * H).timestamp())
+    w = load_workload(con, r.CLUSTER)
+    assert w.horizon_e == pytest.approx(r.at(10 * H).timestamp())
+    [running] = [i for i, job_id in enumerate(w.job_id) if job_id == "run"]
+    assert w.run_s[running] == pytest.approx(8 * H)
