@@ -74,11 +74,6 @@ def _reason(exc: BaseException) -> str:
     return " ".join(text.split())  # one line
 
 
-def _note_line(reason: str, width: int = MAIL_WIDTH) -> str:
-    line = NOTE_PREFIX + reason
-    return line if len(line) <= width else line[: width - 1] + "…"
-
-
 def _append(body: str, addition: str) -> str:
     if not body.strip():
         return addition
@@ -130,8 +125,9 @@ def compose(
         return Composed(body)
 
     def without(reason: str, still_running: bool = False) -> Composed:
-        note = _note_line(reason, width)
-        return Composed(_append(body, note + "\n"), note, still_running)
+        # the note whole on one line (slurmctld's log), in the mail wrapped to its width
+        note = NOTE_PREFIX + reason
+        return Composed(_append(body, fit_width(note, width)), note, still_running)
 
     if problem is not None:
         return without(problem)
@@ -165,9 +161,11 @@ def lake_report(lake: Lake, cluster: str | None = None, width: int = MAIL_WIDTH)
     """`report_for` from the lake: what `gpuledger job` says, `width` columns wide.
 
     The job's final state and run time come from the mail's subject (Slurm's word at the
-    end), since the lake may still hold the job as running. `cluster` (Slurm's
-    SLURM_CLUSTER_NAME) is tried first; a lake that names the cluster otherwise is searched
-    for the id on any cluster.
+    end), since the lake may still hold the job as running. The job is looked up on `cluster`
+    (Slurm's SLURM_CLUSTER_NAME) alone where the lake holds that cluster: a job it has not
+    collected yet is no report, never another cluster's job of the same id. Only a lake that
+    names the cluster otherwise (or a mail without one) is searched on any cluster, and a job
+    found so must carry the subject's job name.
     """
 
     def report_for(mail: SlurmMail) -> str:
@@ -184,15 +182,24 @@ def lake_report(lake: Lake, cluster: str | None = None, width: int = MAIL_WIDTH)
             with job_engine(lake.root, mail.job_id, on_cluster) as con:
                 return load_job_report(con, mail.job_id, on_cluster)
 
+        known = cluster is not None and lake.partition_dir("jobs", cluster, None).is_dir()
         try:
             try:
                 report = load(cluster)
             except UnknownJob:
-                if cluster is None:
+                if cluster is None or known:
                     raise
                 report = load(None)
         except UnknownJob:
-            raise AppError(f"job {mail.job_id!r} is not in the lake yet") from None
+            where = f" of cluster {cluster!r}" if known else ""
+            raise AppError(f"job {mail.job_id!r}{where} is not in the lake yet") from None
+        if not known and mail.name and report.job.get("job_name") not in (None, mail.name):
+            # (found on whichever cluster holds the id: the same id on another cluster, or
+            # after the scheduler's ids began again, is another person's job)
+            raise AppError(
+                f"job {mail.job_id!r} in the lake is named {report.job.get('job_name')!r}, "
+                f"not {mail.name!r} as the mail says: another job of the same id"
+            )
         job = dict(report.job)
         if mail.state:
             job["state"] = mail.state

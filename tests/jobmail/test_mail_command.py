@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -134,9 +135,10 @@ def test_without_a_report_the_mail_still_goes_out_with_one_line(
 
     assert result.exit_code == 0, result.output
     assert lines[:2] == ["Slurm's body", ""]
-    assert len(lines) == 3 and lines[2].startswith(NOTE_PREFIX) and why in lines[2]
-    assert len(lines[2]) <= MAIL_WIDTH
-    assert lines[2] in result.output  # also on stderr, for slurmctld's log
+    assert lines[2].startswith(NOTE_PREFIX) and all(len(line) <= MAIL_WIDTH for line in lines)
+    note = " ".join(" ".join(lines[2:]).split())  # (wrapped in the mail)
+    assert why in note
+    assert note in result.output  # also on stderr, whole on one line, for slurmctld's log
 
 
 def test_an_invalid_configuration_still_sends_the_mail(lake, mailer, tmp_path):
@@ -146,8 +148,9 @@ def test_an_invalid_configuration_still_sends_the_mail(lake, mailer, tmp_path):
     _, body = sent(mailer)
 
     assert result.exit_code == 0, result.output
-    [line] = body.splitlines()
-    assert line.startswith(NOTE_PREFIX + "the configuration is not valid")
+    assert body.startswith(NOTE_PREFIX + "the configuration is not valid")
+    # the reason itself, which the mail wraps and slurmctld's log shows whole
+    assert "mail.report_timeout_s" in body and "mail.report_timeout_s" in result.output
 
 
 def gpuledger(*args: str, env: dict[str, str], stdin: str = "") -> subprocess.CompletedProcess[str]:
@@ -306,3 +309,28 @@ def test_the_epilog_stores_the_summary_with_sacctmgr_retrying_until_slurmdbd_has
     else:
         assert stored["busy"] is None and stored["note"] == "not in the lake at the end"
         assert "no summary: Error: No job" in (tmp_path / "log").read_text()
+
+
+def test_a_job_is_looked_up_on_its_own_cluster_only_where_the_lake_holds_that_cluster(
+    lake, mailer, tmp_path
+):
+    # tiger is in the lake, its job j1 not collected yet: della's j1 is another person's job,
+    # never attached. A cluster the lake names otherwise (della-prod) is searched for on any
+    # cluster, but the job found must carry the subject's job name.
+    root = tmp_path / "lake"
+    shutil.copytree(lake, root)
+    r.land(root, "jobs", [r.job("k1", 0, H, cluster="tiger")], batch_id="tiger")
+    r.land(root, "jobs", [r.job("j7", 0, H, job_name="other-work")], batch_id="j7")
+
+    def report_line(job: str, cluster: str) -> str:
+        subject = END.replace("Job_id=j1", f"Job_id={job}")
+        result = mail(
+            mailer, "-s", subject, "mallory", "--lake", str(root), SLURM_CLUSTER_NAME=cluster
+        )
+        assert result.exit_code == 0, result.output
+        _, body = sent(mailer)
+        return next(line for line in body.splitlines() if "Job ID" in line or NOTE_PREFIX in line)
+
+    assert "job 'j1' of cluster 'tiger' is not in the lake yet" in report_line("j1", "tiger")
+    assert "named 'other-work', not 'train'" in report_line("j7", "della-prod")
+    assert report_line("j1", "della-prod").strip().startswith("Job ID: j1")
