@@ -468,7 +468,12 @@ def _load_section(
         full = f"{name}.{key}"
         env_name = _env_name(name, key)
         if f.metadata.get("secret"):
-            kwargs[key] = _load_secret(name, key, table, env, where, sources)
+            secret = _load_secret(name, key, table, env, where, sources)
+            check = f.metadata.get("check")
+            problem = check(secret.reveal()) if check is not None and secret is not None else None
+            if problem:  # (never the value: it is a secret)
+                raise ConfigError(f"{full}: {problem} ({sources[full]}; the value is not shown)")
+            kwargs[key] = secret
             continue
         raw: Any = dataclasses.MISSING
         from_env = False

@@ -132,8 +132,8 @@ def _give_up_for_now(
         ledger.mark_failed(msg.key, now, f"{err} (given up after {runs} run(s))")
         return True
     delay = min(_LATER_MAX_S, cfg.retry_later_s * 2 ** (runs - 1))
-    if err.retry_after_s is not None:
-        delay = max(delay, err.retry_after_s)
+    if err.retry_after_s is not None:  # (a server's ask, at most the longest wait)
+        delay = max(delay, min(err.retry_after_s, _LATER_MAX_S))
     until = now + dt.timedelta(seconds=delay)
     ledger.mark_deferred(msg.key, now, until, str(err))
     if channel_down:

@@ -35,10 +35,23 @@ from warehouse.lake import Lake
 if TYPE_CHECKING:
     from collector.sources.kubernetes.api import KubernetesApi
 
-__all__ = ["CycleReport", "Seams", "build_channels", "follow", "run_cycle", "utc_now"]
+__all__ = [
+    "AlertRunBusy",
+    "CycleReport",
+    "Seams",
+    "build_channels",
+    "follow",
+    "run_cycle",
+    "utc_now",
+]
 
 logger = logging.getLogger(__name__)
 LOCK_FILE = "alerts.lock"
+
+
+class AlertRunBusy(AppError):
+    """Another `gpuledger alert` holds the lake's alert lock (a one-off run beside the service:
+    the service tries again at its next cycle)."""
 
 
 def utc_now() -> dt.datetime:
@@ -114,7 +127,7 @@ def _lake_lock(state: Path) -> Iterator[None]:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise AppError(
+            raise AlertRunBusy(
                 f"another `gpuledger alert` is running on this lake ({state / LOCK_FILE})"
             ) from None
         try:
@@ -275,7 +288,7 @@ def follow(
         started = seams.clock()
         try:
             on_cycle(run_cycle(lake, cfg, seams))
-        except (DeliveryError, FindingsUnavailable) as err:  # transient: try again next time
+        except (DeliveryError, FindingsUnavailable, AlertRunBusy) as err:  # transient: next time
             logger.warning("alert cycle: %s", err)
         spent = (seams.clock() - started).total_seconds()
         if should_stop():

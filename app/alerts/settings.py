@@ -46,6 +46,11 @@ def _positive(v: float) -> str | None:
     return None if v > 0 else "expected a number above 0"
 
 
+def _ascii(v: str) -> str | None:
+    # (Python's SMTP client sends AUTH in ASCII: another character failed every run)
+    return None if v.isascii() else "expected ASCII characters only (SMTP AUTH sends ASCII)"
+
+
 def _non_negative(v: float) -> str | None:
     return None if v >= 0 else "expected a number of at least 0"
 
@@ -163,9 +168,9 @@ class AlertsConfig:
     # delivery: SMTP
     smtp_host: str = setting("localhost", "SMTP server for email.")
     smtp_port: int = setting(25, "SMTP port (587 for STARTTLS submission).", _port)
-    smtp_user: str | None = setting(None, "SMTP login; none means no AUTH.")
+    smtp_user: str | None = setting(None, "SMTP login; none means no AUTH.", _ascii)
     smtp_password: Secret | None = setting(
-        None, "SMTP password (env or smtp_password_file only).", secret=True
+        None, "SMTP password (env or smtp_password_file only).", _ascii, secret=True
     )
     smtp_starttls: bool = setting(False, "Upgrade the SMTP connection with STARTTLS.")
     smtp_tls: str = setting(
@@ -180,7 +185,9 @@ class AlertsConfig:
     smtp_ca_file: Path | None = setting(
         None, "CA bundle to verify the SMTP server's certificate (default: the system's)."
     )
-    smtp_timeout_s: float = setting(30.0, "Seconds before an SMTP connection attempt fails.")
+    smtp_timeout_s: float = setting(
+        30.0, "Seconds before an SMTP connection attempt fails.", _positive
+    )
     email_from: str = setting("gpuledger@localhost", "Sender address of every email.")
     email_reply_to: str | None = setting(
         None, "Reply-To of every email (e.g. the help desk; keeps auto-replies off email_from)."
@@ -195,7 +202,7 @@ class AlertsConfig:
     )
     slack_api_url: str = setting(SLACK_API_URL, "Slack Web API base URL.", _url)
     slack_webhook_url: Secret | None = setting(
-        None, "Incoming webhook for channel digests (a credential: env or file).", secret=True
+        None, "Incoming webhook for channel digests (a credential: env or file).", _url, secret=True
     )
     # routing
     directory: Path | None = setting(

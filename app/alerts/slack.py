@@ -10,6 +10,7 @@ credential) never reach a log line: slack_sdk's debug logging is switched off fo
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from slack_sdk import WebClient
@@ -35,9 +36,10 @@ def _retry_after(headers: Any) -> float | None:
         if str(name).lower() == "retry-after":
             raw = value[0] if isinstance(value, list) else value
             try:
-                return max(float(raw), 0.0)
+                seconds = float(raw)
             except (TypeError, ValueError):
-                return None
+                return None  # (an HTTP date, or nothing: the run's own backoff)
+            return max(seconds, 0.0) if math.isfinite(seconds) else None
     return None
 
 
@@ -108,5 +110,11 @@ class WebhookSender:
             )
         except (SlackClientError, OSError) as exc:
             raise DeliveryError(f"{where}: {type(exc).__name__}") from None
+        except ValueError as exc:  # a URL urllib cannot open: never printed, it is a secret
+            raise DeliveryError(
+                f"{where}: the URL is not one to post to ({type(exc).__name__})",
+                permanent=True,
+                channel_wide=True,
+            ) from None
         if response.status_code != 200:
             raise _classify(response.status_code, response.body, response.headers, where)

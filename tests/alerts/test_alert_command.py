@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import threading
 import time
@@ -203,6 +204,31 @@ def test_follow_survives_a_findings_read_that_fails_once(tmp_path, smtp_server):
     seams = Seams(sleep=lambda s: None, read_findings=flaky)
     follow(Lake.at(lake), cfg, seams, 0.1, lambda: len(calls) >= 2)
     assert len(calls) == 2 and smtp_server.received  # the second cycle delivered
+
+
+def test_follow_waits_out_a_one_off_run_holding_the_lock(tmp_path, smtp_server):
+    # an operator's `alert --retry-failed` beside the service: the service's cycle that meets
+    # the lock tries again at the next one (it exited for good)
+    from app.alerts.runner import LOCK_FILE
+
+    lake = tmp_path / "lake"
+    land(lake, "findings", [finding(severity="critical")])
+    env = cli_env(tmp_path, smtp_server.port, "http://127.0.0.1:9/api/", "http://127.0.0.1:9/w")
+    env.pop("GPULEDGER_ALERTS_SLACK_TOKEN")
+    env.pop("GPULEDGER_ALERTS_SLACK_WEBHOOK_URL")
+    cfg = alerts_config(tmp_path, env)
+    cycles: list[int] = []
+    with open(Lake.at(lake).state_dir() / LOCK_FILE, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+        def release_after_the_first(seconds: float) -> None:
+            cycles.append(1)
+            fcntl.flock(held, fcntl.LOCK_UN)
+
+        follow(
+            Lake.at(lake), cfg, Seams(sleep=release_after_the_first), 0.1, lambda: len(cycles) >= 2
+        )
+    assert smtp_server.received  # the second cycle delivered
 
 
 def test_dry_run_after_an_outage_shows_the_backlog(tmp_path):

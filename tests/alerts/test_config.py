@@ -185,6 +185,32 @@ def test_secret_from_an_owner_only_file(tmp_path):
         load_config(cfg_file, environ={})
 
 
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        (
+            {"GPULEDGER_ALERTS_SLACK_WEBHOOK_URL": "hooks.slack.com/services/T0/B0/SECRETHOOK"},
+            "alerts.slack_webhook_url: expected an http(s) URL",
+        ),
+        (
+            {"GPULEDGER_ALERTS_SMTP_PASSWORD": "Passwört-SECRETPW"},
+            "alerts.smtp_password: expected ASCII characters only",
+        ),
+        (
+            {"GPULEDGER_ALERTS_SMTP_TIMEOUT_S": "0"},
+            "alerts.smtp_timeout_s: expected a number above 0",
+        ),
+    ],
+)
+def test_a_secret_or_timeout_no_delivery_could_use_is_refused_without_its_value(env, message):
+    # (each passed `config check` and then failed every `alert` run: the webhook's traceback
+    # printed the URL, a credential)
+    with pytest.raises(ConfigError) as refused:
+        load_config(None, environ=env)
+    assert str(refused.value).startswith(message)
+    assert "SECRET" not in str(refused.value)
+
+
 def test_secret_from_the_environment_wins():
     env = {"GPULEDGER_ALERTS_SLACK_TOKEN": "xoxb-env"}
     alerts = load_config(None, environ=env).section(AlertsConfig)

@@ -144,6 +144,27 @@ def test_slack_429_and_500_are_retried_after_retry_after_and_backoff(
     assert "HTTP 429" in outcomes[0][1] and "HTTP 500" in outcomes[1][1]
 
 
+@pytest.mark.parametrize(
+    "retry_after", ["nan", "1e12", "99999999999", "Wed, 21 Oct 2015 07:28:00 GMT"]
+)
+def test_an_odd_retry_after_waits_at_most_a_day(tmp_path, smtp_server, slack_server, retry_after):
+    # a Retry-After that is no number of seconds (NaN, an HTTP date) is the run's own backoff;
+    # a huge one waits for a later run, at most 24 h away (NaN and 1e12 were tracebacks at every
+    # run; 99999999999 s put the channel's next try in the year 5195)
+    lake = tmp_path / "lake"
+    standard_lake(lake)
+    cfg = alerts_config(tmp_path, server_env(smtp_server, slack_server))
+    slack_server.state.failures = [(429, {"Retry-After": retry_after})] * 20
+    clock = FakeClock(NOW)
+
+    report = run_cycle(Lake.at(lake), cfg, Seams(clock=clock, sleep=clock.sleep))
+
+    assert report.delivery.retrying  # Slack's messages wait; email went out
+    assert smtp_server.received
+    [(latest,)] = ledger_rows(lake, "SELECT max(next_try_ts) FROM messages")
+    assert dt.datetime.fromisoformat(str(latest)) <= NOW + dt.timedelta(hours=24)
+
+
 def test_smtp_down_for_a_while_then_everything_is_delivered(tmp_path, smtp_server, slack_server):
     lake = tmp_path / "lake"
     standard_lake(lake)
