@@ -52,10 +52,12 @@ crit AS (
         -- when the trouble was last seen: the span the finding covers, not when detect ran
         max(epoch(coalesce(end_ts, start_ts, detected_ts))) AS last_crit_e
     FROM findings
+    -- in the window by the span it covers too: the findings `detect` stores in the same run
+    -- are stamped with its time, the window's end
     WHERE severity = 'critical'
         AND node IS NOT NULL
-        AND detected_ts >= $since
-        AND detected_ts < $until
+        AND coalesce(end_ts, start_ts, detected_ts) >= $since
+        AND coalesce(start_ts, end_ts, detected_ts) < $until
     GROUP BY cluster, node
 ),
 held AS (

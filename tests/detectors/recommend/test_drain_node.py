@@ -208,3 +208,34 @@ def test_a_critical_finding_counts_from_what_it_saw_not_from_when_detect_ran(tmp
     con = r.build_lake(root, jobs=jobs, job_gpus=[r.job_gpu("ok", H, 2 * H, node="g009")])
 
     assert recommend(con, RecommendConfig(), NOW, kinds=("drain_node",)).num_rows == 0
+
+
+def test_a_critical_finding_stored_by_this_detect_run_counts(tmp_path):
+    """The findings a `detect` run stores are stamped with its time, which ends the window its
+    recommendations read: the finding counts by the span it covers (it was left out, and a
+    node whose only trouble it was not drained)."""
+    root = tmp_path / "lake"
+    r.land(
+        root,
+        "findings",
+        [
+            {
+                "cluster": r.CLUSTER,
+                "finding_id": "f-ecc",
+                "detector": "ecc_dbe",
+                "severity": "critical",
+                "subject_kind": "gpu",
+                "subject_id": r.uuid_of("g009", 0),
+                "node": "g009",
+                "start_ts": r.at(H),
+                "end_ts": r.at(H + 600),
+                "detected_ts": NOW,
+            }
+        ],
+    )
+    jobs = [r.job("ok", 0, H)]
+    con = r.build_lake(root, jobs=jobs, job_gpus=[r.job_gpu("ok", 0, H, node="g009")])
+    [rec] = recs_of(recommend(con, RecommendConfig(), NOW, kinds=("drain_node",)), "drain_node")
+
+    assert rec["scope"] == "node=g009"
+    assert rec["evidence"]["critical_findings"] == 1
