@@ -80,7 +80,7 @@ def _prepare(
     until: dt.datetime | None,
     changes: Sequence[str],
 ) -> _Run:
-    from detectors.replay.policy import Policy, PolicyError, apply_settings
+    from detectors.replay.policy import Policy, PolicyError, apply_settings, unknown_names
     from detectors.replay.workload import NoWorkload, load_workload, recorded_settings
 
     con = lake.connect(require=("jobs",))
@@ -117,8 +117,14 @@ def _prepare(
             "and no scheduler configuration names any (run `gpuledger collect slurm-config "
             f"--cluster {cluster}`, or pass --slurm-conf)"
         )
+    partitions = {
+        *workload.partition,
+        *(p for seen in workload.node_partitions.values() for p in seen),
+        *recorded.partitions,
+    }
     try:
         proposed = apply_settings(recorded, changes)
+        unknown_names(changes, [*workload.nodes, *recorded.node_gres], partitions)
     except PolicyError as exc:
         raise click.BadParameter(str(exc), param_hint="--set") from None
     return _Run(workload, recorded, proposed, list(changes), source)
@@ -298,6 +304,7 @@ def command_replay(
 
     Example:  gpuledger whatif replay --cluster della --since 2026-11-01 --out replay.parquet
     """
+    from detectors.replay.engine import within_data
     from detectors.replay.metrics import calibrate, outcome_table
 
     kueue = _kueue(lake, cluster, slurm_conf, since, until, changes)
@@ -337,7 +344,9 @@ def command_replay(
         )
         # how near the changed policy comes to the record: a policy the lake did not record
         # (a trace's quotas, say) can be tried as the baseline, and kept if it calibrates better
-        for line in _calibration_lines(calibrate(run.workload, result), "with the changes"):
+        # (cut at the end of the data as the baseline's is: the record stops there)
+        changed = within_data(run.workload, result)
+        for line in _calibration_lines(calibrate(run.workload, changed), "with the changes"):
             click.echo(line)
     if out is not None:
         import polars as pl

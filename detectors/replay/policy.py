@@ -59,6 +59,7 @@ __all__ = [
     "preempt_mode",
     "setting_keys",
     "slurm_lines",
+    "unknown_names",
 ]
 
 
@@ -422,6 +423,26 @@ def apply_settings(policy: Policy, settings: Iterable[str | tuple[str, str]]) ->
                 raise PolicyError(f"{item}: expected KEY=VALUE")
         policy = _apply_one(policy, key.strip(), value.strip())
     return policy
+
+
+def unknown_names(changes: Iterable[str], nodes: Iterable[str], partitions: Iterable[str]) -> None:
+    """Raise PolicyError for a change to a node or partition the cluster does not have (a
+    misspelt name changed nothing and the proposal's figures were the baseline's); a node a
+    change gives GPUs (`node.<name>.Gres`) is added by it."""
+    known_nodes, known_partitions = set(nodes), set(partitions)
+    parsed = [item.partition("=")[0].strip().split(".") for item in changes]
+    known_nodes |= {p[1] for p in parsed if len(p) == 3 and p[0] == "node" and p[2] == "Gres"}
+    for parts in parsed:
+        if len(parts) != 3 or parts[0] not in ("node", "partition"):
+            continue
+        head, name = parts[0], parts[1]
+        known = known_nodes if head == "node" else known_partitions
+        if name not in known:
+            some = ", ".join(sorted(known)[:8]) + (", …" if len(known) > 8 else "")
+            raise PolicyError(
+                f"{'.'.join(parts)}: the cluster has no {head} {name!r}"
+                + (f" (it has {some})" if known else "")
+            )
 
 
 def slurm_lines(settings: Iterable[str], cluster: str) -> list[str]:

@@ -40,6 +40,17 @@ def load_workload(
     end = queries.run(con, "replay/data_end", cluster=cluster)["end_e"][0]
     if end is None:
         raise NoWorkload(f"cluster {cluster!r} has no jobs in the lake")
+    last = dt.datetime.fromtimestamp(float(end), dt.UTC)
+    if since is not None and until is not None and since >= until:
+        raise NoWorkload(
+            f"the period is empty: its start ({since:%Y-%m-%d %H:%M} UTC) is not before its "
+            f"end ({until:%Y-%m-%d %H:%M} UTC)"
+        )
+    if since is not None and since >= last:
+        raise NoWorkload(
+            f"the period starts ({since:%Y-%m-%d %H:%M} UTC) after the data of cluster "
+            f"{cluster!r} end ({last:%Y-%m-%d %H:%M} UTC)"
+        )
     lo = since or dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
     hi = until or dt.datetime.fromtimestamp(float(end) + 1, dt.UTC)
     jobs = queries.run(con, "replay/jobs", cluster=cluster, since=lo, until=hi)

@@ -49,6 +49,7 @@ CHECKED_TEXT = {
     "alerts.quiet_hours": "21:30-07:15",
     "alerts.timezone": "Europe/Berlin",
     "alerts.slack_api_url": "http://127.0.0.1:9/api/",
+    "alerts.slack_webhook_url": "http://127.0.0.1:9/hooks/x",
     "alerts.workdays": "sat, sun",
     "alerts.holidays": "2026-12-25, 2027-01-01",
     "alerts.idle_detectors": "idle_job, memory_hold",

@@ -67,6 +67,9 @@ def test_compare_prints_baseline_and_proposal_side_by_side(lake):
     [
         ("partition.gpu.MaxTime=soon", "partition.gpu.MaxTime=soon: not a Slurm time"),
         ("colour=blue", "colour: unknown setting"),
+        # a misspelt name changed nothing: the proposal's figures were the baseline's
+        ("node.gpu-01.State=DRAIN", "node.gpu-01.State: the cluster has no node 'gpu-01'"),
+        ("partition.gpus.MaxTime=01:00:00", "partition.gpus.MaxTime: the cluster has no partition"),
     ],
 )
 def test_a_bad_set_is_one_line_naming_it(lake, setting, named):
@@ -74,6 +77,27 @@ def test_a_bad_set_is_one_line_naming_it(lake, setting, named):
 
     assert result.exit_code == 2
     assert named in result.output and "Traceback" not in result.output
+
+
+def test_a_node_a_change_adds_can_be_changed_too(lake):
+    added = ("--set", "node.new-01.Gres=gpu:8", "--set", "node.new-01.CPUs=64")
+    result = invoke("compare", "--lake", str(lake), "--cluster", "sim", "-q", *added)
+
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize(
+    ("period", "said"),
+    [
+        (("--since", "2026-11-03", "--until", "2026-11-02"), "the period is empty: its start"),
+        (("--since", "2027-01-01"), "the period starts (2027-01-01 00:00 UTC) after the data of"),
+    ],
+)
+def test_a_period_with_nothing_to_replay_is_one_clear_error(lake, period, said):
+    result = invoke("replay", "--lake", str(lake), "--cluster", "sim", "-q", *period)
+
+    assert result.exit_code == 1
+    assert said in result.output and "Traceback" not in result.output
 
 
 def test_an_unknown_cluster_is_one_clear_error(lake):
@@ -158,3 +182,20 @@ def test_a_bad_draws_is_one_line(lake, n):
 
     assert result.exit_code == 2
     assert "Invalid value for '--draws'" in result.output and "Traceback" not in result.output
+
+
+def test_a_change_that_changes_nothing_calibrates_as_the_recorded_policy(lake):
+    # bf_interval=30 is Slurm's default: the changed run is the recorded one, so its
+    # calibration is too; both are cut at the end of the data (the changed run's was not, and
+    # counted the jobs it started after the end as started only in the replay)
+    result = invoke(
+        "replay", "--lake", str(lake), "--cluster", "sim", "-q", "--set", "bf_interval=30"
+    )
+
+    assert result.exit_code == 0, result.output
+    counts = [
+        line.split("(", 1)[1]
+        for line in result.output.splitlines()
+        if line.startswith("Calibration:")
+    ]
+    assert len(counts) == 2 and counts[0] == counts[1], result.output
