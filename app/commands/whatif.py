@@ -80,7 +80,13 @@ def _prepare(
     until: dt.datetime | None,
     changes: Sequence[str],
 ) -> _Run:
-    from detectors.replay.policy import Policy, PolicyError, apply_settings, unknown_names
+    from detectors.replay.policy import (
+        Policy,
+        PolicyError,
+        apply_settings,
+        shares_on_the_recorded_scale,
+        unknown_names,
+    )
     from detectors.replay.workload import NoWorkload, load_workload, recorded_settings
 
     con = lake.connect(require=("jobs",))
@@ -125,6 +131,7 @@ def _prepare(
     try:
         proposed = apply_settings(recorded, changes)
         unknown_names(changes, [*workload.nodes, *recorded.node_gres], partitions)
+        shares_on_the_recorded_scale(recorded, changes)
     except PolicyError as exc:
         raise click.BadParameter(str(exc), param_hint="--set") from None
     return _Run(workload, recorded, proposed, list(changes), source)

@@ -8,7 +8,9 @@ lake recorded, and a what-if's `--set`. Keys (Slurm's own names after the prefix
     partition.<name>.Nodes          comma-separated node names (hostlists expanded by the reader)
     assoc.<account>.GrpTRES         gres/gpu=N (the account's GPUs running at once), or -1: none
     assoc.<account>.MaxTRESPerUser  gres/gpu=N (each user of the account)
-    assoc.<account>.Shares          fair-share shares of the account
+    assoc.<account>.Shares          the account's fair-share weight, on the recorded scale: its
+                                    part of the share tree (sshare's NormShares of a leaf; the
+                                    parts add up to 1), or 1 for each account without a tree
     assoc.<account>.<user>.GrpTRES  gres/gpu=N: one user's association (in that account)
     qos.<name>.Priority             the QOS's priority (an integer; its multifactor factor is it
                                     ÷ the highest QOS priority)
@@ -58,6 +60,7 @@ __all__ = [
     "parse_slurm_time",
     "preempt_mode",
     "setting_keys",
+    "shares_on_the_recorded_scale",
     "slurm_lines",
     "unknown_names",
 ]
@@ -443,6 +446,29 @@ def unknown_names(changes: Iterable[str], nodes: Iterable[str], partitions: Iter
                 f"{'.'.join(parts)}: the cluster has no {head} {name!r}"
                 + (f" (it has {some})" if known else "")
             )
+
+
+def shares_on_the_recorded_scale(recorded: Policy, changes: Iterable[str]) -> None:
+    """Raise PolicyError for an `assoc.<a>.Shares` above 1 where a share tree is recorded: the
+    recorded shares are the accounts' parts of it (they add up to 1), so sacctmgr's raw shares
+    (15 for an account recorded at 0.15) would hand it nearly the whole cluster."""
+    if not recorded.shares:
+        return
+    for item in changes:
+        key, _, value = item.partition("=")
+        parts = key.strip().split(".")
+        if len(parts) == 3 and parts[0] == "assoc" and parts[2] == "Shares":
+            try:
+                too_big = float(value) > 1.0
+            except ValueError:
+                continue  # (apply_settings names it)
+            if too_big:
+                now = recorded.shares.get(parts[1])
+                was = f"; {parts[1]} is recorded at {now:.4g}" if now is not None else ""
+                raise PolicyError(
+                    f"{key.strip()}={value.strip()}: expected the account's part of the recorded "
+                    f"share tree (0–1, sshare's NormShares), not sacctmgr's raw shares{was}"
+                )
 
 
 def slurm_lines(settings: Iterable[str], cluster: str) -> list[str]:

@@ -70,6 +70,8 @@ def test_compare_prints_baseline_and_proposal_side_by_side(lake):
         # a misspelt name changed nothing: the proposal's figures were the baseline's
         ("node.gpu-01.State=DRAIN", "node.gpu-01.State: the cluster has no node 'gpu-01'"),
         ("partition.gpus.MaxTime=01:00:00", "partition.gpus.MaxTime: the cluster has no partition"),
+        # sacctmgr's raw shares on the recorded parts' scale (0-1) outweighed every account
+        ("assoc.vision.Shares=15", "not sacctmgr's raw shares; vision is recorded at 0.15"),
     ],
 )
 def test_a_bad_set_is_one_line_naming_it(lake, setting, named):
