@@ -59,7 +59,8 @@ idle_h = jobs.get_column("idle_gpu_h").sum()
 st.caption(
     f"{jobs.height:,} job(s){' (the 5,000 most wasteful)' if jobs.height == 5000 else ''}, "
     f"{jobs.get_column('alloc_gpu_h').sum():,.0f} GPU-hours allocated by the scheduler "
-    f"(the Overview counts those telemetry observed), {idle_h:,.0f} idle. "
+    f"over their whole runs, {idle_h:,.0f} idle: a job running across the window's edges "
+    "counts whole here (the Overview and Users & accounts count only the hours inside). "
     "Select a row to open the job."
 )
 st.altair_chart(charts.job_waste_scatter(jobs), width="stretch")

@@ -79,6 +79,20 @@ def job(job_id, user, account, state, start_h, end_h, idle, observed, effective,
     }
 
 
+def day(n, user, account, *, alloc, observed=None, idle=0.0, effective=0.0):
+    """A usage_daily row: day n of the week (negative: before it)."""
+    return {
+        "cluster": "sim",
+        "date": (T0 + dt.timedelta(days=n)).date(),
+        "account": account,
+        "user": user,
+        "alloc_gpu_h": alloc,
+        "observed_gpu_h": alloc if observed is None else observed,
+        "idle_gpu_h": idle,
+        "effective_gpu_h": effective,
+    }
+
+
 @pytest.fixture
 def jobs_con(con):
     return add_jobs(con)
@@ -92,10 +106,28 @@ def add_jobs(con):
             job("2", "bob", "speech", "COMPLETED", 2, 12, 1.0, 10.0, 9.0),
             job("3", "alice", "vision", "COMPLETED", 2, 32, 0.0, 30.0, 2.6),
             job("4", "alice", "vision", "COMPLETED", -50, -10, 9.0, 9.0, 0.0),  # before the week
-            job("5", "carol", "speech", "RUNNING", 100, None, 0.5, 1.0, 1.0),  # still running
+            # still running, past the week's end: 92 GPU-hours allocated, 68 of them in the week
+            job("5", "carol", "speech", "RUNNING", 100, None, 0.5, 1.0, 1.0, alloc_gpu_h=92.0),
         ],
     )
     con.register("job_usage", usage)
+    # the same jobs per day (job 3 runs over two days; job 5 from day 4 04:00 past the week)
+    con.register(
+        "usage_daily",
+        table(
+            "usage_daily",
+            [
+                day(0, "alice", "vision", alloc=26.0, idle=3.0, effective=2.3),
+                day(1, "alice", "vision", alloc=8.0, idle=0.0, effective=0.7),
+                day(-3, "alice", "vision", alloc=9.0, idle=9.0, effective=0.0),  # job 4
+                day(0, "bob", "speech", alloc=10.0, idle=1.0, effective=9.0),
+                day(4, "carol", "speech", alloc=20.0, observed=1.0, idle=0.5, effective=1.0),
+                day(5, "carol", "speech", alloc=24.0, observed=0.0),
+                day(6, "carol", "speech", alloc=24.0, observed=0.0),
+                day(7, "carol", "speech", alloc=24.0, observed=0.0),  # after the week
+            ],
+        ),
+    )
     latest = table(
         "jobs",
         [
@@ -147,8 +179,8 @@ def test_user_leaderboard_weights_efficiency_by_observed_hours(jobs_con):
     frame = queries.run(jobs_con, "dashboard/user_leaderboard", **WEEK, viewer=None, needle="")
     alice = frame.filter(frame["user"] == "alice").row(0, named=True)
 
-    assert frame.get_column("user").to_list() == ["alice", "bob", "carol"]  # by allocated
-    assert alice["jobs"] == 2
+    assert frame.get_column("user").to_list() == ["carol", "alice", "bob"]  # by allocated
+    assert alice["jobs"] == 2 and alice["alloc_gpu_h"] == pytest.approx(34.0)
     assert alice["efficiency"] == pytest.approx((0.4 + 2.6) / (4.0 + 30.0))
     assert alice["idle_share"] == pytest.approx(3.0 / 34.0)
 
@@ -156,7 +188,25 @@ def test_user_leaderboard_weights_efficiency_by_observed_hours(jobs_con):
 def test_account_leaderboard_for_a_viewer_counts_only_their_jobs(jobs_con):
     frame = queries.run(jobs_con, "dashboard/account_leaderboard", **WEEK, viewer="carol")
 
-    assert frame.select("account", "users", "jobs", "alloc_gpu_h").rows() == [("speech", 1, 1, 1.0)]
+    assert frame.select("account", "users", "jobs", "alloc_gpu_h").rows() == [
+        ("speech", 1, 1, 68.0)
+    ]
+
+
+def test_the_leaderboards_count_the_gpu_hours_inside_the_window(jobs_con):
+    # carol's job runs past the week's end: the week holds 68 of its 92 GPU-hours (it counted
+    # whole, and one-day windows of a 32-GPU cluster showed 1,345 GPU-hours of 768)
+    accounts = queries.run(jobs_con, "dashboard/account_leaderboard", **WEEK, viewer=None)
+    users = queries.run(jobs_con, "dashboard/user_leaderboard", **WEEK, viewer=None, needle="")
+
+    assert dict(accounts.select("account", "alloc_gpu_h").rows()) == pytest.approx(
+        {"speech": 68.0 + 10.0, "vision": 34.0}
+    )
+    assert dict(users.select("user", "alloc_gpu_h").rows()) == pytest.approx(
+        {"carol": 68.0, "alice": 34.0, "bob": 10.0}
+    )
+    carol = users.filter(users["user"] == "carol").row(0, named=True)
+    assert carol["efficiency"] == pytest.approx(1.0) and carol["idle_share"] == pytest.approx(0.5)
 
 
 def test_efficiency_histogram_bands(con):
