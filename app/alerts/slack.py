@@ -110,6 +110,8 @@ class WebhookSender:
             )
         except (SlackClientError, OSError) as exc:
             raise DeliveryError(f"{where}: {type(exc).__name__}") from None
+        except UnicodeError as exc:  # this message, not the channel
+            raise DeliveryError(f"{where}: {type(exc).__name__}", permanent=True) from None
         except ValueError as exc:  # a URL urllib cannot open: never printed, it is a secret
             raise DeliveryError(
                 f"{where}: the URL is not one to post to ({type(exc).__name__})",

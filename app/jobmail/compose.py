@@ -127,7 +127,9 @@ def compose(
     def without(reason: str, still_running: bool = False) -> Composed:
         # the note whole on one line (slurmctld's log), in the mail wrapped to its width
         note = NOTE_PREFIX + reason
-        return Composed(_append(body, fit_width(note, width)), note, still_running)
+        # (a path longer than the width stays whole on its line: the reader copies it)
+        wrapped = textwrap.fill(note, width, break_long_words=False, break_on_hyphens=False)
+        return Composed(_append(body, wrapped + "\n"), note, still_running)
 
     if problem is not None:
         return without(problem)
@@ -164,8 +166,8 @@ def lake_report(lake: Lake, cluster: str | None = None, width: int = MAIL_WIDTH)
     end), since the lake may still hold the job as running. The job is looked up on `cluster`
     (Slurm's SLURM_CLUSTER_NAME) alone where the lake holds that cluster: a job it has not
     collected yet is no report, never another cluster's job of the same id. Only a lake that
-    names the cluster otherwise (or a mail without one) is searched on any cluster, and a job
-    found so must carry the subject's job name.
+    names the cluster otherwise (or a mail without one) is searched on any cluster. The job
+    found must carry the subject's job name where the lake knows it.
     """
 
     def report_for(mail: SlurmMail) -> str:
@@ -193,9 +195,9 @@ def lake_report(lake: Lake, cluster: str | None = None, width: int = MAIL_WIDTH)
         except UnknownJob:
             where = f" of cluster {cluster!r}" if known else ""
             raise AppError(f"job {mail.job_id!r}{where} is not in the lake yet") from None
-        if not known and mail.name and report.job.get("job_name") not in (None, mail.name):
-            # (found on whichever cluster holds the id: the same id on another cluster, or
-            # after the scheduler's ids began again, is another person's job)
+        if mail.name and report.job.get("job_name") not in (None, mail.name):
+            # (the same id on another cluster, or after the scheduler's ids began again with
+            # the new job not collected yet, is another person's job)
             raise AppError(
                 f"job {mail.job_id!r} in the lake is named {report.job.get('job_name')!r}, "
                 f"not {mail.name!r} as the mail says: another job of the same id"

@@ -107,6 +107,12 @@ def marts_built(con: duckdb.DuckDBPyConnection) -> bool:
     return not (jobs and not fairness)
 
 
+def _per_share(column: str) -> pl.Expr:
+    """`column` ÷ the entitled share; null where the share is none."""
+    share = pl.col("entitled_share")
+    return pl.when(share > 0).then(pl.col(column) / share)
+
+
 def _known_sum(column: pl.Series) -> float | None:
     """The sum of the known values of `column`; None when none is known."""
     known = column.drop_nulls()
@@ -244,8 +250,9 @@ def _fairness_tables(
             for c in ("alloc_gpu_h", "effective_gpu_h", "usage_share", "cpu_h", "mem_gib_h")
         ).with_columns(
             pl.col("jobs").fill_null(0),
-            (pl.col("usage_share") / pl.col("entitled_share")).alias("usage_ratio"),
-            (pl.col("decayed_usage_share") / pl.col("entitled_share")).alias("decayed_ratio"),
+            # none without a share (0 ÷ 0 was NaN, which sorts above every number: "used nan×")
+            _per_share("usage_share").alias("usage_ratio"),
+            _per_share("decayed_usage_share").alias("decayed_ratio"),
         )
         frames[level] = joined
     accounts = frames["account"].drop("user", "fair_tree_factor")
@@ -401,6 +408,11 @@ def _headlines(
             f"{row['account']} used {row['usage_ratio']:.1f}× its share "
             f"({row['usage_share']:.0%} of GPU-hours for a {row['entitled_share']:.0%} share)."
         )
+    unentitled = tables["accounts"].filter(
+        (pl.col("entitled_share") == 0) & (pl.col("usage_share") > 0)
+    )
+    for row in unentitled.iter_rows(named=True):
+        lines.append(f"{row['account']} used {row['usage_share']:.0%} of GPU-hours with no share.")
     for row in wanting.filter(pl.col("usage_ratio") < 0.5).iter_rows(named=True):
         lines.append(
             f"{row['account']} got {row['usage_ratio']:.1f}× its share while its jobs queued "
@@ -460,7 +472,13 @@ def assemble_report(
         as_of_e=as_of,
         half_life_s=settings.half_life_days * 86400.0,
     )
-    demand = queries.run(con, "report/demand_by_account", **p)
+    # a week the data end inside: its queue as it stood then, not at a week end no record saw
+    # (a job queued two hours before the data end was "waiting more than 24 h" at week end)
+    weeks_with_data = data_weeks(con, [cluster])
+    data_end = weeks_with_data.data_end
+    cut = data_end is not None and week.start < data_end < week.end
+    queue = {**p, "week_end_e": data_end.timestamp()} if cut and data_end else p
+    demand = queries.run(con, "report/demand_by_account", **queue)
     assoc = queries.run(con, "report/associations_latest", cluster=cluster)
     seen = sorted(
         set(this_week.filter(pl.col("level") == "account").get_column("account").to_list())
@@ -468,11 +486,16 @@ def assemble_report(
         | set(demand.get_column("account").to_list())
     )
     nodes, source, notes = _nodes(assoc, usage, settings, seen)
+    if cut and data_end is not None:
+        covered = (data_end - week.start).total_seconds() / 3600
+        notes.append(
+            f"The data end {data_end:%a %d %b %H:%M} UTC, inside this week: its figures cover "
+            f"{covered:,.0f} of its 168 hours, and the queue is as it stood then."
+        )
     accounts, users = _fairness_tables(this_week, nodes, demand, settings)
     scalars = _scalars(accounts)
     # a week with data as docs/report.md and report/data_weeks define it: GPU-hours allocated or
     # observed, and something recorded inside it (jobs merely queued there do not count)
-    weeks_with_data = data_weeks(con, [cluster])
     has_data = week in weeks_with_data.weeks
     frame = queries.run(
         con,
@@ -498,7 +521,7 @@ def assemble_report(
         "users": users,
         "waits_by_size": queries.run(con, "report/waits_by_size", **p),
         "pending_backlog": queries.run(
-            con, "report/pending_backlog", cluster=cluster, week_end_e=p["week_end_e"]
+            con, "report/pending_backlog", cluster=cluster, week_end_e=queue["week_end_e"]
         ),
         "waste_by_account": _waste(weeks, week, "account", settings),
         "waste_by_user": _waste(weeks, week, "user", settings),

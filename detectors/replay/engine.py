@@ -585,10 +585,7 @@ def replay(
     acct_of = {a: i for i, a in enumerate(accounts)}
     acct = np.array([acct_of[a] for a in w.account], dtype=np.int64)
     user_key = [f"{a}\x00{u}" for a, u in zip(w.account, w.user, strict=True)]
-    # an account the share tree lacks has no shares (its fair-share factor is the lowest);
-    # without a tree every account has the same
-    default_share = 0.0 if policy.shares else 1.0
-    shares = np.array([policy.shares.get(a, default_share) for a in accounts], dtype=float)
+    shares = np.array([policy.shares.get(a, 1.0) for a in accounts], dtype=float)
     shares_norm = shares / shares.sum() if shares.sum() > 0 else np.full(len(accounts), 1.0)
     usage = np.zeros(len(accounts))
     acct_running = np.zeros(len(accounts), dtype=np.int64)

@@ -1,7 +1,7 @@
 -- bottleneck_devices: per job and GPU, the partial sums the bottleneck signals are made of.
 --
 -- Grain:   one row per (cluster, job_id, device) with owned samples
--- Reads:   owned_samples (the samples with their owners by the allocation rule), job_gpus
+-- Reads:   owned_samples (the samples with their owners by the allocation rule)
 -- Params:
 --   $idle_below   a sample is idle when busy < this (DESIGN §4 default 0.01)
 --   $gap_below    a sample is in a gap (the GPU waits for input) when busy < this, e.g. 0.1
@@ -11,10 +11,11 @@
 --          nvlink_known, pcie_w, pcie_known, idle_w, gap_w, burst_w, first_busy, last_busy,
 --          bursts
 --
--- Each sample weighs its interval_s (w), split evenly among the jobs whose rows stand at its GPU
--- and time (a shared GPU: one row per sharer, or one row several jobs' allocations claim), as
--- the marts split the GPU's time (sql/views/sample_spans.sql): the GPU's time counts once, not once
--- per job. busy = first non-null of engine_active, sm_active,
+-- Each sample weighs its interval_s (w), split evenly among the jobs its GPU's rows at its time
+-- go to (owned_samples' `owners`: a GPU several jobs' allocations share, one row per sharer or
+-- one row they all claim), as the marts split the GPU's time (sql/views/sample_spans.sql), so
+-- it counts once, not once per job. (A row landed twice still counts twice here, where the
+-- marts count it once; the means are the same.) busy = first non-null of engine_active, sm_active,
 -- gpu_util_pct / 100 (DESIGN §4). A burst starts where a GPU goes from a gap sample straight to
 -- a burst sample: `bursts` counts those between this row's samples; first_busy and last_busy
 -- (its first and last samples' busy, null included) let sql/detectors/bottleneck_signals.sql
@@ -26,11 +27,9 @@
 -- sample landed twice) are in a fixed order, the busiest first, so the figures do not hang on
 -- the order the rows were read: a gap→burst step is then counted from one time to the next.
 
-WITH samples AS NOT MATERIALIZED (
+WITH job_samples AS (
     SELECT
         cluster,
-        node,
-        gpu_index,
         job_id,
         coalesce(gpu_uuid, node || '/' || CAST(gpu_index AS VARCHAR))
             || '#' || coalesce(CAST(mig_instance AS VARCHAR), '') AS device,
@@ -38,7 +37,7 @@ WITH samples AS NOT MATERIALIZED (
         -- an interval that is no span (NaN, infinite, 0 or less) weighs nothing, as a null one
         CASE
             WHEN interval_s - interval_s = 0 AND interval_s > 0
-                THEN CAST(interval_s AS DOUBLE)
+                THEN CAST(interval_s AS DOUBLE) / owners
         END AS w,
         coalesce(engine_active, sm_active, gpu_util_pct / 100.0) AS busy,
         gpu_util_pct,
@@ -54,64 +53,7 @@ WITH samples AS NOT MATERIALIZED (
             ELSE coalesce(pcie_tx_bps, 0) + coalesce(pcie_rx_bps, 0)
         END AS pcie_bps
     FROM owned_samples
-),
--- The allocations another job's allocation overlaps on a GPU (or a node held whole): only
--- there can several jobs' rows stand at one (device, ts), as sql/views/owned_samples.sql
--- gives a sample that several jobs claim to each of them.
-contested AS (
-    SELECT DISTINCT
-        a.cluster,
-        a.node,
-        a.gpu_index,
-        a.start_ts,
-        a.end_ts
-    FROM job_gpus AS a
-    JOIN job_gpus AS b
-        ON b.cluster = a.cluster
-        AND b.node = a.node
-    WHERE b.job_id <> a.job_id
-        AND (a.gpu_index IS NULL OR b.gpu_index IS NULL OR a.gpu_index = b.gpu_index)
-        AND (b.end_ts IS NULL OR a.start_ts < b.end_ts)
-        AND (a.end_ts IS NULL OR b.start_ts < a.end_ts)
-),
--- each job's rows at a (device, ts) where several jobs' rows (no job counts as one) stand
-job_points AS (
-    SELECT
-        cluster,
-        device,
-        ts,
-        job_id,
-        count(*) AS copies
-    FROM samples AS s
-    SEMI JOIN contested AS c
-        ON c.cluster = s.cluster
-        AND c.node = s.node
-        AND (c.gpu_index IS NULL OR s.gpu_index IS NULL OR c.gpu_index = s.gpu_index)
-        AND s.ts >= c.start_ts
-        AND (c.end_ts IS NULL OR s.ts < c.end_ts)
-    GROUP BY cluster, device, ts, job_id
-),
--- the parts a row there weighs: the GPU's time is split among the jobs at the ts, 1/sharers
--- each as sql/views/sample_spans.sql splits it, and a job's part among its copies of the row
-shared_points AS (
-    SELECT
-        cluster,
-        device,
-        ts,
-        job_id,
-        copies * count(*) OVER (PARTITION BY cluster, device, ts) AS parts
-    FROM job_points
-    QUALIFY count(*) OVER (PARTITION BY cluster, device, ts) > 1
-),
-job_samples AS (
-    SELECT s.* EXCLUDE (node, gpu_index) REPLACE (s.w / coalesce(p.parts, 1) AS w)
-    FROM samples AS s
-    LEFT JOIN shared_points AS p
-        ON p.cluster = s.cluster
-        AND p.device = s.device
-        AND p.ts = s.ts
-        AND p.job_id = s.job_id
-    WHERE s.job_id IS NOT NULL
+    WHERE job_id IS NOT NULL
 ),
 -- per GPU of a job: its partial sums, and its busy values in time order (for the bursts)
 per_device AS (

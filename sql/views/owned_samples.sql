@@ -4,7 +4,9 @@
 --          carries none of them: one per claiming job
 -- Reads:   unowned_samples (gpu_samples rows as their source wrote them), job_gpus
 -- Params:  none
--- Returns: every gpu_samples column, job_id the owner (null: no allocation covers the sample)
+-- Returns: every gpu_samples column, job_id the owner (null: no allocation covers the sample),
+--          owners (the jobs the rows of the sample's GPU and time go to: more than 1 on a GPU
+--          that several jobs' allocations share, whose time is split among them)
 --
 -- The raw files keep the job_id their source wrote (an exporter's label, or none); readers
 -- that need each sample's job read this (the per-day pass, the bottleneck signals), never the
@@ -103,26 +105,36 @@ claims AS (
 -- claims it (the row then stands once for each: sql/views/sample_spans.sql splits the device's
 -- time among the jobs at one ts, as job_gpu_intervals splits the allocated time)
 shared_owners AS (
-    SELECT DISTINCT
-        cluster,
-        node,
-        gpu_index,
-        gpu_uuid,
-        mig_instance,
-        ts,
-        label,
-        job_id
+    SELECT
+        *,
+        -- the jobs the GPU's rows at this time go to, whatever job each row carries
+        count(DISTINCT job_id) OVER (
+            PARTITION BY cluster, node, gpu_index, gpu_uuid, mig_instance, ts
+        ) AS owners
     FROM (
-        SELECT
-            *,
-            bool_or(carried) OVER (
-                PARTITION BY cluster, node, gpu_index, gpu_uuid, mig_instance, ts, label
-            ) AS carries_one
-        FROM claims
-    ) AS c
-    WHERE carried OR NOT carries_one
+        SELECT DISTINCT
+            cluster,
+            node,
+            gpu_index,
+            gpu_uuid,
+            mig_instance,
+            ts,
+            label,
+            job_id
+        FROM (
+            SELECT
+                *,
+                bool_or(carried) OVER (
+                    PARTITION BY cluster, node, gpu_index, gpu_uuid, mig_instance, ts, label
+                ) AS carries_one
+            FROM claims
+        ) AS c
+        WHERE carried OR NOT carries_one
+    ) AS o
 )
-SELECT s.* REPLACE (coalesce(i.job_id, n.job_id, o.job_id) AS job_id)
+SELECT
+    s.* REPLACE (coalesce(i.job_id, n.job_id, o.job_id) AS job_id),
+    coalesce(o.owners, 1) AS owners
 FROM samples AS s
 LEFT JOIN (SELECT * FROM sole WHERE gpu_index IS NOT NULL) AS i
     ON i.cluster = s.cluster

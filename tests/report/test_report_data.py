@@ -250,3 +250,41 @@ def test_no_recommendations_stored_means_detect_has_not_run(tmp_path_factory):
     assert report.tables["recommendations"].is_empty()
     assert report.scalars["recommendations_stored"] == 0
     assert report.scalars["recommendations_made_last"] is None
+
+
+def test_a_week_the_data_end_inside_has_its_queue_as_it_stood_then(tmp_path):
+    # the data end Tuesday 00:00 of 2024-W10; bob's job was queued 2 h before: at the end of
+    # the data it had waited 2 h, not the 146 h to the week's end no record saw (it was "waiting
+    # more than 24 h" and bio "queued 146 job-hours"), and the report says the week is cut
+    from tests.marts import rows as r
+
+    monday = 3 * 86400.0  # T0 + 3 d: Monday 2024-03-04
+    con = r.build_lake(
+        tmp_path,
+        samples=r.samples(range(int(monday), int(monday + 86400), 600), interval_s=600.0),
+        jobs=[
+            r.job("j1", monday, monday + 86400, time_limit_s=2 * 86400),
+            r.job(
+                "j2",
+                monday + 22 * 3600,
+                None,
+                user="bob",
+                account="bio",
+                state="PENDING",
+                gpus_requested=4,
+                time_limit_s=36000,
+            )
+            | {"start_ts": None},
+        ],
+        job_gpus=[r.job_gpu("j1", monday, monday + 86400)],
+        gpus=[r.gpu()],
+    )
+    week = IsoWeek(2024, 10)
+
+    report = assemble_report(con, "della", week, ReportSettings(), NOW)
+
+    [backlog] = report.tables["pending_backlog"].to_dicts()
+    assert backlog["oldest_wait_h"] == pytest.approx(2.0)
+    assert backlog["waiting_over_24h"] == 0
+    assert not any("more than 24 h" in line for line in report.headlines)
+    assert any("inside this week: its figures cover 24 of its 168 hours" in n for n in report.notes)
