@@ -210,6 +210,19 @@ def test_shares_from_the_command_line_when_the_lake_has_none(tmp_path_factory):
     assert not math.isnan(rows(equal.tables["accounts"], "account")["bio"]["usage_ratio"])
 
 
+def test_an_account_without_a_share_has_no_usage_ratio_and_a_headline_of_its_own(
+    tmp_path_factory,
+):
+    # bio is given no share: 0 ÷ 0 was NaN, which passes "> 2" in polars ("used nan× its share")
+    con = fairness_lake(tmp_path_factory, associations=False)
+    report = assemble_report(con, "della", WEEK, ReportSettings(shares={"physics": 1}), NOW)
+    bio = rows(report.tables["accounts"], "account")["bio"]
+
+    assert bio["entitled_share"] == 0 and bio["usage_ratio"] is None
+    assert not any("nan" in line for line in report.headlines)
+    assert any(line.startswith("bio used") and "with no share" in line for line in report.headlines)
+
+
 def test_the_week_after_compares_with_the_first_and_averages_two_weeks(con):
     # W10 holds carol's last half hour (no telemetry: no waste); W09 is known and had 0.5.
     later = assemble_report(con, "della", IsoWeek(2024, 10), ReportSettings(), NOW)
