@@ -1,5 +1,7 @@
 """Overview: where the cluster's GPU-hours went, at a glance, and the trend."""
 
+import datetime as dt
+
 import polars as pl
 import streamlit as st
 
@@ -12,10 +14,6 @@ from app.markdown_text import md
 
 s = scope.current()
 st.title("GPU-hours at a glance")
-st.caption(
-    f"Cluster **{md(s.cluster)}**, {s.start:%Y-%m-%d} to {s.end:%Y-%m-%d} (UTC, end excluded); "
-    f"trends against the {s.days:.0f} day(s) before."
-)
 
 window = data.window_summary(s.root, s.cluster, s.start, s.end)
 if window.is_empty():
@@ -25,6 +23,26 @@ w = window.row(0, named=True)
 before_start, before_end = s.previous()
 previous = data.window_summary(s.root, s.cluster, before_start, before_end)
 p = previous.row(0, named=True) if not previous.is_empty() else None
+
+
+def _hours_of_data(start: dt.datetime, end: dt.datetime) -> float:
+    """Hours of [start, end) the cluster's data cover."""
+    first, last = max(start, s.data_start), min(end, s.data_end)
+    return max((last - first).total_seconds(), 0.0) / 3600
+
+
+# sums are compared over the same hours of data: the window before may hold fewer (the data
+# begin inside it), and its sums are scaled to this window's (a 3-day week before a 7-day one
+# showed idle GPU-hours up where their rate fell)
+now_h, before_h = _hours_of_data(s.start, s.end), _hours_of_data(before_start, before_end)
+same_hours = now_h / before_h if before_h > 0 else None
+if same_hours is None:
+    p = None
+scaled = "" if same_hours in (None, 1.0) else ", their sums scaled to this window's hours of data"
+st.caption(
+    f"Cluster **{md(s.cluster)}**, {s.start:%Y-%m-%d} to {s.end:%Y-%m-%d} (UTC, end excluded); "
+    f"trends against the {s.days:.0f} day(s) before{scaled}."
+)
 
 default_rate = dashboard_cost_per_gpu_hour()  # a bad value already stopped the page (scope)
 rate = st.sidebar.number_input(
@@ -38,10 +56,11 @@ rate = st.sidebar.number_input(
 )
 
 
-def _delta(key: str, scale: float = 1.0, fmt: str = "{:+,.0f}") -> str | None:
-    if p is None or p[key] is None or w[key] is None:
+def _delta(key: str, scale: float = 1.0, fmt: str = "{:+,.0f}", summed: bool = True) -> str | None:
+    if p is None or p[key] is None or w[key] is None or same_hours is None:
         return None
-    return fmt.format(scale * (w[key] - p[key]))
+    before = p[key] * same_hours if summed else p[key]
+    return fmt.format(scale * (w[key] - before))
 
 
 efficiency = w["effective_gpu_h"] / w["allocated_gpu_h"] if w["allocated_gpu_h"] else 0.0
@@ -50,7 +69,7 @@ c1, c2, c3, c4, c5 = st.columns(5)
 c1.metric(
     "Occupancy",
     f"{100 * (w['occupancy'] or 0):.1f} %",
-    _delta("occupancy", 100, "{:+.1f} pts"),
+    _delta("occupancy", 100, "{:+.1f} pts", summed=False),
     help="Allocated GPU-hours telemetry observed (samples attributed to a job) / (GPUs × "
     "hours of data in the window). The Jobs page sums the scheduler's allocations instead, "
     "which also count allocated time no sample covered.",
@@ -80,9 +99,7 @@ c4.metric(
 c5.metric(
     "Cost of idle GPUs",
     f"{CURRENCY}{rate * w['idle_allocated_gpu_h']:,.0f}",
-    None
-    if p is None
-    else f"{rate * (w['idle_allocated_gpu_h'] - p['idle_allocated_gpu_h']):+,.0f}",
+    _delta("idle_allocated_gpu_h", rate),
     delta_color="inverse",
     help=f"Idle allocated GPU-hours × {CURRENCY}{rate:.2f}; all allocated GPU-hours cost "
     f"{CURRENCY}{rate * w['allocated_gpu_h']:,.0f}",
