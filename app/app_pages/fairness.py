@@ -54,7 +54,12 @@ with right:
         )
     else:
         st.altair_chart(charts.jain_line(jain), width="stretch")
-        st.caption("1 = every account used in proportion to its entitlement; 1/n = one took all.")
+        st.caption(
+            "Over every account with an entitlement, used or not: 1 = each used in proportion "
+            "to its entitlement; 1/n = one took all. The weekly report's index counts only the "
+            "accounts whose jobs queued that week (those that wanted more than they got), so "
+            "the two differ where an entitled account sent no work."
+        )
 
 st.subheader("Waits")
 if this_week.get_column("wait_p95_h").is_null().all():

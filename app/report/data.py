@@ -282,6 +282,8 @@ def _scalars(accounts: pl.DataFrame) -> dict[str, Any]:
     ratios = [float(v) for v in demanding.get_column("usage_ratio").to_list() if v is not None]
     dominant = demanding.get_column("dominant_share").to_list()
     return {
+        # job-hours queued in the week (a week no job ran in may still have had a queue)
+        "pending_job_h": float(accounts.get_column("pending_job_h").sum()),
         "accounts_with_demand": demanding.height,
         "jain_index": jain_index(ratios),
         "max_min_ratio": max_min_ratio(ratios),
@@ -476,7 +478,7 @@ def assemble_report(
     # (a job queued two hours before the data end was "waiting more than 24 h" at week end)
     weeks_with_data = data_weeks(con, [cluster])
     data_end = weeks_with_data.data_end
-    cut = data_end is not None and week.start < data_end < week.end
+    cut = data_end is not None and data_end < week.end
     queue = {**p, "week_end_e": data_end.timestamp()} if cut and data_end else p
     demand = queries.run(con, "report/demand_by_account", **queue)
     assoc = queries.run(con, "report/associations_latest", cluster=cluster)
@@ -486,7 +488,7 @@ def assemble_report(
         | set(demand.get_column("account").to_list())
     )
     nodes, source, notes = _nodes(assoc, usage, settings, seen)
-    if cut and data_end is not None:
+    if cut and data_end is not None and week.start < data_end:
         covered = (data_end - week.start).total_seconds() / 3600
         notes.append(
             f"The data end {data_end:%a %d %b %H:%M} UTC, inside this week: its figures cover "

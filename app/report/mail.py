@@ -23,9 +23,16 @@ __all__ = ["build_message"]
 def _summary(report: WeeklyReport) -> str:
     s = report.scalars
     if not report.has_data:
+        queued = s.get("pending_job_h") or 0.0
+        waited = (
+            f" Yet jobs waited in the queue: {queued:,.0f} job-hours (was the cluster down or "
+            "full?)."
+            if queued
+            else ""
+        )
         return (
-            f"No GPU jobs ran or waited on {report.cluster} in week {report.week.label}; "
-            "there is nothing to report. The lake has data for "
+            f"No GPU jobs ran on {report.cluster} in week {report.week.label}; there is "
+            f"nothing to compare against entitlements.{waited} The lake has data for "
             f"{report.cluster} in {report.data_weeks.span}."
         )
     jain = s.get("jain_index")

@@ -112,7 +112,7 @@ def test_a_week_without_data_renders_a_page_that_says_so(con, tmp_path):
     report = assemble_report(con, "della", IsoWeek(2024, 2), ReportSettings(), NOW)
     files = write_report(report, tmp_path, pdf=False)
     html = files.html.read_text(encoding="utf-8")
-    assert "No GPU jobs ran or waited on della in week 2024-W02" in html
+    assert "No GPU jobs ran on della in week 2024-W02" in html
     assert "The lake has data for della in 2024-W09 to 2024-W10" in " ".join(html.split())
     assert "<img" not in html
     assert files.pdf is None

@@ -116,7 +116,7 @@ def test_an_empty_week_is_a_report_not_an_error(lake, tmp_path):
     assert "no data this week" in line
     assert "della has data in 2024-W09 to 2024-W10" in line
     html = (tmp_path / "della" / "2024-W02" / "fairness-della-2024-W02.html").read_text()
-    assert "No GPU jobs ran or waited" in html
+    assert "No GPU jobs ran on" in html
     assert "2024-W09 to 2024-W10" in html
 
 

@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 
 from app.report.data import ReportSettings, assemble_report
+from app.report.mail import _summary
 from app.report.week import IsoWeek
 from tests.marts.rows import T0, T0_E
 from tests.report.lake import HOUR, WEEK_END_S, fairness_lake
@@ -194,6 +195,33 @@ def test_a_week_with_jobs_only_queued_is_not_a_week_with_data(con, week):
     report = assemble_report(con, "della", week, ReportSettings(), NOW)
     assert not report.has_data
     assert report.data_weeks.span == "2024-W09 to 2024-W10"
+    assert report.scalars["pending_job_h"] == 0  # (W11's queue lies past the data end)
+    assert "Yet jobs waited" not in _summary(report)
+
+
+def test_a_week_no_job_ran_in_but_one_waited_says_so(tmp_path):
+    # the GPU reports all through 2024-W10 but no job runs: bob's job waits the whole week.
+    # Not a week with data, but its queue is said, never denied ("no … queue records")
+    from tests.marts import rows as r
+
+    monday = 3 * 86400.0  # T0 + 3 d: Monday 2024-03-04
+    con = r.build_lake(
+        tmp_path,
+        samples=r.samples(range(0, int(monday + 7 * 86400), 3600), interval_s=3600.0),
+        jobs=[
+            r.job("j1", 0, 86400),
+            r.job("j2", monday, None, user="bob", account="bio", state="PENDING")
+            | {"start_ts": None, "updated_ts": r.at(monday + 7 * 86400)},
+        ],
+        job_gpus=[r.job_gpu("j1", 0, 86400)],
+        gpus=[r.gpu()],
+    )
+
+    report = assemble_report(con, "della", IsoWeek(2024, 10), ReportSettings(), NOW)
+
+    assert not report.has_data
+    assert report.scalars["pending_job_h"] == pytest.approx(7 * 24)
+    assert "Yet jobs waited in the queue: 168 job-hours" in _summary(report)
 
 
 def test_shares_from_the_command_line_when_the_lake_has_none(tmp_path_factory):
