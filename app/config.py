@@ -529,8 +529,11 @@ def _load_secret(
         if not isinstance(file_raw, str):
             raise ConfigError(f"{full}{SECRET_FILE_SUFFIX}: expected a path, got {file_raw!r}")
         path = Path(file_raw).expanduser()
+        value = _read_secret_file(path, f"{full}{SECRET_FILE_SUFFIX}")
+        if not value:  # (a file made to be filled in later: the secret is not set yet)
+            return None
         sources[full] = f"file {path}"
-        return Secret(_read_secret_file(path, f"{full}{SECRET_FILE_SUFFIX}"), sources[full])
+        return Secret(value, sources[full])
     return None
 
 

@@ -211,6 +211,16 @@ def test_a_secret_or_timeout_no_delivery_could_use_is_refused_without_its_value(
     assert "SECRET" not in str(refused.value)
 
 
+def test_an_empty_secret_file_is_a_secret_not_set_yet(tmp_path):
+    # the deploy recipe makes the files for the operator to fill in: an empty webhook file is
+    # no webhook (it was a URL of "", which failed every alert run)
+    hook = tmp_path / "webhook"
+    hook.write_text("\n")
+    hook.chmod(0o600)
+    env = {"GPULEDGER_ALERTS_SLACK_WEBHOOK_URL_FILE": str(hook)}
+    assert load_config(None, environ=env).section(AlertsConfig).slack_webhook_url is None
+
+
 def test_secret_from_the_environment_wins():
     env = {"GPULEDGER_ALERTS_SLACK_TOKEN": "xoxb-env"}
     alerts = load_config(None, environ=env).section(AlertsConfig)

@@ -62,6 +62,7 @@ SAMPLES = {
     "dashboard.allowed_issuers": "https://login.example.org/realms/hpc",
     "dashboard.users": "ann.lee@example.org=alee",
     "api.trusted_user_header": "X-Remote-User",
+    "alerts.slack_webhook_url": "https://hooks.example.org/services/T0/B0/x",
 }
 
 
@@ -101,7 +102,8 @@ def test_every_documented_variable_sets_its_key():
         section, key = info.key.split(".")
         value = getattr(cfg.values[section], key)
         if info.secret:
-            assert isinstance(value, Secret) and value.reveal() == "s3cret", info.key
+            wanted = SAMPLES.get(info.key, "s3cret")
+            assert isinstance(value, Secret) and value.reveal() == wanted, info.key
         else:
             assert cfg.sources[info.key] == f"env {info.env}", info.key
     alerts = cfg.values["alerts"]
