@@ -394,6 +394,8 @@ def _time_advice(job: Mapping[str, Any], f: _Facts, t: AdviceThresholds) -> list
         ]
     if f.state.startswith("COMPLETED") and runtime < t.time_used_below * limit:
         new = round_up(runtime * t.time_margin, 900)
+        if new >= limit:  # (a short limit rounded up to the quarter hour is the limit again)
+            return []
         return [
             Advice(
                 "Ask for a shorter time limit",

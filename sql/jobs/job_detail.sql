@@ -1,7 +1,7 @@
 -- job_detail: one job's scheduler record and its usage summary, for `gpuledger job`.
 --
 -- Grain:   one row per cluster that has a job with this id
--- Reads:   jobs_latest, job_usage, job_outcomes
+-- Reads:   jobs_latest, job_usage, job_outcomes, gpu_job_buckets (the end of its samples)
 -- Params:
 --   $job_id   the job id (Slurm array tasks as 1234_7)
 --   $cluster  the cluster, or NULL for any
@@ -16,8 +16,18 @@
 --          hw_event_before_end, hw_event_kinds (a hardware event on its GPUs; NULL unbuilt),
 --          model_params, tokens_per_s_per_gpu, mfu (what the job reported, and its MFU)
 --
--- runtime_s runs to end_ts, or to the job's last sample while it is still running.
+-- runtime_s runs from start_ts to end_ts, or while it is still running to the later of its
+-- last sample's end and its record's last collection (never a figure of its GPU-hours: those
+-- split a shared GPU, and count a requeued job's earlier runs).
 
+WITH seen AS (
+    SELECT
+        cluster,
+        max(interval_end_e) AS last_e
+    FROM gpu_job_buckets
+    WHERE job_id = $job_id
+    GROUP BY cluster
+)
 SELECT
     j.cluster,
     j.job_id,
@@ -44,7 +54,8 @@ SELECT
     j.source,
     CASE
         WHEN j.end_ts IS NOT NULL THEN epoch(j.end_ts) - epoch(j.start_ts)
-        ELSE u.alloc_gpu_h * 3600.0 / nullif(coalesce(j.gpus, u.gpus), 0)
+        ELSE greatest(coalesce(s.last_e, epoch(j.updated_ts)), epoch(j.updated_ts))
+            - epoch(j.start_ts)
     END AS runtime_s,
     u.alloc_gpu_h,
     u.observed_gpu_h,
@@ -77,6 +88,8 @@ LEFT JOIN job_usage AS u
     ON u.cluster = j.cluster AND u.job_id = j.job_id
 LEFT JOIN job_outcomes AS o
     ON o.cluster = j.cluster AND o.job_id = j.job_id
+LEFT JOIN seen AS s
+    ON s.cluster = j.cluster
 WHERE j.job_id = $job_id
     AND ($cluster IS NULL OR j.cluster = $cluster)
 ORDER BY j.cluster

@@ -268,3 +268,23 @@ def test_a_job_on_a_shared_gpu_says_its_figures_are_estimates(tmp_path, lake):
     assert "GPU-hours: 0.08 allocated, 0.08 active, 0.00 idle, 0.04 effective" in result.output
     shared = invoke("job", "j1", "--cluster", "della", "--lake", str(lake)).output
     assert "Shared GPU:" not in shared
+
+
+def test_a_running_job_on_a_shared_gpu_has_run_as_long_as_the_data_show(tmp_path):
+    # two running jobs time-slice one GPU for the hour the data cover: each has run an hour,
+    # not the half hour its split of the GPU-hours over its 1 GPU made
+    times = range(0, 3600, 30)
+    r.build_lake(
+        tmp_path,
+        samples=r.samples(times, engine_active=0.5),
+        jobs=[
+            r.job("a", 0, None, state="RUNNING", time_limit_s=7200),
+            r.job("b", 0, None, state="RUNNING", time_limit_s=7200),
+        ],
+        job_gpus=[r.job_gpu("a", 0, None), r.job_gpu("b", 0, None)],
+        gpus=[r.gpu()],
+    )
+    report = json.loads(invoke("job", "a", "--lake", str(tmp_path), "--format", "json").output)
+
+    assert report["job"]["alloc_gpu_h"] == pytest.approx(0.5)
+    assert report["job"]["runtime_s"] == pytest.approx(3600)

@@ -181,6 +181,11 @@ def test_a_completed_job_with_a_hardware_event_was_not_ended_by_it():
         (1.1, 24.0, ["--time=01:45:00"]),  # 1.65 h rounded up to a quarter hour
         (20.0, 72.0, ["--time=1-06:00:00"]),  # Slurm's day format
         (5.0, 10.0, []),  # exactly half: fine
+        # 4 min of a 10-min limit: 6 min rounds up to 15, past the limit (it said 00:15:00);
+        # 10 min of 30: 15 min is 00:15:00, under it
+        (4 / 60, 10 / 60, []),
+        (10 / 60, 30 / 60, ["--time=00:15:00"]),
+        (14 / 60, 30 / 60, []),  # 21 min rounds up to the limit itself
     ],
 )
 def test_a_completed_job_far_under_its_limit_asks_for_less(runtime_h, limit_h, expected):
