@@ -289,6 +289,8 @@ def _mig_advice(
     busy, fb = _num(job.get("busy_mean")), _num(job.get("fb_used_mib_max"))
     if f.gpus != 1 or f.hung or busy is None or busy >= t.mig_busy_below:
         return []
+    if any(g.get("mig_instance") is not None for g in gpus):
+        return []  # on a slice already: its busy is the slice's, not the whole GPU's
     if (fb or 0.0) > t.mig_fb_max_mib or busy < 0.01:
         return []  # too much memory for a small slice; or idle (the GPU advice covers it)
     total = float(next((g["fb_total_mib"] for g in gpus if g.get("fb_total_mib")), 81920.0))
@@ -424,7 +426,17 @@ def _cpu_advice(
     per_gpu = math.ceil(cpus / f.gpus) if cpus else 0
     if f.diagnosis == "input_bound":
         more = max(per_gpu * 2, t.input_cpus_per_gpu_min)
+        more = more if cap is None else min(more, cap)  # strand none of the node's GPUs
         have = f" with {counted(per_gpu, 'core')} per GPU" if cpus else ""
+        if cpus and more <= per_gpu:  # the node has no more cores per GPU to give
+            return [
+                Advice(
+                    "Feed the GPU faster",
+                    f"The GPUs worked in bursts and waited for input between them{have}, as "
+                    "many cores as the node can give each GPU: make each DataLoader worker "
+                    "cheaper (pinned memory, prefetching, data already decoded).",
+                )
+            ]
         return [
             Advice(
                 "Feed the GPU faster",

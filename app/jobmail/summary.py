@@ -62,7 +62,8 @@ def summary(report: JobReport) -> dict[str, Any]:
     return {
         "gpuledger": SUMMARY_VERSION,
         "busy": _round(job.get("busy_mean"), 3),
-        "idle_gpu_h": _round(job.get("idle_gpu_h"), 3),
+        # (the marts count a job no sample saw as 0 idle: without telemetry it is unknown)
+        "idle_gpu_h": _round(job.get("idle_gpu_h"), 3) if job.get("observed_gpu_h") else None,
         "diagnosis": _text(report.diagnosis.get("diagnosis")),
         "finding": finding,
     }

@@ -299,6 +299,15 @@ def test_a_small_quiet_one_gpu_job_fits_a_mig_slice():
     assert options(diagnosis="underutilized", **job) == ["--gres=gpu:1g.10gb:1"]
 
 
+def test_a_job_on_a_mig_slice_already_is_told_no_slice():
+    # its busy is the slice's: a 1g.10gb job 15 % busy was told 2g.20gb, twice its slice
+    job = {"gpus": 1, "busy_mean": 0.15, "fb_used_mib_max": 8192.0, "cpus": 4, "cpu_time_s": 30 * H}
+    on_slice = [row | {"mig_instance": 7} for row in gpus_of(1)]
+    assert not any(
+        "gpu:" in (o or "") for o in options(diagnosis="underutilized", gpu_rows=on_slice, **job)
+    )
+
+
 def test_busy_job_without_tensor_cores_is_told_mixed_precision():
     assert headlines(tensor_active_mean=0.01) == ["Use the tensor cores"]
     assert headlines(tensor_active_mean=None) == []  # not reported: nothing to say
@@ -340,6 +349,23 @@ def test_idle_cores_advice_is_capped_at_the_share_that_strands_nothing():
     # 15 of 32 cores used on 4 GPUs: 5 per GPU would do for the cores, but 4 strands nothing
     options = [a.option for a in run(findings=[stranded], cpu_time_s=15 * 10 * H) if a.option]
     assert options == ["--cpus-per-gpu=4", "--cpus-per-gpu=4"]
+
+
+def test_an_input_bound_job_that_strands_gpus_is_not_told_to_ask_for_more_cores():
+    # 64 cores on 1 GPU strand the node's others (at most 16 per GPU): "--cpus-per-gpu=16" and
+    # "--cpus-per-gpu=128" were both in its list
+    stranded = finding("stranded_gpus", stranded_gpus=3, node_gpus=8, max_cpus_per_gpu=16)
+    advice = run(
+        findings=[stranded],
+        diagnosis="input_bound",
+        busy_mean=0.2,
+        gpus=1,
+        cpus=64,
+        cpu_time_s=0.9 * 64 * 10 * H,
+    )
+    options = [a.option for a in advice if a.option and "cpus" in a.option]
+    assert options == ["--cpus-per-gpu=16"]
+    assert "Feed the GPU faster" in [a.headline for a in advice]
 
 
 def test_an_overallocated_multi_gpu_job_is_told_how_many_gpus_to_ask_for():

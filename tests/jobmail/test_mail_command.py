@@ -224,6 +224,16 @@ def test_the_summary_for_admin_comment_survives_sacctmgr(lake):
     assert parse_admin_comment("") is None and parse_admin_comment("hold for maint") is None
 
 
+def test_the_summary_of_a_job_no_sample_saw_has_no_idle_figure(tmp_path):
+    # no telemetry: busy and idle are unknown (idle was 0.0, and the AdminComment said so)
+    r.build_lake(tmp_path, jobs=[r.job("nt", 0, H, gpus=2)])
+    result = CliRunner().invoke(cli, ["job", "nt", "--format", "summary", "--lake", str(tmp_path)])
+
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    assert summary["busy"] is None and summary["idle_gpu_h"] is None
+
+
 def test_job_shows_the_admin_comment_summary_of_an_old_job(lake, tmp_path):
     # A stand-in sacct on PATH prints what Slurm 22.05's sacctmgr stored at the job's end.
     stored = (
