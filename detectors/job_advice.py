@@ -212,6 +212,14 @@ def _gpu_advice(
         return []  # a hung job's idle GPUs are the hang's doing
     if len(gpus) < allocated:
         return []  # a GPU no sample reported on did unknown work, not none
+    # a GPU seen for a moment of the run did unknown work too: "never active" needs it seen
+    # for at least half of the longest any GPU of the job was
+    seen = max((_num(g.get("observed_h")) or 0.0) for g in gpus)
+    if any(
+        (_num(g.get("active_h")) or 0) <= 0 and (_num(g.get("observed_h")) or 0) < 0.5 * seen
+        for g in gpus
+    ):
+        return []
     active = sum(1 for g in gpus if (_num(g.get("active_h")) or 0) > 0)
     if active == 0 and f.interactive:
         return []  # a session that never used its GPU: the idle advice tells it to release it
@@ -508,4 +516,24 @@ def advise(
         + _time_advice(job, f, t)
         + _cpu_advice(job, f, t, _stranded_cap(findings))
         + _tensor_advice(job, f, t)
+        + _unreported_advice(job, gpus, f)
     )
+
+
+def _unreported_advice(
+    job: Mapping[str, Any], gpus: Sequence[Mapping[str, Any]], f: _Facts
+) -> list[Advice]:
+    """Some of the job's GPUs sent no telemetry (others did): their work is unknown, and so is
+    whether the job was sized well (it was told "sized well" on half its GPUs)."""
+    observed = _num(job.get("observed_gpu_h")) or 0.0
+    if not gpus or observed <= 0 or not f.gpus or len(gpus) >= f.gpus:
+        return []
+    missing = f.gpus - len(gpus)
+    return [
+        Advice(
+            "Check the GPUs that sent no data",
+            f"{counted(missing, 'GPU')} of its {f.gpus} sent no telemetry: what "
+            f"{noun_for(missing, 'it', 'they')} did, and so whether the job was sized well, is "
+            "unknown. Check the exporter (dcgm-exporter) on its nodes.",
+        )
+    ]

@@ -243,7 +243,7 @@ def test_unused_cores_are_given_back():
 
 
 def test_never_active_gpus_ask_for_fewer():
-    gpus = gpus_of(1) + gpus_of(3, active_h=0.0)
+    gpus = gpus_of(1) + gpus_of(3, active_h=0.0, idle_h=10.0)  # seen all run, never active
     assert options(gpu_rows=gpus) == ["--gres=gpu:1"]
     assert headlines(gpu_rows=gpus) == ["Ask for 1 GPU, not 4"]
 
@@ -297,6 +297,24 @@ def test_a_mostly_idle_batch_job_is_not_told_about_interactive_sessions():
 def test_a_small_quiet_one_gpu_job_fits_a_mig_slice():
     job = {"gpus": 1, "busy_mean": 0.1, "fb_used_mib_max": 4096.0, "cpus": 4, "cpu_time_s": 30 * H}
     assert options(diagnosis="underutilized", **job) == ["--gres=gpu:1g.10gb:1"]
+
+
+def test_a_gpu_seen_for_a_moment_is_not_called_never_active():
+    # GPU 1 sent two idle samples in the first minute of an hour, then nothing: its work is
+    # unknown (it was "1 of the 2 GPUs was never active", --gres=gpu:1)
+    rows = gpus_of(2, active_h=1.0)
+    rows[1] |= {"observed_h": 1 / 60, "active_h": 0.0, "idle_h": 1 / 60}
+    assert not any("--gres" in (o or "") for o in options(gpus=2, gpu_rows=rows))
+    # seen for the whole hour and never active: that one is told
+    rows[1] |= {"observed_h": 1.0, "idle_h": 1.0}
+    assert "--gres=gpu:1" in options(gpus=2, gpu_rows=rows)
+
+
+def test_gpus_that_sent_no_data_are_said_not_sized_well():
+    # 1 of 2 GPUs reported: the job was "sized well for what it did" on half its GPUs
+    advice = run(gpus=2, gpu_rows=gpus_of(1))
+    assert [a.headline for a in advice] == ["Check the GPUs that sent no data"]
+    assert "1 GPU of its 2 sent no telemetry" in advice[0].reason
 
 
 def test_a_job_on_a_mig_slice_already_is_told_no_slice():
