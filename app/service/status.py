@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
+import socket
 from dataclasses import asdict
 from typing import Any
 
+from app.errors import AppError
 from app.service.metrics import Metrics
 from app.service.supervisor import TaskState
 from warehouse import layout
@@ -29,6 +32,7 @@ def write_status(
     body = {
         "written_at": now,
         "pid": pid,
+        "host": socket.gethostname(),
         "tasks": {name: asdict(state) for name, state in states.items()},
         "metrics": metrics.snapshot(),
     }
@@ -45,12 +49,73 @@ def write_status(
 
 
 def read_status(lake: Lake) -> dict[str, Any] | None:
-    """The last status the service wrote, or None when it never ran on this lake."""
+    """The last status the service wrote, or None when it never ran on this lake. A file this
+    version cannot read (cut short, damaged, or written in another layout) is one AppError."""
     path = lake.root / "_state" / STATUS_FILE
     if not path.is_file():
         return None
-    loaded: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return loaded
+    try:
+        loaded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise AppError(f"{path}: not a status file this version can read ({exc})") from None
+    problem = _shape_problem(loaded)
+    if problem:
+        raise AppError(
+            f"{path}: not a status file this version can read ({problem}); `gpuledger run` "
+            "writes a new one at its next step"
+        )
+    status: dict[str, Any] = loaded
+    return status
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _shape_problem(body: object) -> str | None:
+    """What in a loaded status file is not as `write_status` writes it (None: nothing)."""
+    if not isinstance(body, dict):
+        return "not a JSON object"
+    if not _number(body.get("written_at")):
+        return "no written_at time"
+    tasks, metrics = body.get("tasks", {}), body.get("metrics", {})
+    if not isinstance(tasks, dict) or not all(isinstance(t, dict) for t in tasks.values()):
+        return "tasks are not objects by name"
+    for name, task in tasks.items():
+        for key in ("runs", "failures", "consecutive_failures"):
+            if not _number(task.get(key, 0)):
+                return f"task {name!r}: {key} is not a number"
+        for key in ("last_success", "running_since", "deadline_s"):
+            if task.get(key) is not None and not _number(task[key]):
+                return f"task {name!r}: {key} is not a number"
+    if not isinstance(metrics, dict) or not all(
+        isinstance(series, list)
+        and all(
+            isinstance(point, list | tuple)
+            and len(point) == 2
+            and isinstance(point[0], dict)
+            and _number(point[1])
+            for point in series
+        )
+        for series in metrics.values()
+    ):
+        return "metrics are not series of (labels, value)"
+    return None
+
+
+def _process_gone(status: dict[str, Any]) -> bool:
+    """Whether the status file's service process no longer runs (on this host: the pid is
+    checked only where the file was written)."""
+    pid, host = status.get("pid"), status.get("host")
+    if not isinstance(pid, int) or (host is not None and host != socket.gethostname()):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # another user's process: it runs
+        return False
+    return False
 
 
 def iso(when: float) -> str:
@@ -90,11 +155,16 @@ def render_status(status: dict[str, Any] | None, now: float) -> tuple[str, bool]
     if status is None:
         return "gpuledger run has never run on this lake (no _state/service.json).", False
     written = float(status["written_at"])
-    running = any(v for _, v in _metric(status, "gpuledger_up"))
+    claimed = any(v for _, v in _metric(status, "gpuledger_up"))
+    # a service killed (SIGKILL, a crash, the machine) never wrote that it stopped
+    gone = claimed and _process_gone(status)
+    running = claimed and not gone
     stamp = iso(written)
+    state = "running" if running else "stopped"
+    if gone:
+        state = "DOWN: its process is gone without stopping (killed?)"
     lines = [
-        f"service: {'running' if running else 'stopped'} (pid {status.get('pid')}), "
-        f"last update {stamp} ({_ago(written, now)})",
+        f"service: {state} (pid {status.get('pid')}), last update {stamp} ({_ago(written, now)})",
         "",
         f"{'task':<22} {'runs':>6} {'failed':>7}  {'last success':<14} last error",
     ]
@@ -134,5 +204,7 @@ def render_status(status: dict[str, Any] | None, now: float) -> tuple[str, bool]
     for _, current in _metric(status, "gpuledger_marts_current_timestamp_seconds"):
         lines.append(f"{'marts current as of':<24} {_ago(current, now):>12}")
     if not running and now - written > 0:
+        healthy = False
+    if gone:
         healthy = False
     return "\n".join(lines), healthy

@@ -33,6 +33,10 @@ __all__ = ["Supervisor", "Task", "TaskContext", "TaskState"]
 log = logging.getLogger("gpuledger.service")
 
 
+class StepStopped(Exception):
+    """A step that returned after it was asked to stop at its deadline: its work is partial."""
+
+
 @dataclass(frozen=True, slots=True)
 class TaskContext:
     """What a step is handed: the metrics to count into and the stop event to honour."""
@@ -135,6 +139,12 @@ class Supervisor:
             # fails the round, naming the holder, well before the step would count as stuck
             with wait_limit(self.deadline_of(task) / 2):
                 task.step(ctx)
+            if ctx.stop.is_set() and not self.stop.is_set():
+                # asked to stop at its deadline, it gave up part of its work: no success (a
+                # Prometheus that never answered showed as a source pulled 0 s ago)
+                raise StepStopped(
+                    f"stopped at its deadline ({self.deadline_of(task):.0f} s) before it finished"
+                )
         except Exception as exc:  # a failing source must not stop the others
             message = f"{type(exc).__name__}: {exc}"
             log.warning("task %s failed: %s", task.name, message)
@@ -149,16 +159,19 @@ class Supervisor:
                 self.metrics.inc("gpuledger_source_errors_total", source=task.name)
             ok = False
         else:
-            with self._lock:
-                state = self.states[task.name]
-                state.runs += 1
-                state.consecutive_failures = 0
-                state.last_success = self.clock()
-            self.metrics.inc("gpuledger_task_runs_total", task=task.name, outcome="ok")
-            self.metrics.set(
-                "gpuledger_task_last_success_timestamp_seconds", self.clock(), task=task.name
-            )
-            ok = True
+            if ctx.stop.is_set():  # the service stops: the step was cut short, neither way
+                ok = False
+            else:
+                with self._lock:
+                    state = self.states[task.name]
+                    state.runs += 1
+                    state.consecutive_failures = 0
+                    state.last_success = self.clock()
+                self.metrics.inc("gpuledger_task_runs_total", task=task.name, outcome="ok")
+                self.metrics.set(
+                    "gpuledger_task_last_success_timestamp_seconds", self.clock(), task=task.name
+                )
+                ok = True
         finally:
             with self._lock:
                 self.states[task.name].running_since = None

@@ -104,6 +104,25 @@ def test_a_step_hung_past_its_deadline_is_reported_stuck_by_name_and_since_when(
         server.server_close()
 
 
+def test_a_step_stopped_at_its_deadline_is_a_failure_not_a_success():
+    # a puller told to stop returns normally with part of its window: the source was counted
+    # as pulled 0 s ago, and `status --check` passed while Prometheus never answered
+    def gives_up(ctx: TaskContext) -> None:
+        ctx.stop.wait(5)  # returns once told to stop, as the pullers do
+
+    sup = Supervisor([Task("prometheus:silent", 0.1, gives_up)], Metrics(), deadline_intervals=2)
+    watcher = threading.Thread(
+        target=lambda: _until(lambda: bool(sup.stuck()) and (sup.watch() or True))
+    )
+    watcher.start()
+
+    assert sup.run_once(sup.tasks[0]) is False
+    watcher.join(10)
+    state = sup.states["prometheus:silent"]
+    assert state.last_success is None and state.consecutive_failures == 1
+    assert state.last_error is not None and "stopped at its deadline" in state.last_error
+
+
 def test_a_slow_step_within_its_deadline_is_not_stuck():
     sup = Supervisor([Task("slow", 1.0, lambda ctx: time.sleep(0.3))], Metrics())
     seen = []

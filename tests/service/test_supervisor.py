@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import threading
 import time
 import urllib.error
 import urllib.request
 
 import pytest
+from click.testing import CliRunner
 
+from app.cli import cli
 from app.service.endpoint import serve_endpoint
 from app.service.metrics import Metrics
 from app.service.status import read_status, render_status, write_status
@@ -122,15 +126,55 @@ def test_status_file_round_trip_and_summary(tmp_path):
     sup.states["prometheus:a"].failures = 1
     sup.states["prometheus:a"].last_error = "PrometheusUnavailable: refused"
     sup.states["prometheus:a"].last_success = 1000.0
-    write_status(Lake.at(tmp_path), sup.states, m, now=1010.0, pid=42)
+    write_status(Lake.at(tmp_path), sup.states, m, now=1010.0, pid=os.getpid())
     status = read_status(Lake.at(tmp_path))
     text, healthy = render_status(status, now=1015.0)
     assert healthy
-    assert "running (pid 42)" in text
+    assert f"running (pid {os.getpid()})" in text
     assert "(recovered) PrometheusUnavailable: refused" in text
     assert "1,234" in text and "75 s" in text
     assert oct((tmp_path / "_state" / "service.json").stat().st_mode & 0o777) == "0o640"
     assert render_status(None, 0)[1] is False
+
+
+def test_a_service_killed_without_stopping_is_down_not_running(tmp_path):
+    # SIGKILL leaves gpuledger_up at 1 in the file: `status` said "running" and --check passed
+    m = Metrics()
+    m.set("gpuledger_up", 1)
+    sup = Supervisor([Task("pipeline", 60, lambda ctx: None)], m)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    write_status(Lake.at(tmp_path), sup.states, m, now=1010.0, pid=gone.pid)
+
+    text, healthy = render_status(read_status(Lake.at(tmp_path)), now=1015.0)
+
+    assert not healthy
+    assert text.startswith(
+        f"service: DOWN: its process is gone without stopping (killed?) (pid {gone.pid})"
+    )
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"written_at": 1010.0, "tasks": {}',  # cut short
+        "",
+        "[1, 2]",
+        '{"tasks": {}}',  # no written_at
+        '{"written_at": 1010.0, "tasks": []}',
+        '{"written_at": 1010.0, "tasks": {"a": {"consecutive_failures": null}}}',
+        '{"written_at": 1010.0, "tasks": {}, "metrics": {"gpuledger_up": {"value": 1}}}',
+    ],
+)
+def test_a_status_file_this_version_cannot_read_is_one_line(tmp_path, body):
+    (tmp_path / "_state").mkdir()
+    (tmp_path / "_state" / "service.json").write_text(body)
+
+    result = CliRunner().invoke(cli, ["status", "--lake", str(tmp_path)])
+
+    assert result.exit_code == 1
+    assert "not a status file this version can read" in result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
 
 
 def test_a_library_setting_its_own_stop_event_does_not_stop_the_service():
