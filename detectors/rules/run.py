@@ -81,7 +81,31 @@ def detect_frame(
         rows = queries.run(con, query, **rule.params(config, window))
         found = rule.detect(rows, config, window)
         frames.append(found.select(pl.col(c).cast(FRAME_SCHEMA[c]) for c in FRAME_COLUMNS))
-    return pl.concat(frames, how="vertical")
+    return _within_the_data(con, pl.concat(frames, how="vertical"))
+
+
+def _within_the_data(con: duckdb.DuckDBPyConnection, found: pl.DataFrame) -> pl.DataFrame:
+    """`found` with each span ending where its cluster's data end (views/data_extent) at the
+    latest: an hourly rule's span ran to the end of its last hour, past the last sample (and
+    `gpuledger check` failed the lake the service built itself)."""
+    [(defined,)] = con.execute(
+        "SELECT count(*) FROM duckdb_views() WHERE view_name = 'data_extent'"
+    ).fetchall()
+    if found.is_empty() or not defined:
+        return found
+    ends = pl.from_arrow(con.sql("SELECT cluster, data_end FROM data_extent").to_arrow_table())
+    assert isinstance(ends, pl.DataFrame)
+    end = pl.col("data_end").cast(FRAME_SCHEMA["end_ts"])
+    return (
+        found.join(ends, on="cluster", how="left")
+        .with_columns(
+            pl.when(end.is_not_null() & (pl.col("end_ts") > end))
+            .then(end)
+            .otherwise(pl.col("end_ts"))
+            .alias("end_ts")
+        )
+        .select(FRAME_COLUMNS)
+    )
 
 
 def run_rules(

@@ -15,6 +15,8 @@
 -- ran on (the inventory), or the GPUs it was given where that is more: a stranded-GPU finding
 -- may count the node's other GPUs, never more GPUs than the nodes hold. A model's forecast
 -- (predicted: what a running job may still hold) may reach to the job's time limit instead.
+-- A job the scheduler never recorded (known from its samples' labels alone, or whose record
+-- has not landed yet) is bounded by the GPUs its samples name × their span.
 
 WITH node_gpus AS (
     SELECT
@@ -75,6 +77,18 @@ bounds AS (
         ON d.cluster = j.cluster AND d.job_id = j.job_id
     LEFT JOIN job_samples AS s
         ON s.cluster = j.cluster AND s.job_id = j.job_id
+    UNION ALL
+    SELECT
+        b.cluster,
+        b.job_id,
+        count(DISTINCT (b.device, b.mig_instance)) AS gpus,
+        0.0 AS limit_hours,
+        (max(b.interval_end_e) - min(b.first_e)) / 3600.0 AS hours
+    FROM gpu_job_buckets AS b
+    ANTI JOIN jobs_latest AS j
+        ON j.cluster = b.cluster AND j.job_id = b.job_id
+    WHERE b.job_id IS NOT NULL
+    GROUP BY b.cluster, b.job_id
 ),
 figures AS (
     SELECT

@@ -122,6 +122,32 @@ def test_a_mig_gpu_with_a_free_busy_instance_has_no_violation(tmp_path):
     assert out.startswith("0 violations")
 
 
+def test_a_lake_the_service_builds_from_exporter_labels_has_no_violation(tmp_path):
+    # a job known from its exporter's labels alone (job_gpus, no scheduler record: "an unknown
+    # job's 0 GPU(s) × 0.00 h"), and an hourly health finding in the data's last, partial hour
+    # (its span ran to the hour's end, after the data): both failed `check` on a lake the
+    # service had built itself
+    lake = tmp_path / "lake"
+    times = range(0, 6300, 30)
+    r.build_lake(
+        lake,
+        samples=r.samples(times, engine_active=0.5, remap_pending=[t >= 3600 for t in times]),
+        job_gpus=[r.job_gpu("x", 0, 6300)],
+        gpus=[r.gpu()],
+    ).close()
+    code, _, err = gpuledger("detect", "--lake", str(lake), "-q")
+    assert code == 0, err
+    [pending] = [
+        f for f in read_findings(Lake.at(lake)).to_pylist() if f["detector"] == "row_remap_pending"
+    ]
+    assert pending["end_ts"] == r.at(6300)  # the end of the last sample's interval
+
+    code, out, _ = gpuledger("check", "--lake", str(lake))
+
+    assert code == 0, out
+    assert out.startswith("0 violations")
+
+
 def _edit_finding(lake: Path, kind: str, **changes: object) -> str:
     """Rewrite the first finding about a `kind` subject with `changes`; return its id."""
     findings = read_findings(Lake.at(lake), "sim")
