@@ -160,9 +160,16 @@ def command(config_path: Path | None, lake: Lake | None, once: bool, no_wait: bo
 
     server = None
     if service.metrics_port:
-        server = serve_endpoint(
-            metrics, health, service.metrics_address, service.metrics_port, liveness=liveness
-        )
+        try:
+            server = serve_endpoint(
+                metrics, health, service.metrics_address, service.metrics_port, liveness=liveness
+            )
+        except OSError as exc:  # (a second service on this config, or another program)
+            raise AppError(
+                f"service.metrics_port: cannot listen on {service.metrics_address}:"
+                f"{service.metrics_port} ({exc.strerror or exc}); is another gpuledger run "
+                "using it? Give another port, or 0 for no endpoint"
+            ) from None
         click.echo(
             f"gpuledger run: {len(tasks)} tasks; metrics on "
             f"http://{service.metrics_address}:{server.server_address[1]}/metrics",

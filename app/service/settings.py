@@ -17,6 +17,7 @@ selector = 'job="dcgm"'
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -56,8 +57,15 @@ def _port_or_off(v: int) -> str | None:
     return None if 0 <= v <= 65535 else "expected a port number 1-65535, or 0 for none"
 
 
+# the longest wait a step or round may be given (a year): past it a timer overflows, and the
+# thread that sleeps it dies (1e12 s passed the check and ended the pipeline's thread)
+MAX_SECONDS = 365 * 86400.0
+
+
 def _positive(v: float) -> str | None:
-    return None if v > 0 else "expected a number above 0"
+    if not math.isfinite(v) or not 0 < v <= MAX_SECONDS:
+        return f"expected seconds above 0, at most {MAX_SECONDS:,.0f} (a year)"
+    return None
 
 
 @register_section("service")
@@ -162,9 +170,18 @@ def _source(index: int, item: Any, where: str) -> Source:
         raise ConfigError(f"{at}.{missing[0]}: required for a {kind} source {where}")
     if not str(kwargs["cluster"]).strip():
         raise ConfigError(f"{at}.cluster: must not be empty {where}")
-    every = kwargs.get("every_s", 1.0)
-    if every <= 0:
-        raise ConfigError(f"{at}.every_s: expected a number above 0 {where}, got {every!r}")
+    for key in ("every_s", "timeout_s"):  # (a wait no timer takes failed every round)
+        if key in kwargs and _positive(kwargs[key]):
+            raise ConfigError(f"{at}.{key}: {_positive(kwargs[key])} {where}, got {kwargs[key]!r}")
+    settle = kwargs.get("settle_s", 0.0)
+    if not math.isfinite(settle) or not 0 <= settle <= MAX_SECONDS:
+        raise ConfigError(f"{at}.settle_s: expected seconds, 0 or more {where}, got {settle!r}")
+    window = kwargs.get("window_s", 3600)
+    if not 60 <= window <= 86400 or 86400 % window:
+        raise ConfigError(
+            f"{at}.window_s: expected seconds that divide a day, 60 to 86400 (e.g. 600, 3600) "
+            f"{where}, got {window!r}"
+        )
     for key in ("url",):
         if key in kwargs and not str(kwargs[key]).startswith(("http://", "https://")):
             shown = redact_url(str(kwargs[key]))

@@ -70,6 +70,20 @@ def test_config_check_prints_every_source_entry(tmp_path):
         ),
         ("[service]\nmetrics_port = 70000", "service.metrics_port"),
         ("[service]\npipeline_every_s = -1", "service.pipeline_every_s"),
+        # waits no timer takes (the pipeline's thread died of an OverflowError), and windows
+        # the puller refuses at every round
+        ("[service]\npipeline_every_s = 1e12", "service.pipeline_every_s"),
+        ("[service]\npipeline_every_s = inf", "service.pipeline_every_s"),
+        ('[[sources]]\nkind = "slurm"\ncluster = "a"\nevery_s = inf', "sources[0].every_s"),
+        (
+            '[[sources]]\nkind = "dcgm-exporter"\ncluster = "a"\nurls = ["http://n:9400/m"]\n'
+            "timeout_s = -1",
+            "sources[0].timeout_s",
+        ),
+        (
+            '[[sources]]\nkind = "prometheus"\ncluster = "a"\nurl = "http://p:9090"\nwindow_s = 0',
+            "sources[0].window_s",
+        ),
         ("[sources]\nkind = 'slurm'", "sources"),
     ],
 )
@@ -88,6 +102,31 @@ def test_a_valid_service_config_passes(tmp_path):
     )
     assert code == 0, output
     assert "metrics_port = 0" in output
+
+
+def test_a_metrics_port_in_use_is_one_line(tmp_path):
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    port = taken.getsockname()[1]
+    (tmp_path / "g.toml").write_text(
+        f'lake = "{tmp_path / "lake"}"\n[service]\nmetrics_port = {port}\n'
+        '[[sources]]\nkind = "dcgm-exporter"\ncluster = "a"\nurls = ["http://127.0.0.1:9/m"]\n'
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPULEDGER_")}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "app.cli", "run", "--config", str(tmp_path / "g.toml")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        taken.close()
+    assert done.returncode == 1, done.stderr
+    assert f"service.metrics_port: cannot listen on 127.0.0.1:{port}" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_run_without_sources_says_so(tmp_path):
