@@ -11,6 +11,7 @@ import shlex
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -151,6 +152,33 @@ def test_the_default_runner_gives_up_after_its_timeout(tmp_path, fake_bin):
 
     with pytest.raises(SlurmCommandError, match="scontrol did not answer within 0.2 s"):
         run_command(["scontrol", "show", "job", "-d"], timeout_s=0.2)
+
+
+def test_a_slurm_command_still_running_ends_with_the_process(tmp_path, fake_bin):
+    # the service stopped while sacct hung: the hung sacct ran on, reparented to init
+    folder = fake_bin()
+    pid_file = tmp_path / "sacct.pid"
+    write_program(folder, "sacct", f'echo $$ > "{pid_file}"; exec sleep 60')
+    code = (
+        "import threading, time\n"
+        "from collector.sources.slurm.collect import run_command\n"
+        "threading.Thread(target=run_command, args=(['sacct'],), daemon=True).start()\n"
+        "time.sleep(1.0)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    pid = int(pid_file.read_text())
+    for _ in range(50):  # (killed; reaped by init a moment later)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(pid, 9)
+        raise AssertionError(f"sacct (pid {pid}) outlived the process that ran it")
 
 
 def test_the_slurm_modules_import_no_heavy_library():

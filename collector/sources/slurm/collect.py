@@ -26,6 +26,7 @@ replay of recorded output) passes the zone its times are printed in.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import datetime as dt
 import hashlib
@@ -88,6 +89,17 @@ class SlurmCommandError(CollectorError):
         self.argv = tuple(argv)
 
 
+# the Slurm commands running now: a process that exits (the service stopped while sacct hung)
+# ends them, or they would run on, reparented to init
+_RUNNING: set[subprocess.Popen[str]] = set()
+
+
+@atexit.register
+def _end_running() -> None:
+    for proc in list(_RUNNING):
+        proc.kill()
+
+
 def run_command(argv: Sequence[str], timeout_s: float = DEFAULT_TIMEOUT_S) -> str:
     """Run `argv` (no shell) with `TZ=UTC` and Slurm's standard time format; return stdout.
 
@@ -98,9 +110,22 @@ def run_command(argv: Sequence[str], timeout_s: float = DEFAULT_TIMEOUT_S) -> st
     # Times in UTC whatever the host's zone, and in the format the parsers read.
     env = {**os.environ, "TZ": "UTC", "SLURM_TIME_FORMAT": "standard"}
     try:
-        done = subprocess.run(
-            list(argv), capture_output=True, text=True, timeout=timeout_s, env=env, check=False
-        )
+        with subprocess.Popen(
+            list(argv),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        ) as proc:
+            _RUNNING.add(proc)
+            try:
+                stdout, stderr = proc.communicate(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+                raise
+            finally:
+                _RUNNING.discard(proc)
     except FileNotFoundError:
         raise SlurmCommandError(
             f"{name!r} not found on PATH: run the Slurm collector on a host with the Slurm "
@@ -114,11 +139,11 @@ def run_command(argv: Sequence[str], timeout_s: float = DEFAULT_TIMEOUT_S) -> st
         ) from None
     except OSError as exc:
         raise SlurmCommandError(f"could not run {name!r}: {exc}", argv) from None
-    if done.returncode != 0:
-        lines = [ln.strip() for ln in (done.stderr or done.stdout or "").splitlines()]
+    if proc.returncode != 0:
+        lines = [ln.strip() for ln in (stderr or stdout or "").splitlines()]
         detail = next((ln for ln in reversed(lines) if ln), "no error message")
-        raise SlurmCommandError(f"{name} failed (exit {done.returncode}): {detail}", argv)
-    return done.stdout
+        raise SlurmCommandError(f"{name} failed (exit {proc.returncode}): {detail}", argv)
+    return stdout
 
 
 @dataclass(frozen=True, slots=True)
