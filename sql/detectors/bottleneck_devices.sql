@@ -27,7 +27,52 @@
 -- sample landed twice) are in a fixed order, the busiest first, so the figures do not hang on
 -- the order the rows were read: a gap→burst step is then counted from one time to the next.
 
-WITH job_samples AS (
+-- A figure that is no number or outside what it can be is unknown, as
+-- sql/views/sample_steps.sql has it for the marts (x - x = 0: finite; an activity 0-1, a hair
+-- over 1 kept; a utilisation 0-100 %; a rate not negative).
+WITH known AS (
+    SELECT
+        cluster,
+        job_id,
+        gpu_uuid,
+        node,
+        gpu_index,
+        mig_instance,
+        ts,
+        interval_s,
+        owners,
+        CASE
+            WHEN gpu_util_pct - gpu_util_pct = 0 AND gpu_util_pct BETWEEN 0 AND 100.1
+                THEN gpu_util_pct
+        END AS gpu_util_pct,
+        CASE
+            WHEN engine_active - engine_active = 0 AND engine_active BETWEEN 0 AND 1.001
+                THEN engine_active
+        END AS engine_active,
+        CASE
+            WHEN sm_active - sm_active = 0 AND sm_active BETWEEN 0 AND 1.001
+                THEN sm_active
+        END AS sm_active,
+        CASE
+            WHEN tensor_active - tensor_active = 0 AND tensor_active BETWEEN 0 AND 1.001
+                THEN tensor_active
+        END AS tensor_active,
+        CASE
+            WHEN dram_active - dram_active = 0 AND dram_active BETWEEN 0 AND 1.001
+                THEN dram_active
+        END AS dram_active,
+        CASE WHEN nvlink_tx_bps - nvlink_tx_bps = 0 AND nvlink_tx_bps >= 0 THEN nvlink_tx_bps END
+            AS nvlink_tx_bps,
+        CASE WHEN nvlink_rx_bps - nvlink_rx_bps = 0 AND nvlink_rx_bps >= 0 THEN nvlink_rx_bps END
+            AS nvlink_rx_bps,
+        CASE WHEN pcie_tx_bps - pcie_tx_bps = 0 AND pcie_tx_bps >= 0 THEN pcie_tx_bps END
+            AS pcie_tx_bps,
+        CASE WHEN pcie_rx_bps - pcie_rx_bps = 0 AND pcie_rx_bps >= 0 THEN pcie_rx_bps END
+            AS pcie_rx_bps
+    FROM owned_samples
+    WHERE job_id IS NOT NULL
+),
+job_samples AS (
     SELECT
         cluster,
         job_id,
@@ -52,8 +97,7 @@ WITH job_samples AS (
             WHEN pcie_tx_bps IS NULL AND pcie_rx_bps IS NULL THEN NULL
             ELSE coalesce(pcie_tx_bps, 0) + coalesce(pcie_rx_bps, 0)
         END AS pcie_bps
-    FROM owned_samples
-    WHERE job_id IS NOT NULL
+    FROM known
 ),
 -- per GPU of a job: its partial sums, and its busy values in time order (for the bursts)
 per_device AS (

@@ -21,7 +21,10 @@ WITH finite AS (
     -- is: one NaN would make every sum it reaches NaN, and NaN orders above any idle line.
     -- x - x = 0 holds for every finite x alone (NaN - NaN and inf - inf are NaN): Spark has no
     -- isfinite, and DuckDB folds a range test (abs(x) < inf, even isnan) from a Parquet file's
-    -- statistics, which leave NaN out, so a file's NaN passed it
+    -- statistics, which leave NaN out, so a file's NaN passed it.
+    -- A figure outside what it can be is unknown too: an activity outside 0-1 (a hair over 1,
+    -- rounding, stays), a utilisation outside 0-100 %, a negative memory, power, energy counter
+    -- or rate (a busy 1.23 made a job's effective GPU-hours exceed those it held)
     SELECT
         g.cluster,
         g.node,
@@ -32,18 +35,66 @@ WITH finite AS (
         g.ts,
         g.job_id,
         g.interval_s,
-        CASE WHEN g.gpu_util_pct - g.gpu_util_pct = 0 THEN g.gpu_util_pct END AS gpu_util_pct,
-        CASE WHEN g.engine_active - g.engine_active = 0 THEN g.engine_active END AS engine_active,
-        CASE WHEN g.sm_active - g.sm_active = 0 THEN g.sm_active END AS sm_active,
-        CASE WHEN g.tensor_active - g.tensor_active = 0 THEN g.tensor_active END AS tensor_active,
-        CASE WHEN g.dram_active - g.dram_active = 0 THEN g.dram_active END AS dram_active,
-        CASE WHEN g.fb_used_mib - g.fb_used_mib = 0 THEN g.fb_used_mib END AS fb_used_mib,
-        CASE WHEN g.power_w - g.power_w = 0 THEN g.power_w END AS power_w,
-        CASE WHEN g.energy_j - g.energy_j = 0 THEN g.energy_j END AS energy_j,
-        CASE WHEN g.nvlink_tx_bps - g.nvlink_tx_bps = 0 THEN g.nvlink_tx_bps END AS nvlink_tx_bps,
-        CASE WHEN g.nvlink_rx_bps - g.nvlink_rx_bps = 0 THEN g.nvlink_rx_bps END AS nvlink_rx_bps,
-        CASE WHEN g.pcie_tx_bps - g.pcie_tx_bps = 0 THEN g.pcie_tx_bps END AS pcie_tx_bps,
-        CASE WHEN g.pcie_rx_bps - g.pcie_rx_bps = 0 THEN g.pcie_rx_bps END AS pcie_rx_bps
+        CASE
+            WHEN g.gpu_util_pct - g.gpu_util_pct = 0
+                AND g.gpu_util_pct BETWEEN 0 AND 100.1
+                THEN g.gpu_util_pct
+        END AS gpu_util_pct,
+        CASE
+            WHEN g.engine_active - g.engine_active = 0
+                AND g.engine_active BETWEEN 0 AND 1.001
+                THEN g.engine_active
+        END AS engine_active,
+        CASE
+            WHEN g.sm_active - g.sm_active = 0
+                AND g.sm_active BETWEEN 0 AND 1.001
+                THEN g.sm_active
+        END AS sm_active,
+        CASE
+            WHEN g.tensor_active - g.tensor_active = 0
+                AND g.tensor_active BETWEEN 0 AND 1.001
+                THEN g.tensor_active
+        END AS tensor_active,
+        CASE
+            WHEN g.dram_active - g.dram_active = 0
+                AND g.dram_active BETWEEN 0 AND 1.001
+                THEN g.dram_active
+        END AS dram_active,
+        CASE
+            WHEN g.fb_used_mib - g.fb_used_mib = 0
+                AND g.fb_used_mib >= 0
+                THEN g.fb_used_mib
+        END AS fb_used_mib,
+        CASE
+            WHEN g.power_w - g.power_w = 0
+                AND g.power_w >= 0
+                THEN g.power_w
+        END AS power_w,
+        CASE
+            WHEN g.energy_j - g.energy_j = 0
+                AND g.energy_j >= 0
+                THEN g.energy_j
+        END AS energy_j,
+        CASE
+            WHEN g.nvlink_tx_bps - g.nvlink_tx_bps = 0
+                AND g.nvlink_tx_bps >= 0
+                THEN g.nvlink_tx_bps
+        END AS nvlink_tx_bps,
+        CASE
+            WHEN g.nvlink_rx_bps - g.nvlink_rx_bps = 0
+                AND g.nvlink_rx_bps >= 0
+                THEN g.nvlink_rx_bps
+        END AS nvlink_rx_bps,
+        CASE
+            WHEN g.pcie_tx_bps - g.pcie_tx_bps = 0
+                AND g.pcie_tx_bps >= 0
+                THEN g.pcie_tx_bps
+        END AS pcie_tx_bps,
+        CASE
+            WHEN g.pcie_rx_bps - g.pcie_rx_bps = 0
+                AND g.pcie_rx_bps >= 0
+                THEN g.pcie_rx_bps
+        END AS pcie_rx_bps
     FROM owned_samples AS g
 ),
 keyed AS (

@@ -158,3 +158,29 @@ def test_a_figure_that_is_no_number_is_unknown(tmp_path):
         assert got[mart].equals(frame), mart
     # the sample before the one without an interval stands for its 30 s; that one for none
     assert want["job_usage"]["effective_gpu_h"].to_list() == [pytest.approx(18 * 30 * 0.5 / 3600)]
+
+
+def test_a_figure_outside_what_it_can_be_is_unknown(tmp_path):
+    # another tool's file: a busy of 1.23 and -0.2, a utilisation of 250 %, a negative power
+    # and memory: each unknown, as null (the job's effective GPU-hours exceeded those it held,
+    # and its report said "busy 123%"); a hair over 1 (rounding) stays
+    times = list(range(0, 600, 30))
+    clean = r.samples(times, engine_active=0.5, gpu_util_pct=50.0, power_w=300.0, fb_used_mib=1e3)
+    broken = [dict(row) for row in clean]
+    broken[1]["engine_active"], broken[2]["engine_active"] = 1.23, -0.2
+    broken[3]["gpu_util_pct"], broken[4]["power_w"], broken[5]["fb_used_mib"] = 250.0, -100.0, -1.0
+    broken[6]["engine_active"] = 1.0004  # (kept)
+    unknown = [dict(row) for row in clean]
+    unknown[1]["engine_active"], unknown[2]["engine_active"] = None, None
+    unknown[3]["gpu_util_pct"], unknown[4]["power_w"], unknown[5]["fb_used_mib"] = None, None, None
+    unknown[6]["engine_active"] = 1.0004
+    jobs, job_gpus = [r.job("1", 0, 600)], [r.job_gpu("1", 0, 600)]
+    r.build_lake(tmp_path / "broken", samples=broken, jobs=jobs, job_gpus=job_gpus)
+    r.build_lake(tmp_path / "null", samples=unknown, jobs=jobs, job_gpus=job_gpus)
+
+    got, want = r.marts_by_key(tmp_path / "broken"), r.marts_by_key(tmp_path / "null")
+    assert got.keys() == want.keys()
+    for mart, frame in want.items():
+        assert got[mart].equals(frame), mart
+    [job] = want["job_usage"].to_dicts()
+    assert job["effective_gpu_h"] <= job["alloc_gpu_h"]
