@@ -5,8 +5,10 @@
 -- Params:  none
 -- Returns: every column of jobs
 --
--- gpus below 0 (another tool's file) is unknown: null. Ties on updated_ts (two collectors saw
--- the same instant) go to the later state in the job's life: an end time beats none.
+-- A count, size or time below 0 (another tool's file: gpus, a time limit, CPUs, memory, CPU
+-- time) is unknown: null. An end before the start (a broken record) is the start: the run is
+-- none, not negative. Ties on updated_ts (two collectors saw the same instant) go to the later
+-- state in the job's life: an end time beats none.
 
 SELECT
     cluster,
@@ -21,16 +23,16 @@ SELECT
     exit_code,
     submit_ts,
     start_ts,
-    end_ts,
-    time_limit_s,
+    CASE WHEN end_ts < start_ts THEN start_ts ELSE end_ts END AS end_ts,
+    CASE WHEN time_limit_s >= 0 THEN time_limit_s END AS time_limit_s,
     CASE WHEN gpus >= 0 THEN gpus END AS gpus,
-    gpus_requested,
+    CASE WHEN gpus_requested >= 0 THEN gpus_requested END AS gpus_requested,
     gpu_type,
     nodes,
-    cpus,
-    mem_req_mib,
-    cpu_time_s,
-    max_rss_mib,
+    CASE WHEN cpus >= 0 THEN cpus END AS cpus,
+    CASE WHEN mem_req_mib >= 0 THEN mem_req_mib END AS mem_req_mib,
+    CASE WHEN cpu_time_s >= 0 THEN cpu_time_s END AS cpu_time_s,
+    CASE WHEN max_rss_mib >= 0 THEN max_rss_mib END AS max_rss_mib,
     interactive,
     requeues,
     source,

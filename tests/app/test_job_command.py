@@ -288,3 +288,18 @@ def test_a_running_job_on_a_shared_gpu_has_run_as_long_as_the_data_show(tmp_path
 
     assert report["job"]["alloc_gpu_h"] == pytest.approx(0.5)
     assert report["job"]["runtime_s"] == pytest.approx(3600)
+
+
+def test_a_broken_record_gives_no_negative_time_or_limit(tmp_path):
+    # another tool's record: an end before its start and a negative time limit ("Run Time:
+    # -1-23:50:00", "Time Limit: -1-23:59:00 (-6000% used)", and still --time advice)
+    r.build_lake(
+        tmp_path,
+        jobs=[r.job("b", 600, 0, time_limit_s=-60, cpus=-4)],
+        job_gpus=[r.job_gpu("b", 0, 600)],
+    )
+    report = json.loads(invoke("job", "b", "--lake", str(tmp_path), "--format", "json").output)
+
+    assert report["job"]["runtime_s"] == 0
+    assert report["job"]["time_limit_s"] is None and report["job"]["cpus"] is None
+    assert not any("--time" in (a.get("option") or "") for a in report["next_time"])
