@@ -183,16 +183,21 @@ def test_two_alerters_on_one_lake_take_turns(tmp_path):
             run_cycle(Lake.at(lake), alerts_config(tmp_path))
 
 
-def test_follow_survives_a_findings_read_that_fails_once(tmp_path, smtp_server):
-    from app.alerts.errors import FindingsUnavailable
-    from app.alerts.runner import _read_findings
-
+def _one_critical_finding_by_email(tmp_path, smtp_server):
+    """A lake with one critical finding, and a configuration that mails it (no Slack)."""
     lake = tmp_path / "lake"
     land(lake, "findings", [finding(severity="critical")])
     env = cli_env(tmp_path, smtp_server.port, "http://127.0.0.1:9/api/", "http://127.0.0.1:9/w")
     env.pop("GPULEDGER_ALERTS_SLACK_TOKEN")
     env.pop("GPULEDGER_ALERTS_SLACK_WEBHOOK_URL")
-    cfg = alerts_config(tmp_path, env)
+    return lake, alerts_config(tmp_path, env)
+
+
+def test_follow_survives_a_findings_read_that_fails_once(tmp_path, smtp_server):
+    from app.alerts.errors import FindingsUnavailable
+    from app.alerts.runner import _read_findings
+
+    lake, cfg = _one_critical_finding_by_email(tmp_path, smtp_server)
     calls = []
 
     def flaky(lake_dir, since):
@@ -211,12 +216,7 @@ def test_follow_waits_out_a_one_off_run_holding_the_lock(tmp_path, smtp_server):
     # the lock tries again at the next one (it exited for good)
     from app.alerts.runner import LOCK_FILE
 
-    lake = tmp_path / "lake"
-    land(lake, "findings", [finding(severity="critical")])
-    env = cli_env(tmp_path, smtp_server.port, "http://127.0.0.1:9/api/", "http://127.0.0.1:9/w")
-    env.pop("GPULEDGER_ALERTS_SLACK_TOKEN")
-    env.pop("GPULEDGER_ALERTS_SLACK_WEBHOOK_URL")
-    cfg = alerts_config(tmp_path, env)
+    lake, cfg = _one_critical_finding_by_email(tmp_path, smtp_server)
     cycles: list[int] = []
     with open(Lake.at(lake).state_dir() / LOCK_FILE, "a") as held:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -82,24 +82,23 @@ def test_a_healthy_cluster_drains_nothing(tmp_path):
     assert recommend(con, RecommendConfig(), NOW, kinds=("drain_node",)).num_rows == 0
 
 
+def _critical_ecc_on_g009(root, **times) -> None:
+    """Land a critical ECC finding on GPU 0 of node g009, with `times` (detected_ts, span)."""
+    ecc = {
+        "cluster": r.CLUSTER,
+        "finding_id": "f-ecc",
+        "detector": "ecc_dbe",
+        "severity": "critical",
+        "subject_kind": "gpu",
+        "subject_id": r.uuid_of("g009", 0),
+        "node": "g009",
+    }
+    r.land(root, "findings", [ecc | times])
+
+
 def test_a_critical_hardware_finding_drains_its_node_and_kueue_cordons_it(tmp_path):
     root = tmp_path / "lake"
-    r.land(
-        root,
-        "findings",
-        [
-            {
-                "cluster": r.CLUSTER,
-                "finding_id": "f-ecc",
-                "detector": "ecc_dbe",
-                "severity": "critical",
-                "subject_kind": "gpu",
-                "subject_id": r.uuid_of("g009", 0),
-                "node": "g009",
-                "detected_ts": r.at(H),
-            }
-        ],
-    )
+    _critical_ecc_on_g009(root, detected_ts=r.at(H))
     jobs = [r.job("ok", 0, H, source="kubernetes")]
     con = r.build_lake(root, jobs=jobs, job_gpus=[r.job_gpu("ok", 0, H, node="g009")])
     [rec] = recs_of(recommend(con, RecommendConfig(), NOW, kinds=("drain_node",)), "drain_node")
@@ -186,24 +185,7 @@ def test_a_critical_finding_counts_from_what_it_saw_not_from_when_detect_ran(tmp
     """g009: a critical ECC finding covering [0, 10 min), stored by a `detect` run a day
     later; the node has run a job to its end since the fault. (M7)"""
     root = tmp_path / "lake"
-    r.land(
-        root,
-        "findings",
-        [
-            {
-                "cluster": r.CLUSTER,
-                "finding_id": "f-ecc",
-                "detector": "ecc_dbe",
-                "severity": "critical",
-                "subject_kind": "gpu",
-                "subject_id": r.uuid_of("g009", 0),
-                "node": "g009",
-                "start_ts": r.at(0),
-                "end_ts": r.at(600),
-                "detected_ts": r.at(24 * H),
-            }
-        ],
-    )
+    _critical_ecc_on_g009(root, start_ts=r.at(0), end_ts=r.at(600), detected_ts=r.at(24 * H))
     jobs = [r.job("ok", H, 2 * H)]
     con = r.build_lake(root, jobs=jobs, job_gpus=[r.job_gpu("ok", H, 2 * H, node="g009")])
 
@@ -215,24 +197,7 @@ def test_a_critical_finding_stored_by_this_detect_run_counts(tmp_path):
     recommendations read: the finding counts by the span it covers (it was left out, and a
     node whose only trouble it was not drained)."""
     root = tmp_path / "lake"
-    r.land(
-        root,
-        "findings",
-        [
-            {
-                "cluster": r.CLUSTER,
-                "finding_id": "f-ecc",
-                "detector": "ecc_dbe",
-                "severity": "critical",
-                "subject_kind": "gpu",
-                "subject_id": r.uuid_of("g009", 0),
-                "node": "g009",
-                "start_ts": r.at(H),
-                "end_ts": r.at(H + 600),
-                "detected_ts": NOW,
-            }
-        ],
-    )
+    _critical_ecc_on_g009(root, start_ts=r.at(H), end_ts=r.at(H + 600), detected_ts=NOW)
     jobs = [r.job("ok", 0, H)]
     con = r.build_lake(root, jobs=jobs, job_gpus=[r.job_gpu("ok", 0, H, node="g009")])
     [rec] = recs_of(recommend(con, RecommendConfig(), NOW, kinds=("drain_node",)), "drain_node")
