@@ -28,6 +28,8 @@ from app.config import Secret
 __all__ = ["IDEMPOTENCY_HEADER", "SmtpSender", "SmtpSettings", "compose_email"]
 
 IDEMPOTENCY_HEADER = "X-Gpuledger-Idempotency-Key"
+# RFC 5321 §4.5.3.2: a client waits up to 10 minutes for the answer to a message's end
+REPLY_TIMEOUT_S = 600.0
 logger = logging.getLogger(__name__)
 
 
@@ -171,6 +173,12 @@ class SmtpSender:
         except BaseException:
             smtp.close()
             raise
+        # connected: the server's answers may take as long as RFC 5321 allows (10 minutes for
+        # the one to a message's end). A relay slower than smtp_timeout_s to store a message
+        # got it again at once, five times a run, as if it had never arrived.
+        sock = getattr(smtp, "sock", None)
+        if sock is not None:
+            sock.settimeout(max(s.timeout_s, REPLY_TIMEOUT_S))
         return smtp
 
     def send(self, message: EmailMessage) -> None:

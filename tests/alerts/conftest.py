@@ -3,6 +3,7 @@ with a self-signed certificate made by `openssl`) and an HTTP server standing in
 
 from __future__ import annotations
 
+import asyncio
 import email
 import email.policy
 import json
@@ -73,6 +74,7 @@ class SmtpHandler:
     refuse_rcpt: set[str] = field(default_factory=set)  # recipients answered 550
     rcpt_seen: list[str] = field(default_factory=list)
     sessions: list[Any] = field(default_factory=list)  # one per SMTP connection that sent mail
+    store_s: float = 0.0  # seconds a message takes to store before the answer (a slow relay)
 
     async def handle_RCPT(
         self, server: Any, session: Any, envelope: Any, address: str, rcpt_options: Any
@@ -97,6 +99,8 @@ class SmtpHandler:
             self.duplicates += 1  # the receiver dedupes a repeat by its idempotency key
         else:
             self.received.append(Received(list(envelope.rcpt_tos), msg))
+        if self.store_s:
+            await asyncio.sleep(self.store_s)
         return "250 OK"
 
 

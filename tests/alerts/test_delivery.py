@@ -165,6 +165,24 @@ def test_an_odd_retry_after_waits_at_most_a_day(tmp_path, smtp_server, slack_ser
     assert dt.datetime.fromisoformat(str(latest)) <= NOW + dt.timedelta(hours=24)
 
 
+def test_a_relay_slower_than_the_connect_timeout_gets_each_message_once(
+    tmp_path, smtp_server, slack_server
+):
+    # the relay takes 1.5 s to store a message, smtp_timeout_s is 1: each message was sent again
+    # at once, five times a run (the answer to a message's end may take 10 minutes: RFC 5321)
+    lake = tmp_path / "lake"
+    land(lake, "findings", [finding(severity="critical")])
+    env = server_env(smtp_server, slack_server) | {"GPULEDGER_ALERTS_SMTP_TIMEOUT_S": "1"}
+    cfg = alerts_config(tmp_path, env)
+    smtp_server.handler.store_s = 1.5
+    clock = FakeClock(NOW)
+
+    report = run_cycle(Lake.at(lake), cfg, Seams(clock=clock, sleep=clock.sleep))
+
+    assert smtp_server.received and smtp_server.handler.duplicates == 0
+    assert not report.delivery.retrying and not report.delivery.failed
+
+
 def test_smtp_down_for_a_while_then_everything_is_delivered(tmp_path, smtp_server, slack_server):
     lake = tmp_path / "lake"
     standard_lake(lake)
