@@ -1,5 +1,6 @@
 """The check every HTTP source runs on a URL it is given, before it sends a request, and the one
-way a URL is shown: without the `user:password@` a URL may carry (`redact_url`)."""
+way a URL is shown: without the `user:password@` a URL may carry, nor the value of a query
+parameter that names a credential (`?token=…`, `api_key`, `password`…) (`redact_url`)."""
 
 from __future__ import annotations
 
@@ -13,17 +14,25 @@ __all__ = ["check_http_url", "redact_url", "redact_urls", "split_credentials"]
 
 # `scheme://user:pass@` (or `scheme://user@`) inside any text: the userinfo part of a URL
 _USERINFO: Final = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#\s]*@")
+# a query parameter naming a credential (`?token=…`, `&api_key=…`, `access_token`, `sig`…),
+# its value up to the next `&`, `#` or space
+_SECRET_PARAM: Final = re.compile(
+    r"(?i)([?&](?:[a-z0-9]+[_.-])*(?:token|secret|password|passwd|apikey|key|sig|signature|auth)"
+    r"(?:[_.-][a-z0-9_.-]*)?=)[^&#\s]*"
+)
 
 
 def redact_url(url: str) -> str:
-    """`url` without its userinfo (`http://u:pw@host/x` → `http://host/x`): the form to show in
-    errors, logs, `config check`, status files. Anything else is returned unchanged."""
+    """`url` without its userinfo (`http://u:pw@host/x` → `http://host/x`) and with the value of
+    each query parameter naming a credential hidden (`?token=***`): the form to show in errors,
+    logs, `config check`, status files. Anything else is returned unchanged."""
     return redact_urls(url)
 
 
 def redact_urls(text: str) -> str:
-    """`text` (an error message, say) with the userinfo of every URL in it removed."""
-    return _USERINFO.sub(r"\1", text)
+    """`text` (an error message, say) with the userinfo of every URL in it removed, and the
+    value of each query parameter naming a credential hidden."""
+    return _SECRET_PARAM.sub(r"\1***", _USERINFO.sub(r"\1", text))
 
 
 def split_credentials(url: str) -> tuple[str, str | None, str | None]:

@@ -120,6 +120,13 @@ def test_redact_url_strips_user_and_password_everywhere():
     assert redact_url("http://scraper:s3cr%40t@prom:9090/x?q=a@b") == "http://prom:9090/x?q=a@b"
     assert redact_url("https://token@prom/") == "https://prom/"
     assert redact_url("http://prom:9090") == "http://prom:9090"
+    # a credential in the query string: its value hidden, the other parameters kept
+    assert redact_url("http://prom/api?token=abc&step=30") == "http://prom/api?token=***&step=30"
+    assert redact_url("https://h/x?api_key=Z#f") == "https://h/x?api_key=***#f"
+    assert (
+        redact_url("https://s3/x?X-Amz-Signature=ab&d=1") == "https://s3/x?X-Amz-Signature=***&d=1"
+    )
+    assert redact_url("http://h/?monkey=1&query=up") == "http://h/?monkey=1&query=up"
     text = "failed http://u:p@a:1/x and https://b/ and ftp://v:w@c"
     assert redact_urls(text) == "failed http://a:1/x and https://b/ and ftp://c"
     assert split_credentials("http://u%3A1:p%40ss@h:9/x") == ("http://h:9/x", "u:1", "p@ss")
