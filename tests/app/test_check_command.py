@@ -216,6 +216,29 @@ def test_a_job_usage_row_with_too_many_gpu_hours_is_named(lake):
     )
 
 
+def test_occupancy_buckets_that_state_another_fleet_or_leave_a_hole_are_named(lake):
+    # every bucket doubled to 32 GPUs in service on the 16-GPU fleet (unallocated to match),
+    # and an hour of buckets gone: `check` passed both
+    [path] = sorted((lake / "cluster_occupancy").rglob("*.parquet"))[:1]
+    table = pq.read_table(path).sort_by("bucket")
+    rows = table.to_pylist()
+    for row in rows:
+        row["gpus_total"] += 16.0
+        row["gpus_unallocated"] += 16.0
+    gone = rows[24:36]
+    kept = rows[:24] + rows[36:]
+    pq.write_table(pa.Table.from_pylist(kept, schema=table.schema), path)
+
+    code, out, _ = gpuledger("check", "--lake", str(lake))
+
+    assert code == 1
+    assert "32.0000 GPUs in service, where the fleet has 16" in out
+    first_gone = gone[0]["bucket"].astimezone(dt.UTC)
+    after = (gone[-1]["bucket"] + (gone[1]["bucket"] - gone[0]["bucket"])).astimezone(dt.UTC)
+    assert f"cluster_occupancy bucket {after:%Y-%m-%d %H:%M}: no bucket in the" in out
+    assert first_gone < after
+
+
 def test_a_lake_without_marts_is_one_error_line(tmp_path):
     code, out, err = gpuledger("check", "--lake", str(tmp_path / "none"))
 
