@@ -181,7 +181,9 @@ def test_help_teaches_the_options():
 
 def test_each_gpus_busy_series_is_its_buckets_in_time_order(tmp_path):
     # GPU 0 ramps up bucket by bucket (5-minute buckets, one sample a minute); GPU 1 reports
-    # no utilisation field in its second bucket and joins 5 minutes late
+    # no utilisation field in its second bucket and joins 5 minutes late: every GPU's series is
+    # on the job's one time axis, null where it has no busy value (it was drawn from the left
+    # edge, as if it had started with the job)
     root = tmp_path / "lake"
     ramp = [b / 10 for b in range(4) for _ in range(5)]
     no_field = [None] * 5 + [0.5] * 5
@@ -197,8 +199,26 @@ def test_each_gpus_busy_series_is_its_buckets_in_time_order(tmp_path):
 
     assert gpus[0]["busy_series"] == pytest.approx([0.0, 0.1, 0.2, 0.3])
     assert gpus[0]["series_start"] == r.at(0).isoformat()
-    assert gpus[1]["busy_series"] == [None, pytest.approx(0.5)]
-    assert gpus[1]["series_start"] == r.at(300).isoformat()
+    assert gpus[1]["busy_series"] == [None, None, pytest.approx(0.5), None]
+    assert gpus[1]["series_start"] == r.at(0).isoformat()
+
+
+def test_a_gap_in_the_telemetry_is_a_gap_in_the_series(tmp_path):
+    # an hour of samples, an hour of none, an hour of samples: 36 buckets, 12 of them empty
+    # (it was 24 solid buckets from the start, as if the job had run 2 h without a gap)
+    times = [*range(0, 3600, 60), *range(7200, 10800, 60)]
+    r.build_lake(
+        tmp_path,
+        samples=r.samples(times, interval_s=60, engine_active=0.7),
+        jobs=[r.job("gap", 0, 10800)],
+        job_gpus=[r.job_gpu("gap", 0, 10800)],
+    )
+    body = json.loads(invoke("job", "gap", "--format", "json", "--lake", str(tmp_path)).output)
+    [gpu] = body["gpus"]
+
+    assert len(gpu["busy_series"]) == 36
+    assert gpu["busy_series"][12:24] == [None] * 12
+    assert gpu["busy_series"][:12] == [pytest.approx(0.7)] * 12
 
 
 def test_sparkline_resamples_and_marks_gaps():
