@@ -24,7 +24,9 @@
 -- the row), level_share = the normalized share among its siblings (Fair Tree's S); both null
 -- where the lake has no `associations` row for it (the latest snapshot of the cluster's tree
 -- counts, so an association removed from the scheduler drops out). usage_ratio = usage_share ÷
--- entitled_share.
+-- entitled_share. An account's usage_share and effective_share are of its subtree (its
+-- sub-accounts' GPU-hours with its own), as its entitled_share is; its GPU-hours are its own,
+-- so the account rows' GPU-hours add up to the cluster's.
 -- Waits: jobs that started in the week, start − submit. Waste categories may overlap:
 -- low_eff = GPU-hours of jobs whose busy_mean < $low_eff_below, failed = of jobs that failed
 -- (FAILED, NODE_FAIL, OUT_OF_MEMORY), unused_limit = gpus × (time limit − run time) of jobs that
@@ -338,6 +340,44 @@ assoc_share AS (
         ON p5.cluster = n.cluster AND p5.node_key = p4.parent_key
     WHERE n.account <> 'root' OR n.user IS NOT NULL
 ),
+-- Each account of the tree with itself and every account above it (up to 5 levels): an account
+-- row's shares of use are of its whole subtree, as its entitled share is (Slurm's NormUsage of
+-- a parent account counts its sub-accounts' usage).
+account_chain AS (
+    SELECT
+        n.cluster,
+        n.account,
+        p1.account AS a1,
+        p2.account AS a2,
+        p3.account AS a3,
+        p4.account AS a4,
+        p5.account AS a5
+    FROM assoc_node AS n
+    LEFT JOIN assoc_node AS p1
+        ON p1.cluster = n.cluster AND p1.node_key = n.parent_key
+    LEFT JOIN assoc_node AS p2
+        ON p2.cluster = n.cluster AND p2.node_key = p1.parent_key
+    LEFT JOIN assoc_node AS p3
+        ON p3.cluster = n.cluster AND p3.node_key = p2.parent_key
+    LEFT JOIN assoc_node AS p4
+        ON p4.cluster = n.cluster AND p4.node_key = p3.parent_key
+    LEFT JOIN assoc_node AS p5
+        ON p5.cluster = n.cluster AND p5.node_key = p4.parent_key
+    WHERE n.user IS NULL
+),
+account_ancestors AS (
+    SELECT cluster, account, account AS ancestor FROM account_chain
+    UNION ALL
+    SELECT cluster, account, a1 FROM account_chain WHERE a1 IS NOT NULL
+    UNION ALL
+    SELECT cluster, account, a2 FROM account_chain WHERE a2 IS NOT NULL
+    UNION ALL
+    SELECT cluster, account, a3 FROM account_chain WHERE a3 IS NOT NULL
+    UNION ALL
+    SELECT cluster, account, a4 FROM account_chain WHERE a4 IS NOT NULL
+    UNION ALL
+    SELECT cluster, account, a5 FROM account_chain WHERE a5 IS NOT NULL
+),
 -- Every association in every week of data.
 assoc_rows AS (
     SELECT
@@ -411,15 +451,36 @@ combined AS (
     ) AS parts
     GROUP BY cluster, week_n, level, account, user
 ),
--- The cluster's allocated and effective GPU-hours in the week (its account rows).
+-- An account row's GPU-hours with its sub-accounts' (an account the tree lacks: its own).
+subtree AS (
+    SELECT
+        c.cluster,
+        c.week_n,
+        a.ancestor AS account,
+        sum(c.alloc_gpu_h) AS alloc_gpu_h,
+        sum(c.effective_gpu_h) AS effective_gpu_h
+    FROM combined AS c
+    JOIN account_ancestors AS a
+        ON a.cluster = c.cluster AND a.account = c.account
+    WHERE c.level = 'account'
+    GROUP BY c.cluster, c.week_n, a.ancestor
+),
+-- The cluster's allocated and effective GPU-hours in the week (its account rows, each once).
 totals AS (
     SELECT
-        *,
-        sum(CASE WHEN level = 'account' THEN alloc_gpu_h END)
-            OVER (PARTITION BY cluster, week_n) AS total_alloc_gpu_h,
-        sum(CASE WHEN level = 'account' THEN effective_gpu_h END)
-            OVER (PARTITION BY cluster, week_n) AS total_effective_gpu_h
-    FROM combined
+        c.*,
+        coalesce(s.alloc_gpu_h, c.alloc_gpu_h) AS used_gpu_h,
+        coalesce(s.effective_gpu_h, c.effective_gpu_h) AS used_effective_gpu_h,
+        sum(CASE WHEN c.level = 'account' THEN c.alloc_gpu_h END)
+            OVER (PARTITION BY c.cluster, c.week_n) AS total_alloc_gpu_h,
+        sum(CASE WHEN c.level = 'account' THEN c.effective_gpu_h END)
+            OVER (PARTITION BY c.cluster, c.week_n) AS total_effective_gpu_h
+    FROM combined AS c
+    LEFT JOIN subtree AS s
+        ON s.cluster = c.cluster
+        AND s.week_n = c.week_n
+        AND s.account = c.account
+        AND c.level = 'account'
 )
 SELECT
     c.cluster,
@@ -436,11 +497,11 @@ SELECT
     c.energy_kwh,
     c.cpu_h,
     c.mem_gib_h,
-    c.alloc_gpu_h / nullif(c.total_alloc_gpu_h, 0) AS usage_share,
-    c.effective_gpu_h / nullif(c.total_effective_gpu_h, 0) AS effective_share,
+    c.used_gpu_h / nullif(c.total_alloc_gpu_h, 0) AS usage_share,
+    c.used_effective_gpu_h / nullif(c.total_effective_gpu_h, 0) AS effective_share,
     c.level_share,
     c.entitled_share,
-    (c.alloc_gpu_h / nullif(c.total_alloc_gpu_h, 0)) / nullif(c.entitled_share, 0) AS usage_ratio,
+    (c.used_gpu_h / nullif(c.total_alloc_gpu_h, 0)) / nullif(c.entitled_share, 0) AS usage_ratio,
     c.wait_p50_s,
     c.wait_p95_s,
     c.low_eff_gpu_h,

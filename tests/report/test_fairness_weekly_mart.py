@@ -99,3 +99,50 @@ def test_without_associations_entitlement_is_null_not_guessed(tmp_path_factory):
     got = fetch(con, "SELECT entitled_share, usage_ratio, usage_share FROM fairness_weekly")
     assert got and all(r["entitled_share"] is None and r["usage_ratio"] is None for r in got)
     assert any(r["usage_share"] for r in got)
+
+
+def test_a_parent_accounts_use_is_of_its_subtree_as_its_entitlement_is(tmp_path):
+    # root -> physics (3) -> {theory (1), expt (1)}; root -> bio (1). theory and bio each run
+    # 1 GPU for a day: physics (no job of its own) has used half the cluster for its 0.75, as
+    # its entitlement counts its sub-accounts; it said 0 % used against 75 % entitled
+    from tests.marts import rows as r
+    from tests.report.lake import assoc
+
+    day = 3 * 86400.0  # Monday 2024-03-04
+    r.land(
+        tmp_path,
+        "associations",
+        [
+            assoc("root", None, None, None),
+            assoc("physics", None, "root", 3),
+            assoc("theory", None, "physics", 1),
+            assoc("expt", None, "physics", 1),
+            assoc("bio", None, "root", 1),
+        ],
+    )
+    con = r.build_lake(
+        tmp_path,
+        jobs=[
+            r.job("j1", day, day + 86400, account="theory"),
+            r.job("j2", day, day + 86400, user="bob", account="bio"),
+        ],
+        job_gpus=[
+            r.job_gpu("j1", day, day + 86400),
+            r.job_gpu("j2", day, day + 86400, gpu_index=1),
+        ],
+        gpus=[r.gpu(), r.gpu(gpu_index=1)],
+    )
+    got = {
+        row["account"]: row
+        for row in fetch(con, "SELECT * FROM fairness_weekly WHERE level = 'account'")
+        if row["week"] == W10
+    }
+
+    assert got["physics"]["alloc_gpu_h"] == 0  # its own: the accounts' GPU-hours add up
+    assert sum(row["alloc_gpu_h"] for row in got.values()) == pytest.approx(48.0)
+    assert got["physics"]["usage_share"] == pytest.approx(0.5)
+    assert got["physics"]["usage_ratio"] == pytest.approx(0.5 / 0.75)
+    assert got["theory"]["usage_share"] == pytest.approx(0.5)
+    assert got["theory"]["entitled_share"] == pytest.approx(0.375)
+    assert got["expt"]["usage_share"] == 0
+    assert got["bio"]["usage_ratio"] == pytest.approx(2.0)
