@@ -226,8 +226,10 @@ def _time_limits(jobs: pl.DataFrame, t: EfficiencyThresholds) -> pl.DataFrame:
         & (pl.col("runtime_s") >= max(t.limit_min_runtime_minutes * 60, 1))
         & (pl.col("time_limit_s") >= t.limit_ratio * pl.col("runtime_s"))
     )
-    # Suggest 1.5x the run time, rounded up to 30 minutes (what users ask for anyway).
-    suggested_s = ((pl.col("runtime_s") * 1.5 / 1800).ceil() * 1800).cast(pl.Int64)
+    # Suggest 1.5x the run time, rounded up to a quarter hour: what `gpuledger job` and the
+    # job-end mail advise for the same job (detectors/job_advice.py; this said 7:30:00 where
+    # they said 07:15:00)
+    suggested_s = ((pl.col("runtime_s") * 1.5 / 900).ceil() * 900).cast(pl.Int64)
     reserved = pl.col("gpus").fill_null(1) * (pl.col("time_limit_s") - pl.col("runtime_s")) / 3600
     return (
         done.with_columns(

@@ -89,15 +89,24 @@ def test_a_limit_ten_times_the_run_time_is_flagged_with_a_suggestion(tmp_path):
         usage("11", 0, 3600, gpus=2),
         usage("12", 0, 3600, gpus=2),
         usage("14", 0, 3600, gpus=0),
+        usage("15", 0, 3900, gpus=1),
     ]
     jobs = [
         job("11", 0, 3600, time_limit_s=36000, gpus=2),  # 10x
         job("12", 0, 3600, time_limit_s=14400, gpus=2),  # 4x: below 5x
         job("14", 0, 3600, time_limit_s=36000, gpus=0),  # 10x, but a CPU-only job
+        job("15", 0, 3900, time_limit_s=36000, gpus=1),  # 65 min: 97.5 rounds up to 1:45
     ]
-    [finding] = [f for f in run(tmp_path, usages, jobs) if f["detector"] == "time_limit_excess"]
-    assert finding["subject_id"] == "11"
+    found = {
+        f["subject_id"]: f
+        for f in run(tmp_path, usages, jobs)
+        if f["detector"] == "time_limit_excess"
+    }
+    assert set(found) == {"11", "15"}
+    finding = found["11"]
     assert "ran 60 min of a 600 min limit (10.0x); --time=1:30:00 would do" in finding["message"]
+    # the quarter hour `gpuledger job` advises too (it said 2:00:00 where the job said 01:45:00)
+    assert "--time=1:45:00 would do" in found["15"]["message"]
     assert finding["gpu_h_at_stake"] == 0.0
     assert '"unused_reservation_gpu_h":18.0' in finding["evidence"]
 
