@@ -132,7 +132,7 @@ def sshare(c: SlurmCluster) -> dict[tuple[str, str | None], dict[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def measured(cluster: SlurmCluster, tmp_path_factory) -> tuple[dict, dict, dict]:
+def measured(cluster: SlurmCluster, tmp_path_factory) -> tuple[dict, dict, dict, bool]:
     c = cluster
     c.jobs_dir.mkdir(mode=0o1777, exist_ok=True)
     started = dt.datetime.now(dt.UTC)
@@ -159,25 +159,29 @@ def measured(cluster: SlurmCluster, tmp_path_factory) -> tuple[dict, dict, dict]
     report = assemble_report(con, CLUSTER, IsoWeek.of(now.date()), ReportSettings(), now)
     accounts = {(r["account"], None): r for r in report.tables["accounts"].iter_rows(named=True)}
     users = {(r["account"], r["user"]): r for r in report.tables["users"].iter_rows(named=True)}
-    return shares, accounts, users
+    # (jobs run across a Monday 00:00 UTC have part of their use in the week before the report's)
+    one_week = IsoWeek.of(started.date()) == IsoWeek.of(now.date())
+    return shares, accounts, users, one_week
 
 
 def test_the_jobs_were_charged(measured):
-    shares, _, _ = measured
+    shares, _, _, _ = measured
     for user, account, _, _ in JOBS:
         assert float(shares[(account, user)]["RawUsage"]) > 0, (account, user)
 
 
 @pytest.mark.parametrize("key", [("research", None), ("ml", None)])
 def test_account_normalized_usage_and_level_fs_match_sshare(measured, key):
-    shares, accounts, _ = measured
+    shares, accounts, _, one_week = measured
     slurm, ours = shares[key], accounts[key]
     assert ours["norm_shares"] == pytest.approx(float(slurm["NormShares"]), abs=5e-7)
     assert ours["decayed_usage_share"] == pytest.approx(float(slurm["NormUsage"]), rel=REL)
     assert ours["effective_usage"] == pytest.approx(float(slurm["EffectvUsage"]), rel=REL)
     assert ours["level_fs"] == pytest.approx(float(slurm["LevelFS"]), rel=REL)
-    # And the undecayed share of the week agrees too (minutes of decay at a 7-day half-life).
-    assert ours["usage_share"] == pytest.approx(float(slurm["NormUsage"]), rel=REL)
+    # And the undecayed share of the week agrees too (minutes of decay at a 7-day half-life),
+    # where the jobs ran inside the report's week (a run across midnight on Sunday split them)
+    if one_week:
+        assert ours["usage_share"] == pytest.approx(float(slurm["NormUsage"]), rel=REL)
 
 
 @pytest.mark.parametrize(
@@ -192,7 +196,7 @@ def test_account_normalized_usage_and_level_fs_match_sshare(measured, key):
     ],
 )
 def test_user_usage_level_fs_and_fair_tree_factor_match_sshare(measured, key):
-    shares, _, users = measured
+    shares, _, users, _ = measured
     slurm = shares[key]
     ours = users[key]
     assert ours["norm_shares"] == pytest.approx(float(slurm["NormShares"]), abs=5e-7)
