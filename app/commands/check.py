@@ -17,7 +17,6 @@ __all__ = ["command"]
 
 @click.command(name="check")
 @lake_option
-@reports_errors
 def command(lake: Lake) -> None:
     """Audit the lake: every figure bounded by the facts, the marts adding up.
 
@@ -38,14 +37,29 @@ def command(lake: Lake) -> None:
 
     \b
     Prints one line when the lake is consistent (exit 0), else one line per violation,
-    `check [cluster] subject: why`, and exits 1. Reads only; runs in seconds on marts of any
-    size. Build the marts first (`gpuledger attribute`); run it after `gpuledger detect` to
-    audit the findings too.
+    `check [cluster] subject: why`, and exits 1. A lake it cannot audit (no marts, a damaged
+    file) is one `Error:` line and exit 2, so a cron job tells the two apart. Reads only;
+    runs in seconds on marts of any size. Build the marts first (`gpuledger attribute`); run
+    it after `gpuledger detect` to audit the findings too.
 
     \b
     Example:
       gpuledger check --lake ./lake
     """
+    try:
+        _audit(lake)
+    except click.ClickException as exc:  # could not audit: not a violation found
+        exc.exit_code = CANNOT_AUDIT
+        raise
+
+
+# `check`'s exit status for a lake it could not audit (1: violations found; 2 is also click's
+# for a usage error, which is no audit either)
+CANNOT_AUDIT = 2
+
+
+@reports_errors
+def _audit(lake: Lake) -> None:
     from warehouse.checks import CHECKS, run_checks
 
     con = lake.connect(require=("job_usage",))

@@ -239,9 +239,9 @@ def test_occupancy_buckets_that_state_another_fleet_or_leave_a_hole_are_named(la
     assert first_gone < after
 
 
-def test_a_lake_without_marts_is_one_error_line(tmp_path):
+def test_a_lake_without_marts_is_one_error_line_and_exit_2_not_a_violations_1(tmp_path):
     code, out, err = gpuledger("check", "--lake", str(tmp_path / "none"))
 
-    assert code == 1
+    assert code == 2
     assert out == ""
     assert err.startswith("Error: The lake at ") and err.count("\n") == 1
