@@ -44,6 +44,9 @@ def _problems(cfg: Config) -> list[str]:
             load_tokens(tokens_file)
         except TokensFileError as exc:
             problems.append(str(exc))
+    from app.service.settings import PrometheusConfig, credential_problems
+
+    problems += credential_problems(cfg.values["sources"], cfg.section(PrometheusConfig))
     templates = cfg.section(AlertsConfig).templates_dir
     if templates is not None:
         # each overriding template is rendered against a sample finding

@@ -89,7 +89,7 @@ def command(config_path: Path | None, lake: Lake | None, once: bool, no_wait: bo
     from app.service.endpoint import serve_endpoint
     from app.service.metrics import Metrics
     from app.service.pipeline import after_steps
-    from app.service.settings import PrometheusConfig, ServiceConfig
+    from app.service.settings import PrometheusConfig, ServiceConfig, credential_problems
     from app.service.status import iso, write_status
     from app.service.supervisor import Supervisor, TaskState
     from app.service.tasks import PipelineSpec, build_tasks
@@ -103,6 +103,10 @@ def command(config_path: Path | None, lake: Lake | None, once: bool, no_wait: bo
     if not sources:
         where = cfg.path or "the configuration (no file found)"
         raise AppError(f"no [[sources]] in {where}; add at least one (see `gpuledger run --help`)")
+    prometheus = cfg.section(PrometheusConfig)
+    conflicts = credential_problems(sources, prometheus)
+    if conflicts:  # (the source would fail every round)
+        raise AppError(conflicts[0])
     if no_wait:  # another writer now: say who, and stop here rather than wait each round
         with lake_writer(root, "start", no_wait=True):
             pass
@@ -120,7 +124,7 @@ def command(config_path: Path | None, lake: Lake | None, once: bool, no_wait: bo
     config = pipeline_config(cfg)  # the same steps and settings as attribute/detect
     pipeline = PipelineSpec(service.pipeline_every_s, after_steps(cfg, service), config)
     tasks = build_tasks(
-        root, sources, pipeline, prometheus_auth=cfg.section(PrometheusConfig).auth()
+        root, sources, pipeline, prometheus_auth=prometheus.auth()
     )
     stop = threading.Event()
 

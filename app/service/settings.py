@@ -43,7 +43,13 @@ from collector.sources.http_url import redact_url
 if TYPE_CHECKING:
     from collector.sources.prometheus.transport import PrometheusAuth
 
-__all__ = ["SOURCE_KINDS", "PrometheusConfig", "ServiceConfig", "parse_sources"]
+__all__ = [
+    "SOURCE_KINDS",
+    "PrometheusConfig",
+    "ServiceConfig",
+    "credential_problems",
+    "parse_sources",
+]
 
 SOURCE_KINDS: dict[str, type[Any]] = {
     "prometheus": PrometheusSource,
@@ -134,6 +140,24 @@ class PrometheusConfig:
             password=self.password.reveal() if self.password is not None else None,
             bearer_token=self.bearer_token.reveal() if self.bearer_token is not None else None,
         )
+
+
+def credential_problems(sources: tuple[Source, ...], prometheus: PrometheusConfig) -> list[str]:
+    """The prometheus sources whose URL carries a `user:password@` while `[prometheus]` has
+    credentials too, one line each: the transport refuses such a pair (one place for them), so
+    the service would fail every round rather than start."""
+    from collector.sources.http_url import split_credentials
+
+    if prometheus.auth() is None:
+        return []
+    return [
+        f"sources[{index}].url: {redact_url(source.url)!r} carries a user:password@ and "
+        "[prometheus] sets credentials too; keep them in one place (the password_file / "
+        "bearer_token_file settings)"
+        for index, source in enumerate(sources)
+        if isinstance(source, PrometheusSource)
+        and split_credentials(source.url)[1:] != (None, None)
+    ]
 
 
 def _source(index: int, item: Any, where: str) -> Source:

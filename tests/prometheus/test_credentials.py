@@ -205,14 +205,21 @@ def test_config_check_masks_the_credentials_and_url_passwords(tmp_path):
     cfg = tmp_path / "gpuledger.toml"
     cfg.write_text(
         f'[prometheus]\nusername = "scraper"\npassword_file = "{secret}"\n'
-        f'[[sources]]\nkind = "prometheus"\ncluster = "della"\n'
+        f'[[sources]]\nkind = "prometheus"\ncluster = "della"\nurl = "http://prom:9090"\n'
+        f'[[sources]]\nkind = "prometheus"\ncluster = "other"\n'
         f'url = "http://scraper:{URL_PASSWORD}@prom:9090"\n'
     )
     result = CliRunner().invoke(cli, ["config", "check", "--config", str(cfg)])
-    assert result.exit_code == 0, result.output
     assert "password = ********" in result.output
     assert "url = 'http://prom:9090'" in result.output
     assert PASSWORD not in result.output and URL_PASSWORD not in result.output
+    # both kinds of credentials for one source: the transport would refuse them each round
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines()[-1] == (
+        "Error: sources[1].url: 'http://prom:9090' carries a user:password@ and [prometheus] "
+        "sets credentials too; keep them in one place (the password_file / bearer_token_file "
+        "settings)"
+    )
     bad = tmp_path / "bad.toml"
     bad.write_text(
         f'[[sources]]\nkind = "prometheus"\ncluster = "a"\nurl = "x://u:{URL_PASSWORD}@p"'
@@ -220,6 +227,22 @@ def test_config_check_masks_the_credentials_and_url_passwords(tmp_path):
     result = CliRunner().invoke(cli, ["config", "check", "--config", str(bad)])
     assert result.exit_code == 1 and "sources[0].url" in result.output
     assert URL_PASSWORD not in result.output
+
+
+def test_run_refuses_url_credentials_beside_configured_ones_before_it_starts(tmp_path):
+    cfg = tmp_path / "gpuledger.toml"
+    cfg.write_text(
+        f'[[sources]]\nkind = "prometheus"\ncluster = "della"\n'
+        f'url = "http://scraper:{URL_PASSWORD}@127.0.0.1:9"\n'
+    )
+    env = {"GPULEDGER_PROMETHEUS_BEARER_TOKEN": TOKEN}
+    lake = tmp_path / "lake"
+    result = CliRunner().invoke(cli, ["run", "--config", str(cfg), "--lake", str(lake)], env=env)
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: sources[0].url: 'http://127.0.0.1:9' carries a ")
+    assert result.output.count("\n") == 1
+    assert URL_PASSWORD not in result.output and TOKEN not in result.output
+    assert not lake.exists()  # nothing started
 
 
 def test_a_token_from_the_environment_is_masked():
