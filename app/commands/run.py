@@ -16,6 +16,10 @@ from app.errors import AppError, reports_errors
 from app.options import LAKE_HELP, lake_writer, no_wait_option
 
 if TYPE_CHECKING:
+    from app.config import Config
+    from app.service.settings import ServiceConfig
+    from app.service.tasks import Source
+    from collector.sources.prometheus.transport import PrometheusAuth
     from warehouse.lake import Lake
 
 __all__ = ["command", "lake_override"]
@@ -65,7 +69,8 @@ def command(config_path: Path | None, lake: Lake | None, once: bool, no_wait: bo
     \b
     One writer of the marts and findings at a time: a round waits while `gpuledger attribute`
     or `detect` writes the lake (the log names it); with --no-wait, `run` exits at once if
-    another writer holds the lake when it starts.
+    another writer holds the lake when it starts. One service per lake: a second `gpuledger
+    run` on it exits at once, naming the first.
 
     \b
     SIGTERM or Ctrl-C: each task finishes the step it is in (every write is atomic and every
@@ -83,17 +88,8 @@ def command(config_path: Path | None, lake: Lake | None, once: bool, no_wait: bo
       kind = "slurm"
       cluster = "della"
     """
-    import threading
-
     from app.config import load_config
-    from app.service.endpoint import serve_endpoint
-    from app.service.metrics import Metrics
-    from app.service.pipeline import after_steps
     from app.service.settings import PrometheusConfig, ServiceConfig, credential_problems
-    from app.service.status import iso, write_status
-    from app.service.supervisor import Supervisor, TaskState
-    from app.service.tasks import PipelineSpec, build_tasks
-    from collector.sources.dcgm_exporter.scrape import stop_on_signals
     from warehouse.lake import Lake
 
     cfg = load_config(config_path)
@@ -110,8 +106,32 @@ def command(config_path: Path | None, lake: Lake | None, once: bool, no_wait: bo
     if no_wait:  # another writer now: say who, and stop here rather than wait each round
         with lake_writer(root, "start", no_wait=True):
             pass
+    from app.service.service_lock import service_lock
+
+    with service_lock(root):  # one service per lake: two would overwrite each other's status
+        _serve(root, cfg, service, sources, prometheus.auth(), once)
+
+
+def _serve(
+    root: Lake,
+    cfg: Config,
+    service: ServiceConfig,
+    sources: tuple[Source, ...],
+    prometheus_auth: PrometheusAuth | None,
+    once: bool,
+) -> None:
+    """The service's tasks, supervised until a signal stops them (or one round, `once`)."""
     import faulthandler
     import signal
+    import threading
+
+    from app.service.endpoint import serve_endpoint
+    from app.service.metrics import Metrics
+    from app.service.pipeline import after_steps
+    from app.service.status import iso, write_status
+    from app.service.supervisor import Supervisor, TaskState
+    from app.service.tasks import PipelineSpec, build_tasks
+    from collector.sources.dcgm_exporter.scrape import stop_on_signals
 
     # `kill -USR1 <pid>` prints every thread's stack to stderr: what is a stuck task doing?
     faulthandler.register(signal.SIGUSR1, all_threads=True)
@@ -123,9 +143,7 @@ def command(config_path: Path | None, lake: Lake | None, once: bool, no_wait: bo
 
     config = pipeline_config(cfg)  # the same steps and settings as attribute/detect
     pipeline = PipelineSpec(service.pipeline_every_s, after_steps(cfg, service), config)
-    tasks = build_tasks(
-        root, sources, pipeline, prometheus_auth=prometheus.auth()
-    )
+    tasks = build_tasks(root, sources, pipeline, prometheus_auth=prometheus_auth)
     stop = threading.Event()
 
     def record(states: dict[str, TaskState]) -> None:

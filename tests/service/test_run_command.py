@@ -136,6 +136,32 @@ def test_run_without_sources_says_so(tmp_path):
     assert "no [[sources]]" in result.output
 
 
+def test_a_second_run_on_one_lake_is_refused_naming_the_first(tmp_path):
+    # two services on one lake overwrote each other's service.json and collected twice
+    from app.service.service_lock import service_lock
+    from warehouse.lake import Lake
+
+    lake = Lake.at(tmp_path / "lake")
+    config = tmp_path / "g.toml"
+    config.write_text(
+        "[service]\nmetrics_port = 0\n[[sources]]\n"
+        'kind = "dcgm-exporter"\ncluster = "a"\nurls = ["http://127.0.0.1:9/metrics"]\n'
+    )
+    args = ["run", "--once", "--config", str(config), "--lake", str(lake.root)]
+    with service_lock(lake):
+        result = CliRunner().invoke(cli, args, env={})
+        assert result.exit_code == 1
+        assert result.output.startswith(
+            f"Error: another gpuledger run serves the lake {str(lake.root)!r}: pid {os.getpid()} "
+        )
+        assert result.output.count("\n") == 1
+        assert not (lake.root / "_state" / "service.json").exists()
+    # the first stopped: its record is gone and the next takes the lock
+    assert (lake.root / "_state" / "locks" / "service.lock").read_text() == ""
+    with service_lock(lake):
+        pass
+
+
 @pytest.mark.slow
 def test_run_collects_attributes_and_stops_cleanly_on_sigterm(tmp_path):
     fleet = SimulatedFleet(FleetConfig(cluster="svc", gpus=8, seed=5, collect_interval_s=1))
