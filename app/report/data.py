@@ -277,14 +277,30 @@ def _fairness_tables(
     return accounts, users
 
 
-def _scalars(accounts: pl.DataFrame) -> dict[str, Any]:
+def _nested(nodes: list[Association]) -> set[str]:
+    """The accounts of the share tree under another account than the root."""
+    accounts = {n.account for n in nodes if n.user is None}
+    return {
+        n.account
+        for n in nodes
+        if n.user is None and n.parent in accounts and n.parent != ROOT_ACCOUNT
+    }
+
+
+def _scalars(accounts: pl.DataFrame, nested: set[str]) -> dict[str, Any]:
+    """The week's fairness figures over the accounts with demand and a share. Jain's index and
+    the max/min ratio compare the top-level accounts: a sub-account's use and share are inside
+    its parent's (an account row's shares are of its subtree), so counting both would weigh
+    them twice."""
     demanding = accounts.filter(pl.col("had_demand") & pl.col("entitled_share").gt(0))
-    ratios = [float(v) for v in demanding.get_column("usage_ratio").to_list() if v is not None]
+    compared = demanding.filter(~pl.col("account").is_in(sorted(nested)))
+    ratios = [float(v) for v in compared.get_column("usage_ratio").to_list() if v is not None]
     dominant = demanding.get_column("dominant_share").to_list()
     return {
         # job-hours queued in the week (a week no job ran in may still have had a queue)
         "pending_job_h": float(accounts.get_column("pending_job_h").sum()),
         "accounts_with_demand": demanding.height,
+        "jain_accounts": len(ratios),
         "jain_index": jain_index(ratios),
         "max_min_ratio": max_min_ratio(ratios),
         "dominant_share_max": max(dominant) if dominant else None,
@@ -495,7 +511,7 @@ def assemble_report(
             f"{covered:,.0f} of its 168 hours, and the queue is as it stood then."
         )
     accounts, users = _fairness_tables(this_week, nodes, demand, settings)
-    scalars = _scalars(accounts)
+    scalars = _scalars(accounts, _nested(nodes))
     # a week with data as docs/report.md and report/data_weeks define it: GPU-hours allocated or
     # observed, and something recorded inside it (jobs merely queued there do not count)
     has_data = week in weeks_with_data.weeks

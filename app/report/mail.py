@@ -41,7 +41,7 @@ def _summary(report: WeeklyReport) -> str:
         "",
         f"GPU-hours allocated by the scheduler: {s['alloc_gpu_h']:.1f}",
         f"GPU-hours wasted: {s['waste_gpu_h']:.1f}",
-        f"Jain's index over {counted(s['accounts_with_demand'], 'account')} with demand: "
+        f"Jain's index over {counted(s['jain_accounts'], 'account')} with demand: "
         + ("n/a" if jain is None else f"{jain:.3f}"),
         f"Jobs queued at week end: {s['jobs_pending_at_end']}",
         "",

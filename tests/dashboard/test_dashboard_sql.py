@@ -399,6 +399,7 @@ def test_fairness_jain_index_by_hand(con):
         make_fairness_row("b", 0.5, 0.5, week=dt.date(2026, 11, 9)),
     ]
     con.register("fairness_weekly", pa.Table.from_pylist(rows, schema=FAIRNESS_SCHEMA))
+    con.register("associations", table("associations", []))  # no tree: every account counts
     two_weeks = {**WEEK, "end": T0 + dt.timedelta(days=14)}
     frame = queries.run(con, "dashboard/fairness_jain_weekly", **two_weeks)
 
@@ -410,6 +411,35 @@ def test_fairness_jain_index_by_hand(con):
     shares = queries.run(con, "dashboard/fairness_shares", **WEEK, viewer="bob")
     assert shares.get_column("user").to_list() == [None, None, None, None]  # alice's row hidden
     assert shares.get_column("wait_p95_h").to_list() == [3.0] * 4
+
+
+def test_fairness_jain_index_counts_top_level_accounts_once(con):
+    # physics (75 % entitled) holds sub-account hep; an account row's shares are of its
+    # subtree, so hep's use is inside physics' and counting both weighed it twice
+    def assoc(account, parent, shares, at=T0, user=None):
+        return {"cluster": "sim", "account": account, "user": user, "parent": parent,
+                "raw_shares": shares, "source": "test", "updated_ts": at}  # fmt: skip
+
+    tree = [
+        assoc("root", None, 1),
+        assoc("physics", "root", 3),
+        assoc("bio", "root", 1),
+        assoc("hep", "physics", 1),
+        assoc("hep", None, 1, user="alice"),
+        # an older snapshot where hep stood at the top: the latest tree counts
+        assoc("hep", "root", 1, at=T0 - dt.timedelta(days=30)),
+    ]
+    rows = [
+        make_fairness_row("physics", 0.5, 0.75),  # x = 2/3 (hep's use inside it)
+        make_fairness_row("bio", 0.5, 0.25),  # x = 2
+        make_fairness_row("hep", 0.5, 0.75),  # x = 2/3: inside physics, not counted again
+    ]
+    con.register("fairness_weekly", pa.Table.from_pylist(rows, schema=FAIRNESS_SCHEMA))
+    con.register("associations", table("associations", tree))
+    frame = queries.run(con, "dashboard/fairness_jain_weekly", **WEEK)
+
+    # J = (2/3 + 2)² / (2 · (4/9 + 4)) = (64/9) / (80/9) = 0.8; with hep counted too, 0.696
+    assert frame.rows() == [(dt.date(2026, 11, 2), 2, pytest.approx(0.8), pytest.approx(3.0))]
 
 
 def test_job_gpu_timeline_means_and_unknown_fields(con):

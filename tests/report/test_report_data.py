@@ -8,7 +8,8 @@ import math
 import polars as pl
 import pytest
 
-from app.report.data import ReportSettings, assemble_report
+from app.report.data import ReportSettings, _nested, _scalars, assemble_report
+from app.report.fairshare import Association
 from app.report.mail import _summary
 from app.report.week import IsoWeek
 from tests.marts.rows import T0, T0_E
@@ -85,7 +86,7 @@ def test_fairness_scalars_over_accounts_with_demand(report):
     s = report.scalars
     # Both accounts queued this week (physics 2.2 h of waiting, bio 49 h). Ratios 0.8 and 1.6:
     # Jain = 2.4² / (2 × (0.64 + 2.56)) = 0.9; max/min = 2.
-    assert s["accounts_with_demand"] == 2
+    assert s["accounts_with_demand"] == s["jain_accounts"] == 2
     assert s["jain_index"] == pytest.approx(0.9)
     assert s["max_min_ratio"] == pytest.approx(2.0)
     # physics holds all the memory-hours requested: dominant share 1.0.
@@ -329,3 +330,31 @@ def test_a_week_the_data_end_inside_has_its_queue_as_it_stood_then(tmp_path):
     assert backlog["waiting_over_24h"] == 0
     assert not any("more than 24 h" in line for line in report.headlines)
     assert any("inside this week: its figures cover 24 of its 168 hours" in n for n in report.notes)
+
+
+def test_jain_compares_top_level_accounts_once():
+    # physics holds sub-account hep: an account row's use and share are of its subtree, so
+    # hep's are inside physics' and counting both weighed them twice
+    nodes = [
+        Association("physics", None, "root", 3, 0.0),
+        Association("bio", None, "root", 1, 0.0),
+        Association("hep", None, "physics", 1, 0.0),
+        Association("hep", "alice", "hep", 1, 0.0),
+        Association("stray", None, None, 0, 0.0),  # used GPUs without an association
+    ]
+    assert _nested(nodes) == {"hep"}
+    accounts = pl.DataFrame(
+        {
+            "account": ["physics", "bio", "hep"],
+            "had_demand": [True, True, True],
+            "entitled_share": [0.75, 0.25, 0.75],
+            "usage_ratio": [2 / 3, 2.0, 2 / 3],
+            "pending_job_h": [1.0, 1.0, 1.0],
+            "dominant_share": [0.5, 0.5, 0.5],
+        }
+    )
+    s = _scalars(accounts, _nested(nodes))
+    # J = (2/3 + 2)² / (2 · (4/9 + 4)) = 0.8 (0.758 with hep counted again); max/min = 3
+    assert s["jain_accounts"] == 2 and s["accounts_with_demand"] == 3
+    assert s["jain_index"] == pytest.approx(0.8)
+    assert s["max_min_ratio"] == pytest.approx(3.0)
