@@ -115,6 +115,15 @@ def render_summary(summary: AgentSummary, spool: Path, lake: Lake) -> str:
     help="The host's /proc (e.g. /host/proc when the agent runs in a container).",
 )
 @click.option(
+    "--pod-logs",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("/var/log/pods"),
+    show_default=True,
+    help="The kubelet's pod log folders (<namespace>_<pod>_<uid>), which name a pod's job "
+    "<namespace>/<pod> from the UID its cgroup gives, as the Kubernetes collector keys it "
+    "(e.g. /host/var/log/pods in a container). Where none names it, the UID.",
+)
+@click.option(
     "--show-processes",
     is_flag=True,
     help="Print each GPU process and the job its cgroup maps it to (to check the mapping).",
@@ -128,6 +137,7 @@ def command(
     spool: Path | None,
     node: str | None,
     proc_root: Path,
+    pod_logs: Path,
     show_processes: bool,
     lake: Lake,
 ) -> None:
@@ -173,5 +183,7 @@ def command(
                 click.echo(_process_line(seen))
 
     with stop_on_signals(stop):
-        summary = run_agent(config, once=once, proc_root=proc_root, stop=stop, on_tick=report)
+        summary = run_agent(
+            config, once=once, proc_root=proc_root, pod_logs=pod_logs, stop=stop, on_tick=report
+        )
     click.echo(render_summary(summary, config.spool, lake))

@@ -71,7 +71,10 @@ def node(tmp_path, proc, clock):
         lake = tmp_path / "lake"
         config = AgentConfig("della", "g001", tmp_path / "spool", Lake.at(tmp_path / "lake"), 30.0)
 
+        pod_logs = tmp_path / "pods"  # the kubelet's pod log folders: none here yet
+
         def agent(self, **kwargs: Any) -> NvmlAgent:
+            kwargs.setdefault("pod_logs", self.pod_logs)
             return NvmlAgent(
                 self.config, nvml=self.nvml, proc_root=proc.root, clock=clock, **kwargs
             )
@@ -200,6 +203,23 @@ def test_pids_map_to_job_gpus_intervals_with_mapping_nvml_cgroup(node, read_lake
             "mapping": "nvml-cgroup",
         },
     ]
+
+
+def test_a_pods_job_is_namespace_slash_pod_where_its_log_folder_names_it(node, read_lake, clock):
+    # keyed by its UID, a pod's GPU time met no job the Kubernetes collector landed (it keys
+    # pods by <namespace>/<pod>): no user, no account, 0 observed GPU-hours on the pod's job
+    with node.agent() as agent:
+        first = agent.tick()  # no folder names the pod yet: its UID, counted
+        (node.pod_logs / f"team-a_train-0.v2_{POD}").mkdir(parents=True)
+        (node.pod_logs / "kube-system_coredns-5d78c9869d-abcde").mkdir()  # no UID: not a pod's
+        clock.advance(30)
+        second = agent.tick()
+
+    assert first.counts["pid: pod_unnamed"] == 1 and "pid: pod_unnamed" not in second.counts
+    mig = [r for r in read_lake(node.lake, "gpu_samples").to_pylist() if r["mig_instance"] == 1]
+    assert [r["job_id"] for r in sorted(mig, key=lambda r: r["ts"])] == [POD, "team-a/train-0.v2"]
+    jobs = {r["job_id"] for r in read_lake(node.lake, "job_gpus").to_pylist()}
+    assert jobs == {"280678", POD, "team-a/train-0.v2"}
 
 
 def test_an_interval_grows_each_tick_and_a_new_one_starts_after_the_job_left(

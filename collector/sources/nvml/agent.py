@@ -48,6 +48,7 @@ from collector.sources.nvml.device import (
     load_nvml,
     read_gpu,
 )
+from collector.sources.nvml.pod_names import DEFAULT_POD_LOGS, PodNames
 from collector.sources.nvml.rows import (
     GPU_EVENTS,
     GPU_SAMPLES,
@@ -181,6 +182,7 @@ class NvmlAgent:
         *,
         nvml: Any = None,
         proc_root: Path = Path("/proc"),
+        pod_logs: Path | None = DEFAULT_POD_LOGS,
         clock: Clock = utc_now,
         write: Writer = write_batch,
     ) -> None:
@@ -188,6 +190,7 @@ class NvmlAgent:
         self.config = config
         self._nvml = nvml
         self._proc_root = proc_root
+        self._pods = PodNames(pod_logs)
         self._clock = clock
         self._write = write
         self.spool = Spool(config.spool)
@@ -417,11 +420,22 @@ class NvmlAgent:
         PIDs without an owner are counted under `pid: <reason>`.
         """
         assert self._reader is not None
+        self._pods.refresh()
         lookups = resolve_owners(
-            [pid for pids in slots_pids.values() if pids for pid in pids], self._proc_root
+            [pid for pids in slots_pids.values() if pids for pid in pids],
+            self._proc_root,
+            self._pods,
         )
         self._reader.counts.update(
             f"pid: {found.reason}" for found in lookups.values() if found.reason is not None
+        )
+        # a pod no log folder names keeps its UID: its time meets no job the collector landed
+        self._reader.counts.update(
+            "pid: pod_unnamed"
+            for found in lookups.values()
+            if found.owner is not None
+            and found.owner.kind == "k8s"
+            and found.owner.job_id == found.owner.raw_id
         )
         index = {r.gpu.uuid: r.gpu.index for r in readings}
         slot_jobs: dict[Slot, list[str]] = {}
@@ -458,6 +472,7 @@ def run_agent(
     once: bool = False,
     nvml: Any = None,
     proc_root: Path = Path("/proc"),
+    pod_logs: Path | None = DEFAULT_POD_LOGS,
     clock: Clock = utc_now,
     write: Writer = write_batch,
     stop: threading.Event | None = None,
@@ -471,7 +486,9 @@ def run_agent(
     """
     stop = stop or threading.Event()
     summary = AgentSummary()
-    with NvmlAgent(config, nvml=nvml, proc_root=proc_root, clock=clock, write=write) as agent:
+    with NvmlAgent(
+        config, nvml=nvml, proc_root=proc_root, pod_logs=pod_logs, clock=clock, write=write
+    ) as agent:
         next_tick = time.monotonic()
         while True:
             result = agent.tick()

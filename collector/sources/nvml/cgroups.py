@@ -11,7 +11,9 @@ What is detectable (the cgroup path is the only thing trusted; `environ` only re
   and SLURM_ARRAY_TASK_ID give the warehouse's `<array>_<task>` id; otherwise the raw id is used.
 * Kubernetes pods: `pod<uid>` in cgroupfs (`/kubepods/[burstable|besteffort/]pod<uid>/<cid>`) and
   systemd (`kubepods-[burstable-|besteffort-]pod<uid_with_underscores>.slice/
-  {cri-containerd,crio,docker}-<cid>.scope`) forms; guaranteed pods have no QoS level.
+  {cri-containerd,crio,docker}-<cid>.scope`) forms; guaranteed pods have no QoS level. The job
+  is `<namespace>/<pod>`, as the Kubernetes collector keys it, where the kubelet's pod log
+  folders name the UID (pod_names.py); else the UID.
 * Containers inside a Slurm job: Apptainer/Singularity processes stay in the job's cgroup (they
   are ordinary children of the step); rootless Podman without a delegated cgroup stays in the
   caller's cgroup, and with `--cgroups=split` nests below it (`…/job_<id>/…/libpod-<cid>.scope`);
@@ -29,6 +31,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, Literal
+
+from collector.sources.nvml.pod_names import PodNames
 
 __all__ = [
     "Owner",
@@ -58,7 +62,8 @@ Kind = Literal["slurm", "k8s"]
 class Owner:
     """Who owns a process: a Slurm job or a Kubernetes pod.
 
-    `job_id` is the id the lake keys jobs by (`1234`, `1400_7` for an array task, the pod UID);
+    `job_id` is the id the lake keys jobs by (`1234`, `1400_7` for an array task,
+    `<namespace>/<pod>` for a pod, or its UID where nothing on the node names it);
     `raw_id` is what the cgroup says (JobIDRaw or pod UID). `container` names the runtime and
     the first 12 hex digits of a container id seen on the way (e.g. `docker:3f2a…`), if any.
     """
@@ -169,8 +174,17 @@ def _array_id(owner: Owner, environ: dict[str, str] | None) -> Owner:
     return owner
 
 
-def lookup_owner(pid: int, proc_root: Path) -> OwnerLookup:
-    """The owner of `pid` from `<proc_root>/<pid>/cgroup` (and `environ` for array tasks).
+def _pod_named(owner: Owner, pods: PodNames | None) -> Owner:
+    """A pod's owner keyed by `<namespace>/<pod>` where `pods` names its UID."""
+    name = pods.name(owner.raw_id) if pods is not None else None
+    if name is None:
+        return owner
+    return Owner(owner.kind, name, owner.raw_id, owner.step, owner.container)
+
+
+def lookup_owner(pid: int, proc_root: Path, pods: PodNames | None = None) -> OwnerLookup:
+    """The owner of `pid` from `<proc_root>/<pid>/cgroup` (and `environ` for array tasks; a
+    pod's name from `pods`).
 
     A process that exited between being listed and being read gives reason `process_gone`; a
     cgroup file that cannot be read for another reason gives `cgroup_unreadable`.
@@ -186,9 +200,13 @@ def lookup_owner(pid: int, proc_root: Path) -> OwnerLookup:
         return OwnerLookup(pid, None, reason)
     if owner.kind == "slurm":
         owner = _array_id(owner, _environ(proc_root, pid))
+    else:
+        owner = _pod_named(owner, pods)
     return OwnerLookup(pid, owner)
 
 
-def resolve_owners(pids: Iterable[int], proc_root: Path) -> dict[int, OwnerLookup]:
+def resolve_owners(
+    pids: Iterable[int], proc_root: Path, pods: PodNames | None = None
+) -> dict[int, OwnerLookup]:
     """The owner (or reason for none) of each distinct PID, in first-seen order."""
-    return {pid: lookup_owner(pid, proc_root) for pid in dict.fromkeys(pids)}
+    return {pid: lookup_owner(pid, proc_root, pods) for pid in dict.fromkeys(pids)}
