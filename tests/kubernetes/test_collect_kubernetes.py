@@ -578,6 +578,58 @@ def test_a_malformed_pod_is_skipped_and_counted(tmp_path, fake_kubernetes):
     )
 
 
+def test_a_pod_malformed_once_is_skipped_not_ended(tmp_path, fake_kubernetes, first_run):
+    # skipped as malformed, the pod was taken for deleted: a CANCELLED version ended it, and
+    # its whole-node job_gpus row was closed for good while it ran on
+    api = fake_kubernetes("t1")
+    listed = api.list_pods
+
+    def odd_once(namespace=None):
+        pods = listed(namespace)
+        pods[0]["metadata"]["ownerReferences"] = ["Job/train"]  # another shape than the API's
+        return pods
+
+    api.list_pods = odd_once  # type: ignore[method-assign]
+    result = collect_kubernetes(Lake.at(tmp_path), CLUSTER, api, now=T2)
+
+    assert result.malformed == (
+        "pod team-a/llm-sft-workers-0-0-8xk2p: not the shape the API gives (AttributeError: "
+        "'str' object has no attribute 'get')",
+    )
+    assert (result.jobs_landed, result.jobs_gone, result.gpu_rows_closed) == (0, 0, 0)
+    back = collect_kubernetes(Lake.at(tmp_path), CLUSTER, fake_kubernetes("t1"), now=T3)
+    assert (back.jobs_landed, back.gpu_rows_opened, back.gpu_rows_closed) == (0, 0, 0)
+    assert rows(tmp_path, "SELECT job_id, end_ts FROM job_gpus") == [
+        {"job_id": "team-a/llm-sft-workers-0-0-8xk2p", "end_ts": None}
+    ]
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda q: q["spec"].update(resourceGroups=["x"]),  # a list item of another shape
+        lambda q: q["spec"].update(fairSharing="x"),
+    ],
+)
+def test_a_queue_of_another_shape_is_skipped_and_the_pods_land(tmp_path, fake_kubernetes, edit):
+    api = fake_kubernetes("t1")
+    listed = api.list_custom
+
+    def odd_queue(group, version, plural, namespace=None):
+        found = listed(group, version, plural, namespace)
+        if plural == "clusterqueues" and found:
+            edit(found[0])
+        return found
+
+    api.list_custom = odd_queue  # type: ignore[method-assign]
+    result = collect_kubernetes(Lake.at(tmp_path), CLUSTER, api, now=T1)
+
+    assert result.gpu_pods == 10
+    assert len(result.malformed) == 1
+    assert result.malformed[0].startswith("clusterqueue ")
+    assert "not the shape the API gives" in result.malformed[0]
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

@@ -120,6 +120,8 @@ class _Snapshot:
     kueue: str | None = None  # the Kueue version served, None when Kueue is absent
     volcano: bool = False
     malformed: list[str] = field(default_factory=list)
+    # "<ns>/<pod>" of the pods skipped as malformed: still there, so not ended as gone
+    unparsed: set[str] = field(default_factory=set)
     owners_rejected: list[str] = field(default_factory=list)  # "<job_id>: user, account"
 
     @property
@@ -132,13 +134,37 @@ def _in_scope(namespaces: Sequence[str]) -> Sequence[str | None]:
     return list(namespaces) if namespaces else [None]
 
 
-def _parsed(items: Iterable[Mapping[str, Any]], parse: Any, malformed: list[str]) -> list[Any]:
+# What parsing an object of another shape than the API's raises (a string where an object
+# belongs, a list for a map, a word for a count): each is that object skipped, said and counted.
+_SHAPE_ERRORS = (MalformedSample, AttributeError, TypeError, ValueError, KeyError, IndexError)
+
+
+def _object_name(item: object) -> str:
+    """`<namespace>/<name>` (or `<name>`) of an API object, or '' where it names none."""
+    meta = item.get("metadata") if isinstance(item, Mapping) else None
+    if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str):
+        return ""
+    namespace = meta.get("namespace")
+    return f"{namespace}/{meta['name']}" if isinstance(namespace, str) else str(meta["name"])
+
+
+def _malformed(item: object, exc: Exception, kind: str) -> str:
+    """The line a skipped object gets: ours where the parser said why, else the shape error."""
+    if isinstance(exc, MalformedSample):
+        return str(exc)
+    name = _object_name(item) or "(unnamed)"
+    return f"{kind} {name}: not the shape the API gives ({type(exc).__name__}: {exc})"
+
+
+def _parsed(
+    items: Iterable[Mapping[str, Any]], parse: Any, malformed: list[str], kind: str = "object"
+) -> list[Any]:
     out = []
     for item in items:
         try:
             out.append(parse(item))
-        except MalformedSample as exc:
-            malformed.append(str(exc))
+        except _SHAPE_ERRORS as exc:
+            malformed.append(_malformed(item, exc, kind))
     return out
 
 
@@ -168,13 +194,13 @@ def _read(api: KubernetesApi, namespaces: Sequence[str], keys: AttributionKeys) 
 
     snap = _Snapshot(pods_seen=len(pods), kueue=kueue_version, volcano=volcano_queues is not None)
     bad = snap.malformed
-    node_info: dict[str, NodeInfo] = {n.name: n for n in _parsed(nodes, parse_node, bad)}
-    parsed_workloads: list[Workload] = _parsed(workloads, parse_workload, bad)
+    node_info: dict[str, NodeInfo] = {n.name: n for n in _parsed(nodes, parse_node, bad, "node")}
+    parsed_workloads: list[Workload] = _parsed(workloads, parse_workload, bad, "workload")
     snap.workloads = {f"{w.namespace}/{w.name}": w for w in parsed_workloads}
     lq_rows: list[QueueRow] = [
-        r for rows in _parsed(local_queues, kueue_local_queue_rows, bad) for r in rows
+        r for rows in _parsed(local_queues, kueue_local_queue_rows, bad, "localqueue") for r in rows
     ]
-    groups: list[PodGroup] = _parsed(pod_groups, parse_pod_group, bad)
+    groups: list[PodGroup] = _parsed(pod_groups, parse_pod_group, bad, "podgroup")
     scheduling = Scheduling(
         workloads=parsed_workloads,
         local_queues={(r.namespace or "", r.name): r.parent or r.name for r in lq_rows},
@@ -184,17 +210,20 @@ def _read(api: KubernetesApi, namespaces: Sequence[str], keys: AttributionKeys) 
     for pod in pods:
         try:
             job = parse_pod(pod, node_info, scheduling, keys)
-        except MalformedSample as exc:
-            bad.append(str(exc))
+        except _SHAPE_ERRORS as exc:
+            bad.append(_malformed(pod, exc, "pod"))
+            # skipped, not gone: a pod that does not parse this once is not ended
+            if "/" in _object_name(pod):
+                snap.unparsed.add(_object_name(pod))
             continue
         if job is not None:
             snap.pods.append(job)
             if job.rejected:
                 snap.owners_rejected.append(f"{job.job_id}: {', '.join(job.rejected)}")
-    for rows in _parsed(cluster_queues, kueue_cluster_queue_rows, bad):
+    for rows in _parsed(cluster_queues, kueue_cluster_queue_rows, bad, "clusterqueue"):
         snap.queues += rows
     snap.queues += lq_rows
-    for rows in _parsed(volcano_queues or [], volcano_queue_rows, bad):
+    for rows in _parsed(volcano_queues or [], volcano_queue_rows, bad, "queue"):
         snap.queues += rows
     return snap
 
@@ -243,7 +272,7 @@ def _land_jobs(
             job.workload,
             row,
         )
-    seen = {p.job_id for p in snap.pods}
+    seen = {p.job_id for p in snap.pods} | snap.unparsed
     scope = set(namespaces)
     ended: dict[str, int] = {}
     for stored in state.unfinished_pods():
