@@ -222,6 +222,34 @@ def test_a_pods_job_is_namespace_slash_pod_where_its_log_folder_names_it(node, r
     assert jobs == {"280678", POD, "team-a/train-0.v2"}
 
 
+def test_a_clock_stepped_back_starts_a_new_interval_so_every_sample_has_one(
+    node, read_lake, clock, t0
+):
+    # an NTP step back of an hour: the job's interval stayed [t0, t0 + 90 s) and the samples
+    # stamped after the step fell outside every interval of the job
+    with node.agent() as agent:
+        for _ in range(3):
+            agent.tick()
+            clock.advance(30)
+        clock.advance(-3600)
+        for _ in range(3):
+            agent.tick()
+            clock.advance(30)
+
+    runs = [r for r in read_lake(node.lake, "job_gpus").to_pylist() if r["job_id"] == "280678"]
+    spans = sorted((r["start_ts"], r["end_ts"]) for r in runs)
+    back = t0 - dt.timedelta(seconds=3510)
+    assert spans == [
+        (back, back + dt.timedelta(seconds=90)),
+        (t0, t0 + dt.timedelta(seconds=90)),
+    ]
+    samples = [
+        r["ts"] for r in read_lake(node.lake, "gpu_samples").to_pylist() if r["gpu_uuid"] == UUID0
+    ]
+    assert len(samples) == 6
+    assert all(any(start <= ts < end for start, end in spans) for ts in samples)
+
+
 def test_an_interval_grows_each_tick_and_a_new_one_starts_after_the_job_left(
     node, read_lake, clock, t0
 ):

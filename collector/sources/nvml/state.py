@@ -110,7 +110,8 @@ def advance_intervals(
     """Extend or open the interval of every (job, slot) seen at `ts_ms`; close the others.
 
     `slot_jobs` holds the jobs seen on each slot whose processes were listed. An interval last
-    seen more than `max_gap_ms` ago is not extended: a new one starts. A slot whose process list
+    seen more than `max_gap_ms` ago is not extended: a new one starts, as it does when the clock
+    went back before the interval's start (a step of the system clock). A slot whose process list
     could not be read (`unreadable`) keeps its intervals open without extending them, so one
     failed call does not split a job's run. Returns the intervals seen now (to be rewritten);
     closed ones are dropped from `intervals`, their last version standing as written.
@@ -122,7 +123,13 @@ def advance_intervals(
             key = (job, uuid, gi)
             seen.add(key)
             interval = intervals.get(key)
-            if interval is None or ts_ms - interval.last_ms > max_gap_ms:
+            # a clock stepped back before the interval's start: a new one (the old stands as
+            # written), else the samples from now on fall outside every interval of the job
+            if (
+                interval is None
+                or ts_ms - interval.last_ms > max_gap_ms
+                or ts_ms < interval.start_ms
+            ):
                 interval = OpenInterval(job, uuid, gi, index.get(uuid), ts_ms, ts_ms)
                 intervals[key] = interval
             interval.last_ms = max(interval.last_ms, ts_ms)
