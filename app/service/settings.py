@@ -148,7 +148,7 @@ def credential_problems(sources: tuple[Source, ...], prometheus: PrometheusConfi
     the service would fail every round rather than start."""
     from collector.sources.http_url import split_credentials
 
-    if prometheus.auth() is None:
+    if not prometheus.username and prometheus.bearer_token is None:  # (as `auth` says None)
         return []
     return [
         f"sources[{index}].url: {redact_url(source.url)!r} carries a user:password@ and "
