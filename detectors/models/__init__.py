@@ -110,11 +110,18 @@ def _failing_gpu(data: TrainingData, card: store.ModelCard, model: Any) -> pl.Da
 
 
 def _early_waste(
-    data: TrainingData, minutes: int, card: store.ModelCard, model: Any, now: dt.datetime
+    data: TrainingData,
+    minutes: int,
+    card: store.ModelCard,
+    model: Any,
+    now: dt.datetime,
+    data_end: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
-    rows = early_waste.frame(data.jobs, data.early[minutes], minutes).filter(
-        pl.col("start_ts") + pl.duration(minutes=minutes) <= now
-    )
+    due = pl.col("start_ts") + pl.duration(minutes=minutes)
+    rows = early_waste.frame(data.jobs, data.early[minutes], minutes).filter(due <= now)
+    if data_end is not None:  # and inside its cluster's data: "30 min in" from 13 min seen
+        rows = rows.join(data_end, on="cluster", how="inner").filter(due <= pl.col("data_end"))
+        rows = rows.drop("data_end")
     scored = early_waste.score(model, rows)
     threshold = card.threshold if card.threshold is not None else 0.5
     hits = scored.filter(pl.col("score") >= threshold)
@@ -248,8 +255,12 @@ def _lemon(data: TrainingData, card: store.ModelCard, model: Any) -> pl.DataFram
     )
 
 
-def model_frames(lake: Lake, data: TrainingData, now: dt.datetime) -> list[pl.DataFrame]:
-    """Each stored model's findings frame (FRAME_SCHEMA + detected_ts) over `data` as of `now`."""
+def model_frames(
+    lake: Lake, data: TrainingData, now: dt.datetime, data_end: pl.DataFrame | None = None
+) -> list[pl.DataFrame]:
+    """Each stored model's findings frame (FRAME_SCHEMA + detected_ts) over `data` as of `now`;
+    `data_end` (cluster, data_end): an early prediction only where its cluster's data reach the
+    minutes it needs."""
     known = as_of(data, now)
     frames = []
     stored = set(_stored(lake))
@@ -260,7 +271,7 @@ def model_frames(lake: Lake, data: TrainingData, now: dt.datetime) -> list[pl.Da
         name = early_waste_name(minutes)
         if name in stored:
             card, model = store.load(lake, name)
-            frames.append(_early_waste(known, minutes, card, model, now))
+            frames.append(_early_waste(known, minutes, card, model, now, data_end))
     if RUNTIME in stored:
         card, model = store.load(lake, RUNTIME)
         frames.append(_runtime(known, card, model))
@@ -302,8 +313,11 @@ def predict(con: duckdb.DuckDBPyConnection, lake: Lake, now: dt.datetime) -> pa.
     """
     if not _stored(lake):
         return FINDINGS_SCHEMA.empty_table()
+    # each cluster's data end (sql/views/data_extent.sql): never the run's clock
+    ends = con.execute("SELECT cluster, data_end FROM data_extent").fetchall()
+    data_end = pl.DataFrame(ends, schema={"cluster": pl.String, "data_end": _TS}, orient="row")
     with one_thread():
-        return predict_frames(model_frames(lake, load_data(con), now), now)
+        return predict_frames(model_frames(lake, load_data(con), now, data_end), now)
 
 
 def producer(

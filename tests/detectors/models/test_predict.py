@@ -134,3 +134,68 @@ def test_early_waste_at_stake_is_at_most_what_the_job_held_after_the_prediction(
     assert ended.filter(pl.col("gpu_h_at_stake") > held + 1e-3).height == 0
     assert ended.filter(pl.col("gpus") * pl.col("time_limit_s") / 3600 > held + 1).height > 0
     assert ended["message"].str.contains("it has ended, holding").all()
+
+
+def test_an_early_prediction_read_long_after_needs_its_minutes_inside_the_data(
+    lake: Path, tmp_path: Path
+) -> None:
+    # "now" defaulted to the wall clock: a job that had run 13 minutes when the data end got a
+    # "30 min in" finding dated after the data's end
+    import numpy as np
+    from sklearn.dummy import DummyClassifier
+
+    from detectors.models.store import save
+
+    # a model that calls every job wasteful: each job the data reach 30 min into is flagged
+    copy = tmp_path / "lake"
+    shutil.copytree(lake, copy)
+    card, model = load(Lake.at(copy), "early_waste_30m")
+    width = len(card.features)
+    always = DummyClassifier(strategy="constant", constant=1)
+    always.fit(np.zeros((2, width)), np.array([0, 1]))
+    save(Lake.at(copy), card, always)
+    con = connect(copy)
+    (data_end,) = con.execute("SELECT max(data_end) FROM data_extent").fetchone() or (None,)
+    assert isinstance(data_end, dt.datetime)
+    late = pl.DataFrame(predict(con, Lake.at(copy), data_end + dt.timedelta(days=30)))
+    early = late.filter(pl.col("detector") == "early_waste_model_30m")
+    assert early.height > 0
+    minutes = pl.col("detector").str.extract(r"_(\d+)m$").cast(pl.Int64)
+    jobs = pl.DataFrame(con.sql("SELECT job_id, start_ts FROM jobs_latest").arrow())
+    rows = early.join(jobs, left_on="subject_id", right_on="job_id", suffix="_job")
+    assert rows.height == early.height
+    assert rows.filter(pl.col("start_ts_job") + pl.duration(minutes=minutes) > data_end).is_empty()
+    assert (early["detected_ts"] <= data_end).all()
+
+
+def test_an_early_prediction_is_made_only_where_its_clusters_data_reach_its_minutes(
+    lake: Path, tmp_path: Path
+) -> None:
+    import numpy as np
+    from sklearn.dummy import DummyClassifier
+
+    from detectors.models import model_frames, predict_frames
+    from detectors.models.store import save
+
+    copy = tmp_path / "lake"
+    shutil.copytree(lake, copy)
+    card, _ = load(Lake.at(copy), "early_waste_30m")
+    always = DummyClassifier(strategy="constant", constant=1)  # every job wasteful
+    always.fit(np.zeros((2, len(card.features))), np.array([0, 1]))
+    save(Lake.at(copy), card, always)
+    data = load_data(connect(copy))
+    later = NOW + dt.timedelta(days=30)
+
+    def flagged(data_end: pl.DataFrame | None) -> pl.DataFrame:
+        found = pl.DataFrame(
+            predict_frames(model_frames(Lake.at(copy), data, later, data_end), later)
+        )
+        return found.filter(pl.col("detector") == "early_waste_model_30m")
+
+    everything = flagged(None)
+    last = everything.sort("start_ts").row(-1, named=True)
+    # the data end 13 minutes into the last flagged job: no "30 min in" for it any more
+    end = last["start_ts"] - dt.timedelta(minutes=30) + dt.timedelta(minutes=13)
+    cut = flagged(pl.DataFrame({"cluster": ["sim"], "data_end": [end]}))
+    assert last["subject_id"] not in cut["subject_id"].to_list()
+    assert (cut["detected_ts"] <= end).all() and cut.height < everything.height
