@@ -218,7 +218,12 @@ def _default_week(found: DataWeeks, moment: dt.datetime, fallback: IsoWeek) -> I
         click.echo(f"No --week given and no week has data: reporting {fallback.label}.")
         return fallback
     complete = covered(chosen, found.data_end, moment)
-    why = "the latest complete week with data" if complete else "the current week, in progress"
+    if complete:
+        why = "the latest complete week with data"
+    elif chosen.end > moment:
+        why = "the current week, in progress"
+    else:  # a past week the data stop inside: not "in progress" (the lake is not live)
+        why = "the week the data end in, covered in part"
     click.echo(
         f"No --week given: reporting {chosen.label}, {why} (data in {found.span}); "
         "pass --week for another."

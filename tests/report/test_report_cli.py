@@ -132,6 +132,25 @@ def test_without_week_the_latest_complete_week_with_data_is_reported(lake, tmp_p
     assert (tmp_path / "della" / "2024-W09" / "fairness-della-2024-W09.html").is_file()
 
 
+@pytest.mark.parametrize(
+    ("now", "said"),
+    [
+        # the data stop on a Wednesday of W02, long ago: that week is no week "in progress"
+        (dt.datetime(2026, 12, 7, tzinfo=dt.UTC), "the week the data end in, covered in part"),
+        (dt.datetime(2025, 1, 9, tzinfo=dt.UTC), "the current week, in progress"),
+    ],
+)
+def test_a_partial_default_week_is_in_progress_only_while_it_lasts(now, said, capsys):
+    from app.commands.report import _default_week
+    from app.report.data import DataWeeks
+    from app.report.week import IsoWeek
+
+    w02 = IsoWeek(2025, 2)
+    found = DataWeeks([w02], dt.datetime(2025, 1, 8, 12, tzinfo=dt.UTC))
+    assert _default_week(found, now, IsoWeek(2024, 52)) == w02
+    assert f"reporting 2025-W02, {said} (data in 2025-W02)" in capsys.readouterr().out
+
+
 def test_help_says_what_the_default_week_is():
     result = invoke("report", "weekly", "--help")
     assert "latest complete week with data" in " ".join(result.output.split())
