@@ -524,6 +524,29 @@ def query(
 _STOP_WAIT_S = 10.0  # how long a stopping dashboard server may take before SIGTERM
 
 
+def _check_listen(address: str, port: int) -> None:
+    """AppError unless this machine can listen on `address`:`port` now (checked before the
+    banner and, for `demo`, before its minute of work: Streamlit says so in a log line, or a
+    traceback for an unknown address, and exits 0)."""
+    import socket
+
+    try:
+        found = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as exc:
+        reason = exc.strerror if isinstance(exc, socket.gaierror) else str(exc)
+        raise AppError(f"--address {address!r}: not an address to listen on ({reason})") from None
+    family, kind, proto, _, where = found[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
+        try:
+            probe.bind(where)
+        except OSError as exc:
+            raise AppError(
+                f"cannot listen on {address}:{port} ({exc.strerror or exc}); is another "
+                "dashboard using it? Give another --port"
+            ) from None
+
+
 def _serve_dashboard(lake: Lake, port: int, address: str) -> None:
     import importlib.util
     import os
@@ -533,6 +556,7 @@ def _serve_dashboard(lake: Lake, port: int, address: str) -> None:
 
     if importlib.util.find_spec("streamlit") is None:
         raise AppError("the dashboard needs Streamlit: pip install 'gpuledger[dashboard]'")
+    _check_listen(address, port)
     entry = Path(str(files("app").joinpath("streamlit_app.py")))
     env = dict(os.environ, GPULEDGER_LAKE=str(lake.root.resolve()))
     # Streamlit runs in the app's folder: hand it the ./gpuledger.toml this command was run
@@ -559,7 +583,11 @@ def _serve_dashboard(lake: Lake, port: int, address: str) -> None:
     # `kill <our pid>` (a service manager, a test) must stop the server too, not orphan it
     previous = signal.signal(signal.SIGTERM, lambda _signum, _frame: server.terminate())
     try:
-        server.wait()
+        if server.wait() > 0:  # (a signal's stop is negative)
+            raise AppError(
+                f"the dashboard server stopped with exit status {server.returncode} (its "
+                "output above says why)"
+            )
     except KeyboardInterrupt:
         # A terminal's Ctrl-C reaches Streamlit too, but `kill -INT <our pid>` reaches only
         # us: pass it on (a second SIGINT is harmless), then wait for the server to stop
@@ -635,6 +663,8 @@ def demo(
 
     # the built-in defaults, whatever a configuration file says: the demo is the same everywhere
     config = default_pipeline_config()
+    if not no_dashboard:  # a port in use is said now, not after a minute of work
+        _check_listen(address, port)
     _simulate(lake, gpus, days, seed, "sim", 30, None, quiet=False)
     _attribute(lake, config, quiet=False)
     click.echo("detect: waste and health rules, bottlenecks, policy recommendations …", err=True)

@@ -49,13 +49,14 @@ def command(lake: Lake) -> None:
     try:
         _audit(lake)
     except click.ClickException as exc:  # could not audit: not a violation found
-        exc.exit_code = CANNOT_AUDIT
-        raise
+        raise CannotAudit(exc.message) from exc
 
 
-# `check`'s exit status for a lake it could not audit (1: violations found; 2 is also click's
-# for a usage error, which is no audit either)
-CANNOT_AUDIT = 2
+class CannotAudit(click.ClickException):
+    """A lake `check` could not audit: exit 2 (1: violations found; 2 is also click's for a
+    usage error, which is no audit either)."""
+
+    exit_code = 2
 
 
 @reports_errors
