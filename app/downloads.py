@@ -173,6 +173,30 @@ def dash_nulls(
     return frame
 
 
+def _printf_to_format(printf: object) -> str | None:
+    """A NumberColumn's printf format ("%.1f", "%d") as a Python format, else None."""
+    if printf == "%d":
+        return "{:.0f}"
+    if isinstance(printf, str) and printf.startswith("%.") and printf.endswith("f"):
+        return "{:,." + printf[2:-1] + "f}"
+    return None
+
+
+def _null_formats(frame: pl.DataFrame, config: Mapping[str, Any]) -> dict[str, str]:
+    """How to show the number columns of `frame` that hold a null ("None" in a table): in
+    their column's format (else up to 4 digits). Bars (progress) and times keep their kind: a
+    page passes `dashes` for those."""
+    formats = {}
+    for column in frame.columns:
+        series = frame.get_column(column)
+        if not series.is_null().any():
+            continue
+        kind = (config.get(column) or {}).get("type_config", {})
+        if series.dtype.is_numeric() and kind.get("type") in (None, "number"):
+            formats[column] = _printf_to_format(kind.get("format")) or "{:.4g}"
+    return formats
+
+
 def show_table(
     frame: pl.DataFrame,
     name: str,
@@ -188,10 +212,14 @@ def show_table(
     `name` is the download's file name (without suffix); `key` prefixes the widgets' keys.
     `dashes` maps columns that may be null to a Python format ("{:.1%}"): where such a column
     holds a null it is shown as formatted text with "—" for the null; downloads keep numbers.
+    Text and number columns that hold a null show "—" there without being named.
     """
     config = {c: v for c, v in DEFAULT_COLUMNS.items() if c in frame.columns}
     config.update(column_config or {})
-    shown = dash_nulls(frame, dashes, config) if dashes else frame
+    formats = {**_null_formats(frame, config), **(dashes or {})}
+    shown = dash_nulls(frame, formats, config) if formats else frame
+    text = [c for c, kind in shown.schema.items() if kind == pl.String and c not in formats]
+    shown = shown.with_columns(pl.col(text).fill_null(NO_VALUE))  # (their settings stay)
     kwargs: dict[str, Any] = {"hide_index": True, "column_config": config}
     if height is not None:
         kwargs["height"] = min(height, 38 + 35 * max(frame.height, 1))  # no empty rows
