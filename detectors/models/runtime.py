@@ -32,11 +32,14 @@ FEATURES = (
 
 
 def frame(jobs: pl.DataFrame) -> pl.DataFrame:
-    """Started jobs with features; `log_runtime` is set for completed jobs (the training rows).
+    """Started jobs with a time limit, with features; `log_runtime` is set for completed jobs
+    (the training rows).
 
-    Missing history falls back to the time limit, the only thing known about a newcomer.
+    Missing history falls back to the time limit, the only thing known about a newcomer. A job
+    without a time limit (a trace from a scheduler that sets none: Philly) has no feature to
+    start from and no limit to advise on: it is left out.
     """
-    hist = with_history(jobs)
+    hist = with_history(jobs).filter(pl.col("time_limit_s").is_not_null())
     log_limit = pl.col("time_limit_s").cast(pl.Float64).clip(lower_bound=60.0).log()
     return hist.with_columns(
         log_limit.alias("log_time_limit"),
@@ -62,7 +65,8 @@ def fit(rows: pl.DataFrame, seed: int = 0) -> dict[float, Any]:
     known = rows.filter(pl.col("log_runtime").is_not_null())
     if known.height < MIN_JOBS:
         raise NotEnoughHistory(
-            f"{DETECTOR}: needs at least {MIN_JOBS} completed jobs, got {known.height}"
+            f"{DETECTOR}: needs at least {MIN_JOBS} completed jobs with a time limit, got "
+            f"{known.height}"
         )
     x, y = _matrix(known), known["log_runtime"].to_numpy()
     return {

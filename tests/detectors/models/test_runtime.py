@@ -47,3 +47,18 @@ def test_quantiles_follow_the_users_run_times_and_p90_is_never_below_p50():
     long = late.filter(pl.col("user") == "u0")["p50_s"].mean()
     assert short < 2 * 3600 < 6 * 3600 < long
     assert (out["p90_s"] >= out["p50_s"]).all()
+
+
+def test_jobs_without_a_time_limit_are_left_out_and_too_few_left_is_said():
+    # a Philly trace sets no time limit: every feature fell back to a null limit, NaN reached
+    # scikit-learn and `gpuledger train` ended in a traceback
+    rows = [job(str(i), 10 * i, 10 * i + 2, user="u" + str(i % 2)) for i in range(40)]
+    unlimited = [{**row, "time_limit_s": None} for row in rows]
+    frame = runtime.frame(jobs(unlimited))
+    assert frame.is_empty()
+    with pytest.raises(runtime.NotEnoughHistory, match="completed jobs with a time limit, got 0"):
+        runtime.fit(frame)
+    mixed = runtime.frame(jobs(rows[:25] + unlimited[25:]))
+    assert mixed.height == 25
+    out = runtime.predict_quantiles(runtime.fit(mixed), mixed)
+    assert out["p50_s"].is_finite().all()
