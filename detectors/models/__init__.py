@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["as_of", "model_frames", "predict", "predict_frames", "producer"]
 
 _TS = pl.Datetime("ms", "UTC")
+logger = logging.getLogger(__name__)
 TIME_LIMIT_FACTOR = 2.0  # a time limit over this × the p90 run time is worth a finding
 TIME_LIMIT_MIN_GPU_H = 1.0  # ... when it holds at least this many GPU-hours of limit
 
@@ -264,21 +266,29 @@ def model_frames(
     known = as_of(data, now)
     frames = []
     stored = set(_stored(lake))
-    if FAILING_GPU in stored:
-        card, model = store.load(lake, FAILING_GPU)
-        frames.append(_failing_gpu(known, card, model))
+    if FAILING_GPU in stored and (found := _load(lake, FAILING_GPU)):
+        frames.append(_failing_gpu(known, *found))
     for minutes in sorted(known.early):
         name = early_waste_name(minutes)
-        if name in stored:
-            card, model = store.load(lake, name)
-            frames.append(_early_waste(known, minutes, card, model, now, data_end))
-    if RUNTIME in stored:
-        card, model = store.load(lake, RUNTIME)
-        frames.append(_runtime(known, card, model))
-    if LEMON in stored:
-        card, model = store.load(lake, LEMON)
-        frames.append(_lemon(known, card, model))
+        if name in stored and (found := _load(lake, name, early_waste.FEATURES)):
+            frames.append(_early_waste(known, minutes, *found, now, data_end))
+    if RUNTIME in stored and (found := _load(lake, RUNTIME, runtime.FEATURES)):
+        frames.append(_runtime(known, *found))
+    if LEMON in stored and (found := _load(lake, LEMON, lemon.FEATURES)):
+        frames.append(_lemon(known, *found))
     return frames
+
+
+def _load(
+    lake: Lake, name: str, features: tuple[str, ...] | None = None
+) -> tuple[store.ModelCard, Any] | None:
+    """The stored model `name` and its card; None, said, where its card stands without the
+    model or it was trained on other features (another version): skipped, as untrained."""
+    try:
+        return store.load(lake, name, features)
+    except store.ModelNotTrained as exc:
+        logger.warning("%s; its findings are left out", exc)
+        return None
 
 
 def _stored(lake: Lake) -> list[str]:

@@ -97,8 +97,10 @@ def save(lake: Lake, card: ModelCard, model: object) -> Path:
     return path
 
 
-def load(lake: Lake, name: str) -> tuple[ModelCard, Any]:
-    """Return the card and the model stored as `name`, or raise ModelNotTrained."""
+def load(lake: Lake, name: str, features: tuple[str, ...] | None = None) -> tuple[ModelCard, Any]:
+    """Return the card and the model stored as `name`, or raise ModelNotTrained: none stored,
+    or (with `features`, what the caller will feed) one trained on other features, by
+    another version of gpuledger."""
     import joblib
 
     folder = model_dir(lake)
@@ -111,6 +113,12 @@ def load(lake: Lake, name: str) -> tuple[ModelCard, Any]:
         card = ModelCard.from_json(card_path.read_text(encoding="utf-8"))
     except (ValueError, KeyError, TypeError) as exc:  # JSONDecodeError, UnicodeDecodeError: too
         raise DamagedFile(card_path, f"{type(exc).__name__}: {exc}", "model card") from exc
+    if features is not None and card.features != tuple(features):
+        raise ModelNotTrained(
+            f"The model {name!r} in {folder} was trained on {len(card.features)} features, not "
+            f"the {len(features)} this version feeds it (another version of gpuledger trained "
+            "it): train it again (`gpuledger train`)"
+        )
     try:
         model = joblib.load(model_path)
     except Exception as exc:  # unpickling garbage raises almost anything; name the file

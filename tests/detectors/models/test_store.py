@@ -61,3 +61,34 @@ def test_a_damaged_model_or_card_is_named(tmp_path, suffix, damage):
     with pytest.raises(DamagedFile) as info:
         load(Lake.at(tmp_path), "m")
     assert str(path) in str(info.value)
+
+
+def test_a_model_trained_on_other_features_is_not_loaded_for_these(tmp_path):
+    # another version's model: scikit-learn failed on the matrix ("X has 12 features, but
+    # ... is expecting 10") in a traceback at every detect
+    save(Lake.at(tmp_path), card(), 1)
+    assert load(Lake.at(tmp_path), "m", ("a", "b"))[1] == 1
+    with pytest.raises(ModelNotTrained, match="trained on 2 features, not the 3 this version"):
+        load(Lake.at(tmp_path), "m", ("a", "b", "c"))
+
+
+def test_detect_leaves_out_a_model_whose_file_is_missing_or_stale_and_says_so(tmp_path, caplog):
+    import datetime as dt
+
+    from detectors.models import model_frames
+    from detectors.models.early_waste import FEATURES
+    from detectors.models.training import load_data
+    from warehouse.connection import connect
+
+    lake = Lake.at(tmp_path)
+    save(lake, card("lemon_node"), 1)
+    (model_dir(lake) / "lemon_node.joblib").unlink()  # a card standing alone: a traceback
+    save(lake, card("early_waste_30m"), 1)  # features ("a", "b"): not this version's
+    assert len(FEATURES) != 2
+    data = load_data(connect(tmp_path))
+
+    with caplog.at_level("WARNING"):
+        frames = model_frames(lake, data, dt.datetime(2026, 12, 1, tzinfo=dt.UTC))
+    assert frames == []
+    assert "No trained model 'lemon_node'" in caplog.text
+    assert "'early_waste_30m'" in caplog.text and "trained on 2 features" in caplog.text
