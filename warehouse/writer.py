@@ -16,7 +16,7 @@ import hashlib
 import itertools
 import logging
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -45,6 +45,7 @@ __all__ = [
     "recover",
     "replace_partition",
     "replace_partitions",
+    "retract_batches",
     "write_batch",
     "write_empty",
 ]
@@ -329,6 +330,34 @@ def write_batch(
                 _land(folder, part, path, batch_id)
                 written.append(path)
     return written
+
+
+def retract_batches(
+    root: Path, table: str, cluster: str, prefix: str, keep: Collection[Path]
+) -> int:
+    """Remove from `table`'s partitions of `cluster` the rows of every batch whose id starts
+    with `prefix`, except in the files `keep` (what a whole re-import has just landed): an
+    import that lands fewer days or batches than the last one leaves none of the last one's
+    rows behind. Run after the import landed whole (a crash before leaves the last import's
+    rows, which the next run retracts). Returns how many files changed.
+    """
+    prefix = layout.safe_name(prefix)
+    kept = {path.resolve() for path in keep}
+    changed = 0
+    folder = layout.partition_dir(root, table, cluster, None)
+    with layout.table_lock(root, table):
+        for path in layout.folder_files(folder):
+            if path.resolve() in kept:
+                continue
+            stale = sorted(b for b in _batches_in(path) if b.startswith(prefix))
+            if not stale:
+                continue
+            _recover(path.parent)
+            for batch_id in stale:
+                if path.exists():
+                    _evict([path], batch_id)
+            changed += 1
+    return changed
 
 
 def replace_partitions(

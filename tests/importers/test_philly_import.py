@@ -244,6 +244,35 @@ def test_reimporting_the_same_folder_lands_no_duplicates(lake):
         assert (a[2] is None and b[2] is None) or math.isclose(a[2], b[2], rel_tol=1e-9)
 
 
+def test_importing_an_updated_trace_replaces_the_last_one_whole(tmp_path):
+    # the job log lands by submit day: a job a later trace no longer has (or submitted on
+    # another day) stayed, and a job's old record beside its new allocations showed 48.3
+    # GPU-hours over a 9-minute span
+    import json
+
+    folder = tmp_path / "v2"
+    folder.mkdir()
+    for name in ("cluster_machine_list", "cluster_gpu_util"):
+        shutil.copy(FIXTURE / name, folder / name)
+    log = json.loads((FIXTURE / "cluster_job_log").read_text())
+    kept = log[:-6]
+    kept[0]["submitted_time"] = "2017-09-19 23:44:19"  # a day earlier: another partition
+    (folder / "cluster_job_log").write_text(json.dumps(kept))
+    lake = tmp_path / "lake"
+    _import(lake)
+    sample_rows = _counts(lake)["gpu_samples"]
+    result = _import(lake, folder)
+
+    assert result.jobs == 80
+    con = connect(lake)
+    assert _one(con, "SELECT count(*), count(DISTINCT job_id) FROM jobs") == (80, 80)
+    dropped = {job["jobid"] for job in log[-6:]}
+    assert not dropped & {r[0] for r in con.execute("SELECT job_id FROM job_gpus").fetchall()}
+    (submit,) = _one(con, f"SELECT submit_ts FROM jobs WHERE job_id = '{log[0]['jobid']}'")
+    assert submit == _job_log_utc("2017-09-19 23:44:19")  # the new record only
+    assert _counts(lake)["gpu_samples"] == sample_rows
+
+
 def test_a_gzipped_util_file_imports_the_same_rows(tmp_path):
     folder = tmp_path / "trace"
     folder.mkdir()

@@ -276,3 +276,29 @@ def test_a_file_that_cannot_be_written_is_one_clear_error_and_leaves_nothing(
     with pytest.raises(NotWritable, match="cannot write .*expected a folder this user can write"):
         writer.atomic_write(pa.table({"a": [1]}), path, None)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_retracting_an_import_leaves_only_what_it_landed_again(lake, make_samples, t0):
+    # an updated import lands fewer days and batches than the last: the last one's other rows
+    # go, also from a compacted file, and other batches' rows stay
+    day = dt.timedelta(days=1)
+    writer.write_batch(lake, "gpu_samples", make_samples([t0, t0 + day]), "imp-a-util-0")
+    writer.write_batch(lake, "gpu_samples", make_samples([t0 + 2 * day]), "imp-a-util-1")
+    writer.write_batch(lake, "gpu_samples", make_samples([t0 + day]), "prom-a")
+    writer.compact(lake, "gpu_samples")  # day 2: one file holding imp-a-util-0 and prom-a
+    landed = writer.write_batch(lake, "gpu_samples", make_samples([t0]), "imp-a-util-0")
+    before = count(lake, "gpu_samples")
+
+    changed = writer.retract_batches(lake, "gpu_samples", "della", "imp-a-", landed)
+
+    assert changed == 2  # the compacted day and imp-a-util-1's file
+    assert count(lake, "gpu_samples") == before - 2
+    from warehouse import layout
+
+    files = layout.table_files(lake, "gpu_samples")
+    rows = sorted(
+        (r["ts"], r["_batch"])
+        for f in files
+        for r in pq.read_table(f, columns=["ts", "_batch"]).to_pylist()
+    )
+    assert rows == [(t0, "imp-a-util-0"), (t0 + day, "prom-a")]

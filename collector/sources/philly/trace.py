@@ -23,7 +23,7 @@ from collector.errors import ConfigError, MalformedSample
 from collector.sources.philly.gpu_util import DAMAGED, UtilStats, open_text, read_gpu_util
 from warehouse.arrow_arrays import TIMESTAMP
 from warehouse.lake import Lake
-from warehouse.writer import write_batch
+from warehouse.writer import retract_batches, write_batch
 
 __all__ = [
     "TRACE_FILES",
@@ -420,7 +420,9 @@ def import_philly(
     """Import the Philly trace in `directory` into `lake` under `cluster`.
 
     Every batch has a fixed id (`philly-<cluster>-jobs`, `…-util-00000`, …), so importing the
-    same folder again replaces rather than duplicates. `progress(done, total)` follows the bytes
+    same folder again replaces rather than duplicates; once the whole trace landed, the rows of
+    an earlier import into `cluster` that this one did not land again are removed (an updated
+    trace replaces the old one whole). `progress(done, total)` follows the bytes
     of `cluster_gpu_util` read.
     """
     if not cluster.strip():
@@ -431,8 +433,9 @@ def import_philly(
     log = read_job_log(files.job_log, cluster, skipped["cluster_job_log"])
     counts = gpu_counts(machines, log.machine_gpus)
     batch = f"philly-{cluster}"
-    write_batch(lake.root, "jobs", log.jobs, f"{batch}-jobs")
-    write_batch(lake.root, "job_gpus", log.job_gpus, f"{batch}-job_gpus")
+    landed: list[Path] = []
+    landed += write_batch(lake.root, "jobs", log.jobs, f"{batch}-jobs")
+    landed += write_batch(lake.root, "job_gpus", log.job_gpus, f"{batch}-job_gpus")
 
     stats = UtilStats()
     batches = 0
@@ -440,7 +443,7 @@ def import_philly(
         files.gpu_util, cluster, counts, stats, lines_per_batch=lines_per_batch, progress=progress
     )
     for n, table in enumerate(samples):
-        write_batch(lake.root, "gpu_samples", table, f"{batch}-util-{n:05d}")
+        landed += write_batch(lake.root, "gpu_samples", table, f"{batch}-util-{n:05d}")
         batches += 1
 
     evidence = dict(log.machine_gpus)
@@ -453,7 +456,11 @@ def import_philly(
         seen[name] = (min(old[0], lo), max(old[1], hi))
     gpus = _gpus_table(cluster, machines, inventory, seen) if seen else None
     if gpus is not None:
-        write_batch(lake.root, "gpus", gpus, f"{batch}-gpus")
+        landed += write_batch(lake.root, "gpus", gpus, f"{batch}-gpus")
+    # the last import of this cluster's rows that this one did not land again (days or batches
+    # the trace no longer has): gone, so importing an updated trace replaces the old one whole
+    for table in ("jobs", "job_gpus", "gpu_samples", "gpus"):
+        retract_batches(lake.root, table, cluster, f"{batch}-", landed)
     skipped["cluster_gpu_util"] = Skipped(stats.malformed, stats.examples)
     listed = {name: m.gpus for name, m in machines.items()}
     recounted = sum(1 for name, count in inventory.items() if count > listed.get(name, 0))
