@@ -161,7 +161,8 @@ def simulate(
     knows: LLM pre-training, fine-tuning, input-bound training, inference with a daily cycle,
     notebooks, idle and partially idle jobs, hung NCCL jobs, memory holders, oversized time
     limits, stragglers, a hot node and GPUs that degrade and fail. Every injected behaviour is
-    in the sim_truth table. Re-running with the same options changes nothing.
+    in the sim_truth table. Re-running with the same options changes nothing; other options
+    into a lake that holds the cluster are refused (the two runs' days and jobs would mix).
     """
     _simulate(lake, gpus, days, seed, cluster, interval, start, quiet)
 
@@ -651,7 +652,7 @@ def demo(
     The whole pipeline on an embedded default (256 simulated GPUs for one week: 28 nodes of 8
     H100 and 4 of 8 A100): simulate, attribute, detect (findings and policy recommendations) —
     under a minute on 2 cores — then the dashboard on http://ADDRESS:PORT until Ctrl-C.
-    Re-running it gives the same lake.
+    Re-running it gives the same lake; other --gpus/--days/--seed need another --lake.
 
     \b
     Examples:

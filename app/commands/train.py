@@ -66,5 +66,25 @@ def command(lake: Lake, now: dt.datetime | None) -> None:
         if why is not None:
             click.echo(f"{name}: stored, but detect raises no findings from it: {why}")
     for name, why in sorted(trained.skipped.items()):
-        click.echo(f"{name}: not trained ({why})", err=True)
+        click.echo(f"{name}: not trained ({why}){_kept(lake, name)}", err=True)
     click.echo(f"Stored in {model_dir(lake)}.")
+
+
+def _kept(lake: Lake, name: str) -> str:
+    """What stays in use of a model this run could not train: the one a train stored before
+    (detect goes on using it), said with when it was trained and how to stop it."""
+    from detectors.models.store import ModelCard, model_dir
+
+    kept = []
+    for card_path in sorted(model_dir(lake).glob(f"{name}*.json")):
+        try:
+            card = ModelCard.from_json(card_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        kept.append(f"{card.name} trained {card.trained_ts}")
+    if not kept:
+        return ""
+    return (
+        f"; the model stored before stays in use ({', '.join(kept)}): delete its files in "
+        f"{model_dir(lake)} to stop it"
+    )

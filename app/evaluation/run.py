@@ -269,6 +269,13 @@ def run_plan(
             parts.append(load_data(con))
             con.close()
     say("training the models")
+    # this run's models only: one an earlier run in this work folder trained, that this run's
+    # history cannot teach, was scored as if this run had trained it
+    import shutil
+
+    from detectors.models.store import model_dir
+
+    shutil.rmtree(model_dir(train), ignore_errors=True)
     trained = train_all(TrainingData.concat(parts), train, now)
     for name, why in trained.skipped.items():
         say(f"not trained: {name}: {why}")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -23,6 +25,7 @@ from collector.sim.telemetry import (
 from collector.sim.throughput import throughput_table
 from collector.sim.workload import DAY_S, Job, make_jobs, schedule
 from collector.sources.slurm.assoc import AssociationRow, associations_table
+from warehouse import layout
 from warehouse.arrow_arrays import TIMESTAMP
 from warehouse.lake import Lake
 from warehouse.writer import write_batch
@@ -424,16 +427,72 @@ def initial_energy(cfg: SimConfig, n_gpus: int) -> EnergyState:
     return EnergyState(joules=e_rng.uniform(1e8, 5e9, size=n_gpus))
 
 
+# The options each cluster of a lake was simulated with (cluster -> SimConfig as JSON values).
+SIMULATED_FILE = "simulated.json"
+
+
+def _options(cfg: SimConfig) -> dict[str, object]:
+    return {
+        field: str(getattr(cfg, field)) if field == "start" else getattr(cfg, field)
+        for field in SimConfig.__slots__
+    }
+
+
+def _simulated(lake: Lake) -> dict[str, dict[str, object]]:
+    path = lake.root / "_state" / SIMULATED_FILE
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: not a record this version can read ({exc})") from None
+    return found if isinstance(found, dict) else {}
+
+
+def _refuse_other_options(cfg: SimConfig, lake: Lake) -> None:
+    """ConfigError where `lake` holds `cfg.cluster` simulated with other options: the days,
+    GPUs and jobs of both would mix (a third day of 3 beside a run of 2, jobs without their
+    records) and every figure over them would be wrong."""
+    before = _simulated(lake).get(cfg.cluster)
+    if before is None or before == _options(cfg):
+        return
+    changed = [
+        f"--{key.replace('_s', '')} {before.get(key)} → {value}"
+        for key, value in _options(cfg).items()
+        if before.get(key) != value and key not in ("load", "hard", "failure_rate")
+    ] or ["other settings"]
+    raise ConfigError(
+        f"the lake {str(lake.root)!r} holds cluster {cfg.cluster!r} simulated with other "
+        f"options ({', '.join(changed)}); simulating into it would mix both: use another "
+        "--lake, or another --cluster"
+    )
+
+
+def _record_options(cfg: SimConfig, lake: Lake) -> None:
+    recorded = _simulated(lake)
+    recorded[cfg.cluster] = _options(cfg)
+    path = lake.state_dir() / SIMULATED_FILE
+    fd, tmp = layout.create_temp(path)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(recorded, out, indent=1, sort_keys=True)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)  # renamed into place already, unless the write failed
+
+
 def simulate(
     cfg: SimConfig,
     lake: Lake,
     progress: Callable[[int, int], None] | None = None,
 ) -> SimResult:
-    """Simulate `cfg` and land it in `lake`; the same config lands the same rows.
+    """Simulate `cfg` and land it in `lake`; the same config lands the same rows. ConfigError
+    where the lake holds `cfg.cluster` simulated with other options (they would mix).
 
     `progress(done, total)` is called after each day-slice of telemetry is landed.
     """
     cfg.validate()
+    _refuse_other_options(cfg, lake)
     rng = np.random.default_rng([cfg.seed, 1])
     t0_ms = int(cfg.start.timestamp() * 1000)
     horizon = cfg.days * DAY_S
@@ -496,6 +555,7 @@ def simulate(
             files += len(landed)
             if progress:
                 progress(day * len(chunks) + c + 1, total)
+    _record_options(cfg, lake)
     return SimResult(gpus=fleet.n_gpus, jobs=len(jobs), samples=samples, files=files)
 
 

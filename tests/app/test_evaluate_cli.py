@@ -122,3 +122,28 @@ def test_train_stores_the_models_the_history_can_teach(tmp_path):
         "failing_gpu: stored, but detect raises no findings from it: no GPU failure fell in "
         "its held-out data" in result.output
     )
+
+
+def test_a_model_not_trained_again_says_the_one_stored_before_stays_in_use(tmp_path):
+    # "runtime_quantiles: not trained (...)" while detect went on with last month's model
+    from app.commands.train import _kept
+    from detectors.models.store import ModelCard, save
+
+    lake = Lake.at(tmp_path)
+    assert _kept(lake, "runtime_quantiles") == ""
+    card = ModelCard(
+        name="runtime_quantiles",
+        features=("gpus",),
+        trained_ts="2026-11-01T00:00:00+00:00",
+        window_start=None,
+        window_end=None,
+        clusters=("sim",),
+        rows=40,
+        threshold=None,
+    )
+    save(lake, card, {})
+    said = _kept(lake, "runtime_quantiles")
+    assert said.startswith(
+        "; the model stored before stays in use (runtime_quantiles trained "
+        "2026-11-01T00:00:00+00:00): delete its files in "
+    )

@@ -185,6 +185,24 @@ def test_simulating_again_into_the_same_lake_changes_nothing(
     _assert_same_lake(_snapshot(lake), before)
 
 
+def test_other_options_into_a_simulated_cluster_are_refused_before_anything_lands(
+    tmp_path: Path,
+) -> None:
+    # a demo of 3 days, then of 2 into the same lake: the first run's third day stayed beside
+    # the second's two (`check`: 14 violations), or one day's fleet beside another's
+    one_day = SimConfig(gpus=8, days=1, seed=3)
+    simulate(one_day, Lake.at(tmp_path))
+    files = sorted(tmp_path.rglob("*.parquet"))
+
+    with pytest.raises(ConfigError, match=r"simulated with other options \(--days 1 → 2\)"):
+        simulate(SimConfig(gpus=8, days=2, seed=3), Lake.at(tmp_path))
+    with pytest.raises(ConfigError, match=r"--gpus 8 → 16, --seed 3 → 4"):
+        simulate(SimConfig(gpus=16, days=1, seed=4), Lake.at(tmp_path))
+    assert sorted(tmp_path.rglob("*.parquet")) == files
+    simulate(one_day, Lake.at(tmp_path))  # the same options: the same lake
+    simulate(SimConfig(cluster="other", gpus=8, days=2, seed=3), Lake.at(tmp_path))
+
+
 @pytest.mark.slow
 def test_attributing_again_changes_nothing(tmp_path: Path) -> None:
     lake = tmp_path / "lake"
