@@ -307,7 +307,8 @@ def attribute(
     buckets of the day before), so a late scheduler record rebuilds the days it covers;
     compacting files changes no row and rebuilds nothing. job_usage, job_outcomes, usage_daily,
     cluster_occupancy and fairness_weekly are then built from them (definitions: DESIGN.md §4).
-    Re-running with nothing changed changes nothing.
+    The scheduler's records alone (no telemetry yet) give the allocation figures, with nothing
+    observed. Re-running with nothing changed changes nothing.
     The thresholds come from the configuration file's [attribute] table (idle_below,
     bucket_s, hw_event_grace_s, low_efficiency_below; `gpuledger config check` lists them),
     the one `gpuledger run` uses too; --idle-below and --bucket override it. The carbon

@@ -118,8 +118,10 @@ def attribute(
         return _attribute_on_spark(lake, config, spark_master, spark_source, step, compacted)
     for attempt in range(1, attempts + 1):
         built[0] = 0
-        if not lake.table_files("gpu_samples"):
-            raise EmptyWarehouse(lake.root, "'gpu_samples'")
+        # the scheduler's records alone give the allocation marts (no telemetry: nothing
+        # observed); neither is a lake with nothing to attribute
+        if not lake.table_files("gpu_samples") and not lake.table_files("jobs"):
+            raise EmptyWarehouse(lake.root, "'gpu_samples' or 'jobs'")
         try:
             if engine == "spark":
                 from warehouse.spark import build_marts_on_spark, spark_session
