@@ -624,7 +624,8 @@ def dashboard(lake: Lake, port: int, address: str) -> None:
     """Serve the Streamlit dashboard over the lake (needs the 'dashboard' extra).
 
     \b
-    Pages: Overview, Jobs, Job, Users & accounts, Fairness, Health, Alerts & recommendations;
+    Pages: Overview, Jobs, Job, Users & accounts, Fairness, Health, Alerts & recommendations,
+    Policy lab (managers: a proposed scheduler change replayed beside the recorded policy);
     a cluster selector and a date range in the sidebar; CSV/Parquet downloads of every table.
     Access is open unless GPULEDGER_DASHBOARD_MANAGERS is set (comma-separated user names or
     e-mail addresses): then users sign in (OIDC via st.login, an [auth] section in
