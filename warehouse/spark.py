@@ -279,6 +279,7 @@ def _own_samples(spark: SparkSession) -> None:
         owners["job_id"].alias(name) if name == "job_id" else samples[f"`{name}`"]
         for name in RAW_TABLES["gpu_samples"].schema.names
     ]
+    columns.append(owners["owner_end"])
     joined.select(*columns).createOrReplaceTempView("owned_samples")
 
 

@@ -6,7 +6,9 @@
 -- Reads:   unowned_samples (gpu_samples rows as their source wrote them), job_gpus
 -- Params:  none
 -- Returns: cluster, node, gpu_index, gpu_uuid, mig_instance, ts, label (the row's own job_id),
---          job_id (the owner); a row whose key is absent here has no owner (null)
+--          job_id (the owner), owner_end (the latest end of the owner's allocations covering
+--          the sample, null while one runs: its span stops there); a row whose key is absent
+--          here has no owner (null)
 --
 -- Raw sample files are never rewritten: a sample's owner is decided here, when the derived
 -- partitions are built (sql/views/owned_samples.sql joins it back), and lives only in derived
@@ -63,6 +65,7 @@ claims AS (
         s.ts,
         s.job_id AS label,
         g.job_id,
+        g.end_ts,
         coalesce(g.job_id = s.job_id, FALSE) AS carried
     FROM samples AS s
     JOIN allocations AS g
@@ -83,6 +86,7 @@ claims AS (
         s.ts,
         s.job_id AS label,
         g.job_id,
+        g.end_ts,
         coalesce(g.job_id = s.job_id, FALSE) AS carried
     FROM samples AS s
     JOIN allocations AS g
@@ -95,7 +99,7 @@ claims AS (
         AND s.ts >= g.start_ts
         AND (g.end_ts IS NULL OR s.ts < g.end_ts)
 )
-SELECT DISTINCT
+SELECT
     cluster,
     node,
     gpu_index,
@@ -103,7 +107,8 @@ SELECT DISTINCT
     mig_instance,
     ts,
     label,
-    job_id
+    job_id,
+    CASE WHEN bool_or(end_ts IS NULL) THEN NULL ELSE max(end_ts) END AS owner_end
 FROM (
     SELECT
         *,
@@ -113,3 +118,4 @@ FROM (
     FROM claims
 ) AS c
 WHERE carried OR NOT carries_one
+GROUP BY cluster, node, gpu_index, gpu_uuid, mig_instance, ts, label, job_id

@@ -6,7 +6,9 @@
 -- Params:  none
 -- Returns: every gpu_samples column, job_id the owner (null: no allocation covers the sample),
 --          owners (the jobs the rows of the sample's GPU and time go to: more than 1 on a GPU
---          that several jobs' allocations share, whose time is split among them)
+--          that several jobs' allocations share, whose time is split among them), owner_end
+--          (the end of the owner's allocation covering the sample, null while it runs: the
+--          sample's span stops there, DESIGN §4)
 --
 -- The raw files keep the job_id their source wrote (an exporter's label, or none); readers
 -- that need each sample's job read this (the per-day pass, the bottleneck signals), never the
@@ -84,6 +86,7 @@ claims AS (
         s.ts,
         s.job_id AS label,
         g.job_id,
+        g.end_ts,
         coalesce(g.job_id = s.job_id, FALSE) AS carried
     FROM samples AS s
     JOIN shared AS g
@@ -112,7 +115,7 @@ shared_owners AS (
             PARTITION BY cluster, node, gpu_index, gpu_uuid, mig_instance, ts
         ) AS owners
     FROM (
-        SELECT DISTINCT
+        SELECT
             cluster,
             node,
             gpu_index,
@@ -120,7 +123,9 @@ shared_owners AS (
             mig_instance,
             ts,
             label,
-            job_id
+            job_id,
+            -- the latest end of the job's allocations covering the sample (none: running)
+            CASE WHEN bool_or(end_ts IS NULL) THEN NULL ELSE max(end_ts) END AS owner_end
         FROM (
             SELECT
                 *,
@@ -130,11 +135,17 @@ shared_owners AS (
             FROM claims
         ) AS c
         WHERE carried OR NOT carries_one
+        GROUP BY cluster, node, gpu_index, gpu_uuid, mig_instance, ts, label, job_id
     ) AS o
 )
 SELECT
     s.* REPLACE (coalesce(i.job_id, n.job_id, o.job_id) AS job_id),
-    coalesce(o.owners, 1) AS owners
+    coalesce(o.owners, 1) AS owners,
+    CASE
+        WHEN i.job_id IS NOT NULL THEN i.end_ts
+        WHEN n.job_id IS NOT NULL THEN n.end_ts
+        ELSE o.owner_end
+    END AS owner_end
 FROM samples AS s
 LEFT JOIN (SELECT * FROM sole WHERE gpu_index IS NOT NULL) AS i
     ON i.cluster = s.cluster

@@ -13,7 +13,9 @@
 --
 -- DESIGN §4: a sample stands for the time until the device's next sample time when that comes
 -- within 2 × interval_s; otherwise for interval_s, and the rest of the gap is unobserved
--- (gap_s). end_e is where that time ends. So per device, sum(span_s + gap_s) = last sample's
+-- (gap_s); never past its owner's allocation end (owner_end_e): the time after it is
+-- unobserved too (a job is never observed for longer than it held the GPU). end_e is where
+-- the sample's time ends. So per device, sum(span_s + gap_s) = last sample's
 -- end - first sample's ts exactly, and a duplicated sample (same device, ts and job_id) stands
 -- for 0 s. A shared GPU (MPS, time-slicing) reports one row per sharer at the same ts: the
 -- `sharers` distinct job_ids there (no job counts as one) each get 1/sharers of the time
@@ -86,6 +88,24 @@ spans AS (
         ON o.mig_instance IS NOT NULL
         AND m.gpu_id = o.gpu_id
         AND m.ts = o.ts
+),
+-- The time each row stands for: to the device's next sample, or its interval (`raw_s`) ...
+stood AS (
+    SELECT
+        *,
+        CASE WHEN continuous THEN step_s ELSE CAST(interval_s AS DOUBLE) END AS raw_s
+    FROM spans
+),
+-- ... and the part of it inside its owner's allocation (`held_s`); the rest is unobserved.
+held AS (
+    SELECT
+        *,
+        -- (least and greatest skip a null: a row with no span keeps none)
+        CASE
+            WHEN owner_end_e IS NULL OR raw_s IS NULL THEN raw_s
+            ELSE least(raw_s, greatest(owner_end_e - epoch(ts), 0))
+        END AS held_s
+    FROM stood
 )
 SELECT
     d.cluster,
@@ -103,12 +123,12 @@ SELECT
     job_id,
     interval_s,
     CAST(ts AS DATE) AS date,
-    part * CASE WHEN continuous THEN step_s ELSE CAST(interval_s AS DOUBLE) END AS span_s,
-    epoch(ts) + CASE
-        WHEN duplicate THEN 0.0 WHEN continuous THEN step_s ELSE CAST(interval_s AS DOUBLE)
-    END AS end_e,
-    part * CASE WHEN next_ts IS NOT NULL AND NOT continuous THEN step_s - interval_s ELSE 0.0 END
-        AS gap_s,
+    part * held_s AS span_s,
+    epoch(ts) + CASE WHEN duplicate THEN 0.0 ELSE held_s END AS end_e,
+    part * (
+        raw_s - held_s
+        + CASE WHEN next_ts IS NOT NULL AND NOT continuous THEN step_s - interval_s ELSE 0.0 END
+    ) AS gap_s,
     share,
     sharers,
     busy,
@@ -118,12 +138,16 @@ SELECT
     dram_active,
     fb_used_mib,
     power_w * share / sharers AS power_w,
+    -- (the counter's increase over the part of the step the owner held)
     share * part * CASE
-        WHEN continuous AND next_energy_j >= energy_j THEN next_energy_j - energy_j
-        ELSE power_w * CASE WHEN continuous THEN step_s ELSE interval_s END
+        WHEN continuous AND next_energy_j >= energy_j AND held_s = step_s
+            THEN next_energy_j - energy_j
+        WHEN continuous AND next_energy_j >= energy_j
+            THEN (next_energy_j - energy_j) * held_s / step_s
+        ELSE power_w * held_s
     END AS energy_step_j,
     nvlink_bps,
     pcie_bps
-FROM spans AS s
+FROM held AS s
 INNER JOIN sample_devices AS d
     ON d.variant_id = s.variant_id

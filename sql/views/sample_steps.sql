@@ -4,10 +4,11 @@
 -- Reads:   owned_samples (the samples with their owners), sample_devices (the devices' numbers)
 -- Params:  none
 -- Returns: device_id, gpu_id, variant_id (sample_devices' numbers of the row's device, physical
---          GPU and key values), mig_instance, ts, job_id, interval_s, gpu_util_pct, busy,
---          sm_active, tensor_active, dram_active, fb_used_mib, power_w, energy_j, nvlink_bps,
---          pcie_bps, lead_ts, lead_energy_j (the next row's in the device's time order), tied
---          (another row of the device has this ts)
+--          GPU and key values), mig_instance, ts, job_id, owner_end_e (the end of the owner's
+--          allocation, epoch seconds; null while it runs or without an owner), interval_s,
+--          gpu_util_pct, busy, sm_active, tensor_active, dram_active, fb_used_mib, power_w,
+--          energy_j, nvlink_bps, pcie_bps, lead_ts, lead_energy_j (the next row's in the
+--          device's time order), tied (another row of the device has this ts)
 --
 -- The one sort of the samples (by device, then time) that sql/views/sample_spans.sql starts
 -- from: it reads these rows twice (rows alone at their ts, rows sharing it) and once more for
@@ -34,6 +35,7 @@ WITH finite AS (
         g.model,
         g.ts,
         g.job_id,
+        g.owner_end,
         g.interval_s,
         CASE
             WHEN g.gpu_util_pct - g.gpu_util_pct = 0
@@ -105,6 +107,7 @@ keyed AS (
         d.mig_instance,
         g.ts,
         g.job_id,
+        epoch(g.owner_end) AS owner_end_e,
         -- an interval that is no span (NaN, infinite, 0 or less: another tool's file) is none,
         -- as a null one is (warehouse/partitions.py says how many the day had)
         CASE WHEN g.interval_s - g.interval_s = 0 AND g.interval_s > 0 THEN g.interval_s END

@@ -126,6 +126,15 @@ def brute_force(
             if not owners:
                 continue
             owner = min(owners)
+            # ... and stands for no time past the end of that job's allocation
+            end = max(
+                a.end
+                for a in allocations
+                if a.job_id == owner
+                and a.gpu_index == gpu_index
+                and a.start * 1000 <= s.ts_ms < a.end * 1000
+            )
+            span = min(span, end - s.ts_ms / 1000)
             observed_s[owner] += span
             engine, util = f32(s.engine_active), f32(s.gpu_util_pct)
             busy = engine if engine is not None else (util / 100 if util is not None else None)

@@ -25,12 +25,14 @@ BUCKET_S = AttributionConfig().bucket_s
 
 def raw_spans(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     """Every sample time of each device and owner there, with its part of the span and gap, by
-    DESIGN §4, computed in polars from gpu_samples (the owner by the allocation rule's SQL: the
-    raw job_id is the source's). The owners at one time of a device (no owner counts as one)
-    share its span and gap in equal parts; a duplicate row counts once."""
+    DESIGN §4, computed in polars from gpu_samples (the owner, and the end of its allocation,
+    by the allocation rule's SQL: the raw job_id is the source's). The owners at one time of a
+    device (no owner counts as one) share its span and gap in equal parts; an owner's part
+    stops at its allocation's end, the rest of it unobserved; a duplicate row counts once."""
     rows = con.sql(
         "SELECT DISTINCT cluster, coalesce(gpu_uuid, node || '/' || gpu_index) AS device, "
-        "epoch_ms(ts) / 1000.0 AS t, CAST(interval_s AS DOUBLE) AS interval_s, job_id "
+        "epoch_ms(ts) / 1000.0 AS t, CAST(interval_s AS DOUBLE) AS interval_s, job_id, "
+        "epoch_ms(owner_end) / 1000.0 AS owner_end "
         "FROM owned_samples WHERE mig_instance IS NULL"
     ).pl()
     points = rows.group_by("cluster", "device", "t").agg(
@@ -44,13 +46,17 @@ def raw_spans(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
         .then(step - pl.col("interval_s"))
         .otherwise(0.0),
     )
+    held = pl.min_horizontal("span_s", (pl.col("owner_end") - pl.col("t")).clip(lower_bound=0))
     return (
-        rows.select("cluster", "device", "t", "job_id")
+        rows.select("cluster", "device", "t", "job_id", "owner_end")
         .unique()
         .join(spans, on=["cluster", "device", "t"])
+        .with_columns(held=pl.when(pl.col("owner_end").is_null()).then("span_s").otherwise(held))
         .with_columns(
-            span_s=pl.col("span_s") / pl.col("sharers"), gap_s=pl.col("gap_s") / pl.col("sharers")
+            span_s=pl.col("held") / pl.col("sharers"),
+            gap_s=(pl.col("gap_s") + pl.col("span_s") - pl.col("held")) / pl.col("sharers"),
         )
+        .drop("held", "owner_end")
     )
 
 

@@ -164,6 +164,22 @@ def owners_of(slot: Slot, ts_ms: int, allocations: list[Allocation]) -> list[str
     return found
 
 
+def owner_end(job_id: str, slot: Slot, ts_ms: int, allocations: list[Allocation]) -> float | None:
+    """The end of `job_id`'s allocation on this GPU containing `ts_ms` (the latest, where its
+    steps overlap; None while one runs): its samples stand for no time past it (DESIGN §4)."""
+    ends = [
+        a.end
+        for a in allocations
+        if a.job_id == job_id
+        and a.slot.node == slot.node
+        and a.slot.gpu_index == slot.gpu_index
+        and a.slot.mig_instance in (None, slot.mig_instance)
+        and a.start * 1000 <= ts_ms
+        and (a.end is None or ts_ms < a.end * 1000)
+    ]
+    return None if None in ends else max(ends)
+
+
 def owners(s: Sample, allocations: list[Allocation]) -> list[str | None]:
     """The jobs a row belongs to: the sharer it carries if that job claims it, else every job
     that claims it (one unlabelled row on a shared GPU stands once for each), else none."""
@@ -186,7 +202,8 @@ class Part:
 
 def parts(allocations: list[Allocation], samples: list[Sample]) -> dict[str | None, list[Part]]:
     """Per owner, its parts of every device time: the device's span (to its next sample time
-    if that comes within 2 × interval_s, else interval_s) split among the distinct owners."""
+    if that comes within 2 × interval_s, else interval_s; never past the owner's allocation
+    end) split among the distinct owners."""
     instances: dict[tuple, set] = defaultdict(set)
     for s in samples:
         if s.slot.mig_instance is not None:
@@ -210,6 +227,9 @@ def parts(allocations: list[Allocation], samples: list[Sample]) -> dict[str | No
                 share = 1.0 if mig is None else 1 / len(instances[(rows[0].slot.device, ts_ms)])
                 # rows of one owner at one time are exact duplicates: one row's interval
                 interval = f32(own[0].interval_s) if span is None else span
+                end = None if job_id is None else owner_end(job_id, own[0].slot, ts_ms, allocations)
+                if end is not None:
+                    interval = min(interval, max(end - ts_ms / 1000, 0.0))
                 found[job_id].append(Part(own[0], len(own), interval, len(by_owner), share))
     return found
 

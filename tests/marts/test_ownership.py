@@ -76,9 +76,11 @@ def test_overlapping_steps_of_one_job_on_one_gpu_count_their_union_once(tmp_path
     # GPU 0: [0, 200) ∪ [100, 300) ∪ [400, 500) = 300 + 100 = 400 s; GPU 1: 100 s.
     assert job["alloc_gpu_h"] == pytest.approx(500 / H)
     # GPU 0 samples in the union: 0..270 (10) and 420, 450, 480 (3); GPU 1: 0, 30, 60, 90 (4).
-    # Each sample once, though two steps cover 120..180: 17 × 30 s = 510 s.
+    # Each sample once, though two steps cover 120..180; each stands for 30 s, but never past
+    # its step's end: 480 stops at 500 and GPU 1's 90 at 100, so 17 × 30 − 10 − 20 = 480 s,
+    # never more than the 500 s held.
     assert job["samples"] == 17
-    assert job["observed_gpu_h"] == pytest.approx(510 / H)
+    assert job["observed_gpu_h"] == pytest.approx(480 / H)
 
 
 def test_an_allocation_known_only_by_uuid_covers_only_that_gpu(tmp_path):
