@@ -30,9 +30,8 @@ def command(lake: Lake) -> None:
       hardware_gpu_hours  a GPU's or node's finding never exceeds its GPUs × the data's span
       findings_in_data    no finding begins or ends after its cluster's data ends
       mart_occupancy      each occupancy bucket: allocated + unallocated + unobserved = GPUs
-      mart_totals         per job active + idle = observed, and observed ≤ allocated where
-                          no GPU was shared; the daily, per-GPU and per-bucket marts add up
-                          to job_usage
+      mart_totals         per job active + idle = observed; the daily, per-GPU and per-bucket
+                          marts add up to job_usage
       throughput_bounded  a job's reported parameters × tokens/s never claim more FLOP/s
                           than its GPUs' peak (else a wrong count: it gets no MFU)
 

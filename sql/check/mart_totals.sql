@@ -1,7 +1,5 @@
 -- mart_totals: the marts count each cluster's GPU time once: per job, active + idle =
--- observed, and a job that shared no GPU is observed for no longer than it held its GPUs
--- (DESIGN §4: a sample stands for no time past its owner's allocation; a sharer's time is
--- split by the rows at each instant, its allocation evenly, so a sharer may differ); per cluster, the daily and per-GPU marts add up to job_usage, and the per-bucket
+-- observed; per cluster, the daily and per-GPU marts add up to job_usage, and the per-bucket
 -- occupancy to the jobs' buckets counted in physical GPUs (gpu_job_buckets' share-weighted
 -- seconds: a MIG instance is its share of its GPU there, one of the job's GPUs in job_usage).
 --
@@ -25,18 +23,6 @@ WITH per_job AS (
     FROM job_usage
     WHERE abs(coalesce(active_gpu_h, 0) + coalesce(idle_gpu_h, 0) - coalesce(observed_gpu_h, 0))
         > 1e-6 * greatest(abs(observed_gpu_h), 1.0)
-    UNION ALL
-    SELECT
-        cluster,
-        'job_usage row of job ' || job_id AS subject,
-        printf(
-            'observed %.4f GPU-h exceed the %.4f GPU-h it held (its allocations)',
-            observed_gpu_h,
-            alloc_gpu_h
-        ) AS detail
-    FROM job_usage
-    WHERE NOT coalesce(shared, FALSE)
-        AND observed_gpu_h > alloc_gpu_h + 1e-6 * greatest(abs(alloc_gpu_h), 1.0)
 ),
 usage AS (
     SELECT
