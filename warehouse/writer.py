@@ -336,20 +336,24 @@ def retract_batches(
     root: Path, table: str, cluster: str, prefix: str, keep: Collection[Path]
 ) -> int:
     """Remove from `table`'s partitions of `cluster` the rows of every batch whose id starts
-    with `prefix`, except in the files `keep` (what a whole re-import has just landed): an
-    import that lands fewer days or batches than the last one leaves none of the last one's
-    rows behind. Run after the import landed whole (a crash before leaves the last import's
-    rows, which the next run retracts). Returns how many files changed.
+    with `prefix`, except each batch in the partition `keep` (the files a whole re-import has
+    just landed) holds it in: an import that lands fewer days or batches than the last one
+    leaves none of the last one's rows behind. A batch kept is kept in its partition whatever
+    file holds it by now (a compaction may have merged it). Run after the import landed whole;
+    a crash before it leaves the last import's rows, and one part way through (a table or a
+    partition at a time) leaves some: the next import retracts them. Returns how many files
+    changed.
     """
     prefix = layout.safe_name(prefix)
-    kept = {path.resolve() for path in keep}
+    kept = {(path.parent.resolve(), path.stem) for path in keep}
     changed = 0
     folder = layout.partition_dir(root, table, cluster, None)
     with layout.table_lock(root, table):
         for path in layout.folder_files(folder):
-            if path.resolve() in kept:
-                continue
-            stale = sorted(b for b in _batches_in(path) if b.startswith(prefix))
+            partition = path.parent.resolve()
+            stale = sorted(
+                b for b in _batches_in(path) if b.startswith(prefix) and (partition, b) not in kept
+            )
             if not stale:
                 continue
             _recover(path.parent)

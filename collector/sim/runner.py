@@ -493,6 +493,7 @@ def simulate(
     """
     cfg.validate()
     _refuse_other_options(cfg, lake)
+    _record_options(cfg, lake)  # before the first row: a run stopped part way is refused too
     rng = np.random.default_rng([cfg.seed, 1])
     t0_ms = int(cfg.start.timestamp() * 1000)
     horizon = cfg.days * DAY_S
@@ -555,7 +556,6 @@ def simulate(
             files += len(landed)
             if progress:
                 progress(day * len(chunks) + c + 1, total)
-    _record_options(cfg, lake)
     return SimResult(gpus=fleet.n_gpus, jobs=len(jobs), samples=samples, files=files)
 
 

@@ -10,9 +10,11 @@
 -- A day's samples are owned by the allocations whose [start_ts, end_ts) overlaps the day
 -- (sql/attribution/sample_owners.sql), so a day's partitions are built again when this digest
 -- changes: a late scheduler record rebuilds exactly the days it touches. Each allocation is
--- clipped to the day first, so a job's end landing later changes its last day's digest only,
--- not those of the days it ran through. The digest is order-free (a sum of row hashes, and the
--- count), as the rule is.
+-- clipped to the day and the day after first: a sample's span stops at its owner's end
+-- (sql/views/sample_spans.sql) and may run into the next day, so an end landing early in a
+-- day changes the day before's spans too. A job's end landing later changes the digests of its
+-- last day and the one before only, not those of the days it ran through. The digest is
+-- order-free (a sum of row hashes, and the count), as the rule is.
 
 WITH covering AS (
     SELECT
@@ -47,7 +49,7 @@ SELECT
         gpu_uuid,
         mig_instance,
         greatest(start_ts, day),
-        least(coalesce(end_ts, day + INTERVAL 1 DAY), day + INTERVAL 1 DAY)
+        least(coalesce(end_ts, day + INTERVAL 2 DAY), day + INTERVAL 2 DAY)
     )) AS VARCHAR) || '/' || CAST(count(*) AS VARCHAR) AS digest
 FROM covering
 GROUP BY cluster, day

@@ -114,6 +114,25 @@ def test_a_late_allocation_rebuilds_the_days_it_covers_and_no_other(tmp_path):
     }
 
 
+def test_an_end_landing_just_after_midnight_rebuilds_the_day_before_too(tmp_path):
+    # the day before's last sample stood, as built while the job ran, for its whole step into
+    # the new day: an end 10 s after midnight left it there (observed 90 s of 70 held) where a
+    # build from scratch stops it at the end
+    day = 86_400
+    r.land(tmp_path, "gpu_samples", r.samples([day - 60, day - 30, day + 30, day + 60]))
+    r.land(tmp_path, "job_gpus", [r.job_gpu("j1", day - 60, None)], batch_id="gpus")
+    assert _update(tmp_path) == (["2024-03-01", "2024-03-02"], [])
+
+    r.land(tmp_path, "job_gpus", [r.job_gpu("j1", day - 60, day + 10)], batch_id="gpus")
+    assert _update(tmp_path) == (["2024-03-01", "2024-03-02"], [])
+    [(observed,)] = (
+        _buckets(tmp_path)
+        .sql("SELECT sum(observed_s) FROM gpu_job_buckets WHERE job_id = 'j1'")
+        .fetchall()
+    )
+    assert observed == 70.0  # 30 + 30 + 10: as a build from scratch counts it
+
+
 def _owned_samples(root, job_id: str) -> int:
     [(n,)] = (
         _buckets(root)

@@ -302,3 +302,15 @@ def test_retracting_an_import_leaves_only_what_it_landed_again(lake, make_sample
         for r in pq.read_table(f, columns=["ts", "_batch"]).to_pylist()
     )
     assert rows == [(t0, "imp-a-util-0"), (t0 + day, "prom-a")]
+
+
+def test_a_batch_just_landed_is_kept_after_a_compaction_merged_its_file(lake, make_samples, t0):
+    # a compaction between the import's landing and its retraction merged the new file away:
+    # kept by path, the import's new rows went with the old
+    landed = writer.write_batch(lake, "gpu_samples", make_samples([t0]), "imp-a-util-0")
+    writer.write_batch(lake, "gpu_samples", make_samples([t0]), "prom-a")
+    writer.compact(lake, "gpu_samples")
+    assert not landed[0].exists()
+
+    assert writer.retract_batches(lake, "gpu_samples", "della", "imp-a-", landed) == 0
+    assert count(lake, "gpu_samples") == 2
