@@ -169,14 +169,17 @@ def dash_nulls(
         frame = frame.with_columns(pl.Series(column, text, dtype=pl.String))
         old = config.get(column)
         label = old.get("label") if isinstance(old, Mapping) else None
-        config[column] = st.column_config.TextColumn(label or column)
+        tip = old.get("help") if isinstance(old, Mapping) else None  # (the glossary's words)
+        config[column] = st.column_config.TextColumn(label or column, help=tip)
     return frame
 
 
 def _printf_to_format(printf: object) -> str | None:
-    """A NumberColumn's printf format ("%.1f", "%d") as a Python format, else None."""
+    """A NumberColumn's format ("%.1f", "%d", "percent") as a Python format, else None."""
     if printf == "%d":
-        return "{:.0f}"
+        return "{:,.0f}"
+    if printf == "percent":
+        return "{:.1%}"
     if isinstance(printf, str) and printf.startswith("%.") and printf.endswith("f"):
         return "{:,." + printf[2:-1] + "f}"
     return None
@@ -185,7 +188,8 @@ def _printf_to_format(printf: object) -> str | None:
 def _null_formats(frame: pl.DataFrame, config: Mapping[str, Any]) -> dict[str, str]:
     """How to show the number columns of `frame` that hold a null ("None" in a table): in
     their column's format (else up to 4 digits). Bars (progress) and times keep their kind: a
-    page passes `dashes` for those."""
+    page passes `dashes` for those. The column then sorts as text: a page that ranks by one
+    sorts the rows itself."""
     formats = {}
     for column in frame.columns:
         series = frame.get_column(column)
@@ -193,7 +197,8 @@ def _null_formats(frame: pl.DataFrame, config: Mapping[str, Any]) -> dict[str, s
             continue
         kind = (config.get(column) or {}).get("type_config", {})
         if series.dtype.is_numeric() and kind.get("type") in (None, "number"):
-            formats[column] = _printf_to_format(kind.get("format")) or "{:.4g}"
+            fallback = "{:,}" if series.dtype.is_integer() else "{:,.2f}"
+            formats[column] = _printf_to_format(kind.get("format")) or fallback
     return formats
 
 

@@ -46,10 +46,20 @@ def command(lake: Lake) -> None:
     Example:
       gpuledger check --lake ./lake
     """
+    import sys
+
     try:
         _audit(lake)
     except click.ClickException as exc:  # could not audit: not a violation found
         raise CannotAudit(exc.message) from exc
+    except OSError as exc:
+        raise CannotAudit(f"cannot read the lake: {exc}") from exc
+    except Exception as exc:
+        duckdb = sys.modules.get("duckdb")  # marts of another version, say: no audit either
+        if duckdb is None or not isinstance(exc, duckdb.Error):
+            raise
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CannotAudit(f"the marts cannot be audited ({reason})") from exc
 
 
 class CannotAudit(click.ClickException):

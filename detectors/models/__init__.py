@@ -28,6 +28,7 @@ from detectors.models.training import (
     early_waste_name,
     load_data,
 )
+from warehouse import queries
 from warehouse.lake import Lake
 
 if TYPE_CHECKING:
@@ -323,9 +324,14 @@ def predict(con: duckdb.DuckDBPyConnection, lake: Lake, now: dt.datetime) -> pa.
     """
     if not _stored(lake):
         return FINDINGS_SCHEMA.empty_table()
-    # each cluster's data end (sql/views/data_extent.sql): never the run's clock
-    ends = con.execute("SELECT cluster, data_end FROM data_extent").fetchall()
-    data_end = pl.DataFrame(ends, schema={"cluster": pl.String, "data_end": _TS}, orient="row")
+    # each cluster's telemetry end, never the run's clock: the end of its last sample interval
+    # (scheduler records may run ahead of it while a telemetry source is down)
+    ends = queries.rows(con, "models/telemetry_end")
+    data_end = pl.DataFrame(
+        [(row["cluster"], row["telemetry_end"]) for row in ends],
+        schema={"cluster": pl.String, "data_end": _TS},
+        orient="row",
+    )
     with one_thread():
         return predict_frames(model_frames(lake, load_data(con), now, data_end), now)
 

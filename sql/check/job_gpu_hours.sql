@@ -10,8 +10,9 @@
 -- A job's time inside the data runs from its start (or the data's start, if later) to its end,
 -- or to the end of the cluster's data while it runs (data_extent): a finding read a month
 -- after its lake was made must not count the month. Its own samples widen that span where they
--- reach past it (DESIGN §4: a sample stands for up to its interval, so the last one a job owns
--- may overhang its end by that much), never past the data's end. Its GPUs are all the GPUs of the nodes it
+-- reach past it (a job known from its samples' labels, with allocations the record's times do
+-- not bound; DESIGN §4 stops a sample's span at its allocation's end), never past the data's
+-- end. Its GPUs are all the GPUs of the nodes it
 -- ran on (the inventory), or the GPUs it was given where that is more: a stranded-GPU finding
 -- may count the node's other GPUs, never more GPUs than the nodes hold. A model's forecast
 -- (predicted: what a running job may still hold) may reach to the job's time limit instead.

@@ -15,8 +15,8 @@
 -- within 2 × interval_s; otherwise for interval_s, and the rest of the gap is unobserved
 -- (gap_s); never past its owner's allocation end (owner_end_e): the time after it is
 -- unobserved too (a job is never observed for longer than it held the GPU). end_e is where
--- the sample's time ends. So per device, sum(span_s + gap_s) = last sample's
--- end - first sample's ts exactly, and a duplicated sample (same device, ts and job_id) stands
+-- the sample's time ends. So per device, sum(span_s + gap_s) = the last sample's ts +
+-- interval_s - the first sample's ts exactly, and a duplicated sample (same device, ts and job_id) stands
 -- for 0 s. A shared GPU (MPS, time-slicing) reports one row per sharer at the same ts: the
 -- `sharers` distinct job_ids there (no job counts as one) each get 1/sharers of the time
 -- (span_s, gap_s) and of the device-level fields (power, energy), so the GPU is counted once.

@@ -239,6 +239,23 @@ def test_occupancy_buckets_that_state_another_fleet_or_leave_a_hole_are_named(la
     assert first_gone < after
 
 
+def test_marts_the_engine_cannot_audit_are_exit_2_not_a_traceback(lake, monkeypatch):
+    import duckdb
+
+    import warehouse.checks
+
+    def other_version(con):
+        raise duckdb.BinderException('Referenced column "gpus_total" not found in FROM clause!')
+
+    monkeypatch.setattr(warehouse.checks, "run_checks", other_version)
+    code, out, err = gpuledger("check", "--lake", str(lake))
+
+    assert code == 2
+    assert out == ""
+    assert err.startswith('Error: the marts cannot be audited (Referenced column "gpus_total"')
+    assert err.count("\n") == 1
+
+
 def test_a_lake_without_marts_is_one_error_line_and_exit_2_not_a_violations_1(tmp_path):
     code, out, err = gpuledger("check", "--lake", str(tmp_path / "none"))
 

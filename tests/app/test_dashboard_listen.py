@@ -24,12 +24,13 @@ def test_a_port_in_use_is_one_error_line_before_the_banner(tmp_path):
     assert result.output.count("\n") == 1  # no banner naming a URL another program serves
 
 
-def test_an_unknown_address_is_one_error_line(tmp_path):
+def test_an_address_this_machine_does_not_have_is_one_error_line(tmp_path):
+    # (192.0.2.1 is TEST-NET-1, documentation only: an address literal, no name to resolve)
     result = CliRunner().invoke(
-        cli, ["dashboard", "--lake", str(tmp_path), "--address", "999.1.1.1"]
+        cli, ["dashboard", "--lake", str(tmp_path), "--address", "192.0.2.1", "--port", "8599"]
     )
     assert result.exit_code == 1
-    assert result.output.startswith("Error: --address '999.1.1.1': not an address to listen on")
+    assert result.output.startswith("Error: cannot listen on 192.0.2.1:8599 (")
     assert result.output.count("\n") == 1
 
 
