@@ -136,24 +136,28 @@ def test_early_waste_at_stake_is_at_most_what_the_job_held_after_the_prediction(
     assert ended["message"].str.contains("it has ended, holding").all()
 
 
-def test_an_early_prediction_read_long_after_needs_its_minutes_inside_the_data(
-    lake: Path, tmp_path: Path
-) -> None:
-    # "now" defaulted to the wall clock: a job that had run 13 minutes when the data end got a
-    # "30 min in" finding dated after the data's end
+def always_wasteful(lake: Path, into: Path) -> Path:
+    """A copy of `lake` whose early_waste_30m model calls every job wasteful: each job the data
+    reach 30 minutes into is flagged."""
     import numpy as np
     from sklearn.dummy import DummyClassifier
 
     from detectors.models.store import save
 
-    # a model that calls every job wasteful: each job the data reach 30 min into is flagged
-    copy = tmp_path / "lake"
-    shutil.copytree(lake, copy)
-    card, model = load(Lake.at(copy), "early_waste_30m")
-    width = len(card.features)
+    shutil.copytree(lake, into)
+    card, _ = load(Lake.at(into), "early_waste_30m")
     always = DummyClassifier(strategy="constant", constant=1)
-    always.fit(np.zeros((2, width)), np.array([0, 1]))
-    save(Lake.at(copy), card, always)
+    always.fit(np.zeros((2, len(card.features))), np.array([0, 1]))
+    save(Lake.at(into), card, always)
+    return into
+
+
+def test_an_early_prediction_read_long_after_needs_its_minutes_inside_the_data(
+    lake: Path, tmp_path: Path
+) -> None:
+    # "now" defaulted to the wall clock: a job that had run 13 minutes when the data end got a
+    # "30 min in" finding dated after the data's end
+    copy = always_wasteful(lake, tmp_path / "lake")
     con = connect(copy)
     (data_end,) = con.execute("SELECT max(data_end) FROM data_extent").fetchone() or (None,)
     assert isinstance(data_end, dt.datetime)
@@ -171,18 +175,9 @@ def test_an_early_prediction_read_long_after_needs_its_minutes_inside_the_data(
 def test_an_early_prediction_is_made_only_where_its_clusters_data_reach_its_minutes(
     lake: Path, tmp_path: Path
 ) -> None:
-    import numpy as np
-    from sklearn.dummy import DummyClassifier
-
     from detectors.models import model_frames, predict_frames
-    from detectors.models.store import save
 
-    copy = tmp_path / "lake"
-    shutil.copytree(lake, copy)
-    card, _ = load(Lake.at(copy), "early_waste_30m")
-    always = DummyClassifier(strategy="constant", constant=1)  # every job wasteful
-    always.fit(np.zeros((2, len(card.features))), np.array([0, 1]))
-    save(Lake.at(copy), card, always)
+    copy = always_wasteful(lake, tmp_path / "lake")
     data = load_data(connect(copy))
     later = NOW + dt.timedelta(days=30)
 
