@@ -604,6 +604,22 @@ def test_a_pod_malformed_once_is_skipped_not_ended(tmp_path, fake_kubernetes, fi
     ]
 
 
+def test_a_parser_failing_on_every_pod_is_an_error_not_a_quiet_skip(
+    tmp_path, fake_kubernetes, first_run, monkeypatch
+):
+    # an error of ours raised on every pod (a bug, not the API's shape) landed nothing, ended
+    # nothing, and said only "skipped"
+    import collector.sources.kubernetes.collect as collect
+
+    def broken(pod, *args):
+        raise KeyError("spec")
+
+    monkeypatch.setattr(collect, "parse_pod", broken)
+    with pytest.raises(collect.MalformedSample, match=r"none of the 12 pods parsed \(first: pod "):
+        collect_kubernetes(Lake.at(tmp_path), CLUSTER, fake_kubernetes("t1"), now=T2)
+    assert rows(tmp_path, "SELECT count(*) AS n FROM jobs") == [{"n": 10}]  # nothing ended
+
+
 @pytest.mark.parametrize(
     "edit",
     [

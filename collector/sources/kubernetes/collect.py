@@ -149,10 +149,12 @@ def _object_name(item: object) -> str:
 
 
 def _malformed(item: object, exc: Exception, kind: str) -> str:
-    """The line a skipped object gets: ours where the parser said why, else the shape error."""
+    """The line a skipped object gets: ours where the parser said why, else the shape error
+    (its traceback in the debug log: a bug of ours would raise the same errors)."""
     if isinstance(exc, MalformedSample):
         return str(exc)
     name = _object_name(item) or "(unnamed)"
+    logger.debug("%s %s: parsing failed", kind, name, exc_info=exc)
     return f"{kind} {name}: not the shape the API gives ({type(exc).__name__}: {exc})"
 
 
@@ -207,10 +209,12 @@ def _read(api: KubernetesApi, namespaces: Sequence[str], keys: AttributionKeys) 
         local_queues_known=kueue_version is not None,
         pod_groups={(g.namespace, g.name): g for g in groups},
     )
+    unshaped = 0  # pods that failed with an error of ours, not the parser's own reason
     for pod in pods:
         try:
             job = parse_pod(pod, node_info, scheduling, keys)
         except _SHAPE_ERRORS as exc:
+            unshaped += not isinstance(exc, MalformedSample)
             bad.append(_malformed(pod, exc, "pod"))
             # skipped, not gone: a pod that does not parse this once is not ended
             if "/" in _object_name(pod):
@@ -220,6 +224,13 @@ def _read(api: KubernetesApi, namespaces: Sequence[str], keys: AttributionKeys) 
             snap.pods.append(job)
             if job.rejected:
                 snap.owners_rejected.append(f"{job.job_id}: {', '.join(job.rejected)}")
+    if len(pods) > 1 and unshaped == len(pods):
+        # every pod of another shape is no API's: a parser of ours that fails on every pod
+        # would otherwise land nothing, end nothing, and say only "skipped"
+        raise MalformedSample(
+            f"none of the {len(pods):,} pods parsed (first: {bad[0]}); run with a debug log "
+            "for the traceback, and report it"
+        )
     for rows in _parsed(cluster_queues, kueue_cluster_queue_rows, bad, "clusterqueue"):
         snap.queues += rows
     snap.queues += lq_rows
