@@ -20,6 +20,14 @@ CHECK_MARKERS ?= not live and not slow
 # pytest re-rewrites every test module's asserts, in each worker (collection: 9 -> 4 CPU-s a
 # process).
 KEEP_PYC := PYTHONDONTWRITEBYTECODE=
+# The tests' scratch files (pytest's tmp_path lakes, DuckDB's spill, temp files) go to a RAM disk
+# where the machine has one with 2 GiB free: every landing fsyncs its file, and on this 2-core
+# machine's disk that was an eighth of `make check`'s tests (150 -> 132 s). Elsewhere, or with
+# SCRATCH= on the command line: the system's temp folder.
+SCRATCH ?= $(shell d=/dev/shm/gpuledger-tests-$$(id -u); \
+	[ "$$(df -Pk /dev/shm 2>/dev/null | awk 'NR==2 {print $$4}')" -ge 2097152 ] 2>/dev/null \
+	&& mkdir -p $$d && echo $$d)
+TEST_ENV := $(KEEP_PYC) $(if $(SCRATCH),TMPDIR=$(SCRATCH))
 
 .PHONY: install system-deps demo check check-tests test lint docs format bench clean
 
@@ -55,7 +63,7 @@ check: $(STAMP)
 	$(MAKE) --no-print-directory --output-sync=target -j2 lint check-tests
 
 check-tests: $(STAMP)
-	$(KEEP_PYC) HYPOTHESIS_PROFILE=check $(BIN)/python -m pytest -n $(TEST_WORKERS) -m "$(CHECK_MARKERS)"
+	$(TEST_ENV) HYPOTHESIS_PROFILE=check $(BIN)/python -m pytest -n $(TEST_WORKERS) -m "$(CHECK_MARKERS)"
 
 # A live test that skips (its service is missing or cannot start) fails here.
 test: system-deps lint
