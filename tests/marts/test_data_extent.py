@@ -1,0 +1,71 @@
+"""data_extent (sql/views/data_extent.sql): the end of each cluster's data, every rule's "now",
+on hand-made rows. A time after tomorrow by this machine's clock comes from a wrong clock and
+is no end of the data; one up to tomorrow is."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from tests.marts import rows as r
+from warehouse.checks import run_checks
+
+H = 3600.0
+
+
+def _from_now(delta: dt.timedelta) -> float:
+    """Seconds after T0 of the wall clock's now + `delta` (rows.py's times are after T0)."""
+    return (dt.datetime.now(dt.UTC) + delta - r.T0).total_seconds()
+
+
+# The lakes' data: two hours from midnight two days ago (near the wall clock, so that a record
+# a month ahead does not make the marts span the years since rows.py's T0). A month ahead is
+# past tomorrow, as a clock years off is.
+BASE = _from_now(-dt.timedelta(days=2)) // 86400 * 86400
+AHEAD = _from_now(dt.timedelta(days=30))
+
+
+def _extent(con) -> tuple[dt.datetime, dt.datetime]:
+    [(start, end)] = con.sql("SELECT data_start, data_end FROM data_extent").fetchall()
+    return start, end
+
+
+def _lake(tmp_path, jobs, events=(), end=BASE + 2 * H):
+    return r.build_lake(
+        tmp_path,
+        samples=r.samples(range(int(BASE), int(BASE + 2 * H), 30), engine_active=0.5),
+        jobs=[r.job("j1", BASE, end), *jobs],
+        job_gpus=[r.job_gpu("j1", BASE, end)],
+        events=list(events),
+    )
+
+
+def test_a_scheduler_record_or_event_from_a_clock_ahead_moves_no_end_of_the_data(tmp_path):
+    # collected by a host whose clock is ahead: its submit, end and collection times
+    late = r.job("j2", BASE, AHEAD, submit_ts=r.at(AHEAD), updated_ts=r.at(AHEAD))
+    con = _lake(tmp_path, [late], [r.event(AHEAD, "xid", 79)])
+
+    start, end = _extent(con)
+
+    assert start == r.at(BASE)
+    assert end == r.at(BASE + 2 * H)  # the last sample's interval and j1's end, not a month on
+
+
+def test_a_record_stamped_tomorrow_is_still_the_end_of_the_data(tmp_path):
+    tomorrow = _from_now(dt.timedelta(hours=20))
+    con = _lake(tmp_path, [r.job("j2", BASE, BASE + H, updated_ts=r.at(tomorrow))])
+
+    _, end = _extent(con)
+
+    assert abs((end - r.at(tomorrow)).total_seconds()) < 0.001
+
+
+def test_a_job_whose_end_is_years_ahead_is_named_by_the_check(tmp_path):
+    """The record stays in the lake and its allocation with it: the audit names the job whose
+    allocated hours run past the data (before, the data ended with it and nothing did)."""
+    con = _lake(tmp_path, [], end=AHEAD)
+
+    found = run_checks(con, ("job_gpu_hours",))
+
+    assert {(v.subject, v.detail.split()[0]) for v in found} == {
+        ("job_usage row of job j1", "alloc_gpu_h")
+    }
