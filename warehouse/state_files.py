@@ -193,7 +193,8 @@ _EVENT_LATCH_V1: Final = (
     "CREATE TABLE IF NOT EXISTS event_latch (cluster TEXT NOT NULL, gpu_uuid TEXT NOT "
     "NULL, kind TEXT NOT NULL, code INTEGER, PRIMARY KEY (cluster, gpu_uuid, kind))",
 )
-# dcgm-exporter's transitions staged before they land (an Arrow IPC stream), per cluster
+# the events staged before they land (dcgm-exporter) or spool (the NVML agent), as an Arrow IPC
+# stream, per cluster
 _EVENT_OUTBOX_V2: Final = (
     "CREATE TABLE IF NOT EXISTS event_outbox ("
     " batch_id TEXT PRIMARY KEY, cluster TEXT NOT NULL, events BLOB NOT NULL)",
@@ -332,11 +333,12 @@ ALERTS: Final = StateFile(
 
 NVML_EVENTS: Final = StateFile(
     name="nvml_events.sqlite",
-    holds="the GPU health conditions (XID, ECC, clock reasons) last spooled by the NVML agent",
+    holds="the GPU health conditions (ECC, row remapping, clock reasons) last spooled by the "
+    "NVML agent, and the events of a tick staged to spool",
     location=Location.SPOOL,
-    version=1,
-    schema=_EVENT_LATCH_V1,
-    migrations={1: _EVENT_LATCH_V1},
+    version=2,
+    schema=_EVENT_LATCH_V1 + _EVENT_OUTBOX_V2,
+    migrations={1: _EVENT_LATCH_V1, 2: _EVENT_OUTBOX_V2},
 )
 
 STATE_FILES: Final[tuple[StateFile, ...]] = (

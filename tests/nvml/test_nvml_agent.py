@@ -4,6 +4,7 @@ unsupported fields, XIDs, a GPU vanishing, job_gpus intervals across ticks and r
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -12,6 +13,7 @@ import pytest
 from collector.errors import ConfigError
 from collector.sources.nvml.agent import AgentConfig, NvmlAgent, run_agent
 from collector.sources.nvml.device import NvmlUnavailable
+from collector.sources.spool import Spool
 from tests.nvml.fake_nvml import GIB, NOT_SUPPORTED, FakeGpu, FakeMig, FakeNvml
 from warehouse.attribution import AttributionConfig, build_marts
 from warehouse.connection import connect
@@ -431,6 +433,46 @@ def test_health_conditions_land_once_per_onset(node, read_lake, clock):
         ("row_remap_failure", None),
         ("thermal", 0x48),
     ]
+
+
+class Killed(BaseException):
+    """The agent's process killed (SIGKILL): nothing after the point it stopped at runs."""
+
+
+class KilledAfterEvents(Spool):
+    """A spool whose process is killed right after a tick spooled its events."""
+
+    def put(self, table: str, batch: pa.Table, batch_id: str) -> Path | None:
+        path = super().put(table, batch, batch_id)
+        if table == "gpu_events":
+            raise Killed
+        return path
+
+
+def test_a_tick_killed_after_spooling_its_events_lands_each_onset_and_offline_gpu_once(
+    node, read_lake, clock
+):
+    """Killed before it remembered them, the tick's conditions and offline GPU were spooled
+    again as new at the next start: two onsets of one throttle, two offlines of one GPU."""
+    killed = node.agent()
+    killed.open()
+    killed.tick()
+    clock.advance(30)
+    node.nvml.gpus[0].reasons = 0x48  # thermal and hardware slowdown, from now on
+    del node.nvml.gpus[1]  # gone
+    killed.spool = KilledAfterEvents(node.spool)
+    with pytest.raises(Killed):
+        killed.tick()  # (no close: its process is gone)
+
+    for _ in range(2):
+        clock.advance(30)
+        with node.agent() as agent:
+            agent.tick()
+
+    events = sorted(
+        (e["kind"], e["gpu_uuid"]) for e in read_lake(node.lake, "gpu_events").to_pylist()
+    )
+    assert events == [("hw_slowdown", UUID0), ("offline", UUID1), ("thermal", UUID0)]
 
 
 def test_the_inventory_lists_each_physical_gpu(node, read_lake, t0):

@@ -171,10 +171,16 @@ class EventLatch:
     """
 
     def __init__(
-        self, path: Path | None, spec: state_files.StateFile = state_files.DCGM_EXPORTER
+        self,
+        path: Path | None,
+        spec: state_files.StateFile = state_files.DCGM_EXPORTER,
+        kinds: frozenset[str] | None = None,
     ) -> None:
         self._path = path
         self._spec = spec  # NVML_EVENTS for the NVML agent's, in its spool
+        # the kinds of event that are conditions (None: every kind); a staged batch may hold
+        # others (the NVML agent's XIDs and offline GPUs), which land once and are not latched
+        self._kinds = kinds
         self._state: dict[tuple[str, str, str], int | None] = {}
         # batches staged (dcgm-exporter: scrapes run in threads) and not yet remembered
         self._staged: set[str] = set()
@@ -280,7 +286,11 @@ class EventLatch:
         now = (
             {}
             if events is None
-            else {(c, u, k): code for c, u, k, code in zip(*self._columns(events), strict=True)}
+            else {
+                (c, u, k): code
+                for c, u, k, code in zip(*self._columns(events), strict=True)
+                if self._kinds is None or k in self._kinds
+            }
         )
         changed = {k: v for k, v in now.items() if k not in self._state or self._state[k] != v}
         for key in gone:

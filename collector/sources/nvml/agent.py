@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from collector.errors import ConfigError
 from collector.sources.dcgm_exporter.rows import observed_conditions, to_ms
@@ -50,6 +50,7 @@ from collector.sources.nvml.device import (
 )
 from collector.sources.nvml.pod_names import DEFAULT_POD_LOGS, PodNames
 from collector.sources.nvml.rows import (
+    CONDITION_KINDS,
     GPU_EVENTS,
     GPU_SAMPLES,
     MAPPING,
@@ -67,6 +68,9 @@ from collector.sources.spool import LandResult, Spool, Writer
 from warehouse import state_files
 from warehouse.lake import Lake
 from warehouse.writer import write_batch
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = [
     "DEFAULT_INTERVAL_S",
@@ -238,8 +242,22 @@ class NvmlAgent:
         self.spool.open_inbox()
         state_dir = self.spool.state_dir
         self.state = AgentState.load(state_dir / STATE_FILE, self._owner)
-        self._latch = EventLatch(state_dir / EVENT_STATE_FILE, state_files.NVML_EVENTS)
+        self._latch = EventLatch(
+            state_dir / EVENT_STATE_FILE, state_files.NVML_EVENTS, CONDITION_KINDS
+        )
+        if self._latch.land_staged(self.config.cluster, self._spool_again):
+            self.state.save(state_dir / STATE_FILE, self._owner)
         return len(gpus) + len(lost)
+
+    def _spool_again(self, events: pa.Table, batch_id: str) -> None:
+        """Spool again the events of a tick killed after staging them, before its commit: under
+        their own batch, which replaces what that tick spooled (or landed). Its conditions are
+        then latched (EventLatch.land_staged) and its offline GPUs known offline, so the next
+        tick lands neither again as a new onset."""
+        self.spool.put("gpu_events", events, batch_id)
+        kinds = events.column("kind").to_pylist()
+        uuids = events.column("gpu_uuid").to_pylist()
+        self.state.offline.update(u for u, k in zip(uuids, kinds, strict=True) if k == "offline")
 
     @staticmethod
     def _shutdown(reader: NvmlReader) -> None:
@@ -313,6 +331,10 @@ class NvmlAgent:
         new_conditions = self._latch.transitions(conditions).to_pylist()
         event_table = table(GPU_EVENTS, seen.events + new_conditions)
         batch_id = f"nvml-{ts_ms}-{digest(cfg.cluster, cfg.node, ts_ms)}"
+        # staged before they spool, until the commit below: a tick killed in between has its
+        # events spooled again at the next start (`_spool_again`), not its conditions and
+        # offline GPUs landed twice as new onsets
+        self._latch.stage(batch_id, cfg.cluster, event_table)
         self.spool.put("gpu_samples", sample_table, batch_id)
         self.spool.put("gpu_events", event_table, batch_id)
         for interval in intervals:
@@ -323,8 +345,8 @@ class NvmlAgent:
             self.spool.put("job_gpus", rows, f"nvml-jobgpu-{ident}")
         for reading in seen.readings:
             self._spool_inventory(reading, ts_ms)
-        self._latch.commit(cfg.cluster, observed_conditions(sample_table), conditions)
-        self.state.save(self.spool.state_dir / STATE_FILE, self._owner)
+        self.state.save(self.spool.state_dir / STATE_FILE, self._owner)  # (offline GPUs first)
+        self._latch.commit(cfg.cluster, observed_conditions(sample_table), conditions, batch_id)
 
         landed = self.spool.land(cfg.lake, cfg.cluster, write=self._write)
         counts = dict(reader.counts)

@@ -22,6 +22,7 @@ from collector.sources.nvml.state import OpenInterval, Slot
 from warehouse.schema import RAW_TABLES
 
 __all__ = [
+    "CONDITION_KINDS",
     "MAPPING",
     "SOURCE",
     "condition_rows",
@@ -120,6 +121,13 @@ def owned_rows(rows: list[Row], slot_jobs: dict[Slot, list[str]]) -> list[Row]:
         jobs: list[str | None] = [*slot_jobs.get((row["gpu_uuid"], row["mig_instance"]), [])]
         out += [{**row, "job_id": job} for job in jobs or [None]]
     return out
+
+
+# the kinds of `gpu_events` row that are conditions present while they apply (`_conditions`),
+# landed once per onset; XIDs and offline GPUs are events, landed once as they happen
+CONDITION_KINDS: Final = frozenset(
+    {"ecc_dbe", "row_remap_failure", "hw_slowdown", "thermal", "power_brake"}
+)
 
 
 def _conditions(reading: GpuReading) -> list[tuple[str, int | None, str]]:
