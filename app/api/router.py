@@ -85,6 +85,13 @@ class _ReportCache:
                 self._items.popitem(last=False)
 
 
+def _same_user(name: str | None, viewer: str | None) -> bool:
+    """Whether the lake's user `name` is the viewer's: user names match in any case (a
+    viewer's name is lower-cased where it comes from a token, a proxy or a sign-in, the
+    scheduler's is as the scheduler writes it)."""
+    return name is not None and viewer is not None and name.lower() == viewer.lower()
+
+
 def _rows(frame: pl.DataFrame, **extra: Any) -> list[dict[str, Any]]:
     return [{**extra, **row} for row in frame.to_dicts()]
 
@@ -172,7 +179,7 @@ def build_router(
         the caller's own (403 when they ask for someone else's)."""
         if who.is_manager:
             return user
-        if user is not None and user.lower() != who.user:
+        if user is not None and not _same_user(user, who.user):
             raise ApiError(403, f"{who.user} may see only their own jobs and usage, not {user}'s")
         return who.user
 
@@ -194,18 +201,21 @@ def build_router(
         from app.commands.job import render_json
         from detectors.job_report import AmbiguousJob, UnknownJob
 
+        # a user is told the same of another's job as of none: which ids exist is not theirs
+        # to learn (a 403 for one and a 404 for the other would list them)
+        not_found = ApiError(404, f"no job {job_id!r} of {who.user}'s on {cluster!r}")
         key = (lake_reader.generation, cluster, job_id)
         cached = reports.get(key)
         if cached is None:
             try:
                 report = lake_reader.job_report(job_id, cluster)
             except (UnknownJob, AmbiguousJob) as exc:
-                raise ApiError(404, str(exc)) from None
+                raise (ApiError(404, str(exc)) if who.is_manager else not_found) from None
             cached = (report.job.get("user"), render_json(report))
             reports.put(key, cached)
         owner, body = cached
-        if not who.is_manager and owner != who.user:
-            raise ApiError(403, f"job {job_id} on {cluster} is not {who.user}'s")
+        if not who.is_manager and not _same_user(owner, who.user):
+            raise not_found
         return Response(body, media_type="application/json")
 
     @router.get("/jobs", summary="The last jobs started (a user's own, or anyone's for a manager)")

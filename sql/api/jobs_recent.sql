@@ -5,6 +5,7 @@
 -- Params:
 --   $cluster  only this cluster, or NULL for every cluster
 --   $user     only this user's jobs, or NULL for everyone's
+--             (a user name matches in any case, as the API's viewers are named)
 --   $start    only jobs still running at or after this (TIMESTAMP WITH TIME ZONE, UTC)
 --   $end      only jobs started (or, never started, submitted) before this
 --   $limit    at most this many rows
@@ -40,7 +41,7 @@ FROM jobs_latest AS j
 LEFT JOIN job_usage AS u
     ON u.cluster = j.cluster AND u.job_id = j.job_id
 WHERE ($cluster IS NULL OR j.cluster = $cluster)
-    AND ($user IS NULL OR j.user = $user)
+    AND ($user IS NULL OR lower(j.user) = lower($user))
     AND (j.end_ts IS NULL OR j.end_ts >= $start)
     AND coalesce(j.start_ts, j.submit_ts) < $end
 ORDER BY coalesce(j.start_ts, j.submit_ts) DESC, j.cluster, j.job_id

@@ -6,6 +6,7 @@
 --   $group_by  'cluster', 'account', 'user' or 'partition'
 --   $cluster   only this cluster, or NULL for every cluster
 --   $user      only this user's jobs, or NULL for everyone's
+--              (a user name matches in any case, as the API's viewers are named)
 --   $start     first day counted (DATE)
 --   $end       first day not counted (DATE)
 -- Returns: cluster, group_value, jobs, alloc_gpu_h, observed_gpu_h, active_gpu_h, idle_gpu_h,
@@ -77,6 +78,6 @@ SELECT
 FROM job_window AS w
 LEFT JOIN jobs_latest AS j
     ON j.cluster = w.cluster AND j.job_id = w.job_id
-WHERE $user IS NULL OR j.user = $user
+WHERE $user IS NULL OR lower(j.user) = lower($user)
 GROUP BY ALL
 ORDER BY w.cluster, alloc_gpu_h DESC, group_value NULLS LAST

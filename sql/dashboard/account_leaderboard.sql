@@ -7,6 +7,7 @@
 --   $start    the window's first day (TIMESTAMP WITH TIME ZONE, UTC midnight; its date counts)
 --   $end      the window's end (exclusive; its date does not count)
 --   $viewer   only this user's jobs, or NULL for everyone's
+--             (a user name matches in any case)
 -- Returns: account, users, jobs, alloc_gpu_h, idle_gpu_h, effective_gpu_h, idle_share,
 --          efficiency, energy_kwh, kg_co2e (the known kg CO2e of the jobs; null: none known)
 --
@@ -27,7 +28,7 @@ WITH used AS (
     WHERE cluster = $cluster
         AND date >= CAST($start AS DATE)
         AND date < CAST($end AS DATE)
-        AND ($viewer IS NULL OR user = $viewer)
+        AND ($viewer IS NULL OR lower(user) = lower($viewer))
     GROUP BY coalesce(account, '(none)')
 ),
 ran AS (
@@ -39,7 +40,7 @@ ran AS (
     WHERE cluster = $cluster
         AND (end_ts IS NULL OR end_ts >= $start)
         AND start_ts < $end
-        AND ($viewer IS NULL OR user = $viewer)
+        AND ($viewer IS NULL OR lower(user) = lower($viewer))
     GROUP BY coalesce(account, '(none)')
 )
 SELECT

@@ -7,6 +7,7 @@
 --   $start    only jobs still running at or after this (TIMESTAMP WITH TIME ZONE, UTC)
 --   $end      only jobs started before this
 --   $viewer   only this user's jobs, or NULL for everyone's
+--             (a user name matches in any case)
 -- Returns: band_low, band, jobs, alloc_gpu_h
 --
 -- A job at exactly 100 % busy falls in the top band (90-100 %); jobs never observed
@@ -24,6 +25,6 @@ WHERE cluster = $cluster
     AND (end_ts IS NULL OR end_ts >= $start)
     AND start_ts < $end
     AND busy_mean IS NOT NULL
-    AND ($viewer IS NULL OR user = $viewer)
+    AND ($viewer IS NULL OR lower(user) = lower($viewer))
 GROUP BY band_low, band
 ORDER BY band_low

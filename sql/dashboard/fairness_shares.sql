@@ -7,6 +7,7 @@
 --   $start    weeks starting on or after this date's week (TIMESTAMP WITH TIME ZONE, UTC)
 --   $end      weeks starting before this
 --   $viewer   only this user's rows (account rows are kept), or NULL for every row
+--             (a user name matches in any case)
 -- Returns: week, account, user, alloc_gpu_h, usage_share, entitled_share, usage_ratio,
 --          wait_p50_h, wait_p95_h, waste_gpu_h
 --
@@ -28,5 +29,5 @@ FROM fairness_weekly
 WHERE cluster = $cluster
     AND week >= date_trunc('week', CAST($start AS DATE))
     AND week < $end
-    AND ($viewer IS NULL OR user IS NULL OR user = $viewer)
+    AND ($viewer IS NULL OR user IS NULL OR lower(user) = lower($viewer))
 ORDER BY week, account, user NULLS FIRST

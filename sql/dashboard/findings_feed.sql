@@ -7,6 +7,7 @@
 --   $start          only findings whose span reaches this (TIMESTAMP WITH TIME ZONE, UTC)
 --   $end            only findings whose span starts before this
 --   $viewer         only findings about this user, or NULL for all
+--                   (a user name matches in any case)
 --   $needle         lower-case text that message, detector, subject, job, user, account or
 --                   node must contain ('' = any)
 --   $severities     severities to keep (VARCHAR[]; empty = any)
@@ -46,7 +47,7 @@ FROM findings
 WHERE cluster = $cluster
     AND coalesce(end_ts, detected_ts) >= $start
     AND coalesce(start_ts, detected_ts) < $end
-    AND ($viewer IS NULL OR user = $viewer)
+    AND ($viewer IS NULL OR lower(user) = lower($viewer))
     AND ($job_id IS NULL OR job_id = $job_id)
     AND (len($severities) = 0 OR list_contains($severities, severity))
     AND (len($subject_kinds) = 0 OR list_contains($subject_kinds, subject_kind))

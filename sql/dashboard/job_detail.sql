@@ -6,6 +6,7 @@
 --   $cluster  the cluster
 --   $job_id   the job
 --   $viewer   only if it is this user's job, or NULL for anyone's
+--             (a user name matches in any case)
 -- Returns: job_id, job_name, user, account, partition, qos, state, outcome, gpus, gpu_type,
 --          nodes, cpus, mem_req_mib, submit_ts, start_ts, end_ts, wait_h, runtime_h,
 --          time_limit_h, alloc_gpu_h, observed_gpu_h, active_gpu_h, idle_gpu_h,
@@ -72,4 +73,4 @@ LEFT JOIN job_outcomes AS o
     AND o.job_id = u.job_id
 WHERE u.cluster = $cluster
     AND u.job_id = $job_id
-    AND ($viewer IS NULL OR u.user = $viewer)
+    AND ($viewer IS NULL OR lower(u.user) = lower($viewer))

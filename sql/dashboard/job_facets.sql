@@ -7,6 +7,7 @@
 --   $start    only jobs still running at or after this (TIMESTAMP WITH TIME ZONE, UTC)
 --   $end      only jobs started before this
 --   $viewer   only this user's jobs, or NULL for everyone's
+--             (a user name matches in any case)
 -- Returns: facet, value, jobs
 
 WITH scoped AS (
@@ -19,7 +20,7 @@ WITH scoped AS (
     WHERE cluster = $cluster
         AND (end_ts IS NULL OR end_ts >= $start)
         AND start_ts < $end
-        AND ($viewer IS NULL OR user = $viewer)
+        AND ($viewer IS NULL OR lower(user) = lower($viewer))
 ),
 facets AS (
     SELECT 'user' AS facet, user AS value FROM scoped

@@ -7,6 +7,7 @@
 --   $start      only jobs still running at or after this (TIMESTAMP WITH TIME ZONE, UTC)
 --   $end        only jobs started before this
 --   $viewer     only this user's jobs (a signed-in non-manager), or NULL for everyone's
+--               (a user name matches in any case)
 --   $needle     lower-case text that job id, name, user or account must contain ('' = any)
 --   $users      users to keep (VARCHAR[]; empty = any)
 --   $accounts   accounts to keep (VARCHAR[]; empty = any)
@@ -48,7 +49,7 @@ LEFT JOIN jobs_latest AS j
 WHERE u.cluster = $cluster
     AND (u.end_ts IS NULL OR u.end_ts >= $start)
     AND u.start_ts < $end
-    AND ($viewer IS NULL OR u.user = $viewer)
+    AND ($viewer IS NULL OR lower(u.user) = lower($viewer))
     AND (
         $needle = ''
         OR contains(lower(u.job_id), $needle)

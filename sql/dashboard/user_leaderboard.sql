@@ -7,6 +7,7 @@
 --   $start    the window's first day (TIMESTAMP WITH TIME ZONE, UTC midnight; its date counts)
 --   $end      the window's end (exclusive; its date does not count)
 --   $viewer   only this user, or NULL for everyone
+--             (a user name matches in any case)
 --   $needle   lower-case text the user or account must contain ('' = any)
 -- Returns: user, account, jobs, alloc_gpu_h, idle_gpu_h, effective_gpu_h, idle_share,
 --          efficiency, gpus_never_active, energy_kwh, kg_co2e
@@ -32,7 +33,7 @@ WITH used AS (
         AND date >= CAST($start AS DATE)
         AND date < CAST($end AS DATE)
         AND user IS NOT NULL
-        AND ($viewer IS NULL OR user = $viewer)
+        AND ($viewer IS NULL OR lower(user) = lower($viewer))
     GROUP BY user, account
 ),
 ran AS (
@@ -46,7 +47,7 @@ ran AS (
         AND (end_ts IS NULL OR end_ts >= $start)
         AND start_ts < $end
         AND user IS NOT NULL
-        AND ($viewer IS NULL OR user = $viewer)
+        AND ($viewer IS NULL OR lower(user) = lower($viewer))
     GROUP BY user, account
 )
 SELECT

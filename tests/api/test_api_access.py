@@ -19,6 +19,7 @@ from app.api.tokens import TokensFile
 from app.commands.job import render_json
 from detectors.job_report import load_job_report
 from tests.api import lake as L
+from tests.marts import rows as r
 from warehouse.connection import connect
 from warehouse.errors import DamagedFile
 from warehouse.lake import Lake
@@ -61,10 +62,15 @@ def test_a_bad_token_is_401(client, header):
     error_of(client.get("/api/v1/jobs/della/a1", headers={"Authorization": header}), 401)
 
 
-def test_a_user_reading_another_users_job_gets_403(client):
-    message = error_of(client.get("/api/v1/jobs/della/b1", headers=L.bearer(L.ALICE)), 403)
+def test_a_user_is_told_the_same_of_another_users_job_as_of_no_job(client):
+    """Which job ids exist is not a user's to learn: another's job and a job that does not
+    exist get one answer (a 403 for one and a 404 for the other listed them)."""
+    others = error_of(client.get("/api/v1/jobs/della/b1", headers=L.bearer(L.ALICE)), 404)
+    none = error_of(client.get("/api/v1/jobs/della/zz9", headers=L.bearer(L.ALICE)), 404)
 
-    assert "alice" in message
+    assert others == "no job 'b1' of alice's on 'della'"
+    assert none == "no job 'zz9' of alice's on 'della'"
+    assert client.get("/api/v1/jobs/della/b1", headers=L.bearer(L.BOSS)).status_code == 200
 
 
 def test_the_owner_gets_the_report_of_gpuledger_job_format_json(client, root):
@@ -341,7 +347,7 @@ def test_a_proxy_user_of_another_domain_is_refused(proxied):
 def test_the_proxy_user_reads_only_their_jobs(proxied):
     headers = {"X-Remote-User": "ann.lee@corp.example"}
     assert proxied.get("/api/v1/jobs/della/a1", headers=headers).status_code == 200
-    error_of(proxied.get("/api/v1/jobs/della/b1", headers=headers), 403)
+    error_of(proxied.get("/api/v1/jobs/della/b1", headers=headers), 404)
 
 
 def test_the_header_from_an_untrusted_address_is_ignored(root, tmp_path):
@@ -410,3 +416,43 @@ def test_a_token_revoked_in_the_file_is_refused_at_once_and_a_broken_file_is_503
         os.chmod(path, 0o644)
         response = client.get("/api/v1/whoami", headers=L.bearer(L.ALICE))
         assert "tokens file is not usable" in error_of(response, 503)
+
+
+JUDY = "judy-token-0123456789abcdef"
+_FINDING = {
+    "cluster": r.CLUSTER,
+    "finding_id": "f-j1",
+    "detector": "partial_idle",
+    "severity": "warn",
+    "subject_kind": "job",
+    "start_ts": r.at(0),
+    "detected_ts": r.at(3600.0),
+    "message": "about j1",
+}
+
+
+def test_a_user_name_matches_in_any_case(tmp_path):
+    """The scheduler records `Judy`; her token (a proxy, a sign-in) names her `judy`, lower
+    case: she sees her jobs, usage and findings, and the report of her job."""
+    root = tmp_path / "lake"
+    r.land(root, "findings", [{**_FINDING, "job_id": "j1", "subject_id": "j1", "user": "Judy"}])
+    r.build_lake(
+        root,
+        samples=r.samples(range(0, 3600, 30), engine_active=0.5),
+        jobs=[r.job("j1", 0, 3600.0, user="Judy")],
+        job_gpus=[r.job_gpu("j1", 0, 3600.0)],
+    )
+    folder = tmp_path / "etc"
+    folder.mkdir()
+    tokens = folder / "tokens"
+    tokens.write_text(f"{JUDY} Judy\n", encoding="utf-8")
+    os.chmod(tokens, 0o600)
+    app = create_api_app(Lake.at(root), L.settings(folder, tokens=TokensFile.open(tokens)))
+    with TestClient(app) as judy:
+        get = lambda url: judy.get(url, headers=L.bearer(JUDY)).json()  # noqa: E731
+
+        assert get("/api/v1/whoami")["user"] == "judy"
+        assert [j["job_id"] for j in get("/api/v1/jobs")["jobs"]] == ["j1"]
+        assert [row["user"] for row in get("/api/v1/usage?group_by=user")["rows"]] == ["Judy"]
+        assert [f["job_id"] for f in get("/api/v1/findings")["findings"]] == ["j1"]
+        assert get("/api/v1/jobs/della/j1")["job"]["user"] == "Judy"

@@ -69,8 +69,8 @@ def test_a_real_server_answers_with_json(base_url):
     assert status == 200 and report["job"]["job_id"] == "a1"
 
     assert get(f"{base_url}/api/v1/jobs/della/b1", L.ALICE) == (
-        403,
-        {"error": "job b1 on della is not alice's", "status": 403},
+        404,
+        {"error": "no job 'b1' of alice's on 'della'", "status": 404},
     )
     status, body = get(f"{base_url}/api/v1/jobs/della/b1", L.BOSS)
     assert status == 200 and body["job"]["user"] == "bob"

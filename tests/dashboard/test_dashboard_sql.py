@@ -193,6 +193,14 @@ def test_account_leaderboard_for_a_viewer_counts_only_their_jobs(jobs_con):
     ]
 
 
+def test_a_viewer_named_in_another_case_sees_their_jobs(jobs_con):
+    """A sign-in names `Carol` as the scheduler's `carol` (or the reverse): user names match in
+    any case, so the viewer's own jobs are not an empty page."""
+    frame = queries.run(jobs_con, "dashboard/account_leaderboard", **WEEK, viewer="Carol")
+
+    assert frame.select("account", "users", "jobs").rows() == [("speech", 1, 1)]
+
+
 def test_the_leaderboards_count_the_gpu_hours_inside_the_window(jobs_con):
     # carol's job runs past the week's end: the week holds 68 of its 92 GPU-hours (it counted
     # whole, and one-day windows of a 32-GPU cluster showed 1,345 GPU-hours of 768)
