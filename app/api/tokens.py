@@ -1,10 +1,11 @@
 """The API's bearer tokens: a file of `<token> <user> [manager]` lines, private to its owner.
 
 The file is refused (one line naming it) when anyone but its owner's group may read it or
-anyone but its owner may write it, when a token is short or listed twice, or a line is not of
-that shape. A line's number is named in an error, never its token. `Tokens.viewer` compares
-the presented token with every listed one in constant time (hmac.compare_digest), so how long
-it takes says nothing about how close a guess was.
+anyone but its owner may write it, when its owner is neither the account the API runs as nor
+root, when a token is short, not ASCII or listed twice, or a line is not of that shape. A
+line's number is named in an error, never its token. `Tokens.viewer` compares the presented
+token with every listed one in constant time (hmac.compare_digest), so how long it takes says
+nothing about how close a guess was.
 
 `TokensFile` is what a running server holds: it looks at the file's status on every request
 and reads it again when it changed, so a token added or revoked takes effect at once, without
@@ -56,7 +57,9 @@ class Tokens:
         return f"Tokens({len(self.entries)} entries)"
 
 
-def _check_mode(path: Path) -> None:
+def _check_mode(path: Path, euid: int | None = None) -> None:
+    """Refuse a file that is not regular, not owned by this process's account (`euid`) or
+    root, or that others may read or change."""
     try:
         info = path.stat()
     except OSError as exc:
@@ -65,6 +68,14 @@ def _check_mode(path: Path) -> None:
         ) from None
     if not stat.S_ISREG(info.st_mode):
         raise TokensFileError(f"api.tokens_file: {str(path)!r} is not a regular file")
+    account = os.geteuid() if euid is None else euid
+    if info.st_uid not in (account, 0):
+        # its owner could give itself a manager's token (as sshd's StrictModes refuses it)
+        raise TokensFileError(
+            f"api.tokens_file: {str(path)!r} is owned by uid {info.st_uid}, who could change "
+            f"its tokens; it must be owned by the account the API runs as (uid {account}) or "
+            "root: chown it"
+        )
     mode = stat.S_IMODE(info.st_mode)
     if mode & (stat.S_IROTH | stat.S_IWOTH | stat.S_IWGRP):
         raise TokensFileError(
@@ -73,9 +84,10 @@ def _check_mode(path: Path) -> None:
         )
 
 
-def load_tokens(path: Path) -> Tokens:
-    """Read and check the tokens file; TokensFileError says what is wrong, in one line."""
-    _check_mode(path)
+def load_tokens(path: Path, *, euid: int | None = None) -> Tokens:
+    """Read and check the tokens file; TokensFileError says what is wrong, in one line.
+    `euid`: the account the API runs as (default: this process's)."""
+    _check_mode(path, euid)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -89,6 +101,9 @@ def load_tokens(path: Path) -> Tokens:
         where = f"api.tokens_file: {str(path)!r} line {number}"
         if len(fields) not in (2, 3) or (len(fields) == 3 and fields[2].lower() != "manager"):
             raise TokensFileError(f"{where}: expected '<token> <user> [manager]'")
+        if not fields[0].isascii():
+            # an HTTP header carries Latin-1 at best: a client sending UTF-8 never matched
+            raise TokensFileError(f"{where}: the token has a character outside ASCII")
         token = fields[0].encode("utf-8")
         if len(fields[0]) < MIN_TOKEN_LENGTH:
             raise TokensFileError(

@@ -47,6 +47,34 @@ def test_a_file_others_can_read_or_change_is_refused(tmp_path, mode):
     assert L.ALICE not in message
 
 
+def test_a_file_another_account_owns_is_refused(tmp_path):
+    """Its owner could give itself a manager's token. Run as root, the file is given to
+    `nobody`; otherwise the API is taken to run as another account than the file's owner."""
+    path = write(tmp_path, f"{L.ALICE} alice\n")
+    if os.geteuid() == 0:
+        os.chown(path, 65534, -1)
+        api = 0
+    else:
+        api = os.geteuid() + 1
+
+    with pytest.raises(TokensFileError) as err:
+        load_tokens(path, euid=api)
+
+    owner = path.stat().st_uid
+    assert str(err.value) == (
+        f"api.tokens_file: {str(path)!r} is owned by uid {owner}, who could change its tokens; "
+        f"it must be owned by the account the API runs as (uid {api}) or root: chown it"
+    )
+    assert load_tokens(path, euid=owner).viewer(L.ALICE)  # its own account's: accepted
+
+
+def test_a_token_outside_ascii_is_refused(tmp_path):
+    path = write(tmp_path, "tökenwithumlaut_xxxxxxxx alice\n")
+
+    with pytest.raises(TokensFileError, match="line 1: the token has a character outside ASCII"):
+        load_tokens(path)
+
+
 @pytest.mark.parametrize("mode", [0o600, 0o640, 0o400])
 def test_a_private_or_group_readable_file_is_accepted(tmp_path, mode):
     assert load_tokens(write(tmp_path, f"{L.ALICE} alice\n", mode)).viewer(L.ALICE)
