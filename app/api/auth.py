@@ -12,14 +12,17 @@ token request gets 503 and nobody is let in by token.
 
 from __future__ import annotations
 
-from fastapi import Request
+from collections.abc import Callable
+
+from fastapi import Request, Response
+from fastapi.responses import PlainTextResponse
 
 from app.access import Denied, Viewer, resolve_remote_user
 from app.api.errors import ApiError
 from app.api.settings import ApiSettings
 from app.api.tokens import TokensFileError
 
-__all__ = ["request_viewer"]
+__all__ = ["managers_only", "request_viewer"]
 
 _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="gpuledger"'}
 
@@ -59,3 +62,26 @@ def request_viewer(settings: ApiSettings, request: Request) -> Viewer:
                 raise ApiError(403, resolved.reason)
             return resolved
     raise ApiError(401, "sign in: send 'Authorization: Bearer <token>'", _CHALLENGE)
+
+
+def managers_only(settings: ApiSettings) -> Callable[[Request], Response | None]:
+    """A guard for `gpuledger serve`'s /metrics beside the API: its series name every running
+    job's user and account, so where the API lets users in by their own identity, /metrics
+    answers only a manager (Prometheus sends a manager's token: `authorization` in its scrape
+    config). The guard returns the refusal to send (plain text, as a scraper reads it), or
+    None to let the request through."""
+
+    def guard(request: Request) -> Response | None:
+        try:
+            viewer = request_viewer(settings, request)
+        except ApiError as refused:
+            return PlainTextResponse(
+                refused.message + "\n", refused.status, headers=refused.headers
+            )
+        if not viewer.is_manager:
+            return PlainTextResponse(
+                f"{viewer.user} is not a manager: /metrics holds every user's jobs\n", 403
+            )
+        return None
+
+    return guard

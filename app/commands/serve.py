@@ -55,7 +55,9 @@ def command(
     \b
     The API (/api/v1, its OpenAPI document at /api/v1/openapi.json) is served when `[api]`
     names a `tokens_file` (lines '<token> <user> [manager]', chmod 600) or a reverse proxy's
-    `trusted_user_header`; a user reads their own jobs and usage, a manager everything.
+    `trusted_user_header`; a user reads their own jobs and usage, a manager everything. With
+    the API, /metrics (every running job's user) answers managers only: give Prometheus a
+    manager's token (`authorization` with a `credentials_file` in its scrape config).
 
     \b
     Examples:
@@ -84,6 +86,7 @@ def command(
     try:
         import uvicorn
 
+        from app.api.auth import managers_only
         from app.api.router import build_router
         from app.serve.server import create_app
     except ImportError as exc:
@@ -105,14 +108,20 @@ def command(
     where = f"http://{host}:{bound}"
     click.echo(f"Serving the figures of {served} on {where}/metrics", err=True)
     click.echo(
-        f"The API: {where}/api/v1 (its OpenAPI document at {where}/api/v1/openapi.json)"
+        f"The API: {where}/api/v1 (its OpenAPI document at {where}/api/v1/openapi.json); "
+        "/metrics answers a manager's token or proxy user only"
         if api.enabled
         else "No API: [api] names no tokens_file nor trusted_user_header",
         err=True,
     )
     with listener:
         config = uvicorn.Config(
-            create_app(served, settings, routers=routers),
+            create_app(
+                served,
+                settings,
+                routers=routers,
+                guard=managers_only(api) if api.enabled else None,
+            ),
             fd=listener.fileno(),
             log_level="warning",
             access_log=False,

@@ -3,7 +3,8 @@
 The figures are read once at start, then again only when the lake's files changed: every
 `refresh_s` a background thread compares the lake's state (the modification times of its
 table folders, which every atomic write or compaction touches) with the one the text was
-read at. A reading that fails keeps the last text and sets gpuledger_serve_refresh_failed.
+read at. A reading that fails keeps the last text and sets gpuledger_serve_refresh_failed;
+its reason is logged once (until it changes) and said by /healthz.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Callable
 from app.serve.exposition import render_metrics
 from app.serve.figures import Figures, read_figures
 from app.serve.settings import ServeSettings
+from warehouse.errors import WarehouseError
 from warehouse.lake import Lake
 
 __all__ = ["MetricsCache", "lake_state"]
@@ -70,6 +72,9 @@ class MetricsCache:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.refreshes = 0
+        # why the last reading failed (one line), None once one succeeds: said in /healthz,
+        # logged once for each new reason rather than at every look
+        self.error: str | None = None
 
     @property
     def text(self) -> str:
@@ -86,11 +91,8 @@ class MetricsCache:
         started = time.monotonic()
         try:
             figures = self._reader(self.lake, self.settings)
-        except Exception:  # noqa: BLE001 (any failure: keep serving the last figures, say so)
-            log.exception("gpuledger serve: reading the figures of %s failed", self.lake)
-            with self._lock:
-                self._server["gpuledger_serve_refresh_failed"] = 1.0
-                self._text = render_metrics(self._figures, self.settings, server=self._server)
+        except Exception as exc:  # noqa: BLE001 (any failure: keep serving the last figures, say so)
+            self._failed(exc)
             return False
         server = {
             "gpuledger_serve_computed_timestamp_seconds": self._clock(),
@@ -101,7 +103,28 @@ class MetricsCache:
         with self._lock:
             self._figures, self._server, self._text, self._state = figures, server, text, state
             self.refreshes += 1
+        if self.error is not None:
+            log.info("gpuledger serve: the figures of %s are read again", self.lake)
+        self.error = None
         return True
+
+    def _failed(self, exc: Exception) -> None:
+        """Keep the last figures, flag them, and say why: a lake error (a damaged or unreadable
+        file, named) in one line, anything else with its traceback; each reason once, not at
+        every look until the lake is mended."""
+        known = isinstance(exc, WarehouseError | OSError)
+        reason = str(exc) if known else f"{type(exc).__name__}: {exc}"
+        reason = reason.strip().splitlines()[0] if reason.strip() else type(exc).__name__
+        if reason != self.error:
+            message = "gpuledger serve: reading the figures of %s failed: %s; serving the last"
+            if known:
+                log.error(message, self.lake, reason)
+            else:
+                log.exception(message, self.lake, reason)
+        self.error = reason
+        with self._lock:
+            self._server["gpuledger_serve_refresh_failed"] = 1.0
+            self._text = render_metrics(self._figures, self.settings, server=self._server)
 
     def start(self) -> None:
         """Read the figures now, then look for changes every `refresh_s` in a daemon thread."""

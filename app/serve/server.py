@@ -6,10 +6,10 @@ Other routers (the read-only API under /api/v1) are mounted beside them by passi
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, FastAPI, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from app.serve.cache import MetricsCache
@@ -27,10 +27,13 @@ def create_app(
     *,
     routers: Sequence[APIRouter] = (),
     cache: MetricsCache | None = None,
+    guard: Callable[[Request], Response | None] | None = None,
 ) -> FastAPI:
     """The application: the figures are read at startup (before the first request is
     answered) and refreshed in the background while the lake changes. `cache`: a seam for
-    tests (default: a MetricsCache of `lake`)."""
+    tests (default: a MetricsCache of `lake`). `guard`: who may read /metrics (it returns the
+    refusal to send, or None), e.g. app.api.auth.managers_only beside the API; default:
+    whoever reaches the address."""
     metrics = cache or MetricsCache(lake, settings)
 
     @asynccontextmanager
@@ -54,16 +57,24 @@ def create_app(
     app.state.lake = lake.root
 
     @app.get("/metrics", response_class=PlainTextResponse, include_in_schema=False)
-    def read_metrics() -> PlainTextResponse:
+    def read_metrics(request: Request) -> Response:
         """The lake's figures in Prometheus' text format (read from memory)."""
+        refused = guard(request) if guard is not None else None
+        if refused is not None:
+            return refused
         return PlainTextResponse(metrics.text, media_type=EXPOSITION_TYPE)
 
     @app.get("/healthz", include_in_schema=False)
     def read_health() -> JSONResponse:
-        """200 once the figures were read from the lake; 503 before."""
-        ok = metrics.refreshes > 0
-        body = {"status": "ok" if ok else "starting", "lake": str(lake.root)}
-        return JSONResponse(body, status_code=200 if ok else 503)
+        """200 once the figures were read from the lake ("ok"; "stale", with the `error`, while
+        the last reading failed and the figures before it are served); 503 before ("starting",
+        or "failing" with the `error` when no reading succeeded)."""
+        read, error = metrics.refreshes > 0, metrics.error
+        status = ("stale" if read else "failing") if error else ("ok" if read else "starting")
+        body: dict[str, str] = {"status": status, "lake": str(lake.root)}
+        if error is not None:
+            body["error"] = error
+        return JSONResponse(body, status_code=200 if read else 503)
 
     for router in routers:
         app.include_router(router)

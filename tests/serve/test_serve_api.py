@@ -70,12 +70,14 @@ def test_one_server_answers_metrics_and_the_api_for_whom_it_may(tmp_path, stop):
     proc, base = serve(tmp_path, f'[api]\ntokens_file = "{tokens}"\n')
     stop(proc)
 
-    status, metrics = get(f"{base}/metrics")
+    # every running job's user is in /metrics: beside the API, a manager's only
+    assert [get(f"{base}/metrics", token)[0] for token in (None, L.ALICE)] == [401, 403]
+    status, metrics = get(f"{base}/metrics", L.BOSS)
     assert status == 200 and b"# TYPE gpuledger_" in metrics
     job = f"{base}/api/v1/jobs/{r.CLUSTER}/b1"
     assert get(job)[0] == 401
     assert get(job, "not-a-token-at-all-0000")[0] == 401
-    assert get(job, L.ALICE)[0] == 403  # bob's job
+    assert get(job, L.ALICE)[0] == 404  # bob's job: as of none
     status, body = get(job, L.BOSS)
     assert status == 200 and json.loads(body)["job"]["job_id"] == "b1"
     status, body = get(f"{base}/api/v1/openapi.json")

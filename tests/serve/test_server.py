@@ -3,6 +3,7 @@ rereading only when the lake changed, and a failed reading that keeps the last f
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -11,10 +12,13 @@ import pytest
 from fastapi import APIRouter
 from fastapi.testclient import TestClient
 
+from app.api.auth import managers_only
 from app.serve.cache import MetricsCache, lake_state
 from app.serve.figures import QUERIES, Figures
 from app.serve.server import EXPOSITION_TYPE, create_app
 from app.serve.settings import ServeSettings
+from tests.api import lake as A
+from warehouse.errors import DamagedFile
 from warehouse.lake import Lake
 
 
@@ -89,6 +93,76 @@ def test_a_failed_reading_keeps_the_last_figures_and_says_so(lake):
     reader.fail = False
     assert cache.refresh()  # the state was not recorded: the next look reads again
     assert "gpuledger_serve_refresh_failed 0" in cache.text
+
+
+def test_a_damaged_file_is_one_line_logged_once_and_said_by_healthz(lake, caplog):
+    """A damaged lake file was a 40-line traceback at every look (every refresh_s) while
+    /healthz said "starting" for ever: now one line naming it, once, until it is mended."""
+    damaged = lake / "jobs" / "cluster=a" / "part-0.parquet"
+
+    def reader(_lake: Lake, _settings: ServeSettings) -> Figures:
+        if damaged.exists():
+            raise DamagedFile(damaged, "Parquet magic bytes not found")
+        return figures(1)
+
+    damaged.write_bytes(b"PAR")
+    cache = MetricsCache(Lake.at(lake), ServeSettings(refresh_s=3600), reader=reader)
+    app = create_app(Lake.at(lake), ServeSettings(), cache=cache)
+    with caplog.at_level(logging.INFO, logger="app.serve.cache"), TestClient(app) as client:
+        for _ in range(3):
+            cache.refresh(force=True)
+        failing = client.get("/healthz")
+        damaged.unlink()
+        cache.refresh(force=True)
+        mended = client.get("/healthz")
+
+    assert failing.status_code == 503
+    assert failing.json() == {
+        "status": "failing",
+        "lake": str(lake),
+        "error": str(DamagedFile(damaged, "Parquet magic bytes not found")),
+    }
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and errors[0].exc_info is None and str(damaged) in errors[0].message
+    assert (mended.status_code, mended.json()["status"]) == (200, "ok")
+
+
+def test_a_failed_reading_after_a_good_one_is_stale_in_healthz(lake):
+    reader = Reader()
+    cache = MetricsCache(Lake.at(lake), ServeSettings(refresh_s=3600), reader=reader)
+    app = create_app(Lake.at(lake), ServeSettings(), cache=cache)
+    with TestClient(app) as client:
+        reader.fail = True
+        cache.refresh(force=True)
+        health = client.get("/healthz")
+
+    assert health.status_code == 200
+    assert health.json() == {"status": "stale", "lake": str(lake), "error": "disk gone"}
+
+
+def test_beside_the_api_metrics_answer_a_manager_only(lake, tmp_path):
+    """/metrics names every running job's user and account: where the API lets each user see
+    only their own, it must not hand everyone all of them (it did, without a token)."""
+    cache = MetricsCache(Lake.at(lake), ServeSettings(refresh_s=3600), reader=Reader())
+    guard = managers_only(A.settings(tmp_path))
+    app = create_app(Lake.at(lake), ServeSettings(), cache=cache, guard=guard)
+    with TestClient(app) as client:
+        anyone = client.get("/metrics")
+        user = client.get("/metrics", headers=A.bearer(A.ALICE))
+        manager = client.get("/metrics", headers=A.bearer(A.BOSS))
+        health = client.get("/healthz")
+
+    assert (anyone.status_code, anyone.text) == (
+        401,
+        "sign in: send 'Authorization: Bearer <token>'\n",
+    )
+    assert anyone.headers["www-authenticate"].startswith("Bearer")
+    assert (user.status_code, user.text) == (
+        403,
+        "alice is not a manager: /metrics holds every user's jobs\n",
+    )
+    assert manager.status_code == 200 and "# TYPE gpuledger_job_gpus gauge" in manager.text
+    assert health.status_code == 200  # (says nothing of the lake's jobs)
 
 
 def test_lake_state_ignores_the_state_folder(lake):
