@@ -471,3 +471,39 @@ def test_a_window_with_one_scrape_per_gpu_takes_the_spacing_an_earlier_window_me
     assert alone.spacing_s is None
     assert alone.samples.column("interval_s").to_pylist() == [15.0]  # nothing to go by
     assert carried.samples.column("interval_s").to_pylist() == [1.0]
+
+
+def test_a_gpu_relabelled_in_the_window_lands_each_row_under_the_host_that_reported_it():
+    """One UUID on host n1, then (renamed, or the exporter restarted with another Hostname)
+    on n1-new: each row and each job interval is under the host of its own samples. Before,
+    the window's first series named them all, so up to a window of rows took the old host."""
+    job = {"hpc_job": "42"}
+    renamed = {**GPU, "Hostname": "n1-new"}
+    blocks = [
+        block_from_result(
+            "DCGM_FI_DEV_GPU_UTIL",
+            [
+                {
+                    "metric": {"__name__": "DCGM_FI_DEV_GPU_UTIL", **labels, **job},
+                    "values": [[t, "50"] for t in times],
+                }
+                for labels, times in ((GPU, (0.0, 30.0, 60.0)), (renamed, (90.0, 120.0)))
+            ],
+        )
+    ]
+
+    rows = pivot_window(blocks, cluster="c", start_ms=0, end_ms=150_000)
+
+    samples = rows.samples.select(["ts", "node", "gpu_uuid"]).to_pylist()
+    assert [(r["ts"].timestamp(), r["node"]) for r in samples] == [
+        (0.0, "n1"),
+        (30.0, "n1"),
+        (60.0, "n1"),
+        (90.0, "n1-new"),
+        (120.0, "n1-new"),
+    ]
+    runs = sorted(
+        (r["node"], r["start_ts"].timestamp(), r["end_ts"].timestamp())
+        for r in rows.job_gpus.to_pylist()
+    )
+    assert runs == [("n1", 0.0, 90.0), ("n1-new", 90.0, 150.0)]

@@ -319,6 +319,10 @@ class _Table:
         self.row_ts = rows // n_slots
         self.row_slot = np.argsort(self.rank)[rows % n_slots] if rows.size else rows
         self.n_rows = rows.size
+        # the series each row's GPU is named by: the first reporting it at that ts (a GPU
+        # relabelled in the window, its UUID on a new host, has each row under its own host)
+        self.row_series = np.full(self.n_rows, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(self.row_series, self.row, sid)
         self.landing_rows = self.row_ts >= start_ms
         self.sharer = sharer_of_series[sid] if n_series else np.empty(0, np.int64)
         self._split_sharers(sharer_rank)
@@ -410,10 +414,14 @@ class _Table:
 
     # ---------------------------------------------------------------- per GPU and per row
 
-    def slot_column(self, name: str, type_: pa.DataType, rows: np.ndarray) -> pa.Array:
-        """One identity attribute of each row's GPU (from its first series)."""
-        per_slot = pa.array([getattr(s, name) for s in self.long.slots], type_)
-        return per_slot.take(pa.array(self.row_slot[rows])) if rows.size else pa.array([], type_)
+    def identity_column(self, name: str, type_: pa.DataType, rows: np.ndarray) -> pa.Array:
+        """One identity attribute (node, GPU index, model …) of each row's GPU, as the series
+        that reported it at the row's ts names it (`row_series`): not the first series of the
+        window's, which put up to a window of a relabelled GPU's rows under its old host."""
+        per_series = pa.array([getattr(s, name) for s in self.long.series], type_)
+        if not rows.size:
+            return pa.array([], type_)
+        return per_series.take(pa.array(self.row_series[rows]))
 
     def spacing(self) -> tuple[np.ndarray, np.ndarray]:
         """The gaps (s) between each GPU's consecutive landing rows, and the GPU of each gap."""
@@ -529,12 +537,12 @@ def _samples(
     data: dict[str, pa.Array] = {
         "ts": pa.array(t.row_ts[rows], pa.int64()).cast(TIMESTAMP),
         "cluster": pa.array([cluster] * n, pa.string()),
-        "node": t.slot_column("node", pa.string(), rows),
-        "gpu_index": t.slot_column("gpu_index", pa.int16(), rows),
-        "gpu_uuid": t.slot_column("gpu_uuid", pa.string(), rows),
-        "mig_profile": t.slot_column("mig_profile", pa.string(), rows),
-        "mig_instance": t.slot_column("mig_instance", pa.int16(), rows),
-        "model": t.slot_column("model", pa.string(), rows),
+        "node": t.identity_column("node", pa.string(), rows),
+        "gpu_index": t.identity_column("gpu_index", pa.int16(), rows),
+        "gpu_uuid": t.identity_column("gpu_uuid", pa.string(), rows),
+        "mig_profile": t.identity_column("mig_profile", pa.string(), rows),
+        "mig_instance": t.identity_column("mig_instance", pa.int16(), rows),
+        "model": t.identity_column("model", pa.string(), rows),
         "interval_s": pa.array(intervals[t.row_slot[rows]].astype(np.float32), pa.float32()),
         "job_id": _lookup(per_row(np.full(t.n_rows, -1, dtype=np.int64), t.sub_sharer), jobs),
         "source": pa.array([SOURCE] * n, pa.string()),

@@ -89,12 +89,16 @@ def job_intervals(
     order = np.lexsort((ts, job, slot))
     row, job, slot, ts = row[order], job[order], slot[order], ts[order]
     span_ms = np.round(intervals[slot] * 1000.0).astype(np.int64)
+    # where the GPU's host (or index) changes within the run (relabelled), a new interval
+    # under the new one, as its samples are
+    named = _names(t)[t.row_series[row]] if row.size else row
     new = np.ones(row.size, dtype=bool)
     new[1:] = (
         (slot[1:] != slot[:-1])
         | (job[1:] != job[:-1])
         | (pos[row[1:]] != pos[row[:-1]] + 1)
         | (ts[1:] - ts[:-1] > 2 * span_ms[1:])
+        | (named[1:] != named[:-1])
     )
     first = np.flatnonzero(new)
     last = np.append(first[1:] - 1, row.size - 1).astype(np.int64)[: first.size]
@@ -103,10 +107,10 @@ def job_intervals(
     data = {
         "cluster": pa.array([cluster] * n, pa.string()),
         "job_id": pa.array([jobs[j] for j in job[first]], pa.string()),
-        "node": t.slot_column("node", pa.string(), row[first]),
-        "gpu_index": t.slot_column("gpu_index", pa.int16(), row[first]),
-        "gpu_uuid": t.slot_column("gpu_uuid", pa.string(), row[first]),
-        "mig_instance": t.slot_column("mig_instance", pa.int16(), row[first]),
+        "node": t.identity_column("node", pa.string(), row[first]),
+        "gpu_index": t.identity_column("gpu_index", pa.int16(), row[first]),
+        "gpu_uuid": t.identity_column("gpu_uuid", pa.string(), row[first]),
+        "mig_instance": t.identity_column("mig_instance", pa.int16(), row[first]),
         "start_ts": pa.array(ts[first], pa.int64()).cast(TIMESTAMP),
         "end_ts": pa.array(
             np.minimum(ts[last] + span_ms[last], next_ts[row[last]]), pa.int64(), mask=running
@@ -114,6 +118,14 @@ def job_intervals(
         "mapping": pa.array([EXPORTER_LABEL] * n, pa.string()),
     }
     return pa.Table.from_arrays([data[f.name] for f in JOB_GPUS], schema=JOB_GPUS)
+
+
+def _names(t: _Table) -> np.ndarray:
+    """Per series, a number for the (node, GPU index) it names its GPU by."""
+    ids: dict[tuple[object, object], int] = {}
+    return np.array(
+        [ids.setdefault((s.node, s.gpu_index), len(ids)) for s in t.long.series], dtype=np.int64
+    )
 
 
 def _edges(kind: str, value: np.ndarray, prev: np.ndarray) -> np.ndarray:
@@ -180,9 +192,9 @@ def health_events(t: _Table, cluster: str, err_msg: list[str | None]) -> pa.Tabl
     rows = np.array([e[2] for e in out], dtype=np.int64)
     data = {
         "cluster": pa.array([cluster] * len(out), pa.string()),
-        "node": t.slot_column("node", pa.string(), rows),
-        "gpu_uuid": t.slot_column("gpu_uuid", pa.string(), rows),
-        "gpu_index": t.slot_column("gpu_index", pa.int16(), rows),
+        "node": t.identity_column("node", pa.string(), rows),
+        "gpu_uuid": t.identity_column("gpu_uuid", pa.string(), rows),
+        "gpu_index": t.identity_column("gpu_index", pa.int16(), rows),
         "ts": pa.array([e[0] for e in out], pa.int64()).cast(TIMESTAMP),
         "kind": pa.array([e[3] for e in out], pa.string()),
         "code": pa.array([e[4] for e in out], pa.int64()),
