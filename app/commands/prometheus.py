@@ -106,7 +106,9 @@ def render_summary(summary: PullSummary, lake: Lake, *, throughput: bool = False
         f"Checkpoint: complete up to {_when(summary.checkpoint)} UTC"
         + (" (stopped by signal)" if summary.stopped else ""),
     ]
-    if not summary.families:
+    if summary.nothing_to_pull and not summary.windows:
+        lines.insert(1, summary.nothing_to_pull + ".")
+    elif not summary.families:
         lines.insert(
             1, "No DCGM metric families matched in that range (check --url and --selector)."
         )

@@ -172,6 +172,26 @@ def test_a_bounded_pull_lands_every_sample_once(tmp_path):
     assert table.column("power_w").null_count == 0  # families of one scrape share a row
 
 
+def test_a_pull_with_nothing_to_do_says_why_not_that_nothing_matched(tmp_path):
+    """A one-shot run again over a range it completed, or a range after now, asked Prometheus
+    for nothing and said "No DCGM metric families matched ... check --url and --selector"."""
+    from app.commands.prometheus import render_summary
+
+    fake = FakePrometheus(T0 + dt.timedelta(hours=5))
+    until = config(until=T0 + dt.timedelta(hours=2))
+    pull(until, Lake.at(tmp_path), fake, clock=fake.clock)
+    again = pull(until, Lake.at(tmp_path), fake, clock=fake.clock)
+    future = config(since=T0 + dt.timedelta(days=1), until=T0 + dt.timedelta(days=2))
+    ahead = pull(future, Lake.at(tmp_path / "other"), fake, clock=fake.clock)
+
+    assert (again.windows, again.samples, ahead.windows) == (0, 0, 0)
+    text = render_summary(again, Lake.at(tmp_path)).splitlines()
+    assert text[1] == "Nothing to pull: complete up to 2026-11-02 02:00:00 UTC already."
+    text = render_summary(ahead, Lake.at(tmp_path)).splitlines()
+    assert text[1] == "Nothing to pull yet: the range begins at 2026-11-03 00:00:00 UTC, after now."
+    assert not any("No DCGM metric families" in line for line in text)
+
+
 def test_a_rerun_resumes_at_the_checkpoint_and_replaces_the_open_window(tmp_path):
     first = FakePrometheus(T0 + dt.timedelta(hours=2, minutes=20))
     pull(config(), Lake.at(tmp_path), first, clock=first.clock, **_one_pass())

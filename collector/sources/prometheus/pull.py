@@ -211,6 +211,8 @@ class PullSummary:
     last: dt.datetime | None = None
     checkpoint: dt.datetime | None = None
     stopped: bool = False
+    # why a pass asked Prometheus for nothing (the range done already, or not begun yet)
+    nothing_to_pull: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -756,6 +758,14 @@ def pull(
                         puller.targets = puller.target_labels(start_ms, limit_ms)
                     if families or cfg.throughput:
                         start_ms = puller.run_pass(pool, start_ms, limit_ms, families, progress)
+                elif until_ms is not None and start_ms >= until_ms:
+                    done = _from_ms(start_ms).strftime("%Y-%m-%d %H:%M:%S")
+                    summary.nothing_to_pull = f"Nothing to pull: complete up to {done} UTC already"
+                else:
+                    begins = _from_ms(start_ms).strftime("%Y-%m-%d %H:%M:%S")
+                    summary.nothing_to_pull = (
+                        f"Nothing to pull yet: the range begins at {begins} UTC, after now"
+                    )
                 if until_ms is not None or stop.wait(cfg.poll_s):
                     break
         except _Stopped:
