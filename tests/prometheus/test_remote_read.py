@@ -10,6 +10,7 @@ import math
 import random
 import re
 import struct
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -369,4 +370,37 @@ def test_the_same_matchers_written_otherwise_are_refused_not_pulled_twice(tmp_pa
     pull_with('Hostname="n1",gpu=~"0|1"')  # the same text: resumes, fine
     with pytest.raises(ConfigError, match="written otherwise"):
         pull_with('gpu=~"0|1", Hostname="n1"')
-    pull_with('Hostname="n1"')  # other matchers: another pull
+    pull_with('Hostname="n2"')  # other matchers, no series in common: another pull
+
+
+@pytest.mark.parametrize(
+    ("wider", "message"),
+    [
+        ('Hostname="n1"', "'Hostname=\"n1\"' selects every series"),
+        ("", "no selector selects every series"),
+    ],
+)
+def test_a_selector_selecting_every_series_of_another_is_refused(tmp_path, wider, message):
+    """Overlapping selectors on one cluster landed the series both select twice (the probe:
+    none, then cluster="probe", then job="dcgm": every row three times). Where one's matchers
+    are a part of the other's, the overlap is certain: refused, in either order."""
+    from collector.sources.prometheus.pull import PullConfig, pull
+
+    def pull_with(root: Path, selector: str) -> None:
+        cfg = PullConfig(
+            cluster="c",
+            since=T0,
+            until=T0 + dt.timedelta(hours=1),
+            settle_s=0.0,
+            backoff_s=0.0,
+            selector=selector,
+        )
+        pull(cfg, Lake(root), ChunkPrometheus(), clock=lambda: T0 + dt.timedelta(days=1))
+
+    narrower = 'Hostname="n1",gpu=~"0|1"'
+    pull_with(tmp_path / "a", narrower)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        pull_with(tmp_path / "a", wider)
+    pull_with(tmp_path / "b", wider)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        pull_with(tmp_path / "b", narrower)

@@ -282,8 +282,10 @@ class _Puller:
 
     def _refuse_a_twin_selector(self) -> None:
         """ConfigError where this lake pulled the cluster with the same matchers written
-        otherwise (in another order, spaced differently): the selector's text names a pull's
-        checkpoint and batches, so its windows would land a second time beside the first."""
+        otherwise (in another order, spaced differently), or with a selector whose matchers
+        are a part of these or these a part of its (the one with fewer selects every series
+        the other does: none at all selects every series). The selector's text names a pull's
+        checkpoint and batches, so the series both select would land a second time."""
         try:
             mine = frozenset(parse_selector(self.cfg.selector))
         except ConfigError:
@@ -293,11 +295,23 @@ class _Puller:
                 theirs = frozenset(parse_selector(selector))
             except ConfigError:
                 continue
-            if source != self.source and theirs == mine:
+            if source == self.source:
+                continue
+            where = f"cluster {self.cfg.cluster!r}: this lake was pulled with the selector"
+            if theirs == mine:
                 raise ConfigError(
-                    f"cluster {self.cfg.cluster!r}: this lake was pulled with the selector "
-                    f"{selector!r}, the same matchers as {self.cfg.selector!r} written "
+                    f"{where} {selector!r}, the same matchers as {self.cfg.selector!r} written "
                     f"otherwise; write it as {selector!r}, or its windows land twice"
+                )
+            if theirs <= mine or mine <= theirs:
+                wider, narrower = (selector, self.cfg.selector)
+                if mine <= theirs:
+                    wider, narrower = narrower, wider
+                widest = repr(wider) if wider else "no selector"
+                raise ConfigError(
+                    f"{where} {selector!r}: {widest} selects every series {narrower!r} does, "
+                    "so those would land twice; pull the cluster with one selector, or with "
+                    "selectors that share no series"
                 )
 
     def _remote_reader(self) -> tuple[ChunkReader | None, tuple[Matcher, ...]]:
