@@ -67,7 +67,9 @@ def parse_instant(name: str, text: str, *, end: bool = False) -> dt.datetime:
     except OverflowError:  # 9999-12-31 as an end, year 1 with an offset: past the calendar
         instant = None
     if instant is None or not EARLIEST <= instant <= LATEST:
-        raise ApiError(422, f"{name}: {text!r} lies outside {EARLIEST.date()} … {LATEST.date()}")
+        # (a date as an end stands for the midnight after it: the last date is a day earlier)
+        last = LATEST - dt.timedelta(days=1) if end and len(value) == 10 else LATEST
+        raise ApiError(422, f"{name}: {text!r} lies outside {EARLIEST.date()} … {last.date()}")
     return instant
 
 

@@ -3,6 +3,7 @@ it answers (JSON bodies, JSON errors with their status, the OpenAPI document).""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 from collections.abc import Callable
@@ -187,6 +188,28 @@ def test_occupancy_series_ends_with_the_data(client):
     assert body["until"].startswith("2024-03-01T03:00")  # the end of the data, not today
     # 00:00-01:00 one job on one GPU, busy: one active GPU
     assert series[0]["active"] == pytest.approx(1.0)
+
+
+def test_occupancy_comes_in_pages_of_at_most_limit_buckets(client):
+    """A window from 1970 returned every 5-minute bucket of the lake's history in one answer."""
+    whole = client.get("/api/v1/occupancy", headers=L.bearer(L.ALICE)).json()
+    first = client.get("/api/v1/occupancy?limit=10", headers=L.bearer(L.ALICE)).json()
+    rest = client.get(
+        "/api/v1/occupancy", params={"since": first["next_since"]}, headers=L.bearer(L.ALICE)
+    ).json()
+
+    assert len(whole["series"]) == 36 and "next_since" not in whole  # 3 h of 5-minute buckets
+    assert first["series"] == whole["series"][:10]
+    at = dt.datetime.fromisoformat
+    assert at(first["next_since"]) == at(whole["series"][10]["bucket"])
+    assert rest["series"] == whole["series"][10:] and "next_since" not in rest
+
+
+def test_the_last_end_date_is_the_one_the_error_names(client):
+    refused = client.get("/api/v1/jobs?until=9999-01-01", headers=L.bearer(L.BOSS))
+
+    assert error_of(refused, 422) == "until: '9999-01-01' lies outside 1970-01-01 … 9998-12-31"
+    assert client.get("/api/v1/jobs?until=9998-12-31", headers=L.bearer(L.BOSS)).status_code == 200
 
 
 @pytest.mark.parametrize(
