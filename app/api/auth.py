@@ -3,7 +3,8 @@
 A request with `Authorization: Bearer <token>` is the token's user (a manager when the file
 says so); a wrong token is 401 whatever else the request carries. Without a token, and only
 when `[api] trusted_user_header` is set and the request comes straight from one of
-`trusted_proxies`, the header names the user, mapped as the dashboard maps sign-ins
+`trusted_proxies` (and, with `[api] proxy_secret`, carrying that secret in
+X-Gpuledger-Proxy-Secret), the header names the user, mapped as the dashboard maps sign-ins
 (app.access.resolve_remote_user); from any other address the header is ignored, so a client
 cannot name itself. Nobody else gets in: the API is never open, even where the dashboard is.
 The tokens file is re-read when it changes (app.api.tokens.TokensFile); while it is unusable a
@@ -12,6 +13,7 @@ token request gets 503 and nobody is let in by token.
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import Callable
 
 from fastapi import Request, Response
@@ -19,7 +21,7 @@ from fastapi.responses import PlainTextResponse
 
 from app.access import Denied, Viewer, resolve_remote_user
 from app.api.errors import ApiError
-from app.api.settings import ApiSettings
+from app.api.settings import PROXY_SECRET_HEADER, ApiSettings
 from app.api.tokens import TokensFileError
 
 __all__ = ["managers_only", "request_viewer"]
@@ -35,6 +37,15 @@ def _bearer(request: Request) -> str | None:
     if scheme.lower() != "bearer" or not token.strip():
         raise ApiError(401, "expected 'Authorization: Bearer <token>'", _CHALLENGE)
     return token.strip()
+
+
+def _from_proxy(settings: ApiSettings, request: Request) -> bool:
+    """Whether the request carries the proxy's secret (`[api] proxy_secret`; none set: the
+    trusted address alone vouches for it), compared in constant time."""
+    if settings.proxy_secret is None:
+        return True
+    sent = request.headers.get(PROXY_SECRET_HEADER, "").encode("latin-1", "replace")
+    return hmac.compare_digest(sent, settings.proxy_secret.reveal().encode("ascii"))
 
 
 def request_viewer(settings: ApiSettings, request: Request) -> Viewer:
@@ -54,7 +65,7 @@ def request_viewer(settings: ApiSettings, request: Request) -> Viewer:
         return viewer
     header = settings.trusted_user_header
     client = request.client.host if request.client is not None else None
-    if header is not None and client in settings.trusted_proxies:
+    if header is not None and client in settings.trusted_proxies and _from_proxy(settings, request):
         named = request.headers.get(header)
         if named is not None:
             resolved = resolve_remote_user(settings.policy, named)

@@ -5,6 +5,9 @@
 tokens_file = "/etc/gpuledger/api-tokens"   # lines '<token> <user> [manager]', chmod 600
 trusted_user_header = "X-Remote-User"       # optional: a reverse proxy's authenticated user
 trusted_proxies = ["127.0.0.1"]             # …believed only from these addresses
+# and only with the proxy's secret (GPULEDGER_API_PROXY_SECRET or proxy_secret_file), which
+# the proxy sends in X-Gpuledger-Proxy-Secret: on a host where users have shells, anyone can
+# reach 127.0.0.1 and send a header
 ```
 
 Who sees what follows the dashboard (`[dashboard] managers`, `users`, `allowed_domains`):
@@ -20,13 +23,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.access import AccessPolicy
-from app.config import ConfigError, access_policy, register_section, setting
+from app.config import ConfigError, Secret, access_policy, register_section, setting
 
 if TYPE_CHECKING:
     from app.api.tokens import Tokens, TokensFile
     from app.config import Config
 
-__all__ = ["ApiConfig", "ApiSettings"]
+__all__ = ["PROXY_SECRET_HEADER", "ApiConfig", "ApiSettings"]
 
 
 def _header_name(v: str) -> str | None:
@@ -45,6 +48,12 @@ def _addresses(v: tuple[str, ...]) -> str | None:
 
 def _positive(v: float) -> str | None:
     return None if v > 0 else "expected a number above 0"
+
+
+def _long_secret(text: str) -> str | None:
+    if len(text) < 16 or not text.isascii() or any(c.isspace() for c in text):
+        return "expected at least 16 ASCII characters without spaces (a header value)"
+    return None
 
 
 @register_section("api")
@@ -69,11 +78,23 @@ class ApiConfig:
         "Addresses whose trusted_user_header is believed; from any other it is ignored.",
         _addresses,
     )
+    proxy_secret: Secret | None = setting(
+        None,
+        "A secret the reverse proxy sends in the X-Gpuledger-Proxy-Secret header with the "
+        "user header, which is believed only with it (env or proxy_secret_file only): the "
+        "proxy's address alone lets in every local user of its host.",
+        _long_secret,
+        secret=True,
+    )
     refresh_s: float = setting(
         60.0,
         "Seconds before the API reopens the lake to see files landed since (in the background).",
         _positive,
     )
+
+
+# the header a trusted proxy sends `[api] proxy_secret` in
+PROXY_SECRET_HEADER = "X-Gpuledger-Proxy-Secret"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +108,7 @@ class ApiSettings:
     trusted_proxies: frozenset[str]
     policy: AccessPolicy
     refresh_s: float = 60.0
+    proxy_secret: Secret | None = None
 
     @property
     def enabled(self) -> bool:
@@ -113,4 +135,5 @@ class ApiSettings:
             trusted_proxies=frozenset(a.strip() for a in cfg.trusted_proxies),
             policy=access_policy(config.section(DashboardConfig)),
             refresh_s=cfg.refresh_s,
+            proxy_secret=cfg.proxy_secret,
         )

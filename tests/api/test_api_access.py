@@ -18,6 +18,7 @@ from app.api.reader import LakeReader
 from app.api.server import create_api_app
 from app.api.tokens import TokensFile
 from app.commands.job import render_json
+from app.config import ConfigError, Secret, load_config
 from detectors.job_report import load_job_report
 from tests.api import lake as L
 from tests.marts import rows as r
@@ -383,6 +384,42 @@ def test_the_header_from_an_untrusted_address_is_ignored(root, tmp_path):
     with TestClient(create_api_app(Lake.at(root), settings)) as client:
         response = client.get("/api/v1/whoami", headers={"X-Remote-User": "boss"})
         error_of(response, 401)
+
+
+def test_with_a_proxy_secret_the_header_is_believed_only_with_it(root, tmp_path):
+    """On the proxy's host every local user reaches 127.0.0.1 and can send the header: with
+    `[api] proxy_secret`, only the proxy, which also sends the secret, names the user."""
+    secret = "proxy-secret-0123456789abcdef"
+    settings = L.settings(
+        tmp_path,
+        trusted_user_header="X-Remote-User",
+        trusted_proxies=frozenset({"testclient"}),
+        policy=POLICY,
+        proxy_secret=Secret(secret),
+    )
+    with TestClient(create_api_app(Lake.at(root), settings)) as client:
+
+        def whoami(**headers: str) -> object:
+            return client.get("/api/v1/whoami", headers={"X-Remote-User": "boss", **headers})
+
+        local_user = whoami()
+        wrong = whoami(**{"X-Gpuledger-Proxy-Secret": secret[:-1] + "x"})
+        proxy = whoami(**{"X-Gpuledger-Proxy-Secret": secret})
+
+    error_of(local_user, 401)
+    error_of(wrong, 401)
+    assert proxy.json() == {"user": "boss", "manager": True}
+
+
+def test_a_short_proxy_secret_is_refused_without_showing_it(tmp_path):
+    (tmp_path / "g.toml").write_text('[api]\ntrusted_user_header = "X-Remote-User"\n')
+    env = {"GPULEDGER_API_PROXY_SECRET": "short"}
+
+    with pytest.raises(ConfigError) as err:
+        load_config(tmp_path / "g.toml", environ=env)
+
+    assert "api.proxy_secret: expected at least 16 ASCII characters" in str(err.value)
+    assert "short" not in str(err.value).split("(")[-1]
 
 
 def test_a_wrong_token_is_401_even_from_a_trusted_proxy(proxied):
