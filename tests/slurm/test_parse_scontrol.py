@@ -52,11 +52,24 @@ def test_a_multi_node_job_gets_each_nodes_own_indices(fixture_text):
     [
         ("JobName=ddp-2node", "JobName=x Nodes=gpu-node09 GRES=gpu:8(IDX:0-7)"),
         ("JobName=ddp-2node", "JobName=x ArrayJobId=999 ArrayTaskId=1 Shared=0"),
-        ("JobName=ddp-2node", "JobName=x\n   UserId=eve(1) Nodes=gpu-node09 GRES=gpu:8(IDX:0-7)"),
+        ("JobName=ddp-2node", "JobName=x\n   Nodes=gpu-node09 GRES=gpu:8(IDX:0-7)"),
         ("WorkDir=/home/alice", "WorkDir=/home/alice/my Nodes=gpu-node07 GRES=gpu:4(IDX:0-3)"),
         ("WorkDir=/home/alice", "WorkDir=/home/a\n     Nodes=gpu-node07 GRES=gpu:4(IDX:0-3)"),
+        # (the probe's: a comment naming another user, a running state and another job's GPUs)
+        (
+            "WorkDir=/home/alice",
+            "WorkDir=/home/alice\n   Comment=z UserId=eve(1) JobState=RUNNING "
+            "NodeList=gpu-node09 TRES=gres/gpu=8 Nodes=gpu-node09 GRES=gpu:h100:8(IDX:0-7)",
+        ),
     ],
-    ids=["name-nodes", "name-array-shared", "name-newline", "workdir-space", "workdir-newline"],
+    ids=[
+        "name-nodes",
+        "name-array-shared",
+        "name-newline",
+        "workdir-space",
+        "workdir-newline",
+        "comment-fields",
+    ],
 )
 def test_a_jobs_name_or_directory_adds_no_field(fixture_text, field, text):
     # a user's words (a name with spaces, a directory) that read like fields: no GPU on a node
@@ -67,6 +80,62 @@ def test_a_jobs_name_or_directory_adds_no_field(fixture_text, field, text):
     [job], malformed = parse_scontrol_show_job(record.replace(field, text))
     assert malformed == []
     assert (job.job_id, job.exclusive, gpus(job)) == (clean.job_id, clean.exclusive, gpus(clean))
+
+
+@pytest.mark.parametrize(
+    ("field", "text"),
+    [
+        ("JobName=ddp-2node", "JobName=x\n   UserId=eve(1) Nodes=gpu-node09 GRES=gpu:8(IDX:0-7)"),
+        (
+            "WorkDir=/home/alice",
+            "WorkDir=/home/alice\n   Comment=z\n   UserId=eve(1) JobState=RUNNING\n"
+            "     Nodes=gpu-node09 CPU_IDs=0 Mem=8192 GRES=gpu:8(IDX:0-7)",
+        ),
+    ],
+    ids=["name", "comment"],
+)
+def test_a_record_whose_free_text_holds_a_second_user_line_is_not_read(fixture_text, field, text):
+    """Slurm stores a name or comment with line breaks as given: lines that read as the
+    record's own (a second UserId line, a node line) cannot be told from Slurm's, so the record
+    is skipped and said, its GPUs unmapped, never mapped to another job's."""
+    record = fixture_text("first-cluster/scontrol-show-job-d-multinode.txt")
+    assert field in record
+
+    jobs, malformed = parse_scontrol_show_job(record.replace(field, text))
+
+    assert jobs == []
+    assert [m.reason for m in malformed] == [
+        "2 lines start with UserId=: the job's name or free text holds lines that read as its "
+        "fields; not read"
+    ]
+
+
+def test_a_job_listed_twice_is_not_read(fixture_text):
+    """A comment holding a line break and `JobId=22 …` lists job 22 twice: which copy is
+    Slurm's cannot be told, so neither gives the job's GPUs."""
+    record = fixture_text("first-cluster/scontrol-show-job-d-multinode.txt")
+    [job], _ = parse_scontrol_show_job(record)
+
+    jobs, malformed = parse_scontrol_show_job(record + "\n" + record)
+
+    assert jobs == []
+    assert [m.reason for m in malformed] == [f"job {job.job_id} is listed more than once"] * 2
+
+
+def test_a_mig_slice_named_after_its_gpu_model_is_unmapped():
+    """AutoDetect=nvml names MIG types after the model (`a100_1g.10gb`): its IDX is a MIG
+    device's, not the GPU's ordinal (it mapped a whole GPU 2 to the job)."""
+    text = (
+        "JobId=7 JobName=m\n   UserId=eve(1) GroupId=eve(1)\n   JobState=RUNNING Reason=None\n"
+        "   StartTime=2026-12-02T10:00:00 EndTime=2026-12-03T10:00:00\n"
+        "   NodeList=gpu01\n   TRES=cpu=1,node=1,gres/gpu=1\n"
+        "     Nodes=gpu01 CPU_IDs=0 Mem=0 GRES=gpu:a100_1g.10gb:1(IDX:2)\n"
+        "   OverSubscribe=OK\n"
+    )
+
+    [job], malformed = parse_scontrol_show_job(text)
+
+    assert malformed == [] and job.allocations == () and job.unmapped_gpus
 
 
 def test_several_jobs_in_one_output_and_a_pending_one_without_gpus(fixture_text):

@@ -9,7 +9,8 @@ Where no index is known (no `-d` lines, or `GRES=gpu:2` without IDX), a job that
 nodes exclusively (`OverSubscribe=NO`) gets one `whole-node` row per node (gpu_index null: every
 GPU of the node is its). A shared job without indices gets no rows and is flagged
 `unmapped_gpus`: guessing would hand its neighbours' GPUs to it. MIG slices
-(`gpu:1g.10gb:1(IDX:0)`) are counted as unmapped too, since their IDX is a MIG device index and
+(`gpu:1g.10gb:1(IDX:0)`, or `gpu:a100_1g.10gb:1(IDX:0)` as AutoDetect=nvml names them) are
+counted as unmapped too, since their IDX is a MIG device index and
 not the GPU ordinal.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -46,7 +48,9 @@ _NODE_ALLOC = re.compile(
 )
 _GRES_VALUE = re.compile(r"\bGRES(?:_IDX)?=(\S*)")
 _GRES_ITEM = re.compile(r"^(?P<spec>[^()]+?)(?:\(IDX:(?P<idx>[^)]*)\))?$")
-_MIG_TYPE = re.compile(r"^\d+g\.\d+gb$", re.IGNORECASE)
+# a MIG profile as a GRES type, bare (`1g.10gb`) or after the GPU's model as AutoDetect=nvml
+# names it (`a100_1g.10gb`, `nvidia_h100_80gb_hbm3_3g.40gb`)
+_MIG_TYPE = re.compile(r"(?:^|_)\d+g\.\d+gb$", re.IGNORECASE)
 _JOB_NAME = re.compile(r"\bJobName=(.*?)(?=\s+UserId=|$)")
 # The fields Slurm prints before the job's free text: JobName (the user's, spaces and all) runs
 # to the record's UserId, Command, WorkDir, the comments and the std streams come after
@@ -125,7 +129,7 @@ def _allocations(
         for name, gres_type, idx in _gres_items(gres.group(1) if gres else ""):
             if name != "gpu":
                 continue
-            if idx is None or (gres_type is not None and _MIG_TYPE.match(gres_type)):
+            if idx is None or (gres_type is not None and _MIG_TYPE.search(gres_type)):
                 unmapped = True
                 continue
             indexed = True
@@ -144,15 +148,52 @@ def _allocations(
     return rows, unmapped
 
 
+# A line of the multi-line layout that holds one of the job's free-text fields, whole: Slurm
+# prints each on its own line after the job's other fields (OverSubscribe, the `-d` lines).
+_FREE_TEXT_LINE = re.compile(
+    r"^(?:Command|WorkDir|AdminComment|SystemComment|Comment|StdErr|StdIn|StdOut)="
+)
+
+
 def _fields_text(text: str) -> str:
     """`text` without the job's free text (its name, command, directory, comments, streams):
-    what the fields are read from. The name's value runs to the record's last UserId (a name
-    cannot end the record's own), the rest of the record from the first free-text field on
-    is left out."""
-    users = list(_USER_ID.finditer(text))
+    what the fields are read from.
+
+    In the multi-line layout (what the collector asks for) the name is the rest of the first
+    line, and the fields are the lines after it up to the first line of free text: a comment
+    or a directory written `x UserId=eve(1) JobState=RUNNING Nodes=gpu09 GRES=gpu:8(IDX:0-7)`
+    claimed another job's GPUs when the fields were cut at the record's last UserId. In the
+    one-line layout (`-o`, hand-made input) the name runs to the first UserId after it and the
+    fields to the first free-text field after that: there a name's text cannot be told from
+    fields, which is why the collector asks for the multi-line layout."""
+    lines = text.split("\n")
+    if len(lines) > 1:
+        first = lines[0]
+        name_at = first.find("JobName=")
+        kept = [first if name_at < 0 else first[: name_at + len("JobName=")]]
+        users = [i for i, line in enumerate(lines) if i and line.startswith("UserId=")]
+        if len(users) > 1:
+            # a name or a comment with line breaks, holding lines that read as Slurm's own:
+            # which are Slurm's cannot be told, so none is read (not the job's GPUs either)
+            raise MalformedSample(
+                f"{len(users)} lines start with UserId=: the job's name or free text holds "
+                "lines that read as its fields; not read"
+            )
+        # (lines before UserId are the name's, broken over lines)
+        for line in lines[users[0] if users else 1 :]:
+            if _FREE_TEXT_LINE.match(line):
+                break
+            kept.append(line)
+        return "\n".join(kept)
+    return _one_line_fields(text)
+
+
+def _one_line_fields(text: str) -> str:
+    """`_fields_text` of a record in the one-line layout (`scontrol -o`)."""
     name_at = text.find("JobName=")
-    if name_at >= 0 and users and users[-1].start() > name_at:
-        text = text[: name_at + len("JobName=")] + text[users[-1].start() :]
+    user = _USER_ID.search(text, max(name_at, 0))
+    if name_at >= 0 and user is not None:
+        text = text[: name_at + len("JobName=")] + text[user.start() :]
     free = _FREE_TEXT_AFTER.search(text)
     return text if free is None else text[: free.start()]
 
@@ -229,13 +270,21 @@ def parse_scontrol_show_job(
                 records[-1][1].append(stripped)
         elif stripped and stripped != "No jobs in the system":
             malformed.append(MalformedLine("scontrol", line_no, f"text outside a job: {line!r}"))
-    jobs: list[ScontrolJob] = []
+    jobs: list[tuple[int, ScontrolJob]] = []
     for line_no, lines in records:
         try:
-            jobs.append(_parse_record("\n".join(lines), tz))
+            jobs.append((line_no, _parse_record("\n".join(lines), tz)))
         except MalformedSample as exc:
             malformed.append(MalformedLine("scontrol", line_no, str(exc)))
-    return jobs, malformed
+    # a job listed twice: one copy came from another job's free text (a line break, then
+    # `JobId=`), and which cannot be told; neither is read rather than the wrong one
+    seen = Counter(job.job_id for _, job in jobs)
+    for line_no, job in jobs:
+        if seen[job.job_id] > 1:
+            malformed.append(
+                MalformedLine("scontrol", line_no, f"job {job.job_id} is listed more than once")
+            )
+    return [job for _, job in jobs if seen[job.job_id] == 1], malformed
 
 
 def job_gpus_table(cluster: str, rows: Iterable[JobGpu]) -> pa.Table:
