@@ -25,6 +25,10 @@ for arg in "$@"; do
 done
 
 [ "$(id -u)" -eq 0 ] || die "must run as root (it starts daemons, makes device nodes and users)"
+# The daemons run as other users (mysql, slurm): the caller's TMPDIR (`make test` puts the tests'
+# scratch files in a private folder on /dev/shm) is not theirs to write, and mariadbd, which
+# keeps its temporary files in TMPDIR, would not start. They use the system's.
+unset TMPDIR
 missing=()
 for prog in munged munge mariadbd mariadb mariadb-install-db slurmdbd slurmctld slurmd sacctmgr \
     sacct sbatch scontrol sinfo useradd runuser mknod; do
