@@ -6,6 +6,8 @@ top, few colours, the same colour for the same state everywhere), so nobody hunt
 
 from __future__ import annotations
 
+from typing import Literal
+
 import altair as alt
 import polars as pl
 
@@ -26,6 +28,8 @@ __all__ = [
     "timeline_worst_gpus",
     "usage_bars",
     "user_daily_bars",
+    "utc_tip",
+    "utc_x",
     "wait_bars",
 ]
 
@@ -42,6 +46,23 @@ SEVERITY_COLOURS = {"critical": "#c62828", "warn": "#f9a825", "info": "#1565c0"}
 _TOP = alt.Legend(orient="top", title=None)
 
 
+def utc_x(field: str, title: str | None = "time (UTC)") -> alt.X:
+    """A time axis drawn in UTC: without a UTC scale Vega-Lite draws times in the browser's
+    zone, so a manager in New York read every spike 5 hours off under "time (UTC)"."""
+    return alt.X(f"{field}:T", title=title, scale=alt.Scale(type="utc"))
+
+
+def utc_tip(
+    field: str,
+    unit: Literal[
+        "utcyearmonthdatehoursminutes", "utcyearmonthdate"
+    ] = "utcyearmonthdatehoursminutes",
+) -> alt.Tooltip:
+    """A tooltip of a time (or, with `unit` utcyearmonthdate, a day) in UTC, not the
+    browser's zone (where a day's midnight showed as the day before)."""
+    return alt.Tooltip(f"{field}:T", timeUnit=unit, title=f"{field} (UTC)")
+
+
 def gpu_state_area(series: pl.DataFrame) -> alt.Chart:
     """GPUs by state over time, stacked: allocated-active, allocated-idle, unallocated, down."""
     long = series.unpivot(
@@ -52,7 +73,7 @@ def gpu_state_area(series: pl.DataFrame) -> alt.Chart:
         alt.Chart(long)
         .mark_area(interpolate="step-after")
         .encode(
-            x=alt.X("bucket:T", title="time (UTC)"),
+            x=utc_x("bucket"),
             y=alt.Y("gpus:Q", stack=True, title="GPUs"),
             color=alt.Color(
                 "state:N",
@@ -61,7 +82,7 @@ def gpu_state_area(series: pl.DataFrame) -> alt.Chart:
                 legend=_TOP,
             ),
             order=alt.Order("state_order:Q"),
-            tooltip=["bucket:T", "state:N", alt.Tooltip("gpus:Q", format=".1f")],
+            tooltip=[utc_tip("bucket"), "state:N", alt.Tooltip("gpus:Q", format=".1f")],
         )
         .transform_calculate(state_order=f"indexof({labels!r}, datum.state)")
         .properties(height=380)
@@ -141,7 +162,11 @@ def user_daily_bars(daily: pl.DataFrame) -> alt.Chart:
                 ),
                 legend=_TOP,
             ),
-            tooltip=["date:T", "part:N", alt.Tooltip("gpu_h:Q", format=",.1f")],
+            tooltip=[
+                utc_tip("date", "utcyearmonthdate"),
+                "part:N",
+                alt.Tooltip("gpu_h:Q", format=",.1f"),
+            ],
         )
         .properties(height=300)
     )
@@ -194,7 +219,7 @@ def _per_gpu_lines(timeline: pl.DataFrame, column: str, title: str) -> alt.Chart
         alt.Chart(timeline.select("gpu", "bucket", column))
         .mark_line(interpolate="step-after", strokeWidth=1.5)
         .encode(
-            x=alt.X("bucket:T", title=None),
+            x=utc_x("bucket", None),
             y=_timeline_y(column, column, title),
             color=alt.Color(
                 "gpu:N",
@@ -202,7 +227,7 @@ def _per_gpu_lines(timeline: pl.DataFrame, column: str, title: str) -> alt.Chart
                 title="GPU (node:index)",
                 legend=alt.Legend(orient="top", columns=4) if len(gpus) > 1 else None,
             ),
-            tooltip=["gpu:N", "bucket:T", alt.Tooltip(f"{column}:Q", format=".2f")],
+            tooltip=["gpu:N", utc_tip("bucket"), alt.Tooltip(f"{column}:Q", format=".2f")],
         )
         .properties(height=220)
     )
@@ -235,12 +260,12 @@ def _spread(timeline: pl.DataFrame, column: str, title: str, worst: list[str]) -
         alt.Chart(band.with_columns(pl.lit(band_label).alias("series")))
         .mark_area(interpolate="step-after", opacity=0.45)
         .encode(
-            x=alt.X("bucket:T", title=None),
+            x=utc_x("bucket", None),
             y=_timeline_y("low", column, title),
             y2=alt.Y2("high:Q"),
             color=colour,
             tooltip=[
-                "bucket:T",
+                utc_tip("bucket"),
                 alt.Tooltip("low:Q", format=fmt, title="lowest GPU"),
                 alt.Tooltip("median:Q", format=fmt, title="median GPU"),
                 alt.Tooltip("high:Q", format=fmt, title="highest GPU"),
@@ -262,10 +287,14 @@ def _spread(timeline: pl.DataFrame, column: str, title: str, worst: list[str]) -
         alt.Chart(lines)
         .mark_line(interpolate="step-after", strokeWidth=1.5)
         .encode(
-            x=alt.X("bucket:T", title=None),
+            x=utc_x("bucket", None),
             y=_timeline_y("value", column, title),
             color=colour,
-            tooltip=["series:N", "bucket:T", alt.Tooltip("value:Q", format=fmt, title=title)],
+            tooltip=[
+                "series:N",
+                utc_tip("bucket"),
+                alt.Tooltip("value:Q", format=fmt, title=title),
+            ],
         )
     )
     chart: alt.LayerChart = (area + line).properties(height=220)
@@ -319,7 +348,7 @@ def jain_line(jain: pl.DataFrame) -> alt.Chart:
             x=alt.X("week:T", timeUnit="utcyearmonthdate", title="week starting (UTC)"),
             y=alt.Y("jain_index:Q", scale=alt.Scale(domain=[0, 1]), title="Jain's index"),
             tooltip=[
-                "week:T",
+                utc_tip("week", "utcyearmonthdate"),
                 alt.Tooltip("jain_index:Q", format=".3f"),
                 "accounts:Q",
                 alt.Tooltip("max_min_ratio:Q", format=".1f", title="max/min used ÷ entitled"),
@@ -339,7 +368,12 @@ def event_bars(daily: pl.DataFrame) -> alt.Chart:
             x=alt.X("utcmonthdate(day):O", title="day (UTC)", axis=alt.Axis(labelAngle=0)),
             y=alt.Y("events:Q", stack=True, title="events"),
             color=alt.Color("kind:N", legend=_TOP, scale=alt.Scale(scheme="tableau10")),
-            tooltip=["day:T", "kind:N", "events:Q", alt.Tooltip("gpus:Q", title="GPUs")],
+            tooltip=[
+                utc_tip("day", "utcyearmonthdate"),
+                "kind:N",
+                "events:Q",
+                alt.Tooltip("gpus:Q", title="GPUs"),
+            ],
         )
         .properties(height=300)
     )

@@ -11,7 +11,7 @@ import altair as alt
 import polars as pl
 import streamlit as st
 
-from app import data, lab_runs, scope
+from app import charts, data, lab_runs, scope
 from detectors.replay.policy import PolicyError, slurm_lines
 from detectors.replay.workload import NoWorkload
 
@@ -224,7 +224,7 @@ with right:
         alt.Chart(lab["occupancy"])
         .mark_line()
         .encode(
-            x=alt.X("time:T", title=None),
+            x=charts.utc_x("time", "time (UTC)"),
             y=alt.Y(
                 "occupancy:Q",
                 axis=alt.Axis(format="%"),
@@ -236,7 +236,7 @@ with right:
     end = (
         alt.Chart(pl.DataFrame({"time": [lab["data_end"]]}))
         .mark_rule(strokeDash=[4, 4])
-        .encode(x="time:T")
+        .encode(x=charts.utc_x("time", "time (UTC)"))
     )
     st.altair_chart(lines + end, width="stretch")
     st.caption("The dashed line is the end of the data; the runs go on past it.")

@@ -178,3 +178,46 @@ def test_the_job_page_draws_a_small_job_gpu_by_gpu(big_job_lake, monkeypatch):
     for spec in specs:
         assert spec["encoding"]["color"]["field"] == "gpu"
     assert not any("grey band" in c.value for c in at.caption)
+
+
+def _time_encodings(spec: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """Every temporal x and tooltip encoding of a chart's layers."""
+    found = []
+    for layer in layers(spec):
+        encoding = layer.get("encoding", {})
+        x = encoding.get("x", {})
+        if x.get("type") == "temporal":
+            found.append(("x", x))
+        tips = encoding.get("tooltip", [])
+        for tip in tips if isinstance(tips, list) else [tips]:
+            if tip.get("type") == "temporal":
+                found.append(("tooltip", tip))
+    return found
+
+
+@pytest.mark.parametrize("nodes", [1, 8], ids=["lines", "band"])
+def test_times_are_drawn_in_utc_whatever_the_browsers_zone(nodes):
+    """Without a UTC scale Vega-Lite draws times in the browser's zone: a manager in New York
+    saw the Overview's spikes 5 hours off under "time (UTC)" (a probe's screenshots)."""
+    frame = timeline(nodes, 8)
+    state = (
+        frame.select("bucket")
+        .unique()
+        .with_columns(
+            active=pl.lit(1.0),
+            idle_allocated=pl.lit(0.0),
+            unallocated=pl.lit(0.0),
+            unobserved=pl.lit(0.0),
+        )
+    )
+    specs = [charts.gpu_state_area(state).to_dict()]
+    specs += [chart.to_dict() for chart in charts.job_gpu_timelines(frame).values() if chart]
+
+    found = [item for spec in specs for item in _time_encodings(spec)]
+
+    assert {kind for kind, _ in found} == {"x", "tooltip"}
+    for kind, encoding in found:
+        if kind == "x":
+            assert encoding.get("scale", {}).get("type") == "utc", encoding
+        else:
+            assert str(encoding.get("timeUnit", "")).startswith("utc"), encoding
