@@ -92,11 +92,21 @@ def recommend(
         end = queries.run(con, DATA_END_QUERY)["data_end"][0]
         # just after it: the window's end is exclusive, a job starting at the very end counts
         now = (end or EPOCH) + dt.timedelta(seconds=1)
-    # judge a lake of older data as of its own end: the window reaches back from its last job
-    latest = queries.run(con, LATEST_QUERY, now=now)["latest_ts"][0]
-    since = min(latest or now, now) - dt.timedelta(days=config.lookback_days)
+    # judge each cluster as of its own end: its window reaches back from its last job (one
+    # window for the lake, from its newest cluster's, left an older cluster's data out)
+    latest = queries.run(con, LATEST_QUERY, now=now)
+    since_of = {
+        str(row["cluster"]): min(row["latest_ts"] or now, now)
+        - dt.timedelta(days=config.lookback_days)
+        for row in latest.iter_rows(named=True)
+    }
     recs: list[Recommendation] = []
-    for facts in cluster_facts(con, since, now):
+    for facts in (
+        facts
+        for since in sorted(set(since_of.values()))
+        for facts in cluster_facts(con, since, now)
+        if since_of.get(facts.cluster) == since
+    ):
         # the span the replayed data cover (not the lookback window, nor the run's clock):
         # the report shows a recommendation for the weeks this span overlaps
         window = {

@@ -1,15 +1,19 @@
--- latest_activity: the last instant the lake saw a job start or end, up to $now.
+-- latest_activity: per cluster, the last instant the lake saw a job start or end, up to $now.
 --
--- Grain:   one row
+-- Grain:   one row per cluster with a job started before $now
 -- Reads:   jobs_latest
 -- Params:
 --   $now  the run's time (TIMESTAMP, UTC); later instants are ignored
--- Returns: latest_ts (null when no job started before $now)
+-- Returns: cluster, latest_ts
 --
--- The replay window ends here rather than at $now, so a lake of last month's data is
--- judged as of its own end, not found empty.
+-- Each cluster's replay window reaches back from here rather than from $now, so a cluster
+-- whose data ended last month is judged as of its own end, not found empty: one window for
+-- the whole lake, from its newest cluster's end, left an older cluster's month out of it.
 
 SELECT
+    cluster,
     max(least(coalesce(end_ts, start_ts), $now)) AS latest_ts
 FROM jobs_latest
 WHERE start_ts < $now
+GROUP BY cluster
+ORDER BY cluster
