@@ -26,6 +26,7 @@ __all__ = [
     "Rule",
     "Window",
     "as_of",
+    "by_cluster",
     "evidence",
     "period_anchor",
     "threshold",
@@ -79,6 +80,16 @@ def as_of(frame: pl.DataFrame, window: Window, *columns: str) -> dt.datetime:
     if not isinstance(latest, dt.datetime):
         return window.now
     return min(window.now, latest)
+
+
+def by_cluster(frame: pl.DataFrame, rule: Callable[[pl.DataFrame], pl.DataFrame]) -> pl.DataFrame:
+    """`rule` over each cluster's rows apart, so that a window ending at the end of the data
+    (`as_of`) ends at the end of that cluster's: one end for the lake judged a cluster whose
+    data ended a month before another's by the other's last days, and found nothing."""
+    parts = frame.partition_by("cluster", maintain_order=True) if len(frame) else []
+    if len(parts) <= 1:
+        return rule(frame)
+    return pl.concat([rule(part) for part in parts], how="vertical_relaxed")
 
 
 def period_anchor(end: dt.datetime, span: dt.timedelta) -> dt.datetime:

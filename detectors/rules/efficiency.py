@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from detectors.findings import Severity, as_frame
-from detectors.rules.base import Rule, Window, as_of, evidence, period_anchor
+from detectors.rules.base import Rule, Window, as_of, by_cluster, evidence, period_anchor
 from detectors.rules.thresholds import EfficiencyThresholds, PowerThresholds
 from detectors.wording import counted, counted_expr
 
@@ -317,7 +317,11 @@ def _power_caps(jobs: pl.DataFrame, t: PowerThresholds) -> pl.DataFrame:
 def _detect_efficiency(jobs: pl.DataFrame, config: RuleConfig, window: Window) -> pl.DataFrame:
     t = config.efficiency
     return pl.concat(
-        [_low_efficiency_users(jobs, t, window), _mig_candidates(jobs, t), _time_limits(jobs, t)],
+        [
+            by_cluster(jobs, lambda part: _low_efficiency_users(part, t, window)),
+            _mig_candidates(jobs, t),
+            _time_limits(jobs, t),
+        ],
         how="vertical",
     )
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from detectors.findings import Severity, as_frame
-from detectors.rules.base import Rule, Window, as_of, evidence, period_anchor
+from detectors.rules.base import Rule, Window, as_of, by_cluster, evidence, period_anchor
 from detectors.rules.thresholds import ResilienceThresholds
 from detectors.wording import counted, counted_expr
 
@@ -219,7 +219,12 @@ def _checkpoints(jobs: pl.DataFrame, t: ResilienceThresholds) -> pl.DataFrame:
 def _detect(jobs: pl.DataFrame, config: RuleConfig, window: Window) -> pl.DataFrame:
     t = config.resilience
     return pl.concat(
-        [_after_hw_event(jobs), _accounts(jobs, t, window), _checkpoints(jobs, t)], how="vertical"
+        [
+            _after_hw_event(jobs),
+            by_cluster(jobs, lambda part: _accounts(part, t, window)),
+            _checkpoints(jobs, t),
+        ],
+        how="vertical",
     )
 
 

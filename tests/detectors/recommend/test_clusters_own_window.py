@@ -1,6 +1,7 @@
-"""Each cluster is replayed over its own window: the lookback reaches back from the cluster's
-own last job, not from the newest cluster's (a probe of the dashboard: a cluster whose data
-ended a month before another's got no recommendation at all beside it)."""
+"""Each cluster is judged over its own window: the recommenders' lookback and the windowed
+rules' "last N days" reach back from the cluster's own last job, not from the newest
+cluster's (a probe of the dashboard: a cluster whose data ended a month before another's got
+no recommendation and no low-efficiency user beside it)."""
 
 from __future__ import annotations
 
@@ -48,9 +49,36 @@ def _kinds(root: Path, cluster: str) -> list[tuple[str, str]]:
     )
 
 
-def test_an_older_cluster_gets_the_recommendations_it_gets_alone(tmp_path):
-    alone = _kinds(_lake(tmp_path / "alone", OLDER), "b")
-    beside = _kinds(_lake(tmp_path / "both", NEWER, OLDER), "b")
+@pytest.fixture(scope="module")
+def lakes(tmp_path_factory) -> tuple[Path, Path]:
+    """The older cluster alone, and beside a newer one."""
+    root = tmp_path_factory.mktemp("windows")
+    return _lake(root / "alone", OLDER), _lake(root / "both", NEWER, OLDER)
 
-    assert alone, "the older cluster alone gets recommendations"
-    assert beside == alone
+
+def test_an_older_cluster_gets_the_recommendations_it_gets_alone(lakes):
+    alone, both = lakes
+
+    assert _kinds(alone, "b"), "the older cluster alone gets recommendations"
+    assert _kinds(both, "b") == _kinds(alone, "b")
+
+
+def _windowed(root: Path) -> list[tuple[object, ...]]:
+    """Cluster b's findings of the rules over the last days (a user's, an account's)."""
+    done = CliRunner().invoke(cli, ["detect", "--lake", str(root), "-q"])
+    assert done.exit_code == 0, done.output
+    con = connect(root)
+    return sorted(
+        con.sql(
+            "SELECT detector, subject_id, round(gpu_h_at_stake, 6), start_ts, end_ts "
+            "FROM findings WHERE cluster = 'b' "
+            "AND detector IN ('low_efficiency_user', 'lost_gpu_hours')"
+        ).fetchall()
+    )
+
+
+def test_an_older_cluster_gets_the_windowed_findings_it_gets_alone(lakes):
+    alone, both = lakes
+
+    assert _windowed(alone), "the older cluster alone has a low-efficiency user"
+    assert _windowed(both) == _windowed(alone)
