@@ -131,6 +131,9 @@ with left:
     )
 with right:
     st.subheader("Top jobs by idle GPU-hours")
+    # (each job's whole run, as on the Jobs page: a job across the dates' edges counts its
+    # hours outside them too, so these rows may add up to more than the idle GPU-h above)
+    st.caption("Jobs that ran in these dates, with the figures of their whole runs.")
     jobs = data.job_table(s.root, s.cluster, s.start, s.end, viewer, limit=10)
     show_table(
         # as a percentage, so every row shows one decimal ("percent" drops trailing zeros:

@@ -142,6 +142,10 @@ def test_overview_headline_numbers_and_trend(demo_page):
     assert at.metric[4].value.startswith("$")  # the cost, in the configured currency
     # the default window is the whole 2-day lake, so there is no earlier window to compare with
     assert at.metric[1].delta is None or at.metric[1].delta == ""
+    # the top jobs are whole runs, which may reach outside the dates: said, not implied
+    assert "Jobs that ran in these dates, with the figures of their whole runs." in [
+        c.value for c in at.caption
+    ]
 
 
 def test_fairness_of_the_simulator_compares_use_with_entitlements(plain_lake, monkeypatch):
