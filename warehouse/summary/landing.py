@@ -22,14 +22,31 @@ if TYPE_CHECKING:
 
 
 def land_mart(root: Path, mart: str, result: pa.Table) -> int:
-    """Replace every partition of `mart` by `result`, cluster by cluster; return its rows."""
+    """Replace every partition of `mart` by `result`, cluster by cluster; return its rows.
+
+    A cluster's folder that `result` has no rows of (its data removed from the lake, or all of
+    it gone from what the mart reads) goes too: the whole build left it, so a removed cluster's
+    figures stayed in the mart, and `attribute --force` said 0 rows beside them."""
     schema = MARTS[mart].schema
     table = result.select(schema.names).cast(schema)
     clusters = pc.unique(table.column("cluster")).to_pylist()
     for cluster in clusters:
         rows = table.filter(pc.equal(table.column("cluster"), string_scalar(cluster)))
         replace_partitions(root, mart, rows, cluster)
+    kept = {layout.safe_name(c) for c in clusters if c is not None}
+    for path in layout.table_files(root, mart):
+        folder = _cluster_folder(layout.table_dir(root, mart), path)
+        if folder is not None and folder not in kept:
+            path.unlink(missing_ok=True)
     return int(table.num_rows)
+
+
+def _cluster_folder(base: Path, path: Path) -> str | None:
+    """The `cluster=` folder name right under the mart's folder that holds `path` (None: a
+    file outside the layout, another tool's, left as it is)."""
+    parts = path.relative_to(base).parts
+    key, sep, value = parts[0].partition("=") if len(parts) > 1 else ("", "", "")
+    return value if sep and key == "cluster" else None
 
 
 def _day_column(mart: str, table: pa.Table) -> pa.ChunkedArray:
