@@ -40,6 +40,9 @@ class Scope:
     viewer: Viewer
     data_start: dt.datetime
     data_end: dt.datetime
+    # whether the cluster has GPU telemetry in the lake (one known from its scheduler's
+    # records alone has jobs and allocations, no occupancy or idle time)
+    telemetry: bool = True
 
     @property
     def days(self) -> float:
@@ -162,6 +165,7 @@ def render_scope(title: str) -> Scope:
         viewer=viewer,
         data_start=data_start,
         data_end=data_end,
+        telemetry=row["gpus_total"] is not None,
     )
     st.session_state[_STATE_KEY] = scope
     return scope

@@ -17,7 +17,14 @@ st.title("GPU-hours at a glance")
 
 window = data.window_summary(s.root, s.cluster, s.start, s.end)
 if window.is_empty():
-    st.info("No samples in this window: pick other dates in the sidebar.")
+    if not s.telemetry:
+        st.info(
+            f"Cluster {s.cluster!r} has no GPU telemetry in the lake, only its scheduler's "
+            "records: its jobs and what they were allocated are on the Jobs and Fairness "
+            "pages. Collect its GPUs' samples (`gpuledger collect`) for occupancy and idle time."
+        )
+    else:
+        st.info("No samples in this window: pick other dates in the sidebar.")
     st.stop()
 w = window.row(0, named=True)
 before_start, before_end = s.previous()

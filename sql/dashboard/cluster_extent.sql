@@ -1,18 +1,39 @@
 -- cluster_extent: which clusters the lake holds, and the span and size of each (cheap).
 --
 -- Grain:   one row per cluster
--- Reads:   cluster_occupancy
+-- Reads:   cluster_occupancy, job_usage
 -- Params:  none
--- Returns: cluster, data_start, data_end, gpus_total
+-- Returns: cluster, data_start, data_end, gpus_total (null for a cluster without samples)
 --
 -- Read from the occupancy mart (one row per bucket), not from the samples, so the dashboard's
--- frame costs milliseconds on any lake. data_end is the start of the last bucket with data.
+-- frame costs milliseconds on any lake. data_end is the start of the last bucket with data. A
+-- cluster known from its scheduler records alone (no telemetry yet, or none collected) spans
+-- its jobs' runs (job_usage), so its jobs, users and fairness are shown, not "no data".
 
+WITH occupancy AS (
+    SELECT
+        cluster,
+        min(bucket) AS data_start,
+        max(bucket) AS data_end,
+        max(gpus_total) AS gpus_total
+    FROM cluster_occupancy
+    GROUP BY cluster
+),
+scheduled AS (
+    SELECT
+        cluster,
+        min(start_ts) AS data_start,
+        max(coalesce(end_ts, start_ts)) AS data_end
+    FROM job_usage
+    WHERE start_ts IS NOT NULL
+    GROUP BY cluster
+)
 SELECT
-    cluster,
-    min(bucket) AS data_start,
-    max(bucket) AS data_end,
-    max(gpus_total) AS gpus_total
-FROM cluster_occupancy
-GROUP BY cluster
+    coalesce(o.cluster, s.cluster) AS cluster,
+    coalesce(o.data_start, s.data_start) AS data_start,
+    coalesce(o.data_end, s.data_end) AS data_end,
+    o.gpus_total
+FROM occupancy AS o
+FULL OUTER JOIN scheduled AS s
+    ON s.cluster = o.cluster
 ORDER BY cluster

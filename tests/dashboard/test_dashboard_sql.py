@@ -535,9 +535,27 @@ def test_cluster_extent(con):
             ],
         ),
     )
+    # c: its scheduler's records alone (no telemetry): the span of its jobs, no GPU count
+    con.register(
+        "job_usage",
+        table(
+            "job_usage",
+            [
+                job("1", "alice", "vision", "COMPLETED", 1, 3, 0.0, 0.0, 0.0) | {"cluster": "a"},
+                job("2", "bob", "speech", "COMPLETED", 2, 6, 0.0, 0.0, 0.0) | {"cluster": "c"},
+                job("3", "bob", "speech", "RUNNING", 4, None, 0.0, 0.0, 0.0) | {"cluster": "c"},
+                job("4", "bob", "speech", "PENDING", 9, None, 0.0, 0.0, 0.0)
+                | {"cluster": "c", "start_ts": None},
+            ],
+        ),
+    )
     frame = queries.run(con, "dashboard/cluster_extent")
 
-    assert frame.rows() == [("a", h(1), h(5), 16.0), ("b", h(0), h(0), 8.0)]
+    assert frame.rows() == [
+        ("a", h(1), h(5), 16.0),  # the occupancy's span, not its jobs'
+        ("b", h(0), h(0), 8.0),
+        ("c", h(2), h(6), None),
+    ]
 
 
 @settings(max_examples=examples(60), deadline=None)

@@ -400,3 +400,29 @@ def test_job_page_shows_the_training_loops_throughput_and_mfu(demo_lake, demo_co
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Tokens/s per GPU"] == f"{rate:,.0f}"
     assert metrics["MFU"] == f"{100 * mfu:.0f} %"
+
+
+def test_a_cluster_known_from_its_scheduler_alone_shows_its_jobs(tmp_path, monkeypatch):
+    """No samples, only sacct's records: `attribute` builds the allocation marts, and the
+    dashboard showed "no samples yet" on every page instead of the jobs."""
+    from tests.marts import rows as r
+
+    lake = tmp_path / "lake"
+    r.build_lake(
+        lake,
+        jobs=[r.job("j1", 0, 7200.0), r.job("j2", 3600.0, 10800.0, user="bob")],
+        job_gpus=[r.job_gpu("j1", 0, 7200.0), r.job_gpu("j2", 3600.0, 10800.0, gpu_index=1)],
+    ).close()
+
+    overview = open_page(lake, "overview", monkeypatch)
+    jobs = open_page(lake, "jobs", monkeypatch)
+
+    assert not overview.exception and not overview.error
+    assert [i.value for i in overview.info] == [
+        f"Cluster {r.CLUSTER!r} has no GPU telemetry in the lake, only its scheduler's records: "
+        "its jobs and what they were allocated are on the Jobs and Fairness pages. Collect its "
+        "GPUs' samples (`gpuledger collect`) for occupancy and idle time."
+    ]
+    assert not jobs.exception and not jobs.error
+    [table] = [d.value for d in jobs.dataframe if "job_id" in d.value.columns]
+    assert sorted(table["job_id"]) == ["j1", "j2"]
