@@ -57,13 +57,16 @@ class FakeSlurm:
             return self.helpformat
         if kind == "sacct --jobs":
             wanted = next(a for a in argv if a.startswith("--jobs=")).split("=", 1)[1].split(",")
-            return "".join(
-                line + "\n"
-                for line in self.by_id.splitlines()
-                if line.split("|", 1)[0].split(".", 1)[0] in wanted
+            return delimited(
+                "".join(
+                    line + "\n"
+                    for line in self.by_id.splitlines()
+                    if line.split("|", 1)[0].split(".", 1)[0] in wanted
+                ),
+                argv,
             )
         if kind == "sacct":
-            return self.sacct
+            return delimited(self.sacct, argv)
         if kind == "scontrol":
             return self.scontrol
         raise SlurmCommandError(f"{kind!r} not found on PATH", argv)
@@ -72,6 +75,17 @@ class FakeSlurm:
         """The calls whose argv starts with `kind` (e.g. `sacct`) and holds its other words."""
         words = kind.split()
         return [c for c in self.calls if c[0] == words[0] and all(w in c for w in words[1:])]
+
+
+def delimited(text: str, argv: Sequence[str]) -> str:
+    """Recorded sacct output (fields separated by `|`) as sacct prints it with the call's
+    `--delimiter`: each line's first (fields - 1) `|` are the separators, JobName (last) keeps
+    its own. Lines of fewer fields (a record's name broken over lines, a bad line) likewise."""
+    given = [a.split("=", 1)[1] for a in argv if a.startswith("--delimiter=")]
+    if not given:
+        return text
+    fields = next(a for a in argv if a.startswith("--format=")).count(",") + 1
+    return "".join(line.replace("|", given[0], fields - 1) + "\n" for line in text.splitlines())
 
 
 @pytest.fixture

@@ -252,3 +252,41 @@ def test_a_task_with_its_own_record_is_not_overwritten_by_the_pending_array():
     jobs, _ = parse_sacct(text, fields=fields)
 
     assert [(j.job_id, j.state) for j in jobs] == [("7_2", "RUNNING"), ("7_3", "PENDING")]
+
+
+# the probe's: eve's 1-GPU, 1-hour job named "real", then a line break and a whole record
+INJECTED = (
+    "600|600|eve|research|gpu|normal|COMPLETED|0:0|2026-12-02T10:00:00|2026-12-06T10:00:00|"
+    "2026-12-06T11:00:00|1-00:00:00|cpu=1,gres/gpu=1,node=1|billing=2,cpu=2,gres/gpu=2,"
+    "mem=16000M,node=1|vm|2|16000M|00:10:00||real\n"
+    "600|600|carol|ml|gpu|normal|COMPLETED|0:0|2026-12-02T10:00:00|2026-12-06T00:00:00|"
+    "2026-12-07T00:00:00|1-00:00:00|cpu=8,gres/gpu=8,node=1|billing=2,cpu=2,gres/gpu=2,"
+    "mem=16000M,node=1|vm|2|16000M|00:10:00||fake\n"
+)
+
+
+def test_a_job_name_holding_a_line_break_and_a_record_is_the_jobs_name(edge):
+    """Slurm stores a name as given: with sacct's `|`, the line after the break read as a
+    record of its own and replaced the job (carol, 8 GPUs for 24 h). With a delimiter users
+    cannot know (the collector's), that line is the rest of the name."""
+    nonce = "|gl0123456789ab|"
+    first, second, _ = INJECTED.split("\n")
+    text = first.replace("|", nonce, len(SACCT_FIELDS) - 1) + "\n" + second + "\n"
+
+    [job], malformed = parse_sacct(text, delimiter=nonce)
+
+    assert malformed == []
+    assert (job.user, job.gpus, job.start_ts, job.end_ts) == (
+        "eve",
+        1,
+        ms("2026-12-06T10:00:00"),
+        ms("2026-12-06T11:00:00"),
+    )
+    assert job.job_name == "real\n" + second
+
+
+def test_with_the_default_delimiter_such_a_name_still_takes_over(edge):
+    """Why the collector gives sacct its own delimiter: `|` cannot tell the two apart."""
+    jobs, _ = parse_sacct(INJECTED)
+
+    assert [(j.user, j.gpus) for j in jobs] == [("carol", 8)]

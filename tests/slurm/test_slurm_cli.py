@@ -37,17 +37,33 @@ def fake_bin(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
 
     def install(sacct: str = "collect/sacct-early.txt", scontrol="collect/scontrol-early.txt"):
+        (folder / "delimit.py").write_text(DELIMIT_SCRIPT, encoding="utf-8")
         help_file = shlex.quote(str(FIXTURES / "handmade/sacct-helpformat-22.05.txt"))
         sacct_file = shlex.quote(str(FIXTURES / sacct))
         write_program(
             folder,
             "sacct",
-            f'case "$*" in *--helpformat*) cat {help_file};; *) cat {sacct_file};; esac',
+            # (as sacct prints with the collector's --delimiter: it replaces the separators,
+            # the first 19 '|' of each line, and leaves a '|' in the name, the last field)
+            'd="|"; for a in "$@"; do case "$a" in --delimiter=*) d="${a#--delimiter=}";; '
+            f'esac; done; case "$*" in *--helpformat*) cat {help_file};; '
+            f'*) {shlex.quote(sys.executable)} {DELIMIT} "$d" {sacct_file};; esac',
         )
         write_program(folder, "scontrol", f"cat {shlex.quote(str(FIXTURES / scontrol))}")
         return folder
 
     return install
+
+
+# sacct's output with the delimiter given (argv 1): the first 19 '|' of each line of the file
+# (argv 2) are its fields' separators, a '|' after them is in the job's name (the last field)
+DELIMIT_SCRIPT = (
+    "import sys\n"
+    "d = sys.argv[1]\n"
+    "for line in open(sys.argv[2], encoding='utf-8').read().splitlines(True):\n"
+    "    sys.stdout.write(line.replace('|', d, 19))\n"
+)
+DELIMIT = '"$(dirname "$0")/delimit.py"'
 
 
 def invoke(*args: str) -> Result:

@@ -33,6 +33,7 @@ import hashlib
 import json
 import logging
 import os
+import secrets
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -230,8 +231,13 @@ class _Commands:
         return self.runner(list(argv))
 
     def sacct(self, fields: Sequence[str], *selection: str) -> list[SacctJob]:
-        text = self.run([*_SACCT_BASE, f"--format={','.join(fields)}", *selection])
-        jobs, malformed = parse_sacct(text, fields=fields, tz=self.tz)
+        # a delimiter no user can know (one per call): a job name with a line break cannot
+        # make a record of its own (sacct.parse_sacct)
+        delimiter = f"|{secrets.token_hex(6)}|"
+        text = self.run(
+            [*_SACCT_BASE, f"--delimiter={delimiter}", f"--format={','.join(fields)}", *selection]
+        )
+        jobs, malformed = parse_sacct(text, fields=fields, tz=self.tz, delimiter=delimiter)
         self.malformed.extend(malformed)
         return jobs
 

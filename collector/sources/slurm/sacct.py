@@ -194,12 +194,13 @@ class _Line:
     max_rss_mib: float | None
 
 
-def _split(line: str, fields: Sequence[str]) -> list[str]:
-    parts = line.split("|")
+def _split(line: str, fields: Sequence[str], delimiter: str = "|") -> list[str]:
+    parts = line.split(delimiter)
     extra = len(parts) - len(fields)
     if extra > 0 and "JobName" in fields:
         at = list(fields).index("JobName")
-        parts = parts[:at] + ["|".join(parts[at : at + extra + 1])] + parts[at + extra + 1 :]
+        joined = delimiter.join(parts[at : at + extra + 1])
+        parts = parts[:at] + [joined] + parts[at + extra + 1 :]
     if len(parts) < len(fields):
         raise MalformedSample(f"{len(parts)} fields, expected {len(fields)} (a truncated line?)")
     if len(parts) > len(fields):
@@ -219,8 +220,10 @@ def _field(values: dict[str, str], name: str, parse: Callable[[str], T]) -> T | 
         raise MalformedSample(f"{name}: {exc}") from None
 
 
-def _parse_line(line_no: int, line: str, fields: Sequence[str], tz: dt.tzinfo) -> _Line:
-    parts = _split(line, fields)
+def _parse_line(
+    line_no: int, line: str, fields: Sequence[str], tz: dt.tzinfo, delimiter: str = "|"
+) -> _Line:
+    parts = _split(line, fields, delimiter)
     values = {
         name: (part if name == "JobName" else part.strip())
         for name, part in zip(fields, parts, strict=True)
@@ -345,15 +348,37 @@ def _fold(job_id: str, runs: list[_Line], steps: list[_Line], listed: set[str]) 
     ]
 
 
-def _header(line: str) -> list[str] | None:
-    parts = [p.strip() for p in line.split("|")]
+def _header(line: str, delimiter: str = "|") -> list[str] | None:
+    parts = [p.strip() for p in line.split(delimiter)]
     if parts and parts[0].lower() == "jobid" and all(p.isalnum() for p in parts):
         return parts
     return None
 
 
+def _records(text: str, delimiter: str, n_fields: int) -> list[tuple[int, str]]:
+    """sacct's lines as records (line number, text). With the `|` default a line is a record.
+    With a delimiter of the collector's own, unknown to users (`--delimiter`), a line holding
+    none of it is the rest of the record before, whose last field (JobName) held a line break:
+    Slurm stores a name as given, so a name `real\n600|600|carol|…` was read as a record of its
+    own, replacing its job's user, GPUs and times."""
+    records: list[tuple[int, str]] = []
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        line = line.rstrip("\r\n")
+        if delimiter != "|" and records and delimiter not in line:
+            first, before = records[-1]
+            if before.count(delimiter) == n_fields - 1:  # a whole record: its name goes on
+                records[-1] = (first, before + "\n" + line)
+                continue
+        records.append((line_no, line))
+    return records
+
+
 def parse_sacct(
-    text: str, *, fields: Sequence[str] | None = None, tz: dt.tzinfo = dt.UTC
+    text: str,
+    *,
+    fields: Sequence[str] | None = None,
+    tz: dt.tzinfo = dt.UTC,
+    delimiter: str = "|",
 ) -> tuple[list[SacctJob], list[MalformedLine]]:
     """Parse `sacct --parsable2` output into jobs (steps folded in) and the lines skipped.
 
@@ -362,6 +387,8 @@ def parse_sacct(
         fields: the `--format` list the output was made with (default `SACCT_FIELDS`); a header
             line in `text` takes precedence.
         tz: the time zone sacct printed its times in.
+        delimiter: what separates the fields (sacct's `--delimiter`; `_records` says why the
+            collector gives its own).
 
     Returns:
         The jobs in order of first appearance, and one `MalformedLine` per skipped line.
@@ -371,17 +398,16 @@ def parse_sacct(
     runs: dict[str, list[_Line]] = {}
     steps: dict[str, list[_Line]] = {}
     header_seen = False
-    for line_no, line in enumerate(text.splitlines(), start=1):
-        line = line.rstrip("\r\n")
+    for line_no, line in _records(text, delimiter, len(columns)):
         if not line.strip():
             continue
-        header = _header(line)
+        header = _header(line, delimiter)
         if header is not None:
             if not header_seen:
                 columns, header_seen = header, True
             continue
         try:
-            parsed = _parse_line(line_no, line, columns, tz)
+            parsed = _parse_line(line_no, line, columns, tz, delimiter)
         except MalformedSample as exc:
             malformed.append(MalformedLine("sacct", line_no, str(exc)))
             continue
