@@ -400,18 +400,54 @@ def test_bad_windows_are_refused_before_asking_slurm(tmp_path, early, kwargs, me
     assert early.calls == []
 
 
-def test_gpus_of_a_job_sacct_never_recorded_are_closed_once_it_is_gone(
+def test_gpus_of_a_job_sacct_does_not_list_are_not_read_until_it_does(
     tmp_path, fake_slurm, fixture_text
 ):
+    """scontrol alone cannot vouch for a job: a name or comment holding a line break and a
+    whole record (`JobId=777 … Nodes=gpu09 GRES=gpu:8(IDX:0-7)`) reads as one. Its GPUs are
+    read once sacct lists the job, from the allocation's own start."""
     running = fixture_text("two-node-cluster/scontrol_show_job_d_running.txt")
-    collect_slurm(Lake.at(tmp_path), CLUSTER, fake_slurm("", running), now=T1)
-    gone = fake_slurm("")
+    first = collect_slurm(Lake.at(tmp_path), CLUSTER, fake_slurm("", running), now=T1)
+    assert first.gpu_rows_opened == 0
+    assert "scontrol line 0: job 2: sacct does not list it; its GPUs are not read" in [
+        str(m) for m in first.malformed
+    ]
+    listed = fixture_text("two-node-cluster/sacct.txt")
 
-    result = collect_slurm(Lake.at(tmp_path), CLUSTER, gone, now=T2)
+    later = collect_slurm(Lake.at(tmp_path), CLUSTER, fake_slurm(listed, running), now=T2)
 
-    assert any("--jobs=2" in call for call in gone.calls)  # asked by id first
-    assert result.gpu_rows_closed == 4
-    assert rows(tmp_path, "SELECT DISTINCT end_ts FROM job_gpus WHERE job_id = '2'") == [(T2,)]
+    assert later.gpu_rows_opened > 0
+    starts = rows(tmp_path, "SELECT DISTINCT start_ts FROM job_gpus WHERE job_id = '2'")
+    assert starts == [(utc("2026-12-02T13:17:30"),)]  # the job's start, not this run's
+
+
+def test_a_copy_of_another_users_job_in_a_comment_takes_none_of_its_gpus(
+    tmp_path, fake_slurm, fixture_text
+):
+    """A second record of job 2 (alice's) from another job's comment, claiming other GPUs
+    under another user: sacct vouches for alice's copy only, which is read; one claiming
+    alice too cannot be told from hers, and neither is read."""
+    running = fixture_text("two-node-cluster/scontrol_show_job_d_running.txt")
+    listed = fixture_text("two-node-cluster/sacct.txt")
+    stolen = running.replace("UserId=alice(1001)", "UserId=mallory(1666)").replace(
+        "IDX:2-5", "IDX:0-7"
+    )
+
+    other_user = collect_slurm(
+        Lake.at(tmp_path / "a"), CLUSTER, fake_slurm(listed, running + "\n" + stolen), now=T1
+    )
+    same_user = collect_slurm(
+        Lake.at(tmp_path / "b"),
+        CLUSTER,
+        fake_slurm(listed, running + "\n" + running.replace("IDX:2-5", "IDX:0-7")),
+        now=T1,
+    )
+
+    indices = rows(tmp_path / "a", "SELECT gpu_index FROM job_gpus WHERE job_id = '2' ORDER BY 1")
+    assert indices == [(2,), (3,), (4,), (5,)]  # alice's own
+    assert any("job 2: sacct lists another user or nodes" in str(m) for m in other_user.malformed)
+    assert same_user.gpu_rows_opened == 0
+    assert any("job 2 is listed 2 times" in str(m) for m in same_user.malformed)
 
 
 def test_jobs_sacct_no_longer_lists_are_asked_for_three_runs_only(tmp_path, early, fake_slurm):

@@ -110,16 +110,17 @@ def test_a_record_whose_free_text_holds_a_second_user_line_is_not_read(fixture_t
     ]
 
 
-def test_a_job_listed_twice_is_not_read(fixture_text):
-    """A comment holding a line break and `JobId=22 …` lists job 22 twice: which copy is
-    Slurm's cannot be told, so neither gives the job's GPUs."""
+def test_a_job_listed_twice_is_given_twice_with_its_user(fixture_text):
+    """A comment holding a line break and `JobId=22 …` lists job 22 twice: the parser gives
+    both copies, each with its UserId's name, for the collector to keep the one sacct vouches
+    for (tests/slurm/test_collect_slurm.py)."""
     record = fixture_text("first-cluster/scontrol-show-job-d-multinode.txt")
     [job], _ = parse_scontrol_show_job(record)
 
     jobs, malformed = parse_scontrol_show_job(record + "\n" + record)
 
-    assert jobs == []
-    assert [m.reason for m in malformed] == [f"job {job.job_id} is listed more than once"] * 2
+    assert malformed == [] and jobs == [job, job]
+    assert job.user is not None and "(" not in job.user
 
 
 def test_a_mig_slice_named_after_its_gpu_model_is_unmapped():

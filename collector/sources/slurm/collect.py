@@ -267,7 +267,48 @@ def _ask_slurm(
         chunk = asked[at : at + JOB_IDS_PER_CALL]
         for job in commands.sacct(fields, f"--jobs={','.join(chunk)}"):
             jobs.setdefault(job.job_id, job)
-    return jobs, asked, commands.scontrol_jobs()
+    return jobs, asked, _vouched(commands, jobs, commands.scontrol_jobs())
+
+
+def _vouched(
+    commands: _Commands, jobs: dict[str, SacctJob], listed: list[ScontrolJob]
+) -> list[ScontrolJob]:
+    """The jobs of scontrol whose GPUs may be read: those sacct lists with the same user and
+    nodes, one copy of each. A job's name or comment may hold a line break and a whole record
+    (`JobId=777 … UserId=eve … Nodes=gpu09 GRES=gpu:8(IDX:0-7)`): a job sacct does not know, or
+    a second copy of one it does, comes from there. Where several copies agree with sacct,
+    which is Slurm's cannot be told, and none is read; each left out is said. A job too new
+    for slurmdbd is read at the next run (its allocation's start is kept)."""
+    agreeing: dict[str, list[ScontrolJob]] = {}
+    for job in listed:
+        known = jobs.get(job.job_id)
+        # (the nodes of a job that holds GPUs: a pending or ended copy maps none)
+        same_nodes = known is not None and (
+            not job.allocations or known.nodes is None or set(known.nodes) == set(job.nodes)
+        )
+
+        if known is not None and known.user == job.user and same_nodes:
+            agreeing.setdefault(job.job_id, []).append(job)
+        elif job.holds_resources and job.allocations:
+            reason = (
+                "sacct does not list it" if known is None else "sacct lists another user or nodes"
+            )
+            commands.malformed.append(
+                MalformedLine("scontrol", 0, f"job {job.job_id}: {reason}; its GPUs are not read")
+            )
+    vouched = []
+    for job_id, copies in agreeing.items():
+        if len(copies) == 1:
+            vouched.append(copies[0])
+        else:
+            commands.malformed.append(
+                MalformedLine(
+                    "scontrol",
+                    0,
+                    f"job {job_id} is listed {len(copies)} times; its GPUs are not read",
+                )
+            )
+    return vouched
 
 
 def _land_jobs(

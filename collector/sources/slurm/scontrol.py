@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -81,6 +80,7 @@ class ScontrolJob:
     job_id: str
     job_id_raw: str
     job_name: str | None
+    user: str | None  # UserId's name (`eve` of `UserId=eve(1001)`)
     state: str
     start_ts: int | None
     end_ts: int | None
@@ -238,6 +238,7 @@ def _parse_record(text: str, tz: dt.tzinfo) -> ScontrolJob:
         job_id=job_id,
         job_id_raw=raw_id,
         job_name=name.group(1) if name else None,
+        user=tokens.get("UserId", "").split("(", 1)[0] or None,
         state=state,
         start_ts=start,
         end_ts=end if finished else None,
@@ -276,15 +277,9 @@ def parse_scontrol_show_job(
             jobs.append((line_no, _parse_record("\n".join(lines), tz)))
         except MalformedSample as exc:
             malformed.append(MalformedLine("scontrol", line_no, str(exc)))
-    # a job listed twice: one copy came from another job's free text (a line break, then
-    # `JobId=`), and which cannot be told; neither is read rather than the wrong one
-    seen = Counter(job.job_id for _, job in jobs)
-    for line_no, job in jobs:
-        if seen[job.job_id] > 1:
-            malformed.append(
-                MalformedLine("scontrol", line_no, f"job {job.job_id} is listed more than once")
-            )
-    return [job for _, job in jobs if seen[job.job_id] == 1], malformed
+    # (a job listed twice, or one sacct does not know, can come from another job's free text:
+    # a line break, then `JobId=…`; the collector keeps only what sacct vouches for)
+    return [job for _, job in jobs], malformed
 
 
 def job_gpus_table(cluster: str, rows: Iterable[JobGpu]) -> pa.Table:
