@@ -348,16 +348,21 @@ def build_router(
         ] = MAX_BUCKETS,
     ) -> dict[str, Any]:
         span = span_of(cluster, since, until)
-        rows: list[dict[str, Any]] = []
-        more: list[dt.datetime] = []
-        for name in clusters(cluster)[0]:
-            frame = lake_reader.run(
+        frames = {
+            name: lake_reader.run(
                 "dashboard/occupancy_series", cluster=name, start=span.since, end=span.until
             )
-            if frame.height > limit:  # (a mart's buckets of one cluster: cheap to read)
-                more.append(frame["bucket"][limit])
-            rows += _rows(frame.head(limit), cluster=name)
-        page = {"next_since": min(more).isoformat()} if more else {}
+            for name in clusters(cluster)[0]  # (a mart's buckets of a cluster: cheap to read)
+        }
+        # one cut for every cluster, the earliest bucket past a cluster's `limit`: each page
+        # holds every cluster's buckets before it, and the next page those from it on
+        cuts = [frame["bucket"][limit] for frame in frames.values() if frame.height > limit]
+        cut = min(cuts) if cuts else None
+        rows: list[dict[str, Any]] = []
+        for name, frame in frames.items():
+            kept = frame if cut is None else frame.filter(pl.col("bucket") < cut)
+            rows += _rows(kept, cluster=name)
+        page = {"next_since": cut.isoformat()} if cut is not None else {}
         return {**span.as_json(), "series": rows, **page}
 
     schema: dict[str, Any] = {}

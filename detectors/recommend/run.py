@@ -100,12 +100,12 @@ def recommend(
         - dt.timedelta(days=config.lookback_days)
         for row in latest.iter_rows(named=True)
     }
+    # (one query per distinct window start, usually one; each cluster's facts from its own)
+    by_start = {since: cluster_facts(con, since, now) for since in set(since_of.values())}
     recs: list[Recommendation] = []
-    for facts in (
-        facts
-        for since in sorted(set(since_of.values()))
-        for facts in cluster_facts(con, since, now)
-        if since_of.get(facts.cluster) == since
+    for facts in sorted(
+        (f for since, found in by_start.items() for f in found if since_of.get(f.cluster) == since),
+        key=lambda f: f.cluster,
     ):
         # the span the replayed data cover (not the lookback window, nor the run's clock):
         # the report shows a recommendation for the weeks this span overlaps

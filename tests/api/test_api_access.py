@@ -516,3 +516,41 @@ def test_a_user_name_matches_in_any_case(tmp_path):
         assert [row["user"] for row in get("/api/v1/usage?group_by=user")["rows"]] == ["Judy"]
         assert [f["job_id"] for f in get("/api/v1/findings")["findings"]] == ["j1"]
         assert get("/api/v1/jobs/della/j1")["job"]["user"] == "Judy"
+
+
+def test_occupancy_pages_of_several_clusters_hold_each_bucket_once(tmp_path):
+    """Each cluster cut at its own `limit` buckets, with one next_since, repeated a later
+    cluster's buckets on the next page (a client joining the pages counted them twice)."""
+    other = {"cluster": "other"}
+    r.build_lake(
+        tmp_path / "lake",
+        samples=r.samples(range(0, 3 * 3600, 60), engine_active=0.5)
+        + [s | other for s in r.samples(range(3600, 4 * 3600, 60), engine_active=0.5)],
+        jobs=[r.job("j1", 0, 3 * 3600.0), r.job("j2", 3600.0, 4 * 3600.0) | other],
+        job_gpus=[r.job_gpu("j1", 0, 3 * 3600.0), r.job_gpu("j2", 3600.0, 4 * 3600.0) | other],
+    ).close()
+    folder = tmp_path / "etc"
+    folder.mkdir()
+    app = create_api_app(Lake.at(tmp_path / "lake"), L.settings(folder))
+    with TestClient(app) as client:
+
+        def page(**params: object) -> dict[str, Any]:
+            body: dict[str, Any] = client.get(
+                "/api/v1/occupancy",
+                params={"since": "2024-03-01", **params},
+                headers=L.bearer(L.BOSS),
+            ).json()
+            return body
+
+        whole = page()
+        pages, params = [], {"limit": 15}
+        while True:
+            pages.append(page(**params))
+            if "next_since" not in pages[-1]:
+                break
+            params = {"limit": 15, "since": pages[-1]["next_since"]}
+
+    key = [(row["cluster"], row["bucket"]) for p in pages for row in p["series"]]
+    assert len(key) == len(set(key))  # no bucket twice
+    assert sorted(key) == sorted((row["cluster"], row["bucket"]) for row in whole["series"])
+    assert len(pages) > 2
