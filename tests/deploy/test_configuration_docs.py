@@ -63,6 +63,7 @@ SAMPLES = {
     "dashboard.users": "ann.lee@example.org=alee",
     "api.trusted_user_header": "X-Remote-User",
     "alerts.slack_webhook_url": "https://hooks.example.org/services/T0/B0/x",
+    "api.proxy_secret": "proxy-s3cret-0123456789",
 }
 
 
