@@ -476,9 +476,11 @@ def test_a_malformed_sacct_line_is_skipped_counted_reported_and_the_rest_lands(
         is_window = argv[0] == "sacct" and "--helpformat" not in argv
         if not is_window or any(a.startswith("--jobs=") for a in argv):
             return out
+        # (the collector's own delimiter, as it asked sacct for it)
+        delimiter = next(a for a in argv if a.startswith("--delimiter=")).split("=", 1)[1]
         lines = out.splitlines(keepends=True)
-        at = next(i for i, ln in enumerate(lines) if ln.split("|", 1)[0] == workload.failed)
-        lines[at] = "|".join(lines[at].split("|")[:8]) + "\n"
+        at = next(i for i, ln in enumerate(lines) if ln.split(delimiter, 1)[0] == workload.failed)
+        lines[at] = delimiter.join(lines[at].split(delimiter)[:8]) + "\n"
         garbled.append(at + 1)
         return "".join(lines)
 
