@@ -350,27 +350,29 @@ def test_a_stream_whose_end_is_not_marked_is_refused_not_taken_as_whole(framing)
         server.server_close()
 
 
+def _pull_with(root: Path, selector: str) -> None:
+    """An hour's one-shot pull of cluster c from the fake server, with `selector`."""
+    from collector.sources.prometheus.pull import PullConfig, pull
+
+    cfg = PullConfig(
+        cluster="c",
+        since=T0,
+        until=T0 + dt.timedelta(hours=1),
+        settle_s=0.0,
+        backoff_s=0.0,
+        selector=selector,
+    )
+    pull(cfg, Lake(root), ChunkPrometheus(), clock=lambda: T0 + dt.timedelta(days=1))
+
+
 def test_the_same_matchers_written_otherwise_are_refused_not_pulled_twice(tmp_path):
     # the selector's text names a pull's checkpoint and batches: `job="x",cluster="c"` after
     # `cluster="c",job="x"` landed every window a second time
-    from collector.sources.prometheus.pull import PullConfig, pull
-
-    def pull_with(selector: str) -> None:
-        cfg = PullConfig(
-            cluster="c",
-            since=T0,
-            until=T0 + dt.timedelta(hours=1),
-            settle_s=0.0,
-            backoff_s=0.0,
-            selector=selector,
-        )
-        pull(cfg, Lake(tmp_path), ChunkPrometheus(), clock=lambda: T0 + dt.timedelta(days=1))
-
-    pull_with('Hostname="n1",gpu=~"0|1"')
-    pull_with('Hostname="n1",gpu=~"0|1"')  # the same text: resumes, fine
+    _pull_with(tmp_path, 'Hostname="n1",gpu=~"0|1"')
+    _pull_with(tmp_path, 'Hostname="n1",gpu=~"0|1"')  # the same text: resumes, fine
     with pytest.raises(ConfigError, match="written otherwise"):
-        pull_with('gpu=~"0|1", Hostname="n1"')
-    pull_with('Hostname="n2"')  # other matchers, no series in common: another pull
+        _pull_with(tmp_path, 'gpu=~"0|1", Hostname="n1"')
+    _pull_with(tmp_path, 'Hostname="n2"')  # other matchers, no series in common: another pull
 
 
 @pytest.mark.parametrize(
@@ -384,23 +386,10 @@ def test_a_selector_selecting_every_series_of_another_is_refused(tmp_path, wider
     """Overlapping selectors on one cluster landed the series both select twice (the probe:
     none, then cluster="probe", then job="dcgm": every row three times). Where one's matchers
     are a part of the other's, the overlap is certain: refused, in either order."""
-    from collector.sources.prometheus.pull import PullConfig, pull
-
-    def pull_with(root: Path, selector: str) -> None:
-        cfg = PullConfig(
-            cluster="c",
-            since=T0,
-            until=T0 + dt.timedelta(hours=1),
-            settle_s=0.0,
-            backoff_s=0.0,
-            selector=selector,
-        )
-        pull(cfg, Lake(root), ChunkPrometheus(), clock=lambda: T0 + dt.timedelta(days=1))
-
     narrower = 'Hostname="n1",gpu=~"0|1"'
-    pull_with(tmp_path / "a", narrower)
+    _pull_with(tmp_path / "a", narrower)
     with pytest.raises(ConfigError, match=re.escape(message)):
-        pull_with(tmp_path / "a", wider)
-    pull_with(tmp_path / "b", wider)
+        _pull_with(tmp_path / "a", wider)
+    _pull_with(tmp_path / "b", wider)
     with pytest.raises(ConfigError, match=re.escape(message)):
-        pull_with(tmp_path / "b", narrower)
+        _pull_with(tmp_path / "b", narrower)
