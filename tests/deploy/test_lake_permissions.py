@@ -66,8 +66,10 @@ def as_other_user(action: Callable[[], object]) -> str:
 
 @pytest.fixture
 def lake() -> Iterator[Path]:
-    # outside pytest's tmp_path (0700 folders of the user running the tests)
-    with tempfile.TemporaryDirectory(prefix="gpuledger-perm-") as top:
+    # outside pytest's tmp_path (0700 folders of the user running the tests), and outside the
+    # caller's TMPDIR, which may be private too (make test's RAM-disk folder is 0700): in /tmp,
+    # which every user may pass through
+    with tempfile.TemporaryDirectory(prefix="gpuledger-perm-", dir="/tmp") as top:
         os.chmod(top, 0o755)
         yield Path(top) / "lake"
 

@@ -265,24 +265,25 @@ INJECTED = (
 )
 
 
-def test_a_job_name_holding_a_line_break_and_a_record_is_the_jobs_name(edge):
+def test_a_job_name_holding_a_line_break_and_a_record_takes_nothing_over(edge):
     """Slurm stores a name as given: with sacct's `|`, the line after the break read as a
     record of its own and replaced the job (carol, 8 GPUs for 24 h). With a delimiter users
-    cannot know (the collector's), that line is the rest of the name."""
+    cannot know (the collector's), that line holds no field: skipped and said."""
     nonce = "|gl0123456789ab|"
     first, second, _ = INJECTED.split("\n")
     text = first.replace("|", nonce, len(SACCT_FIELDS) - 1) + "\n" + second + "\n"
 
     [job], malformed = parse_sacct(text, delimiter=nonce)
 
-    assert malformed == []
+    assert [(m.line_no, m.reason.split(" (")[0]) for m in malformed] == [
+        (2, f"1 fields, expected {len(SACCT_FIELDS)}")
+    ]
     assert (job.user, job.gpus, job.start_ts, job.end_ts) == (
         "eve",
         1,
         ms("2026-12-06T10:00:00"),
         ms("2026-12-06T11:00:00"),
     )
-    assert job.job_name == "real\n" + second
 
 
 def test_with_the_default_delimiter_such_a_name_still_takes_over(edge):

@@ -355,24 +355,6 @@ def _header(line: str, delimiter: str = "|") -> list[str] | None:
     return None
 
 
-def _records(text: str, delimiter: str, n_fields: int) -> list[tuple[int, str]]:
-    """sacct's lines as records (line number, text). With the `|` default a line is a record.
-    With a delimiter of the collector's own, unknown to users (`--delimiter`), a line holding
-    none of it is the rest of the record before, whose last field (JobName) held a line break:
-    Slurm stores a name as given, so a name `real\n600|600|carol|…` was read as a record of its
-    own, replacing its job's user, GPUs and times."""
-    records: list[tuple[int, str]] = []
-    for line_no, line in enumerate(text.splitlines(), start=1):
-        line = line.rstrip("\r\n")
-        if delimiter != "|" and records and delimiter not in line:
-            first, before = records[-1]
-            if before.count(delimiter) == n_fields - 1:  # a whole record: its name goes on
-                records[-1] = (first, before + "\n" + line)
-                continue
-        records.append((line_no, line))
-    return records
-
-
 def parse_sacct(
     text: str,
     *,
@@ -387,8 +369,11 @@ def parse_sacct(
         fields: the `--format` list the output was made with (default `SACCT_FIELDS`); a header
             line in `text` takes precedence.
         tz: the time zone sacct printed its times in.
-        delimiter: what separates the fields (sacct's `--delimiter`; `_records` says why the
-            collector gives its own).
+        delimiter: what separates the fields (sacct's `--delimiter`). The collector gives one
+            of its own, unknown to users, new each call: Slurm stores a job name as given, and
+            a name `real\n600|600|carol|…` made a second line that `|` read as a record of its
+            own, replacing the job's user, GPUs and times; without the delimiter that line is
+            one malformed field, skipped and said.
 
     Returns:
         The jobs in order of first appearance, and one `MalformedLine` per skipped line.
@@ -398,7 +383,8 @@ def parse_sacct(
     runs: dict[str, list[_Line]] = {}
     steps: dict[str, list[_Line]] = {}
     header_seen = False
-    for line_no, line in _records(text, delimiter, len(columns)):
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        line = line.rstrip("\r\n")
         if not line.strip():
             continue
         header = _header(line, delimiter)
