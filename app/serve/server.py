@@ -65,15 +65,19 @@ def create_app(
         return PlainTextResponse(metrics.text, media_type=EXPOSITION_TYPE)
 
     @app.get("/healthz", include_in_schema=False)
-    def read_health() -> JSONResponse:
-        """200 once the figures were read from the lake ("ok"; "stale", with the `error`, while
-        the last reading failed and the figures before it are served); 503 before ("starting",
-        or "failing" with the `error` when no reading succeeded)."""
+    def read_health(request: Request) -> JSONResponse:
+        """200 once the figures were read from the lake ("ok"; "stale" while the last reading
+        failed and the figures before it are served); 503 before ("starting", or "failing"
+        when no reading succeeded). The lake's path and the reading's `error` (file names,
+        the engine's message) are told to whoever may read /metrics: with a `guard`, a probe
+        without credentials gets the status alone."""
         read, error = metrics.refreshes > 0, metrics.error
         status = ("stale" if read else "failing") if error else ("ok" if read else "starting")
-        body: dict[str, str] = {"status": status, "lake": str(lake.root)}
-        if error is not None:
-            body["error"] = error
+        body: dict[str, str] = {"status": status}
+        if guard is None or guard(request) is None:
+            body["lake"] = str(lake.root)
+            if error is not None:
+                body["error"] = error
         return JSONResponse(body, status_code=200 if read else 503)
 
     for router in routers:

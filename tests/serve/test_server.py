@@ -165,6 +165,25 @@ def test_beside_the_api_metrics_answer_a_manager_only(lake, tmp_path):
     assert health.status_code == 200  # (says nothing of the lake's jobs)
 
 
+def test_beside_the_api_healthz_tells_the_lake_and_its_error_to_a_manager_only(lake, tmp_path):
+    """The lake's path and the reading's error (file names, the engine's message) were told to
+    whoever reached the port, where /metrics itself asked for a manager."""
+    reader = Reader()
+    cache = MetricsCache(Lake.at(lake), ServeSettings(refresh_s=3600), reader=reader)
+    guard = managers_only(A.settings(tmp_path))
+    app = create_app(Lake.at(lake), ServeSettings(), cache=cache, guard=guard)
+    with TestClient(app) as client:
+        reader.fail = True
+        cache.refresh(force=True)
+        anyone = client.get("/healthz")
+        user = client.get("/healthz", headers=A.bearer(A.ALICE))
+        manager = client.get("/healthz", headers=A.bearer(A.BOSS))
+
+    assert (anyone.status_code, anyone.json()) == (200, {"status": "stale"})
+    assert user.json() == {"status": "stale"}
+    assert manager.json() == {"status": "stale", "lake": str(lake), "error": "disk gone"}
+
+
 def test_lake_state_ignores_the_state_folder(lake):
     before = lake_state(Lake.at(lake))
     (lake / "_state").mkdir()
