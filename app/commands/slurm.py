@@ -75,7 +75,8 @@ def command(cluster: str, since: dt.datetime | None, lake: Lake, timeout: float)
     if result.unmapped_jobs:
         shown = ", ".join(result.unmapped_jobs[:5])
         click.echo(
-            f"Warning: {len(result.unmapped_jobs)} running job(s) hold GPUs that scontrol gives "
-            f"no index for ({shown}); their samples stay unattributed.",
+            f"Warning: {len(result.unmapped_jobs)} running job(s) hold GPUs that no scontrol "
+            f"record maps to indexes ({shown}; no index given, or the record unreadable: see "
+            "the skipped lines); their samples stay unattributed.",
             err=True,
         )

@@ -450,6 +450,38 @@ def test_a_copy_of_another_users_job_in_a_comment_takes_none_of_its_gpus(
     assert any("job 2 is listed 2 times" in str(m) for m in same_user.malformed)
 
 
+def test_a_running_job_whose_gpus_no_record_maps_is_named_among_the_unmapped(
+    tmp_path, fake_slurm, fixture_text
+):
+    """A job's own name or comment can make its scontrol record unreadable (a line break and a
+    second `UserId=` line), and two agreeing copies cannot be told apart: either way its GPUs
+    are not read and its samples stay unattributed. It was said only as a malformed line,
+    never among the running jobs whose GPUs no index maps: a user could hide their usage."""
+    running = fixture_text("two-node-cluster/scontrol_show_job_d_running.txt")
+    listed = fixture_text("two-node-cluster/sacct.txt").replace(
+        "2|2|alice|research|gpu|CANCELLED by 1001|2026-12-02T13:17:29|2026-12-02T13:17:30|"
+        "2026-12-02T13:17:32|",
+        "2|2|alice|research|gpu|RUNNING|2026-12-02T13:17:29|2026-12-02T13:17:30|Unknown|",
+    )
+    assert "|RUNNING|" in listed
+    unreadable = running.replace(
+        "JobId=2 JobName=big-sweep\n", "JobId=2 JobName=big-sweep\n   UserId=alice(1001)\n"
+    )
+    assert unreadable != running
+
+    hidden = collect_slurm(Lake.at(tmp_path / "a"), CLUSTER, fake_slurm(listed, unreadable), now=T1)
+    twice = collect_slurm(
+        Lake.at(tmp_path / "b"), CLUSTER, fake_slurm(listed, running + "\n" + running), now=T1
+    )
+    mapped = collect_slurm(Lake.at(tmp_path / "c"), CLUSTER, fake_slurm(listed, running), now=T1)
+    again = collect_slurm(Lake.at(tmp_path / "c"), CLUSTER, fake_slurm(listed, unreadable), now=T2)
+
+    assert hidden.gpu_rows_opened == 0 and "2" in hidden.unmapped_jobs
+    assert twice.gpu_rows_opened == 0 and "2" in twice.unmapped_jobs
+    assert mapped.gpu_rows_opened > 0 and "2" not in mapped.unmapped_jobs
+    assert "2" not in again.unmapped_jobs  # mapped at an earlier run: its rows stay open
+
+
 def test_jobs_sacct_no_longer_lists_are_asked_for_three_runs_only(tmp_path, early, fake_slurm):
     collect_slurm(Lake.at(tmp_path), CLUSTER, early, now=T1)
     asked = []

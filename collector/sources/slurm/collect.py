@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from collector.errors import CollectorError, ConfigError
-from collector.sources.slurm.fields import MalformedLine
+from collector.sources.slurm.fields import MalformedLine, base_state
 from collector.sources.slurm.sacct import (
     OPTIONAL_SACCT_FIELDS,
     SACCT_FIELDS,
@@ -49,6 +49,7 @@ from collector.sources.slurm.sacct import (
     parse_sacct,
 )
 from collector.sources.slurm.scontrol import (
+    HOLDING_STATES,
     JobGpu,
     ScontrolJob,
     job_gpus_table,
@@ -331,6 +332,22 @@ def _land_jobs(
     return new, len(changed) - new
 
 
+def _unmapped(
+    jobs: dict[str, SacctJob], vouched: list[ScontrolJob], mapped_before: set[str]
+) -> tuple[str, ...]:
+    """The running jobs holding GPUs that no `job_gpus` row maps: scontrol gives no index for
+    their GPUs, or no record of them that can be read (one its own name or comment made
+    unreadable, copies that cannot be told apart, none at all), and none was mapped before.
+    Their samples stay unattributed: said, so a job cannot hide its usage unnoticed."""
+    mapped = {j.job_id for j in vouched if j.allocations and not j.unmapped_gpus} | mapped_before
+    unmapped = {j.job_id for j in vouched if j.holds_resources and j.unmapped_gpus}
+    for job_id, job in jobs.items():
+        running = job.state is not None and base_state(job.state) in HOLDING_STATES
+        if running and job.start_ts is not None and job.gpus and job_id not in mapped:
+            unmapped.add(job_id)
+    return tuple(sorted(unmapped, key=lambda job_id: (len(job_id), job_id)))
+
+
 def _land_gpus(
     root: Path,
     state: SlurmState,
@@ -449,6 +466,7 @@ def collect_slurm(
         jobs, asked, scontrol_jobs = _ask_slurm(commands, state, start, end)
         batch = f"slurm-{cluster}-{start:%Y%m%dT%H%M%S}-{end:%Y%m%dT%H%M%S}"
         new, updated = _land_jobs(lake.root, cluster, state, jobs, batch, end_ms)
+        mapped_before = set(state.open_gpu_job_ids())
         opened, closed = _land_gpus(lake.root, state, jobs, scontrol_jobs, end_ms)
         state.mark_asked([j for j in asked if j in jobs], [j for j in asked if j not in jobs])
         state.set_checkpoint(end_ms, end_ms)
@@ -459,7 +477,7 @@ def collect_slurm(
             len(commands.malformed),
             commands.malformed[0],
         )
-    unmapped = tuple(j.job_id for j in scontrol_jobs if j.holds_resources and j.unmapped_gpus)
+    unmapped = _unmapped(jobs, scontrol_jobs, mapped_before)
     return SlurmCollectResult(
         cluster=cluster,
         batch_id=batch,
