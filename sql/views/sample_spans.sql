@@ -19,7 +19,10 @@
 -- interval_s - the first sample's ts exactly, and a duplicated sample (same device, ts and job_id) stands
 -- for 0 s. A shared GPU (MPS, time-slicing) reports one row per sharer at the same ts: the
 -- `sharers` distinct job_ids there (no job counts as one) each get 1/sharers of the time
--- (span_s, gap_s) and of the device-level fields (power, energy), so the GPU is counted once.
+-- (span_s, gap_s) and of the energy, so the GPU is counted once. Power is a rate, weighted
+-- by that time where it is summed (gpu_job_buckets' power_sum): a sharer's mean power is the
+-- GPU's draw while it shared it (its energy over its GPU-hours); split again, it was 1/sharers
+-- of that (two jobs on a 400 W GPU read "200 W per GPU", 0.2 kWh over 0.5 GPU-hours).
 -- `share` splits device-level fields among the MIG instances reporting at the same ts, so they
 -- are counted once per physical GPU too. energy_step_j is the counter's increase over the span;
 -- where the counter reset, is missing, or the span ends in a gap, power × span is used instead.
@@ -137,7 +140,7 @@ SELECT
     tensor_active,
     dram_active,
     fb_used_mib,
-    power_w * share / sharers AS power_w,
+    power_w * share AS power_w,
     -- (the counter's increase over the part of the step the owner held)
     share * part * CASE
         WHEN continuous AND next_energy_j >= energy_j AND held_s = step_s

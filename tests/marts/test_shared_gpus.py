@@ -50,11 +50,14 @@ def test_two_sharers_split_the_gpu_and_are_marked_shared(tmp_path):
     assert j2["observed_gpu_h"] == pytest.approx((300 / 2) / H)
     assert j1["effective_gpu_h"] == pytest.approx(0.6 * 450 / H, rel=1e-6)
     assert j2["effective_gpu_h"] == pytest.approx(0.6 * 150 / H, rel=1e-6)
-    # means are unchanged by the split; the device's energy and power are split
+    # means are unchanged by the split (busy, the GPU's power draw); the device's energy is
+    # split, so a sharer's energy over its GPU-hours is the GPU's power (it read half of it)
     assert j2["busy_mean"] == pytest.approx(0.6, rel=1e-6)
     assert j1["energy_kwh"] + j2["energy_kwh"] == pytest.approx(6000 / KWH)
     assert j2["energy_kwh"] == pytest.approx(1500 / KWH)
-    assert j2["power_w_mean"] == pytest.approx(5.0)
+    assert j2["power_w_mean"] == pytest.approx(10.0)
+    assert j1["power_w_mean"] == pytest.approx(10.0)
+    assert j2["energy_kwh"] * KWH / (j2["observed_gpu_h"] * H) == pytest.approx(10.0)
     assert j1["samples"] == 20 and j2["samples"] == 10  # each sharer's own rows
     assert j1["shared"] and j2["shared"]
     # the GPU counts once: over the shared half it is one GPU allocated, not two
