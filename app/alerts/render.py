@@ -107,7 +107,14 @@ def _env(folder: Path | None = None) -> jinja2.Environment:
     env.filters["slack"] = slack_escape
     env.filters["slack_entities"] = slack_entities
     env.filters["counted"] = counted
+    env.filters["first_upper"] = first_upper
     return env
+
+
+def first_upper(text: str) -> str:
+    """`text` with its first letter in capitals, the rest as it is (Jinja's `capitalize`
+    lowercases the rest: "job F2" read "Job f2", user "JSmith" "jsmith")."""
+    return text[:1].upper() + text[1:]
 
 
 def _one_line(text: str, limit: int = 200) -> str:

@@ -68,6 +68,19 @@ def test_a_persons_digest_lists_most_gpu_hours_first_each_with_its_own_advice():
     assert r.html.count("<li>") == 2
 
 
+def test_a_job_id_in_capitals_is_written_as_the_scheduler_wrote_it():
+    """Jinja's `capitalize` lowercased all but the first letter: job F2 read "Job f2" below
+    its own headline "Job F2"."""
+    finding = dataclasses.replace(sample_finding(), job_id="F2", subject_id="F2")
+    alice = Person("alice", "alice@example.org", "U0ALICE", "Alice")
+
+    r = render_person([(Notice(finding, Stage.NOTICE, True, False), "owner")], alice, IDLE)
+
+    assert "Job F2 (train-llm) on sample." in r.text
+    assert "Job F2 (train-llm) on sample." in r.html
+    assert "f2" not in r.text and "f2" not in r.html
+
+
 # ---------------------------------------------------------------- cap and quiet hours
 
 
