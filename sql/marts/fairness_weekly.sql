@@ -4,7 +4,8 @@
 -- Grain:   one row per (cluster, week, level, account, user); level 'account' rows have a null
 --          user, level 'user' rows one user of the account
 -- Reads:   job_gpu_shares, jobs_latest, job_usage, job_outcomes, usage_daily,
---          gpu_job_buckets (for the end of the data only), associations
+--          gpu_job_buckets (for the end of the data only), gpus (the inventory's count),
+--          associations
 -- Params:
 --   $low_eff_below  a job whose mean busy fraction is below this is low-efficiency (e.g. 0.25)
 -- Returns: cluster, week, level, account, user, jobs, jobs_started, alloc_gpu_h,
@@ -29,8 +30,8 @@
 -- so the account rows' GPU-hours add up to the cluster's.
 -- Waits: jobs that started in the week, start − submit. Waste categories may overlap:
 -- low_eff = GPU-hours of jobs whose busy_mean < $low_eff_below, failed = of jobs that failed
--- (FAILED, NODE_FAIL, OUT_OF_MEMORY), unused_limit = gpus × (time limit − run time) of jobs that
--- ended in the week before their limit; waste = observed − effective (held, seen, not worked).
+-- (FAILED, NODE_FAIL, OUT_OF_MEMORY), unused_limit = gpus (never more than the inventory lists
+-- in the cluster) × (time limit − run time) of jobs that ended in the week before their limit; waste = observed − effective (held, seen, not worked).
 -- Every association gets a row in each week of data, also with no usage.
 
 WITH data_end AS (
@@ -39,6 +40,17 @@ WITH data_end AS (
         cluster,
         max(interval_end_e) AS end_e
     FROM gpu_job_buckets
+    GROUP BY cluster
+),
+-- the GPUs the inventory lists per cluster: a job's unused limit never counts more GPUs than
+-- its cluster has, as its allocation does not (job_gpu_intervals)
+cluster_gpus AS (
+    SELECT
+        cluster,
+        nullif(
+            count(DISTINCT coalesce(node || '/' || CAST(gpu_index AS VARCHAR), gpu_uuid)), 0
+        ) AS gpus
+    FROM gpus
     GROUP BY cluster
 ),
 -- One row per GPU interval piece (from_intervals 1; gpus: the job's share of them) and one per
@@ -82,11 +94,13 @@ spans AS (
                 AND NOT coalesce(o.timed_out, FALSE)
                 THEN CAST(floor((epoch(j.end_ts) - 345600.0) / 604800.0) AS BIGINT)
         END AS end_week_n,
-        coalesce(j.gpus, 0)
+        least(coalesce(j.gpus, 0), coalesce(c.gpus, j.gpus, 0))
             * greatest(j.time_limit_s - (epoch(j.end_ts) - epoch(j.start_ts)), 0) AS unused_s
     FROM jobs_latest AS j
     LEFT JOIN data_end AS d
         ON d.cluster = j.cluster
+    LEFT JOIN cluster_gpus AS c
+        ON c.cluster = j.cluster
     LEFT JOIN job_outcomes AS o
         ON o.cluster = j.cluster AND o.job_id = j.job_id
 ),

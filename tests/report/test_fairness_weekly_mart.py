@@ -146,3 +146,24 @@ def test_a_parent_accounts_use_is_of_its_subtree_as_its_entitlement_is(tmp_path)
     assert got["theory"]["entitled_share"] == pytest.approx(0.375)
     assert got["expt"]["usage_share"] == 0
     assert got["bio"]["usage_ratio"] == pytest.approx(2.0)
+
+
+def test_an_unused_limit_counts_no_more_gpus_than_the_cluster_has(tmp_path):
+    """A record claiming 100,000 GPUs on a 2-GPU cluster: its allocation is capped at the
+    inventory, its unused limit was not (100,000 GPU-hours unused in a week of 2 GPUs)."""
+    from tests.marts import rows as r
+
+    day = 3 * 86400.0  # Monday 2024-03-04
+    con = r.build_lake(
+        tmp_path,
+        jobs=[r.job("huge", day, day + 3600, gpus=100_000, time_limit_s=7200)],
+        gpus=[r.gpu(), r.gpu(gpu_index=1)],
+    )
+    [row] = fetch(
+        con,
+        "SELECT alloc_gpu_h, unused_limit_gpu_h FROM fairness_weekly "
+        "WHERE level = 'account' AND account = 'physics'",
+    )
+
+    assert row["alloc_gpu_h"] == pytest.approx(2.0)  # 2 GPUs for its hour
+    assert row["unused_limit_gpu_h"] == pytest.approx(2.0)  # 2 GPUs for the hour it left
