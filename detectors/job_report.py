@@ -118,10 +118,19 @@ def load_job_diagnosis(
 
 
 def load_job_report(
-    con: duckdb.DuckDBPyConnection, job_id: str, cluster: str | None = None
+    con: duckdb.DuckDBPyConnection,
+    job_id: str,
+    cluster: str | None = None,
+    *,
+    final: Mapping[str, Any] | None = None,
 ) -> JobReport:
-    """The report of `job_id` (on `cluster`, needed only when several clusters have the id)."""
-    job = _load_job(con, job_id, cluster)
+    """The report of `job_id` (on `cluster`, needed only when several clusters have the id).
+
+    `final`: what the scheduler said of the job at its end that the lake may not hold yet
+    (`state`, `runtime_s`: the job-end mail's subject, while the lake still holds the job as
+    running); the report shows it and its advice follows it (a TIMEOUT is told to ask for more
+    time, not that nothing is to change)."""
+    job = _load_job(con, job_id, cluster) | dict(final or {})
     gpus, diagnosis, findings = _advice_inputs(con, job)
     series = {
         (row["device"], row["mig_instance"]): row

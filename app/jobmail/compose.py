@@ -8,11 +8,11 @@ yet, a crash, a report slower than the time it may take) becomes one line
 
 from __future__ import annotations
 
-import dataclasses
 import textwrap
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from app.errors import AppError
 from app.jobmail.subject import SlurmMail, parse_subject
@@ -178,11 +178,19 @@ def lake_report(lake: Lake, cluster: str | None = None, width: int = MAIL_WIDTH)
         if not lake.exists():
             raise AppError(f"no lake at {str(lake)!r}")
 
+        # Slurm's word at the end: the lake may still hold the job as running
+        final: dict[str, Any] = {}
+        if mail.state:
+            final["state"] = mail.state
+        runtime = _seconds(mail.run_time)
+        if runtime is not None:
+            final["runtime_s"] = runtime
+
         def load(on_cluster: str | None) -> JobReport:
             # the job's cluster and days, as `gpuledger job` reads them (the whole lake took
             # seconds on a week of 1,024 GPUs, against [mail] report_timeout_s)
             with job_engine(lake.root, mail.job_id, on_cluster) as con:
-                return load_job_report(con, mail.job_id, on_cluster)
+                return load_job_report(con, mail.job_id, on_cluster, final=final)
 
         known = cluster is not None and lake.partition_dir("jobs", cluster, None).is_dir()
         try:
@@ -202,13 +210,6 @@ def lake_report(lake: Lake, cluster: str | None = None, width: int = MAIL_WIDTH)
                 f"job {mail.job_id!r} in the lake is named {report.job.get('job_name')!r}, "
                 f"not {mail.name!r} as the mail says: another job of the same id"
             )
-        job = dict(report.job)
-        if mail.state:
-            job["state"] = mail.state
-        runtime = _seconds(mail.run_time)
-        if runtime is not None:
-            job["runtime_s"] = runtime
-        report = dataclasses.replace(report, job=job)
         detected = bool(lake.table_files("findings"))
         spark = max(8, width - _GPU_LINE_BEFORE_SPARK)
         return render_text(report, detected=detected, width=width, spark_width=spark)

@@ -109,6 +109,27 @@ def test_the_subject_gives_the_final_state_and_run_time(lake, mailer):
     assert "Run Time: 08:00:30" in body
 
 
+def test_the_advice_follows_the_final_state_the_lake_does_not_hold_yet(tmp_path, mailer):
+    """At its end the lake still holds the job as running: the mail showed Slurm's TIMEOUT and
+    the advice of a running job ("nothing to change"), where `gpuledger job` tells a job that
+    was still working at its limit to ask for more time."""
+    times = range(0, int(2 * H), 30)
+    r.build_lake(
+        tmp_path / "lake",
+        samples=r.samples(times, job_id="j2", engine_active=0.9, sm_active=0.9),
+        jobs=[r.job("j2", 0, None, state="RUNNING", time_limit_s=int(2 * H), job_name="train")],
+        job_gpus=[r.job_gpu("j2", 0, None)],
+    )
+    subject = "Slurm Job_id=j2 Name=train Failed, Run time 02:00:00, TIMEOUT, ExitCode 0"
+
+    result = mail(mailer, "-s", subject, "alice", "--lake", str(tmp_path / "lake"))
+    _, body = sent(mailer)
+
+    assert result.exit_code == 0, result.output
+    assert "State: TIMEOUT" in body and "Run Time: 02:00:00" in body
+    assert "Ask for more time" in body and "--time=" in body
+
+
 def test_other_mail_goes_out_unchanged(lake, mailer):
     subject = "Slurm Job_id=j1 Name=train Began, Queued time 00:00:03"
     result = mail(mailer, "-s", subject, "alice", "--lake", str(lake), body="as it came\n")
