@@ -16,16 +16,18 @@
 --          hw_event_before_end, hw_event_kinds (a hardware event on its GPUs; NULL unbuilt),
 --          model_params, tokens_per_s_per_gpu, mfu (what the job reported, and its MFU)
 --
--- runtime_s runs from start_ts to end_ts, or while it is still running to the later of its
--- last sample's end and its record's last collection (never a figure of its GPU-hours: those
--- split a shared GPU, and count a requeued job's earlier runs).
+-- runtime_s runs from start_ts to end_ts, or while it is still running to the later of the
+-- end of its cluster's samples (where its allocation runs to: job_gpu_intervals, so its
+-- allocated GPU-hours never exceed its GPUs × its run time) and its record's last collection
+-- (never a figure of its GPU-hours: those split a shared GPU, and count a requeued job's
+-- earlier runs). Its own last sample's end made a job whose GPUs went silent show 2 h run
+-- beside 5 GPU-hours allocated on 1 GPU.
 
 WITH seen AS (
     SELECT
         cluster,
         max(interval_end_e) AS last_e
     FROM gpu_job_buckets
-    WHERE job_id = $job_id
     GROUP BY cluster
 )
 SELECT

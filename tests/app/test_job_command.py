@@ -310,6 +310,23 @@ def test_a_running_job_on_a_shared_gpu_has_run_as_long_as_the_data_show(tmp_path
     assert report["job"]["runtime_s"] == pytest.approx(3600)
 
 
+def test_a_running_job_whose_gpus_went_silent_has_run_as_long_as_it_is_allocated(tmp_path):
+    """Its allocation runs to the end of its cluster's data (job_gpu_intervals); its run time
+    ran to its own last sample: "Run Time: 02:00:00" beside 5 GPU-hours allocated on 1 GPU."""
+    r.build_lake(
+        tmp_path,
+        samples=r.samples(range(0, 7200, 30), job_id="d", engine_active=0.5)
+        + r.samples(range(0, 18000, 30), gpu_index=1, engine_active=0.5),
+        jobs=[r.job("d", 0, None, state="RUNNING", time_limit_s=36000)],
+        job_gpus=[r.job_gpu("d", 0, None)],
+        gpus=[r.gpu(), r.gpu(gpu_index=1)],
+    )
+    report = json.loads(invoke("job", "d", "--lake", str(tmp_path), "--format", "json").output)
+
+    assert report["job"]["alloc_gpu_h"] == pytest.approx(5.0)
+    assert report["job"]["runtime_s"] == pytest.approx(18000)
+
+
 def test_a_broken_record_gives_no_negative_time_or_limit(tmp_path):
     # another tool's record: an end before its start and a negative time limit ("Run Time:
     # -1-23:50:00", "Time Limit: -1-23:59:00 (-6000% used)", and still --time advice)
