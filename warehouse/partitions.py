@@ -195,6 +195,11 @@ def build_day(
             _say_unusable(con, key, last_day)
         queries.create_table(con, "sample_steps", sql.load("views/sample_steps"), {})
         queries.define_view(con, "sample_spans", sql.load("views/sample_spans"))
+        # the clusters the day's samples name: a mart with no rows that day (no job ran) still
+        # replaces its partition under the cluster's own name, never the folder's safe form of
+        # it ('gpu farm' is in cluster=gpu_farm: that name is another cluster's)
+        named = con.execute("SELECT DISTINCT cluster FROM sample_devices ORDER BY 1").fetchall()
+        day_clusters = [c for (c,) in named] or [cluster_folder]
         counts = {}
         for mart, query in SAMPLE_MARTS:
             schema = MARTS[mart].schema
@@ -218,7 +223,7 @@ def build_day(
             built = con.table(mart)
             # one statement (a relation's unique() binds at each step); a name of ours
             found = con.execute(f"SELECT DISTINCT cluster FROM {mart}").fetchall()
-            clusters = [c for (c,) in found] or [cluster_folder]
+            clusters = [c for (c,) in found] or day_clusters
             counts[mart] = 0
             for when in _days(day, last_day):
                 for cluster in clusters:

@@ -81,3 +81,20 @@ def test_the_clash_is_one_line_from_a_command(tmp_path):
     assert second.exit_code == 1, second.output
     assert "cluster 'gpu_farm' would land in the folder cluster=gpu_farm" in second.output
     assert "Traceback" not in second.output
+
+
+def test_a_cluster_whose_name_is_not_its_folders_is_attributed_on_a_day_no_job_ran(tmp_path):
+    """A mart with no row that day (no job: job_gpu_daily, job_energy_hourly) replaced its
+    partition under the folder's safe name, 'gpu_farm', refused as another cluster's name:
+    `attribute` stopped on every idle day of a cluster named 'gpu farm'."""
+    from tests.marts import rows as r
+
+    con = r.build_lake(
+        tmp_path, samples=r.samples(range(0, 600, 30), cluster="gpu farm", engine_active=0.0)
+    )
+
+    [(cluster, gpu_h)] = con.sql(
+        "SELECT cluster, sum(observed_s) / 3600 FROM gpu_job_buckets GROUP BY cluster"
+    ).fetchall()
+    assert cluster == "gpu farm" and gpu_h == pytest.approx(600 / 3600)
+    assert con.sql("SELECT count(*) FROM job_gpu_daily").fetchall() == [(0,)]
