@@ -25,7 +25,9 @@ WITH finite AS (
     -- statistics, which leave NaN out, so a file's NaN passed it.
     -- A figure outside what it can be is unknown too: an activity outside 0-1 (a hair over 1,
     -- rounding, stays), a utilisation outside 0-100 %, a negative memory, power, energy counter
-    -- or rate (a busy 1.23 made a job's effective GPU-hours exceed those it held)
+    -- or rate (a busy 1.23 made a job's effective GPU-hours exceed those it held). The bounds
+    -- are FLOATs, as the columns are: compared in double precision (Spark's way with a literal)
+    -- a stored 1.001 is 1.00100004673, above the bound, which DuckDB kept (float precision)
     SELECT
         g.cluster,
         g.node,
@@ -39,27 +41,27 @@ WITH finite AS (
         g.interval_s,
         CASE
             WHEN g.gpu_util_pct - g.gpu_util_pct = 0
-                AND g.gpu_util_pct BETWEEN 0 AND 100.1
+                AND g.gpu_util_pct BETWEEN 0 AND CAST(100.1 AS FLOAT)
                 THEN g.gpu_util_pct
         END AS gpu_util_pct,
         CASE
             WHEN g.engine_active - g.engine_active = 0
-                AND g.engine_active BETWEEN 0 AND 1.001
+                AND g.engine_active BETWEEN 0 AND CAST(1.001 AS FLOAT)
                 THEN g.engine_active
         END AS engine_active,
         CASE
             WHEN g.sm_active - g.sm_active = 0
-                AND g.sm_active BETWEEN 0 AND 1.001
+                AND g.sm_active BETWEEN 0 AND CAST(1.001 AS FLOAT)
                 THEN g.sm_active
         END AS sm_active,
         CASE
             WHEN g.tensor_active - g.tensor_active = 0
-                AND g.tensor_active BETWEEN 0 AND 1.001
+                AND g.tensor_active BETWEEN 0 AND CAST(1.001 AS FLOAT)
                 THEN g.tensor_active
         END AS tensor_active,
         CASE
             WHEN g.dram_active - g.dram_active = 0
-                AND g.dram_active BETWEEN 0 AND 1.001
+                AND g.dram_active BETWEEN 0 AND CAST(1.001 AS FLOAT)
                 THEN g.dram_active
         END AS dram_active,
         CASE

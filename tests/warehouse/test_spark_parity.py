@@ -193,6 +193,14 @@ def test_spark_reading_a_lake_url_builds_the_same_marts_as_duckdb(spark, tmp_pat
     r.land(lake, "job_gpus", rows["job_gpus"])
     r.land(lake, "gpus", rows["gpus"])
     r.land(lake, "gpu_events", [r.event(600, "xid", 79, gpu_index=1)])
+    # an activity of exactly the bound, stored as a float (1.00100004673 in double precision):
+    # Spark compared it as a double and dropped it, DuckDB kept it
+    r.land(
+        lake,
+        "gpu_samples",
+        r.samples(range(0, 300, 30), node="g003", gpu_index=0, engine_active=1.001),
+        batch_id="bound",
+    )
     # Requeued jobs (job_outcomes' lost earlier runs): touching runs, and a trace's attempts.
     r.land(
         lake,
