@@ -56,6 +56,7 @@ __all__ = [
     "built_days",
     "clear_engine",
     "current_inputs",
+    "forget_built_days",
     "mark_pruned",
     "sample_days",
 ]
@@ -361,6 +362,14 @@ def allocation_digests(config: WarehouseConfig, days: Mapping[DayKey, object]) -
         return _allocation_days(con, days)
     finally:
         con.close()
+
+
+def forget_built_days(root: Path) -> None:
+    """Forget what every day's partitions were built from (but days whose raw samples were
+    pruned: their partitions are their only record): the next build builds each day again.
+    For another engine about to replace the partitions (warehouse/spark.py)."""
+    with _state(root) as db:
+        db.execute("DELETE FROM sample_days_built WHERE own <> ?", (PRUNED,))
 
 
 def mark_pruned(root: Path, key: DayKey, bucket_s: int) -> None:

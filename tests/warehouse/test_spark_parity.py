@@ -262,3 +262,39 @@ def test_spark_reading_a_lake_url_builds_the_same_marts_as_duckdb(spark, tmp_pat
     assert_same(duck, on_spark)
     # the same partitions: the per-day pass's (cluster, date) folders, the summary marts' own
     assert partitions(spark_lake) == partitions(duck_lake)
+
+
+@pytest.mark.live
+@needs_spark
+def test_after_a_spark_build_with_other_settings_duckdb_builds_every_day_again(spark, tmp_path):
+    """Spark replaced the day partitions (600 s buckets here) where DuckDB's record still said
+    them built from the same inputs: DuckDB's next run kept them and built its 300 s summary
+    marts over them (32 GPUs allocated of 16). And a cluster whose samples left the lake kept
+    its partitions in every mart Spark rebuilt "whole"."""
+    lake = tmp_path / "lake"
+    rows = r.mixed_lake()
+    for table in ("jobs", "job_gpus", "gpus"):
+        r.land(lake, table, rows[table])
+    r.land(lake, "gpu_samples", rows["samples"])
+    gone = r.samples(range(0, 600, 30), engine_active=0.5)
+    r.land(lake, "gpu_samples", [row | {"cluster": "gone"} for row in gone], batch_id="gone")
+    build_marts(connect(lake), lake, AttributionConfig())
+    assert (lake / "gpu_job_buckets" / "cluster=gone").is_dir()
+    shutil.rmtree(lake / "gpu_samples" / "cluster=gone")
+    other = AttributeSettings(AttributionConfig(bucket_s=600))
+    pipeline = dataclasses.replace(default_pipeline_config(), attribute=other)
+    end = dt.datetime(2024, 3, 2, tzinfo=dt.UTC)
+
+    attribute(Lake.at(lake), pipeline, end, engine="spark")
+
+    for name in MARTS:
+        assert not (lake / name / "cluster=gone").exists() or not list(
+            (lake / name / "cluster=gone").rglob("*.parquet")
+        ), name
+    build_marts(connect(lake), lake, AttributionConfig())
+    reference = tmp_path / "reference"
+    for table in RAW_TABLES:
+        if (lake / table).is_dir():
+            shutil.copytree(lake / table, reference / table)
+    build_marts(connect(reference), reference, AttributionConfig())
+    assert_same(marts(reference), marts(lake))
