@@ -22,10 +22,11 @@ used, so a mart query should read each of its inputs once, as sql/marts/fairness
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -81,6 +82,34 @@ class PrunedDays(WarehouseError):
 
 class SparkUnavailable(WarehouseError):
     """PySpark (or the Java runtime it needs) is not installed."""
+
+
+class SparkFailed(WarehouseError):
+    """Spark could not start, or stopped the build: its reason, in one line."""
+
+
+class EmptySource(WarehouseError):
+    """The lake URL Spark was told to read holds neither samples nor scheduler records."""
+
+
+@contextlib.contextmanager
+def _one_line(what: str) -> Iterator[None]:
+    """Turn an error of PySpark or of its Java side into SparkFailed: `what` and the first
+    line of the reason (a Java stack trace or a Python one was dozens of lines, for a master
+    nobody listens at, no Java, or an object store without its connector)."""
+    try:
+        yield
+    except WarehouseError:
+        raise
+    except Exception as exc:
+        if type(exc).__module__.split(".")[0] not in ("pyspark", "py4j"):
+            raise
+        java = getattr(exc, "java_exception", None)
+        text = str(java) if java is not None else str(exc)
+        reason = next((line.strip() for line in text.splitlines() if line.strip()), repr(exc))
+        if "JAVA_GATEWAY_EXITED" in text:
+            reason += " (is Java 17 installed, and `java` on PATH or JAVA_HOME set?)"
+        raise SparkFailed(f"{what}: {reason[:400]}") from None
 
 
 @functools.cache
@@ -175,7 +204,12 @@ def spark_session(master: str | None = None, app_name: str = "gpuledger") -> Spa
     builder = SparkSession.builder.appName(app_name).master(master)
     for key, value in conf.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    with _one_line(f"Spark did not start (master {master})"):
+        session = builder.getOrCreate()
+    # its warnings (a window without a partition, on every small mart) drowned the command's
+    # output; an error still says itself
+    session.sparkContext.setLogLevel("ERROR")
+    return session
 
 
 def _spark_type(arrow_type: pa.DataType) -> str:
@@ -195,8 +229,9 @@ def _spark_type(arrow_type: pa.DataType) -> str:
     }[arrow_type]
 
 
-def _register(spark: SparkSession, root: Path, table: str, source: str | None) -> None:
-    """A temp view of `table` typed by the contract (missing columns null, extras dropped).
+def _register(spark: SparkSession, root: Path, table: str, source: str | None) -> bool:
+    """A temp view of `table` typed by the contract (missing columns null, extras dropped);
+    whether it found files of it.
 
     The files are listed in the local lake at `root`, or, with `source` (a lake URL such as
     s3a://bucket/lake), found by Spark itself under `<source>/<table>/` (every *.parquet at any
@@ -236,6 +271,7 @@ def _register(spark: SparkSession, root: Path, table: str, source: str | None) -
         source_of(field.name).cast(_spark_type(field.type)).alias(field.name) for field in schema
     ]
     frame.select(*columns).createOrReplaceTempView(table)
+    return bool(present)
 
 
 def _exists(spark: SparkSession, url: str) -> bool:
@@ -309,10 +345,7 @@ def build_marts_on_spark(
     plan it again; its view is dropped at the end, so that a session that builds again (a
     second lake) lets the first build's rows go.
     """
-    from importlib.resources import files
-
     from warehouse.partitions import PRUNED, built_days, forget_built_days
-    from warehouse.summary.landing import land_mart
 
     pruned = sorted(key for key, (own, _) in built_days(root).items() if own == PRUNED)
     if pruned:
@@ -327,8 +360,31 @@ def build_marts_on_spark(
     # as 300 s ones gave 32 GPUs allocated of 16) and build them again only where their own
     # inputs changed. Its next run builds every day again.
     forget_built_days(root)
-    for table in RAW_TABLES:
-        _register(spark, root, table, source)
+    with _one_line("Spark failed"):
+        return _build(spark, root, params, marts, progress, source, intensity)
+
+
+def _build(
+    spark: SparkSession,
+    root: Path,
+    params: Mapping[str, Any],
+    marts: tuple[tuple[str, str], ...],
+    progress: Callable[[str], None] | None,
+    source: str | None,
+    intensity: CarbonIntensity | None,
+) -> dict[str, int]:
+    """`build_marts_on_spark`'s build, once the lake may be built."""
+    from importlib.resources import files
+
+    from warehouse.summary.landing import land_mart
+
+    found = {table: _register(spark, root, table, source) for table in RAW_TABLES}
+    if source is not None and not (found["gpu_samples"] or found["jobs"]):
+        # (a wrong URL read as an empty lake: every mart "built" with 0 rows)
+        raise EmptySource(
+            f"{source}: no 'gpu_samples' or 'jobs' files there; is it the lake's URL (the "
+            "folder holding gpu_samples/, jobs/ …)?"
+        )
     _own_samples(spark)
     for view, filename in REFERENCE_FILES.items():
         path = str(files("warehouse").joinpath("data", filename))

@@ -375,6 +375,37 @@ def test_spark_options_need_the_spark_engine(tmp_path: Path) -> None:
     _assert_one_line_error(result, 2, "--spark-master", "--engine spark")
 
 
+def test_spark_without_java_is_one_error_line(tmp_path: Path) -> None:
+    """PySpark starts Java: without it a 50-line traceback ended in JAVA_GATEWAY_EXITED."""
+    import subprocess
+    import sys
+
+    from tests.marts import rows as r
+
+    r.land(tmp_path / "lake", "gpu_samples", r.samples(range(0, 300, 30)))
+    no_java = tmp_path / "bin"  # the system's programs but java
+    no_java.mkdir()
+    for program in Path("/usr/bin").iterdir():
+        if program.name != "java":
+            (no_java / program.name).symlink_to(program)
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"} | {"PATH": str(no_java)}
+    gpuledger = Path(sys.executable).with_name("gpuledger")
+    lake = str(tmp_path / "lake")
+    done = subprocess.run(
+        [str(gpuledger), "attribute", "--lake", lake, "--engine", "spark", "-q"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    [error] = [line for line in done.stderr.splitlines() if line.startswith("Error:")]
+    assert error.startswith("Error: Spark did not start (master local[*]): [JAVA_GATEWAY_EXITED]")
+    assert "is Java 17 installed" in error
+
+
 @pytest.mark.slow
 def test_bench_writes_its_results_as_json(tmp_path: Path) -> None:
     out = tmp_path / "b.json"

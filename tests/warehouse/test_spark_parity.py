@@ -298,3 +298,17 @@ def test_after_a_spark_build_with_other_settings_duckdb_builds_every_day_again(s
             shutil.copytree(lake / table, reference / table)
     build_marts(connect(reference), reference, AttributionConfig())
     assert_same(marts(reference), marts(lake))
+
+
+@pytest.mark.live
+@needs_spark
+def test_a_lake_url_with_nothing_there_is_an_error_not_empty_marts(spark, tmp_path):
+    """A mistyped --spark-source read as an empty lake: rc 0, every mart "built" with 0 rows."""
+    from warehouse.spark import EmptySource, build_marts_on_spark
+
+    missing = (tmp_path / "not-there").as_uri()
+    with pytest.raises(EmptySource, match="no 'gpu_samples' or 'jobs' files there"):
+        build_marts_on_spark(
+            spark, tmp_path / "out", AttributionConfig().values(), MART_ORDER, source=missing
+        )
+    assert not layout.table_files(tmp_path / "out", "job_usage")
