@@ -259,9 +259,12 @@ def _let_go(con: duckdb.DuckDBPyConnection) -> None:
 
 def _say_unusable(con: duckdb.DuckDBPyConnection, key: DayKey, last_day: dt.date) -> None:
     """Warn of the day's samples the marts cannot use whole: those naming neither their GPU's
-    UUID nor its index (left out: no GPU to count them on) and those without a usable
-    interval_s (they stand for no time), as files another tool wrote may hold."""
-    counts = queries.rows(con, "attribution/unusable_samples")[0]
+    UUID nor its index (left out: no GPU to count them on), those without a usable
+    interval_s (they stand for no time) and those dated another day than their folder's (in
+    no partition built), as files another tool wrote may hold."""
+    counts = queries.rows(con, "attribution/unusable_samples", first_day=key[1], last_day=last_day)[
+        0
+    ]
     days = str(key[1]) if last_day == key[1] else f"{key[1]} to {last_day}"
     if counts["nameless"]:
         logger.warning(
@@ -270,6 +273,15 @@ def _say_unusable(con: duckdb.DuckDBPyConnection, key: DayKey, last_day: dt.date
             key[0],
             days,
             counts["nameless"],
+        )
+    if counts["elsewhere"]:
+        logger.warning(
+            "%s %s: %d sample(s) in its files are dated another day (UTC); the day partitions "
+            "are built from each day's own date= folder, so the marts leave them out (land each "
+            "sample under the folder of its own day)",
+            key[0],
+            days,
+            counts["elsewhere"],
         )
     if counts["no_interval"]:
         logger.warning(

@@ -184,3 +184,20 @@ def test_a_figure_outside_what_it_can_be_is_unknown(tmp_path):
         assert got[mart].equals(frame), mart
     [job] = want["job_usage"].to_dicts()
     assert job["effective_gpu_h"] <= job["alloc_gpu_h"]
+
+
+def test_samples_in_another_days_folder_are_said(tmp_path, caplog):
+    """Another tool's file in day 1's folder holding samples of day 2: no partition built reads
+    them (each day's are built from its own folder), and nothing said so."""
+    lake = tmp_path / "lake"
+    r.land(lake, "gpu_samples", r.samples(range(0, 600, 30), engine_active=0.5))
+    r.land(tmp_path / "other", "gpu_samples", r.samples(range(86400, 86400 + 300, 30)))
+    [stray] = (tmp_path / "other").rglob("*.parquet")
+    [day_folder] = {path.parent for path in (lake / "gpu_samples").rglob("*.parquet")}
+    stray.rename(day_folder / "another-tool.parquet")
+    assert "date=2024-03-02" not in str(day_folder)
+
+    with caplog.at_level("WARNING"):
+        r.build_lake(lake)
+
+    assert "10 sample(s) in its files are dated another day (UTC)" in caplog.text
