@@ -170,7 +170,10 @@ def _jobs_table(
         rows["cpus"].append(cpus)
         rows["mem_req_mib"].append(cpus * 10_240)
         rows["cpu_time_s"].append(ran * cpus * float(rng.uniform(0.2, 0.9)))
-        rows["max_rss_mib"].append(float(rng.uniform(0.1, 0.8)) * cpus * 10_240)
+        # (drawn for every job, so the same seed lands the same rows; a job that never
+        # started used no memory: sacct has no MaxRSS for it)
+        rss = float(rng.uniform(0.1, 0.8)) * cpus * 10_240
+        rows["max_rss_mib"].append(rss if job.placement else None)
         rows["interactive"].append(job.archetype.partition == "interactive")
     n = len(jobs)
     return pa.table(

@@ -163,6 +163,21 @@ def test_the_same_seed_lands_the_same_rows(
         _assert_same_lake(first_twin.snapshot, _snapshot(b, con_b))
 
 
+def test_a_job_that_never_started_used_no_memory(twin_lakes: tuple[Path, Path, Path]) -> None:
+    """`gpuledger job` showed a PENDING job's "CPU memory [68%]": the simulator gave every job a
+    MaxRSS, started or not."""
+    with _reading(twin_lakes[0]) as con:
+        got = _one(
+            con,
+            "SELECT count(*) FILTER (WHERE start_ts IS NULL) AS unstarted, "
+            "count(*) FILTER (WHERE start_ts IS NULL AND max_rss_mib IS NOT NULL) AS with_rss, "
+            "count(*) FILTER (WHERE start_ts IS NOT NULL AND max_rss_mib IS NULL) AS without "
+            "FROM jobs_latest",
+        )
+    assert got["unstarted"] > 0
+    assert got["with_rss"] == 0 and got["without"] == 0
+
+
 def test_another_seed_lands_other_rows(
     twin_lakes: tuple[Path, Path, Path], first_twin: Read
 ) -> None:
