@@ -162,7 +162,8 @@ def _finding_context(f: FindingContext, idle_detectors: tuple[str, ...]) -> dict
         activity.append(f"GPU_UTIL {_pct(f.gpu_util_pct_mean, 1.0)}")
     if f.sm_active_mean is not None:
         activity.append(f"SM active {_pct(f.sm_active_mean)}")
-    if f.gpus_never_active is not None and f.gpus:
+    # (of GPUs the telemetry saw: a job with none is not "0 of 1 GPU never active")
+    if f.gpus_never_active is not None and f.gpus and f.busy_mean is not None:
         activity.append(f"{f.gpus_never_active} of {counted(f.gpus, 'GPU')} never active")
     if f.fb_used_mib_max is not None:
         activity.append(f"max memory {f.fb_used_mib_max:,.0f} MiB")

@@ -81,6 +81,20 @@ def test_a_job_id_in_capitals_is_written_as_the_scheduler_wrote_it():
     assert "f2" not in r.text and "f2" not in r.html
 
 
+def test_a_job_no_telemetry_saw_is_not_said_to_have_gpus_never_active():
+    """ "Activity: 0 of 1 GPU never active" read as known where no sample was seen."""
+    alice = Person("alice", "alice@example.org", "U0ALICE", "Alice")
+    seen = sample_finding()
+    unseen = dataclasses.replace(seen, busy_mean=None, gpus_never_active=0)
+
+    def text(finding):
+        notice = Notice(finding, Stage.NOTICE, True, False)
+        return render_person([(notice, "owner")], alice, IDLE).text
+
+    assert "never active" not in text(unseen)
+    assert "never active" in text(dataclasses.replace(seen, gpus_never_active=1))
+
+
 # ---------------------------------------------------------------- cap and quiet hours
 
 
