@@ -3,7 +3,8 @@
 -- Grain:   one row
 -- Reads:   day_samples (the day's gpu_samples rows, as the per-day pass reads them)
 -- Params:
---   $first_day, $last_day  the days (UTC) whose folders the files are in
+--   $first_day  the first day (UTC) whose folders the files are in
+--   $last_day   the last (the same day, unless consecutive days are built together)
 -- Returns: nameless (samples naming neither their GPU's UUID nor its index), no_interval
 --          (samples whose interval_s is null, NaN, infinite, 0 or less), elsewhere (samples
 --          dated another day than their folder's)

@@ -80,5 +80,6 @@ def test_a_shared_gpu_is_split_between_its_sharers(labels, read_lake, tmp_path, 
     jobs = attributed_jobs(tmp_path, one, two, solo)
     assert jobs[one]["effective_gpu_h"] == pytest.approx(0.6 * 450 / H, rel=1e-6)
     assert jobs[two]["effective_gpu_h"] == pytest.approx(0.6 * 150 / H, rel=1e-6)
-    assert jobs[two]["power_w_mean"] == pytest.approx(5.0)  # half the device's 10 W
+    # the device's 10 W while it shared it (its energy is split, as its time)
+    assert jobs[two]["power_w_mean"] == pytest.approx(10.0)
     assert (jobs[one]["samples"], jobs[two]["samples"]) == (SCRAPES, SCRAPES - SHARED_FROM)
