@@ -1,7 +1,8 @@
 -- job_detail: one job's scheduler record and its usage summary, for `gpuledger job`.
 --
 -- Grain:   one row per cluster that has a job with this id
--- Reads:   jobs_latest, job_usage, job_outcomes, gpu_job_buckets (the end of its samples)
+-- Reads:   jobs_latest, job_usage, job_outcomes, gpu_job_buckets (the end of its samples),
+--          job_gpus (the nodes of its allocations, where its record names none)
 -- Params:
 --   $job_id   the job id (Slurm array tasks as 1234_7)
 --   $cluster  the cluster, or NULL for any
@@ -29,6 +30,16 @@ WITH seen AS (
         max(interval_end_e) AS last_e
     FROM gpu_job_buckets
     GROUP BY cluster
+),
+-- the nodes its allocations name, for a record without its node list (another tool's, a
+-- trace's): "Nodes: -" beside allocations on g002
+allocated AS (
+    SELECT
+        cluster,
+        list(DISTINCT node ORDER BY node) AS nodes
+    FROM job_gpus
+    WHERE job_id = $job_id AND node IS NOT NULL
+    GROUP BY cluster
 )
 SELECT
     j.cluster,
@@ -46,7 +57,7 @@ SELECT
     j.time_limit_s,
     coalesce(j.gpus, u.gpus) AS gpus,
     j.gpu_type,
-    j.nodes,
+    CASE WHEN len(j.nodes) > 0 THEN j.nodes ELSE a.nodes END AS nodes,
     j.cpus,
     j.mem_req_mib,
     j.cpu_time_s,
@@ -92,6 +103,8 @@ LEFT JOIN job_outcomes AS o
     ON o.cluster = j.cluster AND o.job_id = j.job_id
 LEFT JOIN seen AS s
     ON s.cluster = j.cluster
+LEFT JOIN allocated AS a
+    ON a.cluster = j.cluster
 WHERE j.job_id = $job_id
     AND ($cluster IS NULL OR j.cluster = $cluster)
 ORDER BY j.cluster

@@ -327,6 +327,19 @@ def test_a_running_job_whose_gpus_went_silent_has_run_as_long_as_it_is_allocated
     assert report["job"]["runtime_s"] == pytest.approx(18000)
 
 
+def test_a_record_without_its_nodes_shows_those_its_allocations_name(tmp_path):
+    """A trace's or another tool's record names no node; with no sample either, the report
+    said "Nodes: -" beside allocations on g002."""
+    r.build_lake(
+        tmp_path,
+        jobs=[r.job("e", 0, 3600, nodes=None)],
+        job_gpus=[r.job_gpu("e", 0, 3600, node="g002"), r.job_gpu("e", 0, 3600, node="g003")],
+    )
+    out = invoke("job", "e", "--lake", str(tmp_path)).output
+
+    assert "Nodes: 2 (g002, g003)" in out
+
+
 def test_a_broken_record_gives_no_negative_time_or_limit(tmp_path):
     # another tool's record: an end before its start and a negative time limit ("Run Time:
     # -1-23:50:00", "Time Limit: -1-23:59:00 (-6000% used)", and still --time advice)
