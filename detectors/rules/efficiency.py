@@ -42,6 +42,17 @@ def _low_efficiency_users(
     recent = jobs.filter(
         (pl.col("start_ts") < end) & (pl.col("end_ts").fill_null(end) >= end - span)
     )
+    # A job counts for the part of its run inside the window, its figures in proportion: one
+    # GPU idle for 30 days was "720 of 720 GPU-h" wasted "over the last 7 days" (168 at most).
+    stop = pl.min_horizontal(pl.col("end_ts").fill_null(end), pl.lit(end))
+    begin = pl.max_horizontal(pl.col("start_ts"), pl.lit(end - span))
+    run_s = (pl.col("end_ts").fill_null(end) - pl.col("start_ts")).dt.total_seconds()
+    inside = (stop - begin).dt.total_seconds().clip(0)
+    part = pl.when(run_s > 0).then(inside / run_s).otherwise(1.0).clip(0, 1)
+    recent = recent.with_columns(
+        (pl.col(c) * part).alias(c)
+        for c in ("alloc_gpu_h", "observed_gpu_h", "effective_gpu_h", "idle_gpu_h")
+    )
     users = (
         recent.filter(pl.col("user").is_not_null())
         .group_by("cluster", "user")
@@ -49,12 +60,16 @@ def _low_efficiency_users(
             pl.col("account").mode().first(),
             pl.len().alias("jobs"),
             pl.col("alloc_gpu_h").sum(),
+            pl.col("observed_gpu_h").sum(),
             pl.col("effective_gpu_h").sum(),
             pl.col("idle_gpu_h").sum(),
         )
+        # Of the allocated GPU-hours the telemetry saw: what no sample covered is not known
+        # to be wasted (a cluster without telemetry read "0.0% efficient, 0.0 of 117.6 GPU-h
+        # did work"), and the waste is what was seen held and not worked.
         .with_columns(
-            (pl.col("effective_gpu_h") / pl.col("alloc_gpu_h")).alias("ratio"),
-            (pl.col("alloc_gpu_h") - pl.col("effective_gpu_h")).alias("wasted_gpu_h"),
+            (pl.col("effective_gpu_h") / pl.col("observed_gpu_h")).alias("ratio"),
+            (pl.col("observed_gpu_h") - pl.col("effective_gpu_h")).clip(0).alias("wasted_gpu_h"),
         )
         # Rank among all users first, then filter: a user who passes never makes room for
         # another, so raising any threshold can only remove findings.
@@ -62,7 +77,7 @@ def _low_efficiency_users(
         .with_columns(pl.int_range(1, pl.len() + 1).over("cluster").alias("rank"))
         .filter(
             (pl.col("rank") <= t.user_top_n)
-            & (pl.col("alloc_gpu_h") >= t.user_min_gpu_h)
+            & (pl.col("observed_gpu_h") >= t.user_min_gpu_h)
             & (pl.col("ratio") <= t.user_max_ratio)
         )
     )
@@ -81,18 +96,26 @@ def _low_efficiency_users(
         (1 - pl.col("ratio")).clip(0, 1).cast(pl.Float32).alias("score"),
         pl.col("wasted_gpu_h").alias("gpu_h_at_stake"),
         pl.format(
-            "User {} ({}): {}% efficient over the last {} — {} of {} allocated GPU-h "
-            "did work across {}; #{} in GPU-hours wasted",
+            "User {} ({}): {}% efficient over the last {} — {} of the {} allocated GPU-h "
+            "the telemetry saw did work across {}; #{} in GPU-hours wasted",
             "user",
             pl.col("account").fill_null("no account"),
             (pl.col("ratio") * 100).round(1),
             pl.lit(counted(t.user_window_days, "day")),
             pl.col("effective_gpu_h").round(1),
-            pl.col("alloc_gpu_h").round(1),
+            pl.col("observed_gpu_h").round(1),
             counted_expr("jobs", "job"),
             "rank",
         ).alias("message"),
-        evidence("jobs", "alloc_gpu_h", "effective_gpu_h", "idle_gpu_h", "ratio", "rank"),
+        evidence(
+            "jobs",
+            "alloc_gpu_h",
+            "observed_gpu_h",
+            "effective_gpu_h",
+            "idle_gpu_h",
+            "ratio",
+            "rank",
+        ),
     ).pipe(as_frame)
 
 

@@ -143,7 +143,7 @@ def _accounts(jobs: pl.DataFrame, t: ResilienceThresholds, window: Window) -> pl
         pl.col("gpu_h_lost").alias("gpu_h_at_stake"),
         pl.format(
             "Account {}: {} GPU-h ({}% of {}) lost to {} failed, timed-out, preempted or "
-            "requeued {} in the last {} ({} interrupted by the system)",
+            "requeued {} that ended in the last {} ({} interrupted by the system)",
             "account",
             pl.col("gpu_h_lost").round(1),
             (pl.col("lost_share") * 100).round(1),

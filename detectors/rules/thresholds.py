@@ -155,10 +155,11 @@ class EfficiencyThresholds:
     )
     user_max_ratio: float = threshold(
         0.3,
-        "Low-efficiency users: effective / allocated GPU-hours at most this (0-1) ...",
+        "Low-efficiency users: effective / observed GPU-hours (the allocated ones the "
+        "telemetry saw) at most this (0-1) ...",
         "down",
     )
-    user_min_gpu_h: float = threshold(24.0, "... AND at least this many allocated GPU-hours ...")
+    user_min_gpu_h: float = threshold(24.0, "... AND at least this many observed GPU-hours ...")
     user_top_n: int = threshold(
         10, "... AND among the N users wasting the most GPU-hours (of all users).", "down"
     )

@@ -200,4 +200,6 @@ def usage(job_id: str, start_s: float, end_s: float | None, **fields: Any) -> Ro
         "samples": 0,
     }
     row.update(fields)
+    if "observed_gpu_h" not in fields:  # telemetry saw all it held, unless the test says
+        row["observed_gpu_h"] = row["alloc_gpu_h"]
     return row

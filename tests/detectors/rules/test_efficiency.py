@@ -53,6 +53,26 @@ def test_low_efficiency_needs_ratio_and_hours_and_top_n(tmp_path):
     ]
 
 
+def test_a_user_is_judged_on_what_the_telemetry_saw_inside_the_window(tmp_path):
+    """Hours no sample covered are not known to be wasted (a cluster without telemetry read
+    "0.0% efficient, 0.0 of 117.6 allocated GPU-h did work"), and a job counts for the part
+    of its run inside the window: one GPU idle for 30 days was 720 GPU-h wasted "over the last
+    7 days"."""
+    usages = [
+        # bob: 100 GPU-h allocated, none observed (no telemetry)
+        usage("1", 5 * DAY, 6 * DAY, user="bob", alloc_gpu_h=100.0, observed_gpu_h=0.0),
+        # carol: one GPU idle over 30 days (days -20 to 10), the lake's end at day 10
+        usage("2", -20 * DAY, 10 * DAY, user="carol", alloc_gpu_h=720.0, effective_gpu_h=0.0),
+    ]
+    found = run(tmp_path, usages)
+    users = {f["subject_id"]: f for f in found if f["detector"] == "low_efficiency_user"}
+
+    assert set(users) == {"carol"}
+    carol = users["carol"]
+    assert carol["gpu_h_at_stake"] == pytest.approx(7 * 24.0)  # its 7 days, 1 GPU
+    assert "0.0 of the 168.0 allocated GPU-h the telemetry saw did work" in carol["message"]
+
+
 def test_a_small_lightly_used_job_is_a_mig_candidate(tmp_path):
     # 8 % of 81559 MiB, 10 % busy for 4 h on 1 GPU: 1g.10gb (1/8 memory >= 9.6 %, 1/7 >= 12 %)
     usages = [
