@@ -1,20 +1,22 @@
 -- job_device_activity: what each GPU of each job did over the job's life (from the daily mart).
 --
 -- Grain:   one row per (cluster, job_id, device, mig_instance)
--- Reads:   job_gpu_daily, jobs_latest
+-- Reads:   job_gpu_daily, jobs_latest, job_gpus
 -- Params:
 --   $since  ignore days before the UTC date of this time (TIMESTAMP, UTC)
 -- Returns: cluster, job_id, user, account, job_start_ts, job_end_ts, gpus, device, mig_instance,
 --          node, gpu_index, gpu_uuid, observed_s, active_s, idle_s, busy_mean, sm_mean
 --
 -- busy_mean is the time-weighted mean busy fraction (DESIGN §4) over the samples that carry it.
+-- job_start_ts is the scheduler record's start, else its first allocation's: a finding's id
+-- hashes it, and a record that lands after the samples must not make the finding anew.
 
 SELECT
     d.cluster,
     d.job_id,
     j.user,
     j.account,
-    j.start_ts AS job_start_ts,
+    coalesce(j.start_ts, h.start_ts) AS job_start_ts,
     j.end_ts AS job_end_ts,
     j.gpus,
     d.device,
@@ -30,13 +32,22 @@ SELECT
 FROM job_gpu_daily AS d
 LEFT JOIN jobs_latest AS j
     ON j.cluster = d.cluster AND j.job_id = d.job_id
+LEFT JOIN (
+    SELECT
+        cluster,
+        job_id,
+        min(start_ts) AS start_ts
+    FROM job_gpus
+    GROUP BY cluster, job_id
+) AS h
+    ON h.cluster = d.cluster AND h.job_id = d.job_id
 WHERE d.date >= CAST($since AS DATE)
 GROUP BY
     d.cluster,
     d.job_id,
     j.user,
     j.account,
-    j.start_ts,
+    coalesce(j.start_ts, h.start_ts),
     j.end_ts,
     j.gpus,
     d.device,

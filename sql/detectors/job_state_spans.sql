@@ -1,7 +1,7 @@
 -- job_state_spans: per job, how long it was idle, held memory without compute, or hung (duty cycle).
 --
 -- Grain:   one row per (cluster, job_id, state) with state in ('idle', 'memory_hold', 'hung')
--- Reads:   gpu_job_buckets, gpus, gpu_models, jobs_latest
+-- Reads:   gpu_job_buckets, gpus, gpu_models, jobs_latest, job_gpus
 -- Params:
 --   $since                ignore buckets before this time (TIMESTAMP, UTC)
 --   $idle_window_s        the window (seconds) over which a job counts as idle
@@ -33,6 +33,8 @@
 -- fields), 'power' (no profiling fields: power above idle) or 'gpu_util' (neither).
 -- A telemetry gap does not break a run; `state_s` sums the qualifying runs, `longest_s` is the
 -- longest, `observed_s` is the job's whole observed time (state_s = observed_s: its whole run).
+-- job_start_ts is the scheduler record's start, else its first allocation's: a finding's id
+-- hashes it, and a record that lands after the samples must not make the finding anew.
 
 WITH limits AS (
     SELECT
@@ -321,7 +323,7 @@ SELECT
     s.job_id,
     j.user,
     j.account,
-    j.start_ts AS job_start_ts,
+    coalesce(j.start_ts, h.start_ts) AS job_start_ts,
     j.end_ts AS job_end_ts,
     j.gpus,
     s.state,
@@ -346,4 +348,13 @@ JOIN state_stats AS st
     ON st.cluster = s.cluster AND st.job_id = s.job_id AND st.state = s.state
 LEFT JOIN jobs_latest AS j
     ON j.cluster = s.cluster AND j.job_id = s.job_id
+LEFT JOIN (
+    SELECT
+        cluster,
+        job_id,
+        min(start_ts) AS start_ts
+    FROM job_gpus
+    GROUP BY cluster, job_id
+) AS h
+    ON h.cluster = s.cluster AND h.job_id = s.job_id
 ORDER BY s.cluster, s.job_id, s.state

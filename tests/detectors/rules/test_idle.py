@@ -40,6 +40,28 @@ def test_a_two_gpu_job_idle_for_75_minutes_is_one_idle_finding(tmp_path):
     assert json.loads(finding["evidence"])["longest_s"] == 75 * 60
 
 
+def test_a_scheduler_record_landing_after_the_samples_keeps_the_findings_id(tmp_path):
+    """The id hashes the job's start: without its record the finding was anchored at the idle
+    span's start, and the record's arrival made a second finding of the same idleness."""
+    buckets = [bucket("7", i * 300, busy=0.6 if i < 9 else 0.0, util_pct=0) for i in range(24)]
+    held = {
+        "cluster": CLUSTER,
+        "job_id": "7",
+        "node": "g001",
+        "gpu_index": 0,
+        "start_ts": at(0),
+        "end_ts": at(7200),
+        "source": "test",
+    }
+    con = connection(tmp_path, gpu_job_buckets=buckets, jobs=[], job_gpus=[held])
+    [before] = run_rules(con, RuleConfig(), NOW, rules=idle.RULES).to_pylist()
+    con = connection(tmp_path, gpu_job_buckets=buckets, jobs=[job("7", 0, 7200)], job_gpus=[held])
+    [after] = run_rules(con, RuleConfig(), NOW, rules=idle.RULES).to_pylist()
+
+    assert before["finding_id"] == after["finding_id"]
+    assert before["start_ts"] == after["start_ts"] == at(45 * 60)
+
+
 def test_one_busy_gpu_keeps_the_job_from_being_idle(tmp_path):
     buckets = [
         bucket("7", i * 300, gpu_index=g, busy=0.5 if g == 0 else 0.0, util_pct=50 if g == 0 else 0)
