@@ -2,7 +2,7 @@
 -- the GPU-hours of the jobs running on that GPU when the first one came.
 --
 -- Grain:   one row per (cluster, node, gpu_uuid, gpu_index, kind, code, day)
--- Reads:   gpu_events, xid_classes, job_gpu_intervals, jobs_latest
+-- Reads:   gpu_events, xid_classes, job_gpu_intervals, job_gpu_shares, jobs_latest
 -- Params:
 --   $since  ignore events before this time (TIMESTAMP, UTC)
 -- Returns: cluster, node, gpu_uuid, gpu_index, kind, code, day, events, first_ts, last_ts,
@@ -12,8 +12,10 @@
 -- NVIDIA marks NONFATAL with action RESTART_APP or IGNORE (the job's own fault: 13, 31, 43 …),
 -- 'hardware' for the rest, and for 94 (contained ECC), 92 (high SBE rate) and 63/64 (row
 -- remapping) whatever their action, 'unknown' for codes not in the catalogue.
--- jobs_gpu_h is the GPU-time the jobs on the GPU had run (on all their GPUs) when the first
--- event came: what they lose unless they checkpointed.
+-- jobs_gpu_h is the GPU-time the jobs on the GPU had been allocated (on all their GPUs, in
+-- their current run) when the first event came: what they lose unless they checkpointed. It
+-- is their allocated GPU-time (job_gpu_shares), so jobs sharing a GPU hold it once between
+-- them: two jobs on one GPU for 9 h were 18 GPU-h at risk, more than the GPU gave.
 
 WITH events AS (
     SELECT
@@ -60,14 +62,31 @@ hit AS (
         o.day,
         count(*) AS jobs_hit,
         string_agg(o.job_id, ',' ORDER BY o.job_id) AS job_ids,
+        sum(o.held_gpu_h) AS jobs_gpu_h
+    FROM (
         -- a synchronous job loses the work of all its GPUs, not only the failing one
-        sum(
-            greatest(epoch(o.first_ts) - coalesce(epoch(j.start_ts), epoch(o.first_ts)), 0)
-            * coalesce(j.gpus, 1)
-        ) / 3600.0 AS jobs_gpu_h
-    FROM jobs_on_gpu AS o
-    LEFT JOIN jobs_latest AS j
-        ON j.cluster = o.cluster AND j.job_id = o.job_id
+        SELECT
+            o.cluster,
+            o.node,
+            o.gpu_index,
+            o.kind,
+            o.code,
+            o.day,
+            o.job_id,
+            coalesce(sum(
+                s.gpus * s.share * greatest(
+                    least(s.end_e, epoch(o.first_ts))
+                    - greatest(s.start_e, coalesce(epoch(j.start_ts), s.start_e)),
+                    0
+                )
+            ), 0) / 3600.0 AS held_gpu_h
+        FROM jobs_on_gpu AS o
+        LEFT JOIN jobs_latest AS j
+            ON j.cluster = o.cluster AND j.job_id = o.job_id
+        LEFT JOIN job_gpu_shares AS s
+            ON s.cluster = o.cluster AND s.job_id = o.job_id
+        GROUP BY o.cluster, o.node, o.gpu_index, o.kind, o.code, o.day, o.job_id
+    ) AS o
     GROUP BY o.cluster, o.node, o.gpu_index, o.kind, o.code, o.day
 )
 SELECT

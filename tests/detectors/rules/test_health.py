@@ -217,6 +217,29 @@ def test_the_job_an_xid_ended_is_the_job_at_risk(tmp_path):
     assert "; 1 job running on it had 8.0 GPU-h at risk" in fatal["message"]
 
 
+def test_jobs_sharing_the_gpu_an_xid_hit_hold_its_hours_once(tmp_path):
+    """Jobs a and b share GPU 0 for 10 h, the XID comes at 9 h: they had 9 GPU-h of it
+    between them (4.5 each), not 18 (each 1 GPU × 9 h), more than the GPU gave and than `check`
+    lets a finding state."""
+    intervals = [
+        {
+            "cluster": CLUSTER,
+            "job_id": job_id,
+            "node": "g001",
+            "gpu_index": 0,
+            "start_ts": at(0),
+            "end_ts": at(36000),
+            "mapping": "scontrol-idx",
+        }
+        for job_id in ("a", "b")
+    ]
+    jobs = [job("a", 0, 36000), job("b", 0, 36000)]
+    [fatal] = run(tmp_path, events=[event(9 * 3600, "xid", 79)], intervals=intervals, jobs=jobs)
+
+    assert fatal["gpu_h_at_stake"] == pytest.approx(9.0)
+    assert "; 2 jobs running on it had 9.0 GPU-h at risk" in fatal["message"]
+
+
 def test_an_ecc_event_and_its_counter_give_one_finding(tmp_path):
     samples = [sample(m * 60, ecc_dbe_volatile=1) for m in range(60, 90)]
     found = run(tmp_path, samples, events=[event(3600, "ecc_dbe", 1)])
