@@ -169,17 +169,20 @@ windows AS (
     WINDOW
         idle_w AS (
             PARTITION BY cluster, job_id ORDER BY bucket_e
-            RANGE BETWEEN $idle_window_s PRECEDING AND CURRENT ROW
+            RANGE BETWEEN $idle_window_s - 1 PRECEDING AND CURRENT ROW
         ),
         hold_w AS (
             PARTITION BY cluster, job_id ORDER BY bucket_e
-            RANGE BETWEEN $hold_window_s PRECEDING AND CURRENT ROW
+            RANGE BETWEEN $hold_window_s - 1 PRECEDING AND CURRENT ROW
         ),
         hung_w AS (
             PARTITION BY cluster, job_id ORDER BY bucket_e
-            RANGE BETWEEN $hung_window_s PRECEDING AND CURRENT ROW
+            RANGE BETWEEN $hung_window_s - 1 PRECEDING AND CURRENT ROW
         )
 ),
+-- A window is the buckets that start less than its length before this one (a bucket starts
+-- at bucket_e): 12 of 5 minutes for an hour. With the bucket starting exactly an hour before,
+-- an hour idle after work held that busy bucket in every window and took 65 minutes to flag.
 -- a window qualifies when it spans the state's length (its first bucket starts at least that
 -- long before this bucket ends), at least half of it was observed (an exporter outage does not
 -- leave a few resting buckets to speak for the hour) and its duty cycle says so. A window whose
@@ -236,15 +239,15 @@ covered AS (
     WINDOW
         idle_f AS (
             PARTITION BY q.cluster, q.job_id ORDER BY q.bucket_e
-            RANGE BETWEEN CURRENT ROW AND $idle_window_s FOLLOWING
+            RANGE BETWEEN CURRENT ROW AND $idle_window_s - 1 FOLLOWING
         ),
         hold_f AS (
             PARTITION BY q.cluster, q.job_id ORDER BY q.bucket_e
-            RANGE BETWEEN CURRENT ROW AND $hold_window_s FOLLOWING
+            RANGE BETWEEN CURRENT ROW AND $hold_window_s - 1 FOLLOWING
         ),
         hung_f AS (
             PARTITION BY q.cluster, q.job_id ORDER BY q.bucket_e
-            RANGE BETWEEN CURRENT ROW AND $hung_window_s FOLLOWING
+            RANGE BETWEEN CURRENT ROW AND $hung_window_s - 1 FOLLOWING
         )
 ),
 states AS (

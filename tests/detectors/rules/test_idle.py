@@ -78,6 +78,19 @@ def test_55_idle_minutes_are_below_the_60_minute_threshold(tmp_path):
     assert run(tmp_path, buckets, [job("7", 0, 7200)]) == []
 
 
+def test_60_idle_minutes_after_work_are_the_60_minute_threshold(tmp_path):
+    """The window held the busy bucket starting exactly an hour before the last idle one: an
+    hour idle after work took 65 minutes to flag."""
+    buckets = [bucket("7", i * 300, busy=0.5, util_pct=50) for i in range(12)]
+    buckets += [bucket("7", i * 300) for i in range(12, 24)]  # 12 buckets = 60 min
+    buckets += [bucket("7", i * 300, busy=0.5, util_pct=50) for i in range(24, 36)]
+    [finding] = run(tmp_path, buckets, [job("7", 0, 3 * 3600)])
+
+    assert finding["detector"] == "idle_job"
+    assert finding["gpu_h_at_stake"] == pytest.approx(1.0)
+    assert finding["start_ts"] == at(3600) and finding["end_ts"] == at(7200)
+
+
 def test_a_short_job_idle_for_its_whole_run_is_flagged(tmp_path):
     buckets = [bucket("8", i * 300) for i in range(3)]  # 15 minutes, never active
     [finding] = run(tmp_path, buckets, [job("8", 0, 900)])
