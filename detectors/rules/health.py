@@ -233,7 +233,9 @@ def _detect_events(events: pl.DataFrame, config: RuleConfig, window: Window) -> 
     hw_xid = (pl.col("kind") == "xid") & (pl.col("xid_class") != "application")
     picked = events.filter(
         (hw_xid & (pl.col("events") >= t.xid_min_events))
-        | pl.col("kind").is_in(["ecc_dbe", "row_remap_failure"])
+        # (dbe_min holds for the events as for the counter: a site's 2 was ignored here)
+        | ((pl.col("kind") == "ecc_dbe") & (pl.col("events") >= t.dbe_min))
+        | (pl.col("kind") == "row_remap_failure")
     )
     detector = (
         pl.when(pl.col("kind") == "xid").then(pl.lit("xid_hardware")).otherwise(pl.col("kind"))

@@ -240,6 +240,15 @@ def test_jobs_sharing_the_gpu_an_xid_hit_hold_its_hours_once(tmp_path):
     assert "; 2 jobs running on it had 9.0 GPU-h at risk" in fatal["message"]
 
 
+def test_a_site_asking_two_double_bit_errors_gets_no_finding_for_one_event(tmp_path):
+    one = [event(3600, "ecc_dbe", 1)]
+    two = [event(3600, "ecc_dbe", 1), event(3700, "ecc_dbe", 1)]
+
+    assert run(tmp_path, events=one, dbe_min=2) == []
+    assert [f["detector"] for f in run(tmp_path, events=two, dbe_min=2)] == ["ecc_dbe"]
+    assert [f["detector"] for f in run(tmp_path, events=one)] == ["ecc_dbe"]
+
+
 def test_an_ecc_event_and_its_counter_give_one_finding(tmp_path):
     samples = [sample(m * 60, ecc_dbe_volatile=1) for m in range(60, 90)]
     found = run(tmp_path, samples, events=[event(3600, "ecc_dbe", 1)])
