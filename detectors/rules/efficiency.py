@@ -141,7 +141,10 @@ def _mig_candidates(jobs: pl.DataFrame, t: EfficiencyThresholds) -> pl.DataFrame
         busy.alias("busy"),
         signal.otherwise(pl.lit("sm_active")).alias("signal"),
     ).filter(
-        (pl.col("fb_frac") <= t.mig_fb_max_frac)
+        # a job on MIG slices already is sized in slices: "use a 1g.10gb slice" was told to
+        # a job on one, "freeing" 6/7 of a GPU it never held
+        ~pl.col("on_mig")
+        & (pl.col("fb_frac") <= t.mig_fb_max_frac)
         & (
             pl.when(pl.col("signal") == "gpu_util")
             .then(pl.col("busy") <= t.mig_util_max)

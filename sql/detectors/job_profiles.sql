@@ -8,6 +8,7 @@
 --          runtime_s, time_limit_s, gpus, alloc_gpu_h, observed_gpu_h, active_gpu_h,
 --          idle_gpu_h, effective_gpu_h, busy_mean, sm_active_mean, fb_used_mib_max,
 --          power_w_mean, energy_kwh, model, fb_total_mib, power_limit_w, idle_power_w,
+--          on_mig (it ran on MIG instances: its figures are of slices, not whole GPUs),
 --          model_params, tokens_per_s_per_gpu, mfu
 --
 -- runtime_s is end - start for a finished job, null while it runs. The GPU model is the one
@@ -21,7 +22,8 @@ WITH job_model AS (
         arg_max(d.model, d.observed_s) AS model,
         max(coalesce(g.fb_total_mib, m.fb_total_mib)) AS fb_total_mib,
         max(coalesce(g.power_limit_w, m.power_limit_w)) AS power_limit_w,
-        max(m.idle_power_w) AS idle_power_w
+        max(m.idle_power_w) AS idle_power_w,
+        bool_or(d.mig_instance IS NOT NULL) AS on_mig
     FROM job_gpu_daily AS d
     LEFT JOIN gpus AS g
         ON g.cluster = d.cluster AND g.node = d.node AND g.gpu_index = d.gpu_index
@@ -56,6 +58,7 @@ SELECT
     m.fb_total_mib,
     m.power_limit_w,
     m.idle_power_w,
+    coalesce(m.on_mig, FALSE) AS on_mig,
     u.model_params,
     u.tokens_per_s_per_gpu,
     u.mfu

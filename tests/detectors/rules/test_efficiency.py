@@ -91,6 +91,10 @@ def test_a_small_lightly_used_job_is_a_mig_candidate(tmp_path):
     [finding] = [f for f in run(tmp_path, usages, days=days) if f["detector"] == "overallocated"]
     assert "a MIG 1g.10gb slice would do" in finding["message"]
     assert finding["gpu_h_at_stake"] == pytest.approx(4.0 * 6 / 7)
+    # the same job on a 1g.10gb slice already: nothing to free ("use a 1g.10gb slice")
+    on_slice = [device_day("7", 0, observed_s=4 * 3600, busy=0.1) | {"mig_instance": 3}]
+    found = run(tmp_path / "slice", usages, days=on_slice)
+    assert [f for f in found if f["detector"] == "overallocated"] == []
 
 
 def test_a_busy_or_big_job_is_no_mig_candidate(tmp_path):
