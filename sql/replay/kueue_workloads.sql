@@ -14,8 +14,10 @@
 --
 -- job_id is `<namespace>/<job_name>` (`#<n>` appended when one name was submitted more than
 -- once). partition is the ClusterQueue, qos the priority class. A workload started when its
--- first pod started and ended when its last pod ended (null while any is still running); it
--- asks for the GPUs of all its pods. state: RUNNING while a pod runs, else the last pod's.
+-- first pod started and ended when its last pod ended (null while any is still running; one
+-- that never started and waits no more ended when its record last changed); it asks for the
+-- most GPUs its pods held at once (all its pods' where none ran). state: RUNNING while a pod
+-- runs, else the last pod's.
 -- Times are epoch seconds.
 
 WITH pods AS (
@@ -31,6 +33,7 @@ WITH pods AS (
         coalesce(least(submit_ts, start_ts), submit_ts, start_ts) AS submitted,
         start_ts,
         end_ts,
+        updated_ts,
         time_limit_s,
         coalesce(gpus_requested, gpus, 1) AS asked,
         gpu_type,
@@ -38,6 +41,24 @@ WITH pods AS (
     FROM jobs_latest
     WHERE cluster = $cluster
         AND source = 'kubernetes'
+),
+-- per started pod, the GPUs of its workload's pods running when it started (itself included)
+concurrent AS (
+    SELECT
+        p.*,
+        CASE
+            WHEN p.start_ts IS NOT NULL THEN (
+                SELECT sum(q.asked)
+                FROM pods AS q
+                WHERE q.namespace = p.namespace
+                    AND q.owner = p.owner
+                    AND q.submitted IS NOT DISTINCT FROM p.submitted
+                    AND q.asked > 0
+                    AND q.start_ts <= p.start_ts
+                    AND (q.end_ts IS NULL OR q.end_ts > p.start_ts)
+            )
+        END AS together
+    FROM pods AS p
 ),
 workloads AS (
     SELECT
@@ -52,14 +73,23 @@ workloads AS (
         END AS state,
         submitted,
         min(start_ts) AS start_ts,
-        CASE WHEN bool_or(start_ts IS NOT NULL AND end_ts IS NULL) THEN NULL ELSE max(end_ts) END
-            AS end_ts,
+        CASE
+            WHEN bool_or(start_ts IS NOT NULL AND end_ts IS NULL) THEN NULL
+            -- never started, and no pod waits any more (deleted, preempted while pending):
+            -- it left the queue when its record last changed
+            WHEN min(start_ts) IS NULL AND bool_and(upper(state) <> 'PENDING')
+                THEN max(coalesce(end_ts, updated_ts))
+            ELSE max(end_ts)
+        END AS end_ts,
         min(time_limit_s) AS time_limit_s,
-        CAST(sum(asked) AS BIGINT) AS gpus,
+        -- the GPUs its pods held at once: a failed pod's replacement, or a generation admitted
+        -- again after a preemption, asks for the same GPUs again, not more (summed, a 4-GPU
+        -- workload asked for 8 and never fit its 4-GPU quota); all its pods' where none ran
+        CAST(coalesce(max(together), sum(asked)) AS BIGINT) AS gpus,
         count(DISTINCT n.node) AS n_nodes,
         min(gpu_type) AS gpu_type,
         count(DISTINCT job_id) AS pods
-    FROM pods
+    FROM concurrent AS pods
     LEFT JOIN LATERAL (SELECT unnest(coalesce(pods.nodes, [])) AS node) AS n ON TRUE
     WHERE asked > 0
     GROUP BY namespace, owner, submitted

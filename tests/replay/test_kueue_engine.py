@@ -17,7 +17,7 @@ from detectors.replay.policy import PolicyError
 NAN = math.nan
 
 
-def workloads(jobs: list[dict], horizon: float = 10_000.0) -> KueueWorkload:
+def workloads(jobs: list[dict], horizon: float = 10_000.0, origin: float = NAN) -> KueueWorkload:
     """jobs: dicts with submit, run, gpus, cq and optionally prio (a priority class), type,
     cancel, real_start, pinned."""
     n = len(jobs)
@@ -41,6 +41,7 @@ def workloads(jobs: list[dict], horizon: float = 10_000.0) -> KueueWorkload:
             node_partitions={},
             horizon_e=horizon,
             pinned=np.array([j.get("pinned", False) for j in jobs]),
+            origin_e=origin,
         ),
         priority_class=[j.get("prio", "") for j in jobs],
     )
@@ -71,6 +72,19 @@ def test_a_full_quota_makes_the_second_workload_wait_exactly_until_the_first_end
         ]
     )
     assert starts(kw, policy("clusterqueue.a.nominalQuota.nvidia.com/gpu=8")) == [0, 100]
+
+
+def test_a_period_starts_as_it_was_a_workload_pending_then_waits_for_those_running():
+    """--since 1000: W0 (8 GPUs) ran from 900 (pinned), W1 (8) was submitted at 800 and still
+    pending at 1000. W1 was admitted at 800 into a quota still empty, beside W0: 16 of 8."""
+    kw = workloads(
+        [
+            {"submit": 700, "run": 500, "gpus": 8, "cq": "a", "pinned": True, "real_start": 900},
+            {"submit": 800, "run": 100, "gpus": 8, "cq": "a"},
+        ],
+        origin=1000.0,
+    )
+    assert starts(kw, policy("clusterqueue.a.nominalQuota.nvidia.com/gpu=8")) == [900, 1400]
 
 
 def test_raising_the_nominal_quota_removes_the_known_wait():

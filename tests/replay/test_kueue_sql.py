@@ -84,6 +84,39 @@ def con(tmp_path_factory):
                 submit_ts=r.at(50),
                 partition="cq-b",
             ),
+            # a Job whose pod failed and was replaced: two generations of 4 GPUs, never 8
+            pod(
+                "ns/retry-a",
+                100,
+                300,
+                job_name="Job/retry",
+                gpus=4,
+                state="FAILED",
+                submit_ts=r.at(60),
+                partition="cq-a",
+            ),
+            pod(
+                "ns/retry-b",
+                320,
+                600,
+                job_name="Job/retry",
+                gpus=4,
+                submit_ts=r.at(60),
+                partition="cq-a",
+            ),
+            # a pod deleted while pending: its record says CANCELLED, no start, no end
+            pod(
+                "ns/stuck",
+                None,
+                None,
+                job_name="Job/stuck",
+                gpus_requested=4,
+                gpus=None,
+                state="CANCELLED",
+                submit_ts=r.at(30),
+                updated_ts=r.at(630),
+                partition="cq-a",
+            ),
             # a CPU pod is no GPU workload
             pod("ns/cpu", 0, 10, job_name="Job/cpu", gpus=0),
             # a Slurm job of the same cluster is not a pod
@@ -132,7 +165,13 @@ def con(tmp_path_factory):
 def test_pods_of_one_workload_are_one_row(con):
     got = queries.run(con, "replay/kueue_workloads", cluster=r.CLUSTER, since=EPOCH, until=LATER)
     rows = {row["job_id"]: row for row in got.iter_rows(named=True)}
-    assert sorted(rows) == ["ns/Job/eval", "ns/PyTorchJob/train#1", "ns/PyTorchJob/train#2"]
+    assert sorted(rows) == [
+        "ns/Job/eval",
+        "ns/Job/retry",
+        "ns/Job/stuck",
+        "ns/PyTorchJob/train#1",
+        "ns/PyTorchJob/train#2",
+    ]
     first = rows["ns/PyTorchJob/train#1"]
     # started with its first pod, ended with its last, asks for both pods' GPUs
     assert (first["start_e"], first["end_e"]) == (r.T0_E + 100, r.T0_E + 500)
@@ -147,6 +186,18 @@ def test_pods_of_one_workload_are_one_row(con):
     evaluation = rows["ns/Job/eval"]
     assert evaluation["start_e"] is None and evaluation["gpus"] == 2
     assert evaluation["state"] == "CANCELLED" and evaluation["end_e"] == r.T0_E + 700
+    # a failed pod's replacement asks for the same GPUs again, not more (it asked for 8)
+    retry = rows["ns/Job/retry"]
+    assert (retry["gpus"], retry["pods"], retry["start_e"], retry["end_e"]) == (
+        4,
+        2,
+        r.T0_E + 100,
+        r.T0_E + 600,
+    )
+    # deleted while pending: it left the queue when its record last changed (it waited for
+    # good, and held its ClusterQueue's quota for the rest of a replay that admitted it)
+    stuck = rows["ns/Job/stuck"]
+    assert (stuck["start_e"], stuck["end_e"], stuck["gpus"]) == (None, r.T0_E + 630, 4)
 
 
 def test_a_period_keeps_what_was_running_at_its_start(con):
@@ -159,6 +210,8 @@ def test_a_period_keeps_what_was_running_at_its_start(con):
         "ns/PyTorchJob/train#1": True,
         "ns/Job/eval": False,
         "ns/PyTorchJob/train#2": False,
+        "ns/Job/retry": True,
+        "ns/Job/stuck": False,
     }
 
 
@@ -170,7 +223,7 @@ def test_the_latest_clusterqueue_rows_and_no_deleted_queue(con):
 
 def test_a_cluster_of_pods_is_a_kueue_cluster(con):
     got = queries.run(con, "replay/cluster_scheduler", cluster=r.CLUSTER).row(0, named=True)
-    # five pods against one Slurm job
-    assert (got["jobs"], got["kubernetes_jobs"], got["scheduler"]) == (6, 5, "kueue")
+    # eight pods against one Slurm job
+    assert (got["jobs"], got["kubernetes_jobs"], got["scheduler"]) == (9, 8, "kueue")
     other = queries.run(con, "replay/cluster_scheduler", cluster="nowhere").row(0, named=True)
     assert other["scheduler"] == "slurm"

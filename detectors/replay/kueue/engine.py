@@ -481,7 +481,13 @@ class _Replay:
             elif not known:
                 self.unadmittable += 1
             else:
-                heapq.heappush(self.events, (float(w.submit_e[j]), _ARRIVE, j, 0))
+                # a period starts as it was: a workload pending at its start joins the queue
+                # then, behind those admitted before (it was admitted before them into a quota
+                # still empty, and the cohort held 22 GPUs of 16)
+                arrive = float(w.submit_e[j])
+                if w.origin_e == w.origin_e:
+                    arrive = max(arrive, w.origin_e)
+                heapq.heappush(self.events, (arrive, _ARRIVE, j, 0))
                 if math.isfinite(float(w.cancel_e[j])):
                     heapq.heappush(self.events, (float(w.cancel_e[j]), _CANCEL, j, 0))
         steps = 0

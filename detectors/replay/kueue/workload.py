@@ -64,8 +64,10 @@ def load_kueue_workload(
     stop = _float(rows["end_e"])
     ran = ~np.isnan(start)
     run_s = np.where(ran, np.where(np.isnan(stop), float(end), stop) - start, np.nan)
-    cancelled = np.array([s.upper().startswith("CANCELLED") for s in rows["state"].to_list()])
-    cancel = np.where(~ran & cancelled & ~np.isnan(stop), stop, np.inf)
+    # a workload that never ran and left the queue (cancelled, its pods deleted or preempted
+    # while pending) leaves it at its end: kept waiting for good, it held its ClusterQueue's
+    # quota for the rest of a replay that admitted it
+    cancel = np.where(~ran & ~np.isnan(stop), stop, np.inf)
     n = rows.height
     jobs = Workload(
         job_id=rows["job_id"].to_list(),
@@ -87,6 +89,7 @@ def load_kueue_workload(
         horizon_e=horizon,
         pinned=rows["pinned"].to_numpy(),
         job_nodes=[[] for _ in range(n)],
+        origin_e=float("nan") if since is None else since.timestamp(),
     )
     return KueueWorkload(jobs=jobs, priority_class=rows["qos"].to_list())
 
