@@ -146,12 +146,18 @@ class _Handler(BaseHTTPRequestHandler):
         items = body["items"]
         if namespace is not None:
             items = [i for i in items if i["metadata"].get("namespace") == namespace]
+        if "continue" in query and self.server.expire_pages > 0:
+            self.server.expire_pages -= 1
+            self._status(410, "Expired", "The provided continue parameter is too old")
+            return
         offset = int(query.get("continue", ["0"])[0])
         limit = int(query.get("limit", [str(len(items) or 1)])[0])
         page = items[offset : offset + limit]
         more = offset + limit < len(items)
         meta = dict(body.get("metadata") or {})
         meta["continue"] = str(offset + limit) if more else ""
+        if self.server.stuck_token:
+            meta["continue"] = str(limit)
         self._send(200, {**body, "items": page, "metadata": meta})
 
 
@@ -166,6 +172,8 @@ class FakeApiServer(ThreadingHTTPServer):
             "scheduling.volcano.sh/v1beta1",
         )
         self.status: tuple[int, str, str] | None = None  # answer every call with this error
+        self.expire_pages = 0  # answer this many continue calls 410 Gone (the token expired)
+        self.stuck_token = False  # send the first page's continue token on every page
         self.requests: list[tuple[str, str | None]] = []
 
     @property

@@ -29,6 +29,29 @@ def test_lists_are_read_page_by_page_as_raw_api_json(kubeconfig, api_server):
     assert {auth for _, auth in api_server.requests} == {"Bearer test-token"}
 
 
+def test_a_list_whose_continue_token_expired_is_listed_again(kubeconfig, api_server):
+    """etcd compacts a paged list's snapshot after ~5 minutes: the run failed and landed
+    nothing where kubectl starts the list over."""
+    api = connect_kubernetes(kubeconfig, page_size=5)
+    api_server.expire_pages = 1
+
+    pods = api.list_pods()
+
+    assert pods == read_list("t1", "pods.json")["items"]  # each pod once
+    assert len(api_server.requests) == 2 + 3  # two pages, the 410, then the list again
+
+
+def test_a_server_repeating_a_continue_token_is_an_error_not_an_endless_list(
+    kubeconfig, api_server
+):
+    api = connect_kubernetes(kubeconfig, page_size=5)
+    api_server.stuck_token = True
+
+    with pytest.raises(KubernetesApiError, match="sent the same continue token twice"):
+        api.list_pods()
+    assert len(api_server.requests) == 2  # the second page sent the first page's token
+
+
 def test_namespaced_and_custom_lists(kubeconfig, api_server):
     api = connect_kubernetes(kubeconfig)
 

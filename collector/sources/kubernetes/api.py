@@ -16,6 +16,7 @@ read in pages (`limit`/`continue`), so a cluster with 100k pods is never one res
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,10 @@ __all__ = [
 
 DEFAULT_PAGE_SIZE = 500
 DEFAULT_TIMEOUT_S = 60.0
+# times a list whose continue token expired (410 Gone) is started over
+LIST_RESTARTS = 2
+
+logger = logging.getLogger(__name__)
 Object = dict[str, Any]
 
 
@@ -157,15 +162,33 @@ class _ClientApi:
             raise
 
     def _pages(self, what: str, call: Callable[..., Any], *args: str) -> list[Object]:
-        """Every item of a list call, page by page; errors become KubernetesApiError."""
-        items: list[Object] = []
-        token: str | None = None
-        while True:
-            body = self._call(what, call, *args, token=token)
-            items.extend(body.get("items") or [])
-            token = (body.get("metadata") or {}).get("continue") or None
-            if token is None:
-                return items
+        """Every item of a list call, page by page; errors become KubernetesApiError.
+
+        A continue token that expired (410 Gone: etcd compacted the list's snapshot while it
+        was paged) starts the list over, as kubectl does, up to LIST_RESTARTS times; a server
+        that sends a token it sent before is an error, not an endless list."""
+        for restart in range(LIST_RESTARTS + 1):
+            items: list[Object] = []
+            token: str | None = None
+            seen: set[str] = set()
+            try:
+                while True:
+                    body = self._call(what, call, *args, token=token)
+                    items.extend(body.get("items") or [])
+                    token = (body.get("metadata") or {}).get("continue") or None
+                    if token is None:
+                        return items
+                    if token in seen:
+                        raise KubernetesApiError(
+                            f"the Kubernetes API at {self.host} sent the same continue token "
+                            f"twice listing {what}; the list was not read"
+                        )
+                    seen.add(token)
+            except KubernetesApiError as exc:
+                if exc.status != 410 or token is None or restart == LIST_RESTARTS:
+                    raise
+                logger.info("kubernetes: the list of %s expired while paged; listing again", what)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _call(
         self, what: str, call: Callable[..., Any], *args: str, token: str | None
