@@ -295,6 +295,9 @@ GPU_HEALTH_HOURLY = _schema(
     ("thermal_samples", _i64, False),
     ("hw_slowdown_samples", _i64, False),
     ("power_brake_samples", _i64, False),
+    # samples carrying any of those reasons, each once (one sample often carries two: NVML
+    # sets HW slowdown with HW thermal)
+    ("throttled_samples", _i64),
     ("busy_samples", _i64, False),
     ("throttled_busy_samples", _i64, False),
     ("clock_throttled_mean", _f64),

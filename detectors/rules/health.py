@@ -53,13 +53,15 @@ def _gpu_subject() -> list[pl.Expr]:
 
 
 def _throttling(hourly: pl.DataFrame, t: HealthThresholds) -> pl.DataFrame:
-    bad = pl.col("thermal_samples") + pl.col("hw_slowdown_samples") + pl.col("power_brake_samples")
+    # each sample once: one carrying HW thermal and HW slowdown (NVML sets both) counted twice
+    bad = pl.col("throttled_samples")
     hours = hourly.with_columns(
         pl.col("clock_busy_max").max().over("model").alias("model_clock_max"),
     ).filter(bad >= t.throttle_min_share * pl.col("samples"))
     loss = (1 - pl.col("clock_throttled_mean") / pl.col("model_clock_max")).clip(0, 1).fill_null(0)
     per_hour_gpu_h = pl.col("samples") * pl.col("interval_s") / 3600
-    busy_share = pl.col("busy_samples") / pl.col("samples")
+    # the work slowed is that of the busy samples that were throttled, not of every busy one
+    busy_share = pl.col("throttled_busy_samples") / pl.col("samples")
     gpus = (
         hours.group_by("cluster", "node", "gpu_uuid", "gpu_index")
         .agg(

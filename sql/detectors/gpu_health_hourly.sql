@@ -5,8 +5,8 @@
 -- Params:
 --   $since  ignore samples before this time (TIMESTAMP, UTC)
 -- Returns: cluster, node, gpu_uuid, gpu_index, model, hour, samples, interval_s,
---          thermal_samples, hw_slowdown_samples, power_brake_samples, busy_samples,
---          throttled_busy_samples,
+--          thermal_samples, hw_slowdown_samples, power_brake_samples, throttled_samples
+--          (carrying any of the three, each sample once), busy_samples, throttled_busy_samples,
 --          clock_throttled_mean, clock_busy_max, temp_max, sbe_max, dbe_min, dbe_max,
 --          remap_pending, remap_failure
 --
@@ -72,6 +72,7 @@ hourly AS (
         count(*) FILTER (WHERE (reasons & 96) <> 0) AS thermal_samples,
         count(*) FILTER (WHERE (reasons & 8) <> 0) AS hw_slowdown_samples,
         count(*) FILTER (WHERE (reasons & 128) <> 0) AS power_brake_samples,
+        count(*) FILTER (WHERE (reasons & 232) <> 0) AS throttled_samples,
         count(*) FILTER (WHERE gpu_util_pct > 0) AS busy_samples,
         count(*) FILTER (WHERE (reasons & 232) <> 0 AND gpu_util_pct > 0)
             AS throttled_busy_samples,

@@ -20,6 +20,7 @@ SELECT
     thermal_samples,
     hw_slowdown_samples,
     power_brake_samples,
+    throttled_samples,
     busy_samples,
     throttled_busy_samples,
     clock_throttled_mean,

@@ -249,6 +249,25 @@ def test_a_site_asking_two_double_bit_errors_gets_no_finding_for_one_event(tmp_p
     assert [f["detector"] for f in run(tmp_path, events=one)] == ["ecc_dbe"]
 
 
+def test_a_sample_carrying_two_reasons_counts_once_and_only_throttled_work_is_slowed(tmp_path):
+    """NVML sets HW slowdown (0x8) with HW thermal (0x40): 12.5 % of samples carrying both
+    counted as 25 % and flagged. And the clock lost was applied to every busy sample of the
+    hour, not only the throttled ones."""
+    both = [sample(m * 60, clock_event_reasons=0x48 if m % 8 == 0 else 0) for m in range(180)]
+    assert run(tmp_path, both) == []
+
+    quarter = [
+        sample(m * 60, clock_event_reasons=0x40 if m % 4 == 0 else 0, sm_clock_mhz=990.0)
+        if m % 4 == 0
+        else sample(m * 60)
+        for m in range(180)
+    ]
+    [found] = [f for f in run(tmp_path / "q", quarter) if f["detector"] == "throttling"]
+    clock_max = max(s["sm_clock_mhz"] for s in quarter if s["sm_clock_mhz"] is not None)
+    slowed = 3 * 0.25 * (1 - 990.0 / clock_max)  # 3 h, a quarter of it throttled
+    assert found["gpu_h_at_stake"] == pytest.approx(slowed, rel=0.05)
+
+
 def test_an_ecc_event_and_its_counter_give_one_finding(tmp_path):
     samples = [sample(m * 60, ecc_dbe_volatile=1) for m in range(60, 90)]
     found = run(tmp_path, samples, events=[event(3600, "ecc_dbe", 1)])

@@ -132,6 +132,7 @@ def definition(rows: list[dict[str, Any]]) -> dict[tuple[Any, ...], dict[str, An
             "thermal_samples": sum(has(s, 96) for s in samples),
             "hw_slowdown_samples": sum(has(s, 8) for s in samples),
             "power_brake_samples": sum(has(s, 128) for s in samples),
+            "throttled_samples": sum(has(s, 232) for s in samples),
             "busy_samples": sum(busy(s) for s in samples),
             "throttled_busy_samples": len(throttled),
             "clock_throttled_mean": sum(clocks) / len(clocks) if clocks else None,
