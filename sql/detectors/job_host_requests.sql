@@ -16,22 +16,26 @@
 
 WITH single AS (
     SELECT
-        cluster,
-        job_id,
-        user,
-        account,
-        start_ts,
-        coalesce(end_ts, start_ts) AS end_ts,
-        end_ts AS ended_ts,
-        nodes[1] AS node,
-        gpus,
-        cpus,
-        mem_req_mib
-    FROM jobs_latest
-    WHERE start_ts IS NOT NULL
-        AND array_length(nodes) = 1
-        AND gpus > 0
-        AND cpus > 0
+        j.cluster,
+        j.job_id,
+        j.user,
+        j.account,
+        j.start_ts,
+        -- a running job holds its CPUs to the end of the data: ended at its start, it never
+        -- counted in what the node held at once (and the jobs beside it stranded more)
+        coalesce(j.end_ts, greatest(x.data_end, j.start_ts), j.start_ts) AS end_ts,
+        j.end_ts AS ended_ts,
+        j.nodes[1] AS node,
+        j.gpus,
+        j.cpus,
+        j.mem_req_mib
+    FROM jobs_latest AS j
+    LEFT JOIN data_extent AS x
+        ON x.cluster = j.cluster
+    WHERE j.start_ts IS NOT NULL
+        AND array_length(j.nodes) = 1
+        AND j.gpus > 0
+        AND j.cpus > 0
 ),
 changes AS (
     SELECT cluster, node, start_ts AS ts, cpus AS d_cpus, coalesce(mem_req_mib, 0) AS d_mem,

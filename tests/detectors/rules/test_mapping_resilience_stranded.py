@@ -193,6 +193,25 @@ def test_one_gpu_with_all_the_nodes_cpus_strands_seven(tmp_path):
     assert finding["message"].endswith("ask for --cpus-per-gpu=12 or less")  # memory was fair
 
 
+def test_a_running_jobs_cpus_count_in_what_its_node_held_at_once(tmp_path):
+    """A running job's CPUs were added and taken away at its start: on a 4-GPU node, R (1 GPU,
+    16 CPUs, running) and C1 (1 GPU, 16 CPUs, ended) made a node of 16 CPUs seen, where both
+    ran at once on 32; R "left 3 GPUs unusable" and C1 stranded three times what it did."""
+    jobs = [
+        job("R", 0, None, gpus=1, cpus=16, mem_req_mib=10240, nodes=["s01"], state="RUNNING"),
+        job("C1", 0, 3600, gpus=1, cpus=16, mem_req_mib=10240, nodes=["s01"]),
+        # the lake's data runs to 3 h (another node's job)
+        job("Z", 0, 3 * 3600, gpus=1, cpus=1, mem_req_mib=1024, nodes=["s02"]),
+    ]
+    gpus = [{"cluster": CLUSTER, "node": "s01", "gpu_index": i, "source": "test"} for i in range(4)]
+    found = {f["subject_id"]: f for f in run(tmp_path, stranded.RULES, jobs=jobs, gpus=gpus)}
+
+    # 32 CPUs seen on the 4-GPU node: 8 a GPU; R and C1 each hold 16, one GPU's share more
+    assert "left 1 of the node's 4 GPUs unusable" in found["R"]["message"]
+    assert found["R"]["gpu_h_at_stake"] == pytest.approx(3.0)  # to the end of the data
+    assert found["C1"]["gpu_h_at_stake"] == pytest.approx(1.0)
+
+
 def test_memory_can_strand_gpus_too(tmp_path):
     jobs = [
         *[
