@@ -415,10 +415,15 @@ def detect(
     from detectors.models import producer as model_producer
     from detectors.rules.base import EPOCH
     from warehouse.detector_days import BOTTLENECK_DEVICES, ECC_HOURS, HEALTH_HOURS
+    from warehouse.errors import EmptyWarehouse
     from warehouse.schema import TABLES
     from warehouse.writer import conform
 
-    con = lake.connect(require=("job_usage",))
+    # the marts built: a lake of telemetry alone (no scheduler yet) has sample buckets and no
+    # job_usage row, and its GPUs' hardware findings (an XID 79) are found all the same
+    if not lake.table_files("job_usage") and not lake.table_files("gpu_job_buckets"):
+        raise EmptyWarehouse(lake.root, "'job_usage'")
+    con = lake.connect()
     con.execute("SET enable_progress_bar = false")  # keep the summary the only output
     try:
         # what the health rules and the bottleneck diagnosis read of the samples, computed for

@@ -127,6 +127,26 @@ def test_detect_on_an_empty_lake_says_to_build_the_marts(tmp_path: Path) -> None
     assert "Traceback" not in result.output
 
 
+def test_a_lake_of_telemetry_alone_gets_its_hardware_findings(tmp_path: Path) -> None:
+    """No scheduler collected yet: attribute builds the sample buckets and no job_usage row,
+    and detect stopped with "no data for 'job_usage'" beside an XID 79 in the lake."""
+    from tests.marts import rows as r
+
+    r.land(tmp_path, "gpu_samples", r.samples(range(0, 3600, 30), engine_active=0.5))
+    r.land(tmp_path, "gpu_events", [r.event(600, "xid", 79)])
+    assert invoke("attribute", "--lake", str(tmp_path), "-q").exit_code == 0
+    unbuilt = invoke("detect", "--lake", str(tmp_path / "not-attributed"))
+
+    result = invoke("detect", "--lake", str(tmp_path))
+
+    assert result.exit_code == 0, result.output
+    found = read_findings(Lake.at(tmp_path)).to_pylist()
+    assert [(f["detector"], f["severity"]) for f in found if f["detector"] == "xid_hardware"] == [
+        ("xid_hardware", "critical")
+    ]
+    assert unbuilt.exit_code == 1 and "gpuledger attribute" in unbuilt.output
+
+
 def test_detect_since_after_now_is_a_usage_error(tmp_path: Path) -> None:
     result = invoke(
         "detect", "--lake", str(tmp_path), "--since", "2026-02-01", "--now", "2026-01-01"
