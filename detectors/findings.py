@@ -227,7 +227,10 @@ def write_findings(lake: Lake, findings: pa.Table) -> WriteResult:
     """Upsert `findings` into the lake: one row per (cluster, finding_id), never two.
 
     A finding already stored is replaced by its new version but keeps its first `detected_ts`
-    (when it was first raised). Each cluster's findings are rewritten whole, atomically.
+    (when it was first raised). A job's finding made before its scheduler record landed (no
+    user, anchored without the job's start) is replaced by the same detector's finding on that
+    job made with it: their ids differ (the id hashes the anchor), the problem is one. Each
+    cluster's findings are rewritten whole, atomically.
     """
     findings = conform(TABLES["findings"], findings)
     new = updated = unchanged = 0
@@ -242,6 +245,9 @@ def write_findings(lake: Lake, findings: pa.Table) -> WriteResult:
             )
         )
         ids = incoming.column("finding_id").to_pylist()
+        superseded = _superseded(stored, incoming)
+        for old_id, new_id in superseded.items():  # the problem was first raised then
+            first_seen.setdefault(new_id, first_seen[old_id])
         latest = incoming.column("detected_ts").to_pylist()
         detected = [first_seen.get(i, ts) for i, ts in zip(ids, latest, strict=True)]
         incoming = incoming.set_column(
@@ -249,17 +255,44 @@ def write_findings(lake: Lake, findings: pa.Table) -> WriteResult:
             FINDINGS_SCHEMA.field("detected_ts"),
             pa.array(detected, FINDINGS_SCHEMA.field("detected_ts").type),
         )
-        seen = set(first_seen)
+        seen = set(first_seen) - set(superseded)
         before = {r["finding_id"]: r for r in stored.to_pylist()}
+        before |= {new_id: before[old_id] for old_id, new_id in superseded.items()}
         again = {r["finding_id"]: r for r in incoming.to_pylist() if r["finding_id"] in seen}
         same = sum(1 for i, r in again.items() if _same(before[i], r))
         unchanged += same
         updated += len(again) - same
         new += len(set(ids) - seen)
-        kept = stored.filter(pc.invert(pc.is_in(stored.column("finding_id"), pa.array(ids))))
+        gone = pa.array([*ids, *superseded], pa.string())
+        kept = stored.filter(pc.invert(pc.is_in(stored.column("finding_id"), gone)))
         merged = pa.concat_tables([kept, incoming])
         replace_partitions(lake.root, "findings", merged, cluster, batch_id="findings")
     return WriteResult(new=new, updated=updated, unchanged=unchanged)
+
+
+def _superseded(stored: pa.Table, incoming: pa.Table) -> dict[str, str]:
+    """{stored id: incoming id} of the stored job findings made before the job's record landed
+    (no user) that an incoming finding of the same detector on the same job, with its user,
+    replaces."""
+    made_with = {
+        (r["detector"], r["subject_id"]): r["finding_id"]
+        for r in incoming.select(
+            ["detector", "subject_kind", "subject_id", "user", "finding_id"]
+        ).to_pylist()
+        if r["subject_kind"] == "job" and r["user"] is not None
+    }
+    out: dict[str, str] = {}
+    for r in stored.select(
+        ["detector", "subject_kind", "subject_id", "user", "finding_id"]
+    ).to_pylist():
+        new_id = made_with.get((r["detector"], r["subject_id"]))
+        if (
+            r["subject_kind"] == "job"
+            and r["user"] is None
+            and new_id not in (None, r["finding_id"])
+        ):
+            out[r["finding_id"]] = new_id
+    return out
 
 
 def as_frame(frame: pl.DataFrame) -> pl.DataFrame:

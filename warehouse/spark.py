@@ -345,7 +345,7 @@ def build_marts_on_spark(
     plan it again; its view is dropped at the end, so that a session that builds again (a
     second lake) lets the first build's rows go.
     """
-    from warehouse.partitions import PRUNED, built_days, forget_built_days
+    from warehouse.partitions import PRUNED, built_days
 
     pruned = sorted(key for key, (own, _) in built_days(root).items() if own == PRUNED)
     if pruned:
@@ -355,11 +355,6 @@ def build_marts_on_spark(
             f"… {last}); the Spark engine builds every mart from raw samples and would drop "
             "those days' figures: attribute this lake with the DuckDB engine"
         )
-    # the DuckDB engine's record of the day partitions it built goes before any is replaced
-    # here: it would trust partitions Spark rewrote (with other settings: 600 s buckets read
-    # as 300 s ones gave 32 GPUs allocated of 16) and build them again only where their own
-    # inputs changed. Its next run builds every day again.
-    forget_built_days(root)
     with _one_line("Spark failed"):
         return _build(spark, root, params, marts, progress, source, intensity)
 
@@ -376,6 +371,7 @@ def _build(
     """`build_marts_on_spark`'s build, once the lake may be built."""
     from importlib.resources import files
 
+    from warehouse.partitions import forget_built_days
     from warehouse.summary.landing import land_mart
 
     found = {table: _register(spark, root, table, source) for table in RAW_TABLES}
@@ -385,6 +381,11 @@ def _build(
             f"{source}: no 'gpu_samples' or 'jobs' files there; is it the lake's URL (the "
             "folder holding gpu_samples/, jobs/ …)?"
         )
+    # the DuckDB engine's record of the day partitions it built goes before any is replaced
+    # here (not before the source was found: a mistyped URL then costs no rebuild): it would
+    # trust partitions Spark rewrote (with other settings: 600 s buckets read as 300 s ones
+    # gave 32 GPUs allocated of 16). Its next run builds every day again.
+    forget_built_days(root)
     _own_samples(spark)
     for view, filename in REFERENCE_FILES.items():
         path = str(files("warehouse").joinpath("data", filename))

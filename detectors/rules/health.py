@@ -230,13 +230,23 @@ def _detect_hourly(hourly: pl.DataFrame, config: RuleConfig, window: Window) -> 
     return pl.concat([_throttling(hourly, t), _counters(hourly, t)], how="vertical")
 
 
+# one GPU's events of one kind on one day (the rows of sql/detectors/gpu_health_events.sql
+# are per code too)
+_DAY_GPU = ("cluster", "node", "gpu_uuid", "gpu_index", "kind", "day")
+
+
 def _detect_events(events: pl.DataFrame, config: RuleConfig, window: Window) -> pl.DataFrame:
     t = config.health
     hw_xid = (pl.col("kind") == "xid") & (pl.col("xid_class") != "application")
     picked = events.filter(
         (hw_xid & (pl.col("events") >= t.xid_min_events))
-        # (dbe_min holds for the events as for the counter: a site's 2 was ignored here)
-        | ((pl.col("kind") == "ecc_dbe") & (pl.col("events") >= t.dbe_min))
+        # (dbe_min holds for the events as for the counter: a site's 2 was ignored here). An
+        # ecc_dbe event's code is the GPU's double-bit counter after the increase (each
+        # collector lands one per increase); without it, the events are the errors
+        | (
+            (pl.col("kind") == "ecc_dbe")
+            & (pl.coalesce(pl.col("code").max().over(_DAY_GPU), pl.col("events")) >= t.dbe_min)
+        )
         | (pl.col("kind") == "row_remap_failure")
     )
     detector = (

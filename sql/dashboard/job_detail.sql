@@ -1,7 +1,8 @@
 -- job_detail: everything the job page says about one job in one row.
 --
 -- Grain:   one row (none when the job is unknown or not the viewer's)
--- Reads:   job_usage, jobs_latest, job_outcomes
+-- Reads:   job_usage, jobs_latest, job_outcomes, gpu_job_buckets (the end of the cluster's
+--          samples), job_gpus (the nodes of its allocations)
 -- Params:
 --   $cluster  the cluster
 --   $job_id   the job
@@ -17,8 +18,20 @@
 --          source, model_params, tokens_per_s_per_gpu, mfu
 --
 -- gpu_h_lost: all the job lost (job_outcomes), of which gpu_h_lost_requeue to runs before a
--- requeue.
+-- requeue. As `gpuledger job` (sql/jobs/job_detail.sql): a running job's run time runs to the
+-- end of its cluster's samples, where its allocation runs to (or its record's last change, if
+-- later), and a record without its node list shows the nodes its allocations name.
 
+WITH seen AS (
+    SELECT max(interval_end_e) AS last_e
+    FROM gpu_job_buckets
+    WHERE cluster = $cluster
+),
+allocated AS (
+    SELECT list(DISTINCT node ORDER BY node) AS nodes
+    FROM job_gpus
+    WHERE cluster = $cluster AND job_id = $job_id AND node IS NOT NULL
+)
 SELECT
     u.job_id,
     j.job_name,
@@ -30,14 +43,19 @@ SELECT
     o.outcome,
     u.gpus,
     j.gpu_type,
-    array_to_string(j.nodes, ', ') AS nodes,
+    array_to_string(CASE WHEN len(j.nodes) > 0 THEN j.nodes ELSE a.nodes END, ', ') AS nodes,
     j.cpus,
     j.mem_req_mib,
     j.submit_ts,
     u.start_ts,
     u.end_ts,
     (epoch(u.start_ts) - epoch(j.submit_ts)) / 3600.0 AS wait_h,
-    (epoch(coalesce(u.end_ts, j.updated_ts)) - epoch(u.start_ts)) / 3600.0 AS runtime_h,
+    (
+        coalesce(
+            epoch(u.end_ts),
+            greatest(coalesce(s.last_e, epoch(j.updated_ts)), epoch(j.updated_ts))
+        ) - epoch(u.start_ts)
+    ) / 3600.0 AS runtime_h,
     j.time_limit_s / 3600.0 AS time_limit_h,
     u.alloc_gpu_h,
     u.observed_gpu_h,
@@ -71,6 +89,8 @@ LEFT JOIN jobs_latest AS j
 LEFT JOIN job_outcomes AS o
     ON o.cluster = u.cluster
     AND o.job_id = u.job_id
+CROSS JOIN seen AS s
+CROSS JOIN allocated AS a
 WHERE u.cluster = $cluster
     AND u.job_id = $job_id
     AND ($viewer IS NULL OR lower(u.user) = lower($viewer))

@@ -18,8 +18,8 @@
 -- the scheduler never recorded, its observed time.
 -- Means are time-weighted over the samples that carry the field (DESIGN §4). shared: some of
 -- the job's GPU time was on a GPU shared with other jobs at once (MPS, time-slicing), whose
--- time (observed or allocated) and device-level fields were split evenly among the sharers:
--- the figures are estimates.
+-- time (observed or allocated) and energy were split evenly among the sharers (power is the
+-- GPU's draw over each sharer's part of the time): the figures are estimates.
 -- app_throughput is the work the job reported (collector/throughput.py, or a PromQL counter
 -- pulled by `collect prometheus --throughput-query`) per second of the reports' span: tokens/s
 -- where tokens were reported, else samples/s, else steps/s. Counters are reset-aware per

@@ -42,23 +42,37 @@ WITH pods AS (
     WHERE cluster = $cluster
         AND source = 'kubernetes'
 ),
--- per started pod, the GPUs of its workload's pods running when it started (itself included)
+-- per started pod, the GPUs of its workload's pods running or waiting when it started (itself
+-- included): Kueue admits a workload's pods together, so a worker not scheduled yet holds
+-- quota beside the running ones. A pod holds from its start (one that never started, from its
+-- submit) to its end; one that never started and waits no more (deleted, preempted while
+-- pending) to its record's last change; one still pending for good.
+held AS (
+    SELECT
+        *,
+        coalesce(start_ts, submitted) AS held_from,
+        coalesce(
+            end_ts,
+            CASE WHEN start_ts IS NULL AND upper(state) <> 'PENDING' THEN updated_ts END
+        ) AS held_until
+    FROM pods
+),
 concurrent AS (
     SELECT
         p.*,
         CASE
             WHEN p.start_ts IS NOT NULL THEN (
                 SELECT sum(q.asked)
-                FROM pods AS q
+                FROM held AS q
                 WHERE q.namespace = p.namespace
                     AND q.owner = p.owner
                     AND q.submitted IS NOT DISTINCT FROM p.submitted
                     AND q.asked > 0
-                    AND q.start_ts <= p.start_ts
-                    AND (q.end_ts IS NULL OR q.end_ts > p.start_ts)
+                    AND q.held_from <= p.start_ts
+                    AND (q.held_until IS NULL OR q.held_until > p.start_ts)
             )
         END AS together
-    FROM pods AS p
+    FROM held AS p
 ),
 workloads AS (
     SELECT

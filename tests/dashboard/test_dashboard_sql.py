@@ -599,3 +599,26 @@ def test_window_co2e_sums_the_whole_utc_days_the_window_touches(con):
     con.register("usage_daily", table("usage_daily", unknown))
     [row] = queries.run(con, "dashboard/window_co2e", **window).to_dicts()
     assert row["kg_co2e"] is None
+
+
+def test_the_job_page_runs_a_running_job_to_the_end_of_the_data_and_names_its_nodes(tmp_path):
+    """As `gpuledger job`: a running job whose GPUs went silent showed its run time to its
+    record's last change beside GPU-hours allocated to the end of the data, and a record
+    without its node list "no nodes" beside allocations on g002."""
+    from tests.marts import rows as r
+
+    con = r.build_lake(
+        tmp_path,
+        samples=r.samples(range(0, 7200, 30), node="g002", job_id="d", engine_active=0.5)
+        + r.samples(range(0, 18000, 30), gpu_index=1, engine_active=0.5),
+        jobs=[r.job("d", 0, None, state="RUNNING", nodes=None)],
+        job_gpus=[r.job_gpu("d", 0, None, node="g002")],
+        gpus=[r.gpu(node="g002"), r.gpu(gpu_index=1)],
+    )
+    row = queries.run(con, "dashboard/job_detail", cluster=r.CLUSTER, job_id="d", viewer=None).row(
+        0, named=True
+    )
+
+    assert row["alloc_gpu_h"] == pytest.approx(5.0)
+    assert row["runtime_h"] == pytest.approx(5.0)
+    assert row["nodes"] == "g002"

@@ -177,10 +177,11 @@ def test_a_simulated_lake_read_long_after_is_bounded_by_its_facts(built_lake, gp
     assert findings.filter(pl.col("end_ts") > end).is_empty()
 
 
-def test_the_issues_stranded_gpus_of_a_running_job_end_with_the_data(built_lake):
+def test_the_issues_stranded_gpus_are_their_gpus_times_their_time_in_the_data(built_lake):
     # issue #21: read a month later, a job that had run 2 h 12 min left 1 GPU unusable "for
     # 764.62 h": the running job was measured to the wall clock, not to the end of the data.
-    # Read four weeks later: the findings the test above got on this lake (detect runs once).
+    # Read four weeks later: the findings the test above got on this lake (detect runs once);
+    # each one's GPU-hours are its stranded GPUs over its time inside the data.
     root, end = built_lake(SimConfig(gpus=64, days=1, seed=3))
     con = connect(root)
     assert _data_end(con) == end  # the lake as built

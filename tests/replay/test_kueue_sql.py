@@ -117,6 +117,29 @@ def con(tmp_path_factory):
                 updated_ts=r.at(630),
                 partition="cq-a",
             ),
+            # a gang admitted together: its worker still unscheduled holds quota beside the
+            # master (4 + 4 GPUs, not the master's 4)
+            pod(
+                "ns/gang-master",
+                200,
+                None,
+                job_name="PyTorchJob/gang",
+                gpus=4,
+                state="RUNNING",
+                submit_ts=r.at(150),
+                partition="cq-a",
+            ),
+            pod(
+                "ns/gang-worker",
+                None,
+                None,
+                job_name="PyTorchJob/gang",
+                gpus_requested=4,
+                gpus=None,
+                state="PENDING",
+                submit_ts=r.at(150),
+                partition="cq-a",
+            ),
             # a CPU pod is no GPU workload
             pod("ns/cpu", 0, 10, job_name="Job/cpu", gpus=0),
             # a Slurm job of the same cluster is not a pod
@@ -169,6 +192,7 @@ def test_pods_of_one_workload_are_one_row(con):
         "ns/Job/eval",
         "ns/Job/retry",
         "ns/Job/stuck",
+        "ns/PyTorchJob/gang",
         "ns/PyTorchJob/train#1",
         "ns/PyTorchJob/train#2",
     ]
@@ -198,6 +222,8 @@ def test_pods_of_one_workload_are_one_row(con):
     # good, and held its ClusterQueue's quota for the rest of a replay that admitted it)
     stuck = rows["ns/Job/stuck"]
     assert (stuck["start_e"], stuck["end_e"], stuck["gpus"]) == (None, r.T0_E + 630, 4)
+    # admitted together, its pods hold quota together, scheduled or not
+    assert (rows["ns/PyTorchJob/gang"]["gpus"], rows["ns/PyTorchJob/gang"]["pods"]) == (8, 2)
 
 
 def test_a_period_keeps_what_was_running_at_its_start(con):
@@ -212,6 +238,7 @@ def test_a_period_keeps_what_was_running_at_its_start(con):
         "ns/PyTorchJob/train#2": False,
         "ns/Job/retry": True,
         "ns/Job/stuck": False,
+        "ns/PyTorchJob/gang": True,
     }
 
 
@@ -223,7 +250,7 @@ def test_the_latest_clusterqueue_rows_and_no_deleted_queue(con):
 
 def test_a_cluster_of_pods_is_a_kueue_cluster(con):
     got = queries.run(con, "replay/cluster_scheduler", cluster=r.CLUSTER).row(0, named=True)
-    # eight pods against one Slurm job
-    assert (got["jobs"], got["kubernetes_jobs"], got["scheduler"]) == (9, 8, "kueue")
+    # ten pods against one Slurm job
+    assert (got["jobs"], got["kubernetes_jobs"], got["scheduler"]) == (11, 10, "kueue")
     other = queries.run(con, "replay/cluster_scheduler", cluster="nowhere").row(0, named=True)
     assert other["scheduler"] == "slurm"

@@ -147,6 +147,33 @@ def test_a_lake_of_telemetry_alone_gets_its_hardware_findings(tmp_path: Path) ->
     assert unbuilt.exit_code == 1 and "gpuledger attribute" in unbuilt.output
 
 
+def test_a_scheduler_record_landing_after_the_samples_makes_no_second_finding(
+    tmp_path: Path,
+) -> None:
+    """The exporter's label mapped job j1's GPU from its first scrape (30 s); its record, landed
+    after, starts at 0. A finding's id hashes the job's start: the idle_job found before the
+    record was stored again beside the one found with it."""
+    from tests.marts import rows as r
+
+    busy = r.samples(range(30, 3600, 30), job_id="j1", engine_active=0.6)
+    idle = r.samples(range(3600, 10800, 30), job_id="j1", engine_active=0.0)
+    r.land(tmp_path, "gpu_samples", busy + idle)
+    mapped = r.job_gpu("j1", 30, 10800) | {"mapping": "exporter-label"}
+    r.land(tmp_path, "job_gpus", [mapped])
+    for step in ("attribute", "detect"):
+        assert invoke(step, "--lake", str(tmp_path)).exit_code == 0
+    r.land(tmp_path, "jobs", [r.job("j1", 0, 10800)], batch_id="late")
+    for step in ("attribute", "detect"):
+        assert invoke(step, "--lake", str(tmp_path)).exit_code == 0
+
+    idle_jobs = [
+        (f["subject_id"], f["user"])
+        for f in read_findings(Lake.at(tmp_path)).to_pylist()
+        if f["detector"] == "idle_job"
+    ]
+    assert idle_jobs == [("j1", "alice")]
+
+
 def test_detect_since_after_now_is_a_usage_error(tmp_path: Path) -> None:
     result = invoke(
         "detect", "--lake", str(tmp_path), "--since", "2026-02-01", "--now", "2026-01-01"

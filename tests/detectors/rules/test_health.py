@@ -240,12 +240,16 @@ def test_jobs_sharing_the_gpu_an_xid_hit_hold_its_hours_once(tmp_path):
     assert "; 2 jobs running on it had 9.0 GPU-h at risk" in fatal["message"]
 
 
-def test_a_site_asking_two_double_bit_errors_gets_no_finding_for_one_event(tmp_path):
+def test_a_site_asking_two_double_bit_errors_gets_no_finding_for_one(tmp_path):
+    """An ecc_dbe event's code is the GPU's counter after the increase, one event an increase
+    (as every collector lands them): a site's dbe_min = 2 was ignored for events."""
     one = [event(3600, "ecc_dbe", 1)]
-    two = [event(3600, "ecc_dbe", 1), event(3700, "ecc_dbe", 1)]
+    counter_to_two = [event(3600, "ecc_dbe", 1), event(3700, "ecc_dbe", 2)]
+    three_at_once = [event(3600, "ecc_dbe", 3)]
 
     assert run(tmp_path, events=one, dbe_min=2) == []
-    assert [f["detector"] for f in run(tmp_path, events=two, dbe_min=2)] == ["ecc_dbe"]
+    assert [f["detector"] for f in run(tmp_path, events=counter_to_two, dbe_min=2)] == ["ecc_dbe"]
+    assert [f["detector"] for f in run(tmp_path, events=three_at_once, dbe_min=2)] == ["ecc_dbe"]
     assert [f["detector"] for f in run(tmp_path, events=one)] == ["ecc_dbe"]
 
 
