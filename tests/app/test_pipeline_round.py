@@ -43,7 +43,8 @@ def invoke(*args: str) -> Result:
 def simulated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A simulated lake (samples and jobs landed, nothing attributed)."""
     root = tmp_path_factory.mktemp("round") / "sim"
-    result = invoke("simulate", "--gpus", "16", "--days", "1", "--quiet", "--lake", str(root))
+    # (two days: time_limit_excess finds jobs of both partitions, gpu and interactive)
+    result = invoke("simulate", "--gpus", "16", "--days", "2", "--quiet", "--lake", str(root))
     assert result.exit_code == 0, result.output
     return root
 
@@ -78,21 +79,21 @@ def keys(frame: pl.DataFrame) -> set[tuple[str, str]]:
 @pytest.mark.slow
 def test_a_disabled_detector_and_a_scoped_partition(attributed: Path, tmp_path: Path) -> None:
     base = detect(attributed, tmp_path, "")
-    assert {"idle_job", "stranded_gpus"} <= set(base["detector"])
-    stranded = base.filter(pl.col("detector") == "stranded_gpus")
-    assert set(stranded["partition"]) >= {"interactive", "gpu"}  # the lake has both
+    assert {"idle_job", "time_limit_excess"} <= set(base["detector"])
+    limits = base.filter(pl.col("detector") == "time_limit_excess")
+    assert set(limits["partition"]) >= {"interactive", "gpu"}  # the lake has both
 
     scoped = detect(
         attributed,
         tmp_path,
         "[detect.idle_job]\nenabled = false\n"
-        '[detect.stranded_gpus]\nexclude_partitions = ["interactive"]\n',
+        '[detect.time_limit_excess]\nexclude_partitions = ["interactive"]\n',
     )
     assert "idle_job" not in set(scoped["detector"])
-    # stranded GPUs are gone from `interactive` and only there; every other finding is kept
+    # long time limits are gone from `interactive` and only there; every other finding is kept
     expected = base.filter(
         (pl.col("detector") != "idle_job")
-        & ~((pl.col("detector") == "stranded_gpus") & (pl.col("partition") == "interactive"))
+        & ~((pl.col("detector") == "time_limit_excess") & (pl.col("partition") == "interactive"))
     )
     assert keys(scoped) == keys(expected)
     # each finding's evidence names the configuration that produced it
@@ -105,26 +106,27 @@ def test_a_threshold_in_the_file_changes_the_findings_as_documented(
     attributed: Path, tmp_path: Path
 ) -> None:
     base = detect(attributed, tmp_path, "")
-    stranded = base.filter(pl.col("detector") == "stranded_gpus")
-    per_gpu_h = stranded["gpu_h_at_stake"] / stranded["evidence"].map_elements(
-        lambda e: float(json.loads(e)["stranded_gpus"]), return_dtype=pl.Float64
+    limits = base.filter(pl.col("detector") == "time_limit_excess")
+    ratios = limits["evidence"].map_elements(
+        lambda e: float(json.loads(e)["limit_ratio"]), return_dtype=pl.Float64
     )
-    # README: min_runtime_minutes "... by a job that ran at least this long"
-    # a cut halfway between two jobs' run times, so no job sits on it (float rounding)
-    minutes = sorted(set((per_gpu_h * 60).to_list()))
-    cut = (minutes[len(minutes) // 2 - 1] + minutes[len(minutes) // 2]) / 2
+    # docs: limit_ratio "Time limit: flag a limit at least this many times the run time"
+    # a cut halfway between two jobs' ratios, so no job sits on it (float rounding)
+    sorted_ratios = sorted(set(ratios.to_list()))
+    middle = len(sorted_ratios) // 2
+    cut = (sorted_ratios[middle - 1] + sorted_ratios[middle]) / 2
     idle = base.filter(pl.col("detector") == "idle_job")
-    assert (idle["severity"] == "warn").all() and (idle["gpu_h_at_stake"] > 1).all()
+    assert (idle["severity"] == "warn").any()  # below the default 8 GPU-h
     changed = detect(
         attributed,
         tmp_path,
-        f"[detect.stranded_gpus]\nmin_runtime_minutes = {cut}\n"
+        f"[detect.time_limit_excess]\nlimit_ratio = {cut}\n"
         # README: critical_gpu_h "Severity is critical (not warn) from this many GPU-hours"
-        "[detect.idle_job]\ncritical_gpu_h = 1.0\n",
+        "[detect.idle_job]\ncritical_gpu_h = 0.01\n",
     )
-    kept = changed.filter(pl.col("detector") == "stranded_gpus")
-    long_enough = stranded.filter(per_gpu_h * 60 >= cut)
-    assert 0 < kept.height < stranded.height
+    kept = changed.filter(pl.col("detector") == "time_limit_excess")
+    long_enough = limits.filter(ratios >= cut)
+    assert 0 < kept.height < limits.height
     assert set(kept["finding_id"]) == set(long_enough["finding_id"])
     assert (changed.filter(pl.col("detector") == "idle_job")["severity"] == "critical").all()
     # idle_job's threshold is its own: memory_hold (same rule family) keeps the default
@@ -133,10 +135,11 @@ def test_a_threshold_in_the_file_changes_the_findings_as_documented(
         for d, e in zip(changed["detector"], changed["evidence"], strict=True)
         if d in {"idle_job", "memory_hold"}
     }
-    assert evidence == {"idle_job": 1.0, "memory_hold": 8.0}
-    others = changed.filter(~pl.col("detector").is_in(["stranded_gpus", "idle_job"]))
+    assert evidence == {"idle_job": 0.01, "memory_hold": 8.0}
+    # (the efficiency family's findings carry its thresholds in their evidence: keyed apart)
+    others = changed.filter(~pl.col("detector").is_in(["time_limit_excess", "idle_job"]))
     assert keys(others) == keys(
-        base.filter(~pl.col("detector").is_in(["stranded_gpus", "idle_job"]))
+        base.filter(~pl.col("detector").is_in(["time_limit_excess", "idle_job"]))
     )
 
 
