@@ -59,10 +59,41 @@ class ModelCard:
 
     @classmethod
     def from_json(cls, text: str) -> ModelCard:
+        """The card in `text`; ValueError naming the field where one has the wrong type (a
+        hand-edited `"threshold": "0.5"` would fail later, deep inside a model's scoring)."""
         raw = json.loads(text)
-        raw["features"] = tuple(raw["features"])
-        raw["clusters"] = tuple(raw["clusters"])
+        if not isinstance(raw, dict):
+            raise ValueError("a model card is a JSON object")
+        for key in ("features", "clusters"):
+            values = raw.get(key)
+            if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+                raise ValueError(f"{key!r} must be a list of strings")
+            raw[key] = tuple(values)
+        for key, kinds, optional in _CARD_FIELDS:
+            value = raw.get(key)
+            wrong = isinstance(value, bool) or not isinstance(value, kinds)
+            if wrong and not (optional and value is None):
+                raise ValueError(f"{key!r} must be {kinds[0].__name__}, not {value!r}")
+        numbers = raw.get("metrics", {})
+        if not isinstance(numbers, dict) or any(
+            v is not None and (isinstance(v, bool) or not isinstance(v, int | float))
+            for v in numbers.values()
+        ):
+            raise ValueError("'metrics' must map names to numbers")
+        if not isinstance(raw.get("params", {}), dict):
+            raise ValueError("'params' must be an object")
         return cls(**raw)
+
+
+# A card's scalar fields: (name, accepted types, whether it may be null)
+_CARD_FIELDS: tuple[tuple[str, tuple[type, ...], bool], ...] = (
+    ("name", (str,), False),
+    ("trained_ts", (str,), False),
+    ("window_start", (str,), True),
+    ("window_end", (str,), True),
+    ("rows", (int,), False),
+    ("threshold", (float, int), True),
+)
 
 
 def model_dir(lake: Lake) -> Path:

@@ -222,7 +222,7 @@ def _detect(jobs: pl.DataFrame, config: RuleConfig, window: Window) -> pl.DataFr
         [
             _after_hw_event(jobs),
             by_cluster(jobs, lambda part: _accounts(part, t, window)),
-            _checkpoints(jobs, t),
+            by_cluster(jobs, lambda part: _checkpoints(part, t)),
         ],
         how="vertical",
     )

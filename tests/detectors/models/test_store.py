@@ -63,6 +63,40 @@ def test_a_damaged_model_or_card_is_named(tmp_path, suffix, damage):
     assert str(path) in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("threshold", "0.5"),  # hand-edited: polars failed deep in the scoring, in a traceback
+        ("threshold", True),
+        ("rows", 1.5),
+        ("features", "ab"),
+        ("clusters", [1]),
+        ("metrics", {"recall": "high"}),
+        ("params", []),
+    ],
+)
+def test_a_card_field_of_the_wrong_type_is_named_as_damage(tmp_path, field, value):
+    import json
+
+    save(Lake.at(tmp_path), card(), 1)
+    path = model_dir(Lake.at(tmp_path)) / "m.json"
+    raw = json.loads(path.read_text())
+    raw[field] = value
+    path.write_text(json.dumps(raw))
+    with pytest.raises(DamagedFile, match=f"'{field}'"):
+        load(Lake.at(tmp_path), "m")
+
+
+def test_a_card_with_a_whole_number_threshold_or_null_window_loads(tmp_path):
+    import json
+
+    save(Lake.at(tmp_path), card(), 1)
+    path = model_dir(Lake.at(tmp_path)) / "m.json"
+    raw = json.loads(path.read_text()) | {"threshold": 1, "window_start": None}
+    path.write_text(json.dumps(raw))
+    assert load(Lake.at(tmp_path), "m")[0].threshold == 1
+
+
 def test_a_model_trained_on_other_features_is_not_loaded_for_these(tmp_path):
     # another version's model: scikit-learn failed on the matrix ("X has 12 features, but
     # ... is expecting 10") in a traceback at every detect

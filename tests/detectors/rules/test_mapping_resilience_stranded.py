@@ -139,6 +139,25 @@ def test_checkpoint_advice_counts_each_run_lost_to_a_requeue(tmp_path):
     assert "lost 192.0 GPU-h in 2 interrupted runs (its last ran 24.0 h)" in advice["message"]
 
 
+def test_each_cluster_gets_the_interruption_rate_of_its_own_jobs(tmp_path):
+    # cluster a: 3 jobs of 24 h, 2 interrupted (MTBF 36 h); cluster b: 2 jobs of 24 h, 2
+    # interrupted (MTBF 24 h). Pooled, both read "every 30.0 h here".
+    outcomes, jobs = [], []
+    for cluster, runs in (("a", ["completed", "node_fail", "node_fail"]), ("b", ["node_fail"] * 2)):
+        for i, kind in enumerate(runs):
+            job_id, start = f"{cluster}{i}", i * DAY
+            outcomes.append(outcome(job_id, 16, start, start + DAY, kind) | {"cluster": cluster})
+            state = "COMPLETED" if kind == "completed" else "NODE_FAIL"
+            jobs.append(job(job_id, start, start + DAY, gpus=16, state=state, cluster=cluster))
+    found = run(tmp_path, resilience.RULES, job_outcomes=outcomes, jobs=jobs)
+    said = {f["subject_id"]: f["message"] for f in found if f["detector"] == "checkpoint_interval"}
+    assert set(said) == {"a1", "a2", "b0", "b1"}
+    for job_id, mtbf_h in (("a1", 36), ("b0", 24)):
+        tau = young_daly_s(300, mtbf_h * 3600)
+        assert f"are interrupted every {mtbf_h:.1f} h here" in said[job_id]
+        assert f"checkpoint every {round(tau / 60)} min" in said[job_id]
+
+
 def test_checkpoint_advice_per_size_class():
     import polars as pl
 
