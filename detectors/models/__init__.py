@@ -40,6 +40,7 @@ _TS = pl.Datetime("ms", "UTC")
 logger = logging.getLogger(__name__)
 TIME_LIMIT_FACTOR = 2.0  # a time limit over this × the p90 run time is worth a finding
 TIME_LIMIT_MIN_GPU_H = 1.0  # ... when it holds at least this many GPU-hours of limit
+ADVISED_OVER_P90 = 1.2  # the time limit advised: the p90 run time and a fifth more
 
 
 def as_of(data: TrainingData, now: dt.datetime) -> TrainingData:
@@ -59,6 +60,21 @@ def as_of(data: TrainingData, now: dt.datetime) -> TrainingData:
     )
 
 
+def _with_data_end(
+    rows: pl.DataFrame, data_end: pl.DataFrame | None, now: dt.datetime
+) -> pl.DataFrame:
+    """`rows` with `data_end`: the end of each one's cluster's telemetry (`data_end`'s rows),
+    never after `now`; `now` where the cluster's end is not given."""
+    if data_end is not None:
+        rows = rows.join(data_end, on="cluster", how="left")
+    else:
+        rows = rows.with_columns(pl.lit(None, _TS).alias("data_end"))
+    bound = pl.lit(now).cast(_TS)
+    return rows.with_columns(
+        pl.min_horizontal(pl.col("data_end").cast(_TS), bound).fill_null(bound).alias("data_end")
+    )
+
+
 def _frame(rows: pl.DataFrame) -> pl.DataFrame:
     """`rows` with every FRAME_SCHEMA column (missing ones null) plus `detected_ts`."""
     cols = [
@@ -68,7 +84,13 @@ def _frame(rows: pl.DataFrame) -> pl.DataFrame:
     return rows.select(*cols, pl.col("detected_ts").cast(_TS))
 
 
-def _failing_gpu(data: TrainingData, card: store.ModelCard, model: Any) -> pl.DataFrame:
+def _failing_gpu(
+    data: TrainingData,
+    card: store.ModelCard,
+    model: Any,
+    now: dt.datetime,
+    data_end: pl.DataFrame | None = None,
+) -> pl.DataFrame:
     horizon = float(card.params.get("horizon_h", 24.0))
     frame = failing_gpu.label(failing_gpu.features(data.hourly), data.failures, horizon)
     scored = failing_gpu.score(model, frame, tuple(card.features) or failing_gpu.FEATURES)
@@ -96,6 +118,10 @@ def _failing_gpu(data: TrainingData, card: store.ModelCard, model: Any) -> pl.Da
         )
         for h in episodes["hours"].to_list()
     ]
+    # the alarm stands for the horizon after its last alarming hour, but no finding runs past
+    # the end of its cluster's data (`gpuledger check` holds every finding inside it)
+    episodes = _with_data_end(episodes, data_end, now)
+    until = pl.min_horizontal(pl.col("end_ts") + pl.duration(hours=horizon), pl.col("data_end"))
     return _frame(
         episodes.with_columns(
             pl.lit(failing_gpu.DETECTOR).alias("detector"),
@@ -104,7 +130,7 @@ def _failing_gpu(data: TrainingData, card: store.ModelCard, model: Any) -> pl.Da
             pl.col("gpu_uuid").alias("subject_id"),
             pl.col("detected_ts").alias("anchor_ts"),
             pl.col("detected_ts").alias("start_ts"),
-            (pl.col("end_ts") + pl.duration(hours=horizon)).alias("end_ts"),
+            pl.max_horizontal(until, pl.col("detected_ts")).alias("end_ts"),
             pl.lit(True).alias("predicted"),
             pl.Series("message", msgs, pl.String),
             pl.Series("evidence", evidence, pl.String),
@@ -122,9 +148,9 @@ def _early_waste(
 ) -> pl.DataFrame:
     due = pl.col("start_ts") + pl.duration(minutes=minutes)
     rows = early_waste.frame(data.jobs, data.early[minutes], minutes).filter(due <= now)
-    if data_end is not None:  # and inside its cluster's data: "30 min in" from 13 min seen
-        rows = rows.join(data_end, on="cluster", how="inner").filter(due <= pl.col("data_end"))
-        rows = rows.drop("data_end")
+    # and inside its cluster's data: "30 min in" from 13 min seen
+    rows = _with_data_end(rows, data_end, now).filter(due <= pl.col("data_end"))
+    rows = rows.filter(~_trained_on(card))
     scored = early_waste.score(model, rows)
     threshold = card.threshold if card.threshold is not None else 0.5
     hits = scored.filter(pl.col("score") >= threshold)
@@ -161,6 +187,7 @@ def _early_waste(
             pl.lit("job").alias("subject_kind"),
             pl.col("job_id").alias("subject_id"),
             pl.col("start_ts").alias("anchor_ts"),
+            pl.col("end_ts").fill_null(pl.col("data_end")).alias("end_ts"),
             pl.lit(True).alias("predicted"),
             at_stake.alias("gpu_h_at_stake"),
             pl.Series("message", msgs, pl.String),
@@ -170,12 +197,43 @@ def _early_waste(
     )
 
 
-def _runtime(data: TrainingData, card: store.ModelCard, models: Any) -> pl.DataFrame:
+def _trained_on(card: store.ModelCard) -> pl.Expr:
+    """Whether a job row is one the model learnt from (its outcome was its label): a job of a
+    cluster it trained on that started inside its training window and had ended when it was
+    trained. A finding on such a job would be the model repeating its lesson, not a
+    prediction."""
+    if not card.clusters or card.window_end is None:
+        return pl.lit(False)
+    trained = dt.datetime.fromisoformat(card.trained_ts)
+    window_end = dt.datetime.fromisoformat(card.window_end)
+    return (
+        pl.col("cluster").is_in(list(card.clusters))
+        & (pl.col("start_ts") <= pl.lit(window_end).cast(_TS))
+        & (pl.col("end_ts") <= pl.lit(trained).cast(_TS)).fill_null(False)
+    )
+
+
+def _runtime(
+    data: TrainingData,
+    card: store.ModelCard,
+    models: Any,
+    now: dt.datetime,
+    data_end: pl.DataFrame | None = None,
+) -> pl.DataFrame:
     running = runtime.frame(data.jobs).filter(pl.col("end_ts").is_null())
-    rows = runtime.predict_quantiles(models, running)
-    slack_h = (pl.col("time_limit_s") - pl.col("p90_s")) * pl.col("gpus") / 3600.0
+    rows = _with_data_end(runtime.predict_quantiles(models, running), data_end, now)
+    # a job that has run past the limit the finding would advise (p90 + 20 %) has shown the
+    # model wrong about it: that limit would have killed it. What the limit leaves unused is
+    # at most what is left of it.
+    ran_s = (pl.col("data_end") - pl.col("start_ts")).dt.total_seconds().clip(lower_bound=0)
+    slack_h = (
+        (pl.col("time_limit_s") - pl.max_horizontal(pl.col("p90_s"), ran_s))
+        * pl.col("gpus")
+        / 3600.0
+    )
     hits = rows.filter(
         (pl.col("time_limit_s") > TIME_LIMIT_FACTOR * pl.col("p90_s"))
+        & (ran_s < ADVISED_OVER_P90 * pl.col("p90_s"))
         & (slack_h >= TIME_LIMIT_MIN_GPU_H)
     ).with_columns(slack_h.alias("gpu_h_at_stake"))
     if hits.is_empty():
@@ -184,7 +242,8 @@ def _runtime(data: TrainingData, card: store.ModelCard, models: Any) -> pl.DataF
     for j, limit, p50, p90 in hits.select("job_id", "time_limit_s", "p50_s", "p90_s").iter_rows():
         msgs.append(
             f"Job {j}: time limit {limit / 3600:.1f} h, but jobs like it run {p50 / 3600:.1f} h "
-            f"(p50) to {p90 / 3600:.1f} h (p90); next time use --time={_slurm_time(p90 * 1.2)}"
+            f"(p50) to {p90 / 3600:.1f} h (p90); next time use "
+            f"--time={_slurm_time(p90 * ADVISED_OVER_P90)}"
         )
         evidence.append(
             json.dumps(
@@ -204,6 +263,7 @@ def _runtime(data: TrainingData, card: store.ModelCard, models: Any) -> pl.DataF
             pl.lit("job").alias("subject_kind"),
             pl.col("job_id").alias("subject_id"),
             pl.col("start_ts").alias("anchor_ts"),
+            pl.col("data_end").alias("end_ts"),  # running: seen to the end of the data
             pl.lit(True).alias("predicted"),
             (pl.col("p90_s") / pl.col("time_limit_s")).clip(0, 1).alias("score"),
             pl.Series("message", msgs, pl.String),
@@ -268,13 +328,13 @@ def model_frames(
     frames = []
     stored = set(_stored(lake))
     if FAILING_GPU in stored and (found := _load(lake, FAILING_GPU)):
-        frames.append(_failing_gpu(known, *found))
+        frames.append(_failing_gpu(known, *found, now, data_end))
     for minutes in sorted(known.early):
         name = early_waste_name(minutes)
         if name in stored and (found := _load(lake, name, early_waste.FEATURES)):
             frames.append(_early_waste(known, minutes, *found, now, data_end))
     if RUNTIME in stored and (found := _load(lake, RUNTIME, runtime.FEATURES)):
-        frames.append(_runtime(known, *found))
+        frames.append(_runtime(known, *found, now, data_end))
     if LEMON in stored and (found := _load(lake, LEMON, lemon.FEATURES)):
         frames.append(_lemon(known, *found))
     return frames
@@ -340,13 +400,12 @@ def producer(
     lake: Lake,
 ) -> Callable[[duckdb.DuckDBPyConnection, dt.datetime, dt.datetime], pa.Table]:
     """`predict` for `lake` in the shape of `gpuledger detect`'s finding producers
-    `(con, now, since)`. Models look at the whole history (their features need it), so `since`
-    only drops findings detected before it."""
+    `(con, now, since)`. Models look at the whole history (their features need it); `detect
+    --since` keeps the findings whose span reaches `since` (`detectors.findings.seen_since`),
+    as it does the rules'. (Dropping those detected before `since` lost a prediction about a
+    job still running then, made possible only by data that came after the last run.)"""
 
     def run(con: duckdb.DuckDBPyConnection, now: dt.datetime, since: dt.datetime) -> pa.Table:
-        import pyarrow.compute as pc
-
-        table = predict(con, lake, now)
-        return table.filter(pc.greater_equal(table.column("detected_ts"), pa.scalar(since)))
+        return predict(con, lake, now)
 
     return run

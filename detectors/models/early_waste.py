@@ -35,6 +35,9 @@ DETECTOR = names.EARLY_WASTE
 QUERY_JOBS = "models/job_features"
 QUERY_EARLY = "models/job_early_usage"
 BASELINE_FEATURE = "user_waste_rate"
+# Fewer finished jobs teach nothing a threshold can be chosen on: 12 jobs (3 to test) gave a
+# stored model less precise than the user-history baseline
+MIN_JOBS = 20
 FEATURES = (
     "gpus",
     "log_time_limit",
@@ -99,6 +102,10 @@ def fit(rows: pl.DataFrame, seed: int = 0) -> Any:
         max_iter=150, learning_rate=0.08, max_leaf_nodes=15, random_state=seed
     )
     labels = known["label"].to_numpy().astype(int)
+    if len(labels) < MIN_JOBS:
+        raise NotEnoughHistory(
+            f"{DETECTOR}: needs at least {MIN_JOBS} finished jobs to learn from, got {len(labels)}"
+        )
     if labels.all() or not labels.any():
         raise NotEnoughHistory(
             f"{DETECTOR}: needs both wasteful and useful finished jobs; got {len(labels)} jobs, "

@@ -118,15 +118,32 @@ def _card(
     )
 
 
-def _folds(frame: pl.DataFrame, time_col: str) -> list[tuple[pl.Series, pl.Series]]:
-    """(train, test) masks: two folds of clusters when there are several, else the time split."""
+def _folds(
+    frame: pl.DataFrame, time_col: str, horizon_h: float = 0.0
+) -> list[tuple[pl.Series, pl.Series]]:
+    """(train, test) masks: two folds of clusters when there are several, else the time split
+    (`_purged` of rows whose label looks `horizon_h` into the test part)."""
     clusters = sorted(frame["cluster"].unique().to_list())
     if len(clusters) >= 2:
         half = set(clusters[::2])
         first = frame["cluster"].is_in(list(half))
         return [(first, ~first), (~first, first)]
     train = time_split(frame, time_col, TRAIN_FRAC)
-    return [(train, ~train)]
+    return [(_purged(frame, train, time_col, horizon_h), ~train)]
+
+
+def _purged(frame: pl.DataFrame, train: pl.Series, time_col: str, horizon_h: float) -> pl.Series:
+    """`train` without the rows whose label reads the test part: a row is labelled by what
+    happens in the `horizon_h` hours after it (a GPU failing within the day), so a training
+    hour just before the split learns the test part's failure that the test then counts as
+    unseen. Each cluster's training rows end `horizon_h` before its first test row."""
+    if horizon_h <= 0:
+        return train
+    t = pl.col(time_col)
+    first_test = t.filter(~pl.col("_train")).min().over("cluster")
+    reach = t + pl.duration(seconds=round(horizon_h * 3600)) + pl.duration(hours=1)
+    mask = pl.col("_train") & (first_test.is_null() | (reach <= first_test))
+    return frame.select(train.alias("_train"), time_col, "cluster").select(mask)["_train"]
 
 
 def _train_failing_gpu(
@@ -135,14 +152,15 @@ def _train_failing_gpu(
     frame = failing_gpu.label(failing_gpu.features(data.hourly), data.failures, config.horizon_h)
     # out-of-sample scores choose the threshold
     held_out = []
-    for train, test in _folds(frame, "hour"):
+    for train, test in _folds(frame, "hour", config.horizon_h):
         model = failing_gpu.fit(frame.filter(train))
         held_out.append(failing_gpu.score(model, frame.filter(test)))
     oos = pl.concat(held_out)
     threshold = failing_gpu.choose_threshold(oos, data.failures, config)
     # the time split is the card's test
     train = time_split(frame, "hour", TRAIN_FRAC)
-    test_scored = failing_gpu.score(failing_gpu.fit(frame.filter(train)), frame.filter(~train))
+    first = _purged(frame, train, "hour", config.horizon_h)
+    test_scored = failing_gpu.score(failing_gpu.fit(frame.filter(first)), frame.filter(~train))
     # without a threshold the model raises nothing: its checks count the failures it missed
     alarm_at = float("inf") if threshold is None else threshold
     check = failing_gpu.self_check(test_scored, data.failures, alarm_at, config)

@@ -109,3 +109,17 @@ def test_the_model_uses_early_telemetry_where_the_baseline_cannot():
     baseline = early_waste.precision_at_recall(y, out["baseline"].to_numpy(), 0.8)
     assert model == 1.0
     assert baseline is not None and baseline < 0.8  # one user: history cannot tell them apart
+
+
+def test_too_few_finished_jobs_teach_no_model():
+    # 12 jobs (3 to test) stored an active model less precise than the user-history baseline
+    from detectors.models.store import NotEnoughHistory
+
+    def frame(n: int) -> pl.DataFrame:
+        rows = [job(str(i), i, i + 4, low_busy_frac=0.9 if i % 2 else 0.0) for i in range(n)]
+        use = [(str(i), 0.02 if i % 2 else 0.7, 0 if i % 2 else 2) for i in range(n)]
+        return early_waste.frame(jobs(rows), early(use), 30)
+
+    with pytest.raises(NotEnoughHistory, match="at least 20 finished jobs to learn from, got 12"):
+        early_waste.fit(frame(12))
+    early_waste.fit(frame(early_waste.MIN_JOBS))

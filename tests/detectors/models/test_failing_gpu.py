@@ -114,3 +114,27 @@ def test_the_model_learns_that_a_rising_corrected_ecc_count_precedes_failure():
     failing = last.filter(pl.col("gpu_uuid").str.starts_with("GPU-f"))["score"].min()
     healthy = last.filter(pl.col("gpu_uuid").str.starts_with("GPU-h"))["score"].max()
     assert failing > 0.5 > healthy
+
+
+def test_the_time_splits_training_hours_end_a_horizon_before_its_test_hours():
+    # a training hour labels itself by the next 24 h: the last training hours learnt the test
+    # part's failure, which the card then counted as held out (recall 1.0 on one failure)
+    import datetime as dt
+
+    from detectors.models.training import _folds
+
+    start = dt.datetime(2026, 11, 2, tzinfo=dt.UTC)
+    hours = [start + dt.timedelta(hours=h) for h in range(100)]
+    one = pl.DataFrame({"cluster": ["a"] * 100, "hour": hours})
+    [(train, test)] = _folds(one, "hour", 24.0)
+    first_test = min(one.filter(test)["hour"])
+    last_train = max(one.filter(train)["hour"])
+    assert first_test == start + dt.timedelta(hours=70)
+    assert last_train + dt.timedelta(hours=25) <= first_test  # the hour, then its 24 h label
+    assert last_train == start + dt.timedelta(hours=45)
+    assert not (train & test).any()
+    [(plain, _)] = _folds(one, "hour")  # no horizon: nothing purged
+    assert max(one.filter(plain)["hour"]) == start + dt.timedelta(hours=69)
+    two = pl.concat([one, one.with_columns(pl.lit("b").alias("cluster"))])
+    folds = _folds(two, "hour", 24.0)  # clusters apart: nothing of one is in the other's label
+    assert [int(t.sum()) for t, _ in folds] == [100, 100]

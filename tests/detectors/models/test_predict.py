@@ -22,16 +22,25 @@ from warehouse.lake import Lake
 
 pytestmark = pytest.mark.slow
 NOW = dt.datetime(2026, 11, 6, tzinfo=dt.UTC)
+# The early-waste models learn from the jobs that had ended by then: the jobs after are theirs
+# to predict (a model predicting the jobs it learnt from repeats its lesson: no finding).
+EARLY_TRAINED = dt.datetime(2026, 11, 4, tzinfo=dt.UTC)
 
 
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from detectors.models import as_of
+    from detectors.models.early_waste import EarlyWasteConfig
+    from detectors.models.training import _train_early_waste
+
     root = tmp_path_factory.mktemp("lake")
     simulate(SimConfig(gpus=16, days=3, seed=11, failure_rate=40.0), Lake.at(root))
     con = connect(root)
     attribute(con, root, AttributionConfig())
-    trained = train_all(load_data(con), Lake.at(root), NOW)
+    data = load_data(con)
+    trained = train_all(data, Lake.at(root), NOW)
     assert set(trained.cards) | set(trained.skipped) >= {"failing_gpu", "lemon_node"}
+    _train_early_waste(as_of(data, EARLY_TRAINED), Lake.at(root), EARLY_TRAINED, EarlyWasteConfig())
     return root
 
 
@@ -77,7 +86,7 @@ def test_predicting_again_gives_the_same_ids(lake: Path) -> None:
 
 def test_a_later_run_keeps_the_ids_of_episodes_it_saw_before(lake: Path) -> None:
     early = pl.DataFrame(
-        predict(connect(lake), Lake.at(lake), dt.datetime(2026, 11, 4, tzinfo=dt.UTC))
+        predict(connect(lake), Lake.at(lake), dt.datetime(2026, 11, 4, 12, tzinfo=dt.UTC))
     )
     late = pl.DataFrame(predict(connect(lake), Lake.at(lake), NOW))
     early_jobs = early.filter(pl.col("detector").str.starts_with("early_waste"))
@@ -86,11 +95,60 @@ def test_a_later_run_keeps_the_ids_of_episodes_it_saw_before(lake: Path) -> None
     assert set(early_jobs["finding_id"]) <= late_ids
 
 
-def test_the_detect_producer_drops_findings_raised_before_since(lake: Path) -> None:
-    since = dt.datetime(2026, 11, 3, 12, tzinfo=dt.UTC)
-    rows = pl.DataFrame(producer(Lake.at(lake))(connect(lake), NOW, since))
+def test_detect_since_keeps_the_predictions_about_what_was_still_going_then(lake: Path) -> None:
+    # the producer dropped every finding detected before `since`: a job predicted wasteful
+    # 15 minutes in, still running at `since`, lost its finding for good
+    from detectors.findings import seen_since
+
+    since = dt.datetime(2026, 11, 4, 6, tzinfo=dt.UTC)
+    rows = pl.DataFrame(seen_since(producer(Lake.at(lake))(connect(lake), NOW, since), since))
     everything = pl.DataFrame(predict(connect(lake), Lake.at(lake), NOW))
-    assert rows.height == everything.filter(pl.col("detected_ts") >= since).height > 0
+    going = pl.col("end_ts").is_null() | (pl.col("end_ts") >= since)
+    assert sorted(rows["finding_id"]) == sorted(everything.filter(going)["finding_id"])
+    before = rows.filter(pl.col("detected_ts") < since)
+    assert before.filter(pl.col("detector").str.starts_with("early_waste")).height > 0
+    assert rows.height < everything.height  # what ended before `since` is left out
+
+
+def test_no_early_waste_finding_is_about_a_job_the_model_learnt_from(
+    lake: Path, tmp_path: Path
+) -> None:
+    # a model trained on the lake flagged 98 of 100 jobs whose outcome it had learnt, as
+    # predictions "100 % chance ..."
+    copy = always_wasteful(lake, tmp_path / "lake")
+    card, _ = load(Lake.at(copy), "early_waste_30m")
+    found = pl.DataFrame(predict(connect(copy), Lake.at(copy), NOW)).filter(
+        pl.col("detector") == "early_waste_model_30m"
+    )
+    jobs = pl.DataFrame(
+        connect(copy).sql("SELECT job_id, start_ts, end_ts FROM jobs_latest").arrow()
+    )
+    rows = found.join(jobs, left_on="subject_id", right_on="job_id", suffix="_job")
+    learnt = (pl.col("end_ts_job") <= EARLY_TRAINED) & (
+        pl.col("start_ts_job") <= dt.datetime.fromisoformat(card.window_end or "")
+    )
+    assert rows.height == found.height > 0
+    assert rows.filter(learnt).is_empty()
+    assert (rows["end_ts_job"] > EARLY_TRAINED).all() or rows["end_ts_job"].is_null().any()
+
+
+def test_model_findings_end_inside_the_data(lake: Path) -> None:
+    # a failing-GPU alarm ended a day (its horizon) after its last hour, past the data's end,
+    # and `gpuledger check` failed on it; a run-time finding stayed open once its job ended
+    con = connect(lake)
+    (data_end,) = con.execute("SELECT max(data_end) FROM data_extent").fetchone() or (None,)
+    found = pl.DataFrame(predict(con, Lake.at(lake), NOW))
+    assert found.filter(pl.col("detector") == "failing_gpu_model").height > 0
+    assert (
+        found["end_ts"].null_count()
+        == found.filter(
+            pl.col("detector").str.starts_with("early_waste") & pl.col("end_ts").is_null()
+        ).height
+    )
+    assert (found["end_ts"].drop_nulls() <= data_end).all()
+    assert (
+        found["end_ts"].drop_nulls() >= found.filter(pl.col("end_ts").is_not_null())["start_ts"]
+    ).all()
 
 
 def test_a_failing_gpu_model_with_no_held_out_failure_raises_no_finding(
@@ -194,3 +252,31 @@ def test_an_early_prediction_is_made_only_where_its_clusters_data_reach_its_minu
     cut = flagged(pl.DataFrame({"cluster": ["sim"], "data_end": [end]}))
     assert last["subject_id"] not in cut["subject_id"].to_list()
     assert (cut["detected_ts"] <= end).all() and cut.height < everything.height
+
+
+def test_a_run_time_finding_never_advises_a_limit_its_job_has_already_outrun(lake: Path) -> None:
+    # job 1014 had run 47.4 h; its finding said "jobs like it run 20.3 h (p90); next time use
+    # --time=1-00:23:00" (a limit that would have killed it) and claimed more GPU-hours at stake
+    # than were left of its limit
+    con = connect(lake)
+    ends = dict(con.execute("SELECT cluster, max(data_end) FROM data_extent GROUP BY 1").fetchall())
+    jobs = pl.DataFrame(
+        con.sql("SELECT cluster, job_id, gpus, start_ts, time_limit_s FROM jobs_latest").arrow()
+    )
+    checked = 0
+    for now in (NOW, dt.datetime(2026, 11, 4, 6, tzinfo=dt.UTC)):
+        found = pl.DataFrame(predict(con, Lake.at(lake), now)).filter(
+            pl.col("detector") == "runtime_quantiles_model"
+        )
+        rows = found.join(jobs, left_on=["cluster", "subject_id"], right_on=["cluster", "job_id"])
+        assert rows.height == found.height
+        for row in rows.iter_rows(named=True):
+            end = min(ends[row["cluster"]], now)
+            ran_s = (end - row["start_ts_right"]).total_seconds()
+            p90_s = json.loads(row["evidence"])["p90_s"]
+            assert ran_s < 1.2 * p90_s, row["message"]
+            left_gpu_h = row["gpus"] * (row["time_limit_s"] - ran_s) / 3600
+            assert row["gpu_h_at_stake"] <= left_gpu_h + 1e-6
+            assert row["end_ts"] == end
+            checked += 1
+    assert checked > 0
