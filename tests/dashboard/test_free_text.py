@@ -9,6 +9,7 @@ CommonMark parser and must hold the name as literal text, with no link, emphasis
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -18,7 +19,7 @@ from markdown_it import MarkdownIt
 from streamlit.testing.v1 import AppTest
 
 from app.bench.dashboard_timing import PAGES
-from app.markdown_text import md
+from app.markdown_text import WORD_JOINER, md
 from collector.sim import SimConfig, simulate
 from tests.dashboard.factories import make_finding, make_recommendation, write_rows
 from warehouse.attribution import AttributionConfig, attribute
@@ -26,7 +27,7 @@ from warehouse.connection import connect
 from warehouse.lake import Lake
 
 ENTRY = Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py"
-HOSTILE = "**boss** [click](http://evil) <b>x</b> $x$ :red[y]"
+HOSTILE = "**boss** [click](http://evil) <b>x</b> $x$ :red[y] see https://evil.example --"
 HOSTILE_USER = "_eve_"
 CHANNEL = "<!channel> `rm`"
 PARSER = MarkdownIt("commonmark")
@@ -91,6 +92,16 @@ def rendered(body: str) -> str:
     return PARSER.renderInline(body)
 
 
+def shown(body: str) -> str:
+    """The text a reader sees of `body` (the word joiners that break addresses are invisible)."""
+    return html.unescape(rendered(body)).replace(WORD_JOINER, "")
+
+
+# What GitHub-flavoured Markdown turns into a link without any Markdown around it (the
+# CommonMark parser here does not), and what it turns into a dash
+GFM_AUTOLINK = re.compile(r"(?i)https?://|\bwww\.|[\w.+-]@[\w-]+\.\w|--")
+
+
 @pytest.mark.parametrize("page", list(PAGES))
 def test_every_page_shows_lake_text_as_text(hostile_lake, monkeypatch, page):
     root, job_id = hostile_lake
@@ -108,6 +119,7 @@ def test_every_page_shows_lake_text_as_text(hostile_lake, monkeypatch, page):
         assert "<strong>boss" not in out and "<em>eve" not in out, (page, body)
         assert "<b>" not in out and "<code>rm" not in out, (page, body)
         assert "$x$" not in body and ":red[" not in body, (page, body)  # maths, colour
+        assert not GFM_AUTOLINK.search(html.unescape(out)), (page, body)  # bare addresses
 
 
 def test_the_job_page_names_the_job_literally(hostile_lake, monkeypatch):
@@ -119,15 +131,27 @@ def test_the_job_page_names_the_job_literally(hostile_lake, monkeypatch):
     at.switch_page(PAGES["job"])
     at.run()
 
-    title = html.unescape(rendered(at.title[0].value))
+    title = shown(at.title[0].value)
     assert title == f"Job {job_id} · {HOSTILE}"
-    caption = html.unescape(rendered(at.caption[0].value)) if at.caption else ""
+    caption = shown(at.caption[0].value) if at.caption else ""
     assert caption.startswith(f"{HOSTILE_USER} (") and f"partition {CHANNEL}" in caption
 
 
 @pytest.mark.parametrize(
     "text",
-    [HOSTILE, CHANNEL, "a\\*b", "line\n# heading", "1. not a list", "&amp; stays", "x_y_z"],
+    [
+        HOSTILE,
+        CHANNEL,
+        "a\\*b",
+        "line\n# heading",
+        "1. not a list",
+        "&amp; stays",
+        "x_y_z",
+        "sign in at HTTPS://evil.example/login or www.evil.example or bob@evil.com",
+        "' OR 1=1 --",
+    ],
 )
 def test_md_renders_back_to_the_text_itself(text):
-    assert html.unescape(rendered(md(text))) == " ".join(text.splitlines())
+    assert shown(md(text)) == " ".join(text.splitlines())
+    # a job named so was drawn with live links (GFM finds addresses after the escapes)
+    assert not GFM_AUTOLINK.search(html.unescape(rendered(md(text))))
