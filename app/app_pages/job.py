@@ -40,13 +40,27 @@ if detail.is_empty():
 job = detail.row(0, named=True)
 # every lake value is shown as text (md), never as Markdown: a job's name is its owner's choice
 st.title(f"Job {md(job_id)}" + (f" · {md(job['job_name'])}" if job["job_name"] else ""))
+if job["start_ts"] is not None:
+    began = f"started {job['start_ts']:%Y-%m-%d %H:%M} UTC"
+elif job["submit_ts"] is not None:
+    began = f"submitted {job['submit_ts']:%Y-%m-%d %H:%M} UTC, not started"
+else:
+    began = "not started"
 st.caption(
     f"{md(job['user'])} ({md(job['account'])}) · partition {md(job['partition'])} · "
     f"{md(job['state'])} · {job['gpus']} × {md(job['gpu_type'] or 'GPU')} on "
-    f"{md(job['nodes'] or '?')} · "
-    f"started {job['start_ts']:%Y-%m-%d %H:%M} UTC"
+    f"{md(job['nodes'] or '?')} · {began}"
     + (f", waited {job['wait_h']:.1f} h" if job["wait_h"] is not None else "")
 )
+if job["start_ts"] is None:
+    # a pending job (or one cancelled before it ran): "no job" told its owner it did not exist
+    st.info(
+        f"This job has not started ({md(job['state'])}): it has held no GPU, so there is "
+        "nothing to measure yet."
+    )
+    with st.expander("All figures"):
+        show_table(detail, f"job_{job_id}", "job_detail")
+    st.stop()
 
 observed = job["observed_gpu_h"] or 0.0
 

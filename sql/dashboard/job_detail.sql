@@ -1,6 +1,8 @@
 -- job_detail: everything the job page says about one job in one row.
 --
--- Grain:   one row (none when the job is unknown or not the viewer's)
+-- Grain:   one row (none when the job is unknown or not the viewer's): the job's record and
+--          its usage, or either alone (a job that never started has no usage; one an exporter
+--          label names may have no record)
 -- Reads:   job_usage, jobs_latest, job_outcomes, gpu_job_buckets (the end of the cluster's
 --          samples), job_gpus (the nodes of its allocations)
 -- Params:
@@ -22,7 +24,17 @@
 -- end of its cluster's samples, where its allocation runs to (or its record's last change, if
 -- later), and a record without its node list shows the nodes its allocations name.
 
-WITH seen AS (
+WITH record AS (
+    SELECT *
+    FROM jobs_latest
+    WHERE cluster = $cluster AND job_id = $job_id
+),
+usage AS (
+    SELECT *
+    FROM job_usage
+    WHERE cluster = $cluster AND job_id = $job_id
+),
+seen AS (
     SELECT max(interval_end_e) AS last_e
     FROM gpu_job_buckets
     WHERE cluster = $cluster
@@ -33,28 +45,28 @@ allocated AS (
     WHERE cluster = $cluster AND job_id = $job_id AND node IS NOT NULL
 )
 SELECT
-    u.job_id,
+    coalesce(u.job_id, j.job_id) AS job_id,
     j.job_name,
-    u.user,
-    u.account,
-    u.partition,
+    coalesce(u.user, j.user) AS user,
+    coalesce(u.account, j.account) AS account,
+    coalesce(u.partition, j.partition) AS partition,
     j.qos,
-    u.state,
+    coalesce(u.state, j.state) AS state,
     o.outcome,
-    u.gpus,
+    coalesce(u.gpus, j.gpus) AS gpus,
     j.gpu_type,
     array_to_string(CASE WHEN len(j.nodes) > 0 THEN j.nodes ELSE a.nodes END, ', ') AS nodes,
     j.cpus,
     j.mem_req_mib,
     j.submit_ts,
-    u.start_ts,
-    u.end_ts,
-    (epoch(u.start_ts) - epoch(j.submit_ts)) / 3600.0 AS wait_h,
+    coalesce(u.start_ts, j.start_ts) AS start_ts,
+    coalesce(u.end_ts, j.end_ts) AS end_ts,
+    (epoch(coalesce(u.start_ts, j.start_ts)) - epoch(j.submit_ts)) / 3600.0 AS wait_h,
     (
         coalesce(
-            epoch(u.end_ts),
+            epoch(coalesce(u.end_ts, j.end_ts)),
             greatest(coalesce(s.last_e, epoch(j.updated_ts)), epoch(j.updated_ts))
-        ) - epoch(u.start_ts)
+        ) - epoch(coalesce(u.start_ts, j.start_ts))
     ) / 3600.0 AS runtime_h,
     j.time_limit_s / 3600.0 AS time_limit_h,
     u.alloc_gpu_h,
@@ -82,15 +94,12 @@ SELECT
     u.model_params,
     u.tokens_per_s_per_gpu,
     u.mfu
-FROM job_usage AS u
-LEFT JOIN jobs_latest AS j
-    ON j.cluster = u.cluster
-    AND j.job_id = u.job_id
+FROM usage AS u
+FULL OUTER JOIN record AS j
+    ON TRUE  -- one row at most each: the job's
 LEFT JOIN job_outcomes AS o
-    ON o.cluster = u.cluster
-    AND o.job_id = u.job_id
+    ON o.cluster = $cluster
+    AND o.job_id = $job_id
 CROSS JOIN seen AS s
 CROSS JOIN allocated AS a
-WHERE u.cluster = $cluster
-    AND u.job_id = $job_id
-    AND ($viewer IS NULL OR lower(u.user) = lower($viewer))
+WHERE $viewer IS NULL OR lower(coalesce(u.user, j.user)) = lower($viewer)

@@ -246,6 +246,33 @@ def test_unknown_job_is_no_match(demo_lake, monkeypatch):
     assert "No match" in at.info[0].value
 
 
+def test_a_job_that_never_started_is_shown_as_not_started(demo_lake, tmp_path, monkeypatch):
+    # its owner was told "no job '1134' of yours": the page read job_usage alone, which has no
+    # row for a job that held no GPU
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from warehouse.writer import write_batch
+
+    lake = tmp_path / "lake"
+    shutil.copytree(demo_lake, lake)
+    row = pq.read_table(min((lake / "jobs").rglob("*.parquet"))).slice(0, 1)
+    row = row.drop_columns([name for name in row.column_names if name.startswith("_")])
+    job_id, user, state = "99999", str(row.column("user")[0]), "PENDING"
+    changes = {"job_id": job_id, "state": state, "start_ts": None, "end_ts": None}
+    for name, value in changes.items():
+        i = row.schema.get_field_index(name)
+        row = row.set_column(i, row.schema.field(i), pa.array([value], row.schema.field(i).type))
+    write_batch(lake, "jobs", row, "pending")
+    at = open_page(lake, "job", monkeypatch, job_id_input=job_id)
+
+    assert not at.exception, at.exception
+    assert not any("No match" in box.value for box in at.info)
+    assert at.title[0].value.startswith(f"Job {job_id}")
+    assert "not started" in at.caption[0].value and str(user) in at.caption[0].value
+    assert any(f"has not started ({state})" in box.value for box in at.info)
+
+
 def lake_files(lake: Path) -> dict[str, tuple[int, int]]:
     """Every file of the lake (relative path) -> (size, mtime_ns)."""
     return {
