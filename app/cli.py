@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import sys
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -864,6 +865,8 @@ def bench(
                    distributions, ~350 M samples): generation, then attribution from
                    scratch, wall time and peak RSS; 10,000 GPUs × 1 day at 10 s (86 M
                    samples): --scale-gpus 10000 --scale-days 1 --scale-interval 10
+      prometheus   Prometheus range-query JSON (generated bodies of the DCGM families) to
+                   Parquet vs prometheus-api-client's MetricRangeDataFrame
       replay       the simulator's jobs on 1,024 GPUs × 30 days (no telemetry) replayed under
                    the recorded policy: seconds, jobs/s, peak RSS (--replay-gpus 10000 for
                    the large target)
@@ -878,6 +881,14 @@ def bench(
     """
     from app.bench.run import DEFAULT_SCENARIOS, BenchPlan, render_bench, run_bench
 
+    # a results file that cannot be written is said before the run, not after it
+    folder = out.parent if str(out.parent) else Path(".")
+    if out.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK):
+        raise click.BadParameter(
+            f"cannot write {str(out)!r}: "
+            + ("it is a folder" if out.is_dir() else f"no writable folder {str(folder)!r}"),
+            param_hint="--out",
+        )
     plan = BenchPlan(
         scenarios=scenarios or DEFAULT_SCENARIOS,
         gpus=gpus,
@@ -897,8 +908,8 @@ def bench(
         workdir=workdir,
     )
     results = run_bench(plan, echo=lambda m: click.echo(m, err=True))
-    out.write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")
-    click.echo(render_bench(results))
+    click.echo(render_bench(results))  # shown first: a write that fails keeps the run's table
+    _write_out(out, lambda: out.write_text(json.dumps(results, indent=2, default=str)))
     click.echo(f"Results written to {out}", err=True)
 
 

@@ -22,6 +22,16 @@ class AppError(Exception):
     """A problem the user can fix (bad input file, missing optional dependency)."""
 
 
+def _interrupted(exc: Exception) -> bool:
+    """Whether `exc` is DuckDB stopping a query for Ctrl-C: the engine takes the signal while
+    it runs, and its Python side raises InterruptException, or RuntimeError("Query
+    interrupted") through the relation API, where Python code would raise KeyboardInterrupt."""
+    duckdb = sys.modules.get("duckdb")  # not loaded: the error cannot be DuckDB's
+    if duckdb is not None and isinstance(exc, duckdb.InterruptException):
+        return True
+    return isinstance(exc, RuntimeError) and str(exc).strip() == "Query interrupted"
+
+
 def _damaged_lake_file(exc: Exception) -> WarehouseError | None:
     """DamagedFile for DuckDB failing to decode a lake file outside `warehouse.queries` (a
     table read whole, a mart's build); None for any other error."""
@@ -60,6 +70,8 @@ def reports_errors(func: Callable[P, R]) -> Callable[P, R]:
         except (AppError, CollectorError, WarehouseError) as exc:
             raise click.ClickException(str(exc)) from exc
         except Exception as exc:
+            if _interrupted(exc):  # Ctrl-C inside a DuckDB query: as Ctrl-C anywhere else
+                raise click.Abort from exc
             damaged = _damaged_lake_file(exc)
             if damaged is not None:
                 raise click.ClickException(str(damaged)) from exc

@@ -101,13 +101,19 @@ def _attribute_in_process(root: Path) -> tuple[float, float]:
 
 def _attribute_command(root: Path) -> tuple[float, float]:
     """Wall and CPU seconds (user + system, all threads) of `gpuledger attribute -q` on `root`
-    in a new process, start-up included, as a user types it."""
+    in a new process, start-up included, as a user types it. With the built-in defaults, as
+    the in-process run it is compared with: run from the lake's folder, away from a
+    ./gpuledger.toml, and without $GPULEDGER_* settings (a site's `bucket_s` made it other
+    work, or failed it)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPULEDGER_")}
     cpu, start = _children_cpu_s(), time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "app.cli", "attribute", "-q", "--lake", str(root)],
         capture_output=True,
         text=True,
         check=False,
+        cwd=root.parent,
+        env=env,
     )
     seconds, used = time.perf_counter() - start, _children_cpu_s() - cpu
     if done.returncode != 0:

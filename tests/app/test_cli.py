@@ -407,9 +407,13 @@ def test_spark_without_java_is_one_error_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_bench_writes_its_results_as_json(tmp_path: Path) -> None:
+def test_bench_writes_its_results_as_json(tmp_path: Path, monkeypatch) -> None:
     out = tmp_path / "b.json"
     work = tmp_path / "not" / "there"  # made by bench, as `--lake`'s folder
+    # a site's configuration where bench runs: the "as a command" attribute read it (and failed
+    # on this one) while the in-process run it is compared with uses the built-in defaults
+    (tmp_path / "gpuledger.toml").write_text("[attribute]\nbucket_s = 7\n")
+    monkeypatch.chdir(tmp_path)
     result = invoke(
         "bench",
         "--gpus",
@@ -576,3 +580,15 @@ def test_a_quoted_param_value_stays_text() -> None:
     assert _parse_param('cluster="1"') == ("cluster", "1")
     assert _parse_param("user='null'") == ("user", "null")
     assert _parse_param("user=null") == ("user", None)
+
+
+def test_bench_refuses_an_unwritable_out_or_lake_before_it_runs(tmp_path: Path) -> None:
+    # a bad --out ran the whole bench, then lost it in a traceback; a --lake under a file was a
+    # traceback too
+    result = invoke("bench", "--scenario", "prometheus", "--out", str(tmp_path / "no" / "x.json"))
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "cannot write" in result.output and "no writable folder" in result.output
+    (tmp_path / "file").write_text("")
+    result = invoke("bench", "--scenario", "prometheus", "--lake", str(tmp_path / "file" / "sub"))
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "cannot make the bench's lakes under" in result.output

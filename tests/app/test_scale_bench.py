@@ -141,7 +141,9 @@ def test_the_scale_scenario_reports_time_memory_and_load(tmp_path):
     plan = BenchPlan(
         scenarios=("scale",), scale_gpus=16, scale_days=1, scale_interval=600, workdir=tmp_path
     )
-    result = run_bench(plan, echo=lambda _: None)["scale"]
+    said: list[str] = []
+    result = run_bench(plan, echo=said.append)["scale"]
+    assert "bench scale: generated day 1 of 1" in said  # minutes of silence at full size
     machine = {"cpus": 2, "memory_gb": 8, "platform": "test"}
     text = render_bench({"machine": machine, "scale": result})
 
@@ -161,3 +163,15 @@ def test_an_interval_that_does_not_divide_a_day_is_one_clear_line(tmp_path):
     assert result.exit_code == 2
     assert "7 s does not divide a day" in result.output
     assert "Traceback" not in result.output and not out.exists()
+
+
+def test_a_scale_lake_larger_than_the_disk_is_refused_before_anything_is_written(tmp_path):
+    # 1,000,000 GPUs × 365 days asked for ~34 TB of a 62 GB disk; it took 200 s to stop
+    out = tmp_path / "r.json"
+    work = tmp_path / "work"
+    args = ["--scenario", "scale", "--scale-gpus", "1000000", "--scale-days", "365"]
+    result = CliRunner().invoke(cli, ["bench", *args, "--out", str(out), "--lake", str(work)])
+
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "needs about" in result.output and "GB free" in result.output
+    assert list(work.iterdir()) == [] and not out.exists()
