@@ -90,8 +90,18 @@ def clear_caches() -> None:
 @st.cache_resource(ttl=TTL_S)
 def _connection(root: str) -> duckdb.DuckDBPyConnection:
     # every table, the fairness mart too, is a view `connect` registers over the lake's files:
-    # a file damaged inside is DamagedFile naming it when a query decodes it (warehouse.damage)
-    return Lake.at(root).connect(require=("job_usage",))
+    # a file damaged inside is DamagedFile naming it when a query decodes it (warehouse.damage).
+    # Built marts are jobs (job_usage) or, before any scheduler record, the telemetry's
+    # occupancy: such a lake has its GPUs' hours and health to show, and was told to run the
+    # `attribute` it had run. A lake with neither is told what to run.
+    lake = Lake.at(root)
+    try:
+        return lake.connect(require=("job_usage",))
+    except EmptyWarehouse as no_jobs:
+        try:
+            return lake.connect(require=("cluster_occupancy",))
+        except EmptyWarehouse:
+            raise no_jobs from None
 
 
 def _on_lake(root: str, read: Callable[[duckdb.DuckDBPyConnection], T]) -> T:

@@ -453,3 +453,23 @@ def test_a_cluster_known_from_its_scheduler_alone_shows_its_jobs(tmp_path, monke
     assert not jobs.exception and not jobs.error
     [table] = [d.value for d in jobs.dataframe if "job_id" in d.value.columns]
     assert sorted(table["job_id"]) == ["j1", "j2"]
+
+
+@pytest.mark.parametrize("page", list(PAGES))
+def test_a_lake_of_telemetry_alone_shows_its_gpus_hours_on_every_page(tmp_path, monkeypatch, page):
+    """Samples and built marts, no scheduler record yet: every page stopped with "has no data
+    for 'job_usage' … build the marts with `gpuledger attribute`", which had been run."""
+    from tests.marts import rows as r
+
+    lake = tmp_path / "lake"
+    busy = r.samples(range(0, 7200, 30), gpu_util_pct=90.0, sm_active=0.8, power_w=400.0)
+    idle = r.samples(range(0, 7200, 30), gpu_index=1, gpu_util_pct=0.0, power_w=60.0)
+    r.build_lake(lake, samples=busy + idle).close()
+
+    at = open_page(lake, page, monkeypatch)
+
+    assert not at.exception, at.exception
+    assert not any("gpuledger attribute" in e.value for e in at.error), [e.value for e in at.error]
+    if page == "overview":  # its GPUs' 2 h: 400 W and 60 W, none allocated
+        metrics = {m.label: m.value for m in at.metric}
+        assert metrics["Energy kWh"] == "1" and metrics["Occupancy"] == "0.0 %"
