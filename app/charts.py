@@ -46,10 +46,23 @@ SEVERITY_COLOURS = {"critical": "#c62828", "warn": "#f9a825", "info": "#1565c0"}
 _TOP = alt.Legend(orient="top", title=None)
 
 
+# A tick's label: the day at midnight, else the 24-hour time (Vega's default mixes "06:30"
+# in 12-hour time with "07 PM": 18:30 read as the morning)
+UTC_TICK_LABEL = (
+    "utcFormat(datum.value, utchours(datum.value) == 0 && utcminutes(datum.value) == 0 "
+    "? '%b %d' : '%H:%M')"
+)
+
+
 def utc_x(field: str, title: str | None = "time (UTC)") -> alt.X:
     """A time axis drawn in UTC: without a UTC scale Vega-Lite draws times in the browser's
     zone, so a manager in New York read every spike 5 hours off under "time (UTC)"."""
-    return alt.X(f"{field}:T", title=title, scale=alt.Scale(type="utc"))
+    return alt.X(
+        f"{field}:T",
+        title=title,
+        scale=alt.Scale(type="utc"),
+        axis=alt.Axis(labelExpr=UTC_TICK_LABEL),
+    )
 
 
 def utc_tip(
@@ -219,7 +232,7 @@ def _per_gpu_lines(timeline: pl.DataFrame, column: str, title: str) -> alt.Chart
         alt.Chart(timeline.select("gpu", "bucket", column))
         .mark_line(interpolate="step-after", strokeWidth=1.5)
         .encode(
-            x=utc_x("bucket", None),
+            x=utc_x("bucket"),
             y=_timeline_y(column, column, title),
             color=alt.Color(
                 "gpu:N",
@@ -260,7 +273,7 @@ def _spread(timeline: pl.DataFrame, column: str, title: str, worst: list[str]) -
         alt.Chart(band.with_columns(pl.lit(band_label).alias("series")))
         .mark_area(interpolate="step-after", opacity=0.45)
         .encode(
-            x=utc_x("bucket", None),
+            x=utc_x("bucket"),
             y=_timeline_y("low", column, title),
             y2=alt.Y2("high:Q"),
             color=colour,
@@ -287,7 +300,7 @@ def _spread(timeline: pl.DataFrame, column: str, title: str, worst: list[str]) -
         alt.Chart(lines)
         .mark_line(interpolate="step-after", strokeWidth=1.5)
         .encode(
-            x=utc_x("bucket", None),
+            x=utc_x("bucket"),
             y=_timeline_y("value", column, title),
             color=colour,
             tooltip=[

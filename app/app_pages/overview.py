@@ -148,7 +148,6 @@ with right:
         jobs.select(
             "job_id",
             "user",
-            "state",
             "gpus",
             "alloc_gpu_h",
             "idle_gpu_h",
@@ -157,9 +156,13 @@ with right:
         "top_jobs_by_idle",
         "overview_jobs",
         # narrow, so the table fits half the page and the header reads "busy", not "bus…"
+        # (at 1400 px, with the job's state too, the busy column was cut to "7", "26": the
+        # state is on the Jobs page)
         column_config={
+            "job_id": st.column_config.TextColumn("job", pinned=True, width="small"),
+            "gpus": st.column_config.NumberColumn("GPUs", format="%d", width="small"),
             "busy_pct": st.column_config.ProgressColumn(
                 "busy", format="%.1f%%", min_value=0.0, max_value=100.0, width="small"
-            )
+            ),
         },
     )

@@ -219,5 +219,8 @@ def test_times_are_drawn_in_utc_whatever_the_browsers_zone(nodes):
     for kind, encoding in found:
         if kind == "x":
             assert encoding.get("scale", {}).get("type") == "utc", encoding
+            # a probe read 18:30 as "06:30" beside "07 PM", with no axis title saying UTC
+            assert encoding.get("title") == "time (UTC)", encoding
+            assert encoding["axis"]["labelExpr"] == charts.UTC_TICK_LABEL
         else:
             assert str(encoding.get("timeUnit", "")).startswith("utc"), encoding
