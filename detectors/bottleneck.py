@@ -6,7 +6,10 @@ job with the advice that fits it. The rules are ordered; the first that matches 
 
 1. `unobserved`: no attributed samples (nothing to diagnose).
 2. `idle`: busy_mean below `idle_busy_below` — the GPUs did (almost) nothing.
-3. `stalled`: idle by activity, but GPU_UTIL says a kernel was resident (a hung collective).
+3. `stalled`: idle by activity, but GPU_UTIL says a kernel was resident (a hung collective);
+   also a job idle by activity for at least `stalled_idle_frac_above` of its time whose idle
+   samples' GPU_UTIL must have been at least `stalled_util_pct_above` (its mean GPU_UTIL, less
+   100 % for every sample that was not idle): one that trained, then hung for hours.
 4. `unprofiled`: active, but no SM-activity field (DCGM profiling off): the limiter is unknown.
 5. `compute_bound`: SM activity ≥ `compute_sm_above` or tensor activity ≥ `compute_tensor_above`.
 6. `communication_bound`: NVLink ≥ `nvlink_gbps_above` per GPU while SM < `low_sm_below`.
@@ -81,6 +84,7 @@ class BottleneckThresholds:
     burst_above: float = 0.25
     idle_busy_below: float = 0.05
     stalled_util_pct_above: float = 50.0
+    stalled_idle_frac_above: float = 0.5
     compute_sm_above: float = 0.6
     compute_tensor_above: float = 0.3
     low_sm_below: float = 0.4
@@ -96,6 +100,17 @@ def _at_least(value: float | None, bound: float) -> bool:
     return value is not None and value >= bound
 
 
+def _hung_most_of_the_time(signals: Mapping[str, Any], t: BottleneckThresholds) -> bool:
+    """Idle by activity for most of its time, with a kernel resident in those samples: the
+    least their GPU_UTIL can have been is the job's mean less 100 % for each sample that was
+    not idle. (A job that trained 1.7 h, then hung 11.3 h read "underutilized: raise the batch
+    size" beside its critical hung_job finding.)"""
+    idle, util = signals.get("idle_frac"), signals.get("gpu_util_pct_mean")
+    if idle is None or util is None or idle < t.stalled_idle_frac_above or idle <= 0:
+        return False
+    return (util - 100.0 * (1.0 - idle)) / idle >= t.stalled_util_pct_above
+
+
 def diagnosis_of(signals: Mapping[str, Any], t: BottleneckThresholds) -> str:
     """The diagnosis of one job's signals (a row of QUERY): the first rule of the module's list
     that matches. A signal that is missing (None) matches no rule that compares it."""
@@ -107,6 +122,8 @@ def diagnosis_of(signals: Mapping[str, Any], t: BottleneckThresholds) -> str:
         return "stalled" if stalled else "idle"
     if busy is None and 0 < t.idle_busy_below:
         return "idle"
+    if _hung_most_of_the_time(signals, t):
+        return "stalled"
     if sm is None:
         return "unprofiled"
     if sm >= t.compute_sm_above or _at_least(

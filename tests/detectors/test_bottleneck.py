@@ -30,6 +30,18 @@ JOBS = {
     "hung": dict(engine_active=0.002, sm_active=0.002, gpu_util_pct=100.0),
     "small": dict(engine_active=0.15, sm_active=0.15, dram_active=0.1),
     "noprof": dict(gpu_util_pct=80.0),
+    # trained for a fifth of its run, then hung (kernels resident, SMs idle): "underutilized:
+    # raise the batch size" beside its critical hung_job finding; and one that went idle
+    "trained_then_hung": dict(
+        engine_active=[0.6] * 4 + [0.002] * (N - 4),
+        sm_active=[0.6] * 4 + [0.002] * (N - 4),
+        gpu_util_pct=[90.0] * 4 + [100.0] * (N - 4),
+    ),
+    "trained_then_idle": dict(
+        engine_active=[0.6] * 4 + [0.002] * (N - 4),
+        sm_active=[0.6] * 4 + [0.002] * (N - 4),
+        gpu_util_pct=[90.0] * 4 + [0.0] * (N - 4),
+    ),
 }
 
 
@@ -61,6 +73,8 @@ def test_each_job_gets_the_limiter_its_counters_show(con):
         "hung": "stalled",
         "small": "underutilized",
         "noprof": "unprofiled",
+        "trained_then_hung": "stalled",
+        "trained_then_idle": "underutilized",
     }
     assert all(row["advice"] == ADVICE[row["diagnosis"]] for row in got.values())
     assert "nodata" not in got  # no samples, not asked for
@@ -155,7 +169,9 @@ def test_actionable_diagnoses_become_findings_with_stable_ids(con):
         "memory": "info",
         "comm": "info",
         "small": "info",
-    }
+        "trained_then_idle": "info",
+    }  # (stalled is the hung_job rule's to say: "raise the batch size" beside it contradicted)
+    assert "trained_then_hung" not in first
     # the bursty job: 1/6 GPU-h allocated, busy (14 × 0.02 + 6 × 0.6) / 20 = 0.194
     assert first["input"]["gpu_h_at_stake"] == pytest.approx((1 - 0.194) / 6, rel=1e-5)
     assert first["input"]["message"].startswith("Job input (alice) is input-bound: ")
