@@ -10,12 +10,13 @@ alone (`<key>_file`), and are held as `Secret`, which never prints its value.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import stat
 import tomllib
 import types
 import typing
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -251,14 +252,19 @@ def _convert(kind: Any, raw: Any, from_env: bool) -> Any:
                 pass
         raise ValueError(f"expected an integer, got {raw!r}")
     if kind is float:
+        number: float | None = None
         if isinstance(raw, int | float) and not isinstance(raw, bool):
-            return float(raw)
-        if from_env:
+            number = float(raw)
+        elif from_env:
             try:
-                return float(str(raw).strip())
+                number = float(str(raw).strip())
             except ValueError:
                 pass
-        raise ValueError(f"expected a number, got {raw!r}")
+        if number is None:
+            raise ValueError(f"expected a number, got {raw!r}")
+        if not math.isfinite(number):  # TOML reads nan and inf: no threshold of ours is either
+            raise ValueError(f"expected a finite number, got {raw!r}")
+        return number
     if kind is str:
         if isinstance(raw, str):
             return raw
@@ -286,7 +292,16 @@ def _read_secret_file(path: Path, key: str) -> str:
         )
     if info.st_uid != os.getuid():
         raise ConfigError(f"{key}: the secret file {str(path)!r} is not owned by this user")
-    return path.read_text(encoding="utf-8").strip()
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except UnicodeDecodeError:  # (never the bytes: they are a secret)
+        raise ConfigError(
+            f"{key}: the secret file {str(path)!r} is not UTF-8 text; save it as UTF-8"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(
+            f"{key}: cannot read the secret file {str(path)!r} ({exc.strerror})"
+        ) from None
 
 
 # ---------------------------------------------------------------- the loaded configuration
@@ -360,6 +375,8 @@ def _config_path(path: Path | None, environ: Mapping[str, str]) -> Path | None:
     if environ.get(CONFIG_ENV):
         return Path(environ[CONFIG_ENV])
     default = Path(DEFAULT_CONFIG_NAME)
+    if default.exists() and not default.is_file():  # (a site's settings would be ignored)
+        raise ConfigError(f"{str(default.resolve())!r} is not a file; expected the config file")
     return default if default.is_file() else None
 
 
@@ -387,6 +404,32 @@ def _check_env_names(environ: Mapping[str, str]) -> None:
                 f"{var}: no such setting in [{section.lower()}] (a typo?); "
                 "see `gpuledger config check` for the keys"
             )
+        meant = _misspelt_section(var)
+        if meant is not None:
+            raise ConfigError(
+                f"{var}: no section [{meant[0]}] (a typo of [{meant[1]}]?), so it sets "
+                "nothing; see `gpuledger config check` for the names"
+            )
+
+
+def _misspelt_section(var: str) -> tuple[str, str] | None:
+    """(the name written, the section meant) where `var` names a section close to one of ours
+    (GPULEDGER_ALERT_SMTP_PORT, GPULEDGER_ATRIBUTE_BUCKET_S: both set nothing, silently);
+    None for a variable of a section of ours or of something else (GPULEDGER_SPOOL, …)."""
+    import difflib
+
+    if not var.startswith(ENV_PREFIX):
+        return None
+    names = {*_SECTIONS, *_TABLE_SECTIONS, *_LIST_SECTIONS}
+    if var.startswith(tuple(_env_name(n, "") for n in names)):
+        return None
+    parts = var[len(ENV_PREFIX) :].lower().split("_")
+    for name in sorted(names):
+        written = "_".join(parts[: name.count("_") + 1])
+        close = difflib.SequenceMatcher(None, written, name).ratio() >= 0.8
+        if close and len(parts) > name.count("_") + 1:
+            return written, name
+    return None
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -489,19 +532,29 @@ def _load_section(
             try:
                 value = _convert(hints[key], raw, from_env)
             except ValueError as exc:
-                raise ConfigError(f"{full}: {exc} ({sources[full]})") from None
+                raise ConfigError(_redacted(f"{full}: {exc} ({sources[full]})")) from None
         check = f.metadata.get("check")
         problem = check(value) if check is not None and value is not None else None
         if problem:
-            raise ConfigError(f"{full}: {problem}, got {value!r} ({sources.get(full, 'default')})")
+            said = f"{full}: {problem}, got {value!r} ({sources.get(full, 'default')})"
+            raise ConfigError(_redacted(said))
         kwargs[key] = value
     instance = cls(**kwargs)
     validate = getattr(instance, "validate", None)
     if validate is not None:
         problem = validate()
-        if problem:
-            raise ConfigError(f"{name}.{problem}")
+        if problem:  # (the values it names came from the file, the environment or defaults)
+            came = sorted({v for k, v in sources.items() if k.startswith(f"{name}.")})
+            raise ConfigError(_redacted(f"{name}.{problem} ({'; '.join(came) or 'defaults'})"))
     return instance
+
+
+def _redacted(message: str) -> str:
+    """`message` without the `user:password@` of any URL in it (a source URL with credentials
+    was printed whole in the error about its type)."""
+    from collector.sources.http_url import redact_urls
+
+    return redact_urls(message)
 
 
 def _load_secret(
@@ -538,7 +591,11 @@ def _load_secret(
 
 
 def load_section(
-    cls: type[S], path: Path | None = None, environ: Mapping[str, str] | None = None
+    cls: type[S],
+    path: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+    *,
+    keys: Iterable[str] | None = None,
 ) -> S:
     """One registered section alone (`cls`, e.g. `LakeConfig`, `MailConfig`): the file
     `load_config` would read, read the same way (`lake = "/x"` for `[lake] root`, the
@@ -549,6 +606,8 @@ def load_section(
     …; `gpuledger mail`): loading every section imports every settings module (0.17-0.23 s on
     a slow machine). `gpuledger config check` and the commands that read the other sections
     load the whole configuration and report any mistake in it.
+    `keys`: read only these keys of the section, the others at their defaults (what a
+    command can still use of a section whose other keys are not valid).
     Raises ConfigError for a file that cannot be read or a section that is not valid.
     """
     name = next((n for n, registered in _SECTIONS.items() if registered is cls), None)
@@ -563,6 +622,13 @@ def load_section(
         table = {"root": table}
     if not isinstance(table, dict):
         raise ConfigError(f"{name}: expected a table ([{name}]) {where}, got {table!r}")
+    if keys is not None:
+        wanted = set(keys)
+        others = {_env_name(name, f.name) for f in dataclasses.fields(_SECTIONS[name])} - {
+            _env_name(name, k) for k in wanted
+        }
+        table = {k: v for k, v in table.items() if k in wanted}
+        env = {k: v for k, v in env.items() if k not in others}
     section: S = _load_section(name, cls, table, env, where, {})
     return section
 
@@ -584,6 +650,26 @@ DASHBOARD_CURRENCY = "$"
 
 def _non_negative(v: float) -> str | None:
     return None if v >= 0 else "expected a non-negative number"
+
+
+# The longest time a setting may give (a year, in its unit's seconds): past it a timer
+# overflows and the thread that sleeps it dies (a refresh of 1e12 s ended `serve`'s refresh
+# while /healthz still answered; an SMTP timeout of inf left a message stuck in `sending`)
+MAX_SECONDS = 365 * 86400.0
+
+
+def positive_at_most_a_year(v: float) -> str | None:
+    """A setting's check: a time (or a factor of one) above 0, at most a year in seconds."""
+    if not math.isfinite(v) or not 0 < v <= MAX_SECONDS:
+        return f"expected a number above 0, at most {MAX_SECONDS:,.0f} (a year in seconds)"
+    return None
+
+
+def non_negative_at_most_a_year(v: float) -> str | None:
+    """`positive_at_most_a_year`, 0 allowed."""
+    if not math.isfinite(v) or not 0 <= v <= MAX_SECONDS:
+        return f"expected a number from 0 to {MAX_SECONDS:,.0f} (a year in seconds)"
+    return None
 
 
 def _user_pairs(v: tuple[str, ...]) -> str | None:

@@ -108,7 +108,8 @@ def _hung_most_of_the_time(signals: Mapping[str, Any], t: BottleneckThresholds) 
     idle, util = signals.get("idle_frac"), signals.get("gpu_util_pct_mean")
     if idle is None or util is None or idle < t.stalled_idle_frac_above or idle <= 0:
         return False
-    return (util - 100.0 * (1.0 - idle)) / idle >= t.stalled_util_pct_above
+    least: float = (util - 100.0 * (1.0 - idle)) / idle
+    return least >= t.stalled_util_pct_above
 
 
 def diagnosis_of(signals: Mapping[str, Any], t: BottleneckThresholds) -> str:

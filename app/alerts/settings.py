@@ -12,7 +12,13 @@ import zoneinfo
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.config import Secret, register_section, setting
+from app.config import (
+    Secret,
+    non_negative_at_most_a_year,
+    positive_at_most_a_year,
+    register_section,
+    setting,
+)
 
 __all__ = [
     "ACTIONS",
@@ -40,10 +46,6 @@ SLACK_API_URL = "https://slack.com/api/"
 
 def _port(v: int) -> str | None:
     return None if 1 <= v <= 65535 else "expected a port number 1-65535"
-
-
-def _positive(v: float) -> str | None:
-    return None if v > 0 else "expected a number above 0"
 
 
 def _ascii(v: str) -> str | None:
@@ -186,7 +188,7 @@ class AlertsConfig:
         None, "CA bundle to verify the SMTP server's certificate (default: the system's)."
     )
     smtp_timeout_s: float = setting(
-        30.0, "Seconds before an SMTP connection attempt fails.", _positive
+        30.0, "Seconds before an SMTP connection attempt fails.", positive_at_most_a_year
     )
     email_from: str = setting("gpuledger@localhost", "Sender address of every email.")
     email_reply_to: str | None = setting(
@@ -210,7 +212,9 @@ class AlertsConfig:
     )
     # what to alert on
     lookback_hours: float = setting(
-        168.0, "Only findings (re)detected within this many hours are considered.", _positive
+        168.0,
+        "Only findings (re)detected within this many hours are considered.",
+        positive_at_most_a_year,
     )
     min_severity: str = setting("warn", "Findings below this severity are not sent.", _severity)
     idle_detectors: tuple[str, ...] = setting(
@@ -218,15 +222,23 @@ class AlertsConfig:
     )
     # escalation of idle jobs (minutes of full idleness, from the finding's start)
     idle_after_minutes: float = setting(
-        60.0, "Minutes of a fully idle job before its first notice.", _non_negative
+        60.0, "Minutes of a fully idle job before its first notice.", non_negative_at_most_a_year
     )
     idle_fresh_minutes: float = setting(
-        30.0, "An idle finding is current if its end_ts is null or this recent.", _non_negative
+        30.0,
+        "An idle finding is current if its end_ts is null or this recent.",
+        non_negative_at_most_a_year,
     )
-    second_notice_minutes: float = setting(105.0, "Minutes idle before the second notice.")
-    final_notice_minutes: float = setting(120.0, "Minutes idle before the final notice.")
+    second_notice_minutes: float = setting(
+        105.0, "Minutes idle before the second notice.", non_negative_at_most_a_year
+    )
+    final_notice_minutes: float = setting(
+        120.0, "Minutes idle before the final notice.", non_negative_at_most_a_year
+    )
     action_after_minutes: float = setting(
-        150.0, "Minutes idle before the action (only when action_enabled)."
+        150.0,
+        "Minutes idle before the action (only when action_enabled).",
+        non_negative_at_most_a_year,
     )
     action_enabled: bool = setting(False, "Cancel idle jobs after the final notice.")
     action: str = setting(
@@ -248,11 +260,11 @@ class AlertsConfig:
     )
     kubectl_command: str = setting("kubectl", "The kubectl program for pod-delete.")
     interactive_factor: float = setting(
-        2.0, "Interactive jobs: escalation minutes are multiplied by this.", _positive
+        2.0, "Interactive jobs: escalation minutes are multiplied by this.", positive_at_most_a_year
     )
     # hygiene
     period_hours: float = setting(
-        24.0, "At most one alert per subject per rule per this many hours.", _positive
+        24.0, "At most one alert per subject per rule per this many hours.", positive_at_most_a_year
     )
     quiet_hours: str = setting(
         "20:00-08:00", "No non-critical alerts in this local window ('' for none).", _quiet
@@ -277,21 +289,29 @@ class AlertsConfig:
     )
     test_mode: bool = setting(False, "Send everything to the admins only; take no action.")
     digest_every_minutes: float = setting(
-        60.0, "At most one admin digest per this many minutes (0: every run).", _non_negative
+        60.0,
+        "At most one admin digest per this many minutes (0: every run).",
+        non_negative_at_most_a_year,
     )
     # delivery behaviour
     max_attempts: int = setting(5, "Tries per message in one run before it waits for the next.")
-    retry_base_s: float = setting(1.0, "First retry delay; doubles each try.", _non_negative)
-    retry_max_s: float = setting(60.0, "Longest retry delay (and Retry-After honoured).")
+    retry_base_s: float = setting(
+        1.0, "First retry delay; doubles each try.", non_negative_at_most_a_year
+    )
+    retry_max_s: float = setting(
+        60.0, "Longest retry delay (and Retry-After honoured).", non_negative_at_most_a_year
+    )
     retry_later_s: float = setting(
         300.0,
         "After a run gives up on a message, wait this long for the next try; doubles, to 24 h.",
-        _non_negative,
+        non_negative_at_most_a_year,
     )
     give_up_after_runs: int = setting(
         8, "Runs that may give up on a message before it is marked failed."
     )
-    follow_interval_s: float = setting(60.0, "Seconds between polls with --follow.", _positive)
+    follow_interval_s: float = setting(
+        60.0, "Seconds between polls with --follow.", positive_at_most_a_year
+    )
 
     def __post_init__(self) -> None:
         # workdays as the short lower-case names plan.py compares with ("Monday" -> "mon");

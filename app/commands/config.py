@@ -47,7 +47,12 @@ def _problems(cfg: Config) -> list[str]:
     from app.service.settings import PrometheusConfig, credential_problems
 
     problems += credential_problems(cfg.values["sources"], cfg.section(PrometheusConfig))
-    templates = cfg.section(AlertsConfig).templates_dir
+    alerts = cfg.section(AlertsConfig)
+    # files `gpuledger alert` refuses to run without (config check said OK to them)
+    for key, path in (("directory", alerts.directory), ("smtp_ca_file", alerts.smtp_ca_file)):
+        if path is not None and not path.is_file():
+            problems.append(f"alerts.{key}: {str(path)!r} is not a file")
+    templates = alerts.templates_dir
     if templates is not None:
         # each overriding template is rendered against a sample finding
         broken = check_templates(templates)
@@ -80,11 +85,13 @@ def check(config_path: Path | None, lake: Path | None) -> None:
     [attribute], [detect.<detector>] (enabled, the scope keys partitions, exclude_partitions,
     exclude_accounts, exclude_users, exclude_qos, and the thresholds of its rule family;
     environment: GPULEDGER_DETECT_<DETECTOR>_<KEY>), [recommend] and [recommend.<kind>].
-    Secrets (alerts.smtp_password, alerts.slack_token, alerts.slack_webhook_url) are only
-    read from the environment or a <key>_file readable by its owner alone, and are shown as
-    ********. Exits 1 naming the first bad key, or with one line saying what the settings get
-    wrong together (e.g. dashboard sign-in required but no allowed domain, issuer or user; an
-    alerts.templates_dir template that does not render against a sample finding).
+    Secrets (alerts.smtp_password, alerts.slack_token, alerts.slack_webhook_url,
+    prometheus.password, prometheus.bearer_token, api.proxy_secret) are only read from the
+    environment or a <key>_file readable by its owner alone, and are shown as ********.
+    Exits 1 naming the first bad key, or with one line saying what the settings get wrong
+    together (e.g. dashboard sign-in required but no allowed domain, issuer or user; an
+    alerts.templates_dir template that does not render against a sample finding; an
+    alerts.directory or alerts.smtp_ca_file that is not there).
     """
     from app.config import ConfigError, load_config
 
@@ -93,7 +100,15 @@ def check(config_path: Path | None, lake: Path | None) -> None:
         f"# configuration: {cfg.path if cfg.path else '(no file; defaults and environment)'}"
     )
     section = None
+    # the values the pipeline runs with: a key one section takes from another's (the idle-cancel
+    # replay's bucket follows attribute.bucket_s) showed its own default instead
+    from app.pipeline.settings import pipeline_config
+
+    used = {
+        key: (shown, source) for key, shown, source in pipeline_config(cfg).recommend.effective()
+    }
     for key, shown, source in cfg.effective():
+        shown, source = used.get(key, (shown, source))
         name, leaf = key.rsplit(".", 1)  # [detect.idle_job] idle_minutes
         if name != section:
             click.echo(f"\n[{name}]")

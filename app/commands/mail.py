@@ -86,13 +86,22 @@ def command(
 
     body = "" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read()
     problem = None
-    try:  # the two sections it reads, alone: the others would load the detectors (~0.8 s)
+    # the two sections it reads, alone: the others would load the detectors (~0.8 s); each
+    # apart, so a bad [lake] keeps a good [mail] mailer (the mail went to /usr/bin/mail, and
+    # was lost where the site had none)
+    try:
         settings = load_section(MailConfig)
-        root = lake if lake is not None else load_section(LakeConfig).root
-    except ConfigError as exc:  # the mail still goes out: GPULEDGER_MAIL_MAILER or the default
-        mailer = os.environ.get("GPULEDGER_MAIL_MAILER", "").strip() or MailConfig().mailer
-        settings, root = MailConfig(mailer=mailer), lake or Path("lake")
+    except ConfigError as exc:  # the mail still goes out: its mailer if that is valid alone
+        try:
+            settings = load_section(MailConfig, keys=("mailer",))
+        except ConfigError:
+            settings = MailConfig()
         problem = f"the configuration is not valid: {exc}"
+    try:
+        root = lake if lake is not None else load_section(LakeConfig).root
+    except ConfigError as exc:
+        root = Path("lake")
+        problem = problem or f"the configuration is not valid: {exc}"
     composed = compose(
         body,
         subject,

@@ -4,13 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.config import register_section, setting
+from app.config import positive_at_most_a_year, register_section, setting
 
 __all__ = ["MailConfig"]
-
-
-def _positive(v: float) -> str | None:
-    return None if v > 0 else "expected a number of seconds above 0"
 
 
 def _program(v: str) -> str | None:
@@ -32,5 +28,5 @@ class MailConfig:
         60.0,
         "Longest wait for the job's report; after it the mail goes out without one (Slurm "
         "stops a MailProg after 120 s).",
-        _positive,
+        positive_at_most_a_year,
     )

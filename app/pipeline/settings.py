@@ -25,12 +25,14 @@ import dataclasses
 import functools
 import hashlib
 import json
+import math
 import typing
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.config import (
+    MAX_SECONDS,
     ConfigError,
     convert_setting,
     env_name,
@@ -140,8 +142,16 @@ def _check(key: str, name: str, value: Any) -> str | None:
     """What is wrong with a threshold's value (its sign, its range), or None."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
+    if not math.isfinite(value):  # nan passed every comparison below: false idle findings
+        return "expected a finite number"
     if value < 0:
         return "expected a non-negative number"
+    if value > MAX_SECONDS:  # no threshold of ours is this large; past it timers overflow
+        return f"expected at most {MAX_SECONDS:,.0f}"
+    if name.endswith("_days") and value > 3660:  # (a date that far back overflows)
+        return "expected at most 3,660 days (ten years)"
+    if name == "lookback_days" and value < 1:  # (0 replayed nothing: no recommendation, silently)
+        return "expected at least 1 day"
     if ("frac" in name or "share" in name or name in {"quantile"}) and value > 1:
         return "expected a share between 0 and 1"
     if name.endswith("_pct") and value > 100:

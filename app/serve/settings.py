@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.config import register_section, setting
+from app.config import positive_at_most_a_year, register_section, setting
 
 __all__ = ["DEFAULT_WINDOWS_S", "ServeConfig", "ServeSettings"]
 
@@ -27,10 +27,6 @@ def _port(v: int) -> str | None:
 
 def _non_negative(v: int) -> str | None:
     return None if v >= 0 else "expected 0 or more"
-
-
-def _positive(v: float) -> str | None:
-    return None if v > 0 else "expected a number above 0"
 
 
 @register_section("serve")
@@ -50,7 +46,7 @@ class ServeConfig:
         15.0,
         "Seconds between looks at the lake: figures are recomputed when its files changed, "
         "so a scrape only reads memory.",
-        _positive,
+        positive_at_most_a_year,
     )
 
 

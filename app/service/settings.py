@@ -38,7 +38,7 @@ from app.service.tasks import (
     Source,
 )
 from collector.names import valid_name
-from collector.sources.http_url import redact_url
+from collector.sources.http_url import redact_url, redact_urls
 
 if TYPE_CHECKING:
     from collector.sources.prometheus.transport import PrometheusAuth
@@ -206,9 +206,11 @@ def _source(index: int, item: Any, where: str) -> Source:
             f"{at}.window_s: expected seconds that divide a day, 60 to 86400 (e.g. 600, 3600) "
             f"{where}, got {window!r}"
         )
-    for key in ("url",):
-        if key in kwargs and not str(kwargs[key]).startswith(("http://", "https://")):
-            shown = redact_url(str(kwargs[key]))
+    urls = [("url", kwargs["url"])] if "url" in kwargs else []
+    urls += [(f"urls[{i}]", url) for i, url in enumerate(kwargs.get("urls", ()))]
+    for key, url in urls:  # (an ftp:// or bare-word exporter URL failed every round)
+        if not str(url).startswith(("http://", "https://")):
+            shown = redact_url(str(url))
             raise ConfigError(f"{at}.{key}: expected an http(s):// URL {where}, got {shown!r}")
     for entry in kwargs.get("namespace_accounts", ()):
         namespace, sep, account = (p.strip() for p in str(entry).partition("="))
@@ -243,8 +245,12 @@ def _check_prometheus(kwargs: dict[str, Any], at: str, where: str) -> None:
 
 
 def parse_sources(items: list[Any], where: str) -> tuple[Source, ...]:
-    """Validate `[[sources]]`; errors name the entry and key, e.g. `sources[1].url`."""
-    parsed = tuple(_source(i, item, where) for i, item in enumerate(items))
+    """Validate `[[sources]]`; errors name the entry and key, e.g. `sources[1].url`, and never
+    a URL's `user:password@` (a URL given where a table or a string belongs was printed whole)."""
+    try:
+        parsed = tuple(_source(i, item, where) for i, item in enumerate(items))
+    except ConfigError as exc:
+        raise ConfigError(redact_urls(str(exc))) from None
     names = [s.name for s in parsed]
     for name in names:
         if names.count(name) > 1:

@@ -173,6 +173,20 @@ def test_recommender_tables_and_the_attribute_flags(tmp_path):
         ("[attribute]\nbucket_s = 7\n", {}, "attribute.bucket_s: expected seconds that divide"),
         ("", {"GPULEDGER_DETECT_IDLE_JOB_IDLE_MINUTE": "3"}, "no such setting in [detect]"),
         ("", {"GPULEDGER_DETECT_IDLE_JOB_IDLE_MINUTES": "x"}, "env GPULEDGER_DETECT_IDLE_JOB"),
+        # TOML reads nan and inf: nan passed every range check (5 idle findings, not 3)
+        ("[detect.idle_job]\nidle_work_max_frac = nan\n", {}, "expected a finite number"),
+        ("", {"GPULEDGER_DETECT_IDLE_JOB_IDLE_MINUTES": "inf"}, "expected a finite number"),
+        ("[detect.idle_job]\ncritical_gpu_h = 1e300\n", {}, "expected at most 31,536,000"),
+        # a replay of 1e308 days, or of none (0 recommendations, silently)
+        ("[recommend]\nlookback_days = 1000000\n", {}, "expected at most 3,660 days"),
+        ("[recommend]\nlookback_days = 0\n", {}, "expected at least 1 day"),
+        ("[serve]\nrefresh_s = 1e12\n", {}, "serve.refresh_s: expected a number above 0, at"),
+        ("[alerts]\nsmtp_timeout_s = inf\n", {}, "alerts.smtp_timeout_s: expected a finite"),
+        ("[alerts]\nretry_max_s = -5\n", {}, "alerts.retry_max_s: expected a number from 0"),
+        ("[mail]\nreport_timeout_s = 1e12\n", {}, "mail.report_timeout_s: expected a number"),
+        # a misspelt section in a variable set nothing, silently
+        ("", {"GPULEDGER_ALERT_SMTP_PORT": "1"}, "no section [alert] (a typo of [alerts]?)"),
+        ("", {"GPULEDGER_ATRIBUTE_BUCKET_S": "600"}, "no section [atribute] (a typo of"),
     ],
 )
 def test_a_bad_key_or_value_is_one_error_naming_it(tmp_path, text, environ, message):
@@ -335,3 +349,56 @@ def test_a_list_from_the_environment_is_comma_separated():
         )
     )
     assert cfg.detector("stranded_gpus").scope.exclude_partitions == ("interactive", "debug")
+
+
+def test_variables_of_other_tools_and_of_ours_outside_the_file_are_no_typo(tmp_path):
+    for name in ("GPULEDGER_SPOOL", "GPULEDGER_REQUIRE_LIVE", "GPULEDGER_EPILOG_TRIES"):
+        _load(tmp_path, "", {name: "1"})
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ('[[sources]]\nkind = "prometheus"\ncluster = "c"\nurl = ["http://bob:PW@h:9090"]\n', "PW"),
+        ('sources = ["http://bob:PW@h:9090"]\n', "PW"),
+        ('[alerts]\nslack_api_url = "ftp://bob:PW@x/"\n', "PW"),
+        ('[[sources]]\nkind = "dcgm-exporter"\ncluster = "c"\nurls = ["ftp://bob:PW@h/"]\n', "PW"),
+    ],
+)
+def test_an_error_about_a_url_never_prints_its_password(tmp_path, text, secret):
+    with pytest.raises(ConfigError) as err:
+        _load(tmp_path, text)
+    assert secret not in str(err.value) and "bob" not in str(err.value)
+
+
+def test_config_check_shows_the_bucket_the_idle_cancel_replay_uses(tmp_path):
+    # it printed its own default (300) where the replay follows attribute.bucket_s (600)
+    path = tmp_path / "g.toml"
+    path.write_text("[attribute]\nbucket_s = 600\n")
+    result = CliRunner().invoke(cli, ["config", "check", "--config", str(path)])
+    section = result.output.split("[recommend.idle_cancel_policy]")[1].split("\n[")[0]
+    assert "bucket_s = 600  # attribute.bucket_s" in section
+
+
+def test_config_check_names_an_alerts_file_that_is_not_there(tmp_path):
+    path = tmp_path / "g.toml"
+    path.write_text(f'[alerts]\ndirectory = "{tmp_path / "none.toml"}"\n')
+    result = CliRunner().invoke(cli, ["config", "check", "--config", str(path)])
+    assert result.exit_code == 1 and "alerts.directory:" in result.output
+    assert "is not a file" in result.output
+
+
+def test_a_folder_named_like_the_config_file_is_an_error_not_ignored(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "gpuledger.toml").mkdir()
+    with pytest.raises(ConfigError, match="is not a file"):
+        load_config(environ={})
+
+
+def test_a_secret_file_that_is_not_utf8_is_one_error(tmp_path):
+    secret = tmp_path / "pw"
+    secret.write_bytes(b"\xff\xfe")
+    secret.chmod(0o600)
+    with pytest.raises(ConfigError, match="is not UTF-8") as err:
+        _load(tmp_path, f'[alerts]\nsmtp_password_file = "{secret}"\n')
+    assert "\\xff" not in str(err.value)

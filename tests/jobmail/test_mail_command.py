@@ -176,6 +176,24 @@ def test_an_invalid_configuration_still_sends_the_mail(lake, mailer, tmp_path):
     assert "mail.report_timeout_s" in body and "mail.report_timeout_s" in result.output
 
 
+@pytest.mark.parametrize(
+    "other",
+    ['[lake]\nrooot = "/x"\n', "report_timeout_s = 1e12\n"],
+    ids=["bad-lake-section", "bad-mail-key"],
+)
+def test_the_sites_mailer_sends_whatever_else_the_configuration_gets_wrong(mailer, tmp_path, other):
+    # a typo in [lake] sent the mail to /usr/bin/mail (none there: lost) instead of [mail] mailer
+    config = tmp_path / "gpuledger.toml"
+    config.write_text(f'[mail]\nmailer = "{mailer}"\n' + other, encoding="utf-8")
+    clean = {k: None for k in os.environ if k.startswith(("GPULEDGER_", "SLURM_"))}
+    runner = CliRunner(env={**clean, "GPULEDGER_CONFIG": str(config)})
+    result = runner.invoke(cli, ["mail", "-s", END, "alice"], input="")
+    _, body = sent(mailer)
+
+    assert result.exit_code == 0, result.output
+    assert body.startswith(NOTE_PREFIX + "the configuration is not valid")
+
+
 def gpuledger(*args: str, env: dict[str, str], stdin: str = "") -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("GPULEDGER_", "SLURM_"))}
     return subprocess.run(
