@@ -46,11 +46,12 @@ SEVERITY_COLOURS = {"critical": "#c62828", "warn": "#f9a825", "info": "#1565c0"}
 _TOP = alt.Legend(orient="top", title=None)
 
 
-# A tick's label: the day at midnight, else the 24-hour time (Vega's default mixes "06:30"
-# in 12-hour time with "07 PM": 18:30 read as the morning)
+# A tick's label: the day at midnight, else the 24-hour time, with seconds where a tick has
+# them (a job of minutes) (Vega's default mixes "06:30" in 12-hour time with "07 PM": 18:30
+# read as the morning)
 UTC_TICK_LABEL = (
-    "utcFormat(datum.value, utchours(datum.value) == 0 && utcminutes(datum.value) == 0 "
-    "? '%b %d' : '%H:%M')"
+    "utcFormat(datum.value, utcseconds(datum.value) != 0 ? '%H:%M:%S' : "
+    "utchours(datum.value) == 0 && utcminutes(datum.value) == 0 ? '%b %d' : '%H:%M')"
 )
 
 

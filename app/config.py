@@ -404,7 +404,7 @@ def _check_env_names(environ: Mapping[str, str]) -> None:
                 f"{var}: no such setting in [{section.lower()}] (a typo?); "
                 "see `gpuledger config check` for the keys"
             )
-        meant = _misspelt_section(var)
+        meant = _misspelt_section(var, environ[var])
         if meant is not None:
             raise ConfigError(
                 f"{var}: no section [{meant[0]}] (a typo of [{meant[1]}]?), so it sets "
@@ -412,24 +412,45 @@ def _check_env_names(environ: Mapping[str, str]) -> None:
             )
 
 
-def _misspelt_section(var: str) -> tuple[str, str] | None:
+def _misspelt_section(var: str, value: str) -> tuple[str, str] | None:
     """(the name written, the section meant) where `var` names a section close to one of ours
-    (GPULEDGER_ALERT_SMTP_PORT, GPULEDGER_ATRIBUTE_BUCKET_S: both set nothing, silently);
-    None for a variable of a section of ours or of something else (GPULEDGER_SPOOL, …)."""
+    and, read in that section, a key it has (GPULEDGER_ALERT_SMTP_PORT, GPULEDGER_ATRIBUTE_
+    BUCKET_S: both set nothing, silently); None for a variable of a section of ours or of
+    something else (GPULEDGER_SPOOL; GPULEDGER_SERVER_SERVICE_HOST, which Kubernetes sets for
+    a Service named gpuledger-server, is close to [serve] but names no key of it)."""
     import difflib
 
-    if not var.startswith(ENV_PREFIX):
-        return None
-    names = {*_SECTIONS, *_TABLE_SECTIONS, *_LIST_SECTIONS}
-    if var.startswith(tuple(_env_name(n, "") for n in names)):
+    if not var.startswith(ENV_PREFIX) or value.startswith(("tcp://", "udp://", "sctp://")):
+        return None  # (Kubernetes' link to a Service gpuledger-server: GPULEDGER_SERVER_PORT)
+    names = {*_SECTIONS, *_TABLE_SECTIONS}
+    if var.startswith(tuple(_env_name(n, "") for n in {*names, *_LIST_SECTIONS})):
         return None
     parts = var[len(ENV_PREFIX) :].lower().split("_")
     for name in sorted(names):
-        written = "_".join(parts[: name.count("_") + 1])
+        cut = name.count("_") + 1
+        written, rest = "_".join(parts[:cut]), "_".join(parts[cut:])
         close = difflib.SequenceMatcher(None, written, name).ratio() >= 0.8
-        if close and len(parts) > name.count("_") + 1:
+        if close and rest and _names_a_key(name, rest, value):
             return written, name
     return None
+
+
+def _names_a_key(section: str, key: str, value: str) -> bool:
+    """Whether GPULEDGER_<SECTION>_<KEY> would set a key of `section`."""
+    cls = _SECTIONS.get(section)
+    if cls is not None:
+        keys = {f.name for f in dataclasses.fields(cls)}
+        keys |= {
+            f.name + SECRET_FILE_SUFFIX for f in dataclasses.fields(cls) if f.metadata.get("secret")
+        }
+        return key in keys
+    try:  # a table section (the pipeline's) knows its keys as it loads them
+        _TABLE_SECTIONS[section]({}, {_env_name(section, key): value}, "")
+    except ConfigError as exc:
+        return "no such setting" not in str(exc)
+    except Exception:  # any other refusal was of the value: the key is one
+        return True
+    return True
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -659,16 +680,17 @@ MAX_SECONDS = 365 * 86400.0
 
 
 def positive_at_most_a_year(v: float) -> str | None:
-    """A setting's check: a time (or a factor of one) above 0, at most a year in seconds."""
+    """A setting's check: a time (or a factor of one) above 0, at most MAX_SECONDS (a year of
+    seconds; as a number of minutes or hours, a bound only against overflow)."""
     if not math.isfinite(v) or not 0 < v <= MAX_SECONDS:
-        return f"expected a number above 0, at most {MAX_SECONDS:,.0f} (a year in seconds)"
+        return f"expected a number above 0, at most {MAX_SECONDS:,.0f}"
     return None
 
 
 def non_negative_at_most_a_year(v: float) -> str | None:
     """`positive_at_most_a_year`, 0 allowed."""
     if not math.isfinite(v) or not 0 <= v <= MAX_SECONDS:
-        return f"expected a number from 0 to {MAX_SECONDS:,.0f} (a year in seconds)"
+        return f"expected a number from 0 to {MAX_SECONDS:,.0f}"
     return None
 
 

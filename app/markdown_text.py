@@ -19,8 +19,9 @@ _SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$:&=\"'])")
 
 # GFM's literal autolinks (`https://…`, `www.…`, `name@host.tld`) are found in the text after
 # escapes are read, so a backslash does not stop them: an invisible WORD JOINER (U+2060) inside
-# the pattern does (`https:⁠//`, `www⁠.`, `@⁠`), and the text reads the same
-_AUTOLINK = re.compile(r"(?i)(?<=:)(?=//)|(?<=\bwww)(?=\.)|(?<=@)|(?<=-)(?=-)")
+# the pattern does (`https:⁠//`, `www⁠.`, `name@⁠host.tld`), and the text reads the same. Only
+# there: a joiner copies along (a `--time` with one in it is no option to paste into sbatch)
+_AUTOLINK = re.compile(r"(?i)(?<=:)(?=//)|(?<=www)(?=\.)|(?<=[\w.+-]@)(?=[\w-]+\.)")
 WORD_JOINER = "\u2060"
 
 

@@ -68,11 +68,11 @@ def _connect_kube(context: str) -> KubernetesApi:
 def _read_findings(lake: Lake, since: dt.datetime) -> list[FindingContext]:
     import duckdb
 
-    try:
-        return load_findings(lake.connect(), since)
-    except duckdb.IOException as exc:
-        # a detector or compaction replaced a file between listing and reading it
-        raise FindingsUnavailable(f"the findings could not be read: {exc}") from None
+    try:  # read again where `attribute`, a detector or compaction replaced a file meanwhile
+        return lake.read_settled(lambda: load_findings(lake.connect(), since))
+    except duckdb.Error as exc:  # (one line, not a traceback: the next run reads them)
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise FindingsUnavailable(f"the findings could not be read: {reason}") from None
 
 
 @dataclass

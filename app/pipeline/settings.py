@@ -150,8 +150,8 @@ def _check(key: str, name: str, value: Any) -> str | None:
         return f"expected at most {MAX_SECONDS:,.0f}"
     if name.endswith("_days") and value > 3660:  # (a date that far back overflows)
         return "expected at most 3,660 days (ten years)"
-    if name == "lookback_days" and value < 1:  # (0 replayed nothing: no recommendation, silently)
-        return "expected at least 1 day"
+    if name == "lookback_days" and value == 0:  # (it replayed nothing: no recommendation)
+        return "expected more than 0 days"
     if ("frac" in name or "share" in name or name in {"quantile"}) and value > 1:
         return "expected a share between 0 and 1"
     if name.endswith("_pct") and value > 100:

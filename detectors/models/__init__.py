@@ -65,8 +65,8 @@ def _with_data_end(
 ) -> pl.DataFrame:
     """`rows` with `data_end`: the end of each one's cluster's telemetry (`data_end`'s rows),
     never after `now`; `now` where the cluster's end is not given."""
-    if data_end is not None:
-        rows = rows.join(data_end, on="cluster", how="left")
+    if data_end is not None:  # (rows keep their order: messages are built beside them)
+        rows = rows.join(data_end, on="cluster", how="left", maintain_order="left")
     else:
         rows = rows.with_columns(pl.lit(None, _TS).alias("data_end"))
     bound = pl.lit(now).cast(_TS)
@@ -204,7 +204,7 @@ def _trained_on(card: store.ModelCard) -> pl.Expr:
     prediction."""
     if not card.clusters or card.window_end is None:
         return pl.lit(False)
-    trained = dt.datetime.fromisoformat(card.trained_ts)
+    trained = dt.datetime.fromisoformat(card.trained_ts)  # (a card's times are checked ISO)
     window_end = dt.datetime.fromisoformat(card.window_end)
     return (
         pl.col("cluster").is_in(list(card.clusters))
@@ -222,6 +222,15 @@ def _runtime(
 ) -> pl.DataFrame:
     running = runtime.frame(data.jobs).filter(pl.col("end_ts").is_null())
     rows = _with_data_end(runtime.predict_quantiles(models, running), data_end, now)
+    # seen running to the end of its cluster's telemetry, or, where the scheduler's records
+    # run past it (a job that started after the samples stop), to `now`: it never ends before
+    # it starts, and a job the telemetry has not reached is not taken for one just started
+    rows = rows.with_columns(
+        pl.when(pl.col("start_ts") > pl.col("data_end"))
+        .then(pl.lit(now).cast(_TS))
+        .otherwise(pl.col("data_end"))
+        .alias("data_end")
+    )
     # a job that has run past the limit the finding would advise (p90 + 20 %) has shown the
     # model wrong about it: that limit would have killed it. What the limit leaves unused is
     # at most what is left of it.

@@ -82,6 +82,12 @@ class ModelCard:
             raise ValueError("'metrics' must map names to numbers")
         if not isinstance(raw.get("params", {}), dict):
             raise ValueError("'params' must be an object")
+        for key in ("trained_ts", "window_start", "window_end"):
+            if raw.get(key) is not None:
+                try:  # (read when the model predicts: a bad one was a traceback there)
+                    dt.datetime.fromisoformat(raw[key])
+                except ValueError:
+                    raise ValueError(f"{key!r} must be an ISO time, not {raw[key]!r}") from None
         return cls(**raw)
 
 

@@ -27,7 +27,7 @@ from warehouse.connection import connect
 from warehouse.lake import Lake
 
 ENTRY = Path(__file__).resolve().parents[2] / "app" / "streamlit_app.py"
-HOSTILE = "**boss** [click](http://evil) <b>x</b> $x$ :red[y] see https://evil.example --"
+HOSTILE = "**boss** [click](http://evil) <b>x</b> $x$ :red[y] see https://evil.example"
 HOSTILE_USER = "_eve_"
 CHANNEL = "<!channel> `rm`"
 PARSER = MarkdownIt("commonmark")
@@ -98,8 +98,8 @@ def shown(body: str) -> str:
 
 
 # What GitHub-flavoured Markdown turns into a link without any Markdown around it (the
-# CommonMark parser here does not), and what it turns into a dash
-GFM_AUTOLINK = re.compile(r"(?i)https?://|\bwww\.|[\w.+-]@[\w-]+\.\w|--")
+# CommonMark parser here does not): www. after a start, a space, ( * _ ~ too
+GFM_AUTOLINK = re.compile(r"(?i)https?://|www\.|[\w.+-]@[\w-]+\.\w")
 
 
 @pytest.mark.parametrize("page", list(PAGES))
@@ -148,10 +148,11 @@ def test_the_job_page_names_the_job_literally(hostile_lake, monkeypatch):
         "&amp; stays",
         "x_y_z",
         "sign in at HTTPS://evil.example/login or www.evil.example or bob@evil.com",
-        "' OR 1=1 --",
+        "x_www.evil.example/login",
     ],
 )
 def test_md_renders_back_to_the_text_itself(text):
     assert shown(md(text)) == " ".join(text.splitlines())
+    assert WORD_JOINER not in md("use --time=1-00:00:00 --cpus-per-gpu=8 a@b")  # copied along
     # a job named so was drawn with live links (GFM finds addresses after the escapes)
     assert not GFM_AUTOLINK.search(html.unescape(rendered(md(text))))

@@ -190,6 +190,42 @@ def test_a_response_cut_short_is_unavailable_not_a_scrape(head, sent, message):
         server.close()
 
 
+def test_an_exporter_that_trickles_its_body_is_given_up_on_at_the_timeout():
+    # one byte every few tenths of a second: each read came within the socket's timeout, so the
+    # collector waited forever, and its thread kept the process alive past SIGTERM
+    import socket
+    import time
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    stop = threading.Event()
+
+    def trickle() -> None:
+        conn, _ = server.accept()
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n")
+        try:
+            while not stop.wait(0.2):
+                conn.sendall(b"#")
+        except OSError:
+            pass  # the collector hung up: what it should do
+        finally:
+            conn.close()
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    began = time.monotonic()
+    try:
+        with pytest.raises(ExporterUnavailable, match="did not end in time"):
+            fetch_url(f"http://127.0.0.1:{server.getsockname()[1]}/metrics", 1.0)
+        assert time.monotonic() - began < 3.0
+    finally:
+        stop.set()
+        thread.join(5)
+        server.close()
+
+
 @pytest.mark.parametrize(
     ("urls", "cluster", "interval_s", "message"),
     [

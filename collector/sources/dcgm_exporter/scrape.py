@@ -82,12 +82,33 @@ def utc_now() -> dt.datetime:
 _OPENER: Final = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
+def _read_by(response: http.client.HTTPResponse, deadline: float, url: str) -> bytes:
+    """The body of `response`, at most MAX_BODY_BYTES + 1 of it, read a socket read at a time
+    until it ends; ExporterUnavailable once `deadline` (time.monotonic) has passed."""
+    parts: list[bytes] = []
+    size = 0
+    while size <= MAX_BODY_BYTES:
+        if time.monotonic() > deadline:
+            raise ExporterUnavailable(f"{redact_url(url)}: the response did not end in time")
+        part = response.read1(min(1 << 16, MAX_BODY_BYTES + 1 - size))
+        if not part:
+            break
+        parts.append(part)
+        size += len(part)
+    return b"".join(parts)
+
+
 def fetch_url(url: str, timeout_s: float) -> str:
-    """GET `url` and return its body as text; raise ExporterUnavailable on any failure."""
+    """GET `url` and return its body as text; raise ExporterUnavailable on any failure.
+
+    `timeout_s` bounds the whole body, not only each wait for a byte: an exporter sending one
+    byte every 2 s held a collector past every deadline, and its thread kept the process from
+    ending on SIGTERM (the service said "stopped" and went on running)."""
     request = urllib.request.Request(url, headers={"Accept": "text/plain"})
+    deadline = time.monotonic() + timeout_s
     try:
         with _OPENER.open(request, timeout=timeout_s) as response:
-            body: bytes = response.read(MAX_BODY_BYTES + 1)
+            body = _read_by(response, deadline, url)
             declared = response.headers.get("Content-Length")
     except (OSError, http.client.HTTPException, ValueError) as exc:  # URLError is an OSError
         if isinstance(exc, urllib.error.HTTPError):

@@ -280,3 +280,19 @@ def test_a_run_time_finding_never_advises_a_limit_its_job_has_already_outrun(lak
             assert row["end_ts"] == end
             checked += 1
     assert checked > 0
+
+
+def test_a_run_time_finding_on_a_job_past_the_telemetry_ends_after_it_starts(lake: Path) -> None:
+    # the scheduler's records run past the samples: a job started after them got a finding
+    # ending before it started, and counted as having run 0 s
+    from detectors.models import model_frames, predict_frames
+
+    cut = dt.datetime(2026, 11, 4, 12, tzinfo=dt.UTC)
+    con = connect(lake)
+    (now,) = con.execute("SELECT max(data_end) FROM data_extent").fetchone() or (None,)
+    data = load_data(con)
+    ends = pl.DataFrame({"cluster": ["sim"], "data_end": [cut]})
+    found = pl.DataFrame(predict_frames(model_frames(Lake.at(lake), data, now, ends), now))
+    runtime = found.filter(pl.col("detector") == "runtime_quantiles_model")
+    assert runtime.filter(pl.col("start_ts") > cut).height > 0
+    assert (runtime["end_ts"] >= runtime["start_ts"]).all()

@@ -73,6 +73,7 @@ def test_a_damaged_model_or_card_is_named(tmp_path, suffix, damage):
         ("clusters", [1]),
         ("metrics", {"recall": "high"}),
         ("params", []),
+        ("trained_ts", "2026-11-06 late"),  # parsed when the model predicts: a traceback there
     ],
 )
 def test_a_card_field_of_the_wrong_type_is_named_as_damage(tmp_path, field, value):
