@@ -186,10 +186,11 @@ def _printf_to_format(printf: object) -> str | None:
 
 
 def _null_formats(frame: pl.DataFrame, config: Mapping[str, Any]) -> dict[str, str]:
-    """How to show the number columns of `frame` that hold a null ("None" in a table): in
-    their column's format (else up to 4 digits). Bars (progress) and times keep their kind: a
-    page passes `dashes` for those. The column then sorts as text: a page that ranks by one
-    sorts the rows itself."""
+    """How to show the number and time columns of `frame` that hold a null ("None" in a
+    table, e.g. an open finding's end): numbers in their column's format (else up to 4
+    digits), times as `_time` shows them (as text they still sort in time order). Bars
+    (progress) keep their kind: a page passes `dashes` for those. A number column then sorts
+    as text: a page that ranks by one sorts the rows itself."""
     formats = {}
     for column in frame.columns:
         series = frame.get_column(column)
@@ -199,6 +200,8 @@ def _null_formats(frame: pl.DataFrame, config: Mapping[str, Any]) -> dict[str, s
         if series.dtype.is_numeric() and kind.get("type") in (None, "number"):
             fallback = "{:,}" if series.dtype.is_integer() else "{:,.2f}"
             formats[column] = _printf_to_format(kind.get("format")) or fallback
+        elif isinstance(series.dtype, pl.Datetime) and kind.get("type") in (None, "datetime"):
+            formats[column] = "{:%Y-%m-%d %H:%M}"
     return formats
 
 
