@@ -393,3 +393,49 @@ def test_a_selector_selecting_every_series_of_another_is_refused(tmp_path, wider
     _pull_with(tmp_path / "b", wider)
     with pytest.raises(ConfigError, match=re.escape(message)):
         _pull_with(tmp_path / "b", narrower)
+
+
+@pytest.mark.slow  # (the answer's deadline is the query timeout and 5 s for Prometheus' own)
+@pytest.mark.parametrize("how", ["range_vector", "read_chunks"])
+def test_a_server_that_trickles_its_answer_is_given_up_on_at_the_deadline(how):
+    # each byte came within the read timeout, so the body was read forever (a dcgm-exporter
+    # doing so held that collector past SIGTERM)
+    import socket
+    import threading
+    import time
+
+    from collector.sources.prometheus.transport import ApiClientTransport
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    stop = threading.Event()
+
+    def trickle() -> None:
+        conn, _ = server.accept()
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n")
+        try:
+            while not stop.wait(0.2):
+                conn.sendall(b" ")
+        except OSError:
+            pass  # the client hung up: what it should do
+        finally:
+            conn.close()
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    transport = ApiClientTransport(f"http://127.0.0.1:{server.getsockname()[1]}", timeout_s=0.5)
+    began = time.monotonic()
+    try:
+        with pytest.raises(PrometheusUnavailable, match="did not end within 5.5 s"):
+            if how == "range_vector":
+                transport.range_vector("up", 0.0)
+            else:
+                transport.read_chunks(b"")
+        assert time.monotonic() - began < 8.0
+    finally:
+        stop.set()
+        thread.join(5)
+        server.close()
+        transport.close()

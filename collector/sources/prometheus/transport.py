@@ -223,8 +223,17 @@ class ApiClientTransport:
         self._session.mount(self.url, adapter)
 
     def _network_errors(self) -> tuple[type[Exception], ...]:
+        import urllib3
+
         r = self._requests.exceptions
-        return (r.ConnectionError, r.Timeout, r.ChunkedEncodingError, r.ContentDecodingError)
+        # (a body read a socket read at a time fails as urllib3's errors: cut, timed out)
+        return (
+            r.ConnectionError,
+            r.Timeout,
+            r.ChunkedEncodingError,
+            r.ContentDecodingError,
+            urllib3.exceptions.HTTPError,
+        )
 
     def _client_call(self, what: str, call: Callable[[], Any]) -> Any:
         """Run a `PrometheusConnect` method, translating its failures into our errors."""
@@ -257,8 +266,32 @@ class ApiClientTransport:
         )
         return [dict(labels) for labels in found or []]
 
+    def _body(self, response: requests.Response, deadline: float) -> bytes:
+        """The whole (decoded) body of a streamed `response`, a socket read at a time, until
+        `deadline` (time.monotonic): each read waits at most the request's timeout, but a
+        server sending a byte every few seconds would be read forever (as a dcgm-exporter
+        doing so held that collector past SIGTERM)."""
+        import time
+
+        parts: list[bytes] = []
+        try:
+            while True:
+                if time.monotonic() > deadline:
+                    raise PrometheusUnavailable(
+                        f"{self.url}: the answer did not end within {self.timeout_s + 5.0:g} s"
+                    )
+                part = response.raw.read1(1 << 16, decode_content=True)
+                if not part:
+                    return b"".join(parts)
+                parts.append(part)
+        finally:
+            response.close()
+
     def range_vector(self, query: str, at_s: float) -> bytes:
+        import time
+
         params = {"query": query, "time": f"{at_s:.3f}", "timeout": f"{self.timeout_s:g}s"}
+        deadline = time.monotonic() + self.timeout_s + 5.0
         try:
             response: requests.Response = self._session.get(
                 f"{self.url}/api/v1/query",
@@ -266,8 +299,9 @@ class ApiClientTransport:
                 headers=self._client.headers,
                 auth=self._client.auth,
                 timeout=self.timeout_s + 5.0,  # let Prometheus' own timeout answer first
+                stream=True,
             )
-            body: bytes = response.content
+            body: bytes = self._body(response, deadline)
         except self._network_errors() as exc:
             raise PrometheusUnavailable(_network_reason(exc)) from exc
         if response.status_code != 200:
@@ -281,6 +315,9 @@ class ApiClientTransport:
             "Content-Type": "application/x-protobuf",
             "X-Prometheus-Remote-Read-Version": "0.1.0",
         }
+        import time
+
+        deadline = time.monotonic() + self.timeout_s + 5.0
         try:
             response: requests.Response = self._session.post(
                 f"{self.url}/api/v1/read",
@@ -288,8 +325,9 @@ class ApiClientTransport:
                 headers=headers,
                 auth=self._client.auth,
                 timeout=self.timeout_s + 5.0,
+                stream=True,
             )
-            body: bytes = response.content
+            body: bytes = self._body(response, deadline)
         except self._network_errors() as exc:
             raise PrometheusUnavailable(_network_reason(exc)) from exc
         status, kind = response.status_code, response.headers.get("Content-Type", "")
