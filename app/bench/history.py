@@ -108,7 +108,16 @@ def run_history_bench(
     for days in lengths:
         lake = Lake(base / f"history-{days}")
         echo(f"bench history: {gpus} GPUs × {days} days + 1 (synthetic)")
-        made = synthetic_lake(lake, gpus, days + 1)
+        made = synthetic_lake(
+            lake,
+            gpus,
+            days + 1,
+            progress=lambda day, of: (
+                echo(f"bench history: generated day {day} of {of}")
+                if day % 30 == 0 or day == of
+                else None
+            ),
+        )
         held = hold_back_last_day(lake, base / f"aside-{days}")
         started = time.perf_counter()
         _update(lake)

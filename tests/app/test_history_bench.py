@@ -8,7 +8,10 @@ from app.bench.run import render_bench
 
 
 def test_one_more_day_is_timed_on_each_history_length(tmp_path):
-    result = run_history_bench(tmp_path, 8, (1, 2))
+    said: list[str] = []
+    result = run_history_bench(tmp_path, 8, (1, 2), said.append)
+
+    assert "bench history: generated day 3 of 3" in said  # (365 days were minutes of silence)
 
     assert [run["days"] for run in result["runs"]] == [1, 2]
     for run in result["runs"]:
