@@ -49,6 +49,8 @@ DERIVED_VIEWS = {
     "unowned_samples": "views/unowned_samples",
     "sample_owners": "attribution/sample_owners",
     "owned_samples": "views/owned_samples",
+    # where each cluster's open allocations end (job_gpu_intervals, fairness_weekly)
+    "cluster_data_end": "views/cluster_data_end",
     "job_gpu_intervals": "views/job_gpu_intervals",
     "job_gpu_shares": "views/job_gpu_shares",
     "recommendations_latest": "views/recommendations_latest",

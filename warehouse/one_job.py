@@ -122,6 +122,8 @@ def connect_job(root: Path, job_id: str, cluster: str | None = None) -> duckdb.D
         paths = [p for p in listing[table] if _in_clusters(p, folders) and _in_days(p, first, last)]
         register_files(con, table, paths)
     bounds = _sample_bounds(spans)
+    # where the job's cluster's data ends (a running job's run time in sql/jobs/job_detail.sql)
+    queries.define_view(con, "cluster_data_end", sql.load(DERIVED_VIEWS["cluster_data_end"]))
     queries.relation(con, "jobs/job_samples", **bounds).create_view("unowned_samples")
     # each sample's owner, as the marts decide it (the bottleneck signals read it)
     queries.define_view(con, "owned_samples", sql.load(DERIVED_VIEWS["owned_samples"]))

@@ -57,6 +57,7 @@ DERIVED_VIEWS = (
     ("sample_devices", "views/sample_devices"),
     ("sample_steps", "views/sample_steps"),
     ("sample_spans", "views/sample_spans"),
+    ("cluster_data_end", "views/cluster_data_end"),
     ("job_gpu_intervals", "views/job_gpu_intervals"),
     ("job_gpu_shares", "views/job_gpu_shares"),
     ("job_co2e_hourly", "views/job_co2e_hourly"),

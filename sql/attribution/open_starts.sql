@@ -5,9 +5,10 @@
 -- Params:  none
 -- Returns: cluster, start_e (epoch seconds)
 --
--- An open allocation runs to the end of its cluster's data, and holds nothing while the cluster
--- has no data: where a cluster's first samples land, or its last are removed, the allocated
--- time of every day from this start on can change (summary update, warehouse/summary/update.py).
+-- An open allocation runs to the end of its cluster's data (cluster_data_end: its last sample's,
+-- else its scheduler records' latest time): where that end moves from one kind to the other
+-- (a cluster's first samples land, or its last are removed), the allocated time of every day
+-- from this start on can change (summary update, warehouse/summary/update.py).
 -- A running job with GPUs and no job_gpus row with a start holds them to the end of the data
 -- too (job_gpu_intervals), else to its last update.
 

@@ -1,7 +1,7 @@
 -- job_detail: one job's scheduler record and its usage summary, for `gpuledger job`.
 --
 -- Grain:   one row per cluster that has a job with this id
--- Reads:   jobs_latest, job_usage, job_outcomes, gpu_job_buckets (the end of its samples),
+-- Reads:   jobs_latest, job_usage, job_outcomes, cluster_data_end (where its allocation ends),
 --          job_gpus (the nodes of its allocations, where its record names none)
 -- Params:
 --   $job_id   the job id (Slurm array tasks as 1234_7)
@@ -18,22 +18,16 @@
 --          model_params, tokens_per_s_per_gpu, mfu (what the job reported, and its MFU)
 --
 -- runtime_s runs from start_ts to end_ts, or while it is still running to the later of the
--- end of its cluster's samples (where its allocation runs to: job_gpu_intervals, so its
--- allocated GPU-hours never exceed its GPUs × its run time) and its record's last collection
+-- end of its cluster's data (cluster_data_end: where its allocation runs to in
+-- job_gpu_intervals, so its allocated GPU-hours never exceed its GPUs × its run time) and its
+-- record's last collection
 -- (never a figure of its GPU-hours: those split a shared GPU, and count a requeued job's
 -- earlier runs). Its own last sample's end made a job whose GPUs went silent show 2 h run
 -- beside 5 GPU-hours allocated on 1 GPU.
 
-WITH seen AS (
-    SELECT
-        cluster,
-        max(interval_end_e) AS last_e
-    FROM gpu_job_buckets
-    GROUP BY cluster
-),
 -- the nodes its allocations name, for a record without its node list (another tool's, a
 -- trace's): "Nodes: -" beside allocations on g002
-allocated AS (
+WITH allocated AS (
     SELECT
         cluster,
         list(DISTINCT node ORDER BY node) AS nodes
@@ -67,7 +61,7 @@ SELECT
     j.source,
     CASE
         WHEN j.end_ts IS NOT NULL THEN epoch(j.end_ts) - epoch(j.start_ts)
-        ELSE greatest(coalesce(s.last_e, epoch(j.updated_ts)), epoch(j.updated_ts))
+        ELSE greatest(coalesce(s.end_e, epoch(j.updated_ts)), epoch(j.updated_ts))
             - epoch(j.start_ts)
     END AS runtime_s,
     u.alloc_gpu_h,
@@ -101,7 +95,7 @@ LEFT JOIN job_usage AS u
     ON u.cluster = j.cluster AND u.job_id = j.job_id
 LEFT JOIN job_outcomes AS o
     ON o.cluster = j.cluster AND o.job_id = j.job_id
-LEFT JOIN seen AS s
+LEFT JOIN cluster_data_end AS s
     ON s.cluster = j.cluster
 LEFT JOIN allocated AS a
     ON a.cluster = j.cluster

@@ -4,7 +4,7 @@
 -- Grain:   one row per (cluster, week, level, account, user); level 'account' rows have a null
 --          user, level 'user' rows one user of the account
 -- Reads:   job_gpu_shares, jobs_latest, job_usage, job_outcomes, usage_daily,
---          gpu_job_buckets (for the end of the data only), gpus (the inventory's count),
+--          cluster_data_end (for the end of the data only), gpus (the inventory's count),
 --          associations
 -- Params:
 --   $low_eff_below  a job whose mean busy fraction is below this is low-efficiency (e.g. 0.25)
@@ -17,7 +17,8 @@
 -- Weeks start Monday 00:00 UTC (ISO weeks). Allocated GPU-hours come from the scheduler's GPU
 -- intervals (job_gpu_shares: a GPU held by several jobs at once split evenly among them; a job
 -- without job_gpus rows holds its gpus over its run there, as in job_usage); a running job
--- counts to the end of the data (the last sample, else the job's last update). Allocations that
+-- counts to the end of the data (cluster_data_end: the last sample, else the latest scheduler
+-- record's time; else the job's last update). Allocations that
 -- cross a week boundary are split at Monday 00:00. observed/effective/idle GPU-hours and energy
 -- (and kg_co2e: null when no day of it is known) are the week's days of usage_daily. usage_share = the row's allocated GPU-hours ÷ the
 -- cluster's in the week (Slurm's NormUsage, undecayed); entitled_share = the product of
@@ -34,17 +35,9 @@
 -- in the cluster) × (time limit − run time) of jobs that ended in the week before their limit; waste = observed − effective (held, seen, not worked).
 -- Every association gets a row in each week of data, also with no usage.
 
-WITH data_end AS (
-    -- the end of the cluster's last sample interval, kept per bucket so no sample is re-read
-    SELECT
-        cluster,
-        max(interval_end_e) AS end_e
-    FROM gpu_job_buckets
-    GROUP BY cluster
-),
 -- the GPUs the inventory lists per cluster: a job's unused limit never counts more GPUs than
 -- its cluster has, as its allocation does not (job_gpu_intervals)
-cluster_gpus AS (
+WITH cluster_gpus AS (
     SELECT
         cluster,
         nullif(
@@ -97,7 +90,7 @@ spans AS (
         least(coalesce(j.gpus, 0), coalesce(c.gpus, j.gpus, 0))
             * greatest(j.time_limit_s - (epoch(j.end_ts) - epoch(j.start_ts)), 0) AS unused_s
     FROM jobs_latest AS j
-    LEFT JOIN data_end AS d
+    LEFT JOIN cluster_data_end AS d
         ON d.cluster = j.cluster
     LEFT JOIN cluster_gpus AS c
         ON c.cluster = j.cluster

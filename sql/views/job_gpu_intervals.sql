@@ -1,11 +1,12 @@
 -- job_gpu_intervals: when each job held each GPU, overlapping intervals of one job on one GPU merged.
 --
 -- Grain:   one row per (cluster, job_id, slot, island) — a slot is a GPU or MIG instance
--- Reads:   job_gpus, jobs_latest, gpu_job_buckets, gpus
+-- Reads:   job_gpus, jobs_latest, cluster_data_end (where open allocations end), gpus
 -- Params:  none
 -- Returns: cluster, job_id, slot, device, node, gpu_index, gpus, start_e, end_e (epoch seconds)
 --
--- A job still running (end_ts null) is counted up to the end of its cluster's data. Job steps
+-- A job still running (end_ts null) is counted up to the end of its cluster's data
+-- (cluster_data_end: its last sample's, else its scheduler records' latest time). Job steps
 -- that overlap on one GPU are merged so no GPU-second is counted twice for one job. A
 -- whole-node allocation (no GPU index, no UUID) holds every GPU the inventory (`gpus`) lists on
 -- its node, each its own slot and device (its gpu_index stays null: it held the whole node, and
@@ -45,14 +46,6 @@ cluster_gpus AS (
     FROM gpus
     GROUP BY cluster
 ),
-data_end AS (
-    -- the end of the cluster's last sample interval, kept per bucket so no sample is re-read
-    SELECT
-        cluster,
-        max(interval_end_e) AS end_e
-    FROM gpu_job_buckets
-    GROUP BY cluster
-),
 held AS (
     -- a whole-node row once for each GPU index the inventory lists on its node (held_index)
     SELECT
@@ -88,7 +81,7 @@ intervals AS (
         epoch(g.start_ts) AS start_e,
         greatest(epoch(g.start_ts), coalesce(epoch(g.end_ts), e.end_e, epoch(g.start_ts))) AS end_e
     FROM held AS g
-    LEFT JOIN data_end AS e
+    LEFT JOIN cluster_data_end AS e
         ON e.cluster = g.cluster
     LEFT JOIN node_gpus AS n
         ON n.cluster = g.cluster AND n.node = g.node
@@ -107,7 +100,7 @@ intervals AS (
             epoch(j.start_ts), coalesce(epoch(j.end_ts), e.end_e, epoch(j.updated_ts))
         ) AS end_e
     FROM jobs_latest AS j
-    LEFT JOIN data_end AS e
+    LEFT JOIN cluster_data_end AS e
         ON e.cluster = j.cluster
     LEFT JOIN cluster_gpus AS c
         ON c.cluster = j.cluster

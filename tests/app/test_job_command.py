@@ -327,6 +327,30 @@ def test_a_running_job_whose_gpus_went_silent_has_run_as_long_as_it_is_allocated
     assert report["job"]["runtime_s"] == pytest.approx(18000)
 
 
+def test_a_running_job_on_a_cluster_without_telemetry_has_run_to_its_records_latest_time(
+    tmp_path,
+):
+    """Scheduler records alone (no GPU samples yet): the data end at the latest record time,
+    here another job's end 5 h in; the running job holds its 2 GPUs and has run to there. It
+    held them for 0 hours before: its cluster had no end of data."""
+    r.build_lake(
+        tmp_path,
+        jobs=[
+            r.job("run", 0, None, state="RUNNING", gpus=2, updated_ts=r.at(600)),
+            r.job("done", 3600, 18000),
+        ],
+        job_gpus=[
+            r.job_gpu("run", 0, None),
+            r.job_gpu("run", 0, None, gpu_index=1),
+            r.job_gpu("done", 3600, 18000, gpu_index=2),
+        ],
+    )
+    report = json.loads(invoke("job", "run", "--lake", str(tmp_path), "--format", "json").output)
+
+    assert report["job"]["alloc_gpu_h"] == pytest.approx(10.0)
+    assert report["job"]["runtime_s"] == pytest.approx(18000)
+
+
 def test_a_record_without_its_nodes_shows_those_its_allocations_name(tmp_path):
     """A trace's or another tool's record names no node; with no sample either, the report
     said "Nodes: -" beside allocations on g002."""

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
+
 from tests.marts import rows as r
 from warehouse.checks import run_checks
 
@@ -69,3 +71,38 @@ def test_a_job_whose_end_is_years_ahead_is_named_by_the_check(tmp_path):
     assert {(v.subject, v.detail.split()[0]) for v in found} == {
         ("job_usage row of job j1", "alloc_gpu_h")
     }
+
+
+def test_a_cluster_without_samples_runs_its_open_allocations_to_its_records_latest_time(
+    tmp_path,
+):
+    """Scheduler records alone (Slurm or Kubernetes collected, no GPU telemetry): a job still
+    running holds its GPUs to the latest time the records give (j2's end, 3 h in), in every
+    mart; with job_gpus rows or without (its gpus over its run). A record from a clock a month
+    ahead moves it not. Before, the cluster had no end of data: the job held 0 GPU-hours."""
+    ahead = r.job("j3", BASE, BASE + H, submit_ts=r.at(AHEAD), updated_ts=r.at(AHEAD))
+    con = r.build_lake(
+        tmp_path,
+        jobs=[
+            r.job("run", BASE, None, state="RUNNING", gpus=2),
+            r.job("free", BASE + H, None, state="RUNNING", gpus=1),
+            r.job("j2", BASE, BASE + 3 * H),
+            ahead,
+        ],
+        job_gpus=[
+            r.job_gpu("run", BASE, None),
+            r.job_gpu("run", BASE, None, gpu_index=1),
+            r.job_gpu("j2", BASE, BASE + 3 * H, gpu_index=2),
+            r.job_gpu("j3", BASE, BASE + H, gpu_index=3),
+        ],
+    )
+
+    usage = {row["job_id"]: row["alloc_gpu_h"] for row in r.fetch(con, "SELECT * FROM job_usage")}
+    assert usage["run"] == pytest.approx(6.0)
+    assert usage["free"] == pytest.approx(2.0)
+    [(daily,)] = con.sql("SELECT sum(alloc_gpu_h) FROM usage_daily").fetchall()
+    [(weekly,)] = con.sql(
+        "SELECT sum(alloc_gpu_h) FROM fairness_weekly WHERE level = 'account'"
+    ).fetchall()
+    assert daily == pytest.approx(6.0 + 2.0 + 3.0 + 1.0)
+    assert weekly == pytest.approx(daily)

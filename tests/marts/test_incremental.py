@@ -562,9 +562,10 @@ def test_an_open_allocation_extended_changes_its_closed_sharers_split(tmp_path):
 
 
 def test_a_clusters_first_samples_split_an_open_allocation_with_its_sharers(tmp_path):
-    """Cluster c2 had allocations and no samples: its open allocation xrun held nothing (the
-    data had no end). Its first samples, days later, give the data an end: xrun now holds its
-    GPU from its start, and shares it with yold, whose row must be recomputed too."""
+    """Cluster c2 had allocations and no samples: its open allocation xrun ran to the latest
+    time c2's records gave (yold's end). Its first samples, days later, end the data there:
+    xrun now holds its GPU to then, and shares it with yold, whose row must be recomputed
+    too."""
     root = tmp_path / "lake"
     c2 = {"cluster": "c2"}
     lake_for_summaries(
@@ -601,6 +602,37 @@ def test_a_clusters_first_samples_extend_a_running_job_without_job_gpus_rows(tmp
     assert_same_marts(got, rebuilt_from_scratch(root, tmp_path / "scratch"))
     days = got["usage_daily"].filter(pl.col("cluster") == "c2").sort("date")
     assert days["alloc_gpu_h"].to_list() == pytest.approx([(DAY_S - 600) / 3600, 24.0, 1.0])
+
+
+def test_a_late_record_on_a_cluster_without_samples_extends_its_running_jobs(tmp_path):
+    """Cluster c2 has scheduler records and no samples: its open allocation xrun runs to the
+    latest time c2's records give. A later record of another c2 job moves that end: xrun's
+    rows are recomputed, on every day up to the new end, as a rebuild gives them."""
+    root = tmp_path / "lake"
+    c2 = {"cluster": "c2"}
+    lake_for_summaries(
+        root,
+        jobs=(r.job("xrun", 600, None, state="RUNNING") | c2, r.job("ydone", 1200, 4800) | c2),
+        job_gpus=(
+            r.job_gpu("xrun", 600, None) | c2,
+            r.job_gpu("ydone", 1200, 4800, gpu_index=1) | c2,
+        ),
+    )
+    xrun = snapshot(root)["job_usage"].filter(pl.col("job_id") == "xrun")
+    assert xrun["alloc_gpu_h"].item() == pytest.approx((4800 - 600) / 3600)
+
+    later = r.job("zlate", DAY_S + 3600, DAY_S + 7200) | c2
+    r.land(root, "jobs", [later], batch_id="late")
+    r.land(
+        root, "job_gpus", [r.job_gpu("zlate", DAY_S + 3600, DAY_S + 7200, gpu_index=1) | c2], "late"
+    )
+    done = update(root)
+
+    assert done.mode == "incremental", done.reason
+    got = snapshot(root)
+    assert_same_marts(got, rebuilt_from_scratch(root, tmp_path / "scratch"))
+    xrun = got["job_usage"].filter(pl.col("job_id") == "xrun")
+    assert xrun["alloc_gpu_h"].item() == pytest.approx((DAY_S + 7200 - 600) / 3600)
 
 
 def test_no_summary_mart_reads_what_the_detectors_write():

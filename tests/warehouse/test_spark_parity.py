@@ -149,7 +149,8 @@ def test_the_views_a_query_reads_come_from_its_syntax_tree():
     # mentions job_gpu_shares, which reads it)
     from warehouse.spark import _reads
 
-    assert {"gpu_job_buckets", "job_gpus", "gpus"} <= _reads("views/job_gpu_intervals")
+    assert {"cluster_data_end", "job_gpus", "gpus"} <= _reads("views/job_gpu_intervals")
+    assert "gpu_job_buckets" in _reads("views/cluster_data_end")
     assert "job_gpu_shares" not in _reads("views/job_gpu_intervals")
     assert {"job_gpu_shares", "job_usage", "usage_daily"} <= _reads("marts/fairness_weekly")
 

@@ -141,6 +141,7 @@ def _write_derived(con: duckdb.DuckDBPyConnection, root: Path, index: pa.Table) 
     open, the data's end (whose jobs an update recomputes)."""
     _register_raw(con, root, ("jobs", "job_gpus", "gpus"))
     _arrow_view(con, "gpu_job_buckets", index)
-    for view in ("jobs_latest", "job_gpu_intervals"):
+    for view in ("jobs_latest", "cluster_data_end", "job_gpu_intervals"):
         queries.define_view(con, view, sql.load(DERIVED_VIEWS[view]))
+    for view in ("jobs_latest", "job_gpu_intervals"):
         _write_state_file(queries.run_arrow(con, DERIVED_VIEWS[view]), _derived_path(root, view))

@@ -43,12 +43,23 @@ def _day_start(date: dt.date) -> float:
     return float((date - _EPOCH).days * _DAY_S)
 
 
-def _ends(index: pa.Table) -> dict[str, float]:
-    """The end of each cluster's data (max of epoch(ts) + interval_s over its samples)."""
+def _data_ends(
+    con: duckdb.DuckDBPyConnection, index: pa.Table, jobs_latest: pa.Table
+) -> dict[str, float]:
+    """The end of each cluster's data, where its open allocations end
+    (sql/views/cluster_data_end.sql: its last sample interval's, else its scheduler records'
+    latest time), with `index` (summary_index rows) standing in for gpu_job_buckets and
+    `jobs_latest` as the jobs. Left as the view `cluster_data_end` (what job_gpu_intervals and
+    fairness_weekly read), with `gpu_job_buckets` and `jobs_latest` over those rows."""
+    _arrow_view(con, "gpu_job_buckets", index)
+    # a view, as the update's later steps replace it (a registered name would hide theirs)
+    con.from_arrow(jobs_latest).create_view("jobs_latest")
+    ends = queries.run_arrow(con, DERIVED_VIEWS["cluster_data_end"])
+    _arrow_view(con, "cluster_data_end", ends)
     return {
-        cluster: pc.max(rows.column("interval_end_e")).as_py()
-        for cluster, rows in by_cluster(index)
-        if cluster is not None
+        c: e
+        for c, e in zip(ends["cluster"].to_pylist(), ends["end_e"].to_pylist(), strict=True)
+        if c is not None and e is not None
     }
 
 
@@ -117,14 +128,25 @@ def _job_keys(path: Path, keys: pa.Schema) -> pa.Table:
 
 
 def _late_records(
-    con: duckdb.DuckDBPyConnection, root: Path, jobs_latest: pa.Table, intervals: pa.Table
+    con: duckdb.DuckDBPyConnection,
+    root: Path,
+    jobs_latest: pa.Table,
+    intervals: pa.Table,
+    index: pa.Table,
 ) -> tuple[pa.Table, list[tuple[str, dt.date]]]:
     """jobs_latest with the rows of the jobs in `late_jobs` taken anew from every record, and
-    the (cluster, day)s those jobs touch before and after (sql/attribution/late_days.sql)."""
+    the (cluster, day)s those jobs touch before and after (sql/attribution/late_days.sql).
+    `index`: the summary_index rows after the update (the data's ends with the new records)."""
     _register_raw(con, root, ("jobs",))
     for table in ("jobs", "job_gpus"):
         _restricted(con, f"{table}_all", table, "late_jobs")
     fresh = queries.run_arrow(con, DERIVED_VIEWS["jobs_latest"])
+    others = con.from_arrow(jobs_latest).join(
+        con.table("late_jobs"), ["cluster", "job_id"], how="anti"
+    )
+    merged = others.union(con.from_arrow(fresh.cast(jobs_latest.schema))).to_arrow_table()
+    # where open allocations end now: a cluster without samples ends at its records' latest
+    _data_ends(con, index, merged)
     _arrow_view(con, "late_jobs_latest", fresh)
     con.table("late_jobs_latest").create_view("jobs_latest")  # (jobs without job_gpus rows)
     late_intervals = queries.run_arrow(con, DERIVED_VIEWS["job_gpu_intervals"])
@@ -132,10 +154,6 @@ def _late_records(
     _arrow_view(con, "jobs_latest_before", jobs_latest)
     _arrow_view(con, "job_gpu_intervals_before", intervals)
     touched = _pairs(queries.run_arrow(con, "attribution/late_days"))
-    others = con.from_arrow(jobs_latest).join(
-        con.table("late_jobs"), ["cluster", "job_id"], how="anti"
-    )
-    merged = others.union(con.from_arrow(fresh.cast(jobs_latest.schema))).to_arrow_table()
     con.table("job_gpus_all").create_view("job_gpus")
     return merged, touched
 

@@ -40,8 +40,8 @@ from warehouse.summary.index import (
 )
 from warehouse.summary.landing import _land_changed, _merge_jobs
 from warehouse.summary.scope import (
+    _data_ends,
     _days_holding,
-    _ends,
     _folder_keys,
     _late_jobs,
     _late_records,
@@ -214,20 +214,22 @@ def _update(
     hold_allocations(con, root, "job_gpus_held")
     con.table("job_gpus_held").create_view("job_gpus_all")
     con.table("job_gpus_all").create_view("job_gpus")
-    _arrow_view(con, "gpu_job_buckets", new_index)  # stands in: the data's extent and devices
-    _arrow_view(con, "summary_index", new_index)
     jobs_latest = read_parquet(_derived_path(root, "jobs_latest"))
     intervals = read_parquet(_derived_path(root, "job_gpu_intervals"))
+    ends_before = _data_ends(con, old_index, jobs_latest)
+    _arrow_view(con, "gpu_job_buckets", new_index)  # stands in: the data's extent and devices
+    _arrow_view(con, "summary_index", new_index)
     _arrow_view(con, "late_jobs", _late_jobs(()) if late is None else late)
     touched: list[tuple[str, dt.date]] = []
     if late is not None:
-        jobs_latest, touched = _late_records(con, root, jobs_latest, intervals)
+        jobs_latest, touched = _late_records(con, root, jobs_latest, intervals, new_index)
+    ends_after = _data_ends(con, new_index, jobs_latest)  # held: the jobs are restricted below
     _arrow_view(con, "jobs_latest_all", jobs_latest)
     con.table("jobs_latest_all").create_view("jobs_latest")
     starts = queries.run_arrow(con, "attribution/open_starts")
     open_from = dict(zip(starts["cluster"].to_pylist(), starts["start_e"].to_pylist(), strict=True))
     scope_days, moved = _scope_days(
-        both_changed, changed, _ends(old_index), _ends(new_index), open_from, touched
+        both_changed, changed, ends_before, ends_after, open_from, touched
     )
 
     # The jobs in scope.

@@ -42,7 +42,7 @@ _READ_BY_LATER = frozenset({"job_usage", "job_outcomes", "usage_daily"})
 
 
 # Derived views several summary marts read, in the order they read each other.
-_BUILT_ONCE = ("jobs_latest", "job_gpu_intervals", "job_gpu_shares")
+_BUILT_ONCE = ("jobs_latest", "cluster_data_end", "job_gpu_intervals", "job_gpu_shares")
 # The raw tables the summary marts and the views they build on read (their SQL's `Reads:`):
 # a view over every raw table's files (the samples' among them) costs binding their files.
 SUMMARY_RAW_TABLES = ("jobs", "job_gpus", "gpus", "gpu_events", "app_throughput", "associations")
