@@ -14,6 +14,7 @@ token request gets 503 and nobody is let in by token.
 from __future__ import annotations
 
 import hmac
+import ipaddress
 from collections.abc import Callable
 
 from fastapi import Request, Response
@@ -48,6 +49,19 @@ def _from_proxy(settings: ApiSettings, request: Request) -> bool:
     return hmac.compare_digest(sent, settings.proxy_secret.reveal().encode("ascii"))
 
 
+def _peer(request: Request) -> str | None:
+    """The address the connection came from, an IPv4 one as IPv4 where a dual-stack listener
+    (`--address ::`) gives it IPv4-mapped (`::ffff:127.0.0.1`, no trusted proxy's form)."""
+    if request.client is None:
+        return None
+    try:
+        address = ipaddress.ip_address(request.client.host)
+    except ValueError:
+        return request.client.host
+    mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+    return str(mapped or address)
+
+
 def request_viewer(settings: ApiSettings, request: Request) -> Viewer:
     """The viewer of `request`; ApiError 401 when it proves no identity, 403 when the proxy's
     user is one the access policy refuses."""
@@ -64,7 +78,7 @@ def request_viewer(settings: ApiSettings, request: Request) -> Viewer:
             raise ApiError(401, "the bearer token is not valid", _CHALLENGE)
         return viewer
     header = settings.trusted_user_header
-    client = request.client.host if request.client is not None else None
+    client = _peer(request)
     if header is not None and client in settings.trusted_proxies and _from_proxy(settings, request):
         named = request.headers.get(header)
         if named is not None:

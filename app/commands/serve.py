@@ -105,7 +105,7 @@ def command(
         raise AppError(f"cannot listen on {host}:{wanted}: {exc.strerror}") from None
     bound = listener.getsockname()[1]  # the port chosen when 0 was asked for
     routers = [build_router(served, api)] if api.enabled else []
-    where = f"http://{host}:{bound}"
+    where = f"http://[{host}]:{bound}" if ":" in host else f"http://{host}:{bound}"  # (IPv6)
     click.echo(f"Serving the figures of {served} on {where}/metrics", err=True)
     click.echo(
         f"The API: {where}/api/v1 (its OpenAPI document at {where}/api/v1/openapi.json); "
@@ -125,5 +125,9 @@ def command(
             fd=listener.fileno(),
             log_level="warning",
             access_log=False,
+            # the peer is the address [api] trusted_proxies is checked against: uvicorn's
+            # default took it from X-Forwarded-For on a loopback connection, so any local user
+            # could name a trusted proxy's address and then any user (a manager) in the header
+            proxy_headers=False,
         )
         uvicorn.Server(config).run()

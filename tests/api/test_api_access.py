@@ -363,6 +363,22 @@ def test_a_trusted_proxys_user_maps_as_sign_ins_do(proxied, remote_user, whoami)
     assert response.json() == whoami
 
 
+def test_a_trusted_proxy_on_a_dual_stack_listener_is_known_by_its_ipv4_address(root, tmp_path):
+    # `gpuledger serve --address ::` sees 127.0.0.1 as ::ffff:127.0.0.1: the proxy on this
+    # host (trusted_proxies 127.0.0.1, the default) was refused
+    settings = L.settings(
+        tmp_path, trusted_user_header="X-Remote-User", trusted_proxies=frozenset({"127.0.0.1"})
+    )
+    app = create_api_app(Lake.at(root), settings)
+    with TestClient(app, client=("::ffff:127.0.0.1", 50000)) as client:
+        response = client.get("/api/v1/whoami", headers={"X-Remote-User": "alice"})
+    with TestClient(app, client=("::ffff:10.0.0.9", 50000)) as client:
+        other = client.get("/api/v1/whoami", headers={"X-Remote-User": "alice"})
+
+    assert response.json() == {"user": "alice", "manager": False}
+    assert other.status_code == 401
+
+
 def test_a_proxy_user_of_another_domain_is_refused(proxied):
     headers = {"X-Remote-User": "mallory@elsewhere.example"}
     assert "elsewhere.example" in error_of(proxied.get("/api/v1/jobs", headers=headers), 403)

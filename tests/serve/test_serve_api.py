@@ -92,6 +92,30 @@ def test_without_api_keys_only_metrics_are_served(tmp_path, stop):
     assert get(f"{base}/api/v1/jobs/{r.CLUSTER}/b1", L.BOSS)[0] == 404
 
 
+def whoami(base: str, headers: dict[str, str]) -> tuple[int, bytes]:
+    request = urllib.request.Request(f"{base}/api/v1/whoami", headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as f:
+            return f.status, f.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def test_the_trusted_proxy_is_the_connections_peer_never_a_forwarded_for_header(tmp_path, stop):
+    """A local user who names the trusted proxy's address in X-Forwarded-For is not that
+    proxy: it signed in as anyone (a manager) by the user header. And the proxy on this host
+    adds X-Forwarded-For (Apache's mod_proxy does by default): its users still sign in."""
+    proxy = '[api]\ntrusted_user_header = "X-Remote-User"\n'
+    proc, base = serve(tmp_path / "remote", proxy + 'trusted_proxies = ["10.9.9.9"]\n')
+    stop(proc)
+    spoofed = {"X-Remote-User": "boss", "X-Forwarded-For": "10.9.9.9"}
+    assert whoami(base, spoofed)[0] == 401
+    proc, base = serve(tmp_path / "local", proxy)  # trusted_proxies: 127.0.0.1 and ::1
+    stop(proc)
+    status, body = whoami(base, {"X-Remote-User": "bob", "X-Forwarded-For": "203.0.113.7"})
+    assert status == 200 and json.loads(body)["user"] == "bob"
+
+
 def test_a_tokens_file_others_can_read_stops_it_in_one_line(tmp_path):
     tokens = L.tokens_file(tmp_path)
     os.chmod(tokens, 0o604)
