@@ -8,7 +8,7 @@ views and caches). After `refresh_s` the lake is reopened in the background when
 changed (names, sizes, times), so files landed since are seen while requests keep the old
 connection, and the rendered reports cached for this opening stay; a file replaced under the
 open views (compaction, a rebuild) makes DuckDB fail to read it, and the lake is then reopened
-at once and the read tried once more.
+at once and the read tried again (`LakeReader.read`).
 """
 
 from __future__ import annotations
@@ -102,16 +102,27 @@ class LakeReader:
                 self._refreshing = False
 
     def read(self, work: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
-        """`work` on a fresh cursor; on DuckDB's IOException (a file gone) reopen, retry once."""
+        """`work` on a fresh cursor. When it fails on a file gone (DuckDB's IOException) or
+        with any DuckDB error while the lake's files are no more those opened (a rebuild
+        renamed a new file over one the views list: "TProtocolException: Invalid data"), the
+        lake is reopened and `work` run again, as `Lake.read_settled` runs it while a writer
+        is still landing. An error on the files as opened is raised: it is not the race's."""
         import duckdb
 
         try:
             with queries.damaged_files(con := self._connection()):
                 return work(con.cursor())
-        except duckdb.IOException:
+        except duckdb.Error as exc:
+            gone = isinstance(exc, duckdb.IOException)
+            if not gone and self._fingerprint() == self._fingerprint_at_open:
+                raise
+
+        def reopened() -> T:
             con = self._open()
             with queries.damaged_files(con):
                 return work(con.cursor())
+
+        return self.lake.read_settled(reopened)
 
     def job_report(self, job_id: str, cluster: str | None) -> JobReport:
         """One job's report, read from the job's cluster and days alone (warehouse/one_job.py),

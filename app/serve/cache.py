@@ -90,7 +90,9 @@ class MetricsCache:
             return False
         started = time.monotonic()
         try:
-            figures = self._reader(self.lake, self.settings)
+            # read again when a writer replaced files under the reading (attribute rebuilding
+            # the marts): that read failed, and /healthz said "stale", at every rebuild
+            figures = self.lake.read_settled(lambda: self._reader(self.lake, self.settings))
         except Exception as exc:  # noqa: BLE001 (any failure: keep serving the last figures, say so)
             self._failed(exc)
             return False

@@ -113,3 +113,35 @@ def test_the_reader_sees_files_landed_after_its_refresh(tmp_path_factory):
         assert time.monotonic() < deadline, "the lake was not reopened"
         time.sleep(0.05)
     assert job_ids() == ["a1", "a2", "b1", "c1"]
+
+
+def test_a_read_that_fails_on_a_file_replaced_since_the_lake_opened_is_read_again(tmp_path):
+    """`attribute` renames a rebuilt mart over the file the open views list: DuckDB then reads
+    it with the old footer ("TProtocolException: Invalid data"), and the API answered 500 (4 of
+    138 requests over two rebuilds). The lake is reopened and the read run again; an error on
+    the files as they were opened is the request's, raised at once."""
+    import duckdb
+
+    root = L.build(tmp_path / "lake")
+    reader = LakeReader(Lake.at(root))
+    calls = []
+
+    def count(cur: duckdb.DuckDBPyConnection) -> int:
+        calls.append(reader.generation)
+        if len(calls) == 1:
+            r.land(root, "jobs", [r.job("c1", 4 * L.H, 5 * L.H)], batch_id="rebuilt")
+            raise duckdb.Error("TProtocolException: Invalid data")
+        (n,) = cur.execute("SELECT count(*) FROM jobs_latest").fetchone() or (0,)
+        return int(n)
+
+    assert reader.read(count) == 4
+    assert calls == [1, 2]  # the second read through the lake reopened
+
+    def broken(cur: duckdb.DuckDBPyConnection) -> None:
+        calls.append(reader.generation)
+        raise duckdb.Error("Binder Error: a query of ours is wrong")
+
+    calls.clear()
+    with pytest.raises(duckdb.Error, match="Binder Error"):
+        reader.read(broken)
+    assert calls == [2]

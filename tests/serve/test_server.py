@@ -217,3 +217,28 @@ def test_the_app_serves_metrics_health_and_mounted_routers(lake):
     assert health.status_code == 200 and health.json()["status"] == "ok"
     assert ping_reply.json() == {"pong": "yes"}
     assert reader.calls == 1
+
+
+def test_a_reading_that_failed_while_a_rebuild_replaced_files_is_read_again(tmp_path):
+    """`attribute` replacing the marts under a reading failed it: refresh_failed 1, and
+    /healthz "stale", at every rebuild. It is read again once the files settle."""
+    import duckdb
+
+    from tests.marts import rows as r
+
+    root = tmp_path / "lake"
+    r.land(root, "jobs", [r.job("j1", 0, 600)])
+    calls = []
+
+    def reader(lake: Path, settings: ServeSettings) -> Figures:
+        calls.append(1)
+        if len(calls) == 1:
+            r.land(root, "jobs", [r.job("j1", 0, 900)], batch_id="rebuilt")
+            raise duckdb.Error("TProtocolException: Invalid data")
+        return figures(1)
+
+    cache = MetricsCache(Lake.at(root), ServeSettings(), reader=reader)
+
+    assert cache.refresh(force=True)
+    assert len(calls) == 2 and cache.error is None
+    assert "gpuledger_serve_refresh_failed 0" in cache.text
