@@ -46,6 +46,7 @@ __all__ = [
     "AdviceThresholds",
     "advise",
     "host_request_options",
+    "usage_runtime_s",
     "when_no_advice",
 ]
 
@@ -120,6 +121,13 @@ def _num(value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value)
+
+
+def usage_runtime_s(job: Mapping[str, Any]) -> float | None:
+    """The run time the job's usage figures cover (its CPU time, GPU-hours): the lake's
+    (`usage_runtime_s`) where the job-end mail's final run time (`runtime_s`) is longer than
+    what the lake has collected of the job, else its run time."""
+    return _num(job["usage_runtime_s"] if "usage_runtime_s" in job else job.get("runtime_s"))
 
 
 def _evidence(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -454,7 +462,8 @@ def _cpu_advice(
                 f'requests: {{cpu: "{more * f.gpus}"}}',
             )
         ]
-    cpu_time, runtime = _num(job.get("cpu_time_s")), _num(job.get("runtime_s"))
+    # (the CPU time the lake holds is of the run time it holds, not of Slurm's final one)
+    cpu_time, runtime = _num(job.get("cpu_time_s")), usage_runtime_s(job)
     if not cpus or cpu_time is None or not runtime or f.hw_failed:
         return []  # a failed node's cores are missing from the accounting
     used = cpu_time / runtime

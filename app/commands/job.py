@@ -110,7 +110,7 @@ def render_text(
     job's AdminComment at its end ({}: none), shown after the overall utilization.
     """
     from app.sparkline import render_sparkline
-    from detectors.job_advice import when_no_advice
+    from detectors.job_advice import usage_runtime_s, when_no_advice
 
     job = report.job
     limit, runtime = job.get("time_limit_s"), job.get("runtime_s")
@@ -134,12 +134,18 @@ def render_text(
         ("Run Time", _clock(runtime)),
         ("Time Limit", ("UNLIMITED" if limit is None else _clock(limit)) + used),
     ]
+    covered = usage_runtime_s(job)
+    if covered is not None and runtime is not None and covered < runtime - 60:
+        # the mail's final run time, beyond what the lake has collected of the job yet
+        fields.append(
+            ("Collected", f"{_clock(covered)} so far (the figures below cover that part)")
+        )
     lines += [f"{name:>15}: {value}" for name, value in fields]
 
     lines += _title("Overall Utilization", width)
     cpus, cpu_time, rss = job.get("cpus"), job.get("cpu_time_s"), job.get("max_rss_mib")
-    if cpus and cpu_time is not None and runtime:
-        lines.append(f"  CPU util      {_bar(cpu_time / (cpus * runtime))}")
+    if cpus and cpu_time is not None and covered:
+        lines.append(f"  CPU util      {_bar(cpu_time / (cpus * covered))}")
     if mem and rss is not None:
         lines.append(f"  CPU memory    {_bar(rss / mem)}")
     if not job.get("samples"):

@@ -109,6 +109,39 @@ def test_the_subject_gives_the_final_state_and_run_time(lake, mailer):
     assert "Run Time: 08:00:30" in body
 
 
+def test_cpu_use_is_of_the_run_time_the_lake_holds_not_slurms_final_one(tmp_path, mailer):
+    """The lake holds 8 h of a job Slurm ran for 20 h: its CPU time is of those 8 h. Divided
+    by the 20 h, its 60 % read 24 %, and it was told to ask for fewer cores."""
+    times = range(0, int(8 * H), 60)
+    r.build_lake(
+        tmp_path / "lake",
+        samples=r.samples(times, job_id="j3", interval_s=60.0, engine_active=0.9, sm_active=0.9),
+        jobs=[
+            r.job(
+                "j3",
+                0,
+                None,
+                state="RUNNING",
+                cpus=12,
+                cpu_time_s=0.6 * 12 * 8 * H,
+                time_limit_s=int(27 * H),
+                job_name="train",
+            )
+        ],
+        job_gpus=[r.job_gpu("j3", 0, None)],
+    )
+    subject = "Slurm Job_id=j3 Name=train Ended, Run time 20:00:00, COMPLETED, ExitCode 0"
+
+    result = mail(mailer, "-s", subject, "alice", "--lake", str(tmp_path / "lake"))
+    _, body = sent(mailer)
+
+    assert result.exit_code == 0, result.output
+    assert "Run Time: 20:00:00" in body
+    assert "Collected: 08:00:00 so far (the figures below cover that part)" in body
+    assert "60%]" in next(line for line in body.splitlines() if "CPU util" in line)
+    assert "fewer CPU cores" not in body
+
+
 def test_the_advice_follows_the_final_state_the_lake_does_not_hold_yet(tmp_path, mailer):
     """At its end the lake still holds the job as running: the mail showed Slurm's TIMEOUT and
     the advice of a running job ("nothing to change"), where `gpuledger job` tells a job that
