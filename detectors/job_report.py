@@ -33,7 +33,12 @@ __all__ = [
 
 
 class UnknownJob(LookupError):
-    """No job with this id (on this cluster) is in the lake."""
+    """No job with this id (on this cluster) is in the lake. `components`: where the id is
+    a heterogeneous job's, the ids of its components the lake holds (each a job of its own)."""
+
+    def __init__(self, message: str, components: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.components = components
 
 
 class AmbiguousJob(LookupError):
@@ -73,6 +78,14 @@ def _load_job(con: duckdb.DuckDBPyConnection, job_id: str, cluster: str | None) 
     rows = queries.rows(con, "jobs/job_detail", job_id=job_id, cluster=cluster)
     if not rows:
         where = f" on cluster {cluster!r}" if cluster else ""
+        parts = queries.rows(con, "jobs/het_components", job_id=job_id, cluster=cluster)
+        components = tuple(dict.fromkeys(row["job_id"] for row in parts))
+        if components:  # Slurm names a heterogeneous job by its number; sacct, its components
+            raise UnknownJob(
+                f"No job {job_id!r}{where} in the lake: it is a heterogeneous job, whose "
+                f"components are {', '.join(components)} (gpuledger job {components[0]})",
+                components,
+            )
         raise UnknownJob(f"No job {job_id!r}{where} in the lake")
     if len(rows) > 1:
         clusters = ", ".join(row["cluster"] for row in rows)

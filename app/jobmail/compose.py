@@ -186,32 +186,47 @@ def lake_report(lake: Lake, cluster: str | None = None, width: int = MAIL_WIDTH)
         if runtime is not None:
             final["runtime_s"] = runtime
 
-        def load(on_cluster: str | None) -> JobReport:
+        def load_one(job_id: str, on_cluster: str | None) -> JobReport:
             # the job's cluster and days, as `gpuledger job` reads them (the whole lake took
             # seconds on a week of 1,024 GPUs, against [mail] report_timeout_s)
-            with job_engine(lake.root, mail.job_id, on_cluster) as con:
-                return load_job_report(con, mail.job_id, on_cluster, final=final)
+            with job_engine(lake.root, job_id, on_cluster) as con:
+                return load_job_report(con, job_id, on_cluster, final=final)
+
+        def load(on_cluster: str | None) -> list[JobReport]:
+            try:
+                return [load_one(mail.job_id, on_cluster)]
+            except UnknownJob as unknown:
+                if not unknown.components:
+                    raise
+                # a heterogeneous job (Slurm's subject names its number; the lake holds its
+                # components 1014+0, 1014+1 …): each component's report, in order
+                return [load_one(part, on_cluster) for part in unknown.components]
 
         known = cluster is not None and lake.partition_dir("jobs", cluster, None).is_dir()
         try:
             try:
-                report = load(cluster)
+                reports = load(cluster)
             except UnknownJob:
                 if cluster is None or known:
                     raise
-                report = load(None)
+                reports = load(None)
         except UnknownJob:
             where = f" of cluster {cluster!r}" if known else ""
             raise AppError(f"job {mail.job_id!r}{where} is not in the lake yet") from None
-        if mail.name and report.job.get("job_name") not in (None, mail.name):
-            # (the same id on another cluster, or after the scheduler's ids began again with
-            # the new job not collected yet, is another person's job)
-            raise AppError(
-                f"job {mail.job_id!r} in the lake is named {report.job.get('job_name')!r}, "
-                f"not {mail.name!r} as the mail says: another job of the same id"
-            )
+        for report in reports:
+            if mail.name and report.job.get("job_name") not in (None, mail.name):
+                # (the same id on another cluster, or after the scheduler's ids began again
+                # with the new job not collected yet, is another person's job)
+                raise AppError(
+                    f"job {report.job['job_id']!r} in the lake is named "
+                    f"{report.job.get('job_name')!r}, not {mail.name!r} as the mail says: "
+                    "another job of the same id"
+                )
         detected = bool(lake.table_files("findings"))
         spark = max(8, width - _GPU_LINE_BEFORE_SPARK)
-        return render_text(report, detected=detected, width=width, spark_width=spark)
+        return "\n".join(
+            render_text(report, detected=detected, width=width, spark_width=spark)
+            for report in reports
+        )
 
     return report_for

@@ -290,6 +290,24 @@ def test_a_job_on_a_shared_gpu_says_its_figures_are_estimates(tmp_path, lake):
     assert "Shared GPU:" not in shared
 
 
+def test_a_heterogeneous_jobs_number_names_its_components(tmp_path):
+    # Slurm names a heterogeneous job by its number (a job-end mail's Job_id=1014); sacct,
+    # and so the lake, by its components. Ids that merely start alike are none of them.
+    ids = ("1014+0", "1014+1", "10140", "1014+x", "1014_3")
+    r.build_lake(
+        tmp_path,
+        jobs=[r.job(job_id, 0, 600) for job_id in ids],
+        job_gpus=[r.job_gpu(job_id, 0, 600, gpu_index=i) for i, job_id in enumerate(ids)],
+    )
+
+    error = one_line_error(invoke("job", "1014", "--lake", str(tmp_path)), 1)
+
+    assert error == (
+        "Error: No job '1014' in the lake: it is a heterogeneous job, whose components are "
+        "1014+0, 1014+1 (gpuledger job 1014+0)"
+    )
+
+
 def test_a_running_job_on_a_shared_gpu_has_run_as_long_as_the_data_show(tmp_path):
     # two running jobs time-slice one GPU for the hour the data cover: each has run an hour,
     # not the half hour its split of the GPU-hours over its 1 GPU made

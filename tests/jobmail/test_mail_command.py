@@ -142,6 +142,25 @@ def test_cpu_use_is_of_the_run_time_the_lake_holds_not_slurms_final_one(tmp_path
     assert "fewer CPU cores" not in body
 
 
+def test_a_heterogeneous_jobs_mail_carries_each_components_report(tmp_path, mailer):
+    """Slurm's subject names a heterogeneous job by its number; the lake holds its
+    components: the mail said "no report: job '7' is not in the lake yet", for ever."""
+    r.build_lake(
+        tmp_path / "lake",
+        jobs=[r.job(f"7+{i}", 0, H, job_name="het") for i in (0, 1)],
+        job_gpus=[r.job_gpu(f"7+{i}", 0, H, gpu_index=i) for i in (0, 1)],
+    )
+    subject = "Slurm Job_id=7 Name=het Ended, Run time 01:00:00, COMPLETED, ExitCode 0"
+
+    result = mail(mailer, "-s", subject, "alice", "--lake", str(tmp_path / "lake"))
+    _, body = sent(mailer)
+
+    assert result.exit_code == 0, result.output
+    assert "no report" not in body
+    ids = [line.split(":", 1)[1].strip() for line in body.splitlines() if "Job ID:" in line]
+    assert ids == ["7+0", "7+1"]
+
+
 def test_the_advice_follows_the_final_state_the_lake_does_not_hold_yet(tmp_path, mailer):
     """At its end the lake still holds the job as running: the mail showed Slurm's TIMEOUT and
     the advice of a running job ("nothing to change"), where `gpuledger job` tells a job that
