@@ -12,6 +12,7 @@ import math
 from collections.abc import Mapping
 
 import jinja2
+import polars as pl
 
 from app.glossary import WASTE_GPU_H
 from app.report.charts import (
@@ -161,6 +162,17 @@ def _recommendations(report: WeeklyReport) -> tuple[list[dict[str, object]], int
     return shown, more
 
 
+def _top_users(users: pl.DataFrame) -> pl.DataFrame:
+    """The users the page lists: those who held GPUs in the week, most GPU-hours first, at
+    most MAX_USER_ROWS (users.csv has every user, by account). Listed by account, the first
+    accounts' users filled the table (25 rows of users with no usage in a week of one job),
+    and the accounts that used the most were left out."""
+    used = users.filter(pl.col("alloc_gpu_h") > 0)
+    return used.sort("alloc_gpu_h", "account", "user", descending=[True, False, False]).head(
+        MAX_USER_ROWS
+    )
+
+
 def render_html(report: WeeklyReport, images: Mapping[str, str]) -> str:
     """The report page; `images` maps chart names to their `src` (absent charts are left out)."""
     env = jinja2.Environment(
@@ -175,6 +187,7 @@ def render_html(report: WeeklyReport, images: Mapping[str, str]) -> str:
     return template.render(
         r=report,
         t=report.tables,
+        top_users=_top_users(report.tables["users"]),
         images={n: images.get(n) for n in ("usage", "waits", "waste", "frame")},
         one_day=dt.timedelta(days=1),
         max_rows=MAX_USER_ROWS,
