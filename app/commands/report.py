@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,7 +51,8 @@ class ShareParam(click.ParamType):  # type: ignore[type-arg]
             shares = float(raw)
         except ValueError:
             shares = -1.0
-        if not sep or not account or shares < 0:
+        # (float() reads "nan" and "inf": every entitlement came out 0 or NaN)
+        if not sep or not account or not math.isfinite(shares) or shares < 0:
             self.fail(f"{value!r}: expected ACCOUNT=SHARES with SHARES ≥ 0, e.g. physics=40")
         return account, shares
 

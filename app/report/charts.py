@@ -51,7 +51,8 @@ def chart_usage_vs_share(accounts: pl.DataFrame, limit: int = 12) -> bytes | Non
     ).head(limit)
     if rows.is_empty():
         return None
-    names = rows.get_column("account").to_list()
+    # a name past 24 characters is cut with "…" (a 118-character account took half the chart)
+    names = [_short(name) for name in rows.get_column("account").to_list()]
     series = [
         ("usage this week", rows.get_column("usage_share").fill_null(0).to_list(), BLUE),
         ("decayed usage", rows.get_column("decayed_usage_share").fill_null(0).to_list(), MUTED),
@@ -90,9 +91,17 @@ def chart_waits(waits: pl.DataFrame) -> bytes | None:
     return _png(fig)
 
 
+def _short(name: str | None, most: int = 24) -> str:
+    """`name` as an axis label: at most `most` characters, the rest cut with "…"."""
+    text = "-" if name is None else str(name)
+    return text if len(text) <= most else text[: most - 1] + "…"
+
+
 def chart_waste_trend(trend: pl.DataFrame) -> bytes | None:
-    """Stacked bars per week: idle, low-efficiency, failed-job GPU-hours (4 weeks); a week
-    without data has no bar and says so under its date."""
+    """Bars side by side per week: idle, low-efficiency, failed-job GPU-hours (4 weeks); a
+    week without data has no bar and says so under its date. Not stacked: the categories
+    overlap (a failed job's idle hours are in both), and a stack read as a total they do not
+    have (3,708 GPU-hours of bar for a week whose waste was 2,981)."""
     if trend.is_empty() or not trend.get_column("alloc_gpu_h").sum():
         return None
     labels = [
@@ -102,8 +111,9 @@ def chart_waste_trend(trend: pl.DataFrame) -> bytes | None:
         )
     ]
     fig, ax = plt.subplots(figsize=(7.2, 2.6))
-    bottom = [0.0] * len(labels)
-    for (column, label), color in zip(
+    xs = range(len(labels))
+    for offset, (column, label), color in zip(
+        (-0.22, 0.0, 0.22),
         [
             ("idle_gpu_h", "idle"),
             ("low_eff_gpu_h", "low efficiency"),
@@ -113,8 +123,8 @@ def chart_waste_trend(trend: pl.DataFrame) -> bytes | None:
         strict=True,
     ):
         values = [v or 0.0 for v in trend.get_column(column).to_list()]
-        ax.bar(labels, values, 0.6, bottom=bottom, label=label, color=color)
-        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+        ax.bar([x + offset for x in xs], values, 0.22, label=label, color=color)
+    ax.set_xticks(list(xs), labels)
     ax.set_ylabel("GPU-hours (categories overlap)", fontsize=8, color=INK)
     ax.legend(fontsize=8, frameon=False, ncols=3)
     _style(ax, "Waste, last 4 weeks (week starting)")

@@ -165,6 +165,11 @@ def _nodes(
                 f"{counted(len(strays), 'account/user pair')} used GPUs without an association "
                 "in the lake; they are shown with no entitlement."
             )
+        if settings.shares:
+            notes.append(
+                "The shares given with --share are not used: the lake holds the scheduler's "
+                "own associations, which decide the entitlements."
+            )
         return nodes, source, notes
     if settings.shares:
         source = "shares given with --share"

@@ -31,7 +31,7 @@ MAX_USER_ROWS = 25
 MAX_RECOMMENDATIONS = 12
 FRAME_ROWS = (
     ("Allocated (telemetry observed)", "allocated_gpu_h", "Allocated"),
-    ("… of which active", "active_gpu_h", "(utilisation-weighted view)"),
+    ("… of which active (busy ≥ the idle line)", "active_gpu_h", "(no equivalent: telemetry)"),
     ("… of which idle while allocated", "idle_allocated_gpu_h", "(hidden inside Allocated)"),
     ("Unallocated while jobs waited", "planned_gpu_h", "Planned"),
     ("Unallocated, nothing waiting", "idle_gpu_h", "Idle"),

@@ -61,6 +61,8 @@ def test_help_teaches_the_options():
         (["--week", "0001-W01"], "expected a year from"),
         (["--share", "physics"], "expected ACCOUNT=SHARES"),
         (["--share", "physics=-1"], "expected ACCOUNT=SHARES"),
+        (["--share", "physics=nan"], "expected ACCOUNT=SHARES"),
+        (["--share", "physics=inf"], "expected ACCOUNT=SHARES"),
         (["--cost-per-gpu-hour", "-2"], "--cost-per-gpu-hour"),
         (["--email"], "--email needs recipients"),
     ],

@@ -225,6 +225,14 @@ def test_a_week_no_job_ran_in_but_one_waited_says_so(tmp_path):
     assert "Yet jobs waited in the queue: 168 job-hours" in _summary(report)
 
 
+def test_shares_from_the_command_line_beside_the_lakes_associations_are_said_unused(con):
+    settings = ReportSettings(shares={"physics": 100})
+    report = assemble_report(con, "della", WEEK, settings, NOW)
+
+    assert report.share_source.startswith("Slurm associations")
+    assert any("--share are not used" in note for note in report.notes)
+
+
 def test_shares_from_the_command_line_when_the_lake_has_none(tmp_path_factory):
     con = fairness_lake(tmp_path_factory, associations=False)
     settings = ReportSettings(shares={"physics": 1, "bio": 1})
