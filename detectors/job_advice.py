@@ -65,6 +65,7 @@ NO_TELEMETRY = (
     "No advice: no GPU telemetry was attributed to this job, so whether it was sized well "
     "is unknown."
 )
+NOT_STARTED = "No advice: the job never started, so it held no GPUs and used nothing."
 HW_FAILURE_DETECTOR = "failed_after_hw_event"
 CHECKPOINT_DETECTOR = "checkpoint_interval"
 # how a job can end by failing (Slurm states), for "failed after a hardware event"
@@ -501,6 +502,8 @@ def _tensor_advice(job: Mapping[str, Any], f: _Facts, t: AdviceThresholds) -> li
 def when_no_advice(job: Mapping[str, Any]) -> str:
     """What to say when `advise` has nothing: "sized well" only for a job with telemetry."""
     observed = _num(job.get("observed_gpu_h"))
+    if job.get("start_ts") is None and "start_ts" in job:  # (cancelled while pending)
+        return NOT_STARTED
     return NOTHING_TO_CHANGE if observed is not None and observed > 0 else NO_TELEMETRY
 
 

@@ -113,6 +113,8 @@ def render_text(
     from detectors.job_advice import usage_runtime_s, when_no_advice
 
     job = report.job
+    # a job cancelled while it waited: it held nothing, and no telemetry is missing
+    started = job.get("start_ts") is not None
     limit, runtime = job.get("time_limit_s"), job.get("runtime_s")
     used = f"  ({runtime / limit:.0%} used)" if limit and runtime is not None else ""
     nodes = job.get("nodes") or sorted({g["node"] for g in report.gpus if g.get("node")})
@@ -125,7 +127,12 @@ def render_text(
         ("Job Name", job.get("job_name") or "-"),
         ("State", job.get("state") or "-"),
         ("Nodes", f"{len(nodes)} ({', '.join(nodes)})" if nodes else "-"),
-        ("GPUs", f"{job.get('gpus') or 0}" + (f" ({', '.join(models)})" if models else "")),
+        (
+            "GPUs",
+            f"{job.get('gpus') or 0}" + (f" ({', '.join(models)})" if models else "")
+            if started
+            else f"{job.get('gpus') or 0} asked for, none held (it never started)",
+        ),
         ("CPU Cores", job.get("cpus") or "-"),
         ("CPU Memory", "-" if mem is None else f"{mem / 1024:.0f} GiB"),
         ("QOS/Partition", f"{job.get('qos') or '-'}/{job.get('partition') or '-'}"),
@@ -148,7 +155,9 @@ def render_text(
         lines.append(f"  CPU util      {_bar(cpu_time / (cpus * covered))}")
     if mem and rss is not None:
         lines.append(f"  CPU memory    {_bar(rss / mem)}")
-    if not job.get("samples"):
+    if not started:
+        lines.append("  The job never started: it held no GPUs and used nothing.")
+    elif not job.get("samples"):
         lines.append(
             "  No GPU telemetry was attributed to this job (if it ran on GPUs, build the "
             "marts: gpuledger attribute)."
@@ -200,7 +209,10 @@ def render_text(
 
     d = report.diagnosis
     lines += _title("Bottleneck", width)
-    lines += _wrap(f"{d.get('diagnosis')}: {d.get('advice') or ''}".rstrip(), width=width)
+    if started:
+        lines += _wrap(f"{d.get('diagnosis')}: {d.get('advice') or ''}".rstrip(), width=width)
+    else:
+        lines.append("  not started: nothing ran, so there is nothing to diagnose.")
 
     lines += _title("Findings", width)
     if report.findings:

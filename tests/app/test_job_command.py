@@ -290,6 +290,27 @@ def test_a_job_on_a_shared_gpu_says_its_figures_are_estimates(tmp_path, lake):
     assert "Shared GPU:" not in shared
 
 
+def test_a_job_cancelled_before_it_started_is_said_to_have_held_nothing(tmp_path):
+    # its owner was told to build the marts, to check the GPU-to-job mapping, and "GPUs: 8"
+    r.build_lake(
+        tmp_path,
+        samples=r.samples(range(0, 600, 30)),
+        jobs=[
+            r.job("j1", 0, 600),
+            r.job("never", 0, None, state="CANCELLED", start_ts=None, gpus=8),
+        ],
+        job_gpus=[r.job_gpu("j1", 0, 600)],
+    )
+    result = invoke("job", "never", "--lake", str(tmp_path))
+
+    assert result.exit_code == 0, result.output
+    assert "GPUs: 8 asked for, none held (it never started)" in result.output
+    assert "The job never started: it held no GPUs and used nothing." in result.output
+    assert "not started: nothing ran" in result.output
+    assert "No advice: the job never started" in result.output
+    assert "gpuledger attribute" not in result.output and "mapping" not in result.output
+
+
 def test_a_heterogeneous_jobs_number_names_its_components(tmp_path):
     # Slurm names a heterogeneous job by its number (a job-end mail's Job_id=1014); sacct,
     # and so the lake, by its components. Ids that merely start alike are none of them.
