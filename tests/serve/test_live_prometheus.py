@@ -54,10 +54,22 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-@pytest.fixture(scope="module")
+# dcgm-exporter's two generations of names (≤4.8: DCGM_FI_DEV_GPU_UTIL and `Hostname`; 4.9:
+# DCGM_FI_DEV_GPU_UTIL_RATIO … and `hostname`): the dashboards read either, and a series of
+# each that both scrapes hold
+EXPORTERS = {
+    "4.8": ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_SM_ACTIVE"),
+    "4.9": ("DCGM_FI_DEV_GPU_UTIL_RATIO", "DCGM_FI_PROF_SM_UTIL_RATIO"),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(EXPORTERS), ids=lambda v: f"dcgm-exporter-{v}")
 @live_service
-def stack(lake: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """`gpuledger serve` on the lake, the simulated exporters, and Prometheus scraping both."""
+def stack(
+    request: pytest.FixtureRequest, lake: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Any]]:
+    """`gpuledger serve` on the lake, the simulated exporters (of each generation of names),
+    and Prometheus scraping both."""
     from collector.sim.exporters import ExporterServers, FleetConfig, SimulatedFleet
 
     workdir = tmp_path_factory.mktemp("serve-stack")
@@ -76,6 +88,7 @@ def stack(lake: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict
             seed=SEED,
             collect_interval_s=INTERVAL_S,
             offset_s=EXPORTER_OFFSET_S,
+            version=request.param,
         )
     )
     exporters = ExporterServers(fleet, port=0).start()
@@ -100,7 +113,7 @@ def stack(lake: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict
             assert time.monotonic() < deadline, f"gpuledger serve never got ready:\n{tail}"
             time.sleep(0.2)
         server.start()
-        wanted = ("gpuledger_fleet_gpus", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_SM_ACTIVE")
+        wanted = ("gpuledger_fleet_gpus", *EXPORTERS[request.param])
         for name in wanted:  # both jobs scraped at least once
             while not server.api("/api/v1/query", query=name)["result"]:
                 assert time.monotonic() < deadline, f"Prometheus never stored {name}"
