@@ -34,8 +34,16 @@ class ApiError(Exception):
         self.headers = dict(headers or {})
 
 
+# An error names what it was asked (a job id, a user): at most this much of it, so that a
+# 60,000-character id is not a 60 KB answer.
+MAX_MESSAGE = 300
+
+
 def error_response(status: int, message: str, headers: Mapping[str, str] | None = None) -> Response:
-    return JSONResponse({"error": message, "status": status}, status, headers=dict(headers or {}))
+    line = " ".join(message.split())  # one line
+    if len(line) > MAX_MESSAGE:
+        line = line[: MAX_MESSAGE - 1] + "…"
+    return JSONResponse({"error": line, "status": status}, status, headers=dict(headers or {}))
 
 
 def _validation_message(exc: RequestValidationError) -> str:

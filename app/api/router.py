@@ -382,7 +382,11 @@ def build_router(
         return schema
 
     @router.api_route(
-        "/{rest:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"], include_in_schema=False
+        "/{rest:path}",
+        # every method but GET gets the API's JSON 405 (HEAD and OPTIONS got the framework's
+        # {"detail": …} and an Allow header of methods the API never answers)
+        methods=["GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE", "TRACE"],
+        include_in_schema=False,
     )
     def unknown(request: Request, rest: str) -> None:
         if request.method != "GET":

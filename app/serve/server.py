@@ -56,7 +56,13 @@ def create_app(
     app.state.metrics = metrics
     app.state.lake = lake.root
 
-    @app.get("/metrics", response_class=PlainTextResponse, include_in_schema=False)
+    # HEAD as well: a health probe or load balancer that checks with HEAD got 405
+    @app.api_route(
+        "/metrics",
+        methods=["GET", "HEAD"],
+        response_class=PlainTextResponse,
+        include_in_schema=False,
+    )
     def read_metrics(request: Request) -> Response:
         """The lake's figures in Prometheus' text format (read from memory)."""
         refused = guard(request) if guard is not None else None
@@ -64,7 +70,7 @@ def create_app(
             return refused
         return PlainTextResponse(metrics.text, media_type=EXPOSITION_TYPE)
 
-    @app.get("/healthz", include_in_schema=False)
+    @app.api_route("/healthz", methods=["GET", "HEAD"], include_in_schema=False)
     def read_health(request: Request) -> JSONResponse:
         """200 once the figures were read from the lake ("ok"; "stale" while the last reading
         failed and the figures before it are served); 503 before ("starting", or "failing"

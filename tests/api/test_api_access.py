@@ -243,6 +243,22 @@ def test_a_hostile_parameter_is_only_a_value(client):
 def test_unknown_endpoints_and_other_methods_are_json_errors(client):
     assert "openapi.json" in error_of(client.get("/api/v1/nothing", headers=L.bearer(L.BOSS)), 404)
     assert "read-only" in error_of(client.post("/api/v1/jobs", headers=L.bearer(L.BOSS)), 405)
+    # (OPTIONS and TRACE got the framework's {"detail": …}, HEAD an Allow of PUT, DELETE …)
+    for method in ("OPTIONS", "TRACE", "PATCH"):
+        for path in ("/api/v1/whoami", "/api/v1/nothing"):
+            response = client.request(method, path, headers=L.bearer(L.BOSS))
+            assert "read-only" in error_of(response, 405)
+            assert response.headers["allow"] == "GET"
+    head = client.head("/api/v1/nothing", headers=L.bearer(L.BOSS))
+    assert head.status_code == 405 and head.headers["allow"] == "GET"
+
+
+def test_an_error_echoes_at_most_a_line_of_what_it_was_asked(client):
+    # a 60,000-character job id came back as a 60 KB answer
+    response = client.get(f"/api/v1/jobs/della/{'x' * 60000}", headers=L.bearer(L.BOSS))
+
+    message = error_of(response, 404)
+    assert len(message) <= 300 and message.endswith("…")
 
 
 def test_the_openapi_document_lists_the_routes_and_bearer_auth(client):

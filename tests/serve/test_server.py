@@ -210,12 +210,15 @@ def test_the_app_serves_metrics_health_and_mounted_routers(lake):
         metrics = client.get("/metrics")
         health = client.get("/healthz")
         ping_reply = client.get("/api/v1/ping")
+        # a probe that checks with HEAD (a load balancer's) got 405
+        heads = [client.head(path).status_code for path in ("/metrics", "/healthz")]
 
     assert metrics.status_code == 200
     assert metrics.headers["content-type"] == EXPOSITION_TYPE
     assert "# TYPE gpuledger_job_gpus gauge" in metrics.text
     assert health.status_code == 200 and health.json()["status"] == "ok"
     assert ping_reply.json() == {"pong": "yes"}
+    assert heads == [200, 200]
     assert reader.calls == 1
 
 
