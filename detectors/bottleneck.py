@@ -54,7 +54,10 @@ DEVICES = "detectors/bottleneck_devices"
 DEVICES_STORED = "detectors/bottleneck_devices_stored"
 
 ADVICE: dict[str, str] = {
-    "unobserved": "No telemetry was attributed to this job; check the GPU-to-job mapping.",
+    "unobserved": (
+        "No telemetry was attributed to this job: where its cluster's GPUs report "
+        "telemetry, check the GPU-to-job mapping."
+    ),
     "idle": "The GPUs did no work: cancel idle jobs and release GPUs you do not use; "
     "test interactively with a short --time first.",
     "stalled": "Kernels were resident but the SMs did nothing (a hung collective or deadlock): "

@@ -131,7 +131,8 @@ def render_text(
             "GPUs",
             f"{job.get('gpus') or 0}" + (f" ({', '.join(models)})" if models else "")
             if started
-            else f"{job.get('gpus') or 0} asked for, none held (it never started)",
+            else f"{job.get('gpus_requested') or job.get('gpus') or 0} asked for, none held "
+            "(it never started)",
         ),
         ("CPU Cores", job.get("cpus") or "-"),
         ("CPU Memory", "-" if mem is None else f"{mem / 1024:.0f} GiB"),
@@ -157,10 +158,18 @@ def render_text(
         lines.append(f"  CPU memory    {_bar(rss / mem)}")
     if not started:
         lines.append("  The job never started: it held no GPUs and used nothing.")
-    elif not job.get("samples"):
+    elif not job.get("samples") and job.get("alloc_gpu_h") is None:
         lines.append(
             "  No GPU telemetry was attributed to this job (if it ran on GPUs, build the "
             "marts: gpuledger attribute)."
+        )
+    elif not job.get("samples"):
+        # the marts are built and hold its allocation: the hours it held are known, how
+        # busy its GPUs were is not (a cluster without telemetry yet, or an unmapped job)
+        lines += _wrap(
+            f"GPU-hours: {_num(job.get('alloc_gpu_h'), '.2f')} allocated; no GPU telemetry was "
+            "attributed to this job, so how busy its GPUs were is unknown.",
+            width=width,
         )
     else:
         lines += [

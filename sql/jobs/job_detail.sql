@@ -7,7 +7,8 @@
 --   $job_id   the job id (Slurm array tasks as 1234_7)
 --   $cluster  the cluster, or NULL for any
 -- Returns: cluster, job_id, user, account, partition, qos, job_name, state, exit_code,
---          submit_ts, start_ts, end_ts, time_limit_s, gpus, gpu_type, nodes, cpus, mem_req_mib,
+--          submit_ts, start_ts, end_ts, time_limit_s, gpus, gpus_requested, gpu_type, nodes,
+--          cpus, mem_req_mib,
 --          cpu_time_s, max_rss_mib, interactive, requeues, source, runtime_s, alloc_gpu_h,
 --          observed_gpu_h, active_gpu_h, idle_gpu_h, effective_gpu_h, busy_mean,
 --          gpu_util_pct_mean, sm_active_mean, tensor_active_mean, dram_active_mean,
@@ -50,6 +51,7 @@ SELECT
     j.end_ts,
     j.time_limit_s,
     coalesce(j.gpus, u.gpus) AS gpus,
+    j.gpus_requested,
     j.gpu_type,
     CASE WHEN len(j.nodes) > 0 THEN j.nodes ELSE a.nodes END AS nodes,
     j.cpus,

@@ -162,7 +162,7 @@ def test_a_job_id_on_two_clusters_needs_cluster(lake):
     assert "several clusters (della, other); use --cluster" in error
     other = invoke("job", "j2", "--cluster", "other", "--lake", str(lake))
     assert other.exit_code == 0, other.output
-    assert "No GPU telemetry was attributed to this job" in other.output
+    assert "allocated; no GPU telemetry was attributed to this job" in other.output
     assert "unobserved:" in other.output
 
 
@@ -297,7 +297,8 @@ def test_a_job_cancelled_before_it_started_is_said_to_have_held_nothing(tmp_path
         samples=r.samples(range(0, 600, 30)),
         jobs=[
             r.job("j1", 0, 600),
-            r.job("never", 0, None, state="CANCELLED", start_ts=None, gpus=8),
+            # (Slurm's record of a job that never started allocates 0 GPUs, asked for 8)
+            r.job("never", 0, None, state="CANCELLED", start_ts=None, gpus=0, gpus_requested=8),
         ],
         job_gpus=[r.job_gpu("j1", 0, 600)],
     )
@@ -385,9 +386,14 @@ def test_a_running_job_on_a_cluster_without_telemetry_has_run_to_its_records_lat
         ],
     )
     report = json.loads(invoke("job", "run", "--lake", str(tmp_path), "--format", "json").output)
+    text = invoke("job", "run", "--lake", str(tmp_path)).output
 
     assert report["job"]["alloc_gpu_h"] == pytest.approx(10.0)
     assert report["job"]["runtime_s"] == pytest.approx(18000)
+    # the hours it held are known, how busy its GPUs were is not (the text said neither, and
+    # told to build the marts that were built)
+    assert "GPU-hours: 10.00 allocated; no GPU telemetry" in text
+    assert "gpuledger attribute" not in text
 
 
 def test_a_record_without_its_nodes_shows_those_its_allocations_name(tmp_path):
