@@ -104,10 +104,16 @@ def chart_waste_trend(trend: pl.DataFrame) -> bytes | None:
     have (3,708 GPU-hours of bar for a week whose waste was 2,981)."""
     if trend.is_empty() or not trend.get_column("alloc_gpu_h").sum():
         return None
+    if all(v is None for v in trend.get_column("idle_gpu_h").to_list()):
+        return None  # no week has GPU telemetry: no waste to show (unknown, not zero)
     labels = [
-        d.strftime("%d %b") + ("" if known else "\nno data")
-        for d, known in zip(
-            trend.get_column("week").to_list(), trend.get_column("has_data").to_list(), strict=True
+        d.strftime("%d %b")
+        + ("\nno data" if not known else "\nno telemetry" if idle is None else "")
+        for d, known, idle in zip(
+            trend.get_column("week").to_list(),
+            trend.get_column("has_data").to_list(),
+            trend.get_column("idle_gpu_h").to_list(),
+            strict=True,
         )
     ]
     fig, ax = plt.subplots(figsize=(7.2, 2.6))

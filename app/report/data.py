@@ -398,6 +398,7 @@ def _waste_trend(weeks: pl.DataFrame, week: IsoWeek) -> pl.DataFrame:
             pl.col(c).sum()
             for c in (
                 "alloc_gpu_h",
+                "observed_gpu_h",
                 "idle_gpu_h",
                 "low_eff_gpu_h",
                 "failed_gpu_h",
@@ -413,7 +414,38 @@ def _waste_trend(weeks: pl.DataFrame, week: IsoWeek) -> pl.DataFrame:
         .with_columns(
             pl.when(pl.col("has_data")).then(pl.col(c).fill_null(0.0)).alias(c) for c in figures
         )
+        .with_columns(  # a week no GPU telemetry covers: its telemetry's figures are unknown
+            pl.when(pl.col("observed_gpu_h") > 0).then(pl.col(c)).alias(c)
+            for c in TELEMETRY_FIGURES
+            if c in figures
+        )
         .sort("week")
+    )
+
+
+# The figures only GPU telemetry gives (how busy the GPUs were, what they drew): unknown, not 0,
+# in a week no telemetry covers (a cluster whose scheduler records alone are collected). The
+# allocated, failed and unused-limit GPU-hours are the scheduler's, known either way.
+TELEMETRY_FIGURES = (
+    "effective_gpu_h",
+    "effective_share",
+    "idle_gpu_h",
+    "low_eff_gpu_h",
+    "waste_gpu_h",
+    "waste_change_gpu_h",
+    "waste_4wk_mean_gpu_h",
+    "waste_cost",
+    "energy_kwh",
+    "energy_cost",
+)
+
+
+def _unknown_telemetry(frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` with its TELEMETRY_FIGURES columns null (unknown)."""
+    return frame.with_columns(
+        pl.lit(None, dtype=frame.schema[c]).alias(c)
+        for c in TELEMETRY_FIGURES
+        if c in frame.columns
     )
 
 
@@ -442,7 +474,7 @@ def _headlines(
             f"{row['pending_job_h']:.0f} job-hours: under-served."
         )
     waste = tables["waste_by_account"]
-    if waste.height and waste.get_column("waste_gpu_h")[0] > 0:
+    if waste.height and (waste.get_column("waste_gpu_h")[0] or 0) > 0:
         top = waste.row(0, named=True)
         cost = f" (${top['waste_cost']:,.0f})" if settings.cost_per_gpu_h is not None else ""
         change = top["waste_change_gpu_h"]
@@ -557,17 +589,41 @@ def assemble_report(
         "recommendations": recs.filter(pl.col("covers_week")).drop("covers_week"),
         "kueue_queues": kueue,
     }
+    observed = float(
+        this_week.filter(pl.col("level") == "account").get_column("observed_gpu_h").sum()
+    )
+    # GPU-hours were allocated and no GPU telemetry covers them (the scheduler's records
+    # alone): how busy the GPUs were, the waste and the energy are unknown. The page said
+    # "0.0 % doing work" and "0.0 GPU-hours wasted", and ranked users by zeros.
+    telemetry = observed > 0 or not float(accounts.get_column("alloc_gpu_h").sum())
+    if not telemetry:
+        for name in ("accounts", "users", "waste_by_account", "waste_by_user"):
+            tables[name] = _unknown_telemetry(tables[name])
+        notes.append(
+            "No GPU telemetry covers this week's jobs (the scheduler's records alone): how "
+            "busy the GPUs were, the waste and the energy are unknown (–); the allocated "
+            "GPU-hours, failures and queue waits are the scheduler's."
+        )
     scalars.update(
         {
+            "telemetry": telemetry,
             "alloc_gpu_h": float(accounts.get_column("alloc_gpu_h").sum()),
             # the jobs' observed GPU-hours (a MIG instance one of its job's GPUs), which the
             # note on the two allocated figures (report/html.py) splits their difference by
-            "observed_gpu_h": float(
-                this_week.filter(pl.col("level") == "account").get_column("observed_gpu_h").sum()
+            "observed_gpu_h": observed,
+            "effective_gpu_h": (
+                float(accounts.get_column("effective_gpu_h").sum()) if telemetry else None
             ),
-            "effective_gpu_h": float(accounts.get_column("effective_gpu_h").sum()),
-            "waste_gpu_h": float(tables["waste_by_account"].get_column("waste_gpu_h").sum()),
-            "energy_kwh": float(tables["waste_by_account"].get_column("energy_kwh").sum()),
+            "waste_gpu_h": (
+                float(tables["waste_by_account"].get_column("waste_gpu_h").sum())
+                if telemetry
+                else None
+            ),
+            "energy_kwh": (
+                float(tables["waste_by_account"].get_column("energy_kwh").sum())
+                if telemetry
+                else None
+            ),
             # null when no account's emissions are known (no intensity configured), never 0
             "kg_co2e": _known_sum(energy.get_column("kg_co2e")),
             "co2e_fallback_jobs": int(fallback_jobs),

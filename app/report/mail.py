@@ -40,7 +40,12 @@ def _summary(report: WeeklyReport) -> str:
         f"GPU fairness report for {report.cluster}, week {report.week.label}",
         "",
         f"GPU-hours allocated by the scheduler: {s['alloc_gpu_h']:.1f}",
-        f"GPU-hours wasted: {s['waste_gpu_h']:.1f}",
+        "GPU-hours wasted: "
+        + (
+            "unknown (no GPU telemetry)"
+            if s.get("waste_gpu_h") is None
+            else f"{s['waste_gpu_h']:.1f}"
+        ),
         f"Jain's index over {counted(s['jain_accounts'], 'account')} with demand: "
         + ("n/a" if jain is None else f"{jain:.3f}"),
         f"Jobs queued at week end: {s['jobs_pending_at_end']}",

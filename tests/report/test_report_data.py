@@ -261,17 +261,20 @@ def test_an_account_without_a_share_has_no_usage_ratio_and_a_headline_of_its_own
 
 
 def test_the_week_after_compares_with_the_first_and_averages_two_weeks(con):
-    # W10 holds carol's last half hour (no telemetry: no waste); W09 is known and had 0.5.
+    # W10 holds carol's last half hour, which no telemetry covers: its waste is unknown, not
+    # 0 (it read "0.0 wasted, -0.5 on last week"); W09 is known and had 0.5.
     later = assemble_report(con, "della", IsoWeek(2024, 10), ReportSettings(), NOW)
     waste = rows(later.tables["waste_by_account"], "account")
     assert waste["physics"]["waste_prev_gpu_h"] == pytest.approx(0.5)
-    assert waste["physics"]["waste_change_gpu_h"] == pytest.approx(-0.5)
-    assert waste["physics"]["waste_4wk_mean_gpu_h"] == pytest.approx(0.25)  # (0.5 + 0) / 2
+    assert waste["physics"]["waste_gpu_h"] is None
+    assert waste["physics"]["waste_change_gpu_h"] is None
+    assert waste["physics"]["waste_4wk_mean_gpu_h"] is None
     assert waste["physics"]["waste_mean_weeks"] == 2
     assert later.scalars["previous_week_has_data"] is True
+    assert later.scalars["telemetry"] is False
     trend = later.tables["waste_trend"]
     assert trend.get_column("has_data").to_list() == [False, False, True, True]
-    assert trend.get_column("waste_gpu_h").to_list() == [None, None, pytest.approx(0.95), 0.0]
+    assert trend.get_column("waste_gpu_h").to_list() == [None, None, pytest.approx(0.95), None]
 
 
 def test_the_weeks_with_data_and_where_the_data_end(con):
@@ -366,3 +369,33 @@ def test_jain_compares_top_level_accounts_once():
     assert s["jain_accounts"] == 2 and s["accounts_with_demand"] == 3
     assert s["jain_index"] == pytest.approx(0.8)
     assert s["max_min_ratio"] == pytest.approx(3.0)
+
+
+def test_a_week_without_gpu_telemetry_says_its_waste_is_unknown_not_zero(tmp_path):
+    """The scheduler's records alone (no exporter yet): the page said "0.0 % of them doing
+    work" and "0.0 GPU-hours wasted", and ranked users by zeros."""
+    from app.report.html import render_html
+    from tests.marts import rows as r
+
+    con = r.build_lake(
+        tmp_path,
+        jobs=[r.job("a", 0, 4 * HOUR, gpus=2), r.job("b", HOUR, 2 * HOUR, user="bob")],
+        job_gpus=[
+            r.job_gpu("a", 0, 4 * HOUR),
+            r.job_gpu("a", 0, 4 * HOUR, gpu_index=1),
+            r.job_gpu("b", HOUR, 2 * HOUR, gpu_index=2),
+        ],
+    )
+    report = assemble_report(con, "della", WEEK, ReportSettings(cost_per_gpu_h=2.0), NOW)
+
+    s = report.scalars
+    assert s["alloc_gpu_h"] == pytest.approx(9.0)  # the scheduler's: known
+    assert not s["telemetry"]
+    assert s["effective_gpu_h"] is None and s["waste_gpu_h"] is None
+    waste = report.tables["waste_by_account"].row(0, named=True)
+    assert waste["alloc_gpu_h"] == pytest.approx(9.0)
+    assert waste["idle_gpu_h"] is None and waste["waste_gpu_h"] is None
+    assert any("No GPU telemetry covers this week's jobs" in n for n in report.notes)
+    assert "GPU-hours wasted: unknown (no GPU telemetry)" in _summary(report)
+    page = render_html(report, {})
+    assert "unknown, no GPU telemetry" in page and "users by waste" not in page
