@@ -20,7 +20,15 @@ from app.service.supervisor import TaskState
 from warehouse import layout
 from warehouse.lake import Lake
 
-__all__ = ["STATUS_FILE", "iso", "read_status", "render_status", "stuck_tasks", "write_status"]
+__all__ = [
+    "STATUS_FILE",
+    "iso",
+    "overdue_tasks",
+    "read_status",
+    "render_status",
+    "stuck_tasks",
+    "write_status",
+]
 
 STATUS_FILE = "service.json"
 
@@ -85,7 +93,7 @@ def _shape_problem(body: object) -> str | None:
         for key in ("runs", "failures", "consecutive_failures"):
             if not _number(task.get(key, 0)):
                 return f"task {name!r}: {key} is not a number"
-        for key in ("last_success", "running_since", "deadline_s"):
+        for key in ("last_success", "running_since", "deadline_s", "next_run", "every_s"):
             if task.get(key) is not None and not _number(task[key]):
                 return f"task {name!r}: {key} is not a number"
     if not isinstance(metrics, dict) or not all(
@@ -135,6 +143,32 @@ def stuck_tasks(status: dict[str, Any], now: float) -> dict[str, float]:
     return out
 
 
+# A task is overdue when its next step is this many cadences late (at least OVERDUE_MIN_S)
+# with no step running: the service is frozen (SIGSTOP, a hung interpreter), or cannot write
+# its status file (a read-only or full lake). Either way nothing it says is current.
+OVERDUE_CADENCES = 3.0
+OVERDUE_MIN_S = 60.0
+
+
+def overdue_tasks(status: dict[str, Any], now: float) -> dict[str, float]:
+    """The tasks of a status file whose next step is overdue by `now` (no step running):
+    name -> when it was due. A file without cadences (an older version's) uses the tasks'
+    step deadlines."""
+    out = {}
+    for name, task in status.get("tasks", {}).items():
+        due, every = task.get("next_run"), task.get("every_s")
+        if due is None or task.get("running_since") is not None:
+            continue
+        grace = (
+            max(OVERDUE_CADENCES * float(every), OVERDUE_MIN_S)
+            if every is not None
+            else task.get("deadline_s")
+        )
+        if grace is not None and now - float(due) > float(grace):
+            out[name] = float(due)
+    return out
+
+
 def _ago(then: float | None, now: float) -> str:
     if then is None:
         return "never"
@@ -170,12 +204,18 @@ def render_status(status: dict[str, Any] | None, now: float) -> tuple[str, bool]
     ]
     healthy = True
     stuck = stuck_tasks(status, now) if running else {}
+    overdue = overdue_tasks(status, now) if running else {}
     for name, task in sorted(status.get("tasks", {}).items()):
         failing = task.get("consecutive_failures", 0) > 0
-        healthy &= not failing and name not in stuck
+        healthy &= not failing and name not in stuck and name not in overdue
         error = task.get("last_error") or ""
         if error and not failing:
             error = f"(recovered) {error}"
+        if name in overdue:
+            error = (
+                f"OVERDUE: due {_ago(overdue[name], now)}, not run (frozen, or the status "
+                "file cannot be written)"
+            )
         if name in stuck:
             error = (
                 f"STUCK: one step running since {iso(stuck[name])} ({_ago(stuck[name], now)}), "

@@ -90,6 +90,7 @@ class TaskState:
     next_run: float | None = None
     running_since: float | None = None  # when the step now running started; None: between
     deadline_s: float | None = None  # how long a step of it may run
+    every_s: float | None = None  # its cadence: a step is due that long after the last
 
 
 @dataclass
@@ -106,6 +107,7 @@ class Supervisor:
     states: dict[str, TaskState] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _report_lock: threading.Lock = field(default_factory=threading.Lock)
+    _status_error: str | None = None  # why the status file could not be written last
     # the running steps: task name -> (its stop event, its thread's id)
     _running: dict[str, tuple[threading.Event, int]] = field(default_factory=dict)
 
@@ -115,7 +117,9 @@ class Supervisor:
             raise ValueError(f"task names must be unique: {names}")
         if self.deadline_intervals <= 0:
             raise ValueError(f"deadline_intervals must be above 0, got {self.deadline_intervals}")
-        self.states = {t.name: TaskState(deadline_s=self.deadline_of(t)) for t in self.tasks}
+        self.states = {
+            t.name: TaskState(deadline_s=self.deadline_of(t), every_s=t.every_s) for t in self.tasks
+        }
 
     def deadline_of(self, task: Task) -> float:
         """Seconds a step of `task` may run: `deadline_intervals` times its cadence."""
@@ -209,8 +213,15 @@ class Supervisor:
                 snapshot = {name: replace(s) for name, s in self.states.items()}
             try:
                 self.on_change(snapshot)
-            except Exception:  # the status file is best effort; never kill a task over it
-                log.exception("could not record the service status")
+            except Exception as exc:  # the status file is best effort; never kill a task over it
+                # one line for each new reason (a read-only lake logged a traceback at every
+                # step); `gpuledger status --check` sees the file go stale
+                reason = f"{type(exc).__name__}: {exc}"
+                if reason != self._status_error:
+                    log.error("could not record the service status: %s", reason)
+                self._status_error = reason
+            else:
+                self._status_error = None
 
     def run(self, join_timeout_s: float = 600.0) -> None:
         """Start every task's thread and block until `stop` is set and each finished its step."""

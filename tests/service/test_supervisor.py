@@ -154,6 +154,28 @@ def test_a_service_killed_without_stopping_is_down_not_running(tmp_path):
     )
 
 
+def test_a_service_whose_tasks_are_overdue_is_unhealthy(tmp_path):
+    """A frozen service (SIGSTOP) or one that cannot write its status file (a read-only lake)
+    leaves the file as it was: every task's next step long past. `status --check` said
+    healthy; /healthz did not answer, or said 503."""
+    m = Metrics()
+    m.set("gpuledger_up", 1)
+    sup = Supervisor([Task("pipeline", 60, lambda ctx: None), Task("dcgm", 15, lambda c: None)], m)
+    sup.states["pipeline"].next_run = 1060.0
+    sup.states["dcgm"].next_run = 1015.0
+    write_status(Lake.at(tmp_path), sup.states, m, now=1010.0, pid=os.getpid())
+    status = read_status(Lake.at(tmp_path))
+
+    # (3 cadences late, and at least a minute: a step due and not yet run is not a fault)
+    assert render_status(status, now=1060.0)[1]
+    text, healthy = render_status(status, now=1076.0)
+
+    assert not healthy
+    [line] = [line for line in text.splitlines() if line.startswith("dcgm")]
+    assert "OVERDUE: due 61 s ago, not run (frozen, or the status file cannot be written)" in line
+    assert not any(line.startswith("pipeline") and "OVERDUE" in line for line in text.splitlines())
+
+
 @pytest.mark.parametrize(
     "body",
     [
