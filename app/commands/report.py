@@ -171,12 +171,14 @@ def weekly(
     """
     from click.core import ParameterSource
 
-    from app.config import load_config
+    from app.config import LakeConfig, load_config, load_section
     from warehouse.lake import Lake
 
-    cfg = load_config(config_path)
+    # the whole configuration (its SMTP settings and secrets) only to send the mail: a report
+    # written to files reads the lake's section alone
+    cfg = load_config(config_path) if send_email else None
     if ctx.get_parameter_source("lake") == ParameterSource.DEFAULT:
-        lake = Lake.at(cfg.lake.root)
+        lake = Lake.at(cfg.lake.root if cfg else load_section(LakeConfig, config_path).root)
     _run_weekly(
         week=week,
         out=out,
@@ -187,7 +189,7 @@ def weekly(
         cost_per_kwh=cost_per_kwh,
         half_life_days=half_life_days,
         shares=dict(shares),
-        email=_smtp(cfg, email_to) if send_email else None,
+        email=_smtp(cfg, email_to) if cfg is not None else None,
         now=_utc_now,
     )
 

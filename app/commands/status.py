@@ -31,11 +31,13 @@ def command(config_path: Path | None, lake: Lake | None, check: bool) -> None:
     runs, failures, last success and last error, samples and jobs landed, malformed lines,
     source errors, alerts sent and failed, lag behind live data and mart freshness.
     """
-    from app.config import load_config
+    from app.config import LakeConfig, load_section
     from app.service.status import read_status, render_status
     from warehouse.lake import Lake
 
-    root = lake or Lake.at(load_config(config_path).lake.root)
+    # the lake alone: a monitoring user (nagios, root) is not refused over a secret of another
+    # section it cannot read (the SMTP password file, the service user's)
+    root = lake or Lake.at(load_section(LakeConfig, config_path).root)
     text, healthy = render_status(read_status(root), now=time.time())
     click.echo(text)
     if check and not healthy:

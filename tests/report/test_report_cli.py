@@ -122,6 +122,21 @@ def test_an_empty_week_is_a_report_not_an_error(lake, tmp_path):
     assert "2024-W09 to 2024-W10" in html
 
 
+def test_a_report_to_files_reads_the_lake_alone_of_the_configuration(lake, tmp_path):
+    # the SMTP secret of [alerts] is read to send the mail, not to write the report
+    config = tmp_path / "gpuledger.toml"
+    config.write_text(
+        f'lake = "{lake}"\n[alerts]\nsmtp_password_file = "{tmp_path / "not-mine"}"\n'
+    )
+    result = invoke(
+        "report", "weekly", "--config", str(config), "--week", "2024-W09",
+        "--out", str(tmp_path / "out"), "--no-pdf",
+    )  # fmt: skip
+
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "out" / "della" / "2024-W09" / "fairness-della-2024-W09.html").is_file()
+
+
 def test_without_week_the_latest_complete_week_with_data_is_reported(lake, tmp_path):
     # The lake's data end half an hour into 2024-W10: W09 is the latest complete week with
     # data, whatever today's date (the old default, the last complete week before today, had

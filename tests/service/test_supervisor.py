@@ -199,6 +199,21 @@ def test_a_status_file_this_version_cannot_read_is_one_line(tmp_path, body):
     assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
 
 
+def test_status_reads_the_lake_alone_of_the_configuration(tmp_path):
+    # a monitoring user (nagios, root) running `status --check` was refused over the service
+    # user's SMTP password file, another section's secret it cannot read
+    lake = tmp_path / "lake"
+    (lake / "_state").mkdir(parents=True)
+    config = tmp_path / "gpuledger.toml"
+    config.write_text(
+        f'lake = "{lake}"\n[alerts]\nsmtp_password_file = "{tmp_path / "not-mine"}"\n'
+    )
+
+    result = CliRunner().invoke(cli, ["status", "--config", str(config)], env={})
+
+    assert "never run on this lake" in result.output, result.output
+
+
 def test_a_library_setting_its_own_stop_event_does_not_stop_the_service():
     seen = []
 
