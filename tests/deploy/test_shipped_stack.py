@@ -47,7 +47,9 @@ def shipped_prometheus_config(workdir: Path, exporters: list[str], gpuledger: st
     config = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
     config["global"].update(scrape_interval="1s", evaluation_interval="1s")
     jobs = {job["job_name"]: job for job in config["scrape_configs"]}
-    assert set(jobs) == {"dcgm", "gpuledger"}
+    assert set(jobs) == {"dcgm", "gpuledger", "gpuledger-serve"}
+    # (`gpuledger serve` and the dashboards over it: tests/serve/test_live_prometheus.py)
+    config["scrape_configs"] = [jobs["dcgm"], jobs["gpuledger"]]
     jobs["dcgm"]["static_configs"] = [{"targets": exporters}]
     jobs["gpuledger"]["static_configs"] = [{"targets": [gpuledger]}]
     (workdir / "rules").mkdir(parents=True)
