@@ -51,6 +51,16 @@ def test_a_job_whose_gpus_sent_no_data_is_flagged(tmp_path):
     assert finding["severity"] == "warn"
 
 
+def test_a_cluster_without_telemetry_flags_none_of_its_jobs(tmp_path):
+    """No job of the cluster was observed (its scheduler's records alone, no exporter yet):
+    no job's mapping is at fault. Per job, 31 users were mailed to adjust their requests."""
+    usages = [
+        usage("1", 0, 7200, gpus=2, alloc_gpu_h=4.0, observed_gpu_h=0.0),
+        usage("2", 0, 7200, gpus=4, alloc_gpu_h=8.0, observed_gpu_h=0.0),
+    ]
+    assert run(tmp_path, mapping.RULES, job_usage=usages) == []
+
+
 # ---- resilience
 
 
