@@ -1,14 +1,16 @@
 -- cluster_extent: which clusters the lake holds, and the span and size of each (cheap).
 --
 -- Grain:   one row per cluster
--- Reads:   cluster_occupancy, job_usage
+-- Reads:   cluster_occupancy, job_usage, cluster_data_end
 -- Params:  none
 -- Returns: cluster, data_start, data_end, gpus_total (null for a cluster without samples)
 --
 -- Read from the occupancy mart (one row per bucket), not from the samples, so the dashboard's
 -- frame costs milliseconds on any lake. data_end is the start of the last bucket with data. A
 -- cluster known from its scheduler records alone (no telemetry yet, or none collected) spans
--- its jobs' runs (job_usage), so its jobs, users and fairness are shown, not "no data".
+-- its jobs' runs (job_usage), so its jobs, users and fairness are shown, not "no data", up to
+-- the end of its data that its running jobs are counted to (cluster_data_end: the latest time
+-- its records give; the latest start or end left out the day its running jobs held GPUs on).
 
 WITH occupancy AS (
     SELECT
@@ -24,10 +26,7 @@ scheduled AS (
     SELECT
         cluster,
         min(start_ts) FILTER (WHERE start_ts < date_trunc('day', now()) + INTERVAL 2 DAY)
-            AS data_start,
-        max(coalesce(end_ts, start_ts)) FILTER (
-            WHERE coalesce(end_ts, start_ts) < date_trunc('day', now()) + INTERVAL 2 DAY
-        ) AS data_end
+            AS data_start
     FROM job_usage
     WHERE start_ts IS NOT NULL
     GROUP BY cluster
@@ -35,9 +34,11 @@ scheduled AS (
 SELECT
     coalesce(o.cluster, s.cluster) AS cluster,
     coalesce(o.data_start, s.data_start) AS data_start,
-    coalesce(o.data_end, s.data_end) AS data_end,
+    coalesce(o.data_end, to_timestamp(e.end_e)) AS data_end,
     o.gpus_total
 FROM occupancy AS o
 FULL OUTER JOIN scheduled AS s
     ON s.cluster = o.cluster
+LEFT JOIN cluster_data_end AS e
+    ON e.cluster = coalesce(o.cluster, s.cluster)
 ORDER BY cluster

@@ -2,10 +2,11 @@
 -- report's default week and to name the weeks with data when a week without any is asked for.
 --
 -- Grain:   one row per (cluster, week)
--- Reads:   fairness_weekly, jobs_latest, gpu_job_buckets
+-- Reads:   fairness_weekly, jobs_latest, gpu_job_buckets, data_extent
 -- Params:  none
--- Returns: cluster, week (its Monday, DATE), data_end_e (epoch seconds: the later of the end of
---          the cluster's last sample interval and its latest job submit, start or end)
+-- Returns: cluster, week (its Monday, DATE), data_end_e (epoch seconds: data_extent's end of
+--          the cluster's data, every rule's "now": its last sample interval's end, or a later
+--          scheduler record's time, its collection included)
 --
 -- A week has data where fairness_weekly has GPU-hours allocated or observed in it (the weeks
 -- the report's trends count) and something was recorded inside it: a sample taken at or after
@@ -30,7 +31,6 @@ WITH weeks AS (
 ends AS (
     SELECT
         cluster,
-        max(epoch(greatest(submit_ts, start_ts, end_ts))) AS end_e,
         max(epoch(greatest(submit_ts, start_ts, end_ts))) AS job_record_e,
         CAST(NULL AS DOUBLE) AS sampled_from_e
     FROM jobs_latest
@@ -38,28 +38,31 @@ ends AS (
     UNION ALL
     SELECT
         cluster,
-        max(interval_end_e) AS end_e,
         CAST(NULL AS DOUBLE) AS job_record_e,
         max(epoch(bucket)) AS sampled_from_e
     FROM gpu_job_buckets
     GROUP BY cluster
 ),
-data_end AS (
+recorded AS (
     SELECT
         cluster,
-        max(end_e) AS data_end_e,
         max(job_record_e) AS job_record_e,
         max(sampled_from_e) AS sampled_from_e
     FROM ends
     GROUP BY cluster
 )
+-- (the report's "now" is every rule's: its own end of the data, from submit, start and end
+-- alone, ended hours before the running jobs it counted, and named a job cancelled while it
+-- waited as still queued there)
 SELECT
     w.cluster,
     w.week,
-    d.data_end_e
+    epoch(x.data_end) AS data_end_e
 FROM weeks AS w
-JOIN data_end AS d
+JOIN recorded AS d
     ON d.cluster = w.cluster
+JOIN data_extent AS x
+    ON x.cluster = w.cluster
 WHERE epoch(CAST(w.week AS TIMESTAMP)) <= d.sampled_from_e
     OR epoch(CAST(w.week AS TIMESTAMP)) < d.job_record_e
 ORDER BY w.cluster, w.week

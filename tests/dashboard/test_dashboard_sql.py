@@ -549,12 +549,16 @@ def test_cluster_extent(con):
             ],
         ),
     )
+    # where open allocations end (sql/views/cluster_data_end.sql): c's records reach 7 h (a
+    # later collection of running job 3), past its last start or end (6 h)
+    ends = [("a", h(6).timestamp()), ("b", h(1).timestamp()), ("c", h(7).timestamp())]
+    con.register("cluster_data_end", pa.table(list(zip(*ends, strict=True)), ["cluster", "end_e"]))
     frame = queries.run(con, "dashboard/cluster_extent")
 
     assert frame.rows() == [
         ("a", h(1), h(5), 16.0),  # the occupancy's span, not its jobs'
         ("b", h(0), h(0), 8.0),
-        ("c", h(2), h(6), None),
+        ("c", h(2), h(7), None),  # its running jobs hold GPUs to 7 h: shown up to there
     ]
 
 

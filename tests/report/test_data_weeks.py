@@ -65,3 +65,24 @@ def test_a_sample_taken_in_the_next_week_makes_it_a_week_with_data(tmp_path, las
     assert found.weeks == [W09, W10]
     assert found.span == "2024-W09 to 2024-W10"
     assert found.data_end == T0 + dt.timedelta(seconds=last_sample + 30)
+
+
+def test_the_reports_data_end_is_every_rules_with_the_records_collection(tmp_path):
+    """The scheduler's records alone: j2 still running, its record collected 5 h after the
+    last start or end. The report ended its data at that start (and counted j2 to 5 h later
+    in its figures); it now ends where data_extent, every rule's "now", does."""
+    collected = T0 + dt.timedelta(seconds=MONDAY_S - HOUR + 5 * HOUR)
+    con = build_lake(
+        tmp_path,
+        jobs=[
+            job("j1", MONDAY_S - 2 * HOUR, MONDAY_S - HOUR),
+            job("j2", MONDAY_S - HOUR, None, state="RUNNING", updated_ts=collected),
+        ],
+        job_gpus=[job_gpu("j1", MONDAY_S - 2 * HOUR, MONDAY_S - HOUR)],
+    )
+
+    found = data_weeks(con, ["della"])
+
+    assert found.data_end == collected
+    [(extent,)] = con.sql("SELECT data_end FROM data_extent").fetchall()
+    assert extent == collected
