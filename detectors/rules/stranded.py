@@ -53,6 +53,11 @@ def _detect(jobs: pl.DataFrame, config: RuleConfig, window: Window) -> pl.DataFr
     ).filter(
         (pl.col("stranded_gpus") >= max(t.min_stranded_gpus, 1))
         & (pl.col("runtime_s") >= t.min_runtime_minutes * 60)
+        # a share under 1 CPU or 1 GiB per GPU is no node's: its size is the most its jobs
+        # held at once, seen too rarely to tell (2 CPUs of a 16-CPU node, 3 of its 8 GPUs),
+        # which asked a 1-GPU job for "--cpus-per-gpu=0 or less"
+        & ~(pl.col("max_cpus_per_gpu") < 1).fill_null(False)
+        & ~(pl.col("max_mem_per_gpu_gib") < 1).fill_null(False)
     )
     return found.with_columns(
         pl.lit("stranded_gpus").alias("detector"),

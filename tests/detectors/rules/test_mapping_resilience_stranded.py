@@ -241,6 +241,18 @@ def test_a_running_jobs_cpus_count_in_what_its_node_held_at_once(tmp_path):
     assert found["C1"]["gpu_h_at_stake"] == pytest.approx(1.0)
 
 
+def test_a_node_seen_too_little_to_size_advises_nothing_impossible(tmp_path):
+    """Three 1-GPU jobs held the node at once with 1 CPU and 1 GiB between two of them: the
+    node "had" 2 CPUs and 3 GPUs (it has 16 and 8), and a 1-GPU job was told to ask for
+    --cpus-per-gpu=0 or less. A share under one CPU or GiB per GPU is no node's size."""
+    jobs = [
+        job("1", 0, 3600, gpus=1, cpus=1, mem_req_mib=1024, nodes=["g001"]),
+        job("2", 0, 3600, gpus=1, cpus=1, mem_req_mib=1024, nodes=["g001"]),
+        job("3", 0, 3600, gpus=1, cpus=0, mem_req_mib=0, nodes=["g001"]),
+    ]
+    assert run(tmp_path, stranded.RULES, jobs=jobs) == []
+
+
 def test_memory_can_strand_gpus_too(tmp_path):
     jobs = [
         *[
