@@ -20,7 +20,7 @@ FROM (
         cluster,
         epoch(start_ts) AS start_e
     FROM job_gpus
-    WHERE end_ts IS NULL
+    WHERE end_ts IS NULL OR end_ts >= date_trunc('day', now()) + INTERVAL 2 DAY  -- (open: job_gpu_intervals)
     UNION ALL
     SELECT
         j.cluster,

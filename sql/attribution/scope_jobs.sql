@@ -48,7 +48,7 @@ SELECT g.cluster, g.job_id
 FROM job_gpus AS g
 JOIN moved_ends AS m
     ON m.cluster = g.cluster
-WHERE g.end_ts IS NULL
+WHERE g.end_ts IS NULL OR g.end_ts >= date_trunc('day', now()) + INTERVAL 2 DAY  -- (open: job_gpu_intervals)
 UNION
 SELECT j.cluster, j.job_id
 FROM jobs_latest AS j

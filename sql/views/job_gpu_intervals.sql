@@ -79,7 +79,15 @@ intervals AS (
         coalesce(g.node || '/' || CAST(g.held_index AS VARCHAR), g.gpu_uuid, g.node || '/*')
             || '#' || coalesce(CAST(g.mig_instance AS VARCHAR), '') AS device,
         epoch(g.start_ts) AS start_e,
-        greatest(epoch(g.start_ts), coalesce(epoch(g.end_ts), e.end_e, epoch(g.start_ts))) AS end_e
+        -- (an end after tomorrow is none the data reached: open, as jobs_latest takes it)
+        greatest(
+            epoch(g.start_ts),
+            coalesce(
+                CASE WHEN g.end_ts < date_trunc('day', now()) + INTERVAL 2 DAY THEN epoch(g.end_ts) END,
+                e.end_e,
+                epoch(g.start_ts)
+            )
+        ) AS end_e
     FROM held AS g
     LEFT JOIN cluster_data_end AS e
         ON e.cluster = g.cluster

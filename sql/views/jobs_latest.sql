@@ -7,7 +7,11 @@
 --
 -- A count, size or time below 0 (another tool's file: gpus, a time limit, CPUs, memory, CPU
 -- time) is unknown: null. An end before the start (a broken record) is the start: the run is
--- none, not negative. Ties on updated_ts (two collectors saw the same instant) go to the later
+-- none, not negative. An end after tomorrow (UTC, this machine's clock) is no end the data can
+-- have reached (a "9999-12-31" for unknown, a wrong clock), as data_extent leaves such times
+-- out: unknown, null, so the job holds its GPUs to the end of the data, as one running does.
+-- Taken as an end, one such record made `attribute` build a day partition for every day to
+-- the year 9999 (hours, gigabytes), and counted GPU-hours that had not happened. Ties on updated_ts (two collectors saw the same instant) go to the later
 -- state in the job's life: an end time beats none.
 
 SELECT
@@ -23,7 +27,10 @@ SELECT
     exit_code,
     submit_ts,
     start_ts,
-    CASE WHEN end_ts < start_ts THEN start_ts ELSE end_ts END AS end_ts,
+    CASE
+        WHEN end_ts < start_ts THEN start_ts
+        WHEN end_ts < date_trunc('day', now()) + INTERVAL 2 DAY THEN end_ts
+    END AS end_ts,
     CASE WHEN time_limit_s >= 0 THEN time_limit_s END AS time_limit_s,
     CASE WHEN gpus >= 0 THEN gpus END AS gpus,
     CASE WHEN gpus_requested >= 0 THEN gpus_requested END AS gpus_requested,

@@ -61,16 +61,15 @@ def test_a_record_stamped_tomorrow_is_still_the_end_of_the_data(tmp_path):
     assert abs((end - r.at(tomorrow)).total_seconds()) < 0.001
 
 
-def test_a_job_whose_end_is_years_ahead_is_named_by_the_check(tmp_path):
-    """The record stays in the lake and its allocation with it: the audit names the job whose
-    allocated hours run past the data (before, the data ended with it and nothing did)."""
+def test_a_job_whose_end_is_a_month_ahead_holds_its_gpu_to_the_end_of_the_data(tmp_path):
+    """The record stays in the lake; its end is none the data reached (jobs_latest): the
+    allocation runs to the end of the data, as a running job's, and every figure stays inside
+    the facts (it ran a month past them, and the audit named it)."""
     con = _lake(tmp_path, [], end=AHEAD)
 
-    found = run_checks(con, ("job_gpu_hours",))
-
-    assert {(v.subject, v.detail.split()[0]) for v in found} == {
-        ("job_usage row of job j1", "alloc_gpu_h")
-    }
+    [(alloc,)] = con.sql("SELECT alloc_gpu_h FROM job_usage WHERE job_id = 'j1'").fetchall()
+    assert alloc == pytest.approx(2.0)  # the 2 h the samples cover
+    assert run_checks(con, ("job_gpu_hours",)) == []
 
 
 def test_a_cluster_without_samples_runs_its_open_allocations_to_its_records_latest_time(
@@ -106,3 +105,26 @@ def test_a_cluster_without_samples_runs_its_open_allocations_to_its_records_late
     ).fetchall()
     assert daily == pytest.approx(6.0 + 2.0 + 3.0 + 1.0)
     assert weekly == pytest.approx(daily)
+
+
+def test_an_end_after_tomorrow_is_no_end_the_allocation_runs_to_the_data_end(tmp_path):
+    """A "9999-12-31" end (a trace's unknown, a wrong clock): taken as an end, `attribute`
+    built a day partition of every day to the year 9999 (hours, gigabytes) and counted
+    GPU-hours that had not happened. It is no end the data reached: as a running job's, the
+    allocation runs to the end of the data (2 h), on the days of the data alone."""
+    far = dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=dt.UTC)
+    ahead = r.job("j2", BASE, None) | {"end_ts": far, "state": "COMPLETED"}
+    con = r.build_lake(
+        tmp_path,
+        samples=r.samples(range(int(BASE), int(BASE + 2 * H), 30), engine_active=0.5),
+        jobs=[r.job("j1", BASE, BASE + H), ahead],
+        job_gpus=[
+            r.job_gpu("j1", BASE, BASE + H),
+            r.job_gpu("j2", BASE, None, gpu_index=1) | {"end_ts": far},
+        ],
+    )
+
+    usage = {row["job_id"]: row["alloc_gpu_h"] for row in r.fetch(con, "SELECT * FROM job_usage")}
+    assert usage == {"j1": pytest.approx(1.0), "j2": pytest.approx(2.0)}
+    [(days, last)] = con.sql("SELECT count(DISTINCT date), max(date) FROM usage_daily").fetchall()
+    assert days <= 2 and last <= r.at(BASE + 2 * H).date()

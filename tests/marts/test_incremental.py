@@ -635,6 +635,28 @@ def test_a_late_record_on_a_cluster_without_samples_extends_its_running_jobs(tmp
     assert xrun["alloc_gpu_h"].item() == pytest.approx((DAY_S + 7200 - 600) / 3600)
 
 
+def test_a_late_record_with_an_end_after_tomorrow_updates_in_place_as_a_rebuild_would(tmp_path):
+    """An end after tomorrow is no end (sql/views/jobs_latest.sql): the allocation is open,
+    to the end of the data, and moves with it as a running job's does."""
+    import datetime as dt
+
+    far = dt.datetime(9999, 12, 31, tzinfo=dt.UTC)
+    root = tmp_path / "lake"
+    lake_for_summaries(root)
+    r.land(root, "jobs", [r.job("jfar", DAY_S, DAY_S + 600) | {"end_ts": far}], batch_id="late")
+    gpu = r.job_gpu("jfar", DAY_S, DAY_S + 600, gpu_index=2) | {"end_ts": far}
+    r.land(root, "job_gpus", [gpu], batch_id="late")
+    assert update(root).mode == "incremental"
+    land_offset_day(root, 3)
+    done = update(root)
+
+    assert done.mode == "incremental", done.reason
+    got = snapshot(root)
+    assert_same_marts(got, rebuilt_from_scratch(root, tmp_path / "scratch"))
+    jfar = got["job_usage"].filter(pl.col("job_id") == "jfar")
+    assert jfar["alloc_gpu_h"].item() == pytest.approx((4 * DAY_S - DAY_S) / 3600, rel=0.01)
+
+
 def test_no_summary_mart_reads_what_the_detectors_write():
     """`detect` lands findings every round; the summary marts leave those tables out of their
     inputs (warehouse.summary.state._NOT_READ), which holds only while no mart's SQL reads them."""
