@@ -176,7 +176,10 @@ def _projection(table: str, present: frozenset[str], row_numbers: bool) -> str:
         if field.name not in present:
             source = from_path or "NULL"
         elif from_path is not None:  # the file's own value wins; its folder's fills a null
-            source = f"CASE WHEN {column} IS NULL THEN {from_path} ELSE {column} END"
+            # (both as the contract's type: a file's `cluster` of integers met the folder's
+            # text in one CASE, and every command ended in a binder error's traceback)
+            own = f"CAST({column} AS {field.type})"
+            source = f"CASE WHEN {column} IS NULL THEN {from_path} ELSE {own} END"
         else:
             source = column
         projection.append(f"CAST({source} AS {field.type}) AS {column}")

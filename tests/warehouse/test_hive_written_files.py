@@ -100,6 +100,22 @@ def test_a_null_cluster_is_the_folders_and_a_value_in_the_file_wins(lake, make_s
     assert got == [("della",), ("della",), ("elsewhere",), ("gpu farm",)]
 
 
+def test_a_cluster_column_of_integers_reads_as_text(lake, make_samples, t0):
+    # another tool's numbered clusters: the file's integers met the folder's text in one CASE,
+    # and every command ended in a binder error's traceback
+    rows = make_samples([t0, t0], node="x001")
+    cluster = pa.array([None, 7], pa.int64())
+    rows = rows.set_column(rows.schema.get_field_index("cluster"), "cluster", cluster)
+    folder = lake / "gpu_samples" / "cluster=della" / f"date={t0.date()}"
+    folder.mkdir(parents=True)
+    pq.write_table(rows, folder / "part-0.parquet")
+
+    with connect(lake) as con:
+        got = con.sql("SELECT cluster FROM gpu_samples ORDER BY cluster").fetchall()
+
+    assert got == [("7",), ("della",)]
+
+
 def test_outside_the_layout_or_undecodable_a_missing_cluster_stays_null(lake, make_samples, t0):
     rows = make_samples([t0]).drop_columns(["cluster"])
     (lake / "gpu_samples" / "cluster=%FF").mkdir(parents=True)
