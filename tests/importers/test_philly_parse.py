@@ -394,3 +394,34 @@ def test_a_truncated_gzip_file_is_one_clear_error(tmp_path):
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(MalformedSample, match="cannot read past byte"):
         list(read_gpu_util(path, "c", {"m1": 2}, UtilStats()))
+
+
+def test_a_gpu_or_machine_listed_twice_is_held_once(tmp_path):
+    # ["gpu0", "gpu0"] made `gpus` 2 beside one GPU's hours; the same entry twice, 4
+    job = _job()
+    job["attempts"] = [
+        {
+            "start_time": "2017-10-01 10:05:00",
+            "end_time": "2017-10-01 11:00:00",
+            "detail": [{"ip": "m1", "gpus": ["gpu0", "gpu0", "gpu1"]}] * 2,
+        }
+    ]
+    log, skipped = _log(tmp_path, [job])
+
+    assert log.jobs.column("gpus").to_pylist() == [2]
+    assert [(r["node"], r["gpu_index"]) for r in log.job_gpus.to_pylist()] == [
+        ("m1", 0),
+        ("m1", 1),
+    ]
+    assert skipped.count == 0
+
+
+def test_a_machine_without_an_ip_is_skipped_not_named_none(tmp_path):
+    # a null ip was the machine "None", whose GPUs joined the cluster's inventory
+    job = _job()
+    job["attempts"][1]["detail"][1]["ip"] = None
+    log, skipped = _log(tmp_path, [job, _job(jobid="j2")])
+
+    assert log.jobs.column("job_id").to_pylist() == ["j2"]
+    assert "None" not in log.machine_gpus
+    assert skipped.count == 1

@@ -206,11 +206,15 @@ def _parse_job(job: object) -> _Parsed:
         start, end = _utc_ms(attempt.get("start_time")), _utc_ms(attempt.get("end_time"))
         held: list[tuple[str, int]] = []
         for detail in attempt.get("detail") or []:
-            node = str(detail["ip"]).strip()
+            # (a null ip was the machine "None", whose 8 GPUs joined the inventory)
+            node = "" if detail["ip"] is None else str(detail["ip"]).strip()
             if not node:
                 raise ValueError(f"attempt {n} has a detail entry with an empty ip")
             nodes.add(node)
             held.extend((node, i) for i in _gpu_indices(detail.get("gpus")))
+        # each GPU once: a GPU or machine listed twice is one allocation (job_gpus merges them),
+        # and counted twice made the job's `gpus` twice what it held
+        held = list(dict.fromkeys(held))
         gpus = max(gpus, len(held))
         if end is not None and start is not None and end < start:
             raise ValueError(f"attempt {n} ends before it starts")
