@@ -482,6 +482,16 @@ def build_sample_marts(
     # read before the files are listed: a merge in between is one the next run sees
     merged = compaction_log.merges(root, "sample_days", "gpu_samples")
     days, ahead = _dated(root)
+    listed = layout.table_files(root, "gpu_samples")
+    loose = sum(1 for path in listed if layout.partition_key(path) is None)
+    if loose:
+        # (another tool's file straight under gpu_samples/ or cluster=X/: no day to build it
+        # under; `attribute` said the days were up to date and every job observed nothing)
+        logger.warning(
+            "%d gpu_samples file(s) outside the cluster=<name>/date=<YYYY-MM-DD> folders left "
+            "out: move each into the folder of its cluster and day",
+            loose,
+        )
     if ahead:
         logger.warning(
             "%d day(s) of samples dated after tomorrow (%s) left out: the clock of the node "

@@ -201,3 +201,23 @@ def test_samples_in_another_days_folder_are_said(tmp_path, caplog):
         r.build_lake(lake)
 
     assert "10 sample(s) in its files are dated another day (UTC)" in caplog.text
+
+
+def test_sample_files_outside_the_layout_are_left_out_and_said(tmp_path, caplog):
+    # another tool's file straight under gpu_samples/: attribute said the days were up to
+    # date, every job observed nothing, and only `detect` mentioned the file
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from warehouse.schema import TABLES
+
+    rows = r.samples(range(0, 600, 30), engine_active=0.5)
+    r.land(tmp_path, "gpu_samples", rows[:2])
+    loose = pa.Table.from_pylist(rows, schema=TABLES["gpu_samples"].schema)
+    pq.write_table(loose, tmp_path / "gpu_samples" / "loose.parquet")
+    with caplog.at_level("WARNING"):
+        r.build_lake(tmp_path, jobs=[r.job("1", 0, 600)], job_gpus=[r.job_gpu("1", 0, 600)])
+
+    assert "1 gpu_samples file(s) outside the cluster=<name>/date=<YYYY-MM-DD> folders" in (
+        caplog.text
+    )
