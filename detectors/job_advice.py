@@ -46,6 +46,7 @@ __all__ = [
     "AdviceThresholds",
     "advise",
     "host_request_options",
+    "job_started",
     "usage_runtime_s",
     "when_no_advice",
 ]
@@ -124,10 +125,20 @@ def _num(value: object) -> float | None:
     return float(value)
 
 
+def job_started(job: Mapping[str, Any]) -> bool:
+    """Whether the job ever ran: a start, or GPU-hours or samples from an earlier run (a job
+    requeued and pending again has no start, and its earlier runs held GPUs). A row without
+    a start_ts field at all (not a scheduler record) is taken as started."""
+    if "start_ts" not in job or job["start_ts"] is not None:
+        return True
+    return bool(_num(job.get("alloc_gpu_h")) or job.get("samples"))
+
+
 def usage_runtime_s(job: Mapping[str, Any]) -> float | None:
-    """The run time the job's usage figures cover (its CPU time, GPU-hours): the lake's
-    (`usage_runtime_s`) where the job-end mail's final run time (`runtime_s`) is longer than
-    what the lake has collected of the job, else its run time."""
+    """The run time the job's usage figures cover (its GPU-hours; its CPU time as of its
+    record's last collection, which may lag): the lake's (`usage_runtime_s`) where the
+    job-end mail's final run time (`runtime_s`) differs from what the lake has collected of
+    the job, else its run time."""
     return _num(job["usage_runtime_s"] if "usage_runtime_s" in job else job.get("runtime_s"))
 
 
@@ -502,7 +513,7 @@ def _tensor_advice(job: Mapping[str, Any], f: _Facts, t: AdviceThresholds) -> li
 def when_no_advice(job: Mapping[str, Any]) -> str:
     """What to say when `advise` has nothing: "sized well" only for a job with telemetry."""
     observed = _num(job.get("observed_gpu_h"))
-    if job.get("start_ts") is None and "start_ts" in job:  # (cancelled while pending)
+    if not job_started(job):  # (cancelled while pending)
         return NOT_STARTED
     return NOTHING_TO_CHANGE if observed is not None and observed > 0 else NO_TELEMETRY
 

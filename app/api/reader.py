@@ -33,6 +33,10 @@ __all__ = ["LakeReader"]
 
 T = TypeVar("T")
 
+# What DuckDB says when it reads a file renamed over the one its view listed with the old
+# file's footer (warehouse.lake.Lake.read_settled).
+_REPLACED_FILE = ("TProtocolException", "Invalid data", "Could not convert", "No magic bytes")
+
 
 class LakeReader:
     """Reads from `lake` through a connection reopened every `refresh_s` seconds.
@@ -103,10 +107,10 @@ class LakeReader:
 
     def read(self, work: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
         """`work` on a fresh cursor. When it fails on a file gone (DuckDB's IOException) or
-        with any DuckDB error while the lake's files are no more those opened (a rebuild
-        renamed a new file over one the views list: "TProtocolException: Invalid data"), the
-        lake is reopened and `work` run again, as `Lake.read_settled` runs it while a writer
-        is still landing. An error on the files as opened is raised: it is not the race's."""
+        reading a file replaced since the lake was opened (a rebuild renamed a new file over
+        one the views list: "TProtocolException: Invalid data"), the lake is reopened and
+        `work` run again, as `Lake.read_settled` runs it while a writer is still landing. Any
+        other error is raised: it is the request's, not the race's."""
         import duckdb
 
         try:
@@ -114,7 +118,10 @@ class LakeReader:
                 return work(con.cursor())
         except duckdb.Error as exc:
             gone = isinstance(exc, duckdb.IOException)
-            if not gone and self._fingerprint() == self._fingerprint_at_open:
+            # a file read with another's footer, and files that changed since the opening (a
+            # live lake's always do: a query's own error is not read again for that)
+            replaced = any(mark in str(exc) for mark in _REPLACED_FILE)
+            if not gone and not (replaced and self._fingerprint() != self._fingerprint_at_open):
                 raise
 
         def reopened() -> T:

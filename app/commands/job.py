@@ -110,11 +110,12 @@ def render_text(
     job's AdminComment at its end ({}: none), shown after the overall utilization.
     """
     from app.sparkline import render_sparkline
-    from detectors.job_advice import usage_runtime_s, when_no_advice
+    from detectors.job_advice import job_started, usage_runtime_s, when_no_advice
 
     job = report.job
-    # a job cancelled while it waited: it held nothing, and no telemetry is missing
-    started = job.get("start_ts") is not None
+    # a job cancelled while it waited: it held nothing, and no telemetry is missing (a job
+    # requeued and pending again has no start either, and its earlier runs held GPUs)
+    started = job_started(job)
     limit, runtime = job.get("time_limit_s"), job.get("runtime_s")
     used = f"  ({runtime / limit:.0%} used)" if limit and runtime is not None else ""
     nodes = job.get("nodes") or sorted({g["node"] for g in report.gpus if g.get("node")})

@@ -334,9 +334,17 @@ def _waste(
 
     Last week's waste and the change are null when the cluster has no data for last week.
     """
-    known = _known_weeks(weeks)
-    previous_known = week.minus(1).monday in known
-    mean_weeks = len(known)
+    # the weeks whose waste is known: some GPU telemetry covered them (a week of the
+    # scheduler's records alone has none: its waste was taken as 0, "-X on last week")
+    observed = (
+        weeks.filter(pl.col("level") == "account")
+        .group_by("week")
+        .agg(pl.col("observed_gpu_h").sum())
+        .filter(pl.col("observed_gpu_h") > 0)
+    )
+    measured = set(observed.get_column("week").to_list()) & _known_weeks(weeks)
+    previous_known = week.minus(1).monday in measured
+    mean_weeks = len(measured)
     keys = ["account"] if level == "account" else ["account", "user"]
     cols = [
         "idle_gpu_h",
@@ -351,8 +359,10 @@ def _waste(
     previous = rows.filter(pl.col("week") == week.minus(1).monday).select(
         *keys, pl.col("waste_gpu_h").alias("waste_prev_gpu_h")
     )
-    trend = rows.group_by(keys).agg(
-        (pl.col("waste_gpu_h").sum() / max(mean_weeks, 1)).alias("waste_4wk_mean_gpu_h")
+    trend = (
+        rows.filter(pl.col("week").is_in(sorted(measured)))
+        .group_by(keys)
+        .agg((pl.col("waste_gpu_h").sum() / max(mean_weeks, 1)).alias("waste_4wk_mean_gpu_h"))
     )
     prev = (
         pl.col("waste_prev_gpu_h").fill_null(0.0)
@@ -600,9 +610,9 @@ def assemble_report(
         for name in ("accounts", "users", "waste_by_account", "waste_by_user"):
             tables[name] = _unknown_telemetry(tables[name])
         notes.append(
-            "No GPU telemetry covers this week's jobs (the scheduler's records alone): how "
-            "busy the GPUs were, the waste and the energy are unknown (–); the allocated "
-            "GPU-hours, failures and queue waits are the scheduler's."
+            "No GPU telemetry covers this week's jobs: how busy the GPUs were, the waste and "
+            "the energy are unknown (–); the allocated GPU-hours, failures and queue waits "
+            "are the scheduler's."
         )
     scalars.update(
         {

@@ -216,9 +216,13 @@ class Supervisor:
             except Exception as exc:  # the status file is best effort; never kill a task over it
                 # one line for each new reason (a read-only lake logged a traceback at every
                 # step); `gpuledger status --check` sees the file go stale
+                # (an OSError's message names the attempt's temporary file: its errno is the
+                # reason, the same at every step of a read-only or full lake)
                 reason = f"{type(exc).__name__}: {exc}"
+                if isinstance(exc, OSError) and exc.errno is not None:
+                    reason = f"{type(exc).__name__}: {exc.strerror}"
                 if reason != self._status_error:
-                    log.error("could not record the service status: %s", reason)
+                    log.error("could not record the service status: %s", exc)
                 self._status_error = reason
             else:
                 self._status_error = None

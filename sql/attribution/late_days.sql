@@ -5,19 +5,16 @@
 -- Reads:   late_jobs (cluster, job_id: the jobs in new scheduler batches),
 --          late_jobs_latest and late_job_gpu_intervals (of those jobs, from every record now),
 --          jobs_latest_before and job_gpu_intervals_before (every job, as last built),
---          summary_index (what each day's samples hold, now), gpu_job_buckets (the data's end)
+--          summary_index (what each day's samples hold, now), cluster_data_end (the data's end)
 -- Params:  none
 -- Returns: cluster, date
 --
 -- A job still running counts to the end of the data. The days between the data's old and new
 -- end are the update's already (open allocations run to it).
 
+-- (the end of the data that open allocations run to, as the marts read it: cluster_data_end)
 WITH data_end AS (
-    SELECT
-        cluster,
-        max(interval_end_e) AS end_e
-    FROM gpu_job_buckets
-    GROUP BY cluster
+    SELECT * FROM cluster_data_end
 ),
 job_rows AS (
     SELECT * FROM late_jobs_latest

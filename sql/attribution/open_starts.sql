@@ -6,9 +6,9 @@
 -- Returns: cluster, start_e (epoch seconds)
 --
 -- An open allocation runs to the end of its cluster's data (cluster_data_end: its last sample's,
--- else its scheduler records' latest time): where that end moves from one kind to the other
--- (a cluster's first samples land, or its last are removed), the allocated time of every day
--- from this start on can change (summary update, warehouse/summary/update.py).
+-- else its scheduler records' latest time): where the cluster had no end of data before or has
+-- none now, the allocated time of every day from this start on can change (summary update,
+-- warehouse/summary/update.py); where the end moved, the days in between are updated.
 -- A running job with GPUs and no job_gpus row with a start holds them to the end of the data
 -- too (job_gpu_intervals), else to its last update.
 
@@ -20,7 +20,8 @@ FROM (
         cluster,
         epoch(start_ts) AS start_e
     FROM job_gpus
-    WHERE end_ts IS NULL OR end_ts >= date_trunc('day', now()) + INTERVAL 2 DAY  -- (open: job_gpu_intervals)
+    -- (an end after tomorrow is the job's, open while it runs: job_gpu_intervals)
+    WHERE end_ts IS NULL OR end_ts >= date_trunc('day', now()) + INTERVAL 2 DAY
     UNION ALL
     SELECT
         j.cluster,

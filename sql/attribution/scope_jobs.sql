@@ -48,7 +48,8 @@ SELECT g.cluster, g.job_id
 FROM job_gpus AS g
 JOIN moved_ends AS m
     ON m.cluster = g.cluster
-WHERE g.end_ts IS NULL OR g.end_ts >= date_trunc('day', now()) + INTERVAL 2 DAY  -- (open: job_gpu_intervals)
+-- (an end after tomorrow is the job's, open while it runs: job_gpu_intervals)
+WHERE g.end_ts IS NULL OR g.end_ts >= date_trunc('day', now()) + INTERVAL 2 DAY
 UNION
 SELECT j.cluster, j.job_id
 FROM jobs_latest AS j

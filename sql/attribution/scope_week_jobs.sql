@@ -3,19 +3,16 @@
 --
 -- Grain:   one row per (cluster, job_id)
 -- Reads:   scope_weeks (cluster, first_week_n, last_week_n), jobs_latest, job_gpu_intervals,
---          gpu_job_buckets (for the end of the data only)
+--          cluster_data_end (for the end of the data only)
 -- Params:  none
 -- Returns: cluster, job_id
 --
 -- A job's spans are its GPU intervals and its own row (start, or end if that comes first, to
 -- its end, the end of the data while it runs), as fairness_weekly reads them.
 
+-- (the end of the data that open allocations run to, as the marts read it: cluster_data_end)
 WITH data_end AS (
-    SELECT
-        cluster,
-        max(interval_end_e) AS end_e
-    FROM gpu_job_buckets
-    GROUP BY cluster
+    SELECT * FROM cluster_data_end
 ),
 spans AS (
     SELECT

@@ -4,7 +4,7 @@
 -- Grain:   one row per cluster
 -- Reads:   scope_days (cluster, date, start_e, end_e: the days to update), scope_jobs,
 --          jobs_latest and job_gpu_intervals (of the jobs in scope at least, as they are now),
---          gpu_job_buckets (for the end of the data only)
+--          cluster_data_end (for the end of the data only)
 -- Params:  none
 -- Returns: cluster, first_week_n, last_week_n
 --
@@ -13,12 +13,9 @@
 -- fairness_weekly spans it: from its start (or its end, if that comes first) to its end, the
 -- end of the data while it runs.
 
+-- (the end of the data that open allocations run to, as the marts read it: cluster_data_end)
 WITH data_end AS (
-    SELECT
-        cluster,
-        max(interval_end_e) AS end_e
-    FROM gpu_job_buckets
-    GROUP BY cluster
+    SELECT * FROM cluster_data_end
 ),
 reach AS (
     SELECT

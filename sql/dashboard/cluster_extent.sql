@@ -6,7 +6,7 @@
 -- Returns: cluster, data_start, data_end, gpus_total (null for a cluster without samples)
 --
 -- Read from the occupancy mart (one row per bucket), not from the samples, so the dashboard's
--- frame costs milliseconds on any lake. data_end is the start of the last bucket with data. A
+-- frame is cheap on any lake (cluster_data_end reads the jobs' latest records besides). data_end is the start of the last bucket with data. A
 -- cluster known from its scheduler records alone (no telemetry yet, or none collected) spans
 -- its jobs' runs (job_usage), so its jobs, users and fairness are shown, not "no data", up to
 -- the end of its data that its running jobs are counted to (cluster_data_end: the latest time

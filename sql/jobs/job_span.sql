@@ -14,11 +14,13 @@
 -- every version of the job's record is read, not only the latest: a requeued job's earlier
 -- runs count. The caller widens the span by a margin for samples stamped by a label.
 
+-- An end after tomorrow is none the data reached (sql/views/jobs_latest.sql): the span is open
+-- (every day from the start is read); taken as an end, a "9999-12-31" overflowed the margin.
 WITH spans AS (
     SELECT
         cluster,
         start_ts,
-        end_ts,
+        CASE WHEN end_ts < date_trunc('day', now()) + INTERVAL 2 DAY THEN end_ts END AS end_ts,
         CAST(NULL AS VARCHAR) AS node
     FROM jobs
     WHERE job_id = $job_id
@@ -27,7 +29,7 @@ WITH spans AS (
     SELECT
         cluster,
         start_ts,
-        end_ts,
+        CASE WHEN end_ts < date_trunc('day', now()) + INTERVAL 2 DAY THEN end_ts END AS end_ts,
         node
     FROM job_gpus
     WHERE job_id = $job_id

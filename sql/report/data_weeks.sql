@@ -31,7 +31,9 @@ WITH weeks AS (
 ends AS (
     SELECT
         cluster,
-        max(epoch(greatest(submit_ts, start_ts, end_ts))) AS job_record_e,
+        -- (a time after tomorrow is a wrong clock's, as data_extent takes it)
+        max(epoch(greatest(submit_ts, start_ts, end_ts)))
+            FILTER (WHERE greatest(submit_ts, start_ts, end_ts) < date_trunc('day', now()) + INTERVAL 2 DAY) AS job_record_e,
         CAST(NULL AS DOUBLE) AS sampled_from_e
     FROM jobs_latest
     GROUP BY cluster

@@ -79,11 +79,15 @@ intervals AS (
         coalesce(g.node || '/' || CAST(g.held_index AS VARCHAR), g.gpu_uuid, g.node || '/*')
             || '#' || coalesce(CAST(g.mig_instance AS VARCHAR), '') AS device,
         epoch(g.start_ts) AS start_e,
-        -- (an end after tomorrow is none the data reached: open, as jobs_latest takes it)
+        -- (an end after tomorrow is none the data reached: the job's, as jobs_latest bounds
+        -- it; open while the job runs)
         greatest(
             epoch(g.start_ts),
             coalesce(
-                CASE WHEN g.end_ts < date_trunc('day', now()) + INTERVAL 2 DAY THEN epoch(g.end_ts) END,
+                CASE
+                    WHEN g.end_ts < date_trunc('day', now()) + INTERVAL 2 DAY THEN epoch(g.end_ts)
+                    WHEN g.end_ts IS NOT NULL THEN epoch(j.end_ts)
+                END,
                 e.end_e,
                 epoch(g.start_ts)
             )
@@ -91,6 +95,8 @@ intervals AS (
     FROM held AS g
     LEFT JOIN cluster_data_end AS e
         ON e.cluster = g.cluster
+    LEFT JOIN jobs_latest AS j
+        ON j.cluster = g.cluster AND j.job_id = g.job_id
     LEFT JOIN node_gpus AS n
         ON n.cluster = g.cluster AND n.node = g.node
     UNION ALL

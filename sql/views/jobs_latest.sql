@@ -9,9 +9,11 @@
 -- time) is unknown: null. An end before the start (a broken record) is the start: the run is
 -- none, not negative. An end after tomorrow (UTC, this machine's clock) is no end the data can
 -- have reached (a "9999-12-31" for unknown, a wrong clock), as data_extent leaves such times
--- out: unknown, null, so the job holds its GPUs to the end of the data, as one running does.
--- Taken as an end, one such record made `attribute` build a day partition for every day to
--- the year 9999 (hours, gigabytes), and counted GPU-hours that had not happened. Ties on updated_ts (two collectors saw the same instant) go to the later
+-- out: the job had ended by the time its record was collected (updated_ts), where that is a
+-- time the data reached, else it ended at its start (its run is unknown: no GPU-hours are
+-- claimed for it). Taken as an end, one such record made `attribute` build a day partition
+-- for every day to the year 9999 (hours, gigabytes), and 2 GPUs for 10 minutes counted
+-- 227,893 GPU-hours. Ties on updated_ts (two collectors saw the same instant) go to the later
 -- state in the job's life: an end time beats none.
 
 SELECT
@@ -30,6 +32,11 @@ SELECT
     CASE
         WHEN end_ts < start_ts THEN start_ts
         WHEN end_ts < date_trunc('day', now()) + INTERVAL 2 DAY THEN end_ts
+        -- (after tomorrow: the job had ended by the record's collection, where that is a time
+        -- the data reached; else its run is unknown and holds nothing)
+        WHEN end_ts IS NOT NULL AND updated_ts < date_trunc('day', now()) + INTERVAL 2 DAY
+            THEN greatest(updated_ts, start_ts)
+        WHEN end_ts IS NOT NULL THEN start_ts
     END AS end_ts,
     CASE WHEN time_limit_s >= 0 THEN time_limit_s END AS time_limit_s,
     CASE WHEN gpus >= 0 THEN gpus END AS gpus,

@@ -142,6 +142,8 @@ def test_a_read_that_fails_on_a_file_replaced_since_the_lake_opened_is_read_agai
         raise duckdb.Error("Binder Error: a query of ours is wrong")
 
     calls.clear()
+    # (files landed since the opening, as on any live lake: the request's own error is raised)
+    r.land(root, "jobs", [r.job("c2", 5 * L.H, 6 * L.H)], batch_id="later")
     with pytest.raises(duckdb.Error, match="Binder Error"):
         reader.read(broken)
     assert calls == [2]

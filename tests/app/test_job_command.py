@@ -312,6 +312,36 @@ def test_a_job_cancelled_before_it_started_is_said_to_have_held_nothing(tmp_path
     assert "gpuledger attribute" not in result.output and "mapping" not in result.output
 
 
+def test_a_job_whose_end_is_the_year_9999_has_a_report(tmp_path):
+    # a trace's "9999-12-31" for unknown: the day margin after it overflowed (a traceback)
+    import datetime as dt
+
+    far = dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=dt.UTC)
+    r.build_lake(
+        tmp_path,
+        samples=r.samples(range(0, 3600, 30), engine_active=0.5),
+        jobs=[r.job("far", 0, 3600) | {"end_ts": far}],
+        job_gpus=[r.job_gpu("far", 0, 3600) | {"end_ts": far}],
+    )
+    report = json.loads(invoke("job", "far", "--lake", str(tmp_path), "--format", "json").output)
+
+    assert report["job"]["alloc_gpu_h"] == pytest.approx(1.0)  # to its record's collection
+
+
+def test_a_job_requeued_and_pending_again_is_not_said_to_have_held_nothing(tmp_path):
+    # Slurm's requeue clears the start: its earlier run's GPU-hours are in job_usage
+    r.build_lake(
+        tmp_path,
+        samples=r.samples(range(0, 600, 30), engine_active=0.5),
+        jobs=[r.job("rq", 0, None, state="PENDING", start_ts=None, requeues=1)],
+        job_gpus=[r.job_gpu("rq", 0, 600)],
+    )
+    result = invoke("job", "rq", "--lake", str(tmp_path))
+
+    assert result.exit_code == 0, result.output
+    assert "never started" not in result.output
+
+
 def test_a_heterogeneous_jobs_number_names_its_components(tmp_path):
     # Slurm names a heterogeneous job by its number (a job-end mail's Job_id=1014); sacct,
     # and so the lake, by its components. Ids that merely start alike are none of them.

@@ -61,14 +61,14 @@ def test_a_record_stamped_tomorrow_is_still_the_end_of_the_data(tmp_path):
     assert abs((end - r.at(tomorrow)).total_seconds()) < 0.001
 
 
-def test_a_job_whose_end_is_a_month_ahead_holds_its_gpu_to_the_end_of_the_data(tmp_path):
-    """The record stays in the lake; its end is none the data reached (jobs_latest): the
-    allocation runs to the end of the data, as a running job's, and every figure stays inside
-    the facts (it ran a month past them, and the audit named it)."""
+def test_a_job_whose_end_and_collection_are_a_month_ahead_claims_no_gpu_hours(tmp_path):
+    """The record stays in the lake; neither its end nor its collection is a time the data
+    reached (jobs_latest): its run is unknown, and no GPU-hour is claimed for it. It ran a
+    month past the data, and the audit named it."""
     con = _lake(tmp_path, [], end=AHEAD)
 
     [(alloc,)] = con.sql("SELECT alloc_gpu_h FROM job_usage WHERE job_id = 'j1'").fetchall()
-    assert alloc == pytest.approx(2.0)  # the 2 h the samples cover
+    assert alloc == 0
     assert run_checks(con, ("job_gpu_hours",)) == []
 
 
@@ -107,13 +107,15 @@ def test_a_cluster_without_samples_runs_its_open_allocations_to_its_records_late
     assert weekly == pytest.approx(daily)
 
 
-def test_an_end_after_tomorrow_is_no_end_the_allocation_runs_to_the_data_end(tmp_path):
+def test_an_end_after_tomorrow_is_no_end_the_job_ended_by_its_records_collection(tmp_path):
     """A "9999-12-31" end (a trace's unknown, a wrong clock): taken as an end, `attribute`
     built a day partition of every day to the year 9999 (hours, gigabytes) and counted
-    GPU-hours that had not happened. It is no end the data reached: as a running job's, the
-    allocation runs to the end of the data (2 h), on the days of the data alone."""
+    GPU-hours that had not happened. It is no end the data reached: the job had ended by its
+    record's collection (2 h in), and its allocation runs to there (the job_gpus row with that
+    end too), on the days of the data alone."""
     far = dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=dt.UTC)
-    ahead = r.job("j2", BASE, None) | {"end_ts": far, "state": "COMPLETED"}
+    collected = r.at(BASE + 2 * H)
+    ahead = r.job("j2", BASE, None) | {"end_ts": far, "state": "COMPLETED", "updated_ts": collected}
     con = r.build_lake(
         tmp_path,
         samples=r.samples(range(int(BASE), int(BASE + 2 * H), 30), engine_active=0.5),

@@ -269,7 +269,7 @@ def test_the_week_after_compares_with_the_first_and_averages_two_weeks(con):
     assert waste["physics"]["waste_gpu_h"] is None
     assert waste["physics"]["waste_change_gpu_h"] is None
     assert waste["physics"]["waste_4wk_mean_gpu_h"] is None
-    assert waste["physics"]["waste_mean_weeks"] == 2
+    assert waste["physics"]["waste_mean_weeks"] == 1  # W09's: W10's waste is unknown
     assert later.scalars["previous_week_has_data"] is True
     assert later.scalars["telemetry"] is False
     trend = later.tables["waste_trend"]
@@ -399,3 +399,27 @@ def test_a_week_without_gpu_telemetry_says_its_waste_is_unknown_not_zero(tmp_pat
     assert "GPU-hours wasted: unknown (no GPU telemetry)" in _summary(report)
     page = render_html(report, {})
     assert "unknown, no GPU telemetry" in page and "users by waste" not in page
+
+
+def test_a_week_after_one_without_telemetry_has_no_change_on_it(tmp_path):
+    """W09 held GPUs that no telemetry covered; W10 is observed. W09's waste is unknown: it
+    was taken as 0, and W10 read "+X on last week" and a mean over both."""
+    from tests.marts import rows as r
+
+    monday = 3 * 86400.0  # W10 starts 3 days after T0 (Friday)
+    con = r.build_lake(
+        tmp_path,
+        samples=r.samples(range(int(monday), int(monday + 2 * HOUR), 60), engine_active=0.0),
+        jobs=[r.job("w09", 0, 4 * HOUR), r.job("w10", monday, monday + 2 * HOUR)],
+        job_gpus=[
+            r.job_gpu("w09", 0, 4 * HOUR, gpu_index=3),
+            r.job_gpu("w10", monday, monday + 2 * HOUR),
+        ],
+    )
+    report = assemble_report(con, "della", IsoWeek(2024, 10), ReportSettings(), NOW)
+
+    [row] = report.tables["waste_by_account"].to_dicts()
+    assert row["waste_gpu_h"] > 0 and report.scalars["telemetry"]
+    assert row["waste_prev_gpu_h"] is None and row["waste_change_gpu_h"] is None
+    assert row["waste_mean_weeks"] == 1
+    assert row["waste_4wk_mean_gpu_h"] == pytest.approx(row["waste_gpu_h"])

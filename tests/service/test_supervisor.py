@@ -17,7 +17,7 @@ from app.cli import cli
 from app.service.endpoint import serve_endpoint
 from app.service.metrics import Metrics
 from app.service.status import read_status, render_status, write_status
-from app.service.supervisor import Supervisor, Task, TaskContext
+from app.service.supervisor import Supervisor, Task, TaskContext, TaskState
 from warehouse.lake import Lake
 
 
@@ -197,6 +197,23 @@ def test_a_status_file_this_version_cannot_read_is_one_line(tmp_path, body):
     assert result.exit_code == 1
     assert "not a status file this version can read" in result.output
     assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_a_status_file_that_cannot_be_written_is_said_once_per_reason(caplog):
+    # a read-only lake: every step's write failed with a message naming its own temporary
+    # file, and each logged a traceback
+    tries = iter(range(100))
+
+    def record(states: dict[str, TaskState]) -> None:
+        raise PermissionError(13, "Permission denied", f".service.json.{next(tries)}.tmp")
+
+    sup = Supervisor([Task("pipeline", 60, lambda ctx: None)], Metrics(), on_change=record)
+    with caplog.at_level("ERROR"):
+        for _ in range(3):
+            sup.run_once(sup.tasks[0])
+
+    said = [r for r in caplog.records if "could not record the service status" in r.message]
+    assert len(said) == 1 and said[0].exc_info is None
 
 
 def test_status_reads_the_lake_alone_of_the_configuration(tmp_path):
