@@ -17,7 +17,7 @@
 -- one scheduler record stamped in 2030 made that the "now" of every rule (a stranded GPU's
 -- 30 GPU-hours became 5,434). Such times are left out here, as the per-day pass leaves out the
 -- days of samples dated after tomorrow (warehouse/partitions.py); the record stays in the lake,
--- and an end it gives is none (sql/views/jobs_latest.sql: the allocation runs to the data end).
+-- and an end it gives is none (sql/views/jobs_latest.sql says where the job ended instead).
 
 WITH horizon AS (
     SELECT date_trunc('day', now()) + INTERVAL 2 DAY AS ts
