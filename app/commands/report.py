@@ -281,6 +281,7 @@ def _run_weekly(
         cost_per_kwh=cost_per_kwh,
         shares=shares,
     )
+    unsent: list[str] = []
     for name in clusters:
         report = assemble_report(con, name, target, settings, moment)
         files = write_report(report, out, pdf=not no_pdf)
@@ -293,11 +294,21 @@ def _run_weekly(
         if files.pdf:
             click.echo(f"{name} {target.label}: {files.pdf}")
         if email is not None:
+            from app.alerts.errors import DeliveryError
             from app.report.mail import build_message
 
             sender, recipients = email
-            sender.send(build_message(report, files, sender.settings.sender, recipients))
+            try:
+                sender.send(build_message(report, files, sender.settings.sender, recipients))
+            except DeliveryError as exc:
+                # the next clusters' reports are still written and sent (one relay refusing
+                # the first left the others unwritten)
+                click.echo(f"{name} {target.label}: written, not emailed: {exc}", err=True)
+                unsent.append(f"{name} ({exc})")
+                continue
             click.echo(f"{name} {target.label}: emailed to {', '.join(recipients)}")
+    if unsent:
+        raise AppError(f"not emailed: {'; '.join(unsent)}; the reports are written")
 
 
 command = report_group

@@ -288,6 +288,26 @@ def test_email_to_an_unreachable_server_is_one_line_error(lake, tmp_path):
     one_error(result, 1, "SMTP 127.0.0.1")
 
 
+def test_a_mail_that_fails_for_one_cluster_leaves_the_next_reports_written(tmp_path):
+    # the first cluster's SMTP error ended the run: the next cluster's report was never written
+    from tests.marts import rows as r
+    from tests.report.test_render import free_port
+
+    jobs = [r.job("a", 0, 3600), r.job("b", 0, 3600) | {"cluster": "zeta"}]
+    job_gpus = [r.job_gpu("a", 0, 3600), r.job_gpu("b", 0, 3600) | {"cluster": "zeta"}]
+    r.build_lake(tmp_path / "lake", jobs=jobs, job_gpus=job_gpus).close()
+    result = invoke(
+        "report", "weekly", "--lake", str(tmp_path / "lake"), "--week", "2024-W09",
+        "--out", str(tmp_path / "out"), "--no-pdf", "--email", "--email-to", "x@test",
+        GPULEDGER_ALERTS_SMTP_HOST="127.0.0.1", GPULEDGER_ALERTS_SMTP_PORT=str(free_port()),
+    )  # fmt: skip
+
+    one_error(result, 1, "not emailed: della (SMTP 127.0.0.1", "zeta (SMTP", "are written")
+    for cluster in ("della", "zeta"):
+        page = tmp_path / "out" / cluster / "2024-W09" / f"fairness-{cluster}-2024-W09.html"
+        assert page.is_file()
+
+
 def test_a_lake_whose_marts_were_not_built_is_told_to_attribute(tmp_path):
     from tests.marts.rows import job, land
 
