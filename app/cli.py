@@ -77,7 +77,7 @@ def _simulate(
     tomorrow = dt.datetime.now(dt.UTC).date() + dt.timedelta(days=1)
     if end.date() > tomorrow + dt.timedelta(days=1):
         # `attribute` leaves samples dated after tomorrow out: they come from a wrong clock
-        first = dt.datetime.combine(tomorrow - dt.timedelta(days=days), dt.time(), dt.UTC)
+        first = dt.datetime.combine(tomorrow + dt.timedelta(days=1 - days), dt.time(), dt.UTC)
         raise click.BadParameter(
             f"{days} day(s) from {cfg.start:%Y-%m-%d} run to {end:%Y-%m-%d}, past tomorrow: "
             "attribute leaves samples dated after tomorrow out (they come from a wrong clock); "

@@ -316,6 +316,13 @@ def test_simulate_refuses_days_after_tomorrow(tmp_path: Path) -> None:
     result = invoke("simulate", "--lake", str(tmp_path / "lake"), "--start", "2100-01-04", *SMALL)
     _assert_one_line_error(result, 2, "past tomorrow", "start on")
     assert not (tmp_path / "lake").exists()
+    # the latest start it advises is accepted, the day after it refused
+    advised = dt.date.fromisoformat(result.output.split("start on ")[1].split()[0])
+    later = str(advised + dt.timedelta(days=1))
+    refused = invoke("simulate", "--lake", str(tmp_path / "lake"), "--start", later, *SMALL)
+    assert refused.exit_code == 2, refused.output
+    taken = invoke("simulate", "--lake", str(tmp_path / "lake"), "--start", str(advised), *SMALL)
+    assert taken.exit_code == 0, taken.output
 
 
 def test_simulate_into_a_lake_that_cannot_be_created_names_it(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ of them ended. The lake is read back through `warehouse.connection.connect`.
 from __future__ import annotations
 
 import datetime as dt
+import zoneinfo
 
 import pytest
 
@@ -375,6 +376,22 @@ def test_the_window_is_printed_in_the_runners_time_zone(tmp_path, early):
     collect_slurm(Lake.at(tmp_path), CLUSTER, early, now=T1, tz=dt.timezone(dt.timedelta(hours=1)))
 
     assert window_of(early.calls_of("sacct --allusers")[0])[1] == "2026-12-02T14:17:31"
+
+
+def test_a_window_in_the_repeated_hour_of_daylight_saving_time_is_asked_no_narrower(
+    tmp_path, early
+):
+    """05:55Z to 06:20Z on 2026-11-01 is 01:55 EDT to 01:20 EST in New York: printed as local
+    times, the window ran backwards. Each end moves an hour outward where its text is
+    ambiguous; a time outside that hour is printed as it is."""
+    ny = zoneinfo.ZoneInfo("America/New_York")
+    since, now = utc("2026-11-01T05:55:00"), utc("2026-11-01T06:20:00")
+    collect_slurm(Lake.at(tmp_path), CLUSTER, early, now=now, since=since, tz=ny)
+    collect_slurm(Lake.at(tmp_path), CLUSTER, early, now=utc("2026-11-01T08:00:00"), tz=ny)
+
+    calls = early.calls_of("sacct --allusers")
+    assert window_of(calls[0]) == ("2026-11-01T00:55:00", "2026-11-01T02:20:00")
+    assert window_of(calls[1]) == ("2026-11-01T01:10:00", "2026-11-01T03:00:00")
 
 
 def test_newer_sacct_is_asked_for_restarts_too(tmp_path, fake_slurm, fixture_text):

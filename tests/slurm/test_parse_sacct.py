@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import zoneinfo
 
 import pyarrow.compute as pc
 import pytest
@@ -209,6 +210,28 @@ def test_times_are_converted_from_the_zone_sacct_printed_them_in(fixture_text):
     utc = {j.job_id: j for j in parse_sacct(text)[0]}
     berlin = {j.job_id: j for j in parse_sacct(text, tz=dt.timezone(dt.timedelta(hours=1)))[0]}
     assert berlin["1"].start_ts == utc["1"].start_ts - 3_600_000
+
+
+NEW_YORK = zoneinfo.ZoneInfo("America/New_York")
+
+
+def test_a_job_across_the_repeated_hour_of_daylight_saving_time_ends_after_its_start():
+    """The probe's 40-minute job, 01:50 EDT to 01:30 EST on 2026-11-01: both local times read
+    as their first occurrence put its end before its start, and it held 4 GPUs for no time."""
+    fields = ["JobID", "JobIDRaw", "State", "Start", "End"]
+    text = (
+        "1|1|COMPLETED|2026-11-01T01:50:00|2026-11-01T01:30:00\n"
+        "2|2|COMPLETED|2026-11-01T01:10:00|2026-11-01T01:40:00\n"
+    )
+
+    jobs = {j.job_id: j for j in parse_sacct(text, fields=fields, tz=NEW_YORK)[0]}
+
+    assert (jobs["1"].start_ts, jobs["1"].end_ts) == (
+        ms("2026-11-01T05:50:00"),
+        ms("2026-11-01T06:30:00"),
+    )
+    # within one occurrence the first is kept: the text cannot tell which
+    assert jobs["2"].end_ts - jobs["2"].start_ts == 30 * 60_000
 
 
 def test_empty_output_gives_no_jobs_and_no_errors():

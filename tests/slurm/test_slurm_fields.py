@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import zoneinfo
 
 import pytest
 
@@ -10,6 +11,7 @@ from collector.errors import MalformedSample
 from collector.sources.slurm.fields import (
     base_state,
     parse_duration_s,
+    parse_end_ms,
     parse_gpu_tres,
     parse_req_mem,
     parse_size_mib,
@@ -26,6 +28,17 @@ def test_times_are_read_in_the_given_zone_and_returned_as_utc_milliseconds():
     cet = dt.timezone(dt.timedelta(hours=1))
     assert parse_timestamp_ms("2026-12-02T14:01:09", cet) == T0_MS
     assert parse_timestamp_ms(str(T0_MS // 1000)) == T0_MS  # SLURM_TIME_FORMAT=%s
+
+
+def test_an_end_in_the_repeated_hour_is_the_occurrence_after_its_start():
+    # (scontrol's EndTime as sacct's End) 2026-11-01 01:30 in New York is 05:30Z or 06:30Z
+    ny = zoneinfo.ZoneInfo("America/New_York")
+    first, second = 1_793_511_000_000, 1_793_514_600_000
+    assert parse_end_ms("2026-11-01T01:30:00", None, ny) == first
+    assert parse_end_ms("2026-11-01T01:30:00", first - 60_000, ny) == first
+    assert parse_end_ms("2026-11-01T01:30:00", first + 60_000, ny) == second
+    # an end before its start that no other reading helps stays as printed
+    assert parse_end_ms("2026-12-02T13:01:09", T0_MS + 1) == T0_MS
 
 
 @pytest.mark.parametrize("text", ["Unknown", "None", "", "N/A", "(null)"])

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from collector.errors import CollectorError, ConfigError
-from collector.sources.slurm.fields import MalformedLine, base_state
+from collector.sources.slurm.fields import MalformedLine, base_state, parse_timestamp_ms
 from collector.sources.slurm.sacct import (
     OPTIONAL_SACCT_FIELDS,
     SACCT_FIELDS,
@@ -78,6 +78,7 @@ DEFAULT_OVERLAP = dt.timedelta(minutes=10)
 DEFAULT_FIRST_WINDOW = dt.timedelta(days=1)
 DEFAULT_TIMEOUT_S = 300.0
 JOB_IDS_PER_CALL = 500
+_HOUR = dt.timedelta(hours=1)
 MAX_MISSING_RUNS = 3  # stop asking by id for an unfinished job sacct no longer lists
 _REQUIRED_FIELDS = ("JobID", "JobIDRaw", "State", "Submit")
 _SACCT_BASE = ("sacct", "--parsable2", "--noheader", "--allusers", "--duplicates")
@@ -174,8 +175,17 @@ def _ms(value: dt.datetime) -> int:
     return int(value.timestamp() * 1000)
 
 
-def _slurm_time(value: dt.datetime, tz: dt.tzinfo) -> str:
-    return value.astimezone(tz).strftime("%Y-%m-%dT%H:%M:%S")
+def _slurm_time(value: dt.datetime, tz: dt.tzinfo, *, outward: dt.timedelta) -> str:
+    """`value` as Slurm's local time in `tz`, moved by `outward` where that text is ambiguous.
+
+    In the hour repeated when daylight saving time ends, the local text names two instants and
+    sacct may read either: a window's start moved an hour earlier and its end an hour later
+    read as no narrower a window, whichever instant sacct takes.
+    """
+    text = value.astimezone(tz).strftime("%Y-%m-%dT%H:%M:%S")
+    if parse_timestamp_ms(text, tz) != parse_timestamp_ms(text, tz, fold=1):
+        text = (value + outward).astimezone(tz).strftime("%Y-%m-%dT%H:%M:%S")
+    return text
 
 
 def _digest(job: SacctJob) -> str:
@@ -256,8 +266,8 @@ def _ask_slurm(
     """Run every command of one collection; return sacct's jobs, ids asked for, scontrol's jobs."""
     fields = sacct_fields(commands.run(["sacct", "--helpformat"]))
     window = (
-        f"--starttime={_slurm_time(start, commands.tz)}",
-        f"--endtime={_slurm_time(end, commands.tz)}",
+        f"--starttime={_slurm_time(start, commands.tz, outward=-_HOUR)}",
+        f"--endtime={_slurm_time(end, commands.tz, outward=_HOUR)}",
     )
     jobs = {job.job_id: job for job in commands.sacct(fields, *window)}
     # Jobs last seen unfinished, or holding GPUs, that the window did not list: ask for them

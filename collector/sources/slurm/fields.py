@@ -18,6 +18,7 @@ __all__ = [
     "MalformedLine",
     "base_state",
     "parse_duration_s",
+    "parse_end_ms",
     "parse_gpu_tres",
     "parse_req_mem",
     "parse_size_mib",
@@ -55,10 +56,12 @@ class MalformedLine:
         return f"{self.source} line {self.line_no}: {self.reason}"
 
 
-def parse_timestamp_ms(text: str, tz: dt.tzinfo = dt.UTC) -> int | None:
+def parse_timestamp_ms(text: str, tz: dt.tzinfo = dt.UTC, *, fold: int = 0) -> int | None:
     """`2026-12-02T13:01:09` in zone `tz` → epoch milliseconds UTC; `Unknown`/`None` → None.
 
-    An all-digits value is taken as epoch seconds (what `SLURM_TIME_FORMAT=%s` prints).
+    An all-digits value is taken as epoch seconds (what `SLURM_TIME_FORMAT=%s` prints). A local
+    time the clock shows twice (the hour repeated when daylight saving time ends) is its first
+    occurrence, or its second with `fold=1`.
     """
     raw = text.strip()
     if raw.lower() in _NO_TIME:
@@ -70,10 +73,26 @@ def parse_timestamp_ms(text: str, tz: dt.tzinfo = dt.UTC) -> int | None:
         raise MalformedSample(f"invalid time {raw!r}; expected YYYY-MM-DDTHH:MM:SS")
     year, month, day, hour, minute, second = (int(g) if g else 0 for g in match.groups())
     try:
-        local = dt.datetime(year, month, day, hour, minute, second, tzinfo=tz)
+        local = dt.datetime(year, month, day, hour, minute, second, tzinfo=tz, fold=fold)
     except ValueError as exc:
         raise MalformedSample(f"invalid time {raw!r}: {exc}") from None
     return int(local.timestamp() * 1000)
+
+
+def parse_end_ms(text: str, start_ms: int | None, tz: dt.tzinfo = dt.UTC) -> int | None:
+    """An end time (as `parse_timestamp_ms`) that is not before `start_ms` where the zone allows.
+
+    In the hour repeated when daylight saving time ends, a local time is ambiguous: a job that
+    starts in its first occurrence and ends in its second (01:50 EDT to 01:30 EST, 40 minutes)
+    reads as ending before it started, and would hold its GPUs for no time. Its end is then the
+    second occurrence.
+    """
+    end = parse_timestamp_ms(text, tz)
+    if end is not None and start_ms is not None and end < start_ms:
+        later = parse_timestamp_ms(text, tz, fold=1)
+        if later is not None and later >= start_ms:
+            return later
+    return end
 
 
 def parse_duration_s(text: str) -> float | None:

@@ -54,6 +54,7 @@ from collector.sources.slurm.fields import (
     MalformedLine,
     base_state,
     parse_duration_s,
+    parse_end_ms,
     parse_gpu_tres,
     parse_req_mem,
     parse_size_mib,
@@ -231,6 +232,7 @@ def _parse_line(
     match = _JOB_ID.match(values.get("JobID", ""))
     if match is None:
         raise MalformedSample(f"JobID: invalid job id {values.get('JobID', '')!r}")
+    start = _field(values, "Start", lambda v: parse_timestamp_ms(v, tz))
     return _Line(
         line_no=line_no,
         job_id=match.group("job"),
@@ -238,8 +240,8 @@ def _parse_line(
         pending_tasks=match.group("pending"),
         raw=values,
         submit_ts=_field(values, "Submit", lambda v: parse_timestamp_ms(v, tz)),
-        start_ts=_field(values, "Start", lambda v: parse_timestamp_ms(v, tz)),
-        end_ts=_field(values, "End", lambda v: parse_timestamp_ms(v, tz)),
+        start_ts=start,
+        end_ts=_field(values, "End", lambda v: parse_end_ms(v, start, tz)),
         total_cpu_s=_field(values, "TotalCPU", parse_duration_s),
         max_rss_mib=_field(values, "MaxRSS", lambda v: parse_size_mib(v, "B")),
     )

@@ -27,6 +27,7 @@ from collector.errors import MalformedSample
 from collector.sources.slurm.fields import (
     MalformedLine,
     base_state,
+    parse_end_ms,
     parse_gpu_tres,
     parse_timestamp_ms,
     parse_tres,
@@ -216,7 +217,7 @@ def _parse_record(text: str, tz: dt.tzinfo) -> ScontrolJob:
     try:
         start = parse_timestamp_ms(tokens.get("StartTime", ""), tz)
         # For a job that has not ended, EndTime is the projected end (start + limit): not used.
-        end = parse_timestamp_ms(tokens.get("EndTime", ""), tz)
+        end = parse_end_ms(tokens.get("EndTime", ""), start, tz)
         nodes = tuple(expand_hostlist(tokens.get("NodeList", "")))
         gpus, _ = parse_gpu_tres(parse_tres(tokens.get("TRES", "")))
     except MalformedSample as exc:
