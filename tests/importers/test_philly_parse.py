@@ -206,6 +206,28 @@ def test_gzipped_files_read_like_plain_ones(tmp_path):
     assert pa.concat_tables(tables).to_pylist() == plain
 
 
+def test_files_saved_with_a_byte_order_mark_read_like_plain_ones(tmp_path):
+    """A spreadsheet or Windows editor starts UTF-8 with a byte-order mark: the util header was
+    refused, the machine list's header counted as a bad row, the job log was not JSON."""
+    plain, _ = _read(tmp_path, "2017-10-03 00:08:00 PDT,m1,10,NA,\n")
+    util = tmp_path / "cluster_gpu_util"
+    util.write_bytes(b"\xef\xbb\xbf" + util.read_bytes())
+    tables = list(read_gpu_util(util, "c", {"m1": 2}, UtilStats()))
+    assert pa.concat_tables(tables).to_pylist() == plain
+
+    machines = tmp_path / "cluster_machine_list"
+    machines.write_bytes(b"\xef\xbb\xbfmachineId, number of GPUs, single GPU mem\nm0,2, 12GB\n")
+    skipped = Skipped()
+    assert read_machine_list(machines, skipped) == {"m0": Machine(2, 12 * 1024.0)}
+    assert skipped.count == 0
+
+    log = tmp_path / "cluster_job_log"
+    log.write_bytes(b"\xef\xbb\xbf" + json.dumps([_job()]).encode())
+    skipped = Skipped()
+    assert read_job_log(log, "c", skipped).jobs["job_id"].to_pylist() == [_job()["jobid"]]
+    assert skipped.count == 0
+
+
 # ---------------------------------------------------------------- job log
 
 

@@ -69,11 +69,12 @@ def open_text(path: Path) -> TextIO:
     """Open a trace file as text, through gzip when its name ends in `.gz`.
 
     Bytes that are not UTF-8 read as U+FFFD (DAMAGED), so the line holding them is skipped
-    and counted as malformed rather than ending the import.
+    and counted as malformed rather than ending the import. A byte-order mark at the start (a
+    file saved by a spreadsheet or a Windows editor) is not part of the text.
     """
     if path.name.endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8", errors="replace", newline="")
-    return open(path, encoding="utf-8", errors="replace", newline="")
+        return gzip.open(path, "rt", encoding="utf-8-sig", errors="replace", newline="")
+    return open(path, encoding="utf-8-sig", errors="replace", newline="")
 
 
 class _ReplacingUtf8(io.RawIOBase):
