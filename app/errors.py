@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 import sys
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
@@ -53,11 +54,24 @@ def _value_out_of_contract(exc: Exception) -> str | None:
     if not kinds or not isinstance(exc, kinds):
         return None
     reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return (
-        f"a value in the lake does not fit: {reason}. A file another tool wrote may hold a value "
-        "of another type or range than its column has in the lake's contract (docs/design.md "
-        "§3): move that file out of the lake, or write it again with the contract's types"
+    from warehouse.damage import off_contract_file
+
+    named = _SOURCE_COLUMN.search(reason)
+    found = off_contract_file(named.group(1) if named else None)
+    where = (
+        "A file another tool wrote may hold a value of another type or range than its column "
+        "has in the lake's contract (docs/design.md §3)"
+        if found is None
+        else f"{str(found[0])!r} holds {found[1]}"
     )
+    return (
+        f"a value in the lake does not fit: {reason}. {where}: move that file out of the lake, "
+        "or write it again with the contract's types"
+    )
+
+
+# how DuckDB names the column of a value it could not convert
+_SOURCE_COLUMN = re.compile(r"source column (\w+)")
 
 
 def reports_errors(func: Callable[P, R]) -> Callable[P, R]:

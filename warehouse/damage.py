@@ -31,6 +31,7 @@ from warehouse.errors import DamagedFile
 
 if TYPE_CHECKING:
     import duckdb
+    import pyarrow as pa
 
 __all__ = [
     "INTACT_CACHE_SIZE",
@@ -39,6 +40,7 @@ __all__ = [
     "unreadable",
     "intact_cache_info",
     "looks_damaged",
+    "off_contract_file",
     "remember",
 ]
 
@@ -110,6 +112,54 @@ def _remembered(con: duckdb.DuckDBPyConnection | None) -> Iterator[str]:
         return
     for files in reversed(list(_FILES.values())):
         yield from list(files)
+
+
+def off_contract_file(column: str | None) -> tuple[Path, str] | None:
+    """The first file the live connections' views read whose `column` (any contract column
+    when None) has another type than its table's contract, with that type: the file behind
+    DuckDB refusing a value it cannot convert ("Could not convert string 'n/a' to FLOAT when
+    casting from source column engine_active"), which names no file. Read on that error path
+    only (each file's footer)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from warehouse.schema import TABLES
+
+    for name in dict.fromkeys(_remembered(None)):
+        path = Path(name)
+        table = next(
+            (TABLES[p.name] for p in path.parents if p.name in TABLES and p != path.parent),
+            None,
+        )
+        if table is None:
+            continue
+        try:
+            schema = pq.read_schema(path)
+        except (OSError, pa.ArrowException):
+            continue  # gone since, or damaged: said by as_damaged
+        contract = table.schema
+        for field in schema:
+            wanted = contract.field(field.name) if field.name in contract.names else None
+            if wanted is None or (column is not None and field.name != column):
+                continue
+            if _may_not_fit(field.type, wanted.type):
+                return path, f"{field.name} as {field.type} (the contract's: {wanted.type})"
+    return None
+
+
+def _may_not_fit(have: pa.DataType, want: pa.DataType) -> bool:
+    """Whether values of type `have` may not convert to `want`: text where the contract has
+    no text, or a number wider than the contract's integer."""
+    import pyarrow as pa
+
+    def text(t: pa.DataType) -> bool:
+        return bool(pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t))
+
+    if text(have):
+        return not text(want)
+    if pa.types.is_integer(want) and (pa.types.is_integer(have) or pa.types.is_floating(have)):
+        return bool(pa.types.is_floating(have) or have.bit_width > want.bit_width)
+    return False
 
 
 def _unreadable(path: str, *, cached: bool = False) -> bool:

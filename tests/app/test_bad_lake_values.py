@@ -45,6 +45,24 @@ def test_a_string_where_the_contract_has_a_number_is_one_clear_error(tmp_path):
     errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
     assert len(errors) == 1 and "a value in the lake does not fit" in errors[0], result.output
     assert "'n/a'" in errors[0] and "engine_active" in errors[0]
+    [written] = (tmp_path / "gpu_samples").rglob("*.parquet")
+    assert f"{str(written)!r} holds engine_active as string" in errors[0]
+
+
+def test_an_integer_past_its_columns_range_names_its_file(tmp_path):
+    _lake(tmp_path, [0.5, 0.5, 0.5, 0.5])
+    [written] = (tmp_path / "gpu_samples").rglob("*.parquet")
+    samples = pq.read_table(written)
+    column = samples.schema.get_field_index("gpu_index")
+    wide = pa.array([0, 0, 0, 99_999], pa.int64())
+    pq.write_table(samples.set_column(column, "gpu_index", wide), written)
+
+    result = invoke("attribute", "--lake", str(tmp_path), "-q")
+
+    assert result.exit_code == 1, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and "a value in the lake does not fit" in errors[0], result.output
+    assert f"{str(written)!r} holds gpu_index as int64 (the contract's: int16)" in errors[0]
 
 
 def test_a_contract_column_named_in_upper_case_is_one_clear_error(tmp_path):
