@@ -62,6 +62,20 @@ def test_the_example_configuration_lists_every_default_of_the_one_place(tmp_path
         assert key in shown, key
 
 
+def test_each_example_of_the_header_uncommented_under_its_table_is_taken(tmp_path):
+    """The header's examples once were tables of their own: uncommented, each named a table
+    the defaults below name too, and the file was not valid TOML."""
+    header = EXAMPLE.read_text().split(BEGIN)[0]
+    examples = re.findall(r"(?m)^#   ([a-z_]+ = .+?)\s+under \[([a-z_.]+)\]", header)
+    assert len(examples) >= 4, header
+    for line, table in examples:
+        text = _block().replace(f"[{table}]\n", f"[{table}]\n{line}\n", 1)
+        assert text != _block(), table
+        effective = pipeline_config(_load(tmp_path, text)).effective()
+        key = f"{table}.{line.split(' = ')[0]}"
+        assert any(k == key and source.startswith("file") for k, _, source in effective), key
+
+
 def _write(example: dict, folder: Path) -> Path:  # type: ignore[type-arg]
     lines = []
     for table, keys in example.items():
