@@ -1,7 +1,5 @@
 """Overview: where the cluster's GPU-hours went, at a glance, and the trend."""
 
-import datetime as dt
-
 import polars as pl
 import streamlit as st
 
@@ -32,17 +30,13 @@ previous = data.window_summary(s.root, s.cluster, before_start, before_end)
 p = previous.row(0, named=True) if not previous.is_empty() else None
 
 
-def _hours_of_data(start: dt.datetime, end: dt.datetime) -> float:
-    """Hours of [start, end) the cluster's data cover."""
-    first, last = max(start, s.data_start), min(end, s.data_end)
-    return max((last - first).total_seconds(), 0.0) / 3600
-
-
 # sums are compared over the same hours of data: the window before may hold fewer (the data
 # begin inside it), and its sums are scaled to this window's (a 3-day week before a 7-day one
-# showed idle GPU-hours up where their rate fell)
-now_h, before_h = _hours_of_data(s.start, s.end), _hours_of_data(before_start, before_end)
-same_hours = now_h / before_h if before_h > 0 else None
+# showed idle GPU-hours up where their rate fell). The hours are each window's own, from its
+# first sample to its last: taken from the data's first and last anywhere, a window after a
+# gap in the telemetry counted the gap as data, and the one before was scaled 3.5 times.
+now_h, before_h = w["hours"], (p["hours"] if p else None)
+same_hours = now_h / before_h if now_h and before_h else None
 if same_hours is None:
     p = None
 scaled = "" if same_hours in (None, 1.0) else ", their sums scaled to this window's hours of data"

@@ -416,6 +416,39 @@ def test_overview_trend_compares_with_the_window_before(demo_lake, demo_con, mon
     assert idle.delta == f"{idle_h(day2) - idle_h(day1):+,.0f}"
 
 
+def test_overview_trend_after_a_gap_in_the_telemetry_compares_the_windows_hours_of_data(
+    tmp_path, monkeypatch
+):
+    """A job idle on one GPU for 1 h on day 0, one idle on two GPUs for 1 h on day 8, nothing
+    between: the week of day 8 and the week before each hold 1 h of data, and idle GPU-hours
+    went from 1 to 2. Counted from the data's first and last sample anywhere (145 h against
+    48 h), the week before was scaled 3 times and the trend said -1."""
+    from tests.marts import rows as r
+
+    day, late = 86400, range(8 * 86400, 8 * 86400 + 3600, 30)
+    lake = tmp_path / "lake"
+    r.build_lake(
+        lake,
+        samples=r.samples(range(0, 3600, 30), gpu_util_pct=0.0)
+        + r.samples(late, gpu_util_pct=0.0)
+        + r.samples(late, gpu_index=1, gpu_util_pct=0.0),
+        jobs=[r.job("j1", 0, 3600.0), r.job("j2", 8 * day, 8 * day + 3600.0)],
+        job_gpus=[
+            r.job_gpu("j1", 0, 3600.0),
+            r.job_gpu("j2", 8 * day, 8 * day + 3600.0),
+            r.job_gpu("j2", 8 * day, 8 * day + 3600.0, gpu_index=1),
+        ],
+    ).close()
+    first, last = r.at(2 * day).date(), r.at(8 * day).date()
+
+    at = open_page(lake, "overview", monkeypatch, **{f"scope_dates_{r.CLUSTER}": (first, last)})
+
+    assert not at.exception, at.exception
+    idle = next(m for m in at.metric if m.label == "Idle GPU-h")
+    assert (idle.value, idle.delta) == ("2", "+1")
+    assert "scaled" not in at.caption[0].value
+
+
 def test_job_page_shows_the_training_loops_throughput_and_mfu(demo_lake, demo_con, monkeypatch):
     # the simulator's training jobs report through the throughput callback (collector/sim)
     [(job_id, rate, mfu)] = demo_con.sql(
