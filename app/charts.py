@@ -105,14 +105,19 @@ def gpu_state_area(series: pl.DataFrame) -> alt.Chart:
 
 
 def usage_bars(frame: pl.DataFrame, who: str, top: int = 15) -> alt.Chart:
-    """Horizontal bars of GPU-hours per `who` (user or account), split into used and idle."""
-    ranked = frame.sort("alloc_gpu_h", descending=True, nulls_last=True).head(top)
+    """Horizontal bars of GPU-hours per `who` (user or account), the first `top` rows of
+    `frame` in its order: used and idle while allocated, and the allocated hours no telemetry
+    saw (`alloc_gpu_h`, `observed_gpu_h`, `idle_gpu_h`; an idle unknown is none seen)."""
+    ranked = frame.head(top)
+    observed = pl.col("observed_gpu_h").fill_null(0.0)
+    idle = pl.col("idle_gpu_h").fill_null(0.0)
+    parts = ["used while allocated", "allocated, idle", "allocated, no telemetry"]
     long = ranked.select(
         pl.col(who).alias("who"),
-        (pl.col("alloc_gpu_h") - pl.col("idle_gpu_h")).alias("used while allocated"),
-        pl.col("idle_gpu_h").alias("allocated, idle"),
+        (observed - idle).clip(lower_bound=0.0).alias(parts[0]),
+        idle.alias(parts[1]),
+        (pl.col("alloc_gpu_h").fill_null(0.0) - observed).clip(lower_bound=0.0).alias(parts[2]),
     ).unpivot(index="who", variable_name="part", value_name="gpu_h")
-    parts = ["used while allocated", "allocated, idle"]
     chart: alt.Chart = (
         alt.Chart(long)
         .mark_bar()
@@ -122,7 +127,7 @@ def usage_bars(frame: pl.DataFrame, who: str, top: int = 15) -> alt.Chart:
             color=alt.Color(
                 "part:N",
                 sort=parts,
-                scale=alt.Scale(domain=parts, range=STATE_COLOURS[:2]),
+                scale=alt.Scale(domain=parts, range=[*STATE_COLOURS[:2], STATE_COLOURS[3]]),
                 legend=_TOP,
             ),
             order=alt.Order("part_order:Q"),

@@ -69,14 +69,19 @@ def percent(value: float | None) -> str:
     return "—" if value is None else f"{100 * value:.0f} %"  # — : the GPUs did not report it
 
 
+def seen(value: float | None, digits: int = 1) -> str:
+    """A figure of the job's telemetry: — where no sample of it was seen (not 0)."""
+    return "—" if value is None or not observed else f"{value:,.{digits}f}"
+
+
 c1, c2, c3, c4, c5 = st.columns(5)
 c1.metric("Allocated GPU-h", f"{job['alloc_gpu_h'] or 0:,.1f}", help="GPU-hours allocated")
 c2.metric(
     "Idle GPU-h",
-    f"{job['idle_gpu_h'] or 0:,.1f}",
+    seen(job["idle_gpu_h"] or 0.0),
     help=f"{100 * (job['idle_gpu_h'] or 0) / observed:.0f} % of the observed time"
     if observed
-    else None,
+    else "No telemetry saw this job's GPUs: its idle time is unknown",
 )
 c3.metric("Busy", percent(job["busy_mean"]), help="Mean busy while observed")
 c4.metric(
@@ -85,7 +90,9 @@ c4.metric(
     help=f"≈ {job['est_tflops_mean'] or 0:,.0f} TFLOP/s per GPU",
 )
 c5.metric(
-    "Energy kWh", f"{job['energy_kwh'] or 0:,.1f}", help=f"mean {job['power_w_mean'] or 0:.0f} W"
+    "Energy kWh",
+    seen(job["energy_kwh"]),
+    help=None if job["power_w_mean"] is None else f"mean {job['power_w_mean']:.0f} W",
 )
 st.caption(md(describe_emissions(job)))
 if job.get("tokens_per_s_per_gpu") is not None:

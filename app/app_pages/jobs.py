@@ -55,11 +55,17 @@ if jobs.is_empty():
     )
     st.stop()
 
-idle_h = jobs.get_column("idle_gpu_h").sum()
+seen_idle = jobs.get_column("idle_gpu_h").drop_nulls()
+if seen_idle.is_empty():  # telemetry saw none of them: their idle time is unknown, not 0
+    idle = "idle unknown (no telemetry saw them)"
+elif seen_idle.len() < jobs.height:
+    idle = f"{seen_idle.sum():,.0f} idle in the {seen_idle.len():,} telemetry saw"
+else:
+    idle = f"{seen_idle.sum():,.0f} idle"
 st.caption(
     f"{jobs.height:,} job(s){' (the 5,000 most wasteful)' if jobs.height == 5000 else ''}, "
     f"{jobs.get_column('alloc_gpu_h').sum():,.0f} GPU-hours allocated by the scheduler "
-    f"over their whole runs, {idle_h:,.0f} idle: a job running across the window's edges "
+    f"over their whole runs, {idle}: a job running across the window's edges "
     "counts whole here (the Overview and Users & accounts count only the hours inside). "
     "Select a row to open the job."
 )

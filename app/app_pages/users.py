@@ -1,5 +1,6 @@
 """Users & accounts: who used the GPU-hours, who wasted them, and one user in detail."""
 
+import polars as pl
 import streamlit as st
 
 from app import charts, data, scope
@@ -55,8 +56,25 @@ ranked = {
     "Idle GPU-hours": users.sort("idle_gpu_h", descending=True, nulls_last=True),
     "Lowest efficiency": users.sort("efficiency", nulls_last=True),
 }.get(str(rank_by), users)
+# the chart: one bar per user, the accounts they ran under summed (the table keeps a row per
+# user and account), in the order picked
+hours = ("alloc_gpu_h", "observed_gpu_h", "idle_gpu_h", "effective_gpu_h")
+per_user = (
+    users.group_by("user")
+    .agg(pl.col(hours).sum())
+    .with_columns(
+        pl.when(pl.col("observed_gpu_h") > 0).then(pl.col("idle_gpu_h")).alias("idle_gpu_h"),
+        (pl.col("effective_gpu_h") / pl.col("observed_gpu_h")).fill_nan(None).alias("efficiency"),
+    )
+)
+chart_order = {
+    "Idle GPU-hours": (["idle_gpu_h", "user"], [True, False]),
+    "Lowest efficiency": (["efficiency", "user"], [False, False]),
+}.get(str(rank_by), (["alloc_gpu_h", "user"], [True, False]))
 st.altair_chart(
-    charts.usage_bars(ranked.unique("user", keep="first", maintain_order=True), "user"),
+    charts.usage_bars(
+        per_user.sort(chart_order[0], descending=chart_order[1], nulls_last=True), "user"
+    ),
     width="stretch",
 )
 show_table(

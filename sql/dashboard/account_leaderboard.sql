@@ -8,12 +8,15 @@
 --   $end      the window's end (exclusive; its date does not count)
 --   $viewer   only this user's jobs, or NULL for everyone's
 --             (a user name matches in any case)
--- Returns: account, users, jobs, alloc_gpu_h, idle_gpu_h, effective_gpu_h, idle_share,
---          efficiency, energy_kwh, kg_co2e (the known kg CO2e of the jobs; null: none known)
+-- Returns: account, users, jobs, alloc_gpu_h, observed_gpu_h, idle_gpu_h, effective_gpu_h,
+--          idle_share, efficiency, energy_kwh, kg_co2e (the known kg CO2e of the jobs; null:
+--          none known)
 --
 -- The GPU-hours are those inside the window (usage_daily's days), so the accounts add up to
 -- the Overview's and never exceed the GPUs × hours of the window; a job running across its
 -- edges counts for its part inside. users and jobs count those that ran in the window.
+-- observed_gpu_h: the part telemetry saw; idle, effective GPU-hours and kWh are unknown (null)
+-- where it saw none (a cluster with its scheduler's records alone), not 0.
 
 WITH used AS (
     SELECT
@@ -48,11 +51,12 @@ SELECT
     coalesce(r.users, 0) AS users,
     coalesce(r.jobs, 0) AS jobs,
     u.alloc_gpu_h,
-    u.idle_gpu_h,
-    u.effective_gpu_h,
+    u.observed_gpu_h,
+    CASE WHEN u.observed_gpu_h > 0 THEN u.idle_gpu_h END AS idle_gpu_h,
+    CASE WHEN u.observed_gpu_h > 0 THEN u.effective_gpu_h END AS effective_gpu_h,
     u.idle_gpu_h / nullif(u.observed_gpu_h, 0) AS idle_share,
     u.effective_gpu_h / nullif(u.observed_gpu_h, 0) AS efficiency,
-    u.energy_kwh,
+    CASE WHEN u.observed_gpu_h > 0 THEN u.energy_kwh END AS energy_kwh,
     u.kg_co2e
 FROM ran AS r
 FULL JOIN used AS u

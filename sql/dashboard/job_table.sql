@@ -19,8 +19,9 @@
 --          runtime_h, alloc_gpu_h, idle_gpu_h, idle_share, busy_mean, sm_active_mean,
 --          tensor_active_mean, gpus_never_active, energy_kwh, kg_co2e
 --
--- Every filter is a bound value: free text reaches SQL only as $needle, compared with
--- contains(), so quotes and SQL keywords in it are just characters to look for.
+-- idle_gpu_h is unknown (null) for a job no telemetry saw, not 0. Every filter is a bound
+-- value: free text reaches SQL only as $needle, compared with contains(), so quotes and SQL
+-- keywords in it are just characters to look for.
 
 SELECT
     u.job_id,
@@ -34,7 +35,7 @@ SELECT
     u.end_ts,
     (epoch(coalesce(u.end_ts, j.updated_ts)) - epoch(u.start_ts)) / 3600.0 AS runtime_h,
     u.alloc_gpu_h,
-    u.idle_gpu_h,
+    CASE WHEN u.observed_gpu_h > 0 THEN u.idle_gpu_h END AS idle_gpu_h,
     u.idle_gpu_h / nullif(u.observed_gpu_h, 0) AS idle_share,
     u.busy_mean,
     u.sm_active_mean,
@@ -62,5 +63,5 @@ WHERE u.cluster = $cluster
     AND (len($partitions) = 0 OR list_contains($partitions, u.partition))
     AND (len($states) = 0 OR list_contains($states, split_part(u.state, ' ', 1)))
     AND coalesce(u.idle_gpu_h, 0) >= $min_idle_gpu_h
-ORDER BY u.idle_gpu_h DESC NULLS LAST, u.job_id
+ORDER BY idle_gpu_h DESC NULLS LAST, u.job_id
 LIMIT $limit

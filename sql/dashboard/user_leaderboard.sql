@@ -9,14 +9,16 @@
 --   $viewer   only this user, or NULL for everyone
 --             (a user name matches in any case)
 --   $needle   lower-case text the user or account must contain ('' = any)
--- Returns: user, account, jobs, alloc_gpu_h, idle_gpu_h, effective_gpu_h, idle_share,
---          efficiency, gpus_never_active, energy_kwh, kg_co2e
+-- Returns: user, account, jobs, alloc_gpu_h, observed_gpu_h, idle_gpu_h, effective_gpu_h,
+--          idle_share, efficiency, gpus_never_active, energy_kwh, kg_co2e
 --
 -- The GPU-hours are those inside the window (usage_daily's days), so the users add up to the
 -- Overview's and never exceed the GPUs × hours of the window; a job running across its edges
 -- counts for its part inside. jobs and gpus_never_active are of the jobs that ran in the
 -- window. efficiency = effective / observed GPU-hours (Σ busy × time over the time it was
 -- seen), so a large job counts for what it held. kg_co2e: the known kg CO2e (null: none known).
+-- observed_gpu_h: the part telemetry saw; idle, effective GPU-hours and kWh are unknown (null)
+-- where it saw none (a cluster with its scheduler's records alone), not 0.
 
 WITH used AS (
     SELECT
@@ -55,12 +57,13 @@ SELECT
     coalesce(r.account, u.account) AS account,
     coalesce(r.jobs, 0) AS jobs,
     u.alloc_gpu_h,
-    u.idle_gpu_h,
-    u.effective_gpu_h,
+    u.observed_gpu_h,
+    CASE WHEN u.observed_gpu_h > 0 THEN u.idle_gpu_h END AS idle_gpu_h,
+    CASE WHEN u.observed_gpu_h > 0 THEN u.effective_gpu_h END AS effective_gpu_h,
     u.idle_gpu_h / nullif(u.observed_gpu_h, 0) AS idle_share,
     u.effective_gpu_h / nullif(u.observed_gpu_h, 0) AS efficiency,
     r.gpus_never_active,
-    u.energy_kwh,
+    CASE WHEN u.observed_gpu_h > 0 THEN u.energy_kwh END AS energy_kwh,
     u.kg_co2e
 FROM ran AS r
 FULL JOIN used AS u

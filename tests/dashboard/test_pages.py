@@ -489,6 +489,101 @@ def test_a_cluster_known_from_its_scheduler_alone_shows_its_jobs(tmp_path, monke
     assert sorted(table["job_id"]) == ["j1", "j2"]
 
 
+def chart_rows(at: AppTest) -> list[list[dict[str, object]]]:
+    """Each chart's data rows, in the page's order."""
+    import pyarrow as pa
+
+    return [
+        [
+            row
+            for d in e.proto.datasets
+            for row in pa.ipc.open_stream(d.data.data).read_all().to_pylist()
+        ]
+        for e in charts(at)
+    ]
+
+
+def _users_lake(root: Path, *, telemetry: bool) -> Path:
+    """alice's jobs in two accounts (j1 physics, 1 GPU for 2 h; j3 biology, 1 h) and bob's
+    (j2 physics, 2 h); with `telemetry`, j1 busy 0.9, j3 idle, j2 busy 0.5."""
+    from tests.marts import rows as r
+
+    spans = {"j1": (0.0, 7200.0, 0), "j2": (0.0, 7200.0, 1), "j3": (0.0, 3600.0, 2)}
+    busy = {"j1": 0.9, "j2": 0.5, "j3": 0.0}
+    accounts = {"j1": ("alice", "physics"), "j2": ("bob", "physics"), "j3": ("alice", "biology")}
+    samples = [
+        row
+        for job, (start, end, gpu) in spans.items()
+        for row in r.samples(
+            range(int(start), int(end), 30),
+            gpu_index=gpu,
+            sm_active=busy[job],
+            gpu_util_pct=100 * busy[job],
+            power_w=300.0,
+        )
+    ]
+    r.build_lake(
+        root,
+        samples=samples if telemetry else [],
+        jobs=[
+            r.job(j, start, end, user=accounts[j][0], account=accounts[j][1])
+            for j, (start, end, _) in spans.items()
+        ],
+        job_gpus=[
+            r.job_gpu(j, start, end, gpu_index=gpu) for j, (start, end, gpu) in spans.items()
+        ],
+    ).close()
+    return root
+
+
+def test_hours_no_telemetry_saw_are_drawn_and_shown_as_unknown_not_used_or_zero(
+    tmp_path, monkeypatch
+):
+    """A cluster with its scheduler's records alone: every account's and user's bar was all
+    "used while allocated", the tables and the job page said 0 idle GPU-hours and 0 kWh."""
+    lake = _users_lake(tmp_path / "lake", telemetry=False)
+
+    users = open_page(lake, "users", monkeypatch)
+    job = open_page(lake, "job", monkeypatch, job_id_input="j1")
+    jobs = open_page(lake, "jobs", monkeypatch)
+
+    assert not users.exception and not job.exception and not jobs.exception
+    by_account, by_user = chart_rows(users)[:2]
+    assert {(row["who"], row["part"]): row["gpu_h"] for row in by_user if row["gpu_h"]} == {
+        ("alice", "allocated, no telemetry"): pytest.approx(3.0),
+        ("bob", "allocated, no telemetry"): pytest.approx(2.0),
+    }
+    assert {row["part"] for row in by_account if row["gpu_h"]} == {"allocated, no telemetry"}
+    [accounts] = [d.value for d in users.dataframe if "account" in d.value.columns][:1]
+    assert set(accounts["idle_gpu_h"]) == set(accounts["energy_kwh"]) == {"—"}
+    metrics = {m.label: m.value for m in job.metric}
+    assert (metrics["Idle GPU-h"], metrics["Energy kWh"]) == ("—", "—")
+    assert "idle unknown (no telemetry saw them)" in jobs.caption[0].value
+
+
+@pytest.mark.parametrize(
+    ("rank_by", "order"),
+    [("GPU-hours", ["alice", "bob"]), ("Lowest efficiency", ["bob", "alice"])],
+)
+def test_the_users_chart_has_one_bar_per_user_over_their_accounts_in_the_order_picked(
+    tmp_path, monkeypatch, rank_by, order
+):
+    """alice's 3 GPU-hours are in two accounts: the chart kept one of her rows (the first of
+    the order picked: her idle biology hour, ranked by efficiency), and re-sorted by GPU-hours
+    whatever the pick."""
+    lake = _users_lake(tmp_path / "lake", telemetry=True)
+
+    at = open_page(lake, "users", monkeypatch, users_rank_by=rank_by)
+
+    assert not at.exception, at.exception
+    by_user = [rows for rows in chart_rows(at) if rows and "who" in rows[0]][1]
+    assert list(dict.fromkeys(row["who"] for row in by_user)) == order
+    parts = {(row["who"], row["part"]): row["gpu_h"] for row in by_user}
+    assert parts[("alice", "used while allocated")] == pytest.approx(2.0)
+    assert parts[("alice", "allocated, idle")] == pytest.approx(1.0)
+    assert parts[("bob", "used while allocated")] == pytest.approx(2.0)
+
+
 @pytest.mark.parametrize("page", list(PAGES))
 def test_a_lake_of_telemetry_alone_shows_its_gpus_hours_on_every_page(tmp_path, monkeypatch, page):
     """Samples and built marts, no scheduler record yet: every page stopped with "has no data
