@@ -120,12 +120,13 @@ def slurm_lab(
         slurm_entitlement,
     )
     from detectors.replay.policy import Policy, apply_settings
-    from detectors.replay.workload import load_workload, recorded_settings
+    from detectors.replay.workload import check_changes, load_workload, recorded_settings
 
     with Lake.at(root).connect(require=("jobs",)) as con:
         w = load_workload(con, cluster, since, until)
         recorded = apply_settings(Policy(), recorded_settings(con, cluster))
     proposed = apply_settings(recorded, changes)
+    check_changes(w, recorded, changes)  # a misspelt name is said, not replayed as no change
     base, new = replay(w, recorded, past_end=True), replay(w, proposed, past_end=True)
     capacity = (slurm_capacity_gpu_h(w, recorded), slurm_capacity_gpu_h(w, proposed))
     c = compare(w, base, new, slurm_entitlement(w, recorded), capacity)

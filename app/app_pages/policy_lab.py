@@ -5,6 +5,7 @@ under Kueue's (its recorded ClusterQueues); the runs themselves are app/lab_runs
 
 import datetime as dt
 import json
+import math
 from typing import Any
 
 import altair as alt
@@ -201,12 +202,22 @@ if kueue and lab["unadmittable"]:
 cal = lab["calibration"]
 st.subheader("Calibration")
 started = "workloads admitted" if kueue else "jobs started"
+
+
+def _known(value: float | None, text: str, scale: float = 1.0) -> str:
+    """`text` formatted with `value` × `scale`, or — where the calibration has no such figure
+    (too few jobs: a rank correlation of one job, a median of none)."""
+    return "—" if value is None or math.isnan(value) else text.format(value * scale)
+
+
 st.markdown(
     f"The recorded policy replayed against what happened, over {cal['jobs']:,} {started} in "
     f"both ({cal['only_real']:,} only in the record, {cal['only_replay']:,} only in the "
-    f"replay): median |replayed − real start| **{cal['median_abs_start_s'] / 60:,.0f} min**, "
-    f"p90 {cal['p90_abs_start_s'] / 60:,.0f} min; start-order rank correlation "
-    f"**{cal['rank_correlation']:.3f}**."
+    "replay): median |replayed − real start| "
+    f"**{_known(cal['median_abs_start_s'], '{:,.0f} min', 1 / 60)}**, "
+    f"p90 {_known(cal['p90_abs_start_s'], '{:,.0f} min', 1 / 60)}; start-order rank "
+    f"correlation **{_known(cal['rank_correlation'], '{:.3f}')}**"
+    + (" (too few jobs to compare)." if cal["jobs"] < 2 else ".")
 )
 
 left, right = st.columns(2)

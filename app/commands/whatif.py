@@ -80,14 +80,13 @@ def _prepare(
     until: dt.datetime | None,
     changes: Sequence[str],
 ) -> _Run:
-    from detectors.replay.policy import (
-        Policy,
-        PolicyError,
-        apply_settings,
-        shares_on_the_recorded_scale,
-        unknown_names,
+    from detectors.replay.policy import Policy, PolicyError, apply_settings
+    from detectors.replay.workload import (
+        NoWorkload,
+        check_changes,
+        load_workload,
+        recorded_settings,
     )
-    from detectors.replay.workload import NoWorkload, load_workload, recorded_settings
 
     con = lake.connect(require=("jobs",))
     try:
@@ -123,15 +122,9 @@ def _prepare(
             "and no scheduler configuration names any (run `gpuledger collect slurm-config "
             f"--cluster {cluster}`, or pass --slurm-conf)"
         )
-    partitions = {
-        *workload.partition,
-        *(p for seen in workload.node_partitions.values() for p in seen),
-        *recorded.partitions,
-    }
     try:
         proposed = apply_settings(recorded, changes)
-        unknown_names(changes, [*workload.nodes, *recorded.node_gres], partitions)
-        shares_on_the_recorded_scale(recorded, changes)
+        check_changes(workload, recorded, changes)
     except PolicyError as exc:
         raise click.BadParameter(str(exc), param_hint="--set") from None
     return _Run(workload, recorded, proposed, list(changes), source)

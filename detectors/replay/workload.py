@@ -4,19 +4,26 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
 
 from detectors.replay.engine import Workload
-from detectors.replay.policy import PolicyError, preempt_mode
+from detectors.replay.policy import (
+    Policy,
+    PolicyError,
+    preempt_mode,
+    shares_on_the_recorded_scale,
+    unknown_names,
+)
 from warehouse import queries
 
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["NoWorkload", "load_workload", "recorded_settings"]
+__all__ = ["NoWorkload", "check_changes", "load_workload", "recorded_settings"]
 
 _CANCELLED = ("CANCELLED",)
 
@@ -313,3 +320,16 @@ def recorded_settings(con: duckdb.DuckDBPyConnection, cluster: str) -> list[tupl
             queries.run(con, "replay/scheduler_config_latest", cluster=cluster)
         )
     return settings + _shares(con, cluster)
+
+
+def check_changes(w: Workload, recorded: Policy, changes: Sequence[str]) -> None:
+    """Raise PolicyError for `changes` that name a node or partition the workload's cluster
+    does not have, or set shares off the recorded share tree's scale: such a change replays
+    as no change, and the proposal's figures read as the baseline's."""
+    partitions = {
+        *w.partition,
+        *(p for seen in w.node_partitions.values() for p in seen),
+        *recorded.partitions,
+    }
+    unknown_names(changes, [*w.nodes, *recorded.node_gres], partitions)
+    shares_on_the_recorded_scale(recorded, changes)

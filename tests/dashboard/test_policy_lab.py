@@ -53,6 +53,46 @@ def test_open_access_counts_as_a_manager_and_a_bad_setting_is_one_line(demo_lake
     assert "bf_window=soon: not a number" in at.error[0].value
 
 
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        ("partition.gpuu.MaxTime=01:00:00", "the cluster has no partition 'gpuu'"),
+        ("node.no-such-node.State=DRAIN", "the cluster has no node 'no-such-node'"),
+    ],
+)
+def test_a_setting_naming_what_the_cluster_lacks_is_said_not_replayed_as_no_change(
+    demo_lake, monkeypatch, extra, said
+):
+    """The CLI refused these; the lab replayed them as nothing and showed the baseline's
+    figures as the proposal's."""
+    at = open_lab(demo_lake, monkeypatch, None, lab_extra=extra)
+
+    assert not at.exception
+    assert [e.value for e in at.error] and said in at.error[0].value, [e.value for e in at.error]
+    assert not at.dataframe
+
+
+def test_the_calibration_of_a_single_job_says_what_it_cannot_compare(tmp_path, monkeypatch):
+    """One job started in both runs: its rank correlation printed "nan"."""
+    from tests.marts import rows as r
+
+    lake = tmp_path / "lake"
+    r.build_lake(
+        lake,
+        samples=r.samples(range(0, 7200, 30), gpu_util_pct=50.0),
+        jobs=[r.job("j1", 0.0, 7200.0, time_limit_s=14400)],
+        job_gpus=[r.job_gpu("j1", 0.0, 7200.0)],
+        gpus=[r.gpu()],
+    ).close()
+
+    at = open_lab(lake, monkeypatch, None)
+
+    assert not at.exception, at.exception
+    [calibration] = [m.value for m in at.markdown if "rank correlation" in m.value]
+    assert "nan" not in calibration
+    assert "correlation **—** (too few jobs to compare)" in calibration
+
+
 def test_a_non_manager_does_not_see_the_lab(demo_lake, names, monkeypatch):
     at = open_lab(demo_lake, monkeypatch, f"{names['user']}@example.org")
 
