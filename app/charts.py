@@ -436,7 +436,12 @@ def gain_bars(recs: pl.DataFrame) -> alt.Chart:
         .mark_bar(color="#2e7d32")
         .encode(
             y=alt.Y("rec_label:N", sort="-x", title=None, axis=alt.Axis(labelLimit=320)),
-            x=alt.X("expected_gain_gpu_h:Q", title="expected gain (GPU-hours)"),
+            # (~: no trailing zeros: a chart of one 0 gain read 0.000000)
+            x=alt.X(
+                "expected_gain_gpu_h:Q",
+                title="expected gain (GPU-hours)",
+                axis=alt.Axis(format=",~f"),
+            ),
             tooltip=["kind:N", "scope:N", alt.Tooltip("expected_gain_gpu_h:Q", format=",.1f")],
         )
         .transform_calculate(rec_label="datum.kind + ' · ' + (datum.scope || '')")
