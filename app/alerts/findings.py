@@ -75,6 +75,25 @@ class FindingContext:
         return f"{self.severity}|{gpu_h}|{end}"
 
     @property
+    def episode_start(self) -> dt.datetime | None:
+        """Where the latest episode of an idle detector's finding began (a job idle, busy,
+        then idle again is one finding of two runs; its evidence's `episode_start_e`), else
+        where the finding's span begins."""
+        start = self.evidence.get("episode_start_e")
+        if isinstance(start, int | float) and not isinstance(start, bool):
+            return dt.datetime.fromtimestamp(start, dt.UTC)
+        return self.start_ts
+
+    @property
+    def goes_on(self) -> bool:
+        """The finding's span reaches the last time the job was observed: no busy bucket came
+        after it (its evidence's `observed_end_e`; true where the evidence does not say)."""
+        end = self.evidence.get("observed_end_e")
+        if self.end_ts is None or not isinstance(end, int | float) or isinstance(end, bool):
+            return True
+        return self.end_ts.timestamp() >= end - 1e-3
+
+    @property
     def subject_key(self) -> str:
         """The subject a rate limit applies to: `cluster/kind/id`."""
         return f"{self.cluster}/{self.subject_kind}/{self.subject_id}"

@@ -146,15 +146,20 @@ class Ledger:
 
     # ------------------------------------------------------------ History (for the planner)
 
-    def last_notice(self, cluster: str, finding_id: str, test_mode: bool) -> Prior | None:
-        """The highest stage reached, and what the latest notice said (fingerprint, severity)."""
+    def last_notice(
+        self, cluster: str, finding_id: str, test_mode: bool, since: dt.datetime | None = None
+    ) -> Prior | None:
+        """The highest stage reached (by the notices planned at or after `since`), and what the
+        latest notice said (fingerprint, severity); None where no notice was planned then."""
+        after = "" if since is None else _ts(since)
         row = self.con.execute(
             "SELECT fingerprint, severity, created_ts, "
             "(SELECT max(stage) FROM notices m WHERE m.cluster = n.cluster "
-            "AND m.finding_id = n.finding_id AND m.test_mode = n.test_mode) "
-            "FROM notices n WHERE cluster = ? AND finding_id = ? AND test_mode = ? "
-            "ORDER BY id DESC LIMIT 1",
-            (cluster, finding_id, int(test_mode)),
+            "AND m.finding_id = n.finding_id AND m.test_mode = n.test_mode "
+            "AND m.created_ts >= ?4) "
+            "FROM notices n WHERE cluster = ?1 AND finding_id = ?2 AND test_mode = ?3 "
+            "AND created_ts >= ?4 ORDER BY id DESC LIMIT 1",
+            (cluster, finding_id, int(test_mode), after),
         ).fetchone()
         if row is None:
             return None
@@ -172,7 +177,9 @@ class Ledger:
         ).fetchone()
         return _parse(row[0])
 
-    def final_delivered_at(self, cluster: str, finding_id: str) -> dt.datetime | None:
+    def final_delivered_at(
+        self, cluster: str, finding_id: str, since: dt.datetime | None = None
+    ) -> dt.datetime | None:
         # a message tells of its notices through message_notices (with the role of each);
         # messages of earlier versions, of one notice, only through messages.notice_id
         row = self.con.execute(
@@ -185,8 +192,9 @@ class Ledger:
             "SELECT m.delivered_ts FROM messages m JOIN notices n ON m.notice_id = n.id "
             "WHERE n.cluster = ?1 AND n.finding_id = ?2 AND n.stage = ?3 AND n.test_mode = 0 "
             "AND m.role = 'owner' AND m.state = 'delivered' "
-            "AND NOT EXISTS (SELECT 1 FROM message_notices l WHERE l.key = m.key))",
-            (cluster, finding_id, int(Stage.FINAL)),
+            "AND NOT EXISTS (SELECT 1 FROM message_notices l WHERE l.key = m.key)) "
+            "WHERE ts >= ?4",
+            (cluster, finding_id, int(Stage.FINAL), "" if since is None else _ts(since)),
         ).fetchone()
         return _parse(row[0])
 

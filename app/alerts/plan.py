@@ -68,8 +68,12 @@ class Prior:
 class History(Protocol):
     """What the ledger knows about earlier notices (in the same mode: test or real)."""
 
-    def last_notice(self, cluster: str, finding_id: str, test_mode: bool) -> Prior | None:
-        """The latest notice about this finding."""
+    def last_notice(
+        self, cluster: str, finding_id: str, test_mode: bool, since: dt.datetime | None = None
+    ) -> Prior | None:
+        """The latest notice about this finding, its stage the highest of those planned at or
+        after `since` (any time: None; an earlier idle episode's escalation is not this
+        one's): None where none was."""
         ...
 
     def last_subject_notice(
@@ -78,8 +82,11 @@ class History(Protocol):
         """When the latest notice about this subject from this detector was planned."""
         ...
 
-    def final_delivered_at(self, cluster: str, finding_id: str) -> dt.datetime | None:
-        """When the final notice to the job's owner was delivered (real mode only)."""
+    def final_delivered_at(
+        self, cluster: str, finding_id: str, since: dt.datetime | None = None
+    ) -> dt.datetime | None:
+        """When the final notice to the job's owner was delivered (real mode only), at or after
+        `since` (any time: None)."""
         ...
 
     def action_taken(self, cluster: str, job_id: str) -> bool:
@@ -122,16 +129,24 @@ class Plan:
     waiting: list[tuple[FindingContext, str]]  # (finding, why it waits)
 
 
+def _episode_start(f: FindingContext) -> dt.datetime:
+    """Where the idleness being escalated began: the latest idle episode's start (a job idle,
+    busy, then idle again is escalated from its second start, not its first)."""
+    return f.episode_start or f.job_start_ts or f.detected_ts
+
+
 def _minutes(f: FindingContext, now: dt.datetime) -> float:
-    """Minutes of idleness the finding covers (up to its end_ts when the detector set one)."""
-    start = f.start_ts or f.job_start_ts or f.detected_ts
+    """Minutes of the latest idle episode (up to its end_ts when the detector set one)."""
     end = min(f.end_ts, now) if f.end_ts is not None else now
-    return (end - start).total_seconds() / 60.0
+    return (end - _episode_start(f)).total_seconds() / 60.0
 
 
 def _current(f: FindingContext, cfg: AlertsConfig, now: dt.datetime) -> bool:
-    """The idleness is still going on: open-ended, or seen within idle_fresh_minutes."""
-    return f.end_ts is None or now - f.end_ts <= dt.timedelta(minutes=cfg.idle_fresh_minutes)
+    """The idleness is still going on: open-ended, or seen within idle_fresh_minutes with no
+    busy time observed after it (a job that went back to work a few minutes ago is not)."""
+    if f.end_ts is None:
+        return True
+    return f.goes_on and now - f.end_ts <= dt.timedelta(minutes=cfg.idle_fresh_minutes)
 
 
 def _factor(f: FindingContext, cfg: AlertsConfig) -> float:
@@ -204,7 +219,10 @@ def _plan_one(
     # a job that was idle and is busy again (the finding's span ended) is not escalated
     escalating = f.detector in cfg.idle_detectors and f.job_running and _current(f, cfg, now)
     critical = f.severity == "critical"
-    prior = history.last_notice(f.cluster, f.finding_id, test)
+    # an escalation is of the latest idle episode: what was said of an earlier one (the job
+    # went back to work since) is not this one's first, second or final notice
+    episode = _episode_start(f) if escalating else None
+    prior = history.last_notice(f.cluster, f.finding_id, test, since=episode)
     if escalating:
         stage = idle_stage(f, cfg, now)
         if stage == Stage.NONE:
@@ -212,7 +230,7 @@ def _plan_one(
         blocked = why_no_action(f, cfg) if cfg.action_enabled and not f.interactive else None
         may_act = cfg.action_enabled and not f.interactive and blocked is None
         if stage == Stage.ACTION and may_act and not test and f.job_id:
-            delivered = history.final_delivered_at(f.cluster, f.finding_id)
+            delivered = history.final_delivered_at(f.cluster, f.finding_id, since=episode)
             grace = dt.timedelta(minutes=cfg.action_after_minutes - cfg.final_notice_minutes)
             if delivered is None:
                 stage = Stage.FINAL  # the owner must have had the final notice first
@@ -239,7 +257,7 @@ def _plan_one(
         if stage == Stage.FINAL and may_act:
             # the action runs when the job has been idle action_after minutes AND the final
             # notice (delivered now at the earliest) has had its grace period
-            start = f.start_ts or f.job_start_ts or f.detected_ts
+            start = _episode_start(f)
             delay = dt.timedelta(minutes=cfg.action_after_minutes * _factor(f, cfg))
             grace = dt.timedelta(minutes=cfg.action_after_minutes - cfg.final_notice_minutes)
             action_at = max(start + delay, now + grace)

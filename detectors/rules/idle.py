@@ -122,6 +122,8 @@ def _detect(spans: pl.DataFrame, config: RuleConfig, window: Window) -> pl.DataF
             "sm_mean",
             "fb_frac_max",
             "power_frac_mean",
+            "episode_start_e",
+            "observed_end_e",
         ),
     ).pipe(as_frame)
 

@@ -22,7 +22,8 @@
 --   $min_span_s           shortest run of same-state buckets that counts
 -- Returns: cluster, job_id, user, account, job_start_ts, job_end_ts, gpus, state, spans,
 --          start_ts, end_ts, longest_s, state_s, state_gpu_h, observed_s, windowed, signal,
---          work_mean, util_mean, sm_mean, fb_frac_max, power_frac_mean
+--          work_mean, util_mean, sm_mean, fb_frac_max, power_frac_mean, episode_start_e,
+--          observed_end_e
 --
 -- Duty cycle, not unbroken runs: a 5-minute bucket belongs to a state when some window of that
 -- state's length holding it qualifies (its mean work, or its share of hung buckets), so a short
@@ -33,6 +34,9 @@
 -- fields), 'power' (no profiling fields: power above idle) or 'gpu_util' (neither).
 -- A telemetry gap does not break a run; `state_s` sums the qualifying runs, `longest_s` is the
 -- longest, `observed_s` is the job's whole observed time (state_s = observed_s: its whole run).
+-- `episode_start_e` is where the latest run began, `observed_end_e` the end of the job's last
+-- observed bucket: the run is still going on where it ends there (the alerts' escalation counts
+-- the latest run alone, and only while it goes on: a job busy again is not cancelled).
 -- job_start_ts is the scheduler record's start, else its first allocation's: a finding's id
 -- hashes it, and a record that lands after the samples must not make the finding anew.
 
@@ -217,7 +221,8 @@ job_totals AS (
             AND sum(real_work_s) <= $idle_real_work_max_frac * sum(observed_s)
             AND (sum(util_sum) < 50 * sum(util_known_s) OR coalesce(sum(util_known_s), 0) = 0)
             AS whole_still,
-        coalesce(max(fb_frac_max), 0) >= $hold_fb_min_frac AS whole_holds
+        coalesce(max(fb_frac_max), 0) >= $hold_fb_min_frac AS whole_holds,
+        max(last_end_e) AS observed_end_e
     FROM flagged
     GROUP BY cluster, job_id
 ),
@@ -313,6 +318,7 @@ spans AS (
         state,
         count(*) AS spans,
         min(start_ts) AS start_ts,
+        max(start_ts) AS episode_start_ts,
         max(end_e) AS end_e,
         max(run_s) AS longest_s,
         sum(run_s) AS state_s,
@@ -343,7 +349,9 @@ SELECT
     st.util_mean,
     st.sm_mean,
     st.fb_frac_max,
-    st.power_frac_mean
+    st.power_frac_mean,
+    epoch(s.episode_start_ts) AS episode_start_e,
+    t.observed_end_e
 FROM spans AS s
 JOIN job_totals AS t
     ON t.cluster = s.cluster AND t.job_id = s.job_id

@@ -368,6 +368,70 @@ def test_a_job_busy_again_is_not_escalated_or_cancelled(tmp_path):
     assert idle_stage(idle(100, end_ts=NOW - 10 * MIN), config, NOW) == Stage.NOTICE
 
 
+def _episodes(first_start: float, episode_start: float, end: float, observed_end: float):
+    """A finding of two idle runs (minutes after START): its span from the first run's start
+    to the second's end, the second's start and the job's last observed time in evidence."""
+    return idle(
+        start_ts=START + first_start * MIN,
+        end_ts=START + end * MIN,
+        evidence={
+            "episode_start_e": (START + episode_start * MIN).timestamp(),
+            "observed_end_e": (START + observed_end * MIN).timestamp(),
+        },
+    )
+
+
+def test_a_second_idle_episode_is_escalated_from_its_own_start_with_its_own_notices(tmp_path):
+    """The probe's job 1064: idle, busy for hours, idle again. Counted from the first episode's
+    start, the second got a 'Final notice' an hour in (no second notice) and was cancelled 70
+    minutes in; an episode is escalated from its own start, with its own notices."""
+    ledger = empty_ledger(tmp_path)
+    config = cfg(action_enabled="true", action_clusters="della")
+    sent: list[tuple[int, object]] = []
+    # idle 0-75, busy 75-330, idle again from 330 on
+    for minutes in (60, 75, 300, 390, 435, 450, 470, 480):
+        if minutes <= 75:
+            finding = _episodes(0, 0, minutes, minutes)
+        elif minutes < 330:
+            finding = _episodes(0, 0, 75, minutes)  # busy since 75
+        else:
+            finding = _episodes(0, 330, minutes, minutes)
+        now = START + minutes * MIN
+        decided = plan([finding], ledger, config, now)
+        sent += [(minutes, n.stage) for n in decided.notices if n.escalating]
+        sent += [(minutes, "action") for _ in decided.actions]
+        for n in decided.notices:
+            record(ledger, n, now)
+        if decided.actions:
+            break
+
+    assert sent == [
+        (60, Stage.NOTICE),
+        (390, Stage.NOTICE),
+        (435, Stage.SECOND),
+        (450, Stage.FINAL),
+        (480, "action"),
+    ]
+
+
+def test_a_job_busy_again_within_the_freshness_window_is_not_cancelled(tmp_path):
+    """Idle from 0, final notice delivered at 120, busy from 150: at 170 its idle span ended
+    20 minutes ago, within idle_fresh_minutes, and it was cancelled though observed busy."""
+    ledger = empty_ledger(tmp_path)
+    config = cfg(action_enabled="true", action_clusters="della")
+    [final] = plan([_episodes(0, 0, 120, 120)], ledger, config, START + 120 * MIN).notices
+    assert final.stage == Stage.FINAL
+    record(ledger, final, START + 120 * MIN)
+    now = START + 170 * MIN
+
+    still_idle = plan([_episodes(0, 0, 170, 170)], ledger, config, now)
+    busy_again = plan([_episodes(0, 0, 150, 170)], ledger, config, now)
+
+    assert [a.argv for a in still_idle.actions] == [SCANCEL]
+    assert busy_again.actions == []
+    assert not any(n.escalating for n in busy_again.notices)
+
+
 def test_an_escalated_finding_that_ends_is_summed_up_once(tmp_path):
     ledger, config = empty_ledger(tmp_path), cfg()
     running = idle(120)

@@ -40,6 +40,26 @@ def test_a_two_gpu_job_idle_for_75_minutes_is_one_idle_finding(tmp_path):
     assert json.loads(finding["evidence"])["longest_s"] == 75 * 60
 
 
+@pytest.mark.parametrize(("busy_at_end", "observed_end"), [(False, 7 * 3600), (True, 8 * 3600)])
+def test_the_evidence_says_where_the_latest_idle_run_began_and_whether_it_goes_on(
+    tmp_path, busy_at_end, observed_end
+):
+    """Idle 1-3 h, busy 3-5 h, idle 5-7 h (then busy to 8 h): one finding spanning both idle
+    runs; the alerts escalate the latest run alone, and only while the job is still in it."""
+
+    def busy(i: int) -> float:
+        hour = i * 300 / 3600
+        return 0.6 if hour < 1 or 3 <= hour < 5 or hour >= 7 else 0.0
+
+    buckets = [bucket("7", i * 300, busy=busy(i), util_pct=0) for i in range(observed_end // 300)]
+    [finding] = run(tmp_path, buckets, [job("7", 0, 8 * 3600)])
+
+    evidence = json.loads(finding["evidence"])
+    assert finding["start_ts"] == at(3600) and finding["end_ts"] == at(7 * 3600)
+    assert evidence["episode_start_e"] == at(5 * 3600).timestamp()
+    assert evidence["observed_end_e"] == at(observed_end).timestamp()
+
+
 def test_a_scheduler_record_landing_after_the_samples_keeps_the_findings_id(tmp_path):
     """The id hashes the job's start: without its record the finding was anchored at the idle
     span's start, and the record's arrival made a second finding of the same idleness."""
