@@ -56,18 +56,21 @@ def _unattributed(days: pl.DataFrame, config: RuleConfig, window: Window) -> pl.
 
 
 def _without_data(jobs: pl.DataFrame, config: RuleConfig, window: Window) -> pl.DataFrame:
-    """Jobs whose GPUs sent (almost) no data, on clusters where some job's did: where none
-    did, the cluster has no GPU telemetry (its scheduler's records alone are collected, or
-    every exporter is down) and no job's mapping is at fault. Flagged per job, a cluster
-    without exporters sent 31 users mail to "adjust the job's request" over 1,643 GPU-hours
-    (the whole allocation); the report and `gpuledger serve` say the cluster has no data."""
+    """Jobs whose GPUs sent (almost) no data while the rest of their cluster's did: the
+    GPU-hours the job held while its cluster's GPUs reported (`cluster_seen_frac` of its run)
+    are what telemetry should have covered. Where the cluster's GPUs did not report (its
+    scheduler's records alone are collected, every exporter is down, or none was deployed
+    yet) no job's mapping is at fault. Flagged per job, a cluster without exporters sent 31
+    users mail to "adjust the job's request" over 1,643 GPU-hours (the whole allocation), and
+    so did a cluster whose exporters all stopped (23 owners over 385 GPU-hours)."""
     t = config.mapping
     covered = pl.col("observed_gpu_h") / pl.col("alloc_gpu_h")
-    seen = pl.col("observed_gpu_h").fill_null(0).sum().over("cluster") > 0
-    dark = jobs.with_columns(covered.alias("observed_frac")).filter(
-        (pl.col("alloc_gpu_h") >= t.nodata_min_alloc_gpu_h)
-        & (pl.col("observed_frac") <= t.nodata_max_observed_frac)
-        & seen
+    expected = pl.col("alloc_gpu_h") * pl.col("cluster_seen_frac").fill_null(0)
+    dark = jobs.with_columns(
+        covered.alias("observed_frac"), expected.alias("expected_gpu_h")
+    ).filter(
+        (pl.col("expected_gpu_h") >= t.nodata_min_alloc_gpu_h)
+        & (pl.col("observed_gpu_h") <= t.nodata_max_observed_frac * pl.col("expected_gpu_h"))
     )
     return dark.with_columns(
         pl.lit("job_without_data").alias("detector"),
@@ -82,7 +85,9 @@ def _without_data(jobs: pl.DataFrame, config: RuleConfig, window: Window) -> pl.
         pl.lit(None, pl.String).alias("gpu_uuid"),
         pl.lit(False).alias("predicted"),
         (1 - pl.col("observed_frac")).clip(0, 1).cast(pl.Float32).alias("score"),
-        (pl.col("alloc_gpu_h") - pl.col("observed_gpu_h")).alias("gpu_h_at_stake"),
+        (pl.col("expected_gpu_h") - pl.col("observed_gpu_h"))
+        .clip(lower_bound=0)
+        .alias("gpu_h_at_stake"),
         pl.format(
             "Job {} ({}): {} GPU-h allocated but telemetry covered only {}% of it — "
             "no exporter on its nodes, or its GPUs are mapped to the wrong indices",
@@ -91,7 +96,7 @@ def _without_data(jobs: pl.DataFrame, config: RuleConfig, window: Window) -> pl.
             pl.col("alloc_gpu_h").round(2),
             (pl.col("observed_frac") * 100).round(1),
         ).alias("message"),
-        evidence("gpus", "alloc_gpu_h", "observed_gpu_h", "observed_frac"),
+        evidence("gpus", "alloc_gpu_h", "observed_gpu_h", "observed_frac", "cluster_seen_frac"),
     ).pipe(as_frame)
 
 

@@ -180,6 +180,24 @@ def device_day(
     }
 
 
+def occupancy(start_s: float, end_s: float, *, gpus: int = 4, unobserved: int = 0) -> list[Row]:
+    """cluster_occupancy rows of 5-minute buckets over [start_s, end_s): `gpus` GPUs of which
+    `unobserved` did not report."""
+    return [
+        {
+            "cluster": CLUSTER,
+            "bucket": at(t),
+            "gpus_total": float(gpus),
+            "gpus_allocated": 0.0,
+            "gpus_active": 0.0,
+            "gpus_idle_allocated": 0.0,
+            "gpus_unallocated": float(gpus - unobserved),
+            "gpus_unobserved": float(unobserved),
+        }
+        for t in range(int(start_s), int(end_s), 300)
+    ]
+
+
 def usage(job_id: str, start_s: float, end_s: float | None, **fields: Any) -> Row:
     """One job_usage row (and nothing else); `fields` sets the figures the test needs."""
     row: Row = {

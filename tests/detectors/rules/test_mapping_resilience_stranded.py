@@ -9,7 +9,7 @@ import pytest
 from detectors.rules import RuleConfig, mapping, resilience, stranded
 from detectors.rules.resilience import ResilienceThresholds, checkpoint_advice, young_daly_s
 from detectors.rules.run import run_rules
-from tests.detectors.rules.lake import CLUSTER, at, bucket, connection, job, usage
+from tests.detectors.rules.lake import CLUSTER, at, bucket, connection, job, occupancy, usage
 
 DAY = 86400.0
 NOW = at(10 * DAY)
@@ -45,10 +45,29 @@ def test_a_job_whose_gpus_sent_no_data_is_flagged(tmp_path):
         usage("2", 0, 7200, gpus=2, alloc_gpu_h=4.0, observed_gpu_h=3.9),  # covered
         usage("3", 0, 600, alloc_gpu_h=0.5, observed_gpu_h=0.0),  # under 1 GPU-h
     ]
-    [finding] = run(tmp_path, mapping.RULES, job_usage=usages)
+    [finding] = run(tmp_path, mapping.RULES, job_usage=usages, cluster_occupancy=occupancy(0, 7200))
     assert finding["detector"] == "job_without_data" and finding["subject_id"] == "1"
     assert finding["gpu_h_at_stake"] == pytest.approx(4.0)
     assert finding["severity"] == "warn"
+
+
+def test_a_job_is_flagged_for_the_hours_its_clusters_gpus_reported_alone(tmp_path):
+    """Every exporter stopped at 2 h (the probe's cluster `stop`: 23 owners mailed to adjust
+    their requests) and none was deployed before 1 h: a job sends no data only where the
+    cluster's other GPUs did."""
+    usages = [
+        usage("after", 7200, 14400, gpus=2, alloc_gpu_h=4.0, observed_gpu_h=0.0),
+        usage("before", 0, 3600, gpus=2, alloc_gpu_h=2.0, observed_gpu_h=0.0),
+        usage("across", 3600, 10800, gpus=2, alloc_gpu_h=4.0, observed_gpu_h=0.0),
+    ]
+    # (half of the cluster's GPUs reported in the second hour)
+    reported = occupancy(3600, 5400) + occupancy(5400, 7200, unobserved=2)
+
+    [finding] = run(tmp_path, mapping.RULES, job_usage=usages, cluster_occupancy=reported)
+
+    assert finding["subject_id"] == "across"
+    # its 2 GPUs for the hour the cluster reported, 3/4 of it on average: 1.5 GPU-h
+    assert finding["gpu_h_at_stake"] == pytest.approx(1.5)
 
 
 def test_a_cluster_without_telemetry_flags_none_of_its_jobs(tmp_path):
