@@ -94,7 +94,7 @@ CASES = {
             f"cri-containerd:{CID[:12]}",
         ),
     ),
-    "slurm inside a pod (Slinky): the innermost owner wins": (
+    "slurm inside a pod (Slinky): the job below the pod": (
         f"0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{UID_}.slice/"
         f"cri-containerd-{CID}.scope/system.slice/slurmstepd.scope/job_58/step_0/user/task_0",
         Owner("slurm", "58", "58", "0"),
@@ -157,6 +157,66 @@ def test_an_environment_that_contradicts_the_cgroup_is_ignored(proc):
     )
 
     assert lookup_owner(101, proc.root).owner == Owner("slurm", "1401", "1401", "0")
+
+
+@pytest.mark.parametrize(
+    "below",
+    [
+        "slurm/job_999",  # a sub-cgroup the job's user made (rootless Podman --cgroups=split)
+        f"kubepods-pod{UID_}.slice",
+    ],
+)
+def test_a_cgroup_below_a_jobs_names_no_other_owner(below):
+    """A job's user may create cgroups below the job's (delegated): named like another job
+    or a pod there, the innermost took the GPU time away to that other job."""
+    text = f"0::/system.slice/slurmstepd.scope/job_100/step_0/user/task_0/{below}/x.scope"
+
+    owner, _ = parse_cgroup(text)
+
+    assert owner is not None and (owner.kind, owner.job_id) == ("slurm", "100")
+
+
+def test_a_process_claiming_a_later_array_in_its_environment_keeps_its_raw_id(proc):
+    # an array job's own id is never above its tasks' raw ids: job 100 cannot be 555_1
+    proc.add(
+        103,
+        "0::/system.slice/slurmstepd.scope/job_100/step_0/user/task_0",
+        environ={"SLURM_JOB_ID": "100", "SLURM_ARRAY_JOB_ID": "555", "SLURM_ARRAY_TASK_ID": "1"},
+    )
+
+    assert lookup_owner(103, proc.root).owner == Owner("slurm", "100", "100", "0")
+
+
+def test_every_process_of_an_array_task_gets_the_id_its_processes_claim(proc):
+    """Two processes of array task 555_1 (raw 600), one with a cleared environment: its GPU
+    time went to a job 600 without a record, and the task's GPU read as shared."""
+    cgroup = "0::/system.slice/slurmstepd.scope/job_600/step_0/user/task_0"
+    proc.add(
+        1,
+        cgroup,
+        environ={"SLURM_JOB_ID": "600", "SLURM_ARRAY_JOB_ID": "555", "SLURM_ARRAY_TASK_ID": "1"},
+    )
+    proc.add(2, cgroup, environ={"PATH": "/usr/bin"})
+    # two claims for one raw id (one of them set by hand): neither is taken
+    proc.add(
+        3,
+        "0::/system.slice/slurmstepd.scope/job_700/step_0/user/task_0",
+        environ={"SLURM_JOB_ID": "700", "SLURM_ARRAY_JOB_ID": "690", "SLURM_ARRAY_TASK_ID": "2"},
+    )
+    proc.add(
+        4,
+        "0::/system.slice/slurmstepd.scope/job_700/step_0/user/task_0",
+        environ={"SLURM_JOB_ID": "700", "SLURM_ARRAY_JOB_ID": "555", "SLURM_ARRAY_TASK_ID": "1"},
+    )
+
+    found = resolve_owners([1, 2, 3, 4], proc.root)
+
+    assert {pid: f.owner.job_id for pid, f in found.items() if f.owner} == {
+        1: "555_1",
+        2: "555_1",
+        3: "700",
+        4: "700",
+    }
 
 
 def test_array_task_without_a_readable_environment_keeps_its_raw_id(proc):

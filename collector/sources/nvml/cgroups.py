@@ -9,6 +9,11 @@ What is detectable (the cgroup path is the only thing trusted; `environ` only re
 * Array tasks: the cgroup carries the raw job id (JobIDRaw). When `/proc/<pid>/environ` is
   readable (the agent runs as root) and its SLURM_JOB_ID equals that raw id, SLURM_ARRAY_JOB_ID
   and SLURM_ARRAY_TASK_ID give the warehouse's `<array>_<task>` id; otherwise the raw id is used.
+  An environment is its process's to set, so the id is decided per raw id, not per process:
+  every process of one raw id gets the one array id its processes claim (one whose environment
+  was cleared, e.g. `apptainer --cleanenv`, gets it too), the raw id where they claim several;
+  and an array job's id is never above the raw id of its task (Slurm numbers the tasks from the
+  array's own id up), so no process claims a later job's id.
 * Kubernetes pods: `pod<uid>` in cgroupfs (`/kubepods/[burstable|besteffort/]pod<uid>/<cid>`) and
   systemd (`kubepods-[burstable-|besteffort-]pod<uid_with_underscores>.slice/
   {cri-containerd,crio,docker}-<cid>.scope`) forms; guaranteed pods have no QoS level. The job
@@ -21,14 +26,17 @@ What is detectable (the cgroup path is the only thing trusted; `environ` only re
   found. A container that the Docker/Podman daemon places in its own scope (`/docker/<cid>`,
   `/system.slice/docker-<cid>.scope`, `/machine.slice/libpod-<cid>.scope`) carries no trace of
   the job in its cgroup: it is reported as `container_outside_job`, not guessed.
-* Where several owners are nested (Slurm run inside a pod, e.g. Slinky), the innermost wins.
+* Where several owners are nested, the outermost Slurm job wins, else the outermost pod: a
+  Slurm job run inside a pod (slurmd in a pod, e.g. Slinky) is the job, but nothing below a
+  job's cgroup (which its user may create, e.g. rootless Podman's `--cgroups=split`) and no pod
+  below a pod names another owner: a cgroup named `…/job_100/…/slurm/job_999` is job 100's.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final, Literal
 
@@ -94,7 +102,8 @@ def _container_in(components: list[str]) -> str | None:
 
 
 def _owner_in_path(path: str) -> tuple[int, Owner] | None:
-    """The innermost owner named by one cgroup path, with its depth (component index)."""
+    """The owner named by one cgroup path, with its depth (component index): the outermost
+    Slurm job, else the outermost pod (what lies below a job's cgroup is its user's to name)."""
     parts = [p for p in path.split("/") if p]
     found: tuple[int, Owner] | None = None
     slurm_seen = False
@@ -105,14 +114,12 @@ def _owner_in_path(path: str) -> tuple[int, Owner] | None:
         if job and slurm_seen:
             step = next((m.group(1) for p in parts[depth + 1 :] if (m := _STEP.match(p))), None)
             below = parts[depth + 1 :]
-            owner = Owner("slurm", job.group(1), job.group(1), step, _container_in(below))
-            found = (depth, owner)
-            slurm_seen = False  # a Slurm nested further down must name itself again
-            continue
+            return depth, Owner("slurm", job.group(1), job.group(1), step, _container_in(below))
         pod = _POD.search(part)
-        if pod:
+        if pod and found is None:
             uid = pod.group(1).replace("_", "-")
             found = (depth, Owner("k8s", uid, uid, None, _container_in(parts[depth + 1 :])))
+            slurm_seen = False  # a Slurm inside the pod must name itself below it
     return found
 
 
@@ -169,7 +176,7 @@ def _array_id(owner: Owner, environ: dict[str, str] | None) -> Owner:
     if environ is None or environ.get("SLURM_JOB_ID") != owner.raw_id:
         return owner
     array, task = environ.get("SLURM_ARRAY_JOB_ID"), environ.get("SLURM_ARRAY_TASK_ID")
-    if array and task and array.isdigit() and task.isdigit():
+    if array and task and array.isdigit() and task.isdigit() and int(array) <= int(owner.raw_id):
         return Owner(owner.kind, f"{array}_{task}", owner.raw_id, owner.step, owner.container)
     return owner
 
@@ -208,5 +215,20 @@ def lookup_owner(pid: int, proc_root: Path, pods: PodNames | None = None) -> Own
 def resolve_owners(
     pids: Iterable[int], proc_root: Path, pods: PodNames | None = None
 ) -> dict[int, OwnerLookup]:
-    """The owner (or reason for none) of each distinct PID, in first-seen order."""
-    return {pid: lookup_owner(pid, proc_root, pods) for pid in dict.fromkeys(pids)}
+    """The owner (or reason for none) of each distinct PID, in first-seen order; the processes
+    of one Slurm job (raw id) all get the one array id they claim, else the raw id."""
+    found = {pid: lookup_owner(pid, proc_root, pods) for pid in dict.fromkeys(pids)}
+    claims: dict[str, set[str]] = {}
+    for lookup in found.values():
+        owner = lookup.owner
+        if owner is not None and owner.kind == "slurm" and owner.job_id != owner.raw_id:
+            claims.setdefault(owner.raw_id, set()).add(owner.job_id)
+    for pid, lookup in found.items():
+        owner = lookup.owner
+        if owner is None or owner.kind != "slurm":
+            continue
+        claimed = claims.get(owner.raw_id, set())
+        job_id = next(iter(claimed)) if len(claimed) == 1 else owner.raw_id
+        if job_id != owner.job_id:
+            found[pid] = OwnerLookup(pid, replace(owner, job_id=job_id))
+    return found
