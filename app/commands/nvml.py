@@ -168,7 +168,7 @@ def command(
 
     config = AgentConfig(
         cluster=cluster,
-        node=node or socket.gethostname().split(".")[0],
+        node=socket.gethostname().split(".")[0] if node is None else node,
         spool=spool or default_spool(),
         lake=lake,
         interval_s=interval,

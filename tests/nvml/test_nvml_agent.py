@@ -4,6 +4,8 @@ unsupported fields, XIDs, a GPU vanishing, job_gpus intervals across ticks and r
 from __future__ import annotations
 
 import datetime as dt
+import errno
+import os
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from collector.errors import ConfigError
-from collector.sources.nvml.agent import AgentConfig, NvmlAgent, run_agent
+from collector.sources.nvml.agent import AgentConfig, NvmlAgent, SpoolNotWritable, run_agent
 from collector.sources.nvml.device import NvmlUnavailable
 from collector.sources.spool import Spool
 from tests.nvml.fake_nvml import GIB, NOT_SUPPORTED, FakeGpu, FakeMig, FakeNvml
@@ -449,6 +451,34 @@ class KilledAfterEvents(Spool):
         return path
 
 
+class FullDisk(Spool):
+    """A spool on a disk with no space left."""
+
+    def put(self, table: str, batch: pa.Table, batch_id: str) -> Path | None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(self.root / table))
+
+
+def test_a_spool_that_cannot_be_written_is_one_clear_error(node, read_lake, clock):
+    """A full spool disk: the agent stopped with a 40-line chained OSError traceback."""
+    with node.agent() as agent:
+        agent.tick()
+    full = node.agent()
+    full.__enter__()
+    full.spool = FullDisk(node.spool)
+    clock.advance(30)
+
+    with pytest.raises(SpoolNotWritable) as raised:
+        full.tick()
+
+    assert str(raised.value) == (
+        f"cannot write the spool {str(node.spool)!r}: No space left on device; free space "
+        "there or give --spool another folder (what it holds lands at the next start)"
+    )
+    assert raised.value.__cause__ is None
+    full.close()
+    assert read_lake(node.lake, "gpu_samples").num_rows == 4  # the first tick's, once
+
+
 def test_a_tick_killed_after_spooling_its_events_lands_each_onset_and_offline_gpu_once(
     node, read_lake, clock
 ):
@@ -531,6 +561,43 @@ def test_a_tick_while_nvml_is_gone_is_counted_and_the_next_one_starts_nvml_again
     assert gone.offline == () and back.samples == 4
     assert read_lake(node.lake, "gpu_samples").num_rows == 8
     assert watched.events == 1  # XIDs are registered again on the new NVML session
+
+
+def test_a_tick_while_nvml_is_gone_keeps_the_jobs_run_whole(node, read_lake, clock, t0):
+    """A driver reload under the agent: the tick read nothing, and ended every job's run (the
+    probe's [08:00:00, 08:00:30) and [08:01:00, 08:02:00) for one job running throughout)."""
+    with node.agent() as agent:
+        agent.tick()
+        clock.advance(30)
+        node.nvml.initialized = False
+        agent.tick()
+        for _ in range(2):
+            clock.advance(30)
+            agent.tick()
+
+    runs = [r for r in read_lake(node.lake, "job_gpus").to_pylist() if r["job_id"] == "280678"]
+    assert [(r["start_ts"], r["end_ts"]) for r in runs] == [(t0, t0 + dt.timedelta(seconds=120))]
+
+
+def test_a_gpu_nvml_counts_but_does_not_name_once_is_not_offline(node, read_lake, clock, t0):
+    """An error reading one GPU's UUID for one tick: it was said to be offline ("no longer
+    listed by NVML") and its job's run was split."""
+    gpu0 = node.nvml.gpus[0]
+    with node.agent() as agent:
+        agent.tick()
+        clock.advance(30)
+        gpu0.unsupported.add("nvmlDeviceGetUUID")
+        unnamed = agent.tick()
+        gpu0.unsupported.discard("nvmlDeviceGetUUID")
+        clock.advance(30)
+        agent.tick()
+
+    assert unnamed.offline == ()
+    assert [
+        e for e in read_lake(node.lake, "gpu_events").to_pylist() if e["kind"] == "offline"
+    ] == []
+    runs = [r for r in read_lake(node.lake, "job_gpus").to_pylist() if r["job_id"] == "280678"]
+    assert [(r["start_ts"], r["end_ts"]) for r in runs] == [(t0, t0 + dt.timedelta(seconds=90))]
 
 
 def test_run_agent_ticks_until_max_ticks(node, proc, clock):

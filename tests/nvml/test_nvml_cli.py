@@ -72,6 +72,22 @@ def test_a_missing_cluster_is_a_usage_error():
     assert run("--once").exit_code == 2
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--cluster", " "], "cluster name is empty"),
+        (["--cluster", "della", "--node", ""], "node name is empty"),  # (was this host's name)
+    ],
+)
+def test_an_empty_cluster_or_node_name_is_one_clear_error(monkeypatch, paths, args, said):
+    monkeypatch.setitem(sys.modules, "pynvml", FakeNvml([FakeGpu(UUID)]))
+
+    result = run(*args, "--once", *paths)
+
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith("Error: ") and said in result.output
+
+
 def test_once_samples_lands_and_summarises(monkeypatch, paths, tmp_path, read_lake):
     gpu = FakeGpu(UUID, unsupported={"nvmlDeviceGetPowerUsage"})
     monkeypatch.setitem(sys.modules, "pynvml", FakeNvml([gpu]))

@@ -27,12 +27,13 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from collector.errors import ConfigError
+from collector.errors import CollectorError, ConfigError
 from collector.sources.dcgm_exporter.rows import observed_conditions, to_ms
 from collector.sources.dcgm_exporter.scrape import Clock, EventLatch, utc_now
 from collector.sources.nvml.cgroups import Owner, resolve_owners
@@ -79,6 +80,7 @@ __all__ = [
     "AgentSummary",
     "NvmlAgent",
     "ProcessSeen",
+    "SpoolNotWritable",
     "TickResult",
     "run_agent",
 ]
@@ -175,6 +177,9 @@ class _Observed:
     lost: dict[str, str]  # UUID → why
     listed: bool
     events: list[Row]
+    # GPUs seen before that NVML counted but did not name this time (an error reading the
+    # handle or UUID): not offline, and their jobs' runs are not ended
+    unread: set[str] = field(default_factory=set)
 
 
 class NvmlAgent:
@@ -231,7 +236,7 @@ class NvmlAgent:
                 "NO_PERMISSION": "no permission to open the NVIDIA device files",
             }.get(name, f"nvmlInit failed: {name}")
             raise NvmlUnavailable(f"NVML is not usable on this node: {hint}") from exc
-        gpus, lost = enumerate_gpus(reader)
+        gpus, lost, _ = enumerate_gpus(reader)
         if not gpus and not lost:
             self._shutdown(reader)
             raise NvmlUnavailable(
@@ -284,9 +289,12 @@ class NvmlAgent:
             return
         if self._xids is not None:
             self._xids.close()
-        self.state.save(self.spool.state_dir / STATE_FILE, self._owner)
-        self._shutdown(self._reader)
-        self._reader = None
+        try:
+            with _spool_writes(self.spool.root):
+                self.state.save(self.spool.state_dir / STATE_FILE, self._owner)
+        finally:
+            self._shutdown(self._reader)
+            self._reader = None
 
     def tick(self) -> TickResult:
         """Sample, attribute, spool and land once (see module doc)."""
@@ -314,10 +322,18 @@ class NvmlAgent:
         )
         slot_jobs, processes = self._attribute(seen.readings, slots_pids)
         samples = owned_rows(samples, slot_jobs)
+        # slots whose processes could not be listed keep their jobs' runs open: those of a GPU
+        # NVML did not name this time, and every one while NVML is unavailable (a driver reload)
+        unreadable = set(slots_pids) - set(slot_jobs)
+        unreadable |= {
+            (uuid, gi)
+            for _, uuid, gi in self.state.intervals
+            if not seen.listed or uuid in seen.unread
+        }
         intervals = advance_intervals(
             self.state.intervals,
             slot_jobs,
-            unreadable=set(slots_pids) - set(slot_jobs),
+            unreadable=unreadable,
             index={r.gpu.uuid: r.gpu.index for r in seen.readings},
             ts_ms=ts_ms,
             max_gap_ms=2 * self._span_ms,
@@ -334,19 +350,20 @@ class NvmlAgent:
         # staged before they spool, until the commit below: a tick killed in between has its
         # events spooled again at the next start (`_spool_again`), not its conditions and
         # offline GPUs landed twice as new onsets
-        self._latch.stage(batch_id, cfg.cluster, event_table)
-        self.spool.put("gpu_samples", sample_table, batch_id)
-        self.spool.put("gpu_events", event_table, batch_id)
-        for interval in intervals:
-            ident = digest(cfg.cluster, cfg.node, *interval.key, interval.start_ms)
-            rows = interval_table(
-                interval, cluster=cfg.cluster, node=cfg.node, span_ms=self._span_ms
-            )
-            self.spool.put("job_gpus", rows, f"nvml-jobgpu-{ident}")
-        for reading in seen.readings:
-            self._spool_inventory(reading, ts_ms)
-        self.state.save(self.spool.state_dir / STATE_FILE, self._owner)  # (offline GPUs first)
-        self._latch.commit(cfg.cluster, observed_conditions(sample_table), conditions, batch_id)
+        with _spool_writes(self.spool.root):
+            self._latch.stage(batch_id, cfg.cluster, event_table)
+            self.spool.put("gpu_samples", sample_table, batch_id)
+            self.spool.put("gpu_events", event_table, batch_id)
+            for interval in intervals:
+                ident = digest(cfg.cluster, cfg.node, *interval.key, interval.start_ms)
+                rows = interval_table(
+                    interval, cluster=cfg.cluster, node=cfg.node, span_ms=self._span_ms
+                )
+                self.spool.put("job_gpus", rows, f"nvml-jobgpu-{ident}")
+            for reading in seen.readings:
+                self._spool_inventory(reading, ts_ms)
+            self.state.save(self.spool.state_dir / STATE_FILE, self._owner)  # (offline first)
+            self._latch.commit(cfg.cluster, observed_conditions(sample_table), conditions, batch_id)
 
         landed = self.spool.land(cfg.lake, cfg.cluster, write=self._write)
         counts = dict(reader.counts)
@@ -386,13 +403,19 @@ class NvmlAgent:
         assert self._reader is not None and self._xids is not None
         reader, xids = self._reader, self._xids
         try:
-            gpus, _lost_indices = enumerate_gpus(reader)
+            gpus, _lost_indices, unread_indices = enumerate_gpus(reader)
         except NvmlUnavailable as exc:  # driver reloading: no samples, no offline verdicts
             logger.warning("%s; initialising NVML again for the next tick", exc)
             reader.counts["nvml_unavailable"] += 1
             self._reinitialise()
             return _Observed([], [], {}, False, [])
-        seen = _Observed(gpus, [], {}, True, [])
+        named = {gpu.uuid for gpu in gpus}
+        unread = {
+            uuid
+            for uuid, index in self.state.index.items()
+            if index in unread_indices and uuid not in named
+        }
+        seen = _Observed(gpus, [], {}, True, [], unread)
         for gpu in gpus:
             self.state.index[gpu.uuid] = gpu.index
             try:
@@ -425,7 +448,7 @@ class NvmlAgent:
         self.state.offline -= present  # back (e.g. after a reset): may go offline again later
         gone = set(seen.lost)
         if seen.listed:
-            gone |= set(self.state.first_seen) - {g.uuid for g in seen.gpus}
+            gone |= set(self.state.first_seen) - {g.uuid for g in seen.gpus} - seen.unread
         newly = sorted(gone - present - self.state.offline)
         for uuid in newly:
             why = seen.lost.get(uuid, "no longer listed by NVML")
@@ -486,6 +509,25 @@ class NvmlAgent:
             reading, cluster=cfg.cluster, node=cfg.node, first_ms=first, last_ms=ts_ms
         )
         self.spool.put("gpus", rows, f"nvml-gpus-{digest(cfg.cluster, cfg.node, uuid, first)}")
+
+
+class SpoolNotWritable(CollectorError):
+    """The spool (or the agent's state in it) cannot be written: a full or failing disk."""
+
+
+@contextmanager
+def _spool_writes(root: Path) -> Iterator[None]:
+    """Raise SpoolNotWritable, one line naming the spool and the reason, for an OSError of the
+    writes in the body (a tick's samples, events, runs and state); the tick lands nothing, and
+    what was spooled before stays for the next start."""
+    try:
+        yield
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise SpoolNotWritable(
+            f"cannot write the spool {str(root)!r}: {reason}; free space there or give "
+            "--spool another folder (what it holds lands at the next start)"
+        ) from None
 
 
 def run_agent(

@@ -185,8 +185,9 @@ def _scaled(value: object, divide: float) -> float | None:
     return None if value is None else float(value) / divide  # type: ignore[arg-type]
 
 
-def enumerate_gpus(reader: NvmlReader) -> tuple[list[PhysicalGpu], list[int]]:
-    """The GPUs NVML lists now, and the indices that answered GPU_IS_LOST.
+def enumerate_gpus(reader: NvmlReader) -> tuple[list[PhysicalGpu], list[int], list[int]]:
+    """The GPUs NVML lists now, the indices that answered GPU_IS_LOST, and those that answered
+    another error (a GPU NVML still counts but did not name this time: not gone).
 
     Raises NvmlUnavailable when NVML cannot even count devices (driver unloaded).
     """
@@ -196,6 +197,7 @@ def enumerate_gpus(reader: NvmlReader) -> tuple[list[PhysicalGpu], list[int]]:
         raise NvmlUnavailable(f"NVML cannot list GPUs: {exc}") from exc
     gpus: list[PhysicalGpu] = []
     lost: list[int] = []
+    unread: list[int] = []
     for index in range(count):
         try:
             handle = reader.call("nvmlDeviceGetHandleByIndex", index)
@@ -205,10 +207,13 @@ def enumerate_gpus(reader: NvmlReader) -> tuple[list[PhysicalGpu], list[int]]:
             continue
         except reader.nvml.NVMLError as exc:
             reader.counts[f"device {index}: {reader.error_name(exc)}"] += 1
+            unread.append(index)
             continue
         if uuid:
             gpus.append(PhysicalGpu(index, handle, uuid))
-    return gpus, lost
+        else:
+            unread.append(index)
+    return gpus, lost, unread
 
 
 def _memory(reader: NvmlReader, handle: Any) -> tuple[float | None, float | None, float | None]:
