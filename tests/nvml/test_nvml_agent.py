@@ -600,6 +600,48 @@ def test_a_gpu_nvml_counts_but_does_not_name_once_is_not_offline(node, read_lake
     assert [(r["start_ts"], r["end_ts"]) for r in runs] == [(t0, t0 + dt.timedelta(seconds=90))]
 
 
+def test_compute_instances_of_one_gpu_instance_are_one_instance_with_all_their_jobs(
+    node, proc, read_lake
+):
+    """NVML lists one MIG device per compute instance: two compute instances of GPU instance 1
+    made two identical rows, and the second's job took the first's place (job 400 vanished)."""
+    proc.add(4001, SLURM_V2.format(job=400))
+    proc.add(5001, SLURM_V2.format(job=500))
+    node.nvml.gpus[2].mig = [
+        FakeMig(1, "1c.3g.71gb", total=71 * GIB, used=20 * GIB, processes=[(4001, 9 * GIB)]),
+        FakeMig(1, "2c.3g.71gb", total=71 * GIB, used=20 * GIB, processes=[(5001, 9 * GIB)]),
+    ]
+    with node.agent() as agent:
+        agent.tick()
+
+    samples = [r for r in read_lake(node.lake, "gpu_samples").to_pylist() if r["gpu_uuid"] == UUID2]
+    # one row per sharer of the instance (the contract's shared GPU), not two copies of one
+    assert sorted((r["mig_instance"], r["job_id"]) for r in samples) == [(1, "400"), (1, "500")]
+    held = {(r["job_id"], r["mig_instance"]) for r in read_lake(node.lake, "job_gpus").to_pylist()}
+    assert {("400", 1), ("500", 1)} <= held
+
+
+def test_a_tick_that_cannot_tell_mig_instances_apart_keeps_their_runs(node, read_lake, clock, t0):
+    """The GPU instance id unreadable for one tick: every instance fell into one slot, whose
+    last process list replaced the others', and the pod's run on instance 1 was ended."""
+    gpu2 = node.nvml.gpus[2]
+    with node.agent() as agent:
+        agent.tick()
+        clock.advance(30)
+        gpu2.unsupported.add("nvmlDeviceGetGpuInstanceId")
+        agent.tick()
+        gpu2.unsupported.discard("nvmlDeviceGetGpuInstanceId")
+        clock.advance(30)
+        agent.tick()
+
+    runs = [r for r in read_lake(node.lake, "job_gpus").to_pylist() if r["gpu_uuid"] == UUID2]
+    assert [(r["job_id"], r["mig_instance"], r["start_ts"], r["end_ts"]) for r in runs] == [
+        (POD, 1, t0, t0 + dt.timedelta(seconds=90))
+    ]
+    samples = read_lake(node.lake, "gpu_samples").to_pylist()
+    assert all(r["mig_instance"] is not None for r in samples if r["gpu_uuid"] == UUID2)
+
+
 def test_run_agent_ticks_until_max_ticks(node, proc, clock):
     summary = run_agent(
         node.config.__class__("della", "g001", node.spool, Lake.at(node.lake), 0.05),

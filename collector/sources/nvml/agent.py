@@ -323,12 +323,12 @@ class NvmlAgent:
         slot_jobs, processes = self._attribute(seen.readings, slots_pids)
         samples = owned_rows(samples, slot_jobs)
         # slots whose processes could not be listed keep their jobs' runs open: those of a GPU
-        # NVML did not name this time, and every one while NVML is unavailable (a driver reload)
+        # NVML did not name this time or whose MIG instances it did not tell apart, and every
+        # one while NVML is unavailable (a driver reload)
         unreadable = set(slots_pids) - set(slot_jobs)
+        unknown = seen.unread | {r.gpu.uuid for r in seen.readings if r.unkeyed_instances}
         unreadable |= {
-            (uuid, gi)
-            for _, uuid, gi in self.state.intervals
-            if not seen.listed or uuid in seen.unread
+            (uuid, gi) for _, uuid, gi in self.state.intervals if not seen.listed or uuid in unknown
         }
         intervals = advance_intervals(
             self.state.intervals,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ctypes
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import Any, Final
 
@@ -173,6 +173,9 @@ class GpuReading:
     fb_total_mib: float | None
     mig: bool
     instances: tuple[InstanceReading, ...] = field(default_factory=tuple)
+    # a MIG device whose GPU instance could not be read: what runs on this GPU's instances is
+    # not known in full this tick (their jobs' runs are kept open, not ended)
+    unkeyed_instances: bool = False
 
 
 def _text(value: object) -> str | None:
@@ -258,25 +261,38 @@ def _field_value(reader: NvmlReader, column: str, handle: Any, field_id: int) ->
     return float(getattr(value.value, member))
 
 
-def _instances(reader: NvmlReader, gpu: PhysicalGpu) -> tuple[InstanceReading, ...]:
+def _instances(reader: NvmlReader, gpu: PhysicalGpu) -> tuple[tuple[InstanceReading, ...], bool]:
+    """The GPU instances of a MIG GPU, one reading each, and whether some MIG device's GPU
+    instance could not be read (its row, and what runs on it, unknown this tick).
+
+    NVML lists one MIG device per compute instance: several compute instances of one GPU
+    instance share its memory, and are one instance of the lake (`mig_instance` is the GPU
+    instance), its processes theirs together; read one by one, the last one's processes
+    replaced the others' and their jobs lost the GPU."""
     nvml = reader.nvml
     slots = reader.get("mig", "nvmlDeviceGetMaxMigDeviceCount", gpu.handle) or 0
-    found = []
+    found: dict[int, InstanceReading] = {}
+    unkeyed = False
     for slot in range(int(slots)):
         try:
             mig = reader.call("nvmlDeviceGetMigDeviceHandleByIndex", gpu.handle, slot)
         except nvml.NVMLError:  # NOT_FOUND: an empty slot
             continue
         gi = reader.get("mig_instance", "nvmlDeviceGetGpuInstanceId", mig)
+        if gi is None:  # which instance it is, unknown: not merged into another
+            unkeyed = True
+            continue
+        pids = _pids(reader, mig)
+        before = found.get(int(gi))
+        if before is not None:  # another compute instance of this GPU instance
+            merged = None if before.pids is None or pids is None else (*before.pids, *pids)
+            found[int(gi)] = replace(before, pids=merged)
+            continue
         name = _text(reader.get("mig_profile", "nvmlDeviceGetName", mig)) or ""
         profile = match.group(1) if (match := _MIG_PROFILE.search(name)) else None
         used, free, total = _memory(reader, mig)
-        found.append(
-            InstanceReading(
-                None if gi is None else int(gi), profile, used, free, total, _pids(reader, mig)
-            )
-        )
-    return tuple(sorted(found, key=lambda i: (i.gpu_instance is None, i.gpu_instance or 0)))
+        found[int(gi)] = InstanceReading(int(gi), profile, used, free, total, pids)
+    return tuple(found[gi] for gi in sorted(found)), unkeyed
 
 
 def read_gpu(reader: NvmlReader, gpu: PhysicalGpu) -> GpuReading:
@@ -298,8 +314,8 @@ def read_gpu(reader: NvmlReader, gpu: PhysicalGpu) -> GpuReading:
     dbe = reader.get("ecc_dbe_volatile", "nvmlDeviceGetTotalEccErrors", h, ecc[1], ecc[2])
     mem_temp = _field_value(reader, "mem_temp_c", h, getattr(nvml, "NVML_FI_DEV_MEMORY_TEMP", 82))
     used, free, total = _memory(reader, h)
-    instances = _instances(reader, gpu) if mig else ()
-    if not instances:  # a whole GPU, or MIG enabled with no instance created yet
+    instances, unkeyed = _instances(reader, gpu) if mig else ((), False)
+    if not instances and not unkeyed:  # a whole GPU, or MIG enabled with no instance yet
         instances = (InstanceReading(None, None, used, free, total, _pids(reader, h)),)
     temp = reader.get("temp_c", "nvmlDeviceGetTemperature", h, nvml.NVML_TEMPERATURE_GPU)
     sm_clock = reader.get("sm_clock_mhz", "nvmlDeviceGetClockInfo", h, nvml.NVML_CLOCK_SM)
@@ -327,6 +343,7 @@ def read_gpu(reader: NvmlReader, gpu: PhysicalGpu) -> GpuReading:
         fb_total_mib=total,
         mig=mig,
         instances=instances,
+        unkeyed_instances=unkeyed,
     )
 
 
