@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 
 from warehouse import layout
 from warehouse.lake import Lake
+from warehouse.partitions import PRUNED, built_days
 from warehouse.schema import TABLES
 from warehouse.writer import conform, replace_partitions
 
@@ -227,9 +228,12 @@ def write_findings(lake: Lake, findings: pa.Table) -> WriteResult:
     """Upsert `findings` into the lake: one row per (cluster, finding_id), never two.
 
     A finding already stored is replaced by its new version but keeps its first `detected_ts`
-    (when it was first raised). A job's finding made before its scheduler record landed (no
-    user, anchored without the job's start) is replaced by the same detector's finding on that
-    job made with it: their ids differ (the id hashes the anchor), the problem is one. Each
+    (when it was first raised), and its `start_ts` where that lies on a day whose raw samples
+    were pruned since (found again from the days kept, its span began later: a health trend's
+    lead time shrank by the days pruned). A job's finding made before its scheduler record
+    landed (no user, anchored without the job's start) is replaced by the same detector's
+    finding on that job made with it: their ids differ (the id hashes the anchor), the problem
+    is one. Each
     cluster's findings are rewritten whole, atomically.
     """
     findings = conform(TABLES["findings"], findings)
@@ -255,6 +259,7 @@ def write_findings(lake: Lake, findings: pa.Table) -> WriteResult:
             FINDINGS_SCHEMA.field("detected_ts"),
             pa.array(detected, FINDINGS_SCHEMA.field("detected_ts").type),
         )
+        incoming = _starts_kept_in_pruned_days(lake, cluster, stored, incoming)
         seen = set(first_seen) - set(superseded)
         before = {r["finding_id"]: r for r in stored.to_pylist()}
         before |= {new_id: before[old_id] for old_id, new_id in superseded.items()}
@@ -268,6 +273,42 @@ def write_findings(lake: Lake, findings: pa.Table) -> WriteResult:
         merged = pa.concat_tables([kept, incoming])
         replace_partitions(lake.root, "findings", merged, cluster, batch_id="findings")
     return WriteResult(new=new, updated=updated, unchanged=unchanged)
+
+
+def _starts_kept_in_pruned_days(
+    lake: Lake, cluster: str, stored: pa.Table, incoming: pa.Table
+) -> pa.Table:
+    """`incoming` with each stored finding's `start_ts` kept where it is earlier and falls on a
+    day of `cluster` whose raw samples were pruned: no sample is left there to find it again."""
+    pruned = {key for key, (own, _) in built_days(lake.root).items() if own == PRUNED}
+    if not pruned or stored.num_rows == 0:
+        return incoming
+    folder = layout.safe_name(cluster)
+    was = dict(
+        zip(
+            stored.column("finding_id").to_pylist(),
+            stored.column("start_ts").to_pylist(),
+            strict=True,
+        )
+    )
+    starts = []
+    for finding_id, start in zip(
+        incoming.column("finding_id").to_pylist(),
+        incoming.column("start_ts").to_pylist(),
+        strict=True,
+    ):
+        before = was.get(finding_id)
+        keep = (
+            before is not None
+            and start is not None
+            and before < start
+            and (folder, before.date()) in pruned
+        )
+        starts.append(before if keep else start)
+    field = FINDINGS_SCHEMA.field("start_ts")
+    return incoming.set_column(
+        incoming.schema.get_field_index("start_ts"), field, pa.array(starts, field.type)
+    )
 
 
 def _superseded(stored: pa.Table, incoming: pa.Table) -> dict[str, str]:

@@ -66,6 +66,33 @@ def test_writing_twice_keeps_one_row_per_finding_and_the_first_detection_time(tm
     assert stored["3"]["detected_ts"] == at(7200)
 
 
+def test_a_findings_start_on_a_pruned_day_stays_when_it_is_found_again_from_the_days_kept(
+    tmp_path,
+):
+    """After `prune`, detect finds a GPU's trend again from the days kept: its start moved
+    past the pruned days (the probe's gpu_health_trend lost 10 hours of lead time). On a day
+    not pruned, a later start found again is taken."""
+    from tests.marts import rows as r
+    from warehouse.partitions import mark_pruned
+
+    lake = Lake.at(tmp_path / "lake")
+    r.build_lake(lake.root, samples=r.samples(range(0, 86400 * 2, 3600))).close()
+    day0 = r.T0.date()
+
+    def write(subject: str, start: dt.datetime) -> None:
+        found = {**row(subject, 1.0, cluster=r.CLUSTER), "start_ts": start}
+        write_findings(lake, to_findings(frame([found]), detected_ts=r.at(2 * 86400)))
+
+    write("trend", r.at(3600))  # on day 0, which is pruned below
+    write("other", r.at(86400 + 3600))  # on day 1, kept
+    mark_pruned(lake.root, (r.CLUSTER, day0), 300)
+    write("trend", r.at(86400 + 7200))
+    write("other", r.at(86400 + 7200))
+
+    starts = {f["subject_id"]: f["start_ts"] for f in read_findings(lake).to_pylist()}
+    assert starts == {"trend": r.at(3600), "other": r.at(86400 + 7200)}
+
+
 def test_a_finding_found_again_as_stored_counts_as_unchanged(tmp_path):
     first = to_findings(frame([row("1", 1.0), row("2", 2.0)]), detected_ts=at(3600))
     write_findings(Lake.at(tmp_path), first)
