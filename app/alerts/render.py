@@ -10,7 +10,7 @@ import dataclasses
 import datetime as dt
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -154,6 +154,16 @@ def _headline(f: FindingContext) -> str:
     return (f.message or f"{f.detector} on {_what(f)}").rstrip().rstrip(".")
 
 
+def _as_told(notice: Notice) -> FindingContext:
+    """The finding as a message about `notice` tells it: after the action cancelled its job,
+    the job has ended (the lake still showed it running when the action ran, and its advice
+    read "If the job is stuck, cancel it" under "Job cancelled")."""
+    f = notice.finding
+    if notice.stage == Stage.ACTION and f.job_id and not f.job_ended:
+        return replace(f, job_state="CANCELLED")
+    return f
+
+
 def _finding_context(f: FindingContext, idle_detectors: tuple[str, ...]) -> dict[str, Any]:
     activity = []
     if f.busy_mean is not None:
@@ -210,7 +220,7 @@ def render_notice(
     a folder of overriding templates (alerts.templates_dir)."""
     if role not in ROLES:
         raise ValueError(f"role {role!r} is not one of {ROLES}")
-    f = notice.finding
+    f = _as_told(notice)
     label = _label(notice)
     ctx = _finding_context(f, idle_detectors) | {
         "notice": notice,
@@ -317,7 +327,7 @@ def render_person(
         ),
     )
     entries = [
-        _finding_context(n.finding, idle_detectors)
+        _finding_context(_as_told(n), idle_detectors)
         | {
             "notice": n,
             "label": _label(n),

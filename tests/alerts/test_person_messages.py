@@ -81,6 +81,26 @@ def test_a_job_id_in_capitals_is_written_as_the_scheduler_wrote_it():
     assert "f2" not in r.text and "f2" not in r.html
 
 
+def test_the_job_cancelled_message_does_not_advise_cancelling_it():
+    """The action's notice is made while the lake still shows the job running: under "Job
+    cancelled" it read "If the job is stuck, cancel it: `scancel 4242`"."""
+    from app.alerts.render import render_notice
+
+    running = dataclasses.replace(sample_finding(), job_state="RUNNING", job_end_ts=None)
+    alice = Person("alice", "alice@example.org", "U0ALICE", "Alice")
+    cancelled = Notice(running, Stage.ACTION, True, False)
+
+    one = render_notice(cancelled, alice, "owner", IDLE)
+    digest = render_person([(cancelled, "owner")], alice, IDLE)
+
+    for text in (one.text, digest.text):
+        assert "scancel" not in text, text
+        assert "nothing to cancel" in text
+    # the notices before the action still say how to cancel it
+    final = render_notice(Notice(running, Stage.FINAL, True, False), alice, "owner", IDLE)
+    assert "scancel" in final.text
+
+
 def test_a_job_no_telemetry_saw_is_not_said_to_have_gpus_never_active():
     """ "Activity: 0 of 1 GPU never active" read as known where no sample was seen."""
     alice = Person("alice", "alice@example.org", "U0ALICE", "Alice")
