@@ -42,6 +42,7 @@ __all__ = [
     "compact",
     "compact_closed_days",
     "conform",
+    "foreign_file",
     "recover",
     "replace_partition",
     "replace_partitions",
@@ -330,6 +331,18 @@ def write_batch(
                 _land(folder, part, path, batch_id)
                 written.append(path)
     return written
+
+
+def foreign_file(root: Path, table: str, cluster: str, prefix: str) -> Path | None:
+    """The first file of `table`'s partitions of `cluster` that holds rows of a batch whose id
+    does not start with `prefix` (another source's), or of no batch (another tool's file);
+    None where every row is of such batches (or there is none)."""
+    prefix = layout.safe_name(prefix)
+    for path in layout.folder_files(layout.partition_dir(root, table, cluster, None)):
+        batches = _batches_in(path)
+        if not batches or any(not b.startswith(prefix) for b in batches):
+            return path
+    return None
 
 
 def retract_batches(

@@ -39,7 +39,8 @@ def philly(directory: Path, cluster: str, lake: Lake, quiet: bool) -> None:
     cluster_gpu_util times are US-Pacific and converted by their PDT/PST suffix. Where jobs or
     samples use more GPUs than cluster_machine_list gives a machine (msr-fiddle/philly-traces#8),
     the trace wins. Malformed lines are skipped and counted. Importing the same DIR again
-    replaces instead of duplicating.
+    replaces instead of duplicating; a cluster that holds another source's jobs or samples is
+    refused (the trace is a cluster of its own).
     Run `gpuledger attribute` afterwards to give samples their jobs and build the marts.
     """
     from collector.sources.philly.trace import find_trace_files, import_philly

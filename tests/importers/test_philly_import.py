@@ -353,6 +353,27 @@ def test_the_command_fails_with_one_clear_line(tmp_path, args, code, fragment):
     assert len(errors) == 1 and fragment in errors[0], result.output
 
 
+def test_a_cluster_holding_another_sources_data_is_refused_and_left_as_it_was(tmp_path):
+    """Imported into a cluster that has its scheduler's records, the trace's 86 jobs and their
+    samples merged into that cluster's figures, with nothing to tell them apart."""
+    from tests.marts import rows as r
+
+    lake = tmp_path / "lake"
+    r.land(lake, "jobs", [r.job("1", 0, 3600)], batch_id="slurm-della-1")
+    before = _counts(lake)
+
+    result = CliRunner().invoke(
+        command, ["philly", str(FIXTURE), "--cluster", r.CLUSTER, "--lake", str(lake)]
+    )
+
+    assert result.exit_code == 1, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and "already holds jobs that are not this trace's" in errors[0]
+    assert _counts(lake) == before
+    # a cluster of its own (and this trace again into it) imports
+    assert _import(lake).jobs == 86 and _import(lake).jobs == 86
+
+
 def test_a_malformed_util_line_is_skipped_and_reported_by_the_command(tmp_path):
     folder = tmp_path / "trace"
     shutil.copytree(FIXTURE, folder)

@@ -23,7 +23,7 @@ from collector.errors import ConfigError, MalformedSample
 from collector.sources.philly.gpu_util import DAMAGED, UtilStats, open_text, read_gpu_util
 from warehouse.arrow_arrays import TIMESTAMP
 from warehouse.lake import Lake
-from warehouse.writer import retract_batches, write_batch
+from warehouse.writer import foreign_file, retract_batches, write_batch
 
 __all__ = [
     "TRACE_FILES",
@@ -432,11 +432,21 @@ def import_philly(
     if not cluster.strip():
         raise ConfigError("cluster must be a non-empty name")
     files = find_trace_files(directory)
+    batch = f"philly-{cluster}"
+    for table in ("jobs", "job_gpus", "gpu_samples"):
+        # a trace is a cluster of its own: merged into a cluster's real data, its jobs and
+        # samples would count in that cluster's figures, with nothing to tell them apart
+        other = foreign_file(lake.root, table, cluster, f"{batch}-")
+        if other is not None:
+            raise ConfigError(
+                f"cluster {cluster!r} already holds {table} that are not this trace's "
+                f"({str(other)!r}): import the trace under a cluster name of its own "
+                "(e.g. --cluster philly)"
+            )
     skipped = {name: Skipped() for name in TRACE_FILES}
     machines = read_machine_list(files.machine_list, skipped["cluster_machine_list"])
     log = read_job_log(files.job_log, cluster, skipped["cluster_job_log"])
     counts = gpu_counts(machines, log.machine_gpus)
-    batch = f"philly-{cluster}"
     landed: list[Path] = []
     landed += write_batch(lake.root, "jobs", log.jobs, f"{batch}-jobs")
     landed += write_batch(lake.root, "job_gpus", log.job_gpus, f"{batch}-job_gpus")
