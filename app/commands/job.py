@@ -289,11 +289,35 @@ def render_json(report: JobReport, at_end: dict[str, Any] | None = None) -> str:
     "--admin-comment",
     is_flag=True,
     help="Also show the summary a slurmctld epilog stored in the job's AdminComment at its "
-    "end (read with sacct): for old jobs whose telemetry the lake no longer holds.",
+    "end (read with sacct on the job's cluster): for old jobs whose telemetry the lake no "
+    "longer holds.",
+)
+@click.option(
+    "--slurm-cluster",
+    default=None,
+    metavar="NAME",
+    help="Slurm's name of the job's cluster (SLURM_CLUSTER_NAME, in a slurmctld epilog): the "
+    "job is looked up on that cluster alone where the lake holds it (never another "
+    "cluster's job of the same id), on any cluster where the lake names it otherwise.",
+)
+@click.option(
+    "--job-name",
+    default=None,
+    metavar="NAME",
+    help="The job's name as Slurm gives it (SLURM_JOB_NAME): a job of the same id in the lake "
+    "with another name is another job, and is refused.",
 )
 @lake_option
 @reports_errors
-def command(job_id: str, cluster: str | None, fmt: str, admin_comment: bool, lake: Lake) -> None:
+def command(
+    job_id: str,
+    cluster: str | None,
+    fmt: str,
+    admin_comment: bool,
+    slurm_cluster: str | None,
+    job_name: str | None,
+    lake: Lake,
+) -> None:
     """One job's efficiency report and the change to make next time.
 
     \b
@@ -312,20 +336,29 @@ def command(job_id: str, cluster: str | None, fmt: str, admin_comment: bool, lak
       gpuledger job 123456 --admin-comment    # with the summary stored at its end
     Build the marts first (`gpuledger attribute`) so the usage is current.
     """
+    from app.jobmail.compose import named_otherwise, slurm_cluster_in
     from detectors.job_report import AmbiguousJob, UnknownJob, load_job_report
     from warehouse.one_job import connect_job
 
+    if cluster is None and slurm_cluster:
+        cluster, _ = slurm_cluster_in(lake, slurm_cluster)
     con = connect_job(lake.root, job_id, cluster)  # the job's cluster and days, not the whole lake
     try:
         report = load_job_report(con, job_id, cluster)
     except (UnknownJob, AmbiguousJob) as exc:
         raise AppError(str(exc)) from exc
+    otherwise = named_otherwise(report.job, job_name)
+    if otherwise is not None:
+        raise AppError(otherwise)
     at_end = None
     if admin_comment:
         from app.jobmail.summary import parse_admin_comment
         from collector.sources.slurm.admin_comment import read_admin_comment
 
-        at_end = parse_admin_comment(read_admin_comment(job_id)) or {}
+        # the comment of the job on its own cluster: sacct without one asks the local cluster,
+        # whose job of the same id is another
+        stored = read_admin_comment(job_id, cluster=report.job.get("cluster"))
+        at_end = parse_admin_comment(stored) or {}
     if fmt == "json":
         click.echo(render_json(report, at_end), nl=False)
     elif fmt == "summary":

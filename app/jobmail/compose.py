@@ -159,6 +159,26 @@ def _seconds(run_time: str | None) -> float | None:
         return None
 
 
+def slurm_cluster_in(lake: Lake, cluster: str | None) -> tuple[str | None, bool]:
+    """The lake's cluster to look a job of Slurm's `cluster` (SLURM_CLUSTER_NAME) up on, and
+    whether the lake holds it: that cluster alone where it does (a job not collected yet is
+    none, never another cluster's job of the same id), any cluster where the lake names it
+    otherwise or no cluster is given."""
+    known = cluster is not None and lake.partition_dir("jobs", cluster, None).is_dir()
+    return (cluster if known else None), known
+
+
+def named_otherwise(job: dict[str, Any], name: str | None) -> str | None:
+    """Why the job found is not the one Slurm named `name` (its job name in the lake differs:
+    the same id on another cluster, or the scheduler's ids began again), or None."""
+    if name and job.get("job_name") not in (None, name):
+        return (
+            f"job {job['job_id']!r} in the lake is named {job.get('job_name')!r}, not "
+            f"{name!r} as Slurm says: another job of the same id"
+        )
+    return None
+
+
 def lake_report(lake: Lake, cluster: str | None = None, width: int = MAIL_WIDTH) -> ReportFor:
     """`report_for` from the lake: what `gpuledger job` says, `width` columns wide.
 
@@ -202,26 +222,18 @@ def lake_report(lake: Lake, cluster: str | None = None, width: int = MAIL_WIDTH)
                 # components 1014+0, 1014+1 …): each component's report, in order
                 return [load_one(part, on_cluster) for part in unknown.components]
 
-        known = cluster is not None and lake.partition_dir("jobs", cluster, None).is_dir()
+        on_cluster, known = slurm_cluster_in(lake, cluster)
         try:
-            try:
-                reports = load(cluster)
-            except UnknownJob:
-                if cluster is None or known:
-                    raise
-                reports = load(None)
+            reports = load(on_cluster)
         except UnknownJob:
             where = f" of cluster {cluster!r}" if known else ""
             raise AppError(f"job {mail.job_id!r}{where} is not in the lake yet") from None
         for report in reports:
-            if mail.name and report.job.get("job_name") not in (None, mail.name):
-                # (the same id on another cluster, or after the scheduler's ids began again
-                # with the new job not collected yet, is another person's job)
-                raise AppError(
-                    f"job {report.job['job_id']!r} in the lake is named "
-                    f"{report.job.get('job_name')!r}, not {mail.name!r} as the mail says: "
-                    "another job of the same id"
-                )
+            # (the same id on another cluster, or after the scheduler's ids began again with
+            # the new job not collected yet, is another person's job)
+            otherwise = named_otherwise(report.job, mail.name)
+            if otherwise is not None:
+                raise AppError(otherwise)
         detected = bool(lake.table_files("findings"))
         spark = max(8, width - _GPU_LINE_BEFORE_SPARK)
         return "\n".join(

@@ -23,7 +23,10 @@ if [ -n "${SLURM_ARRAY_JOB_ID:-}" ] && [ -n "${SLURM_ARRAY_TASK_ID:-}" ]; then
 fi
 log() { logger -t gpuledger-epilog "job $job: $*" 2>/dev/null || echo "gpuledger-epilog: job $job: $*" >&2; }
 
-if ! summary=$("$gpuledger" job "$job" --format summary 2>/tmp/gpuledger-epilog.$$); then
+# the job of this cluster (another cluster in the lake may have a job of the same id), and of
+# this name (the lake may not have collected it yet, and hold an older job of that id)
+if ! summary=$("$gpuledger" job "$job" --slurm-cluster "${SLURM_CLUSTER_NAME:-}" \
+    --job-name "${SLURM_JOB_NAME:-}" --format summary 2>/tmp/gpuledger-epilog.$$); then
     log "no summary: $(tr '\n' ' ' </tmp/gpuledger-epilog.$$ | cut -c1-300)"
     summary='{"gpuledger":1,"busy":null,"idle_gpu_h":null,"diagnosis":null,"finding":null,"note":"not in the lake at the end"}'
 fi

@@ -350,7 +350,9 @@ def test_job_shows_the_admin_comment_summary_of_an_old_job(lake, tmp_path):
     assert "At the Job's End (AdminComment)" in text.output
     assert "  GPU busy 12%, 3.50 GPU-h idle; bottleneck: idle" in text.output
     assert "  Main finding: idle_job: 3 of 4 gpus | idle" in text.output
-    assert "--jobs=j1" in (tmp_path / "argv").read_text()
+    # on the job's own cluster: sacct without one asks the local cluster, whose job of the
+    # same id is another (the probe's 8-minute job read another's 8.19 GPU-h idle)
+    assert "--clusters=della --format=AdminComment --jobs=j1" in (tmp_path / "argv").read_text()
     assert body["admin_comment"]["idle_gpu_h"] == 3.5
     sacct.write_text("#!/bin/sh\necho\n", encoding="utf-8")  # no comment stored
     none = runner.invoke(cli, ["job", "j1", "--admin-comment", "--lake", str(lake)])
@@ -392,14 +394,21 @@ def test_the_epilog_stores_the_summary_with_sacctmgr_retrying_until_slurmdbd_has
             "SLURM_JOB_ID": "10",
             "SLURM_ARRAY_JOB_ID": "7",
             "SLURM_ARRAY_TASK_ID": "3",
+            "SLURM_CLUSTER_NAME": "della",
+            "SLURM_JOB_NAME": "train",
         },
     )  # fmt: skip
     argv = (tmp_path / "sacctmgr.argv").read_text(encoding="utf-8").splitlines()
 
     assert done.returncode == 0, done.stderr
+    # this cluster's job of this name: another cluster in the lake may have a job 7_3
     assert (tmp_path / "gpuledger.argv").read_text().split() == [
         "job",
         "7_3",
+        "--slurm-cluster",
+        "della",
+        "--job-name",
+        "train",
         "--format",
         "summary",
     ]
@@ -412,6 +421,31 @@ def test_the_epilog_stores_the_summary_with_sacctmgr_retrying_until_slurmdbd_has
     else:
         assert stored["busy"] is None and stored["note"] == "not in the lake at the end"
         assert "no summary: Error: No job" in (tmp_path / "log").read_text()
+
+
+def test_job_with_slurms_cluster_and_name_reports_that_clusters_job_of_that_name(lake, tmp_path):
+    """The epilog's lookup (`--slurm-cluster "$SLURM_CLUSTER_NAME" --job-name
+    "$SLURM_JOB_NAME"`): it ran `gpuledger job ID` over every cluster, and stored another
+    cluster's job of the same id in the ending job's AdminComment."""
+    root = tmp_path / "lake"
+    shutil.copytree(lake, root)
+    r.land(root, "jobs", [r.job("k1", 0, H, cluster="tiger")], batch_id="tiger")
+    r.land(root, "jobs", [r.job("j7", 0, H, job_name="other-work")], batch_id="j7")
+
+    def job(*args: str) -> Result:
+        return CliRunner().invoke(
+            cli, ["job", *args, "--format", "summary", "--lake", str(root)], env={}
+        )
+
+    # della's j1 is not tiger's job (tiger's not collected yet)
+    refused = job("j1", "--slurm-cluster", "tiger")
+    assert refused.exit_code == 1 and "No job" in refused.output, refused.output
+    assert job("j1", "--slurm-cluster", r.CLUSTER).exit_code == 0
+    # a cluster the lake names otherwise: any cluster, but the name must be the job's
+    assert job("j1", "--slurm-cluster", "della-prod", "--job-name", "train").exit_code == 0
+    other = job("j7", "--slurm-cluster", "della-prod", "--job-name", "train")
+    assert other.exit_code == 1
+    assert "named 'other-work', not 'train'" in other.output
 
 
 def test_a_job_is_looked_up_on_its_own_cluster_only_where_the_lake_holds_that_cluster(
