@@ -162,10 +162,23 @@ def _seconds(run_time: str | None) -> float | None:
 def slurm_cluster_in(lake: Lake, cluster: str | None) -> tuple[str | None, bool]:
     """The lake's cluster to look a job of Slurm's `cluster` (SLURM_CLUSTER_NAME) up on, and
     whether the lake holds it: that cluster alone where it does (a job not collected yet is
-    none, never another cluster's job of the same id), any cluster where the lake names it
-    otherwise or no cluster is given."""
-    known = cluster is not None and lake.partition_dir("jobs", cluster, None).is_dir()
-    return (cluster if known else None), known
+    none, never another cluster's job of the same id); the lake's one cluster where it names
+    it otherwise, or no cluster is given. Raises AppError where the lake holds several
+    clusters, none of them `cluster`: which one's job of the id is this job cannot be told
+    (by its name alone, another user's `run.sh` went into the mail)."""
+    if cluster is None:
+        return None, False
+    if lake.partition_dir("jobs", cluster, None).is_dir():
+        return cluster, True
+    folder = lake.table_dir("jobs")
+    held = sorted(p.name.removeprefix("cluster=") for p in folder.glob("cluster=*"))
+    if len(held) > 1:
+        raise AppError(
+            f"the lake holds no cluster {cluster!r} but several others ({', '.join(held[:5])}"
+            f"{' …' if len(held) > 5 else ''}): collect Slurm under its own cluster name "
+            "(gpuledger collect slurm --cluster NAME as SLURM_CLUSTER_NAME gives it)"
+        )
+    return None, False
 
 
 def named_otherwise(job: dict[str, Any], name: str | None) -> str | None:

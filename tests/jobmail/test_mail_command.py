@@ -441,9 +441,11 @@ def test_job_with_slurms_cluster_and_name_reports_that_clusters_job_of_that_name
     refused = job("j1", "--slurm-cluster", "tiger")
     assert refused.exit_code == 1 and "No job" in refused.output, refused.output
     assert job("j1", "--slurm-cluster", r.CLUSTER).exit_code == 0
-    # a cluster the lake names otherwise: any cluster, but the name must be the job's
-    assert job("j1", "--slurm-cluster", "della-prod", "--job-name", "train").exit_code == 0
-    other = job("j7", "--slurm-cluster", "della-prod", "--job-name", "train")
+    # of a cluster the lake names otherwise: not told apart among several clusters
+    unknown = job("j1", "--slurm-cluster", "della-prod", "--job-name", "train")
+    assert unknown.exit_code == 1 and "holds no cluster 'della-prod'" in unknown.output
+    # a job of the same id and another name is another job
+    other = job("j7", "--slurm-cluster", r.CLUSTER, "--job-name", "train")
     assert other.exit_code == 1
     assert "named 'other-work', not 'train'" in other.output
 
@@ -452,14 +454,18 @@ def test_a_job_is_looked_up_on_its_own_cluster_only_where_the_lake_holds_that_cl
     lake, mailer, tmp_path
 ):
     # tiger is in the lake, its job j1 not collected yet: della's j1 is another person's job,
-    # never attached. A cluster the lake names otherwise (della-prod) is searched for on any
-    # cluster, but the job found must carry the subject's job name.
-    root = tmp_path / "lake"
-    shutil.copytree(lake, root)
-    r.land(root, "jobs", [r.job("k1", 0, H, cluster="tiger")], batch_id="tiger")
-    r.land(root, "jobs", [r.job("j7", 0, H, job_name="other-work")], batch_id="j7")
+    # never attached. A cluster a one-cluster lake names otherwise (della-prod) is its one
+    # cluster, but the job found must carry the subject's job name; with several clusters in
+    # the lake, none of them della-prod, which one's job it is cannot be told (by its name
+    # alone, another user's `run.sh` went into the mail).
+    one = tmp_path / "one"
+    shutil.copytree(lake, one)
+    r.land(one, "jobs", [r.job("j7", 0, H, job_name="other-work")], batch_id="j7")
+    several = tmp_path / "several"
+    shutil.copytree(one, several)
+    r.land(several, "jobs", [r.job("k1", 0, H, cluster="tiger")], batch_id="tiger")
 
-    def report_line(job: str, cluster: str) -> str:
+    def report_line(job: str, cluster: str, root: Path = several) -> str:
         subject = END.replace("Job_id=j1", f"Job_id={job}")
         result = mail(
             mailer, "-s", subject, "mallory", "--lake", str(root), SLURM_CLUSTER_NAME=cluster
@@ -469,7 +475,8 @@ def test_a_job_is_looked_up_on_its_own_cluster_only_where_the_lake_holds_that_cl
         return next(line for line in body.splitlines() if "Job ID" in line or NOTE_PREFIX in line)
 
     assert "job 'j1' of cluster 'tiger' is not in the lake yet" in report_line("j1", "tiger")
-    assert "named 'other-work', not 'train'" in report_line("j7", "della-prod")
     # on its own cluster too: an id the scheduler gave again, the new job not collected yet
     assert "named 'other-work', not 'train'" in report_line("j7", r.CLUSTER)
-    assert report_line("j1", "della-prod").strip().startswith("Job ID: j1")
+    assert "the lake holds no cluster 'della-prod' but several" in report_line("j1", "della-prod")
+    assert "named 'other-work', not 'train'" in report_line("j7", "della-prod", one)
+    assert report_line("j1", "della-prod", one).strip().startswith("Job ID: j1")
