@@ -66,6 +66,10 @@ class FindingContext:
     user_rank: int | None = None
     users_ranked: int | None = None
     user_gpu_h_at_stake: float | None = None
+    # the Slurm cluster its commands name (`-M`), where alerts.action_clusters maps its
+    # cluster to one: in a lake of several clusters, `scancel 1049` from the wrong host cancels
+    # another cluster's job of that id
+    slurm_cluster: str | None = None
 
     @property
     def fingerprint(self) -> str:

@@ -79,6 +79,11 @@ def _one_slice(f: FindingContext) -> str | None:
     return None if g >= 7 else profile_name(g, dict(PROFILES)[g], total)
 
 
+def _on(f: FindingContext) -> str:
+    """The Slurm command's `-M CLUSTER` where the finding's cluster maps to one, else ""."""
+    return f" -M {sh(f.slurm_cluster)}" if f.slurm_cluster else ""
+
+
 def _running(f: FindingContext) -> bool:
     return not f.job_ended and f.job_id is not None
 
@@ -93,12 +98,14 @@ def concrete_fix(f: FindingContext, idle_detectors: tuple[str, ...]) -> str:
     if f.is_hardware or any(k in name for k in ("xid", "ecc", "remap", "thermal", "failing")):
         node = f.node or f.subject_id
         return (
-            f"Drain the node and check the GPU: `scontrol update {sh(f'NodeName={node}')} "
+            f"Drain the node and check the GPU: `scontrol{_on(f)} update {sh(f'NodeName={node}')} "
             f"State=DRAIN {sh(f'Reason=gpuledger {f.detector}')}`, then run `dcgmi diag -r 3` "
             "on it."
         )
     if name == "hung_job":
-        now = f"If it is still hung, cancel it: `scancel {sh(job)}`. " if _running(f) else ""
+        now = (
+            f"If it is still hung, cancel it: `scancel{_on(f)} {sh(job)}`. " if _running(f) else ""
+        )
         return f"{now}A hang is not a sizing problem; make it fail fast next time. {HANG_FIX}"
     if name == "stranded_gpus":
         options = host_request_options(f.evidence)
@@ -132,10 +139,10 @@ def concrete_fix(f: FindingContext, idle_detectors: tuple[str, ...]) -> str:
                 "`torch.cuda.is_available()` in the job script)."
             )
         if f.interactive:
-            return f"End the session when you step away: `exit`, or `scancel {sh(job)}`."
+            return f"End the session when you step away: `exit`, or `scancel{_on(f)} {sh(job)}`."
         return (
-            f"If the job is stuck, cancel it: `scancel {sh(job)}`; check that your code sees the "
-            "GPUs (`nvidia-smi` and `torch.cuda.is_available()` in the job script)."
+            f"If the job is stuck, cancel it: `scancel{_on(f)} {sh(job)}`; check that your code "
+            "sees the GPUs (`nvidia-smi` and `torch.cuda.is_available()` in the job script)."
         )
     if "overalloc" in name or "partial" in name:
         used = _gpus_used(f)
@@ -152,7 +159,7 @@ def concrete_fix(f: FindingContext, idle_detectors: tuple[str, ...]) -> str:
             return f"One MIG slice holds all of this job's work: `{sh(f'--gres=gpu:{profile}:1')}`."
     if "memory" in name:
         release = (
-            f"If its work is done, end it (`scancel {sh(job)}`); otherwise free"
+            f"If its work is done, end it (`scancel{_on(f)} {sh(job)}`); otherwise free"
             if _running(f)
             else "Free"
         )

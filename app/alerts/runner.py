@@ -15,7 +15,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -238,6 +238,8 @@ def run_cycle(
     directory = load_directory(cfg.directory, cfg.email_domain, cfg.opt_out)
     since = seams.clock() - dt.timedelta(hours=cfg.lookback_hours)
     findings = seams.read_findings(lake, since)
+    if cfg.action == "scancel":  # the fixes' commands name the Slurm cluster mapped to
+        findings = [replace(f, slurm_cluster=cfg.endpoint(f.cluster)) for f in findings]
     report = CycleReport(findings=len(findings))
     if dry_run:
         path = lake.root / "_state" / LEDGER_FILE

@@ -5,6 +5,7 @@ jobs nothing in particular, and a cancelled job's owner that it was "cancelled b
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 
 from app.alerts.findings import FindingContext
 from app.alerts.fixes import concrete_fix, state_phrase
@@ -94,3 +95,34 @@ def test_a_cancelled_job_names_the_canceller_as_a_user_id():
     assert state_phrase(None) == "ended"
     ended = finding("idle_job", job_state="CANCELLED by 2003", job_end_ts=NOW)
     assert "has ended (cancelled by user id 2003)" in concrete_fix(ended, IDLE)
+
+
+def test_the_commands_name_the_slurm_cluster_the_alerts_map_the_findings_cluster_to(tmp_path):
+    """A lake of two clusters, both with a job 1049 and a node gpu-002: `scancel 1049` run from
+    the wrong host cancels the other cluster's job. Where alerts.action_clusters maps the
+    finding's cluster, its commands say which (`-M`); unmapped, they stay as they were."""
+    from app.alerts.runner import Seams, run_cycle
+    from warehouse.lake import Lake
+
+    from .factories import alerts_config
+
+    idle = finding(
+        "idle_job",
+        cluster="beta",
+        job_id="1049",
+        subject_id="1049",
+        start_ts=NOW - dt.timedelta(minutes=70),
+    )
+    node = finding("xid_hardware", cluster="beta", subject_kind="node", node="gpu-002")
+    mapped = dataclasses.replace(idle, slurm_cluster="slurm-beta")
+    assert "`scancel -M slurm-beta 1049`" in concrete_fix(mapped, IDLE)
+    assert "`scontrol -M slurm-beta update NodeName=gpu-002 State=DRAIN" in concrete_fix(
+        dataclasses.replace(node, slurm_cluster="slurm-beta"), IDLE
+    )
+    assert "`scancel 1049`" in concrete_fix(idle, IDLE)
+
+    (tmp_path / "lake").mkdir()
+    cfg = alerts_config(tmp_path, {"GPULEDGER_ALERTS_ACTION_CLUSTERS": "alpha=a,beta=slurm-beta"})
+    seams = Seams(clock=lambda: NOW, read_findings=lambda lake, since: [idle])
+    report = run_cycle(Lake.at(tmp_path / "lake"), cfg, seams, dry_run=True)
+    assert [n.finding.slurm_cluster for n in report.notices] == ["slurm-beta"]
