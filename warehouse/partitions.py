@@ -406,6 +406,7 @@ def _refuse_other_width(root: Path, bucket_s: int) -> None:
     width than `bucket_s`: they cannot be built again, and the summary marts cannot add
     buckets of two widths (occupancy would count a GPU twice or half)."""
     with contextlib.closing(_state(root)) as db:
+        _record_widths_pruned_before(root, db)
         other = db.execute(
             "SELECT cluster, bucket_s FROM pruned_buckets WHERE bucket_s <> ? ORDER BY cluster",
             (bucket_s,),
@@ -418,6 +419,41 @@ def _refuse_other_width(root: Path, bucket_s: int) -> None:
             + f" were pruned from partitions of {width} s buckets, which cannot be built again "
             f"at {bucket_s} s: set attribute.bucket_s = {width} for this lake"
         )
+
+
+def _record_widths_pruned_before(root: Path, db: sqlite3.Connection) -> None:
+    """Record the bucket width of each cluster folder whose days were pruned before widths were
+    recorded (attribution.sqlite before version 3): read from the spacing of one pruned day's
+    `gpu_job_buckets`. Without it such a lake took another width, and its summary marts added
+    300 s buckets to 600 s ones (half the fleet unobserved) while `check` passed."""
+    unrecorded = db.execute(
+        "SELECT cluster, min(date) FROM sample_days_built WHERE own = ? "
+        "AND cluster NOT IN (SELECT cluster FROM pruned_buckets) GROUP BY cluster",
+        (PRUNED,),
+    ).fetchall()
+    for cluster, date in unrecorded:
+        width = _bucket_width(layout.partition_dir(root, "gpu_job_buckets", cluster, None), date)
+        if width is not None:
+            with db:
+                db.execute("INSERT OR IGNORE INTO pruned_buckets VALUES (?, ?)", (cluster, width))
+
+
+def _bucket_width(cluster_dir: Path, date: str) -> int | None:
+    """The spacing of the buckets in `cluster_dir`'s partition of `date` (seconds: the greatest
+    common divisor of the gaps between them), None where it holds fewer than two."""
+    import math
+
+    import pyarrow.parquet as pq
+
+    starts: set[int] = set()
+    for path in layout.folder_files(cluster_dir / f"date={date}"):
+        column = pq.read_table(path, columns=["bucket"]).column("bucket")
+        starts.update(int(ts.timestamp()) for ts in column.to_pylist() if ts is not None)
+    ordered = sorted(starts)
+    width = 0
+    for before, after in zip(ordered, ordered[1:], strict=False):
+        width = math.gcd(width, after - before)
+    return width or None
 
 
 def _allocation_days(

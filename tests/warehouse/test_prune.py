@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import shutil
+import sqlite3
 from pathlib import Path
 
 import polars as pl
@@ -116,6 +117,13 @@ def test_pruning_keeps_every_figure_and_removes_only_old_sample_files(built, tmp
     assert "were pruned from partitions of 300 s buckets" in refused.output
     assert "attribute.bucket_s = 300" in refused.output
     assert "Traceback" not in refused.output
+    # pruned by a version that recorded no width (attribution.sqlite before version 3: its
+    # migration makes the record empty): the width is read from the pruned days' buckets
+    # (another width was taken, and the marts counted half the fleet unobserved)
+    with sqlite3.connect(lake / "_state" / "attribution.sqlite") as db:
+        db.execute("DELETE FROM pruned_buckets")
+    refused = CliRunner().invoke(cli, ["attribute", "-q", "--bucket", "600", "--lake", str(lake)])
+    assert refused.exit_code == 1 and "partitions of 300 s buckets" in refused.output
     for name, frame in before.items():
         assert_frame_equal(r.marts_by_key(lake)[name], frame, check_exact=False, rel_tol=1e-12)
 
