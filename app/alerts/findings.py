@@ -154,3 +154,13 @@ def load_findings(con: duckdb.DuckDBPyConnection, since: dt.datetime) -> list[Fi
 
     frame = queries.run(con, QUERY, since=since)
     return [from_row(row) for row in frame.iter_rows(named=True)]
+
+
+def fingerprint_end(fingerprint: str) -> dt.datetime | None:
+    """The finding's end time a notice's `fingerprint` recorded (the data's time when the
+    notice was planned), None where it had none or the text is not a fingerprint."""
+    end = fingerprint.rsplit("|", 1)[-1]
+    try:
+        return None if end == "-" else dt.datetime.fromisoformat(end)
+    except ValueError:
+        return None

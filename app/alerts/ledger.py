@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.alerts.findings import fingerprint_end
 from app.alerts.plan import Prior, Stage
 from warehouse import state_files
 from warehouse.layout import SHARED_FILE_MODE
@@ -35,6 +36,18 @@ _OWNER_ONLY = 0o600  # the mode earlier versions created the ledger with
 
 def _ts(value: dt.datetime) -> str:
     return value.astimezone(dt.UTC).isoformat(timespec="milliseconds")
+
+
+def _of_episode(fingerprint: str, since: dt.datetime | None) -> bool:
+    """Whether a notice is about the finding as it was at or after `since`: its recorded end
+    (the data's time when it was planned) is not before it. The time the notice was planned
+    is the wall clock's, later than the data's: a notice about the last idle episode planned
+    after the next one began counted as the next one's (its final notice, and a cancellation
+    with no warning)."""
+    if since is None:
+        return True
+    end = fingerprint_end(fingerprint)
+    return end is None or end >= since
 
 
 def _parse(value: str | None) -> dt.datetime | None:
@@ -149,23 +162,24 @@ class Ledger:
     def last_notice(
         self, cluster: str, finding_id: str, test_mode: bool, since: dt.datetime | None = None
     ) -> Prior | None:
-        """The highest stage reached (by the notices planned at or after `since`), and what the
-        latest notice said (fingerprint, severity); None where no notice was planned then."""
-        after = "" if since is None else _ts(since)
-        row = self.con.execute(
-            "SELECT fingerprint, severity, created_ts, "
-            "(SELECT max(stage) FROM notices m WHERE m.cluster = n.cluster "
-            "AND m.finding_id = n.finding_id AND m.test_mode = n.test_mode "
-            "AND m.created_ts >= ?4) "
-            "FROM notices n WHERE cluster = ?1 AND finding_id = ?2 AND test_mode = ?3 "
-            "AND created_ts >= ?4 ORDER BY id DESC LIMIT 1",
-            (cluster, finding_id, int(test_mode), after),
-        ).fetchone()
-        if row is None:
+        """The highest stage reached, and what the latest notice said (fingerprint, severity),
+        of the notices about the finding as it was at or after `since` (the data's time: the
+        finding's end when each was planned); None where there is none."""
+        rows = [
+            row
+            for row in self.con.execute(
+                "SELECT stage, fingerprint, severity, created_ts FROM notices "
+                "WHERE cluster = ? AND finding_id = ? AND test_mode = ? ORDER BY id",
+                (cluster, finding_id, int(test_mode)),
+            )
+            if _of_episode(row[1], since)
+        ]
+        if not rows:
             return None
-        created = _parse(row[2])
+        _, fingerprint, severity, created_ts = rows[-1]
+        created = _parse(created_ts)
         assert created is not None
-        return Prior(Stage(row[3]), row[0], row[1], created)
+        return Prior(Stage(max(row[0] for row in rows)), fingerprint, severity, created)
 
     def last_subject_notice(
         self, subject_key: str, detector: str, test_mode: bool
@@ -182,21 +196,21 @@ class Ledger:
     ) -> dt.datetime | None:
         # a message tells of its notices through message_notices (with the role of each);
         # messages of earlier versions, of one notice, only through messages.notice_id
-        row = self.con.execute(
-            "SELECT min(ts) FROM ("
-            "SELECT m.delivered_ts AS ts FROM messages m "
+        rows = self.con.execute(
+            "SELECT m.delivered_ts, n.fingerprint FROM messages m "
             "JOIN message_notices l ON l.key = m.key JOIN notices n ON n.id = l.notice_id "
             "WHERE n.cluster = ?1 AND n.finding_id = ?2 AND n.stage = ?3 AND n.test_mode = 0 "
             "AND l.role = 'owner' AND m.state = 'delivered' "
             "UNION ALL "
-            "SELECT m.delivered_ts FROM messages m JOIN notices n ON m.notice_id = n.id "
+            "SELECT m.delivered_ts, n.fingerprint FROM messages m "
+            "JOIN notices n ON m.notice_id = n.id "
             "WHERE n.cluster = ?1 AND n.finding_id = ?2 AND n.stage = ?3 AND n.test_mode = 0 "
             "AND m.role = 'owner' AND m.state = 'delivered' "
-            "AND NOT EXISTS (SELECT 1 FROM message_notices l WHERE l.key = m.key)) "
-            "WHERE ts >= ?4",
-            (cluster, finding_id, int(Stage.FINAL), "" if since is None else _ts(since)),
-        ).fetchone()
-        return _parse(row[0])
+            "AND NOT EXISTS (SELECT 1 FROM message_notices l WHERE l.key = m.key)",
+            (cluster, finding_id, int(Stage.FINAL)),
+        ).fetchall()
+        delivered = [ts for ts, fingerprint in rows if ts and _of_episode(fingerprint, since)]
+        return _parse(min(delivered)) if delivered else None
 
     def action_taken(self, cluster: str, job_id: str) -> bool:
         row = self.con.execute(

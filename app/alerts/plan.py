@@ -6,9 +6,11 @@ time, `plan` returns the notices to send, the actions to take and what waits. It
 Rules (Job Defense Shield's hygiene, see shared/reference/anchors.md §2):
 - one notice per subject per detector per `period_hours`; a finding that changes within the
   period waits, unless its severity rose;
-- idle jobs escalate while the idleness is current (the finding's end_ts is null or within
-  `idle_fresh_minutes`): first, second and final notice at `idle_after` / `second_notice` /
-  `final_notice` minutes of idleness, then the action (off by default) at `action_after`,
+- idle jobs escalate while the idleness is current (the finding's end_ts is null, or within
+  `idle_fresh_minutes` with no busy time observed after it): first, second and final notice
+  at `idle_after` / `second_notice` / `final_notice` minutes of the latest idle episode (a job
+  idle, busy, then idle again starts over, with notices of its own), then the action (off by
+  default) at `action_after`,
   never before the final notice has been delivered for (action_after - final_notice) minutes,
   and only on a cluster `action_clusters` maps to a scheduler endpoint, for a job id of the
   scheduler's format (else the final notice is the last word, and `waiting` says why);
@@ -71,9 +73,10 @@ class History(Protocol):
     def last_notice(
         self, cluster: str, finding_id: str, test_mode: bool, since: dt.datetime | None = None
     ) -> Prior | None:
-        """The latest notice about this finding, its stage the highest of those planned at or
-        after `since` (any time: None; an earlier idle episode's escalation is not this
-        one's): None where none was."""
+        """The latest notice about this finding, its stage the highest, of the notices about
+        it as it was at or after `since` (the data's time: the finding's end each recorded;
+        any: None; an earlier idle episode's escalation is not this one's): None where none
+        was."""
         ...
 
     def last_subject_notice(
@@ -85,8 +88,8 @@ class History(Protocol):
     def final_delivered_at(
         self, cluster: str, finding_id: str, since: dt.datetime | None = None
     ) -> dt.datetime | None:
-        """When the final notice to the job's owner was delivered (real mode only), at or after
-        `since` (any time: None)."""
+        """When the final notice to the job's owner was delivered (real mode only), of the
+        final notices about the finding as it was at or after `since` (as `last_notice`)."""
         ...
 
     def action_taken(self, cluster: str, job_id: str) -> bool:

@@ -414,6 +414,42 @@ def test_a_second_idle_episode_is_escalated_from_its_own_start_with_its_own_noti
     ]
 
 
+def test_notices_planned_while_the_data_lagged_count_for_the_episode_they_were_about(tmp_path):
+    """The data reach the planner 10 minutes late. Idle 0-125, busy 125-130, idle again from
+    130: the final notice planned at 130 (the data then at 120) was about the first episode;
+    counted by the time it was planned, it was the second's, which got no notice and was
+    cancelled at 290 (review)."""
+    ledger = empty_ledger(tmp_path)
+    config = cfg(action_enabled="true", action_clusters="della")
+    sent: list[tuple[int, object]] = []
+    for minutes in range(60, 400, 5):
+        seen_to = minutes - 10
+        if seen_to <= 125:
+            finding = _episodes(0, 0, seen_to, seen_to)
+        elif seen_to < 165:  # the second run not yet long enough to be one
+            finding = _episodes(0, 0, 125, seen_to)
+        else:
+            finding = _episodes(0, 130, seen_to, seen_to)
+        now = START + minutes * MIN
+        decided = plan([finding], ledger, config, now)
+        sent += [(minutes, n.stage) for n in decided.notices if n.escalating]
+        sent += [(minutes, "action") for _ in decided.actions]
+        for n in decided.notices:
+            record(ledger, n, now)
+        if decided.actions:
+            break
+
+    assert sent == [
+        (70, Stage.NOTICE),
+        (115, Stage.SECOND),
+        (130, Stage.FINAL),
+        (200, Stage.NOTICE),
+        (245, Stage.SECOND),
+        (260, Stage.FINAL),
+        (290, "action"),
+    ]
+
+
 def test_a_job_busy_again_within_the_freshness_window_is_not_cancelled(tmp_path):
     """Idle from 0, final notice delivered at 120, busy from 150: at 170 its idle span ended
     20 minutes ago, within idle_fresh_minutes, and it was cancelled though observed busy."""
