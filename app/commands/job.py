@@ -336,7 +336,7 @@ def command(
       gpuledger job 123456 --admin-comment    # with the summary stored at its end
     Build the marts first (`gpuledger attribute`) so the usage is current.
     """
-    from app.jobmail.compose import named_otherwise, slurm_cluster_in
+    from app.jobmail.compose import lake_clusters, named_otherwise, slurm_cluster_in
     from detectors.job_report import AmbiguousJob, UnknownJob, load_job_report
     from warehouse.one_job import connect_job
 
@@ -356,8 +356,10 @@ def command(
         from collector.sources.slurm.admin_comment import read_admin_comment
 
         # the comment of the job on its own cluster: sacct without one asks the local cluster,
-        # whose job of the same id is another
-        stored = read_admin_comment(job_id, cluster=report.job.get("cluster"))
+        # whose job of the same id is another where the lake holds several (Slurm's name for it
+        # where given; else the lake's, which must then be Slurm's, as the mail's lookup wants)
+        on = slurm_cluster or (report.job.get("cluster") if len(lake_clusters(lake)) > 1 else None)
+        stored = read_admin_comment(job_id, cluster=on)
         at_end = parse_admin_comment(stored) or {}
     if fmt == "json":
         click.echo(render_json(report, at_end), nl=False)

@@ -159,6 +159,11 @@ def _seconds(run_time: str | None) -> float | None:
         return None
 
 
+def lake_clusters(lake: Lake) -> list[str]:
+    """The cluster folders the lake holds scheduler records of."""
+    return sorted(p.name.removeprefix("cluster=") for p in lake.table_dir("jobs").glob("cluster=*"))
+
+
 def slurm_cluster_in(lake: Lake, cluster: str | None) -> tuple[str | None, bool]:
     """The lake's cluster to look a job of Slurm's `cluster` (SLURM_CLUSTER_NAME) up on, and
     whether the lake holds it: that cluster alone where it does (a job not collected yet is
@@ -170,8 +175,7 @@ def slurm_cluster_in(lake: Lake, cluster: str | None) -> tuple[str | None, bool]
         return None, False
     if lake.partition_dir("jobs", cluster, None).is_dir():
         return cluster, True
-    folder = lake.table_dir("jobs")
-    held = sorted(p.name.removeprefix("cluster=") for p in folder.glob("cluster=*"))
+    held = lake_clusters(lake)
     if len(held) > 1:
         raise AppError(
             f"the lake holds no cluster {cluster!r} but several others ({', '.join(held[:5])}"

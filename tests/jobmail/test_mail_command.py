@@ -350,10 +350,21 @@ def test_job_shows_the_admin_comment_summary_of_an_old_job(lake, tmp_path):
     assert "At the Job's End (AdminComment)" in text.output
     assert "  GPU busy 12%, 3.50 GPU-h idle; bottleneck: idle" in text.output
     assert "  Main finding: idle_job: 3 of 4 gpus | idle" in text.output
-    # on the job's own cluster: sacct without one asks the local cluster, whose job of the
-    # same id is another (the probe's 8-minute job read another's 8.19 GPU-h idle)
-    assert "--clusters=della --format=AdminComment --jobs=j1" in (tmp_path / "argv").read_text()
+    # a lake of one cluster: the local cluster's job (the lake may name it otherwise)
+    assert "-X --format=AdminComment --jobs=j1" in (tmp_path / "argv").read_text()
     assert body["admin_comment"]["idle_gpu_h"] == 3.5
+    # on the job's own cluster where the lake holds several: sacct without one asks the local
+    # cluster, whose job of the same id is another (an 8-minute job read another's 8.19 GPU-h
+    # idle); Slurm's name for it where given
+    two = tmp_path / "two"
+    shutil.copytree(lake, two)
+    r.land(two, "jobs", [r.job("k1", 0, H, cluster="tiger")], batch_id="tiger")
+    for args, on in (
+        (["--lake", str(two)], "della"),
+        (["--slurm-cluster", "prod", "--lake", str(lake)], "prod"),
+    ):
+        assert runner.invoke(cli, ["job", "j1", "--admin-comment", *args]).exit_code == 0
+        assert f"--clusters={on} --format=AdminComment" in (tmp_path / "argv").read_text()
     sacct.write_text("#!/bin/sh\necho\n", encoding="utf-8")  # no comment stored
     none = runner.invoke(cli, ["job", "j1", "--admin-comment", "--lake", str(lake)])
     assert "No gpuledger summary in the job's AdminComment." in none.output
