@@ -219,6 +219,25 @@ def test_every_process_of_an_array_task_gets_the_id_its_processes_claim(proc):
     }
 
 
+def test_an_array_id_seen_once_stays_with_the_raw_id_when_only_a_cleared_process_is_left(proc):
+    """`apptainer --cleanenv`: the task's GPU process has no SLURM_* environment; once another
+    of its processes was seen with it, the task keeps its array id (it was raw id 600)."""
+    cgroup = "0::/system.slice/slurmstepd.scope/job_600/step_0/user/task_0"
+    proc.add(
+        1,
+        cgroup,
+        environ={"SLURM_JOB_ID": "600", "SLURM_ARRAY_JOB_ID": "555", "SLURM_ARRAY_TASK_ID": "1"},
+    )
+    proc.add(2, cgroup, environ={"PATH": "/usr/bin"})
+    arrays: dict[str, str] = {}
+
+    resolve_owners([1, 2], proc.root, arrays=arrays)
+    later = resolve_owners([2], proc.root, arrays=arrays)
+
+    assert later[2].owner is not None and later[2].owner.job_id == "555_1"
+    assert resolve_owners([2], proc.root)[2].owner.job_id == "600"  # never seen: its raw id
+
+
 def test_array_task_without_a_readable_environment_keeps_its_raw_id(proc):
     proc.add(102, "10:devices:/slurm/uid_5/job_1402/step_batch/task_0")
 

@@ -639,7 +639,16 @@ def test_a_tick_that_cannot_tell_mig_instances_apart_keeps_their_runs(node, read
         (POD, 1, t0, t0 + dt.timedelta(seconds=90))
     ]
     samples = read_lake(node.lake, "gpu_samples").to_pylist()
-    assert all(r["mig_instance"] is not None for r in samples if r["gpu_uuid"] == UUID2)
+    # the tick that told no instance apart still has the GPU's own row, its jobs unknown
+    assert sorted(
+        (r["ts"] - t0, r["mig_instance"], r["job_id"]) for r in samples if r["gpu_uuid"] == UUID2
+    ) == [
+        (dt.timedelta(0), 1, POD),
+        (dt.timedelta(0), 2, None),
+        (dt.timedelta(seconds=30), None, None),
+        (dt.timedelta(seconds=60), 1, POD),
+        (dt.timedelta(seconds=60), 2, None),
+    ]
 
 
 def test_run_agent_ticks_until_max_ticks(node, proc, clock):

@@ -200,6 +200,7 @@ class NvmlAgent:
         self._nvml = nvml
         self._proc_root = proc_root
         self._pods = PodNames(pod_logs)
+        self._arrays: dict[str, str] = {}  # raw Slurm job id → array task id, as seen
         self._clock = clock
         self._write = write
         self.spool = Spool(config.spool)
@@ -470,6 +471,7 @@ class NvmlAgent:
             [pid for pids in slots_pids.values() if pids for pid in pids],
             self._proc_root,
             self._pods,
+            self._arrays,
         )
         self._reader.counts.update(
             f"pid: {found.reason}" for found in lookups.values() if found.reason is not None

@@ -10,8 +10,10 @@ What is detectable (the cgroup path is the only thing trusted; `environ` only re
   readable (the agent runs as root) and its SLURM_JOB_ID equals that raw id, SLURM_ARRAY_JOB_ID
   and SLURM_ARRAY_TASK_ID give the warehouse's `<array>_<task>` id; otherwise the raw id is used.
   An environment is its process's to set, so the id is decided per raw id, not per process:
-  every process of one raw id gets the one array id its processes claim (one whose environment
-  was cleared, e.g. `apptainer --cleanenv`, gets it too), the raw id where they claim several;
+  every process of one raw id gets the one array id its processes claim, this tick or earlier
+  while the agent runs (one whose environment was cleared, e.g. `apptainer --cleanenv`, gets
+  it too; a task none of whose processes was ever seen with its environment keeps its raw id),
+  the raw id where they claim several;
   and an array job's id is never above the raw id of its task (Slurm numbers the tasks from the
   array's own id up), so no process claims a later job's id.
 * Kubernetes pods: `pod<uid>` in cgroupfs (`/kubepods/[burstable|besteffort/]pod<uid>/<cid>`) and
@@ -213,22 +215,32 @@ def lookup_owner(pid: int, proc_root: Path, pods: PodNames | None = None) -> Own
 
 
 def resolve_owners(
-    pids: Iterable[int], proc_root: Path, pods: PodNames | None = None
+    pids: Iterable[int],
+    proc_root: Path,
+    pods: PodNames | None = None,
+    arrays: dict[str, str] | None = None,
 ) -> dict[int, OwnerLookup]:
     """The owner (or reason for none) of each distinct PID, in first-seen order; the processes
-    of one Slurm job (raw id) all get the one array id they claim, else the raw id."""
+    of one Slurm job (raw id) all get the one array id they claim, else the one `arrays` (raw
+    id → array id, kept by the caller across calls, updated here) holds from an earlier call,
+    else the raw id: a task whose only GPU process runs with a cleared environment keeps the
+    id another of its processes gave."""
     found = {pid: lookup_owner(pid, proc_root, pods) for pid in dict.fromkeys(pids)}
+    known = arrays if arrays is not None else {}
     claims: dict[str, set[str]] = {}
     for lookup in found.values():
         owner = lookup.owner
         if owner is not None and owner.kind == "slurm" and owner.job_id != owner.raw_id:
             claims.setdefault(owner.raw_id, set()).add(owner.job_id)
+    for raw, claimed in claims.items():
+        if len(claimed) == 1:
+            known[raw] = next(iter(claimed))
     for pid, lookup in found.items():
         owner = lookup.owner
         if owner is None or owner.kind != "slurm":
             continue
-        claimed = claims.get(owner.raw_id, set())
-        job_id = next(iter(claimed)) if len(claimed) == 1 else owner.raw_id
+        several = len(claims.get(owner.raw_id, ())) > 1
+        job_id = owner.raw_id if several else known.get(owner.raw_id, owner.raw_id)
         if job_id != owner.job_id:
             found[pid] = OwnerLookup(pid, replace(owner, job_id=job_id))
     return found

@@ -315,8 +315,10 @@ def read_gpu(reader: NvmlReader, gpu: PhysicalGpu) -> GpuReading:
     mem_temp = _field_value(reader, "mem_temp_c", h, getattr(nvml, "NVML_FI_DEV_MEMORY_TEMP", 82))
     used, free, total = _memory(reader, h)
     instances, unkeyed = _instances(reader, gpu) if mig else ((), False)
-    if not instances and not unkeyed:  # a whole GPU, or MIG enabled with no instance yet
-        instances = (InstanceReading(None, None, used, free, total, _pids(reader, h)),)
+    if not instances:  # a whole GPU, MIG enabled with no instance yet, or none told apart
+        # (the GPU's own row then, its processes unknown: it stays observed)
+        pids = None if unkeyed else _pids(reader, h)
+        instances = (InstanceReading(None, None, used, free, total, pids),)
     temp = reader.get("temp_c", "nvmlDeviceGetTemperature", h, nvml.NVML_TEMPERATURE_GPU)
     sm_clock = reader.get("sm_clock_mhz", "nvmlDeviceGetClockInfo", h, nvml.NVML_CLOCK_SM)
     mem_clock = reader.get("mem_clock_mhz", "nvmlDeviceGetClockInfo", h, nvml.NVML_CLOCK_MEM)
