@@ -21,7 +21,11 @@ and the checkpoint does not move unless every command succeeded.
 
 Times: the default runner runs sacct and scontrol with `TZ=UTC`, so their local times are UTC
 and `tz` stays UTC. An injected runner that cannot set the environment (a wrapper over ssh, a
-replay of recorded output) passes the zone its times are printed in.
+replay of recorded output) passes the zone its times are printed in. In a zone with daylight
+saving time the hour repeated when it ends is ambiguous: a window in it is asked an hour wider,
+an end that would read before its start is taken in the second occurrence, and any other time
+in that hour in the first (a job from 00:30 EDT to 01:30 EST reads an hour short). Such a
+runner should print epoch seconds (`SLURM_TIME_FORMAT=%s`), which are read as such.
 """
 
 from __future__ import annotations
