@@ -253,10 +253,12 @@ class MappingThresholds:
         0.5, "GPU without job: at least this many active hours on a GPU in a day with no job."
     )
     nodata_min_alloc_gpu_h: float = threshold(
-        1.0, "Job without data: at least this many allocated GPU-hours ..."
+        1.0,
+        "Job without data: at least this many GPU-hours allocated while the cluster's other "
+        "GPUs reported ...",
     )
     nodata_max_observed_frac: float = threshold(
-        0.1, "... of which telemetry covered at most this share.", "down"
+        0.1, "... of which the job's own telemetry covered at most this share.", "down"
     )
 
 

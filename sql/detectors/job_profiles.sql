@@ -14,9 +14,10 @@
 -- runtime_s is end - start for a finished job, null while it runs. The GPU model is the one
 -- most of the job's GPU-time ran on; memory and power limits come from the inventory (gpus)
 -- where it knows them, else from the shipped model table. cluster_seen_frac: the share of the
--- job's run (to the end of its cluster's data) in which the cluster's GPUs reported, on
--- average (cluster_occupancy's observed share of each bucket): 0 where the cluster had no
--- telemetry then (none yet, or every exporter down), null where it has none at all.
+-- job's run (to the end of its cluster's data) in which the cluster's other GPUs reported, on
+-- average (cluster_occupancy's GPUs reporting in each bucket, less the job's own): 0 where the
+-- cluster had no telemetry then (none yet, or every exporter down), null where it has none at
+-- all or the job held every GPU of it.
 
 WITH job_model AS (
     SELECT
@@ -34,54 +35,77 @@ WITH job_model AS (
         ON m.model = d.model
     GROUP BY d.cluster, d.job_id
 ),
--- per cluster and bucket: the observed share of its GPUs, the bucket's end, and the seconds the
--- cluster's GPUs reported (share × width) up to that end, summed over the buckets before
+-- per cluster and bucket: the GPUs that reported and all of them, the bucket's end, and up to
+-- that end the GPU-seconds reported, the GPU-seconds of the fleet and the seconds covered
 seen AS (
     SELECT
         cluster,
         bucket,
-        share,
+        reporting,
+        gpus_total,
         epoch(bucket) + width_s AS end_e,
-        sum(share * width_s)
-            OVER (PARTITION BY cluster ORDER BY bucket ROWS UNBOUNDED PRECEDING) AS seen_s
+        sum(reporting * width_s) OVER w AS seen_gs,
+        sum(gpus_total * width_s) OVER w AS total_gs,
+        sum(width_s) OVER w AS covered_s
     FROM (
         SELECT
             cluster,
             bucket,
-            coalesce(1 - gpus_unobserved / nullif(gpus_total, 0), 0) AS share,
+            greatest(gpus_total - gpus_unobserved, 0) AS reporting,
+            gpus_total,
             epoch(coalesce(
-                lead(bucket) OVER w - bucket, bucket - lag(bucket) OVER w, INTERVAL 0 SECOND
+                lead(bucket) OVER b - bucket, bucket - lag(bucket) OVER b, INTERVAL 0 SECOND
             )) AS width_s
         FROM cluster_occupancy
-        WINDOW w AS (PARTITION BY cluster ORDER BY bucket)
+        WINDOW b AS (PARTITION BY cluster ORDER BY bucket)
     )
+    WINDOW w AS (PARTITION BY cluster ORDER BY bucket ROWS UNBOUNDED PRECEDING)
 ),
 runs AS (
     SELECT
         u.cluster,
         u.job_id,
+        u.alloc_gpu_h,
+        u.observed_gpu_h,
         epoch(u.start_ts) AS start_e,
         coalesce(epoch(u.end_ts), e.end_e) AS end_e
     FROM job_usage AS u
     LEFT JOIN cluster_data_end AS e
         ON e.cluster = u.cluster
     WHERE u.start_ts IS NOT NULL
+        AND (u.end_ts IS NULL OR u.end_ts >= $since)
 ),
--- the seconds reported up to a time t: those to the end of t's bucket, less the part of it
--- after t
-run_seen AS (
+-- over the run: each sum up to its end less up to its start (up to a time t: to the end of
+-- t's bucket, less the part of the bucket after t)
+spans AS (
     SELECT
         r.cluster,
         r.job_id,
-        (
-            coalesce(b.seen_s - b.share * greatest(b.end_e - r.end_e, 0), 0)
-            - coalesce(a.seen_s - a.share * greatest(a.end_e - r.start_e, 0), 0)
-        ) / nullif(r.end_e - r.start_e, 0) AS cluster_seen_frac
+        r.end_e - r.start_e AS span_s,
+        coalesce(b.seen_gs - b.reporting * greatest(b.end_e - r.end_e, 0), 0)
+            - coalesce(a.seen_gs - a.reporting * greatest(a.end_e - r.start_e, 0), 0) AS seen_gs,
+        coalesce(b.total_gs - b.gpus_total * greatest(b.end_e - r.end_e, 0), 0)
+            - coalesce(a.total_gs - a.gpus_total * greatest(a.end_e - r.start_e, 0), 0)
+            AS total_gs,
+        coalesce(b.covered_s - greatest(b.end_e - r.end_e, 0), 0)
+            - coalesce(a.covered_s - greatest(a.end_e - r.start_e, 0), 0) AS covered_s,
+        r.alloc_gpu_h * 3600.0 AS alloc_gs,
+        r.observed_gpu_h * 3600.0 AS observed_gs
     FROM runs AS r
     ASOF LEFT JOIN seen AS a
         ON a.cluster = r.cluster AND to_timestamp(r.start_e) >= a.bucket
     ASOF LEFT JOIN seen AS b
         ON b.cluster = r.cluster AND to_timestamp(r.end_e) >= b.bucket
+),
+-- the other GPUs' reported share while the fleet was covered, times the covered part of the run
+run_seen AS (
+    SELECT
+        cluster,
+        job_id,
+        (seen_gs - observed_gs) / nullif(total_gs - alloc_gs * covered_s / span_s, 0)
+            * covered_s / span_s AS cluster_seen_frac
+    FROM spans
+    WHERE span_s > 0
 )
 SELECT
     u.cluster,

@@ -60,14 +60,26 @@ def test_a_job_is_flagged_for_the_hours_its_clusters_gpus_reported_alone(tmp_pat
         usage("before", 0, 3600, gpus=2, alloc_gpu_h=2.0, observed_gpu_h=0.0),
         usage("across", 3600, 10800, gpus=2, alloc_gpu_h=4.0, observed_gpu_h=0.0),
     ]
-    # (half of the cluster's GPUs reported in the second hour)
-    reported = occupancy(3600, 5400) + occupancy(5400, 7200, unobserved=2)
+    # 4 GPUs, the job's 2 not reporting; of the other 2, both for half an hour, one for the next
+    reported = occupancy(3600, 5400, unobserved=2) + occupancy(5400, 7200, unobserved=3)
 
     [finding] = run(tmp_path, mapping.RULES, job_usage=usages, cluster_occupancy=reported)
 
     assert finding["subject_id"] == "across"
-    # its 2 GPUs for the hour the cluster reported, 3/4 of it on average: 1.5 GPU-h
+    # its 2 GPUs for the hour the cluster reported, the others 3/4 of it: 1.5 GPU-h
     assert finding["gpu_h_at_stake"] == pytest.approx(1.5)
+
+
+def test_a_jobs_own_silent_gpus_do_not_lower_what_its_telemetry_should_have_covered(tmp_path):
+    """Two nodes of 4 GPUs, the job's node's exporter dead for its hour: counted with the
+    job's own GPUs, half the cluster reported and 2 of its 4 GPU-hours were at stake (review);
+    every other GPU reported, so all 4 are."""
+    usages = [usage("1", 0, 3600, gpus=4, alloc_gpu_h=4.0, observed_gpu_h=0.0)]
+    reported = occupancy(0, 3600, gpus=8, unobserved=4)
+
+    [finding] = run(tmp_path, mapping.RULES, job_usage=usages, cluster_occupancy=reported)
+
+    assert finding["gpu_h_at_stake"] == pytest.approx(4.0)
 
 
 def test_a_cluster_without_telemetry_flags_none_of_its_jobs(tmp_path):
