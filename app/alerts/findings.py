@@ -69,7 +69,7 @@ class FindingContext:
     # the Slurm cluster its commands name (`-M`), where alerts.action_clusters maps its
     # cluster to one: in a lake of several clusters, `scancel 1049` from the wrong host cancels
     # another cluster's job of that id
-    slurm_cluster: str | None = None
+    slurm_name: str | None = None
 
     @property
     def fingerprint(self) -> str:

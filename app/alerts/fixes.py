@@ -81,7 +81,7 @@ def _one_slice(f: FindingContext) -> str | None:
 
 def _on(f: FindingContext) -> str:
     """The Slurm command's `-M CLUSTER` where the finding's cluster maps to one, else ""."""
-    return f" -M {sh(f.slurm_cluster)}" if f.slurm_cluster else ""
+    return f" -M {sh(f.slurm_name)}" if f.slurm_name else ""
 
 
 def _running(f: FindingContext) -> bool:

@@ -239,7 +239,7 @@ def run_cycle(
     since = seams.clock() - dt.timedelta(hours=cfg.lookback_hours)
     findings = seams.read_findings(lake, since)
     if cfg.action == "scancel":  # the fixes' commands name the Slurm cluster mapped to
-        findings = [replace(f, slurm_cluster=cfg.endpoint(f.cluster)) for f in findings]
+        findings = [replace(f, slurm_name=cfg.endpoint(f.cluster)) for f in findings]
     report = CycleReport(findings=len(findings))
     if dry_run:
         path = lake.root / "_state" / LEDGER_FILE

@@ -114,10 +114,10 @@ def test_the_commands_name_the_slurm_cluster_the_alerts_map_the_findings_cluster
         start_ts=NOW - dt.timedelta(minutes=70),
     )
     node = finding("xid_hardware", cluster="beta", subject_kind="node", node="gpu-002")
-    mapped = dataclasses.replace(idle, slurm_cluster="slurm-beta")
+    mapped = dataclasses.replace(idle, slurm_name="slurm-beta")
     assert "`scancel -M slurm-beta 1049`" in concrete_fix(mapped, IDLE)
     assert "`scontrol -M slurm-beta update NodeName=gpu-002 State=DRAIN" in concrete_fix(
-        dataclasses.replace(node, slurm_cluster="slurm-beta"), IDLE
+        dataclasses.replace(node, slurm_name="slurm-beta"), IDLE
     )
     assert "`scancel 1049`" in concrete_fix(idle, IDLE)
 
@@ -125,4 +125,4 @@ def test_the_commands_name_the_slurm_cluster_the_alerts_map_the_findings_cluster
     cfg = alerts_config(tmp_path, {"GPULEDGER_ALERTS_ACTION_CLUSTERS": "alpha=a,beta=slurm-beta"})
     seams = Seams(clock=lambda: NOW, read_findings=lambda lake, since: [idle])
     report = run_cycle(Lake.at(tmp_path / "lake"), cfg, seams, dry_run=True)
-    assert [n.finding.slurm_cluster for n in report.notices] == ["slurm-beta"]
+    assert [n.finding.slurm_name for n in report.notices] == ["slurm-beta"]
