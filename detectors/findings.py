@@ -237,6 +237,7 @@ def write_findings(lake: Lake, findings: pa.Table) -> WriteResult:
     cluster's findings are rewritten whole, atomically.
     """
     findings = conform(TABLES["findings"], findings)
+    pruned = {key for key, (own, _) in built_days(lake.root).items() if own == PRUNED}
     new = updated = unchanged = 0
     for cluster in sorted(set(findings.column("cluster").to_pylist())):
         incoming = findings.filter(pc.equal(findings.column("cluster"), cluster))
@@ -259,7 +260,7 @@ def write_findings(lake: Lake, findings: pa.Table) -> WriteResult:
             FINDINGS_SCHEMA.field("detected_ts"),
             pa.array(detected, FINDINGS_SCHEMA.field("detected_ts").type),
         )
-        incoming = _starts_kept_in_pruned_days(lake, cluster, stored, incoming)
+        incoming = _starts_kept_in_pruned_days(cluster, stored, incoming, pruned, superseded)
         seen = set(first_seen) - set(superseded)
         before = {r["finding_id"]: r for r in stored.to_pylist()}
         before |= {new_id: before[old_id] for old_id, new_id in superseded.items()}
@@ -276,11 +277,15 @@ def write_findings(lake: Lake, findings: pa.Table) -> WriteResult:
 
 
 def _starts_kept_in_pruned_days(
-    lake: Lake, cluster: str, stored: pa.Table, incoming: pa.Table
+    cluster: str,
+    stored: pa.Table,
+    incoming: pa.Table,
+    pruned: set[tuple[str, dt.date]],
+    superseded: dict[str, str],
 ) -> pa.Table:
-    """`incoming` with each stored finding's `start_ts` kept where it is earlier and falls on a
-    day of `cluster` whose raw samples were pruned: no sample is left there to find it again."""
-    pruned = {key for key, (own, _) in built_days(lake.root).items() if own == PRUNED}
+    """`incoming` with each stored finding's `start_ts` (a superseded one's, under the id that
+    replaces it) kept where it is earlier and falls on a day of `cluster` that is `pruned` (its
+    raw samples gone): no sample is left there to find it again."""
     if not pruned or stored.num_rows == 0:
         return incoming
     folder = layout.safe_name(cluster)
@@ -291,6 +296,7 @@ def _starts_kept_in_pruned_days(
             strict=True,
         )
     )
+    was |= {new_id: was[old_id] for old_id, new_id in superseded.items() if old_id in was}
     starts = []
     for finding_id, start in zip(
         incoming.column("finding_id").to_pylist(),

@@ -423,37 +423,46 @@ def _refuse_other_width(root: Path, bucket_s: int) -> None:
 
 def _record_widths_pruned_before(root: Path, db: sqlite3.Connection) -> None:
     """Record the bucket width of each cluster folder whose days were pruned before widths were
-    recorded (attribution.sqlite before version 3): read from the spacing of one pruned day's
-    `gpu_job_buckets`. Without it such a lake took another width, and its summary marts added
-    300 s buckets to 600 s ones (half the fleet unobserved) while `check` passed."""
+    recorded (attribution.sqlite before version 3): read from the spacing of its pruned days'
+    buckets. Without it such a lake took another width, and its summary marts added 300 s
+    buckets to 600 s ones (half the fleet unobserved) while `check` passed."""
     unrecorded = db.execute(
-        "SELECT cluster, min(date) FROM sample_days_built WHERE own = ? "
-        "AND cluster NOT IN (SELECT cluster FROM pruned_buckets) GROUP BY cluster",
+        "SELECT cluster, date FROM sample_days_built WHERE own = ? "
+        "AND cluster NOT IN (SELECT cluster FROM pruned_buckets) ORDER BY cluster, date",
         (PRUNED,),
     ).fetchall()
+    found: dict[str, int] = {}
     for cluster, date in unrecorded:
-        width = _bucket_width(layout.partition_dir(root, "gpu_job_buckets", cluster, None), date)
-        if width is not None:
-            with db:
-                db.execute("INSERT OR IGNORE INTO pruned_buckets VALUES (?, ?)", (cluster, width))
+        if cluster not in found:
+            width = _bucket_width(root, cluster, date)
+            if width is not None:
+                found[cluster] = width
+    with db:
+        db.executemany("INSERT OR IGNORE INTO pruned_buckets VALUES (?, ?)", found.items())
 
 
-def _bucket_width(cluster_dir: Path, date: str) -> int | None:
-    """The spacing of the buckets in `cluster_dir`'s partition of `date` (seconds: the greatest
-    common divisor of the gaps between them), None where it holds fewer than two."""
+def _bucket_width(root: Path, cluster: str, date: str) -> int | None:
+    """The spacing of a cluster folder's buckets on `date` (seconds): the greatest common
+    divisor of the gaps between the buckets of its `cluster_occupancy` partition, which has
+    every bucket of the data's span (else of its `gpu_job_buckets`); None where it holds fewer
+    than two."""
     import math
 
     import pyarrow.parquet as pq
 
-    starts: set[int] = set()
-    for path in layout.folder_files(cluster_dir / f"date={date}"):
-        column = pq.read_table(path, columns=["bucket"]).column("bucket")
-        starts.update(int(ts.timestamp()) for ts in column.to_pylist() if ts is not None)
-    ordered = sorted(starts)
-    width = 0
-    for before, after in zip(ordered, ordered[1:], strict=False):
-        width = math.gcd(width, after - before)
-    return width or None
+    for table in ("cluster_occupancy", "gpu_job_buckets"):
+        starts: set[int] = set()
+        folder = layout.partition_dir(root, table, cluster, None) / f"date={date}"
+        for path in layout.folder_files(folder):
+            column = pq.read_table(path, columns=["bucket"]).column("bucket")
+            starts.update(int(ts.timestamp()) for ts in column.to_pylist() if ts is not None)
+        ordered = sorted(starts)
+        width = 0
+        for before, after in zip(ordered, ordered[1:], strict=False):
+            width = math.gcd(width, after - before)
+        if width:
+            return width
+    return None
 
 
 def _allocation_days(
