@@ -109,7 +109,13 @@ def compose_notice(
     seen: set[tuple[str, str]] = set()
     for person, role in _recipients(n, directory, cfg):
         rendered = render_notice(
-            n, person, role, cfg.idle_detectors, _contacts(cfg), cfg.templates_dir
+            n,
+            person,
+            role,
+            cfg.idle_detectors,
+            _contacts(cfg),
+            cfg.templates_dir,
+            timezone=cfg.timezone,
         )
         channels = []
         if person.email:
@@ -184,7 +190,13 @@ def _render_inbox(box: Inbox, cfg: AlertsConfig) -> Rendered:
     if len(box.items) == 1:
         n, role, _ = box.items[0]
         return render_notice(
-            n, box.person, role, cfg.idle_detectors, _contacts(cfg), cfg.templates_dir
+            n,
+            box.person,
+            role,
+            cfg.idle_detectors,
+            _contacts(cfg),
+            cfg.templates_dir,
+            timezone=cfg.timezone,
         )
     return render_person(
         [(n, role) for n, role, _ in box.items],
@@ -192,6 +204,7 @@ def _render_inbox(box: Inbox, cfg: AlertsConfig) -> Rendered:
         cfg.idle_detectors,
         _contacts(cfg),
         cfg.templates_dir,
+        timezone=cfg.timezone,
     )
 
 

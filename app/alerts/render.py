@@ -10,6 +10,7 @@ import dataclasses
 import datetime as dt
 import json
 import re
+import zoneinfo
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
@@ -131,8 +132,16 @@ def _hours(value: float | None) -> str | None:
     return None if value is None else f"{value:,.1f}"
 
 
-def _when(ts: dt.datetime | None) -> str | None:
-    return None if ts is None else ts.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+def _when(ts: dt.datetime | None, timezone: str = "UTC") -> str | None:
+    """`ts` as a reader reads it: in the site's `timezone` (alerts.timezone), with UTC beside
+    it (the lake's and the dashboard's times), or in UTC alone."""
+    if ts is None:
+        return None
+    utc = ts.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    if timezone == "UTC":
+        return utc
+    local = ts.astimezone(zoneinfo.ZoneInfo(timezone))
+    return f"{local:%Y-%m-%d %H:%M} {local.tzname()} ({utc})"
 
 
 def _what(f: FindingContext) -> str:
@@ -164,7 +173,9 @@ def _as_told(notice: Notice) -> FindingContext:
     return f
 
 
-def _finding_context(f: FindingContext, idle_detectors: tuple[str, ...]) -> dict[str, Any]:
+def _finding_context(
+    f: FindingContext, idle_detectors: tuple[str, ...], timezone: str = "UTC"
+) -> dict[str, Any]:
     activity = []
     if f.busy_mean is not None:
         activity.append(f"busy {_pct(f.busy_mean)}")
@@ -187,7 +198,7 @@ def _finding_context(f: FindingContext, idle_detectors: tuple[str, ...]) -> dict
         # wasted only where the detector's hours are waste: a hardware finding's are the jobs'
         # hours at risk, job_without_data's those no telemetry covered (docs/detectors.md)
         "stake": "Wasted" if f.detector in WASTE_DETECTORS else "At stake",
-        "since": _when(_since(f)),
+        "since": _when(_since(f), timezone),
         "rank": (
             f"#{f.user_rank} of {counted(f.users_ranked, 'user')} by GPU-hours at stake on "
             f"{f.cluster}"
@@ -214,20 +225,23 @@ def render_notice(
     idle_detectors: tuple[str, ...],
     contacts: tuple[str, ...] = (),
     templates: Path | None = None,
+    *,
+    timezone: str = "UTC",
 ) -> Rendered:
     """The message about `notice` for one recipient in `role` (owner, manager or admin);
     `contacts` are the addresses an owner is told to write to with questions; `templates`
-    a folder of overriding templates (alerts.templates_dir)."""
+    a folder of overriding templates (alerts.templates_dir); times in `timezone` (the
+    site's, alerts.timezone) and UTC."""
     if role not in ROLES:
         raise ValueError(f"role {role!r} is not one of {ROLES}")
     f = _as_told(notice)
     label = _label(notice)
-    ctx = _finding_context(f, idle_detectors) | {
+    ctx = _finding_context(f, idle_detectors, timezone) | {
         "notice": notice,
         "label": label,
         "to": to,
         "role": role,
-        "action_at": _when(notice.action_at),
+        "action_at": _when(notice.action_at, timezone),
         "test": notice.test_mode,
         "contacts": ", ".join(contacts) or None,
     }
@@ -315,9 +329,12 @@ def render_person(
     idle_detectors: tuple[str, ...],
     contacts: tuple[str, ...] = (),
     templates: Path | None = None,
+    *,
+    timezone: str = "UTC",
 ) -> Rendered:
     """One message telling `to` of several notices at once (each with the `role` they hear it
-    in): most GPU-hours at stake first, each with its own finding's headline and fix."""
+    in): most GPU-hours at stake first, each with its own finding's headline and fix; times
+    in `timezone` and UTC."""
     ordered = sorted(
         items,
         key=lambda item: (
@@ -327,12 +344,12 @@ def render_person(
         ),
     )
     entries = [
-        _finding_context(_as_told(n), idle_detectors)
+        _finding_context(_as_told(n), idle_detectors, timezone)
         | {
             "notice": n,
             "label": _label(n),
             "role": role,
-            "action_at": _when(n.action_at),
+            "action_at": _when(n.action_at, timezone),
         }
         for n, role in ordered
     ]

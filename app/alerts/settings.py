@@ -275,7 +275,9 @@ class AlertsConfig:
         _weekdays,
     )
     holidays: tuple[str, ...] = setting((), "Dates (YYYY-MM-DD) that are not workdays.", _dates)
-    timezone: str = setting("UTC", "Time zone of quiet hours and workdays.", _timezone)
+    timezone: str = setting(
+        "UTC", "Time zone of quiet hours, workdays and the times notices give.", _timezone
+    )
     opt_out: tuple[str, ...] = setting((), "Users who get no non-critical alerts.")
     max_messages_per_day: int = setting(
         3,

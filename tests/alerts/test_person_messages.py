@@ -101,6 +101,37 @@ def test_the_job_cancelled_message_does_not_advise_cancelling_it():
     assert "scancel" in final.text
 
 
+def test_times_are_told_in_the_sites_time_zone_with_utc_beside_them():
+    """A New York site's users read "it will be cancelled at 2026-12-01 16:31 UTC"."""
+    from app.alerts.render import render_notice
+
+    alice = Person("alice", "alice@example.org", "U0ALICE", "Alice")
+    at = dt.datetime(2026, 12, 1, 16, 31, tzinfo=dt.UTC)
+    final = Notice(sample_finding(), Stage.FINAL, True, False, action_at=at)
+
+    local = render_notice(final, alice, "owner", IDLE, timezone="America/New_York")
+    digest = render_person([(final, "owner")], alice, IDLE, timezone="America/New_York")
+    plain = render_notice(final, alice, "owner", IDLE)
+
+    for text in (local.text, digest.text):
+        assert "2026-12-01 11:31 EST (2026-12-01 16:31 UTC)" in text, text
+    assert "2026-12-01 16:31 UTC" in plain.text and "EST" not in plain.text
+
+
+def test_the_messages_queued_take_the_configured_time_zone(tmp_path):
+    from app.alerts.compose import compose_notice
+    from app.alerts.directory import load_directory
+
+    cfg = alerts_config(tmp_path, {"GPULEDGER_ALERTS_TIMEZONE": "America/New_York"})
+    at = dt.datetime(2026, 12, 1, 16, 31, tzinfo=dt.UTC)
+    final = Notice(sample_finding(), Stage.FINAL, True, False, action_at=at)
+    directory = load_directory(cfg.directory, cfg.email_domain, cfg.opt_out)
+
+    [first, *_] = compose_notice(final, directory, cfg, slack=False)
+
+    assert "11:31 EST (2026-12-01 16:31 UTC)" in first.payload["text"]
+
+
 def test_a_job_no_telemetry_saw_is_not_said_to_have_gpus_never_active():
     """ "Activity: 0 of 1 GPU never active" read as known where no sample was seen."""
     alice = Person("alice", "alice@example.org", "U0ALICE", "Alice")
