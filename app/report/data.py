@@ -45,7 +45,7 @@ class ReportSettings:
     cost_per_kwh: float | None = None
     shares: Mapping[str, float] = field(default_factory=dict)  # fallback entitlements
     demand_min_wait_s: float = 300.0  # an account "wanted more" when its jobs queued this long
-    bucket_s: int = 300  # cluster_occupancy's bucket width
+    bucket_s: int = 300  # the bucket width of a cluster with one bucket (else their spacing)
     top_n: int = 10
 
 

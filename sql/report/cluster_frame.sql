@@ -8,13 +8,25 @@
 --   $cluster       cluster name
 --   $week_start_e  start of the week (epoch seconds)
 --   $week_end_e    end of the week (exclusive)
---   $bucket_s      cluster_occupancy's bucket width in seconds
+--   $bucket_s      the bucket width where the cluster has a single bucket (seconds)
 -- Returns: reported_gpu_h, allocated_gpu_h, active_gpu_h, idle_allocated_gpu_h, planned_gpu_h,
 --          idle_gpu_h, unobserved_gpu_h, buckets
 --
 -- A bucket counts as "jobs waiting" when a job was queued (submitted, not started) at its start.
+-- A bucket stands for its width: the spacing of the cluster's buckets (cluster_occupancy has
+-- every bucket of the data's span), so the figures follow the width the marts were built with,
+-- whatever the caller's configuration says; $bucket_s only where there is one bucket.
 
-WITH buckets AS (
+WITH spacing AS (
+    SELECT coalesce(min(gap_s), $bucket_s) AS width_s
+    FROM (
+        SELECT epoch(bucket) - epoch(lag(bucket) OVER (ORDER BY bucket)) AS gap_s
+        FROM cluster_occupancy
+        WHERE cluster = $cluster
+    )
+    WHERE gap_s > 0
+),
+buckets AS (
     SELECT
         bucket,
         gpus_total,
@@ -37,16 +49,19 @@ waiting AS (
         AND coalesce(j.start_ts, j.end_ts, b.bucket + INTERVAL 1 SECOND) > b.bucket
 )
 SELECT
-    coalesce(sum(b.gpus_total), 0) * $bucket_s / 3600.0 AS reported_gpu_h,
-    coalesce(sum(b.gpus_allocated), 0) * $bucket_s / 3600.0 AS allocated_gpu_h,
-    coalesce(sum(b.gpus_active), 0) * $bucket_s / 3600.0 AS active_gpu_h,
-    coalesce(sum(b.gpus_idle_allocated), 0) * $bucket_s / 3600.0 AS idle_allocated_gpu_h,
-    coalesce(sum(b.gpus_unallocated) FILTER (WHERE w.bucket IS NOT NULL), 0) * $bucket_s / 3600.0
+    coalesce(sum(b.gpus_total), 0) * s.width_s / 3600.0 AS reported_gpu_h,
+    coalesce(sum(b.gpus_allocated), 0) * s.width_s / 3600.0 AS allocated_gpu_h,
+    coalesce(sum(b.gpus_active), 0) * s.width_s / 3600.0 AS active_gpu_h,
+    coalesce(sum(b.gpus_idle_allocated), 0) * s.width_s / 3600.0 AS idle_allocated_gpu_h,
+    coalesce(sum(b.gpus_unallocated) FILTER (WHERE w.bucket IS NOT NULL), 0) * s.width_s / 3600.0
         AS planned_gpu_h,
-    coalesce(sum(b.gpus_unallocated) FILTER (WHERE w.bucket IS NULL), 0) * $bucket_s / 3600.0
+    coalesce(sum(b.gpus_unallocated) FILTER (WHERE w.bucket IS NULL), 0) * s.width_s / 3600.0
         AS idle_gpu_h,
-    coalesce(sum(b.gpus_unobserved), 0) * $bucket_s / 3600.0 AS unobserved_gpu_h,
-    count(*) AS buckets
-FROM buckets AS b
+    coalesce(sum(b.gpus_unobserved), 0) * s.width_s / 3600.0 AS unobserved_gpu_h,
+    count(b.bucket) AS buckets
+FROM spacing AS s
+LEFT JOIN buckets AS b
+    ON true
 LEFT JOIN waiting AS w
     ON w.bucket = b.bucket
+GROUP BY s.width_s
