@@ -29,10 +29,12 @@
 -- entitled_share. An account's usage_share and effective_share are of its subtree (its
 -- sub-accounts' GPU-hours with its own), as its entitled_share is; its GPU-hours are its own,
 -- so the account rows' GPU-hours add up to the cluster's.
--- Waits: jobs that started in the week, start − submit. Waste categories may overlap:
+-- Waits: jobs that started in the week and asked for GPUs (a CPU job, gpus 0, waits for none;
+-- one whose GPUs no record gives counts), start − submit. Waste categories may overlap:
 -- low_eff = GPU-hours of jobs whose busy_mean < $low_eff_below, failed = of jobs that failed
 -- (FAILED, NODE_FAIL, OUT_OF_MEMORY), unused_limit = gpus (never more than the inventory lists
--- in the cluster) × (time limit − run time) of jobs that ended in the week before their limit; waste = observed − effective (held, seen, not worked).
+-- in the cluster) × (time limit − run time) of jobs that ended in the week before their limit;
+-- waste = observed − effective (held, seen, not worked).
 -- Every association gets a row in each week of data, also with no usage.
 
 -- the GPUs the inventory lists per cluster: a job's unused limit never counts more GPUs than
@@ -80,7 +82,9 @@ spans AS (
         j.user,
         coalesce(j.cpus, 0) AS cpus,
         coalesce(j.mem_req_mib, 0) / 1024.0 AS mem_gib,
-        greatest(epoch(j.start_ts) - epoch(coalesce(j.submit_ts, j.start_ts)), 0) AS wait_s,
+        CASE WHEN coalesce(greatest(j.gpus_requested, j.gpus) > 0, TRUE) THEN
+            greatest(epoch(j.start_ts) - epoch(coalesce(j.submit_ts, j.start_ts)), 0)
+        END AS wait_s,
         -- the week a job ended in, where the unused part of its limit counts (not timed out)
         CASE
             WHEN j.end_ts IS NOT NULL AND j.start_ts IS NOT NULL AND j.time_limit_s IS NOT NULL

@@ -12,7 +12,8 @@
 -- Returns: reported_gpu_h, allocated_gpu_h, active_gpu_h, idle_allocated_gpu_h, planned_gpu_h,
 --          idle_gpu_h, unobserved_gpu_h, buckets
 --
--- A bucket counts as "jobs waiting" when a job was queued (submitted, not started) at its start.
+-- A bucket counts as "jobs waiting" when a job that asked for GPUs (a CPU job, gpus 0, does not
+-- wait for one) was queued (submitted, not started) at its start.
 -- A bucket stands for its width: the spacing of the cluster's buckets (cluster_occupancy has
 -- every bucket of the data's span), so the figures follow the width the marts were built with,
 -- whatever the caller's configuration says; $bucket_s only where there is one bucket.
@@ -47,6 +48,7 @@ waiting AS (
         ON j.cluster = $cluster
         AND j.submit_ts <= b.bucket
         AND coalesce(j.start_ts, j.end_ts, b.bucket + INTERVAL 1 SECOND) > b.bucket
+        AND coalesce(greatest(j.gpus_requested, j.gpus) > 0, TRUE)
 )
 SELECT
     coalesce(sum(b.gpus_total), 0) * s.width_s / 3600.0 AS reported_gpu_h,

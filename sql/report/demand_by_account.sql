@@ -11,6 +11,8 @@
 --
 -- A job is pending from submit to start (or to its end when it never started, e.g. cancelled
 -- in the queue; to the week's end while still queued). pending_job_h is the part inside the week.
+-- Only jobs that asked for GPUs count (a CPU job, gpus 0, is no GPU demand: `collect slurm`
+-- lands every job of the cluster); a job whose GPUs no record gives counts.
 
 WITH pending AS (
     SELECT
@@ -22,6 +24,7 @@ WITH pending AS (
     FROM jobs_latest
     WHERE cluster = $cluster
         AND submit_ts IS NOT NULL
+        AND coalesce(greatest(gpus_requested, gpus) > 0, TRUE)
 )
 SELECT
     account,

@@ -11,6 +11,8 @@
 --
 -- Queued at T: submitted before T and neither started nor ended by T. A job with no time limit
 -- adds no backlog GPU-hours (counted in jobs_no_limit).
+-- Only jobs that asked for GPUs count (a CPU job, gpus 0, is no GPU demand: `collect slurm`
+-- lands every job of the cluster); a job whose GPUs no record gives counts.
 
 SELECT
     coalesce(account, '(none)') AS account,
@@ -23,6 +25,7 @@ SELECT
 FROM jobs_latest
 WHERE cluster = $cluster
     AND epoch(submit_ts) < $week_end_e
+    AND coalesce(greatest(gpus_requested, gpus) > 0, TRUE)
     AND (start_ts IS NULL OR epoch(start_ts) >= $week_end_e)
     AND (end_ts IS NULL OR epoch(end_ts) >= $week_end_e)
 GROUP BY coalesce(account, '(none)')

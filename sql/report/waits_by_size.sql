@@ -8,6 +8,9 @@
 --   $week_start_e  start of the week (epoch seconds)
 --   $week_end_e    end of the week (exclusive)
 -- Returns: account, size_class, jobs, wait_p50_s, wait_p95_s, wait_max_s, over_24h
+--
+-- Only jobs that asked for GPUs count (a CPU job, gpus 0, is no GPU demand: `collect slurm`
+-- lands every job of the cluster); a job whose GPUs no record gives counts.
 
 WITH started AS (
     SELECT
@@ -22,6 +25,7 @@ WITH started AS (
     WHERE cluster = $cluster
         AND epoch(start_ts) >= $week_start_e
         AND epoch(start_ts) < $week_end_e
+        AND coalesce(greatest(gpus_requested, gpus) > 0, TRUE)
 )
 SELECT
     coalesce(account, '(all)') AS account,

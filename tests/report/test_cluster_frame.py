@@ -36,7 +36,7 @@ def _con(width_s: int, hours: float) -> duckdb.DuckDBPyConnection:
     con.register("cluster_occupancy", pa.Table.from_pylist(rows, MARTS["cluster_occupancy"].schema))
     con.execute(
         "CREATE TABLE jobs_latest (cluster VARCHAR, submit_ts TIMESTAMPTZ, start_ts TIMESTAMPTZ,"
-        " end_ts TIMESTAMPTZ)"
+        " end_ts TIMESTAMPTZ, gpus INTEGER, gpus_requested INTEGER)"
     )
     return con
 

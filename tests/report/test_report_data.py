@@ -12,7 +12,7 @@ from app.report.data import ReportSettings, _nested, _scalars, assemble_report
 from app.report.fairshare import Association
 from app.report.mail import _summary
 from app.report.week import IsoWeek
-from tests.marts.rows import T0, T0_E
+from tests.marts.rows import T0, T0_E, fetch
 from tests.report.lake import HOUR, WEEK_END_S, fairness_lake
 
 WEEK = IsoWeek(2024, 9)
@@ -423,3 +423,43 @@ def test_a_week_after_one_without_telemetry_has_no_change_on_it(tmp_path):
     assert row["waste_prev_gpu_h"] is None and row["waste_change_gpu_h"] is None
     assert row["waste_mean_weeks"] == 1
     assert row["waste_4wk_mean_gpu_h"] == pytest.approx(row["waste_gpu_h"])
+
+
+def test_cpu_jobs_are_no_gpu_demand(tmp_path):
+    # `collect slurm` lands every job of a cluster, CPU jobs (gpus 0) too: the probe's CPU-only
+    # account "got 0.0× its share while its jobs queued 150 job-hours" (Jain 0.5 over two
+    # accounts), its 30 h wait was the "1 GPU" p95, and the GPUs idle while it queued were
+    # "planned". Only jobs that asked for GPUs wait for one.
+    from tests.marts import rows as r
+
+    monday = 3 * 86400.0  # T0 + 3 d: Monday 2024-03-04
+    cpu = {"user": "carl", "account": "cpu", "gpus": 0, "gpus_requested": 0}
+    con = r.build_lake(
+        tmp_path,
+        samples=r.samples(range(int(monday), int(monday + 2 * 86400), 3600), interval_s=3600.0),
+        jobs=[
+            r.job("g1", monday + 7200, monday + 86400) | {"submit_ts": r.at(monday + 3600)},
+            r.job("c1", monday + 30 * 3600, monday + 40 * 3600, **cpu)
+            | {"submit_ts": r.at(monday)},
+            r.job("c2", monday, None, **cpu, state="PENDING", time_limit_s=3600)
+            | {"start_ts": None, "updated_ts": r.at(monday + 2 * 86400)},
+        ],
+        job_gpus=[r.job_gpu("g1", monday + 7200, monday + 86400)],
+        gpus=[r.gpu()],
+    )
+
+    report = assemble_report(con, "della", IsoWeek(2024, 10), ReportSettings(), NOW)
+
+    accounts = rows(report.tables["accounts"], "account")
+    assert "cpu" not in accounts or not accounts["cpu"]["pending_job_h"]
+    assert report.scalars["accounts_with_demand"] == 1
+    assert report.scalars["pending_job_h"] == pytest.approx(1.0)  # g1's hour in the queue
+    waits = {(w["account"], w["size_class"]): w for w in report.tables["waits_by_size"].to_dicts()}
+    assert set(waits) == {("physics", "1 GPU"), ("(all)", "1 GPU")}
+    assert waits[("(all)", "1 GPU")]["jobs"] == 1  # g1
+    assert waits[("(all)", "1 GPU")]["wait_max_s"] == pytest.approx(3600)
+    assert report.tables["pending_backlog"].is_empty()
+    [frame] = report.tables["cluster_frame"].to_dicts()
+    assert frame["planned_gpu_h"] == pytest.approx(1.0)  # the GPU was free while g1 waited
+    weekly = fetch(con, "SELECT * FROM fairness_weekly WHERE account = 'cpu'")
+    assert all(not w["jobs_started"] and w["wait_p95_s"] is None for w in weekly)
