@@ -3,7 +3,8 @@
 `JsonErrorRoute` is the route class of the API's router: it turns what a handler raises
 (ApiError, a query parameter FastAPI refused, a lake error) into that body inside the router
 itself, so the errors look the same whatever application the router is mounted in (exception
-handlers would belong to the application). Nothing in an error echoes a token.
+handlers would belong to the application). Nothing in an error echoes a token, and a lake
+error names its file to managers only.
 """
 
 from __future__ import annotations
@@ -55,6 +56,16 @@ def _validation_message(exc: RequestValidationError) -> str:
     return "; ".join(parts) or "the request is not valid"
 
 
+def _lake_error(request: Request, exc: WarehouseError) -> str:
+    """What a lake error tells: the file and the engine's words to a manager, as /healthz and
+    /metrics do (app.serve.server); to anyone else that the lake cannot be read now (a path
+    under the lake and DuckDB's text are not every user's to read)."""
+    viewer = getattr(request.state, "viewer", None)
+    if viewer is not None and viewer.is_manager:
+        return str(exc)
+    return "the lake cannot be read now; an administrator must look at the server's log"
+
+
 class JsonErrorRoute(APIRoute):
     """An APIRoute whose errors are the API's JSON errors."""
 
@@ -70,9 +81,9 @@ class JsonErrorRoute(APIRoute):
                 return error_response(422, _validation_message(exc))
             except HTTPException as exc:
                 return error_response(exc.status_code, str(exc.detail), exc.headers)
-            except WarehouseError as exc:  # a damaged or unreadable lake file: named
+            except WarehouseError as exc:  # a damaged or unreadable lake file
                 log.error("lake error on %s: %s", request.url.path, exc)
-                return error_response(503, str(exc))
+                return error_response(503, _lake_error(request, exc))
             except Exception:
                 log.exception("internal error on %s", request.url.path)
                 return error_response(500, "internal error (the server's log says more)")

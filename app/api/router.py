@@ -146,7 +146,9 @@ def build_router(
         request: Request,
         _bearer: Annotated[HTTPAuthorizationCredentials | None, Security(_BEARER)],
     ) -> Viewer:
-        return request_viewer(settings, request)
+        found = request_viewer(settings, request)
+        request.state.viewer = found  # (JsonErrorRoute tells a lake error's file to managers)
+        return found
 
     Who = Annotated[Viewer, Depends(viewer)]
     reports = _ReportCache(REPORT_CACHE_SIZE)

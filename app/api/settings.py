@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from app.api.tokens import Tokens, TokensFile
     from app.config import Config
 
-__all__ = ["PROXY_SECRET_HEADER", "ApiConfig", "ApiSettings"]
+__all__ = ["PROXY_SECRET_HEADER", "ApiConfig", "ApiSettings", "normal_address"]
 
 
 def _header_name(v: str) -> str | None:
@@ -44,6 +44,14 @@ def _addresses(v: tuple[str, ...]) -> str | None:
         except ValueError:
             return f"expected IP addresses, e.g. '127.0.0.1' ({address!r})"
     return None
+
+
+def normal_address(text: str) -> str:
+    """An address as the peer's is written (`0:0:0:0:0:0:0:1` is `::1`, an IPv4-mapped one
+    IPv4: app.api.auth._peer), so that any form given matches it."""
+    address = ipaddress.ip_address(text.strip())
+    mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+    return str(mapped or address)
 
 
 def _positive(v: float) -> str | None:
@@ -132,7 +140,7 @@ class ApiSettings:
         return cls(
             tokens=tokens,
             trusted_user_header=cfg.trusted_user_header,
-            trusted_proxies=frozenset(a.strip() for a in cfg.trusted_proxies),
+            trusted_proxies=frozenset(normal_address(a) for a in cfg.trusted_proxies),
             policy=access_policy(config.section(DashboardConfig)),
             refresh_s=cfg.refresh_s,
             proxy_secret=cfg.proxy_secret,

@@ -459,6 +459,42 @@ def test_a_wrong_token_is_401_even_from_a_trusted_proxy(proxied):
     error_of(proxied.get("/api/v1/whoami", headers=headers), 401)
 
 
+def test_the_user_header_sent_twice_is_refused(proxied):
+    # A proxy that adds its header beside the client's (Apache's `RequestHeader add`) passes
+    # the client's first: the first copy was taken, and alice named herself the manager.
+    headers = [("X-Remote-User", "boss"), ("X-Remote-User", "alice")]
+    response = proxied.get("/api/v1/whoami", headers=headers)
+
+    assert "sent 2 times" in error_of(response, 400)
+
+
+def test_a_basic_sign_in_the_proxy_passes_on_is_no_token(proxied, client):
+    # Apache's `AuthType Basic` passes the browser's Authorization header on: its users were
+    # all refused ("expected 'Authorization: Bearer <token>'"). From anyone else it stays 401.
+    basic = {"Authorization": "Basic YWxpY2U6cGFzc3dvcmQ="}
+    response = proxied.get("/api/v1/whoami", headers={**basic, "X-Remote-User": "alice"})
+
+    assert response.json() == {"user": "alice", "manager": False}
+    error_of(proxied.get("/api/v1/whoami", headers=basic), 401)
+    error_of(client.get("/api/v1/whoami", headers={**basic, "X-Remote-User": "alice"}), 401)
+
+
+@pytest.mark.parametrize("written", ["0:0:0:0:0:0:0:1", "::ffff:127.0.0.1"])
+def test_a_trusted_proxy_written_in_another_form_is_its_address(root, tmp_path, written):
+    (tmp_path / "g.toml").write_text(
+        f'[api]\ntrusted_user_header = "X-Remote-User"\ntrusted_proxies = ["{written}"]\n'
+    )
+    from app.api.settings import ApiSettings
+
+    proxies = ApiSettings.from_config(load_config(tmp_path / "g.toml")).trusted_proxies
+    settings = L.settings(tmp_path, trusted_user_header="X-Remote-User", trusted_proxies=proxies)
+    peer = "::1" if written.startswith("0:") else "127.0.0.1"
+    with TestClient(create_api_app(Lake.at(root), settings), client=(peer, 50000)) as client:
+        response = client.get("/api/v1/whoami", headers={"X-Remote-User": "alice"})
+
+    assert response.json() == {"user": "alice", "manager": False}
+
+
 # ---------------------------------------------------------------- a lake that cannot be read
 
 
@@ -480,6 +516,15 @@ def test_a_damaged_lake_file_is_a_503_naming_it_and_the_server_still_starts(root
     with TestClient(app) as client:  # the warm-up at start-up met it too: logged, not fatal
         message = error_of(client.get("/api/v1/jobs", headers=L.bearer(L.BOSS)), 503)
     assert "part-0.parquet" in message
+
+
+def test_a_damaged_lake_file_is_not_named_to_a_user(root, tmp_path):
+    # the path under the lake and DuckDB's words are told to managers, as /healthz does
+    app = create_api_app(Lake.at(root), L.settings(tmp_path), reader=DamagedLake(root))
+    with TestClient(app) as client:
+        message = error_of(client.get("/api/v1/jobs", headers=L.bearer(L.ALICE)), 503)
+    assert "parquet" not in message and str(root) not in message
+    assert "cannot be read" in message
 
 
 def test_an_unexpected_error_is_a_500_that_tells_nothing(root, tmp_path):
