@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import shlex
 
-__all__ = ["sh", "sh_comment"]
+__all__ = ["scontrol_on", "sh", "sh_comment"]
 
 
 def sh(value: object) -> str:
@@ -17,6 +17,15 @@ def sh(value: object) -> str:
     interpolates: an account named `a; rm -rf ~` or `$(id)` stays one argument when the
     command is copied into a shell. A plain name (letters, digits, `@%+=:,./-_`) stays bare."""
     return shlex.quote(str(value))
+
+
+def scontrol_on(cluster: str) -> str:
+    """`scontrol -M <cluster>`: a generated scontrol command aims at the one cluster its
+    figures are of, as the sacctmgr lines name theirs (`cluster=`): node and partition names
+    repeat across clusters, and the login node a line is pasted on may be another cluster's.
+    A lake named otherwise than Slurm names the cluster gets a command Slurm refuses, never
+    one run on another cluster."""
+    return f"scontrol -M {sh(cluster)}"
 
 
 def sh_comment(value: object) -> str:

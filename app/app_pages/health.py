@@ -95,7 +95,8 @@ else:
             "by a drain_node recommendation or a critical hardware finding."
         )
     for row in drain.iter_rows(named=True):
-        st.code(drain_command(str(row["node"]), str(row["drain_reason"])), language="bash")
+        cluster = str(row.get("cluster") or s.cluster)
+        st.code(drain_command(cluster, str(row["node"]), str(row["drain_reason"])), language="bash")
 
 search = st.text_input(
     "Search GPUs",

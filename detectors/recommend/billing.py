@@ -15,6 +15,7 @@ import polars as pl
 
 from detectors.recommend.config import BillingConfig
 from detectors.recommend.recommendation import ClusterFacts, Recommendation, sh
+from detectors.shell_words import scontrol_on
 from warehouse import queries
 
 if TYPE_CHECKING:
@@ -59,7 +60,8 @@ def _config(facts: ClusterFacts, partitions: list[str], weight: float) -> str:
             f"    nvidia.com/gpu: {w}\n"
         )
     weights = f'TRESBillingWeights="CPU=1.0,GRES/gpu={w}"'
-    lines = [f"scontrol update {sh(f'PartitionName={p}')} {weights}" for p in partitions]
+    scontrol = scontrol_on(facts.cluster)
+    lines = [f"{scontrol} update {sh(f'PartitionName={p}')} {weights}" for p in partitions]
     lines += [
         "# slurm.conf, to keep it after a restart: on each of these PartitionName= lines set",
         f"# {weights} (do not add a second line for a partition: slurmctld stops on a",

@@ -22,6 +22,7 @@ import polars as pl
 
 from detectors.recommend.config import DrainConfig
 from detectors.recommend.recommendation import ClusterFacts, Recommendation
+from detectors.shell_words import scontrol_on
 from detectors.wording import counted
 from warehouse import queries
 
@@ -51,12 +52,15 @@ def _reason(row: dict[str, Any], rate: float) -> str:
     return "; ".join(parts)
 
 
-def drain_command(node: str, reason: str) -> str:
-    """`scontrol update … State=DRAIN` with the reason quoted for the shell whatever it holds
-    (it is data: event kinds, counts) and without double quotes, which scontrol strips from a
-    reason's end (seen on Slurm 22.05)."""
+def drain_command(cluster: str, node: str, reason: str) -> str:
+    """`scontrol -M <cluster> update … State=DRAIN` (node names repeat across clusters) with
+    the reason quoted for the shell whatever it holds (it is data: event kinds, counts) and
+    without double quotes, which scontrol strips from a reason's end (seen on Slurm 22.05)."""
     reason = "gpuledger: " + reason.replace('"', "'")
-    return f"scontrol update NodeName={shlex.quote(node)} State=DRAIN Reason={shlex.quote(reason)}"
+    return (
+        f"{scontrol_on(cluster)} update NodeName={shlex.quote(node)} State=DRAIN "
+        f"Reason={shlex.quote(reason)}"
+    )
 
 
 def _config(facts: ClusterFacts, node: str, reason: str) -> str:
@@ -68,7 +72,7 @@ def _config(facts: ClusterFacts, node: str, reason: str) -> str:
             f"kubectl annotate node {shlex.quote(node)} "
             f"{shlex.quote('gpuledger.io/drain-reason=' + reason)}\n"
         )
-    return drain_command(node, reason) + "\n"
+    return drain_command(facts.cluster, node, reason) + "\n"
 
 
 def recommend(

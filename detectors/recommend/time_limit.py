@@ -30,6 +30,7 @@ from detectors.recommend.recommendation import (
     sh,
     sh_comment,
 )
+from detectors.shell_words import scontrol_on
 from detectors.wording import counted, noun_for
 from warehouse import queries
 
@@ -102,7 +103,7 @@ def _partition_config(facts: ClusterFacts, partition: str, default_s: float, max
         )
     times = f"DefaultTime={hhmmss(default_s)} MaxTime={hhmmss(max_s)}"
     return (
-        f"scontrol update {sh(f'PartitionName={partition}')} {times}\n"
+        f"{scontrol_on(facts.cluster)} update {sh(f'PartitionName={partition}')} {times}\n"
         "# slurm.conf, to keep it after a restart: on the existing "
         f"PartitionName={sh_comment(partition)}\n"
         f"# line set {times} (do not add a second PartitionName={sh_comment(partition)} line:\n"

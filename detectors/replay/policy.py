@@ -52,6 +52,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from detectors.shell_words import scontrol_on, sh, sh_comment
+
 __all__ = [
     "Policy",
     "PolicyError",
@@ -472,48 +474,72 @@ def shares_on_the_recorded_scale(recorded: Policy, changes: Iterable[str]) -> No
 
 
 def slurm_lines(settings: Iterable[str], cluster: str) -> list[str]:
-    """The commands (or slurm.conf lines) that put each `KEY=VALUE` setting on a live cluster,
-    as an operator would type them; a setting with no single command gets a comment."""
+    """The commands (or slurm.conf lines) that put each `KEY=VALUE` setting on `cluster`, as an
+    operator would type them; a setting with no single command gets a comment. Every name and
+    value is one shell word (`sh`: a partition, account or cluster name is data), and scontrol
+    names the cluster (`-M`) as sacctmgr does (`cluster=`)."""
+    scontrol = scontrol_on(cluster)
+    on = sh(f"cluster={cluster}")
     lines = []
     for item in settings:
         key, _, value = item.partition("=")
         parts = key.strip().split(".")
         value = value.strip()
         head = parts[0]
+        said = sh_comment(f"{key.strip()}={value}")
         if head == "partition" and len(parts) == 3:
-            lines.append(f"scontrol update PartitionName={parts[1]} {parts[2]}={value}")
+            lines.append(
+                f"{scontrol} update {sh(f'PartitionName={parts[1]}')} {sh(f'{parts[2]}={value}')}"
+            )
         elif head == "assoc" and len(parts) == 4:
             lines.append(
-                f"sacctmgr -i modify user where name={parts[2]} account={parts[1]} "
-                f"cluster={cluster} set GrpTRES={value}"
+                f"sacctmgr -i modify user where {sh(f'name={parts[2]}')} "
+                f"{sh(f'account={parts[1]}')} {on} set {sh(f'GrpTRES={value}')}"
             )
         elif head == "assoc" and len(parts) == 3 and parts[2] == "Shares":
+            # the lab's share is the account's part of the whole tree (NormShares); sacctmgr's
+            # fairshare is a raw number against its siblings': no one number says that
             lines.append(
-                f"sacctmgr -i modify account name={parts[1]} cluster={cluster} set "
-                f"fairshare={max(1, round(float(value) * 1000))}  # shares in thousandths"
+                f"# {said}: set {sh_comment(parts[1])}'s fairshare (sacctmgr -i modify account "
+                f"{sh_comment(f'name={parts[1]}')} {sh_comment(f'cluster={cluster}')} set "
+                f"fairshare=N) so that sshare shows its NormShares at {sh_comment(value)}: N "
+                "counts against its siblings' raw shares"
             )
         elif head == "assoc" and len(parts) == 3:
             lines.append(
-                f"sacctmgr -i modify account where name={parts[1]} cluster={cluster} "
-                f"set {parts[2]}={value}"
+                f"sacctmgr -i modify account where {sh(f'name={parts[1]}')} {on} "
+                f"set {sh(f'{parts[2]}={value}')}"
             )
         elif head == "priority" and len(parts) == 2:
-            lines.append(f"# slurm.conf: {parts[1]}={value}   (then: scontrol reconfigure)")
+            lines.append(
+                f"# slurm.conf: {sh_comment(f'{parts[1]}={value}')}   (then: scontrol reconfigure)"
+            )
         elif head == "qos" and len(parts) == 3:
-            lines.append(f"sacctmgr -i modify qos where name={parts[1]} set {parts[2]}={value}")
+            lines.append(
+                f"sacctmgr -i modify qos where {sh(f'name={parts[1]}')} "
+                f"set {sh(f'{parts[2]}={value}')}"
+            )
         elif key.strip() == "PreemptType":
-            lines.append(f"# slurm.conf: PreemptType={value}   (then restart slurmctld)")
+            lines.append(f"# slurm.conf: {said}   (then restart slurmctld)")
         elif key.strip() == "PreemptMode":
-            lines.append(f"# slurm.conf: PreemptMode={value}   (then: scontrol reconfigure)")
+            lines.append(f"# slurm.conf: {said}   (then: scontrol reconfigure)")
         elif head == "node" and len(parts) == 3 and parts[2] == "State":
             reason = " Reason=policy-lab" if value.upper() == "DRAIN" else ""
-            lines.append(f"scontrol update NodeName={parts[1]} State={value.upper()}{reason}")
+            lines.append(
+                f"{scontrol} update {sh(f'NodeName={parts[1]}')} "
+                f"{sh(f'State={value.upper()}')}{reason}"
+            )
         elif head == "node" and len(parts) == 3:
-            lines.append(f"# slurm.conf: on NodeName={parts[1]} set {parts[2]}={value}")
+            lines.append(
+                f"# slurm.conf: on NodeName={sh_comment(parts[1])} set "
+                f"{sh_comment(f'{parts[2]}={value}')}"
+            )
         elif key.strip() == "boot_time":
-            lines.append(f"# boot_time={value}: when slurmctld started, not a setting")
+            lines.append(f"# boot_time={sh_comment(value)}: when slurmctld started, not a setting")
         elif key.strip() == "over_limit":
-            lines.append(f"# over_limit={value}: how users react to a limit, not a setting")
+            lines.append(
+                f"# over_limit={sh_comment(value)}: how users react to a limit, not a setting"
+            )
         else:
-            lines.append(f"# slurm.conf: SchedulerParameters … {key.strip()}={value}")
+            lines.append(f"# slurm.conf: SchedulerParameters … {said}")
     return lines

@@ -55,9 +55,9 @@ def test_the_node_with_a_fatal_xid_and_the_lemon_are_drained(drain_lake):
     assert g001["expected_gain_gpu_h"] == pytest.approx(2.0 - 2 / 3)
     # the shell hands scontrol the whole reason as one argument
     argv = shlex.split(g001["config"])
-    assert argv[:4] == ["scontrol", "update", "NodeName=g001", "State=DRAIN"]
-    assert argv[4].startswith("Reason=gpuledger: 1 hardware event: xid 79;")
-    assert len(argv) == 5
+    assert argv[:6] == ["scontrol", "-M", "della", "update", "NodeName=g001", "State=DRAIN"]
+    assert argv[6].startswith("Reason=gpuledger: 1 hardware event: xid 79;")
+    assert len(argv) == 7
     # g002: 4 of 4 failed, above 2 × the cluster rate of 5/13; 4 × 0.5 GPU-h lost
     assert g002["evidence"]["node_failure_rate"] == 1.0
     assert g002["evidence"]["cluster_failure_rate"] == pytest.approx(5 / 13, abs=1e-6)

@@ -245,7 +245,7 @@ def test_gpu_billing_weight_by_hand(tmp_path):
     assert accounts["chem"]["proposed_share"] == pytest.approx(72 / 168, abs=1e-6)
     # applied live, and slurm.conf edited in place (never a second PartitionName=gpu line)
     assert (
-        'scontrol update PartitionName=gpu TRESBillingWeights="CPU=1.0,GRES/gpu=8"\n'
+        'scontrol -M della update PartitionName=gpu TRESBillingWeights="CPU=1.0,GRES/gpu=8"\n'
         in rec["config"]
     )
     assert not [line for line in rec["config"].splitlines() if line.startswith("PartitionName=")]

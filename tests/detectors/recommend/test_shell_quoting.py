@@ -15,8 +15,9 @@ import pytest
 
 from app.alerts.findings import FindingContext
 from app.alerts.fixes import concrete_fix
-from detectors.recommend import billing, fairshare, gpu_cap, power_cap, time_limit
+from detectors.recommend import billing, drain_node, fairshare, gpu_cap, power_cap, time_limit
 from detectors.recommend.recommendation import ClusterFacts
+from detectors.replay.policy import slurm_lines
 
 T0 = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
 HOSTILE = [
@@ -70,13 +71,51 @@ def test_gpu_cap_commands(name):
 
 
 @pytest.mark.parametrize("name", HOSTILE)
-def test_billing_and_time_limit_commands(name):
-    assert commands(billing._config(facts("slurm"), [name], 2.0)) == [
-        ["scontrol", "update", f"PartitionName={name}", "TRESBillingWeights=CPU=1.0,GRES/gpu=2"]
-    ]
-    assert commands(time_limit._partition_config(facts("slurm"), name, 3600, 7200)) == [
-        ["scontrol", "update", f"PartitionName={name}", "DefaultTime=01:00:00", "MaxTime=02:00:00"]
-    ]
+def test_billing_time_limit_and_drain_commands(name):
+    # scontrol names the cluster (-M) as sacctmgr does: partition and node names repeat across
+    # the clusters of one lake, and the cluster's name is data too
+    on = facts("slurm", cluster=name)
+    assert commands(billing._config(on, [name], 2.0)) == [
+        ["scontrol", "-M", name, "update", f"PartitionName={name}",
+         "TRESBillingWeights=CPU=1.0,GRES/gpu=2"]
+    ]  # fmt: skip
+    assert commands(time_limit._partition_config(on, name, 3600, 7200)) == [
+        ["scontrol", "-M", name, "update", f"PartitionName={name}", "DefaultTime=01:00:00",
+         "MaxTime=02:00:00"]
+    ]  # fmt: skip
+    assert commands(drain_node._config(on, name, "xid 79")) == [
+        ["scontrol", "-M", name, "update", f"NodeName={name}", "State=DRAIN",
+         "Reason=gpuledger: xid 79"]
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_the_policy_labs_commands(name):
+    # the Policy lab's "To apply it" lines interpolated names bare: a cluster `be ta;$(id)`
+    # ran `id` when pasted
+    lines = slurm_lines(
+        [
+            f"partition.{name}.MaxTime=1:00:00",
+            f"assoc.{name}.GrpTRES=gres/gpu=4",
+            f"assoc.{name}.{name}.GrpTRES=gres/gpu=2",
+            f"qos.{name}.Priority=10",
+            f"node.{name}.State=drain",
+            f"assoc.{name}.Shares=0.25",
+            f"bf_window={name}",
+        ],
+        name,
+    )
+    assert commands("\n".join(lines)) == [
+        ["scontrol", "-M", name, "update", f"PartitionName={name}", "MaxTime=1:00:00"],
+        ["sacctmgr", "-i", "modify", "account", "where", f"name={name}", f"cluster={name}",
+         "set", "GrpTRES=gres/gpu=4"],
+        ["sacctmgr", "-i", "modify", "user", "where", f"name={name}", f"account={name}",
+         f"cluster={name}", "set", "GrpTRES=gres/gpu=2"],
+        ["sacctmgr", "-i", "modify", "qos", "where", f"name={name}", "set", "Priority=10"],
+        ["scontrol", "-M", name, "update", f"NodeName={name}", "State=DRAIN",
+         "Reason=policy-lab"],
+    ]  # fmt: skip
+    assert all(line.startswith(("#", "scontrol ", "sacctmgr ")) for line in lines)
 
 
 @pytest.mark.parametrize("name", HOSTILE)

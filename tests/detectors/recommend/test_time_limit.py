@@ -62,7 +62,8 @@ def test_partition_default_and_maximum_by_hand(recs):
     assert ev["jobs_over_max_time"] == 5
     assert ev["jobs_over_new_limit"] == 0
     assert (
-        "scontrol update PartitionName=gpu DefaultTime=05:00:00 MaxTime=05:00:00" in rec["config"]
+        "scontrol -M della update PartitionName=gpu DefaultTime=05:00:00 MaxTime=05:00:00"
+        in rec["config"]
     )
     # slurm.conf is edited in place, never appended to: a second PartitionName=gpu line stops
     # slurmctld ("duplicate entry for partition gpu", seen on the live 22.05 cluster)
