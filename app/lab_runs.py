@@ -140,7 +140,7 @@ def slurm_lab(
                 "Jain's index (share ÷ entitlement)",
                 "jobs cut short by a new limit",
                 "GPU-hours those lose",
-                "jobs a new limit keeps pending",
+                "jobs left queued at the end (the baseline started them)",
             ],
             "baseline": [float(c.started[0]), c.gpu_h[0], c.occupancy[0], c.jain[0], 0, 0, 0],
             "proposal": [

@@ -422,7 +422,8 @@ def command_compare(
     click.echo(f"{'Jain index (share ÷ entitlement)':34}{c.jain[0]:>14.3f}{c.jain[1]:>14.3f}")
     click.echo(
         f"Cut short by a new limit: {c.cut_jobs:,} jobs, {c.cut_gpu_h:,.1f} GPU-h lost; "
-        f"kept pending by one: {c.held_jobs:,} jobs."
+        f"left queued at the end of the data that the recorded policy started: "
+        f"{c.held_jobs:,} jobs."
     )
     if any(c.preempted):
         click.echo(

@@ -139,9 +139,9 @@ class Comparison:
     occupancy: tuple[float, float]  # GPU-hours run ÷ GPU-hours there were, base and new
     shares: pl.DataFrame  # account, entitlement, base_share, new_share
     jain: tuple[float, float]
-    cut_jobs: int
-    cut_gpu_h: float  # GPU-hours the new limit took from the jobs it cut
-    held_jobs: int  # jobs a new limit keeps pending for good
+    cut_jobs: int  # jobs the proposal's limits cut shorter than the baseline's do
+    cut_gpu_h: float  # GPU-hours they took from those jobs beyond the baseline's cuts
+    held_jobs: int  # jobs a new limit keeps pending for good (the baseline started them)
     started: tuple[int, int]
     gpu_h: tuple[float, float]
     preempted: tuple[int, int] = (0, 0)  # jobs a QOS preempted at least once
@@ -246,9 +246,9 @@ def compare(
         np.divide(shares, ent, out=out, where=entitled)
         return out
 
-    lost = np.where(
-        new.cut_by_limit, np.nan_to_num(w.run_s - (new.end_e - new.start_e), nan=0.0), 0.0
-    )
+    # what the proposal's limits take beyond what the baseline's already do: a job cut in both
+    # (a recorded TIMEOUT the baseline cuts too) is the proposal's only for the time it cuts more
+    more = np.maximum(_cut_s(w, new) - _cut_s(w, base), 0.0)
     return Comparison(
         waits=table,
         occupancy=(
@@ -260,14 +260,27 @@ def compare(
             _jain(ratio(share["base_share"].to_numpy())),
             _jain(ratio(share["new_share"].to_numpy())),
         ),
-        cut_jobs=int(new.cut_by_limit.sum()),
-        cut_gpu_h=float((np.maximum(lost, 0.0) * w.gpus).sum() / 3600.0),
-        held_jobs=int((new.held_by_limit & ~base.held_by_limit).sum()),
+        cut_jobs=int((more > 0).sum()),
+        cut_gpu_h=float((more * w.gpus).sum() / 3600.0),
+        # held for good by a new time limit, or kept queued to the horizon by a new cap (a job
+        # the baseline started that the proposal never does)
+        held_jobs=int(
+            (
+                (new.held_by_limit & ~base.held_by_limit)
+                | (~np.isnan(base.start_e) & np.isnan(new.start_e))
+            ).sum()
+        ),
         started=(int((~np.isnan(base.start_e)).sum()), int((~np.isnan(new.start_e)).sum())),
         gpu_h=(float(base_h.sum()), float(new_h.sum())),
         preempted=(_preempted(base), _preempted(new)),
         requeued_gpu_h=(_requeued_gpu_h(w, base), _requeued_gpu_h(w, new)),
     )
+
+
+def _cut_s(w: Workload, out: Outcome) -> np.ndarray:
+    """Per job, the seconds of its recorded run a limit cut off in `out` (0: not cut)."""
+    ran = np.nan_to_num(w.run_s - (out.end_e - out.start_e), nan=0.0)
+    return np.where(out.cut_by_limit, np.maximum(ran, 0.0), 0.0)
 
 
 def _share_of(gpu_h: float, capacity_gpu_h: float) -> float:

@@ -439,3 +439,38 @@ def test_an_account_the_share_tree_lacks_is_entitled_to_nothing():
     assert shares == pytest.approx({"a": 0.5, "b": 0.5, "guest": 0.0})
     # Jain's index over the entitled accounts alone: a and b used equal shares of theirs
     assert c.jain[0] == pytest.approx(1.0)
+
+
+def test_only_what_the_proposal_cuts_beyond_the_baseline_is_its_cut():
+    # The probe: a GPU cap with no effect printed "Cut short by a new limit: 3 jobs", as a
+    # recorded TIMEOUT the baseline's MaxTime cuts too was counted against every proposal.
+    # A (1,000 s run, limit 600 s) is cut in both; with MaxTime 400 s the proposal cuts it
+    # 200 s more. B (300 s) is cut by neither.
+    jobs = [
+        {"submit": 0, "run": 1000, "gpus": 8, "limit": 600},
+        {"submit": 1, "run": 300, "gpus": 8, "limit": 600},
+    ]
+    w = workload(jobs, {"n1": 8})
+    base = replay(w, apply_settings(P0, ["partition.gpu.MaxTime=00:10:00", "over_limit=cut"]))
+    same = replay(w, apply_settings(P0, ["partition.gpu.MaxTime=00:10:00", "over_limit=cut"]))
+    less = replay(w, apply_settings(P0, ["partition.gpu.MaxTime=00:06:40", "over_limit=cut"]))
+    capacity = (8 * 2000 / 3600,) * 2
+
+    assert base.cut_by_limit.tolist() == [True, False]
+    unchanged = compare(w, base, same, {"a": 1.0}, capacity_gpu_h=capacity)
+    assert unchanged.cut_jobs == 0 and unchanged.cut_gpu_h == 0
+    shorter = compare(w, base, less, {"a": 1.0}, capacity_gpu_h=capacity)
+    assert shorter.cut_jobs == 1 and shorter.cut_gpu_h == pytest.approx(200 * 8 / 3600)
+
+
+def test_jobs_a_new_cap_keeps_queued_to_the_horizon_are_held_by_it():
+    # The probe: GrpTRES=gres/gpu=0 started 31 of 36 jobs, and the comparison said "kept
+    # pending by one: 0 jobs" (only a time limit's holds were counted).
+    jobs = [{"submit": k, "run": 100, "gpus": 2} for k in range(3)]
+    w = workload(jobs, {"n1": 8})
+    base = replay(w, P0)
+    capped = replay(w, apply_settings(P0, ["assoc.a.GrpTRES=gres/gpu=0"]))
+
+    assert np.isnan(capped.start_e).all() and not np.isnan(base.start_e).any()
+    c = compare(w, base, capped, {"a": 1.0}, capacity_gpu_h=(8 * 300 / 3600,) * 2)
+    assert c.held_jobs == 3 and c.started == (3, 0)

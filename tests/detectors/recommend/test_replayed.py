@@ -118,7 +118,10 @@ def test_an_account_gpu_cap_is_replayed_as_its_grptres(singles):
     rp = replayed(singles, "account_cap")
     assert rp["settings"] == ["assoc.llm-pretrain.GrpTRES=gres/gpu=8"]
     assert rp["wait_p95_s"]["proposal"] != rp["wait_p95_s"]["baseline"]
-    assert rp["jobs_held"] == 0 and rp["jobs_cut"] == 0
+    # the cap keeps some jobs the recorded policy started queued to the end of the data
+    started = rp["jobs_started"]
+    assert rp["jobs_held"] >= started["baseline"] - started["proposal"] > 0
+    assert rp["jobs_cut"] == 0
     assert_calibrated(rp)
 
 
