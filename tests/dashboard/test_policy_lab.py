@@ -43,7 +43,7 @@ def test_a_manager_replays_a_max_time_side_by_side(demo_lake, monkeypatch):
     assert row["jobs left queued at the end (the baseline started them)"] > 0
     assert summary["proposal"][0] < summary["baseline"][0]  # fewer jobs start
     assert any("rank correlation" in m.value for m in at.markdown)
-    assert "scontrol update PartitionName=gpu MaxTime=00:30:00" in at.code[0].value
+    assert "scontrol -M sim update PartitionName=gpu MaxTime=00:30:00" in at.code[0].value
 
 
 def test_open_access_counts_as_a_manager_and_a_bad_setting_is_one_line(demo_lake, monkeypatch):
