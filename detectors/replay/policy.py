@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -64,6 +65,7 @@ __all__ = [
     "setting_keys",
     "shares_on_the_recorded_scale",
     "slurm_lines",
+    "unknown_associations",
     "unknown_names",
 ]
 
@@ -202,6 +204,18 @@ def _priority_keys() -> str:
     return next(k for k in setting_keys() if k.startswith("priority."))
 
 
+# The largest count a setting takes (GPUs, CPUs, MiB): the replay holds counts in int64
+# arrays, and a value past them ended in an OverflowError's traceback.
+MOST = 2**31 - 1
+
+
+def _count(key: str, value: str, digits: str) -> int:
+    n = int(digits)
+    if n > MOST:
+        raise PolicyError(f"{key}={value}: expected at most {MOST:,}")
+    return n
+
+
 def _gpu_tres(key: str, value: str) -> int | None:
     v = value.strip()
     if v in ("-1", ""):
@@ -209,7 +223,7 @@ def _gpu_tres(key: str, value: str) -> int | None:
     m = re.fullmatch(r"(?:gres/gpu(?::[\w.-]+)?=)?(\d+)", v)
     if not m:
         raise PolicyError(f"{key}={value}: expected gres/gpu=N (a GPU count) or -1 for no limit")
-    return int(m.group(1))
+    return _count(key, value, m.group(1))
 
 
 def _number(key: str, value: str, *, integer: bool = False, minimum: float = 0.0) -> float:
@@ -217,9 +231,10 @@ def _number(key: str, value: str, *, integer: bool = False, minimum: float = 0.0
         n = float(value)
     except ValueError:
         raise PolicyError(f"{key}={value}: not a number") from None
-    if n != n or n < minimum or (integer and n != int(n)):
+    if not math.isfinite(n) or n < minimum or (integer and (n != int(n) or n > MOST)):
         kind = "an integer" if integer else "a number"
-        raise PolicyError(f"{key}={value}: expected {kind} ≥ {minimum:g}")
+        most = f" and ≤ {MOST:,}" if integer else ""
+        raise PolicyError(f"{key}={value}: expected {kind} ≥ {minimum:g}{most}")
     return n
 
 
@@ -405,7 +420,7 @@ def _apply_one(p: Policy, key: str, value: str) -> Policy:
             m = re.fullmatch(r"gpu(?::([\w.-]+))?:(\d+)", value.strip())
             if not m:
                 raise PolicyError(f"{key}={value}: expected gpu:N or gpu:<type>:N")
-            gres = {**p.node_gres, node: (int(m.group(2)), m.group(1) or "")}
+            gres = {**p.node_gres, node: (_count(key, value, m.group(2)), m.group(1) or "")}
             return dataclasses.replace(p, node_gres=gres)
         if attr == "CPUs":
             cpus = int(_number(key, value, integer=True, minimum=1.0))
@@ -448,6 +463,38 @@ def unknown_names(changes: Iterable[str], nodes: Iterable[str], partitions: Iter
                 f"{'.'.join(parts)}: the cluster has no {head} {name!r}"
                 + (f" (it has {some})" if known else "")
             )
+
+
+def unknown_associations(
+    changes: Iterable[str],
+    accounts: Iterable[str],
+    users: Iterable[tuple[str, str]],
+    qos: Iterable[str],
+) -> None:
+    """Raise PolicyError for a change to an account, a user's association (account, user) or
+    a QOS the cluster's records do not name: `assoc.studnets.GrpTRES` replayed as no change,
+    and the proposal's figures read as the baseline's."""
+    known_accounts, known_users, known_qos = set(accounts), set(users), set(qos)
+    for item in changes:
+        parts = item.partition("=")[0].strip().split(".")
+        if parts[0] == "assoc" and len(parts) in (3, 4) and parts[1] not in known_accounts:
+            raise PolicyError(
+                f"{'.'.join(parts)}: {_none_such('account', parts[1], known_accounts)}"
+            )
+        if parts[0] == "assoc" and len(parts) == 4 and (parts[1], parts[2]) not in known_users:
+            mine = {u for a, u in known_users if a == parts[1]}
+            raise PolicyError(
+                f"{'.'.join(parts)}: {_none_such(f'user in account {parts[1]!r}', parts[2], mine)}"
+            )
+        if parts[0] == "qos" and len(parts) == 3 and parts[1] not in known_qos:
+            raise PolicyError(f"{'.'.join(parts)}: {_none_such('QOS', parts[1], known_qos)}")
+
+
+def _none_such(kind: str, name: str, known: set[str]) -> str:
+    some = ", ".join(sorted(known)[:8]) + (", …" if len(known) > 8 else "")
+    return f"the cluster's records have no {kind} {name!r}" + (
+        f" (they have {some})" if known else ""
+    )
 
 
 def shares_on_the_recorded_scale(recorded: Policy, changes: Iterable[str]) -> None:

@@ -16,6 +16,7 @@ from detectors.replay.policy import (
     PolicyError,
     preempt_mode,
     shares_on_the_recorded_scale,
+    unknown_associations,
     unknown_names,
 )
 from warehouse import queries
@@ -323,13 +324,20 @@ def recorded_settings(con: duckdb.DuckDBPyConnection, cluster: str) -> list[tupl
 
 
 def check_changes(w: Workload, recorded: Policy, changes: Sequence[str]) -> None:
-    """Raise PolicyError for `changes` that name a node or partition the workload's cluster
-    does not have, or set shares off the recorded share tree's scale: such a change replays
-    as no change, and the proposal's figures read as the baseline's."""
+    """Raise PolicyError for `changes` that name a node, partition, account, user association
+    or QOS the workload's cluster does not have, or set shares off the recorded share tree's
+    scale: such a change replays as no change, and the proposal's figures read as the
+    baseline's."""
     partitions = {
         *w.partition,
         *(p for seen in w.node_partitions.values() for p in seen),
         *recorded.partitions,
     }
     unknown_names(changes, [*w.nodes, *recorded.node_gres], partitions)
+    unknown_associations(
+        changes,
+        accounts={*w.account, *recorded.shares, *recorded.account_gpu_cap, *recorded.user_gpu_cap},
+        users={*zip(w.account, w.user, strict=True), *recorded.assoc_user_gpu_cap},
+        qos={*(q for q in w.qos or () if q), *recorded.qos, "normal"},
+    )
     shares_on_the_recorded_scale(recorded, changes)

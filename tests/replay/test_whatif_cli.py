@@ -70,6 +70,12 @@ def test_compare_prints_baseline_and_proposal_side_by_side(lake):
         # a misspelt name changed nothing: the proposal's figures were the baseline's
         ("node.gpu-01.State=DRAIN", "node.gpu-01.State: the cluster has no node 'gpu-01'"),
         ("partition.gpus.MaxTime=01:00:00", "partition.gpus.MaxTime: the cluster has no partition"),
+        ("assoc.vison.GrpTRES=gres/gpu=4", "the cluster's records have no account 'vison'"),
+        ("assoc.vision.nobody.GrpTRES=gres/gpu=1", "no user in account 'vision' 'nobody'"),
+        ("qos.hihg.GrpTRES=gres/gpu=4", "the cluster's records have no QOS 'hihg'"),
+        # past the replay's int64 counts: an OverflowError's traceback
+        ("assoc.vision.GrpTRES=gres/gpu=99999999999999999999999", "expected at most 2,147,483,647"),
+        ("node.gpu-009.Gres=gpu:99999999999999999999", "expected at most 2,147,483,647"),
         # sacctmgr's raw shares on the recorded parts' scale (0-1) outweighed every account
         ("assoc.vision.Shares=15", "not sacctmgr's raw shares; vision is recorded at 0.15"),
     ],
