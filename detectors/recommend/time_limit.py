@@ -2,14 +2,15 @@
 
 Over-long limits hide free GPUs from backfill: a job asking 24 h for a 1-hour run blocks a
 24-hour hole in the plan. From the window's completed GPU jobs this proposes, per partition,
-DefaultTime = the run-time quantile × margin (rounded up) and MaxTime = the longest run ×
-margin (rounded up to an hour); and per user whose median run uses a small fraction of the
+DefaultTime = the run-time quantile × margin (rounded up) and MaxTime = the longest run of any
+job that ended there, completed or not (a timed-out or failed job ran that long too), × margin
+(rounded up to an hour); and per user whose median run uses a small fraction of the
 limit, a `--time` value. The gain is reserved (not computed) GPU-hours released to backfill.
 
 Slurm gives DefaultTime only to jobs submitted without `--time`, and the lake cannot tell
 those from jobs that asked for the same limit, so a partition's gain counts only what MaxTime
-takes back: GPUs × (old limit − MaxTime) for jobs that asked for more than it (every
-completed one ran within it). What DefaultTime would release if every job had taken the
+takes back: GPUs × (old limit − MaxTime) for jobs that asked for more than it (every job that
+ended ran within it). What DefaultTime would release if every job had taken the
 default is evidence (`default_time_gpu_h_if_all_default`), not gain. A user's `--time` hint
 is the user's own request, so its gain counts their jobs that ran within it:
 GPUs × (old limit − hint).
@@ -125,20 +126,26 @@ def _user_config(facts: ClusterFacts, user: str, time_s: float) -> str:
 def recommend(
     con: duckdb.DuckDBPyConnection, facts: ClusterFacts, config: TimeLimitConfig
 ) -> list[Recommendation]:
-    """One recommendation per partition with enough completed jobs, one per over-asking user."""
-    jobs = queries.run(con, QUERY, since=facts.window_start, until=facts.window_end).filter(
-        (pl.col("cluster") == facts.cluster) & (pl.col("state") == "COMPLETED")
+    """One recommendation per partition with enough completed jobs, one per over-asking user.
+    The default and the hints follow the completed jobs' run times; MaxTime is above every
+    run that ended in the partition, whatever its state: a job that timed out, failed or was
+    cancelled ran that long too (a NODE_FAIL job of 29.6 h was above a 16 h MaxTime whose risk
+    said "none ran longer")."""
+    ended = queries.run(con, QUERY, since=facts.window_start, until=facts.window_end).filter(
+        pl.col("cluster") == facts.cluster
     )
+    jobs = ended.filter(pl.col("state") == "COMPLETED")
     recs: list[Recommendation] = []
     q = config.quantile
     for (partition,), part in jobs.group_by(["partition"], maintain_order=True):
         if part.height < config.min_jobs or partition is None:
             continue
+        every = ended.filter(pl.col("partition") == partition)
         default_s = round_up(_quantile(part["runtime_s"], q) * config.margin, config.round_s)
-        max_s = round_up(_quantile(part["runtime_s"], 1.0) * config.margin, 3600)
+        max_s = round_up(_quantile(every["runtime_s"], 1.0) * config.margin, 3600)
         figures = _figures(part, default_s, q)
         default_if_all = figures.pop("released_gpu_h")
-        figures |= _max_time_figures(part, max_s)
+        figures |= _max_time_figures(every, max_s)
         if figures["max_time_released_gpu_h"] <= 0:
             continue
         recs.append(
@@ -157,9 +164,9 @@ def recommend(
                 expected_gain_gpu_h=figures["max_time_released_gpu_h"],
                 gain_kind="backfill",
                 risk=(
-                    f"{figures['jobs_over_max_time']} of "
-                    f"{counted(part.height, 'completed job')} asked for more than MaxTime "
-                    f"{hhmmss(max_s)} and must ask for less (none ran longer); "
+                    f"{figures['jobs_over_max_time']} of the {counted(every.height, 'job')} "
+                    f"that ended asked for more than MaxTime {hhmmss(max_s)} and must ask "
+                    "for less (none ran longer, whatever its end); "
                     f"{figures['jobs_over_new_limit']} ran longer than the new default "
                     f"{hhmmss(default_s)}: those submitted without --time must ask for more"
                 ),

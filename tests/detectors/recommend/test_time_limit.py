@@ -57,9 +57,10 @@ def test_partition_default_and_maximum_by_hand(recs):
     assert ev["max_time_s"] == 5 * H
     # unused limit: alice 23+23+22+22+21 = 111, bob 2 × (1+1+0.5+0.5+0) = 6
     assert ev["unused_limit_gpu_h"] == pytest.approx(117.0)
-    # released by MaxTime: alice's 5 jobs asked 24 h, more than MaxTime 5 h: 5 × (24 - 5)
-    assert rec["expected_gain_gpu_h"] == pytest.approx(95.0)
-    assert ev["jobs_over_max_time"] == 5
+    # released by MaxTime: alice's 5 jobs asked 24 h, more than MaxTime 5 h: 5 × (24 - 5); and
+    # f0 (failed after a minute) asked 48 h: 48 - 5
+    assert rec["expected_gain_gpu_h"] == pytest.approx(95.0 + 43.0)
+    assert ev["jobs_over_max_time"] == 6
     assert ev["jobs_over_new_limit"] == 0
     assert (
         "scontrol -M della update PartitionName=gpu DefaultTime=05:00:00 MaxTime=05:00:00"
@@ -149,8 +150,22 @@ def test_the_partition_gain_counts_only_what_max_time_takes_back(tmp_path):
     # had every job taken the default: the six 1-h runs, (30 - 1.25) + 5 × (5 - 1.25)
     assert ev["default_time_gpu_h_if_all_default"] == pytest.approx(28.75 + 18.75)
     assert ev["jobs_over_max_time"] == 1
-    assert rec["risk"].startswith("1 of 10 completed jobs asked for more than MaxTime 05:00:00")
+    assert rec["risk"].startswith("1 of the 10 jobs that ended asked for more than MaxTime 05:00")
     assert (
         "4 ran longer than the new default 01:15:00: those submitted without --time"
         in (rec["risk"])
     )
+
+
+def test_max_time_is_above_every_run_that_ended_whatever_its_state(tmp_path):
+    # The probe: MaxTime came from the completed jobs alone, and its risk said "none ran
+    # longer" beside timed-out jobs of 25-33 h. t0 timed out after 6 h: MaxTime 6 × 1.2 = 7.2,
+    # up to 8 h (the completed jobs' 4 h gave 5 h); the default still follows completed runs.
+    timed_out = r.job("t0", 0, 6 * H, user="bob", state="TIMEOUT", time_limit_s=int(6 * H))
+    r.build_lake(tmp_path, jobs=[*jobs(), timed_out])
+    found = recommend(reading(tmp_path), RecommendConfig(), NOW, kinds=("time_limit",))
+    [rec] = [x for x in recs_of(found, "time_limit") if x["scope"] == "partition=gpu"]
+
+    assert rec["evidence"]["max_time_s"] == 8 * H
+    assert rec["evidence"]["default_time_s"] == 5 * H
+    assert "of the 12 jobs that ended asked for more than MaxTime 08:00:00" in rec["risk"]
