@@ -147,6 +147,14 @@ class LakeReader:
         except EmptyWarehouse:
             raise UnknownJob(f"No job {job_id!r} in the lake") from None
 
+    def fresh_generation(self) -> int:
+        """The lake's generation, its files looked at again first where `refresh_s` has passed
+        (in the background, as a read does): what the caches of reports and extents key on. A
+        client that only polls one job's report or /clusters read them stale for good: only a
+        read looked."""
+        self._connection()
+        return self.generation
+
     def run(self, name: str, /, **params: object) -> pl.DataFrame:
         """The shipped query `name` with bound `params`."""
         return self.read(lambda cur: queries.run(cur, name, **params))

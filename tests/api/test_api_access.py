@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -631,3 +632,62 @@ def test_occupancy_pages_of_several_clusters_hold_each_bucket_once(tmp_path):
     assert len(key) == len(set(key))  # no bucket twice
     assert sorted(key) == sorted((row["cluster"], row["bucket"]) for row in whole["series"])
     assert len(pages) > 2
+
+
+# ---------------------------------------------------------------- caches follow the lake
+
+
+def test_a_client_that_only_polls_clusters_and_one_report_sees_the_lake_change(
+    tmp_path_factory, tmp_path
+):
+    # The probe: /clusters and a job's report are cached per opening of the lake, and only a
+    # read looked at its files again: a new cluster stayed "no cluster 'two'" (404) and a new
+    # finding out of the report for as long as nobody asked anything else.
+    root = L.shared(tmp_path_factory, into=tmp_path / "lake")
+    now = [0.0]
+    reader = LakeReader(Lake.at(root), refresh_s=60.0, clock=lambda: now[0])
+    app = create_api_app(Lake.at(root), L.settings(tmp_path), reader=reader)
+    with TestClient(app) as client:
+
+        def clusters() -> list[str]:
+            response = client.get("/api/v1/clusters", headers=L.bearer(L.BOSS))
+            return [c["cluster"] for c in response.json()["clusters"]]
+
+        assert clusters() == ["della"]
+        r.land(root, "jobs", [r.job("t1", 0, L.H) | {"cluster": "two"}], batch_id="two")
+        now[0] = 61.0
+        clusters()  # stale: this request starts the lake's check in the background
+        deadline = time.monotonic() + 30
+        while reader.generation < 2:
+            assert time.monotonic() < deadline, "the lake was not reopened"
+            time.sleep(0.05)
+        assert clusters() == ["della", "two"]
+        report = client.get("/api/v1/jobs/two/t1", headers=L.bearer(L.BOSS))
+        assert report.status_code == 200
+
+
+class CountingReader(LakeReader):
+    """A reader that counts the job reports it builds."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(Lake.at(root))
+        self.built: list[str] = []
+
+    def job_report(self, job_id: str, cluster: str | None) -> Any:
+        self.built.append(job_id)
+        return super().job_report(job_id, cluster)
+
+
+def test_another_users_job_is_refused_before_its_report_is_built(root, tmp_path):
+    # Built first and refused after, another's job took twice as long as no job at all (160
+    # against 75 ms): the answer's time told which ids exist.
+    reader = CountingReader(root)
+    app = create_api_app(Lake.at(root), L.settings(tmp_path), reader=reader)
+    with TestClient(app) as client:
+        reader.built.clear()  # (the warm-up at start-up reads one)
+        error_of(client.get("/api/v1/jobs/della/b1", headers=L.bearer(L.ALICE)), 404)
+        error_of(client.get("/api/v1/jobs/della/zz9", headers=L.bearer(L.ALICE)), 404)
+        assert reader.built == []
+        assert client.get("/api/v1/jobs/della/a1", headers=L.bearer(L.ALICE)).status_code == 200
+        assert client.get("/api/v1/jobs/della/b1", headers=L.bearer(L.BOSS)).status_code == 200
+    assert reader.built == ["a1", "b1"]
