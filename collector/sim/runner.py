@@ -232,8 +232,13 @@ def _job_gpus_table(cfg: SimConfig, jobs: list[Job], fleet: Fleet, t0_ms: int) -
     )
 
 
-def _app_xids(jobs: list[Job], rng: np.random.Generator) -> list[tuple[int, float, int]]:
-    """Some failed jobs die with an application XID on one of their GPUs."""
+def _app_xids(
+    jobs: list[Job], rng: np.random.Generator, horizon: float
+) -> list[tuple[int, float, int]]:
+    """Some failed jobs die with an application XID on one of their GPUs: those that end
+    inside the simulated span (an XID after it moved the data's end past the last sample, and
+    jobs still running there ran past their limits). The draws are made for every failed job
+    as before, so a seed's other events stay as they were."""
     out = []
     for job in jobs:
         if (
@@ -242,7 +247,9 @@ def _app_xids(jobs: list[Job], rng: np.random.Generator) -> list[tuple[int, floa
             and job.placement
             and rng.random() < 0.08
         ):
-            out.append((job.placement[0], job.end_s - 1.0, int(rng.choice(_APP_XIDS))))
+            xid = int(rng.choice(_APP_XIDS))
+            if job.end_s <= horizon:
+                out.append((job.placement[0], job.end_s - 1.0, xid))
     return out
 
 
@@ -411,7 +418,7 @@ def build_world(cfg: SimConfig, rng: np.random.Generator) -> World:
         noise_rng = np.random.default_rng([cfg.seed, 8])
         add_job_noise(jobs, noise_rng)
         health = add_telemetry_noise(health, fleet, cfg.days, noise_rng)
-    app_xids = _app_xids(jobs, np.random.default_rng([cfg.seed, 5]))
+    app_xids = _app_xids(jobs, np.random.default_rng([cfg.seed, 5]), cfg.days * DAY_S)
     return World(
         fleet=fleet,
         jobs=jobs,

@@ -647,3 +647,16 @@ def test_jobs_run_on_one_gpu_model_and_record_its_type(tmp_path: Path) -> None:
     assert types == {"h100", "a100"}
     assert sum(r[2] > 8 for r in per_job) >= 3  # multi-node jobs were placed
     assert unstarted == (0,)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_no_event_lies_after_the_simulated_span(tmp_path: Path, seed: int) -> None:
+    # The probe's 16 GPUs × 2 days, seed 2: a job still running at the end, failed later, had
+    # its application XID landed 8.75 h after the last sample; the data's end moved there and
+    # every running job "ran" past its limit in the replay.
+    cfg = SimConfig(gpus=16, days=2, seed=seed)
+    simulate(cfg, Lake.at(tmp_path))
+    with _reading(tmp_path) as con:
+        last = _one(con, "SELECT max(ts) AS ts FROM gpu_events")["ts"]
+        start = _one(con, "SELECT min(ts) AS ts FROM gpu_samples")["ts"]
+    assert last is None or last <= start + dt.timedelta(days=cfg.days)

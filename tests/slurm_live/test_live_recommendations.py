@@ -213,7 +213,8 @@ def test_partition_settings_apply_live_and_in_slurm_conf(cluster, config, expect
     _reconfigure(cluster)  # back to slurm.conf's values, none of them the proposed ones
     got = partition(cluster)
     assert all(got[k] != v for k, v in expected.items())
-    _edit_partition_line(cluster, argv[3:])
+    assert argv[:4] == ["scontrol", "-M", CLUSTER, "update"]  # aimed at this cluster
+    _edit_partition_line(cluster, argv[5:])  # (after PartitionName=)
     try:
         _reconfigure(cluster)
         got = partition(cluster)
