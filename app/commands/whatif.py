@@ -72,6 +72,15 @@ class _Run:
     source: str  # where the recorded policy came from
 
 
+def _recorded(settings: Sequence[tuple[str, str]]) -> str:
+    """What of the lake's record the recorded policy comes from: a lake with shares alone
+    was said to hold a `collect slurm-config` snapshot."""
+    shares = [key for key, _ in settings if key.endswith(".Shares")]
+    parts = ["the scheduler configuration (`collect slurm-config`)"] * (len(shares) < len(settings))
+    parts += ["the fair-share shares (`collect slurm-shares`)"] * bool(shares)
+    return "the lake's record: " + " and ".join(parts)
+
+
 def _prepare(
     lake: Lake,
     cluster: str,
@@ -108,9 +117,9 @@ def _prepare(
             recorded = apply_settings(recorded, settings_from_slurm_conf(text, str(slurm_conf)))
         except PolicyError as exc:
             raise AppError(f"--slurm-conf {slurm_conf}: {exc}") from None
-        source = f"the lake's record and {slurm_conf}" if settings else str(slurm_conf)
+        source = f"{_recorded(settings)} and {slurm_conf}" if settings else str(slurm_conf)
     elif settings:
-        source = "the lake's record (`collect slurm-config`, the fair-share shares)"
+        source = _recorded(settings)
     else:
         source = (
             "Slurm's defaults: none recorded (priority/basic: first come, first served; "

@@ -33,6 +33,9 @@ def test_replay_prints_its_calibration_and_writes_one_row_per_job(lake, tmp_path
     assert result.exit_code == 0, result.output
     assert "Calibration: the recorded policy replayed against what happened" in result.output
     assert "start-order rank correlation" in result.output
+    # the simulator lands shares, no `collect slurm-config` snapshot: said as it is
+    assert "Recorded policy: the lake's record: the fair-share shares" in result.output
+    assert "slurm-config" not in result.output
     rows = pl.read_parquet(out)
     assert {"cluster", "job_id", "sim_start_e", "sim_end_e", "cut_by_limit"} <= set(rows.columns)
     jobs = pl.read_parquet(lake / "jobs", hive_partitioning=True)
