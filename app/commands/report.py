@@ -72,8 +72,8 @@ def _utc_now() -> dt.datetime:
     type=WeekParam(),
     default=None,
     metavar="YYYY-Www",
-    help="ISO week to report, e.g. 2026-W48 [default: the latest complete week with data, "
-    "else the current week if only it has data].",
+    help="ISO week to report, e.g. 2026-W48 [default: the latest week the data cover whole, "
+    "else the week they cover longest].",
 )
 @click.option(
     "--out",
@@ -145,8 +145,9 @@ def weekly(
     """Write the weekly fairness report of each cluster: usage vs entitlement, waits, waste.
 
     \b
-    For every cluster (or --cluster), for the ISO --week (default: the latest complete week
-    with data; on a live lake, last week; on a backfilled one, its last full week):
+    For every cluster (or --cluster), for the ISO --week (default: the latest week the data
+    cover whole; on a live lake, last week; on a backfilled one, its last full week; where
+    none is whole, the week they cover longest):
       1. usage vs entitlement per account and user: GPU-hours, usage share raw and decayed
          with --half-life-days, entitled share, Slurm's classic and Fair Tree fair-share
          (and Kueue ClusterQueue shares on Kubernetes);
@@ -214,20 +215,20 @@ def _smtp(cfg: Any, email_to: str | None) -> tuple[Any, list[str]]:
 
 
 def _default_week(found: DataWeeks, moment: dt.datetime, fallback: IsoWeek) -> IsoWeek:
-    """The latest complete week with data (saying so), else the last complete week."""
+    """The week `default_week` picks (saying why), else the last complete week."""
     from app.report.week import covered
 
     chosen = found.default(moment)
     if chosen is None:
         click.echo(f"No --week given and no week has data: reporting {fallback.label}.")
         return fallback
-    complete = covered(chosen, found.data_end, moment)
+    complete = covered(chosen, found.data_end, moment, found.data_start)
     if complete:
         why = "the latest complete week with data"
     elif chosen.end > moment:
         why = "the current week, in progress"
-    else:  # a past week the data stop inside: not "in progress" (the lake is not live)
-        why = "the week the data end in, covered in part"
+    else:  # a past week the data begin or stop inside: not "in progress" (the lake is not live)
+        why = "covered in part: the data begin or end inside it"
     click.echo(
         f"No --week given: reporting {chosen.label}, {why} (data in {found.span}); "
         "pass --week for another."

@@ -51,10 +51,11 @@ class ReportSettings:
 
 @dataclass(frozen=True, slots=True)
 class DataWeeks:
-    """The ISO weeks some clusters have data for (sorted) and where their data end."""
+    """The ISO weeks some clusters have data for (sorted), where their data end and begin."""
 
     weeks: list[IsoWeek]
     data_end: dt.datetime | None
+    data_start: dt.datetime | None = None
 
     @property
     def span(self) -> str:
@@ -66,7 +67,7 @@ class DataWeeks:
 
     def default(self, now: dt.datetime) -> IsoWeek | None:
         """The week to report without --week (`app.report.week.default_week`)."""
-        return default_week(self.weeks, self.data_end, now)
+        return default_week(self.weeks, self.data_end, now, self.data_start)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,12 +94,40 @@ def clusters_in_lake(con: duckdb.DuckDBPyConnection) -> list[str]:
 
 
 def data_weeks(con: duckdb.DuckDBPyConnection, clusters: Sequence[str]) -> DataWeeks:
-    """The weeks with data of any of `clusters`, and the latest end of their data."""
+    """The weeks with data of any of `clusters`, the latest end of their data and the earliest
+    start."""
     frame = queries.run(con, "report/data_weeks").filter(pl.col("cluster").is_in(list(clusters)))
     weeks = sorted({IsoWeek.of(d) for d in frame.get_column("week").to_list()})
     ends = [float(e) for e in frame.get_column("data_end_e").to_list() if e is not None]
+    starts = [float(e) for e in frame.get_column("data_start_e").to_list() if e is not None]
     end = dt.datetime.fromtimestamp(max(ends), dt.UTC) if ends else None
-    return DataWeeks(weeks, end)
+    start = dt.datetime.fromtimestamp(min(starts), dt.UTC) if starts else None
+    return DataWeeks(weeks, end, start)
+
+
+def _coverage_note(
+    week: IsoWeek, data_start: dt.datetime | None, data_end: dt.datetime | None
+) -> list[str]:
+    """The note on a week the data begin or end inside: the hours its figures cover (a week
+    begun on a Wednesday was reported as whole, and one ended inside counted its hours from
+    its Monday however late the data began)."""
+    if data_end is None or data_end <= week.start or (data_start and data_start >= week.end):
+        return []
+    begins = data_start is not None and data_start > week.start
+    ends = data_end < week.end
+    if not (begins or ends):
+        return []
+    first = data_start if begins and data_start is not None else week.start
+    hours = (min(data_end, week.end) - first).total_seconds() / 3600
+    where = " and ".join(
+        [f"begin {first:%a %d %b %H:%M} UTC"] * begins
+        + [f"end {data_end:%a %d %b %H:%M} UTC"] * ends
+    )
+    queue = ", and the queue is as it stood then" if ends else ""
+    return [
+        f"The data {where}, inside this week: its figures cover {hours:,.0f} of its 168 "
+        f"hours{queue}."
+    ]
 
 
 def marts_built(con: duckdb.DuckDBPyConnection) -> bool:
@@ -551,12 +580,7 @@ def assemble_report(
         | set(demand.get_column("account").to_list())
     )
     nodes, source, notes = _nodes(assoc, usage, settings, seen)
-    if cut and data_end is not None and week.start < data_end:
-        covered = (data_end - week.start).total_seconds() / 3600
-        notes.append(
-            f"The data end {data_end:%a %d %b %H:%M} UTC, inside this week: its figures cover "
-            f"{covered:,.0f} of its 168 hours, and the queue is as it stood then."
-        )
+    notes += _coverage_note(week, weeks_with_data.data_start, data_end)
     accounts, users = _fairness_tables(this_week, nodes, demand, settings)
     scalars = _scalars(accounts, _nested(nodes))
     # a week with data as docs/report.md and report/data_weeks define it: GPU-hours allocated or

@@ -72,24 +72,44 @@ def last_complete_week(now: dt.datetime) -> IsoWeek:
     return IsoWeek.of(now.astimezone(dt.UTC).date()).minus(1)
 
 
-def covered(week: IsoWeek, data_end: dt.datetime | None, now: dt.datetime) -> bool:
-    """Whether the data cover `week` to its end (it ended at or before `data_end` and now)."""
-    return data_end is not None and week.end <= min(data_end, now)
+def covered(
+    week: IsoWeek,
+    data_end: dt.datetime | None,
+    now: dt.datetime,
+    data_start: dt.datetime | None = None,
+) -> bool:
+    """Whether the data cover `week` whole: it ended at or before `data_end` and now, and began
+    at or after `data_start` (a week the data begin inside, on a Wednesday, is covered only
+    from then)."""
+    begun = data_start is None or data_start <= week.start
+    return begun and data_end is not None and week.end <= min(data_end, now)
 
 
 def default_week(
-    weeks: Iterable[IsoWeek], data_end: dt.datetime | None, now: dt.datetime
+    weeks: Iterable[IsoWeek],
+    data_end: dt.datetime | None,
+    now: dt.datetime,
+    data_start: dt.datetime | None = None,
 ) -> IsoWeek | None:
     """The week to report when none is asked for: the latest week with data that has begun by
-    `now` and that the data cover to its end (ended at or before `data_end`); where no such
-    week is complete, the latest one that has begun (the current week, in progress); None when
-    no week that has begun has data.
+    `now` and that the data cover whole (`covered`: from its start, `data_start`, to its end,
+    `data_end`); where no week is whole, the one the data cover longest (the latest of equals:
+    the current week, in progress, on a lake begun this week); None when no week that has
+    begun has data.
 
     On a live lake this is last week (as `last_complete_week`); on a backfilled one, the last
     week of the backfill rather than an empty week before today.
     """
     begun = [w for w in weeks if w.start <= now]
-    complete = [w for w in begun if covered(w, data_end, now)]
+    complete = [w for w in begun if covered(w, data_end, now, data_start)]
     if complete:
         return max(complete)
-    return max(begun) if begun else None
+    if not begun:
+        return None
+
+    def hours(week: IsoWeek) -> float:
+        first = max(week.start, data_start) if data_start else week.start
+        last = min(week.end, now, data_end) if data_end else min(week.end, now)
+        return (last - first).total_seconds()
+
+    return max(begun, key=lambda w: (hours(w), w))

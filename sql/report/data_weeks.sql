@@ -6,7 +6,8 @@
 -- Params:  none
 -- Returns: cluster, week (its Monday, DATE), data_end_e (epoch seconds: data_extent's end of
 --          the cluster's data, every rule's "now": its last sample interval's end, or a later
---          scheduler record's time, its collection included)
+--          scheduler record's time, its collection included), data_start_e (where its
+--          data begin: a week before it is covered only from then)
 --
 -- A week has data where fairness_weekly has GPU-hours allocated or observed in it (the weeks
 -- the report's trends count) and something was recorded inside it: a sample taken at or after
@@ -59,7 +60,8 @@ recorded AS (
 SELECT
     w.cluster,
     w.week,
-    epoch(x.data_end) AS data_end_e
+    epoch(x.data_end) AS data_end_e,
+    epoch(x.data_start) AS data_start_e
 FROM weeks AS w
 JOIN recorded AS d
     ON d.cluster = w.cluster

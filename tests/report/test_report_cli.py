@@ -137,13 +137,13 @@ def test_a_report_to_files_reads_the_lake_alone_of_the_configuration(lake, tmp_p
     assert (tmp_path / "out" / "della" / "2024-W09" / "fairness-della-2024-W09.html").is_file()
 
 
-def test_without_week_the_latest_complete_week_with_data_is_reported(lake, tmp_path):
-    # The lake's data end half an hour into 2024-W10: W09 is the latest complete week with
-    # data, whatever today's date (the old default, the last complete week before today, had
-    # nothing in it).
+def test_without_week_the_week_the_data_cover_longest_is_reported(lake, tmp_path):
+    # The lake's data begin on Friday of 2024-W09 and end half an hour into W10: no week is
+    # whole, and W09 holds the most of them, whatever today's date (the old default, the last
+    # complete week before today, had nothing in it). It is said to be covered in part.
     result = invoke("report", "weekly", "--lake", str(lake), "--out", str(tmp_path), "--no-pdf")
     assert result.exit_code == 0, result.output
-    assert "2024-W09, the latest complete week with data" in result.output
+    assert "2024-W09, covered in part" in result.output
     assert "2024-W09 to 2024-W10" in result.output
     assert "no data" not in result.output
     assert (tmp_path / "della" / "2024-W09" / "fairness-della-2024-W09.html").is_file()
@@ -153,7 +153,10 @@ def test_without_week_the_latest_complete_week_with_data_is_reported(lake, tmp_p
     ("now", "said"),
     [
         # the data stop on a Wednesday of W02, long ago: that week is no week "in progress"
-        (dt.datetime(2026, 12, 7, tzinfo=dt.UTC), "the week the data end in, covered in part"),
+        (
+            dt.datetime(2026, 12, 7, tzinfo=dt.UTC),
+            "covered in part: the data begin or end inside it",
+        ),
         (dt.datetime(2025, 1, 9, tzinfo=dt.UTC), "the current week, in progress"),
     ],
 )
@@ -170,7 +173,7 @@ def test_a_partial_default_week_is_in_progress_only_while_it_lasts(now, said, ca
 
 def test_help_says_what_the_default_week_is():
     result = invoke("report", "weekly", "--help")
-    assert "latest complete week with data" in " ".join(result.output.split())
+    assert "the latest week the data cover whole" in " ".join(result.output.split())
 
 
 def test_default_week_is_the_last_complete_one():
@@ -339,3 +342,45 @@ def test_collect_slurm_shares_command_runs_sacctmgr(tmp_path, monkeypatch):
     _fake(folder, "sacctmgr", "echo 'sacctmgr: error: Problem talking to the database' >&2; exit 1")
     failed = invoke("collect", "slurm-shares", "--cluster", "testcluster", "--lake", str(lake))
     one_error(failed, 1, "sacctmgr failed (exit 1)", "Problem talking to the database")
+
+
+def test_a_week_the_data_begin_inside_is_no_complete_week():
+    # The probe: data from Wednesday 06:00 of W45 to Saturday of W46 made W45 "the latest
+    # complete week with data"; data from Saturday of W40 to Wednesday of W41 chose W40 (48 h)
+    # over W41 (60 h). A week the data begin inside is covered only from then.
+    from app.report.week import IsoWeek, covered, default_week
+
+    now = dt.datetime(2026, 12, 3, tzinfo=dt.UTC)
+    w45, w46 = IsoWeek(2026, 45), IsoWeek(2026, 46)
+    start = w45.start + dt.timedelta(days=2, hours=6)
+    end = w46.start + dt.timedelta(days=5, hours=12)
+    assert not covered(w45, end, now, start)
+    assert covered(w45, end, now, w45.start)
+    assert default_week([w45, w46], end, now, start) == w46  # none whole: 132 h against 114
+    w47 = IsoWeek(2026, 47)
+    assert default_week([w45, w46, w47], w47.start + dt.timedelta(days=1), now, start) == w46
+
+
+@pytest.mark.parametrize(
+    ("begin_h", "end_h", "said"),
+    [
+        (54, 168, "The data begin Wed 04 Nov 06:00 UTC, inside this week: its figures cover 114"),
+        (0, 132, "The data end Sat 07 Nov 12:00 UTC, inside this week: its figures cover 132"),
+        (12, 132, "The data begin Mon 02 Nov 12:00 UTC and end Sat 07 Nov 12:00 UTC, inside this "
+         "week: its figures cover 120 of its 168 hours, and the queue is as it stood then."),
+        (0, 168, None),
+    ],
+)  # fmt: skip
+def test_the_coverage_note_counts_the_hours_between_the_data_begin_and_end(begin_h, end_h, said):
+    # beta 2026-W46 in the probe: data from Monday 12:00 to Saturday 12:00 (120 h) were said
+    # to cover 132 of its 168 hours (counted from Monday 00:00)
+    from app.report.data import _coverage_note
+    from app.report.week import IsoWeek
+
+    week = IsoWeek(2026, 45)
+    notes = _coverage_note(
+        week,
+        week.start + dt.timedelta(hours=begin_h) - dt.timedelta(days=7 * (begin_h == 0)),
+        week.start + dt.timedelta(hours=end_h) + dt.timedelta(days=7 * (end_h == 168)),
+    )
+    assert notes == ([] if said is None else [notes[0]]) and (said is None or said in notes[0])
