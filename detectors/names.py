@@ -3,7 +3,7 @@
 The rules' names are `detectors.rules.DETECTORS`; the bottleneck diagnosis and each predictive
 model write one more (the early-waste model one per horizon: `early_waste_model_<minutes>m`).
 Each of those modules takes its name from here, so that checking a configuration that names
-detectors (`[alerts] detectors`) loads no detector (polars, numpy).
+detectors (`alerts.idle_detectors`) loads no detector (polars, numpy).
 """
 
 from __future__ import annotations

@@ -178,8 +178,8 @@ JOBS = _schema(
     ("updated_ts", _ts, False),
 )
 
-# `mig_instance` is not in DESIGN §3.3; it is added (nullable) because a MIG allocation is
-# a (gpu_uuid, GPU_I_ID) pair and cannot be attributed from the parent GPU alone.
+# DESIGN §3.3. `mig_instance` (nullable) is there because a MIG allocation is a
+# (gpu_uuid, GPU_I_ID) pair and cannot be attributed from the parent GPU alone.
 JOB_GPUS = _schema(
     ("cluster", _str, False),
     ("job_id", _str, False),
@@ -216,7 +216,7 @@ GPUS = _schema(
     ("last_seen", _ts),
 )
 
-# Not in DESIGN §3 (an addition): application throughput counters a training loop reports through
+# DESIGN §3.4: application throughput counters a training loop reports through
 # `collector.throughput` (Prometheus endpoint and/or the node agent's spool). Append only: one row
 # per report; counters are per reporting process (`node`, `reporter`), so a job's total is the sum
 # over its reporters of each one's latest value (reset-aware, like any counter). `model_params`
@@ -349,7 +349,7 @@ BOTTLENECK_DEVICE_DAYS = _schema(
     ("bursts", _i64, False),
 )  # fmt: skip
 
-# Not in DESIGN §3: added for fairness reporting on Kubernetes (Kueue, Volcano). One row per
+# DESIGN §3.6: Kubernetes queues (Kueue, Volcano), for fairness reporting. One row per
 # queue version and GPU resource: a queue whose quota names several flavors or GPU resources
 # (`nvidia.com/gpu`, `nvidia.com/mig-1g.10gb`, …) has one row each; a queue with no GPU quota
 # has one row with `flavor`/`resource` null. Quantities are in units of `resource` (whole GPUs,
@@ -378,7 +378,7 @@ QUEUES = _schema(
     ("preemption_reclaim_within_cohort", _str),
 )
 
-# Not in DESIGN §3: entitlements for the fairness report (issue 8). One row per scheduler
+# DESIGN §3.6: entitlements for the fairness report (issue 8). One row per scheduler
 # association version: an account (`user` null, `parent` its parent account, null for the root)
 # or a user under `account`. `raw_shares` is Slurm's RawShares (sacctmgr FairShare); null where
 # the association takes its parent's (FairShare=parent). `source`: `sacctmgr`, `config`.
@@ -392,7 +392,7 @@ ASSOCIATIONS = _schema(
     ("updated_ts", _ts, False),
 )
 
-# Not in DESIGN §3 (an addition for the policy lab): what decides scheduling, as the scheduler
+# DESIGN §3.6 (for the policy lab): what decides scheduling, as the scheduler
 # reported it (`gpuledger collect slurm-config`): one row per (kind, name, key) of a snapshot;
 # kind is config (`scontrol show config`), partition, node, qos or assoc (name: the account).
 # Every run lands a whole snapshot at one updated_ts; the latest snapshot is the configuration.
@@ -406,7 +406,7 @@ SCHEDULER_CONFIG = _schema(
     ("updated_ts", _ts, False),
 )
 
-# Not in DESIGN §3: what `gpuledger evaluate` scored, one row per run, setting and detector
+# DESIGN §3.6: what `gpuledger evaluate` scored, one row per run, setting and detector
 # (detectors.evaluation). Rates are null where their denominator is zero.
 EVALUATION_SCORES = _schema(
     ("cluster", _str, False),
@@ -668,8 +668,8 @@ ALLOWED_VALUES: dict[str, dict[str, frozenset[str]]] = {
             }
         ),
     },  # fmt: skip
-    # `user` is not in DESIGN §3.4 (`job`/`gpu`/`node`): the simulator's `wasteful_user` truth,
-    # which `low_efficiency_user` findings are scored against, is about a user.
+    # `user` (DESIGN §3.4): the simulator's `wasteful_user` truth, which `low_efficiency_user`
+    # findings are scored against, is about a user.
     "sim_truth": {"subject_kind": frozenset({"job", "gpu", "node", "user"})},
     "findings": {
         "severity": frozenset({"info", "warn", "critical"}),

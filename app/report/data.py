@@ -527,8 +527,9 @@ def _headlines(
             f"working{cost}, {versus}."
         )
     waits = tables["waits_by_size"].filter(pl.col("account") == "(all)")
-    if waits.height:
-        slow = waits.sort("wait_p95_s", descending=True).row(0, named=True)
+    slow = waits.sort("wait_p95_s", descending=True).row(0, named=True) if waits.height else None
+    if slow is not None and slow["wait_p95_s"] >= settings.demand_min_wait_s:
+        # (where nobody waited, "Longest waits: 1 GPU jobs, p95 0.0 h" said nothing)
         lines.append(
             f"Longest waits: {slow['size_class']} jobs, p95 {slow['wait_p95_s'] / 3600:.1f} h "
             f"(p50 {slow['wait_p50_s'] / 3600:.1f} h)."
@@ -536,7 +537,8 @@ def _headlines(
     starving = int(tables["pending_backlog"].get_column("waiting_over_24h").sum())
     if starving:
         lines.append(
-            f"{counted(starving, 'job')} still queued at week end had waited more than 24 h."
+            f"{counted(starving, 'job')} still queued at {scalars['queue_at']} had waited more "
+            "than 24 h."
         )
     return lines
 
@@ -664,6 +666,8 @@ def assemble_report(
             "co2e_fallback_hours": int(fallback_hours),
             "gpu_h_lost": float(failures.get_column("gpu_h_lost").sum()),
             "jobs_pending_at_end": int(tables["pending_backlog"].get_column("jobs_pending").sum()),
+            # where the queue was taken: the week's end, or the data's inside the week
+            "queue_at": "the end of the data" if cut else "week end",
             "half_life_days": settings.half_life_days,
             "trend_weeks_with_data": len(known),
             "trend_first_week": week.minus(TREND_WEEKS - 1),
