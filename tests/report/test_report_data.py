@@ -463,3 +463,27 @@ def test_cpu_jobs_are_no_gpu_demand(tmp_path):
     assert frame["planned_gpu_h"] == pytest.approx(1.0)  # the GPU was free while g1 waited
     weekly = fetch(con, "SELECT * FROM fairness_weekly WHERE account = 'cpu'")
     assert all(not w["jobs_started"] and w["wait_p95_s"] is None for w in weekly)
+
+
+def test_the_queue_is_said_as_of_where_it_was_taken(con, report):
+    # W10's data end half an hour in: its queue is the one at the end of the data, and the
+    # card said "at week end"
+    assert report.scalars["queue_at"] == "week end"
+    inside = assemble_report(con, "della", IsoWeek(2024, 10), ReportSettings(), NOW)
+    assert inside.scalars["queue_at"] == "the end of the data"
+
+
+def test_no_longest_waits_where_nobody_waited(tmp_path):
+    # "Longest waits: 1 GPU jobs, p95 0.0 h" said nothing
+    from tests.marts import rows as r
+
+    con = r.build_lake(
+        tmp_path,
+        samples=r.samples(range(0, 7200, 600), interval_s=600.0),
+        jobs=[r.job("j1", 0, 3600)],
+        job_gpus=[r.job_gpu("j1", 0, 3600)],
+        gpus=[r.gpu()],
+    )
+    report = assemble_report(con, "della", IsoWeek(2024, 9), ReportSettings(), NOW)
+    assert report.has_data
+    assert not any(line.startswith("Longest waits") for line in report.headlines)
