@@ -4,8 +4,9 @@ Slurm's shares are hierarchical: an account's shares count against its siblings'
 under the same parent), level by level (Fair Tree's S = Sraw_self / Sraw_self+siblings). So the
 comparison is made per parent, among its child accounts that had jobs in the window (in their
 own or any sub-account: usage rolls up the tree). Per child over the window: allocated
-GPU-hours A, GPU-hours its jobs spent waiting W, and its demand share among its siblings
-d = (A + W) / Σ(A + W), against its share among them S (raw shares from the configuration,
+GPU-hours A, GPU-hours its jobs spent waiting W (those that started, and those still queued or
+cancelled in the queue, up to the window's or the data's end), and its demand share among its
+siblings d = (A + W) / Σ(A + W), against its share among them S (raw shares from the configuration,
 else the cluster's current ones from the `associations` table that `collect slurm-shares`
 lands, else equal). A child whose demand share is `ratio` times its share or more (or 1/`ratio`
 or less) is flagged, and the proposal moves its shares halfway toward its demand:
@@ -44,6 +45,7 @@ __all__ = ["KIND", "QUERY", "ROOT_ACCOUNT", "account_tree", "current_shares", "r
 
 KIND = "fairshare_weight"
 QUERY = "recommend/window_jobs"
+PENDING_QUERY = "recommend/window_pending"
 SHARES_QUERY = "report/associations_latest"
 DEFAULT_RAW_SHARES = 100.0  # every account's shares when none are known (equal shares)
 SLURM_DEFAULT_SHARES = 1.0  # an account missing from a known tree: sacctmgr's default FairShare
@@ -160,7 +162,20 @@ def recommend(
     con: duckdb.DuckDBPyConnection, facts: ClusterFacts, config: FairshareConfig
 ) -> list[Recommendation]:
     """One recommendation per parent account whose children's shares miss their demand."""
-    jobs = queries.run(con, QUERY, since=facts.window_start, until=facts.window_end).filter(
+    window = {"since": facts.window_start, "until": facts.window_end}
+    started = queries.run(con, QUERY, **window)
+    # jobs that waited and never started in the window: demand too, as a job that started
+    # after waiting (gone, an account whose every job was left queued was no account here,
+    # and its siblings' shares were raised over it)
+    queued = queries.run(con, PENDING_QUERY, **window).select(
+        "cluster",
+        "account",
+        "gpus",
+        "submit_e",
+        pl.col("waited_until_e").alias("start_e"),
+        pl.col("waited_until_e").alias("end_e"),
+    )
+    jobs = pl.concat([started.select(queued.columns), queued], how="vertical_relaxed").filter(
         (pl.col("cluster") == facts.cluster) & pl.col("account").is_not_null()
     )
     shares, default, source = _raw_shares(config, current_shares(con, facts.cluster))

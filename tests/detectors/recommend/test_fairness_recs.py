@@ -348,3 +348,26 @@ def test_an_under_served_account_is_not_cut_and_no_share_is_raised_over_it(tmp_p
         "chem got 0.0× its share while its jobs waited 5.0 GPU-h (under-served: not cut)"
         in (rec["risk"])
     )
+
+
+def test_an_account_whose_jobs_never_started_is_demand_and_under_served(tmp_path):
+    """The probe: an account whose every job was left queued was no account to the
+    recommender (it read the jobs that started), and its siblings' shares were raised over it.
+    physics: 2 GPUs × 40 h; bio: 1 GPU × 1 h, no wait; chem: 1 GPU asked, queued from 0 to the
+    data's end (40 h) and never started: under-served, so no share is raised."""
+    jobs = [
+        r.job("p0", 0, 40 * H, gpus=2),
+        r.job("b0", 0, H, user="dave", account="bio"),
+        r.job("c0", 0, None, user="bob", account="chem", state="PENDING", gpus=0)
+        | {"start_ts": None, "gpus_requested": 1, "updated_ts": r.at(40 * H)},
+    ]
+    con = r.build_lake(tmp_path, jobs=jobs)
+    [rec] = recs_of(
+        recommend(con, RecommendConfig(), NOW, kinds=("fairshare_weight",)), "fairshare_weight"
+    )
+
+    chem = next(a for a in rec["evidence"]["accounts"] if a["account"] == "chem")
+    assert chem["waited_gpu_h"] == pytest.approx(40.0) and chem["alloc_gpu_h"] == 0
+    assert rec["evidence"]["under_served"] == ["chem"]
+    assert "name=physics" not in rec["config"]  # not raised over chem
+    assert "name=chem" not in rec["config"]  # and chem is not cut
