@@ -262,6 +262,7 @@ def _fairness_tables(
         "user",
         "jobs",
         "alloc_gpu_h",
+        "observed_gpu_h",
         "effective_gpu_h",
         "usage_share",
         "effective_share",
@@ -281,14 +282,21 @@ def _fairness_tables(
         )
         joined = joined.with_columns(
             pl.col(c).fill_null(0.0)
-            for c in ("alloc_gpu_h", "effective_gpu_h", "usage_share", "cpu_h", "mem_gib_h")
+            for c in (
+                "alloc_gpu_h",
+                "observed_gpu_h",
+                "effective_gpu_h",
+                "usage_share",
+                "cpu_h",
+                "mem_gib_h",
+            )
         ).with_columns(
             pl.col("jobs").fill_null(0),
             # none without a share (0 ÷ 0 was NaN, which sorts above every number: "used nan×")
             _per_share("usage_share").alias("usage_ratio"),
             _per_share("decayed_usage_share").alias("decayed_ratio"),
         )
-        frames[level] = joined
+        frames[level] = _unknown_where_unobserved(joined)
     accounts = frames["account"].drop("user", "fair_tree_factor")
     totals = accounts.select(
         pl.col("alloc_gpu_h").sum(), pl.col("cpu_h").sum(), pl.col("mem_gib_h").sum()
@@ -384,7 +392,9 @@ def _waste(
         "energy_kwh",
     ]
     rows = weeks.filter(pl.col("level") == level)
-    current = rows.filter(pl.col("week") == week.monday).select(*keys, "alloc_gpu_h", *cols)
+    current = rows.filter(pl.col("week") == week.monday).select(
+        *keys, "alloc_gpu_h", "observed_gpu_h", *cols
+    )
     previous = rows.filter(pl.col("week") == week.minus(1).monday).select(
         *keys, pl.col("waste_gpu_h").alias("waste_prev_gpu_h")
     )
@@ -416,7 +426,8 @@ def _waste(
             ).alias("energy_cost"),
         )
         .filter(pl.col("alloc_gpu_h") > 0)
-        .sort("waste_gpu_h", *keys, descending=[True] + [False] * len(keys))
+        .pipe(_unknown_where_unobserved)
+        .sort("waste_gpu_h", *keys, descending=[True] + [False] * len(keys), nulls_last=True)
     )
     return frame if level == "account" else frame.head(settings.top_n)
 
@@ -477,6 +488,31 @@ TELEMETRY_FIGURES = (
     "energy_kwh",
     "energy_cost",
 )
+
+
+# A row's own figures that only its telemetry gives: unknown (null) where its jobs held GPUs
+# that no sample saw. In a week some nodes reported and others did not, an account whose jobs
+# all ran on the silent ones read "effective 0.0, waste 0.0" beside the others' measured
+# figures (the 4-week mean is of other weeks too, and stays).
+ROW_TELEMETRY_FIGURES = (
+    "effective_gpu_h",
+    "effective_share",
+    "idle_gpu_h",
+    "low_eff_gpu_h",
+    "waste_gpu_h",
+    "waste_change_gpu_h",
+    "waste_cost",
+    "energy_kwh",
+    "energy_cost",
+)
+
+
+def _unknown_where_unobserved(frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` with ROW_TELEMETRY_FIGURES null on the rows that held GPUs no sample saw."""
+    seen = (pl.col("observed_gpu_h") > 0) | (pl.col("alloc_gpu_h") <= 0)
+    return frame.with_columns(
+        pl.when(seen).then(pl.col(c)).alias(c) for c in ROW_TELEMETRY_FIGURES if c in frame.columns
+    )
 
 
 def _unknown_telemetry(frame: pl.DataFrame) -> pl.DataFrame:
@@ -597,7 +633,7 @@ def assemble_report(
     failures = queries.run(con, "report/failures_by_cause", **p)
     energy = (
         this_week.filter(pl.col("level") == "account")
-        .select("account", "energy_kwh", "alloc_gpu_h", "kg_co2e")
+        .select("account", "energy_kwh", "alloc_gpu_h", "observed_gpu_h", "kg_co2e")
         .filter(pl.col("energy_kwh") > 0)
         .sort("energy_kwh", descending=True)
     )

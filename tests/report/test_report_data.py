@@ -487,3 +487,18 @@ def test_no_longest_waits_where_nobody_waited(tmp_path):
     report = assemble_report(con, "della", IsoWeek(2024, 9), ReportSettings(), NOW)
     assert report.has_data
     assert not any(line.startswith("Longest waits") for line in report.headlines)
+
+
+def test_a_user_whose_jobs_no_sample_saw_has_unknown_telemetry_figures(report):
+    # carol's j3 ran on g002/0, which never reported, beside alice's measured j1: her row read
+    # "effective 0.0, waste 0.0" (the probe: a whole account on a silent node, 54 GPU-h)
+    users = {(u["account"], u["user"]): u for u in report.tables["users"].to_dicts()}
+    carol, alice = users[("physics", "carol")], users[("physics", "alice")]
+    assert carol["alloc_gpu_h"] == pytest.approx(0.5) and carol["observed_gpu_h"] == 0
+    assert carol["effective_gpu_h"] is None
+    assert alice["effective_gpu_h"] == pytest.approx(0.5)
+    waste = {(w["account"], w["user"]): w for w in report.tables["waste_by_user"].to_dicts()}
+    assert waste[("physics", "carol")]["waste_gpu_h"] is None
+    assert waste[("physics", "alice")]["waste_gpu_h"] == pytest.approx(0.5)
+    # measured rows first, the unknown last
+    assert list(waste)[-1] == ("physics", "carol")
