@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from detectors.bottleneck import diagnose_rows
-from detectors.job_advice import Advice, advise
+from detectors.job_advice import Advice, advise, job_started
 from warehouse import queries
 
 if TYPE_CHECKING:
@@ -93,8 +93,18 @@ def _load_job(con: duckdb.DuckDBPyConnection, job_id: str, cluster: str | None) 
     return rows[0]
 
 
+NOT_STARTED = {
+    "diagnosis": "not_started",
+    "advice": "The job never started: nothing ran, so there is nothing to diagnose.",
+}
+
+
 def _diagnosis(con: duckdb.DuckDBPyConnection, job: Mapping[str, Any]) -> dict[str, Any]:
-    """The job's bottleneck: its signals, `diagnosis` and `advice` (detectors.bottleneck)."""
+    """The job's bottleneck: its signals, `diagnosis` and `advice` (detectors.bottleneck); a
+    job that never started has none to find (its JSON, the API's, said `unobserved` and
+    advised checking the GPU-to-job mapping)."""
+    if not job_started(job):
+        return {"cluster": job["cluster"], "job_id": job["job_id"], **NOT_STARTED}
     diagnosed = [
         row
         for row in diagnose_rows(con, [job["job_id"]])

@@ -310,6 +310,10 @@ def test_a_job_cancelled_before_it_started_is_said_to_have_held_nothing(tmp_path
     assert "not started: nothing ran" in result.output
     assert "No advice: the job never started" in result.output
     assert "gpuledger attribute" not in result.output and "mapping" not in result.output
+    # its JSON (the API's) said `unobserved` and advised checking the GPU-to-job mapping
+    body = json.loads(invoke("job", "never", "--lake", str(tmp_path), "--format", "json").output)
+    assert body["diagnosis"]["diagnosis"] == "not_started"
+    assert "mapping" not in json.dumps(body)
 
 
 def test_a_job_whose_end_is_the_year_9999_has_a_report(tmp_path):
