@@ -93,5 +93,12 @@ def window(
             (end - dt.timedelta(days=default_days)).date(), dt.time(), dt.UTC
         )
     if start >= end:
-        raise ApiError(422, f"since: {start.isoformat()} is not before until {end.isoformat()}")
+        # said as given: until=2026-11-02 stands for the midnight after it, and "since
+        # 2026-11-03T00:00 is not before until 2026-11-03T00:00" read as another question
+        asked = (
+            f"until {until!r}" + (" (the end of that day)" if len(until) == 10 else "")
+            if until
+            else f"the end of the data, {end.isoformat()}"
+        )
+        raise ApiError(422, f"since: {since or start.isoformat()!r} is not before {asked}")
     return Window(start, end)

@@ -135,6 +135,15 @@ def test_jobs_since_and_until_bound_the_window(client):
     assert [j["job_id"] for j in early.json()["jobs"]] == ["a2", "a1"]
 
 
+def test_a_window_that_ends_before_it_starts_is_said_as_asked(client):
+    # until=2024-03-01 stands for the midnight after it: the answer said "since
+    # 2024-03-02T00:00 is not before until 2024-03-02T00:00", not what was asked
+    asked = "/api/v1/jobs?since=2024-03-02&until=2024-03-01"
+    message = error_of(client.get(asked, headers=L.bearer(L.BOSS)), 422)
+
+    assert message == "since: '2024-03-02' is not before until '2024-03-01' (the end of that day)"
+
+
 def test_usage_is_scoped_to_the_user_for_a_user_and_whole_for_a_manager(client):
     alice = client.get("/api/v1/usage?group_by=user", headers=L.bearer(L.ALICE)).json()
     boss = client.get("/api/v1/usage?group_by=user", headers=L.bearer(L.BOSS)).json()
