@@ -114,6 +114,15 @@ def command(
         else "No API: [api] names no tokens_file nor trusted_user_header",
         err=True,
     )
+    if api.trusted_user_header is not None and api.proxy_secret is None:
+        # documented, and silent: anyone who can reach a trusted address names any user
+        click.echo(
+            f"Warning: {api.trusted_user_header} is believed from "
+            f"{', '.join(sorted(api.trusted_proxies)) or 'no address'} without a proxy secret: "
+            "any local user of those hosts can send it and name any user, a manager too; set "
+            "[api] proxy_secret (GPULEDGER_API_PROXY_SECRET) and have the proxy send it",
+            err=True,
+        )
     with listener:
         config = uvicorn.Config(
             create_app(

@@ -133,3 +133,21 @@ def test_a_tokens_file_others_can_read_stops_it_in_one_line(tmp_path):
     assert done.returncode == 1
     assert "mode 0604" in done.stderr and "Traceback" not in done.stderr
     assert L.ALICE not in done.stderr + done.stdout
+
+
+def test_a_proxy_header_without_a_secret_is_warned_of_at_start(tmp_path):
+    # documented, and silent: any local user of a trusted host can name any user, a manager too
+    proc, _ = serve(tmp_path / "open", '[api]\ntrusted_user_header = "X-Remote-User"\n')
+    proc.terminate()
+    said = proc.communicate(timeout=30)[0].decode()
+    assert "X-Remote-User is believed from 127.0.0.1, ::1 without a proxy secret" in said
+
+    secret = tmp_path / "secret"
+    secret.write_text("proxy-secret-0123456789abcdef\n", encoding="utf-8")
+    secret.chmod(0o600)
+    proc, _ = serve(
+        tmp_path / "closed",
+        f'[api]\ntrusted_user_header = "X-Remote-User"\nproxy_secret_file = "{secret}"\n',
+    )
+    proc.terminate()
+    assert "without a proxy secret" not in proc.communicate(timeout=30)[0].decode()
