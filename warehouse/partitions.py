@@ -285,8 +285,8 @@ def _say_unusable(con: duckdb.DuckDBPyConnection, key: DayKey, last_day: dt.date
         )
     if counts["no_interval"]:
         logger.warning(
-            "%s %s: %d sample(s) have no usable interval_s (null, NaN, infinite, 0 or less); "
-            "they stand for no time in the marts",
+            "%s %s: %d sample(s) have no usable interval_s (null, NaN, infinite, 0 or less, "
+            "or above 3600 s: seconds, not milliseconds); they stand for no time in the marts",
             key[0],
             days,
             counts["no_interval"],

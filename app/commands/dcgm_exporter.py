@@ -83,7 +83,9 @@ def _urls(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) ->
 @click.option("--once", is_flag=True, help="Scrape every exporter once and exit (the default).")
 @click.option(
     "--interval",
-    type=click.FloatRange(min=1.0, max=86_400.0),
+    # (a row stands for S: above an hour it is no sampling step, and the marts take it
+    # for none: sql/views/sample_steps.sql)
+    type=click.FloatRange(min=1.0, max=3600.0),
     default=None,
     metavar="S",
     help="Scrape every S seconds until Ctrl-C / SIGTERM (the current round still lands).",

@@ -89,7 +89,9 @@ def render_summary(summary: AgentSummary, spool: Path, lake: Lake) -> str:
 @click.option("--cluster", required=True, help="Cluster name the samples land under.")
 @click.option(
     "--interval",
-    type=click.FloatRange(min=1.0, max=86_400.0),
+    # (a row stands for S: above an hour it is no sampling step, and the marts take it
+    # for none: sql/views/sample_steps.sql)
+    type=click.FloatRange(min=1.0, max=3600.0),
     default=30.0,
     show_default=True,
     metavar="S",

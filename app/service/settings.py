@@ -197,6 +197,13 @@ def _source(index: int, item: Any, where: str) -> Source:
     for key in ("every_s", "timeout_s"):  # (a wait no timer takes failed every round)
         if key in kwargs and _positive(kwargs[key]):
             raise ConfigError(f"{at}.{key}: {_positive(kwargs[key])} {where}, got {kwargs[key]!r}")
+    if kind == "dcgm-exporter" and float(kwargs.get("every_s", 0)) > 3600:
+        # each row stands for every_s: above an hour it is no sampling step, and the marts
+        # would take every row for none (sql/views/sample_steps.sql)
+        raise ConfigError(
+            f"{at}.every_s: expected at most 3600 s for a dcgm-exporter source (each row "
+            f"stands for it) {where}, got {kwargs['every_s']!r}"
+        )
     settle = kwargs.get("settle_s", 0.0)
     if not math.isfinite(settle) or not 0 <= settle <= MAX_SECONDS:
         raise ConfigError(f"{at}.settle_s: expected seconds, 0 or more {where}, got {settle!r}")

@@ -6,7 +6,8 @@
 --   $first_day  the first day (UTC) whose folders the files are in
 --   $last_day   the last (the same day, unless consecutive days are built together)
 -- Returns: nameless (samples naming neither their GPU's UUID nor its index), no_interval
---          (samples whose interval_s is null, NaN, infinite, 0 or less), elsewhere (samples
+--          (samples whose interval_s is null, NaN, infinite, 0 or less, or above an hour: no
+--          sampling step, sql/views/sample_steps.sql), elsewhere (samples
 --          dated another day than their folder's)
 --
 -- A nameless sample has no GPU to count it on: the marts leave it out. A sample without an
@@ -18,7 +19,9 @@
 SELECT
     count(*) FILTER (WHERE gpu_uuid IS NULL AND gpu_index IS NULL) AS nameless,
     count(*) FILTER (
-        WHERE NOT coalesce(interval_s - interval_s = 0 AND interval_s > 0, false)
+        WHERE NOT coalesce(
+            interval_s - interval_s = 0 AND interval_s > 0 AND interval_s <= 3600, false
+        )
     )
         AS no_interval,
     count(*) FILTER (WHERE CAST(ts AS DATE) NOT BETWEEN $first_day AND $last_day) AS elsewhere

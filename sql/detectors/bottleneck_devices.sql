@@ -79,9 +79,10 @@ job_samples AS (
         coalesce(gpu_uuid, node || '/' || CAST(gpu_index AS VARCHAR))
             || '#' || coalesce(CAST(mig_instance AS VARCHAR), '') AS device,
         ts,
-        -- an interval that is no span (NaN, infinite, 0 or less) weighs nothing, as a null one
+        -- an interval that is no span (NaN, infinite, 0 or less, above an hour) weighs
+        -- nothing, as a null one (sql/views/sample_steps.sql)
         CASE
-            WHEN interval_s - interval_s = 0 AND interval_s > 0
+            WHEN interval_s - interval_s = 0 AND interval_s > 0 AND interval_s <= 3600
                 THEN CAST(interval_s AS DOUBLE) / owners
         END AS w,
         coalesce(engine_active, sm_active, gpu_util_pct / 100.0) AS busy,

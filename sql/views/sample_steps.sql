@@ -111,9 +111,13 @@ keyed AS (
         g.job_id,
         epoch(g.owner_end) AS owner_end_e,
         -- an interval that is no span (NaN, infinite, 0 or less: another tool's file) is none,
-        -- as a null one is (warehouse/partitions.py says how many the day had)
-        CASE WHEN g.interval_s - g.interval_s = 0 AND g.interval_s > 0 THEN g.interval_s END
-            AS interval_s,
+        -- as a null one is, and so is one above an hour (no sampling step: milliseconds for
+        -- seconds, a trace's 1e8; the last sample's span set the data's end years ahead and a
+        -- 1-GPU job held 27,790 GPU-hours) (warehouse/partitions.py says how many the day had)
+        CASE
+            WHEN g.interval_s - g.interval_s = 0 AND g.interval_s > 0 AND g.interval_s <= 3600
+                THEN g.interval_s
+        END AS interval_s,
         g.gpu_util_pct,
         -- in double precision: as a float, GPU_UTIL 1 % / 100 falls below the 0.01 idle line
         coalesce(

@@ -221,3 +221,23 @@ def test_sample_files_outside_the_layout_are_left_out_and_said(tmp_path, caplog)
     assert "1 gpu_samples file(s) outside the cluster=<name>/date=<YYYY-MM-DD> folders" in (
         caplog.text
     )
+
+
+@pytest.mark.parametrize("interval", [1e8, 60000.0])
+def test_an_interval_above_an_hour_is_no_sampling_step(tmp_path, caplog, interval):
+    # another tool's file: the last sample of a running job's GPU stood for 1e8 s, and the data
+    # ended in 2030 (a 1-GPU job "held" 27,790 GPU-hours); or milliseconds for seconds (60,000
+    # for a 60 s scrape), and a GPU whose samples stop at 6 h was observed 22.65 h
+    times = list(range(0, 600, 30))
+    good = r.samples(times, engine_active=0.5)
+    odd = [dict(row) for row in good]
+    odd[-1]["interval_s"] = interval
+    jobs, job_gpus = [r.job("1", 0, None)], [r.job_gpu("1", 0, None)]
+    with caplog.at_level("WARNING"):
+        r.build_lake(tmp_path / "odd", samples=odd, jobs=jobs, job_gpus=job_gpus)
+    r.build_lake(tmp_path / "good", samples=good[:-1], jobs=jobs, job_gpus=job_gpus)
+
+    assert "1 sample(s) have no usable interval_s" in caplog.text
+    got, want = r.marts_by_key(tmp_path / "odd"), r.marts_by_key(tmp_path / "good")
+    assert got["job_usage"]["alloc_gpu_h"].to_list() == want["job_usage"]["alloc_gpu_h"].to_list()
+    assert got["job_usage"]["observed_gpu_h"].to_list() == [pytest.approx(570 / 3600)]

@@ -84,6 +84,12 @@ def test_config_check_prints_every_source_entry(tmp_path):
             '[[sources]]\nkind = "prometheus"\ncluster = "a"\nurl = "http://p:9090"\nwindow_s = 0',
             "sources[0].window_s",
         ),
+        # each row stands for every_s: above an hour the marts take every row for none
+        (
+            '[[sources]]\nkind = "dcgm-exporter"\ncluster = "a"\nurls = ["http://n:9400/m"]\n'
+            "every_s = 7200",
+            "sources[0].every_s: expected at most 3600 s",
+        ),
         ("[sources]\nkind = 'slurm'", "sources"),
     ],
 )
