@@ -11,11 +11,15 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from collector.errors import CollectorError
 from warehouse import state_files
 
-__all__ = ["state_transaction"]
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["arrow_blob", "state_transaction"]
 
 
 @contextmanager
@@ -54,3 +58,14 @@ def _locked(path: Path, command: str, exc: sqlite3.OperationalError) -> Collecto
     return CollectorError(
         f"the state {str(path)!r} is locked ({exc}); is another `{command}` running on this lake?"
     )
+
+
+def arrow_blob(rows: pa.Table) -> bytes:
+    """`rows` as an Arrow IPC stream, to stage in a state file before they land (read back
+    with `pa.ipc.open_stream(blob).read_all()`)."""
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, rows.schema) as stream:
+        stream.write_table(rows)
+    return bytes(sink.getvalue().to_pybytes())

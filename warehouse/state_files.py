@@ -180,13 +180,21 @@ _KUBERNETES_V1: Final = (
 )""",
     "CREATE INDEX IF NOT EXISTS job_gpu_batch ON job_gpu (cluster, batch_id)",
 )
+# Version 2: the jobs rows of a run, staged as an Arrow IPC stream with its state before they
+# land (collector/sources/kubernetes/collect.py): a run killed after landing them and before
+# its state committed left pods the state never heard of, which no later run ended
+_KUBERNETES_V2_STEP: Final = (
+    "CREATE TABLE IF NOT EXISTS job_outbox ("
+    " batch_id TEXT PRIMARY KEY, cluster TEXT NOT NULL, rows BLOB NOT NULL)",
+)
 KUBERNETES: Final = StateFile(
     name="kubernetes.sqlite",
-    holds="the Kubernetes collector's checkpoint, landed pods, queues and whole-node job_gpus",
+    holds="the Kubernetes collector's checkpoint, landed pods, queues and whole-node job_gpus, "
+    "and the jobs rows staged to land",
     location=Location.LAKE,
-    version=1,
-    schema=_KUBERNETES_V1,
-    migrations={1: _KUBERNETES_V1},
+    version=2,
+    schema=_KUBERNETES_V1 + _KUBERNETES_V2_STEP,
+    migrations={1: _KUBERNETES_V1, 2: _KUBERNETES_V2_STEP},
 )
 
 _EVENT_LATCH_V1: Final = (

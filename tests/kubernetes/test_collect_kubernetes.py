@@ -718,3 +718,72 @@ def test_a_run_killed_after_landing_before_its_state_committed_leaves_no_open_co
     query = "SELECT job_id, node, start_ts, end_ts FROM job_gpus ORDER BY ALL"
     assert rows(killed, query) == rows(clean, query)
     assert all(row["end_ts"] is not None for row in rows(killed, query))
+
+
+@pytest.mark.parametrize(
+    "step", ["before its state committed", "before its jobs landed", "after its jobs landed"]
+)
+def test_a_run_killed_after_its_state_committed_still_lands_each_pod_once(
+    tmp_path, fake_kubernetes, monkeypatch, step
+):
+    # The probe killed a run after its jobs batch landed and before its state committed: the
+    # state never heard of the new pod, and once the pod was deleted no run ended it (RUNNING
+    # for good). The rows are staged with the state now and land after it commits; a run
+    # killed before they land, or before it drops them, has them landed by the next run under
+    # their own batch id.
+    from collector.sources.kubernetes import collect as module
+    from collector.sources.kubernetes.state import KubernetesState
+
+    class Deleted(fake_kubernetes):  # type: ignore[misc,valid-type]
+        """The snapshot with team-b/bob-0 (running at t1) deleted."""
+
+        def _items(self, name, namespace):
+            items = super()._items(name, namespace)
+            if name == "pods.json":
+                return [p for p in items if p["metadata"]["name"] != "bob-0"]
+            return items
+
+    runs = [("t2", T2), ("t3", T3)]
+    clean, killed = tmp_path / "clean", tmp_path / "killed"
+    collect_kubernetes(Lake.at(clean), CLUSTER, fake_kubernetes("t1"), now=T1)
+    for snapshot, now in runs:
+        collect_kubernetes(Lake.at(clean), CLUSTER, Deleted(snapshot), now=now)
+
+    land, drop = module.write_batch, KubernetesState.drop_staged
+
+    def killed_landing(root, table, *args, **kwargs):
+        if table == "jobs":
+            raise _Killed
+        return land(root, table, *args, **kwargs)
+
+    def killed_dropping(*args, **kwargs):
+        raise _Killed
+
+    checkpoint = KubernetesState.set_checkpoint
+    if step == "before its state committed":
+        monkeypatch.setattr(KubernetesState, "set_checkpoint", killed_dropping)
+    elif step == "before its jobs landed":
+        monkeypatch.setattr(module, "write_batch", killed_landing)
+    else:
+        monkeypatch.setattr(KubernetesState, "drop_staged", killed_dropping)
+    with pytest.raises(_Killed):
+        collect_kubernetes(Lake.at(killed), CLUSTER, fake_kubernetes("t1"), now=T1)
+    monkeypatch.setattr(module, "write_batch", land)
+    monkeypatch.setattr(KubernetesState, "drop_staged", drop)
+    monkeypatch.setattr(KubernetesState, "set_checkpoint", checkpoint)
+    for snapshot, now in runs:
+        collect_kubernetes(Lake.at(killed), CLUSTER, Deleted(snapshot), now=now)
+
+    query = "SELECT job_id, state, start_ts, end_ts FROM jobs_latest ORDER BY ALL"
+    running = "SELECT job_id FROM jobs_latest WHERE job_id = 'team-b/bob-0' AND end_ts IS NULL"
+    assert rows(killed, running) == []
+    if step == "before its state committed":
+        # the run landed nothing: the pods it alone saw are not in the lake (as if it never
+        # ran), and none is left running that the clean lake ended
+        assert {tuple(r.values()) for r in rows(killed, query)} <= {
+            tuple(r.values()) for r in rows(clean, query)
+        }
+    else:
+        assert rows(killed, query) == rows(clean, query)
+    versions = "SELECT job_id, updated_ts, count(*) AS n FROM jobs GROUP BY ALL HAVING n > 1"
+    assert rows(killed, versions) == []  # no version landed twice

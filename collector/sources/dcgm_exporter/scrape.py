@@ -34,6 +34,7 @@ from collector.errors import CollectorError, ConfigError
 from collector.sources.dcgm_exporter.exposition import parse_exposition
 from collector.sources.dcgm_exporter.rows import observed_conditions, to_ms
 from collector.sources.http_url import check_http_url, redact_url
+from collector.state import arrow_blob
 from warehouse import state_files
 from warehouse.lake import Lake
 from warehouse.writer import write_batch
@@ -242,7 +243,7 @@ class EventLatch:
         with closing(self._connect()) as con, con:
             con.execute(
                 "INSERT OR REPLACE INTO event_outbox VALUES (?, ?, ?)",
-                (batch_id, cluster, _ipc(transitions)),
+                (batch_id, cluster, arrow_blob(transitions)),
             )
         with self._lock:
             self._staged.add(batch_id)
@@ -333,14 +334,6 @@ class EventLatch:
             )
             if batch_id is not None:
                 con.execute("DELETE FROM event_outbox WHERE batch_id = ?", (batch_id,))
-
-
-def _ipc(rows: pa.Table) -> bytes:
-    """`rows` as an Arrow IPC stream."""
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, rows.schema) as stream:
-        stream.write_table(rows)
-    return bytes(sink.getvalue().to_pybytes())
 
 
 def _has_lines(text: str) -> bool:

@@ -244,17 +244,17 @@ def _digest(content: Mapping[str, Any]) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-def _land_jobs(
-    root: Path,
+def _stage_jobs(
     state: KubernetesState,
     snap: _Snapshot,
     namespaces: Sequence[str],
     batch: str,
     now: int,
-) -> tuple[int, int, int, dict[str, int]]:
-    """Land the pods whose row changed, and a last row of pods gone unfinished.
+) -> tuple[int, int, int, dict[str, int], pa.Table]:
+    """The `jobs` rows of the pods whose row changed, and a last row of pods gone unfinished,
+    remembered in `state` and staged there as `batch` (they land once it commits).
 
-    Returns (new, updated, gone, end of each gone job by job id).
+    Returns (new, updated, gone, end of each gone job by job id, the rows).
     """
     known = state.pods(p.job_id for p in snap.pods)
     rows: list[dict[str, Any]] = []
@@ -310,8 +310,10 @@ def _land_jobs(
             stored.workload,
             row,
         )
-    write_batch(root, "jobs", jobs_table(state.cluster, rows, now), batch)
-    return new, updated, len(ended), ended
+    table = jobs_table(state.cluster, rows, now)
+    if table.num_rows:
+        state.stage_jobs(batch, table)
+    return new, updated, len(ended), ended, table
 
 
 def _job_gpus_table(cluster: str, rows: Sequence[WholeNodeRow]) -> pa.Table:
@@ -467,10 +469,19 @@ def collect_kubernetes(
     snap = _read(api, namespaces, keys or AttributionKeys())
     batch = f"k8s-{cluster}-{collected:%Y%m%dT%H%M%S}{collected.microsecond // 1000:03d}"
     with open_state(lake.root, cluster) as state:
-        new, updated, gone, ended = _land_jobs(lake.root, state, snap, namespaces, batch, now_ms)
+        # a run killed after its state committed and before its rows landed (or were said to
+        # have): they land now, under their own batch id, replacing any copy that did
+        for staged, rows in state.staged_jobs():
+            write_batch(lake.root, "jobs", rows, staged)
+            state.drop_staged(staged)
+        new, updated, gone, ended, jobs = _stage_jobs(state, snap, namespaces, batch, now_ms)
         opened, closed = _land_gpus(lake.root, state, snap, ended)
         queues, deleted = _land_queues(lake.root, state, snap, namespaces, batch, now_ms)
         state.set_checkpoint(now_ms)
+    if jobs.num_rows:  # landed once the state that knows them is committed (DESIGN §3.7)
+        write_batch(lake.root, "jobs", jobs, batch)
+        with open_state(lake.root, cluster) as state:
+            state.drop_staged(batch)
     if snap.malformed:
         logger.warning(
             "kubernetes %s: skipped %d malformed object(s), first: %s",

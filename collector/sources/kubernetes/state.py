@@ -11,6 +11,9 @@ transaction, so two collectors on one lake take turns, and a run that fails chan
   queue that disappears gets one `deleted` version.
 * `job_gpu`: every `whole-node` `job_gpus` row landed, with the batch it was landed in;
   closing a row re-lands that batch, so a row is never left open beside its closed copy.
+* `job_outbox`: a run's `jobs` rows, committed with the pods' state before they land and
+  dropped once they have; a run killed in between has them landed by the next, under their own
+  batch id (which replaces what landed): each pod the state knows has its row in the lake.
 """
 
 from __future__ import annotations
@@ -21,10 +24,13 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from collector.state import state_transaction
+from collector.state import arrow_blob, state_transaction
 from warehouse import state_files
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["STATE_FILE", "KubernetesState", "StoredPod", "WholeNodeRow", "open_state"]
 
@@ -94,6 +100,26 @@ class KubernetesState:
             for row in rows:
                 out[row[0]] = _stored_pod(row)
         return out
+
+    def stage_jobs(self, batch_id: str, rows: pa.Table) -> None:
+        """Keep the `jobs` rows of `batch_id` until `drop_staged` (they land after commit)."""
+        self._con.execute(
+            "INSERT OR REPLACE INTO job_outbox VALUES (?, ?, ?)",
+            (batch_id, self.cluster, arrow_blob(rows)),
+        )
+
+    def staged_jobs(self) -> list[tuple[str, pa.Table]]:
+        """The `jobs` batches staged and not dropped (a run killed before landing them)."""
+        import pyarrow as pa
+
+        found = self._con.execute(
+            "SELECT batch_id, rows FROM job_outbox WHERE cluster = ? ORDER BY batch_id",
+            (self.cluster,),
+        ).fetchall()
+        return [(batch, pa.ipc.open_stream(blob).read_all()) for batch, blob in found]
+
+    def drop_staged(self, batch_id: str) -> None:
+        self._con.execute("DELETE FROM job_outbox WHERE batch_id = ?", (batch_id,))
 
     def unfinished_pods(self) -> list[StoredPod]:
         """Every pod last seen unfinished."""
