@@ -578,6 +578,29 @@ def test_a_malformed_pod_is_skipped_and_counted(tmp_path, fake_kubernetes):
     )
 
 
+@pytest.mark.parametrize("asked", ["1e12", "1e20", "2147483648"])
+def test_a_pod_asking_for_more_gpus_than_any_count_is_skipped_and_counted(
+    tmp_path, fake_kubernetes, asked
+):
+    # the API server takes any whole number for an extended resource: one pending pod asking
+    # for 1e12 GPUs stopped every collect of its cluster with a 47-line traceback
+    api = fake_kubernetes("t1")
+    listed = api.list_pods
+
+    def with_a_greedy_pod(namespace=None):
+        pods = listed(namespace)
+        pods[0]["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = asked
+        return pods
+
+    api.list_pods = with_a_greedy_pod  # type: ignore[method-assign]
+    result = collect_kubernetes(Lake.at(tmp_path), CLUSTER, api, now=T1)
+
+    assert result.gpu_pods == 9
+    [said] = result.malformed
+    assert said.startswith("pod team-a/llm-sft-workers-0-0-8xk2p: nvidia.com/gpu:")
+    assert "is no count of GPUs" in said
+
+
 def test_a_pod_malformed_once_is_skipped_not_ended(tmp_path, fake_kubernetes, first_run):
     # skipped as malformed, the pod was taken for deleted: a CANCELLED version ended it, and
     # its whole-node job_gpus row was closed for good while it ran on

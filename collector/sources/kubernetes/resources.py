@@ -118,11 +118,20 @@ def mig_profile(name: str) -> str | None:
     return name[len(_MIG_PREFIX) :] if name.startswith(_MIG_PREFIX) else None
 
 
+# The most GPUs one object can ask for or have: the lake's counts are int32 (`jobs.gpus`), and
+# the API server takes any whole number for an extended resource (a pending pod asking for
+# "1e12" stopped every collect of its cluster with a traceback).
+MOST_GPUS = 2**31 - 1
+
+
 def gpu_resources(resources: Mapping[str, Decimal]) -> dict[str, int]:
-    """The GPU resources among `resources` with a positive amount, as whole device counts."""
+    """The GPU resources among `resources` with a positive amount, as whole device counts.
+    Raises MalformedSample for a count no device count can be (above MOST_GPUS)."""
     out: dict[str, int] = {}
     for name, amount in resources.items():
         if is_gpu_resource(name) and amount > 0:
+            if amount > MOST_GPUS:
+                raise MalformedSample(f"{name}: {amount} is no count of GPUs")
             out[name] = int(amount.to_integral_value(rounding=ROUND_CEILING))
     return out
 
