@@ -399,9 +399,9 @@ def parse_pod(
     job_id = f"{namespace}/{name}"
     try:
         requests = effective_requests(spec)
+        gpus = gpu_resources(requests)
     except MalformedSample as exc:
         raise MalformedSample(f"pod {job_id}: {exc}") from None
-    gpus = gpu_resources(requests)
     if not gpus:
         return None
     keys = keys or AttributionKeys()
