@@ -127,7 +127,9 @@ def test_borrowing_limit_and_lending_limit_bound_what_is_borrowed():
 def test_the_lender_reclaims_its_quota_by_preempting_the_borrower():
     # W0 (a, 12 GPUs) borrows 4 of b's from 0. W1 (b, 8) arrives at 50: b is owed its 8.
     # With reclaimWithinCohort=Any, W0 is preempted at 50 and W1 admitted at once; W0 requeues
-    # and restarts from scratch when W1 ends at 80 (it runs its whole 100 s again: to 180).
+    # and restarts from scratch when W1 ends at 80 (it runs its whole 100 s again: to 180). Its
+    # start is its last run's, and the 50 s thrown away are requeued (its start was kept at 0:
+    # it held its 12 GPUs 180 s, not 150, and waited none).
     jobs = [
         {"submit": 0, "run": 100, "gpus": 12, "cq": "a"},
         {"submit": 50, "run": 30, "gpus": 8, "cq": "b"},
@@ -135,8 +137,10 @@ def test_the_lender_reclaims_its_quota_by_preempting_the_borrower():
     kw = workloads(jobs)
     p = policy(*TWO_TEAMS, "clusterqueue.b.preemption.reclaimWithinCohort=Any")
     out = replay_kueue(kw, p)
-    assert [float(s) for s in out.outcome.start_e] == [0, 50]
+    assert [float(s) for s in out.outcome.start_e] == [80, 50]
     assert [float(e) for e in out.outcome.end_e] == [180, 80]
+    assert out.outcome.requeued_s is not None
+    assert out.outcome.requeued_s.tolist() == [50, 0]
     assert out.preemptions.tolist() == [1, 0]
     # without preemption the lender waits for the borrower to end
     out = replay_kueue(kw, policy(*TWO_TEAMS))
@@ -155,8 +159,8 @@ def test_reclaim_lower_priority_spares_an_equal_priority_borrower():
         "priorityclass.high=100",
     )
     assert starts(workloads(jobs), p) == [0, 100]
-    jobs[0]["prio"] = "low"
-    assert starts(workloads(jobs), apply_kueue_settings(p, ["priorityclass.low=1"])) == [0, 50]
+    jobs[0]["prio"] = "low"  # preempted at 50: it runs again from 80, when W1 is done
+    assert starts(workloads(jobs), apply_kueue_settings(p, ["priorityclass.low=1"])) == [80, 50]
 
 
 def test_within_cluster_queue_preemption_by_priority():
@@ -169,7 +173,7 @@ def test_within_cluster_queue_preemption_by_priority():
     assert starts(workloads(jobs), policy(*base)) == [0, 100]
     p = policy(*base, "clusterqueue.a.preemption.withinClusterQueue=LowerPriority")
     out = replay_kueue(workloads(jobs), p)
-    assert [float(s) for s in out.outcome.start_e] == [0, 10]
+    assert [float(s) for s in out.outcome.start_e] == [30, 10]
     assert [float(e) for e in out.outcome.end_e] == [130, 30]
 
 
