@@ -24,10 +24,10 @@ admitted run for their recorded run time. The model follows Kueue's scheduler
   incoming workload fits in its own nominal quota; other queues' first, then lowest priority,
   then the most recently admitted. They are removed in that order until the workload fits,
   then added back in reverse while it still fits. Victims requeue and later restart from
-  scratch (a victim's start and end are its last run's, the runs thrown away its `requeued_s`,
-  as in the Slurm replay); the preemptor is admitted at the same instant (Kueue admits it once the victims are
-  gone; no other head can take their quota in between), and a victim is not considered again
-  before the next event (its pods are still terminating).
+  scratch (a victim's start and end are its last run's, the runs thrown away its
+  `requeued_s`, as in the Slurm replay); the preemptor is admitted at the same instant (Kueue
+  admits it once the victims are gone; no other head can take their quota in between), and a
+  victim is not considered again before the next event (its pods are still terminating).
 * **Fair sharing** (`fairSharing.enable`): heads ordered by their queue's dominant resource
   share (GPUs borrowed ÷ GPUs the cohort lends × 1000 ÷ weight), and preemption in the cohort
   by Kueue's strategies `LessThanOrEqualToFinalShare` then `LessThanInitialShare`.
