@@ -229,7 +229,8 @@ def _owner(meta: Mapping[str, Any]) -> Mapping[str, Any] | None:
 def _confirm_pod(
     f: FindingContext, job_id: str, context: str, cfg: AlertsConfig, kube_api: KubeApiFactory
 ) -> tuple[tuple[str, ...] | None, str]:
-    from collector.errors import CollectorError
+    from collector.errors import CollectorError, MalformedSample
+    from collector.sources.kubernetes.pods import top_owner
 
     namespace, _, name = job_id.partition("/")
     where = f"pod {job_id} in context {context}"
@@ -256,22 +257,41 @@ def _confirm_pod(
             return None, f"{where} is {phase}, no longer running"
         owner = _owner(meta)
         uids = {f.job_id_raw} | ({str(owner.get("uid"))} if owner is not None else set())
+        # the workload the pod belongs to, as the collector links it (a JobSet's pod is its
+        # child Job's, and the JobSet owns the Kueue Workload)
+        top = top_owner(meta, name)
         workloads = api.list_custom(*KUEUE, namespace=namespace) or []
     except CollectorError as exc:  # KubernetesApiError, ConfigError (kubeconfig, context)
         return None, f"could not re-read {where}: {exc}"
-    for w in workloads:
-        w_meta = w.get("metadata") or {}
-        if any(str(o.get("uid")) in uids for o in _owners(w_meta)):
-            w_name = str(w_meta.get("name", ""))
-            if not K8S_NAME.fullmatch(w_name):
-                return None, f"the Kueue Workload of {where} has no valid name: {w_name!r}"
-            return (
-                workload_deactivate_argv(cfg, context, namespace, w_name),
-                f"{where}: same pod, running; its Kueue Workload {w_name} is set inactive",
-            )
+    except MalformedSample as exc:
+        return None, f"could not read the owner of {where}: {exc}"
+    direct = (str(owner.get("kind", "")), str(owner.get("name", ""))) if owner else None
+    by_uid = [w for w in workloads if any(str(o.get("uid")) in uids for o in _owners(_meta(w)))]
+    # else the top owner's (a JobSet's, whose UID the pod does not carry), by kind and name
+    by_top = [
+        w
+        for w in workloads
+        if top not in (None, direct)
+        and any((str(o.get("kind")), str(o.get("name"))) == top for o in _owners(_meta(w)))
+    ]
+    if by_uid or by_top:
+        w_name = str(_meta((by_uid or by_top)[0]).get("name", ""))
+        if not K8S_NAME.fullmatch(w_name):
+            return None, f"the Kueue Workload of {where} has no valid name: {w_name!r}"
+        return (
+            workload_deactivate_argv(cfg, context, namespace, w_name),
+            f"{where}: same pod, running; its Kueue Workload {w_name} is set inactive",
+        )
     if owner is None:
         return pod_delete_argv(cfg, context, namespace, name), f"{where}: a bare pod, running"
     kind, owner_name = str(owner.get("kind", "")), str(owner.get("name", ""))
+    if top is not None and top != direct:
+        # a Job a JobSet (or another controller) runs: it would resume the Job suspended, and
+        # the action said done while the pod's quota stayed held
+        return None, (
+            f"{where} belongs to {top[0]} {top[1]} through {kind} {owner_name}, and no Kueue "
+            f"Workload of it was found; suspending the {kind} would be undone by the {top[0]}"
+        )
     if kind == "Job" and str(owner.get("apiVersion", "")).startswith("batch/"):
         if not K8S_NAME.fullmatch(owner_name):
             return None, f"the Job of {where} has no valid name: {owner_name!r}"
@@ -283,6 +303,11 @@ def _confirm_pod(
         f"{where} is owned by {kind} {owner_name}, which would re-create a deleted pod; "
         "only a Job or a Kueue Workload is suspended"
     )
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
 
 
 def _owners(meta: Mapping[str, Any]) -> list[Mapping[str, Any]]:

@@ -288,3 +288,35 @@ def test_a_pod_without_the_lakes_uid_is_never_acted_on():
     kube = FakeKube([pod()], [])
     argv, reason = confirm(k8s_finding(job_id_raw=None), "prod", cfg(**K8S), no_runner, kube)
     assert argv is None and "no UID" in reason and kube.contexts == []
+
+
+JOBSET_CHILD = {"apiVersion": "batch/v1", "kind": "Job", "name": "llm-sft-workers-0",
+                "uid": "child-job-uid", "controller": True}  # fmt: skip
+
+
+def jobset_pod() -> dict[str, Any]:
+    return pod(JOBSET_CHILD, labels={"jobset.sigs.k8s.io/jobset-name": "llm-sft"})
+
+
+def test_a_jobset_pods_workload_is_the_jobsets_and_is_set_inactive():
+    # The probe: the Workload is owned by the JobSet, not by the pod or its child Job, so it
+    # was not found and the child Job was suspended: the JobSet resumes it, the quota stays
+    # held, and the ledger said done. The pod is linked as the collector links it.
+    by = [{"kind": "JobSet", "name": "llm-sft", "uid": "js-uid"}]
+    owned = {
+        "metadata": {"name": "jobset-llm-sft-4b1c7", "namespace": "team-a", "ownerReferences": by}
+    }
+    argv, why = confirm(
+        k8s_finding(), "prod", cfg(**K8S), no_runner, FakeKube([jobset_pod()], [owned])
+    )
+    assert argv is not None and argv[-1] == "jobset-llm-sft-4b1c7" and "patch" in argv
+    assert "Workload jobset-llm-sft-4b1c7 is set inactive" in why
+
+
+@pytest.mark.parametrize("workloads", [None, []])
+def test_a_jobset_pod_without_its_workload_is_left_alone(workloads):
+    argv, why = confirm(
+        k8s_finding(), "prod", cfg(**K8S), no_runner, FakeKube([jobset_pod()], workloads)
+    )
+    assert argv is None
+    assert "belongs to JobSet llm-sft through Job llm-sft-workers-0" in why

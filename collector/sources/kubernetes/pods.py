@@ -238,7 +238,7 @@ def parse_node(obj: Mapping[str, Any]) -> NodeInfo:
     )
 
 
-def _top_owner(meta: Mapping[str, Any], name: str) -> tuple[str, str] | None:
+def top_owner(meta: Mapping[str, Any], name: str) -> tuple[str, str] | None:
     """(kind, name) of the workload that owns the pod; None for a bare pod."""
     labels = _mapping(meta.get("labels"), "metadata.labels")
     if labels.get("jobset.sigs.k8s.io/jobset-name"):
@@ -433,7 +433,7 @@ def _pod_job(
     finished = phase in ("Succeeded", "Failed")
     state = _state(status, app)
     start, end = _times(status, [*init, *app], finished)
-    owner = _top_owner(meta, name)
+    owner = top_owner(meta, name)
     uids = [str(meta["uid"])] if meta.get("uid") else []
     uids += [str(o["uid"]) for o in meta.get("ownerReferences") or [] if o.get("uid")]
     workload = scheduling.workload_of(namespace, uids, owner)
