@@ -258,7 +258,8 @@ def _confirm_pod(
         owner = _owner(meta)
         uids = {f.job_id_raw} | ({str(owner.get("uid"))} if owner is not None else set())
         # the workload the pod belongs to, as the collector links it (a JobSet's pod is its
-        # child Job's, and the JobSet owns the Kueue Workload)
+        # child Job's): named by the pod's labels, which its creator sets, so never trusted to
+        # pick a Workload (another team's JobSet in the namespace), only to refuse
         top = top_owner(meta, name)
         workloads = api.list_custom(*KUEUE, namespace=namespace) or []
     except CollectorError as exc:  # KubernetesApiError, ConfigError (kubeconfig, context)
@@ -267,15 +268,11 @@ def _confirm_pod(
         return None, f"could not read the owner of {where}: {exc}"
     direct = (str(owner.get("kind", "")), str(owner.get("name", ""))) if owner else None
     by_uid = [w for w in workloads if any(str(o.get("uid")) in uids for o in _owners(_meta(w)))]
-    # else the top owner's (a JobSet's, whose UID the pod does not carry), by kind and name
-    by_top = [
-        w
-        for w in workloads
-        if top not in (None, direct)
-        and any((str(o.get("kind")), str(o.get("name"))) == top for o in _owners(_meta(w)))
-    ]
-    if by_uid or by_top:
-        w_name = str(_meta((by_uid or by_top)[0]).get("name", ""))
+    if len(by_uid) > 1:
+        names = ", ".join(sorted(str(_meta(w).get("name")) for w in by_uid))
+        return None, f"{where} has several Kueue Workloads ({names}): not one to set inactive"
+    if by_uid:
+        w_name = str(_meta(by_uid[0]).get("name", ""))
         if not K8S_NAME.fullmatch(w_name):
             return None, f"the Kueue Workload of {where} has no valid name: {w_name!r}"
         return (
@@ -287,10 +284,12 @@ def _confirm_pod(
     kind, owner_name = str(owner.get("kind", "")), str(owner.get("name", ""))
     if top is not None and top != direct:
         # a Job a JobSet (or another controller) runs: it would resume the Job suspended, and
-        # the action said done while the pod's quota stayed held
+        # the action said done while the pod's quota stayed held; its Workload is the
+        # JobSet's, whose UID the pod does not carry
         return None, (
-            f"{where} belongs to {top[0]} {top[1]} through {kind} {owner_name}, and no Kueue "
-            f"Workload of it was found; suspending the {kind} would be undone by the {top[0]}"
+            f"{where} belongs to {top[0]} {top[1]} through {kind} {owner_name}: suspending "
+            f"the {kind} would be undone by the {top[0]}, and its Kueue Workload cannot be "
+            "told from the pod alone"
         )
     if kind == "Job" and str(owner.get("apiVersion", "")).startswith("batch/"):
         if not K8S_NAME.fullmatch(owner_name):

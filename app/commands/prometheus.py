@@ -40,8 +40,9 @@ class Duration(click.ParamType):  # type: ignore[type-arg]  # generic only in ne
 
     name = "duration"
 
-    def __init__(self, *, allow_zero: bool = False) -> None:
+    def __init__(self, *, allow_zero: bool = False, most: float | None = None) -> None:
         self.allow_zero = allow_zero
+        self.most = most
 
     def convert(
         self, value: Any, param: click.Parameter | None, ctx: click.Context | None
@@ -49,6 +50,8 @@ class Duration(click.ParamType):  # type: ignore[type-arg]  # generic only in ne
         seconds = float(value) if isinstance(value, int | float) else _seconds(str(value))
         if seconds is None or seconds < 0 or (seconds == 0 and not self.allow_zero):
             self.fail(f"{value!r} is not a duration (e.g. 90s, 10m, 1h, 1d)")
+        if self.most is not None and seconds > self.most:
+            self.fail(f"{value!r} is more than {self.most:g} s")
         return seconds
 
 
@@ -217,9 +220,11 @@ def _url(ctx: click.Context, param: click.Parameter, value: str) -> str:
 )
 @click.option(
     "--interval",
-    type=Duration(),
+    # (above an hour a span is no sampling step, and the marts take it for none)
+    type=Duration(most=3600),
     default=None,
-    help="Seconds each sample stands for (default: measured from the samples' spacing).",
+    help="Seconds each sample stands for, at most 3600 (default: measured from the samples' "
+    "spacing).",
 )
 @click.option(
     "--throughput-query",

@@ -48,7 +48,7 @@ def _summary(report: WeeklyReport) -> str:
         ),
         f"Jain's index over {counted(s['jain_accounts'], 'account')} with demand: "
         + ("n/a" if jain is None else f"{jain:.3f}"),
-        f"Jobs queued at week end: {s['jobs_pending_at_end']}",
+        f"Jobs queued at {s['queue_at']}: {s['jobs_pending_at_end']}",
         "",
         *(f"Note: {note}" for note in report.notes),
         *(f"- {line}" for line in report.headlines),

@@ -126,7 +126,12 @@ def _accounts(
         .with_columns((pl.col("alloc_gpu_h") + pl.col("waited_gpu_h")).alias("demand_gpu_h"))
         .with_columns(
             (pl.col("raw_shares") / pl.col("raw_shares").sum()).alias("share"),
-            (pl.col("alloc_gpu_h") / pl.col("alloc_gpu_h").sum()).alias("usage_share"),
+            # 0 where no sibling ran (every one left queued): 0 ÷ 0 was NaN, which no "≤"
+            # holds, and an account that only waited read as not under-served (review)
+            pl.when(pl.col("alloc_gpu_h").sum() > 0)
+            .then(pl.col("alloc_gpu_h") / pl.col("alloc_gpu_h").sum())
+            .otherwise(0.0)
+            .alias("usage_share"),
             (pl.col("demand_gpu_h") / pl.col("demand_gpu_h").sum()).alias("demand_share"),
         )
         .with_columns(

@@ -43,7 +43,13 @@ device_samples AS (
         v.gpu_id,
         s.ts,
         min(v.variant_id) AS variant_id,
-        max(s.interval_s) AS interval_s,
+        -- (an interval that is no sampling step stands for no time: sql/views/sample_steps.sql)
+        max(
+            CASE
+                WHEN s.interval_s - s.interval_s = 0 AND s.interval_s > 0 AND s.interval_s <= 3600
+                    THEN s.interval_s
+            END
+        ) AS interval_s,
         bit_or(s.clock_event_reasons) AS reasons,
         max(s.gpu_util_pct) AS gpu_util_pct,
         max(s.sm_clock_mhz) AS sm_clock_mhz,

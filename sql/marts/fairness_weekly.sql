@@ -159,6 +159,7 @@ week_parts AS (
         CASE WHEN from_intervals = 0 AND run_s > 0 THEN run_s * cpus END AS cpu_s,
         CASE WHEN from_intervals = 0 AND run_s > 0 THEN run_s * mem_gib END AS mem_gib_s,
         CASE WHEN from_intervals = 0 AND week_n = start_week_n THEN wait_s END AS wait_s,
+        from_intervals = 0 AND week_n = start_week_n AS starts,
         CASE WHEN week_n = end_week_n THEN unused_s END AS unused_s
     FROM span_weeks
 ),
@@ -191,8 +192,9 @@ job_week AS (
             coalesce(max(unused_s), 0) AS unused_s
         FROM week_parts
         GROUP BY cluster, job_id, week_n
+        -- (a CPU job's week: its start, whose wait counts for no GPU, with its CPU-hours)
         HAVING count(*) FILTER (WHERE alloc_s > 0) > 0
-            OR count(wait_s) > 0
+            OR bool_or(starts)
             OR count(unused_s) > 0
     ) AS p
     LEFT JOIN job_usage AS u

@@ -9,8 +9,8 @@
 --
 -- target is `kueue` when most of the window's jobs came from the Kubernetes collector,
 -- else `slurm`. gpus_total is the inventory's GPU count (gpus), else the distinct GPUs the
--- scheduler ever allocated (job_gpus). data_start_e/data_end_e (epoch seconds) bound what the
--- window holds: its first job start, and its last job end capped at $until, so averages over
+-- scheduler ever allocated (job_gpus; a node held whole, as much as a job held there).
+-- data_start_e/data_end_e (epoch seconds) bound what the window holds: its first job start, and its last job end capped at $until, so averages over
 -- time use the span the lake covers rather than the whole window. A job still running ends
 -- where the cluster's data end (sql/views/data_extent.sql: the latest sample interval end,
 -- scheduler time, collection time or GPU event), not at $until: `detect` run weeks after the
@@ -44,11 +44,31 @@ inventory AS (
     FROM gpus
     GROUP BY cluster
 ),
+-- per node, the GPUs its allocations name, or where a job held it whole (Kubernetes' whole-node
+-- rows name none) the most GPUs such a job held there: counted as one, six 8-GPU nodes were six
+-- GPUs, and a cap of "25 % of the cluster" fell back to the largest job
+node_allocated AS (
+    SELECT
+        g.cluster,
+        g.node,
+        greatest(
+            count(DISTINCT coalesce(CAST(g.gpu_index AS VARCHAR), g.gpu_uuid)),
+            max(
+                CASE WHEN g.gpu_index IS NULL AND g.gpu_uuid IS NULL THEN
+                    coalesce(ceil(j.gpus / greatest(len(j.nodes), 1)), 1)
+                END
+            )
+        ) AS gpus
+    FROM job_gpus AS g
+    LEFT JOIN jobs_latest AS j
+        ON j.cluster = g.cluster AND j.job_id = g.job_id
+    GROUP BY g.cluster, g.node
+),
 allocated AS (
     SELECT
         cluster,
-        count(DISTINCT node || '/' || coalesce(CAST(gpu_index AS VARCHAR), gpu_uuid, '*')) AS gpus
-    FROM job_gpus
+        sum(gpus) AS gpus
+    FROM node_allocated
     GROUP BY cluster
 )
 SELECT

@@ -36,7 +36,7 @@ queued AS (
         ON e.cluster = j.cluster
     WHERE j.submit_ts < $until
         AND (j.start_ts IS NULL OR j.start_ts >= $until)
-        AND coalesce(j.gpus_requested, j.gpus, 1) > 0
+        AND coalesce(greatest(j.gpus_requested, j.gpus) > 0, TRUE)  -- (as the report's)
 )
 SELECT *
 FROM queued

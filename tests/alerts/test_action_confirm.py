@@ -298,25 +298,23 @@ def jobset_pod() -> dict[str, Any]:
     return pod(JOBSET_CHILD, labels={"jobset.sigs.k8s.io/jobset-name": "llm-sft"})
 
 
-def test_a_jobset_pods_workload_is_the_jobsets_and_is_set_inactive():
-    # The probe: the Workload is owned by the JobSet, not by the pod or its child Job, so it
-    # was not found and the child Job was suspended: the JobSet resumes it, the quota stays
-    # held, and the ledger said done. The pod is linked as the collector links it.
-    by = [{"kind": "JobSet", "name": "llm-sft", "uid": "js-uid"}]
-    owned = {
-        "metadata": {"name": "jobset-llm-sft-4b1c7", "namespace": "team-a", "ownerReferences": by}
-    }
-    argv, why = confirm(
-        k8s_finding(), "prod", cfg(**K8S), no_runner, FakeKube([jobset_pod()], [owned])
-    )
-    assert argv is not None and argv[-1] == "jobset-llm-sft-4b1c7" and "patch" in argv
-    assert "Workload jobset-llm-sft-4b1c7 is set inactive" in why
+JOBSETS = {"kind": "JobSet", "name": "llm-sft", "uid": "js-uid"}
 
 
-@pytest.mark.parametrize("workloads", [None, []])
-def test_a_jobset_pod_without_its_workload_is_left_alone(workloads):
-    argv, why = confirm(
-        k8s_finding(), "prod", cfg(**K8S), no_runner, FakeKube([jobset_pod()], workloads)
-    )
+@pytest.mark.parametrize("workloads", [None, [], "the JobSet's"])
+def test_a_jobset_pod_is_left_alone(workloads):
+    # The probe: the child Job was suspended, which the JobSet resumes, and the ledger said
+    # done. The JobSet's Workload cannot be told from the pod: its labels (which its creator
+    # sets) name a JobSet, and one naming another team's would deactivate theirs (review).
+    owned = [{"metadata": {"name": "jobset-llm-sft-4b1c7", "namespace": "team-a",
+                           "ownerReferences": [JOBSETS]}}]  # fmt: skip
+    kube = FakeKube([jobset_pod()], owned if workloads == "the JobSet's" else workloads)
+    argv, why = confirm(k8s_finding(), "prod", cfg(**K8S), no_runner, kube)
     assert argv is None
     assert "belongs to JobSet llm-sft through Job llm-sft-workers-0" in why
+
+
+def test_a_pod_with_several_workloads_is_left_alone():
+    kube = FakeKube([pod(JOB_OWNER)], [workload("job-uid", "w-1"), workload("job-uid", "w-2")])
+    argv, why = confirm(k8s_finding(), "prod", cfg(**K8S), no_runner, kube)
+    assert argv is None and "several Kueue Workloads (w-1, w-2)" in why

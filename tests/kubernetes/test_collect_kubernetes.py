@@ -578,7 +578,7 @@ def test_a_malformed_pod_is_skipped_and_counted(tmp_path, fake_kubernetes):
     )
 
 
-@pytest.mark.parametrize("asked", ["1e12", "1e20", "2147483648"])
+@pytest.mark.parametrize("asked", ["1e12", "1e20", "2147483648", "2e9 + 2e9"])
 def test_a_pod_asking_for_more_gpus_than_any_count_is_skipped_and_counted(
     tmp_path, fake_kubernetes, asked
 ):
@@ -589,7 +589,12 @@ def test_a_pod_asking_for_more_gpus_than_any_count_is_skipped_and_counted(
 
     def with_a_greedy_pod(namespace=None):
         pods = listed(namespace)
-        pods[0]["spec"]["containers"][0]["resources"]["requests"]["nvidia.com/gpu"] = asked
+        requests = pods[0]["spec"]["containers"][0]["resources"]["requests"]
+        # (two GPU resources, each a count, their sum none: review)
+        gpu, mig = (asked.split(" + ") + [None])[:2]
+        requests["nvidia.com/gpu"] = gpu
+        if mig is not None:
+            requests["nvidia.com/mig-1g.10gb"] = mig
         return pods
 
     api.list_pods = with_a_greedy_pod  # type: ignore[method-assign]
@@ -597,7 +602,7 @@ def test_a_pod_asking_for_more_gpus_than_any_count_is_skipped_and_counted(
 
     assert result.gpu_pods == 9
     [said] = result.malformed
-    assert said.startswith("pod team-a/llm-sft-workers-0-0-8xk2p: nvidia.com/gpu:")
+    assert said.startswith("pod team-a/llm-sft-workers-0-0-8xk2p: nvidia.com/gpu")
     assert "is no count of GPUs" in said
 
 

@@ -59,6 +59,8 @@ def test_help_exits_0_and_lists_the_options(cmd, mentions):
         (["--since", "2026-11-02", "--until", "2026-11-01"], "must be after --since"),
         (["--parallel", "0"], "0 is not in the range"),
         (["--window", "90.5"], "not a whole number of seconds"),
+        # a sample standing for more than an hour is no sampling step: the marts take it for none
+        (["--interval", "2h"], "'2h' is more than 3600 s"),
     ],
 )
 def test_bad_options_are_usage_errors(tmp_path, args, fragment):

@@ -433,7 +433,7 @@ def test_cpu_jobs_are_no_gpu_demand(tmp_path):
     from tests.marts import rows as r
 
     monday = 3 * 86400.0  # T0 + 3 d: Monday 2024-03-04
-    cpu = {"user": "carl", "account": "cpu", "gpus": 0, "gpus_requested": 0}
+    cpu = {"user": "carl", "account": "cpu", "gpus": 0, "gpus_requested": 0, "cpus": 32}
     con = r.build_lake(
         tmp_path,
         samples=r.samples(range(int(monday), int(monday + 2 * 86400), 3600), interval_s=3600.0),
@@ -463,6 +463,9 @@ def test_cpu_jobs_are_no_gpu_demand(tmp_path):
     assert frame["planned_gpu_h"] == pytest.approx(1.0)  # the GPU was free while g1 waited
     weekly = fetch(con, "SELECT * FROM fairness_weekly WHERE account = 'cpu'")
     assert all(not w["jobs_started"] and w["wait_p95_s"] is None for w in weekly)
+    # its CPU-hours still count (the dominant share): c1's 32 CPUs × 10 h (review)
+    [cpu_week] = [w for w in weekly if w["level"] == "account" and w["cpu_h"]]
+    assert cpu_week["cpu_h"] == pytest.approx(320.0)
 
 
 def test_the_queue_is_said_as_of_where_it_was_taken(con, report):
@@ -471,6 +474,7 @@ def test_the_queue_is_said_as_of_where_it_was_taken(con, report):
     assert report.scalars["queue_at"] == "week end"
     inside = assemble_report(con, "della", IsoWeek(2024, 10), ReportSettings(), NOW)
     assert inside.scalars["queue_at"] == "the end of the data"
+    assert "Jobs queued at the end of the data:" in _summary(inside)  # the mail's text too
 
 
 def test_no_longest_waits_where_nobody_waited(tmp_path):

@@ -126,13 +126,16 @@ MOST_GPUS = 2**31 - 1
 
 def gpu_resources(resources: Mapping[str, Decimal]) -> dict[str, int]:
     """The GPU resources among `resources` with a positive amount, as whole device counts.
-    Raises MalformedSample for a count no device count can be (above MOST_GPUS)."""
+    Raises MalformedSample for counts no device count can be (above MOST_GPUS, alone or in
+    all: a pod's GPUs are their sum)."""
     out: dict[str, int] = {}
     for name, amount in resources.items():
         if is_gpu_resource(name) and amount > 0:
             if amount > MOST_GPUS:
                 raise MalformedSample(f"{name}: {amount} is no count of GPUs")
             out[name] = int(amount.to_integral_value(rounding=ROUND_CEILING))
+    if sum(out.values()) > MOST_GPUS:
+        raise MalformedSample(f"{' + '.join(sorted(out))}: {sum(out.values())} is no count of GPUs")
     return out
 
 

@@ -371,3 +371,23 @@ def test_an_account_whose_jobs_never_started_is_demand_and_under_served(tmp_path
     assert rec["evidence"]["under_served"] == ["chem"]
     assert "name=physics" not in rec["config"]  # not raised over chem
     assert "name=chem" not in rec["config"]  # and chem is not cut
+
+
+def test_where_no_sibling_ran_every_one_that_waited_is_under_served(tmp_path):
+    # physics (8 GPUs asked) and chem (1) both queued 40 h and never ran: usage 0 ÷ 0 was NaN,
+    # nobody read as under-served, and chem's share was cut (review)
+    jobs = [
+        r.job("p0", 0, None, gpus=0, state="PENDING")
+        | {"start_ts": None, "gpus_requested": 8, "updated_ts": r.at(40 * H)},
+        r.job("c0", 0, None, user="bob", account="chem", state="PENDING", gpus=0)
+        | {"start_ts": None, "gpus_requested": 1, "updated_ts": r.at(40 * H)},
+        r.job("b0", 0, H, user="dave", account="other", partition="cpu", gpus=0),
+    ]
+    con = r.build_lake(tmp_path, jobs=jobs)
+    found = recs_of(
+        recommend(con, RecommendConfig(), NOW, kinds=("fairshare_weight",)), "fairshare_weight"
+    )
+
+    assert all("name=chem" not in rec["config"] for rec in found)
+    for rec in found:
+        assert all(a["usage_share"] == 0 for a in rec["evidence"]["accounts"])

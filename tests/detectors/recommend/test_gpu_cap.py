@@ -117,3 +117,22 @@ def test_running_gpus_integrate_to_the_jobs_gpu_hours(spans):
     held = ((steps["seg_end_e"] - steps["seg_start_e"]) * steps["running"]).sum()
     assert held == pytest.approx(sum(d * g for _, d, g in spans))
     assert steps["running"].min() >= 0
+
+
+def test_on_kubernetes_a_node_held_whole_counts_its_gpus(tmp_path):
+    # Kubernetes' whole-node job_gpus rows name no GPU, and the lake has no inventory: six
+    # 8-GPU nodes counted as six GPUs (the probe's cluster_gpus 6)
+    from warehouse import queries
+
+    jobs, job_gpus = [], []
+    for n in range(6):
+        node = f"node-{n}"
+        jobs.append(r.job(f"team-a/pod-{n}", 0, H, gpus=8, nodes=[node], source="kubernetes"))
+        job_gpus.append(
+            r.job_gpu(f"team-a/pod-{n}", 0, H, node=node, gpu_index=None, with_uuid=False)
+            | {"mapping": "whole-node"}
+        )
+    con = r.build_lake(tmp_path, jobs=jobs, job_gpus=job_gpus)
+    facts = queries.run(con, "recommend/cluster_facts", since=r.at(-H), until=r.at(2 * H))
+
+    assert facts["gpus_total"].to_list() == [48]
