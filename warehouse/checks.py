@@ -8,6 +8,8 @@ lake:
 - `job_gpu_hours`: a job finding's GPU-hours at stake, and a job's allocated or observed
   GPU-hours in job_usage, never exceed the GPUs of the job's nodes × the job's time inside
   the data (a running job ends at the end of the data, never at the wall clock);
+- `observed_within_held`: no recorded job is observed longer than it held its GPUs (the
+  samples' owners and the allocations agree);
 - `owner_gpu_hours`: a user's or account's finding never exceeds its allocated GPU-hours;
 - `hardware_gpu_hours`: a GPU's or node's finding never exceeds its GPUs × the data's span;
 - `findings_in_data`: no finding begins or ends after the end of its cluster's data;
@@ -32,6 +34,7 @@ __all__ = ["CHECKS", "Violation", "run_checks"]
 # its file name.
 QUERIES: tuple[str, ...] = (
     "check/job_gpu_hours",
+    "check/observed_within_held",
     "check/owner_gpu_hours",
     "check/hardware_gpu_hours",
     "check/findings_in_data",

@@ -26,6 +26,9 @@ def command(lake: Lake) -> None:
                           (allocated, observed GPU-hours) never exceed the GPUs of the job's
                           nodes × the job's time inside the data; a running job ends at the
                           end of its cluster's data, never at the wall clock
+      observed_within_held
+                          no recorded job is observed longer than it held its GPUs (its
+                          samples' owners and its allocations agree)
       owner_gpu_hours     a user's or account's finding never exceeds its allocated GPU-hours
       hardware_gpu_hours  a GPU's or node's finding never exceeds its GPUs × the data's span
       findings_in_data    no finding begins or ends after its cluster's data ends

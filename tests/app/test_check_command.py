@@ -72,7 +72,7 @@ def test_a_clean_lake_gives_one_line_and_exit_0(clean_lake):
     code, out, err = gpuledger("check", "--lake", str(clean_lake))
 
     assert (code, err) == (0, "")
-    assert out.startswith("0 violations: 7 checks over 1 cluster(s), ")
+    assert out.startswith("0 violations: 8 checks over 1 cluster(s), ")
     assert out.count("\n") == 1
 
 
@@ -262,3 +262,24 @@ def test_a_lake_without_marts_is_one_error_line_and_exit_2_not_a_violations_1(tm
     assert code == 2
     assert out == ""
     assert err.startswith("Error: The lake at ") and err.count("\n") == 1
+
+
+def test_a_job_observed_longer_than_it_held_its_gpu_is_named(tmp_path):
+    # The probe: e1 ran 1 h, its allocation row ends 9999-12-31 (another tool's "unknown"); the
+    # allocated hours stop with the job, but its GPU's samples kept their owner: e1 was
+    # "observed" 9 h more than it held, and check passed
+    far = dt.datetime(9999, 12, 31, tzinfo=dt.UTC)
+    r.build_lake(
+        tmp_path,
+        samples=r.samples(range(0, 10 * 3600, 600), interval_s=600.0),
+        jobs=[r.job("e1", 0, 3600)],
+        job_gpus=[r.job_gpu("e1", 0, 3600) | {"end_ts": far}],
+        gpus=[r.gpu()],
+    )
+
+    code, out, _ = gpuledger("check", "--lake", str(tmp_path))
+
+    assert code == 1
+    assert (
+        "observed_within_held [della] job e1: observed 10.00 GPU-hours, more than the 1.00" in out
+    )
