@@ -223,7 +223,28 @@ def _calibration_lines(c: Calibration, what: str = "the recorded policy replayed
             f"    {account[:20]:<20} {_span(real):>10}  {_span(replayed):>10}   {rel * 100:+6.1f} %"
             f"  ({jobs:,} jobs)"
         )
-    return lines
+    return lines + _caution(c)
+
+
+# A replay whose starts are off by more than this (and by more than the jobs' typical wait) is
+# far from what happened: its figures are a direction, not numbers to quote.
+CAUTION_START_S = 600.0
+
+
+def _caution(c: Calibration) -> list[str]:
+    """One line where the recorded policy replays far from the record: the probe's replay put
+    starts 4 h 26 min off while every figure was printed as exact."""
+    frame = c.wait_by_account
+    jobs = float(frame["jobs"].sum()) if frame.height else 0.0
+    typical = float((frame["jobs"] * frame["real_wait_s"]).sum()) / jobs if jobs else 0.0
+    off = c.median_abs_start_s
+    if not c.jobs or off != off or off <= max(CAUTION_START_S, typical):
+        return []
+    return [
+        f"  Caution: starts replay {_span(off)} off at the median, more than the jobs' mean "
+        f"wait ({_span(typical)}): the replay is far from what happened, and a difference "
+        "between the columns smaller than that is within its own error."
+    ]
 
 
 def _header(run: _Run) -> str:

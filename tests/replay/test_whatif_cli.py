@@ -210,3 +210,21 @@ def test_a_change_that_changes_nothing_calibrates_as_the_recorded_policy(lake):
         if line.startswith("Calibration:")
     ]
     assert len(counts) == 2 and counts[0] == counts[1], result.output
+
+
+def test_a_replay_far_from_the_record_says_so():
+    # the probe's replay put starts 4 h 26 min off at the median while every figure was printed
+    # as exact; one close to it says nothing more
+    from app.commands.whatif import _calibration_lines
+    from detectors.replay.metrics import Calibration
+
+    waits = pl.DataFrame(
+        {"account": ["a"], "jobs": [10], "real_wait_s": [1800.0], "replay_wait_s": [0.0],
+         "rel_diff": [-1.0]}
+    )  # fmt: skip
+    far = Calibration(10, 0, 0, 16_000.0, 20_000.0, 0.4, waits)
+    near = Calibration(10, 0, 0, 120.0, 600.0, 0.95, waits)
+
+    said = "\n".join(_calibration_lines(far))
+    assert "Caution: starts replay 4 h 27 min off at the median, more than the jobs' mean" in said
+    assert not any("Caution" in line for line in _calibration_lines(near))
