@@ -9,8 +9,9 @@ times could have had; the risk is the same hours of its own work delayed.
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -84,19 +85,33 @@ def _queue_yaml(name: str, cohort: str, cap: int) -> str:
     return cluster_queue(name, [("nvidia.com/gpu", cap)], cohort=cohort, gpu_borrowing_limit=0)
 
 
-def _user_config(facts: ClusterFacts, user: str, account: str, cap: int) -> str:
+def _namespaces(jobs: pl.DataFrame) -> list[str]:
+    """The namespaces a Kubernetes cluster's jobs ran in (a pod's job id is
+    `<namespace>/<pod>`), most jobs first."""
+    parts = jobs["job_id"].str.split_exact("/", 1)
+    spaces = parts.struct.field("field_0").filter(parts.struct.field("field_1").is_not_null())
+    return [str(n) for n in spaces.value_counts(sort=True)[spaces.name].to_list() if n]
+
+
+def _user_config(
+    facts: ClusterFacts, user: str, account: str, cap: int, *, namespaces: Sequence[str] = ()
+) -> str:
     if facts.target == "kueue":
         name = kube_name(f"{account}-{user}")  # quoted
-        return (
-            _queue_yaml(name, kube_name(account), cap) + "---\n"
+        # a LocalQueue in each namespace the user's pods ran in: the account's name was taken
+        # for one, a namespace that need not exist (an account from a label or a mapping)
+        local = "".join(
+            "---\n"
             "apiVersion: kueue.x-k8s.io/v1beta1\n"
             "kind: LocalQueue\n"
             "metadata:\n"
-            f"  namespace: {kube_name(account)}\n"
+            f"  namespace: {space}\n"
             f"  name: {kube_name(user)}\n"
             "spec:\n"
             f"  clusterQueue: {name}\n"
+            for space in [json.dumps(n) for n in namespaces] or [kube_name(account)]
         )
+        return _queue_yaml(name, kube_name(account), cap) + local
     return (
         f"sacctmgr -i modify user where {sh(f'name={user}')} {sh(f'account={account}')} "
         f"{sh(f'cluster={facts.cluster}')} set GrpTRES=gres/gpu={cap}\n"
@@ -205,7 +220,7 @@ def recommend(
                 config.cap_share,
                 f"user={user},account={account}",
                 f"{user}'s work would have waited for the cap",
-                partial(_user_config, facts, str(user), str(account)),
+                partial(_user_config, facts, str(user), str(account), namespaces=_namespaces(mine)),
             )
     for (account,), mine in jobs.group_by(["account"], maintain_order=True):
         if account is not None:

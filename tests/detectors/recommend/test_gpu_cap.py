@@ -97,6 +97,23 @@ def test_kueue_gets_a_capped_cluster_queue(tmp_path):
     assert "nominalQuota: 2" in user["config"] and "kind: LocalQueue" in user["config"]
 
 
+def test_kueue_local_queues_go_where_the_users_pods_ran(tmp_path):
+    # The probe: alice's pods ran in team-a and team-b (her account, physics, from a label),
+    # and the LocalQueue was made in a namespace "physics" that did not exist
+    import yaml
+
+    jobs = [
+        r.job(f"team-{'ab'[i % 2]}/a{i}", 0, 2 * H, gpus=2, source="kubernetes") for i in range(3)
+    ]
+    bob = {"user": "bob", "account": "chem", "source": "kubernetes", "submit_ts": r.at(0)}
+    jobs.append(r.job("team-c/b0", H, 2 * H, **bob))
+    con = r.build_lake(tmp_path, jobs=jobs, gpus=[r.gpu(gpu_index=i) for i in range(8)])
+    user = next(rec for rec in run(con) if rec["scope"].startswith("user=alice"))
+
+    queues = [d for d in yaml.safe_load_all(user["config"]) if d and d["kind"] == "LocalQueue"]
+    assert [q["metadata"]["namespace"] for q in queues] == ["team-a", "team-b"]
+
+
 @given(
     spans=st.lists(
         st.tuples(st.integers(0, 100), st.integers(1, 50), st.integers(1, 8)),
