@@ -41,4 +41,8 @@ FULL OUTER JOIN scheduled AS s
     ON s.cluster = o.cluster
 LEFT JOIN cluster_data_end AS e
     ON e.cluster = coalesce(o.cluster, s.cluster)
+-- (a cluster whose every record is dated after tomorrow has no span the data reached: listed,
+-- it was the default cluster and every page stopped on its missing start, for every user)
+WHERE coalesce(o.data_start, s.data_start) IS NOT NULL
+    AND coalesce(o.data_end, to_timestamp(e.end_e)) IS NOT NULL
 ORDER BY cluster

@@ -546,6 +546,10 @@ def test_cluster_extent(con):
                 job("3", "bob", "speech", "RUNNING", 4, None, 0.0, 0.0, 0.0) | {"cluster": "c"},
                 job("4", "bob", "speech", "PENDING", 9, None, 0.0, 0.0, 0.0)
                 | {"cluster": "c", "start_ts": None},
+                # d: its one record from a clock years ahead: no span the data reached (it
+                # was listed with no start, and every page stopped on it)
+                job("5", "dan", "x", "RUNNING", 0, None, 0.0, 0.0, 0.0)
+                | {"cluster": "d", "start_ts": dt.datetime(2200, 1, 1, tzinfo=dt.UTC)},
             ],
         ),
     )
