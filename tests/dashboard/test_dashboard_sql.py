@@ -416,9 +416,13 @@ def test_fairness_jain_index_by_hand(con):
         (dt.date(2026, 11, 2), 3, pytest.approx(12.96 / 16.8), pytest.approx(5.0)),
         (dt.date(2026, 11, 9), 2, pytest.approx(1.0), pytest.approx(1.0)),
     ]
-    shares = queries.run(con, "dashboard/fairness_shares", **WEEK, viewer="bob")
-    assert shares.get_column("user").to_list() == [None, None, None, None]  # alice's row hidden
-    assert shares.get_column("wait_p95_h").to_list() == [3.0] * 4
+    # a user sees their own rows and their own accounts' totals: every account's row was shown
+    # to every user, and an account of one user is that user's usage and waste
+    shares = queries.run(con, "dashboard/fairness_shares", **WEEK, viewer="ALICE")
+    assert shares.select("account", "user").rows() == [("a", None), ("a", "alice")]
+    assert shares.get_column("wait_p95_h").to_list() == [3.0] * 2
+    assert queries.run(con, "dashboard/fairness_shares", **WEEK, viewer="bob").is_empty()
+    assert queries.run(con, "dashboard/fairness_shares", **WEEK, viewer=None).height == 5
 
 
 def test_fairness_jain_index_counts_top_level_accounts_once(con):
