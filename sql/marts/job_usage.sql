@@ -52,6 +52,25 @@ WITH alloc AS (
     ) AS numbered
     GROUP BY cluster, job_id
 ),
+-- A count that is no count (NaN, infinite or below 0: an application's or another tool's
+-- report, which the spool reader lands as it is) is unknown, and a parameter count of 0 or
+-- less is none: a NaN made tokens/s NaN, and a negative count a negative MFU (-185 %).
+app_reports AS (
+    SELECT
+        cluster,
+        job_id,
+        ts,
+        node,
+        reporter,
+        CASE WHEN tokens_total - tokens_total = 0 AND tokens_total >= 0 THEN tokens_total END
+            AS tokens_total,
+        CASE WHEN samples_total - samples_total = 0 AND samples_total >= 0 THEN samples_total END
+            AS samples_total,
+        CASE WHEN steps_total - steps_total = 0 AND steps_total >= 0 THEN steps_total END
+            AS steps_total,
+        CASE WHEN model_params > 0 THEN model_params END AS model_params
+    FROM app_throughput
+),
 app_steps AS (
     SELECT
         cluster,
@@ -64,7 +83,8 @@ app_steps AS (
         samples_total - lag(samples_total) OVER reporter_time AS d_samples,
         steps_total - lag(steps_total) OVER reporter_time AS d_steps,
         model_params
-    FROM app_throughput
+    FROM app_reports
+    WHERE coalesce(tokens_total, samples_total, steps_total, model_params) IS NOT NULL
     WINDOW reporter_time AS (
         PARTITION BY cluster, job_id, coalesce(node, ''), coalesce(reporter, '')
         ORDER BY ts

@@ -25,7 +25,8 @@
 -- of that (two jobs on a 400 W GPU read "200 W per GPU", 0.2 kWh over 0.5 GPU-hours).
 -- `share` splits device-level fields among the MIG instances reporting at the same ts, so they
 -- are counted once per physical GPU too. energy_step_j is the counter's increase over the span;
--- where the counter reset, is missing, or the span ends in a gap, power × span is used instead.
+-- where the counter reset, rose more than a GPU can draw (2 kW over the step: a bad reading), is
+-- missing, or the span ends in a gap, power × span is used instead.
 
 -- `steps` names sample_steps once, inlined where read (NOT MATERIALIZED: the plan is that of
 -- reading sample_steps three times): the engine binds the view's whole chain once, not thrice.
@@ -141,11 +142,15 @@ SELECT
     dram_active,
     fb_used_mib,
     power_w * share AS power_w,
-    -- (the counter's increase over the part of the step the owner held)
+    -- (the counter's increase over the part of the step the owner held; an increase no GPU can
+    -- draw, above 2 kW over the step, is a bad reading, not energy: one counter 1e9 J high
+    -- for one sample made a 1-GPU hour 278 kWh. Such a step, like a reset, is power × time)
     share * part * CASE
         WHEN continuous AND next_energy_j >= energy_j AND held_s = step_s
+            AND next_energy_j - energy_j <= 2000.0 * step_s
             THEN next_energy_j - energy_j
         WHEN continuous AND next_energy_j >= energy_j
+            AND next_energy_j - energy_j <= 2000.0 * step_s
             THEN (next_energy_j - energy_j) * held_s / step_s
         ELSE power_w * held_s
     END AS energy_step_j,

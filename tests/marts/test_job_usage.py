@@ -79,6 +79,23 @@ def test_energy_across_a_counter_reset_uses_power_over_the_reset_step(tmp_path):
     assert job["power_w_mean"] == pytest.approx(10.4)
 
 
+def test_a_counter_step_no_gpu_can_draw_is_power_times_time(tmp_path):
+    # One reading 1e9 J high (then back): the job drew 278 kWh in an hour on one GPU. A rise
+    # above 2 kW over the step is a bad reading, and the step counts power × time, as a reset.
+    energy = [9000.0 * k for k in range(5)]
+    energy[2] += 1e9
+    con = r.build_lake(
+        tmp_path,
+        samples=r.samples([0, 30, 60, 90, 120], power_w=300.0, energy_j=energy),
+        jobs=[r.job("j1", 0, 150)],
+        job_gpus=[r.job_gpu("j1", 0, 150)],
+    )
+
+    # 0→30: 9000 J; 30→60 and 60→90: 300 W × 30 s each (the jump up, then the drop back);
+    # 90→120: 9000 J; the last sample: 300 W × its 30 s
+    assert r.by_job(con)["j1"]["energy_kwh"] == pytest.approx(5 * 9000 / KWH)
+
+
 def test_energy_without_a_counter_is_power_times_interval(tmp_path):
     con = r.build_lake(
         tmp_path,
@@ -244,6 +261,35 @@ def _report(job_id, t, reporter="rank0", **fields):
 
 
 H100_FLOPS = 989e12  # gpu_models: NVIDIA H100 80GB HBM3, dense BF16
+
+
+def test_counts_that_are_no_counts_are_unknown_never_a_negative_rate(tmp_path):
+    # n1: a NaN report made tokens/s NaN; n2: a negative parameter count a negative MFU;
+    # n4: a count below 0 (after a drop, the count is new work) a negative rate (-185 % MFU)
+    nan = float("nan")
+    reports = [
+        _report("n1", 0, tokens_total=0.0, model_params=10**9),
+        _report("n1", 100, tokens_total=nan),
+        _report("n1", 200, tokens_total=1e6),
+        _report("n2", 0, tokens_total=0.0, model_params=-(10**9)),
+        _report("n2", 200, tokens_total=1e6),
+        _report("n4", 0, tokens_total=1e6, model_params=10**9),
+        _report("n4", 200, tokens_total=-5e8),
+    ]
+    r.land(tmp_path, "app_throughput", reports)
+    jobs = [r.job(j, 0, 300) for j in ("n1", "n2", "n4")]
+    con = r.build_lake(
+        tmp_path,
+        samples=r.samples(range(0, 330, 30), gpu_index=0, engine_active=0.5),
+        jobs=jobs,
+        job_gpus=[r.job_gpu(j, 0, 300, gpu_index=0) for j in ("n1", "n2", "n4")],
+    )
+    usage = r.by_job(con)
+
+    assert usage["n1"]["app_throughput"] == pytest.approx(1e6 / 200)  # the NaN left out
+    assert usage["n2"]["mfu"] is None and usage["n2"]["model_params"] is None
+    # (its one count left is a start, no rate)
+    assert usage["n4"]["app_throughput"] is None and usage["n4"]["mfu"] is None
 
 
 def test_mfu_is_six_params_times_tokens_per_s_over_the_gpus_peak(tmp_path):
