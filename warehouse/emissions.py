@@ -80,7 +80,13 @@ def _parse_hour(text: str) -> int:
     moment = dt.datetime.fromisoformat(value)
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=dt.UTC)
-    seconds = moment.timestamp()
+    try:
+        utc = moment.astimezone(dt.UTC)
+    except OverflowError:  # (year 1 with an offset, 9999-12-31 with a negative one)
+        raise ValueError("outside the years 1970–9998") from None
+    if not 1970 <= utc.year <= 9998:
+        raise ValueError("outside the years 1970–9998")
+    seconds = utc.timestamp()
     if seconds % _HOUR_S:
         raise ValueError("not the start of an hour")
     return int(seconds)
@@ -103,32 +109,41 @@ def parse_intensity_csv(text: str) -> tuple[tuple[int, float], ...]:
             f"line 1: expected the header {','.join(CSV_HEADER)}, got {header!r}"
         )
     hours: dict[int, float] = {}
-    for line_no, row in enumerate(rows, start=2):
-        if not row or all(not c.strip() for c in row):
-            continue
-        if len(row) != 2:
-            raise IntensityCsvError(
-                f"line {line_no}: expected hour_start_utc,g_per_kwh, got {','.join(row)!r}"
-            )
-        try:
-            hour = _parse_hour(row[0])
-        except ValueError as exc:
-            raise IntensityCsvError(
-                f"line {line_no}: expected an hour start in ISO 8601 UTC "
-                f"(2026-03-01T13:00:00Z), got {row[0].strip()!r} ({exc})"
-            ) from None
-        try:
-            grams = float(row[1])
-        except ValueError:
-            grams = math.nan
-        if not math.isfinite(grams) or grams < 0:
-            raise IntensityCsvError(
-                f"line {line_no}: expected a non-negative g_per_kwh, got {row[1].strip()!r}"
-            )
-        if hour in hours:
-            raise IntensityCsvError(f"line {line_no}: the hour {row[0].strip()!r} is given twice")
-        hours[hour] = grams
+    line_no = 1
+    try:
+        for line_no, row in enumerate(rows, start=2):
+            _intensity_row(line_no, row, hours)
+    except csv.Error as exc:  # (a stray quote: a field to the end of the file)
+        raise IntensityCsvError(f"line {line_no + 1}: not CSV ({exc})") from None
     return tuple(sorted(hours.items()))
+
+
+def _intensity_row(line_no: int, row: list[str], hours: dict[int, float]) -> None:
+    """Add one `hour_start_utc,g_per_kwh` row to `hours`; IntensityCsvError names it."""
+    if not row or all(not c.strip() for c in row):
+        return
+    if len(row) != 2:
+        raise IntensityCsvError(
+            f"line {line_no}: expected hour_start_utc,g_per_kwh, got {','.join(row)!r}"
+        )
+    try:
+        hour = _parse_hour(row[0])
+    except ValueError as exc:
+        raise IntensityCsvError(
+            f"line {line_no}: expected an hour start in ISO 8601 UTC "
+            f"(2026-03-01T13:00:00Z), got {row[0].strip()!r} ({exc})"
+        ) from None
+    try:
+        grams = float(row[1])
+    except ValueError:
+        grams = math.nan
+    if not math.isfinite(grams) or grams < 0:
+        raise IntensityCsvError(
+            f"line {line_no}: expected a non-negative g_per_kwh, got {row[1].strip()!r}"
+        )
+    if hour in hours:
+        raise IntensityCsvError(f"line {line_no}: the hour {row[0].strip()!r} is given twice")
+    hours[hour] = grams
 
 
 # The columns of `carbon_intensity`, as DuckDB types them. cluster null: every cluster without

@@ -194,3 +194,33 @@ def test_a_spreadsheets_byte_order_mark_and_crlf_lines_are_read():
 
     text = "\ufeffhour_start_utc,g_per_kwh\r\n2024-03-01T00:00:00Z,300\r\n2024-03-01 01:00,500\r\n"
     assert parse_intensity_csv(text) == ((1709251200, 300.0), (1709254800, 500.0))
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        # a stray quote: the field runs to the end of a year-long file, past the csv module's
+        # field limit (a traceback, `_csv.Error: field larger than field limit`)
+        ('"2024-03-01T10:00:00Z,300', "line 12: not CSV"),
+        # hours no calendar arithmetic can hold (`ValueError: year 0 is out of range`)
+        ("0001-01-01T00:00:00+01:00,300", "outside the years 1970–9998"),
+        ("9999-12-31T23:00:00-05:00,300", "outside the years 1970–9998"),
+    ],
+)
+def test_a_csv_no_reader_can_take_is_one_error_line(tmp_path, line, said):
+    import datetime as dt
+
+    start = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+    rows = [f"{start + dt.timedelta(hours=k):%Y-%m-%dT%H:%M:%SZ},300" for k in range(8784)]
+    rows[10] = line
+    path = _config(
+        tmp_path,
+        '[emissions.clusters.della]\ng_per_kwh = 380\ncsv = "della.csv"\n',
+        "hour_start_utc,g_per_kwh\n" + "\n".join(rows) + "\n",
+    )
+    result = invoke("config", "check", "--config", str(path))
+
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    [error] = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert said in error
