@@ -115,9 +115,23 @@ else:
     st.subheader("GPUs with events")
     show_table(gpus, "gpu_health", "health_gpus", height=320)
 
-hardware = data.findings(
-    s.root, s.cluster, s.start, s.end, None, search=search, subject_kinds=("gpu", "node")
-)
+if s.viewer.is_manager:
+    hardware = data.findings(
+        s.root, s.cluster, s.start, s.end, None, search=search, subject_kinds=("gpu", "node")
+    )
+else:
+    # everyone sees the hardware findings, but searched by what names the hardware only: by a
+    # job id, user or account (which the feed also matches) another user's job showed the GPU
+    # it ran on
+    hardware = data.findings(s.root, s.cluster, s.start, s.end, None, subject_kinds=("gpu", "node"))
+    wanted = data.needle(search)
+    if wanted:
+        hardware = hardware.filter(
+            pl.any_horizontal(
+                pl.col(c).cast(pl.String).str.to_lowercase().str.contains(wanted, literal=True)
+                for c in ("detector", "subject_id", "node", "gpu_uuid")
+            ).fill_null(False)
+        )
 if not hardware.is_empty():
     st.subheader("Findings of hardware detectors")
     show_table(

@@ -324,3 +324,39 @@ def test_config_check_refuses_sign_in_with_nothing_to_trust(tmp_path):
     assert "Traceback" not in refused.output
     assert accepted.exit_code == 0, accepted.output
     assert "allowed_domains = ['example.org']" in accepted.output
+
+
+def test_a_user_cannot_find_where_anothers_job_ran_by_searching_the_health_page(
+    plain_lake, tmp_path, monkeypatch
+):
+    # the hardware findings are everyone's, but searched by a job id, user or account (which
+    # the feed matches) a user learned the GPU another user's job ran on
+    import shutil
+
+    from tests.dashboard.factories import make_finding, write_rows
+
+    lake = tmp_path / "lake"
+    shutil.copytree(plain_lake, lake)
+    finding = make_finding(
+        "f-xid", detector="xid_hardware", severity="critical", subject_kind="gpu",
+        node="gpu-002", gpu_uuid="GPU-x", message="XID 79: fell off the bus",
+    ) | {"job_id": "4242", "user": "carol", "account": "physics"}  # fmt: skip
+    write_rows(lake, "findings", [finding], "handmade")
+
+    def hardware(email: str, search: str) -> list[str]:
+        monkeypatch.setenv("GPULEDGER_LAKE", str(lake))
+        monkeypatch.setenv("GPULEDGER_DASHBOARD_MANAGERS", BOSS)
+        monkeypatch.setenv("GPULEDGER_DASHBOARD_ALLOWED_DOMAINS", "example.org")
+        at = AppTest.from_file(str(ENTRY), default_timeout=60)
+        at.user = streamlit_user(email)
+        at.session_state["health_search"] = search
+        at.switch_page(PAGES["health"])
+        at.run()
+        assert not at.exception, at.exception
+        frames = [d.value for d in at.dataframe if "detector" in d.value.columns]
+        return [g for f in frames for g in f["gpu_uuid"].tolist()]
+
+    assert hardware("alice@example.org", "4242") == []
+    assert hardware("alice@example.org", "carol") == []
+    assert hardware("alice@example.org", "gpu-002") == ["GPU-x"]  # the hardware's own names
+    assert hardware(BOSS, "4242") == ["GPU-x"]
