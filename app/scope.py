@@ -148,6 +148,11 @@ def render_scope(title: str) -> Scope:
             "`gpuledger collect`, then build the marts with `gpuledger attribute`.",
         )
     names = data.clusters(root)
+    # a link's cluster (`?cluster=`, as the Job page writes it beside `?job=`): a job id names
+    # a job on one cluster only, and the first cluster's job of that id was shown instead
+    linked = st.query_params.get("cluster")
+    if linked in names and "scope_cluster" not in st.session_state:
+        st.session_state["scope_cluster"] = linked
     cluster = st.sidebar.selectbox("Cluster", names, key="scope_cluster")
     row = summary.filter(pl.col("cluster") == cluster).row(0, named=True)
     data_start: dt.datetime = row["data_start"]

@@ -28,6 +28,7 @@ if not job_id:
     job_id = str(worst.get_column("job_id")[0])
     st.caption("Showing the window's most wasteful job; pick another on the Jobs page.")
 st.query_params["job"] = job_id
+st.query_params["cluster"] = s.cluster  # (a job id names a job on one cluster)
 
 detail = data.job_detail(s.root, s.cluster, job_id, viewer)
 if detail.is_empty():
@@ -47,6 +48,7 @@ elif job["submit_ts"] is not None:
 else:
     began = "not started"
 st.caption(
+    f"cluster {md(s.cluster)} · "
     f"{md(job['user'])} ({md(job['account'])}) · partition {md(job['partition'])} · "
     f"{md(job['state'])} · {job['gpus']} × {md(job['gpu_type'] or 'GPU')} on "
     f"{md(job['nodes'] or '?')} · {began}"

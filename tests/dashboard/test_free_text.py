@@ -134,7 +134,9 @@ def test_the_job_page_names_the_job_literally(hostile_lake, monkeypatch):
     title = shown(at.title[0].value)
     assert title == f"Job {job_id} · {HOSTILE}"
     caption = shown(at.caption[0].value) if at.caption else ""
-    assert caption.startswith(f"{HOSTILE_USER} (") and f"partition {CHANNEL}" in caption
+    assert (
+        caption.startswith(f"cluster sim · {HOSTILE_USER} (") and f"partition {CHANNEL}" in caption
+    )
 
 
 @pytest.mark.parametrize(

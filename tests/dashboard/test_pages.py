@@ -602,3 +602,27 @@ def test_a_lake_of_telemetry_alone_shows_its_gpus_hours_on_every_page(tmp_path, 
     if page == "overview":  # its GPUs' 2 h: 400 W and 60 W, none allocated
         metrics = {m.label: m.value for m in at.metric}
         assert metrics["Energy kWh"] == "1" and metrics["Occupancy"] == "0.0 %"
+
+
+def test_a_job_link_opens_on_its_cluster(tmp_path, monkeypatch):
+    # ?job=1002&cluster=beta opened the first cluster's job 1002 (another user's), the link's
+    # cluster ignored, and the page did not say which cluster it showed
+    from tests.marts import rows as r
+
+    for cluster in ("alpha", "beta"):
+        r.build_lake(
+            tmp_path,
+            samples=[s | {"cluster": cluster} for s in r.samples(range(0, 3600, 60))],
+            jobs=[r.job("1002", 0, 3600, user=f"user-{cluster}") | {"cluster": cluster}],
+            job_gpus=[r.job_gpu("1002", 0, 3600) | {"cluster": cluster}],
+        )
+    monkeypatch.setenv("GPULEDGER_LAKE", str(tmp_path))
+    at = AppTest.from_file(str(ENTRY), default_timeout=60)
+    at.query_params["job"] = "1002"
+    at.query_params["cluster"] = "beta"
+    at.switch_page(PAGES["job"])
+    at.run()
+
+    assert not at.exception, at.exception
+    assert at.caption[0].value.startswith("cluster beta · user\\-beta")  # (md escapes "-")
+    assert at.query_params["cluster"] in ("beta", ["beta"])
