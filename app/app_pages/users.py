@@ -27,7 +27,11 @@ with right:
         st.info("No job was observed in this window.")
     else:
         st.altair_chart(charts.efficiency_bars(histogram), width="stretch")
-        st.caption("Each job counts with its allocated GPU-hours, in the band of its mean busy.")
+        st.caption(
+            "Each job that ran in the window counts with its whole run's allocated GPU-hours "
+            "(also those before or after the window: its efficiency is of the whole run), in "
+            "the band of its mean busy; the bars can add up to more than the window held."
+        )
 
 show_table(
     accounts,
