@@ -171,8 +171,10 @@ else:
 st.subheader("Findings")
 # a job's findings whenever they were raised, not only in the sidebar's window
 everything = dt.timedelta(days=366)
+# (the job is the viewer's: job_detail is bound to them above; a GPU's finding about the job
+# names no user, and bound to the viewer too its owner missed the XID that ended their job)
 found = data.findings(
-    s.root, s.cluster, s.data_start - everything, s.data_end + everything, viewer, job_id=job_id
+    s.root, s.cluster, s.data_start - everything, s.data_end + everything, None, job_id=job_id
 )
 if found.is_empty():
     st.caption("No detector has flagged this job in the selected window.")

@@ -360,3 +360,36 @@ def test_a_user_cannot_find_where_anothers_job_ran_by_searching_the_health_page(
     assert hardware("alice@example.org", "carol") == []
     assert hardware("alice@example.org", "gpu-002") == ["GPU-x"]  # the hardware's own names
     assert hardware(BOSS, "4242") == ["GPU-x"]
+
+
+def test_a_jobs_owner_sees_the_hardware_findings_about_their_job(plain_lake, tmp_path, monkeypatch):
+    # a GPU's finding about a job names no user: bound to the viewer, the owner's Job page left
+    # out the XID that ended their job (the manager's listed it)
+    import shutil
+
+    from tests.dashboard.factories import make_finding, write_rows
+    from warehouse.lake import Lake
+
+    lake = tmp_path / "lake"
+    shutil.copytree(plain_lake, lake)
+    with Lake.at(lake).connect() as con:
+        [(job_id, user)] = con.sql("SELECT job_id, user FROM job_usage LIMIT 1").fetchall()
+    finding = make_finding(
+        "f-xid", detector="xid_hardware", severity="critical", subject_kind="gpu",
+        node="gpu-002", gpu_uuid="GPU-x", message="XID 79: fell off the bus",
+    ) | {"job_id": job_id, "user": None}  # fmt: skip
+    write_rows(lake, "findings", [finding], "handmade")
+    monkeypatch.setenv("GPULEDGER_LAKE", str(lake))
+    monkeypatch.setenv("GPULEDGER_DASHBOARD_MANAGERS", BOSS)
+    monkeypatch.setenv("GPULEDGER_DASHBOARD_ALLOWED_DOMAINS", "example.org")
+    at = AppTest.from_file(str(ENTRY), default_timeout=60)
+    at.user = streamlit_user(f"{user}@example.org")
+    at.session_state["job_id_input"] = job_id
+    at.switch_page(PAGES["job"])
+    at.run()
+
+    assert not at.exception, at.exception
+    detectors = [
+        d for f in at.dataframe if "detector" in f.value.columns for d in f.value["detector"]
+    ]
+    assert "xid_hardware" in detectors
