@@ -183,7 +183,8 @@ def render_text(
             f"{_num(job.get('idle_gpu_h'), '.2f')} idle, "
             f"{_num(job.get('effective_gpu_h'), '.2f')} effective",
             f"  Energy: {_num(job.get('energy_kwh'), '.2f')} kWh at "
-            f"{_num(job.get('power_w_mean'), '.0f')} W per GPU on average",
+            f"{_num(job.get('power_w_mean'), '.0f')} W per GPU on average"
+            + _unpowered(report.gpus, job.get("energy_kwh")),
             f"  {describe_emissions(job)}",
         ]
         if job.get("shared"):
@@ -252,6 +253,17 @@ def render_text(
     else:
         lines += _wrap(when_no_advice(job), width=width)
     return "\n".join(lines) + "\n"
+
+
+def _unpowered(gpus: list[dict[str, Any]], energy_kwh: float | None) -> str:
+    """ ", of 1 of its 2 GPUs: the other reported no power" where some of the job's GPUs
+    reported neither power nor energy: the figure is of the others alone (it read as the
+    whole job's)."""
+    silent = sum(1 for g in gpus if g.get("energy_kwh") is None)
+    if energy_kwh is None or not silent or silent == len(gpus):
+        return ""
+    other = "the other" if silent == 1 else "the others"
+    return f", of {len(gpus) - silent} of its {len(gpus)} GPUs: {other} reported no power"
 
 
 def render_json(report: JobReport, at_end: dict[str, Any] | None = None) -> str:

@@ -456,3 +456,21 @@ def test_a_broken_record_gives_no_negative_time_or_limit(tmp_path):
     assert report["job"]["runtime_s"] == 0
     assert report["job"]["time_limit_s"] is None and report["job"]["cpus"] is None
     assert not any("--time" in (a.get("option") or "") for a in report["next_time"])
+
+
+def test_energy_known_of_some_gpus_says_of_which(tmp_path):
+    # 2 GPUs for an hour, the second reporting no power nor energy: "Energy: 0.30 kWh" read as
+    # the whole job's
+    times = range(0, 3600, 60)
+    r.build_lake(
+        tmp_path,
+        samples=r.samples(times, gpu_index=0, power_w=300.0)
+        + r.samples(times, gpu_index=1, engine_active=0.5),
+        jobs=[r.job("p1", 0, 3600, gpus=2)],
+        job_gpus=[r.job_gpu("p1", 0, 3600, gpu_index=0), r.job_gpu("p1", 0, 3600, gpu_index=1)],
+    )
+    result = invoke("job", "p1", "--lake", str(tmp_path))
+
+    assert result.exit_code == 0, result.output
+    assert "Energy: 0.30 kWh" in result.output
+    assert "of 1 of its 2 GPUs: the other reported no power" in result.output
