@@ -494,17 +494,7 @@ TELEMETRY_FIGURES = (
 # that no sample saw. In a week some nodes reported and others did not, an account whose jobs
 # all ran on the silent ones read "effective 0.0, waste 0.0" beside the others' measured
 # figures (the 4-week mean is of other weeks too, and stays).
-ROW_TELEMETRY_FIGURES = (
-    "effective_gpu_h",
-    "effective_share",
-    "idle_gpu_h",
-    "low_eff_gpu_h",
-    "waste_gpu_h",
-    "waste_change_gpu_h",
-    "waste_cost",
-    "energy_kwh",
-    "energy_cost",
-)
+ROW_TELEMETRY_FIGURES = tuple(c for c in TELEMETRY_FIGURES if c != "waste_4wk_mean_gpu_h")
 
 
 def _unknown_where_unobserved(frame: pl.DataFrame) -> pl.DataFrame:
