@@ -1,7 +1,7 @@
 -- job_usage: one line per job — what it was allocated, what it used, and what it drew.
 --
 -- Grain:   one row per (cluster, job_id)
--- Reads:   jobs_latest, job_gpu_shares, job_gpu_daily, app_throughput,
+-- Reads:   jobs_latest, job_gpu_shares, job_gpu_intervals, job_gpu_daily, app_throughput,
 --          gpu_models, job_co2e_hourly
 -- Params:  none
 -- Returns: cluster, job_id, user, account, partition, state, start_ts, end_ts, gpus, alloc_gpu_h,
@@ -21,8 +21,10 @@
 -- time (observed or allocated) and energy were split evenly among the sharers (power is the
 -- GPU's draw over each sharer's part of the time): the figures are estimates.
 -- app_throughput is the work the job reported (collector/throughput.py, or a PromQL counter
--- pulled by `collect prometheus --throughput-query`) per second of the reports' span: tokens/s
--- where tokens were reported, else samples/s, else steps/s. Counters are reset-aware per
+-- pulled by `collect prometheus --throughput-query`) per second of the reports' span, the time
+-- the job held its GPUs between its first report and its last (a requeued job's wait in the
+-- queue is left out; a job with no allocation recorded: the whole span): tokens/s where tokens
+-- were reported, else samples/s, else steps/s. Counters are reset-aware per
 -- reporter (a drop means the process restarted from 0) and summed over the job's reporters.
 -- tokens_per_s_per_gpu: the reported tokens per second of that span ÷ gpus. mfu (model FLOPs
 -- utilisation, 0–1) = 6 × model_params (the largest the job reported) × tokens/s ÷ (gpus × the
@@ -90,17 +92,69 @@ app_steps AS (
         ORDER BY ts
     )
 ),
-app AS (
+app_sums AS (
     SELECT
         cluster,
         job_id,
-        epoch(max(ts)) - epoch(min(ts)) AS span_s,
+        epoch(min(ts)) AS first_e,
+        epoch(max(ts)) AS last_e,
         sum(CASE WHEN d_tokens < 0 THEN tokens_total ELSE d_tokens END) AS tokens,
         sum(CASE WHEN d_samples < 0 THEN samples_total ELSE d_samples END) AS samples,
         sum(CASE WHEN d_steps < 0 THEN steps_total ELSE d_steps END) AS steps,
         max(model_params) AS model_params
     FROM app_steps
     GROUP BY cluster, job_id
+),
+-- The job's runs: its GPU intervals merged (a requeued job has one per run, the queue between).
+held_marks AS (
+    SELECT
+        cluster,
+        job_id,
+        start_e,
+        end_e,
+        CASE
+            WHEN start_e <= max(end_e) OVER (
+                PARTITION BY cluster, job_id
+                ORDER BY start_e, end_e
+                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+            ) THEN 0
+            ELSE 1
+        END AS is_new
+    FROM job_gpu_intervals
+),
+held_runs AS (
+    SELECT cluster, job_id, min(start_e) AS start_e, max(end_e) AS end_e
+    FROM (
+        SELECT
+            *,
+            sum(is_new) OVER (
+                PARTITION BY cluster, job_id
+                ORDER BY start_e, end_e
+                ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+            ) AS run
+        FROM held_marks
+    ) AS numbered
+    GROUP BY cluster, job_id, run
+),
+-- The reports' span is the time the job held its GPUs between its first report and its last
+-- (a requeued job's wait in the queue is no time it worked slowly); a job with no allocation
+-- recorded, the reports' whole span.
+app AS (
+    SELECT
+        s.cluster,
+        s.job_id,
+        CASE
+            WHEN count(h.start_e) = 0 THEN max(s.last_e) - max(s.first_e)
+            ELSE sum(greatest(least(h.end_e, s.last_e) - greatest(h.start_e, s.first_e), 0))
+        END AS span_s,
+        max(s.tokens) AS tokens,
+        max(s.samples) AS samples,
+        max(s.steps) AS steps,
+        max(s.model_params) AS model_params
+    FROM app_sums AS s
+    LEFT JOIN held_runs AS h
+        ON h.cluster = s.cluster AND h.job_id = s.job_id
+    GROUP BY s.cluster, s.job_id
 ),
 peak AS (
     -- the job's GPUs' peak dense BF16 FLOP/s each, where all of them were one known model

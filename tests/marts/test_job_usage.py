@@ -380,3 +380,40 @@ def test_a_job_on_mig_instances_gets_no_mfu(tmp_path):
 
     assert job["tokens_per_s_per_gpu"] == pytest.approx(1000.0)
     assert job["mfu"] is None
+
+
+def test_a_requeued_jobs_throughput_is_over_the_time_it_held_its_gpus(tmp_path):
+    # j1 ran [0, 100), was requeued, waited in the queue [100, 1000) holding nothing, and ran
+    # again [1000, 1100), its process restarting from 0: 1000 tokens in each run, 2000 over
+    # the 200 s it ran (10 tokens/s), not over the 1100 s from its first report to its last
+    # (1.8 tokens/s: the queue counted as time the job was slow). j2 never requeued: its
+    # reports' own span.
+    reports = [
+        _report("j1", 0, tokens_total=0.0, model_params=1_000_000),
+        _report("j1", 100, tokens_total=1000.0),
+        _report("j1", 1000, tokens_total=0.0),
+        _report("j1", 1100, tokens_total=1000.0),
+        _report("j2", 0, tokens_total=0.0),
+        _report("j2", 100, tokens_total=500.0),
+    ]
+    r.land(tmp_path, "app_throughput", reports)
+    con = r.build_lake(
+        tmp_path,
+        samples=(
+            r.samples(range(0, 100, 30), engine_active=0.9)
+            + r.samples(range(1000, 1100, 30), engine_active=0.9)
+            + r.samples(range(0, 1200, 30), node="g002", engine_active=0.9)
+        ),
+        jobs=[r.job("j1", 1000, 1100), r.job("j2", 0, 1200, nodes=["g002"])],
+        job_gpus=[
+            r.job_gpu("j1", 0, 100),
+            r.job_gpu("j1", 1000, 1100),
+            r.job_gpu("j2", 0, 1200, node="g002"),
+        ],
+    )
+    usage = r.by_job(con)
+
+    assert usage["j1"]["app_throughput"] == pytest.approx(10.0)
+    assert usage["j1"]["tokens_per_s_per_gpu"] == pytest.approx(10.0)
+    assert usage["j1"]["mfu"] == pytest.approx(6 * 1e6 * 10.0 / H100_FLOPS)
+    assert usage["j2"]["app_throughput"] == pytest.approx(5.0)
