@@ -69,18 +69,20 @@ def test_local_times_become_utc_by_their_suffix_across_the_dst_change(tmp_path):
     assert {r["source"] for r in rows} == {"philly"}
 
 
-def test_empty_and_na_cells_are_null_never_zero(tmp_path):
+def test_empty_and_na_cells_are_no_sample_never_zero(tmp_path):
+    # a row for a cell with no value said the GPU was watched that minute (and the marts count
+    # a sample with no activity field as active): the minute is unobserved, as a missed scrape
     rows, stats = _read(
         tmp_path, "2017-10-03 00:08:00 PDT,m1,NA,,\n2017-10-03 00:09:00 PDT,m1,0,0.0,\n"
     )
     values = [(r["ts"].minute, r["gpu_index"], r["gpu_util_pct"]) for r in rows]
-    assert sorted(values) == [(8, 0, None), (8, 1, None), (9, 0, 0.0), (9, 1, 0.0)]
+    assert sorted(values) == [(9, 0, 0.0), (9, 1, 0.0)]
     assert stats.invalid_values == 0  # empty and NA mean "no value", not "bad value"
 
 
-def test_values_outside_0_to_100_and_non_numbers_are_null_and_counted(tmp_path):
+def test_values_outside_0_to_100_and_non_numbers_are_no_sample_and_counted(tmp_path):
     rows, stats = _read(tmp_path, "2017-10-03 00:08:00 PDT,m1,-1.0,abc,\n")
-    assert [r["gpu_util_pct"] for r in rows] == [None, None]
+    assert rows == []
     assert stats.invalid_values == 2
 
 
@@ -188,7 +190,7 @@ def test_batches_split_the_file_without_changing_its_rows(tmp_path):
         whole, key=lambda r: [r[k] for k in key]
     )
     assert stats.lines == 600
-    assert stats.samples == 1200
+    assert stats.samples == 600  # the NA column lands nothing
 
 
 def test_a_file_without_the_expected_header_is_refused(tmp_path):

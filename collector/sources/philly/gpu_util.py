@@ -154,8 +154,12 @@ def _to_long(
 ) -> pa.Table:
     """Turn wide rows (time, machine, gpu0..) into one gpu_samples row per machine-minute-GPU.
 
-    A row is landed for every GPU index below the machine's count (null when it has no value),
-    and for a higher index only where it holds a valid value.
+    A row is landed for each GPU's valid value (0-100) alone. A cell with no value (empty, NA,
+    or the trace's -1.0 for no reading) is no observation: a row for it said the GPU was
+    watched over that minute, and the marts count a sample with no activity field as active
+    (a job whose GPUs never reported was advised to ask for exactly those). Like a missed
+    scrape, the minute is unobserved; the sample before stands for it (DESIGN §4, up to two
+    intervals). Values at an index beyond the machine's listed count are counted in `stats`.
     """
     time = pc.utf8_trim_whitespace(wide.column("time"))
     local = pc.strptime(
@@ -207,10 +211,10 @@ def _to_long(
     for i in range(gpus):
         values, invalid = _parse_values(wide.column(f"gpu{i}"))
         stats.invalid_values += invalid
-        beyond = pc.and_(pc.less_equal(known, i), pc.is_valid(values))
+        keep = pc.is_valid(values)
+        beyond = pc.and_(pc.less_equal(known, i), keep)
         for m in pc.unique(machine.filter(beyond)).to_pylist():
             stats.extra_gpus[m] = max(stats.extra_gpus.get(m, 0), i + 1)
-        keep = pc.or_(pc.greater(known, i), beyond)
         parts.append(
             pa.table(
                 {
