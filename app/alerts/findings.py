@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
+from detectors.names import EARLY_WASTE, RUNTIME_QUANTILES
+
 if TYPE_CHECKING:
     import duckdb
 
@@ -115,6 +117,17 @@ class FindingContext:
         if self.job_end_ts is not None:
             return True
         return self.job_state is not None and self.job_state not in RUNNING_STATES
+
+    @property
+    def forecast(self) -> str | None:
+        """What a model's figure counts where it is no GPU-hours held so far, else None: the
+        early-waste model's for a job still running reaches to its time limit, and the runtime
+        model's is the time limit it likely will not use."""
+        if self.detector == RUNTIME_QUANTILES:
+            return "of time limit beyond what jobs like it run"
+        if self.detector.startswith(EARLY_WASTE) and not self.job_ended:
+            return "if it runs to its time limit"
+        return None
 
     @property
     def job_running(self) -> bool:

@@ -11,6 +11,7 @@ import datetime as dt
 import json
 import re
 import zoneinfo
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
@@ -195,10 +196,13 @@ def _finding_context(
         "nodes": ", ".join(f.nodes) if f.nodes else (f.node or None),
         "activity": " · ".join(activity) or None,
         "gpu_h": _hours(f.gpu_h_at_stake),
+        # what the figure counts: held so far, or a model's forecast (never "so far")
+        "stake_note": f.forecast or "so far",
+        "forecast": f.forecast is not None,
         # wasted only where the detector's hours are waste: a hardware finding's are the jobs'
         # hours at risk, job_without_data's those no telemetry covered (docs/detectors.md)
         "stake": "Wasted" if f.detector in WASTE_DETECTORS else "At stake",
-        "since": _when(_since(f), timezone),
+        "since": None if f.forecast else _when(_since(f), timezone),
         "rank": (
             f"#{f.user_rank} of {counted(f.users_ranked, 'user')} by GPU-hours at stake on "
             f"{f.cluster}"
@@ -210,6 +214,17 @@ def _finding_context(
         # stranded-GPU finding about an interactive job's CPU and memory requests
         "unused_session": bool(f.interactive) and f.detector in idle_detectors,
     }
+
+
+def at_stake_total(figures: Iterable[tuple[tuple[str, ...], float | None]]) -> float:
+    """GPU-hours at stake over several findings, each subject (cluster, job or GPU) once at
+    its largest figure: a job's findings (an idle rule, a model's forecasts at 15 and 30
+    minutes, a memory hold) are views of the same GPU-hours; their sum could exceed what it
+    ever held."""
+    largest: dict[tuple[str, ...], float] = {}
+    for key, gpu_h in figures:
+        largest[key] = max(largest.get(key, 0.0), gpu_h or 0.0)
+    return sum(largest.values())
 
 
 def _label(notice: Notice) -> str:
@@ -303,7 +318,7 @@ def render_digest(
     an admin gets one email a run.
     """
     ordered = sorted(rows, key=lambda r: (-(r.gpu_h_at_stake or 0.0), r.cluster, r.what))
-    total = sum(r.gpu_h_at_stake or 0.0 for r in rows)
+    total = at_stake_total(((r.cluster, r.what), r.gpu_h_at_stake) for r in rows)
     ctx = {
         "rows": [{"r": r, "gpu_h": _hours(r.gpu_h_at_stake) or "–"} for r in ordered],
         "count": len(rows),
@@ -353,7 +368,9 @@ def render_person(
         }
         for n, role in ordered
     ]
-    total = sum(n.finding.gpu_h_at_stake or 0.0 for n, _ in items)
+    total = at_stake_total(
+        ((n.finding.cluster, _what(n.finding)), n.finding.gpu_h_at_stake) for n, _ in items
+    )
     test = any(n.test_mode for n, _ in items)
     clusters = sorted({n.finding.cluster for n, _ in items})
     ctx = {

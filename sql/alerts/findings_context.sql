@@ -7,7 +7,7 @@
 -- Returns: the finding's columns; the job's name, raw id (a pod's UID), submit time,
 --          partition, state, interactive flag, time limit, nodes and GPU activity (null when the finding is not about a known job);
 --          the user's rank by GPU-hours at stake among the cluster's users with findings
---          in the window.
+--          in the window (each job once, at its largest finding's figure).
 --
 -- A detector may land the same finding_id again as it grows; the newest detected_ts wins
 -- (ties: the larger gpu_h_at_stake).
@@ -33,14 +33,23 @@ owned AS (
         ON f.cluster = j.cluster AND f.job_id = j.job_id
 ),
 
+-- a subject (a job) counts once, at its largest figure: its findings (an idle rule, a model's forecasts at
+-- 15 and 30 minutes, a memory hold) are views of the same GPU-hours, not waste to add up
 user_totals AS (
     SELECT
         cluster,
-        owner AS user,
-        sum(coalesce(gpu_h_at_stake, 0)) AS user_gpu_h_at_stake
-    FROM owned
-    WHERE owner IS NOT NULL
-    GROUP BY cluster, owner
+        user,
+        sum(gpu_h) AS user_gpu_h_at_stake
+    FROM (
+        SELECT
+            cluster,
+            owner AS user,
+            max(coalesce(gpu_h_at_stake, 0)) AS gpu_h
+        FROM owned
+        WHERE owner IS NOT NULL
+        GROUP BY cluster, owner, coalesce('job ' || job_id, subject_kind || ' ' || subject_id)
+    ) AS per_subject
+    GROUP BY cluster, user
 ),
 
 ranked AS (

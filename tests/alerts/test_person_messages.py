@@ -68,6 +68,51 @@ def test_a_persons_digest_lists_most_gpu_hours_first_each_with_its_own_advice():
     assert r.html.count("<li>") == 2
 
 
+def test_a_job_counts_once_in_a_persons_total_and_a_forecast_is_not_said_held_so_far():
+    """A running job of 4 GPUs under a 72 h limit, 14 h in: the early-waste model's forecasts at
+    15 and 30 minutes (GPUs × the limit left: 287 and 286 GPU-hours) and the memory-hold rule's
+    56.5 GPU-hours held so far were summed (629.5, more than the 288 the job can ever hold),
+    and each forecast read "287.0 GPU-hours so far"."""
+    held = dataclasses.replace(
+        sample_finding(),
+        finding_id="f-hold",
+        detector="memory_hold",
+        job_id="1085",
+        subject_id="1085",
+        gpus=4,
+        gpu_h_at_stake=56.5,
+        message="4 GPUs hold memory but compute nothing",
+    )
+    early = [
+        dataclasses.replace(
+            held,
+            finding_id=f"f-early-{minutes}",
+            detector=f"early_waste_model_{minutes}m",
+            predicted=True,
+            gpu_h_at_stake=gpu_h,
+            message=f"Job 1085 looks likely to waste its GPUs ({minutes} min in)",
+        )
+        for minutes, gpu_h in ((15, 287.0), (30, 286.0))
+    ]
+    other = dataclasses.replace(held, finding_id="f-other", job_id="1090", subject_id="1090")
+    alice = Person("alice", "alice@example.org", "U0ALICE", "Alice")
+    r = render_person(
+        [(Notice(f, Stage.NOTICE, True, False), "owner") for f in (held, *early, other)],
+        alice,
+        IDLE,
+    )
+
+    assert "4 alerts for you, 343.5 GPU-hours at stake" in r.text  # 287 + 56.5
+    assert "287.0 GPU-hours if it runs to its time limit" in r.text
+    assert "287.0 GPU-hours so far" not in r.text and "286.0 GPU-hours so far" not in r.text
+    assert r.text.count("56.5 GPU-hours so far (since") == 2
+    assert "287.0 GPU-hours if it runs to its time limit" in r.html
+    # an ended job's forecast figure is what it held after the prediction: so far
+    ended = dataclasses.replace(early[0], job_end_ts=NOW, job_state="COMPLETED")
+    alone = render_person([(Notice(ended, Stage.NOTICE, True, False), "owner")], alice, IDLE)
+    assert "287.0 GPU-hours so far" in alone.text
+
+
 def test_a_job_id_in_capitals_is_written_as_the_scheduler_wrote_it():
     """Jinja's `capitalize` lowercased all but the first letter: job F2 read "Job f2" below
     its own headline "Job F2"."""
@@ -413,3 +458,24 @@ def test_a_final_notice_told_in_a_persons_digest_counts_as_delivered_to_the_owne
 
     assert ledger.final_delivered_at("c", "f1") == NOW + MIN  # not the message's first notice
     assert ledger.messages_to("email", "to-owner@x", NOW) == 1
+
+
+def test_a_users_rank_counts_each_of_their_jobs_once(tmp_path):
+    # alice's one job has two findings (10 and 8 GPU-hours: views of the same hours), bob's one
+    # job 15: bob has more at stake; summed, alice's 18 ranked her first
+    lake = tmp_path / "lake"
+    land(
+        lake,
+        "findings",
+        [
+            finding(finding_id="a1", gpu_h_at_stake=10.0),
+            finding(finding_id="a2", detector="memory_hold", gpu_h_at_stake=8.0),
+            finding(
+                finding_id="b1", job_id="5000", subject_id="5000", user="bob", gpu_h_at_stake=15.0
+            ),
+        ],
+    )
+    found = load_findings(connect(lake), NOW - 60 * MIN)
+
+    ranks = {f.user: (f.user_rank, f.user_gpu_h_at_stake) for f in found}
+    assert ranks == {"bob": (1, pytest.approx(15.0)), "alice": (2, pytest.approx(10.0))}

@@ -128,3 +128,23 @@ def test_a_message_is_the_same_every_time_it_is_rendered():
     """Rendering is a pure function of the finding: the same text (and so the same idempotency
     key) on every run, which is what keeps a second run from sending it again."""
     assert text_of(idle(), ("a@x.org",)) == text_of(idle(), ("a@x.org",))
+
+
+def test_a_models_forecast_is_said_as_one_never_as_gpu_hours_held_so_far():
+    """Job 1109, 2 GPUs 22 minutes into a 13 h limit: the early-waste model's 25.5 GPU-hours
+    (GPUs × the limit left) read "At stake: 25.5 GPU-hours so far (since …)"; the runtime
+    model's figure is time limit the job likely will not use."""
+    early = idle(detector="early_waste_model_15m", predicted=True, gpu_h_at_stake=25.5)
+    runtime = idle(detector="runtime_quantiles_model", predicted=True, gpu_h_at_stake=12.0)
+
+    assert line(text_of(early), "At stake:").split(":", 1)[1].strip() == (
+        "25.5 GPU-hours if it runs to its time limit"
+    )
+    assert line(text_of(runtime), "At stake:").split(":", 1)[1].strip() == (
+        "12.0 GPU-hours of time limit beyond what jobs like it run"
+    )
+    notice = Notice(early, Stage.NOTICE, escalating=False, test_mode=False)
+    slack = str(render_notice(notice, OWNER, "owner", IDLE).blocks)
+    assert "25.5 GPU-hours if it runs to its time limit" in slack and "so far" not in slack
+    # a rule's figure is what the job held so far, since the waste began
+    assert "8.5 GPU-hours so far (since " in line(text_of(idle()), "Wasted:")
