@@ -55,7 +55,7 @@ job_window AS (
         coalesce(u.active_s, 0) AS active_s,
         coalesce(u.idle_s, 0) AS idle_s,
         coalesce(u.effective_s, 0) AS effective_s,
-        coalesce(u.energy_j, 0) AS energy_j
+        u.energy_j
     FROM alloc AS a
     FULL OUTER JOIN used AS u
         ON u.cluster = a.cluster AND u.job_id = a.job_id
@@ -71,9 +71,11 @@ SELECT
     count(*) AS jobs,
     sum(w.alloc_s) / 3600.0 AS alloc_gpu_h,
     sum(w.observed_s) / 3600.0 AS observed_gpu_h,
-    sum(w.active_s) / 3600.0 AS active_gpu_h,
-    sum(w.idle_s) / 3600.0 AS idle_gpu_h,
-    sum(w.effective_s) / 3600.0 AS effective_gpu_h,
+    -- what telemetry tells is unknown, not 0, where it saw none of the group's GPU time (and
+    -- energy where no sample of it carried power)
+    CASE WHEN sum(w.observed_s) > 0 THEN sum(w.active_s) / 3600.0 END AS active_gpu_h,
+    CASE WHEN sum(w.observed_s) > 0 THEN sum(w.idle_s) / 3600.0 END AS idle_gpu_h,
+    CASE WHEN sum(w.observed_s) > 0 THEN sum(w.effective_s) / 3600.0 END AS effective_gpu_h,
     sum(w.energy_j) / 3600000.0 AS energy_kwh
 FROM job_window AS w
 LEFT JOIN jobs_latest AS j

@@ -20,7 +20,7 @@
 -- counts to the end of the data (cluster_data_end: the last sample, else the latest scheduler
 -- record's time; else the job's last update). Allocations that
 -- cross a week boundary are split at Monday 00:00. observed/effective/idle GPU-hours and energy
--- (and kg_co2e: null when no day of it is known) are the week's days of usage_daily. usage_share = the row's allocated GPU-hours ÷ the
+-- (energy_kwh and kg_co2e: null when no day of it is known) are the week's days of usage_daily. usage_share = the row's allocated GPU-hours ÷ the
 -- cluster's in the week (Slurm's NormUsage, undecayed); entitled_share = the product of
 -- normalized shares down the association tree (Slurm's classic S; trees up to 5 levels below
 -- the row), level_share = the normalized share among its siblings (Fair Tree's S); both null
@@ -419,7 +419,7 @@ combined AS (
         coalesce(max(observed_gpu_h), 0) AS observed_gpu_h,
         coalesce(max(effective_gpu_h), 0) AS effective_gpu_h,
         coalesce(max(idle_gpu_h), 0) AS idle_gpu_h,
-        coalesce(max(energy_kwh), 0) AS energy_kwh,
+        max(energy_kwh) AS energy_kwh,
         max(kg_co2e) AS kg_co2e,
         coalesce(max(cpu_h), 0) AS cpu_h,
         coalesce(max(mem_gib_h), 0) AS mem_gib_h,

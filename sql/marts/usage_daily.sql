@@ -9,7 +9,8 @@
 -- Allocation intervals that cross midnight are split at 00:00 UTC; samples count on the day
 -- of their ts. Jobs the scheduler never reported have a null account and user. shared: some of
 -- the GPU time (observed or allocated) was on a GPU shared by several jobs at once, split
--- evenly among them (an estimate). kg_co2e: the day's energy of the jobs, each hour's at that
+-- evenly among them (an estimate). energy_kwh: of the jobs whose samples carried power or an
+-- energy counter; null (unknown, not 0) where none of the row's did. kg_co2e: the day's energy of the jobs, each hour's at that
 -- hour's carbon intensity (job_co2e_hourly); null when no job had energy data that day or an
 -- hour of it has no intensity configured.
 
@@ -72,7 +73,7 @@ job_days AS (
         coalesce(u.active_s, 0) AS active_s,
         coalesce(u.idle_s, 0) AS idle_s,
         coalesce(u.effective_s, 0) AS effective_s,
-        coalesce(u.energy_j, 0) AS energy_j,
+        u.energy_j,
         coalesce(u.shared_s, 0) AS shared_s,
         coalesce(a.split, 0) AS split,
         c.kg_co2e,

@@ -156,6 +156,9 @@ def test_usage_is_scoped_to_the_user_for_a_user_and_whole_for_a_manager(client):
         ("bob", pytest.approx(1.0)),
     ]
     assert boss["last_day"] == "2024-03-01"
+    # only a1's samples carried power: bob's energy is unknown, not 0.0 kWh
+    energy = {r["user"]: r["energy_kwh"] for r in boss["rows"]}
+    assert energy == {"alice": pytest.approx(0.4, rel=1e-3), "bob": None}
 
 
 @pytest.mark.parametrize(

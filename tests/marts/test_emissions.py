@@ -92,6 +92,13 @@ def test_unknown_energy_or_unknown_intensity_is_null_never_zero(tmp_path):
     job = r.by_job(no_power)["j1"]
     assert job["energy_kwh"] is None
     assert job["kg_co2e"] is None
+    # ... and so are the user's day and week, as the API's usage: they said 0.0 kWh
+    [day] = r.fetch(no_power, "SELECT energy_kwh, kg_co2e FROM usage_daily WHERE user = 'ann'")
+    assert (day["energy_kwh"], day["kg_co2e"]) == (None, None)
+    weeks = r.fetch(
+        no_power, "SELECT level, energy_kwh FROM fairness_weekly WHERE account = 'physics'"
+    )
+    assert weeks and all(week["energy_kwh"] is None for week in weeks)
 
     unconfigured = two_hour_job(tmp_path / "b", CarbonIntensity())
     job = r.by_job(unconfigured)["j1"]
