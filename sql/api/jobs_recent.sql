@@ -1,7 +1,7 @@
 -- jobs_recent: the last jobs started in a window, newest first, for the HTTP API's job list.
 --
 -- Grain:   one row per (cluster, job_id)
--- Reads:   jobs_latest, job_usage
+-- Reads:   jobs_latest, job_usage, cluster_data_end
 -- Params:
 --   $cluster  only this cluster, or NULL for every cluster
 --   $user     only this user's jobs, or NULL for everyone's
@@ -13,8 +13,10 @@
 --          start_ts, end_ts, runtime_s, alloc_gpu_h, active_gpu_h, idle_gpu_h, busy_mean,
 --          energy_kwh
 --
--- runtime_s runs to end_ts, or, for a job still running, to its last sampled GPU-hour (as
--- jobs/job_detail counts it). Jobs without GPU telemetry have NULL usage.
+-- runtime_s runs to end_ts, or, for a job still running, to the later of the end of its
+-- cluster's data (cluster_data_end) and its record's last collection, as jobs/job_detail counts
+-- it (its GPU-hours ÷ GPUs stopped at the telemetry's end, and counted a requeued job's earlier
+-- runs). Jobs without GPU telemetry have NULL usage.
 
 SELECT
     j.cluster,
@@ -30,7 +32,9 @@ SELECT
     j.end_ts,
     CASE
         WHEN j.end_ts IS NOT NULL THEN epoch(j.end_ts) - epoch(j.start_ts)
-        ELSE u.alloc_gpu_h * 3600.0 / nullif(coalesce(j.gpus, u.gpus), 0)
+        WHEN j.start_ts IS NOT NULL
+            THEN greatest(coalesce(d.end_e, epoch(j.updated_ts)), epoch(j.updated_ts))
+                - epoch(j.start_ts)
     END AS runtime_s,
     u.alloc_gpu_h,
     u.active_gpu_h,
@@ -40,6 +44,8 @@ SELECT
 FROM jobs_latest AS j
 LEFT JOIN job_usage AS u
     ON u.cluster = j.cluster AND u.job_id = j.job_id
+LEFT JOIN cluster_data_end AS d
+    ON d.cluster = j.cluster
 WHERE ($cluster IS NULL OR j.cluster = $cluster)
     AND ($user IS NULL OR lower(j.user) = lower($user))
     AND (j.end_ts IS NULL OR j.end_ts >= $start)

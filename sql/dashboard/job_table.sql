@@ -1,7 +1,7 @@
 -- job_table: the jobs of one cluster and window, filtered the way the Jobs page asks.
 --
 -- Grain:   one row per (cluster, job_id)
--- Reads:   job_usage, jobs_latest
+-- Reads:   job_usage, jobs_latest, cluster_data_end
 -- Params:
 --   $cluster    the cluster
 --   $start      only jobs still running at or after this (TIMESTAMP WITH TIME ZONE, UTC)
@@ -33,7 +33,15 @@ SELECT
     u.gpus,
     u.start_ts,
     u.end_ts,
-    (epoch(coalesce(u.end_ts, j.updated_ts)) - epoch(u.start_ts)) / 3600.0 AS runtime_h,
+    -- a job still running: to the later of its cluster's data end and its record's last
+    -- collection, as `gpuledger job` counts it (its record's time alone fell short of the
+    -- telemetry: GPU-hours above its GPUs × its run time)
+    (
+        CASE
+            WHEN u.end_ts IS NOT NULL THEN epoch(u.end_ts)
+            ELSE greatest(coalesce(d.end_e, epoch(j.updated_ts)), epoch(j.updated_ts))
+        END - epoch(u.start_ts)
+    ) / 3600.0 AS runtime_h,
     u.alloc_gpu_h,
     CASE WHEN u.observed_gpu_h > 0 THEN u.idle_gpu_h END AS idle_gpu_h,
     u.idle_gpu_h / nullif(u.observed_gpu_h, 0) AS idle_share,
@@ -47,6 +55,8 @@ FROM job_usage AS u
 LEFT JOIN jobs_latest AS j
     ON j.cluster = u.cluster
     AND j.job_id = u.job_id
+LEFT JOIN cluster_data_end AS d
+    ON d.cluster = u.cluster
 WHERE u.cluster = $cluster
     AND (u.end_ts IS NULL OR u.end_ts >= $start)
     AND u.start_ts < $end

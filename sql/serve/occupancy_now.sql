@@ -1,7 +1,7 @@
 -- occupancy_now: each cluster's GPUs by state over its last complete bucket (`gpuledger serve`).
 --
 -- Grain:   one row per cluster with a cluster_occupancy row
--- Reads:   cluster_occupancy, data_extent
+-- Reads:   cluster_occupancy, cluster_data_end
 -- Params:
 --   $bucket_s  the bucket width the marts were built with, in seconds
 -- Returns: cluster, bucket, gpus_total, gpus_active, gpus_idle_allocated, gpus_unallocated,
@@ -9,7 +9,9 @@
 --
 -- "Now" is the last bucket that ends at or before the end of the cluster's data (a bucket cut
 -- short by the end of the data averages over seconds, not minutes), or the last bucket where
--- the data is shorter than one. GPUs averaged over the bucket (cluster_occupancy), so
+-- the data is shorter than one. The end is the telemetry's (cluster_data_end, where the
+-- occupancy's buckets end), not the latest scheduler record's: a poll after the last sample
+-- made the bucket the samples cut short "whole" (15 of 32 GPUs "unobserved"). GPUs averaged over the bucket (cluster_occupancy), so
 -- allocated + unallocated + unobserved = total.
 
 WITH complete AS (
@@ -22,9 +24,9 @@ WITH complete AS (
         o.gpus_idle_allocated,
         o.gpus_unallocated,
         o.gpus_unobserved,
-        epoch(o.bucket) + $bucket_s <= epoch(e.data_end) AS whole
+        epoch(o.bucket) + $bucket_s <= e.end_e AS whole
     FROM cluster_occupancy AS o
-    JOIN data_extent AS e
+    JOIN cluster_data_end AS e
         ON e.cluster = o.cluster
 )
 SELECT

@@ -3,7 +3,8 @@
 --
 -- Grain:   one row per running (cluster, job_id), at most $max_jobs per cluster (running_by_account
 --          counts them all)
--- Reads:   jobs_latest, data_extent, job_usage, gpu_job_buckets, job_gpus, findings
+-- Reads:   jobs_latest, data_extent, cluster_data_end, job_usage, gpu_job_buckets, job_gpus,
+--          findings
 -- Params:
 --   $bucket_s  the bucket width the marts were built with, in seconds
 --   $max_jobs  at most this many jobs per cluster (the largest by GPUs, then the longest running)
@@ -12,7 +13,9 @@
 --          gpu_slots (list of struct(node, gpu_index): the GPUs it holds now)
 --
 -- Running: started at or before the end of the cluster's data and no end time in the job's
--- latest version. "Now" is the cluster's last complete bucket (as occupancy_now): a GPU of the
+-- latest version; running_s runs to the later of the end of its cluster's telemetry
+-- (cluster_data_end) and its own record's last collection, as `gpuledger job` counts it (not
+-- the latest record of any job). "Now" is the cluster's last complete bucket (as occupancy_now): a GPU of the
 -- job is busy there when it was active for more of its observed time than idle, idle when
 -- otherwise observed; GPUs not observed are neither, and both counts stay within the job's
 -- GPUs. gpu_h_at_stake sums the job's open findings' figure (findings_open's rule).
@@ -26,10 +29,13 @@ WITH running AS (
         j.partition,
         coalesce(j.gpus, 0) AS gpus,
         j.start_ts,
-        epoch(e.data_end) - epoch(j.start_ts) AS running_s
+        greatest(coalesce(d.end_e, epoch(j.updated_ts)), epoch(j.updated_ts))
+            - epoch(j.start_ts) AS running_s
     FROM jobs_latest AS j
     JOIN data_extent AS e
         ON e.cluster = j.cluster
+    LEFT JOIN cluster_data_end AS d
+        ON d.cluster = j.cluster
     WHERE j.start_ts IS NOT NULL
         AND j.start_ts <= e.data_end
         AND j.end_ts IS NULL
@@ -40,10 +46,10 @@ WITH running AS (
 now_bucket AS (
     SELECT
         b.cluster,
-        max(b.bucket) FILTER (WHERE epoch(b.bucket) + $bucket_s <= epoch(e.data_end)) AS whole,
+        max(b.bucket) FILTER (WHERE epoch(b.bucket) + $bucket_s <= e.end_e) AS whole,
         max(b.bucket) AS last
     FROM gpu_job_buckets AS b
-    JOIN data_extent AS e
+    JOIN cluster_data_end AS e
         ON e.cluster = b.cluster
     GROUP BY b.cluster
 ),

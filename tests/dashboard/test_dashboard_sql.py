@@ -138,6 +138,8 @@ def add_jobs(con):
         ],
     )
     con.register("jobs_latest", latest)
+    # the cluster's telemetry ends at hour 150, after job 5's record was last collected (101)
+    con.register("cluster_data_end", pa.table({"cluster": ["sim"], "end_e": [h(150).timestamp()]}))
     return con
 
 
@@ -173,6 +175,15 @@ def test_job_table_figures(jobs_con):
     assert row["state"] == "CANCELLED"
     assert row["runtime_h"] == pytest.approx(4.0)
     assert row["idle_share"] == pytest.approx(3.0 / 4.0)
+
+
+def test_a_running_jobs_run_time_reaches_the_end_of_its_clusters_data(jobs_con):
+    # as `gpuledger job` counts it: the later of the data's end (150) and its record's last
+    # collection (101); the record's time alone said 1 h beside 92 GPU-hours on 1 GPU
+    frame = queries.run(jobs_con, "dashboard/job_table", **{**WEEK, **JOB_FILTERS})
+    [running] = frame.filter(frame["job_id"] == "5").rows(named=True)
+
+    assert running["runtime_h"] == pytest.approx(50.0)
 
 
 def test_user_leaderboard_weights_efficiency_by_observed_hours(jobs_con):
