@@ -52,9 +52,13 @@ def scheduler_of(root: str, cluster: str) -> str:
 
 
 def _waits(w: Workload, runs: Sequence[tuple[str, Outcome]]) -> pl.DataFrame:
+    """Each run's waits of the period (jobs already running at its start waited before it,
+    as the comparison's table counts them)."""
+    from detectors.replay.metrics import period_waits
+
     frames = []
     for run, out in runs:
-        ran = ~np.isnan(out.start_e)
+        ran = period_waits(w, out)
         frames.append(
             pl.DataFrame({"run": run, "wait_h": (out.start_e[ran] - w.submit_e[ran]) / 3600.0})
         )

@@ -208,6 +208,23 @@ def _preempted_words(out: Outcome) -> str:
     return f", {int((out.preemptions > 0).sum()):,} preempted by a QOS"
 
 
+def _fates(out: Outcome) -> str:
+    """What became of a what-if's jobs, adding up to them all: started (some cut short by a
+    limit), held pending for good by a limit (a time limit held so, or a cap below the job's
+    GPUs), or never started otherwise (cancelled while pending, no node to hold it)."""
+    started = out.start_e == out.start_e  # (not NaN)
+    held = out.held_by_limit & ~started
+    other = int((~started & ~held).sum())
+    said = (
+        f"of {out.start_e.size:,} jobs, {int(started.sum()):,} start "
+        f"({int((out.cut_by_limit & started).sum()):,} of them cut short by a limit), "
+        f"{int(held.sum()):,} held pending by a limit (a time limit or a GPU cap)"
+    )
+    if other:
+        said += f", {other:,} never start (cancelled while pending, or no node can hold them)"
+    return said
+
+
 def _calibration_lines(c: Calibration, what: str = "the recorded policy replayed") -> list[str]:
     lines = [
         f"Calibration: {what} against what happened ({c.jobs:,} jobs "
@@ -364,13 +381,9 @@ def command_replay(
         result = _replay(
             run.workload, run.proposed, "replaying the change", quiet, draws, past_end=True
         )
-        started = int((result.start_e == result.start_e).sum())
         click.echo(
-            f"With {', '.join(run.changes)}: {started:,} jobs start, "
-            f"{int(result.cut_by_limit.sum()):,} cut by a limit, "
-            f"{int(result.held_by_limit.sum()):,} held pending by one"
-            + _preempted_words(result)
-            + " (see `gpuledger whatif compare` for the side-by-side figures)."
+            f"With {', '.join(run.changes)}: {_fates(result)}{_preempted_words(result)}"
+            " (see `gpuledger whatif compare` for the side-by-side figures)."
         )
         # how near the changed policy comes to the record: a policy the lake did not record
         # (a trace's quotas, say) can be tried as the baseline, and kept if it calibrates better

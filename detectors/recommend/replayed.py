@@ -8,7 +8,8 @@ by every recommendation of the cluster) and once with the change. Its evidence g
     settings             the change, as `gpuledger whatif --set` takes it
     assumed              settings both runs add (fair-share only counts under multifactor
                          priority: a recorded priority/basic gets Slurm's usual weights)
-    wait_p50_s/p95_s     queue wait over the jobs started, {baseline, proposal}
+    wait_p50_s/p95_s     queue wait over the jobs started (not those running when the
+                         window started), {baseline, proposal}
     occupancy            GPU-hours run ÷ GPU-hours there were, {baseline, proposal}
     jobs_started         {baseline, proposal}
     jobs_cut, gpu_h_cut  jobs a new time limit cuts short, and the GPU-hours it takes
@@ -53,6 +54,7 @@ from detectors.replay.engine import Outcome, Workload, replay, within_data
 from detectors.replay.metrics import (
     calibrate,
     compare,
+    period_waits,
     slurm_capacity_gpu_h,
     slurm_entitlement,
 )
@@ -193,8 +195,9 @@ def proposal_settings(
 
 
 def wait_quantiles(w: Workload, out: Outcome) -> tuple[float | None, float | None]:
-    """The p50 and p95 queue wait (s) of the jobs `out` started (None when none started)."""
-    started = ~np.isnan(out.start_e)
+    """The p50 and p95 queue wait (s) of the jobs `out` started, less those already running
+    when the window started (`period_waits`: they waited before it); None when none is left."""
+    started = period_waits(w, out)
     if not started.any():
         return None, None
     waits = out.start_e[started] - w.submit_e[started]

@@ -22,7 +22,11 @@ recorded run time. The scheduler is Slurm's, simplified where the lake cannot te
   (`MaxTRESPerUser`) and one user association's (its `GrpTRES`); a QOS's GPUs running at once
   (its `GrpTRES`) and each user's in it (its `MaxTRESPerUser`); a job asking for more time
   than its partition's `MaxTime` or its QOS's `MaxWall` stays pending (Slurm's
-  `PartitionTimeLimit`) unless `over_limit="cut"`, where it runs cut at the limit.
+  `PartitionTimeLimit`) unless `over_limit="cut"`, where it runs cut at the limit. A job held
+  for good by a limit (`held_by_limit`): one over a time limit held so, or one asking more GPUs
+  than a cap on it allows at all.
+* **Partitions**: a job that records none is in the policy's default partition (slurm.conf's
+  `Default=YES`), where Slurm puts a job submitted without one.
 * **Preemption** (`PreemptType=preempt/qos`): a pending job whose QOS may preempt others ranks
   ahead of their jobs and, when the main scheduler finds no room for it, preempts running jobs
   of those QOS (lowest QOS priority, fewest nodes, youngest first; only those it needs on the
@@ -46,6 +50,7 @@ throttles, Kueue (see docs: the Policy lab page).
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import heapq
 import math
 from collections.abc import Callable, Sequence
@@ -153,6 +158,41 @@ def _effective_limit(
     if own > cap:
         return float(cap), policy.over_limit == "hold"
     return own, False
+
+
+def _over_a_cap(w: Workload, policy: Policy, qos_names: Sequence[str]) -> np.ndarray:
+    """Per job, whether it asks more GPUs than a cap on it allows at all — its account's
+    `GrpTRES` or `MaxTRESPerUser`, its user association's `GrpTRES`, its QOS's `GrpTRES` or
+    `MaxTRESPerUser`: it stays pending for good, as a job over a held time limit does."""
+    over = np.zeros(w.size, dtype=bool)
+    if not (policy.account_gpu_cap or policy.user_gpu_cap or policy.assoc_user_gpu_cap) and all(
+        q.gpu_cap is None and q.user_gpu_cap is None for q in policy.qos.values()
+    ):
+        return over
+    for j, (account, user, qos) in enumerate(zip(w.account, w.user, qos_names, strict=True)):
+        rule = policy.qos.get(qos)
+        caps = (
+            policy.account_gpu_cap.get(account),
+            policy.user_gpu_cap.get(account),
+            policy.assoc_user_gpu_cap.get((account, user)),
+            None if rule is None else rule.gpu_cap,
+            None if rule is None else rule.user_gpu_cap,
+        )
+        over[j] = any(c is not None and int(w.gpus[j]) > c for c in caps)
+    return over
+
+
+def in_default_partition(w: Workload, policy: Policy) -> Workload:
+    """`w` with each job that records no partition in `policy`'s default partition (Slurm puts
+    a job submitted without one there), as are the nodes seen running such jobs; `w` itself
+    where the policy names no default or every job records a partition."""
+    default = policy.default_partition
+    if not default or all(w.partition):
+        return w
+    seen = {n: frozenset(p or default for p in ps) for n, ps in w.node_partitions.items()}
+    return dataclasses.replace(
+        w, partition=[p or default for p in w.partition], node_partitions=seen
+    )
 
 
 class _Nodes:
@@ -552,6 +592,7 @@ def replay(
     The replay stops at the end of the data (`w.horizon_e`), where the record stops; with
     `past_end` it goes on until every job it can start has started (a what-if that delays jobs
     still starts them; a job whose run time is unknown runs for its limit)."""
+    w = in_default_partition(w, policy)
     n = w.size
     nodes = _Nodes(w, policy)
     start = np.full(n, np.nan)
@@ -563,6 +604,7 @@ def replay(
     qos_name = _qos_names(w)
     for j in range(n):
         limit[j], held[j] = _effective_limit(w, policy, j, qos_name[j])
+    held |= _over_a_cap(w, policy, qos_name)  # (`fits_limits` would never pass it either)
     run = np.where(known, w.run_s, np.where(np.isfinite(limit), limit, np.nan))
     if w.pinned is not None:  # running when the period starts: as recorded, whatever the policy
         fixed = w.pinned.astype(bool) & known

@@ -20,6 +20,7 @@ __all__ = [
     "calibrate",
     "compare",
     "outcome_table",
+    "period_waits",
     "size_class",
     "slurm_capacity_gpu_h",
     "slurm_entitlement",
@@ -148,6 +149,16 @@ class Comparison:
     requeued_gpu_h: tuple[float, float] = (0.0, 0.0)  # GPU-hours of runs a requeue threw away
 
 
+def period_waits(w: Workload, out: Outcome) -> np.ndarray:
+    """Per job, whether its wait is one of the period's: it started in `out` and was not
+    already running when the period started (a `--since` period's pinned jobs waited before
+    it, in a queue the replay did not run; the calibration leaves them out too)."""
+    waited: np.ndarray = ~np.isnan(out.start_e)
+    if w.pinned is not None:
+        waited &= ~w.pinned.astype(bool)
+    return waited
+
+
 def _gpu_h(w: Workload, out: Outcome) -> np.ndarray:
     """Per job, the GPU-hours it held within the period (from its start to the horizon)."""
     start = np.maximum(out.start_e, w.first_e)
@@ -170,13 +181,13 @@ def compare(
     entitlement: dict[str, float],
     capacity_gpu_h: tuple[float, float],
 ) -> Comparison:
-    """Waits p50/p95 per account and job size, occupancy (of each run's capacity: the GPU-hours
-    its nodes or quota could hold over the period), shares vs entitlement (Jain's index over
-    share ÷ entitlement; an account entitled to nothing is left out of it), and what a new limit
-    cut or held."""
+    """Waits p50/p95 per account and job size (over the jobs that waited in the period:
+    `period_waits`), occupancy (of each run's capacity: the GPU-hours its nodes or quota could
+    hold over the period), shares vs entitlement (Jain's index over share ÷ entitlement; an
+    account entitled to nothing is left out of it), and what a new limit cut or held."""
 
     def waits(out: Outcome) -> pl.DataFrame:
-        started = ~np.isnan(out.start_e)
+        started = period_waits(w, out)
         return pl.DataFrame(
             {
                 "account": np.array(w.account, dtype=object)[started].tolist(),

@@ -6,6 +6,8 @@ lake recorded, and a what-if's `--set`. Keys (Slurm's own names after the prefix
     partition.<name>.MaxTime        a Slurm time: MM, HH:MM:SS, D-HH[:MM[:SS]], UNLIMITED
     partition.<name>.PriorityTier   an integer
     partition.<name>.Nodes          comma-separated node names (hostlists expanded by the reader)
+    partition.<name>.Default        YES: the partition a job that records none is in (Slurm's
+                                    default partition, slurm.conf's Default=YES), or NO
     assoc.<account>.GrpTRES         gres/gpu=N (the account's GPUs running at once), or -1: none
     assoc.<account>.MaxTRESPerUser  gres/gpu=N (each user of the account)
     assoc.<account>.Shares          the account's fair-share weight, on the recorded scale: its
@@ -117,6 +119,7 @@ class Policy:
     default_queue_depth: int = 100
     over_limit: str = "hold"  # a job asking more than MaxTime: "hold" (Slurm) or "cut" to it
     partitions: Mapping[str, PartitionPolicy] = field(default_factory=dict)
+    default_partition: str | None = None  # where a job that records no partition goes
     account_gpu_cap: Mapping[str, int] = field(default_factory=dict)
     user_gpu_cap: Mapping[str, int] = field(default_factory=dict)  # per account: each user
     assoc_user_gpu_cap: Mapping[tuple[str, str], int] = field(default_factory=dict)  # one user
@@ -184,7 +187,7 @@ _PREEMPT_TYPES = ("preempt/none", "preempt/qos")
 def setting_keys() -> list[str]:
     """Every key pattern `apply_settings` takes (for help texts and error lines)."""
     return [
-        "partition.<name>.{MaxTime,PriorityTier,Nodes}",
+        "partition.<name>.{MaxTime,PriorityTier,Nodes,Default}",
         "assoc.<account>.{GrpTRES,MaxTRESPerUser,Shares}",
         "assoc.<account>.<user>.GrpTRES",
         "qos.<name>.{" + ",".join(_QOS_ATTRS) + "}",
@@ -301,6 +304,19 @@ def _apply_qos(p: Policy, key: str, name: str, attr: str, value: str) -> Policy:
     return dataclasses.replace(p, qos={**p.qos, name: new})
 
 
+def _default_partition(p: Policy, key: str, value: str, name: str, old: PartitionPolicy) -> Policy:
+    """`partition.<name>.Default`: YES makes `name` the default partition (the last one said,
+    as slurmctld takes the last `Default=YES` line), NO undoes it; the partition is the
+    cluster's either way."""
+    flag = value.strip().upper()
+    if flag not in ("YES", "NO"):
+        raise PolicyError(f"{key}={value}: expected YES or NO")
+    default = (
+        name if flag == "YES" else (None if p.default_partition == name else p.default_partition)
+    )
+    return dataclasses.replace(p, partitions={**p.partitions, name: old}, default_partition=default)
+
+
 def _set(p: Policy, name: str, value: Any) -> Policy:
     return dataclasses.replace(p, **{name: value})
 
@@ -320,9 +336,11 @@ def _apply_one(p: Policy, key: str, value: str) -> Policy:
             if not nodes:
                 raise PolicyError(f"{key}={value}: expected comma-separated node names")
             new = dataclasses.replace(old, nodes=nodes)
+        elif attr == "Default":
+            return _default_partition(p, key, value, name, old)
         else:
             raise PolicyError(
-                f"{key}: unknown partition setting {attr!r} (MaxTime, PriorityTier, Nodes)"
+                f"{key}: unknown partition setting {attr!r} (MaxTime, PriorityTier, Nodes, Default)"
             )
         return dataclasses.replace(p, partitions={**p.partitions, name: new})
     if head == "assoc" and len(parts) == 3 and parts[1]:
@@ -445,10 +463,16 @@ def apply_settings(policy: Policy, settings: Iterable[str | tuple[str, str]]) ->
     return policy
 
 
-def unknown_names(changes: Iterable[str], nodes: Iterable[str], partitions: Iterable[str]) -> None:
+def unknown_names(
+    changes: Iterable[str],
+    nodes: Iterable[str],
+    partitions: Iterable[str],
+    no_partition: str = "",
+) -> None:
     """Raise PolicyError for a change to a node or partition the cluster does not have (a
     misspelt name changed nothing and the proposal's figures were the baseline's); a node a
-    change gives GPUs (`node.<name>.Gres`) is added by it."""
+    change gives GPUs (`node.<name>.Gres`) is added by it. `no_partition`: what the error
+    says for a partition where the cluster has none (its jobs record none)."""
     known_nodes, known_partitions = set(nodes), set(partitions)
     parsed = [item.partition("=")[0].strip().split(".") for item in changes]
     known_nodes |= {p[1] for p in parsed if len(p) == 3 and p[0] == "node" and p[2] == "Gres"}
@@ -459,10 +483,11 @@ def unknown_names(changes: Iterable[str], nodes: Iterable[str], partitions: Iter
         known = known_nodes if head == "node" else known_partitions
         if name not in known:
             some = ", ".join(sorted(known)[:8]) + (", …" if len(known) > 8 else "")
-            raise PolicyError(
-                f"{'.'.join(parts)}: the cluster has no {head} {name!r}"
-                + (f" (it has {some})" if known else "")
-            )
+            if known:
+                some = f" (it has {some})"
+            elif head == "partition" and no_partition:
+                some = f": {no_partition}"
+            raise PolicyError(f"{'.'.join(parts)}: the cluster has no {head} {name!r}{some}")
 
 
 def unknown_associations(

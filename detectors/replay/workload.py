@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
-from detectors.replay.engine import Workload
+from detectors.replay.engine import Workload, in_default_partition
 from detectors.replay.policy import (
     Policy,
     PolicyError,
+    apply_settings,
     preempt_mode,
     shares_on_the_recorded_scale,
     unknown_associations,
@@ -326,14 +327,15 @@ def recorded_settings(con: duckdb.DuckDBPyConnection, cluster: str) -> list[tupl
 def check_changes(w: Workload, recorded: Policy, changes: Sequence[str]) -> None:
     """Raise PolicyError for `changes` that name a node, partition, account, user association
     or QOS the workload's cluster does not have, or set shares off the recorded share tree's
-    scale: such a change replays as no change, and the proposal's figures read as the
-    baseline's."""
+    scale, or a partition's `MaxTime` or `Nodes` where no job of the period is in it: such a
+    change replays as no change, and the proposal's figures read as the baseline's."""
     partitions = {
         *w.partition,
         *(p for seen in w.node_partitions.values() for p in seen),
         *recorded.partitions,
-    }
-    unknown_names(changes, [*w.nodes, *recorded.node_gres], partitions)
+    } - {""}  # (a job that records no partition names none)
+    unknown_names(changes, [*w.nodes, *recorded.node_gres], partitions, _no_partition(w, recorded))
+    _partitions_without_jobs(w, recorded, changes)
     unknown_associations(
         changes,
         accounts={*w.account, *recorded.shares, *recorded.account_gpu_cap, *recorded.user_gpu_cap},
@@ -341,3 +343,56 @@ def check_changes(w: Workload, recorded: Policy, changes: Sequence[str]) -> None
         qos={*(q for q in w.qos or () if q), *recorded.qos, "normal"},
     )
     shares_on_the_recorded_scale(recorded, changes)
+
+
+def _no_partition(w: Workload, recorded: Policy) -> str:
+    """What to do where the period's jobs record no partition and no default partition takes
+    them (a trace's jobs, Philly's, name none): a partition's setting reaches none of them."""
+    if any(w.partition) or recorded.default_partition:
+        return ""
+    return (
+        "the cluster's jobs record no partition (a trace's, such as Philly's, name none), so a "
+        "partition's setting reaches none of them — give the cluster's slurm.conf with "
+        "--slurm-conf (its Default=YES partition takes the jobs that name none, as Slurm does), "
+        "or set a time limit on every job with qos.normal.MaxWall (a job with no recorded QOS "
+        "is in normal)"
+    )
+
+
+def _partitions_without_jobs(w: Workload, recorded: Policy, changes: Sequence[str]) -> None:
+    """Raise PolicyError for a partition's `MaxTime` or `Nodes` where no job the period replays
+    is in that partition (jobs that record none: in the default partition, as recorded or as
+    proposed), so the change would replay as no change."""
+    named = [
+        parts
+        for parts in (item.partition("=")[0].strip().split(".") for item in changes)
+        if len(parts) == 3 and parts[0] == "partition" and parts[2] in ("MaxTime", "Nodes")
+    ]
+    if not named:
+        return
+    replayed = np.ones(w.size, dtype=bool) if w.pinned is None else ~w.pinned.astype(bool)
+    proposed = apply_settings(recorded, changes)
+    holding = {
+        p
+        for policy in (recorded, proposed)
+        for p, mine in zip(in_default_partition(w, policy).partition, replayed, strict=True)
+        if mine
+    }
+    for parts in named:
+        if parts[1] in holding:
+            continue
+        said = []
+        some = sorted(holding - {""})
+        if some:
+            said.append(f"its jobs are in {', '.join(some[:8])}{', …' if len(some) > 8 else ''}")
+        lost = sum(1 for p, mine in zip(w.partition, replayed, strict=True) if mine and not p)
+        if lost and not (recorded.default_partition or proposed.default_partition):
+            said.append(
+                f"{lost:,} of its jobs record no partition and no default partition takes "
+                "them: mark one Default=YES in --slurm-conf, as Slurm's slurm.conf does"
+            )
+        raise PolicyError(
+            f"{'.'.join(parts)}: no job of the period is in partition {parts[1]!r}"
+            + (f" ({'; '.join(said)})" if said else "")
+            + ": the change would replay as no change"
+        )

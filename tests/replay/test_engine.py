@@ -12,6 +12,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from detectors.recommend.replayed import wait_quantiles
 from detectors.replay.engine import Workload, replay, within_data
 from detectors.replay.metrics import (
     calibrate,
@@ -19,7 +20,8 @@ from detectors.replay.metrics import (
     slurm_capacity_gpu_h,
     slurm_entitlement,
 )
-from detectors.replay.policy import Policy, apply_settings
+from detectors.replay.policy import Policy, PolicyError, apply_settings
+from detectors.replay.workload import check_changes
 
 NAN = math.nan
 
@@ -474,3 +476,84 @@ def test_jobs_a_new_cap_keeps_queued_to_the_horizon_are_held_by_it():
     assert np.isnan(capped.start_e).all() and not np.isnan(base.start_e).any()
     c = compare(w, base, capped, {"a": 1.0}, capacity_gpu_h=(8 * 300 / 3600,) * 2)
     assert c.held_jobs == 3 and c.started == (3, 0)
+
+
+def test_jobs_running_when_the_period_starts_are_not_its_waits():
+    # The probe: with --since, a job submitted long before the period and started just before
+    # it (pinned: it runs as recorded) put its old wait in the period's p50/p95. The period
+    # starts at 5,000; job 0 waited 4,000 s before it; job 1, submitted at 5,000, starts at
+    # once on n2. Only job 1's wait (0 s) is the period's, baseline and proposal alike.
+    jobs = [
+        {"submit": 0, "run": 8000, "gpus": 8, "real_start": 4000, "pinned": True, "on": ["n1"]},
+        {"submit": 5000, "run": 100, "gpus": 8, "real_start": 5000},
+    ]
+    w = dataclasses.replace(workload(jobs, {"n1": 8, "n2": 8}, pinned=True), origin_e=5000.0)
+    base = replay(w, P0, past_end=True)
+    new = replay(w, apply_settings(P0, ["bf_window=60"]), past_end=True)
+    assert base.start_e.tolist() == [4000, 5000]
+
+    c = compare(w, base, new, {"a": 1.0}, (slurm_capacity_gpu_h(w, P0),) * 2)
+
+    row = c.waits.filter(pl.col("key") == "a").row(0, named=True)
+    assert (row["base_jobs"], row["base_p50_s"], row["base_p95_s"]) == (1, 0.0, 0.0)
+    assert (row["new_jobs"], row["new_p50_s"], row["new_p95_s"]) == (1, 0.0, 0.0)
+    assert calibrate(w, base).jobs == 1  # the calibration leaves it out too
+    # and so does the replay a recommendation's evidence carries (fairshare_weight's among them)
+    assert wait_quantiles(w, base) == (0.0, 0.0)
+
+
+@pytest.mark.parametrize(
+    "cap",
+    [
+        "assoc.a.GrpTRES=gres/gpu=4",
+        "assoc.a.MaxTRESPerUser=gres/gpu=4",
+        "assoc.a.u.GrpTRES=gres/gpu=4",
+        "qos.normal.GrpTRES=gres/gpu=4",
+        "qos.normal.MaxTRESPerUser=gres/gpu=4",
+    ],
+)
+def test_a_job_asking_more_gpus_than_a_cap_allows_is_held_by_it(cap):
+    # The probe: assoc.X.GrpTRES=gres/gpu=0 kept 23 jobs pending for good, and `whatif replay`
+    # said "0 held pending by one" (only a time limit's holds were marked). An 8-GPU job under
+    # a 4-GPU cap never starts, however long the replay runs: held by the limit; the 4-GPU job
+    # fits under it and starts at 0.
+    jobs = [{"submit": 0, "run": 100, "gpus": 8}, {"submit": 0, "run": 100, "gpus": 4}]
+    out = replay(workload(jobs, {"n1": 8}), apply_settings(P0, [cap]), past_end=True)
+
+    assert np.isnan(out.start_e[0]) and out.start_e[1] == 0
+    assert out.held_by_limit.tolist() == [True, False]
+
+
+def test_a_job_that_records_no_partition_is_in_the_default_one():
+    # The probe: Philly's jobs record no partition; a slurm.conf's `PartitionName=gpu
+    # Default=YES` with a MaxTime of 100 s and over_limit=cut replayed as no change. Slurm puts
+    # a job submitted without a partition in the default one: its 1,000 s run is cut at 100 s.
+    jobs = [{"submit": 0, "run": 1000, "gpus": 8, "partition": "", "limit": NAN}]
+    w = workload(jobs, {"n1": 8})
+    limit = ["partition.gpu.MaxTime=00:01:40", "over_limit=cut"]
+
+    no_default = replay(w, apply_settings(P0, limit))
+    assert no_default.end_e.tolist() == [1000] and not no_default.cut_by_limit.any()
+    out = replay(w, apply_settings(P0, [*limit, "partition.gpu.Default=YES"]))
+    assert out.end_e.tolist() == [100] and out.cut_by_limit.tolist() == [True]
+
+
+def test_a_partition_change_no_job_is_in_is_refused():
+    # `partition.gpu.MaxTime` where every job records no partition: with no partition named
+    # anywhere, the error says why and what to do (not "it has " and nothing); with `gpu`
+    # configured but not the default, no job is in it (the change would replay as no change);
+    # as the default partition, the jobs are in it.
+    w = workload([{"submit": 0, "run": 100, "gpus": 8, "partition": ""}], {"n1": 8})
+    change = ["partition.gpu.MaxTime=08:00:00"]
+
+    with pytest.raises(PolicyError) as err:
+        check_changes(w, P0, change)
+    said = str(err.value)
+    assert "the cluster has no partition 'gpu': the cluster's jobs record no partition" in said
+    assert "--slurm-conf" in said and "Default=YES" in said and "qos.normal.MaxWall" in said
+    configured = apply_settings(P0, ["partition.gpu.MaxTime=UNLIMITED"])
+    with pytest.raises(PolicyError) as err:
+        check_changes(w, configured, change)
+    assert "no job of the period is in partition 'gpu'" in str(err.value)
+    assert "1 of its jobs record no partition and no default partition takes them" in str(err.value)
+    check_changes(w, apply_settings(configured, ["partition.gpu.Default=YES"]), change)

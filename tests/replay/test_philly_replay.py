@@ -147,6 +147,81 @@ def test_a_virtual_cluster_quota_tried_with_set_is_kept_and_calibrated(lake, tmp
     assert (rows["sim_start_e"] >= rows["submit_e"]).all()
 
 
+def _vc_jobs(vc: str) -> int:
+    return sum(
+        1 for job in json.loads((FIXTURE / "cluster_job_log").read_text()) if job["vc"] == vc
+    )
+
+
+def test_a_period_s_waits_leave_out_the_jobs_running_at_its_start(lake):
+    # The probe: application_1504131676014_21322 (6214e9) was submitted on 09-25 and started on
+    # 10-08, before the period; its 300 h wait was printed as the period's p95 for 6214e9. The
+    # jobs submitted from then on start at once on the cluster's 2,928 GPUs (FCFS, either
+    # priority: the calibration's replayed waits are 0 too), so every period wait is 0.
+    printed = _invoke(
+        "whatif", "compare", "--lake", str(lake), "--cluster", CLUSTER, "-q",
+        "--since", "2017-10-10T08:52:12",
+        "--set", "priority.PriorityType=priority/multifactor",
+        "--set", "priority.PriorityWeightFairshare=10000",
+    )  # fmt: skip
+    # each account's and size's base p50, p95, new p50, p95: the last eight words of its line
+    rows = {
+        line[:24].strip(): line.split()[-8:]
+        for line in printed.splitlines()
+        if line.startswith(("account ", "size "))
+    }
+
+    assert rows["account 6214e9"] == ["0", "min"] * 4
+    assert len(rows) == 10 and all(waits == ["0", "min"] * 4 for waits in rows.values()), printed
+
+
+def test_jobs_a_cap_keeps_pending_for_good_are_counted_as_held_by_it(lake):
+    # The probe: GrpTRES=gres/gpu=0 on 6214e9 printed "63 jobs start, 0 cut by a limit, 0 held
+    # pending by one" of 86: its 23 jobs, kept pending for good by the cap, were counted nowhere
+    printed = _invoke(
+        "whatif", "replay", "--lake", str(lake), "--cluster", CLUSTER, "-q",
+        "--set", "assoc.6214e9.GrpTRES=gres/gpu=0",
+    )  # fmt: skip
+    held, total = _vc_jobs("6214e9"), len(_raw_jobs())
+
+    assert held == 23
+    assert (
+        f"of {total} jobs, {total - held} start (0 of them cut short by a limit), {held} held "
+        "pending by a limit"
+    ) in printed
+    assert "never start" not in printed  # nothing else is left out: the counts add up
+
+
+def test_a_partition_time_limit_on_jobs_that_record_no_partition(lake, tmp_path):
+    # Philly's jobs record no partition. Without a slurm.conf, a partition's MaxTime is one
+    # error saying so and what to do; with one whose `gpu` partition is Default=YES, the jobs
+    # are in it (as Slurm puts a job submitted without a partition) and an 8 h MaxTime cuts
+    # the jobs that ran longer; with `gpu` not the default, no job is in it: refused.
+    base = tmp_path / "base.parquet"
+    _invoke("whatif", "replay", "--lake", str(lake), "--cluster", CLUSTER, "-q", "--out", str(base))
+    rows = pl.read_parquet(base)
+    longer = rows.filter(pl.col("sim_end_e") - pl.col("sim_start_e") > 8 * 3600).height
+    change = ["--set", "partition.gpu.MaxTime=08:00:00", "--set", "over_limit=cut"]
+    args = ["whatif", "compare", "--lake", str(lake), "--cluster", CLUSTER, "-q", *change]
+
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2
+    assert "the cluster's jobs record no partition" in result.output
+    assert "(it has )" not in result.output and "qos.normal.MaxWall" in result.output
+
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("PartitionName=gpu Nodes=ALL Default=YES MaxTime=UNLIMITED\n")
+    printed = _invoke(*args, "--slurm-conf", str(conf))
+    assert longer == 39
+    assert f"Cut short by a new limit: {longer} jobs" in printed
+
+    conf.write_text("PartitionName=gpu Nodes=ALL MaxTime=UNLIMITED\n")
+    result = CliRunner().invoke(cli, [*args, "--slurm-conf", str(conf)])
+    assert result.exit_code == 2
+    assert "no job of the period is in partition 'gpu'" in result.output
+    assert "the change would replay as no change" in result.output
+
+
 def _attempt(start: str, end: str | None, *on: tuple[str, int]) -> dict[str, Any]:
     detail = [{"ip": node, "gpus": [f"gpu{i}" for i in range(n)]} for node, n in on]
     return {"start_time": start, "end_time": end, "detail": detail}

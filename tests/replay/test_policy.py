@@ -104,3 +104,16 @@ def test_a_slurm_conf_becomes_the_recorded_policy():
 def test_a_slurm_conf_line_slurm_would_refuse_is_named():
     with pytest.raises(ConfigError, match=r"slurm.conf:2: 'Nodes' is not KEY=VALUE"):
         settings_from_slurm_conf("\nPartitionName=gpu Nodes MaxTime=1")
+
+
+def test_a_default_partition_is_a_setting_the_last_one_said_wins():
+    # slurmctld takes the last `Default=YES` partition line; NO undoes it for that partition
+    p = apply_settings(Policy(), ["partition.gpu.Default=YES", "partition.long.Default=yes"])
+    assert p.default_partition == "long" and set(p.partitions) == {"gpu", "long"}
+    assert apply_settings(p, ["partition.gpu.Default=NO"]).default_partition == "long"
+    assert apply_settings(p, ["partition.long.Default=NO"]).default_partition is None
+    with pytest.raises(PolicyError, match=r"partition.gpu.Default=maybe: expected YES or NO"):
+        apply_settings(Policy(), ["partition.gpu.Default=maybe"])
+    # a slurm.conf's `Default=YES` is read as that setting
+    conf = "PartitionName=gpu Nodes=ALL Default=YES MaxTime=UNLIMITED\nPartitionName=x Nodes=ALL\n"
+    assert apply_settings(Policy(), settings_from_slurm_conf(conf)).default_partition == "gpu"

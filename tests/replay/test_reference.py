@@ -86,9 +86,32 @@ def test_the_optimised_engine_matches_the_reference(recorded, optimised, name):
     w, base = recorded
     policy = apply_settings(base, CHANGES[name])
     new, old = optimised(name), reference_replay(w, policy)
-    for field in ("start_e", "end_e", "cut_by_limit", "held_by_limit", "runtime_known"):
+    for field in ("start_e", "end_e", "cut_by_limit", "runtime_known"):
         np.testing.assert_array_equal(getattr(new, field), getattr(old, field), err_msg=field)
+    # the reference marks a time limit's holds only; a job asking more GPUs than a cap on it
+    # allows is held for good too (it never starts in either)
+    over = _over_a_cap(w, policy)
+    assert np.isnan(new.start_e[over]).all()
+    np.testing.assert_array_equal(new.held_by_limit, old.held_by_limit | over)
     assert np.isfinite(new.start_e).sum() > w.size // 4  # a real workload, not an empty one
+
+
+def _over_a_cap(w: Workload, policy: Policy) -> np.ndarray:
+    """Per job, whether its GPUs exceed its account's or its user's cap (the caps CHANGES set)."""
+    return np.array(
+        [
+            any(
+                c is not None and int(g) > c
+                for c in (
+                    policy.account_gpu_cap.get(a),
+                    policy.user_gpu_cap.get(a),
+                    policy.assoc_user_gpu_cap.get((a, u)),
+                )
+            )
+            for g, a, u in zip(w.gpus, w.account, w.user, strict=True)
+        ],
+        dtype=bool,
+    )
 
 
 def test_cpus_and_memory_per_node_change_the_replay(recorded, optimised):

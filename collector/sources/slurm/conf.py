@@ -114,6 +114,8 @@ def settings_from_slurm_conf(text: str, source: str = "slurm.conf") -> list[tupl
                 settings.append((f"partition.{name}.MaxTime", pairs["maxtime"]))
             if "prioritytier" in pairs:
                 settings.append((f"partition.{name}.PriorityTier", pairs["prioritytier"]))
+            if pairs.get("default", "").upper() == "YES":  # where a job naming none goes
+                settings.append((f"partition.{name}.Default", "YES"))
             continue
         key, sep, value = line.partition("=")
         if not sep:
