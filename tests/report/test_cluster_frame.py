@@ -16,8 +16,11 @@ T0 = dt.datetime(2024, 2, 26, tzinfo=dt.UTC)  # a Monday
 WEEK_END = T0 + dt.timedelta(days=7)
 
 
-def _con(width_s: int, hours: float) -> duckdb.DuckDBPyConnection:
-    """Two GPUs for `hours`: one allocated (busy the first half), one unallocated, no queue."""
+def _con(
+    width_s: int, hours: float, span: tuple[float, float] | None = None
+) -> duckdb.DuckDBPyConnection:
+    """Two GPUs for `hours`: one allocated (busy the first half), one unallocated, no queue;
+    the samples span `span` (seconds after T0; default: the buckets' whole span)."""
     n = int(hours * 3600 / width_s)
     rows = [
         {
@@ -34,6 +37,17 @@ def _con(width_s: int, hours: float) -> duckdb.DuckDBPyConnection:
     ]
     con = duckdb.connect()
     con.register("cluster_occupancy", pa.Table.from_pylist(rows, MARTS["cluster_occupancy"].schema))
+    first, last = span or (0.0, n * width_s)
+    con.register(
+        "gpu_job_buckets",
+        pa.table(
+            {
+                "cluster": ["della"],
+                "first_e": [T0.timestamp() + first],
+                "last_end_e": [T0.timestamp() + last],
+            }
+        ),
+    )
     con.execute(
         "CREATE TABLE jobs_latest (cluster VARCHAR, submit_ts TIMESTAMPTZ, start_ts TIMESTAMPTZ,"
         " end_ts TIMESTAMPTZ, gpus INTEGER, gpus_requested INTEGER)"
@@ -72,3 +86,20 @@ def test_one_bucket_stands_for_the_given_width_and_no_bucket_for_nothing():
         _con(600, 1), "report/cluster_frame", **{**one, "cluster": "other"}, bucket_s=300
     ).to_dicts()
     assert empty["reported_gpu_h"] == 0 and empty["buckets"] == 0
+
+
+def test_the_first_and_last_buckets_count_only_the_datas_seconds_in_them():
+    # samples from 00:02:00 to 00:55:25: the first 5-minute bucket holds 180 s of data, the last
+    # 25 s (cluster_occupancy averages each over those seconds); counted whole, the frame said
+    # 1,538.7 GPU-hours reported where the GPUs were seen for 1,536.2
+    frame = queries.run(
+        _con(300, 1, span=(120.0, 3325.0)),
+        "report/cluster_frame",
+        cluster="della",
+        week_start_e=T0.timestamp(),
+        week_end_e=WEEK_END.timestamp(),
+        bucket_s=300,
+    ).row(0, named=True)
+    seconds = 3325.0 - 120.0  # the data's span inside the hour's 12 buckets
+    assert frame["reported_gpu_h"] == pytest.approx(2 * seconds / 3600)
+    assert frame["allocated_gpu_h"] == pytest.approx(seconds / 3600)
