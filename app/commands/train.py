@@ -11,6 +11,7 @@ from app.errors import AppError, reports_errors
 from app.options import Timestamp, lake_option
 
 if TYPE_CHECKING:
+    from detectors.models.store import ModelCard
     from warehouse.lake import Lake
 
 __all__ = ["command"]
@@ -22,7 +23,8 @@ __all__ = ["command"]
     "--now",
     type=Timestamp(),
     default=None,
-    help="Stamp the model cards with this time (ISO, UTC) [default: now].",
+    help="Stamp the model cards with this time (ISO, UTC; not before the history they learn "
+    "from) [default: now].",
 )
 @reports_errors
 def command(lake: Lake, now: dt.datetime | None) -> None:
@@ -40,15 +42,22 @@ def command(lake: Lake, now: dt.datetime | None) -> None:
     then adds their predictions to the findings. Build the marts first (`gpuledger attribute`).
     A model the history cannot teach (no failure yet, too few jobs) is skipped with the reason.
     A failing_gpu model whose alarm threshold could not be chosen on failures it did not train
-    on (none fell in the held-out 30 %, or none was warned of) is stored, but detect raises no
-    findings from it until a later train can check it; the output says so.
+    on (none fell in the held-out 30 %, or none was warned of), or an early_waste model whose
+    held-out part holds no wasteful job, is stored, but detect raises no findings from it
+    until a later train can check it; the output says so.
     """
-    from detectors.models.failing_gpu import not_evaluated
     from detectors.models.store import model_dir
-    from detectors.models.training import FAILING_GPU, load_data, train_all
+    from detectors.models.training import history_end, load_data, train_all
 
     con = lake.connect(require=["gpu_samples", "jobs", "gpu_job_buckets"])
-    trained = train_all(load_data(con), lake, now or dt.datetime.now(dt.UTC))
+    data = load_data(con)
+    end = history_end(data)
+    if now is not None and end is not None and now < end:
+        raise AppError(
+            f"--now {now.isoformat()} is before the end of the history the models learn from "
+            f"({end.isoformat()}): a model is trained after what it learns from"
+        )
+    trained = train_all(data, lake, now or dt.datetime.now(dt.UTC))
     if not trained.cards:
         raise AppError(
             "no model could be trained: "
@@ -62,12 +71,25 @@ def command(lake: Lake, now: dt.datetime | None) -> None:
             f"{name}: {card.rows:,} rows {card.window_start} .. {card.window_end}"
             + (f"; {figures}" if figures else "")
         )
-        why = not_evaluated(card) if name == FAILING_GPU else None
+        why = _not_evaluated(card)
         if why is not None:
             click.echo(f"{name}: stored, but detect raises no findings from it: {why}")
     for name, why in sorted(trained.skipped.items()):
         click.echo(f"{name}: not trained ({why}){_kept(lake, name)}", err=True)
     click.echo(f"Stored in {model_dir(lake)}.")
+
+
+def _not_evaluated(card: ModelCard) -> str | None:
+    """Why `detect` raises no findings from a stored model whose alarm threshold nothing
+    checked (None: it raises them)."""
+    from detectors.models import early_waste, failing_gpu
+    from detectors.models.training import FAILING_GPU
+
+    if card.name == FAILING_GPU:
+        return failing_gpu.not_evaluated(card)
+    if card.name.startswith("early_waste_"):
+        return early_waste.not_evaluated(card)
+    return None
 
 
 def _kept(lake: Lake, name: str) -> str:

@@ -34,9 +34,10 @@ from warehouse.lake import Lake
 if TYPE_CHECKING:
     import duckdb
 
-__all__ = ["as_of", "model_frames", "predict", "predict_frames", "producer"]
+__all__ = ["as_of", "data_ends", "model_frames", "predict", "predict_frames", "producer"]
 
 _TS = pl.Datetime("ms", "UTC")
+QUERY_ENDS = "models/data_end"
 logger = logging.getLogger(__name__)
 TIME_LIMIT_FACTOR = 2.0  # a time limit over this × the p90 run time is worth a finding
 TIME_LIMIT_MIN_GPU_H = 1.0  # ... when it holds at least this many GPU-hours of limit
@@ -60,18 +61,24 @@ def as_of(data: TrainingData, now: dt.datetime) -> TrainingData:
     )
 
 
-def _with_data_end(
-    rows: pl.DataFrame, data_end: pl.DataFrame | None, now: dt.datetime
-) -> pl.DataFrame:
-    """`rows` with `data_end`: the end of each one's cluster's telemetry (`data_end`'s rows),
-    never after `now`; `now` where the cluster's end is not given."""
-    if data_end is not None:  # (rows keep their order: messages are built beside them)
-        rows = rows.join(data_end, on="cluster", how="left", maintain_order="left")
-    else:
-        rows = rows.with_columns(pl.lit(None, _TS).alias("data_end"))
+def _with_data_end(rows: pl.DataFrame, ends: pl.DataFrame | None, now: dt.datetime) -> pl.DataFrame:
+    """`rows` with `data_end` and `telemetry_end`: where each one's cluster's data and its
+    telemetry end (`ends`' rows, `data_ends`), never after `now`. Without `ends` the
+    caller's `now` is the end of both (a replay's, an evaluation's); a cluster `ends` has no
+    data end for has none to hold a finding, and its rows are left out."""
     bound = pl.lit(now).cast(_TS)
-    return rows.with_columns(
-        pl.min_horizontal(pl.col("data_end").cast(_TS), bound).fill_null(bound).alias("data_end")
+    if ends is None:
+        return rows.with_columns(bound.alias("data_end"), bound.alias("telemetry_end"))
+    # (rows keep their order: messages are built beside them)
+    rows = rows.join(ends, on="cluster", how="left", maintain_order="left")
+    data_end = pl.min_horizontal(pl.col("data_end").cast(_TS), bound)
+    telemetry_end = pl.col("telemetry_end").cast(_TS)  # (null: the cluster has none)
+    return rows.filter(pl.col("data_end").is_not_null()).with_columns(
+        data_end.alias("data_end"),
+        pl.when(telemetry_end > data_end)
+        .then(data_end)
+        .otherwise(telemetry_end)
+        .alias("telemetry_end"),
     )
 
 
@@ -148,12 +155,13 @@ def _early_waste(
 ) -> pl.DataFrame:
     due = pl.col("start_ts") + pl.duration(minutes=minutes)
     rows = early_waste.frame(data.jobs, data.early[minutes], minutes).filter(due <= now)
-    # and inside its cluster's data: "30 min in" from 13 min seen
-    rows = _with_data_end(rows, data_end, now).filter(due <= pl.col("data_end"))
+    # and inside its cluster's telemetry: "30 min in" from 13 min seen
+    rows = _with_data_end(rows, data_end, now).filter(due <= pl.col("telemetry_end"))
     rows = rows.filter(~_trained_on(card))
-    scored = early_waste.score(model, rows)
-    threshold = card.threshold if card.threshold is not None else 0.5
-    hits = scored.filter(pl.col("score") >= threshold)
+    threshold = card.threshold
+    if early_waste.not_evaluated(card) is not None or threshold is None:
+        return _frame(pl.DataFrame(schema={"detected_ts": _TS}))  # see `gpuledger train`
+    hits = early_waste.score(model, rows).filter(pl.col("score") >= threshold)
     if hits.is_empty():
         return _frame(pl.DataFrame(schema={"detected_ts": _TS}))
     # What the job can still hold after the prediction: up to its time limit while it runs,
@@ -199,17 +207,23 @@ def _early_waste(
 
 def _trained_on(card: store.ModelCard) -> pl.Expr:
     """Whether a job row is one the model learnt from (its outcome was its label): a job of a
-    cluster it trained on that started inside its training window and had ended when it was
-    trained. A finding on such a job would be the model repeating its lesson, not a
-    prediction."""
+    cluster it trained on that started inside its training window and had ended by the last
+    end the fit saw (the card's `labels_end`). A finding on such a job would be the model
+    repeating its lesson, not a prediction. (The card's stamp is no bound: `train --now` set
+    it, and one before the window let the model predict the very jobs it learnt from; a card
+    without `labels_end`, from an earlier version, is bounded by its stamp but never before
+    its window's end.)"""
     if not card.clusters or card.window_end is None:
         return pl.lit(False)
-    trained = dt.datetime.fromisoformat(card.trained_ts)  # (a card's times are checked ISO)
-    window_end = dt.datetime.fromisoformat(card.window_end)
+    window_end = dt.datetime.fromisoformat(card.window_end)  # (a card's times are checked ISO)
+    try:
+        learnt_until = dt.datetime.fromisoformat(card.params["labels_end"])
+    except (KeyError, TypeError, ValueError):
+        learnt_until = max(dt.datetime.fromisoformat(card.trained_ts), window_end)
     return (
         pl.col("cluster").is_in(list(card.clusters))
         & (pl.col("start_ts") <= pl.lit(window_end).cast(_TS))
-        & (pl.col("end_ts") <= pl.lit(trained).cast(_TS)).fill_null(False)
+        & (pl.col("end_ts") <= pl.lit(learnt_until).cast(_TS)).fill_null(False)
     )
 
 
@@ -222,15 +236,9 @@ def _runtime(
 ) -> pl.DataFrame:
     running = runtime.frame(data.jobs).filter(pl.col("end_ts").is_null())
     rows = _with_data_end(runtime.predict_quantiles(models, running), data_end, now)
-    # seen running to the end of its cluster's telemetry, or, where the scheduler's records
-    # run past it (a job that started after the samples stop), to `now`: it never ends before
-    # it starts, and a job the telemetry has not reached is not taken for one just started
-    rows = rows.with_columns(
-        pl.when(pl.col("start_ts") > pl.col("data_end"))
-        .then(pl.lit(now).cast(_TS))
-        .otherwise(pl.col("data_end"))
-        .alias("data_end")
-    )
+    # seen running to the end of its cluster's data (data_extent's: its scheduler's records
+    # may run past the telemetry, or be all there is), never to the run's clock
+    rows = rows.filter(pl.col("start_ts") <= pl.col("data_end"))
     # a job that has run past the limit the finding would advise (p90 + 20 %) has shown the
     # model wrong about it: that limit would have killed it. What the limit leaves unused is
     # at most what is left of it.
@@ -298,6 +306,8 @@ def _lemon(data: TrainingData, card: store.ModelCard, model: Any) -> pl.DataFram
     if hits.is_empty():
         return _frame(pl.DataFrame(schema={"detected_ts": _TS}))
     day_start = pl.col("day").cast(pl.Datetime("ms")).dt.replace_time_zone("UTC")
+    reasons = hits.select("node", "day", "xids", "jobs_failed", "jobs_ended", "sbe_max")
+    msgs = [lemon.message(*row) for row in reasons.iter_rows()]
     return _frame(
         hits.with_columns(
             pl.lit(lemon.DETECTOR).alias("detector"),
@@ -309,16 +319,7 @@ def _lemon(data: TrainingData, card: store.ModelCard, model: Any) -> pl.DataFram
             (day_start + pl.duration(days=1)).alias("end_ts"),
             pl.lit(True).alias("predicted"),
             pl.col("anomaly").alias("score"),
-            pl.format(
-                "Node {} on {}: unlike the rest of the fleet (XIDs {}, failed jobs {} of {}, "
-                "corrected ECC {}); a lemon-node candidate to drain and test",
-                "node",
-                "day",
-                "xids",
-                "jobs_failed",
-                "jobs_ended",
-                "sbe_max",
-            ).alias("message"),
+            pl.Series("message", msgs, pl.String),
             pl.struct("xids", "jobs_failed", "jobs_ended", "sbe_max", "throttle_frac", "anomaly")
             .struct.json_encode()
             .alias("evidence"),
@@ -331,8 +332,9 @@ def model_frames(
     lake: Lake, data: TrainingData, now: dt.datetime, data_end: pl.DataFrame | None = None
 ) -> list[pl.DataFrame]:
     """Each stored model's findings frame (FRAME_SCHEMA + detected_ts) over `data` as of `now`;
-    `data_end` (cluster, data_end): an early prediction only where its cluster's data reach the
-    minutes it needs."""
+    `data_end` (`data_ends`: cluster, data_end, telemetry_end): each finding ends inside its
+    cluster's data, and an early prediction is made only where its cluster's telemetry reach
+    the minutes it needs (without it, `now` is taken as the end of both)."""
     known = as_of(data, now)
     frames = []
     stored = set(_stored(lake))
@@ -386,6 +388,16 @@ def predict_frames(frames: list[pl.DataFrame], now: dt.datetime) -> pa.Table:
     )
 
 
+def data_ends(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """Where each cluster's data end (data_extent's, every rule's "now") and where its
+    telemetry ends (null: none), never the run's clock (sql/models/data_end.sql)."""
+    return pl.DataFrame(
+        [(r["cluster"], r["data_end"], r["telemetry_end"]) for r in queries.rows(con, QUERY_ENDS)],
+        schema={"cluster": pl.String, "data_end": _TS, "telemetry_end": _TS},
+        orient="row",
+    )
+
+
 def predict(con: duckdb.DuckDBPyConnection, lake: Lake, now: dt.datetime) -> pa.Table:
     """Findings of every model stored in `lake` over its history up to `now` (predicted=true).
 
@@ -393,14 +405,7 @@ def predict(con: duckdb.DuckDBPyConnection, lake: Lake, now: dt.datetime) -> pa.
     """
     if not _stored(lake):
         return FINDINGS_SCHEMA.empty_table()
-    # each cluster's telemetry end, never the run's clock: the end of its last sample interval
-    # (scheduler records may run ahead of it while a telemetry source is down)
-    ends = queries.rows(con, "models/telemetry_end")
-    data_end = pl.DataFrame(
-        [(row["cluster"], row["telemetry_end"]) for row in ends],
-        schema={"cluster": pl.String, "data_end": _TS},
-        orient="row",
-    )
+    data_end = data_ends(con)
     with one_thread():
         return predict_frames(model_frames(lake, load_data(con), now, data_end), now)
 

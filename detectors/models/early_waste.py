@@ -14,7 +14,7 @@ import polars as pl
 
 from detectors import names
 from detectors.models.history import WASTED_ABOVE, with_history
-from detectors.models.store import NotEnoughHistory
+from detectors.models.store import ModelCard, NotEnoughHistory
 
 __all__ = [
     "BASELINE_FEATURE",
@@ -26,6 +26,7 @@ __all__ = [
     "fit",
     "frame",
     "message",
+    "not_evaluated",
     "precision_at_recall",
     "score",
     "threshold_for_recall",
@@ -138,15 +139,28 @@ def precision_at_recall(labels: np.ndarray, scores: np.ndarray, recall: float) -
     return float((tp[ok] / n[ok]).max()) if ok.any() else None
 
 
-def threshold_for_recall(labels: np.ndarray, scores: np.ndarray, recall: float) -> float:
-    """The highest threshold whose recall is at least `recall` (0.5 without positives)."""
+def threshold_for_recall(labels: np.ndarray, scores: np.ndarray, recall: float) -> float | None:
+    """The highest threshold whose recall is at least `recall`; None without positives (no
+    wasteful job to choose it on: a default would be a threshold nothing checked)."""
     positives = int(labels.sum())
     if positives == 0:
-        return 0.5
+        return None
     order = np.argsort(-scores, kind="stable")
     s, tp = scores[order], np.cumsum(labels[order])
     reach = np.nonzero(tp / positives >= recall)[0]
     return float(s[reach[0]]) if reach.size else float(s[-1])
+
+
+def not_evaluated(card: ModelCard) -> str | None:
+    """Why a stored model's alarms cannot be trusted, so `detect` raises none (None: they can):
+    its threshold is chosen for a recall on wasteful jobs it did not train on, and with none in
+    its held-out data there was nothing to choose it on."""
+    if not card.metrics.get("held_out_wasteful") or card.threshold is None:
+        return (
+            "no wasteful job fell in its held-out data, so its alarm threshold could not be "
+            "chosen or checked"
+        )
+    return None
 
 
 def message(

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import numpy as np
@@ -11,7 +12,7 @@ import polars as pl
 from detectors import names
 from detectors.models.store import NotEnoughHistory
 
-__all__ = ["CONTAMINATION", "DETECTOR", "FEATURES", "QUERY", "fit", "frame", "score"]
+__all__ = ["CONTAMINATION", "DETECTOR", "FEATURES", "QUERY", "fit", "frame", "message", "score"]
 
 DETECTOR = names.LEMON_NODE
 QUERY = "models/node_day_health"
@@ -82,4 +83,28 @@ def score(model: Any, rows: pl.DataFrame) -> pl.DataFrame:
     return rows.with_columns(
         pl.Series("anomaly", np.clip(0.5 - decision, 0.0, 1.0)),
         pl.Series("flagged", decision < 0),
+    )
+
+
+def message(
+    node: str,
+    day: dt.date,
+    xids: float | None,
+    jobs_failed: float | None,
+    jobs_ended: float | None,
+    sbe_max: float | None,
+) -> str:
+    """The finding's one line, with the reasons the node-day has data for (a node without ECC
+    fields has no corrected-error count: that reason is left out, not the others)."""
+    reasons = []
+    if xids is not None:
+        reasons.append(f"XIDs {xids:.0f}")
+    if jobs_failed is not None and jobs_ended is not None:
+        reasons.append(f"failed jobs {jobs_failed:.0f} of {jobs_ended:.0f}")
+    if sbe_max is not None:
+        reasons.append(f"corrected ECC {sbe_max:.0f}")
+    said = f" ({', '.join(reasons)})" if reasons else ""
+    return (
+        f"Node {node} on {day.isoformat()}: unlike the rest of the fleet{said}; a lemon-node "
+        "candidate to drain and test"
     )

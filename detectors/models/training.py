@@ -31,6 +31,7 @@ __all__ = [
     "TrainingData",
     "TrainingResult",
     "early_waste_name",
+    "history_end",
     "load_data",
     "train_all",
 ]
@@ -88,6 +89,18 @@ def load_data(
         early={m: queries.run(con, early_waste.QUERY_EARLY, minutes=m) for m in ew.minutes},
         node_days=queries.run(con, lemon.QUERY),
     )
+
+
+def history_end(data: TrainingData) -> dt.datetime | None:
+    """The latest time the models learn from: an hour of GPU health (its start), or a job's
+    start or end (a label is a job's outcome). A model trained "at" an earlier time would be
+    stamped before its own window (None: no data)."""
+    times = [
+        t
+        for t in (data.hourly["hour"].max(), data.jobs["start_ts"].max(), data.jobs["end_ts"].max())
+        if isinstance(t, dt.datetime)
+    ]
+    return max(times, default=None)
 
 
 def _iso(value: Any) -> str | None:
@@ -227,6 +240,8 @@ def _train_early_waste(
                 "minutes": minutes,
                 "busy_below": config.busy_below,
                 "target_recall": config.target_recall,
+                # the latest end among the jobs it learnt from (each labelled by its outcome)
+                "labels_end": _iso(rows["end_ts"].max()),
             },
         )
         save(lake, card, model)

@@ -124,6 +124,25 @@ def test_train_stores_the_models_the_history_can_teach(tmp_path):
     )
 
 
+@pytest.mark.slow
+def test_train_refuses_a_now_before_the_history_it_learns_from(tmp_path):
+    # `--now 1970-01-01` stored cards stamped before their own training window
+    from collector.sim import SimConfig, simulate
+    from warehouse.attribution import AttributionConfig, attribute
+
+    lake = tmp_path / "lake"
+    simulate(SimConfig(gpus=8, days=1, seed=4), Lake.at(lake))
+    attribute(connect(lake), lake, AttributionConfig())
+    result = CliRunner().invoke(cli, ["train", "--lake", str(lake), "--now", "1970-01-01"])
+    assert result.exit_code == 1
+    assert result.output.startswith(
+        "Error: --now 1970-01-01T00:00:00+00:00 is before the end of the history the models "
+        "learn from (2026-11-0"
+    )
+    assert len(result.output.strip().splitlines()) == 1
+    assert not (lake / "_state" / "models").exists()
+
+
 def test_a_model_not_trained_again_says_the_one_stored_before_stays_in_use(tmp_path):
     # "runtime_quantiles: not trained (...)" while detect went on with last month's model
     from app.commands.train import _kept

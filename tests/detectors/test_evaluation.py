@@ -19,6 +19,7 @@ from detectors.evaluation import (
     score_job_detector,
     score_node_detector,
     score_ranking,
+    score_threshold,
     scores_table,
 )
 from tests.infra.examples import examples
@@ -203,12 +204,24 @@ def test_pooled_seeds_add_their_counts():
 
 def test_ranking_at_recall_and_the_early_waste_goal():
     labels, scores = [True, False, True, False], [0.9, 0.8, 0.7, 0.1]
-    model = score_ranking("early_waste_model_30m", "w", labels, scores, 1.0)
+    model = score_ranking("early_waste_ranking_30m", "w", labels, scores, 1.0)
     assert (model.flagged, model.true_positives) == (3, 2)
     base = score_ranking("early_waste_baseline_30m", "w", labels, [0.5] * 4, 1.0)
     assert base.precision == 0.5
     assert goal_met(model, [model, base]) is True
     assert goal_met(base, [model, base]) is None  # the baseline has no goal of its own
+
+
+def test_a_threshold_is_scored_as_given_never_picked_on_the_labels():
+    # the early-waste rows scored the threshold that reached recall 0.8 on the scored seed
+    # itself (0.81 printed), not the card's that detect raises findings with (0.70 there)
+    labels, scores = [True, True, True, True, False], [0.9, 0.8, 0.7, 0.3, 0.1]
+    deployed = score_threshold("early_waste_model_30m", "w", labels, scores, 0.75)
+    assert (deployed.flagged, deployed.found, deployed.false_alarms) == (2, 2, 0)
+    assert deployed.recall == 0.5 and deployed.extra == {"threshold": 0.75}
+    none = score_threshold("early_waste_model_30m", "w", labels, scores, None)
+    assert (none.flagged, none.recall) == (0, 0.0)  # no threshold on its card: no finding
+    assert goal_met(deployed, [deployed]) is None
 
 
 @pytest.mark.parametrize(

@@ -95,6 +95,12 @@ def test_threshold_for_recall_flags_enough_positives():
     assert ((s >= t) & (y == 1)).sum() / y.sum() >= 2 / 3
 
 
+def test_no_threshold_is_made_up_without_a_wasteful_job():
+    # it was 0.5: a threshold nothing chose or checked, and detect raised findings with it
+    y, s = np.array([0, 0, 0]), np.array([0.9, 0.5, 0.1])
+    assert early_waste.threshold_for_recall(y, s, 0.8) is None
+
+
 def test_the_model_uses_early_telemetry_where_the_baseline_cannot():
     rows, use = [], []
     draw = np.random.default_rng(7).random(60) < 0.5  # no pattern the history could learn

@@ -132,6 +132,30 @@ def test_no_early_waste_finding_is_about_a_job_the_model_learnt_from(
     assert (rows["end_ts_job"] > EARLY_TRAINED).all() or rows["end_ts_job"].is_null().any()
 
 
+def test_a_card_stamped_before_its_window_still_never_predicts_a_job_it_learnt_from(
+    lake: Path, tmp_path: Path
+) -> None:
+    # `train --now 1970-01-01` stamped a card before its own window; the exclusion of the jobs
+    # a model learnt from read the stamp, and the model "predicted" 114 jobs it had learnt
+    copy = always_wasteful(lake, tmp_path / "lake")
+    path = copy / "_state" / "models" / "early_waste_30m.json"
+    card = json.loads(path.read_text())
+    card["trained_ts"] = "1970-01-01T00:00:00+00:00"
+    path.write_text(json.dumps(card))
+    found = pl.DataFrame(predict(connect(copy), Lake.at(copy), NOW)).filter(
+        pl.col("detector") == "early_waste_model_30m"
+    )
+    jobs = pl.DataFrame(
+        connect(copy).sql("SELECT job_id, start_ts, end_ts FROM jobs_latest").arrow()
+    )
+    rows = found.join(jobs, left_on="subject_id", right_on="job_id", suffix="_job")
+    learnt = (pl.col("end_ts_job") <= EARLY_TRAINED) & (
+        pl.col("start_ts_job") <= dt.datetime.fromisoformat(card["window_end"])
+    )
+    assert rows.height == found.height > 0
+    assert rows.filter(learnt).is_empty()
+
+
 def test_model_findings_end_inside_the_data(lake: Path) -> None:
     # a failing-GPU alarm ended a day (its horizon) after its last hour, past the data's end,
     # and `gpuledger check` failed on it; a run-time finding stayed open once its job ended
@@ -169,6 +193,43 @@ def test_a_failing_gpu_model_with_no_held_out_failure_raises_no_finding(
     card["threshold"] = 0.5  # what such a card held before
     path.write_text(json.dumps(card))
     assert failing(copy) == 0
+
+
+def test_an_early_waste_model_with_no_wasteful_job_held_out_raises_no_finding(
+    lake: Path, tmp_path: Path
+) -> None:
+    # its held-out part (the last 30 % of the history) held no wasteful job: the model was
+    # stored with a threshold of 0.5 that nothing chose or checked, and raised findings with it
+    from dataclasses import replace
+
+    from app.commands.train import _not_evaluated
+    from detectors.models.early_waste import EarlyWasteConfig
+    from detectors.models.training import _train_early_waste
+
+    def early(root: Path) -> int:
+        found = pl.DataFrame(predict(connect(root), Lake.at(root), NOW))
+        return found.filter(pl.col("detector").str.starts_with("early_waste_model")).height
+
+    copy = always_wasteful(lake, tmp_path / "lake")
+    assert early(copy) > 0
+    data = load_data(connect(copy))
+    late = pl.col("start_ts") > data.jobs["start_ts"].quantile(0.5)
+    clean = data.jobs.with_columns(
+        pl.when(late).then(0.0).otherwise(pl.col("low_busy_frac")).alias("low_busy_frac")
+    )
+    cards = _train_early_waste(replace(data, jobs=clean), Lake.at(copy), NOW, EarlyWasteConfig())
+    assert [c.metrics["held_out_wasteful"] for c in cards] == [0, 0]
+    assert [c.threshold for c in cards] == [None, None]
+    assert all(
+        "no wasteful job fell in its held-out data" in (_not_evaluated(c) or "") for c in cards
+    )
+    assert early(copy) == 0
+    # a card stored so before (its threshold the default 0.5) raises none either
+    path = copy / "_state" / "models" / "early_waste_30m.json"
+    card = json.loads(path.read_text())
+    card["threshold"] = 0.5
+    path.write_text(json.dumps(card))
+    assert early(copy) == 0
 
 
 def test_early_waste_at_stake_is_at_most_what_the_job_held_after_the_prediction(
@@ -249,7 +310,7 @@ def test_an_early_prediction_is_made_only_where_its_clusters_data_reach_its_minu
     last = everything.sort("start_ts").row(-1, named=True)
     # the data end 13 minutes into the last flagged job: no "30 min in" for it any more
     end = last["start_ts"] - dt.timedelta(minutes=30) + dt.timedelta(minutes=13)
-    cut = flagged(pl.DataFrame({"cluster": ["sim"], "data_end": [end]}))
+    cut = flagged(pl.DataFrame({"cluster": ["sim"], "data_end": [later], "telemetry_end": [end]}))
     assert last["subject_id"] not in cut["subject_id"].to_list()
     assert (cut["detected_ts"] <= end).all() and cut.height < everything.height
 
@@ -291,8 +352,31 @@ def test_a_run_time_finding_on_a_job_past_the_telemetry_ends_after_it_starts(lak
     con = connect(lake)
     (now,) = con.execute("SELECT max(data_end) FROM data_extent").fetchone() or (None,)
     data = load_data(con)
-    ends = pl.DataFrame({"cluster": ["sim"], "data_end": [cut]})
+    ends = pl.DataFrame({"cluster": ["sim"], "data_end": [now], "telemetry_end": [cut]})
     found = pl.DataFrame(predict_frames(model_frames(Lake.at(lake), data, now, ends), now))
     runtime = found.filter(pl.col("detector") == "runtime_quantiles_model")
     assert runtime.filter(pl.col("start_ts") > cut).height > 0
     assert (runtime["end_ts"] >= runtime["start_ts"]).all()
+
+
+def test_model_findings_on_a_cluster_without_telemetry_end_at_its_data_not_the_clock(
+    lake: Path, tmp_path: Path
+) -> None:
+    # a cluster with only its scheduler's records (no samples, no events): "now" was the wall
+    # clock, and a run-time finding about a running job ran to it, past the data's end
+    # (`gpuledger check`: findings_in_data)
+    root = tmp_path / "notel"
+    simulate(SimConfig(gpus=16, days=3, seed=11), Lake.at(root))
+    for table in ("gpu_samples", "gpu_events"):
+        shutil.rmtree(root / table)
+    con = connect(root)
+    attribute(con, root, AttributionConfig())
+    shutil.copytree(lake / "_state" / "models", root / "_state" / "models", dirs_exist_ok=True)
+    (data_end,) = con.execute("SELECT max(data_end) FROM data_extent").fetchone() or (None,)
+    assert isinstance(data_end, dt.datetime)
+    clock = data_end + dt.timedelta(hours=1)  # the run's clock, an hour on
+    found = pl.DataFrame(predict(con, Lake.at(root), clock))
+    runtime = found.filter(pl.col("detector") == "runtime_quantiles_model")
+    assert runtime.height > 0
+    assert (found["end_ts"].drop_nulls() <= data_end).all()
+    assert (runtime["end_ts"] == data_end).all()
