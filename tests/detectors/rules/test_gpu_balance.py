@@ -67,6 +67,24 @@ def test_a_gpu_at_half_the_median_activity_is_a_straggler(tmp_path):
     assert "runs at 50% of the job's median" in finding["message"]
 
 
+def test_several_stragglers_of_one_job_share_its_loss_never_count_it_twice(tmp_path):
+    # 8 GPUs for 1 h, busy 0.6; GPUs 6 and 7 at 0.3 and 0.15. The job waits for its slowest:
+    # 8 GPU-h × (1 - 0.15/0.6) = 6 GPU-h lost once, split 0.5 : 0.75 between the two (each
+    # counted its own 8 × (1 - ratio): 4 + 6 = 10 GPU-h, more than the job's 8 observed)
+    busy = {6: 0.3, 7: 0.15}
+    days = [device_day("7", g, busy=busy.get(g, 0.6)) for g in range(8)]
+    found = run(tmp_path, days, [job("7", 0, 3600, gpus=8)])
+
+    by_gpu = {f["subject_id"]: f for f in found}
+    assert set(by_gpu) == {"GPU-g001-6", "GPU-g001-7"}
+    assert sum(f["gpu_h_at_stake"] for f in found) == pytest.approx(6.0)
+    assert by_gpu["GPU-g001-7"]["gpu_h_at_stake"] == pytest.approx(6.0 * 0.75 / 1.25)
+    assert (
+        "3.6 of the 6.0 GPU-h the job lost waiting for its 2 slow GPUs"
+        in (by_gpu["GPU-g001-7"]["message"])
+    )
+
+
 def test_a_gpu_at_80_percent_of_the_median_is_not_a_straggler(tmp_path):
     days = [device_day("6", g, busy=0.48 if g == 3 else 0.6) for g in range(4)]
     assert run(tmp_path, days, [job("6", 0, 3600, gpus=4)]) == []
