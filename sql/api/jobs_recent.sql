@@ -33,7 +33,11 @@ SELECT
     CASE
         WHEN j.end_ts IS NOT NULL THEN epoch(j.end_ts) - epoch(j.start_ts)
         WHEN j.start_ts IS NOT NULL
-            THEN greatest(coalesce(d.end_e, epoch(j.updated_ts)), epoch(j.updated_ts))
+            THEN greatest(
+                coalesce(d.end_e, epoch(j.updated_ts)),
+                epoch(j.updated_ts),
+                epoch(j.start_ts)  -- (a job that started after the data's end ran no time yet)
+            )
                 - epoch(j.start_ts)
     END AS runtime_s,
     u.alloc_gpu_h,

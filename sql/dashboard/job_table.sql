@@ -39,7 +39,11 @@ SELECT
     (
         CASE
             WHEN u.end_ts IS NOT NULL THEN epoch(u.end_ts)
-            ELSE greatest(coalesce(d.end_e, epoch(j.updated_ts)), epoch(j.updated_ts))
+            ELSE greatest(
+                coalesce(d.end_e, epoch(j.updated_ts)),
+                epoch(j.updated_ts),
+                epoch(u.start_ts)  -- (a job that started after the data's end ran no time yet)
+            )
         END - epoch(u.start_ts)
     ) / 3600.0 AS runtime_h,
     u.alloc_gpu_h,

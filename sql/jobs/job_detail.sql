@@ -63,7 +63,11 @@ SELECT
     j.source,
     CASE
         WHEN j.end_ts IS NOT NULL THEN epoch(j.end_ts) - epoch(j.start_ts)
-        ELSE greatest(coalesce(s.end_e, epoch(j.updated_ts)), epoch(j.updated_ts))
+        ELSE greatest(
+            coalesce(s.end_e, epoch(j.updated_ts)),
+            epoch(j.updated_ts),
+            epoch(j.start_ts)  -- (a job that started after the data's end ran no time yet)
+        )
             - epoch(j.start_ts)
     END AS runtime_s,
     u.alloc_gpu_h,

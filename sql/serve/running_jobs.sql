@@ -29,7 +29,11 @@ WITH running AS (
         j.partition,
         coalesce(j.gpus, 0) AS gpus,
         j.start_ts,
-        greatest(coalesce(d.end_e, epoch(j.updated_ts)), epoch(j.updated_ts))
+        greatest(
+            coalesce(d.end_e, epoch(j.updated_ts)),
+            epoch(j.updated_ts),
+            epoch(j.start_ts)  -- (a job that started after the data's end ran no time yet)
+        )
             - epoch(j.start_ts) AS running_s
     FROM jobs_latest AS j
     JOIN data_extent AS e

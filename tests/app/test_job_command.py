@@ -474,3 +474,17 @@ def test_energy_known_of_some_gpus_says_of_which(tmp_path):
     assert result.exit_code == 0, result.output
     assert "Energy: 0.30 kWh" in result.output
     assert "of 1 of its 2 GPUs: the other reported no power" in result.output
+
+
+def test_a_job_that_started_after_the_datas_end_has_run_no_time_yet(tmp_path):
+    # a trace's snapshot: the job started an hour after the last sample, its record's last
+    # time earlier still ("Run Time: -1-23:00:00")
+    r.build_lake(
+        tmp_path,
+        samples=r.samples(range(0, 3600, 30), engine_active=0.5),
+        jobs=[r.job("late", 7200, None, state="RUNNING", updated_ts=r.at(0))],
+        job_gpus=[r.job_gpu("late", 7200, None, gpu_index=1)],
+    )
+    report = json.loads(invoke("job", "late", "--lake", str(tmp_path), "--format", "json").output)
+
+    assert report["job"]["runtime_s"] == 0
