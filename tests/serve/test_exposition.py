@@ -285,3 +285,35 @@ def test_label_values_are_escaped():
     text = render_metrics(Figures(**frames), ServeSettings())
 
     assert 'gpuledger_recommendations{cluster="a\\"b\\\\c\\nd",kind="k"} 1' in text
+
+
+def test_a_poll_after_the_last_sample_moves_neither_now_nor_another_jobs_run_time(tmp_path):
+    # samples to 1230 s (the 1200-s bucket holds 30 s of them); j1's record was collected at
+    # 1500, a pending job submitted at 1800. "Now" was the 1200 bucket (it ended before 1800:
+    # "whole"), read as 2 of 3 GPUs unobserved; j2 ran to 1800, the latest record of any job
+    # (`gpuledger job` says 1230)
+    times = range(0, 1230, 30)
+    r.build_lake(
+        tmp_path,
+        samples=r.samples(times, gpu_index=0, engine_active=0.5)
+        + r.samples(times, gpu_index=1, engine_active=0.0)
+        + r.samples(times, node="g002", engine_active=1.0),
+        jobs=[
+            r.job("j1", 0, None, gpus=2, state="RUNNING", updated_ts=r.at(1500)),
+            r.job("j2", 0, None, state="RUNNING", nodes=["g002"], updated_ts=r.at(600)),
+            {**r.job("p", 1800, None, state="PENDING"), "start_ts": None},
+        ],
+        job_gpus=[
+            r.job_gpu("j1", 0, None, gpu_index=0),
+            r.job_gpu("j1", 0, None, gpu_index=1),
+            r.job_gpu("j2", 0, None, node="g002"),
+        ],
+        gpus=[r.gpu(), r.gpu(gpu_index=1), r.gpu("g002")],
+    )
+    m = render(tmp_path)
+    states = {dict(k)["state"]: v for k, v in m["gpuledger_cluster_gpus"].items()}
+
+    assert states["unobserved"] == pytest.approx(0)  # the 900-s bucket, whole
+    assert states["active"] == pytest.approx(2) and states["idle"] == pytest.approx(1)
+    assert series(m, "gpuledger_job_running_seconds", job_id="j1") == pytest.approx(1500)
+    assert series(m, "gpuledger_job_running_seconds", job_id="j2") == pytest.approx(1230)
