@@ -288,16 +288,16 @@ def test_label_values_are_escaped():
 
 
 def test_a_poll_after_the_last_sample_moves_neither_now_nor_another_jobs_run_time(tmp_path):
-    # samples to 1230 s (the 1200-s bucket holds 30 s of them); j1's record was collected at
-    # 1500, a pending job submitted at 1800. "Now" was the 1200 bucket (it ended before 1800:
-    # "whole"), read as 2 of 3 GPUs unobserved; j2 ran to 1800, the latest record of any job
-    # (`gpuledger job` says 1230)
+    # samples to 1230 s (the 1200-s bucket holds 30 s of g001's, none of g002's, which stops
+    # at 1200); j1's record was collected at 1500, a pending job submitted at 1800. "Now" was
+    # the 1200 bucket (it ended before 1800: "whole"), read as g002 unobserved; j2 ran to 1800,
+    # the latest record of any job (`gpuledger job` says 1230)
     times = range(0, 1230, 30)
     r.build_lake(
         tmp_path,
         samples=r.samples(times, gpu_index=0, engine_active=0.5)
         + r.samples(times, gpu_index=1, engine_active=0.0)
-        + r.samples(times, node="g002", engine_active=1.0),
+        + r.samples(range(0, 1200, 30), node="g002", engine_active=1.0),
         jobs=[
             r.job("j1", 0, None, gpus=2, state="RUNNING", updated_ts=r.at(1500)),
             r.job("j2", 0, None, state="RUNNING", nodes=["g002"], updated_ts=r.at(600)),
