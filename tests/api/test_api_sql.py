@@ -98,3 +98,32 @@ def test_jobs_recent_newest_first_within_the_window(con):
     assert ids(start=r.at(27 * H)) == ["y1"]  # x1 ended at 26 h
     assert ids(end=r.at(28 * H)) == ["x1"]  # y1 started at 28 h
     assert ids(cluster="other") == []
+
+
+def test_a_running_jobs_runtime_is_the_job_reports(tmp_path):
+    # run: 2 GPUs from 0, its record collected at 2 h, the samples to 1 h; requeued: ran
+    # [0, 0.5 h) on GPU 2, then again from 0.75 h. `gpuledger job` says 2 h, and 15 min since
+    # the latest start; the list said GPU-hours ÷ GPUs: 1 h, and 0.5 h + 0.25 h
+    span = range(0, int(H), 30)
+    con = r.build_lake(
+        tmp_path,
+        samples=r.samples(span, gpu_index=0)
+        + r.samples(span, gpu_index=1)
+        + r.samples(span, gpu_index=2),
+        jobs=[
+            r.job("run", 0, None, gpus=2, state="RUNNING", updated_ts=r.at(2 * H)),
+            r.job("requeued", 0.75 * H, None, state="RUNNING", updated_ts=r.at(0.5 * H)),
+        ],
+        job_gpus=[
+            r.job_gpu("run", 0, None, gpu_index=0),
+            r.job_gpu("run", 0, None, gpu_index=1),
+            r.job_gpu("requeued", 0, 0.5 * H, gpu_index=2),
+            r.job_gpu("requeued", 0.75 * H, None, gpu_index=2),
+        ],
+    )
+    frame = queries.run(
+        con, "api/jobs_recent", cluster=None, user=None, start=r.at(0), end=r.at(48 * H), limit=10
+    )
+    runtime = dict(frame.select("job_id", "runtime_s").rows())
+
+    assert runtime == {"run": pytest.approx(2 * H), "requeued": pytest.approx(0.25 * H)}
