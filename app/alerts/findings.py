@@ -161,11 +161,15 @@ def from_row(row: dict[str, Any]) -> FindingContext:
     return FindingContext(**values)
 
 
-def load_findings(con: duckdb.DuckDBPyConnection, since: dt.datetime) -> list[FindingContext]:
-    """Every finding (re)detected since `since` (latest version each), oldest detection first."""
+def load_findings(
+    con: duckdb.DuckDBPyConnection, since: dt.datetime, now: dt.datetime | None = None
+) -> list[FindingContext]:
+    """Every finding (re)detected since `since` (latest version each), oldest detection first;
+    with `now` (the alerter's clock), a cluster whose data end before it counts back from its
+    data's end by as much (a model's finding is stamped in the data's time)."""
     from warehouse import queries
 
-    frame = queries.run(con, QUERY, since=since)
+    frame = queries.run(con, QUERY, since=since, now=now)
     return [from_row(row) for row in frame.iter_rows(named=True)]
 
 

@@ -65,11 +65,11 @@ def _connect_kube(context: str) -> KubernetesApi:
     return connect_kubernetes(context=context)
 
 
-def _read_findings(lake: Lake, since: dt.datetime) -> list[FindingContext]:
+def _read_findings(lake: Lake, since: dt.datetime, now: dt.datetime) -> list[FindingContext]:
     import duckdb
 
     try:  # read again where `attribute`, a detector or compaction replaced a file meanwhile
-        return lake.read_settled(lambda: load_findings(lake.connect(), since))
+        return lake.read_settled(lambda: load_findings(lake.connect(), since, now))
     except duckdb.Error as exc:  # (one line, not a traceback: the next run reads them)
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise FindingsUnavailable(f"the findings could not be read: {reason}") from None
@@ -86,7 +86,8 @@ class Seams:
     run_action: ActionRunner = field(default_factory=SubprocessRunner)
     kube_api: KubeApiFactory = _connect_kube
     after_send: Callable[[StoredMessage], None] | None = None
-    read_findings: Callable[[Lake, dt.datetime], list[FindingContext]] = _read_findings
+    # (lake, since, now): the findings of the lookback window (findings_context's rule)
+    read_findings: Callable[[Lake, dt.datetime, dt.datetime], list[FindingContext]] = _read_findings
 
 
 @dataclass
@@ -236,8 +237,9 @@ def run_cycle(
     if not lake.exists():
         raise AppError(f"lake {str(lake)!r} does not exist (--lake or GPULEDGER_LAKE)")
     directory = load_directory(cfg.directory, cfg.email_domain, cfg.opt_out)
-    since = seams.clock() - dt.timedelta(hours=cfg.lookback_hours)
-    findings = seams.read_findings(lake, since)
+    read_at = seams.clock()
+    since = read_at - dt.timedelta(hours=cfg.lookback_hours)
+    findings = seams.read_findings(lake, since, read_at)
     if cfg.action == "scancel":  # the fixes' commands name the Slurm cluster mapped to
         findings = [replace(f, slurm_name=cfg.endpoint(f.cluster)) for f in findings]
     report = CycleReport(findings=len(findings))

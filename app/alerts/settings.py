@@ -213,7 +213,9 @@ class AlertsConfig:
     # what to alert on
     lookback_hours: float = setting(
         168.0,
-        "Only findings (re)detected within this many hours are considered.",
+        "Only findings (re)detected within this many hours are considered (counted back from "
+        "the clock, or from a cluster's data end where its data stop earlier: a model stamps "
+        "its findings in the data's time).",
         positive_at_most_a_year,
     )
     min_severity: str = setting("warn", "Findings below this severity are not sent.", _severity)

@@ -1,9 +1,14 @@
 -- findings_context: every finding (its latest version) with what a message about it needs.
 --
 -- Grain:   one row per (cluster, finding_id)
--- Reads:   findings, jobs_latest, job_usage
+-- Reads:   findings, data_extent, jobs_latest, job_usage
 -- Params:
 --   $since  timestamp: only findings (re)detected at or after it
+--   $now    timestamp: the alerter's clock (NULL: $since as it is). A cluster whose data end
+--           before it has its window moved back by as much: a model stamps a finding with the
+--           data's time it was predictable at, a rule with the clock of the run that found it,
+--           and a lake whose data stopped a week ago kept the rules' findings and dropped every
+--           prediction (the failing-GPU alarms among them)
 -- Returns: the finding's columns; the job's name, raw id (a pod's UID), submit time,
 --          partition, state, interactive flag, time limit, nodes and GPU activity (null when the finding is not about a known job);
 --          the user's rank by GPU-hours at stake among the cluster's users with findings
@@ -13,12 +18,17 @@
 -- (ties: the larger gpu_h_at_stake).
 
 WITH latest AS (
-    SELECT *
-    FROM findings
-    WHERE detected_ts >= $since
+    SELECT f.*
+    FROM findings AS f
+    LEFT JOIN data_extent AS e
+        ON e.cluster = f.cluster
+    WHERE f.detected_ts >= CASE
+        WHEN $now IS NOT NULL AND e.data_end < $now THEN $since - ($now - e.data_end)
+        ELSE $since
+    END
     QUALIFY row_number() OVER (
-        PARTITION BY cluster, finding_id
-        ORDER BY detected_ts DESC, gpu_h_at_stake DESC NULLS LAST, end_ts DESC NULLS LAST
+        PARTITION BY f.cluster, f.finding_id
+        ORDER BY f.detected_ts DESC, f.gpu_h_at_stake DESC NULLS LAST, f.end_ts DESC NULLS LAST
     ) = 1
 ),
 

@@ -200,11 +200,11 @@ def test_follow_survives_a_findings_read_that_fails_once(tmp_path, smtp_server):
     lake, cfg = _one_critical_finding_by_email(tmp_path, smtp_server)
     calls = []
 
-    def flaky(lake_dir, since):
+    def flaky(lake_dir, since, now):
         calls.append(since)
         if len(calls) == 1:
             raise FindingsUnavailable("a file was replaced during the read")
-        return _read_findings(lake_dir, since)
+        return _read_findings(lake_dir, since, now)
 
     seams = Seams(sleep=lambda s: None, read_findings=flaky)
     follow(Lake.at(lake), cfg, seams, 0.1, lambda: len(calls) >= 2)

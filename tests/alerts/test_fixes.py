@@ -123,6 +123,6 @@ def test_the_commands_name_the_slurm_cluster_the_alerts_map_the_findings_cluster
 
     (tmp_path / "lake").mkdir()
     cfg = alerts_config(tmp_path, {"GPULEDGER_ALERTS_ACTION_CLUSTERS": "alpha=a,beta=slurm-beta"})
-    seams = Seams(clock=lambda: NOW, read_findings=lambda lake, since: [idle])
+    seams = Seams(clock=lambda: NOW, read_findings=lambda lake, since, now: [idle])
     report = run_cycle(Lake.at(tmp_path / "lake"), cfg, seams, dry_run=True)
     assert [n.finding.slurm_name for n in report.notices] == ["slurm-beta"]

@@ -479,3 +479,32 @@ def test_a_users_rank_counts_each_of_their_jobs_once(tmp_path):
 
     ranks = {f.user: (f.user_rank, f.user_gpu_h_at_stake) for f in found}
     assert ranks == {"bob": (1, pytest.approx(15.0)), "alice": (2, pytest.approx(10.0))}
+
+
+def test_a_lake_whose_data_stopped_keeps_its_predictions_in_the_lookback(tmp_path):
+    # the data end 10 days before the alerter's clock: a rule's finding is stamped with the
+    # clock of the run that found it, a model's with the data's time it was predictable at;
+    # a week's lookback from the clock kept the rule's and dropped the prediction
+    lake = tmp_path / "lake"
+    stale = NOW - dt.timedelta(days=10)
+    land(lake, "jobs", [job(start_ts=stale - 130 * MIN, updated_ts=stale)])
+    land(
+        lake,
+        "findings",
+        [
+            finding(finding_id="rule", detected_ts=NOW - 5 * MIN),
+            finding(
+                finding_id="model",
+                detector="early_waste_model_15m",
+                predicted=True,
+                detected_ts=stale - 115 * MIN,
+            ),
+            finding(finding_id="old", detected_ts=stale - dt.timedelta(days=8)),
+        ],
+    )
+    week = dt.timedelta(days=7)
+
+    found = load_findings(connect(lake), NOW - week, NOW)
+    assert sorted(f.finding_id for f in found) == ["model", "rule"]
+    # without the clock, the window is as given
+    assert [f.finding_id for f in load_findings(connect(lake), NOW - week)] == ["rule"]

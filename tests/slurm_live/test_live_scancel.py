@@ -94,7 +94,7 @@ def escalate(tmp_path: Path, cfg: AlertsConfig, f: FindingContext) -> CycleRepor
             sleep=lambda s: None,
             channels=channels,
             run_action=SubprocessRunner(),
-            read_findings=lambda lake, since: [f],
+            read_findings=lambda lake, since, now: [f],
         )
         report = run_cycle(Lake.at(lake), cfg, seams)
     assert any("Final notice" in m.payload.get("subject", "") for m in channels.sent)
