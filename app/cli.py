@@ -163,7 +163,8 @@ def simulate(
     notebooks, idle and partially idle jobs, hung NCCL jobs, memory holders, oversized time
     limits, stragglers, a hot node and GPUs that degrade and fail. Every injected behaviour is
     in the sim_truth table. Re-running with the same options changes nothing; other options
-    into a lake that holds the cluster are refused (the two runs' days and jobs would mix).
+    into a lake that holds the cluster are refused (the two runs' days and jobs would mix), and
+    so is a cluster that holds another source's jobs or samples (an imported trace's).
     """
     _simulate(lake, gpus, days, seed, cluster, interval, start, quiet)
 

@@ -35,12 +35,16 @@ def philly(directory: Path, cluster: str, lake: Lake, quiet: bool) -> None:
     DIR holds cluster_job_log, cluster_gpu_util and cluster_machine_list, each plain or
     gzipped (name.gz). Lands jobs (Pass → COMPLETED, Failed → FAILED, Killed → CANCELLED),
     job_gpus (one row per attempt, machine and GPU), gpu_samples (one per machine, minute and
-    GPU; NA, empty and out-of-range cells as null) and the gpus inventory. Job-log times are UTC;
+    GPU with a value; an NA, empty or out-of-range cell is no sample: that minute is
+    unobserved) and the gpus inventory. Job-log times are UTC;
     cluster_gpu_util times are US-Pacific and converted by their PDT/PST suffix. Where jobs or
     samples use more GPUs than cluster_machine_list gives a machine (msr-fiddle/philly-traces#8),
-    the trace wins. Malformed lines are skipped and counted. Importing the same DIR again
-    replaces instead of duplicating; a cluster that holds another source's jobs or samples is
-    refused (the trace is a cluster of its own).
+    the trace wins (an empty cluster_machine_list is warned of: the inventory is then the
+    trace's alone). A job killed before any attempt held 0 GPUs (its size is not in the trace).
+    Malformed lines are skipped and counted; a file that cannot be read whole fails the import
+    with nothing landed. Importing the same DIR again replaces instead of duplicating; a
+    cluster that holds another source's jobs or samples is refused (the trace is a cluster of
+    its own).
     Run `gpuledger attribute` afterwards to give samples their jobs and build the marts.
     """
     from collector.sources.philly.trace import find_trace_files, import_philly
@@ -70,6 +74,14 @@ def philly(directory: Path, cluster: str, lake: Lake, quiet: bool) -> None:
         )
         + "."
     )
+    if result.machine_list_empty:
+        click.echo(
+            f"Warning: {find_trace_files(directory).machine_list} lists no machine (empty or "
+            "unreadable): the inventory comes from cluster_gpu_util and cluster_job_log alone, "
+            "so a machine they never show is missing and a machine's GPU count is only what "
+            "they show in use.",
+            err=True,
+        )
     notes = []
     if result.invalid_values:
         notes.append(
@@ -78,7 +90,7 @@ def philly(directory: Path, cluster: str, lake: Lake, quiet: bool) -> None:
         )
     if result.attempts_without_times:
         notes.append(f"{result.attempts_without_times:,} attempts without start/end not landed")
-    if result.machines_recounted:
+    if result.machines_recounted and not result.machine_list_empty:
         notes.append(
             f"{result.machines_recounted:,} machines hold more GPUs than cluster_machine_list "
             "says (msr-fiddle/philly-traces#8); their GPU count was taken from the trace"

@@ -28,7 +28,7 @@ from collector.sources.slurm.assoc import AssociationRow, associations_table
 from warehouse import layout
 from warehouse.arrow_arrays import TIMESTAMP
 from warehouse.lake import Lake
-from warehouse.writer import write_batch
+from warehouse.writer import foreign_file, write_batch
 
 __all__ = [
     "SimConfig",
@@ -478,6 +478,20 @@ def _refuse_other_options(cfg: SimConfig, lake: Lake) -> None:
     )
 
 
+def _refuse_other_sources(cfg: SimConfig, lake: Lake) -> None:
+    """ConfigError where `lake` holds rows of `cfg.cluster` that the simulator did not land (an
+    imported trace, a collector's): the simulated jobs and samples would mix with them and
+    count in their figures, with nothing to tell them apart."""
+    for table in ("jobs", "job_gpus", "gpu_samples"):
+        other = foreign_file(lake.root, table, cfg.cluster, f"sim-{cfg.cluster}")
+        if other is not None:
+            raise ConfigError(
+                f"cluster {cfg.cluster!r} already holds {table} that were not simulated "
+                f"({str(other)!r}): simulate under a cluster name of its own (e.g. --cluster "
+                "sim), or into another --lake"
+            )
+
+
 def _record_options(cfg: SimConfig, lake: Lake) -> None:
     recorded = _simulated(lake)
     recorded[cfg.cluster] = _options(cfg)
@@ -497,11 +511,13 @@ def simulate(
     progress: Callable[[int, int], None] | None = None,
 ) -> SimResult:
     """Simulate `cfg` and land it in `lake`; the same config lands the same rows. ConfigError
-    where the lake holds `cfg.cluster` simulated with other options (they would mix).
+    where the lake holds `cfg.cluster` simulated with other options, or rows of `cfg.cluster`
+    from another source (they would mix).
 
     `progress(done, total)` is called after each day-slice of telemetry is landed.
     """
     cfg.validate()
+    _refuse_other_sources(cfg, lake)
     _refuse_other_options(cfg, lake)
     _record_options(cfg, lake)  # before the first row: a run stopped part way is refused too
     rng = np.random.default_rng([cfg.seed, 1])
@@ -573,6 +589,7 @@ def simulate_records(cfg: SimConfig, lake: Lake) -> SimResult:
     """Land `cfg`'s fleet, jobs, allocations and associations without telemetry: what a
     scheduler replay reads (`gpuledger bench`'s replay scenario), at any size, in seconds."""
     cfg.validate()
+    _refuse_other_sources(cfg, lake)
     rng = np.random.default_rng([cfg.seed, 1])  # as `simulate` draws: the same records
     world = build_world(cfg, rng)
     t0_ms = int(cfg.start.timestamp() * 1000)

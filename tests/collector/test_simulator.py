@@ -218,6 +218,37 @@ def test_other_options_into_a_simulated_cluster_are_refused_before_anything_land
     simulate(SimConfig(cluster="other", gpus=8, days=2, seed=3), Lake.at(tmp_path))
 
 
+def test_a_cluster_holding_an_imported_trace_is_refused_before_anything_lands(
+    tmp_path: Path,
+) -> None:
+    # simulated into the cluster of an imported Philly trace, 30 simulated jobs mixed into the
+    # trace's 86 (a replay then said "116 GPU jobs submitted 2017-09-20 … 2026-11-02")
+    from click.testing import CliRunner
+
+    from app.cli import cli
+    from collector.sim.runner import simulate_records
+    from collector.sources.philly.trace import import_philly
+
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "philly"
+    lake = tmp_path / "lake"
+    import_philly(fixture, "philly", Lake.at(lake))
+    files = {p: p.stat().st_mtime_ns for p in lake.rglob("*.parquet")}
+    state = sorted(p.name for p in (lake / "_state").iterdir())
+
+    args = ["simulate", "--lake", str(lake), "--cluster", "philly", "--gpus", "8", "--days", "1"]
+    result = CliRunner().invoke(cli, [*args, "-q"])
+    assert result.exit_code == 1, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1, result.output
+    assert "cluster 'philly' already holds jobs that were not simulated" in errors[0]
+    with pytest.raises(ConfigError, match="already holds jobs that were not simulated"):
+        simulate_records(SimConfig(cluster="philly", gpus=8, days=1), Lake.at(lake))
+    assert {p: p.stat().st_mtime_ns for p in lake.rglob("*.parquet")} == files
+    assert sorted(p.name for p in (lake / "_state").iterdir()) == state  # no options recorded
+    # a cluster of its own simulates
+    simulate(SimConfig(cluster="sim", gpus=8, days=1, interval_s=3600), Lake.at(lake))
+
+
 @pytest.mark.slow
 def test_attributing_again_changes_nothing(tmp_path: Path) -> None:
     lake = tmp_path / "lake"

@@ -19,11 +19,13 @@ import pytest
 from click.testing import CliRunner
 
 from app.commands.philly import command
+from collector.errors import CollectorError, MalformedSample
 from collector.sources.philly.trace import ImportResult
 from tests.importers.philly_lake import FIXTURE, attributed_philly_lake, import_fixture
 from warehouse.attribution import AttributionConfig, attribute
 from warehouse.connection import connect
 from warehouse.schema import RAW_TABLES
+from warehouse.writer import write_batch
 
 PACIFIC_OFFSET_H = {"PDT": 7, "PST": 8}  # local + offset = UTC
 
@@ -386,3 +388,113 @@ def test_a_malformed_util_line_is_skipped_and_reported_by_the_command(tmp_path):
     assert result.exit_code == 0, result.output
     assert "1 malformed lines skipped (cluster_gpu_util 1)" in result.output
     assert "line 1871" in result.output
+
+
+# ---------------------------------------------------------------- a failed import lands nothing
+
+
+def _files(root: Path) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for p in sorted(root.rglob("*.parquet"))}
+
+
+def _truncated_trace(tmp_path: Path) -> Path:
+    folder = tmp_path / "truncated"
+    folder.mkdir()
+    for name in ("cluster_job_log", "cluster_machine_list"):
+        shutil.copy(FIXTURE / name, folder / name)
+    gz = (FIXTURE / "cluster_gpu_util.gz").read_bytes()
+    (folder / "cluster_gpu_util.gz").write_bytes(gz[:10_000])
+    return folder
+
+
+def test_a_truncated_util_file_fails_the_import_with_nothing_landed(tmp_path):
+    # the jobs and their allocations had landed before the util file failed: half a cluster,
+    # with no samples and no inventory
+    lake = tmp_path / "lake"
+    result = CliRunner().invoke(
+        command, ["philly", str(_truncated_trace(tmp_path)), "--cluster", "p", "--lake", str(lake)]
+    )
+    assert result.exit_code == 1, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and "cannot read past byte 10000" in errors[0], result.output
+    assert "nothing was landed: the lake is as it was before this import" in errors[0]
+    assert _files(lake) == {}
+    assert not list((lake / "_state").glob("philly-import-*"))  # no staged samples left
+
+
+def test_a_truncated_util_file_leaves_an_earlier_import_as_it_was(tmp_path):
+    lake = tmp_path / "lake"
+    _import(lake)
+    before = _files(lake)
+    with pytest.raises(MalformedSample, match="nothing was landed"):
+        _import(lake, _truncated_trace(tmp_path))
+    assert _files(lake) == before
+
+
+def test_a_failure_while_landing_removes_what_a_first_import_landed(tmp_path, monkeypatch):
+    from collector.sources.philly import trace
+
+    def failing(root: Path, table: str, rows: Any, batch_id: str) -> list[Path]:
+        if batch_id.endswith("-gpus"):  # the last batch: the others have landed
+            raise OSError(28, "No space left on device")
+        return write_batch(root, table, rows, batch_id)
+
+    monkeypatch.setattr(trace, "write_batch", failing)
+    lake = tmp_path / "lake"
+    with pytest.raises(CollectorError, match="what it had landed was removed"):
+        _import(lake)
+    assert _counts(lake) == dict.fromkeys(RAW_TABLES, 0)
+    # into a cluster an earlier import landed, it says the cluster holds part of each
+    monkeypatch.setattr(trace, "write_batch", write_batch)
+    _import(lake)
+    monkeypatch.setattr(trace, "write_batch", failing)
+    with pytest.raises(CollectorError, match="part of this import and part of the last one"):
+        _import(lake)
+
+
+# ---------------------------------------------------------------- an empty machine list
+
+
+def test_an_empty_machine_list_is_a_warning_not_a_silent_smaller_inventory(tmp_path):
+    # 568 GPUs instead of 2,928, with a note that 84 machines hold more GPUs than the list says
+    folder = tmp_path / "trace"
+    shutil.copytree(FIXTURE, folder)
+    (folder / "cluster_machine_list").write_bytes(b"")
+    result = CliRunner().invoke(
+        command, ["philly", str(folder), "--cluster", "p", "--lake", str(tmp_path / "lake")]
+    )
+    assert result.exit_code == 0, result.output
+    warnings = [line for line in result.output.splitlines() if line.startswith("Warning:")]
+    assert len(warnings) == 1, result.output
+    assert "cluster_machine_list lists no machine (empty or unreadable)" in warnings[0]
+    assert "inventory comes from cluster_gpu_util and cluster_job_log alone" in warnings[0]
+    assert "hold more GPUs than cluster_machine_list says" not in result.output
+    assert (
+        "Warning:"
+        not in CliRunner()
+        .invoke(command, ["philly", str(FIXTURE), "--cluster", "p", "--lake", str(tmp_path / "l2")])
+        .output
+    )
+
+
+# ---------------------------------------------------------------- a job killed before it ran
+
+
+def test_a_job_killed_before_any_attempt_is_not_a_gpu_job_of_the_replay(tmp_path):
+    # it was replayed as a 1-GPU job and counted among the "GPU jobs": the trace does not say
+    # how many GPUs it asked for
+    from detectors.replay.workload import load_workload
+
+    folder = tmp_path / "trace"
+    shutil.copytree(FIXTURE, folder)
+    log = json.loads((folder / "cluster_job_log").read_text())
+    killed = {**log[0], "jobid": "application_x_killed", "status": "Killed", "attempts": []}
+    (folder / "cluster_job_log").write_text(json.dumps([*log, killed]))
+    lake = tmp_path / "lake"
+    assert _import(lake, folder).jobs == 87
+    con = connect(lake)
+    row = _one(con, "SELECT gpus, gpus_requested FROM jobs WHERE job_id = 'application_x_killed'")
+    assert row == (0, None)  # it held none; what it asked for is unknown
+    workload = load_workload(con, "philly")
+    assert "application_x_killed" not in workload.job_id
+    assert len(workload.job_id) == 86

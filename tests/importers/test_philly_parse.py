@@ -327,7 +327,7 @@ def test_attempts_with_unknown_spans_are_not_landed(tmp_path):
     assert log.allocations == 1
     assert {r["gpu_index"] for r in log.job_gpus.to_pylist()} == {2, 7}
     never = log.jobs.to_pylist()[1]
-    assert (never["start_ts"], never["gpus"], never["requeues"]) == (None, None, 0)
+    assert (never["start_ts"], never["gpus"], never["requeues"]) == (None, 0, 0)  # held none
 
 
 def test_a_gpu_count_instead_of_names_means_the_first_n_gpus(tmp_path):

@@ -12,21 +12,25 @@ import datetime as dt
 import json
 import logging
 import re
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.ipc
 
-from collector.errors import ConfigError, MalformedSample
+from collector.errors import CollectorError, ConfigError, MalformedSample
 from collector.sources.philly.gpu_util import DAMAGED, UtilStats, open_text, read_gpu_util
+from warehouse import layout
 from warehouse.arrow_arrays import TIMESTAMP
 from warehouse.lake import Lake
 from warehouse.writer import foreign_file, retract_batches, write_batch
 
 __all__ = [
     "TRACE_FILES",
+    "NOTHING_LANDED",
     "ImportResult",
     "JobLog",
     "Machine",
@@ -242,7 +246,9 @@ def _parse_job(job: object) -> _Parsed:
         "submit_ts": submit,
         "start_ts": min(starts, default=None),
         "end_ts": end_ts,
-        "gpus": gpus if attempts else None,
+        # the GPUs it held: none for a job killed before any attempt (as Slurm records a job
+        # that never ran); what it asked for the trace does not say (gpus_requested is null)
+        "gpus": gpus,
         "nodes": sorted(nodes) if attempts else None,
         "requeues": max(len(attempts) - 1, 0),
         "updated_ts": updated,
@@ -411,6 +417,61 @@ class ImportResult:
     attempts_without_times: int
     machines_recounted: int  # machines with more GPUs in use than cluster_machine_list says
     batches: int
+    machine_list_empty: bool = False  # it listed no machine: the inventory is the trace's alone
+
+
+_TABLES = ("jobs", "job_gpus", "gpu_samples", "gpus")
+_OWN = _TABLES[:3]  # a cluster's jobs, allocations and samples: none may be another source's
+# staged samples are compressed: the whole trace's are several times its gzipped size unpacked
+_STAGED = pa.ipc.IpcWriteOptions(compression="zstd")
+NOTHING_LANDED = "nothing was landed: the lake is as it was before this import"
+
+
+def _staged(tables: Iterable[pa.Table], folder: Path) -> list[Path]:
+    """Write each table to an Arrow IPC file in `folder`, to land once all of them were read."""
+    paths = []
+    for n, table in enumerate(tables):
+        path = folder / f"util-{n:05d}.arrow"
+        with (
+            pa.OSFile(str(path), "wb") as sink,
+            pa.ipc.new_file(sink, table.schema, options=_STAGED) as out,
+        ):
+            out.write_table(table)
+        paths.append(path)
+    return paths
+
+
+def _read_staged(path: Path) -> pa.Table:
+    with pa.OSFile(str(path), "rb") as source:
+        return pa.ipc.open_file(source).read_all()
+
+
+def _land(
+    lake: Lake, cluster: str, batch: str, batches: Iterable[tuple[str, str, pa.Table | Path]]
+) -> list[Path]:
+    """Land `(table, batch id, rows or their staged file)` in turn. Where one fails and the
+    cluster held no earlier import, what this one landed is removed; raises CollectorError
+    saying what the lake holds."""
+    earlier = any(
+        layout.folder_files(layout.partition_dir(lake.root, table, cluster, None)) for table in _OWN
+    )
+    landed: list[Path] = []
+    try:
+        for table, batch_id, rows in batches:
+            table_rows = _read_staged(rows) if isinstance(rows, Path) else rows
+            landed += write_batch(lake.root, table, table_rows, batch_id)
+    except Exception as exc:
+        if earlier:
+            outcome = (
+                f"cluster {cluster!r} now holds part of this import and part of the last one: "
+                "import again"
+            )
+        else:
+            for table in _TABLES:
+                retract_batches(lake.root, table, cluster, f"{batch}-", ())
+            outcome = "what it had landed was removed: the lake is as it was before this import"
+        raise CollectorError(f"landing the trace failed: {exc}; {outcome}") from exc
+    return landed
 
 
 def import_philly(
@@ -426,14 +487,16 @@ def import_philly(
     Every batch has a fixed id (`philly-<cluster>-jobs`, `…-util-00000`, …), so importing the
     same folder again replaces rather than duplicates; once the whole trace landed, the rows of
     an earlier import into `cluster` that this one did not land again are removed (an updated
-    trace replaces the old one whole). `progress(done, total)` follows the bytes
-    of `cluster_gpu_util` read.
+    trace replaces the old one whole). Nothing lands before every file was read whole: the
+    samples are staged in the lake's `_state/` until then, so a file that cannot be read (a
+    truncated `cluster_gpu_util.gz`) fails the import with the lake as it was. `progress(done,
+    total)` follows the bytes of `cluster_gpu_util` read.
     """
     if not cluster.strip():
         raise ConfigError("cluster must be a non-empty name")
     files = find_trace_files(directory)
     batch = f"philly-{cluster}"
-    for table in ("jobs", "job_gpus", "gpu_samples"):
+    for table in _OWN:
         # a trace is a cluster of its own: merged into a cluster's real data, its jobs and
         # samples would count in that cluster's figures, with nothing to tell them apart
         other = foreign_file(lake.root, table, cluster, f"{batch}-")
@@ -444,36 +507,48 @@ def import_philly(
                 "(e.g. --cluster philly)"
             )
     skipped = {name: Skipped() for name in TRACE_FILES}
-    machines = read_machine_list(files.machine_list, skipped["cluster_machine_list"])
-    log = read_job_log(files.job_log, cluster, skipped["cluster_job_log"])
-    counts = gpu_counts(machines, log.machine_gpus)
-    landed: list[Path] = []
-    landed += write_batch(lake.root, "jobs", log.jobs, f"{batch}-jobs")
-    landed += write_batch(lake.root, "job_gpus", log.job_gpus, f"{batch}-job_gpus")
-
     stats = UtilStats()
-    batches = 0
-    samples = read_gpu_util(
-        files.gpu_util, cluster, counts, stats, lines_per_batch=lines_per_batch, progress=progress
-    )
-    for n, table in enumerate(samples):
-        landed += write_batch(lake.root, "gpu_samples", table, f"{batch}-util-{n:05d}")
-        batches += 1
+    with tempfile.TemporaryDirectory(prefix="philly-import-", dir=lake.state_dir()) as staging:
+        try:
+            machines = read_machine_list(files.machine_list, skipped["cluster_machine_list"])
+            log = read_job_log(files.job_log, cluster, skipped["cluster_job_log"])
+            counts = gpu_counts(machines, log.machine_gpus)
+            samples = read_gpu_util(
+                files.gpu_util,
+                cluster,
+                counts,
+                stats,
+                lines_per_batch=lines_per_batch,
+                progress=progress,
+            )
+            staged = _staged(samples, Path(staging))
+        except CollectorError as exc:
+            raise type(exc)(f"{exc}; {NOTHING_LANDED}") from exc
+        except OSError as exc:  # the staging folder's disk
+            raise CollectorError(
+                f"cannot stage the samples in {staging}: {exc}; {NOTHING_LANDED}"
+            ) from exc
 
-    evidence = dict(log.machine_gpus)
-    for name, needed in stats.extra_gpus.items():
-        evidence[name] = max(evidence.get(name, 0), needed)
-    inventory = gpu_counts(machines, evidence)
-    seen = dict(log.machine_seen)
-    for name, (lo, hi) in stats.seen.items():
-        old = seen.get(name, (lo, hi))
-        seen[name] = (min(old[0], lo), max(old[1], hi))
-    gpus = _gpus_table(cluster, machines, inventory, seen) if seen else None
-    if gpus is not None:
-        landed += write_batch(lake.root, "gpus", gpus, f"{batch}-gpus")
+        evidence = dict(log.machine_gpus)
+        for name, needed in stats.extra_gpus.items():
+            evidence[name] = max(evidence.get(name, 0), needed)
+        inventory = gpu_counts(machines, evidence)
+        seen = dict(log.machine_seen)
+        for name, (lo, hi) in stats.seen.items():
+            old = seen.get(name, (lo, hi))
+            seen[name] = (min(old[0], lo), max(old[1], hi))
+        gpus = _gpus_table(cluster, machines, inventory, seen) if seen else None
+
+        batches: list[tuple[str, str, pa.Table | Path]] = [
+            ("jobs", f"{batch}-jobs", log.jobs),
+            ("job_gpus", f"{batch}-job_gpus", log.job_gpus),
+        ]
+        batches += [("gpu_samples", f"{batch}-util-{n:05d}", path) for n, path in enumerate(staged)]
+        batches += [] if gpus is None else [("gpus", f"{batch}-gpus", gpus)]
+        landed = _land(lake, cluster, batch, batches)
     # the last import of this cluster's rows that this one did not land again (days or batches
     # the trace no longer has): gone, so importing an updated trace replaces the old one whole
-    for table in ("jobs", "job_gpus", "gpu_samples", "gpus"):
+    for table in _TABLES:
         retract_batches(lake.root, table, cluster, f"{batch}-", landed)
     skipped["cluster_gpu_util"] = Skipped(stats.malformed, stats.examples)
     listed = {name: m.gpus for name, m in machines.items()}
@@ -491,5 +566,6 @@ def import_philly(
         invalid_values=stats.invalid_values,
         attempts_without_times=log.attempts_without_times,
         machines_recounted=recounted,
-        batches=batches,
+        batches=len(staged),
+        machine_list_empty=not machines,
     )
