@@ -92,10 +92,10 @@ c3.metric(
 )
 c4.metric(
     "Energy kWh",
-    f"{w['energy_kwh'] or 0:,.0f}",
+    "—" if w["energy_kwh"] is None else f"{w['energy_kwh']:,.0f}",
     _delta("energy_kwh"),
     delta_color="off",
-    help="Energy the GPUs drew in the window (kWh)",
+    help="Energy the GPUs drew in the window (kWh); — where no sample carried power",
 )
 c5.metric(
     "Cost of idle GPUs",

@@ -503,9 +503,10 @@ def chart_rows(at: AppTest) -> list[list[dict[str, object]]]:
     ]
 
 
-def _users_lake(root: Path, *, telemetry: bool) -> Path:
+def _users_lake(root: Path, *, telemetry: bool, power_w: float | None = 300.0) -> Path:
     """alice's jobs in two accounts (j1 physics, 1 GPU for 2 h; j3 biology, 1 h) and bob's
-    (j2 physics, 2 h); with `telemetry`, j1 busy 0.9, j3 idle, j2 busy 0.5."""
+    (j2 physics, 2 h); with `telemetry`, j1 busy 0.9, j3 idle, j2 busy 0.5, drawing
+    `power_w`."""
     from tests.marts import rows as r
 
     spans = {"j1": (0.0, 7200.0, 0), "j2": (0.0, 7200.0, 1), "j3": (0.0, 3600.0, 2)}
@@ -519,7 +520,7 @@ def _users_lake(root: Path, *, telemetry: bool) -> Path:
             gpu_index=gpu,
             sm_active=busy[job],
             gpu_util_pct=100 * busy[job],
-            power_w=300.0,
+            power_w=power_w,
         )
     ]
     r.build_lake(
@@ -559,6 +560,15 @@ def test_hours_no_telemetry_saw_are_drawn_and_shown_as_unknown_not_used_or_zero(
     metrics = {m.label: m.value for m in job.metric}
     assert (metrics["Idle GPU-h"], metrics["Energy kWh"]) == ("—", "—")
     assert "idle unknown (no telemetry saw them)" in jobs.caption[0].value
+
+
+def test_energy_no_sample_carried_is_unknown_on_the_overview_not_zero(tmp_path, monkeypatch):
+    lake = _users_lake(tmp_path / "lake", telemetry=True, power_w=None)
+
+    at = open_page(lake, "overview", monkeypatch)
+
+    assert not at.exception, at.exception
+    assert {m.label: m.value for m in at.metric}["Energy kWh"] == "—"
 
 
 @pytest.mark.parametrize(
