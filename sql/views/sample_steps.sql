@@ -160,4 +160,8 @@ SELECT
     lead(energy_j) OVER device_time AS lead_energy_j,
     coalesce(lead(ts) OVER device_time = ts OR lag(ts) OVER device_time = ts, FALSE) AS tied
 FROM keyed
-WINDOW device_time AS (PARTITION BY device_id ORDER BY ts)
+-- rows at one ts in the order sample_spans keeps one of a job's duplicates by (the lowest
+-- counter first): the sample before them runs to the reading that stands, whichever row came
+-- first in the file (0 → 130 J then 100 → 200 J counted 230 J where the counter rose 200, in
+-- one build of a lake and not the next)
+WINDOW device_time AS (PARTITION BY device_id ORDER BY ts, energy_j NULLS LAST)

@@ -105,6 +105,22 @@ def test_a_duplicated_sample_stands_for_no_time(tmp_path):
     assert job["observed_gpu_h"] == pytest.approx(90 / H)  # 0..90, not 120 s
 
 
+@pytest.mark.parametrize("energy", [(130.0, 100.0, 200.0), (100.0, 130.0, 200.0)])
+def test_two_readings_of_one_instant_count_its_energy_once_whichever_comes_first(tmp_path, energy):
+    # Two rows of one job at 30 s disagree on the counter (100 and 130 J); the 130-J row stands
+    # for no time. The sample at 0 s ran to whichever of them the window put first: 0 → 130
+    # then 100 → 200 counted 230 J for a counter that rose 200, in one build, and 200 in the
+    # next (`attribute --force` on a 1-s lake moved a job's kWh).
+    con = r.build_lake(
+        tmp_path,
+        samples=r.samples([0, 30, 30, 60], engine_active=0.5, energy_j=[0.0, *energy]),
+        job_gpus=[r.job_gpu("j1", 0, 90)],
+    )
+
+    # (the last sample's step has no next reading and no power: it adds nothing)
+    assert r.by_job(con)["j1"]["energy_kwh"] * 3_600_000 == pytest.approx(200.0)
+
+
 def test_a_span_longer_than_a_bucket_fills_every_bucket_it_covers(tmp_path):
     # Prometheus at a 300 s step with one scrape missed: the sample at 10 s stands for
     # [10, 610), which covers the rest of bucket 0, all of bucket 300 and 10 s of bucket 600.
