@@ -117,6 +117,15 @@ def test_no_early_waste_finding_is_about_a_job_the_model_learnt_from(
     # predictions "100 % chance ..."
     copy = always_wasteful(lake, tmp_path / "lake")
     card, _ = load(Lake.at(copy), "early_waste_30m")
+    rows, learnt = _early_findings_on_jobs(copy, card.window_end or "")
+    assert rows.filter(learnt).is_empty()
+    assert (rows["end_ts_job"] > EARLY_TRAINED).all() or rows["end_ts_job"].is_null().any()
+
+
+def _early_findings_on_jobs(copy: Path, window_end: str) -> tuple[pl.DataFrame, pl.Expr]:
+    """The 30-minute early-waste findings `predict` raises on `copy`, each with its job's start
+    and end, and whether that job is one the model learnt from (ended by its training, started
+    inside its window)."""
     found = pl.DataFrame(predict(connect(copy), Lake.at(copy), NOW)).filter(
         pl.col("detector") == "early_waste_model_30m"
     )
@@ -125,11 +134,10 @@ def test_no_early_waste_finding_is_about_a_job_the_model_learnt_from(
     )
     rows = found.join(jobs, left_on="subject_id", right_on="job_id", suffix="_job")
     learnt = (pl.col("end_ts_job") <= EARLY_TRAINED) & (
-        pl.col("start_ts_job") <= dt.datetime.fromisoformat(card.window_end or "")
+        pl.col("start_ts_job") <= dt.datetime.fromisoformat(window_end)
     )
     assert rows.height == found.height > 0
-    assert rows.filter(learnt).is_empty()
-    assert (rows["end_ts_job"] > EARLY_TRAINED).all() or rows["end_ts_job"].is_null().any()
+    return rows, learnt
 
 
 def test_a_card_stamped_before_its_window_still_never_predicts_a_job_it_learnt_from(
@@ -142,17 +150,7 @@ def test_a_card_stamped_before_its_window_still_never_predicts_a_job_it_learnt_f
     card = json.loads(path.read_text())
     card["trained_ts"] = "1970-01-01T00:00:00+00:00"
     path.write_text(json.dumps(card))
-    found = pl.DataFrame(predict(connect(copy), Lake.at(copy), NOW)).filter(
-        pl.col("detector") == "early_waste_model_30m"
-    )
-    jobs = pl.DataFrame(
-        connect(copy).sql("SELECT job_id, start_ts, end_ts FROM jobs_latest").arrow()
-    )
-    rows = found.join(jobs, left_on="subject_id", right_on="job_id", suffix="_job")
-    learnt = (pl.col("end_ts_job") <= EARLY_TRAINED) & (
-        pl.col("start_ts_job") <= dt.datetime.fromisoformat(card["window_end"])
-    )
-    assert rows.height == found.height > 0
+    rows, learnt = _early_findings_on_jobs(copy, card["window_end"])
     assert rows.filter(learnt).is_empty()
 
 
