@@ -21,10 +21,9 @@
 -- time (observed or allocated) and energy were split evenly among the sharers (power is the
 -- GPU's draw over each sharer's part of the time): the figures are estimates.
 -- app_throughput is the work the job reported (collector/throughput.py, or a PromQL counter
--- pulled by `collect prometheus --throughput-query`) per second of the reports' span, the time
--- the job held its GPUs between its first report and its last (a requeued job's wait in the
--- queue is left out; a job with no allocation recorded: the whole span): tokens/s where tokens
--- were reported, else samples/s, else steps/s. Counters are reset-aware per
+-- pulled by `collect prometheus --throughput-query`) per second of the reports' span, from the
+-- first report to the last less the gaps between the job's runs (a requeued job's wait in the
+-- queue is left out): tokens/s where tokens were reported, else samples/s, else steps/s. Counters are reset-aware per
 -- reporter (a drop means the process restarted from 0) and summed over the job's reporters.
 -- tokens_per_s_per_gpu: the reported tokens per second of that span ÷ gpus. mfu (model FLOPs
 -- utilisation, 0–1) = 6 × model_params (the largest the job reported) × tokens/s ÷ (gpus × the
@@ -136,24 +135,41 @@ held_runs AS (
     ) AS numbered
     GROUP BY cluster, job_id, run
 ),
--- The reports' span is the time the job held its GPUs between its first report and its last
--- (a requeued job's wait in the queue is no time it worked slowly); a job with no allocation
--- recorded, the reports' whole span.
+-- The gaps between the job's runs (a requeued job's waits in the queue).
+held_gaps AS (
+    SELECT
+        cluster,
+        job_id,
+        end_e AS gap_start_e,
+        lead(start_e) OVER (PARTITION BY cluster, job_id ORDER BY start_e) AS gap_end_e
+    FROM held_runs
+),
+-- The reports' span, first report to last, less the gaps between the job's runs inside it (a
+-- requeued job's wait in the queue is no time it worked slowly). Only the gaps: a running
+-- job's reports may reach past its last sample, where its allocation is cut (the tokens
+-- reported there would count over a span stopped short).
 app AS (
     SELECT
         s.cluster,
         s.job_id,
-        CASE
-            WHEN count(h.start_e) = 0 THEN max(s.last_e) - max(s.first_e)
-            ELSE sum(greatest(least(h.end_e, s.last_e) - greatest(h.start_e, s.first_e), 0))
-        END AS span_s,
+        -- (least and greatest skip a null: a job with no gap joins none)
+        max(s.last_e) - max(s.first_e) - coalesce(
+            sum(
+                CASE
+                    WHEN g.gap_end_e IS NOT NULL THEN greatest(
+                        least(g.gap_end_e, s.last_e) - greatest(g.gap_start_e, s.first_e), 0
+                    )
+                END
+            ),
+            0
+        ) AS span_s,
         max(s.tokens) AS tokens,
         max(s.samples) AS samples,
         max(s.steps) AS steps,
         max(s.model_params) AS model_params
     FROM app_sums AS s
-    LEFT JOIN held_runs AS h
-        ON h.cluster = s.cluster AND h.job_id = s.job_id
+    LEFT JOIN held_gaps AS g
+        ON g.cluster = s.cluster AND g.job_id = s.job_id AND g.gap_end_e IS NOT NULL
     GROUP BY s.cluster, s.job_id
 ),
 peak AS (

@@ -417,3 +417,21 @@ def test_a_requeued_jobs_throughput_is_over_the_time_it_held_its_gpus(tmp_path):
     assert usage["j1"]["tokens_per_s_per_gpu"] == pytest.approx(10.0)
     assert usage["j1"]["mfu"] == pytest.approx(6 * 1e6 * 10.0 / H100_FLOPS)
     assert usage["j2"]["app_throughput"] == pytest.approx(5.0)
+
+
+def test_a_running_jobs_reports_past_its_last_sample_keep_their_span(tmp_path):
+    # reports at 10 tokens/s to 1200 s, the GPU's samples to 600 s: the job's allocation is
+    # cut at the data's end (600 s), and a span cut there too read 20 tokens/s
+    r.land(
+        tmp_path,
+        "app_throughput",
+        [_report("j1", t, tokens_total=10.0 * t) for t in range(0, 1260, 60)],
+    )
+    con = r.build_lake(
+        tmp_path,
+        samples=r.samples(range(0, 600, 30), engine_active=0.9),
+        jobs=[r.job("j1", 0, None, state="RUNNING")],
+        job_gpus=[r.job_gpu("j1", 0, None)],
+    )
+
+    assert r.by_job(con)["j1"]["tokens_per_s_per_gpu"] == pytest.approx(10.0)
