@@ -216,14 +216,19 @@ def _finding_context(
     }
 
 
-def at_stake_total(figures: Iterable[tuple[tuple[str, ...], float | None]]) -> float:
-    """GPU-hours at stake over several findings, each subject (cluster, job or GPU) once at
-    its largest figure: a job's findings (an idle rule, a model's forecasts at 15 and 30
-    minutes, a memory hold) are views of the same GPU-hours; their sum could exceed what it
-    ever held."""
+def at_stake_total(figures: Iterable[tuple[tuple[str, ...], str, float | None]]) -> float:
+    """GPU-hours at stake over several findings given as (subject, detector, figure): each
+    subject (cluster, job or GPU) once, at its largest detector's figure, a detector's figures
+    about one subject summed. A job's findings of several detectors (an idle rule, a model's
+    forecasts at 15 and 30 minutes, a memory hold) are views of the same GPU-hours, and their
+    sum could exceed what it ever held; one detector's several findings about it (its slow
+    GPUs) share its loss between them."""
+    per_detector: dict[tuple[tuple[str, ...], str], float] = {}
+    for key, detector, gpu_h in figures:
+        per_detector[key, detector] = per_detector.get((key, detector), 0.0) + (gpu_h or 0.0)
     largest: dict[tuple[str, ...], float] = {}
-    for key, gpu_h in figures:
-        largest[key] = max(largest.get(key, 0.0), gpu_h or 0.0)
+    for (key, _), gpu_h in per_detector.items():
+        largest[key] = max(largest.get(key, 0.0), gpu_h)
     return sum(largest.values())
 
 
@@ -318,7 +323,7 @@ def render_digest(
     an admin gets one email a run.
     """
     ordered = sorted(rows, key=lambda r: (-(r.gpu_h_at_stake or 0.0), r.cluster, r.what))
-    total = at_stake_total(((r.cluster, r.what), r.gpu_h_at_stake) for r in rows)
+    total = at_stake_total(((r.cluster, r.what), r.detector, r.gpu_h_at_stake) for r in rows)
     ctx = {
         "rows": [{"r": r, "gpu_h": _hours(r.gpu_h_at_stake) or "–"} for r in ordered],
         "count": len(rows),
@@ -369,7 +374,8 @@ def render_person(
         for n, role in ordered
     ]
     total = at_stake_total(
-        ((n.finding.cluster, _what(n.finding)), n.finding.gpu_h_at_stake) for n, _ in items
+        ((n.finding.cluster, _what(n.finding)), n.finding.detector, n.finding.gpu_h_at_stake)
+        for n, _ in items
     )
     test = any(n.test_mode for n, _ in items)
     clusters = sorted({n.finding.cluster for n, _ in items})

@@ -43,8 +43,10 @@ owned AS (
         ON f.cluster = j.cluster AND f.job_id = j.job_id
 ),
 
--- a subject (a job) counts once, at its largest figure: its findings (an idle rule, a model's forecasts at
--- 15 and 30 minutes, a memory hold) are views of the same GPU-hours, not waste to add up
+-- a subject (a job) counts once, at its largest detector's figure: its findings of several
+-- detectors (an idle rule, a model's forecasts at 15 and 30 minutes, a memory hold) are views
+-- of the same GPU-hours, not waste to add up; one detector's several findings about it (its
+-- slow GPUs) share its loss, and are summed
 user_totals AS (
     SELECT
         cluster,
@@ -53,11 +55,20 @@ user_totals AS (
     FROM (
         SELECT
             cluster,
-            owner AS user,
-            max(coalesce(gpu_h_at_stake, 0)) AS gpu_h
-        FROM owned
-        WHERE owner IS NOT NULL
-        GROUP BY cluster, owner, coalesce('job ' || job_id, subject_kind || ' ' || subject_id)
+            user,
+            max(gpu_h) AS gpu_h
+        FROM (
+            SELECT
+                cluster,
+                owner AS user,
+                coalesce('job ' || job_id, subject_kind || ' ' || subject_id) AS subject,
+                detector,
+                sum(coalesce(gpu_h_at_stake, 0)) AS gpu_h
+            FROM owned
+            WHERE owner IS NOT NULL
+            GROUP BY cluster, owner, subject, detector
+        ) AS per_detector
+        GROUP BY cluster, user, subject
     ) AS per_subject
     GROUP BY cluster, user
 ),

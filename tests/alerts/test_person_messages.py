@@ -481,6 +481,44 @@ def test_a_users_rank_counts_each_of_their_jobs_once(tmp_path):
     assert ranks == {"bob": (1, pytest.approx(15.0)), "alice": (2, pytest.approx(10.0))}
 
 
+def test_one_detectors_findings_about_a_job_share_its_figure_and_are_summed(tmp_path):
+    # three slow GPUs of one job: each straggler finding carries its part of the job's loss
+    # (1.5 + 1.0 + 0.5 of 3.0); the largest alone said "3 alerts, 1.5 GPU-hours at stake"
+    slow = [
+        dataclasses.replace(
+            sample_finding(),
+            finding_id=f"s{gpu}",
+            detector="straggler_gpu",
+            subject_kind="gpu",
+            subject_id=f"GPU-{gpu}",
+            gpu_h_at_stake=gpu_h,
+        )
+        for gpu, gpu_h in ((0, 1.5), (1, 1.0), (2, 0.5))
+    ]
+    alice = Person("alice", "alice@example.org", "U0ALICE", "Alice")
+    r = render_person([(Notice(f, Stage.NOTICE, True, False), "owner") for f in slow], alice, IDLE)
+    assert "3 alerts for you, 3.0 GPU-hours at stake" in r.text
+
+    lake = tmp_path / "lake"
+    land(
+        lake,
+        "findings",
+        [
+            finding(
+                finding_id=f"s{gpu}",
+                detector="straggler_gpu",
+                subject_kind="gpu",
+                subject_id=f"GPU-{gpu}",
+                gpu_h_at_stake=gpu_h,
+            )
+            for gpu, gpu_h in ((0, 1.5), (1, 1.0), (2, 0.5))
+        ]
+        + [finding(finding_id="idle", gpu_h_at_stake=2.0)],
+    )
+    [total] = {f.user_gpu_h_at_stake for f in load_findings(connect(lake), NOW - 60 * MIN)}
+    assert total == pytest.approx(3.0)  # the stragglers' 3.0 above the idle finding's 2.0
+
+
 def test_a_lake_whose_data_stopped_keeps_its_predictions_in_the_lookback(tmp_path):
     # the data end 10 days before the alerter's clock: a rule's finding is stamped with the
     # clock of the run that found it, a model's with the data's time it was predictable at;
