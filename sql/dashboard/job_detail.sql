@@ -3,8 +3,8 @@
 -- Grain:   one row (none when the job is unknown or not the viewer's): the job's record and
 --          its usage, or either alone (a job that never started has no usage; one an exporter
 --          label names may have no record)
--- Reads:   job_usage, jobs_latest, job_outcomes, gpu_job_buckets (the end of the cluster's
---          samples), job_gpus (the nodes of its allocations)
+-- Reads:   job_usage, jobs_latest, job_outcomes, cluster_data_end (where its allocation runs
+--          to), job_gpus (the nodes of its allocations)
 -- Params:
 --   $cluster  the cluster
 --   $job_id   the job
@@ -21,8 +21,9 @@
 --
 -- gpu_h_lost: all the job lost (job_outcomes), of which gpu_h_lost_requeue to runs before a
 -- requeue. As `gpuledger job` (sql/jobs/job_detail.sql): a running job's run time runs to the
--- end of its cluster's samples, where its allocation runs to (or its record's last change, if
--- later), and a record without its node list shows the nodes its allocations name.
+-- end of its cluster's data (cluster_data_end: its samples', else its scheduler's records'),
+-- where its allocation runs to (or its record's last change, if later; never before its
+-- start), and a record without its node list shows the nodes its allocations name.
 
 WITH record AS (
     SELECT *
@@ -35,8 +36,8 @@ usage AS (
     WHERE cluster = $cluster AND job_id = $job_id
 ),
 seen AS (
-    SELECT max(interval_end_e) AS last_e
-    FROM gpu_job_buckets
+    SELECT max(end_e) AS last_e
+    FROM cluster_data_end
     WHERE cluster = $cluster
 ),
 allocated AS (
@@ -65,7 +66,11 @@ SELECT
     (
         coalesce(
             epoch(coalesce(u.end_ts, j.end_ts)),
-            greatest(coalesce(s.last_e, epoch(j.updated_ts)), epoch(j.updated_ts))
+            greatest(
+                coalesce(s.last_e, epoch(j.updated_ts)),
+                epoch(j.updated_ts),
+                epoch(coalesce(u.start_ts, j.start_ts))  -- (started after the data's end)
+            )
         ) - epoch(coalesce(u.start_ts, j.start_ts))
     ) / 3600.0 AS runtime_h,
     j.time_limit_s / 3600.0 AS time_limit_h,

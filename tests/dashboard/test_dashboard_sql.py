@@ -645,3 +645,33 @@ def test_the_job_page_runs_a_running_job_to_the_end_of_the_data_and_names_its_no
     assert row["alloc_gpu_h"] == pytest.approx(5.0)
     assert row["runtime_h"] == pytest.approx(5.0)
     assert row["nodes"] == "g002"
+
+
+def test_the_job_page_runs_as_gpuledger_job_without_telemetry_and_after_the_datas_end(tmp_path):
+    """Scheduler records alone: the data end at the latest record time (another job's end,
+    5 h in); the page said 0.17 h (its record's time) where `gpuledger job` says 5 h. A job
+    that started after the samples' end (a trace's snapshot) read -1 h."""
+    from tests.marts import rows as r
+
+    def runtime_h(con, job_id: str) -> float:
+        [row] = queries.run(
+            con, "dashboard/job_detail", cluster=r.CLUSTER, job_id=job_id, viewer=None
+        ).to_dicts()
+        return row["runtime_h"]
+
+    records = r.build_lake(
+        tmp_path / "records",
+        jobs=[
+            r.job("run", 0, None, state="RUNNING", updated_ts=r.at(600)),
+            r.job("done", 3600, 18000),
+        ],
+        job_gpus=[r.job_gpu("run", 0, None), r.job_gpu("done", 3600, 18000, gpu_index=1)],
+    )
+    assert runtime_h(records, "run") == pytest.approx(5.0)
+    sampled = r.build_lake(
+        tmp_path / "sampled",
+        samples=r.samples(range(0, 3600, 30), engine_active=0.5),
+        jobs=[r.job("late", 7200, None, state="RUNNING", updated_ts=r.at(0))],
+        job_gpus=[r.job_gpu("late", 7200, None, gpu_index=1)],
+    )
+    assert runtime_h(sampled, "late") == 0
