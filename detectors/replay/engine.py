@@ -607,9 +607,10 @@ def replay(
     held |= _over_a_cap(w, policy, qos_name)  # (`fits_limits` would never pass it either)
     run = np.where(known, w.run_s, np.where(np.isfinite(limit), limit, np.nan))
     if w.pinned is not None:  # running when the period starts: as recorded, whatever the policy
-        fixed = w.pinned.astype(bool) & known
+        pinned = w.pinned.astype(bool)
+        fixed = pinned & known
         limit[fixed] = np.maximum(np.nan_to_num(w.limit_s[fixed], nan=0.0), run[fixed])
-        held[fixed] = False
+        held[pinned] = False  # (it started, also one still running at the end: no cap held it)
     need = np.ceil(w.gpus / np.maximum(w.n_nodes, 1)).astype(np.int64)
     count = np.maximum(w.n_nodes, 1).astype(np.int64)
     total_gpus = max(int(nodes.total.sum()), 1)

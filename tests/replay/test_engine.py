@@ -524,6 +524,19 @@ def test_a_job_asking_more_gpus_than_a_cap_allows_is_held_by_it(cap):
     assert out.held_by_limit.tolist() == [True, False]
 
 
+def test_a_job_running_when_the_period_starts_is_never_held_by_a_cap():
+    # review: an 8-GPU job running at the period's start and still at its end (run unknown)
+    # under a 4-GPU cap started at 0, as recorded, and was counted "held pending by a limit"
+    jobs = [
+        {"submit": 0, "gpus": 8, "pinned": True, "on": ["n1"], "real_start": 0, "limit": 50000},
+        {"submit": 10, "run": 100, "gpus": 1, "account": "b"},
+    ]
+    w = workload(jobs, {"n1": 8, "n2": 8}, pinned=True)
+    out = replay(w, apply_settings(P0, ["assoc.a.GrpTRES=gres/gpu=4"]))
+
+    assert out.start_e[0] == 0 and not out.held_by_limit.any()
+
+
 def test_a_job_that_records_no_partition_is_in_the_default_one():
     # The probe: Philly's jobs record no partition; a slurm.conf's `PartitionName=gpu
     # Default=YES` with a MaxTime of 100 s and over_limit=cut replayed as no change. Slurm puts
