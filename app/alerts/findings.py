@@ -125,9 +125,13 @@ class FindingContext:
         model's is the time limit it likely will not use."""
         if self.detector == RUNTIME_QUANTILES:
             return "of time limit beyond what jobs like it run"
-        if self.detector.startswith(EARLY_WASTE) and not self.job_ended:
-            return "if it runs to its time limit"
-        return None
+        if not self.detector.startswith(EARLY_WASTE):
+            return None
+        # as the model computed it (a job that ended since keeps its stored forecast); a
+        # finding stored before the evidence said so: by the job's state now
+        said = self.evidence.get("forecast")
+        forecast = said if isinstance(said, bool) else not self.job_ended
+        return "if it runs to its time limit" if forecast else None
 
     @property
     def job_running(self) -> bool:

@@ -175,6 +175,8 @@ def _early_waste(
         for j, u, s, held in hits.select("job_id", "user", "score", "held_after_gpu_h").iter_rows()
     ]
     at = pl.col("start_ts") + pl.duration(minutes=minutes)
+    # `forecast`: the figure reaches to the job's time limit (it ran when found), not what it
+    # held: a message says so, whatever the job has done since (app/alerts/findings.py)
     evidence = [
         json.dumps(
             {
@@ -183,10 +185,13 @@ def _early_waste(
                 "early_busy": b,
                 "user_waste_rate": w,
                 "model_trained": card.trained_ts,
+                "forecast": held is None,
             },
             sort_keys=True,
         )
-        for b, w in hits.select("early_busy", "user_waste_rate").iter_rows()
+        for b, w, held in hits.select(
+            "early_busy", "user_waste_rate", "held_after_gpu_h"
+        ).iter_rows()
     ]
     return _frame(
         hits.with_columns(

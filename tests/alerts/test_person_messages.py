@@ -111,6 +111,14 @@ def test_a_job_counts_once_in_a_persons_total_and_a_forecast_is_not_said_held_so
     ended = dataclasses.replace(early[0], job_end_ts=NOW, job_state="COMPLETED")
     alone = render_person([(Notice(ended, Stage.NOTICE, True, False), "owner")], alice, IDLE)
     assert "287.0 GPU-hours so far" in alone.text
+    # ... but a forecast stored while it ran stays one after it ended (review: an alert run
+    # between the job's end and the next detect read it "so far")
+    stored = dataclasses.replace(ended, evidence={"forecast": True})
+    alone = render_person([(Notice(stored, Stage.NOTICE, True, False), "owner")], alice, IDLE)
+    assert "287.0 GPU-hours if it runs to its time limit" in alone.text
+    held = dataclasses.replace(early[0], evidence={"forecast": False})
+    alone = render_person([(Notice(held, Stage.NOTICE, True, False), "owner")], alice, IDLE)
+    assert "287.0 GPU-hours so far" in alone.text
 
 
 def test_a_job_id_in_capitals_is_written_as_the_scheduler_wrote_it():

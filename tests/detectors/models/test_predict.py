@@ -251,6 +251,9 @@ def test_early_waste_at_stake_is_at_most_what_the_job_held_after_the_prediction(
     assert ended.filter(pl.col("gpu_h_at_stake") > held + 1e-3).height == 0
     assert ended.filter(pl.col("gpus") * pl.col("time_limit_s") / 3600 > held + 1).height > 0
     assert ended["message"].str.contains("it has ended, holding").all()
+    # the evidence says which figure it is: what the job held, or (running) to its limit
+    forecast = rows["evidence"].map_elements(lambda e: json.loads(e)["forecast"], pl.Boolean)
+    assert (forecast == rows["end_ts_job"].is_null()).all()
 
 
 def always_wasteful(lake: Path, into: Path) -> Path:
