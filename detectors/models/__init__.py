@@ -107,6 +107,10 @@ def _failing_gpu(
     episodes = failing_gpu.alarm_episodes(
         scored, threshold, float(card.params.get("merge_gap_h", 6.0))
     )
+    # the alarm stands for the horizon after its last alarming hour, but no finding runs past
+    # the end of its cluster's data (`gpuledger check` holds every finding inside it); a
+    # cluster with no data end has none to hold one (the messages are built after: one per row)
+    episodes = _with_data_end(episodes, data_end, now)
     if episodes.is_empty():
         return _frame(pl.DataFrame(schema={"detected_ts": _TS}))
     msgs = [
@@ -125,9 +129,6 @@ def _failing_gpu(
         )
         for h in episodes["hours"].to_list()
     ]
-    # the alarm stands for the horizon after its last alarming hour, but no finding runs past
-    # the end of its cluster's data (`gpuledger check` holds every finding inside it)
-    episodes = _with_data_end(episodes, data_end, now)
     until = pl.min_horizontal(pl.col("end_ts") + pl.duration(hours=horizon), pl.col("data_end"))
     return _frame(
         episodes.with_columns(

@@ -381,3 +381,24 @@ def test_model_findings_on_a_cluster_without_telemetry_end_at_its_data_not_the_c
     assert runtime.height > 0
     assert (found["end_ts"].drop_nulls() <= data_end).all()
     assert (runtime["end_ts"] == data_end).all()
+
+
+def test_a_cluster_with_no_data_end_gets_no_model_finding_and_breaks_no_other(lake: Path) -> None:
+    # review: the failing-GPU alarms' messages were built before the rows of a cluster without
+    # a data end were dropped: one message per dropped row too, and every model's predictions
+    # failed with a shape error
+    from detectors.models import model_frames, predict_frames
+
+    con = connect(lake)
+    data = load_data(con)
+    ends = pl.DataFrame(
+        {"cluster": ["another"], "data_end": [NOW], "telemetry_end": [NOW]},
+        schema={
+            "cluster": pl.String,
+            "data_end": pl.Datetime("ms", "UTC"),
+            "telemetry_end": pl.Datetime("ms", "UTC"),
+        },
+    )
+    found = pl.DataFrame(predict_frames(model_frames(Lake.at(lake), data, NOW, ends), NOW))
+
+    assert found.height == 0
