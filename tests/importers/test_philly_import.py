@@ -21,9 +21,10 @@ from click.testing import CliRunner
 from app.commands.philly import command
 from collector.errors import CollectorError, MalformedSample
 from collector.sources.philly.trace import ImportResult
-from tests.importers.philly_lake import FIXTURE, attributed_philly_lake, import_fixture
+from tests.importers.philly_lake import CLUSTER, FIXTURE, attributed_philly_lake, import_fixture
 from warehouse.attribution import AttributionConfig, attribute
 from warehouse.connection import connect
+from warehouse.lake import Lake
 from warehouse.schema import RAW_TABLES
 from warehouse.writer import write_batch
 
@@ -420,6 +421,22 @@ def test_a_truncated_util_file_fails_the_import_with_nothing_landed(tmp_path):
     assert "nothing was landed: the lake is as it was before this import" in errors[0]
     assert _files(lake) == {}
     assert not list((lake / "_state").glob("philly-import-*"))  # no staged samples left
+
+
+def test_what_a_killed_import_staged_goes_with_the_clusters_next_import(tmp_path):
+    # review: a SIGKILL or an out-of-memory kill left `_state/philly-import-*` (up to the
+    # trace's samples) that nothing removed
+    from collector.sources.philly.trace import _staging
+
+    lake = Lake.at(tmp_path / "lake")
+    with _staging(lake, CLUSTER) as staging:
+        left = Path(staging)
+    left.mkdir()  # as an import killed mid-way leaves it
+    (left / "samples-00000.arrow").write_bytes(b"x" * 1000)
+
+    _import(lake.root)
+
+    assert not list((lake.root / "_state").glob("philly-import-*"))
 
 
 def test_a_truncated_util_file_leaves_an_earlier_import_as_it_was(tmp_path):

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import hashlib
 import json
 import logging
 import re
-import tempfile
-from collections.abc import Callable, Iterable
+import shutil
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -474,6 +476,21 @@ def _land(
     return landed
 
 
+@contextmanager
+def _staging(lake: Lake, cluster: str) -> Iterator[str]:
+    """The folder this cluster's import stages its samples in, emptied first and removed
+    after: one name per cluster, so what an import killed mid-way (SIGKILL, out of memory)
+    left there, up to the trace's samples, goes with the cluster's next import."""
+    digest = hashlib.sha256(cluster.encode()).hexdigest()[:16]
+    folder = lake.state_dir() / f"philly-import-{digest}"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(mode=0o700)
+    try:
+        yield str(folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def import_philly(
     directory: Path,
     cluster: str,
@@ -508,7 +525,7 @@ def import_philly(
             )
     skipped = {name: Skipped() for name in TRACE_FILES}
     stats = UtilStats()
-    with tempfile.TemporaryDirectory(prefix="philly-import-", dir=lake.state_dir()) as staging:
+    with _staging(lake, cluster) as staging:
         try:
             machines = read_machine_list(files.machine_list, skipped["cluster_machine_list"])
             log = read_job_log(files.job_log, cluster, skipped["cluster_job_log"])
