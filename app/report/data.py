@@ -445,20 +445,25 @@ def _waste_trend(weeks: pl.DataFrame, week: IsoWeek) -> pl.DataFrame:
         weeks.filter(pl.col("level") == "account")
         .group_by("week")
         .agg(
-            pl.col(c).sum()
-            for c in (
-                "alloc_gpu_h",
-                "observed_gpu_h",
-                "idle_gpu_h",
-                "low_eff_gpu_h",
-                "failed_gpu_h",
-                "unused_limit_gpu_h",
-                "waste_gpu_h",
-                "energy_kwh",
-            )
+            *(
+                pl.col(c).sum()
+                for c in (
+                    "alloc_gpu_h",
+                    "observed_gpu_h",
+                    "idle_gpu_h",
+                    "low_eff_gpu_h",
+                    "failed_gpu_h",
+                    "unused_limit_gpu_h",
+                    "waste_gpu_h",
+                )
+            ),
+            # energy no sample carried is unknown, not 0 kWh (fairness_weekly leaves it null)
+            pl.when(pl.col("energy_kwh").is_not_null().any())
+            .then(pl.col("energy_kwh").sum())
+            .alias("energy_kwh"),
         )
     )
-    figures = [c for c in sums.columns if c != "week"]
+    figures = [c for c in sums.columns if c not in ("week", "energy_kwh")]
     return (
         frame.join(sums, on="week", how="left")
         .with_columns(
@@ -682,7 +687,7 @@ def assemble_report(
                 else None
             ),
             "energy_kwh": (
-                float(tables["waste_by_account"].get_column("energy_kwh").sum())
+                _known_sum(tables["waste_by_account"].get_column("energy_kwh"))
                 if telemetry
                 else None
             ),

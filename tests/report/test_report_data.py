@@ -401,6 +401,26 @@ def test_a_week_without_gpu_telemetry_says_its_waste_is_unknown_not_zero(tmp_pat
     assert "unknown, no GPU telemetry" in page and "users by waste" not in page
 
 
+def test_energy_no_sample_carried_is_unknown_in_the_headline_and_the_trend(tmp_path):
+    # review: samples without power or an energy counter made the week's energy and its trend
+    # row 0.0 kWh (the marts say unknown)
+    from app.report.html import render_html
+    from tests.marts import rows as r
+
+    con = r.build_lake(
+        tmp_path,
+        samples=r.samples(range(0, 4 * int(HOUR), 30), engine_active=0.5),
+        jobs=[r.job("a", 0, 4 * HOUR)],
+        job_gpus=[r.job_gpu("a", 0, 4 * HOUR)],
+    )
+    report = assemble_report(con, "della", WEEK, ReportSettings(), NOW)
+
+    assert report.scalars["telemetry"] and report.scalars["energy_kwh"] is None
+    [this_week] = report.tables["waste_trend"].filter(pl.col("has_data")).rows(named=True)
+    assert this_week["energy_kwh"] is None and this_week["observed_gpu_h"] > 0
+    render_html(report, {})  # (renders: unknown, not a format error)
+
+
 def test_a_week_after_one_without_telemetry_has_no_change_on_it(tmp_path):
     """W09 held GPUs that no telemetry covered; W10 is observed. W09's waste is unknown: it
     was taken as 0, and W10 read "+X on last week" and a mean over both."""
