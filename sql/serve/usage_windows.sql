@@ -2,16 +2,18 @@
 -- partition over the last $windows_s seconds of each cluster's data (`gpuledger serve`).
 --
 -- Grain:   one row per (cluster, account, partition, window_s) that held GPUs in the window
--- Reads:   data_extent, job_gpu_shares, gpu_job_buckets, jobs_latest
+-- Reads:   cluster_data_end, job_gpu_shares, gpu_job_buckets, jobs_latest
 -- Params:
 --   $windows_s  the window lengths in seconds (BIGINT[], e.g. [86400, 604800])
 --   $bucket_s   the bucket width gpu_job_buckets was built with, in seconds
 -- Returns: cluster, account, partition, window_s, window_start, window_end, allocated_gpu_h,
 --          observed_gpu_h, idle_gpu_h, effective_gpu_h
 --
--- A window ends at the end of its cluster's data (data_extent), never at the wall clock, and
--- starts at the first bucket boundary at or after data_end - window_s, so allocations (cut
--- exactly there) and sample buckets (whole buckets) cover the same span. Allocated time is
+-- A window ends at the end of its cluster's data (cluster_data_end: its telemetry's, where the
+-- allocations still open are cut, else its scheduler's records'; a poll after the last sample
+-- moved the window past them and left its last part without allocations), never at the wall
+-- clock, and starts at the first bucket boundary at or after that end - window_s, so
+-- allocations (cut exactly there) and sample buckets (whole buckets) cover the same span. Allocated time is
 -- split among jobs sharing a GPU (job_gpu_shares), as in usage_daily. A job the scheduler never
 -- reported has a null account and partition.
 
@@ -19,9 +21,9 @@ WITH windows AS (
     SELECT
         e.cluster,
         w.window_s,
-        ceil((epoch(e.data_end) - w.window_s) / $bucket_s) * $bucket_s AS start_e,
-        epoch(e.data_end) AS end_e
-    FROM data_extent AS e,
+        ceil((e.end_e - w.window_s) / $bucket_s) * $bucket_s AS start_e,
+        e.end_e
+    FROM cluster_data_end AS e,
         unnest($windows_s) AS w(window_s)
 ),
 allocated AS (

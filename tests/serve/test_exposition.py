@@ -317,3 +317,23 @@ def test_a_poll_after_the_last_sample_moves_neither_now_nor_another_jobs_run_tim
     assert states["active"] == pytest.approx(2) and states["idle"] == pytest.approx(1)
     assert series(m, "gpuledger_job_running_seconds", job_id="j1") == pytest.approx(1500)
     assert series(m, "gpuledger_job_running_seconds", job_id="j2") == pytest.approx(1230)
+
+
+def test_a_poll_after_the_last_sample_does_not_move_the_usage_window(tmp_path):
+    # review: the window ended at the latest scheduler record (a pending job's submit at
+    # 1800 s), past the samples' end (1200 s) where the open allocations are cut: the last
+    # 10 minutes read [1200, 1800), with no allocation in them
+    times = range(0, 1200, 30)
+    r.build_lake(
+        tmp_path,
+        samples=r.samples(times, engine_active=0.5),
+        jobs=[
+            r.job("j1", 0, None, state="RUNNING"),
+            {**r.job("p", 1800, None, state="PENDING"), "start_ts": None},
+        ],
+        job_gpus=[r.job_gpu("j1", 0, None)],
+        gpus=[r.gpu()],
+    )
+    m = render(tmp_path, windows_s=(("10m", 600),))
+
+    assert series(m, "gpuledger_allocated_gpu_seconds", window="10m") == pytest.approx(600)
