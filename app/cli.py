@@ -21,7 +21,7 @@ from app.bench.scenarios import SCENARIOS as BENCH_SCENARIOS
 from app.commands.config import config_option
 from app.commands.registry import register
 from app.errors import AppError, reports_errors
-from app.options import Timestamp, lake_option, lake_writer, no_wait_option, progress_bar
+from app.options import Finite, Timestamp, lake_option, lake_writer, no_wait_option, progress_bar
 
 if TYPE_CHECKING:
     from app.pipeline import PipelineConfig
@@ -239,7 +239,7 @@ def _attribute(
 @lake_option
 @click.option(
     "--idle-below",
-    type=click.FloatRange(0, 1),
+    type=Finite(0, 1),
     default=None,
     help="A sample is idle when its busy fraction is below this "
     "[default: attribute.idle_below of the configuration, 0.01].",

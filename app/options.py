@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LAKE_HELP",
+    "Finite",
     "Timestamp",
     "lake_option",
     "lake_writer",
@@ -101,7 +103,10 @@ def progress_bar(
 
 
 class Timestamp(click.ParamType):  # type: ignore[type-arg]  # generic only in newer click
-    """An ISO date or date-time, taken as UTC when no offset is given."""
+    """An ISO date or date-time, taken as UTC when no offset is given, in the years 1970 to
+    9998 (as `report --week`): a lake's times are epoch seconds and dates a day on either side
+    (`detect --now 1900-01-01` stamped findings for good; `simulate --start 0001-01-01` landed
+    files outside any date folder, and 9999-12-31 overflowed)."""
 
     name = "timestamp"
 
@@ -116,4 +121,18 @@ class Timestamp(click.ParamType):  # type: ignore[type-arg]  # generic only in n
             self.fail(
                 f"{value!r} is not an ISO date or date-time (e.g. 2026-11-02 or 2026-11-02T08:00)"
             )
+        if not 1970 <= parsed.year <= 9998:
+            self.fail(f"{value!r}: expected a year from 1970 to 9998")
         return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+
+
+class Finite(click.FloatRange):
+    """A number in a range that is a number: click's FloatRange lets NaN through every bound
+    (NaN compares false), and `--timeout nan` or `--cost-per-gpu-hour nan` then failed deep
+    inside or wrote "$nan" into a report."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = [
+    "MOST_G_PER_KWH",
     "CSV_HEADER",
     "CarbonIntensity",
     "ClusterIntensity",
@@ -37,6 +38,9 @@ __all__ = [
 
 # The header an hourly intensity CSV starts with.
 CSV_HEADER = ("hour_start_utc", "g_per_kwh")
+# The most g CO2e per kWh a setting or CSV may give: 100× the dirtiest grid's (coal, ~1,000):
+# 1e308 made every job's kg CO2e inf, and `gpuledger check` passed.
+MOST_G_PER_KWH = 100_000.0
 _HOUR_S = 3600
 
 
@@ -137,9 +141,10 @@ def _intensity_row(line_no: int, row: list[str], hours: dict[int, float]) -> Non
         grams = float(row[1])
     except ValueError:
         grams = math.nan
-    if not math.isfinite(grams) or grams < 0:
+    if not math.isfinite(grams) or not 0 <= grams <= MOST_G_PER_KWH:
         raise IntensityCsvError(
-            f"line {line_no}: expected a non-negative g_per_kwh, got {row[1].strip()!r}"
+            f"line {line_no}: expected a g_per_kwh from 0 to {MOST_G_PER_KWH:,.0f}, got "
+            f"{row[1].strip()!r}"
         )
     if hour in hours:
         raise IntensityCsvError(f"line {line_no}: the hour {row[0].strip()!r} is given twice")

@@ -11,7 +11,7 @@ import click
 
 from app.commands.config import config_option
 from app.errors import AppError, reports_errors
-from app.options import lake_option
+from app.options import Finite, lake_option
 
 if TYPE_CHECKING:
     from warehouse.lake import Lake
@@ -141,7 +141,7 @@ def _summary(report: object) -> str:
 )
 @click.option(
     "--interval",
-    type=click.FloatRange(min=0.1),
+    type=Finite(min=0.1),
     default=None,
     help="Seconds between polls with --follow [default: alerts.follow_interval_s, 60].",
 )

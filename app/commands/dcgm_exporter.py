@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import click
 
 from app.errors import AppError, reports_errors
-from app.options import lake_option
+from app.options import Finite, lake_option
 from collector.sources.http_url import redact_url
 
 if TYPE_CHECKING:
@@ -85,14 +85,14 @@ def _urls(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) ->
     "--interval",
     # (a row stands for S: above an hour it is no sampling step, and the marts take it
     # for none: sql/views/sample_steps.sql)
-    type=click.FloatRange(min=1.0, max=3600.0),
+    type=Finite(min=1.0, max=3600.0),
     default=None,
     metavar="S",
     help="Scrape every S seconds until Ctrl-C / SIGTERM (the current round still lands).",
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0.1, max=600.0),
+    type=Finite(min=0.1, max=600.0),
     default=10.0,
     show_default=True,
     metavar="S",

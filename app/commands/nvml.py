@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import click
 
 from app.errors import reports_errors
-from app.options import lake_option
+from app.options import Finite, lake_option
 
 if TYPE_CHECKING:
     from collector.sources.nvml.agent import AgentSummary, ProcessSeen, TickResult
@@ -91,7 +91,7 @@ def render_summary(summary: AgentSummary, spool: Path, lake: Lake) -> str:
     "--interval",
     # (a row stands for S: above an hour it is no sampling step, and the marts take it
     # for none: sql/views/sample_steps.sql)
-    type=click.FloatRange(min=1.0, max=3600.0),
+    type=Finite(min=1.0, max=3600.0),
     default=30.0,
     show_default=True,
     metavar="S",

@@ -12,7 +12,7 @@ import click
 
 from app.commands.config import config_option
 from app.errors import AppError, reports_errors
-from app.options import lake_option
+from app.options import Finite, lake_option
 
 if TYPE_CHECKING:
     from app.report.data import DataWeeks
@@ -85,19 +85,19 @@ def _utc_now() -> dt.datetime:
 @click.option("--cluster", default=None, help="Only this cluster [default: every cluster].")
 @click.option(
     "--cost-per-gpu-hour",
-    type=click.FloatRange(min=0),
+    type=Finite(min=0, max=1e6),
     default=None,
     help="Price of one GPU-hour, to cost the waste (e.g. 2.50).",
 )
 @click.option(
     "--cost-per-kwh",
-    type=click.FloatRange(min=0),
+    type=Finite(min=0, max=1e6),
     default=None,
     help="Price of one kWh, to cost the energy (e.g. 0.12).",
 )
 @click.option(
     "--half-life-days",
-    type=click.FloatRange(min=0.01),
+    type=Finite(min=0.01, max=3650),
     default=7.0,
     show_default=True,
     help="Usage decay half-life: Slurm's PriorityDecayHalfLife (or Kueue usageHalfLifeTime).",

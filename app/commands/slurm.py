@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from app.errors import reports_errors
-from app.options import Timestamp, lake_option
+from app.options import Finite, Timestamp, lake_option
 
 if TYPE_CHECKING:
     from warehouse.lake import Lake
@@ -35,7 +35,7 @@ def _when(value: dt.datetime) -> str:
 @lake_option
 @click.option(
     "--timeout",
-    type=click.FloatRange(1, 3600),
+    type=Finite(1, 3600),
     default=300,
     show_default=True,
     help="Seconds to wait for each sacct or scontrol call.",

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from app.errors import reports_errors
-from app.options import lake_option
+from app.options import Finite, lake_option
 
 if TYPE_CHECKING:
     from warehouse.lake import Lake
@@ -22,7 +22,7 @@ __all__ = ["command"]
 @lake_option
 @click.option(
     "--timeout",
-    type=click.FloatRange(1, 3600),
+    type=Finite(1, 3600),
     default=120,
     show_default=True,
     help="Seconds to wait for each scontrol or sacctmgr call.",

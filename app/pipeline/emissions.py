@@ -24,6 +24,7 @@ from typing import Any
 
 from app.config import ConfigError, convert_setting, env_name, register_table_section, show_value
 from warehouse.emissions import (
+    MOST_G_PER_KWH,
     CarbonIntensity,
     ClusterIntensity,
     IntensityCsvError,
@@ -76,9 +77,10 @@ def _grams(key: str, raw: Any, from_env: bool, source: str) -> float:
         value = float(convert_setting(float, raw, from_env))
     except ValueError as exc:
         raise ConfigError(f"{key}: {exc} ({source})") from None
-    if not value >= 0 or value == float("inf"):
+    if not 0 <= value <= MOST_G_PER_KWH:  # (NaN too)
         raise ConfigError(
-            f"{key}: expected a non-negative number of g CO2e per kWh, got {value!r} ({source})"
+            f"{key}: expected a number of g CO2e per kWh from 0 to {MOST_G_PER_KWH:,.0f}, got "
+            f"{value!r} ({source})"
         )
     return value
 

@@ -599,3 +599,36 @@ def test_bench_refuses_an_unwritable_out_or_lake_before_it_runs(tmp_path: Path) 
     result = invoke("bench", "--scenario", "prometheus", "--lake", str(tmp_path / "file" / "sub"))
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert "cannot make the bench's lakes under" in result.output
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["detect", "--now", "1900-01-01"],  # stamped its findings 1900 for good
+        ["simulate", "--start", "0001-01-01"],  # landed files outside any date folder
+        ["simulate", "--start", "9999-12-31"],  # overflowed
+        ["whatif", "replay", "--since", "1969-12-31"],
+    ],
+)
+def test_a_time_outside_the_years_a_lake_can_hold_is_a_usage_error(tmp_path, args):
+    result = CliRunner().invoke(cli, [*args, "--lake", str(tmp_path / "lake")])
+
+    assert result.exit_code == 2, result.output
+    assert "expected a year from 1970 to 9998" in result.output
+    assert not (tmp_path / "lake").exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["report", "weekly", "--no-pdf", "--cost-per-gpu-hour", "nan"],  # "$nan" in the report
+        ["report", "weekly", "--no-pdf", "--half-life-days", "nan"],
+        ["collect", "slurm", "--cluster", "c", "--timeout", "nan"],  # a traceback
+        ["alert", "--follow", "--interval", "nan"],
+    ],
+)
+def test_a_number_that_is_no_number_is_a_usage_error(tmp_path, args):
+    result = CliRunner().invoke(cli, [*args, "--lake", str(tmp_path / "lake")])
+
+    assert result.exit_code == 2, result.output
+    assert "is not a finite number" in result.output

@@ -68,7 +68,13 @@ def test_the_default_may_come_from_the_environment(tmp_path):
         (
             "[emissions.clusters.della]\ng_per_kwh = -3\n",
             None,
-            "emissions.clusters.della.g_per_kwh: expected a non-negative number",
+            "emissions.clusters.della.g_per_kwh: expected a number of g CO2e per kWh from 0 to "
+            "100,000, got -3.0",
+        ),
+        (  # made every job's kg CO2e inf
+            "[emissions]\ndefault_g_per_kwh = 1e308\n",
+            None,
+            "emissions.default_g_per_kwh: expected a number of g CO2e per kWh from 0 to 100,000",
         ),
         ("[emissions]\ndefault_g_per_kwh = 'x'\n", None, "emissions.default_g_per_kwh: expected"),
         (
@@ -79,7 +85,7 @@ def test_the_default_may_come_from_the_environment(tmp_path):
         (
             '[emissions.clusters.della]\ng_per_kwh = 1\ncsv = "della.csv"\n',
             "hour_start_utc,g_per_kwh\n2024-03-01T00:00:00Z,300\n2024-03-01T01:00:00Z,lots\n",
-            "della.csv' line 3: expected a non-negative g_per_kwh, got 'lots'",
+            "della.csv' line 3: expected a g_per_kwh from 0 to 100,000, got 'lots'",
         ),
         (
             '[emissions.clusters.della]\ng_per_kwh = 1\ncsv = "della.csv"\n',
@@ -89,7 +95,12 @@ def test_the_default_may_come_from_the_environment(tmp_path):
         (
             '[emissions.clusters.della]\ng_per_kwh = 1\ncsv = "della.csv"\n',
             "hour_start_utc,g_per_kwh\n2024-03-01T00:00:00Z,-1\n",
-            "line 2: expected a non-negative g_per_kwh, got '-1'",
+            "line 2: expected a g_per_kwh from 0 to 100,000, got '-1'",
+        ),
+        (
+            '[emissions.clusters.della]\ng_per_kwh = 1\ncsv = "della.csv"\n',
+            "hour_start_utc,g_per_kwh\n2024-03-01T00:00:00Z,1e308\n",
+            "line 2: expected a g_per_kwh from 0 to 100,000, got '1e308'",
         ),
         (
             '[emissions.clusters.della]\ng_per_kwh = 1\ncsv = "della.csv"\n',
