@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from app.commands.config import config_option
-from app.errors import reports_errors
+from app.errors import AppError, reports_errors
 from app.options import lake_option, lake_writer, no_wait_option
 from app.retention.settings import MAX_DAYS
 
@@ -84,9 +84,8 @@ def command(
     if keep_raw_days is not None:
         retention = dataclasses.replace(retention, raw_days=keep_raw_days)
     config, lake = pipeline_and_lake(config_path, lake)
-    if not lake.exists():
-        click.echo(f"{lake}: no lake there")
-        return
+    if not lake.exists():  # (a cron line with a mistyped lake "succeeded" and never pruned)
+        raise AppError(f"no lake at {str(lake)!r}: give --lake (or $GPULEDGER_LAKE) a lake folder")
     with lake_writer(lake, "prune", no_wait):
         outcome = prune_lake(lake, config.attribution, retention, dry_run=dry_run)
     verb = "Would delete" if dry_run else "Deleted"

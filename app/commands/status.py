@@ -11,7 +11,7 @@ import click
 
 from app.commands.config import config_option
 from app.commands.run import lake_override
-from app.errors import reports_errors
+from app.errors import AppError, reports_errors
 
 if TYPE_CHECKING:
     from warehouse.lake import Lake
@@ -38,6 +38,8 @@ def command(config_path: Path | None, lake: Lake | None, check: bool) -> None:
     # the lake alone: a monitoring user (nagios, root) is not refused over a secret of another
     # section it cannot read (the SMTP password file, the service user's)
     root = lake or Lake.at(load_section(LakeConfig, config_path).root)
+    if not root.exists():  # (a mistyped lake read as a service that never ran, exit 0)
+        raise AppError(f"no lake at {str(root)!r}: give --lake (or $GPULEDGER_LAKE) a lake folder")
     text, healthy = render_status(read_status(root), now=time.time())
     click.echo(text)
     if check and not healthy:

@@ -632,3 +632,12 @@ def test_a_number_that_is_no_number_is_a_usage_error(tmp_path, args):
 
     assert result.exit_code == 2, result.output
     assert "is not a finite number" in result.output
+
+
+@pytest.mark.parametrize("args", [["prune", "--dry-run"], ["prune"], ["status"]])
+def test_a_lake_that_is_not_there_is_an_error_not_a_success(tmp_path, args):
+    # a cron line with a mistyped lake "succeeded" (exit 0) and never pruned
+    result = CliRunner().invoke(cli, [*args, "--lake", str(tmp_path / "nope")])
+
+    assert result.exit_code == 1, result.output
+    assert "no lake at" in result.output and "nope" in result.output
