@@ -97,7 +97,7 @@ def _simulate(
 sim_options = [
     click.option(
         "--gpus",
-        type=click.IntRange(min=1),
+        type=click.IntRange(min=1, max=65536),
         default=256,
         show_default=True,
         help="GPUs in the fleet (rounded up to whole 8-GPU nodes).",
@@ -111,7 +111,7 @@ sim_options = [
     ),
     click.option(
         "--seed",
-        type=int,
+        type=click.IntRange(min=0, max=2**32 - 1),
         default=42,
         show_default=True,
         help="Random seed; the same seed lands the same rows.",
@@ -407,7 +407,10 @@ def _write_out(out: Path, write: Callable[[], object]) -> None:
     help="Write to this file instead of standard output (required for parquet).",
 )
 @click.option(
-    "--limit", type=click.IntRange(min=1), default=None, help="Show at most this many rows."
+    "--limit",
+    type=click.IntRange(min=1, max=2**62),
+    default=None,
+    help="Show at most this many rows.",
 )
 @click.option(
     "--columns",
@@ -476,7 +479,7 @@ def query(
     else:
         frame = queries.run(con, name, **values)
     if columns is not None:
-        wanted = [c.strip() for c in columns.split(",") if c.strip()]
+        wanted = list(dict.fromkeys(c.strip() for c in columns.split(",") if c.strip()))
         unknown = [c for c in wanted if c not in frame.columns]
         if unknown or not wanted:
             raise click.BadParameter(

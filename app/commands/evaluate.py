@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 __all__ = ["command", "parse_seeds"]
 
 
+MOST_SEEDS = 1000
+
+
 def parse_seeds(text: str) -> tuple[int, ...]:
     """`"100-104,110"` → (100, 101, 102, 103, 104, 110); raises ValueError naming the bad part."""
     seeds: list[int] = []
@@ -34,6 +37,8 @@ def parse_seeds(text: str) -> tuple[int, ...]:
             raise ValueError(f"{part!r} is not a seed or a range like 100-104") from None
         if last < first:
             raise ValueError(f"{part!r}: the range ends before it starts")
+        if len(seeds) + last - first + 1 > MOST_SEEDS:  # (100-99999999999: a MemoryError)
+            raise ValueError(f"{text!r} names more than {MOST_SEEDS:,} seeds (each a whole run)")
         seeds.extend(range(first, last + 1))
     if not seeds:
         raise ValueError(f"{text!r} names no seed")

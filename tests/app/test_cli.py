@@ -571,6 +571,12 @@ def test_query_picks_columns_in_order(lake: Path) -> None:
     assert result.stdout.splitlines()[0] == "user,job_id"
     bad = invoke("query", "job_usage", "--lake", str(lake), "-c", "job_id,nope")
     _assert_one_line_error(bad, 2, "'nope'", "idle_gpu_h")
+    # a column named twice is shown once (it was polars' DuplicateError traceback)
+    twice = invoke(
+        "query", "job_usage", "--lake", str(lake), "-c", "job_id,job_id", "--format", "csv"
+    )
+    assert twice.exit_code == 0, twice.output
+    assert twice.stdout.splitlines()[0] == "job_id"
 
 
 def test_query_without_a_name_lists_what_can_be_queried() -> None:
@@ -641,3 +647,19 @@ def test_a_lake_that_is_not_there_is_an_error_not_a_success(tmp_path, args):
 
     assert result.exit_code == 1, result.output
     assert "no lake at" in result.output and "nope" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["simulate", "--seed", "-1"], "--seed"),  # numpy's traceback
+        (["simulate", "--gpus", "99999999999999999999"], "--gpus"),  # 3.7 GB and counting
+        (["evaluate", "--seeds", "100-99999999999"], "names more than 1,000 seeds"),
+        (["query", "job_usage", "--limit", "99999999999999999999"], "--limit"),
+    ],
+)
+def test_a_value_past_what_a_command_can_do_is_a_usage_error(tmp_path, args, said):
+    result = CliRunner().invoke(cli, [*args, "--lake", str(tmp_path / "lake")])
+
+    assert result.exit_code == 2, result.output
+    assert said in result.output and "Traceback" not in result.output
