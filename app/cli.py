@@ -7,6 +7,7 @@ commands never load duckdb, polars or streamlit.
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import json
 import os
 import sys
@@ -930,8 +931,32 @@ def _history_days(text: str) -> tuple[int, ...]:
 
 
 def main() -> None:
-    """Console entry point."""
-    cli()
+    """Console entry point. Output that cannot be written (a full disk behind `> file`) is one
+    line on stderr and exit 1, not a traceback from every command that prints."""
+    try:
+        cli()
+    except OSError as exc:
+        if exc.filename is not None or exc.errno not in _FULL:
+            raise
+        _said_on_stderr(f"Error: cannot write the output ({exc.strerror or exc})")
+        sys.exit(1)
+
+
+_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+
+
+def _said_on_stderr(line: str) -> None:
+    """`line` on stderr, where it can be written; the unwritten rest of stdout is let go (its
+    flush at exit would fail again, with "Exception ignored")."""
+    try:
+        click.echo(line, err=True)
+    except OSError:
+        pass
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 register(cli)

@@ -663,3 +663,24 @@ def test_a_value_past_what_a_command_can_do_is_a_usage_error(tmp_path, args, sai
 
     assert result.exit_code == 2, result.output
     assert said in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
+@pytest.mark.parametrize("args", [["--version"], ["query"]])
+def test_output_that_cannot_be_written_is_one_line_not_a_traceback(args):
+    import subprocess
+    import sys
+
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "app.cli", *args],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+        )
+
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        "Error: cannot write the output (No space left on device)"
+    ]
