@@ -30,6 +30,7 @@ from app.alerts.plan import Action, Notice, Stage, plan
 from app.alerts.render import DigestRow
 from app.alerts.settings import AlertsConfig
 from app.errors import AppError
+from warehouse.errors import NotWritable
 from warehouse.lake import Lake
 
 if TYPE_CHECKING:
@@ -123,7 +124,10 @@ def _lake_lock(state: Path) -> Iterator[None]:
     from warehouse import layout
 
     # the group's whatever the umask, so an alerter run by another member can lock it too
-    fd = layout.open_shared_file(state / LOCK_FILE, os.O_WRONLY | os.O_APPEND)
+    try:
+        fd = layout.open_shared_file(state / LOCK_FILE, os.O_WRONLY | os.O_APPEND)
+    except OSError as exc:  # (a read-only lake: a traceback; attribute and detect say this)
+        raise NotWritable(state / LOCK_FILE, exc, "lock") from exc
     with os.fdopen(fd, "a") as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)

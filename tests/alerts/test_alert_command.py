@@ -269,3 +269,21 @@ def test_a_hardware_finding_with_no_admins_is_flagged(tmp_path):
     result = CliRunner().invoke(cli, ["alert", "--dry-run", "--lake", str(lake)], env=env)
     assert result.exit_code == 0, result.output
     assert "--- nobody to tell: f-xid (xid_errors)" in result.output
+
+
+def test_a_lake_whose_lock_cannot_be_written_is_one_error(tmp_path, monkeypatch):
+    # a read-only lake (mounted so): `alert` ended in a traceback where attribute and detect
+    # say "cannot lock …"
+    import errno
+
+    from app.alerts import runner
+    from warehouse import layout
+    from warehouse.errors import NotWritable
+
+    def read_only(path, flags):
+        raise OSError(errno.EROFS, "Read-only file system", str(path))
+
+    monkeypatch.setattr(layout, "open_shared_file", read_only)
+    with pytest.raises(NotWritable, match="cannot lock .*alerts.lock.*Read-only file system"):
+        with runner._lake_lock(tmp_path):
+            pass
