@@ -180,6 +180,8 @@ def weekly(
     cfg = load_config(config_path) if send_email else None
     if ctx.get_parameter_source("lake") == ParameterSource.DEFAULT:
         lake = Lake.at(cfg.lake.root if cfg else load_section(LakeConfig, config_path).root)
+    elif config_path is not None and cfg is None:
+        load_section(LakeConfig, config_path)  # a --config named is read: one not TOML is refused
     _run_weekly(
         week=week,
         out=out,

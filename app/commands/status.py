@@ -37,7 +37,9 @@ def command(config_path: Path | None, lake: Lake | None, check: bool) -> None:
 
     # the lake alone: a monitoring user (nagios, root) is not refused over a secret of another
     # section it cannot read (the SMTP password file, the service user's)
-    root = lake or Lake.at(load_section(LakeConfig, config_path).root)
+    # a --config named is read even beside --lake: one that is not TOML is refused
+    named = load_section(LakeConfig, config_path) if config_path is not None else None
+    root = lake or Lake.at((named or load_section(LakeConfig)).root)
     if not root.exists():  # (a mistyped lake read as a service that never ran, exit 0)
         raise AppError(f"no lake at {str(root)!r}: give --lake (or $GPULEDGER_LAKE) a lake folder")
     text, healthy = render_status(read_status(root), now=time.time())

@@ -684,3 +684,18 @@ def test_output_that_cannot_be_written_is_one_line_not_a_traceback(args):
     assert done.stderr.strip().splitlines() == [
         "Error: cannot write the output (No space left on device)"
     ]
+
+
+@pytest.mark.parametrize("args", [["status"], ["report", "weekly", "--no-pdf"]])
+def test_a_config_named_beside_the_lake_is_read(tmp_path, args):
+    # `--config` that is not TOML at all was ignored beside --lake (exit 0), where attribute,
+    # detect, alert and prune refuse it
+    bad = tmp_path / "bad.toml"
+    bad.write_text("this is [not toml\n")
+    (tmp_path / "lake").mkdir()
+    result = CliRunner().invoke(
+        cli, [*args, "--lake", str(tmp_path / "lake"), "--config", str(bad)]
+    )
+
+    assert result.exit_code == 1, result.output
+    assert "is not valid TOML" in result.output
