@@ -216,7 +216,8 @@ def _env_name(section: str, key: str) -> str:
 
 
 _TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
+# (not "": an empty GPULEDGER_DETECT_IDLE_JOB_ENABLED turned the idle detector off, silently)
+_FALSE = {"0", "false", "no", "off"}
 
 
 def _convert(kind: Any, raw: Any, from_env: bool) -> Any:
@@ -239,6 +240,10 @@ def _convert(kind: Any, raw: Any, from_env: bool) -> Any:
             return raw
         if from_env and str(raw).strip().lower() in _TRUE | _FALSE:
             return str(raw).strip().lower() in _TRUE
+        if from_env and not str(raw).strip():
+            raise ValueError(
+                "expected true or false, got an empty value (unset the variable for the default)"
+            )
         raise ValueError(f"expected true or false, got {raw!r}")
     if kind is int:
         if isinstance(raw, bool):

@@ -15,6 +15,7 @@ from app.config import (
     ConfigError,
     DashboardConfig,
     Secret,
+    convert_setting,
     dashboard_access_policy,
     dashboard_cost_per_gpu_hour,
     load_config,
@@ -218,3 +219,14 @@ def test_a_mistyped_dashboard_variable_is_an_error(config_file, monkeypatch):
 
     with pytest.raises(ConfigError, match="GPULEDGER_DASHBOARD_MANAGER: no such setting"):
         dashboard_access_policy()
+
+
+@pytest.mark.parametrize(("raw", "expected"), [("yes", True), ("0", False), ("TRUE", True)])
+def test_a_flag_from_the_environment(raw, expected):
+    assert convert_setting(bool, raw, from_env=True) is expected
+
+
+def test_an_empty_flag_in_the_environment_is_refused_not_false():
+    # GPULEDGER_DETECT_IDLE_JOB_ENABLED='' turned the idle detector off, silently
+    with pytest.raises(ValueError, match="got an empty value"):
+        convert_setting(bool, "", from_env=True)
