@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 import zoneinfo
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,6 +56,25 @@ def _ascii(v: str) -> str | None:
 
 def _non_negative(v: float) -> str | None:
     return None if v >= 0 else "expected a number of at least 0"
+
+
+# An address a header can carry: no space, newline, comma or angle bracket (`a\nBcc: x@y` in
+# --email-to was a traceback once the reports were written; in email_from a header of its own)
+_ADDRESS = re.compile(r"[^@\s,;<>\"'()]+@[^@\s,;<>\"'()]+")
+
+
+def address_problem(addresses: Iterable[str]) -> str | None:
+    """Why `addresses` are not all plain email addresses (name@host), or None."""
+    bad = [a for a in addresses if not _ADDRESS.fullmatch(a)]
+    return f"not an email address: {', '.join(map(repr, bad))}" if bad else None
+
+
+def _address(v: str) -> str | None:
+    return address_problem([v])
+
+
+def _addresses(v: tuple[str, ...]) -> str | None:
+    return address_problem(v)
 
 
 def _severity(v: str) -> str | None:
@@ -190,14 +210,16 @@ class AlertsConfig:
     smtp_timeout_s: float = setting(
         30.0, "Seconds before an SMTP connection attempt fails.", positive_at_most_a_year
     )
-    email_from: str = setting("gpuledger@localhost", "Sender address of every email.")
+    email_from: str = setting("gpuledger@localhost", "Sender address of every email.", _address)
     email_reply_to: str | None = setting(
         None, "Reply-To of every email (e.g. the help desk; keeps auto-replies off email_from)."
     )
     email_domain: str = setting(
         "localhost", "A user with no directory entry is mailed at <user>@<email_domain>."
     )
-    admin_emails: tuple[str, ...] = setting((), "Admins: digests, hardware alerts, test mode.")
+    admin_emails: tuple[str, ...] = setting(
+        (), "Admins: digests, hardware alerts, test mode.", _addresses
+    )
     # delivery: Slack
     slack_token: Secret | None = setting(
         None, "Slack bot token for chat.postMessage (env or slack_token_file only).", secret=True

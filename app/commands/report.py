@@ -199,12 +199,15 @@ def weekly(
 
 def _smtp(cfg: Any, email_to: str | None) -> tuple[Any, list[str]]:
     """The alerts' SMTP sender and the recipients (--email-to, else alerts.admin_emails)."""
-    from app.alerts.settings import AlertsConfig
+    from app.alerts.settings import AlertsConfig, address_problem
     from app.alerts.smtp import SmtpSender, SmtpSettings
 
     alerts = cfg.section(AlertsConfig)
     if email_to:
         recipients = [r.strip() for r in email_to.split(",") if r.strip()]
+        problem = address_problem(recipients)
+        if problem:  # (before any report is written)
+            raise click.BadParameter(problem, param_hint="--email-to")
     else:
         recipients = list(alerts.admin_emails)
     if not recipients:

@@ -293,7 +293,11 @@ def test_config_check_takes_lake_like_every_command(tmp_path):
     assert f"root = '{tmp_path}'  # --lake" in result.output
 
 
-WORD = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789.@-", min_size=1, max_size=20)
+WORD = st.builds(
+    "{}@{}".format,
+    st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789.-", min_size=1, max_size=10),
+    st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789.-", min_size=1, max_size=10),
+)
 
 
 @given(port=st.integers(1, 65535), admins=st.lists(WORD, max_size=5), tls=st.booleans())
@@ -361,3 +365,15 @@ def test_smtp_tls_and_starttls_must_agree():
     env = {"GPULEDGER_ALERTS_SMTP_STARTTLS": "true", "GPULEDGER_ALERTS_SMTP_TLS": "none"}
     with pytest.raises(ConfigError, match="smtp_tls: 'none' contradicts smtp_starttls"):
         load_config(None, environ=env)
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"GPULEDGER_ALERTS_ADMIN_EMAILS": "not an email"},
+        {"GPULEDGER_ALERTS_EMAIL_FROM": "a\nBcc: x@y"},  # a header of its own
+    ],
+)
+def test_an_address_that_is_not_one_is_refused(env):
+    with pytest.raises(ConfigError, match="not an email address"):
+        load_config(None, environ=env).section(AlertsConfig)

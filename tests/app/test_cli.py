@@ -707,3 +707,18 @@ def test_the_dashboard_over_a_lake_that_is_not_there_is_an_error(tmp_path):
 
     assert result.exit_code == 1, result.output
     assert "no lake at" in result.output
+
+
+def test_a_recipient_that_is_no_address_is_refused_before_any_report(tmp_path):
+    # `a@b\nBcc: x@y` was a ValueError traceback once the reports were written
+    (tmp_path / "lake").mkdir()
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        cli,
+        ["report", "weekly", "--no-pdf", "--lake", str(tmp_path / "lake"), "--out", str(out)]
+        + ["--email", "--email-to", "a@b\nBcc: x@y"],
+        env={"GPULEDGER_CONFIG": ""},
+    )
+
+    assert result.exit_code == 2, result.output
+    assert "not an email address" in result.output and not out.exists()

@@ -60,6 +60,7 @@ CHECKED_TEXT = {
     "api.trusted_proxies": "10.0.0.7, ::1",
     "api.trusted_user_header": "X-Remote-User",
     "api.proxy_secret": "proxy-secret-from-env-0123",
+    "alerts.email_from": "gpuledger@example.org",
 }
 # Keys that are valid only together with another (a password needs a user to log in with).
 COMPANIONS = {
