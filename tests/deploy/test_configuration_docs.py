@@ -64,6 +64,7 @@ SAMPLES = {
     "api.trusted_user_header": "X-Remote-User",
     "alerts.slack_webhook_url": "https://hooks.example.org/services/T0/B0/x",
     "api.proxy_secret": "proxy-s3cret-0123456789",
+    "alerts.admin_emails": "hpc-admins@example.org",
 }
 
 
