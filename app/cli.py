@@ -642,11 +642,6 @@ def dashboard(lake: Lake, port: int, address: str) -> None:
     GPULEDGER_DASHBOARD_COST_PER_GPU_HOUR sets the price shown (2.00).
     Example:  gpuledger dashboard --lake ./lake --port 8600
     """
-    if not lake.exists():  # (it served pages that each said the lake was missing, as serve
-        raise AppError(  # refuses at once)
-            f"no lake at {str(lake)!r}: give --lake (or $GPULEDGER_LAKE) a lake folder, or "
-            "run `gpuledger demo` for a simulated one"
-        )
     _serve_dashboard(lake, port, address)
 
 

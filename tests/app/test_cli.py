@@ -701,14 +701,6 @@ def test_a_config_named_beside_the_lake_is_read(tmp_path, args):
     assert "is not valid TOML" in result.output
 
 
-def test_the_dashboard_over_a_lake_that_is_not_there_is_an_error(tmp_path):
-    # it started serving pages that each said the lake was missing; `serve` refuses at once
-    result = CliRunner().invoke(cli, ["dashboard", "--lake", str(tmp_path / "nope")])
-
-    assert result.exit_code == 1, result.output
-    assert "no lake at" in result.output
-
-
 def test_a_recipient_that_is_no_address_is_refused_before_any_report(tmp_path):
     # `a@b\nBcc: x@y` was a ValueError traceback once the reports were written
     (tmp_path / "lake").mkdir()
