@@ -6,18 +6,19 @@ GPUs of a type, limits of 1–3 minutes that make backfill matter, a burst that 
 second wave, jobs ending well before their limits and four cancelled) runs through the test
 cluster under `priority/multifactor` (fair-share weight 10000) and `sched/backfill` with a short
 `bf_interval` (2 s, set for this module's jobs only in slurm.conf.extra, read by a slurmctld
-started again; every association's fair-share usage is reset first, so both runs start even).
+started again; every association's fair-share usage is reset first, so every run starts even).
 It is collected with `collect slurm` and `collect slurm-config` and replayed; the replay must
 start each job near when Slurm did (median |Δstart| ≤ 60 s), in the same order (start-order
 rank correlation ≥ 0.9) and give each account its mean wait (over the jobs started in both)
 within 15 %: the issue's targets.
 
-Then the what-if: the same workload runs again after `sacctmgr modify account ml set
+Then the what-if: the same workload runs twice again after `sacctmgr modify account ml set
 GrpTRES=gres/gpu=4`, and the replay of the *first* run with `--set assoc.ml.GrpTRES=gres/gpu=4`
-(replayed past the end of its data, so the jobs the cap delays still start) must predict the
-second: the same jobs never start (of those the workload does not cancel: for those, starting
-or not before the user's scancel is a race), median |predicted − real wait| ≤ 90 s, and mean
-wait per account within 20 %, the issue's target. Two things make that hold. The shares are 80
+(replayed past the end of its data, so the jobs the cap delays still start) must predict what
+Slurm does under the cap: the same jobs never start in either run (of those the workload does
+not cancel: for those, starting or not before the user's scancel is a race), median |predicted
+− real wait| ≤ 90 s, and mean wait per account within 20 %, the issue's target, where a job's
+real wait is its mean over the two capped runs. Three things make that hold. The shares are 80
 and 20 rather than the cluster's 60 and 40, so that the fair-share ticks decide: each account's
 mean wait turns on the first tick (~55 s in), which ranks the accounts by usage ÷ shares until
 the next, and under the cap the workload reaches it with research at about 0.6 of the
@@ -25,7 +26,10 @@ GPU-seconds run, which at 60/40 made the order after it a coin toss, in Slurm to
 per-account prediction is the mean of DRAWS replays with the recorded run times moved by
 −1, 0 or +1 s, the product's `replay_draws` (`gpuledger whatif compare --draws 9`): one replay
 is one draw of Slurm's own second-to-second wobble, which moves ml's mean wait by ±10 %
-(whether a 4-GPU job under the 4-GPU cap finds the account's jobs all ended). Measured in
+(whether a 4-GPU job under the 4-GPU cap finds the account's jobs all ended). That wobble is
+Slurm's as well: nine identical capped runs gave ml 63.5–77.9 s, and one CI run 61.6 s against
+a prediction of 74.8 s (+21.5 %); one run is one draw of it, so the real side is the mean of
+CAPPED_RUNS runs (about 3 minutes each). Measured in
 docs/policy-lab.md; the test prints the one replay's figures (draw 0, the run times as
 recorded), the draws' range and the split at the tick. The cluster's other jobs (the
 collector tests' gated ones) are cancelled first, so the machine is the workload's alone.
@@ -49,7 +53,7 @@ import pytest
 from collector.sources.slurm.collect import collect_slurm, run_command
 from collector.sources.slurm.config import collect_slurm_config
 from detectors.replay.draws import mean_outcome, replay_draws, replay_each
-from detectors.replay.engine import Outcome, Workload, replay
+from detectors.replay.engine import Workload
 from detectors.replay.metrics import calibrate
 from detectors.replay.policy import Policy, apply_settings
 from detectors.replay.workload import load_workload, recorded_settings
@@ -148,6 +152,7 @@ INFRA_SHARES = {"research": 60, "ml": 40}  # tests/infra/slurm/start_slurm.sh's
 CAP = "gres/gpu=4"  # the what-if: account ml's GPUs at once
 WHAT_IF_TOLERANCE = 0.2  # the what-if's per-account mean wait: the issue's 20 %
 DRAWS = 9  # the replays' prediction: replay_draws' mean of this many replays
+CAPPED_RUNS = 2  # Slurm under the cap: the mean of this many runs (see the docstring)
 
 
 @contextmanager
@@ -204,13 +209,6 @@ def prepared(lake: Path, since: float, changes: list[str]) -> tuple[Workload, Po
     return w, apply_settings(policy, changes)
 
 
-def replayed(
-    lake: Path, since: float, changes: list[str], *, past_end: bool = False
-) -> tuple[Workload, Outcome]:
-    w, policy = prepared(lake, since, changes)
-    return w, replay(w, policy, past_end=past_end)
-
-
 def first_tick_shares(
     lake: Path, w: Workload, start: np.ndarray, end: np.ndarray
 ) -> tuple[float, dict[str, float]]:
@@ -251,15 +249,15 @@ class Run:
 
 
 @pytest.fixture(scope="module")
-def runs(slurm_cluster: SlurmCluster, tmp_path_factory) -> tuple[Run, Run]:
-    """The workload under the recorded policy, then again under the account cap."""
+def runs(slurm_cluster: SlurmCluster, tmp_path_factory) -> tuple[Run, ...]:
+    """The workload under the recorded policy, then CAPPED_RUNS times under the account cap."""
     c = slurm_cluster
     c.start()
     c.jobs_dir.mkdir(mode=0o1777, exist_ok=True)
     clear(c)
     out = []
     with short_backfill(c), shares(c, SHARES):
-        for cap in ("gres/gpu=-1", CAP):
+        for cap in ("gres/gpu=-1", *[CAP] * CAPPED_RUNS):
             c.run(
                 "sacctmgr", "-i", "modify", "account", "where", "name=ml", "set", f"GrpTRES={cap}"
             )
@@ -272,7 +270,7 @@ def runs(slurm_cluster: SlurmCluster, tmp_path_factory) -> tuple[Run, Run]:
                 c.run("sacctmgr", "-i", "modify", "account", "where", "name=ml", "set",
                       "GrpTRES=gres/gpu=-1")  # fmt: skip
             out.append(Run(lake, ids, t0))
-    return out[0], out[1]
+    return tuple(out)
 
 
 def waits_of(w: Workload, starts: np.ndarray, idx: np.ndarray) -> np.ndarray:
@@ -280,7 +278,7 @@ def waits_of(w: Workload, starts: np.ndarray, idx: np.ndarray) -> np.ndarray:
 
 
 def test_the_replay_of_the_recorded_policy_starts_jobs_when_slurm_did(runs):
-    first, _ = runs
+    first = runs[0]
     w, policy = prepared(first.lake, first.t0, [])
     idx = index_of(w, first.ids)
     # the replay as `whatif replay --draws DRAWS` makes it: one replay is one draw of Slurm's
@@ -329,23 +327,30 @@ def test_the_replay_of_the_recorded_policy_starts_jobs_when_slurm_did(runs):
 
 
 def test_a_what_if_predicts_what_slurm_does_under_the_change(runs):
-    first, second = runs
+    first, *capped = runs
     w1, policy = prepared(first.lake, first.t0, [f"assoc.ml.GrpTRES={CAP}"])
     # the prediction: the product's mean of DRAWS replays (a job counts as started when draw 0,
     # the run times as recorded, started it: the never-started sets are draw 0's)
     predicted = replay_draws(w1, policy, DRAWS, past_end=True)
     each = replay_each(w1, policy, DRAWS, past_end=True)  # for the draws' range
-    w2, _ = replayed(second.lake, second.t0, [])
-    i1, i2 = index_of(w1, first.ids), index_of(w2, second.ids)
+    i1 = index_of(w1, first.ids)
     pred = waits_of(w1, predicted.start_e, i1)
-    real = waits_of(w2, w2.real_start_e, i2)
+    # what Slurm does under the change: each job's mean wait over the capped runs (a job some
+    # run did not start, one the workload cancels, is compared in none)
+    each_real, ticks = [], []
+    for run in capped:
+        w2, _ = prepared(run.lake, run.t0, [])
+        each_real.append(waits_of(w2, w2.real_start_e, index_of(w2, run.ids)))
+        ticks.append(first_tick_shares(run.lake, w2, w2.real_start_e, w2.real_start_e + w2.run_s))
+    real = np.mean(each_real, axis=0)
     never_pred = {n for n, x in enumerate(pred) if x != x}
-    never_real = {n for n, x in enumerate(real) if x != x}
+    never_real = [{n for n, x in enumerate(r) if x != x} for r in each_real]
     both = ~np.isnan(pred) & ~np.isnan(real)
     accounts = [w1.account[i] for i in i1]
     compared = [a for a, b in zip(accounts, both, strict=True) if b]
     real_by = mean_wait_by_account(compared, real[both])
     pred_by = mean_wait_by_account(compared, pred[both])
+    by_run = [mean_wait_by_account(compared, r[both]) for r in each_real]
     draws = [waits_of(w1, o.start_e, i1) for o in each]
     by_draw = [mean_wait_by_account(compared, x[both]) for x in draws]
     # the account's mean of the jobs' mean waits is the mean of the draws' account means (the
@@ -360,25 +365,26 @@ def test_a_what_if_predicts_what_slurm_does_under_the_change(runs):
     }
     median = float(np.median(np.abs(pred[both] - real[both])))
     median_0 = float(np.nanmedian(np.abs(draws[0][both] - real[both])))
-    at, real_use = first_tick_shares(second.lake, w2, w2.real_start_e, w2.real_start_e + w2.run_s)
     _, pred_use = first_tick_shares(first.lake, w1, each[0].start_e, each[0].end_e)
     print(
         f"\nwhat-if {CAP} on ml: never started, predicted {sorted(never_pred)} real "
-        f"{sorted(never_real)}; median |predicted − real wait| {median:.1f} s (draw 0's "
-        f"{median_0:.1f} s); mean wait per "
-        f"account real {real_by} predicted {pred_by} (the mean of {DRAWS} replays: "
+        f"{[sorted(n) for n in never_real]}; median |predicted − real wait| {median:.1f} s "
+        f"(draw 0's {median_0:.1f} s); mean wait per account real {real_by} (the mean of "
+        f"{len(capped)} runs: {by_run}) predicted {pred_by} (the mean of {DRAWS} replays: "
         f"{spread}, run times as recorded {by_draw[0]}; every draw starts the compared jobs: "
-        f"{same_jobs}); GPU-seconds per account at the first "
-        f"fair-share tick ({at:.0f} s in) real {real_use} predicted {pred_use}"
+        f"{same_jobs}); GPU-seconds per account at the first fair-share tick "
+        f"({[round(at) for at, _ in ticks]} s in) real {[use for _, use in ticks]} predicted "
+        f"{pred_use}"
     )
     # the policy decides whether a job ever starts; for a job its user cancels at a fixed time
     # it is a race (in one session job 34 started in the capped run 5 s before its user's
     # scancel, where the prediction had it still pending), so those are compared apart
     cancelled = {n for n, spec in enumerate(plan()) if spec.cancel_after_s is not None}
-    assert never_pred - cancelled == never_real - cancelled
+    for n in never_real:
+        assert never_pred - cancelled == n - cancelled
     assert never_pred - cancelled  # the cap holds some jobs for good
     assert median <= 90
     for account, r in real_by.items():
         # the issue's 20 %: see the module's docstring for why it holds (the shares far from
-        # the usage at each fair-share tick, the mean of several replays)
+        # the usage at each fair-share tick, the mean of several replays, of two runs)
         assert abs(pred_by[account] - r) <= WHAT_IF_TOLERANCE * r, (account, r, pred_by[account])
