@@ -22,7 +22,16 @@ from app.bench.scenarios import SCENARIOS as BENCH_SCENARIOS
 from app.commands.config import config_option
 from app.commands.registry import register
 from app.errors import AppError, reports_errors
-from app.options import Finite, Timestamp, lake_option, lake_writer, no_wait_option, progress_bar
+from app.options import (
+    ClusterName,
+    Finite,
+    Timestamp,
+    lake_option,
+    lake_writer,
+    no_wait_option,
+    progress_bar,
+    write_parquet,
+)
 
 if TYPE_CHECKING:
     from app.pipeline import PipelineConfig
@@ -129,7 +138,13 @@ def with_sim_options(func: Callable[..., Any]) -> Callable[..., Any]:
 @cli.command()
 @lake_option
 @with_sim_options
-@click.option("--cluster", default="sim", show_default=True, help="Cluster name to land under.")
+@click.option(
+    "--cluster",
+    type=ClusterName(),
+    default="sim",
+    show_default=True,
+    help="Cluster name to land under.",
+)
 @click.option(
     "--interval",
     type=click.IntRange(1, 3600),
@@ -494,7 +509,7 @@ def query(
     if fmt == "parquet":
         if out is None:
             raise click.BadParameter("parquet output needs --out FILE", param_hint="--out")
-        _write_out(out, lambda: frame.write_parquet(out))
+        _write_out(out, lambda: write_parquet(frame, out))
         click.echo(f"Wrote {frame.height:,} rows to {out}", err=True)
         return
     if fmt == "csv":
@@ -932,26 +947,46 @@ def _history_days(text: str) -> tuple[int, ...]:
 
 def main() -> None:
     """Console entry point. Output that cannot be written (a full disk behind `> file`) is one
-    line on stderr and exit 1, not a traceback from every command that prints."""
+    line on stderr and exit 1, not a traceback from every command that prints; so is a file
+    or folder the system refused that no command said more of (a --lake path too long, a
+    folder that is not there or not writable, a read-only disk)."""
     try:
         cli()
     except OSError as exc:
-        if exc.filename is not None or exc.errno not in _FULL:
+        if exc.filename is not None:
+            _said_on_stderr(f"Error: {_named(exc)}", keep_stdout=True)
+            sys.exit(1)
+        if exc.errno not in _FULL:
             raise
         _said_on_stderr(f"Error: cannot write the output ({exc.strerror or exc})")
         sys.exit(1)
 
 
+def _named(exc: OSError) -> str:
+    """`exc`'s path(s) and the system's reason, e.g. `'/x/y': No such file or directory`."""
+
+    def path(name: object) -> str:
+        return os.fsdecode(name) if isinstance(name, str | bytes | os.PathLike) else str(name)
+
+    where = repr(path(exc.filename))
+    if exc.filename2 is not None:  # (a rename, a link)
+        where += f" -> {path(exc.filename2)!r}"
+    return f"{where}: {exc.strerror or exc}"
+
+
 _FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
 
 
-def _said_on_stderr(line: str) -> None:
+def _said_on_stderr(line: str, keep_stdout: bool = False) -> None:
     """`line` on stderr, where it can be written; the unwritten rest of stdout is let go (its
-    flush at exit would fail again, with "Exception ignored")."""
+    flush at exit would fail again, with "Exception ignored") unless `keep_stdout` (stdout
+    was not what failed)."""
     try:
         click.echo(line, err=True)
     except OSError:
         pass
+    if keep_stdout:
+        return
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

@@ -468,6 +468,11 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"cannot read config file {str(path)!r} ({exc.strerror})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {str(path)!r} is not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib parses nested arrays and tables by recursion
+        raise ConfigError(
+            f"config file {str(path)!r} is not valid TOML: its arrays or tables are nested "
+            "too deeply"
+        ) from None
     except UnicodeDecodeError as exc:
         raise ConfigError(
             f"config file {str(path)!r} is not UTF-8 text (byte {exc.start}: {exc.reason}); "

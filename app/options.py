@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import io
 import math
 import sys
 from collections.abc import Callable, Iterator
@@ -13,17 +14,23 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 if TYPE_CHECKING:
+    import polars as pl
+
     from warehouse.lake import Lake
 
 
 __all__ = [
     "LAKE_HELP",
+    "MAX_CLUSTER_NAME",
+    "ClusterName",
     "Finite",
+    "NonEmptyPath",
     "Timestamp",
     "lake_option",
     "lake_writer",
     "no_wait_option",
     "progress_bar",
+    "write_parquet",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -53,12 +60,24 @@ def _configured_lake(ctx: click.Context, param: click.Parameter, value: Path | N
         ) from None
 
 
+class NonEmptyPath(click.Path):
+    """A click.Path that refuses the empty text: Path("") is the current folder, and
+    `report weekly --out ''` wrote its reports there (`--lake ''` landed a lake there)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value:
+            self.fail(
+                "'' is an empty path; expected a path ('.' for the current folder)", param, ctx
+            )
+        return super().convert(value, param, ctx)
+
+
 def lake_option(func: F) -> F:
     """`--lake DIR`, else $GPULEDGER_LAKE, else the configuration's `lake`, else ./lake: the
     command's `lake` parameter is that `Lake`."""
     return click.option(
         "--lake",
-        type=click.Path(file_okay=False, path_type=Path),
+        type=NonEmptyPath(file_okay=False, path_type=Path),
         envvar="GPULEDGER_LAKE",
         default=None,
         callback=_configured_lake,
@@ -102,6 +121,15 @@ def progress_bar(
         yield update
 
 
+def write_parquet(frame: pl.DataFrame, path: Path) -> None:
+    """`frame` as a Parquet file at `path`, written by Python's own file calls: a file that
+    cannot be written raises OSError with the system's reason (polars' writer raised
+    ComputeError "Invalid thrift: transport error" for `--out /dev/full`, a traceback)."""
+    buffer = io.BytesIO()
+    frame.write_parquet(buffer)
+    path.write_bytes(buffer.getbuffer())
+
+
 class Timestamp(click.ParamType):  # type: ignore[type-arg]  # generic only in newer click
     """An ISO date or date-time, taken as UTC when no offset is given, in the years 1970 to
     9998 (as `report --week`): a lake's times are epoch seconds and dates a day on either side
@@ -136,3 +164,30 @@ class Finite(click.FloatRange):
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return number
+
+
+# The longest cluster name a command takes: the name goes into file names in the lake (its
+# folder, `<name>.name`, batch files `k8s-<name>-gpus-…-<digest>.parquet` and their temporary
+# `.<file>.<random>.tmp`, about 90 characters more), and a file name has at most 255 bytes
+# (a 300-character name ended in an OSError "File name too long" half-way through a landing).
+MAX_CLUSTER_NAME = 100
+
+
+class ClusterName(click.ParamType):  # type: ignore[type-arg]  # generic only in newer click
+    """A cluster's name for `--cluster`: not empty (`job --cluster ''` looked the job up on
+    every cluster, and said it was not in the lake) and at most MAX_CLUSTER_NAME characters."""
+
+    name = "text"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value)
+        if not text.strip():
+            self.fail(f"{value!r}: a cluster name may not be empty", param, ctx)
+        if len(text) > MAX_CLUSTER_NAME:
+            self.fail(
+                f"a cluster name of {len(text):,} characters is too long "
+                f"(at most {MAX_CLUSTER_NAME}): {text[:20]!r}…",
+                param,
+                ctx,
+            )
+        return text

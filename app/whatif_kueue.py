@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import click
 
 from app.errors import AppError
-from app.options import progress_bar
+from app.options import progress_bar, write_parquet
 
 if TYPE_CHECKING:
     import duckdb
@@ -203,7 +203,7 @@ def echo_kueue_replay(run: KueueRun, quiet: bool, out_path: Path | None) -> None
         table = table.insert_column(0, pl.Series("cluster", [run.cluster] * table.height))
         table = table.with_columns(pl.Series("preemptions", result.preemptions))
         try:
-            table.write_parquet(out_path)
+            write_parquet(table, out_path)
         except OSError as exc:
             raise AppError(f"--out {out_path}: {exc.strerror or exc}") from None
         click.echo(f"Wrote {table.height:,} rows to {out_path}.")

@@ -131,6 +131,10 @@ def _from_toml(path: Path, domain: str, opted_out: frozenset[str]) -> Directory:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise RoutingError(f"directory {str(path)!r} is not valid TOML: {exc}") from None
+    except RecursionError:  # (as the configuration file: app/config.py)
+        raise RoutingError(
+            f"directory {str(path)!r} is not valid TOML: its arrays or tables are nested too deeply"
+        ) from None
     unknown = sorted(set(data) - {"users", "accounts"})
     if unknown:
         raise RoutingError(f"directory {str(path)!r}: unknown table {unknown[0]!r}")

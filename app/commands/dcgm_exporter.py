@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import click
 
 from app.errors import AppError, reports_errors
-from app.options import Finite, lake_option
+from app.options import ClusterName, Finite, lake_option
 from collector.sources.http_url import redact_url
 
 if TYPE_CHECKING:
@@ -79,7 +79,9 @@ def _urls(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) ->
     callback=_urls,
     help="A dcgm-exporter endpoint, e.g. http://node01:9400/metrics (repeatable).",
 )
-@click.option("--cluster", required=True, help="Cluster name the samples land under.")
+@click.option(
+    "--cluster", type=ClusterName(), required=True, help="Cluster name the samples land under."
+)
 @click.option("--once", is_flag=True, help="Scrape every exporter once and exit (the default).")
 @click.option(
     "--interval",

@@ -12,7 +12,7 @@ import click
 from app import json_text
 from app.emissions_text import describe_emissions
 from app.errors import AppError, reports_errors
-from app.options import lake_option
+from app.options import ClusterName, lake_option
 
 if TYPE_CHECKING:
     from detectors.job_report import JobReport
@@ -285,6 +285,7 @@ def render_json(report: JobReport, at_end: dict[str, Any] | None = None) -> str:
 @click.argument("job_id")
 @click.option(
     "--cluster",
+    type=ClusterName(),
     default=None,
     help="The job's cluster (needed only when several clusters have the id).",
 )

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from app.errors import reports_errors
-from app.options import Finite, lake_option
+from app.options import ClusterName, Finite, lake_option
 
 if TYPE_CHECKING:
     from warehouse.lake import Lake
@@ -40,7 +40,9 @@ def parse_namespace_accounts(pairs: tuple[str, ...]) -> dict[str, str]:
 
 
 @click.command(name="kubernetes")
-@click.option("--cluster", required=True, help="Cluster name to land the rows under.")
+@click.option(
+    "--cluster", type=ClusterName(), required=True, help="Cluster name to land the rows under."
+)
 @click.option(
     "--kubeconfig",
     type=click.Path(dir_okay=False, path_type=Path),

@@ -6,10 +6,14 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from app.errors import AppError, reports_errors
+
+if TYPE_CHECKING:
+    from app.jobmail.settings import MailConfig
 
 __all__ = ["command", "send"]
 
@@ -43,6 +47,19 @@ def send(mailer: str, subject: str, recipients: tuple[str, ...], body: str) -> N
         raise AppError(f"the mailer {mailer!r} exited {done.returncode}: {said or 'no output'}")
 
 
+def _environment_mailer() -> MailConfig:
+    """[mail] mailer from the environment alone (GPULEDGER_MAIL_MAILER, as documented), else
+    its default: where the configuration's mailer cannot be read (a file that is not TOML, a
+    mailer that is not valid). The empty file os.devnull stands in for the configuration."""
+    from app.config import ConfigError, load_section
+    from app.jobmail.settings import MailConfig
+
+    try:
+        return load_section(MailConfig, Path(os.devnull), keys=("mailer",))
+    except ConfigError:
+        return MailConfig()
+
+
 @click.command("mail")
 @click.option("-s", "subject", required=True, help="The subject, as Slurm writes it.")
 @click.argument("recipients", nargs=-1, required=True)
@@ -73,7 +90,8 @@ def command(
     on stdin). Any other mail goes out unchanged. When the report cannot be made
     (no lake, the job not in it yet, an error, slower than [mail]
     report_timeout_s) the mail still goes out, with one line saying why. Exit
-    status: 0 sent, 75 the mailer failed (its error on stderr), 1 anything else.
+    status: 0 sent, 75 the mailer failed (its error on stderr), 2 a usage error
+    (no -s or no USER), 1 anything else.
     Set it up with deploy/slurm/mailprog-gpuledger.sh (MailProg= in slurm.conf).
     Example (what Slurm runs):
       S='Slurm Job_id=12 Name=x Ended, Run time 00:01:02, COMPLETED, ExitCode 0'
@@ -95,7 +113,7 @@ def command(
         try:
             settings = load_section(MailConfig, keys=("mailer",))
         except ConfigError:
-            settings = MailConfig()
+            settings = _environment_mailer()
         problem = f"the configuration is not valid: {exc}"
     try:
         root = lake if lake is not None else load_section(LakeConfig).root
@@ -111,6 +129,8 @@ def command(
     )
     if composed.note is not None:
         click.echo(composed.note, err=True)  # slurmctld logs MailProg's output
+    elif problem is not None:  # a mail that wants no report (Began, …) carries no note
+        click.echo(f"gpuledger: {problem}; the mail goes out through {settings.mailer!r}", err=True)
     try:
         send(settings.mailer, subject, recipients, composed.body)
     except AppError as exc:

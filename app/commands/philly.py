@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from app.errors import reports_errors
-from app.options import lake_option
+from app.options import ClusterName, lake_option
 
 if TYPE_CHECKING:
     from warehouse.lake import Lake
@@ -24,7 +24,9 @@ def command() -> None:
 
 @command.command()
 @click.argument("directory", metavar="DIR", type=click.Path(path_type=Path))
-@click.option("--cluster", required=True, help="Cluster name to land the trace under.")
+@click.option(
+    "--cluster", type=ClusterName(), required=True, help="Cluster name to land the trace under."
+)
 @lake_option
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @reports_errors

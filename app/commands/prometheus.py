@@ -18,7 +18,7 @@ import click
 
 from app.commands.config import config_option
 from app.errors import reports_errors
-from app.options import lake_option
+from app.options import ClusterName, lake_option
 
 if TYPE_CHECKING:
     from collector.sources.prometheus.pull import PullSummary, WindowLanded
@@ -148,7 +148,9 @@ def _url(ctx: click.Context, param: click.Parameter, value: str) -> str:
     callback=_url,
     help="Prometheus base URL, e.g. http://prometheus:9090.",
 )
-@click.option("--cluster", required=True, help="Cluster name the rows land under.")
+@click.option(
+    "--cluster", type=ClusterName(), required=True, help="Cluster name the rows land under."
+)
 @click.option(
     "--selector",
     default="",

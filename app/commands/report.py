@@ -12,7 +12,7 @@ import click
 
 from app.commands.config import config_option
 from app.errors import AppError, reports_errors
-from app.options import Finite, lake_option
+from app.options import ClusterName, Finite, NonEmptyPath, lake_option
 
 if TYPE_CHECKING:
     from app.report.data import DataWeeks
@@ -77,12 +77,17 @@ def _utc_now() -> dt.datetime:
 )
 @click.option(
     "--out",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=NonEmptyPath(file_okay=False, path_type=Path),
     default=Path("reports"),
     show_default=True,
     help="Folder to write <cluster>/<week>/ into (HTML, PDF, tables/*.csv|parquet).",
 )
-@click.option("--cluster", default=None, help="Only this cluster [default: every cluster].")
+@click.option(
+    "--cluster",
+    type=ClusterName(),
+    default=None,
+    help="Only this cluster [default: every cluster].",
+)
 @click.option(
     "--cost-per-gpu-hour",
     type=Finite(min=0, max=1e6),

@@ -15,9 +15,24 @@ from pathlib import Path
 
 import click
 
-from app.errors import reports_errors
+from app.errors import AppError, reports_errors
+from app.options import ClusterName
 
 __all__ = ["command"]
+
+
+def _check_writable(path: Path | None, hint: str) -> None:
+    """A usage error for a file `path` that cannot be made: a folder, or in no folder (as
+    `bench --out`; a file's folder is not made for it, as `query --out`)."""
+    if path is None:
+        return
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.is_dir() or not folder.is_dir():
+        raise click.BadParameter(
+            f"cannot write {str(path)!r}: "
+            + ("it is a folder" if path.is_dir() else f"no folder {str(folder)!r}"),
+            param_hint=hint,
+        )
 
 
 @click.command(name="serve-exporters")
@@ -29,7 +44,13 @@ __all__ = ["command"]
     help="Simulated GPUs (8 per node).",
 )
 @click.option("--seed", type=int, default=42, show_default=True, help="Simulation seed.")
-@click.option("--cluster", default="sim", show_default=True, help="Simulated cluster's name.")
+@click.option(
+    "--cluster",
+    type=ClusterName(),
+    default="sim",
+    show_default=True,
+    help="Simulated cluster's name.",
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(
     "--port",
@@ -56,10 +77,10 @@ __all__ = ["command"]
 )
 @click.option(
     "--scrape-interval",
-    type=float,
-    default=15.0,
+    type=click.IntRange(1, 3600),
+    default=15,
     show_default=True,
-    help="Scrape interval written into the printed Prometheus config.",
+    help="Scrape interval in seconds written into the printed Prometheus config.",
 )
 @click.option(
     "--targets-file",
@@ -96,7 +117,7 @@ def command(
     port: int,
     version: str,
     collect_interval: int,
-    scrape_interval: float,
+    scrape_interval: int,
     targets_file: Path | None,
     openmetrics: Path | None,
     days: int,
@@ -118,6 +139,8 @@ def command(
     from collector.sim.exposition import render_openmetrics
     from collector.sources.dcgm_exporter.scrape import stop_on_signals
 
+    for path, hint in ((targets_file, "--targets-file"), (openmetrics, "--openmetrics")):
+        _check_writable(path, hint)  # said now, not after the fleet is simulated
     cfg = FleetConfig(
         cluster=cluster,
         gpus=gpus,
@@ -129,11 +152,14 @@ def command(
         today = dt.datetime.now(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
         start = today - dt.timedelta(days=days)
         samples = history(cfg, start=start, days=days, interval_s=interval)
-        with open(openmetrics, "w", encoding="utf-8") as out:
-            for chunk in render_openmetrics(
-                samples, version=cfg.version, extra_labels=(("cluster", cluster),)
-            ):
-                out.write(chunk)
+        try:
+            with open(openmetrics, "w", encoding="utf-8") as out:
+                for chunk in render_openmetrics(
+                    samples, version=cfg.version, extra_labels=(("cluster", cluster),)
+                ):
+                    out.write(chunk)
+        except OSError as exc:
+            raise AppError(f"cannot write {str(openmetrics)!r} ({exc.strerror or exc})") from None
         click.echo(
             f"Wrote {samples.num_rows:,} GPU samples ({start:%Y-%m-%d} + {days} d) to "
             f"{openmetrics}; load with: promtool tsdb create-blocks-from openmetrics "
@@ -149,7 +175,12 @@ def command(
             click.echo(f"{node}: http://{target}/metrics", err=True)
         if targets_file is not None:
             entry = [{"targets": sorted(servers.targets.values()), "labels": {"cluster": cluster}}]
-            targets_file.write_text(json.dumps(entry, indent=2) + "\n", encoding="utf-8")
+            try:
+                targets_file.write_text(json.dumps(entry, indent=2) + "\n", encoding="utf-8")
+            except OSError as exc:
+                raise AppError(
+                    f"cannot write {str(targets_file)!r} ({exc.strerror or exc})"
+                ) from None
         click.echo(scrape_config(servers.targets, cluster=cluster, interval_s=scrape_interval))
         click.echo("Serving until Ctrl-C / SIGTERM.", err=True)
         while not stop.wait(1.0):

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from app.errors import reports_errors
-from app.options import Finite, Timestamp, lake_option
+from app.options import ClusterName, Finite, Timestamp, lake_option
 
 if TYPE_CHECKING:
     from warehouse.lake import Lake
@@ -24,7 +24,9 @@ def _when(value: dt.datetime) -> str:
 
 
 @click.command(name="slurm")
-@click.option("--cluster", required=True, help="Cluster name to land the jobs under.")
+@click.option(
+    "--cluster", type=ClusterName(), required=True, help="Cluster name to land the jobs under."
+)
 @click.option(
     "--since",
     type=Timestamp(),

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from app.errors import reports_errors
-from app.options import Finite, lake_option
+from app.options import ClusterName, Finite, lake_option
 
 if TYPE_CHECKING:
     from warehouse.lake import Lake
@@ -18,7 +18,12 @@ __all__ = ["command"]
 
 
 @click.command(name="slurm-shares")
-@click.option("--cluster", required=True, help="Slurm cluster name (as sacctmgr knows it).")
+@click.option(
+    "--cluster",
+    type=ClusterName(),
+    required=True,
+    help="Slurm cluster name (as sacctmgr knows it).",
+)
 @lake_option
 @click.option(
     "--timeout",

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from app.errors import AppError, reports_errors
-from app.options import Timestamp, lake_option, progress_bar
+from app.options import ClusterName, Timestamp, lake_option, progress_bar, write_parquet
 
 if TYPE_CHECKING:
     from app.whatif_kueue import KueueRun
@@ -283,7 +283,9 @@ def _options(func: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed(
         (
             lake_option,
-            click.option("--cluster", required=True, help="The cluster to replay."),
+            click.option(
+                "--cluster", type=ClusterName(), required=True, help="The cluster to replay."
+            ),
             click.option(
                 "--slurm-conf",
                 type=click.Path(dir_okay=False, path_type=Path),
@@ -397,7 +399,7 @@ def command_replay(
         table = outcome_table(run.workload, result)
         table = table.insert_column(0, pl.Series("cluster", [cluster] * table.height))
         try:
-            table.write_parquet(out)
+            write_parquet(table, out)
         except OSError as exc:
             raise AppError(f"--out {out}: {exc.strerror or exc}") from None
         click.echo(f"Wrote {table.height:,} rows to {out}.")

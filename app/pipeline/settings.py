@@ -140,6 +140,11 @@ def _kind_name(hint: Any) -> str:
 
 def _check(key: str, name: str, value: Any) -> str | None:
     """What is wrong with a threshold's value (its sign, its range), or None."""
+    if isinstance(value, Mapping):  # names to numbers: fair-share raw shares, 0 or more
+        for item, number in value.items():
+            if not math.isfinite(number) or number < 0:
+                return f"expected non-negative numbers ({item} = {number!r})"
+        return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     if not math.isfinite(value):  # nan passed every comparison below: false idle findings

@@ -294,8 +294,9 @@ def test_simulate_refuses_zero_gpus(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("cluster", ["", "  "])
 def test_simulate_refuses_an_empty_cluster_name(tmp_path: Path, cluster: str) -> None:
+    # a usage error, as on every command that takes --cluster (tests/app/test_user_mistakes.py)
     result = invoke("simulate", "--lake", str(tmp_path / "lake"), "--cluster", cluster, *SMALL)
-    _assert_one_line_error(result, 1, "cluster", "--cluster")
+    _assert_one_line_error(result, 2, "cluster name may not be empty", "--cluster")
     assert not (tmp_path / "lake").exists()
 
 

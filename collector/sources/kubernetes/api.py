@@ -104,9 +104,17 @@ def connect_kubernetes(
                 config_file=None if kubeconfig is None else str(kubeconfig), context=context
             )
     except (ConfigException, YAMLError, TypeError, AttributeError, KeyError, ValueError) as exc:
-        # The client raises the last four on a kubeconfig that is YAML but not shaped like one.
+        # The client raises the last four on a kubeconfig that is YAML but not shaped like one
+        # (`'str' object does not support item assignment`), and UnicodeDecodeError (a
+        # ValueError) on one that is not text: each said as what it means, its words in brackets
         where = "the default kubeconfig" if kubeconfig is None else repr(str(kubeconfig))
         detail = " ".join(str(exc).split()) or type(exc).__name__
+        if isinstance(exc, UnicodeDecodeError):
+            detail = f"not a valid kubeconfig: not UTF-8 text ({detail})"
+        elif isinstance(exc, YAMLError):
+            detail = f"not a valid kubeconfig: not YAML ({detail})"
+        elif not isinstance(exc, ConfigException):
+            detail = f"not a valid kubeconfig ({type(exc).__name__}: {detail})"
         raise ConfigError(f"cannot use {where}: {detail}") from None
     except OSError as exc:  # e.g. an unreadable certificate file named by the kubeconfig
         raise ConfigError(f"cannot use the kubeconfig: {exc}") from None

@@ -8,7 +8,7 @@ it; RealMemory only where `SelectTypeParameters` makes memory consumable),
 models (`bf_window`, `bf_interval`, `bf_max_job_test`, `bf_resolution`, `default_queue_depth`,
 `requeue_delay`). Everything else in the file is left out; QOS live in slurmdbd (`sacctmgr`), not
 in slurm.conf, so a QOS setting comes from the lake's snapshot or `--set`. Pure: text in,
-settings out; `ConfigError` names a line Slurm would refuse.
+settings out; `ConfigError` names a line Slurm would refuse, or a text that is no slurm.conf.
 """
 
 from __future__ import annotations
@@ -75,8 +75,20 @@ def _hosts(text: str, where: str) -> list[str]:
         raise ConfigError(f"{where}: {exc}") from None
 
 
+# A line that sets something, as every slurm.conf has (ClusterName=, SlurmctldHost=, …)
+_SETTING = re.compile(r"[A-Za-z][A-Za-z0-9]*\s*=")
+
+
 def settings_from_slurm_conf(text: str, source: str = "slurm.conf") -> list[tuple[str, str]]:
-    """The replay settings `text` (a slurm.conf) makes, in file order."""
+    """The replay settings `text` (a slurm.conf) makes, in file order. A text that is no
+    slurm.conf at all (binary, or no `Key=Value` line) is a ConfigError: read as one with
+    nothing in it, it replayed Slurm's defaults and said it replayed the file."""
+    if "\x00" in text:
+        raise ConfigError(f"{source}: not a slurm.conf: it is not text (it holds NUL bytes)")
+    if not any(_SETTING.match(line.split("#", 1)[0].strip()) for line in text.splitlines()):
+        raise ConfigError(
+            f"{source}: not a slurm.conf: no Key=Value line in it (e.g. ClusterName=…)"
+        )
     settings: list[tuple[str, str]] = []
     sizes: list[tuple[str, str]] = []  # nodes' CPUs and RealMemory
     node_defaults: dict[str, str] = {}  # NodeName=DEFAULT: for the NodeName lines after it
