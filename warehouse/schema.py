@@ -578,6 +578,8 @@ GPU_JOB_BUCKETS = _schema(
     ("observed_s", _f64),
     ("carry_s", _f64),
     ("carry_share", _f64),
+    ("carry_busy", _f64),
+    ("carry_sharers", _i64),
     ("observed_share_s", _f64),
     ("active_share_s", _f64),
     ("idle_share_s", _f64),
@@ -636,6 +638,11 @@ JOB_GPU_DAILY = _schema(
     ("nvlink_bytes", _f64),
     ("pcie_bytes", _f64),
     ("shared_s", _f64),
+    ("next_day_s", _f64),
+    ("next_day_active_s", _f64),
+    ("next_day_idle_s", _f64),
+    ("next_day_effective_s", _f64),
+    ("next_day_shared_s", _f64),
 )
 
 JOB_ENERGY_HOURLY = _schema(

@@ -13,9 +13,10 @@
 --          effective_gpu_h, energy_kwh
 --
 -- The usage_daily mart's rules (sql/marts/usage_daily.sql) with the job's partition kept:
--- allocated time is cut at the window's midnights and split among jobs sharing a GPU; samples
--- count on the day of their ts. So a window's alloc_gpu_h per user equals the sum of
--- usage_daily's days, and no job's GPU-hours exceed what it held in the window.
+-- allocated time, and the time a sample stands for, are cut at the window's midnights, and
+-- allocated time is split among jobs sharing a GPU; energy counts on the day of its sample's
+-- ts. So a window's GPU-hours per user equal the sum of usage_daily's days, and no job's
+-- GPU-hours exceed what it held in the window.
 
 WITH alloc AS (
     SELECT
@@ -32,17 +33,34 @@ WITH alloc AS (
         AND ($cluster IS NULL OR cluster = $cluster)
     GROUP BY cluster, job_id
 ),
+-- a day's part past its midnight (next_day_*; null in a file written before they were) counts
+-- on the next day, in the window when that day is: the day before the window gives its part
 used AS (
     SELECT
         cluster,
         job_id,
-        sum(observed_s) AS observed_s,
-        sum(active_s) AS active_s,
-        sum(idle_s) AS idle_s,
-        sum(effective_s) AS effective_s,
-        sum(energy_j) AS energy_j
+        sum(
+            CASE WHEN date >= $start THEN observed_s - coalesce(next_day_s, 0) ELSE 0 END
+            + CASE WHEN date + 1 < $end THEN coalesce(next_day_s, 0) ELSE 0 END
+        ) AS observed_s,
+        sum(
+            CASE WHEN date >= $start THEN active_s - coalesce(next_day_active_s, 0) ELSE 0 END
+            + CASE WHEN date + 1 < $end THEN coalesce(next_day_active_s, 0) ELSE 0 END
+        ) AS active_s,
+        sum(
+            CASE WHEN date >= $start THEN idle_s - coalesce(next_day_idle_s, 0) ELSE 0 END
+            + CASE WHEN date + 1 < $end THEN coalesce(next_day_idle_s, 0) ELSE 0 END
+        ) AS idle_s,
+        sum(
+            CASE WHEN date >= $start THEN effective_s - coalesce(next_day_effective_s, 0) ELSE 0 END
+            + CASE WHEN date + 1 < $end THEN coalesce(next_day_effective_s, 0) ELSE 0 END
+        ) AS effective_s,
+        -- energy counts on the day of its sample's ts
+        sum(CASE WHEN date >= $start THEN energy_j WHEN energy_j IS NOT NULL THEN 0 END)
+            AS energy_j
     FROM job_gpu_daily
-    WHERE date >= $start AND date < $end
+    WHERE date >= CAST($start AS DATE) - 1 AND date < $end
+        AND (date >= $start OR next_day_s > 0)
         AND ($cluster IS NULL OR cluster = $cluster)
     GROUP BY cluster, job_id
 ),

@@ -10,7 +10,7 @@
 -- Returns: cluster, job_id
 --
 -- A job is in scope when it had or has samples on a changed day, has samples on a day to
--- update, holds an allocation overlapping a day to update (open allocations end at the data's
+-- update (or a sample the day before that runs into it), holds an allocation overlapping a day to update (open allocations end at the data's
 -- end), ran over one (a job without job_gpus rows holds its GPUs over its run), is still
 -- running in a cluster whose data end moved (its allocated time runs to it), or has a late
 -- scheduler record. A job's share of a GPU held by several jobs at once
@@ -29,6 +29,13 @@ FROM summary_index AS i
 JOIN scope_days AS d
     ON d.cluster = i.cluster AND d.date = i.date
 WHERE i.job_id IS NOT NULL
+UNION
+-- a sample of the day before that runs past midnight counts on the day (usage_daily)
+SELECT i.cluster, i.job_id
+FROM summary_index AS i
+JOIN scope_days AS d
+    ON d.cluster = i.cluster AND d.date = i.date + 1
+WHERE i.job_id IS NOT NULL AND i.last_end_e > d.start_e
 UNION
 SELECT g.cluster, g.job_id
 FROM job_gpus AS g

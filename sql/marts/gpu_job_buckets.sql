@@ -7,7 +7,7 @@
 --   $idle_below  a sample is idle when busy < this (0-1; DESIGN §4 default 0.01)
 -- Returns: cluster, device, mig_instance, job_id, bucket, date, node, gpu_index, gpu_uuid, model,
 --          samples, share, first_e, last_end_e, interval_end_e, gap_s, observed_s, carry_s,
---          carry_share, observed_share_s, active_share_s, idle_share_s, active_s,
+--          carry_share, carry_busy, carry_sharers, observed_share_s, active_share_s, idle_share_s, active_s,
 --          carry_active_s, idle_s, carry_idle_s, effective_s, busy_known_s, util_sum, util_known_s, sm_sum,
 --          sm_known_s, tensor_sum, tensor_known_s, dram_sum, dram_known_s,
 --          fb_used_mib_max, energy_j, power_sum, power_known_s, nvlink_bytes, pcie_bytes,
@@ -59,6 +59,10 @@ buckets AS (
         -- the part of the GPU the one sample that runs past the bucket's end holds (0 when none)
         coalesce(max(CASE WHEN s.end_e > s.bucket_end_e THEN s.share / s.sharers END), 0)
             AS carry_share,
+        -- that sample's busy fraction and sharers (null when none): job_gpu_daily counts the
+        -- part of it past midnight on the next day
+        max(CASE WHEN s.end_e > s.bucket_end_e THEN s.busy END) AS carry_busy,
+        max(CASE WHEN s.end_e > s.bucket_end_e THEN s.sharers END) AS carry_sharers,
         sum(s.share_s) AS observed_share_s,
         coalesce(sum(CASE WHEN s.active THEN s.share_s END), 0) AS active_share_s,
         coalesce(sum(CASE WHEN s.idle THEN s.share_s END), 0) AS idle_share_s,
@@ -110,6 +114,8 @@ SELECT
     b.observed_s,
     b.carry_s,
     b.carry_share,
+    b.carry_busy,
+    b.carry_sharers,
     b.observed_share_s,
     b.active_share_s,
     b.idle_share_s,

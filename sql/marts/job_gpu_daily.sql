@@ -7,9 +7,13 @@
 --          observed_s, active_s, idle_s, effective_s, busy_known_s, util_sum, util_known_s,
 --          sm_sum, sm_known_s, tensor_sum, tensor_known_s, dram_sum, dram_known_s, tflops_sum,
 --          fb_used_mib_max, energy_j, power_sum, power_known_s, nvlink_bytes, pcie_bytes,
---          shared_s
+--          shared_s, next_day_s, next_day_active_s, next_day_idle_s, next_day_effective_s,
+--          next_day_shared_s
 --
 -- Samples count on the day of their ts (buckets divide a day, so a bucket lies in one day).
+-- next_day_*: the part of observed_s (active_s, idle_s, effective_s, shared_s) that lies past
+-- the day's end, where the day's last sample runs into the next day; usage_daily counts it on
+-- that day, so no day's observed time exceeds what the job held that day.
 -- The *_sum columns are time-weighted (value × span_s); divide by the matching *_known_s.
 -- shared_s: the part of observed_s on a shared GPU (the job's split of it, an estimate).
 
@@ -44,8 +48,22 @@ SELECT
     sum(b.power_known_s) AS power_known_s,
     sum(b.nvlink_bytes) AS nvlink_bytes,
     sum(b.pcie_bytes) AS pcie_bytes,
-    sum(b.shared_s) AS shared_s
-FROM gpu_job_buckets AS b
+    sum(b.shared_s) AS shared_s,
+    sum(b.next_day_s) AS next_day_s,
+    sum(CASE WHEN b.carry_active_s > 0 THEN b.next_day_s ELSE 0 END) AS next_day_active_s,
+    sum(CASE WHEN b.carry_idle_s > 0 THEN b.next_day_s ELSE 0 END) AS next_day_idle_s,
+    sum(coalesce(b.carry_busy, 0) * b.next_day_s) AS next_day_effective_s,
+    sum(CASE WHEN b.carry_sharers > 1 THEN b.next_day_s ELSE 0 END) AS next_day_shared_s
+FROM (
+    -- the bucket's sample that runs past its end (carry_*) runs past midnight too when its end
+    -- (last_end_e) lies past the day's: its part there, split among its sharers as its span is
+    SELECT
+        *,
+        coalesce(
+            greatest(last_end_e - (epoch(CAST(date AS TIMESTAMP)) + 86400), 0) / carry_sharers, 0
+        ) AS next_day_s
+    FROM gpu_job_buckets
+) AS b
 LEFT JOIN gpu_models AS m
     ON m.model = b.model
 WHERE b.job_id IS NOT NULL

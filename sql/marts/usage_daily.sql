@@ -6,13 +6,14 @@
 -- Returns: cluster, date, account, user, jobs, alloc_gpu_h, observed_gpu_h, active_gpu_h,
 --          idle_gpu_h, effective_gpu_h, energy_kwh, shared, kg_co2e
 --
--- Allocation intervals that cross midnight are split at 00:00 UTC; samples count on the day
--- of their ts. Jobs the scheduler never reported have a null account and user. shared: some of
--- the GPU time (observed or allocated) was on a GPU shared by several jobs at once, split
--- evenly among them (an estimate). energy_kwh: of the jobs whose samples carried power or an
--- energy counter; null (unknown, not 0) where none of the row's did. kg_co2e: the day's energy of the jobs, each hour's at that
--- hour's carbon intensity (job_co2e_hourly); null when no job had energy data that day or an
--- hour of it has no intensity configured.
+-- Allocation intervals that cross midnight are split at 00:00 UTC, and so is the time a sample
+-- stands for (its energy counts on the day of its ts). Jobs the scheduler never reported have
+-- a null account and user. shared: some of the GPU time (observed or allocated) was on a GPU
+-- shared by several jobs at once, split evenly among them (an estimate). energy_kwh: of the
+-- jobs whose samples carried power or an energy counter; null (unknown, not 0) where none of
+-- the row's did. kg_co2e: the day's energy of the jobs, each hour's at that hour's carbon
+-- intensity (job_co2e_hourly); null when no job had energy data that day or an hour of it has
+-- no intensity configured.
 
 WITH alloc_days AS (
     SELECT
@@ -39,6 +40,34 @@ alloc AS (
     WHERE alloc_s > 0
     GROUP BY cluster, job_id, day_n
 ),
+-- a day's time is what its samples stand for within it: the part of its last sample past
+-- midnight (next_day_*; null in a file written before they were) counts on the next day
+day_parts AS (
+    SELECT
+        cluster,
+        job_id,
+        date,
+        observed_s - coalesce(next_day_s, 0) AS observed_s,
+        active_s - coalesce(next_day_active_s, 0) AS active_s,
+        idle_s - coalesce(next_day_idle_s, 0) AS idle_s,
+        effective_s - coalesce(next_day_effective_s, 0) AS effective_s,
+        energy_j,
+        shared_s - coalesce(next_day_shared_s, 0) AS shared_s
+    FROM job_gpu_daily
+    UNION ALL
+    SELECT
+        cluster,
+        job_id,
+        date + 1,
+        next_day_s,
+        next_day_active_s,
+        next_day_idle_s,
+        next_day_effective_s,
+        CASE WHEN energy_j IS NOT NULL THEN 0.0 END,  -- counted on the day of its ts
+        next_day_shared_s
+    FROM job_gpu_daily
+    WHERE next_day_s > 0
+),
 used AS (
     SELECT
         cluster,
@@ -50,7 +79,7 @@ used AS (
         sum(effective_s) AS effective_s,
         sum(energy_j) AS energy_j,
         sum(shared_s) AS shared_s
-    FROM job_gpu_daily
+    FROM day_parts
     GROUP BY cluster, job_id, date
 ),
 co2e AS (

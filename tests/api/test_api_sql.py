@@ -127,3 +127,44 @@ def test_a_running_jobs_runtime_is_the_job_reports(tmp_path):
     runtime = dict(frame.select("job_id", "runtime_s").rows())
 
     assert runtime == {"run": pytest.approx(2 * H), "requeued": pytest.approx(0.25 * H)}
+
+
+@pytest.fixture(scope="module")
+def crossing(tmp_path_factory):
+    """z1: 2 GPUs from 22:00 on day 1 to 02:00 on day 2, sampled every 70 s from 22:00: the
+    sample at 23:59:00 stands for the 70 s to 00:00:10, 10 s of them on day 2."""
+    root = tmp_path_factory.mktemp("crossing")
+    span = range(int(22 * H), int(26 * H), 70)
+    samples = [
+        row
+        for gpu in (0, 1)
+        for row in r.samples(span, gpu_index=gpu, engine_active=0.5, interval_s=70.0)
+    ]
+    job_gpus = [r.job_gpu("z1", 22 * H, 26 * H, gpu_index=gpu) for gpu in (0, 1)]
+    return r.build_lake(
+        root, samples=samples, jobs=[r.job("z1", 22 * H, 26 * H, gpus=2)], job_gpus=job_gpus
+    )
+
+
+def test_a_sample_past_midnight_counts_on_each_day_for_its_part(crossing):
+    """Each day holds 2 GPUs × 2 h, observed throughout: neither day's observed time exceeds
+    what the job held (counted on the sample's day, day 1 was 4.0056 GPU-h observed of 4)."""
+    for start, end in ((DAY1, DAY2), (DAY2, DAY3)):
+        [row] = usage(crossing, "user", start, end).values()
+        assert row["alloc_gpu_h"] == pytest.approx(4.0)
+        assert row["observed_gpu_h"] == pytest.approx(4.0)
+        assert row["active_gpu_h"] == pytest.approx(4.0)
+        assert row["effective_gpu_h"] == pytest.approx(2.0)
+    daily = r.fetch(
+        crossing,
+        "SELECT date, alloc_gpu_h, observed_gpu_h, active_gpu_h, idle_gpu_h, effective_gpu_h "
+        "FROM usage_daily ORDER BY date",
+    )
+    assert [row["date"] for row in daily] == [DAY1, DAY2]
+    for row in daily:
+        assert row["observed_gpu_h"] == pytest.approx(row["alloc_gpu_h"]), row
+        assert row["active_gpu_h"] == pytest.approx(4.0), row
+        assert row["idle_gpu_h"] == pytest.approx(0.0, abs=1e-12), row
+        assert row["effective_gpu_h"] == pytest.approx(2.0), row
+    [both] = usage(crossing, "user", DAY1, DAY3).values()
+    assert both["observed_gpu_h"] == pytest.approx(8.0)

@@ -156,6 +156,17 @@ def assert_conserved(con: duckdb.DuckDBPyConnection) -> None:
         assert row["unobserved_gpu_h"] >= -1e-9
         assert 0 <= row["occupancy"] <= 1
 
+    # 5. No day's observed GPU-hours exceed what was held that day (a sample that runs past
+    #    midnight counts its part there on the next day), and the days add up to the jobs.
+    days = con.sql(
+        "SELECT cluster, date, account, user, alloc_gpu_h, observed_gpu_h, effective_gpu_h "
+        "FROM usage_daily"
+    ).pl()
+    for row in days.iter_rows(named=True):
+        assert row["observed_gpu_h"] <= row["alloc_gpu_h"] + 1e-9, row
+        assert row["effective_gpu_h"] <= row["observed_gpu_h"] + 1e-9, row
+    assert days["observed_gpu_h"].sum() == pytest.approx(usage["observed_gpu_h"].sum(), abs=1e-6)
+
 
 def test_every_gpu_second_is_counted_once_on_a_hand_made_lake(tmp_path):
     con = r.build_lake(tmp_path, **r.mixed_lake())

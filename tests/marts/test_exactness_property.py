@@ -280,8 +280,8 @@ def split_alloc(allocations: list[Allocation], samples: list[Sample]) -> tuple[d
 
 def brute_force(allocations: list[Allocation], samples: list[Sample]) -> tuple[dict, dict]:
     """Per job (alloc, observed, active, idle, effective GPU-h, samples, shared); per day
-    observed GPU-h. A shared GPU's span, and its allocated time, go to its sharers in equal
-    parts (DESIGN §4)."""
+    observed GPU-h, a span that runs past midnight cut there. A shared GPU's span, and its
+    allocated time, go to its sharers in equal parts (DESIGN §4)."""
     alloc_s, split = split_alloc(allocations, samples)
     used: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0, 0])
     daily: dict[dt.date, float] = defaultdict(float)
@@ -301,7 +301,12 @@ def brute_force(allocations: list[Allocation], samples: list[Sample]) -> tuple[d
             row[2] += span if idle else 0
             row[3] += (busy or 0.0) * span
             row[4] += part.rows
-            daily[r.at(s.ts_ms / 1000).date()] += span
+            # the day's part of the span: what runs past midnight counts on the next day
+            ts = s.ts_ms / 1000
+            midnight = (ts // 86400 + 1) * 86400
+            past = max(ts + part.span - midnight, 0.0) / part.sharers
+            daily[r.at(ts).date()] += span - past
+            daily[r.at(midnight).date()] += past
             if part.sharers > 1:
                 shared.add(job_id)
     jobs = {
@@ -371,7 +376,11 @@ def test_every_mart_matches_a_brute_force_reading_of_the_definitions(lake):
             "GROUP BY device",
         )
         device_intervals = r.fetch(con, "SELECT device, start_e, end_e FROM job_gpu_intervals")
-        daily = r.fetch(con, "SELECT date, sum(observed_gpu_h) AS h FROM usage_daily GROUP BY date")
+        daily = r.fetch(
+            con,
+            "SELECT date, sum(observed_gpu_h) AS h, sum(alloc_gpu_h) AS alloc FROM usage_daily "
+            "GROUP BY date",
+        )
         [(occupancy_h,)] = con.sql(
             "SELECT coalesce(sum(gpus_allocated * (least(epoch(bucket) + 300, e) "
             "- greatest(epoch(bucket), f)) / 3600), 0) FROM cluster_occupancy, "
@@ -389,6 +398,8 @@ def test_every_mart_matches_a_brute_force_reading_of_the_definitions(lake):
         assert row["shared"] == shared, job_id
     got_days = {row["date"]: row["h"] for row in daily if row["h"]}
     assert got_days == pytest.approx({d: h for d, h in per_day.items() if h}, abs=1e-9)
+    for row in daily:  # no day's observed time exceeds what the jobs held that day
+        assert row["h"] <= row["alloc"] + 1e-9, row
     # the jobs' allocated time on a device never exceeds the union of their intervals there
     # (the device's own time): it is that union, split
     unions: dict[str, list[tuple[float, float]]] = defaultdict(list)

@@ -72,13 +72,17 @@ def _scope_days(
     touched: Iterable[tuple[str, dt.date]] = (),
 ) -> tuple[pa.Table, list[str]]:
     """The (cluster, day)s whose usage_daily rows can change, and the clusters whose data end
-    moved: the changed days (by the clusters their rows name), every day between a cluster's
+    moved: the changed days (by the clusters their rows name) and the days after them, every
+    day between a cluster's
     old and new end of data (allocations still open run to it; where the cluster had no data
     before or has none now, every day from its earliest open allocation's start, `open_from`,
     as such an allocation holds nothing without an end of data), and the days late scheduler
     records `touched`."""
     wanted = set(changed)
     days = {(c, d) for c, d in _pairs(both_changed) if (layout.safe_name(c), d) in wanted}
+    # a changed day's last samples can run past its midnight: usage_daily counts that part
+    # on the next day (job_gpu_daily's next_day_*)
+    days.update([(c, d + dt.timedelta(days=1)) for c, d in days])
     days.update(touched)
     moved = []
     for cluster in sorted(set(before) | set(after)):

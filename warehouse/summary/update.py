@@ -16,6 +16,7 @@ import pyarrow as pa
 import sql
 from warehouse import layout, queries
 from warehouse.allocations import hold_allocations
+from warehouse.arrow_arrays import dates as date_array
 from warehouse.arrow_arrays import read_parquet, strings
 from warehouse.connection import (
     DERIVED_VIEWS,
@@ -292,11 +293,23 @@ def _update(
         )
     )
     folders = _folder_keys(keys)
-    files = [p for p in daily_files if layout.partition_key(p) in folders]
+    # and the days before them: the part of a day's last samples past midnight counts on the next
+    before = {(c, d - dt.timedelta(days=1)) for c, d in keys}
+    reaching = _folder_keys(keys | before)
+    files = [p for p in daily_files if layout.partition_key(p) in reaching]
     register_files(con, "job_gpu_daily", files, view="job_gpu_daily_days")
     dates = con.from_arrow(scope_days.select(["cluster", "date"]))
     in_scope = ["cluster", "date"]
-    con.table("job_gpu_daily_days").join(dates, in_scope, how="semi").create_view("job_gpu_daily")
+    read_days = sorted(keys | before)
+    read = pa.table(
+        {
+            "cluster": strings([c for c, _ in read_days]),
+            "date": date_array([d for _, d in read_days]),
+        }
+    )
+    con.table("job_gpu_daily_days").join(con.from_arrow(read), in_scope, how="semi").create_view(
+        "job_gpu_daily"
+    )
     files = [p for p in energy_files if layout.partition_key(p) in folders]
     register_files(con, "job_energy_hourly", files, view="job_energy_hourly_days")
     energy_days = con.table("job_energy_hourly_days").join(dates, in_scope, how="semi")
