@@ -22,6 +22,7 @@ from app.bench.scenarios import SCENARIOS as BENCH_SCENARIOS
 from app.commands.config import config_option
 from app.commands.registry import register
 from app.errors import AppError, reports_errors
+from app.files_out import write_parquet
 from app.options import (
     ClusterName,
     Finite,
@@ -30,7 +31,6 @@ from app.options import (
     lake_writer,
     no_wait_option,
     progress_bar,
-    write_parquet,
 )
 
 if TYPE_CHECKING:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import io
 import math
 import sys
 from collections.abc import Callable, Iterator
@@ -14,8 +13,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 if TYPE_CHECKING:
-    import polars as pl
-
     from warehouse.lake import Lake
 
 
@@ -30,7 +27,6 @@ __all__ = [
     "lake_writer",
     "no_wait_option",
     "progress_bar",
-    "write_parquet",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -119,15 +115,6 @@ def progress_bar(
             last[0] = done
 
         yield update
-
-
-def write_parquet(frame: pl.DataFrame, path: Path) -> None:
-    """`frame` as a Parquet file at `path`, written by Python's own file calls: a file that
-    cannot be written raises OSError with the system's reason (polars' writer raised
-    ComputeError "Invalid thrift: transport error" for `--out /dev/full`, a traceback)."""
-    buffer = io.BytesIO()
-    frame.write_parquet(buffer)
-    path.write_bytes(buffer.getbuffer())
 
 
 class Timestamp(click.ParamType):  # type: ignore[type-arg]  # generic only in newer click

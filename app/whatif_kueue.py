@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 import click
 
 from app.errors import AppError
-from app.options import progress_bar, write_parquet
+from app.files_out import write_parquet
+from app.options import progress_bar
 
 if TYPE_CHECKING:
     import duckdb

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from app.errors import AppError, reports_errors
-from app.options import ClusterName, Timestamp, lake_option, progress_bar, write_parquet
+from app.files_out import write_parquet
+from app.options import ClusterName, Timestamp, lake_option, progress_bar
 
 if TYPE_CHECKING:
     from app.whatif_kueue import KueueRun

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from app.errors import AppError
+from app.files_out import write_csv, write_parquet
 from app.report.data import WeeklyReport
 from app.report.html import data_uris, render_charts, render_html
 from app.report.pdf import print_pdf
@@ -51,8 +52,8 @@ def write_report(
     for name, frame in report.tables.items():
         csv = tables_dir / f"{name}.csv"
         parquet = tables_dir / f"{name}.parquet"
-        frame.write_csv(csv)
-        frame.write_parquet(parquet)
+        write_csv(frame, csv)
+        write_parquet(frame, parquet)
         written += [csv, parquet]
     pdf_path = print_pdf(html, folder / f"{stem}.pdf", browser) if pdf else None
     return ReportFiles(folder, html, pdf_path, written, charts)
