@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from warehouse.layout import MAX_CLUSTER_NAME
+
 if TYPE_CHECKING:
     from warehouse.lake import Lake
 
 
 __all__ = [
     "LAKE_HELP",
-    "MAX_CLUSTER_NAME",
     "ClusterName",
     "Finite",
     "NonEmptyPath",
@@ -151,13 +152,6 @@ class Finite(click.FloatRange):
         if not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return number
-
-
-# The longest cluster name a command takes: the name goes into file names in the lake (its
-# folder, `<name>.name`, batch files `k8s-<name>-gpus-…-<digest>.parquet` and their temporary
-# `.<file>.<random>.tmp`, about 90 characters more), and a file name has at most 255 bytes
-# (a 300-character name ended in an OSError "File name too long" half-way through a landing).
-MAX_CLUSTER_NAME = 100
 
 
 class ClusterName(click.ParamType):  # type: ignore[type-arg]  # generic only in newer click

@@ -31,6 +31,7 @@ from urllib.parse import unquote
 from warehouse.errors import ClusterNameClash, DamagedFile, NotReadable, NotWritable
 
 __all__ = [
+    "MAX_CLUSTER_NAME",
     "DIR_MODE",
     "FILE_MODE",
     "PRIVATE_DIR_MODE",
@@ -68,6 +69,14 @@ _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 def resolve_root(lake: str | os.PathLike[str] | None) -> Path:
     """Return the lake root: the given path, else the default `./lake` (env is read by the CLI)."""
     return Path(lake) if lake else DEFAULT_ROOT
+
+
+# The longest cluster name gpuledger takes (a command's --cluster, a [[sources]] entry's): the
+# name goes into file names in the lake (its folder, `<name>.name`, batch files
+# `k8s-<name>-gpus-…-<digest>.parquet` and their temporary `.<file>.<random>.tmp`, about 90
+# characters more), and a file name has at most 255 bytes (a 300-character name ended in an
+# OSError "File name too long" half-way through a landing). safe_name keeps its length.
+MAX_CLUSTER_NAME = 100
 
 
 def safe_name(value: str) -> str:

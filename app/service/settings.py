@@ -39,6 +39,7 @@ from app.service.tasks import (
 )
 from collector.names import valid_name
 from collector.sources.http_url import redact_url, redact_urls
+from warehouse.layout import MAX_CLUSTER_NAME
 
 if TYPE_CHECKING:
     from collector.sources.prometheus.transport import PrometheusAuth
@@ -194,6 +195,8 @@ def _source(index: int, item: Any, where: str) -> Source:
         raise ConfigError(f"{at}.{missing[0]}: required for a {kind} source {where}")
     if not str(kwargs["cluster"]).strip():
         raise ConfigError(f"{at}.cluster: must not be empty {where}")
+    if len(str(kwargs["cluster"])) > MAX_CLUSTER_NAME:
+        raise ConfigError(f"{at}.cluster: longer than {MAX_CLUSTER_NAME} characters {where}")
     for key in ("every_s", "timeout_s"):  # (a wait no timer takes failed every round)
         if key in kwargs and _positive(kwargs[key]):
             raise ConfigError(f"{at}.{key}: {_positive(kwargs[key])} {where}, got {kwargs[key]!r}")

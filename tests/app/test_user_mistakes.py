@@ -15,7 +15,7 @@ from click.testing import CliRunner, Result
 
 from app import cli as cli_module
 from app.cli import cli
-from app.options import MAX_CLUSTER_NAME
+from warehouse.layout import MAX_CLUSTER_NAME
 
 REPO = Path(__file__).resolve().parents[2]
 # a TOML value nested deeper than Python's recursion limit

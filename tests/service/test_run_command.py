@@ -91,6 +91,8 @@ def test_config_check_prints_every_source_entry(tmp_path):
             "sources[0].every_s: expected at most 3600 s",
         ),
         ("[sources]\nkind = 'slurm'", "sources"),
+        # a name that long cannot go into the lake's file names
+        (f'[[sources]]\nkind = "slurm"\ncluster = "{"c" * 101}"', "sources[0].cluster: longer"),
     ],
 )
 def test_config_check_names_the_bad_source_key(tmp_path, text, named):
