@@ -15,6 +15,7 @@ from click.testing import CliRunner, Result
 
 from app import cli as cli_module
 from app.cli import cli
+from tests.app.test_cli import _assert_one_line_error as one_line
 from warehouse.layout import MAX_CLUSTER_NAME
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,18 +26,6 @@ DEEP_TOML = "a = " + "[" * 5000 + "]" * 5000 + "\n"
 def invoke(*args: str, env: dict[str, str] | None = None) -> Result:
     clean: dict[str, str | None] = {k: None for k in os.environ if k.startswith("GPULEDGER_")}
     return CliRunner(env={**clean, **(env or {})}).invoke(cli, list(args))
-
-
-def one_line(result: Result, code: int, *fragments: str) -> str:
-    """The command exited `code` with one `Error:` line holding `fragments`, no traceback."""
-    assert result.exit_code == code, result.output
-    assert isinstance(result.exception, SystemExit), result.exception
-    assert "Traceback" not in result.output
-    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
-    assert len(errors) == 1, result.output
-    for fragment in fragments:
-        assert fragment in errors[0], result.output
-    return errors[0]
 
 
 def run_main(*args: str) -> subprocess.CompletedProcess[str]:
