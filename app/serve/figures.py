@@ -47,16 +47,19 @@ def read_figures(lake: Lake, settings: ServeSettings) -> Figures:
     """Run every sql/serve/ query on the lake (an empty or missing lake: empty frames)."""
     from warehouse.queries import run
 
-    params: dict[str, dict[str, Any]] = {
-        "usage": {
-            "windows_s": [seconds for _, seconds in settings.windows_s],
-            "bucket_s": settings.bucket_s,
-        },
-        "occupancy": {"bucket_s": settings.bucket_s},
-        "jobs": {"bucket_s": settings.bucket_s, "max_jobs": settings.max_job_series},
-    }
     con = lake.connect()
     try:
+        # the width the marts were built with (the configuration's where the lake cannot say)
+        [built] = run(con, "serve/bucket_width")["width_s"].to_list()
+        bucket_s = settings.bucket_s if built is None else round(built)
+        params: dict[str, dict[str, Any]] = {
+            "usage": {
+                "windows_s": [seconds for _, seconds in settings.windows_s],
+                "bucket_s": bucket_s,
+            },
+            "occupancy": {"bucket_s": bucket_s},
+            "jobs": {"bucket_s": bucket_s, "max_jobs": settings.max_job_series},
+        }
         frames = {key: run(con, name, **params.get(key, {})) for key, name in QUERIES.items()}
     finally:
         con.close()

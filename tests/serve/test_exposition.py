@@ -12,6 +12,7 @@ from app.serve.exposition import METRICS, render_metrics
 from app.serve.figures import read_figures
 from app.serve.settings import ServeSettings
 from tests.marts import rows as r
+from warehouse.attribution import AttributionConfig
 from warehouse.lake import Lake
 
 SAMPLE = re.compile(r"^([a-z_]+)(?:\{(.*)\})? (\S+)$")
@@ -337,3 +338,23 @@ def test_a_poll_after_the_last_sample_does_not_move_the_usage_window(tmp_path):
     m = render(tmp_path, windows_s=(("10m", 600),))
 
     assert series(m, "gpuledger_allocated_gpu_seconds", window="10m") == pytest.approx(600)
+
+
+def test_the_bucket_width_is_the_lakes_not_the_configurations(tmp_path):
+    """A lake built with 600-s buckets, served with the default 300 s configured: "now" is its
+    last whole 600-s bucket, [600, 1200), where j1 held the GPU throughout; at 300 s the bucket
+    [1200, 1800), cut short by the data's end at 1530, counted as whole (j1 ended at 1300)."""
+    root = tmp_path / "lake"
+    r.build_lake(
+        root,
+        samples=r.samples(range(0, 1500, 30), engine_active=1.0),
+        jobs=[r.job("j1", 0, 1300, gpus=1)],
+        job_gpus=[r.job_gpu("j1", 0, 1300)],
+        gpus=[r.gpu()],
+        config=AttributionConfig(bucket_s=600),
+    ).close()
+
+    for configured in (300, 600):
+        m = render(root, bucket_s=configured)
+        states = {dict(k)["state"]: v for k, v in m["gpuledger_cluster_gpus"].items()}
+        assert states["active"] == pytest.approx(1.0), configured
