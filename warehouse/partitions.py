@@ -53,6 +53,7 @@ __all__ = [
     "allocation_digests",
     "build_day",
     "build_sample_marts",
+    "built_bucket_s",
     "built_days",
     "clear_engine",
     "current_inputs",
@@ -395,6 +396,14 @@ def mark_pruned(root: Path, key: DayKey, bucket_s: int) -> None:
         # the first prune's width stands: later pruned days were built at it (others are not
         # up to date, and attribute refuses another width), or are a pruned day's leftovers
         db.execute("INSERT OR IGNORE INTO pruned_buckets VALUES (?, ?)", (key[0], bucket_s))
+
+
+def built_bucket_s(con: duckdb.DuckDBPyConnection, configured: int) -> int:
+    """The bucket width the lake's marts were built with (the spacing of its buckets), else
+    `configured` (no cluster has two buckets): a query given another width than the marts'
+    cut their buckets short or counted half of each."""
+    [built] = queries.run_arrow(con, "attribution/bucket_width").column("width_s").to_pylist()
+    return configured if built is None else round(built)
 
 
 class PrunedBucketWidth(WarehouseError):

@@ -45,13 +45,12 @@ class Figures:
 
 def read_figures(lake: Lake, settings: ServeSettings) -> Figures:
     """Run every sql/serve/ query on the lake (an empty or missing lake: empty frames)."""
+    from warehouse.partitions import built_bucket_s
     from warehouse.queries import run
 
     con = lake.connect()
     try:
-        # the width the marts were built with (the configuration's where the lake cannot say)
-        [built] = run(con, "serve/bucket_width")["width_s"].to_list()
-        bucket_s = settings.bucket_s if built is None else round(built)
+        bucket_s = built_bucket_s(con, settings.bucket_s)  # the lake's, not the configured
         params: dict[str, dict[str, Any]] = {
             "usage": {
                 "windows_s": [seconds for _, seconds in settings.windows_s],

@@ -53,7 +53,7 @@ class ServeConfig:
 @dataclass(frozen=True, slots=True)
 class ServeSettings:
     """What the server needs: the `[serve]` section and the marts' bucket width (used where the
-    lake cannot tell the width it was built with: sql/serve/bucket_width.sql)."""
+    lake cannot tell the width it was built with: sql/attribution/bucket_width.sql)."""
 
     max_job_series: int = 500
     refresh_s: float = 15.0

@@ -43,8 +43,9 @@ class IdleCancelConfig:
 
     `candidates` are (warn_min, cancel_min) pairs; the recommended one recovers the most
     GPU-hours among those whose false-kill rate (cancelled jobs that were active again after
-    the cancel point) is at most `max_false_kill_rate`. `bucket_s` must equal the width of
-    the gpu_job_buckets mart (`gpuledger attribute --bucket`).
+    the cancel point) is at most `max_false_kill_rate`. The width of the gpu_job_buckets mart is
+    read from the lake (`gpuledger attribute --bucket` built it); `bucket_s` stands in where the
+    lake cannot tell it (no cluster with two buckets).
     """
 
     candidates: tuple[tuple[int, int], ...] = ((60, 120), (15, 60), (120, 240), (240, 300))

@@ -23,6 +23,7 @@ from detectors.recommend.config import IdleCancelConfig
 from detectors.recommend.recommendation import ClusterFacts, Recommendation
 from detectors.wording import counted
 from warehouse import queries
+from warehouse.partitions import built_bucket_s
 
 if TYPE_CHECKING:
     import duckdb
@@ -120,7 +121,11 @@ def recommend(
 ) -> list[Recommendation]:
     """At most one idle-cancel recommendation for the cluster: the best admissible candidate."""
     runs = queries.run(
-        con, QUERY, since=facts.window_start, until=facts.window_end, bucket_s=config.bucket_s
+        con,
+        QUERY,
+        since=facts.window_start,
+        until=facts.window_end,
+        bucket_s=built_bucket_s(con, config.bucket_s),  # the marts', whatever configured
     ).filter(pl.col("cluster") == facts.cluster)
     if runs.is_empty():
         return []

@@ -142,6 +142,16 @@ def test_the_replay_of_each_candidate_by_hand(con):
     assert rec["expected_gain_gpu_h"] == pytest.approx(10.0)
 
 
+def test_the_bucket_width_replayed_is_the_lakes_not_the_configured_one(con):
+    """The lake's buckets are 300 s; a configuration saying 600 (set for another lake) replays
+    the same runs: read as 600-s buckets, each 300-s bucket was a run of its own, half long."""
+    [default] = run(con, max_false_kill_rate=1.0)
+    [other] = run(con, max_false_kill_rate=1.0, bucket_s=600)
+
+    assert other["evidence"]["candidates"] == default["evidence"]["candidates"]
+    assert other["expected_gain_gpu_h"] == pytest.approx(10.0)
+
+
 def test_the_false_kill_budget_picks_the_safe_candidate(con):
     [rec] = run(con)  # at most 5 % false kills: only (120, 240) and (240, 300) qualify
 
