@@ -13,7 +13,11 @@ How the job ended comes first, because it decides which usual advice still holds
   hang's doing, so no --gres, --cpus-per-gpu, MIG or --time advice follows from them;
 - ended by a hardware fault (NODE_FAIL, or failed after an XID/ECC event on its GPUs):
   resubmit (--requeue) and checkpoint; a run cut short is no reason to change --time, and
-  the accounting of a failed node's cores is incomplete, so no --cpus-per-gpu either.
+  the accounting of a failed node's cores is incomplete, so no --cpus-per-gpu either. After
+  a NODE_FAIL Slurm requeues a batch job itself (unless --no-requeue, or JobRequeue=0), so
+  the owner is told to check that it was not before resubmitting (else it runs twice);
+- out of memory (OUT_OF_MEMORY: the job's host memory, its cgroup's limit): ask for more
+  (--mem), citing its largest task's peak (MaxRSS) beside what it asked for.
 
 Otherwise: --gres for GPUs never active, giving back idle GPUs (the wording differs for
 interactive sessions and batch jobs), fewer GPUs or one MIG slice when a multi-GPU job's
@@ -24,8 +28,10 @@ for each resource a `stranded_gpus` finding says stranded the node's other GPUs,
 was making progress), --cpus-per-gpu (more only when the diagnosis is `input_bound`; fewer
 when most cores idled) and mixed precision when busy GPUs left the tensor cores unused.
 
-No advice means "sized well" only for a job with telemetry (`when_no_advice`): a job whose
-GPUs reported nothing was not judged at all.
+No advice means "sized well" only for a job with telemetry that ran to its end
+(`when_no_advice`): a job whose GPUs reported nothing was not judged at all, and a job that
+failed or was preempted is told only that its figures, of the part it ran, call for no change.
+A job that never started gets no advice.
 """
 
 from __future__ import annotations
@@ -67,6 +73,14 @@ NO_TELEMETRY = (
     "is unknown."
 )
 NOT_STARTED = "No advice: the job never started, so it held no GPUs and used nothing."
+# a job that did not run to its end: its figures are of the part it ran, not of a whole run
+CUT_SHORT = (
+    "No change to its request follows from its figures, but it {how}, so they cover only "
+    "the part it ran: whether it was sized well for a whole run is unknown."
+)
+PREEMPTED_STATES = ("PREEMPTED",)
+OOM_STATE = "OUT_OF_ME"  # OUT_OF_MEMORY (sacct may cut it to OUT_OF_ME+)
+MEM_MARGIN = 1.5  # ask for this much more memory than a job that ran out of it had
 HW_FAILURE_DETECTOR = "failed_after_hw_event"
 CHECKPOINT_DETECTOR = "checkpoint_interval"
 # how a job can end by failing (Slurm states), for "failed after a hardware event"
@@ -127,11 +141,19 @@ def _num(value: object) -> float | None:
 
 def job_started(job: Mapping[str, Any]) -> bool:
     """Whether the job ever ran: a start, or GPU-hours or samples from an earlier run (a job
-    requeued and pending again has no start, and its earlier runs held GPUs). A row without
-    a start_ts field at all (not a scheduler record) is taken as started."""
-    if "start_ts" not in job or job["start_ts"] is not None:
+    requeued and pending again has no start, and its earlier runs held GPUs). A job cancelled
+    while pending has a start in sacct, its end (Start = End), with no node and no GPU held:
+    it never ran. A row without a start_ts field at all (not a scheduler record) is taken as
+    started."""
+    if "start_ts" not in job:
         return True
-    return bool(_num(job.get("alloc_gpu_h")) or job.get("samples"))
+    used = bool(_num(job.get("alloc_gpu_h")) or job.get("samples"))
+    start = job["start_ts"]
+    if start is None:
+        return used
+    if start == job.get("end_ts") and not job.get("nodes") and not _num(job.get("gpus")):
+        return used  # cancelled while pending (sacct: Start = End, NodeList "None assigned")
+    return True
 
 
 def usage_runtime_s(job: Mapping[str, Any]) -> float | None:
@@ -212,14 +234,70 @@ def _hw_advice(
         if interval_s
         else "checkpoint often enough that a node failure costs little"
     )
+    ended = (
+        f"The job ended through {cause}, not through a fault of its own"
+        + ("; a finding flags the GPU for the admins" if flagged else "")
+        + "."
+    )
+    if f.state.startswith("NODE_FAIL") and not f.interactive:
+        # Slurm requeues a batch job a node failure ended (JobRequeue=1, its default), after
+        # its FAIL mail went out: resubmitting it as well runs it twice
+        base = str(job.get("job_id") or "").split("+", 1)[0]  # (a heterogeneous job's number)
+        check = f"`squeue -j {base}`" if base else "squeue"
+        what = (
+            " Slurm requeues a batch job after a node failure unless it was submitted with "
+            "--no-requeue (or the site set JobRequeue=0): check "
+            f"{check} or wait for a Requeued mail before resubmitting it, or it runs twice. "
+            f"If it was not requeued, resubmit it from its last checkpoint; either way, {every}."
+        )
+    else:
+        what = f" Resubmit it from its last checkpoint (or let --requeue do it) and {every}."
     return [
         Advice(
             "Resubmit: a hardware fault ended it",
-            f"The job ended through {cause}, not through a fault of its own"
-            + ("; a finding flags the GPU for the admins" if flagged else "")
-            + f". Resubmit it from its last checkpoint (or let --requeue do it) and {every}. "
-            "Its run time says nothing about the time limit it needs.",
+            ended + what + " Its run time says nothing about the time limit it needs.",
             "--requeue",
+        )
+    ]
+
+
+def _gib(mib: float) -> str:
+    return f"{mib / 1024:,.1f} GiB"
+
+
+def _memory_advice(job: Mapping[str, Any], f: _Facts) -> list[Advice]:
+    """OUT_OF_MEMORY: the job's host memory (its cgroup's limit) ran out; ask for more."""
+    if not f.state.startswith(OOM_STATE):
+        return []
+    asked, rss = _num(job.get("mem_req_mib")), _num(job.get("max_rss_mib"))
+    peak = (
+        f" Its largest task peaked at {_gib(rss)} (MaxRSS, which Slurm samples: the peak "
+        "that ran out may have been higher)."
+        if rss is not None and rss > 0
+        else ""
+    )
+    if not asked:
+        return [
+            Advice(
+                "Ask for more memory",
+                "The job ran out of host memory (OUT_OF_MEMORY) and was killed."
+                + peak
+                + " Ask for more with --mem (per node) or --mem-per-gpu.",
+            )
+        ]
+    nodes = job.get("nodes")
+    per_node = asked / max(1, len(nodes) if isinstance(nodes, list | tuple) else 1)
+    new = math.ceil(per_node * MEM_MARGIN / 1024)
+    per_gpu = f" (--mem-per-gpu={math.ceil(asked * MEM_MARGIN / 1024 / f.gpus)}G)" if f.gpus else ""
+    node_note = f", {_gib(per_node)} per node" if per_node < asked else ""
+    return [
+        Advice(
+            "Ask for more memory",
+            f"The job ran out of host memory (OUT_OF_MEMORY) and was killed: it asked for "
+            f"{_gib(asked)}{node_note}." + peak + f" Ask for half as much again{per_gpu}, or "
+            "measure its peak in a short run.",
+            f"--mem={new}G",
+            f'limits: {{memory: "{math.ceil(asked * MEM_MARGIN / 1024)}Gi"}}',
         )
     ]
 
@@ -511,11 +589,20 @@ def _tensor_advice(job: Mapping[str, Any], f: _Facts, t: AdviceThresholds) -> li
 
 
 def when_no_advice(job: Mapping[str, Any]) -> str:
-    """What to say when `advise` has nothing: "sized well" only for a job with telemetry."""
+    """What to say when `advise` has nothing: "sized well" only for a job with telemetry that
+    ran to its end; of a job that failed or was preempted, that its figures (of the part it
+    ran) call for no change."""
     observed = _num(job.get("observed_gpu_h"))
     if not job_started(job):  # (cancelled while pending)
         return NOT_STARTED
-    return NOTHING_TO_CHANGE if observed is not None and observed > 0 else NO_TELEMETRY
+    if observed is None or observed <= 0:
+        return NO_TELEMETRY
+    state = str(job.get("state") or "")
+    if state.startswith(FAILED_STATES):
+        return CUT_SHORT.format(how="failed before it finished (its output says why)")
+    if state.startswith(PREEMPTED_STATES):
+        return CUT_SHORT.format(how="was preempted before it finished")
+    return NOTHING_TO_CHANGE
 
 
 def advise(
@@ -527,10 +614,13 @@ def advise(
 ) -> list[Advice]:
     """Every change worth making next time, most valuable first; empty when it was well sized."""
     t = thresholds or AdviceThresholds()
+    if not job_started(job):
+        return []  # it held nothing and ran nothing: nothing in it to change
     f = _facts(job, diagnosis, findings)
     return (
         _hung_advice(job, findings, f)
         + _hw_advice(job, findings, f)
+        + _memory_advice(job, f)
         + _gpu_advice(job, gpus, f)
         + _idle_advice(job, gpus, f, t)
         + _fewer_gpus_advice(findings, f)

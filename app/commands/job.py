@@ -139,11 +139,15 @@ def render_text(
         ("CPU Memory", "-" if mem is None else f"{mem / 1024:.0f} GiB"),
         ("QOS/Partition", f"{job.get('qos') or '-'}/{job.get('partition') or '-'}"),
         ("Cluster", job["cluster"]),
-        ("Start Time", _when(job.get("start_ts"))),
+        # (sacct gives a job cancelled while pending its end as its start)
+        ("Start Time", _when(job.get("start_ts")) if started else "-"),
         ("Run Time", _clock(runtime)),
         ("Time Limit", ("UNLIMITED" if limit is None else _clock(limit)) + used),
     ]
     covered = usage_runtime_s(job)
+    requeued = _requeued(job, covered)
+    if requeued:
+        fields.append(("Requeued", requeued))
     if covered is not None and runtime is not None and covered < runtime - 60:
         # the mail's final run time, beyond what the lake has collected of the job yet
         fields.append(
@@ -253,6 +257,26 @@ def render_text(
     else:
         lines += _wrap(when_no_advice(job), width=width)
     return "\n".join(lines) + "\n"
+
+
+def _requeued(job: Mapping[str, Any], covered: float | None) -> str | None:
+    """How often the scheduler requeued the job, and whether the figures hold its earlier runs
+    (its GPU-hours are of every run the lake holds an allocation of, its Start Time and Run
+    Time of the last): more GPU-hours allocated than its GPUs held in its last run say they do.
+    None for a job never requeued."""
+    from detectors.wording import counted, noun_for
+
+    times = job.get("requeues")
+    if not isinstance(times, int) or isinstance(times, bool) or times <= 0:
+        return None
+    said = counted(times, "time")
+    alloc, gpus = job.get("alloc_gpu_h"), job.get("gpus")
+    if alloc is None or not gpus or covered is None or job.get("start_ts") is None:
+        return said
+    last_run = gpus * covered / 3600  # the most its GPUs held in its last run
+    if alloc > last_run * 1.01 + 0.01:
+        return f"{said} (the figures below include its earlier {noun_for(times, 'run')})"
+    return said
 
 
 def _unpowered(gpus: list[dict[str, Any]], energy_kwh: float | None) -> str:

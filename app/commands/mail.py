@@ -13,9 +13,10 @@ import click
 from app.errors import AppError, reports_errors
 
 if TYPE_CHECKING:
+    from app.jobmail.compose import Clock
     from app.jobmail.settings import MailConfig
 
-__all__ = ["command", "send"]
+__all__ = ["command", "mail_command", "send"]
 
 MAILER_TIMEOUT_S = 50  # what is left of Slurm's 120 s for MailProg after a slow report
 # Exit status when the mailer was run and failed (EX_TEMPFAIL): the MailProg wrapper then does
@@ -60,45 +61,69 @@ def _environment_mailer() -> MailConfig:
         return MailConfig()
 
 
-@click.command("mail")
-@click.option("-s", "subject", required=True, help="The subject, as Slurm writes it.")
-@click.argument("recipients", nargs=-1, required=True)
-@click.option(
-    "--lake",
-    type=click.Path(file_okay=False, path_type=Path),
-    envvar="GPULEDGER_LAKE",
-    default=None,
-    help="Lake root folder (default: $GPULEDGER_LAKE, else the configuration's `lake`).",
-)
-@click.option(
-    "--cluster",
-    envvar="SLURM_CLUSTER_NAME",
-    default=None,
-    help="The job's cluster (default: $SLURM_CLUSTER_NAME, which Slurm sets for MailProg).",
-)
-@reports_errors
-def command(
-    subject: str, recipients: tuple[str, ...], lake: Path | None, cluster: str | None
-) -> None:
-    """Slurm's MailProg: send the mail, with the job's report at its end.
+def mail_command(clock: Clock | None = None) -> click.Command:
+    """The `mail` command, handling each mail at `clock()` (default: the wall clock): the time
+    that says whether the job the lake holds can be the one whose end Slurm mails about now
+    (the seam for tests of lakes made at other times)."""
 
-    \b
-    Slurm runs MailProg as `MailProg -s SUBJECT USER`. For a job's end (the
-    subject says Ended or Failed: END, FAIL, TIMEOUT, OUT_OF_MEMORY mail) this
-    appends what `gpuledger job` says about the job, 78 columns wide, and hands
-    the mail to the site's mailer ([mail] mailer, called the same way, the body
-    on stdin). Any other mail goes out unchanged. When the report cannot be made
-    (no lake, the job not in it yet, an error, slower than [mail]
-    report_timeout_s) the mail still goes out, with one line saying why. Exit
-    status: 0 sent, 75 the mailer failed (its error on stderr), 2 a usage error
-    (no -s or no USER), 1 anything else.
-    Set it up with deploy/slurm/mailprog-gpuledger.sh (MailProg= in slurm.conf).
-    Example (what Slurm runs):
-      S='Slurm Job_id=12 Name=x Ended, Run time 00:01:02, COMPLETED, ExitCode 0'
-      gpuledger mail -s "$S" alice
-    """
+    @click.command("mail")
+    @click.option("-s", "subject", required=True, help="The subject, as Slurm writes it.")
+    @click.argument("recipients", nargs=-1, required=True)
+    @click.option(
+        "--lake",
+        type=click.Path(file_okay=False, path_type=Path),
+        envvar="GPULEDGER_LAKE",
+        default=None,
+        help="Lake root folder (default: $GPULEDGER_LAKE, else the configuration's `lake`).",
+    )
+    @click.option(
+        "--cluster",
+        envvar="SLURM_CLUSTER_NAME",
+        default=None,
+        help="The job's cluster (default: $SLURM_CLUSTER_NAME, which Slurm sets for MailProg).",
+    )
+    @reports_errors
+    def command(
+        subject: str, recipients: tuple[str, ...], lake: Path | None, cluster: str | None
+    ) -> None:
+        """Slurm's MailProg: send the mail, with the job's report at its end.
+
+        \b
+        Slurm runs MailProg as `MailProg -s SUBJECT USER`. For a job's end (the
+        subject says Ended or Failed: END or FAIL mail) this appends what
+        `gpuledger job` says about the job, 78 columns wide, and hands the mail to
+        the site's mailer ([mail] mailer, called the same way, the body on stdin).
+        Any other mail goes out unchanged. When the report cannot be made (no
+        lake, the job not in it yet, the lake's job of its id another job or an
+        earlier run, an error, slower than [mail] report_timeout_s) the mail
+        still goes out, with one line saying why. Exit status: 0 sent, 75 the
+        mailer failed (its error on stderr), 2 a usage error (no -s or no USER),
+        1 anything else.
+        Set it up with deploy/slurm/mailprog-gpuledger.sh (MailProg= in slurm.conf).
+        Example (what Slurm runs):
+          S='Slurm Job_id=12 Name=x Ended, Run time 00:01:02, COMPLETED, ExitCode 0'
+          gpuledger mail -s "$S" alice
+        """
+        _deliver(subject, recipients, lake, cluster, clock)
+
+    return command
+
+
+command = mail_command()
+
+
+def _deliver(
+    subject: str,
+    recipients: tuple[str, ...],
+    lake: Path | None,
+    cluster: str | None,
+    clock: Clock | None,
+) -> None:
+    """What `gpuledger mail` does: the mail with its report (or the note why none) to the
+    site's mailer; `clock()` is when it is handled (the job-identity check's time; None: the
+    wall clock)."""
     from app.config import ConfigError, LakeConfig, load_section
-    from app.jobmail.compose import compose, lake_report
+    from app.jobmail.compose import compose, lake_report, wall_clock
     from app.jobmail.settings import MailConfig
     from warehouse.lake import Lake
 
@@ -123,7 +148,7 @@ def command(
     composed = compose(
         body,
         subject,
-        lake_report(Lake.at(root.resolve()), cluster),
+        lake_report(Lake.at(root.resolve()), cluster, clock=clock or wall_clock),
         timeout_s=settings.report_timeout_s,
         problem=problem,
     )

@@ -4,29 +4,45 @@
 is not a job's end, passes through unchanged; a report that fails (no lake, the job not in it
 yet, a crash, a report slower than the time it may take) becomes one line
 `gpuledger: no report: <why>`. Every line of what it adds fits an e-mail's 78 columns.
+
+A mail must never carry another job's report. Slurm sends it as the job ends, so the job the
+lake holds under its id is this one only if its record can be of the run that just ended: the
+subject's name (a heterogeneous job's leader's), a start (a job the lake saw only pending has
+not been seen running), not ended long before the mail is handled (`OLD_RECORD`: the
+scheduler's ids began again), and a start where the subject's run time puts this run's
+(within `MAIL_DELAY`: else an earlier run of a requeued job, or another job). The time the
+mail is handled is `lake_report`'s `clock` (the wall clock; figures keep the end of the data).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import textwrap
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.errors import AppError
 from app.jobmail.subject import SlurmMail, parse_subject
 from warehouse.errors import WarehouseError
 from warehouse.lake import Lake
 
+if TYPE_CHECKING:
+    from detectors.job_report import JobReport
+
 __all__ = [
+    "MAIL_DELAY",
     "MAIL_WIDTH",
+    "OLD_RECORD",
+    "Clock",
     "Composed",
     "ReportFor",
     "ReportTimedOut",
     "compose",
     "fit_width",
     "lake_report",
+    "wall_clock",
 ]
 
 MAIL_WIDTH = 78  # RFC 5322 §2.1.1: lines SHOULD be no longer than 78 characters
@@ -34,7 +50,22 @@ NOTE_PREFIX = "gpuledger: no report: "
 # A report's per-GPU line holds 64 columns before the sparkline (app/commands/job.py).
 _GPU_LINE_BEFORE_SPARK = 64
 
+# A record that ended more than this before the mail is handled is not the job Slurm mails
+# about now, whose end was moments ago: another job of the same id (the scheduler's ids began
+# again after a state reset or MaxJobId). A day is far beyond any delay of a mail.
+OLD_RECORD = dt.timedelta(days=1)
+# How far the record's start may lie from the one the subject's run time gives (the mail
+# handled less its run time): slurmctld's mail agent queues a mail, so it is handled some
+# moments after the job's end, seldom minutes. Farther, the record is of another run.
+MAIL_DELAY = dt.timedelta(minutes=15)
+
 ReportFor = Callable[[SlurmMail], str]
+Clock = Callable[[], dt.datetime]
+
+
+def wall_clock() -> dt.datetime:
+    """The time a mail is handled: now, on the wall clock (UTC)."""
+    return dt.datetime.now(dt.UTC)
 
 
 class ReportTimedOut(AppError):
@@ -185,6 +216,55 @@ def slurm_cluster_in(lake: Lake, cluster: str | None) -> tuple[str | None, bool]
     return None, False
 
 
+def _when(ts: dt.datetime) -> str:
+    return ts.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _utc(ts: object) -> dt.datetime | None:
+    """A record's instant as an aware datetime (one without a zone is UTC, as the lake's)."""
+    if not isinstance(ts, dt.datetime):
+        return None
+    return ts if ts.tzinfo is not None else ts.replace(tzinfo=dt.UTC)
+
+
+def not_this_run(
+    job: dict[str, Any],
+    now: dt.datetime,
+    runtime_s: float | None,
+    state: str | None,
+    where: str = "",
+) -> str | None:
+    """Why the lake's record `job` is not of the run whose end Slurm mails about `now`
+    (`runtime_s` and `state` the subject's), or None where it can be: a record without a start
+    while the subject says the job ran (the lake saw it only pending: the figures, none or an
+    earlier run's, are not of this run); a record that ended more than OLD_RECORD before the
+    mail; a record whose start lies more than MAIL_DELAY from `now` less the run time."""
+    job_id = job.get("job_id")
+    start, end = _utc(job.get("start_ts")), _utc(job.get("end_ts"))
+    if start is None and "start_ts" in job:
+        # a run time of 0 with CANCELLED (or none at all) is a job that never started, as the
+        # lake holds it: its report says so
+        never = runtime_s is None or (runtime_s == 0 and (state or "").startswith("CANCELLED"))
+        if never:
+            return None
+        return f"job {job_id!r}{where} has not been seen running in the lake yet"
+    if end is not None and end < now - OLD_RECORD:
+        return (
+            f"job {job_id!r}{where} in the lake ended {_when(end)}, more than a day before "
+            "this mail: another job of the same id (the scheduler's job ids began again)"
+        )
+    if start is not None and runtime_s is not None:
+        began = now - dt.timedelta(seconds=runtime_s)
+        if abs(start - began) > MAIL_DELAY:
+            return (
+                f"job {job_id!r}{where} in the lake is of a run that started {_when(start)}, "
+                f"not of the run this mail is about (started about {_when(began)}): an "
+                "earlier run of it (requeued since the lake saw it) or another job of the "
+                "same id"
+            )
+    return None
+
+
 def named_otherwise(job: dict[str, Any], name: str | None) -> str | None:
     """Why the job found is not the one Slurm named `name` (its job name in the lake differs:
     the same id on another cluster, or the scheduler's ids began again), or None."""
@@ -196,7 +276,22 @@ def named_otherwise(job: dict[str, Any], name: str | None) -> str | None:
     return None
 
 
-def lake_report(lake: Lake, cluster: str | None = None, width: int = MAIL_WIDTH) -> ReportFor:
+def _leaders(reports: list[JobReport]) -> list[JobReport]:
+    """The reports whose job name Slurm's subject gives: a heterogeneous job's mail names its
+    leader's (component 0), whose other components may be named otherwise; all of them where
+    the lake holds no leader (none can be told to be this job's then), as any other job's."""
+    if len(reports) < 2:
+        return reports
+    leader = [r for r in reports if str(r.job.get("job_id", "")).endswith("+0")]
+    return leader or reports
+
+
+def lake_report(
+    lake: Lake,
+    cluster: str | None = None,
+    width: int = MAIL_WIDTH,
+    clock: Clock = wall_clock,
+) -> ReportFor:
     """`report_for` from the lake: what `gpuledger job` says, `width` columns wide.
 
     The job's final state and run time come from the mail's subject (Slurm's word at the
@@ -204,12 +299,14 @@ def lake_report(lake: Lake, cluster: str | None = None, width: int = MAIL_WIDTH)
     (Slurm's SLURM_CLUSTER_NAME) alone where the lake holds that cluster: a job it has not
     collected yet is no report, never another cluster's job of the same id. Only a lake that
     names the cluster otherwise (or a mail without one) is searched on any cluster. The job
-    found must carry the subject's job name where the lake knows it.
+    found must carry the subject's job name where the lake knows it (a heterogeneous job's
+    leader), and its record must be of the run that ended as the mail is handled, at `clock()`
+    (`not_this_run`).
     """
 
     def report_for(mail: SlurmMail) -> str:
         from app.commands.job import render_text
-        from detectors.job_report import JobReport, UnknownJob, load_job_report
+        from detectors.job_report import UnknownJob, load_job_report
         from warehouse.one_job import job_engine
 
         if not lake.exists():
@@ -245,10 +342,16 @@ def lake_report(lake: Lake, cluster: str | None = None, width: int = MAIL_WIDTH)
         except UnknownJob:
             where = f" of cluster {cluster!r}" if known else ""
             raise AppError(f"job {mail.job_id!r}{where} is not in the lake yet") from None
-        for report in reports:
+        for report in _leaders(reports):
             # (the same id on another cluster, or after the scheduler's ids began again with
             # the new job not collected yet, is another person's job)
             otherwise = named_otherwise(report.job, mail.name)
+            if otherwise is not None:
+                raise AppError(otherwise)
+        now = clock()  # when the mail is handled: moments after the job's end
+        where = f" of cluster {cluster!r}" if known else ""
+        for report in reports:
+            otherwise = not_this_run(report.job, now, runtime, mail.state, where)
             if otherwise is not None:
                 raise AppError(otherwise)
         detected = bool(lake.table_files("findings"))

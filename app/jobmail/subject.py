@@ -10,9 +10,13 @@ with an empty body; the subject is the only description of the event:
     Slurm Array Summary Job_id=7_* (7) Name=sweep Ended, Mixed, ExitCode [0-1]
     Slurm Job_id=126 Name=train Began, Queued time 00:00:01
 
-A job that ends in TIMEOUT, OUT_OF_MEMORY, NODE_FAIL or FAILED is sent as `Failed` when the job
-asked for FAIL mail, else as `Ended`; COMPLETED and CANCELLED as `Ended`. A job name may hold
-spaces (and even an event word): the subject is read from its end.
+Slurm 22.05 (src/slurmctld/job_mgr.c, `job_completion_logger`) sends END mail (`Ended`) only to
+a job that ended COMPLETED or CANCELLED; one that ends in TIMEOUT, OUT_OF_MEMORY, NODE_FAIL,
+FAILED or PREEMPTED gets FAIL mail (`Failed`) only if it asked for it (--mail-type=FAIL or ALL),
+and never END mail. `Ended` with such a state is an array's summary (its tasks' states summed
+up), never a plain job's subject; it is read all the same. A NODE_FAIL `Failed` mail goes out
+before Slurm requeues the job (its default, JobRequeue=1). A job name may hold spaces (and even
+an event word): the subject is read from its end.
 """
 
 from __future__ import annotations
@@ -22,8 +26,10 @@ from dataclasses import dataclass
 
 __all__ = ["REPORT_EVENTS", "SlurmMail", "parse_subject"]
 
-# The events whose mail gets the job's report: the job has ended (END, FAIL, and so TIMEOUT
-# and OOM, which Slurm sends as one of these two).
+# The events whose mail gets the job's report: a run of the job has ended, COMPLETED or
+# CANCELLED (END mail: `Ended`) or otherwise (FAIL mail: `Failed`, for TIMEOUT, OUT_OF_MEMORY,
+# NODE_FAIL, FAILED, PREEMPTED). A `Failed` job may run again: Slurm requeues a batch job after
+# a NODE_FAIL (unless --no-requeue or JobRequeue=0), which the report's advice says.
 REPORT_EVENTS = frozenset({"Ended", "Failed"})
 _EVENTS = (
     r"Began|Ended|Failed|Requeued|StageOut/Teardown|Invalid dependency"
@@ -60,7 +66,8 @@ class SlurmMail:
 
     @property
     def wants_report(self) -> bool:
-        """Whether this is a job-end mail (END, FAIL, TIMEOUT, OOM) that gets the report."""
+        """Whether this is a job-end mail (END or FAIL: `Ended`, `Failed`) that gets the
+        report."""
         return self.event in REPORT_EVENTS
 
 

@@ -346,6 +346,48 @@ def test_a_job_requeued_and_pending_again_is_not_said_to_have_held_nothing(tmp_p
     assert "never started" not in result.output
 
 
+def test_a_requeued_job_says_so_and_whether_its_figures_hold_its_earlier_runs(tmp_path):
+    # its GPU-hours, busy and idle mixed two earlier idle runs into its last without a word
+    r.build_lake(
+        tmp_path,
+        samples=r.samples(range(0, int(3 * H), 30), engine_active=[0.0] * 240 + [0.9] * 120),
+        jobs=[
+            r.job("rq", 2 * H, 3 * H, requeues=2),
+            r.job("last", 2 * H, 3 * H, requeues=1, cluster="other"),
+            r.job("plain", 0, 60, requeues=0, cluster="other"),
+        ],
+        job_gpus=[r.job_gpu("rq", 0, H), r.job_gpu("rq", H, 2 * H), r.job_gpu("rq", 2 * H, 3 * H)]
+        + [r.job_gpu("last", 2 * H, 3 * H) | {"cluster": "other"}],
+    )
+    rq = invoke("job", "rq", "--lake", str(tmp_path)).output
+    last = invoke("job", "last", "--lake", str(tmp_path)).output
+
+    assert "       Requeued: 2 times (the figures below include its earlier runs)\n" in rq
+    assert "GPU-hours: 3.00 allocated" in rq
+    # the lake holds its last run alone: how often, and no claim about the figures
+    assert "       Requeued: 1 time\n" in last
+    plain = invoke("job", "plain", "--lake", str(tmp_path))
+    assert plain.exit_code == 0 and "Requeued" not in plain.output
+
+
+def test_a_job_cancelled_while_pending_has_no_start_time(tmp_path):
+    # sacct gives such a job a start equal to its end (the cancel), no node and no GPU
+    r.build_lake(
+        tmp_path,
+        jobs=[
+            r.job("j1", 0, 60),
+            r.job("c", 30, 30, state="CANCELLED", gpus=0, gpus_requested=8, nodes=[]),
+        ],
+    )
+    result = invoke("job", "c", "--lake", str(tmp_path))
+
+    assert result.exit_code == 0, result.output
+    assert "     Start Time: -\n" in result.output
+    assert "GPUs: 8 asked for, none held (it never started)" in result.output
+    assert "not started: nothing ran" in result.output
+    assert "unobserved" not in result.output and "mapping" not in result.output
+
+
 def test_a_heterogeneous_jobs_number_names_its_components(tmp_path):
     # Slurm names a heterogeneous job by its number (a job-end mail's Job_id=1014); sacct,
     # and so the lake, by its components. Ids that merely start alike are none of them.

@@ -223,13 +223,17 @@ def test_the_job_end_mail_loads_no_detector_or_dataframe_library(lake, tmp_path)
     config = tmp_path / "gpuledger.toml"
     config.write_text(f"lake = {str(lake)!r}\n[mail]\nmailer = {str(mailer)!r}\n", encoding="utf-8")
     subject = "Slurm Job_id=j1 Name=x Ended, Run time 01:00:00, COMPLETED, ExitCode 0"
+    # handled a minute after j1's end (the lake's time, through the command's clock)
+    handled = r.at(H + 60).isoformat()
     code = (
-        "import io, os, sys\n"
+        "import datetime, io, os, sys\n"
         f"os.environ['GPULEDGER_CONFIG'] = {str(config)!r}\n"
         "sys.stdin = io.StringIO('')\n"
         "from app.cli import cli\n"
+        "from app.commands.mail import mail_command\n"
+        f"mail = mail_command(clock=lambda: datetime.datetime.fromisoformat({handled!r}))\n"
         "try:\n"
-        f"    cli(['mail', '-s', {subject!r}, 'alice'])\n"
+        f"    mail(['-s', {subject!r}, 'alice'])\n"
         "except SystemExit as exc:\n"
         "    assert not exc.code, exc.code\n"
     )

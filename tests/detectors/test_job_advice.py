@@ -163,6 +163,29 @@ def test_node_fail_alone_is_enough():
 def test_a_failed_job_after_a_hardware_event_is_resubmitted_too():
     job = {**NODE_FAIL, "state": "FAILED"}
     assert headlines(**job) == ["Resubmit: a hardware fault ended it"]
+    # Slurm does not requeue a FAILED job: resubmitting it is right
+    [advice] = run(**job)
+    assert "Resubmit it from its last checkpoint" in advice.reason
+    assert "squeue" not in advice.reason
+
+
+def test_a_node_failure_says_slurm_requeues_the_job_unless_told_not_to():
+    # with Slurm's default JobRequeue=1 a batch job a node failure ended is requeued after its
+    # FAIL mail: "Resubmit it from its last checkpoint" made the owner who did run it twice
+    [advice] = run(**NODE_FAIL, job_id="500+0")
+    reason = " ".join(advice.reason.split())
+
+    assert "node failure after a hardware event on its GPUs (offline, xid 79)" in reason
+    assert (
+        "Slurm requeues a batch job after a node failure unless it was submitted with "
+        "--no-requeue (or the site set JobRequeue=0): check `squeue -j 500` or wait for a "
+        "Requeued mail before resubmitting it, or it runs twice." in reason
+    )
+    assert "If it was not requeued, resubmit it from its last checkpoint" in reason
+    assert "Its run time says nothing about the time limit it needs." in reason
+    # an interactive session is never requeued: nothing to check
+    [session] = run(**NODE_FAIL, interactive=True)
+    assert "squeue" not in session.reason and "Resubmit it from" in session.reason
 
 
 def test_a_completed_job_with_a_hardware_event_was_not_ended_by_it():
@@ -199,7 +222,9 @@ def test_a_completed_job_far_under_its_limit_asks_for_less(runtime_h, limit_h, e
 
 @pytest.mark.parametrize("state", ["FAILED", "CANCELLED by 1000", "OUT_OF_MEMORY", "RUNNING"])
 def test_only_a_completed_job_asks_for_a_shorter_limit(state):
-    assert options(state=state, runtime_s=2 * H, time_limit_s=24 * H) == []
+    said = options(state=state, runtime_s=2 * H, time_limit_s=24 * H)
+    # (out of memory, it is told to ask for more memory: its own advice)
+    assert said == ([None] if state == "OUT_OF_MEMORY" else [])
 
 
 def test_a_timed_out_busy_job_asks_for_more_time_and_checkpoints():
@@ -408,3 +433,62 @@ def test_a_multi_gpu_job_one_slice_holds_is_told_that_slice():
     advice = run(findings=[over], gpus=2, observed_gpu_h=20.0, busy_mean=0.09)
     assert advice[0].headline == "Use one MIG slice, not 2 GPUs"
     assert advice[0].option == "--gres=gpu:2g.20gb:1"
+
+
+# ---------------------------------------------------------------- how the job ended
+
+
+def test_a_job_out_of_memory_is_told_to_ask_for_more_memory():
+    # it was told "Nothing to change: the job was sized well"
+    job = {"state": "OUT_OF_MEMORY", "mem_req_mib": 64 * 1024, "max_rss_mib": 60 * 1024.0}
+    advice = run(**job)
+
+    [memory] = [a for a in advice if "memory" in a.headline]
+    assert memory.headline == "Ask for more memory"
+    assert memory.option == "--mem=96G"  # half as much again, one node
+    assert "it asked for 64.0 GiB" in memory.reason
+    assert "Its largest task peaked at 60.0 GiB (MaxRSS" in memory.reason
+    assert "(--mem-per-gpu=24G)" in memory.reason  # its 4 GPUs
+    assert advice[0] is memory  # how it ended comes first
+    # on two nodes --mem is per node; without a request or a peak, the options by name
+    two = run(**job, nodes=["g001", "g002"])[0]
+    assert two.option == "--mem=48G" and "32.0 GiB per node" in two.reason
+    [bare] = [a for a in run(state="OUT_OF_MEMORY") if "memory" in a.headline]
+    assert bare.option is None and "--mem (per node) or --mem-per-gpu" in bare.reason
+    assert "MaxRSS" not in bare.reason
+
+
+@pytest.mark.parametrize(
+    ("state", "how"),
+    [("FAILED", "failed before it finished"), ("PREEMPTED", "was preempted before it finished")],
+)
+def test_a_failed_or_preempted_job_is_not_said_to_be_sized_well(state, how):
+    from detectors.job_advice import when_no_advice
+
+    assert run(state=state) == []
+    said = when_no_advice({**WELL_USED, "state": state})
+    assert "sized well for what it did" not in said and "Nothing to change" not in said
+    assert how in said and "only the part it ran" in said
+    # without telemetry: unknown, as for any job
+    assert when_no_advice({**WELL_USED, "state": state, "observed_gpu_h": 0.0}).startswith(
+        "No advice: no GPU telemetry"
+    )
+
+
+def test_a_job_cancelled_while_pending_never_started():
+    # sacct: Start = End, no node, no GPU (it was "unobserved … check the GPU-to-job mapping")
+    import datetime as dt
+
+    from detectors.job_advice import job_started, when_no_advice
+
+    t = dt.datetime(2026, 12, 2, 13, 1, 29, tzinfo=dt.UTC)
+    pending = {"start_ts": t, "end_ts": t, "nodes": None, "gpus": 0, "gpus_requested": 8}
+    assert not job_started(pending)
+    assert not job_started({**pending, "nodes": []})
+    assert when_no_advice(pending).startswith("No advice: the job never started")
+    # a job that held a node or a GPU for under a second did start
+    assert job_started({**pending, "nodes": ["g001"]})
+    assert job_started({**pending, "gpus": 2})
+    # a job that never started gets no advice, whatever its final state says
+    never = {**WELL_USED, "state": "COMPLETED", "start_ts": None, "runtime_s": 0.0}
+    assert advise({**never, "observed_gpu_h": None}, [], None) == []

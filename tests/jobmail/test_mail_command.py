@@ -3,6 +3,7 @@ was given (argv and stdin), as the site's mailer would receive it."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import shutil
@@ -14,6 +15,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from app.cli import cli
+from app.commands.mail import mail_command
 from app.jobmail.compose import MAIL_WIDTH, NOTE_PREFIX
 from app.jobmail.summary import SUMMARY_KEYS, parse_admin_comment
 from tests.marts import rows as r
@@ -79,10 +81,12 @@ def sent(mailer: Path) -> tuple[list[str], str]:
     return head.splitlines(), body
 
 
-def mail(mailer: Path, *args: str, body: str = "", **env: str) -> Result:
+def mail(mailer: Path, *args: str, body: str = "", at: float = H + 60, **env: str) -> Result:
+    """`gpuledger mail ARGS` handled `at` seconds after T0 (the lakes' time; default a minute
+    after j1's end): the time its job-identity check takes as now."""
     clean = {k: None for k in os.environ if k.startswith(("GPULEDGER_", "SLURM_"))}
     runner = CliRunner(env={**clean, "GPULEDGER_MAIL_MAILER": str(mailer), **env})
-    return runner.invoke(cli, ["mail", *args], input=body)
+    return runner.invoke(mail_command(clock=lambda: r.at(at)), list(args), input=body)
 
 
 def test_a_jobs_end_mail_carries_its_report(lake, mailer):
@@ -100,7 +104,8 @@ def test_a_jobs_end_mail_carries_its_report(lake, mailer):
 
 
 def test_the_subject_gives_the_final_state_and_run_time(lake, mailer):
-    result = mail(mailer, "-s", TIMEOUT, "alice", "bob", "--lake", str(lake))
+    # (j1's record started at 0, and Slurm says it ran 08:00:30 to its end)
+    result = mail(mailer, "-s", TIMEOUT, "alice", "bob", "--lake", str(lake), at=8 * H + 90)
     argv, body = sent(mailer)
 
     assert result.exit_code == 0, result.output
@@ -132,7 +137,7 @@ def test_cpu_use_is_of_the_run_time_the_lake_holds_not_slurms_final_one(tmp_path
     )
     subject = "Slurm Job_id=j3 Name=train Ended, Run time 20:00:00, COMPLETED, ExitCode 0"
 
-    result = mail(mailer, "-s", subject, "alice", "--lake", str(tmp_path / "lake"))
+    result = mail(mailer, "-s", subject, "alice", "--lake", str(tmp_path / "lake"), at=20 * H)
     _, body = sent(mailer)
 
     assert result.exit_code == 0, result.output
@@ -174,7 +179,7 @@ def test_the_advice_follows_the_final_state_the_lake_does_not_hold_yet(tmp_path,
     )
     subject = "Slurm Job_id=j2 Name=train Failed, Run time 02:00:00, TIMEOUT, ExitCode 0"
 
-    result = mail(mailer, "-s", subject, "alice", "--lake", str(tmp_path / "lake"))
+    result = mail(mailer, "-s", subject, "alice", "--lake", str(tmp_path / "lake"), at=2 * H)
     _, body = sent(mailer)
 
     assert result.exit_code == 0, result.output
@@ -279,19 +284,31 @@ def test_the_mailprog_wrapper_sends_the_mail_when_gpuledger_cannot_run(mailer, t
     assert body == f"{NOTE_PREFIX}gpuledger mail could not run (exit 127)\n"
 
 
-def test_the_mailprog_wrapper_runs_gpuledger_mail(lake, mailer):
-    done = gpuledger(
-        "bash", str(MAILPROG), "-s", END, "alice",
-        env={
-            "GPULEDGER": str(Path(sys.executable).parent / "gpuledger"),
-            "GPULEDGER_MAIL_MAILER": str(mailer),
-            "GPULEDGER_LAKE": str(lake),
-        },
-    )  # fmt: skip
-    _, body = sent(mailer)
+def test_the_mailprog_wrapper_runs_gpuledger_mail_on_the_wall_clock(lake, mailer, tmp_path):
+    """As Slurm runs it: the job ended moments ago on the wall clock, so the lake's job that
+    ended then is this one, and the lake's j1 of 2024 is another job of the same id."""
+    ended = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=30)
+    began = ended - dt.timedelta(hours=1)
+    now_lake = tmp_path / "now"
+    times = {"submit_ts": began, "start_ts": began, "end_ts": ended, "updated_ts": ended}
+    r.build_lake(now_lake, jobs=[r.job("j1", 0, H, job_name="train") | times])
 
-    assert done.returncode == 0, done.stderr
-    assert "Job ID: j1" in body
+    def wrapper(root: Path) -> str:
+        done = gpuledger(
+            "bash", str(MAILPROG), "-s", END, "alice",
+            env={
+                "GPULEDGER": str(Path(sys.executable).parent / "gpuledger"),
+                "GPULEDGER_MAIL_MAILER": str(mailer),
+                "GPULEDGER_LAKE": str(root),
+            },
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return " ".join(sent(mailer)[1].split())
+
+    assert "Job ID: j1" in wrapper(now_lake)
+    old = wrapper(lake)
+    assert "Job ID" not in old
+    assert "in the lake ended 2024-03-01 01:00 UTC, more than a day before this mail" in old
 
 
 def test_the_summary_for_admin_comment_survives_sacctmgr(lake):
@@ -491,3 +508,243 @@ def test_a_job_is_looked_up_on_its_own_cluster_only_where_the_lake_holds_that_cl
     assert "the lake holds no cluster 'della-prod' but several" in report_line("j1", "della-prod")
     assert "named 'other-work', not 'train'" in report_line("j7", "della-prod", one)
     assert report_line("j1", "della-prod", one).strip().startswith("Job ID: j1")
+
+
+# ---------------------------------------------------------------- is the lake's job this one?
+
+SACCT_HEAD = (
+    "JobID|JobIDRaw|User|Account|Partition|State|Submit|Start|End|Elapsed|AllocTRES|ReqTRES|"
+    "NodeList|ExitCode|Timelimit|JobName"
+)
+
+
+def sacct_lake(root: Path, *lines: str, cluster: str = "vm") -> Path:
+    """A lake of what `collect slurm` lands from these sacct lines (no marts)."""
+    from collector.sources.slurm.sacct import jobs_table, parse_sacct
+    from warehouse.writer import write_batch
+
+    jobs, bad = parse_sacct("\n".join([SACCT_HEAD, *lines]))
+    assert not bad
+    write_batch(root, "jobs", jobs_table(cluster, jobs, int(r.T0_E * 1000)), "b1")
+    return root
+
+
+def note_of(body: str) -> str:
+    """The note (wrapped in the mail) as one line; '' where the mail has a report."""
+    lines = body.splitlines()
+    at = next((i for i, line in enumerate(lines) if line.startswith(NOTE_PREFIX)), None)
+    return "" if at is None else " ".join(" ".join(lines[at:]).split())
+
+
+def test_a_job_the_lake_saw_only_pending_is_not_reported_as_never_started(tmp_path, mailer):
+    """The collector expands a pending array record (20_[1-3]) into pending tasks; a short task
+    ran and ended between two collections. Its mail said "never started … held no GPUs" and
+    told it to ask for a shorter time limit, although Slurm's subject says it ran 2 minutes."""
+    root = sacct_lake(
+        tmp_path / "lake",
+        "20_[1-3]|20|bob|ml|gpu|PENDING|2024-03-01T00:00:00|Unknown|Unknown|00:00:00||"
+        "billing=1,cpu=1,gres/gpu=1,mem=16000M,node=1|None assigned|0:0|01:00:00|sweep",
+    )
+    ran = (
+        "Slurm Array Task Job_id=20_2 (22) Name=sweep Ended, Run time 00:02:00, COMPLETED, "
+        "ExitCode 0"
+    )
+
+    result = mail(mailer, "-s", ran, "alice", "--lake", str(root), SLURM_CLUSTER_NAME="vm")
+    _, body = sent(mailer)
+
+    assert result.exit_code == 0, result.output
+    assert note_of(body) == (
+        f"{NOTE_PREFIX}job '20_2' of cluster 'vm' has not been seen running in the lake yet"
+    )
+    assert "Job Statistics" not in body and "never started" not in body
+    # cancelled while it waited (Slurm: run time 0): the lake is right, it never started
+    cancelled = ran.replace("00:02:00, COMPLETED", "00:00:00, CANCELLED")
+    result = mail(mailer, "-s", cancelled, "alice", "--lake", str(root), SLURM_CLUSTER_NAME="vm")
+    _, body = sent(mailer)
+    assert "GPUs: 1 asked for, none held (it never started)" in body
+    assert "No advice: the job never started" in body and "--time" not in body
+
+
+def test_a_job_cancelled_while_pending_is_said_never_to_have_started(tmp_path, mailer):
+    """sacct gives a job cancelled while it waited a start equal to its end, no node and no
+    GPU: its mail said "unobserved … check the GPU-to-job mapping"."""
+    root = sacct_lake(
+        tmp_path / "lake",
+        "6|6|carol|ml|gpu|CANCELLED|2026-12-02T13:01:28|2026-12-02T13:01:29|"
+        "2026-12-02T13:01:29|00:00:00||billing=1,cpu=1,gres/gpu=8,mem=16000M,node=1|"
+        "None assigned|0:0|Partition_Limit|job6",
+    )
+    subject = "Slurm Job_id=6 Name=job6 Ended, Run time 00:00:00, CANCELLED, ExitCode 0"
+    handled = (dt.datetime(2026, 12, 2, 13, 1, 30, tzinfo=dt.UTC) - r.T0).total_seconds()
+
+    result = mail(
+        mailer, "-s", subject, "carol", "--lake", str(root), at=handled, SLURM_CLUSTER_NAME="vm"
+    )
+    _, body = sent(mailer)
+
+    assert result.exit_code == 0, result.output
+    assert "GPUs: 8 asked for, none held (it never started)" in body
+    assert "Start Time: -" in body
+    assert "not started: nothing ran" in body
+    assert "No advice: the job never started" in body
+    assert "unobserved" not in body and "mapping" not in body and "telemetry" not in body
+
+
+def test_a_node_failures_mail_says_slurm_may_have_requeued_it(tmp_path, mailer):
+    """Slurm requeues a batch job after a NODE_FAIL (JobRequeue=1) once its FAIL mail went out:
+    "Resubmit it from its last checkpoint" made the owner who did run it twice."""
+    r.build_lake(
+        tmp_path / "lake",
+        samples=r.samples(range(0, int(H), 30), engine_active=0.9, sm_active=0.9),
+        jobs=[
+            r.job(
+                "500",
+                0,
+                None,
+                state="RUNNING",
+                job_name="train",
+                time_limit_s=int(8 * H),
+                updated_ts=r.at(H),
+            )
+        ],
+        job_gpus=[r.job_gpu("500", 0, None)],
+    )
+    subject = "Slurm Job_id=500 Name=train Failed, Run time 01:00:00, NODE_FAIL, ExitCode 0"
+
+    result = mail(mailer, "-s", subject, "alice", "--lake", str(tmp_path / "lake"), at=H + 30)
+    said = " ".join(sent(mailer)[1].split())
+
+    assert result.exit_code == 0, result.output
+    assert "State: NODE_FAIL" in said
+    assert "The job ended through a node failure, not through a fault of its own." in said
+    assert "Slurm requeues a batch job after a node failure unless it was submitted with " in said
+    assert "--no-requeue (or the site set JobRequeue=0)" in said
+    assert "check `squeue -j 500` or wait for a Requeued mail before resubmitting it" in said
+
+
+@pytest.fixture(scope="module")
+def requeued(tmp_path_factory) -> Path:
+    """200: requeued once, its first run over [0, 1 h) idle, its last over [2 h, 3 h) busy
+    0.9. 300: the same runs, but the lake still holds the first as running (requeued and run
+    again between two collections). 301: requeued, the lake holding only its last run."""
+    root = tmp_path_factory.mktemp("requeued")
+    first, last = range(0, int(H), 30), range(int(2 * H), int(3 * H), 30)
+    r.build_lake(
+        root,
+        samples=[
+            row
+            for node in ("g001", "g002")  # 200 on g001, 300 on g002
+            for row in r.samples(first, node=node, engine_active=0.0, sm_active=0.0)
+            + r.samples(last, node=node, engine_active=0.9, sm_active=0.9)
+        ]
+        + r.samples(last, gpu_index=1, engine_active=0.9, sm_active=0.9),
+        jobs=[
+            r.job("200", 2 * H, 3 * H, job_name="train", requeues=1, time_limit_s=int(4 * H)),
+            r.job(
+                "300",
+                0,
+                None,
+                state="RUNNING",
+                job_name="train",
+                time_limit_s=int(4 * H),
+                updated_ts=r.at(H / 2),
+            ),
+            r.job("301", 2 * H, 3 * H, job_name="train", requeues=1, time_limit_s=int(4 * H)),
+        ],
+        job_gpus=[
+            r.job_gpu("200", 0, H),
+            r.job_gpu("200", 2 * H, 3 * H),
+            r.job_gpu("300", 0, None, node="g002"),
+            r.job_gpu("301", 2 * H, 3 * H, gpu_index=1),
+        ],
+    )
+    return root
+
+
+def test_a_requeued_jobs_mail_says_its_figures_include_its_earlier_runs(requeued, mailer):
+    """200's mail said "GPU-hours: 2.00 allocated … idle 50%" of a last run 90 % busy, without
+    a word of its earlier run."""
+    subject = "Slurm Job_id=200 Name=train Ended, Run time 01:00:00, COMPLETED, ExitCode 0"
+
+    result = mail(mailer, "-s", subject, "alice", "--lake", str(requeued), at=3 * H + 30)
+    _, body = sent(mailer)
+
+    assert result.exit_code == 0, result.output
+    assert "Requeued: 1 time (the figures below include its earlier run)" in body
+    assert "GPU-hours: 2.00 allocated" in body
+    # the lake holds its last run alone: how often, and no more
+    only_last = subject.replace("Job_id=200", "Job_id=301")
+    mail(mailer, "-s", only_last, "alice", "--lake", str(requeued), at=3 * H + 30)
+    _, body = sent(mailer)
+    assert "Requeued: 1 time\n" in body
+    assert "GPU-hours: 1.00 allocated" in body
+
+
+def test_a_record_of_an_earlier_run_is_not_this_runs_report(requeued, mailer):
+    """The lake still holds 300's first run as running: its mail showed that run's start and
+    3.00 GPU-hours allocated for a 1-hour 1-GPU run."""
+    subject = "Slurm Job_id=300 Name=train Ended, Run time 01:00:00, COMPLETED, ExitCode 0"
+
+    result = mail(mailer, "-s", subject, "alice", "--lake", str(requeued), at=3 * H + 30)
+    _, body = sent(mailer)
+
+    assert result.exit_code == 0, result.output
+    assert "Job Statistics" not in body
+    assert note_of(body) == (
+        f"{NOTE_PREFIX}job '300' in the lake is of a run that started 2024-03-01 00:00 UTC, "
+        "not of the run this mail is about (started about 2024-03-01 02:00 UTC): an earlier "
+        "run of it (requeued since the lake saw it) or another job of the same id"
+    )
+    # the same record is this run's where Slurm's run time puts its start there
+    mail(mailer, "-s", subject.replace("01:00:00", "03:00:00"), "a", "--lake", str(requeued),
+         at=3 * H + 30)  # fmt: skip
+    assert "Job ID: 300" in sent(mailer)[1]
+
+
+@pytest.mark.parametrize(
+    ("after_end_h", "why"),
+    [
+        (48, "in the lake ended 2024-03-01 01:00 UTC, more than a day before this mail: "
+             "another job of the same id (the scheduler's job ids began again)"),
+        (2, "in the lake is of a run that started 2024-03-01 00:00 UTC, not of the run this "
+            "mail is about (started about 2024-03-01 02:55 UTC)"),
+    ],
+)  # fmt: skip
+def test_an_older_job_of_the_same_id_and_name_is_not_this_one(lake, mailer, after_end_h, why):
+    """The scheduler's ids began again (a state reset, MaxJobId): the lake's j1 of the same
+    name, which ended long before, went into the mail of a job that ran 5 minutes."""
+    subject = "Slurm Job_id=j1 Name=train Ended, Run time 00:05:00, COMPLETED, ExitCode 0"
+
+    result = mail(
+        mailer, "-s", subject, "alice", "--lake", str(lake), at=H + after_end_h * H,
+        SLURM_CLUSTER_NAME=r.CLUSTER,
+    )  # fmt: skip
+    _, body = sent(mailer)
+
+    assert result.exit_code == 0, result.output
+    assert "Job Statistics" not in body
+    assert note_of(body).startswith(f"{NOTE_PREFIX}job 'j1' of cluster 'della' {why}")
+
+
+def test_a_heterogeneous_jobs_name_is_its_leaders(tmp_path, mailer):
+    """Slurm mails a heterogeneous job under its leader's (component 0's) name; its other
+    components may have names of their own: the report was dropped ("job '1014+1' … named
+    'het2', not 'het'")."""
+    r.build_lake(
+        tmp_path / "lake",
+        jobs=[r.job("1014+0", 0, H, job_name="het"), r.job("1014+1", 0, H, job_name="het2")],
+        job_gpus=[r.job_gpu(f"1014+{i}", 0, H, gpu_index=i) for i in (0, 1)],
+    )
+    subject = "Slurm Job_id=1014 Name=het Ended, Run time 01:00:00, COMPLETED, ExitCode 0"
+
+    result = mail(mailer, "-s", subject, "alice", "--lake", str(tmp_path / "lake"))
+    _, body = sent(mailer)
+
+    assert result.exit_code == 0, result.output
+    ids = [line.split(":", 1)[1].strip() for line in body.splitlines() if "Job ID:" in line]
+    assert ids == ["1014+0", "1014+1"]
+    # a leader of another name is another job
+    mail(mailer, "-s", subject.replace("Name=het", "Name=het2"), "a", "--lake",
+         str(tmp_path / "lake"))  # fmt: skip
+    assert "named 'het', not 'het2'" in note_of(sent(mailer)[1])
