@@ -239,7 +239,9 @@ def _hw_advice(
         + ("; a finding flags the GPU for the admins" if flagged else "")
         + "."
     )
+    headline = "Resubmit: a hardware fault ended it"
     if f.state.startswith("NODE_FAIL") and not f.interactive:
+        headline = "A node failure ended it: resubmit it only if Slurm did not requeue it"
         # Slurm requeues a batch job a node failure ended (JobRequeue=1, its default), after
         # its FAIL mail went out: resubmitting it as well runs it twice
         base = str(job.get("job_id") or "").split("+", 1)[0]  # (a heterogeneous job's number)
@@ -254,7 +256,7 @@ def _hw_advice(
         what = f" Resubmit it from its last checkpoint (or let --requeue do it) and {every}."
     return [
         Advice(
-            "Resubmit: a hardware fault ended it",
+            headline,
             ended + what + " Its run time says nothing about the time limit it needs.",
             "--requeue",
         )

@@ -155,7 +155,7 @@ def page_advice(at: AppTest) -> tuple[list, list]:
     ("job_id", "headlines"),
     [
         ("hung", ["Make a hang fail fast"]),
-        ("nodefail", ["Resubmit: a hardware fault ended it"]),
+        ("nodefail", ["A node failure ended it: resubmit it only if Slurm did not requeue it"]),
     ],
 )
 def test_the_job_page_and_the_cli_give_the_same_advice(job_json, job_page, job_id, headlines):
