@@ -9,8 +9,10 @@ A mail must never carry another job's report. Slurm sends it as the job ends, so
 lake holds under its id is this one only if its record can be of the run that just ended: the
 subject's name (a heterogeneous job's leader's), a start (a job the lake saw only pending has
 not been seen running), not ended long before the mail is handled (`OLD_RECORD`: the
-scheduler's ids began again), and a start where the subject's run time puts this run's
-(within `MAIL_DELAY`: else an earlier run of a requeued job, or another job). The time the
+scheduler's ids began again), and a start no later than the subject's run time puts this
+run's (within `MAIL_DELAY`), nor earlier for a record that ended before the mail (an earlier
+run of a requeued job). A running record that starts earlier is this run's, suspended, or an
+earlier run the lake saw before a requeue: its report says so (`run_caveat`). The time the
 mail is handled is `lake_report`'s `clock` (the wall clock; figures keep the end of the data).
 """
 
@@ -42,6 +44,7 @@ __all__ = [
     "compose",
     "fit_width",
     "lake_report",
+    "run_caveat",
     "wall_clock",
 ]
 
@@ -255,14 +258,38 @@ def not_this_run(
         )
     if start is not None and runtime_s is not None:
         began = now - dt.timedelta(seconds=runtime_s)
-        if abs(start - began) > MAIL_DELAY:
+        # (Slurm's run time leaves out time suspended: a record may start earlier than `began`
+        # and be this run's; `run_caveat` says so. It cannot start later.)
+        later = start > began + MAIL_DELAY
+        ended_before = end is not None and end < now - MAIL_DELAY
+        if later or (ended_before and start < began - MAIL_DELAY):
             return (
-                f"job {job_id!r}{where} in the lake is of a run that started {_when(start)}, "
-                f"not of the run this mail is about (started about {_when(began)}): an "
-                "earlier run of it (requeued since the lake saw it) or another job of the "
-                "same id"
-            )
+                f"job {job_id!r}{where} in the lake is of a run that started {_when(start)}"
+                + (f" and ended {_when(end)}" if ended_before and end is not None else "")
+                + f", not of the run this mail is about (started about {_when(began)}): "
+                + ("another job of the same id" if later else "an earlier run of it or another "
+                   "job of the same id")
+            )  # fmt: skip
     return None
+
+
+def run_caveat(job: dict[str, Any], now: dt.datetime, runtime_s: float | None) -> str | None:
+    """A line for a report whose record (still running in the lake) starts more than
+    MAIL_DELAY before the start the subject's run time gives: the job was suspended that long
+    (Slurm's run time leaves it out), or it was requeued since the lake saw it, and then its
+    figures hold its earlier run too. None where the record's start is this run's."""
+    start, end = _utc(job.get("start_ts")), _utc(job.get("end_ts"))
+    if start is None or end is not None or runtime_s is None:
+        return None
+    began = now - dt.timedelta(seconds=runtime_s)
+    if start >= began - MAIL_DELAY:
+        return None
+    hours = (began - start).total_seconds() / 3600
+    return (
+        f"Note: its record in the lake starts {_when(start)}, {hours:.1f} h before Slurm's "
+        "run time puts this run's start: it was suspended that long, or it was requeued "
+        "since the lake saw it and the figures below hold its earlier run too."
+    )
 
 
 def named_otherwise(job: dict[str, Any], name: str | None) -> str | None:
@@ -356,9 +383,11 @@ def lake_report(
                 raise AppError(otherwise)
         detected = bool(lake.table_files("findings"))
         spark = max(8, width - _GPU_LINE_BEFORE_SPARK)
-        return "\n".join(
-            render_text(report, detected=detected, width=width, spark_width=spark)
-            for report in reports
-        )
+        texts = []
+        for report in reports:
+            caveat = run_caveat(report.job, now, runtime)
+            text = render_text(report, detected=detected, width=width, spark_width=spark)
+            texts.append(text if caveat is None else fit_width(caveat, width) + text)
+        return "\n".join(texts)
 
     return report_for

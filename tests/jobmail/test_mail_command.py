@@ -681,25 +681,46 @@ def test_a_requeued_jobs_mail_says_its_figures_include_its_earlier_runs(requeued
     assert "GPU-hours: 1.00 allocated" in body
 
 
-def test_a_record_of_an_earlier_run_is_not_this_runs_report(requeued, mailer):
+def test_a_running_record_that_starts_before_this_run_is_reported_with_a_caveat(requeued, mailer):
     """The lake still holds 300's first run as running: its mail showed that run's start and
-    3.00 GPU-hours allocated for a 1-hour 1-GPU run."""
+    3.00 GPU-hours allocated for a 1-hour 1-GPU run without a word. Slurm's run time leaves
+    out time suspended, so a suspended job's record starts as early: the report goes out,
+    saying both."""
     subject = "Slurm Job_id=300 Name=train Ended, Run time 01:00:00, COMPLETED, ExitCode 0"
 
     result = mail(mailer, "-s", subject, "alice", "--lake", str(requeued), at=3 * H + 30)
     _, body = sent(mailer)
 
     assert result.exit_code == 0, result.output
-    assert "Job Statistics" not in body
-    assert note_of(body) == (
-        f"{NOTE_PREFIX}job '300' in the lake is of a run that started 2024-03-01 00:00 UTC, "
-        "not of the run this mail is about (started about 2024-03-01 02:00 UTC): an earlier "
-        "run of it (requeued since the lake saw it) or another job of the same id"
-    )
-    # the same record is this run's where Slurm's run time puts its start there
+    assert "Job ID: 300" in body
+    said = " ".join(body.split())
+    assert (
+        "Note: its record in the lake starts 2024-03-01 00:00 UTC, 2.0 h before Slurm's run "
+        "time puts this run's start: it was suspended that long, or it was requeued since the "
+        "lake saw it and the figures below hold its earlier run too."
+    ) in said
+    assert all(len(line) <= MAIL_WIDTH for line in body.splitlines())
+    # where Slurm's run time puts its start there, no caveat
     mail(mailer, "-s", subject.replace("01:00:00", "03:00:00"), "a", "--lake", str(requeued),
          at=3 * H + 30)  # fmt: skip
-    assert "Job ID: 300" in sent(mailer)[1]
+    body = sent(mailer)[1]
+    assert "Job ID: 300" in body and "Note: its record" not in body
+
+
+def test_a_record_that_starts_after_this_run_did_is_not_its_report(requeued, mailer):
+    """A record can start before the run time says (time suspended), never after it: 301's
+    last run started at 2 h, where a 3-hour run ending at 3 h started at 0."""
+    subject = "Slurm Job_id=301 Name=train Ended, Run time 03:00:00, COMPLETED, ExitCode 0"
+
+    result = mail(mailer, "-s", subject, "alice", "--lake", str(requeued), at=3 * H + 30)
+    _, body = sent(mailer)
+
+    assert result.exit_code == 0, result.output
+    assert "Job Statistics" not in body
+    assert note_of(body).startswith(
+        f"{NOTE_PREFIX}job '301' in the lake is of a run that started 2024-03-01 02:00 UTC, "
+        "not of the run this mail is about (started about 2024-03-01 00:00 UTC): another job"
+    )
 
 
 @pytest.mark.parametrize(
@@ -707,8 +728,9 @@ def test_a_record_of_an_earlier_run_is_not_this_runs_report(requeued, mailer):
     [
         (48, "in the lake ended 2024-03-01 01:00 UTC, more than a day before this mail: "
              "another job of the same id (the scheduler's job ids began again)"),
-        (2, "in the lake is of a run that started 2024-03-01 00:00 UTC, not of the run this "
-            "mail is about (started about 2024-03-01 02:55 UTC)"),
+        (2, "in the lake is of a run that started 2024-03-01 00:00 UTC and ended 2024-03-01 "
+            "01:00 UTC, not of the run this mail is about (started about 2024-03-01 02:55 UTC): "
+            "an earlier run of it or another job of the same id"),
     ],
 )  # fmt: skip
 def test_an_older_job_of_the_same_id_and_name_is_not_this_one(lake, mailer, after_end_h, why):
@@ -748,3 +770,22 @@ def test_a_heterogeneous_jobs_name_is_its_leaders(tmp_path, mailer):
     mail(mailer, "-s", subject.replace("Name=het", "Name=het2"), "a", "--lake",
          str(tmp_path / "lake"))  # fmt: skip
     assert "named 'het', not 'het2'" in note_of(sent(mailer)[1])
+
+
+def test_a_suspended_jobs_mail_carries_its_report(tmp_path, mailer):
+    """Slurm's run time leaves out time suspended: 900 ran over [0, 3 h) with an hour
+    suspended, its mail saying "Run time 02:00:00"; it was refused as another run's."""
+    r.build_lake(
+        tmp_path / "lake",
+        samples=r.samples(range(0, int(3 * H), 60), engine_active=0.8),
+        jobs=[r.job("900", 0, 3 * H, job_name="train")],
+        job_gpus=[r.job_gpu("900", 0, 3 * H)],
+    )
+    subject = "Slurm Job_id=900 Name=train Ended, Run time 02:00:00, COMPLETED, ExitCode 0"
+
+    result = mail(mailer, "-s", subject, "alice", "--lake", str(tmp_path / "lake"), at=3 * H + 30)
+    _, body = sent(mailer)
+
+    assert result.exit_code == 0, result.output
+    assert "Job ID: 900" in body
+    assert "no report" not in body
