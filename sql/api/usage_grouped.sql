@@ -56,8 +56,7 @@ used AS (
             + CASE WHEN date + 1 < $end THEN coalesce(next_day_effective_s, 0) ELSE 0 END
         ) AS effective_s,
         -- energy counts on the day of its sample's ts
-        sum(CASE WHEN date >= $start THEN energy_j WHEN energy_j IS NOT NULL THEN 0 END)
-            AS energy_j
+        sum(CASE WHEN date >= $start THEN energy_j END) AS energy_j
     FROM job_gpu_daily
     WHERE date >= CAST($start AS DATE) - 1 AND date < $end
         AND (date >= $start OR next_day_s > 0)

@@ -63,7 +63,7 @@ day_parts AS (
         next_day_active_s,
         next_day_idle_s,
         next_day_effective_s,
-        CASE WHEN energy_j IS NOT NULL THEN 0.0 END,  -- counted on the day of its ts
+        NULL,  -- (energy counts on the day of its sample's ts)
         next_day_shared_s
     FROM job_gpu_daily
     WHERE next_day_s > 0
