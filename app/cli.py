@@ -953,13 +953,31 @@ def main() -> None:
     try:
         cli()
     except OSError as exc:
-        if exc.filename is not None:
+        if exc.filename is not None and not _shipped(exc.filename):
             _said_on_stderr(f"Error: {_named(exc)}", keep_stdout=True)
             sys.exit(1)
         if exc.errno not in _FULL:
             raise
         _said_on_stderr(f"Error: cannot write the output ({exc.strerror or exc})")
         sys.exit(1)
+
+
+# gpuledger's own files (its SQL, its modules, its data): one of them missing or unreadable
+# is a broken install or a bug, whose traceback says where; any other path is the user's
+_SHIPPED = tuple(
+    Path(__file__).resolve().parents[1] / name
+    for name in ("app", "collector", "detectors", "sql", "warehouse")
+)
+
+
+def _shipped(name: object) -> bool:
+    if not isinstance(name, str | bytes | os.PathLike):
+        return False
+    try:
+        path = Path(os.fsdecode(name)).resolve()
+    except (ValueError, OSError):
+        return False
+    return any(path.is_relative_to(root) for root in _SHIPPED)
 
 
 def _named(exc: OSError) -> str:

@@ -15,9 +15,9 @@ a job that ended COMPLETED or CANCELLED; one that ends in TIMEOUT, OUT_OF_MEMORY
 FAILED or PREEMPTED gets FAIL mail (`Failed`) only if it asked for it (--mail-type=FAIL or ALL),
 and never END mail. `Ended` with such a state is an array's summary (its tasks' states summed
 up), never a plain job's subject there; from Slurm 23.11 END mail goes to a job in any end
-state, so it is a plain job's subject too, and is read all the same. A NODE_FAIL `Failed` mail goes out
-before Slurm requeues the job (its default, JobRequeue=1). A job name may hold spaces (and even
-an event word): the subject is read from its end.
+state, so it is a plain job's subject too, and is read all the same. A NODE_FAIL `Failed` mail
+goes out before Slurm requeues the job (its default, JobRequeue=1). A job name may hold spaces
+(and even an event word): the subject is read from its end.
 """
 
 from __future__ import annotations

@@ -170,6 +170,18 @@ def test_a_file_the_system_refuses_is_one_line_naming_it(monkeypatch, capsys, co
     assert said.out == ""
 
 
+def test_a_file_of_gpuledgers_own_missing_is_a_traceback(monkeypatch):
+    # a broken install or a bug: the one line hid where it came from
+    shipped = str(Path(cli_module.__file__).resolve().parents[1] / "sql" / "gone.sql")
+
+    def missing() -> None:
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), shipped)
+
+    monkeypatch.setattr(cli_module, "cli", missing)
+    with pytest.raises(FileNotFoundError):
+        cli_module.main()
+
+
 def test_a_rename_the_system_refuses_names_both_paths(monkeypatch, capsys):
     def refused() -> None:
         raise OSError(errno.EXDEV, os.strerror(errno.EXDEV), "/a/x", None, "/b/x")
