@@ -126,7 +126,8 @@ def test_the_busy_gpu_panel_counts_what_gpuledger_counts_busy(tmp_path):
     # value copied to jobs 7 and 8 that share it (once, not twice); n1/3 active for only the
     # last 3 of the 10 samples of the 5 minutes (idle for more of them: not busy); n2/0 a 4.9
     # exporter (`hostname`, GPU_UTIL as a 0..1 ratio: 0.3 is busy); n2/1 a 4.9 exporter's MIG GPU,
-    # one instance busy, the other idle (busy, once). gpuledger says 4 busy.
+    # job 7's instance busy, another job's idle (busy, once). gpuledger says 4 busy. (Where a job
+    # holds several instances of one GPU the two may differ: the panel's description says how.)
     engine, engine_49 = "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO"
     series = {
         f'{engine}{{Hostname="n1",gpu="0",UUID="GPU-a",hpc_job="7"}}': "0.6x20",
