@@ -26,6 +26,7 @@ from app.files_out import write_parquet
 from app.options import (
     ClusterName,
     Finite,
+    NonEmptyPath,
     Timestamp,
     lake_option,
     lake_writer,
@@ -843,7 +844,7 @@ def _divides_a_day(_ctx: click.Context, _param: click.Parameter, value: int) -> 
 @click.option(
     "--lake",
     "workdir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=NonEmptyPath(file_okay=False, path_type=Path),
     default=None,
     help="Folder to build the throw-away bench lakes in (default: the system's temporary "
     "folder); they are removed afterwards.",

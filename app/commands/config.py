@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from app.errors import reports_errors
+from app.options import NonEmptyPath
 
 if TYPE_CHECKING:
     from app.config import Config
@@ -70,7 +71,7 @@ def command() -> None:
 @config_option
 @click.option(
     "--lake",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=NonEmptyPath(file_okay=False, path_type=Path),
     default=None,
     help="Lake root to check instead of the configured one (as other commands' --lake).",
 )

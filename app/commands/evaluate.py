@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import click
 
 from app.errors import AppError, reports_errors
-from app.options import lake_option
+from app.options import NonEmptyPath, lake_option
 
 if TYPE_CHECKING:
     from warehouse.lake import Lake
@@ -124,7 +124,7 @@ def _waste_detail(extra: dict[str, float | None]) -> str:
 )
 @click.option(
     "--workdir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=NonEmptyPath(file_okay=False, path_type=Path),
     default=None,
     help="Keep the simulated lakes and the trained models here (reused by the next run); "
     "default: a temporary folder, removed afterwards.",

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import click
 
 from app.errors import reports_errors
-from app.options import Finite, lake_option
+from app.options import Finite, NonEmptyPath, lake_option
 
 if TYPE_CHECKING:
     from collector.sources.nvml.agent import AgentSummary, ProcessSeen, TickResult
@@ -100,7 +100,7 @@ def render_summary(summary: AgentSummary, spool: Path, lake: Lake) -> str:
 @click.option("--once", is_flag=True, help="Sample once, land, and exit (e.g. from cron).")
 @click.option(
     "--spool",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=NonEmptyPath(file_okay=False, path_type=Path),
     default=None,
     help="Local spool folder (default: /var/spool/gpuledger if writable, else ./spool).",
 )

@@ -13,7 +13,7 @@ import click
 
 from app.commands.config import config_option
 from app.errors import AppError, reports_errors
-from app.options import LAKE_HELP, lake_writer, no_wait_option
+from app.options import LAKE_HELP, NonEmptyPath, lake_writer, no_wait_option
 
 if TYPE_CHECKING:
     from app.config import Config
@@ -35,7 +35,7 @@ def _given_lake(ctx: click.Context, param: click.Parameter, value: Path | None) 
 # command then takes the configuration's `lake`)
 lake_override = click.option(
     "--lake",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=NonEmptyPath(file_okay=False, path_type=Path),
     default=None,
     callback=_given_lake,
     help=LAKE_HELP,

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner, Result
 
@@ -232,6 +233,33 @@ def test_an_empty_out_or_lake_is_refused_and_nothing_is_written(tmp_path, monkey
     result = invoke("simulate", "--lake", "", "--gpus", "8", "--days", "1", "-q")
     one_line(result, 2, "'--lake'", "'' is an empty path")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_config_check_refuses_the_empty_lake(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    one_line(invoke("config", "check", "--lake", ""), 2, "'--lake'", "'' is an empty path")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("command", "option"),
+    [
+        (("run",), "--lake"),
+        (("config", "check"), "--lake"),
+        (("bench",), "--lake"),
+        (("evaluate",), "--workdir"),
+        (("collect", "nvml"), "--spool"),
+    ],
+)
+def test_every_folder_a_command_writes_refuses_the_empty_path(command, option):
+    # '' is the current folder: a lake, a spool or an evaluation's lakes landed there (these
+    # commands run long or for good, so their option is checked, not run)
+    found = cli
+    for name in command:
+        found = found.commands[name]  # type: ignore[attr-defined]
+    [param] = [p for p in found.params if option in getattr(p, "opts", ())]
+    with pytest.raises(click.BadParameter, match="'' is an empty path"):
+        param.type.convert("", param, None)
 
 
 # ---------------------------------------------------------------- configuration files
