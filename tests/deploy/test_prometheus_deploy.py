@@ -54,8 +54,13 @@ BREAKS = {
         "DCGM_FI_DEV_POWER_USAGE\n",
     ),
     "4.9 row-remap name dropped": (
-        "(DCGM_FI_DEV_ROW_REMAP_FAILURE or DCGM_FI_DEV_ROW_REMAP_FAILED) > 0",
-        "DCGM_FI_DEV_ROW_REMAP_FAILURE > 0",
+        "DCGM_FI_DEV_ROW_REMAP_FAILURE or DCGM_FI_DEV_ROW_REMAP_FAILED\n",
+        "DCGM_FI_DEV_ROW_REMAP_FAILURE\n",
+    ),
+    "a hardware alert per MIG instance and sharer": (
+        "max by (cluster, instance, Hostname, hostname, gpu, UUID) (\n"
+        "            DCGM_FI_DEV_ROW_REMAP_FAILURE",
+        "(\n            DCGM_FI_DEV_ROW_REMAP_FAILURE",
     ),
     "power summed over MIG instances and sharers": (
         "sum by (cluster) (max by (cluster, UUID) (\n            DCGM_FI_DEV_POWER_USAGE",
