@@ -8,7 +8,7 @@ from app import charts, data, scope
 from app.downloads import show_table
 from app.emissions_text import describe_emissions
 from app.markdown_text import md
-from detectors.job_advice import when_no_advice
+from detectors.job_advice import NOTHING_TO_CHANGE, when_no_advice
 
 s = scope.current()
 viewer = s.viewer.user_filter
@@ -120,10 +120,13 @@ if job.get("shared"):
 st.subheader("What to change next time")
 # the same engine and inputs as `gpuledger job` (detectors/job_advice.py)
 advice = data.job_advice(s.root, s.cluster, job_id)
-if not advice and observed > 0:
-    st.success(when_no_advice(job))
-elif not advice:
-    st.warning(when_no_advice(job), icon=":material/visibility_off:")
+no_advice = "" if advice else when_no_advice(job)
+if no_advice == NOTHING_TO_CHANGE:
+    st.success(no_advice)
+elif no_advice and observed > 0:  # (cut short: whether it was sized well is unknown)
+    st.info(no_advice)
+elif no_advice:
+    st.warning(no_advice, icon=":material/visibility_off:")
 for item in advice:
     with st.container(border=True):
         st.markdown(f"**{md(item.headline)}** — {md(item.reason)}")

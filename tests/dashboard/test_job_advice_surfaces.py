@@ -44,6 +44,9 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
             range(0, int(H), 30), gpu_index=i, engine_active=0.9, sm_active=0.7, tensor_active=0.4
         )
     ]
+    busy = r.samples(
+        range(0, int(H), 30), gpu_index=4, engine_active=0.95, sm_active=0.8, tensor_active=0.5
+    )
     jobs = [
         r.job(
             "hung",
@@ -68,12 +71,26 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
             cpu_time_s=2 * H,  # 2 of 16 cores: no --cpus-per-gpu after a node failure
             job_name="llama-pt",
         ),
+        # busy on its one GPU for 1 h of a 1.5 h limit, then preempted
+        r.job(
+            "preempted",
+            0,
+            H,
+            gpus=1,
+            state="PREEMPTED",
+            time_limit_s=int(1.5 * H),
+            cpus=8,
+            cpu_time_s=6 * H,
+            interactive=False,
+        ),
         # ran to completion near its limit, but its GPUs sent no telemetry at all
         r.job("dark", 0, H, gpus=1, state="COMPLETED", time_limit_s=int(H), interactive=False),
     ]
-    job_gpus = [r.job_gpu("hung", 0, 2 * H, gpu_index=i) for i in (0, 1)] + [
-        r.job_gpu("nodefail", 0, H, gpu_index=i) for i in (2, 3)
-    ]
+    job_gpus = (
+        [r.job_gpu("hung", 0, 2 * H, gpu_index=i) for i in (0, 1)]
+        + [r.job_gpu("nodefail", 0, H, gpu_index=i) for i in (2, 3)]
+        + [r.job_gpu("preempted", 0, H, gpu_index=4)]
+    )
     r.land(
         root,
         "findings",
@@ -95,7 +112,7 @@ def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     r.build_lake(
         root,
-        samples=hung + broken,
+        samples=hung + broken + busy,
         jobs=jobs,
         job_gpus=job_gpus,
         events=[r.event(0.9 * H, "xid", 79, gpu_index=2)],
@@ -214,3 +231,15 @@ def test_a_job_without_telemetry_is_not_called_sized_well(lake, monkeypatch):
     assert not at.exception, at.exception
     assert not [a.value for a in at.success if "Nothing to change" in a.value]
     assert [w.value for w in at.warning if w.value.startswith("No advice: no GPU telemetry")]
+
+
+def test_a_job_cut_short_is_not_shown_in_green(job_json, job_page):
+    # A preempted job whose figures call for no change: the page said so in a green "success"
+    # box, as it does for a job sized well, while its words say that is unknown
+    assert job_json("preempted")["next_time"] == []
+    at = job_page("preempted")
+
+    assert not at.exception, at.exception
+    cut_short = "No change to its request follows from its figures, but it was preempted"
+    assert not [a.value for a in at.success if a.value.startswith(cut_short)]
+    assert [a.value for a in at.info if a.value.startswith(cut_short)]
