@@ -17,7 +17,9 @@ How the job ended comes first, because it decides which usual advice still holds
   a NODE_FAIL Slurm requeues a batch job itself (unless --no-requeue, or JobRequeue=0), so
   the owner is told to check that it was not before resubmitting (else it runs twice);
 - out of memory (OUT_OF_MEMORY: the job's host memory, its cgroup's limit): ask for more
-  (--mem), citing its largest task's peak (MaxRSS) beside what it asked for.
+  (--mem), citing its largest task's peak (MaxRSS) beside what it asked for; where its
+  memory request also stranded GPUs (`stranded_gpus`), it is told what more costs the node,
+  not asked for less.
 
 Otherwise: --gres for GPUs never active, giving back idle GPUs (the wording differs for
 interactive sessions and batch jobs), fewer GPUs or one MIG slice when a multi-GPU job's
@@ -267,8 +269,11 @@ def _gib(mib: float) -> str:
     return f"{mib / 1024:,.1f} GiB"
 
 
-def _memory_advice(job: Mapping[str, Any], f: _Facts) -> list[Advice]:
-    """OUT_OF_MEMORY: the job's host memory (its cgroup's limit) ran out; ask for more."""
+def _memory_advice(
+    job: Mapping[str, Any], f: _Facts, findings: Sequence[Mapping[str, Any]] = ()
+) -> list[Advice]:
+    """OUT_OF_MEMORY: the job's host memory (its cgroup's limit) ran out; ask for more (and
+    where its request already stranded GPUs, what more costs the node)."""
     if not f.state.startswith(OOM_STATE):
         return []
     asked, rss = _num(job.get("mem_req_mib")), _num(job.get("max_rss_mib"))
@@ -278,6 +283,12 @@ def _memory_advice(job: Mapping[str, Any], f: _Facts) -> list[Advice]:
         if rss is not None and rss > 0
         else ""
     )
+    share = _num((_stranded(findings) or {}).get("max_mem_per_gpu_gib"))
+    if share:
+        peak += (
+            f" On its node, more than {share:g} GiB per GPU leaves some of the node's GPUs "
+            "unusable: a job that needs more may fit better on a node with more memory."
+        )
     if not asked:
         return [
             Advice(
@@ -418,10 +429,13 @@ def _mig_advice(
 
 
 def _stranded_advice(findings: Sequence[Mapping[str, Any]], f: _Facts) -> list[Advice]:
-    found = next((x for x in findings if x.get("detector") == STRANDED_DETECTOR), None)
-    if found is None or f.gpus == 0:
+    ev = _stranded(findings)
+    if ev is None or f.gpus == 0:
         return []
-    ev = _evidence(found)
+    if f.state.startswith(OOM_STATE):
+        # it ran out of memory: less memory would kill it again (_memory_advice says what more
+        # costs the node)
+        ev.pop("max_mem_per_gpu_gib", None)
     options = host_request_options(ev)
     if not options:
         return []
@@ -518,10 +532,15 @@ def _time_advice(job: Mapping[str, Any], f: _Facts, t: AdviceThresholds) -> list
     return []
 
 
+def _stranded(findings: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The evidence of the job's `stranded_gpus` finding, if it has one."""
+    found = next((x for x in findings if x.get("detector") == STRANDED_DETECTOR), None)
+    return None if found is None else dict(_evidence(found))
+
+
 def _stranded_cap(findings: Sequence[Mapping[str, Any]]) -> int | None:
     """The most cores per GPU that strand none of the node's GPUs, from `stranded_gpus`."""
-    found = next((x for x in findings if x.get("detector") == STRANDED_DETECTOR), None)
-    cap = _num(_evidence(found).get("max_cpus_per_gpu")) if found is not None else None
+    cap = _num((_stranded(findings) or {}).get("max_cpus_per_gpu"))
     return None if cap is None else int(cap)
 
 
@@ -622,7 +641,7 @@ def advise(
     return (
         _hung_advice(job, findings, f)
         + _hw_advice(job, findings, f)
-        + _memory_advice(job, f)
+        + _memory_advice(job, f, findings)
         + _gpu_advice(job, gpus, f)
         + _idle_advice(job, gpus, f, t)
         + _fewer_gpus_advice(findings, f)

@@ -461,6 +461,28 @@ def test_a_job_out_of_memory_is_told_to_ask_for_more_memory():
     assert "MaxRSS" not in bare.reason
 
 
+def test_a_job_out_of_memory_that_stranded_gpus_is_not_told_to_ask_for_less_memory():
+    # It was told both "--mem=96G" (ask for more) and "--mem-per-gpu=10G" (at most each GPU's
+    # share of the node): the second would kill it again. It keeps the cores' cap, and learns
+    # what more memory costs the node.
+    stranded = finding(
+        "stranded_gpus", stranded_gpus=5, node_gpus=8, max_cpus_per_gpu=12, max_mem_per_gpu_gib=10
+    )
+    job = {"state": "OUT_OF_MEMORY", "mem_req_mib": 64 * 1024, "max_rss_mib": 60 * 1024.0}
+    advice = run(findings=[stranded], **job)
+
+    options = " ".join(a.option or "" for a in advice)
+    assert "--mem=96G" in options and "--mem-per-gpu" not in options
+    assert "--cpus-per-gpu=12" in options
+    [memory] = [a for a in advice if a.headline == "Ask for more memory"]
+    assert "more than 10 GiB per GPU leaves some of the node's GPUs unusable" in memory.reason
+    [share] = [a for a in advice if a.headline.startswith("Ask for no more than")]
+    assert "memory" not in share.reason
+    # only memory stranded them: no cap to ask for but the one it cannot take
+    alone = finding("stranded_gpus", stranded_gpus=5, node_gpus=8, max_mem_per_gpu_gib=10)
+    assert [a.headline for a in run(findings=[alone], **job)] == ["Ask for more memory"]
+
+
 @pytest.mark.parametrize(
     ("state", "how"),
     [("FAILED", "failed before it finished"), ("PREEMPTED", "was preempted before it finished")],
