@@ -96,6 +96,7 @@ def test_jobs_recent_newest_first_within_the_window(con):
     assert ids(user="alice") == ["x1"]
     assert ids(limit=1) == ["y1"]
     assert ids(start=r.at(27 * H)) == ["y1"]  # x1 ended at 26 h
+    assert ids(start=r.at(26 * H)) == ["y1"]  # x1 ended as the window began: none of it
     assert ids(end=r.at(28 * H)) == ["x1"]  # y1 started at 28 h
     assert ids(cluster="other") == []
 

@@ -106,6 +106,9 @@ def add_jobs(con):
             job("2", "bob", "speech", "COMPLETED", 2, 12, 1.0, 10.0, 9.0),
             job("3", "alice", "vision", "COMPLETED", 2, 32, 0.0, 30.0, 2.6),
             job("4", "alice", "vision", "COMPLETED", -50, -10, 9.0, 9.0, 0.0),  # before the week
+            # ended the instant the week began: it ran none of it (it was listed, and counted
+            # as a job of dave's with no GPU-hours, in this week and the one before)
+            job("6", "dave", "speech", "COMPLETED", -5, 0, 1.0, 5.0, 4.0),
             # still running, past the week's end: 92 GPU-hours allocated, 68 of them in the week
             job("5", "carol", "speech", "RUNNING", 100, None, 0.5, 1.0, 1.0, alloc_gpu_h=92.0),
         ],
@@ -151,7 +154,7 @@ def job_ids(con, **filters):
 @pytest.mark.parametrize(
     ("filters", "expected"),
     [
-        ({}, ["1", "2", "5", "3"]),  # most idle first; job 4 ended before the week
+        ({}, ["1", "2", "5", "3"]),  # most idle first; jobs 4 and 6 ended before the week
         ({"needle": "ali"}, ["1", "3"]),  # user
         ({"needle": "note"}, ["1"]),  # job name (lower-cased by the caller)
         ({"needle": "speech"}, ["2", "5"]),  # account
