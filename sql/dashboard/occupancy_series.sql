@@ -1,7 +1,7 @@
 -- occupancy_series: GPUs by state over time, for the stacked-area chart of the overview.
 --
 -- Grain:   one row per (cluster, bucket)
--- Reads:   cluster_occupancy
+-- Reads:   cluster_occupancy, cluster_data_end
 -- Params:
 --   $cluster  the cluster to show
 --   $start    inclusive lower bound on bucket (TIMESTAMP WITH TIME ZONE, UTC)
@@ -10,15 +10,38 @@
 --
 -- "active" and "idle_allocated" split the allocated GPUs; allocated GPUs whose activity is
 -- unknown (no utilisation field at all) are shown as active.
+-- The series ends with the last bucket the data covers whole (as `gpuledger serve`'s "now",
+-- sql/serve/occupancy_now.sql): the bucket the end of the data cuts short averages its GPUs
+-- over the whole bucket, so the chart ended on half the fleet "unobserved" (15 of 32 GPUs).
+-- A cluster whose data is shorter than one bucket keeps its one. The bucket width is the
+-- spacing of the cluster's buckets (sql/attribution/bucket_width.sql).
 
+WITH cluster_buckets AS (
+    SELECT
+        bucket,
+        gpus_allocated,
+        gpus_idle_allocated,
+        gpus_unallocated,
+        gpus_unobserved,
+        epoch(bucket) - epoch(lag(bucket) OVER (ORDER BY bucket)) AS gap_s
+    FROM cluster_occupancy
+    WHERE cluster = $cluster
+),
+last_whole AS (
+    -- the start of the last bucket that ends at or before the end of the data
+    SELECT max(b.bucket) AS bucket
+    FROM cluster_buckets AS b, cluster_data_end AS e
+    WHERE e.cluster = $cluster
+        AND epoch(b.bucket) + (SELECT min(gap_s) FROM cluster_buckets WHERE gap_s > 0) <= e.end_e
+)
 SELECT
-    bucket,
-    gpus_allocated - gpus_idle_allocated AS active,
-    gpus_idle_allocated AS idle_allocated,
-    gpus_unallocated AS unallocated,
-    greatest(gpus_unobserved, 0) AS unobserved
-FROM cluster_occupancy
-WHERE cluster = $cluster
-    AND bucket >= $start
-    AND bucket < $end
-ORDER BY bucket
+    b.bucket,
+    b.gpus_allocated - b.gpus_idle_allocated AS active,
+    b.gpus_idle_allocated AS idle_allocated,
+    b.gpus_unallocated AS unallocated,
+    greatest(b.gpus_unobserved, 0) AS unobserved
+FROM cluster_buckets AS b, last_whole AS w
+WHERE b.bucket >= $start
+    AND b.bucket < $end
+    AND (w.bucket IS NULL OR b.bucket <= w.bucket)
+ORDER BY b.bucket

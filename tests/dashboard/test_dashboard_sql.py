@@ -678,3 +678,34 @@ def test_the_job_page_runs_as_gpuledger_job_without_telemetry_and_after_the_data
         job_gpus=[r.job_gpu("late", 7200, None, gpu_index=1)],
     )
     assert runtime_h(sampled, "late") == 0
+
+
+def test_the_gpus_by_state_chart_ends_with_the_last_bucket_the_data_covers_whole(tmp_path):
+    # Two GPUs, both allocated and busy; GPU 0 sends samples to 1 h 1 min, GPU 1 to 1 h.
+    # The 1 h bucket holds 1 min of one GPU's data: averaged over 5 minutes, it showed 0.2 of
+    # 2 GPUs active and 1.8 "unobserved"; `gpuledger serve` already ends at 55 min.
+    from tests.marts import rows as r
+
+    con = r.build_lake(
+        tmp_path,
+        samples=r.samples(range(0, 3630, 30), engine_active=0.9)
+        + r.samples(range(0, 3600, 30), gpu_index=1, engine_active=0.9),
+        jobs=[r.job("a", 0, 7200, gpus=2)],
+        job_gpus=[r.job_gpu("a", 0, 7200, gpu_index=i) for i in (0, 1)],
+        gpus=[r.gpu(), r.gpu(gpu_index=1)],
+    )
+    day = dict(cluster=r.CLUSTER, start=r.at(0), end=r.at(24 * 3600))
+    series = queries.run(con, "dashboard/occupancy_series", **day)
+
+    assert series["bucket"][-1] == r.at(3300)
+    assert series["active"].to_list() == pytest.approx([2.0] * 12)
+    assert series["unobserved"].to_list() == pytest.approx([0.0] * 12)
+    # a cluster whose data is shorter than one bucket keeps its one
+    short = r.build_lake(
+        tmp_path / "short",
+        samples=r.samples(range(0, 120, 30), engine_active=0.9),
+        jobs=[r.job("a", 0, 7200)],
+        job_gpus=[r.job_gpu("a", 0, 7200)],
+        gpus=[r.gpu()],
+    )
+    assert queries.run(short, "dashboard/occupancy_series", **day)["bucket"].to_list() == [r.at(0)]
