@@ -112,16 +112,21 @@ def _render_viewer(title: str) -> Viewer:
     raise AssertionError("unreachable")  # st.stop() raises
 
 
-def _picked_window(first: dt.date, last: dt.date, key: str) -> tuple[dt.date, dt.date]:
+def _picked_window(
+    first: dt.date, last: dt.date, key: str, reach: dt.date | None = None
+) -> tuple[dt.date, dt.date]:
+    """The picked days; by default the DEFAULT_DAYS up to `last`, and as far as `reach` (the
+    day the data ends in, when only minutes of it run past `last`'s midnight)."""
+    reach = max(last, reach or last)
     default_first = max(first, last - dt.timedelta(days=DEFAULT_DAYS - 1))
     picked = st.sidebar.date_input(
         "Dates (UTC)",
         value=(default_first, last),
         min_value=first,
-        max_value=last,
+        max_value=reach,
         key=key,
         help="Both ends included. The lake holds "
-        f"{first:%Y-%m-%d} to {last:%Y-%m-%d}; trends compare with the same number of days "
+        f"{first:%Y-%m-%d} to {reach:%Y-%m-%d}; trends compare with the same number of days "
         "just before.",
     )
     if isinstance(picked, tuple) and len(picked) == 2:
@@ -157,10 +162,16 @@ def render_scope(title: str) -> Scope:
     row = summary.filter(pl.col("cluster") == cluster).row(0, named=True)
     data_start: dt.datetime = row["data_start"]
     data_end: dt.datetime = row["data_end"]
-    # a bucket starting at midnight holds only what carries past the data's last day
+    # a bucket starting at midnight holds only what carries past the data's last day: the
+    # default window ends on the day before; the picker reaches the day the data ends in
+    # (usage_daily counts those minutes there, and the widest window left them out)
     last_data_day = max(data_start.date(), (data_end - dt.timedelta(milliseconds=1)).date())
+    until: dt.datetime = row["data_until"] or data_end
     first_day, last_day = _picked_window(
-        data_start.date(), last_data_day, key=f"scope_dates_{cluster}"
+        data_start.date(),
+        last_data_day,
+        key=f"scope_dates_{cluster}",
+        reach=(until - dt.timedelta(milliseconds=1)).date(),
     )
     scope = Scope(
         root=root,

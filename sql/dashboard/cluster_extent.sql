@@ -3,7 +3,8 @@
 -- Grain:   one row per cluster
 -- Reads:   cluster_occupancy, job_usage, cluster_data_end
 -- Params:  none
--- Returns: cluster, data_start, data_end, gpus_total (null for a cluster without samples)
+-- Returns: cluster, data_start, data_end, gpus_total (null for a cluster without samples),
+--          data_until (where the data ends: cluster_data_end, else data_end)
 --
 -- Read from the occupancy mart (one row per bucket), not from the samples, so the dashboard's
 -- frame is cheap on any lake (cluster_data_end reads the jobs' latest records besides). data_end is the start of the last bucket with data. A
@@ -11,6 +12,9 @@
 -- its jobs' runs (job_usage), so its jobs, users and fairness are shown, not "no data", up to
 -- the end of its data that its running jobs are counted to (cluster_data_end: the latest time
 -- its records give; the latest start or end left out the day its running jobs held GPUs on).
+-- data_until is where the data ends, which can be minutes into a day after the last bucket's
+-- start (a last sample's span, an open allocation, run past midnight): usage_daily has that
+-- day, so the date picker must reach it.
 
 WITH occupancy AS (
     SELECT
@@ -35,7 +39,11 @@ SELECT
     coalesce(o.cluster, s.cluster) AS cluster,
     coalesce(o.data_start, s.data_start) AS data_start,
     coalesce(o.data_end, to_timestamp(e.end_e)) AS data_end,
-    o.gpus_total
+    o.gpus_total,
+    greatest(
+        coalesce(o.data_end, to_timestamp(e.end_e)),
+        coalesce(to_timestamp(e.end_e), o.data_end)
+    ) AS data_until
 FROM occupancy AS o
 FULL OUTER JOIN scheduled AS s
     ON s.cluster = o.cluster

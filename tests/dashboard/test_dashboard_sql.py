@@ -578,9 +578,9 @@ def test_cluster_extent(con):
     frame = queries.run(con, "dashboard/cluster_extent")
 
     assert frame.rows() == [
-        ("a", h(1), h(5), 16.0),  # the occupancy's span, not its jobs'
-        ("b", h(0), h(0), 8.0),
-        ("c", h(2), h(7), None),  # its running jobs hold GPUs to 7 h: shown up to there
+        ("a", h(1), h(5), 16.0, h(6)),  # the occupancy's span, not its jobs'; data to 6 h
+        ("b", h(0), h(0), 8.0, h(1)),
+        ("c", h(2), h(7), None, h(7)),  # its running jobs hold GPUs to 7 h: shown up to there
     ]
 
 

@@ -636,3 +636,28 @@ def test_a_job_link_opens_on_its_cluster(tmp_path, monkeypatch):
     assert not at.exception, at.exception
     assert at.caption[0].value.startswith("cluster beta · user\\-beta")  # (md escapes "-")
     assert at.query_params["cluster"] in ("beta", ["beta"])
+
+
+def test_the_dates_reach_the_minutes_the_data_runs_past_its_last_midnight(tmp_path, monkeypatch):
+    # One GPU held from 22:00 to 00:02 the next day, sampled to the end: the last bucket starts
+    # at midnight, so the picker stopped on the first day and the widest window showed 2.0 of
+    # the job's 2.03 GPU-hours (usage_daily counts the 2 minutes on the second day)
+    from tests.marts import rows as r
+
+    start, end = 22 * 3600, 24 * 3600 + 120
+    lake = tmp_path / "lake"
+    r.build_lake(
+        lake,
+        samples=r.samples(range(start, end, 30), engine_active=0.5),
+        jobs=[r.job("j1", start, end)],
+        job_gpus=[r.job_gpu("j1", start, end)],
+    ).close()
+    days = (r.at(start).date(), r.at(end).date())
+
+    at = open_page(lake, "users", monkeypatch, **{f"scope_dates_{r.CLUSTER}": days})
+
+    assert not at.exception, at.exception
+    tables = {d.value.columns[0]: d.value for d in at.dataframe}
+    expected = (end - start) / 3600
+    assert tables["account"]["alloc_gpu_h"].sum() == pytest.approx(expected)
+    assert tables["user"]["alloc_gpu_h"].sum() == pytest.approx(expected)
