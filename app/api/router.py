@@ -160,7 +160,7 @@ def build_router(
         generation = lake_reader.fresh_generation()
         known = extents.get(generation)
         if known is None:
-            frame = lake_reader.run("views/data_extent")
+            frame = lake_reader.run("views/data_extent").sort("cluster")  # (a view: no order)
             known = {row["cluster"]: row for row in frame.to_dicts()}
             extents.clear()
             extents[generation] = known
