@@ -709,3 +709,40 @@ def test_the_gpus_by_state_chart_ends_with_the_last_bucket_the_data_covers_whole
         gpus=[r.gpu()],
     )
     assert queries.run(short, "dashboard/occupancy_series", **day)["bucket"].to_list() == [r.at(0)]
+
+
+def test_the_overview_counts_a_day_as_the_users_page_does(tmp_path):
+    # Samples every 60 s at :45, so the one at 23:59:45 runs 45 s into the next day: the Overview
+    # counted it whole on the first day (and the day's hours as 24.0125), so its allocated
+    # GPU-hours did not add up with the Users page's observed ones (usage_daily) for the same day
+    from tests.marts import rows as r
+
+    span = range(22 * 3600 + 45, 26 * 3600, 60)
+    con = r.build_lake(
+        tmp_path,
+        samples=r.samples(span, interval_s=60.0, engine_active=0.5)
+        + r.samples(span, gpu_index=1, interval_s=60.0, engine_active=0.0),
+        jobs=[r.job("a", 22 * 3600, 27 * 3600)],
+        job_gpus=[r.job_gpu("a", 22 * 3600, 27 * 3600)],
+        gpus=[r.gpu(), r.gpu(gpu_index=1)],
+    )
+    daily = dict(
+        con.sql("SELECT date, sum(observed_gpu_h) FROM usage_daily GROUP BY date").fetchall()
+    )
+    first = r.at(0)
+    for day in (0, 1):
+        start = first + dt.timedelta(days=day)
+        [w] = queries.run(
+            con,
+            "dashboard/cluster_window_summary",
+            cluster=r.CLUSTER,
+            start=start,
+            end=start + dt.timedelta(days=1),
+        ).rows(named=True)
+        assert w["allocated_gpu_h"] == pytest.approx(daily[start.date()])
+        # GPU 1 was nobody's: unallocated for the same span
+        assert w["unallocated_gpu_h"] == pytest.approx(daily[start.date()])
+        assert w["active_gpu_h"] == pytest.approx(daily[start.date()])
+        assert w["effective_gpu_h"] == pytest.approx(0.5 * daily[start.date()])
+        assert w["hours"] == pytest.approx(daily[start.date()])
+    assert daily[first.date()] == pytest.approx(2 - 45 / 3600)  # from 22:00:45 to midnight
