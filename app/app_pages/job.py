@@ -89,7 +89,9 @@ c3.metric("Busy", percent(job["busy_mean"]), help="Mean busy while observed")
 c4.metric(
     "Tensor active",
     percent(job["tensor_active_mean"]),
-    help=f"≈ {job['est_tflops_mean'] or 0:,.0f} TFLOP/s per GPU",
+    help=None
+    if job["est_tflops_mean"] is None
+    else f"≈ {job['est_tflops_mean']:,.0f} TFLOP/s per GPU",
 )
 c5.metric(
     "Energy kWh",
@@ -180,7 +182,7 @@ found = data.findings(
     s.root, s.cluster, s.data_start - everything, s.data_end + everything, None, job_id=job_id
 )
 if found.is_empty():
-    st.caption("No detector has flagged this job in the selected window.")
+    st.caption("No detector has flagged this job.")
 else:
     show_table(
         found.select(

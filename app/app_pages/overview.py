@@ -39,10 +39,17 @@ now_h, before_h = w["hours"], (p["hours"] if p else None)
 same_hours = now_h / before_h if now_h and before_h else None
 if same_hours is None:
     p = None
-scaled = "" if same_hours in (None, 1.0) else ", their sums scaled to this window's hours of data"
+# (hours equal to the second: each window's first sample to its last, whole days alike)
+same = same_hours is None or abs(same_hours - 1.0) < 1e-6
+scaled = "" if same else ", their sums scaled to this window's hours of data"
+trends = (
+    f"trends against the {s.days:.0f} day(s) before{scaled}"
+    if p is not None
+    else f"no trends: the {s.days:.0f} day(s) before hold no data"
+)
 st.caption(
     f"Cluster **{md(s.cluster)}**, {s.start:%Y-%m-%d} to {s.end:%Y-%m-%d} (UTC, end excluded); "
-    f"trends against the {s.days:.0f} day(s) before{scaled}."
+    f"{trends}."
 )
 
 default_rate = dashboard_cost_per_gpu_hour()  # a bad value already stopped the page (scope)
@@ -55,6 +62,13 @@ rate = st.sidebar.number_input(
     key="overview_cost_per_gpu_h",
     help="Used for the cost figures (default from $GPULEDGER_DASHBOARD_COST_PER_GPU_HOUR).",
 )
+
+
+def kwh_digits(kwh: float | None) -> int:
+    """Decimals for kWh: whole from 100, else to 3 significant figures (a small cluster's day,
+    0.36 kWh, read 0)."""
+    kwh = abs(kwh or 0.0)
+    return 0 if kwh >= 100 else 1 if kwh >= 1 else 2
 
 
 def _delta(key: str, scale: float = 1.0, fmt: str = "{:+,.0f}", summed: bool = True) -> str | None:
@@ -92,8 +106,8 @@ c3.metric(
 )
 c4.metric(
     "Energy kWh",
-    "—" if w["energy_kwh"] is None else f"{w['energy_kwh']:,.0f}",
-    _delta("energy_kwh"),
+    "—" if w["energy_kwh"] is None else f"{w['energy_kwh']:,.{kwh_digits(w['energy_kwh'])}f}",
+    _delta("energy_kwh", fmt=f"{{:+,.{kwh_digits(w['energy_kwh'])}f}}"),
     delta_color="off",
     help="Energy the GPUs drew in the window (kWh); — where no sample carried power",
 )

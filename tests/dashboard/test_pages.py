@@ -611,7 +611,10 @@ def test_a_lake_of_telemetry_alone_shows_its_gpus_hours_on_every_page(tmp_path, 
     assert not any("gpuledger attribute" in e.value for e in at.error), [e.value for e in at.error]
     if page == "overview":  # its GPUs' 2 h: 400 W and 60 W, none allocated
         metrics = {m.label: m.value for m in at.metric}
-        assert metrics["Energy kWh"] == "1" and metrics["Occupancy"] == "0.0 %"
+        # 0.92 kWh (it read "1", and a day of 0.36 kWh "0")
+        assert metrics["Energy kWh"] == "0.92" and metrics["Occupancy"] == "0.0 %"
+        # nothing before the data: no trend, and no "scaled" hours
+        assert "no trends: the 1 day(s) before hold no data" in at.caption[0].value
 
 
 def test_a_job_link_opens_on_its_cluster(tmp_path, monkeypatch):
