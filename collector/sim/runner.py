@@ -518,8 +518,11 @@ def simulate(
     """
     cfg.validate()
     _refuse_other_sources(cfg, lake)
-    _refuse_other_options(cfg, lake)
-    _record_options(cfg, lake)  # before the first row: a run stopped part way is refused too
+    # checked and recorded in one turn: two runs at once both passed the check (a lake of
+    # both runs' days), or one's record of its cluster was lost
+    with layout.table_lock(lake.root, SIMULATED_FILE):
+        _refuse_other_options(cfg, lake)
+        _record_options(cfg, lake)  # before the first row: a run stopped part way is refused too
     rng = np.random.default_rng([cfg.seed, 1])
     t0_ms = int(cfg.start.timestamp() * 1000)
     horizon = cfg.days * DAY_S

@@ -218,6 +218,39 @@ def test_other_options_into_a_simulated_cluster_are_refused_before_anything_land
     simulate(SimConfig(cluster="other", gpus=8, days=2, seed=3), Lake.at(tmp_path))
 
 
+def test_two_simulations_into_one_lake_check_and_record_their_options_in_turn(
+    tmp_path: Path,
+) -> None:
+    # Two runs at once with other options both passed the check (2 of 20 tries): a lake of
+    # one run's days beside the other's, recorded as the second's. The check and the record are
+    # one turn, under the lock: a run that waits for it sees what the other recorded.
+    import json
+    import threading
+
+    from collector.sim.runner import SIMULATED_FILE
+    from warehouse import layout
+
+    record = tmp_path / "_state" / SIMULATED_FILE
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            simulate(SimConfig(gpus=2, days=1, seed=5, interval_s=3600), Lake.at(tmp_path))
+        except ConfigError as exc:
+            raised.append(exc)
+
+    with layout.table_lock(tmp_path, SIMULATED_FILE):  # another run's turn
+        waiting = threading.Thread(target=run)
+        waiting.start()
+        waiting.join(timeout=1.0)
+        assert waiting.is_alive() and not record.exists()  # it waits its turn
+        layout.ensure_dir(record.parent)
+        record.write_text(json.dumps({"sim": {"gpus": 2, "days": 1, "seed": 6}}))
+    waiting.join(timeout=60)
+    assert [str(e) for e in raised] and "simulated with other options" in str(raised[0])
+    assert not list(tmp_path.rglob("*.parquet"))
+
+
 def test_a_cluster_holding_an_imported_trace_is_refused_before_anything_lands(
     tmp_path: Path,
 ) -> None:
