@@ -12,7 +12,7 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from contextlib import ExitStack
+from contextlib import ExitStack, closing
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +35,8 @@ from app.options import (
 )
 
 if TYPE_CHECKING:
+    import polars as pl
+
     from app.pipeline import PipelineConfig
     from warehouse.lake import Lake
 
@@ -489,12 +491,17 @@ def query(
         raise EmptyWarehouse(lake.root, "any table (the folder does not exist)")
     if not any(lake.table_dir(table).is_dir() for table in TABLES):
         raise EmptyWarehouse(lake.root, "any table (it holds no table folders; is --lake right?)")
-    con = lake.connect()
-    if name in readable:
-        with queries.damaged_files(con):  # a file damaged inside: DamagedFile naming it
-            frame = con.sql(f"SELECT * FROM {quote_ident(name)}").pl()  # name: a closed set
-    else:
-        frame = queries.run(con, name, **values)
+
+    def read() -> pl.DataFrame:
+        with closing(lake.connect()) as con:
+            if name in readable:
+                with queries.damaged_files(con):  # a file damaged inside: DamagedFile naming it
+                    whole: pl.DataFrame = con.sql(f"SELECT * FROM {quote_ident(name)}").pl()
+                    return whole  # (name: a closed set)
+            return queries.run(con, name, **values)
+
+    # read again when a collector or `attribute` replaced files under the read (a traceback)
+    frame = lake.read_settled(read)
     if columns is not None:
         wanted = list(dict.fromkeys(c.strip() for c in columns.split(",") if c.strip()))
         unknown = [c for c in wanted if c not in frame.columns]

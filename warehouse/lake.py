@@ -48,6 +48,10 @@ class Lake:
 
     root: Path
 
+    def __post_init__(self) -> None:
+        # absolute, however it was spelled (layout.resolve_root says why)
+        object.__setattr__(self, "root", layout.resolve_root(self.root))
+
     @classmethod
     def at(cls, path: str | os.PathLike[str] | None) -> Lake:
         """The lake at `path` (the default `./lake` when None or empty)."""
@@ -140,12 +144,13 @@ class Lake:
 
     # --- settled reads -------------------------------------------------------------------------
 
-    def files_now(self) -> frozenset[tuple[str, int, int]]:
-        """Every committed Parquet file of the lake's tables, with its mtime and size."""
+    def files_now(self, tables: Iterable[str] | None = None) -> frozenset[tuple[str, int, int]]:
+        """Every committed Parquet file of the lake's tables (or of `tables`), with its mtime
+        and size."""
         from warehouse.schema import TABLES
 
         found = set()
-        for table in TABLES:
+        for table in TABLES if tables is None else tables:
             for path in self.table_files(table):
                 try:
                     info = path.stat()
@@ -159,6 +164,7 @@ class Lake:
         read: Callable[[], T],
         attempts: int = SETTLED_READ_ATTEMPTS,
         wait_s: float = SETTLED_READ_WAIT_S,
+        tables: Iterable[str] | None = None,
     ) -> T:
         """`read()`, run again (up to `attempts` in all) when it fails with a DuckDB error while
         the lake's files changed under it: a collector re-landing its window or `attribute`
@@ -167,17 +173,20 @@ class Lake:
         "Could not convert Timestamp(MS) …"). An error on files that did not change is raised
         at once: it is the files', not the race's. Between tries it waits `wait_s`, doubled each
         time (with 5 tries, 0 of 12 detect runs failed beside a writer landing 20 batches a
-        second; 6 of 14 had failed, with none)."""
+        second; 6 of 14 had failed, with none). A file gone between its listing and its
+        reading (FileNotFoundError: a re-landing evicted it) is the race's too. `tables`: the
+        tables whose changes count (default every table; `attribute`, which writes the marts
+        itself, counts only the raw tables)."""
         import time
 
         import duckdb
 
         for attempt in range(1, attempts + 1):
-            before = self.files_now()
+            before = self.files_now(tables)
             try:
                 return read()
-            except duckdb.Error:
-                if attempt == attempts or self.files_now() == before:
+            except (duckdb.Error, FileNotFoundError):
+                if attempt == attempts or self.files_now(tables) == before:
                     raise
             time.sleep(wait_s * 2 ** (attempt - 1))
         raise AssertionError("unreachable")  # pragma: no cover

@@ -67,8 +67,11 @@ _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 def resolve_root(lake: str | os.PathLike[str] | None) -> Path:
-    """Return the lake root: the given path, else the default `./lake` (env is read by the CLI)."""
-    return Path(lake) if lake else DEFAULT_ROOT
+    """Return the lake root: the given path, else the default `./lake` (env is read by the CLI),
+    made absolute. The build state records the lake's files by path: spelled `lake` by one
+    command and `/srv/lake` by another (the service's configuration), each rebuilt every day
+    the other had built, and `prune` kept days "not built from their samples as they are now"."""
+    return Path(os.path.abspath(lake if lake else DEFAULT_ROOT))
 
 
 # The longest cluster name gpuledger takes (a command's --cluster, a [[sources]] entry's): the

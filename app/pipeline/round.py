@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from app.pipeline.settings import PipelineConfig, Scope
 from warehouse.connection import register_table
-from warehouse.lake import Lake
+from warehouse.lake import SETTLED_READ_ATTEMPTS, Lake
 from warehouse.writer_lock import writer_step
 
 if TYPE_CHECKING:
@@ -90,20 +90,20 @@ def attribute(
     spark_source: str | None = None,
     days_progress: Progress | None = None,
     marts_progress: Progress | None = None,
-    attempts: int = 1,
+    attempts: int = SETTLED_READ_ATTEMPTS,
 ) -> AttributeOutcome:
     """Compact closed days, then bring every mart up to date (raw files are never rewritten:
     each sample's owner is decided as its day's partitions are built).
 
-    `since`: days before it are neither compacted nor built again. `attempts` > 1 reads the
-    lake afresh after a DuckDB error (the service: a source may replace a file this round is
-    reading, e.g. a partial Prometheus window landing again).
+    `since`: days before it are neither compacted nor built again. Up to `attempts` builds:
+    the lake is read afresh after a DuckDB error or a file gone while a source landed files
+    under the build (a partial Prometheus window landing again, an import re-landing its
+    batches); an error on raw files that did not change is raised at once (`Lake.read_settled`).
     """
-    import duckdb
-
     from warehouse.attribution import MART_ORDER
     from warehouse.attribution import attribute as update_marts
     from warehouse.errors import EmptyWarehouse
+    from warehouse.schema import RAW_TABLES
 
     since_day = since.astimezone(dt.UTC).date() if since else None
     compacted = compact(lake, now, since_day)
@@ -116,44 +116,44 @@ def attribute(
 
     if engine == "spark" and spark_source is not None:
         return _attribute_on_spark(lake, config, spark_master, spark_source, step, compacted)
-    for attempt in range(1, attempts + 1):
+
+    def once() -> AttributeOutcome:
         built[0] = 0
         # the scheduler's records alone give the allocation marts (no telemetry: nothing
         # observed); neither is a lake with nothing to attribute
         if not lake.table_files("gpu_samples") and not lake.table_files("jobs"):
             raise EmptyWarehouse(lake.root, "'gpu_samples' or 'jobs'")
-        try:
-            if engine == "spark":
-                from warehouse.spark import build_marts_on_spark, spark_session
+        if engine == "spark":
+            from warehouse.spark import build_marts_on_spark, spark_session
 
-                counts = build_marts_on_spark(
-                    spark_session(spark_master),
-                    lake.root,
-                    config.attribution.values(),
-                    MART_ORDER,
-                    progress=step,
-                    intensity=config.attribution.emissions,
-                )
-                return AttributeOutcome(counts, compacted)
-            # no connection over the whole lake: the update reads what changed, so its cost
-            # does not grow with the files of the lake's history
-            result = update_marts(
-                None,
+            counts = build_marts_on_spark(
+                spark_session(spark_master),
                 lake.root,
-                config.attribution,
+                config.attribution.values(),
+                MART_ORDER,
                 progress=step,
-                force=force,
-                since=since_day,
-                days_progress=days_progress,
-                warehouse=lake.config(),
+                intensity=config.attribution.emissions,
             )
-            return AttributeOutcome(
-                result.mart_rows, compacted, len(result.days.rebuilt), len(result.days.tails)
-            )
-        except duckdb.Error:
-            if attempt == attempts:
-                raise
-    raise AssertionError("unreachable")  # pragma: no cover
+            return AttributeOutcome(counts, compacted)
+        # no connection over the whole lake: the update reads what changed, so its cost
+        # does not grow with the files of the lake's history
+        result = update_marts(
+            None,
+            lake.root,
+            config.attribution,
+            progress=step,
+            force=force,
+            since=since_day,
+            days_progress=days_progress,
+            warehouse=lake.config(),
+        )
+        return AttributeOutcome(
+            result.mart_rows, compacted, len(result.days.rebuilt), len(result.days.tails)
+        )
+
+    # built again from the lake as it is now when a source landed or re-landed files under
+    # the build (a DuckDB error or a file gone): the lake's raw tables changed meanwhile
+    return lake.read_settled(once, attempts=attempts, tables=RAW_TABLES)
 
 
 def _attribute_on_spark(

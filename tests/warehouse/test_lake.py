@@ -24,6 +24,29 @@ def test_the_lake_at_no_path_is_the_default_and_names_itself_by_its_path(tmp_pat
     assert len({Lake.at(tmp_path), Lake(tmp_path)}) == 1  # hashable: a cache key
 
 
+def test_a_lake_spelled_two_ways_is_one_lake_and_its_build_state_holds(tmp_path, monkeypatch):
+    # The probe: `attribute --lake lake` and `--lake /abs/lake` each rebuilt every day the
+    # other had built (the build state records files by path), and prune kept such days
+    from click.testing import CliRunner
+
+    from app.cli import cli
+
+    monkeypatch.chdir(tmp_path)
+    assert Lake.at("lake") == Lake.at(tmp_path / "lake") == Lake(Path("x/../lake"))
+    assert Lake.at("lake").root.is_absolute()
+    runner = CliRunner(env={k: None for k in os.environ if k.startswith("GPULEDGER_")})
+
+    def gpuledger(*args: str) -> str:
+        result = runner.invoke(cli, list(args))
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    gpuledger("simulate", "--lake", "lake", "--gpus", "4", "--days", "2", "-q")
+    assert "2 day partition(s) built" in gpuledger("attribute", "--lake", "lake")
+    for spelled in (str(tmp_path / "lake"), "./lake", "lake"):
+        assert "the day partitions were up to date" in gpuledger("attribute", "--lake", spelled)
+
+
 def test_layout_is_the_layout_modules(tmp_path):
     lake = Lake.at(tmp_path)
     r.land(tmp_path, "gpu_samples", r.samples(range(0, 300, 30)))

@@ -59,3 +59,30 @@ def test_a_lake_that_keeps_changing_is_given_up_on_after_the_attempts(tmp_path):
     with pytest.raises(duckdb.Error):
         lake.read_settled(read, attempts=3, wait_s=0)
     assert len(calls) == 3
+
+
+def test_a_file_gone_under_the_read_is_the_race_too_and_only_the_named_tables_count(tmp_path):
+    # `attribute` beside an import re-landing its batches: "No such file or directory" for a
+    # file listed a moment before, as a traceback (the CLI's attribute did not read again)
+    lake = lake_of_samples(tmp_path)
+    calls = []
+
+    def read() -> int:
+        calls.append(1)
+        if len(calls) == 1:
+            r.land(tmp_path, "gpu_samples", r.samples([0, 30, 60, 90]))
+            raise FileNotFoundError(2, "No such file or directory", "gone.parquet")
+        return len(calls)
+
+    assert lake.read_settled(read, wait_s=0, tables=["gpu_samples"]) == 2
+    # a change to another table than those named is no reason to read again
+    calls.clear()
+
+    def other_changed() -> None:
+        calls.append(1)
+        r.land(tmp_path, "job_usage", [{"cluster": r.CLUSTER, "job_id": str(len(calls))}])
+        raise duckdb.Error("a damaged sample file")
+
+    with pytest.raises(duckdb.Error, match="damaged"):
+        lake.read_settled(other_changed, wait_s=0, tables=["gpu_samples"])
+    assert len(calls) == 1
