@@ -29,6 +29,7 @@ __all__ = [
 ]
 
 MODELS_DIR = "models"
+MODELS_LOCK = "models"  # `_state/locks/models.lock`: a model and its card saved and read together
 
 
 class ModelNotTrained(LookupError):
@@ -129,8 +130,11 @@ def save(lake: Lake, card: ModelCard, model: object) -> Path:
     buffer = io.BytesIO()
     joblib.dump(model, buffer)
     path = folder / f"{card.name}.joblib"
-    _atomic_write_bytes(path, buffer.getvalue())
-    _atomic_write_bytes(folder / f"{card.name}.json", card.to_json().encode())
+    # both files in one turn (`load` takes the same): each is replaced whole, but one after
+    # the other, and a `detect` between the two read the new model with the old card
+    with layout.table_lock(lake.root, MODELS_LOCK):
+        _atomic_write_bytes(path, buffer.getvalue())
+        _atomic_write_bytes(folder / f"{card.name}.json", card.to_json().encode())
     return path
 
 
@@ -138,6 +142,8 @@ def load(lake: Lake, name: str, features: tuple[str, ...] | None = None) -> tupl
     """Return the card and the model stored as `name`, or raise ModelNotTrained: none stored,
     or (with `features`, what the caller will feed) one trained on other features, by
     another version of gpuledger."""
+    import io
+
     import joblib
 
     folder = model_dir(lake)
@@ -147,7 +153,12 @@ def load(lake: Lake, name: str, features: tuple[str, ...] | None = None) -> tupl
             f"No trained model {name!r} in {folder} (run `gpuledger evaluate` or train it first)"
         )
     try:
-        card = ModelCard.from_json(card_path.read_text(encoding="utf-8"))
+        with layout.table_lock(lake.root, MODELS_LOCK):  # (not between `save`'s two replaces)
+            card_text, model_bytes = card_path.read_bytes(), model_path.read_bytes()
+    except FileNotFoundError:  # removed since (`evaluate` clearing its models)
+        raise ModelNotTrained(f"The model {name!r} in {folder} was removed") from None
+    try:
+        card = ModelCard.from_json(card_text.decode("utf-8"))
     except (ValueError, KeyError, TypeError) as exc:  # JSONDecodeError, UnicodeDecodeError: too
         raise DamagedFile(card_path, f"{type(exc).__name__}: {exc}", "model card") from exc
     if features is not None and card.features != tuple(features):
@@ -157,7 +168,7 @@ def load(lake: Lake, name: str, features: tuple[str, ...] | None = None) -> tupl
             "it): train it again (`gpuledger train`)"
         )
     try:
-        model = joblib.load(model_path)
+        model = joblib.load(io.BytesIO(model_bytes))
     except Exception as exc:  # unpickling garbage raises almost anything; name the file
         raise DamagedFile(model_path, f"{type(exc).__name__}: {exc}", "model") from exc
     return card, model

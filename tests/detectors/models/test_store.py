@@ -39,6 +39,34 @@ def test_saving_again_replaces(tmp_path):
     assert sorted(p.name for p in model_dir(Lake.at(tmp_path)).iterdir()) == ["m.joblib", "m.json"]
 
 
+def test_a_model_is_never_read_with_another_saves_card(tmp_path):
+    # `save` replaces the model, then its card: a `detect` between the two read the new model
+    # with the old card (its threshold, its features). Both are saved and read in one turn.
+    import dataclasses
+    import threading
+
+    from detectors.models.store import MODELS_LOCK
+    from warehouse import layout
+
+    lake = Lake.at(tmp_path)
+    save(lake, card(), 1)
+    newer = dataclasses.replace(card(), threshold=0.9)
+    got: list[tuple[ModelCard, object]] = []
+    with layout.table_lock(tmp_path, MODELS_LOCK):  # a save half done: its model replaced
+        save(Lake.at(tmp_path / "other"), newer, 2)
+        folder = model_dir(lake)
+        (folder / "m.joblib").write_bytes(
+            (model_dir(Lake.at(tmp_path / "other")) / "m.joblib").read_bytes()
+        )
+        reader = threading.Thread(target=lambda: got.append(load(lake, "m")))
+        reader.start()
+        reader.join(timeout=1.0)
+        assert reader.is_alive() and not got  # it waits for the save to end
+        (folder / "m.json").write_text(newer.to_json())
+    reader.join(timeout=30)
+    assert [(c.threshold, model) for c, model in got] == [(0.9, 2)]
+
+
 def test_a_missing_model_is_named(tmp_path):
     with pytest.raises(ModelNotTrained, match="'early_waste_30m'"):
         load(Lake.at(tmp_path), "early_waste_30m")
