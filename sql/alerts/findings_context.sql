@@ -46,16 +46,23 @@ owned AS (
 -- a subject (a job) counts once, at its largest detector's figure: its findings of several
 -- detectors (an idle rule, a model's forecasts at 15 and 30 minutes, a memory hold) are views
 -- of the same GPU-hours, not waste to add up; one detector's several findings about it (its
--- slow GPUs) share its loss, and are summed
+-- slow GPUs) share its loss, and are summed. A finding about the user themselves (`user NAME`:
+-- their last days' efficiency) counts their jobs' waste too: the larger of it and the sum of
+-- their other subjects (added, a user was told of 60.6 GPU-hours at stake of 51.1 held;
+-- app/alerts/render.py's at_stake_total counts a message's total the same way)
 user_totals AS (
     SELECT
         cluster,
         user,
-        sum(gpu_h) AS user_gpu_h_at_stake
+        greatest(
+            coalesce(max(gpu_h) FILTER (WHERE subject = 'user ' || user), 0),
+            coalesce(sum(gpu_h) FILTER (WHERE subject <> 'user ' || user), 0)
+        ) AS user_gpu_h_at_stake
     FROM (
         SELECT
             cluster,
             user,
+            subject,
             max(gpu_h) AS gpu_h
         FROM (
             SELECT

@@ -17,7 +17,7 @@ from app.alerts.directory import Person
 from app.alerts.findings import load_findings
 from app.alerts.fixes import concrete_fix
 from app.alerts.plan import Notice, Stage
-from app.alerts.render import render_person, sample_finding
+from app.alerts.render import DigestRow, render_digest, render_person, sample_finding
 from app.alerts.runner import Seams, run_cycle
 from app.cli import cli
 from warehouse.connection import connect
@@ -487,6 +487,42 @@ def test_a_users_rank_counts_each_of_their_jobs_once(tmp_path):
 
     ranks = {f.user: (f.user_rank, f.user_gpu_h_at_stake) for f in found}
     assert ranks == {"bob": (1, pytest.approx(15.0)), "alice": (2, pytest.approx(10.0))}
+
+
+def test_a_finding_about_a_user_counts_their_jobs_waste_not_on_top_of_it(tmp_path):
+    # The probe: hana was told "2 alerts, 60.6 GPU-hours at stake" of the 51.1 her jobs held:
+    # her week's efficiency finding (the waste of all her jobs) was added to a job's idle one
+    def user_finding(gpu_h: float, who: str = "alice") -> dict[str, object]:
+        return finding(
+            finding_id=f"u-{who}",
+            detector="low_efficiency_user",
+            subject_kind="user",
+            subject_id=who,
+            job_id=None,
+            user=who,
+            gpu_h_at_stake=gpu_h,
+        )
+
+    rows = [
+        user_finding(40.0),
+        finding(finding_id="a1", gpu_h_at_stake=10.0),
+        finding(finding_id="a2", job_id="4243", subject_id="4243", gpu_h_at_stake=12.0),
+        # bob: his jobs' findings add up to more than his user finding
+        user_finding(5.0, "bob"),
+        finding(finding_id="b1", job_id="5000", subject_id="5000", user="bob", gpu_h_at_stake=9),
+    ]
+    lake = tmp_path / "lake"
+    land(lake, "findings", rows)
+    found = load_findings(connect(lake), NOW - 60 * MIN)
+
+    totals = {f.user: f.user_gpu_h_at_stake for f in found}
+    assert totals == {"alice": pytest.approx(40.0), "bob": pytest.approx(9.0)}
+    alice = Person("alice", "alice@example.org", "U0ALICE", "Alice")
+    mine = [f for f in found if f.user == "alice"]
+    r = render_person([(Notice(f, Stage.NOTICE, True, False), "owner") for f in mine], alice, IDLE)
+    assert "3 alerts for you, 40.0 GPU-hours at stake" in r.text
+    digest = render_digest([DigestRow.of(Notice(f, Stage.NOTICE, True, False)) for f in found], NOW)
+    assert "49.0 GPU-hours at stake" in digest.subject  # 40 + 9, not 76
 
 
 def test_one_detectors_findings_about_a_job_share_its_figure_and_are_summed(tmp_path):
