@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Final
 
 from warehouse import layout
-from warehouse.errors import StateFileTooNew
+from warehouse.errors import DamagedFile, StateFileTooNew
 
 __all__ = [
     "ALERTS",
@@ -383,6 +383,11 @@ def open_state(
     con = layout.open_private_db(path, timeout_s, autocommit=autocommit)
     try:
         ensure_schema(con, spec, path)
+    except sqlite3.DatabaseError as exc:  # its header read, its pages not (cut short, overwritten)
+        con.close()
+        if isinstance(exc, sqlite3.OperationalError):  # locked, busy: not damage
+            raise
+        raise DamagedFile(path, str(exc), "SQLite state") from exc
     except BaseException:
         con.close()
         raise

@@ -26,12 +26,48 @@ from typing import Any
 from app.alerts.findings import fingerprint_end
 from app.alerts.plan import Prior, Stage
 from warehouse import state_files
+from warehouse.errors import DamagedFile
 from warehouse.layout import SHARED_FILE_MODE
 
 __all__ = ["LEDGER_FILE", "Ledger", "StoredMessage"]
 
 LEDGER_FILE = state_files.ALERTS.name
 _OWNER_ONLY = 0o600  # the mode earlier versions created the ledger with
+
+
+def _refuse_empty(path: Path) -> None:
+    """DamagedFile where the ledger exists and is empty: SQLite would take it for a new ledger,
+    and every open finding was alerted again (a ledger is never empty once made: its schema is
+    written as it is created)."""
+    if path.is_file() and path.stat().st_size == 0:
+        raise DamagedFile(
+            path,
+            "it is empty: cut short, or the first `gpuledger alert` stopped before it wrote "
+            "anything. Without it, every open finding is alerted again",
+            "alert ledger",
+        )
+
+
+def _check_pages(con: sqlite3.Connection) -> None:
+    """sqlite3.DatabaseError where a page of the ledger is damaged (`PRAGMA quick_check`: every
+    page read once, milliseconds for a ledger of megabytes): found before a run plans on it,
+    not part way through, in a traceback."""
+    found = [row[0] for row in con.execute("PRAGMA quick_check").fetchall()]
+    if found != ["ok"]:
+        raise sqlite3.DatabaseError("; ".join(map(str, found[:3])))
+
+
+@contextmanager
+def _damage_named(path: Path, con: sqlite3.Connection) -> Iterator[None]:
+    """A damaged ledger (its pages overwritten or cut short: sqlite3.DatabaseError) raised as
+    DamagedFile naming it, `con` closed; a busy or locked one (OperationalError) as it is."""
+    try:
+        yield
+    except sqlite3.DatabaseError as exc:
+        if isinstance(exc, sqlite3.OperationalError):
+            raise
+        con.close()
+        raise DamagedFile(path, str(exc), "alert ledger") from exc
 
 
 def _ts(value: dt.datetime) -> str:
@@ -85,12 +121,15 @@ class Ledger:
 
         A ledger an earlier version made owner-only (0600) is opened to the group when this
         user owns it; one owned by another user stays as it is (chmod would fail)."""
+        _refuse_empty(path)
         con = state_files.open_state(path, state_files.ALERTS, 30.0, autocommit=True)
         info = os.stat(path)
         if info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) == _OWNER_ONLY:
             os.chmod(path, SHARED_FILE_MODE)
-        con.execute("PRAGMA journal_mode=WAL")
-        con.execute("PRAGMA synchronous=FULL")  # an acknowledged "delivered" survives a crash
+        with _damage_named(path, con):
+            _check_pages(con)
+            con.execute("PRAGMA journal_mode=WAL")
+            con.execute("PRAGMA synchronous=FULL")  # an acknowledged "delivered" survives a crash
         return cls(con, path)
 
     @classmethod
@@ -98,9 +137,12 @@ class Ledger:
         """An in-memory copy of the ledger (for --dry-run: plan as usual, write nothing)."""
         con = sqlite3.connect(":memory:", isolation_level=None)
         if path.exists():
+            _refuse_empty(path)
             source = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
             try:
-                source.backup(con)
+                with _damage_named(path, con):
+                    source.backup(con)
+                    _check_pages(con)
             finally:
                 source.close()
         return cls(con, path)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import sqlite3
 import stat
 from collections import Counter
 from collections.abc import Iterator
@@ -176,7 +175,43 @@ def test_the_ledger_and_its_wal_files_are_group_writable_whatever_the_umask(tmp_
 def test_an_owner_only_ledger_of_this_user_is_opened_to_the_group(tmp_path):
     """A ledger an earlier version made 0600: its owner's next run makes it the group's."""
     path = layout.state_dir(tmp_path / "lake") / LEDGER_FILE
-    sqlite3.connect(path).close()
+    Ledger.open(path).close()
     os.chmod(path, 0o600)
     Ledger.open(path).close()
     assert mode(path) == "0o660"
+
+
+@pytest.mark.parametrize("damage", ["empty", "cut short", "overwritten"])
+def test_a_damaged_or_emptied_ledger_is_one_error_naming_it_never_a_new_ledger(tmp_path, damage):
+    # The probe: a ledger emptied (0 bytes) was taken for a new one, and the next run sent all
+    # 21 open findings again; one cut short or overwritten was a traceback (open, --status)
+    from warehouse.errors import DamagedFile
+
+    path = layout.state_dir(tmp_path / "lake") / LEDGER_FILE
+    ledger = Ledger.open(path)
+    for i in range(200):
+        ledger.add_message(
+            key=f"k{i}",
+            notice_id=None,
+            kind="notice",
+            role="owner",
+            channel="slack",
+            recipient="U1",
+            payload={"text": "x" * 200},
+            now=NOW,
+        )
+    ledger.con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    ledger.close()
+    data = path.read_bytes()
+    damaged = {
+        "empty": b"",
+        "cut short": data[:150],
+        "overwritten": data[:4096] + b"\xff" * 8192 + data[4096 + 8192 :],
+    }[damage]
+    path.write_bytes(damaged)
+
+    for read in (Ledger.open, Ledger.snapshot):
+        with pytest.raises(DamagedFile, match="alert ledger|SQLite state") as info:
+            read(path).con.execute("SELECT count(*) FROM messages").fetchall()
+        assert str(path) in str(info.value)
+    assert path.read_bytes() == damaged  # left as it was
