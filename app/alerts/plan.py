@@ -134,8 +134,11 @@ class Plan:
 
 def _episode_start(f: FindingContext) -> dt.datetime:
     """Where the idleness being escalated began: the latest idle episode's start (a job idle,
-    busy, then idle again is escalated from its second start, not its first)."""
-    return f.episode_start or f.job_start_ts or f.detected_ts
+    busy, then idle again is escalated from its second start, not its first), never before the
+    job started: episodes start on a bucket's boundary, and a job started 23:00:59 was "idle
+    for an hour" at 23:59:18 (each stage, and the cancel, up to a bucket early)."""
+    start = f.episode_start or f.job_start_ts or f.detected_ts
+    return max(start, f.job_start_ts) if f.job_start_ts is not None else start
 
 
 def _minutes(f: FindingContext, now: dt.datetime) -> float:

@@ -137,6 +137,21 @@ def test_idle_escalation_stages(minutes, interactive, expected):
     assert idle_stage(idle(minutes, interactive=interactive), cfg(), NOW) == expected
 
 
+def test_idleness_is_measured_from_the_jobs_start_not_its_first_bucket():
+    # The probe: job 1083 started 23:00:59, its idle episode at the bucket's 23:00:00; at
+    # 23:59:18 (59.3 minutes in) it got its first notice, and each stage came up to a bucket
+    # early (the cancel too)
+    early = idle(61, job_start_ts=NOW - 59.3 * MIN)  # its span from the bucket, 61 min ago
+    assert idle_stage(early, cfg(), NOW) == Stage.NONE
+    assert idle_stage(dataclasses.replace(early, job_start_ts=NOW - 60 * MIN), cfg(), NOW) == (
+        Stage.NOTICE
+    )
+    # a later episode (idle again after working) still counts from its own start
+    episode = {"episode_start_e": (NOW - 70 * MIN).timestamp()}
+    again = idle(200, job_start_ts=NOW - 200 * MIN, evidence=episode)
+    assert idle_stage(again, cfg(), NOW) == Stage.NOTICE
+
+
 def test_escalation_sends_each_stage_once_and_no_action_by_default(tmp_path):
     ledger, config, sent = empty_ledger(tmp_path), cfg(), []
     for minutes in (30, 60, 70, 105, 110, 120, 150, 300):
