@@ -100,7 +100,8 @@ class DeliveryReport:
     """What one delivery pass did."""
 
     delivered: list[str] = field(default_factory=list)
-    retrying: list[str] = field(default_factory=list)
+    retrying: list[str] = field(default_factory=list)  # wait for a later try (or run)
+    untried: list[str] = field(default_factory=list)  # of those, not tried this run: channel down
     failed: list[tuple[str, str]] = field(default_factory=list)
     refused: list[tuple[str, str]] = field(default_factory=list)  # a channel refused by 5xx
     attempts: int = 0
@@ -168,6 +169,7 @@ def _deliver(
     for msg in ledger.due(clock()):
         if msg.channel in down:
             report.retrying.append(msg.key)
+            report.untried.append(msg.key)
             continue
         for attempt in range(cfg.max_attempts):
             ledger.mark_sending(msg.key, clock())

@@ -71,9 +71,12 @@ def _alert_step(cfg: Config) -> Step:
             return
         report = run_cycle(lake, alerts)
         ctx.metrics.inc("gpuledger_alerts_sent_total", len(report.delivery.delivered))
-        # undelivered messages stay in the ledger and are retried next round
-        failed = len(report.delivery.failed) + len(report.delivery.retrying)
-        ctx.metrics.inc("gpuledger_alerts_failed_total", failed)
+        # undelivered messages stay in the ledger and are retried next round; those a channel
+        # found down left untried are no delivery that failed (each round added them again)
+        d = report.delivery
+        ctx.metrics.inc(
+            "gpuledger_alerts_failed_total", len(d.failed) + len(d.retrying) - len(d.untried)
+        )
 
     return step
 
