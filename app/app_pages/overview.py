@@ -65,10 +65,10 @@ rate = st.sidebar.number_input(
 
 
 def kwh_digits(kwh: float | None) -> int:
-    """Decimals for kWh: whole from 100, else to 3 significant figures (a small cluster's day,
-    0.36 kWh, read 0)."""
+    """Decimals for kWh: none from 100, one from 10, else two (a small cluster's day, 0.36 kWh,
+    read 0)."""
     kwh = abs(kwh or 0.0)
-    return 0 if kwh >= 100 else 1 if kwh >= 1 else 2
+    return 0 if kwh >= 100 else 1 if kwh >= 10 else 2
 
 
 def _delta(key: str, scale: float = 1.0, fmt: str = "{:+,.0f}", summed: bool = True) -> str | None:

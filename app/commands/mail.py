@@ -148,7 +148,7 @@ def _deliver(
     composed = compose(
         body,
         subject,
-        lake_report(Lake.at(root.resolve()), cluster, clock=clock or wall_clock),
+        lake_report(Lake.at(root), cluster, clock=clock or wall_clock),
         timeout_s=settings.report_timeout_s,
         problem=problem,
     )

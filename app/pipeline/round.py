@@ -98,12 +98,13 @@ def attribute(
     `since`: days before it are neither compacted nor built again. Up to `attempts` builds:
     the lake is read afresh after a DuckDB error or a file gone while a source landed files
     under the build (a partial Prometheus window landing again, an import re-landing its
-    batches); an error on raw files that did not change is raised at once (`Lake.read_settled`).
+    batches); an error on raw files that did not change is raised at once (`Lake.read_settled`;
+    a Spark build's own errors are not retried).
     """
     from warehouse.attribution import MART_ORDER
     from warehouse.attribution import attribute as update_marts
     from warehouse.errors import EmptyWarehouse
-    from warehouse.schema import RAW_TABLES
+    from warehouse.summary.whole import SUMMARY_RAW_TABLES
 
     since_day = since.astimezone(dt.UTC).date() if since else None
     compacted = compact(lake, now, since_day)
@@ -152,8 +153,9 @@ def attribute(
         )
 
     # built again from the lake as it is now when a source landed or re-landed files under
-    # the build (a DuckDB error or a file gone): the lake's raw tables changed meanwhile
-    return lake.read_settled(once, attempts=attempts, tables=RAW_TABLES)
+    # the build (a DuckDB error or a file gone): the tables it reads changed meanwhile (not
+    # detect's findings: a detect beside it is no reason to build again)
+    return lake.read_settled(once, attempts=attempts, tables=("gpu_samples", *SUMMARY_RAW_TABLES))
 
 
 def _attribute_on_spark(

@@ -6,7 +6,7 @@
 --   $cluster  only this cluster, or NULL for every cluster
 --   $user     only this user's jobs, or NULL for everyone's
 --             (a user name matches in any case, as the API's viewers are named)
---   $start    only jobs still running after this (one that ended at it ran none of the window) (TIMESTAMP WITH TIME ZONE, UTC)
+--   $start    only jobs running after this, or starting at or after it (one that ran before and ended at it ran none of the window) (TIMESTAMP WITH TIME ZONE, UTC)
 --   $end      only jobs started (or, never started, submitted) before this
 --   $limit    at most this many rows
 -- Returns: cluster, job_id, job_name, user, account, partition, state, gpus, submit_ts,
@@ -52,7 +52,7 @@ LEFT JOIN cluster_data_end AS d
     ON d.cluster = j.cluster
 WHERE ($cluster IS NULL OR j.cluster = $cluster)
     AND ($user IS NULL OR lower(j.user) = lower($user))
-    AND (j.end_ts IS NULL OR j.end_ts > $start)
+    AND (j.end_ts IS NULL OR j.end_ts > $start OR j.start_ts >= $start)
     AND coalesce(j.start_ts, j.submit_ts) < $end
 ORDER BY coalesce(j.start_ts, j.submit_ts) DESC, j.cluster, j.job_id
 LIMIT $limit

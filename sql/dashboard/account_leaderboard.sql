@@ -41,7 +41,7 @@ ran AS (
         count(*) AS jobs
     FROM job_usage
     WHERE cluster = $cluster
-        AND (end_ts IS NULL OR end_ts > $start)
+        AND (end_ts IS NULL OR end_ts > $start OR start_ts >= $start)
         AND start_ts < $end
         AND ($viewer IS NULL OR lower(user) = lower($viewer))
     GROUP BY coalesce(account, '(none)')

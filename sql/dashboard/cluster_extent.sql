@@ -40,10 +40,7 @@ SELECT
     coalesce(o.data_start, s.data_start) AS data_start,
     coalesce(o.data_end, to_timestamp(e.end_e)) AS data_end,
     o.gpus_total,
-    greatest(
-        coalesce(o.data_end, to_timestamp(e.end_e)),
-        coalesce(to_timestamp(e.end_e), o.data_end)
-    ) AS data_until
+    greatest(o.data_end, to_timestamp(e.end_e)) AS data_until  -- (greatest skips a null)
 FROM occupancy AS o
 FULL OUTER JOIN scheduled AS s
     ON s.cluster = o.cluster

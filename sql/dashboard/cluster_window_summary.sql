@@ -4,8 +4,9 @@
 -- Reads:   gpu_job_buckets, cluster_occupancy
 -- Params:
 --   $cluster  the cluster
---   $start    inclusive lower bound on bucket (TIMESTAMP WITH TIME ZONE, UTC)
---   $end      exclusive upper bound on bucket
+--   $start    inclusive lower bound on bucket (TIMESTAMP WITH TIME ZONE, UTC); a bucket's
+--             start (the dashboard's windows are whole UTC days)
+--   $end      exclusive upper bound on bucket; a bucket's start too
 -- Returns: gpus_total, hours, capacity_gpu_h, allocated_gpu_h, active_gpu_h,
 --          idle_allocated_gpu_h, unallocated_gpu_h, effective_gpu_h, occupancy,
 --          idle_share_of_allocated, energy_kwh, jobs
@@ -16,7 +17,8 @@
 -- runs into it counts from its start (the bucket's crossing sample, carry_share of the GPU;
 -- active or idle as it was, carry_busy of it effective). Energy stays with its sample. The
 -- Overview counted both edges' samples whole in their bucket, so it did not add up with the
--- Users page's (usage_daily's) figures for the same days.
+-- Users page's (usage_daily's) figures for the same days. (A MIG instance counts as its share
+-- of the GPU here, as occupancy does; usage_daily counts a job's instance-hours.)
 
 WITH edges AS (
     SELECT
@@ -35,7 +37,8 @@ rows AS (
         END * coalesce(b.carry_share, 0) AS moved_s
     FROM gpu_job_buckets AS b, edges AS e
     WHERE b.cluster = $cluster
-        -- (a day before it: the longest sample interval that can carry into the window)
+        -- (a day before it: more than the longest span a sample has, 2 × its interval of
+        -- at most an hour, sql/views/sample_steps.sql)
         AND b.bucket >= $start - INTERVAL 1 DAY
         AND b.bucket < $end
         AND (b.bucket >= $start OR b.last_end_e > e.start_e)

@@ -4,7 +4,7 @@
 -- Reads:   job_usage
 -- Params:
 --   $cluster  the cluster
---   $start    only jobs still running after this (one that ended at it ran none of the window) (TIMESTAMP WITH TIME ZONE, UTC)
+--   $start    only jobs running after this, or starting at or after it (one that ran before and ended at it ran none of the window) (TIMESTAMP WITH TIME ZONE, UTC)
 --   $end      only jobs started before this
 --   $viewer   only this user's jobs, or NULL for everyone's
 --             (a user name matches in any case)
@@ -18,7 +18,7 @@ WITH scoped AS (
         split_part(state, ' ', 1) AS state
     FROM job_usage
     WHERE cluster = $cluster
-        AND (end_ts IS NULL OR end_ts > $start)
+        AND (end_ts IS NULL OR end_ts > $start OR start_ts >= $start)
         AND start_ts < $end
         AND ($viewer IS NULL OR lower(user) = lower($viewer))
 ),

@@ -4,7 +4,7 @@
 -- Reads:   job_usage, jobs_latest, cluster_data_end
 -- Params:
 --   $cluster    the cluster
---   $start      only jobs still running after this (one that ended at it ran none of the window) (TIMESTAMP WITH TIME ZONE, UTC)
+--   $start      only jobs running after this, or starting at or after it (one that ran before and ended at it ran none of the window) (TIMESTAMP WITH TIME ZONE, UTC)
 --   $end        only jobs started before this
 --   $viewer     only this user's jobs (a signed-in non-manager), or NULL for everyone's
 --               (a user name matches in any case)
@@ -62,7 +62,7 @@ LEFT JOIN jobs_latest AS j
 LEFT JOIN cluster_data_end AS d
     ON d.cluster = u.cluster
 WHERE u.cluster = $cluster
-    AND (u.end_ts IS NULL OR u.end_ts > $start)
+    AND (u.end_ts IS NULL OR u.end_ts > $start OR u.start_ts >= $start)
     AND u.start_ts < $end
     AND ($viewer IS NULL OR lower(u.user) = lower($viewer))
     AND (

@@ -1,7 +1,7 @@
 -- occupancy_series: GPUs by state over time, for the stacked-area chart of the overview.
 --
 -- Grain:   one row per (cluster, bucket)
--- Reads:   cluster_occupancy, cluster_data_end
+-- Reads:   cluster_occupancy, gpu_job_buckets (where the data ends)
 -- Params:
 --   $cluster  the cluster to show
 --   $start    inclusive lower bound on bucket (TIMESTAMP WITH TIME ZONE, UTC)
@@ -27,12 +27,21 @@ WITH cluster_buckets AS (
     FROM cluster_occupancy
     WHERE cluster = $cluster
 ),
+data_end AS (
+    -- where the telemetry ends, read near the window only (cluster_data_end reads the whole
+    -- history): the buckets from a day before it (a sample spans at most 2 hours) to a day
+    -- after it; data going on past the window leaves every bucket of it whole
+    SELECT max(interval_end_e) AS end_e
+    FROM gpu_job_buckets
+    WHERE cluster = $cluster
+        AND bucket >= $start - INTERVAL 1 DAY
+        AND bucket < $end + INTERVAL 1 DAY
+),
 last_whole AS (
     -- the start of the last bucket that ends at or before the end of the data
     SELECT max(b.bucket) AS bucket
-    FROM cluster_buckets AS b, cluster_data_end AS e
-    WHERE e.cluster = $cluster
-        AND epoch(b.bucket) + (SELECT min(gap_s) FROM cluster_buckets WHERE gap_s > 0) <= e.end_e
+    FROM cluster_buckets AS b, data_end AS e
+    WHERE epoch(b.bucket) + (SELECT min(gap_s) FROM cluster_buckets WHERE gap_s > 0) <= e.end_e
 )
 SELECT
     b.bucket,

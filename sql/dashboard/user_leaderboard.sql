@@ -46,7 +46,7 @@ ran AS (
         sum(gpus_never_active) AS gpus_never_active
     FROM job_usage
     WHERE cluster = $cluster
-        AND (end_ts IS NULL OR end_ts > $start)
+        AND (end_ts IS NULL OR end_ts > $start OR start_ts >= $start)
         AND start_ts < $end
         AND user IS NOT NULL
         AND ($viewer IS NULL OR lower(user) = lower($viewer))

@@ -172,6 +172,18 @@ def test_job_table_filters(jobs_con, filters, expected):
     assert job_ids(jobs_con, **filters) == expected
 
 
+def test_a_job_that_began_and_ended_as_the_window_began_is_in_it(jobs_con):
+    # a job that failed at launch, start = end = the window's start: none of its time is before
+    # the window, so it is this window's (it was in none, once a job ended at the start was not)
+    rows = jobs_con.sql("SELECT * FROM job_usage").to_arrow_table()
+    launch = table("job_usage", [job("8", "erin", "vision", "FAILED", 0, 0, 0.0, 0.0, 0.0)])
+    jobs_con.register("job_usage", pa.concat_tables([rows, launch.cast(rows.schema)]))
+
+    assert "8" in job_ids(jobs_con)
+    board = queries.run(jobs_con, "dashboard/user_leaderboard", **WEEK, viewer=None, needle="")
+    assert "erin" in board["user"].to_list()
+
+
 def test_job_table_figures(jobs_con):
     row = queries.run(jobs_con, "dashboard/job_table", **WEEK, **JOB_FILTERS).row(0, named=True)
 
